@@ -1,0 +1,65 @@
+// Exit codes of DESIGN.md. Commands throw; only main() turns them into a code.
+export const ExitCode = {
+  ok: 0,
+  failed: 1,
+  usage: 2,
+  refused: 3,
+  rollbackIncomplete: 4,
+  interrupted: 130,
+  terminated: 143,
+} as const;
+export type ExitCodeValue = (typeof ExitCode)[keyof typeof ExitCode];
+
+export class DrillError extends Error {
+  readonly exitCode: ExitCodeValue;
+  constructor(message: string, exitCode: ExitCodeValue = ExitCode.failed, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "DrillError";
+    this.exitCode = exitCode;
+  }
+}
+
+/** Bad flag, bad drill file, bad name: exit 2, nothing touched. */
+export class UsageError extends DrillError {
+  constructor(message: string) {
+    super(message, ExitCode.usage);
+    this.name = "UsageError";
+  }
+}
+
+/** The host cannot run the drill safely, or re-admit under pressure: exit 3. */
+export class RefusedError extends DrillError {
+  constructor(message: string) {
+    super(message, ExitCode.refused);
+    this.name = "RefusedError";
+  }
+}
+
+/** Something is left behind: exit 4, the message says what and where. */
+export class RollbackIncompleteError extends DrillError {
+  constructor(message: string) {
+    super(message, ExitCode.rollbackIncomplete);
+    this.name = "RollbackIncompleteError";
+  }
+}
+
+export class InterruptedError extends DrillError {
+  constructor(signal: "SIGINT" | "SIGTERM") {
+    super(`interrupted by ${signal}`, signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
+    this.name = "InterruptedError";
+  }
+}
+
+/** Turns EACCES/EPERM/EROFS on a kernel file into one line that names the file. */
+export function kernelWriteError(file: string, err: unknown, what = "write"): DrillError {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  if (code === "EACCES" || code === "EPERM" || code === "EROFS") {
+    return new DrillError(
+      `cannot ${what} ${file}: ${code} (run as root, or on a host whose cgroup tree is writable)`,
+      ExitCode.failed,
+      { cause: err },
+    );
+  }
+  const detail = err instanceof Error ? err.message : String(err);
+  return new DrillError(`cannot ${what} ${file}: ${detail}`, ExitCode.failed, { cause: err });
+}

@@ -1,0 +1,79 @@
+import { UsageError } from "./errors.js";
+
+const SIZE_UNITS: Record<string, number> = {
+  "": 1,
+  b: 1,
+  k: 1024,
+  kb: 1024,
+  kib: 1024,
+  m: 1024 ** 2,
+  mb: 1024 ** 2,
+  mib: 1024 ** 2,
+  g: 1024 ** 3,
+  gb: 1024 ** 3,
+  gib: 1024 ** 3,
+  t: 1024 ** 4,
+  tb: 1024 ** 4,
+  tib: 1024 ** 4,
+};
+
+/** `2G`, `2GiB`, `512M`, `2147483648` → bytes (IEC: powers of 1024). */
+export function parseSize(text: string, flag: string): number {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$/.exec(text);
+  const unit = match ? SIZE_UNITS[match[2]!.toLowerCase()] : undefined;
+  if (!match || unit === undefined) {
+    throw new UsageError(`${flag}: "${text}" is not a size (use e.g. 2G, 2GiB, 512M or bytes)`);
+  }
+  const bytes = Math.round(Number(match[1]) * unit);
+  if (!Number.isSafeInteger(bytes)) throw new UsageError(`${flag}: "${text}" is too large`);
+  return bytes;
+}
+
+const DURATION_UNITS: Record<string, number> = {
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+};
+
+/** `8s`, `1500ms`, `10m`, `1h` → milliseconds. A bare number is refused: seconds or ms? */
+export function parseDuration(text: string, flag: string): number {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$/.exec(text);
+  if (!match) throw new UsageError(`${flag}: "${text}" is not a duration (use e.g. 8s, 1500ms, 10m)`);
+  const ms = Math.round(Number(match[1]) * DURATION_UNITS[match[2]!]!);
+  if (!Number.isSafeInteger(ms)) throw new UsageError(`${flag}: "${text}" is too large`);
+  return ms;
+}
+
+export function parsePositiveInt(text: string, flag: string): number {
+  if (!/^\s*\d+\s*$/.test(text)) throw new UsageError(`${flag}: "${text}" is not a whole number`);
+  const n = Number(text);
+  if (!Number.isSafeInteger(n)) throw new UsageError(`${flag}: "${text}" is too large`);
+  return n;
+}
+
+export function parseNumber(text: string, flag: string): number {
+  const n = Number(text);
+  if (text.trim() === "" || !Number.isFinite(n) || n < 0) {
+    throw new UsageError(`${flag}: "${text}" is not a non-negative number`);
+  }
+  return n;
+}
+
+export function formatBytes(bytes: number | null): string {
+  if (bytes === null) return "n/a";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let value = bytes;
+  let i = 0;
+  while (Math.abs(value) >= 1024 && i < units.length - 1) {
+    value /= 1024;
+    i++;
+  }
+  return `${i === 0 ? value : value.toFixed(value >= 100 ? 0 : 1)}${units[i]}`;
+}
+
+export function formatDuration(ms: number): string {
+  if (ms % 60_000 === 0 && ms >= 60_000) return `${ms / 60_000}m`;
+  if (ms % 1000 === 0) return `${ms / 1000}s`;
+  return `${ms}ms`;
+}
