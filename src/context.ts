@@ -31,3 +31,9 @@ export function resolveGlobalOptions(raw: {
 export function hostRoots(options: Pick<GlobalOptions, "procfs" | "sysfs">): HostRoots {
   return new HostRoots(options.procfs, options.sysfs);
 }
+
+/**
+ * Each command lives in src/commands/<name>.ts and exports a factory taking
+ * `globals` (resolved lazily, after parsing) and returning its Command.
+ */
+export type GlobalsFn = () => GlobalOptions;

@@ -1,0 +1,32 @@
+import { Command, Option } from "commander";
+import { resolveGlobalOptions, type GlobalsFn } from "./context.js";
+import { commandFactories } from "./commands/index.js";
+
+export function buildProgram(): Command {
+  const program = new Command("drill")
+    .description("Rehearse shared-host burst packing on a scratch host: tight memory cgroup, memory hog, PSI sidecar, admission gate, rollback.")
+    .version("0.1.0")
+    .addOption(new Option("--redis <url>", "Redis URL (default: embedded for `up`, else redis://127.0.0.1:6379)").env("DRILL_REDIS_URL"))
+    .addOption(new Option("--procfs <dir>", "procfs root; every /proc file is read under it").env("DRILL_PROCFS").default("/proc"))
+    .addOption(new Option("--sysfs <dir>", "sysfs root; every /sys file is read under it").env("DRILL_SYSFS").default("/sys"))
+    .addOption(new Option("--state-dir <dir>", "drill state (not /run: tmpfs loses drains on reboot)").env("DRILL_STATE_DIR").default("/var/lib/drill"))
+    .option("--json", "machine-readable output", false)
+    .option("--no-color", "no colour in output")
+    .exitOverride()
+    .showHelpAfterError("(run drill --help for usage)")
+    .configureOutput({ outputError: (str, write) => write(str) });
+
+  const globals: GlobalsFn = () => resolveGlobalOptions(program.opts());
+
+  for (const factory of commandFactories) program.addCommand(factory(globals));
+  inheritExitOverride(program);
+  return program;
+}
+
+/** addCommand() does not copy exitOverride: errors must reach main(), not process.exit. */
+function inheritExitOverride(command: Command): void {
+  for (const sub of command.commands) {
+    sub.exitOverride().showHelpAfterError(`(run drill ${sub.name()} --help for usage)`);
+    inheritExitOverride(sub);
+  }
+}

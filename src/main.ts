@@ -1,0 +1,26 @@
+import { CommanderError } from "commander";
+import { buildProgram } from "./cli.js";
+import { DrillError, ExitCode } from "./errors.js";
+
+/** The one exit point: commands throw typed errors, this maps them to codes. */
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv);
+    return typeof process.exitCode === "number" ? process.exitCode : ExitCode.ok;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // commander already printed its message; --help and --version are not errors.
+      if (err.code === "commander.helpDisplayed" || err.code === "commander.version" || err.code === "commander.help") {
+        return ExitCode.ok;
+      }
+      return ExitCode.usage;
+    }
+    if (err instanceof DrillError) {
+      process.stderr.write(`drill: ${err.message}\n`);
+      return err.exitCode;
+    }
+    process.stderr.write(`drill: unexpected error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    return ExitCode.failed;
+  }
+}

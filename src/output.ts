@@ -1,0 +1,22 @@
+import { Chalk, type ChalkInstance } from "chalk";
+
+/** Where a command writes: stdout for results, stderr for progress and errors. */
+export interface Output {
+  out(line: string): void;
+  err(line: string): void;
+  json(value: unknown): void;
+  readonly color: ChalkInstance;
+  readonly isTTY: boolean;
+}
+
+export function consoleOutput(useColor: boolean): Output {
+  const isTTY = Boolean(process.stdout.isTTY);
+  const color = new Chalk({ level: useColor && isTTY ? 1 : 0 });
+  return {
+    out: (line) => process.stdout.write(`${line}\n`),
+    err: (line) => process.stderr.write(`${line}\n`),
+    json: (value) => process.stdout.write(`${JSON.stringify(value)}\n`),
+    color,
+    isTTY,
+  };
+}
