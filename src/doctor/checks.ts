@@ -1,0 +1,211 @@
+/**
+ * Doctor's decisions, pure: facts gathered from the host in, one row per check
+ * out. "fail" means the drill cannot run safely here (exit 3); "warn" means it
+ * can, with a caveat the operator should read.
+ */
+export type CheckStatus = "pass" | "warn" | "fail";
+
+export interface Check {
+  name: string;
+  status: CheckStatus;
+  value: string | number | boolean | null;
+  detail: string;
+}
+
+export type CgroupLayoutName = "v2" | "hybrid" | "v1" | "none";
+
+export interface DoctorFacts {
+  euid: number | null;
+  layout: CgroupLayoutName;
+  /** mkdir+rmdir of a probe cgroup where the drill's cgroup would go. */
+  memoryWritable: { ok: boolean; where: string; error?: string };
+  /** The probe cgroup had the file that disables swap (v2 memory.swap.max, v1 memory.memsw.limit_in_bytes). */
+  swapControl: { file: string | null; present: boolean };
+  hostSwapTotalBytes: number | null;
+  hostPsi: { ok: boolean; file: string; reason?: string; avg10?: number };
+  cgroupPsi: { file: string | null; present: boolean };
+  vmstatSwapIn: { ok: boolean; file: string; reason?: string };
+  cgroupKill: { file: string | null; present: boolean; freezer: boolean };
+  redis:
+    | { given: false }
+    | { given: true; url: string; reachable: boolean; error?: string; maxmemoryPolicy?: string | null; appendonly?: string | null };
+  redisServerPath: string | null;
+  hogDir: { dir: string; fsType: string | null; freeBytes: number | null; error?: string; neededBytes: number };
+  stateDir: { dir: string; fsType: string | null; error?: string };
+}
+
+const TMPFS = "tmpfs";
+
+export function evaluateChecks(f: DoctorFacts): Check[] {
+  const checks: Check[] = [];
+  const add = (name: string, status: CheckStatus, value: Check["value"], detail: string) =>
+    checks.push({ name, status, value, detail });
+
+  add("root", f.euid === 0 ? "pass" : "fail", f.euid, f.euid === 0 ? "running as root" : "cgroup files need root: run as root on the scratch host");
+
+  add(
+    "cgroup layout",
+    f.layout === "none" ? "fail" : "pass",
+    f.layout,
+    {
+      v2: "cgroup v2 (unified): memory.max, memory.swap.max, memory.pressure, cgroup.kill",
+      hybrid: "hybrid: memory controller on v1, PSI and cgroup.kill from a twin in /sys/fs/cgroup/unified",
+      v1: "legacy v1: memory controller only; no per-cgroup PSI, no cgroup.kill",
+      none: "no memory controller mounted under the sysfs root: cannot put a limit around the worker",
+    }[f.layout],
+  );
+
+  add(
+    "memory controller writable",
+    f.memoryWritable.ok ? "pass" : "fail",
+    f.memoryWritable.where,
+    f.memoryWritable.ok ? "created and removed a probe cgroup" : `cannot create a cgroup there: ${f.memoryWritable.error ?? "unknown"}`,
+  );
+
+  const noHostSwap = f.hostSwapTotalBytes === 0;
+  add(
+    "swap disabled in cgroup",
+    f.swapControl.present ? "pass" : noHostSwap ? "pass" : f.layout === "v1" || f.layout === "hybrid" ? "warn" : "fail",
+    f.swapControl.file,
+    f.swapControl.present
+      ? f.layout === "v2"
+        ? "memory.swap.max can be set to 0"
+        : "memory.memsw.limit_in_bytes = limit disables swap (plus swappiness=0); v1 swap-off is best effort"
+      : noHostSwap
+        ? "no swap control file, but the host has no swap at all"
+        : "no swap control: the worker can swap, the failure will be quiet instead of loud",
+  );
+
+  const busyHost = f.hostPsi.ok && (f.hostPsi.avg10 ?? 0) >= 1;
+  add(
+    "host PSI",
+    f.hostPsi.ok ? (busyHost ? "warn" : "pass") : "fail",
+    f.hostPsi.ok ? (f.hostPsi.avg10 ?? null) : null,
+    f.hostPsi.ok
+      ? busyHost
+        ? `${f.hostPsi.file}: some avg10 is already ≥ 1.00 before the drill: neighbours will confound its numbers, and gate mode admit will refuse`
+        : `${f.hostPsi.file} readable (some avg10 shown)`
+      : `${f.hostPsi.file}: ${f.hostPsi.reason ?? "unreadable"}; the gate would reject every job (psi=missing). Boot with psi=1 (CONFIG_PSI)`,
+  );
+
+  add(
+    "cgroup PSI",
+    f.cgroupPsi.present ? "pass" : "warn",
+    f.cgroupPsi.file,
+    f.cgroupPsi.present
+      ? "the worker cgroup gets its own memory.pressure"
+      : "no per-cgroup memory.pressure: the gate and watch fall back to host PSI only",
+  );
+
+  add(
+    "swap-in counters",
+    f.vmstatSwapIn.ok ? "pass" : "warn",
+    f.vmstatSwapIn.file,
+    f.vmstatSwapIn.ok ? "pswpin readable on the same interval as PSI (host-wide)" : `${f.vmstatSwapIn.reason ?? "unreadable"}: si will be null`,
+  );
+
+  add(
+    "cgroup.kill",
+    f.cgroupKill.present ? "pass" : "warn",
+    f.cgroupKill.file,
+    f.cgroupKill.present
+      ? "rollback kills the whole cgroup in one write"
+      : f.cgroupKill.freezer
+        ? "no cgroup.kill: rollback freezes, kills and thaws instead"
+        : "no cgroup.kill and no freezer: rollback kills verified pids one by one (a forking hog can race it)",
+  );
+
+  if (f.redis.given) {
+    const r = f.redis;
+    add("redis reachable", r.reachable ? "pass" : "fail", r.url, r.reachable ? "PING answered" : `cannot reach ${r.url}: ${r.error ?? "no answer"}`);
+    if (r.reachable) {
+      const policy = r.maxmemoryPolicy ?? null;
+      add(
+        "redis maxmemory-policy",
+        policy === "noeviction" ? "pass" : "warn",
+        policy,
+        policy === "noeviction" ? "jobs are never evicted" : "anything but noeviction can evict queued jobs under memory pressure",
+      );
+      const aof = r.appendonly ?? null;
+      add(
+        "redis appendonly",
+        aof === "yes" ? "pass" : "warn",
+        aof,
+        aof === "yes" ? "AOF on: a killed server keeps its jobs" : "appendonly no: a SIGKILLed server loses every job since its last snapshot",
+      );
+    }
+  } else {
+    add(
+      "redis",
+      "pass",
+      null,
+      "no --redis given: `drill up` starts an embedded redis-server (AOF, appendfsync always) in the state dir",
+    );
+  }
+
+  add(
+    "redis-server on PATH",
+    f.redisServerPath ? "pass" : f.redis.given ? "warn" : "fail",
+    f.redisServerPath,
+    f.redisServerPath ? "used for the embedded Redis" : "not found: install redis-server, or give --redis <url>",
+  );
+
+  const hog = f.hogDir;
+  if (hog.error || hog.fsType === null) {
+    add("hog file system", "fail", hog.dir, `cannot stat ${hog.dir}: ${hog.error ?? "unknown"}`);
+  } else if (hog.fsType === TMPFS) {
+    add("hog file system", "fail", `${hog.dir} (${hog.fsType})`, "tmpfs pages are shmem, not reclaimable without swap: thrash becomes an OOM. Use --file-dir on a disk filesystem");
+  } else {
+    const enough = hog.freeBytes === null || hog.freeBytes >= hog.neededBytes;
+    add(
+      "hog file system",
+      enough ? "pass" : "warn",
+      `${hog.dir} (${hog.fsType}, ${hog.freeBytes === null ? "?" : formatGiB(hog.freeBytes)} free)`,
+      enough ? "disk filesystem: file pages can be reclaimed and refaulted" : `less than ${formatGiB(hog.neededBytes)} free for the hog and weights files`,
+    );
+  }
+
+  const state = f.stateDir;
+  add(
+    "state dir",
+    state.error ? "warn" : state.fsType === TMPFS ? "warn" : "pass",
+    state.fsType ? `${state.dir} (${state.fsType})` : state.dir,
+    state.error
+      ? `${state.error}; drill up will create it`
+      : state.fsType === TMPFS
+        ? "on tmpfs: a reboot loses the state file and the drain export"
+        : "survives a reboot",
+  );
+
+  return checks;
+}
+
+export interface ServingVerdict {
+  refuse: boolean;
+  reasons: Array<{ rule: string; holds: boolean | null; why: string }>;
+}
+
+/**
+ * The seed's "refuse the free-host bet" list, for SERVING on this host class.
+ * Informational: it never blocks the drill, whose working set is above
+ * memory.max by design.
+ */
+export function servingVerdict(f: DoctorFacts): ServingVerdict {
+  const psiAndSi = f.hostPsi.ok && f.vmstatSwapIn.ok;
+  const reasons = [
+    { rule: "The job has a user-facing first-token deadline", holds: null, why: "a property of your workload: if yes, refuse" },
+    { rule: "The prompt working set can exceed memory.max", holds: true, why: "packed long contexts can always outgrow a fixed limit; the drill proves the gate" },
+    {
+      rule: "You cannot disable swap inside the worker cgroup",
+      holds: !f.swapControl.present && f.hostSwapTotalBytes !== 0,
+      why: f.swapControl.present ? `${f.swapControl.file ?? "swap control"} is available` : f.hostSwapTotalBytes === 0 ? "host has no swap" : "no swap control file",
+    },
+    { rule: "Retries reenter the same packed process", holds: false, why: "drill nacks to jobs:retry:<host_class>, never back to the same queue" },
+    { rule: "You lack PSI and si on the same scrape interval", holds: !psiAndSi, why: psiAndSi ? "both readable" : "host PSI or /proc/vmstat unreadable" },
+  ];
+  return { refuse: reasons.some((r) => r.holds === true), reasons };
+}
+
+function formatGiB(bytes: number): string {
+  return `${(bytes / 1024 ** 3).toFixed(1)}GiB`;
+}

@@ -1,0 +1,176 @@
+import { existsSync, mkdirSync, rmdirSync, statfsSync } from "node:fs";
+import path from "node:path";
+import { Redis } from "ioredis";
+import { detectLayout } from "../cgroup/layout.js";
+import type { ParentSpec } from "../cgroup/names.js";
+import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
+import { readKernelText, type HostRoots } from "../host/kernelFile.js";
+import { readHostPsi } from "../host/psi.js";
+import { readVmstat, swapCounters } from "../host/vmstat.js";
+import type { DoctorFacts } from "./checks.js";
+
+export interface GatherOptions {
+  roots: HostRoots;
+  parent: ParentSpec;
+  redisUrl: string | undefined;
+  hogDir: string;
+  hogBytes: number;
+  stateDir: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+/** All of doctor's I/O: reads, one probe cgroup created and removed, one Redis round trip. */
+export async function gatherFacts(options: GatherOptions): Promise<DoctorFacts> {
+  const { roots } = options;
+  const layoutReading = detectLayout(roots);
+  const layout = layoutReading.ok ? layoutReading.value : null;
+
+  const facts: DoctorFacts = {
+    euid: typeof process.geteuid === "function" ? process.geteuid() : null,
+    layout: layout?.kind ?? "none",
+    memoryWritable: { ok: false, where: layoutReading.ok ? "" : layoutReading.file, error: layoutReading.ok ? undefined : layoutReading.reason },
+    swapControl: { file: null, present: false },
+    hostSwapTotalBytes: readSwapTotal(roots),
+    hostPsi: psiFact(roots),
+    cgroupPsi: { file: null, present: false },
+    vmstatSwapIn: vmstatFact(roots),
+    cgroupKill: { file: null, present: false, freezer: false },
+    redis: options.redisUrl ? await redisFact(options.redisUrl) : { given: false },
+    redisServerPath: findOnPath("redis-server", options.env ?? process.env),
+    hogDir: { dir: options.hogDir, ...filesystemOf(options.hogDir), neededBytes: options.hogBytes },
+    stateDir: { dir: options.stateDir, ...filesystemOf(nearestExisting(options.stateDir)) },
+  };
+
+  if (layout) {
+    let probe: WorkerCgroup | null = null;
+    try {
+      probe = resolveWorkerCgroup(roots, layout, `drill-doctor-${process.pid}`, options.parent);
+    } catch (err) {
+      facts.memoryWritable = { ok: false, where: String(options.parent.kind === "self" ? "self" : options.parent.path), error: (err as Error).message };
+    }
+    if (probe) probeCgroup(probe, facts, roots);
+  }
+  return facts;
+}
+
+/** Creates the probe cgroup in every hierarchy, notes which files it got, removes it. */
+function probeCgroup(probe: WorkerCgroup, facts: DoctorFacts, roots: HostRoots): void {
+  const created: string[] = [];
+  facts.memoryWritable.where = path.dirname(probe.limits.dir);
+  try {
+    for (const dir of probe.dirs) {
+      mkdirSync(dir.dir);
+      created.push(dir.dir);
+    }
+    facts.memoryWritable = { ok: true, where: path.dirname(probe.limits.dir) };
+    const swapFile = probe.limits.version === 2 ? "memory.swap.max" : "memory.memsw.limit_in_bytes";
+    const swapPath = path.join(probe.limits.dir, swapFile);
+    // On v2 the child only gets memory.* once the parent enables +memory (setup does).
+    const swapPresent = existsSync(swapPath) || (probe.limits.version === 2 && existsSync(path.join(path.dirname(probe.limits.dir), swapFile)));
+    facts.swapControl = { file: swapPath, present: swapPresent };
+    facts.cgroupPsi = { file: probe.pressureFile, present: probe.pressureFile !== null && existsSync(probe.pressureFile) };
+    facts.cgroupKill = {
+      file: probe.killFile,
+      present: probe.killFile !== null && existsSync(probe.killFile),
+      freezer: existsSync(path.join(roots.cgroupRoot(), "freezer")) || (probe.unified !== null && existsSync(path.join(probe.unified.dir, "cgroup.freeze"))),
+    };
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? "";
+    facts.memoryWritable = {
+      ok: false,
+      where: path.dirname(probe.limits.dir),
+      error: code === "EACCES" || code === "EPERM" || code === "EROFS" ? `${code}: run as root` : (err as Error).message,
+    };
+  } finally {
+    for (const dir of created.reverse()) {
+      try {
+        rmdirSync(dir);
+      } catch {
+        // An empty probe cgroup always goes; if it did not, doctor's own row says where.
+      }
+    }
+  }
+}
+
+function psiFact(roots: HostRoots): DoctorFacts["hostPsi"] {
+  const psi = readHostPsi(roots, "memory");
+  const file = roots.proc("pressure", "memory");
+  return psi.ok ? { ok: true, file, avg10: psi.value.some.avg10 } : { ok: false, file, reason: psi.reason };
+}
+
+function vmstatFact(roots: HostRoots): DoctorFacts["vmstatSwapIn"] {
+  const vmstat = readVmstat(roots);
+  const file = roots.proc("vmstat");
+  if (!vmstat.ok) return { ok: false, file, reason: vmstat.reason };
+  return swapCounters(vmstat.value).pswpin === null ? { ok: false, file, reason: "no pswpin counter" } : { ok: true, file };
+}
+
+/** SwapTotal from /proc/meminfo (`SwapTotal:        0 kB`), or null if unreadable. */
+function readSwapTotal(roots: HostRoots): number | null {
+  const text = readKernelText(roots.proc("meminfo"));
+  if (!text.ok) return null;
+  const match = /^SwapTotal:\s+(\d+) kB$/m.exec(text.value);
+  return match ? Number(match[1]) * 1024 : null;
+}
+
+async function redisFact(url: string): Promise<DoctorFacts["redis"]> {
+  const redis = new Redis(url, { lazyConnect: true, connectTimeout: 1500, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  redis.on("error", () => {}); // reported through the rejected command below
+  try {
+    await redis.connect();
+    await redis.ping();
+    const [policy, aof] = await Promise.all([configGet(redis, "maxmemory-policy"), configGet(redis, "appendonly")]);
+    return { given: true, url, reachable: true, maxmemoryPolicy: policy, appendonly: aof };
+  } catch (err) {
+    return { given: true, url, reachable: false, error: (err as Error).message };
+  } finally {
+    redis.disconnect();
+  }
+}
+
+async function configGet(redis: Redis, key: string): Promise<string | null> {
+  try {
+    const reply = (await redis.config("GET", key)) as string[];
+    return reply[1] ?? null;
+  } catch {
+    return null; // CONFIG renamed or disabled on managed Redis
+  }
+}
+
+function findOnPath(program: string, env: NodeJS.ProcessEnv): string | null {
+  for (const dir of (env.PATH ?? "").split(":")) {
+    if (dir === "") continue;
+    const candidate = path.join(dir, program);
+    if (existsSync(candidate)) return candidate;
+  }
+  return null;
+}
+
+const FS_TYPES: Record<number, string> = {
+  0x01021994: "tmpfs",
+  0xef53: "ext4",
+  0x58465342: "xfs",
+  0x9123683e: "btrfs",
+  0x6969: "nfs",
+  0x794c7630: "overlayfs",
+  0x2fc12fc1: "zfs",
+  0x65735546: "fuse",
+  0x858458f6: "ramfs",
+};
+
+function filesystemOf(dir: string): { fsType: string | null; freeBytes: number | null; error?: string } {
+  try {
+    const stats = statfsSync(dir);
+    return { fsType: FS_TYPES[stats.type] ?? `0x${stats.type.toString(16)}`, freeBytes: stats.bavail * stats.bsize };
+  } catch (err) {
+    return { fsType: null, freeBytes: null, error: (err as NodeJS.ErrnoException).code ?? (err as Error).message };
+  }
+}
+
+/** The state dir may not exist yet: judge the filesystem it will be created on. */
+function nearestExisting(dir: string): string {
+  let current = path.resolve(dir);
+  while (!existsSync(current) && path.dirname(current) !== current) current = path.dirname(current);
+  return current;
+}
+

@@ -1,0 +1,197 @@
+import type { HostRoots, Reading } from "../host/kernelFile.js";
+import { readHostPsi, readPsiFile, stallRatePct, type Psi } from "../host/psi.js";
+import {
+  initialPressureState,
+  nextPressureState,
+  type AdmissionConfig,
+  type AdmissionSignals,
+  type GateMode,
+  type PressureReadings,
+  type PressureState,
+} from "./policy.js";
+
+/**
+ * The gate's own sampler. Pure step `nextSignals(prev, raw, config)`; the I/O
+ * (`readRawSample`) is a thin shell. The gate samples on its own interval so
+ * a stall rate never spans an idle gap (a rate over a gap averages a burst away).
+ */
+
+/** avg10 lags (the kernel updates it every 2 s); the `total` delta over 3 s does not. */
+export const FAST_WINDOW_MS = 3000;
+/** stall_ms_p99 is the p99 of per-second stall ms over the last 60 s. */
+export const P99_WINDOW_MS = 60_000;
+
+export interface WorkerCgroupReading {
+  /** The worker cgroup's memory.pressure (null: unreadable right now). */
+  pressure: Psi | null;
+  /** Swap used while the cgroup's swap is disabled (false when unknown). */
+  swapLeak: boolean;
+}
+
+/**
+ * Reads the worker cgroup; null when there is no worker cgroup, which is not
+ * a reason to fail closed. The cgroup module supplies the real one.
+ */
+export type WorkerCgroupProbe = () => WorkerCgroupReading | null;
+
+export interface RawSample {
+  atMs: number;
+  hostPsi: Reading<Psi>;
+  cgroup: WorkerCgroupReading | null;
+}
+
+interface TotalSample {
+  atMs: number;
+  totalUs: number;
+}
+
+interface StallSample {
+  atMs: number;
+  stallMsPerS: number;
+}
+
+export interface SignalState {
+  readings: PressureReadings;
+  psiSomeAvg60: number | null;
+  psiSampledAtMs: number | null;
+  psiMissingReason: string | null;
+  hostWindow: TotalSample[];
+  cgWindow: TotalSample[];
+  stallWindow: StallSample[];
+  stallMsP99: number | null;
+  pressure: PressureState;
+  lastAtMs: number | null;
+}
+
+export function initialSignalState(): SignalState {
+  return {
+    readings: { psiSomeAvg10: null, stallRatePct: null, cgPsiSomeAvg10: null, cgStallRatePct: null, cgSwapLeak: false },
+    psiSomeAvg60: null,
+    psiSampledAtMs: null,
+    psiMissingReason: "not sampled yet",
+    hostWindow: [],
+    cgWindow: [],
+    stallWindow: [],
+    stallMsP99: null,
+    pressure: initialPressureState,
+    lastAtMs: null,
+  };
+}
+
+export function nextSignals(prev: SignalState, raw: RawSample, config: Pick<AdmissionConfig, "intervalMs"> & AdmissionConfig): SignalState {
+  // A gap of more than two intervals (gate paused, event loop stalled) resets
+  // the windows: the next rate starts fresh instead of averaging over the gap.
+  const gap = prev.lastAtMs !== null && raw.atMs - prev.lastAtMs > 2 * config.intervalMs;
+
+  const host = raw.hostPsi.ok ? raw.hostPsi.value : null;
+  const hostWindow = host ? advanceWindow(gap ? [] : prev.hostWindow, raw.atMs, host.some.total, config.intervalMs) : [];
+  const cgPsi = raw.cgroup?.pressure ?? null;
+  const cgWindow = cgPsi ? advanceWindow(gap ? [] : prev.cgWindow, raw.atMs, cgPsi.some.total, config.intervalMs) : [];
+
+  // stall_ms_p99 follows the worker cgroup when it exists, else the host.
+  const stallSource = cgPsi ? cgWindow : hostWindow;
+  const stallWindow = (gap ? [] : prev.stallWindow).filter((s) => raw.atMs - s.atMs <= P99_WINDOW_MS);
+  const perSecond = lastStallPerSecond(stallSource);
+  if (perSecond !== null) stallWindow.push({ atMs: raw.atMs, stallMsPerS: perSecond });
+
+  const readings: PressureReadings = {
+    psiSomeAvg10: host ? host.some.avg10 : null,
+    stallRatePct: windowRate(hostWindow),
+    cgPsiSomeAvg10: cgPsi ? cgPsi.some.avg10 : null,
+    cgStallRatePct: windowRate(cgWindow),
+    cgSwapLeak: raw.cgroup?.swapLeak ?? false,
+  };
+  return {
+    readings,
+    psiSomeAvg60: host ? host.some.avg60 : null,
+    psiSampledAtMs: host ? raw.atMs : prev.psiSampledAtMs,
+    psiMissingReason: raw.hostPsi.ok ? null : `${raw.hostPsi.file}: ${raw.hostPsi.reason}`,
+    hostWindow,
+    cgWindow,
+    stallWindow,
+    stallMsP99: p99(stallWindow.map((s) => s.stallMsPerS)),
+    pressure: nextPressureState(prev.pressure, readings, config, raw.atMs),
+    lastAtMs: raw.atMs,
+  };
+}
+
+function advanceWindow(window: TotalSample[], atMs: number, totalUs: number, intervalMs: number): TotalSample[] {
+  const last = window[window.length - 1];
+  // A counter that went backwards is a recreated cgroup: start over.
+  const kept = last !== undefined && totalUs < last.totalUs ? [] : window;
+  // Keep one sample at the window's far edge (+ half an interval of jitter).
+  const horizon = FAST_WINDOW_MS + intervalMs / 2;
+  return [...kept.filter((s) => atMs - s.atMs <= horizon), { atMs, totalUs }];
+}
+
+function windowRate(window: TotalSample[]): number | null {
+  const first = window[0];
+  const last = window[window.length - 1];
+  if (first === undefined || last === undefined || first === last) return null;
+  return stallRatePct(first.totalUs, last.totalUs, last.atMs - first.atMs);
+}
+
+function lastStallPerSecond(window: TotalSample[]): number | null {
+  const prev = window[window.length - 2];
+  const last = window[window.length - 1];
+  if (prev === undefined || last === undefined) return null;
+  const pct = stallRatePct(prev.totalUs, last.totalUs, last.atMs - prev.atMs);
+  return pct === null ? null : pct * 10; // % of a second → ms per second
+}
+
+/** Nearest-rank p99; null with no samples ("when known"). */
+export function p99(values: number[]): number | null {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil(0.99 * sorted.length) - 1)] ?? null;
+}
+
+/** The policy's view: signals plus what only Redis knows (mode, in-flight tokens). */
+export function admissionSignals(state: SignalState, mode: GateMode, inflightTokens: number | null): AdmissionSignals {
+  return {
+    ...state.readings,
+    mode,
+    psiSampledAtMs: state.psiSampledAtMs,
+    psiMissingReason: state.psiMissingReason,
+    stallMsP99: state.stallMsP99,
+    inflightTokens,
+    pressure: state.pressure,
+  };
+}
+
+/** A probe that reads only a memory.pressure file; a missing file means no worker cgroup. */
+export function pressureFileProbe(file: string): WorkerCgroupProbe {
+  return () => {
+    const reading = readPsiFile(file);
+    if (reading.ok) return { pressure: reading.value, swapLeak: false };
+    return reading.reason === "missing" ? null : { pressure: null, swapLeak: false };
+  };
+}
+
+export function readRawSample(roots: HostRoots, probe: WorkerCgroupProbe | null, atMs: number): RawSample {
+  let cgroup: WorkerCgroupReading | null = null;
+  try {
+    cgroup = probe ? probe() : null;
+  } catch {
+    cgroup = null; // the worker cgroup is optional: a failing probe must not stop admission
+  }
+  return { atMs, hostPsi: readHostPsi(roots, "memory"), cgroup };
+}
+
+/** Holds the latest state; the gate loop calls sample() on its own interval. */
+export class GateSampler {
+  private current: SignalState = initialSignalState();
+  constructor(
+    private readonly roots: HostRoots,
+    private readonly config: AdmissionConfig,
+    private readonly probe: WorkerCgroupProbe | null = null,
+    private readonly now: () => number = Date.now,
+  ) {}
+  sample(): SignalState {
+    this.current = nextSignals(this.current, readRawSample(this.roots, this.probe, this.now()), this.config);
+    return this.current;
+  }
+  get state(): SignalState {
+    return this.current;
+  }
+}

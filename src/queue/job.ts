@@ -1,0 +1,137 @@
+import { createHash } from "node:crypto";
+import { z } from "zod";
+
+/**
+ * One packed job as the packer pushes it:
+ *   {"id":"7","prompt_tokens":24000,"completion_tokens":256,"files":8,
+ *    "enqueue_ts":1764480000123,"deadline_ms":8000,"attempt":0,"host_class":"shared-free"}
+ * A nack adds `reason`. Unknown fields are kept (a producer may know more than
+ * we do) but never trusted.
+ */
+export const MAX_PAYLOAD_BYTES = 64 * 1024;
+export const MAX_JSON_DEPTH = 8;
+/** A producer clock ahead of ours by more than this is a bad payload, not a long deadline. */
+export const MAX_FUTURE_SKEW_MS = 60_000;
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/;
+const count = (max: number) => z.int().min(0).max(max);
+
+export const jobSchema = z.looseObject({
+  id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, "id must be 1-64 of [A-Za-z0-9_.-]"),
+  prompt_tokens: count(10_000_000),
+  completion_tokens: count(10_000_000),
+  files: count(1_000_000),
+  enqueue_ts: z.int().positive(),
+  deadline_ms: z.int().positive().max(7 * 24 * 3_600_000),
+  attempt: count(1_000),
+  host_class: z.string().regex(NAME, "host_class must be 1-100 of [A-Za-z0-9_.-]"),
+  reason: z.string().max(200).optional(),
+});
+
+export type Job = z.infer<typeof jobSchema>;
+
+export type DecodedJob =
+  | { ok: true; job: Job; fingerprint: string }
+  /** `id` is a best-effort hint from a payload that parsed but failed validation. */
+  | { ok: false; reason: string; id: string | null };
+
+const FORBIDDEN_KEYS = new Set(["__proto__", "constructor", "prototype"]);
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * Bytes from Redis → a validated job, or the reason it goes to the dead list.
+ * Never throws: a poison payload must not take the gate down.
+ */
+export function decodeJob(payload: Buffer, nowMs: number = Date.now()): DecodedJob {
+  try {
+    return decodeUnsafe(payload, nowMs);
+  } catch (err) {
+    return { ok: false, reason: `undecodable: ${err instanceof Error ? err.name : "error"}`, id: null };
+  }
+}
+
+function decodeUnsafe(payload: Buffer, nowMs: number): DecodedJob {
+  if (payload.length > MAX_PAYLOAD_BYTES) return bad(`too_large bytes=${payload.length} max=${MAX_PAYLOAD_BYTES}`);
+  let text: string;
+  try {
+    text = utf8.decode(payload);
+  } catch {
+    return bad("invalid_utf8");
+  }
+  const depth = jsonDepth(text);
+  if (depth > MAX_JSON_DEPTH) return bad(`too_deep depth>${MAX_JSON_DEPTH}`);
+
+  let forbidden: string | null = null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text, (key, value: unknown) => {
+      if (FORBIDDEN_KEYS.has(key)) forbidden ??= key;
+      return value;
+    });
+  } catch {
+    return bad("not_json");
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return bad("not_an_object");
+  const id = idHint(parsed);
+  if (forbidden !== null) return bad(`forbidden_key ${forbidden}`, id);
+
+  const result = jobSchema.safeParse(parsed);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    const field = issue && issue.path.length > 0 ? issue.path.join(".") : "payload";
+    return bad(`invalid_field ${field}: ${issue?.message ?? "invalid"}`, id);
+  }
+  const job = result.data;
+  if (job.enqueue_ts > nowMs + MAX_FUTURE_SKEW_MS) {
+    return bad(`enqueue_ts_in_future ahead_ms=${job.enqueue_ts - nowMs}`, job.id);
+  }
+  return { ok: true, job, fingerprint: jobFingerprint(job) };
+}
+
+function bad(reason: string, id: string | null = null): DecodedJob {
+  return { ok: false, reason, id };
+}
+
+function idHint(value: object): string | null {
+  const id = (value as { id?: unknown }).id;
+  return typeof id === "string" && /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/.test(id) ? id : null;
+}
+
+/** Bracket depth outside strings, so deep nesting is refused before JSON.parse sees it. */
+function jsonDepth(text: string): number {
+  let depth = 0;
+  let max = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: skip the escaped char
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      depth++;
+      if (depth > max) max = depth;
+      if (max > MAX_JSON_DEPTH) return max;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return max;
+}
+
+/**
+ * What makes two payloads "the same job": the work itself, not the delivery
+ * bookkeeping (attempt, reason, and host_class, which a nack rewrites).
+ * Same id + different fingerprint = dead.
+ */
+export function jobFingerprint(job: Job): string {
+  const canonical = [job.id, job.prompt_tokens, job.completion_tokens, job.files, job.enqueue_ts, job.deadline_ms].join("|");
+  return createHash("sha1").update(canonical).digest("hex");
+}
+
+export function encodeJob(job: Job): Buffer {
+  return Buffer.from(JSON.stringify(job), "utf8");
+}
+
+/** deadline slack: enqueue_ts + deadline_ms − now (negative once the deadline passed). */
+export function deadlineSlackMs(job: Pick<Job, "enqueue_ts" | "deadline_ms">, nowMs: number): number {
+  return job.enqueue_ts + job.deadline_ms - nowMs;
+}

@@ -1,0 +1,71 @@
+import { UsageError } from "../errors.js";
+
+/**
+ * Every Redis key of one drill queue, derived from its name as in DESIGN.md's
+ * table. Two keys are added beyond the table: `<q>:gates:<gate>` (a gate's
+ * heartbeat, a string with a TTL; `<q>:gates` is the hash that lists gates)
+ * and `<q>:decisions` (id → the decision taken, so a redelivery re-applies it
+ * and a different payload under the same id goes to `<q>:dead`).
+ */
+export interface QueueKeys {
+  queue: string;
+  ready: string;
+  seq: string;
+  processing(gate: string): string;
+  processingPattern: string;
+  gates: string;
+  gateHeartbeat(gate: string): string;
+  admitted: string;
+  working(worker: string): string;
+  workingPattern: string;
+  done: string;
+  retry(hostClass: string): string;
+  retryPattern: string;
+  dead: string;
+  drain: string;
+  mode: string;
+  inflight: string;
+  events: string;
+  stats: string;
+  decisions: string;
+}
+
+// Names end up inside keys and SCAN patterns: no glob characters, no colons.
+const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/;
+
+export function isValidKeyPart(name: string): boolean {
+  return NAME.test(name);
+}
+
+export function validateKeyPart(name: string, flag: string): string {
+  if (!isValidKeyPart(name)) {
+    throw new UsageError(`${flag}: "${name}" is not a valid name (letters, digits, '_', '.', '-'; at most 100)`);
+  }
+  return name;
+}
+
+export function queueKeys(queue: string): QueueKeys {
+  validateKeyPart(queue, "--queue");
+  return {
+    queue,
+    ready: queue,
+    seq: `${queue}:seq`,
+    processing: (gate) => `${queue}:processing:${validateKeyPart(gate, "--gate-id")}`,
+    processingPattern: `${queue}:processing:*`,
+    gates: `${queue}:gates`,
+    gateHeartbeat: (gate) => `${queue}:gates:${validateKeyPart(gate, "--gate-id")}`,
+    admitted: `${queue}:admitted`,
+    working: (worker) => `${queue}:working:${validateKeyPart(worker, "worker id")}`,
+    workingPattern: `${queue}:working:*`,
+    done: `${queue}:done`,
+    retry: (hostClass) => `${queue}:retry:${validateKeyPart(hostClass, "--retry-host-class")}`,
+    retryPattern: `${queue}:retry:*`,
+    dead: `${queue}:dead`,
+    drain: `${queue}_drain`,
+    mode: `${queue}:mode`,
+    inflight: `${queue}:inflight`,
+    events: `${queue}:events`,
+    stats: `${queue}:stats`,
+    decisions: `${queue}:decisions`,
+  };
+}

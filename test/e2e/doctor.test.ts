@@ -1,0 +1,83 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { runDrill } from "../helpers/cli.js";
+
+/** A fake host: a v2 cgroup root and /proc files in the real kernel formats. */
+function fakeHost(options: { psi?: string | null; vmstat?: string }): { procfs: string; sysfs: string; root: string } {
+  const root = mkdtempSync(path.join(tmpdir(), "drill-doctor-"));
+  const procfs = path.join(root, "proc");
+  const sysfs = path.join(root, "sys");
+  const cg = path.join(sysfs, "fs", "cgroup");
+  mkdirSync(path.join(procfs, "pressure"), { recursive: true });
+  mkdirSync(path.join(procfs, "self"), { recursive: true });
+  mkdirSync(cg, { recursive: true });
+  writeFileSync(path.join(cg, "cgroup.controllers"), "cpuset cpu io memory pids\n");
+  writeFileSync(path.join(cg, "cgroup.subtree_control"), "memory\n");
+  writeFileSync(path.join(cg, "cgroup.procs"), "1\n");
+  writeFileSync(path.join(cg, "memory.swap.max"), "max\n");
+  writeFileSync(path.join(procfs, "self", "cgroup"), "0::/\n");
+  writeFileSync(path.join(procfs, "meminfo"), "MemTotal:       24000000 kB\nSwapTotal:             0 kB\n");
+  writeFileSync(path.join(procfs, "vmstat"), options.vmstat ?? "nr_free_pages 1\npswpin 0\npswpout 0\n");
+  if (options.psi !== null) {
+    writeFileSync(path.join(procfs, "pressure", "memory"), options.psi ?? "some avg10=0.12 avg60=0.05 avg300=0.01 total=1234\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=10\n");
+  }
+  return { procfs, sysfs, root };
+}
+
+const roots: string[] = [];
+afterAll(() => roots.forEach((r) => rmSync(r, { recursive: true, force: true })));
+
+describe("drill doctor", () => {
+  it("prints one JSON document with checks and a verdict, reading only the fake tree", async () => {
+    const host = fakeHost({});
+    roots.push(host.root);
+    const r = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--state-dir", path.join(host.root, "state"), "doctor", "--json", "--file-dir", host.root]);
+    const doc = JSON.parse(r.stdout) as { checks: Array<{ name: string; status: string; value: unknown; detail: string }>; verdict: string; serving: { refuse: boolean } };
+    const byName = new Map(doc.checks.map((c) => [c.name, c]));
+    for (const c of doc.checks) expect(Object.keys(c).sort()).toEqual(["detail", "name", "status", "value"]);
+    expect(byName.get("cgroup layout")?.value).toBe("v2");
+    expect(byName.get("host PSI")).toMatchObject({ status: "pass", value: 0.12 });
+    expect(byName.get("swap-in counters")?.status).toBe("pass");
+    expect(["ready", "ready_with_warnings", "refused"]).toContain(doc.verdict);
+    expect(typeof doc.serving.refuse).toBe("boolean");
+    // exit 3 only on a fail row
+    expect(r.exitCode).toBe(doc.checks.some((c) => c.status === "fail") ? 3 : 0);
+  });
+
+  it.each([
+    ["missing", null],
+    ["empty", ""],
+    ["garbage", "avg10=0.22=55\n"],
+  ])("refuses (exit 3) when host PSI is %s, naming the file", async (_name, psi) => {
+    const host = fakeHost({ psi });
+    roots.push(host.root);
+    const r = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "doctor", "--json", "--file-dir", host.root]);
+    const doc = JSON.parse(r.stdout) as { checks: Array<{ name: string; status: string; detail: string }>; verdict: string };
+    const psiRow = doc.checks.find((c) => c.name === "host PSI");
+    expect(psiRow?.status).toBe("fail");
+    expect(psiRow?.detail).toContain(path.join(host.procfs, "pressure", "memory"));
+    expect(doc.verdict).toBe("refused");
+    expect(r.exitCode).toBe(3);
+    expect(r.stderr).toMatch(/^drill: doctor refused: .*host PSI/m);
+  });
+
+  it("refuses a layout with no memory controller", async () => {
+    const host = fakeHost({});
+    roots.push(host.root);
+    rmSync(path.join(host.sysfs, "fs", "cgroup"), { recursive: true });
+    mkdirSync(path.join(host.sysfs, "fs", "cgroup"), { recursive: true });
+    const r = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "doctor", "--file-dir", host.root]);
+    expect(r.exitCode).toBe(3);
+    expect(r.stdout).toMatch(/cgroup layout\s*│\s*FAIL/);
+  });
+
+  it("prints a table and the serving verdict on this machine", async () => {
+    const r = await runDrill(["doctor"]);
+    expect([0, 3]).toContain(r.exitCode);
+    expect(r.stdout).toMatch(/│ check\s+│ status/);
+    expect(r.stdout).toContain("refuse the free-host bet");
+    expect(r.stdout).toMatch(/^drill: (ready|REFUSED)/m);
+  });
+});

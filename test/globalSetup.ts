@@ -1,0 +1,13 @@
+import { spawnSync } from "node:child_process";
+
+/**
+ * e2e tests run the built binary: build it once from the tree under test.
+ * tsc emits even with type errors; `npm run typecheck` is the gate for those,
+ * so a type error here is a warning, not a reason to run no test at all.
+ */
+export default function setup(): void {
+  const tsc = spawnSync("npx", ["tsc", "-p", "tsconfig.build.json"], { encoding: "utf8" });
+  if (tsc.status !== 0) process.stderr.write(`globalSetup: tsc reported errors (run npm run typecheck):\n${tsc.stdout.slice(0, 2000)}\n`);
+  const native = spawnSync("node", ["scripts/build-native.mjs"], { stdio: "inherit" });
+  if (native.error) throw native.error;
+}
