@@ -1,0 +1,314 @@
+import { mkdirSync, rmdirSync, statSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { DrillError, RefusedError, kernelWriteError } from "../errors.js";
+import { readKernelText, type HostRoots } from "../host/kernelFile.js";
+import { formatBytes } from "../units.js";
+import { effectiveLimitFrom, parseLimit, readPids, type Limit } from "./memoryFiles.js";
+import type { CgroupDir, WorkerCgroup } from "./paths.js";
+import { readMarker, removeMarker, writeMarker, type CgroupMarker } from "./stateFiles.js";
+import { readComm } from "./tasks.js";
+
+export interface SetupOptions {
+  memoryMax: number;
+  /** Swap allowed on top of memoryMax; 0 = swap off (v1: memsw = limit). */
+  swapMax: number;
+}
+
+/** What is on the host before setup acts: gathered by inspectForSetup, decided on by planSetup. */
+export interface SetupInspection {
+  /** The worker cgroup's dirs that already exist, with their inode and tasks. */
+  existing: Array<{ dir: CgroupDir; inode: number; tasks: Array<{ pid: number; comm: string | null }> | null }>;
+  marker: CgroupMarker | null;
+  /** v1: the current limits of the memory dir (kernel defaults, unlimited, when it does not exist yet). */
+  v1: { limit: Limit; memsw: Limit; memswSupported: boolean } | null;
+  /** v2: the parent's controllers and subtree_control. */
+  v2Parent: { dir: string; controllers: string[] | null; subtreeControl: string[] | null } | null;
+  /** The tightest limit above the new cgroup. */
+  parentLimit: { limit: Limit; dir: string | null };
+  /** From <procfs>/swaps; null when unreadable. */
+  hostHasSwap: boolean | null;
+}
+
+export type SetupStep =
+  | { kind: "enable-memory"; file: string; parentDir: string }
+  | { kind: "mkdir"; dir: CgroupDir }
+  | { kind: "write"; file: string; value: string; bestEffort: string | null };
+
+export interface SetupPlan {
+  cgroup: WorkerCgroup;
+  /** fresh: drill creates it; ours: drill created it before (marker and inode match), limits are rewritten. */
+  ownership: "fresh" | "ours";
+  steps: SetupStep[];
+  warnings: string[];
+  notes: string[];
+}
+
+export interface WriteResult {
+  file: string;
+  wrote: string;
+  /** What the kernel shows after the write, or null when it could not be read back. */
+  readBack: string | null;
+  /** A best-effort write that failed: why it does not stop the drill. */
+  skipped: string | null;
+}
+
+export interface SetupResult {
+  plan: SetupPlan;
+  created: string[];
+  writes: WriteResult[];
+  warnings: string[];
+}
+
+/**
+ * v1 refuses memsw < limit at every write, so the order depends on where the
+ * limits are now: if the new memory limit already fits under the current
+ * memsw, write memory first (lowering), else memsw first (raising).
+ */
+export function orderV1LimitWrites(current: { limit: Limit; memsw: Limit }, target: { limit: number; memsw: number }): Array<"limit" | "memsw"> {
+  return current.memsw === "max" || target.limit <= current.memsw ? ["limit", "memsw"] : ["memsw", "limit"];
+}
+
+function describeTasks(tasks: Array<{ pid: number; comm: string | null }>): string {
+  return tasks.map((t) => `${t.pid} (${t.comm ?? "?"})`).join(", ");
+}
+
+/** Whether existing dirs are drill's own: a marker written by setup, with the inode of each dir it made. */
+export function decideOwnership(inspection: SetupInspection): { kind: "fresh" } | { kind: "ours" } | { kind: "refuse"; reason: string } {
+  if (inspection.existing.length === 0) return { kind: "fresh" };
+  const marker = inspection.marker;
+  const foreignTasks = inspection.existing.flatMap((e) => e.tasks ?? []);
+  for (const existing of inspection.existing) {
+    const marked = marker?.dirs.find((d) => d.dir === existing.dir.dir);
+    const tasks = existing.tasks ?? [];
+    const what = tasks.length > 0 ? ` with tasks ${describeTasks(tasks)}` : "";
+    if (!marker || !marked) {
+      return { kind: "refuse", reason: `${existing.dir.dir} already exists${what} and drill did not create it (no marker); refusing to adopt it. Pick another --name, or remove it yourself` };
+    }
+    if (marked.inode === null) {
+      // Setup died between its intent and its mkdir: drill's, unless someone moved a task in.
+      if (foreignTasks.length > 0) {
+        return { kind: "refuse", reason: `${existing.dir.dir} exists${what}, but drill's record never saw it created; refusing to adopt it` };
+      }
+    } else if (marked.inode !== existing.inode) {
+      return { kind: "refuse", reason: `${existing.dir.dir} was removed and recreated by someone else since drill made it (inode ${existing.inode}, drill recorded ${marked.inode})${what}; refusing to adopt it` };
+    }
+  }
+  return { kind: "ours" };
+}
+
+/** Pure: what setup will write where, in which order, and what to warn about. */
+export function planSetup(cgroup: WorkerCgroup, inspection: SetupInspection, options: SetupOptions): SetupPlan {
+  const ownership = decideOwnership(inspection);
+  if (ownership.kind === "refuse") throw new RefusedError(ownership.reason);
+  const exists = (dir: CgroupDir): boolean => inspection.existing.some((e) => e.dir.dir === dir.dir);
+  const steps: SetupStep[] = [];
+  const warnings: string[] = [];
+  const notes: string[] = [];
+  const limits = cgroup.limits;
+
+  if (limits.version === 2) {
+    const parent = inspection.v2Parent!;
+    if (parent.controllers !== null && !parent.controllers.includes("memory")) {
+      throw new DrillError(
+        `the memory controller is not available in ${parent.dir}: ${path.join(parent.dir, "cgroup.controllers")} does not list it; enable it in the ancestors' cgroup.subtree_control first, or pick another --parent`,
+      );
+    }
+    if (parent.subtreeControl === null || !parent.subtreeControl.includes("memory")) {
+      steps.push({ kind: "enable-memory", file: path.join(parent.dir, "cgroup.subtree_control"), parentDir: parent.dir });
+    }
+  }
+  for (const dir of cgroup.dirs) if (!exists(dir)) steps.push({ kind: "mkdir", dir });
+
+  const file = (name: string): string => path.join(limits.dir, name);
+  if (limits.version === 2) {
+    steps.push({ kind: "write", file: file("memory.max"), value: String(options.memoryMax), bestEffort: null });
+    steps.push({
+      kind: "write",
+      file: file("memory.swap.max"),
+      value: String(options.swapMax),
+      bestEffort: "no memory.swap.max (kernel without swap accounting): swap cannot be capped in this cgroup",
+    });
+  } else {
+    const v1 = inspection.v1!;
+    const target = { limit: options.memoryMax, memsw: options.memoryMax + options.swapMax };
+    if (v1.memswSupported) {
+      for (const which of orderV1LimitWrites(v1, target)) {
+        steps.push(which === "limit"
+          ? { kind: "write", file: file("memory.limit_in_bytes"), value: String(target.limit), bestEffort: null }
+          : { kind: "write", file: file("memory.memsw.limit_in_bytes"), value: String(target.memsw), bestEffort: null });
+      }
+    } else {
+      steps.push({ kind: "write", file: file("memory.limit_in_bytes"), value: String(target.limit), bestEffort: null });
+      warnings.push(`no memory.memsw.* in ${limits.dir} (swap accounting off, swapaccount=0): v1 cannot cap this cgroup's swap; swap-off is best effort (swappiness only)`);
+    }
+    if (options.swapMax === 0) {
+      steps.push({
+        kind: "write",
+        file: file("memory.swappiness"),
+        value: "0",
+        bestEffort: "memory.swappiness could not be set (older kernels refuse it under use_hierarchy); swap-off relies on memsw alone",
+      });
+    }
+    notes.push("v1: swap-off is best effort (memsw = limit caps memory+swap together; swappiness=0 keeps anon pages in RAM)");
+  }
+  if (inspection.hostHasSwap === false) notes.push("host has no swap: nothing can swap whatever the cgroup says");
+
+  const parentLimit = inspection.parentLimit;
+  if (parentLimit.limit !== "max" && parentLimit.limit < options.memoryMax) {
+    warnings.push(
+      `ancestor ${parentLimit.dir} limits memory to ${formatBytes(parentLimit.limit)}, tighter than --memory-max ${formatBytes(options.memoryMax)}: the effective limit is ${formatBytes(parentLimit.limit)}`,
+    );
+  }
+  return { cgroup, ownership: ownership.kind, steps, warnings, notes };
+}
+
+function inodeOf(dir: string): number | null {
+  try {
+    return statSync(dir).ino;
+  } catch {
+    return null;
+  }
+}
+
+function readList(file: string): string[] | null {
+  const text = readKernelText(file);
+  return text.ok ? text.value.trim().split(/\s+/).filter((w) => w !== "") : null;
+}
+
+export function inspectForSetup(roots: HostRoots, cgroup: WorkerCgroup, stateDir: string): SetupInspection {
+  const existing: SetupInspection["existing"] = [];
+  for (const dir of cgroup.dirs) {
+    const inode = inodeOf(dir.dir);
+    if (inode === null) continue;
+    const pids = readPids(path.join(dir.dir, "cgroup.procs"));
+    existing.push({ dir, inode, tasks: pids.ok ? pids.value.map((pid) => ({ pid, comm: readComm(roots, pid) })) : null });
+  }
+  const limits = cgroup.limits;
+  const parentDir = path.dirname(limits.dir);
+  let v1: SetupInspection["v1"] = null;
+  if (limits.version === 1) {
+    const existsNow = existing.some((e) => e.dir.dir === limits.dir);
+    const read = (name: string): Limit | null => {
+      const text = readKernelText(path.join(existsNow ? limits.dir : parentDir, name));
+      const parsed = text.ok ? parseLimit(text.value, name) : null;
+      return parsed?.ok ? parsed.value : null;
+    };
+    const memsw = read("memory.memsw.limit_in_bytes");
+    // A new v1 cgroup starts unlimited in both, whatever its parent says.
+    v1 = existsNow
+      ? { limit: read("memory.limit_in_bytes") ?? "max", memsw: memsw ?? "max", memswSupported: memsw !== null }
+      : { limit: "max", memsw: "max", memswSupported: memsw !== null };
+  }
+  const v2Parent = limits.version === 2
+    ? { dir: parentDir, controllers: readList(path.join(parentDir, "cgroup.controllers")), subtreeControl: readList(path.join(parentDir, "cgroup.subtree_control")) }
+    : null;
+  const swaps = readKernelText(roots.proc("swaps"));
+  return {
+    existing,
+    marker: readMarker(stateDir, cgroup),
+    v1,
+    v2Parent,
+    parentLimit: effectiveLimitFrom(parentDir, limits.mount, limits.version),
+    hostHasSwap: swaps.ok ? swaps.value.trim().split("\n").length > 1 : null,
+  };
+}
+
+/** The no-internal-process rule, explained where it bites. */
+export function enableMemoryError(file: string, parentDir: string, err: unknown): DrillError {
+  if ((err as NodeJS.ErrnoException).code === "EBUSY") {
+    return new DrillError(
+      `cannot enable the memory controller for children of ${parentDir}: writing "+memory" to ${file} failed with EBUSY. ` +
+        "cgroup v2's no-internal-process rule: a non-root cgroup that has processes of its own cannot hand controllers to its children " +
+        "(--parent self is the caller's own, populated cgroup). Use a parent with no processes in it, e.g. --parent /drill after creating it empty, or the root.",
+      undefined,
+      { cause: err },
+    );
+  }
+  return kernelWriteError(file, err);
+}
+
+function writeKernel(file: string, value: string): void {
+  writeFileSync(file, value);
+}
+
+/** Runs a plan: marker (intent) → mkdirs → marker (inodes) → writes → read back. Undoes its mkdirs on failure. */
+export function applySetup(plan: SetupPlan, stateDir: string): SetupResult {
+  const cgroup = plan.cgroup;
+  const created: CgroupDir[] = [];
+  const writes: WriteResult[] = [];
+  const warnings = [...plan.warnings];
+  const previousMarker = plan.ownership === "ours" ? readMarker(stateDir, cgroup) : null;
+  const marker = (state: CgroupMarker["state"]): CgroupMarker => ({
+    kind: "drill-cgroup",
+    name: cgroup.name,
+    layout: cgroup.layout,
+    state,
+    dirs: cgroup.dirs.map((dir) => ({ ...dir, inode: state === "created" ? inodeOf(dir.dir) : (previousMarker?.dirs.find((d) => d.dir === dir.dir)?.inode ?? null) })),
+    createdAt: previousMarker?.createdAt ?? new Date().toISOString(),
+    createdByPid: previousMarker?.createdByPid ?? process.pid,
+  });
+
+  // Intent before the act: a crash after mkdir still leaves a record rollback can follow.
+  if (plan.steps.some((s) => s.kind === "mkdir")) writeMarker(stateDir, cgroup, marker("creating"));
+  let markedCreated = false;
+  try {
+    for (const step of plan.steps) {
+      if (step.kind === "enable-memory") {
+        try {
+          writeKernel(step.file, "+memory");
+        } catch (err) {
+          throw enableMemoryError(step.file, step.parentDir, err);
+        }
+      } else if (step.kind === "mkdir") {
+        try {
+          mkdirSync(step.dir.dir);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code === "EEXIST") {
+            throw new RefusedError(`${step.dir.dir} appeared while drill was creating it; refusing to adopt it`);
+          }
+          throw kernelWriteError(step.dir.dir, err, "create");
+        }
+        created.push(step.dir);
+      } else {
+        if (created.length > 0 && !markedCreated) {
+          writeMarker(stateDir, cgroup, marker("created"));
+          markedCreated = true;
+        }
+        try {
+          writeKernel(step.file, step.value);
+        } catch (err) {
+          if (step.bestEffort === null) throw kernelWriteError(step.file, err);
+          const code = (err as NodeJS.ErrnoException).code ?? "error";
+          writes.push({ file: step.file, wrote: step.value, readBack: null, skipped: `${code}: ${step.bestEffort}` });
+          warnings.push(`${step.bestEffort} (${code} writing ${step.file})`);
+          continue;
+        }
+        const back = readKernelText(step.file);
+        writes.push({ file: step.file, wrote: step.value, readBack: back.ok ? back.value.trim() : null, skipped: null });
+      }
+    }
+    if (created.length > 0 && !markedCreated) writeMarker(stateDir, cgroup, marker("created"));
+  } catch (err) {
+    for (const dir of created.reverse()) {
+      try {
+        rmdirSync(dir.dir);
+      } catch {
+        // Left for teardown: the marker still names it.
+      }
+    }
+    if (plan.ownership === "fresh" && created.every((d) => inodeOf(d.dir) === null)) removeMarker(stateDir, cgroup);
+    throw err;
+  }
+  for (const write of writes) {
+    if (write.readBack !== null && write.readBack !== write.wrote && /^\d+$/.test(write.wrote)) {
+      warnings.push(`${write.file}: wrote ${write.wrote}, kernel shows ${write.readBack}`);
+    }
+  }
+  return { plan, created: created.map((d) => d.dir), writes, warnings };
+}
+
+/** inspect → plan → apply. */
+export function setupWorkerCgroup(roots: HostRoots, cgroup: WorkerCgroup, stateDir: string, options: SetupOptions): SetupResult {
+  const plan = planSetup(cgroup, inspectForSetup(roots, cgroup, stateDir), options);
+  return applySetup(plan, stateDir);
+}

@@ -1,0 +1,73 @@
+import { existsSync } from "node:fs";
+import path from "node:path";
+import type { HostRoots } from "../host/kernelFile.js";
+import { readPsiFile, type Psi } from "../host/psi.js";
+import { readCgroupMemory, readPids, type CgroupMemory, type MissingFile } from "./memoryFiles.js";
+import type { WorkerCgroup } from "./paths.js";
+import { readMarker } from "./stateFiles.js";
+import { readComm } from "./tasks.js";
+import { markedWorkerCgroup } from "./teardown.js";
+
+export interface CgroupStatus {
+  name: string;
+  layout: WorkerCgroup["layout"];
+  /** The limits dir exists. */
+  exists: boolean;
+  /** A drill marker names this cgroup. */
+  createdByDrill: boolean;
+  dirs: Array<{ version: 1 | 2; dir: string; exists: boolean; role: "limits" | "twin" }>;
+  memory: CgroupMemory | null;
+  /** The cgroup's own memory.pressure (v2 dir or hybrid twin). */
+  pressure: Psi | null;
+  pressureFile: string | null;
+  /** Every task in any of the dirs, with /proc/<pid>/comm. */
+  tasks: Array<{ pid: number; comm: string | null; dirs: string[] }>;
+  missing: MissingFile[];
+}
+
+/** Reads any cgroup at the computed place, drill's or not (e.g. one made with cgcreate). */
+export function readCgroupStatus(roots: HostRoots, computed: WorkerCgroup, stateDir: string): CgroupStatus {
+  const cgroup = markedWorkerCgroup(computed, stateDir) ?? computed;
+  const missing: MissingFile[] = [];
+  const dirs = cgroup.dirs.map((d) => ({
+    version: d.version,
+    dir: d.dir,
+    exists: existsSync(d.dir),
+    role: d === cgroup.limits ? ("limits" as const) : ("twin" as const),
+  }));
+  const exists = existsSync(cgroup.limits.dir);
+  const memory = exists ? readCgroupMemory(cgroup.limits) : null;
+  if (memory) missing.push(...memory.missing);
+
+  let pressure: Psi | null = null;
+  const pressureFile = cgroup.pressureFile && existsSync(path.dirname(cgroup.pressureFile)) ? cgroup.pressureFile : null;
+  if (pressureFile) {
+    const reading = readPsiFile(pressureFile);
+    if (reading.ok) pressure = reading.value;
+    else missing.push({ file: reading.file, reason: reading.reason });
+  }
+
+  const byPid = new Map<number, string[]>();
+  for (const d of dirs.filter((x) => x.exists)) {
+    const pids = readPids(path.join(d.dir, "cgroup.procs"));
+    if (!pids.ok) {
+      missing.push({ file: pids.file, reason: pids.reason });
+      continue;
+    }
+    for (const pid of pids.value) byPid.set(pid, [...(byPid.get(pid) ?? []), d.dir]);
+  }
+  const tasks = [...byPid.entries()].sort(([a], [b]) => a - b).map(([pid, inDirs]) => ({ pid, comm: readComm(roots, pid), dirs: inDirs }));
+
+  return {
+    name: cgroup.name,
+    layout: cgroup.layout,
+    exists,
+    createdByDrill: readMarker(stateDir, computed) !== null,
+    dirs,
+    memory,
+    pressure,
+    pressureFile,
+    tasks,
+    missing,
+  };
+}

@@ -1,0 +1,304 @@
+import type { Redis } from "ioredis";
+import type { GateMode, RejectKind } from "../gate/policy.js";
+import { decodeJob, encodeJob, type Job } from "./job.js";
+import { queueKeys, type QueueKeys } from "./keys.js";
+import { admitScript, deadScript, recoverScript, rejectScript, releaseScript } from "./scripts.js";
+import { runScript } from "./redis.js";
+
+/** What the packer asks for; the queue adds id, enqueue_ts, attempt. */
+export interface JobSpec {
+  promptTokens: number;
+  completionTokens: number;
+  files: number;
+  deadlineMs: number;
+  hostClass: string;
+  /** How long the job already waited upstream: enqueue_ts = now − upstreamAgeMs. */
+  upstreamAgeMs?: number;
+}
+
+/** An entry of <q>:dead. `payload` is the original text when it was UTF-8 and small. */
+export interface DeadEntry {
+  reason: string;
+  id: string | null;
+  gate: string;
+  ts: number;
+  attempt?: number;
+  payload?: string;
+  payload_b64?: string;
+  payload_bytes: number;
+  truncated?: boolean;
+}
+
+/** Dead entries keep at most this much of a poison payload (a 10 MB blob is not a job). */
+export const DEAD_PAYLOAD_KEEP_BYTES = 64 * 1024;
+
+export function deadEntry(reason: string, payload: Buffer, meta: { id: string | null; gate: string; ts: number; attempt?: number }): Buffer {
+  const kept = payload.subarray(0, DEAD_PAYLOAD_KEEP_BYTES);
+  const entry: DeadEntry = { reason, id: meta.id, gate: meta.gate, ts: meta.ts, payload_bytes: payload.length };
+  if (meta.attempt !== undefined) entry.attempt = meta.attempt;
+  let text: string | null = null;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(kept);
+  } catch {
+    text = null;
+  }
+  if (text !== null) entry.payload = text;
+  else entry.payload_b64 = kept.toString("base64");
+  if (kept.length < payload.length) entry.truncated = true;
+  return Buffer.from(JSON.stringify(entry), "utf8");
+}
+
+export type AdmitOutcome =
+  | { kind: "admit"; packed: number }
+  | { kind: "reject_packed_tokens"; packed: number }
+  | { kind: "reject_all" }
+  | StoredOutcome;
+
+/**
+ * `gone`: the job is no longer in this gate's processing list (a re-run after
+ * a lost reply, or another gate recovered it): nothing was done.
+ * `conflict`: the id was decided before for a different payload: now dead.
+ * `redelivery`: identical delivery, the stored decision stands, the copy dropped.
+ */
+export type StoredOutcome = { kind: "gone" | "conflict" | "redelivery"; storedKind: string; storedFigures: string };
+
+export type RejectOutcome = { kind: "applied"; route: "retry" | "dead" } | StoredOutcome;
+
+export interface DecisionContext {
+  gate: string;
+  payload: Buffer;
+  job: Job;
+  fingerprint: string;
+  nowMs: number;
+}
+
+export interface RecoveredJob {
+  fromGate: string;
+  id: string | null;
+  attempt: number | null;
+  route: "ready" | "dead";
+}
+
+/** The drill's Redis queue: every key derived from one name (DESIGN.md's table). */
+export class DrillQueue {
+  readonly keys: QueueKeys;
+  constructor(
+    readonly redis: Redis,
+    queue = "jobs",
+  ) {
+    this.keys = queueKeys(queue);
+  }
+
+  /** INCR <q>:seq for the id, RPUSH the payload. A crash in between only leaves a gap in ids. */
+  async push(spec: JobSpec, nowMs: number = Date.now()): Promise<Job> {
+    const id = String(await this.redis.incr(this.keys.seq));
+    const job: Job = {
+      id,
+      prompt_tokens: spec.promptTokens,
+      completion_tokens: spec.completionTokens,
+      files: spec.files,
+      enqueue_ts: nowMs - (spec.upstreamAgeMs ?? 0),
+      deadline_ms: spec.deadlineMs,
+      attempt: 0,
+      host_class: spec.hostClass,
+    };
+    await this.redis.rpush(this.keys.ready, encodeJob(job));
+    return job;
+  }
+
+  /** Raw bytes onto the ready list (tests, dead-letter replay). */
+  async pushRaw(payload: Buffer): Promise<void> {
+    await this.redis.rpush(this.keys.ready, payload);
+  }
+
+  async getMode(): Promise<GateMode> {
+    return (await this.redis.get(this.keys.mode)) === "reject_all" ? "reject_all" : "admit";
+  }
+
+  async setMode(mode: GateMode, meta: { forced: boolean; psi: string; nowMs?: number }): Promise<GateMode> {
+    const previous = await this.getMode();
+    const ts = String(meta.nowMs ?? Date.now());
+    await this.redis
+      .multi()
+      .set(this.keys.mode, mode)
+      .xadd(this.keys.events, "MAXLEN", "~", "100000", "*", "reason", "mode", "job", "", "figures", `mode=${mode} previous=${previous} psi=${meta.psi}${meta.forced ? " forced=1" : ""}`, "ts", ts)
+      .exec();
+    return previous;
+  }
+
+  /** Sum of in-flight packed prompt tokens (a snapshot; the admit script decides). */
+  async inflightTokens(): Promise<number> {
+    const values = await this.redis.hvals(this.keys.inflight);
+    return values.reduce((sum, v) => sum + (Number(v) || 0), 0);
+  }
+
+  /** The worker calls this when a job's prompt no longer holds memory. Returns the tokens released. */
+  async releaseTokens(id: string): Promise<number | null> {
+    const released = await runScript(this.redis, releaseScript, [this.keys.inflight], [id]);
+    return released === null ? null : Number(released);
+  }
+
+  // ---- gate heartbeats ------------------------------------------------------
+
+  async heartbeat(gate: string, ttlMs: number, info: Record<string, string | number>): Promise<void> {
+    await this.redis
+      .multi()
+      .set(this.keys.gateHeartbeat(gate), JSON.stringify(info), "PX", ttlMs)
+      .hset(this.keys.gates, gate, JSON.stringify(info))
+      .exec();
+  }
+
+  async gateIsAlive(gate: string): Promise<boolean> {
+    return (await this.redis.exists(this.keys.gateHeartbeat(gate))) === 1;
+  }
+
+  /** Gates known from the hash, plus any processing list whose gate never registered or was unlisted. */
+  async knownGates(): Promise<string[]> {
+    const gates = new Set(await this.redis.hkeys(this.keys.gates));
+    const prefix = this.keys.processing("x").slice(0, -1);
+    let cursor = "0";
+    do {
+      const [next, found] = await this.redis.scan(cursor, "MATCH", this.keys.processingPattern, "COUNT", 200);
+      cursor = next;
+      for (const key of found) gates.add(key.slice(prefix.length));
+    } while (cursor !== "0");
+    return [...gates];
+  }
+
+  /** The head of a gate's own processing list: a job it took but did not decide. */
+  async processingHead(gate: string): Promise<Buffer | null> {
+    return await this.redis.lindexBuffer(this.keys.processing(gate), 0);
+  }
+
+  /**
+   * Gives back the processing list of every gate whose heartbeat expired, to
+   * the head of the ready list, attempt + 1 (past the budget: dead).
+   */
+  async recoverExpiredGates(selfGate: string, retryBudget: number, nowMs: number = Date.now()): Promise<RecoveredJob[]> {
+    const recovered: RecoveredJob[] = [];
+    for (const gate of await this.knownGates()) {
+      if (gate === selfGate) continue;
+      if (await this.gateIsAlive(gate)) continue;
+      recovered.push(...(await this.recoverGate(gate, { by: selfGate, countAttempt: true, retryBudget, nowMs })));
+    }
+    return recovered;
+  }
+
+  /**
+   * Moves a gate's processing list back to the head of the ready list, only if
+   * its heartbeat is gone. A gate stopping cleanly deletes its own heartbeat
+   * and calls this with countAttempt false: it never tried those jobs.
+   */
+  async recoverGate(
+    gate: string,
+    options: { by: string; countAttempt: boolean; retryBudget: number; nowMs?: number },
+  ): Promise<RecoveredJob[]> {
+    const nowMs = options.nowMs ?? Date.now();
+    const payloads = await this.redis.lrangeBuffer(this.keys.processing(gate), 0, -1);
+    if (payloads.length === 0) {
+      if (!(await this.gateIsAlive(gate))) await this.redis.hdel(this.keys.gates, gate);
+      return [];
+    }
+    const args: (string | Buffer)[] = [String(nowMs), gate, options.by];
+    const jobs: RecoveredJob[] = [];
+    for (const payload of payloads) {
+      const decoded = decodeJob(payload, nowMs);
+      if (!decoded.ok) {
+        // Not a job: the ready list would only bounce it back; leave it for the gate to dead-letter.
+        args.push(payload, payload, "ready", decoded.id ?? "", "");
+        jobs.push({ fromGate: gate, id: decoded.id, attempt: null, route: "ready" });
+        continue;
+      }
+      const attempt = decoded.job.attempt + (options.countAttempt ? 1 : 0);
+      if (attempt > options.retryBudget) {
+        const entry = deadEntry(`retry_budget_exceeded recovered from gate ${gate}`, payload, { id: decoded.job.id, gate: options.by, ts: nowMs, attempt });
+        args.push(payload, entry, "dead", decoded.job.id, String(attempt));
+        jobs.push({ fromGate: gate, id: decoded.job.id, attempt, route: "dead" });
+      } else {
+        args.push(payload, encodeJob({ ...decoded.job, attempt }), "ready", decoded.job.id, String(attempt));
+        jobs.push({ fromGate: gate, id: decoded.job.id, attempt, route: "ready" });
+      }
+    }
+    const k = this.keys;
+    const moved = await runScript(this.redis, recoverScript, [k.gateHeartbeat(gate), k.processing(gate), k.ready, k.dead, k.events, k.stats, k.gates], args);
+    return moved === -1 ? [] : jobs;
+  }
+
+  // ---- decisions ------------------------------------------------------------
+
+  /** Admit if the packed-token cap allows, checked and changed in one script. */
+  async admit(ctx: DecisionContext, limit: number): Promise<AdmitOutcome> {
+    const k = this.keys;
+    const reply = await runScript(
+      this.redis,
+      admitScript,
+      [k.processing(ctx.gate), k.admitted, k.inflight, k.decisions, k.events, k.stats, k.mode, k.dead],
+      [ctx.payload, ctx.job.id, ctx.fingerprint, String(ctx.job.attempt), String(ctx.job.prompt_tokens), String(limit), String(ctx.nowMs), ctx.gate, this.conflictEntry(ctx)],
+    );
+    const [kind, a, b] = replyStrings(reply);
+    if (kind === "admit" || kind === "reject_packed_tokens") return { kind, packed: Number(a) };
+    if (kind === "reject_all") return { kind };
+    return storedOutcome(kind, a, b);
+  }
+
+  /**
+   * A reject: nack to <q>:retry:<retryHostClass> with reason and attempt + 1,
+   * never back to the ready list; dead past the retry budget, or when the
+   * retry would land in the host class the job is already in.
+   */
+  async reject(
+    ctx: DecisionContext,
+    kind: RejectKind,
+    figures: string,
+    route: { retryHostClass: string; retryBudget: number },
+  ): Promise<RejectOutcome> {
+    const k = this.keys;
+    const attempt = ctx.job.attempt + 1;
+    let target = k.retry(route.retryHostClass);
+    let routeName: "retry" | "dead" = "retry";
+    let routed: Buffer = encodeJob({ ...ctx.job, attempt, reason: kind.replace(/^reject_/, ""), host_class: route.retryHostClass });
+    const deadReason =
+      attempt > route.retryBudget
+        ? `retry_budget_exceeded budget=${route.retryBudget} last=${kind}`
+        : ctx.job.host_class === route.retryHostClass
+          ? `retry_same_host_class host_class=${ctx.job.host_class} last=${kind}`
+          : null;
+    if (deadReason !== null) {
+      target = k.dead;
+      routeName = "dead";
+      routed = deadEntry(deadReason, ctx.payload, { id: ctx.job.id, gate: ctx.gate, ts: ctx.nowMs, attempt });
+    }
+    const reply = await runScript(
+      this.redis,
+      rejectScript,
+      [k.processing(ctx.gate), target, k.decisions, k.events, k.stats, k.dead],
+      [ctx.payload, ctx.job.id, ctx.fingerprint, String(ctx.job.attempt), kind, figures, String(ctx.nowMs), ctx.gate, routed, routeName, this.conflictEntry(ctx)],
+    );
+    const [outcome, a, b] = replyStrings(reply);
+    if (outcome === "applied") return { kind: "applied", route: a === "dead" ? "dead" : "retry" };
+    return storedOutcome(outcome, a, b);
+  }
+
+  /** A payload that is not a valid job: processing → dead, with the reason. */
+  async deadLetter(gate: string, payload: Buffer, reason: string, id: string | null, nowMs: number = Date.now()): Promise<"applied" | "gone"> {
+    const k = this.keys;
+    const entry = deadEntry(reason, payload, { id, gate, ts: nowMs });
+    const cause = reason.split(" ")[0] ?? reason;
+    const reply = await runScript(this.redis, deadScript, [k.processing(gate), k.dead, k.events, k.stats], [payload, entry, id ?? "", cause, String(nowMs), gate]);
+    return replyStrings(reply)[0] === "applied" ? "applied" : "gone";
+  }
+
+  private conflictEntry(ctx: DecisionContext): Buffer {
+    return deadEntry("id_reused_with_different_payload", ctx.payload, { id: ctx.job.id, gate: ctx.gate, ts: ctx.nowMs, attempt: ctx.job.attempt });
+  }
+}
+
+function replyStrings(reply: unknown): string[] {
+  if (!Array.isArray(reply)) throw new Error(`unexpected script reply ${String(reply)}`);
+  return reply.map((v) => (Buffer.isBuffer(v) ? v.toString("utf8") : String(v)));
+}
+
+function storedOutcome(kind: string | undefined, storedKind: string | undefined, storedFigures: string | undefined): StoredOutcome {
+  if (kind !== "gone" && kind !== "conflict" && kind !== "redelivery") throw new Error(`unexpected script reply ${String(kind)}`);
+  return { kind, storedKind: storedKind ?? "", storedFigures: storedFigures ?? "" };
+}

@@ -1,0 +1,166 @@
+import { Redis } from "ioredis";
+import { DrillError } from "../errors.js";
+import type { LuaScript } from "./scripts.js";
+
+export const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
+
+export interface ConnectOptions {
+  /** CLIENT SETNAME, so `CLIENT LIST` shows which drill part holds a connection. */
+  name: string;
+  /** Bounds every non-blocking command: a paused (SIGSTOPped) server must not wedge us. */
+  commandTimeoutMs?: number;
+}
+
+/** `redis://:secret@host` → `redis://:***@host`, for messages. */
+export function redactUrl(url: string): string {
+  return url.replace(/\/\/([^@/]*)@/, (_m, auth: string) => `//${auth.includes(":") ? `${auth.split(":")[0]}:***` : "***"}@`);
+}
+
+/**
+ * The command connection. Commands issued while reconnecting wait in the
+ * offline queue for a couple of reconnect attempts, then fail so the caller's
+ * loop decides (it backs off and retries). Unfulfilled commands are NOT resent
+ * after a reconnect (ioredis#610, #1285): our callers re-issue explicitly, and
+ * every script is a no-op when re-run.
+ */
+export function createRedis(url: string, options: ConnectOptions): Redis {
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    connectionName: options.name,
+    enableOfflineQueue: true,
+    maxRetriesPerRequest: 2,
+    autoResendUnfulfilledCommands: false,
+    commandTimeout: options.commandTimeoutMs ?? 5000,
+    connectTimeout: 5000,
+    retryStrategy: (times) => Math.min(100 * times, 1000),
+  });
+  // Without a listener ioredis prints "Unhandled error event" on every reconnect.
+  redis.on("error", () => {});
+  return redis;
+}
+
+export async function connectRedis(url: string, options: ConnectOptions): Promise<Redis> {
+  const redis = createRedis(url, options);
+  try {
+    await redis.connect();
+    return redis;
+  } catch (err) {
+    redis.disconnect();
+    const detail = err instanceof Error ? err.message : String(err);
+    throw new DrillError(`cannot connect to redis at ${redactUrl(url)}: ${detail} (give --redis <url> or DRILL_REDIS_URL)`, 1, { cause: err });
+  }
+}
+
+/** QUIT politely, then drop the socket; safe to call twice and never throws. */
+export async function closeRedis(redis: Redis | null | undefined, graceMs = 1000): Promise<void> {
+  if (!redis || redis.status === "end") return;
+  try {
+    if (redis.status === "ready") {
+      await Promise.race([redis.quit(), new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
+    }
+  } catch {
+    // fall through: disconnect below always runs
+  }
+  redis.disconnect();
+}
+
+/** EVALSHA, falling back to EVAL after a restart emptied the script cache. */
+export async function runScript(redis: Redis, script: LuaScript, keys: string[], args: (string | Buffer | number)[]): Promise<unknown> {
+  if (keys.length !== script.numberOfKeys) throw new Error(`script ${script.name}: ${keys.length} keys given, ${script.numberOfKeys} expected`);
+  try {
+    return await redis.call("EVALSHA", script.sha1, keys.length, ...keys, ...args);
+  } catch (err) {
+    if (err instanceof Error && err.message.startsWith("NOSCRIPT")) {
+      return await redis.call("EVAL", script.source, keys.length, ...keys, ...args);
+    }
+    throw err;
+  }
+}
+
+export class WatchdogTimeout extends Error {
+  constructor(ms: number) {
+    super(`no reply to BLMOVE within ${ms} ms (server paused or connection half-open): reconnecting`);
+    this.name = "WatchdogTimeout";
+  }
+}
+
+export interface BlockingOptions {
+  name: string;
+  /** Added to the block timeout before the watchdog gives up on a reply. */
+  watchdogMarginMs?: number;
+}
+
+/**
+ * A dedicated connection for BLMOVE with a client-side watchdog. The server's
+ * block timeout does not bound a half-open socket or a paused server, and
+ * ioredis would re-send the blocked command after a reconnect; so when no
+ * reply arrives within timeout + margin the connection is thrown away and the
+ * next call opens a fresh one. A job the server moved before the reply was
+ * lost stays in the processing list; the caller must look there first.
+ */
+export class BlockingMover {
+  private connection: Redis | null = null;
+  private closed = false;
+  watchdogFires = 0;
+
+  constructor(
+    private readonly url: string,
+    private readonly options: BlockingOptions,
+  ) {}
+
+  /** LEFT of `source` → RIGHT of `destination`, as Buffers (payloads may not be UTF-8). */
+  move(source: string, destination: string, blockMs: number): Promise<Buffer | null> {
+    if (this.closed) return Promise.reject(new Error("blocking connection closed"));
+    const connection = (this.connection ??= this.open());
+    const watchdogMs = blockMs + (this.options.watchdogMarginMs ?? 2000);
+    return new Promise<Buffer | null>((resolve, reject) => {
+      let settled = false;
+      const timer = setTimeout(() => {
+        settled = true;
+        this.watchdogFires++;
+        this.drop(connection);
+        reject(new WatchdogTimeout(watchdogMs));
+      }, watchdogMs);
+      connection.blmoveBuffer(source, destination, "LEFT", "RIGHT", (blockMs / 1000).toFixed(3)).then(
+        (value) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (err: unknown) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          this.drop(connection);
+          reject(err instanceof Error ? err : new Error(String(err)));
+        },
+      );
+    });
+  }
+
+  close(): void {
+    this.closed = true;
+    if (this.connection) this.drop(this.connection);
+  }
+
+  private open(): Redis {
+    const redis = new Redis(this.url, {
+      lazyConnect: true,
+      connectionName: this.options.name,
+      enableOfflineQueue: true,
+      maxRetriesPerRequest: 0,
+      autoResendUnfulfilledCommands: false,
+      connectTimeout: 5000,
+      // No reconnects on this one: a broken connection is replaced, not revived.
+      retryStrategy: () => null,
+    });
+    redis.on("error", () => {});
+    return redis;
+  }
+
+  private drop(connection: Redis): void {
+    if (this.connection === connection) this.connection = null;
+    connection.disconnect();
+  }
+}

@@ -1,0 +1,190 @@
+import { createHash } from "node:crypto";
+
+/**
+ * Lua run by Redis: each decision is one script, so the packed-token cap is
+ * compared and changed atomically (MULTI cannot compare then increment) and a
+ * job leaves its processing list in the same step that puts it somewhere else.
+ * Every script starts by checking the job is still in the processing list:
+ * re-running one after a lost reply is a no-op ("gone"), never a duplicate.
+ */
+export interface LuaScript {
+  name: string;
+  numberOfKeys: number;
+  source: string;
+  sha1: string;
+}
+
+function script(name: string, numberOfKeys: number, body: string): LuaScript {
+  const source = `${PREAMBLE}\n${body}`;
+  return { name, numberOfKeys, source, sha1: createHash("sha1").update(source).digest("hex") };
+}
+
+// Decision record (hash <q>:decisions, field = job id):
+//   fingerprint \t attempt \t kind \t figures
+const PREAMBLE = `
+local function parse_record(rec)
+  if not rec then return nil end
+  local fp, attempt, kind, figures = string.match(rec, '^([^\\t]*)\\t([^\\t]*)\\t([^\\t]*)\\t(.*)$')
+  return fp, attempt, kind, figures
+end
+local function event(stream, reason, job, figures, ts, gate, attempt)
+  redis.call('XADD', stream, 'MAXLEN', '~', '100000', '*',
+    'reason', reason, 'job', job, 'figures', figures, 'ts', ts, 'gate', gate, 'attempt', attempt)
+end
+-- Same id seen before: a different job under that id is dead; the identical
+-- delivery (same fingerprint, same attempt) gets the stored decision and its
+-- copy is dropped, so tokens are never counted twice. A new attempt of the
+-- same job is decided afresh.
+local function check_record(processing, dead, decisions, events, stats, payload, id, fp, attempt, ts, gate, conflict_entry)
+  local rfp, rattempt, rkind, rfigures = parse_record(redis.call('HGET', decisions, id))
+  if not rfp then return nil end
+  if rfp ~= fp then
+    redis.call('LREM', processing, 1, payload)
+    redis.call('RPUSH', dead, conflict_entry)
+    event(events, 'dead', id, 'cause=id_reused_with_different_payload first=' .. rkind, ts, gate, attempt)
+    redis.call('HINCRBY', stats, 'dead', 1)
+    return {'conflict', rkind, rfigures}
+  end
+  if rattempt == attempt then
+    redis.call('LREM', processing, 1, payload)
+    event(events, 'redelivery', id, 'stored=' .. rkind .. ' ' .. rfigures, ts, gate, attempt)
+    redis.call('HINCRBY', stats, 'redelivered', 1)
+    return {'redelivery', rkind, rfigures}
+  end
+  return nil
+end
+local function gone(decisions, id)
+  local _, _, rkind, rfigures = parse_record(redis.call('HGET', decisions, id))
+  return {'gone', rkind or '', rfigures or ''}
+end
+`;
+
+/**
+ * KEYS: processing admitted inflight decisions events stats mode dead
+ * ARGV: payload id fingerprint attempt prompt_tokens limit ts gate conflict_entry
+ * → {'admit', packed} | {'reject_packed_tokens', packed} | {'reject_all'}
+ *   | {'gone'|'conflict'|'redelivery', stored_kind, stored_figures}
+ * Only an admit changes anything besides conflict/redelivery: a reject is
+ * applied by the reject script with the nack payload the caller builds.
+ */
+export const admitScript = script(
+  "admit",
+  8,
+  `
+local processing, admitted, inflight, decisions, events, stats, mode, dead =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local payload, id, fp, attempt, tokens, limit, ts, gate, conflict_entry =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9]
+if not redis.call('LPOS', processing, payload) then return gone(decisions, id) end
+local seen = check_record(processing, dead, decisions, events, stats, payload, id, fp, attempt, ts, gate, conflict_entry)
+if seen then return seen end
+if redis.call('GET', mode) == 'reject_all' then return {'reject_all'} end
+local packed = tokens
+local entries = redis.call('HGETALL', inflight)
+for i = 1, #entries, 2 do
+  -- A new attempt of a job still counted in flight replaces its own entry.
+  if entries[i] ~= id then packed = packed + (tonumber(entries[i + 1]) or 0) end
+end
+if packed > limit then return {'reject_packed_tokens', tostring(packed)} end
+local figures = 'packed=' .. packed .. ' limit=' .. limit
+redis.call('LREM', processing, 1, payload)
+redis.call('HSET', inflight, id, tokens)
+redis.call('RPUSH', admitted, payload)
+redis.call('HSET', decisions, id, fp .. '\\t' .. attempt .. '\\tadmit\\t' .. figures)
+event(events, 'admit', id, figures, ts, gate, attempt)
+redis.call('HINCRBY', stats, 'admitted', 1)
+return {'admit', tostring(packed)}
+`,
+);
+
+/**
+ * KEYS: processing target decisions events stats dead
+ * ARGV: payload id fingerprint attempt kind figures ts gate routed route conflict_entry
+ * route 'retry' → routed is the nack payload (attempt+1, reason); 'dead' → a dead entry.
+ * → {'applied', route} | {'gone'|'conflict'|'redelivery', stored_kind, stored_figures}
+ */
+export const rejectScript = script(
+  "reject",
+  6,
+  `
+local processing, target, decisions, events, stats, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local payload, id, fp, attempt, kind, figures, ts, gate, routed, route, conflict_entry =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
+if not redis.call('LPOS', processing, payload) then return gone(decisions, id) end
+local seen = check_record(processing, dead, decisions, events, stats, payload, id, fp, attempt, ts, gate, conflict_entry)
+if seen then return seen end
+redis.call('LREM', processing, 1, payload)
+redis.call('RPUSH', target, routed)
+redis.call('HSET', decisions, id, fp .. '\\t' .. attempt .. '\\t' .. kind .. '\\t' .. figures)
+event(events, kind, id, figures .. ' route=' .. route, ts, gate, attempt)
+redis.call('HINCRBY', stats, kind, 1)
+if route == 'retry' then redis.call('HINCRBY', stats, 'retry_count', 1) else redis.call('HINCRBY', stats, 'dead', 1) end
+return {'applied', route}
+`,
+);
+
+/**
+ * A payload that is not a job: processing → dead with the reason.
+ * KEYS: processing dead events stats
+ * ARGV: payload dead_entry job cause ts gate
+ */
+export const deadScript = script(
+  "dead",
+  4,
+  `
+local processing, dead, events, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local payload, entry, job, cause, ts, gate = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+if redis.call('LREM', processing, 1, payload) == 0 then return {'gone'} end
+redis.call('RPUSH', dead, entry)
+event(events, 'dead', job, 'cause=' .. cause, ts, gate, '')
+redis.call('HINCRBY', stats, 'dead', 1)
+return {'applied'}
+`,
+);
+
+/**
+ * Gives back a gate's processing list, only if its heartbeat has expired
+ * (or it is the gate itself stopping, which deletes its heartbeat first).
+ * Jobs go to the HEAD of the ready list in their original order.
+ * KEYS: heartbeat processing ready dead events stats gates
+ * ARGV: ts from_gate by_gate, then triples (old_payload, new_payload, route 'ready'|'dead', id, attempt)
+ * → number of jobs moved, or -1 when the gate is alive.
+ */
+export const recoverScript = script(
+  "recover",
+  7,
+  `
+local heartbeat, processing, ready, dead, events, stats, gates = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local ts, from_gate, by_gate = ARGV[1], ARGV[2], ARGV[3]
+if redis.call('EXISTS', heartbeat) == 1 then return -1 end
+local moved = 0
+-- Backwards, so LPUSH leaves the oldest-taken job first at the head.
+for i = #ARGV - 4, 4, -5 do
+  local old, new, route, id, attempt = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  if redis.call('LREM', processing, 1, old) > 0 then
+    if route == 'dead' then
+      redis.call('RPUSH', dead, new)
+      redis.call('HINCRBY', stats, 'dead', 1)
+    else
+      redis.call('LPUSH', ready, new)
+    end
+    event(events, 'recovered', id, 'from_gate=' .. from_gate .. ' route=' .. route, ts, by_gate, attempt)
+    redis.call('HINCRBY', stats, 'recovered', 1)
+    moved = moved + 1
+  end
+end
+if redis.call('LLEN', processing) == 0 then redis.call('HDEL', gates, from_gate) end
+return moved
+`,
+);
+
+/** KEYS: inflight · ARGV: id → the tokens released, or nil when none were held. */
+export const releaseScript = script(
+  "release",
+  1,
+  `
+local tokens = redis.call('HGET', KEYS[1], ARGV[1])
+if tokens then redis.call('HDEL', KEYS[1], ARGV[1]) end
+return tokens
+`,
+);

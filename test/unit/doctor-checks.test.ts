@@ -1,0 +1,68 @@
+import { describe, expect, it } from "vitest";
+import { evaluateChecks, servingVerdict, type DoctorFacts } from "../../src/doctor/checks.js";
+import { drillVerdict } from "../../src/doctor/render.js";
+
+const healthy: DoctorFacts = {
+  euid: 0,
+  layout: "hybrid",
+  memoryWritable: { ok: true, where: "/sys/fs/cgroup/memory" },
+  swapControl: { file: "/sys/fs/cgroup/memory/x/memory.memsw.limit_in_bytes", present: true },
+  hostSwapTotalBytes: 0,
+  hostPsi: { ok: true, file: "/proc/pressure/memory", avg10: 0.1 },
+  cgroupPsi: { file: "/sys/fs/cgroup/unified/x/memory.pressure", present: true },
+  vmstatSwapIn: { ok: true, file: "/proc/vmstat" },
+  cgroupKill: { file: "/sys/fs/cgroup/unified/x/cgroup.kill", present: true, freezer: true },
+  redis: { given: false },
+  redisServerPath: "/usr/bin/redis-server",
+  hogDir: { dir: "/var/tmp", fsType: "ext4", freeBytes: 80 * 1024 ** 3, neededBytes: 3 * 1024 ** 3 },
+  stateDir: { dir: "/var/lib/drill", fsType: "ext4" },
+};
+
+const status = (facts: DoctorFacts, name: string) => evaluateChecks(facts).find((c) => c.name === name)?.status;
+
+describe("doctor checks", () => {
+  it("a healthy hybrid host is ready", () => {
+    const checks = evaluateChecks(healthy);
+    expect(checks.every((c) => c.status === "pass")).toBe(true);
+    expect(drillVerdict(checks)).toBe("ready");
+  });
+
+  it.each<[string, Partial<DoctorFacts>, string, "warn" | "fail"]>([
+    ["not root", { euid: 1000 }, "root", "fail"],
+    ["no memory controller", { layout: "none" }, "cgroup layout", "fail"],
+    ["cgroup not writable", { memoryWritable: { ok: false, where: "/sys/fs/cgroup/memory", error: "EROFS" } }, "memory controller writable", "fail"],
+    ["host PSI unreadable", { hostPsi: { ok: false, file: "/proc/pressure/memory", reason: "missing" } }, "host PSI", "fail"],
+    ["host already under pressure", { hostPsi: { ok: true, file: "/proc/pressure/memory", avg10: 4.2 } }, "host PSI", "warn"],
+    ["no cgroup PSI (legacy v1)", { cgroupPsi: { file: null, present: false } }, "cgroup PSI", "warn"],
+    ["no cgroup.kill", { cgroupKill: { file: null, present: false, freezer: true } }, "cgroup.kill", "warn"],
+    ["hog dir on tmpfs", { hogDir: { dir: "/tmp", fsType: "tmpfs", freeBytes: 1e12, neededBytes: 1 } }, "hog file system", "fail"],
+    ["hog dir too small", { hogDir: { dir: "/var/tmp", fsType: "ext4", freeBytes: 1024, neededBytes: 1e9 } }, "hog file system", "warn"],
+    ["state dir on tmpfs", { stateDir: { dir: "/run/drill", fsType: "tmpfs" } }, "state dir", "warn"],
+    ["no redis-server and no --redis", { redisServerPath: null }, "redis-server on PATH", "fail"],
+    ["swap on, no swap control", { swapControl: { file: null, present: false }, hostSwapTotalBytes: 1e9, layout: "v2" }, "swap disabled in cgroup", "fail"],
+    ["v1 memsw missing with swap on", { swapControl: { file: null, present: false }, hostSwapTotalBytes: 1e9, layout: "v1" }, "swap disabled in cgroup", "warn"],
+  ])("%s", (_name, patch, check, expected) => {
+    const facts = { ...healthy, ...patch };
+    expect(status(facts, check)).toBe(expected);
+    expect(drillVerdict(evaluateChecks(facts))).toBe(expected === "fail" ? "refused" : "ready_with_warnings");
+  });
+
+  it("warns on a given Redis that can lose jobs, fails on one that is unreachable", () => {
+    const lossy: DoctorFacts = { ...healthy, redis: { given: true, url: "redis://127.0.0.1:6379", reachable: true, maxmemoryPolicy: "allkeys-lru", appendonly: "no" } };
+    expect(status(lossy, "redis maxmemory-policy")).toBe("warn");
+    expect(status(lossy, "redis appendonly")).toBe("warn");
+    const down: DoctorFacts = { ...healthy, redis: { given: true, url: "redis://127.0.0.1:1", reachable: false, error: "ECONNREFUSED" } };
+    expect(status(down, "redis reachable")).toBe("fail");
+    // with a Redis given, the embedded server is optional
+    expect(status({ ...lossy, redisServerPath: null }, "redis-server on PATH")).toBe("warn");
+  });
+
+  it("the serving verdict is informational and follows the seed's list", () => {
+    const v = servingVerdict(healthy);
+    expect(v.reasons).toHaveLength(5);
+    expect(v.reasons.find((r) => r.rule.startsWith("You lack PSI"))?.holds).toBe(false);
+    const blind = servingVerdict({ ...healthy, vmstatSwapIn: { ok: false, file: "/proc/vmstat", reason: "missing" } });
+    expect(blind.reasons.find((r) => r.rule.startsWith("You lack PSI"))?.holds).toBe(true);
+    expect(blind.refuse).toBe(true);
+  });
+});
