@@ -227,12 +227,12 @@ export function enableMemoryError(file: string, parentDir: string, err: unknown)
   return kernelWriteError(file, err);
 }
 
-function writeKernel(file: string, value: string): void {
-  writeFileSync(file, value);
-}
+/** The one kernel write setup makes; injectable so tests can play EBUSY/EACCES on a fake tree. */
+export type KernelWriter = (file: string, value: string) => void;
+const writeToKernel: KernelWriter = (file, value) => writeFileSync(file, value);
 
 /** Runs a plan: marker (intent) → mkdirs → marker (inodes) → writes → read back. Undoes its mkdirs on failure. */
-export function applySetup(plan: SetupPlan, stateDir: string): SetupResult {
+export function applySetup(plan: SetupPlan, stateDir: string, writeKernel: KernelWriter = writeToKernel): SetupResult {
   const cgroup = plan.cgroup;
   const created: CgroupDir[] = [];
   const writes: WriteResult[] = [];

@@ -177,6 +177,11 @@ async function killUntilEmpty(
       }
     }
     for (const task of inside) {
+      // Reported whether cgroup.kill or the SIGKILL below ends it.
+      if (!seen.has(task.pid)) {
+        seen.add(task.pid);
+        killed.push(task);
+      }
       const dir = dirs.find((d) => d.dir === task.dir)!;
       if (!isInCgroup(roots, task.pid, dir)) continue;
       try {
@@ -184,10 +189,6 @@ async function killUntilEmpty(
         method.add("sigkill-by-pid");
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw err;
-      }
-      if (!seen.has(task.pid)) {
-        seen.add(task.pid);
-        killed.push(task);
       }
     }
     await sleep(wait);

@@ -1,4 +1,113 @@
+import { Command } from "commander";
+import { InterruptedError, UsageError } from "../errors.js";
+import { onInterrupt } from "../gate/loop.js";
+import { validateKeyPart } from "../queue/keys.js";
+import { DrillQueue } from "../queue/queue.js";
+import { closeRedis, connectRedis, DEFAULT_REDIS_URL } from "../queue/redis.js";
+import { parseDuration, parsePositiveInt } from "../units.js";
 import type { CommandFactory } from "./index.js";
-import { notBuiltCommand } from "./notBuilt.js";
 
-export const packCommand: CommandFactory = () => notBuiltCommand("pack", "push packed long-context jobs onto the queue");
+export interface PackOptions {
+  queue: string;
+  jobs: number;
+  files: number;
+  promptTokens: number;
+  completionTokens: number;
+  deadlineMs: number;
+  /** Jobs per second; null pushes them all at once (the packer's burst). */
+  rate: number | null;
+  upstreamAgeMs: number;
+  hostClass: string;
+}
+
+interface RawPackOptions {
+  queue: string;
+  jobs: string;
+  files: string;
+  promptTokens: string;
+  completionTokens: string;
+  deadline: string;
+  rate?: string;
+  upstreamAge: string;
+  hostClass: string;
+}
+
+/** `4/s`, `0.5/s` or `4` → jobs per second. */
+export function parseRate(text: string, flag: string): number {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*(?:\/\s*s)?\s*$/.exec(text);
+  const rate = match ? Number(match[1]) : NaN;
+  if (!Number.isFinite(rate) || rate <= 0) throw new UsageError(`${flag}: "${text}" is not a rate (use e.g. 4/s)`);
+  return rate;
+}
+
+export function resolvePackOptions(raw: RawPackOptions): PackOptions {
+  const jobs = parsePositiveInt(raw.jobs, "--jobs");
+  if (jobs < 1) throw new UsageError(`--jobs: "${raw.jobs}" must be at least 1`);
+  const deadlineMs = parseDuration(raw.deadline, "--deadline");
+  if (deadlineMs <= 0) throw new UsageError(`--deadline: "${raw.deadline}" must be more than 0`);
+  return {
+    queue: validateKeyPart(raw.queue, "--queue"),
+    jobs,
+    files: parsePositiveInt(raw.files, "--files"),
+    promptTokens: parsePositiveInt(raw.promptTokens, "--prompt-tokens"),
+    completionTokens: parsePositiveInt(raw.completionTokens, "--completion-tokens"),
+    deadlineMs,
+    rate: raw.rate === undefined ? null : parseRate(raw.rate, "--rate"),
+    upstreamAgeMs: parseDuration(raw.upstreamAge, "--upstream-age"),
+    hostClass: validateKeyPart(raw.hostClass, "--host-class"),
+  };
+}
+
+export const packCommand: CommandFactory = (globals) =>
+  new Command("pack")
+    .description("push packed long-context jobs onto the queue (RPUSH; the gate takes from the left)")
+    .option("--jobs <n>", "how many jobs", "8")
+    .option("--files <n>", "files per job (the runbook's 8 files)", "8")
+    .option("--prompt-tokens <n>", "prompt tokens per job", "24000")
+    .option("--completion-tokens <n>", "completion tokens per job", "256")
+    .option("--deadline <duration>", "deadline from enqueue to first useful token", "8s")
+    .option("--rate <n/s>", "jobs per second (default: all at once)")
+    .option("--upstream-age <duration>", "time the jobs already waited upstream (enqueue_ts = now - age)", "0s")
+    .option("--host-class <class>", "host class the jobs are packed onto", "shared-free")
+    .option("--queue <name>", "Redis queue name", "jobs")
+    .action(async (raw: RawPackOptions) => {
+      const options = resolvePackOptions(raw);
+      const g = globals();
+      const interrupt = onInterrupt();
+      const redis = await connectRedis(g.redisUrl ?? DEFAULT_REDIS_URL, { name: "drill-pack" });
+      try {
+        const queue = new DrillQueue(redis, options.queue);
+        const ids: string[] = [];
+        const started = Date.now();
+        for (let i = 0; i < options.jobs; i++) {
+          if (interrupt.signal.aborted) break;
+          if (options.rate !== null && i > 0) await sleepUntil(started + (i * 1000) / options.rate, interrupt.signal);
+          if (interrupt.signal.aborted) break;
+          const job = await queue.push(options);
+          ids.push(job.id);
+          const line = `push job=${job.id} prompt_tokens=${job.prompt_tokens} completion_tokens=${job.completion_tokens} files=${job.files} deadline_ms=${job.deadline_ms} enqueue_ts=${job.enqueue_ts} host_class=${job.host_class}`;
+          process.stdout.write(g.json ? `${JSON.stringify({ event: "push", queue: options.queue, ...job })}\n` : `${line}\n`);
+        }
+        const total = ids.length * options.promptTokens;
+        const summary = `packed ${ids.length} job(s) onto ${options.queue}${ids.length > 0 ? ` (job=${ids[0]}..${ids[ids.length - 1]})` : ""}, ${total} prompt tokens`;
+        if (g.json) process.stdout.write(`${JSON.stringify({ event: "packed", queue: options.queue, jobs: ids, prompt_tokens_total: total })}\n`);
+        else process.stdout.write(`${summary}\n`);
+        const received = interrupt.received();
+        if (received) throw new InterruptedError(received);
+      } finally {
+        interrupt.dispose();
+        await closeRedis(redis);
+      }
+    });
+
+function sleepUntil(atMs: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, Math.max(0, atMs - Date.now()));
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}

@@ -78,7 +78,7 @@ export function initialSignalState(): SignalState {
   };
 }
 
-export function nextSignals(prev: SignalState, raw: RawSample, config: Pick<AdmissionConfig, "intervalMs"> & AdmissionConfig): SignalState {
+export function nextSignals(prev: SignalState, raw: RawSample, config: AdmissionConfig): SignalState {
   // A gap of more than two intervals (gate paused, event loop stalled) resets
   // the windows: the next rate starts fresh instead of averaging over the gap.
   const gap = prev.lastAtMs !== null && raw.atMs - prev.lastAtMs > 2 * config.intervalMs;

@@ -1,0 +1,323 @@
+import type { HostRoots } from "../host/kernelFile.js";
+import { decodeJob, type Job } from "../queue/job.js";
+import { DrillQueue, type StoredOutcome } from "../queue/queue.js";
+import { BlockingMover, closeRedis, connectRedis, WatchdogTimeout } from "../queue/redis.js";
+import { decideAdmission, decisionFigures, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
+import { admissionSignals, GateSampler, type WorkerCgroupProbe } from "./signals.js";
+
+/**
+ * The admission loop (admitd): heartbeat, recover dead gates' lists, take one
+ * job (BLMOVE with a watchdog), decode, decide, apply in one Lua script, log
+ * one line. The loop only sequences; policy.ts decides, queue.ts applies.
+ */
+
+export interface GateOptions {
+  queue: string;
+  gateId: string;
+  config: AdmissionConfig;
+  retryHostClass: string;
+  retryBudget: number;
+  dryRun: boolean;
+  maxJobs: number | null;
+  idleExitMs: number | null;
+  json: boolean;
+  /** BLMOVE block timeout; also bounds how long a stop waits for a take. */
+  blockMs?: number;
+  watchdogMarginMs?: number;
+  /** Default: 3 intervals, at least 1 s. Another gate recovers our list only after it expires. */
+  heartbeatTtlMs?: number;
+}
+
+export interface GateDeps {
+  redisUrl: string;
+  roots: HostRoots;
+  /** The worker cgroup's signals; null runs on host signals alone. */
+  workerCgroup: WorkerCgroupProbe | null;
+  out: (line: string) => void;
+  err: (line: string) => void;
+  signal: AbortSignal;
+  now?: () => number;
+  /** DRILL_CRASH_AT: `gate:after-take` SIGKILLs the gate between take and decision (fault tests). */
+  crashAt?: string | undefined;
+}
+
+export interface GateSummary {
+  decided: number;
+  byKind: Record<string, number>;
+  recovered: number;
+  watchdogFires: number;
+  stoppedBy: "max_jobs" | "idle" | "signal" | "dry_run";
+}
+
+export async function runGate(options: GateOptions, deps: GateDeps): Promise<GateSummary> {
+  const now = deps.now ?? Date.now;
+  const { config, gateId } = options;
+  const summary: GateSummary = { decided: 0, byKind: {}, recovered: 0, watchdogFires: 0, stoppedBy: "signal" };
+  const sampler = new GateSampler(deps.roots, config, deps.workerCgroup, now);
+  sampler.sample();
+
+  const redis = await connectRedis(deps.redisUrl, { name: `drill-gate:${gateId}` });
+  const queue = new DrillQueue(redis, options.queue);
+  if (options.dryRun) {
+    try {
+      await dryRunPass(queue, sampler, options, deps, summary, now());
+      summary.stoppedBy = "dry_run";
+      return summary;
+    } finally {
+      await closeRedis(redis);
+    }
+  }
+
+  const blockMs = options.blockMs ?? 1000;
+  const mover = new BlockingMover(deps.redisUrl, { name: `drill-gate-take:${gateId}`, watchdogMarginMs: options.watchdogMarginMs ?? 2000 });
+  const ttlMs = options.heartbeatTtlMs ?? Math.max(3 * config.intervalMs, 1000);
+  const info = { pid: process.pid, started: now(), interval_ms: config.intervalMs };
+  const outage = new OutageLog(deps.err, now);
+
+  const sampleTimer = setInterval(() => sampler.sample(), config.intervalMs);
+  const heartbeatTimer = setInterval(() => {
+    queue.heartbeat(gateId, ttlMs, info).catch(() => {}); // an outage shows in the loop's own errors
+  }, Math.max(100, Math.floor(ttlMs / 3)));
+
+  let lastJobAt = now();
+  let lastRecoveryAt = 0;
+  try {
+    await queue.heartbeat(gateId, ttlMs, info); // registered before anything is taken
+    while (!deps.signal.aborted) {
+      if (options.maxJobs !== null && summary.decided >= options.maxJobs) {
+        summary.stoppedBy = "max_jobs";
+        break;
+      }
+      try {
+        if (now() - lastRecoveryAt >= config.intervalMs) {
+          lastRecoveryAt = now();
+          for (const job of await queue.recoverExpiredGates(gateId, options.retryBudget, now())) {
+            summary.recovered++;
+            emit(options, deps, { event: "recovered", job: job.id, from_gate: job.fromGate, attempt: job.attempt, route: job.route }, `recovered job=${job.id ?? "-"} from_gate=${job.fromGate} attempt=${job.attempt ?? "-"} route=${job.route}`);
+          }
+        }
+        // A job we took but never decided (lost reply, watchdog, earlier error) comes first.
+        const payload = (await queue.processingHead(gateId)) ?? (await mover.move(queue.keys.ready, queue.keys.processing(gateId), blockMs));
+        outage.recovered();
+        if (payload === null) {
+          if (options.idleExitMs !== null && now() - lastJobAt >= options.idleExitMs) {
+            summary.stoppedBy = "idle";
+            break;
+          }
+          continue;
+        }
+        lastJobAt = now();
+        if (deps.crashAt === "gate:after-take") process.kill(process.pid, "SIGKILL");
+        await decideOne(queue, sampler, payload, options, deps, summary, now());
+        outage.recovered();
+      } catch (err) {
+        if (err instanceof WatchdogTimeout) summary.watchdogFires++;
+        outage.failed(err);
+        await sleep(outage.backoffMs(), deps.signal);
+      }
+    }
+  } finally {
+    clearInterval(sampleTimer);
+    clearInterval(heartbeatTimer);
+    mover.close();
+    await giveBack(queue, gateId, options.retryBudget, deps.err);
+    await closeRedis(redis);
+  }
+  return summary;
+}
+
+async function decideOne(
+  queue: DrillQueue,
+  sampler: GateSampler,
+  payload: Buffer,
+  options: GateOptions,
+  deps: GateDeps,
+  summary: GateSummary,
+  nowMs: number,
+): Promise<void> {
+  const { gateId, config } = options;
+  const decoded = decodeJob(payload, nowMs);
+  if (!decoded.ok) {
+    // A poison payload goes to the dead list with its reason; the gate stays up.
+    const applied = await queue.deadLetter(gateId, payload, decoded.reason, decoded.id, nowMs);
+    if (applied === "applied") record(summary, "dead");
+    emitDead(options, deps, decoded.id, decoded.reason);
+    return;
+  }
+  const { job, fingerprint } = decoded;
+  const [mode, inflight] = await Promise.all([queue.getMode(), queue.inflightTokens()]);
+  let decision = decideAdmission(job, admissionSignals(sampler.state, mode, inflight), config, nowMs);
+  const ctx = { gate: gateId, payload, job, fingerprint, nowMs };
+
+  if (decision.kind === "admit") {
+    const outcome = await queue.admit(ctx, config.packedTokenLimit);
+    if (outcome.kind === "admit") decision = { kind: "admit", packed: outcome.packed, limit: config.packedTokenLimit };
+    else if (outcome.kind === "reject_packed_tokens") decision = { kind: "reject_packed_tokens", packed: outcome.packed, limit: config.packedTokenLimit };
+    else if (outcome.kind === "reject_all") {
+      decision = { kind: "reject_host_pressure", psi: sampler.state.readings.psiSomeAvg10 ?? "missing", trigger: "reject_all", figure: null };
+    } else return emitStored(options, deps, summary, job, outcome);
+  }
+  let routeNote = "";
+  if (decision.kind !== "admit") {
+    const outcome = await queue.reject(ctx, decision.kind, decisionFigures(decision), { retryHostClass: options.retryHostClass, retryBudget: options.retryBudget });
+    if (outcome.kind !== "applied") return emitStored(options, deps, summary, job, outcome);
+    if (outcome.route === "dead") routeNote = " route=dead";
+  }
+  record(summary, decision.kind);
+  emit(options, deps, decisionJson(decision, job, gateId, routeNote !== ""), `${formatDecisionLine(decision, job)}${routeNote}`);
+}
+
+/** --dry-run: one pass over the ready list as it stands, deciding without moving anything. */
+async function dryRunPass(queue: DrillQueue, sampler: GateSampler, options: GateOptions, deps: GateDeps, summary: GateSummary, nowMs: number): Promise<void> {
+  const payloads = await queue.redis.lrangeBuffer(queue.keys.ready, 0, (options.maxJobs ?? 1000) - 1);
+  const mode = await queue.getMode();
+  let inflight = await queue.inflightTokens();
+  for (const payload of payloads) {
+    const decoded = decodeJob(payload, nowMs);
+    if (!decoded.ok) {
+      record(summary, "dead");
+      emitDead(options, deps, decoded.id, decoded.reason, " dry_run=1");
+      continue;
+    }
+    const decision = decideAdmission(decoded.job, admissionSignals(sampler.state, mode, inflight), options.config, nowMs);
+    if (decision.kind === "admit") inflight += decoded.job.prompt_tokens; // as if admitted, for the next job's packed figure
+    record(summary, decision.kind);
+    emit(options, deps, { ...decisionJson(decision, decoded.job, options.gateId, false), dry_run: true }, `${formatDecisionLine(decision, decoded.job)} dry_run=1`);
+  }
+}
+
+/** On stop: our heartbeat goes first, then whatever we hold goes back to the head of the ready list. */
+async function giveBack(queue: DrillQueue, gateId: string, retryBudget: number, err: (line: string) => void): Promise<void> {
+  try {
+    await queue.redis.del(queue.keys.gateHeartbeat(gateId));
+    const back = await queue.recoverGate(gateId, { by: gateId, countAttempt: false, retryBudget });
+    if (back.length > 0) err(`gate: gave ${back.length} undecided job(s) back to the head of ${queue.keys.ready}`);
+  } catch (e) {
+    err(`gate: could not give back ${queue.keys.processing(gateId)} (${message(e)}); another gate recovers it once the heartbeat expires`);
+  }
+}
+
+function emitStored(options: GateOptions, deps: GateDeps, summary: GateSummary, job: Job, outcome: StoredOutcome): void {
+  if (outcome.kind === "gone") {
+    deps.err(`gate: job=${job.id} left ${options.gateId}'s processing list before its decision (recovered by another gate); skipped`);
+    return;
+  }
+  if (outcome.kind === "conflict") {
+    record(summary, "dead");
+    emitDead(options, deps, job.id, `id_reused_with_different_payload first=${outcome.storedKind}`);
+    return;
+  }
+  record(summary, "redelivery");
+  emit(
+    options,
+    deps,
+    { event: "decision", decision: outcome.storedKind, job: job.id, gate: options.gateId, redelivery: true, figures: outcome.storedFigures },
+    `${outcome.storedKind} job=${job.id} ${outcome.storedFigures} redelivery=1`,
+  );
+}
+
+function emitDead(options: GateOptions, deps: GateDeps, id: string | null, reason: string, suffix = ""): void {
+  const [cause, ...rest] = reason.split(" ");
+  const detail = rest.length > 0 ? ` detail=${JSON.stringify(rest.join(" "))}` : "";
+  emit(options, deps, { event: "dead", job: id, reason, gate: options.gateId }, `dead job=${id ?? "-"} reason=${cause ?? reason}${detail}${suffix}`);
+}
+
+function decisionJson(decision: AdmissionDecision, job: Job, gate: string, routedDead: boolean): Record<string, unknown> {
+  const base: Record<string, unknown> = { event: "decision", decision: decision.kind, job: job.id, attempt: job.attempt, gate };
+  switch (decision.kind) {
+    case "admit":
+    case "reject_packed_tokens":
+      Object.assign(base, { packed: decision.packed, limit: decision.limit });
+      break;
+    case "reject_deadline_slack":
+      Object.assign(base, { slack_ms: Math.round(decision.slackMs), slack_limit_ms: decision.limitMs, stall_ms_p99: decision.stallMsP99 });
+      break;
+    case "reject_host_pressure":
+      Object.assign(base, { psi: decision.psi === "missing" ? null : Number(decision.psi.toFixed(2)), trigger: decision.trigger, figure: decision.figure });
+      if (decision.trigger === "reject_all") base.mode = "reject_all";
+      break;
+  }
+  if (routedDead) base.route = "dead";
+  base.line = formatDecisionLine(decision, job);
+  return base;
+}
+
+function emit(options: GateOptions, deps: GateDeps, json: Record<string, unknown>, line: string): void {
+  if (options.json) deps.out(JSON.stringify({ ts: new Date((deps.now ?? Date.now)()).toISOString(), ...json }));
+  else deps.out(line);
+}
+
+/** Every payload handled counts towards --max-jobs, dead and redelivered ones included. */
+function record(summary: GateSummary, kind: string): void {
+  summary.decided++;
+  summary.byKind[kind] = (summary.byKind[kind] ?? 0) + 1;
+}
+
+/** One stderr line when Redis goes away and one when it is back, not one per retry. */
+class OutageLog {
+  private since: number | null = null;
+  private failures = 0;
+  constructor(
+    private readonly err: (line: string) => void,
+    private readonly now: () => number,
+  ) {}
+  failed(error: unknown): void {
+    this.failures++;
+    if (error instanceof WatchdogTimeout) this.err(`gate: watchdog: ${error.message}`);
+    if (this.since === null) {
+      this.since = this.now();
+      this.err(`gate: redis unavailable (${message(error)}); retrying`);
+    }
+  }
+  recovered(): void {
+    if (this.since === null) return;
+    this.err(`gate: redis back after ${((this.now() - this.since) / 1000).toFixed(1)} s`);
+    this.since = null;
+    this.failures = 0;
+  }
+  backoffMs(): number {
+    return Math.min(100 * 2 ** Math.min(this.failures, 4), 1000);
+  }
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
+
+/**
+ * SIGINT/SIGTERM → an AbortSignal, so loops stop between steps and the
+ * command throws InterruptedError (exit 130/143) instead of dying mid-write.
+ */
+export function onInterrupt(): { signal: AbortSignal; received: () => "SIGINT" | "SIGTERM" | null; dispose: () => void } {
+  const controller = new AbortController();
+  let received: "SIGINT" | "SIGTERM" | null = null;
+  const handler = (sig: "SIGINT" | "SIGTERM") => () => {
+    received ??= sig;
+    controller.abort();
+  };
+  const onInt = handler("SIGINT");
+  const onTerm = handler("SIGTERM");
+  process.on("SIGINT", onInt);
+  process.on("SIGTERM", onTerm);
+  return {
+    signal: controller.signal,
+    received: () => received,
+    dispose: () => {
+      process.off("SIGINT", onInt);
+      process.off("SIGTERM", onTerm);
+    },
+  };
+}

@@ -1,0 +1,49 @@
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { parseDrillFile } from "../../src/drill/drillFile.js";
+import { UsageError } from "../../src/errors.js";
+import { repoRoot } from "../helpers/cli.js";
+
+const drillsDir = path.join(repoRoot, "drills");
+const smoke = readFileSync(path.join(drillsDir, "smoke.yaml"), "utf8");
+
+describe("drill files", () => {
+  it.each(readdirSync(drillsDir).filter((f) => f.endsWith(".yaml")))("shipped %s is valid", (file) => {
+    const drill = parseDrillFile(readFileSync(path.join(drillsDir, file), "utf8"), file);
+    expect(drill.phases.length).toBeGreaterThan(0);
+  });
+
+  it("the packing drill is the seed's declared workload", () => {
+    const d = parseDrillFile(readFileSync(path.join(drillsDir, "packing.yaml"), "utf8"), "packing.yaml");
+    expect(d.cgroup.memory_max).toBe(2 * 1024 ** 3);
+    expect(d.cgroup.swap_max).toBe(0);
+    const pack = d.phases[0]!.pack!;
+    expect([pack.jobs, pack.files, pack.prompt_tokens, pack.deadline]).toEqual([8, 8, 24000, 8000]);
+    expect(d.phases.find((p) => p.inject)?.inject).toMatchObject({ mode: "anon", size: 3 * 1024 ** 3 });
+  });
+
+  it("smoke finishes in under a minute", () => {
+    expect(parseDrillFile(smoke, "smoke.yaml").duration).toBeLessThan(60_000);
+  });
+
+  it.each([
+    ["not YAML", "name: [", /^x\.yaml(:\d+)?: not valid YAML/],
+    ["missing duration", smoke.replace(/^duration: .*$/m, ""), /^x\.yaml: duration: /],
+    ["bad size", smoke.replace("memory_max: 160M", "memory_max: 160Q"), /^x\.yaml: cgroup\.memory_max: .*not a size/],
+    ["bad duration", smoke.replace("duration: 40s", "duration: forty"), /^x\.yaml: duration: .*not a duration/],
+    ["unknown field", smoke.replace("cgroup:\n", "cgroup:\n  memory_maxx: 1G\n"), /^x\.yaml: cgroup: .*memory_maxx/],
+    ["bad name", smoke.replace("name: smoke", "name: ../etc"), /^x\.yaml: name: /],
+    ["phase with both", smoke.replace("  - at: 9s\n    inject:", "  - at: 9s\n    pack: { jobs: 1, prompt_tokens: 1 }\n    inject:"), /^x\.yaml: phases\.2: a phase has exactly one/],
+    ["negative tokens", smoke.replace("prompt_tokens: 24000", "prompt_tokens: -5"), /^x\.yaml: phases\.0\.pack\.prompt_tokens: /],
+    ["phase after the end", smoke.replace("- at: 24s", "- at: 50s"), /^x\.yaml: phases: a phase starts at 50000ms/],
+  ])("%s is exit 2 naming file and field", (_n, text, message) => {
+    try {
+      parseDrillFile(text, "x.yaml");
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(UsageError);
+      expect((err as Error).message).toMatch(message);
+    }
+  });
+});
