@@ -40,8 +40,8 @@ export function readCgroupStatus(roots: HostRoots, computed: WorkerCgroup, state
   if (memory) missing.push(...memory.missing);
 
   let pressure: Psi | null = null;
-  const pressureFile = cgroup.pressureFile && existsSync(path.dirname(cgroup.pressureFile)) ? cgroup.pressureFile : null;
-  if (pressureFile) {
+  const pressureFile = cgroup.pressureFile;
+  if (pressureFile && existsSync(path.dirname(pressureFile))) {
     const reading = readPsiFile(pressureFile);
     if (reading.ok) pressure = reading.value;
     else missing.push({ file: reading.file, reason: reading.reason });

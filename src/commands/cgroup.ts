@@ -79,7 +79,8 @@ function renderStatus(status: CgroupStatus, output: Output): void {
     const { some, full } = status.pressure;
     output.out(`  pressure some avg10=${some.avg10.toFixed(2)} total=${some.total}us` + (full ? `  full avg10=${full.avg10.toFixed(2)} total=${full.total}us` : ""));
   } else {
-    output.out(`  pressure n/a${status.pressureFile === null ? " (no per-cgroup PSI in this layout)" : ""}`);
+    const why = status.pressureFile === null ? " (no per-cgroup PSI on legacy v1)" : status.dirs.some((d) => !d.exists) ? " (twin absent: not created by drill cgroup setup)" : "";
+    output.out(`  pressure n/a${why}`);
   }
   output.out(`  tasks    ${status.tasks.length === 0 ? "none" : status.tasks.map((t) => `${t.pid} ${t.comm ?? "?"}`).join(", ")}`);
   for (const miss of status.missing) output.err(`missing: ${miss.file}: ${miss.reason}`);

@@ -1,7 +1,8 @@
 import { Command } from "commander";
-import { InterruptedError, UsageError } from "../errors.js";
+import { DrillError, InterruptedError, UsageError } from "../errors.js";
 import { onInterrupt } from "../gate/loop.js";
 import { validateKeyPart } from "../queue/keys.js";
+import type { Job } from "../queue/job.js";
 import { DrillQueue } from "../queue/queue.js";
 import { closeRedis, connectRedis, DEFAULT_REDIS_URL } from "../queue/redis.js";
 import { parseDuration, parsePositiveInt } from "../units.js";
@@ -83,7 +84,7 @@ export const packCommand: CommandFactory = (globals) =>
           if (interrupt.signal.aborted) break;
           if (options.rate !== null && i > 0) await sleepUntil(started + (i * 1000) / options.rate, interrupt.signal);
           if (interrupt.signal.aborted) break;
-          const job = await queue.push(options);
+          const job = await pushWithRetry(queue, options, interrupt.signal);
           ids.push(job.id);
           const line = `push job=${job.id} prompt_tokens=${job.prompt_tokens} completion_tokens=${job.completion_tokens} files=${job.files} deadline_ms=${job.deadline_ms} enqueue_ts=${job.enqueue_ts} host_class=${job.host_class}`;
           process.stdout.write(g.json ? `${JSON.stringify({ event: "push", queue: options.queue, ...job })}\n` : `${line}\n`);
@@ -99,6 +100,24 @@ export const packCommand: CommandFactory = (globals) =>
         await closeRedis(redis);
       }
     });
+
+/**
+ * At-least-once: a push whose reply was lost (Redis restarting) is re-sent
+ * with the same id and payload; the gate drops an identical second copy.
+ */
+async function pushWithRetry(queue: DrillQueue, options: PackOptions, signal: AbortSignal): Promise<Job> {
+  let job: Job | null = null;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      job ??= await queue.nextJob(options);
+      await queue.enqueue(job);
+      return job;
+    } catch (err) {
+      if (attempt >= 10 || signal.aborted) throw new DrillError(`pack: could not push${job ? ` job=${job.id}` : ""}: ${err instanceof Error ? err.message : String(err)}`);
+      await sleepUntil(Date.now() + Math.min(100 * attempt, 1000), signal);
+    }
+  }
+}
 
 function sleepUntil(atMs: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {

@@ -1,4 +1,137 @@
+import { closeSync, openSync, writeSync } from "node:fs";
+import { Command } from "commander";
+import { detectLayout } from "../cgroup/layout.js";
+import { DEFAULT_CGROUP_NAME, validateCgroupName, validateParent } from "../cgroup/names.js";
+import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
+import { hostRoots } from "../context.js";
+import { DrillError, InterruptedError, UsageError } from "../errors.js";
+import { fail, ok, type HostRoots, type Reading } from "../host/kernelFile.js";
+import { consoleOutput } from "../output.js";
+import { queueKeys, validateKeyPart } from "../queue/keys.js";
+import { defaultAlarmConfig, type AlarmConfig } from "../sampler/alarms.js";
+import { runSidecar } from "../sampler/loop.js";
+import { QueueReader, readKernel } from "../sampler/read.js";
+import { LiveView, formatAlarmEvent, formatSampleLine } from "../sampler/render.js";
+import type { ParentSpec } from "../cgroup/names.js";
+import { parseDuration, parseNumber, parsePositiveInt } from "../units.js";
 import type { CommandFactory } from "./index.js";
-import { notBuiltCommand } from "./notBuilt.js";
 
-export const watchCommand: CommandFactory = () => notBuiltCommand("watch", "the sidecar: PSI, swap-in, cgroup memory and queue age beside the job counters");
+export interface WatchOptions {
+  interval: string;
+  once?: boolean;
+  record?: string;
+  queue: string;
+  name: string;
+  parent?: string;
+  psiLimit: string;
+  psiRateLimit: string;
+  hostClass: string;
+  count?: string;
+  duration?: string;
+}
+
+const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
+
+/** The worker cgroup to watch; its absence (or no hierarchy at all) is a missing signal, not an error. */
+function workerCgroup(roots: HostRoots, name: string, parent: ParentSpec): Reading<WorkerCgroup> {
+  const layout = detectLayout(roots);
+  if (!layout.ok) return layout;
+  try {
+    return ok(resolveWorkerCgroup(roots, layout.value, name, parent));
+  } catch (err) {
+    return fail(roots.proc("self", "cgroup"), err instanceof Error ? err.message : String(err));
+  }
+}
+
+export const watchCommand: CommandFactory = (globals) =>
+  new Command("watch")
+    .description("the sidecar: PSI, swap-in, cgroup memory and queue age beside the job counters, one sample per interval")
+    .option("--interval <duration>", "time between samples", "1s")
+    .option("--once", "one sample (two readings an interval apart, so rates are real) and exit")
+    .option("--record <file.jsonl>", "append every sample to this file as JSONL while showing the view")
+    .option("--queue <name>", "Redis queue", "jobs")
+    .option("--name <cgroup>", "worker cgroup", DEFAULT_CGROUP_NAME)
+    .option("--parent <path|self>", "parent of the worker cgroup (default: the hierarchy's root)")
+    .option("--psi-limit <n>", "psi avg10 over this is pressure (alarm reclaim_not_underload)", "10")
+    .option("--psi-rate-limit <pct>", "stall % over the last interval over this is pressure", "10")
+    .option("--host-class <class>", "this host's class: a retried job of this class pages retry_worker_idle", "shared-free")
+    .option("--count <n>", "stop after n samples")
+    .option("--duration <duration>", "stop after this long")
+    .action(async (options: WatchOptions) => {
+      const g = globals();
+      const intervalMs = parseDuration(options.interval, "--interval");
+      if (intervalMs < 10) throw new UsageError("--interval: must be at least 10ms");
+      const count = options.count === undefined ? undefined : parsePositiveInt(options.count, "--count");
+      if (count === 0) throw new UsageError("--count: must be at least 1");
+      const durationMs = options.duration === undefined ? undefined : parseDuration(options.duration, "--duration");
+      if (options.once && (count !== undefined || durationMs !== undefined)) {
+        throw new UsageError("--once: takes one sample; drop --count/--duration");
+      }
+      const alarmConfig: AlarmConfig = {
+        ...defaultAlarmConfig,
+        psiLimit: parseNumber(options.psiLimit, "--psi-limit"),
+        psiRateLimit: parseNumber(options.psiRateLimit, "--psi-rate-limit"),
+        hostClass: validateKeyPart(options.hostClass, "--host-class"),
+      };
+      const name = validateCgroupName(options.name);
+      const parent = validateParent(options.parent);
+      const keys = queueKeys(options.queue);
+      const roots = hostRoots(g);
+      const cgroup = workerCgroup(roots, name, parent);
+
+      const output = consoleOutput(g.color);
+      const live = !g.json && output.isTTY ? new LiveView({ cgroup: cgroup.ok ? `${name} (${cgroup.value.layout})` : `${name} (none)`, queue: keys.queue, intervalMs }, output.color) : null;
+
+      let recordFd: number | null = null;
+      if (options.record !== undefined) {
+        try {
+          recordFd = openSync(options.record, "a");
+        } catch (err) {
+          throw new DrillError(`--record: cannot open ${options.record}: ${(err as Error).message}`);
+        }
+      }
+
+      const redisTimeoutMs = Math.min(2000, Math.max(250, intervalMs));
+      const queueReader = new QueueReader(g.redisUrl ?? DEFAULT_REDIS_URL, keys, alarmConfig.hostClass, redisTimeoutMs);
+      const abort = new AbortController();
+      let interrupted: "SIGINT" | "SIGTERM" | null = null;
+      const onSignal = (signal: "SIGINT" | "SIGTERM") => () => {
+        interrupted ??= signal;
+        abort.abort();
+      };
+      const onInt = onSignal("SIGINT");
+      const onTerm = onSignal("SIGTERM");
+      process.on("SIGINT", onInt);
+      process.on("SIGTERM", onTerm);
+      try {
+        await queueReader.connect();
+        await runSidecar({
+          read: async () => ({ ...readKernel({ roots, cgroup }), queue: await queueReader.read() }),
+          intervalMs,
+          alarmConfig,
+          // --once: the first reading only seeds the rates.
+          maxReadings: options.once ? 2 : count,
+          durationMs,
+          signal: abort.signal,
+          onSample: (sample, events, index) => {
+            if (options.once && index === 0) return;
+            if (recordFd !== null) writeSync(recordFd, `${JSON.stringify(sample)}\n`);
+            if (g.json) {
+              output.json(sample);
+              for (const event of events) output.err(event.line);
+            } else if (live) {
+              process.stdout.write(live.redraw(sample, events));
+            } else {
+              for (const event of events) output.out(formatAlarmEvent(event, output.color));
+              output.out(formatSampleLine(sample));
+            }
+          },
+        });
+      } finally {
+        process.off("SIGINT", onInt);
+        process.off("SIGTERM", onTerm);
+        queueReader.close();
+        if (recordFd !== null) closeSync(recordFd);
+      }
+      if (interrupted) throw new InterruptedError(interrupted);
+    });

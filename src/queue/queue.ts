@@ -91,9 +91,15 @@ export class DrillQueue {
 
   /** INCR <q>:seq for the id, RPUSH the payload. A crash in between only leaves a gap in ids. */
   async push(spec: JobSpec, nowMs: number = Date.now()): Promise<Job> {
-    const id = String(await this.redis.incr(this.keys.seq));
-    const job: Job = {
-      id,
+    const job = await this.nextJob(spec, nowMs);
+    await this.enqueue(job);
+    return job;
+  }
+
+  /** A new job with the next id (INCR <q>:seq), not yet queued. */
+  async nextJob(spec: JobSpec, nowMs: number = Date.now()): Promise<Job> {
+    return {
+      id: String(await this.redis.incr(this.keys.seq)),
       prompt_tokens: spec.promptTokens,
       completion_tokens: spec.completionTokens,
       files: spec.files,
@@ -102,8 +108,14 @@ export class DrillQueue {
       attempt: 0,
       host_class: spec.hostClass,
     };
+  }
+
+  /**
+   * RPUSH one job. Re-sending the same job after a lost reply is safe: the
+   * gate drops an identical second copy (it re-applies the stored decision).
+   */
+  async enqueue(job: Job): Promise<void> {
     await this.redis.rpush(this.keys.ready, encodeJob(job));
-    return job;
   }
 
   /** Raw bytes onto the ready list (tests, dead-letter replay). */

@@ -1,0 +1,105 @@
+import { statfsSync } from "node:fs";
+import { RefusedError, UsageError } from "../errors.js";
+import { formatBytes } from "../units.js";
+
+export type HogMode = "anon" | "thrash";
+
+/**
+ * How a hog run ended:
+ * - packed: every page touched and held (or, detached, filled and left holding);
+ * - oom_killed: SIGKILL while the cgroup's oom_kill count rose: the drill's
+ *   expected loud failure, "admission was already late";
+ * - interrupted: the operator stopped inject (SIGINT/SIGTERM);
+ * - failed: anything else (could not join, bad arguments, refused, died otherwise).
+ */
+export type HogOutcome = "packed" | "oom_killed" | "interrupted" | "failed";
+
+export interface HogExitFacts {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  packedSeen: boolean;
+  interrupted: boolean;
+  oomKillBefore: number | null;
+  oomKillAfter: number | null;
+}
+
+/** Pure: the outcome from how the hog exited and what the cgroup counted. */
+export function classifyHogExit(facts: HogExitFacts): HogOutcome {
+  if (facts.interrupted) return "interrupted";
+  const oomRose = facts.oomKillBefore !== null && facts.oomKillAfter !== null && facts.oomKillAfter > facts.oomKillBefore;
+  if (facts.signal === "SIGKILL" && oomRose) return "oom_killed";
+  if (facts.code === 0 && facts.packedSeen) return "packed";
+  return "failed";
+}
+
+export interface StallSample {
+  /** ms since the hog started. */
+  tMs: number;
+  phase: "fill" | "hold";
+  touchedBytes: number;
+  cgUsageBytes: number | null;
+  /** Stall % of the last interval from the cgroup's own memory.pressure `some total`; null when unreadable. */
+  stallPct: number | null;
+}
+
+export interface StallSummary {
+  holdSeconds: number;
+  holdMedianPct: number | null;
+  holdMaxPct: number | null;
+  /** Seconds of the hold whose stall rate was ≥ thresholdPct. */
+  holdSecondsOver: number;
+  thresholdPct: number;
+}
+
+export function median(values: number[]): number | null {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** Pure: the hold's stall rates in a few numbers (5 % is where the thrash drill counts as biting). */
+export function summarizeStall(samples: StallSample[], thresholdPct = 5): StallSummary {
+  const hold = samples.filter((s) => s.phase === "hold" && s.stallPct !== null).map((s) => s.stallPct!);
+  return {
+    holdSeconds: hold.length,
+    holdMedianPct: median(hold),
+    holdMaxPct: hold.length === 0 ? null : Math.max(...hold),
+    holdSecondsOver: hold.filter((v) => v >= thresholdPct).length,
+    thresholdPct,
+  };
+}
+
+// statfs f_type values (linux/magic.h): on these the thrash file's pages are
+// shmem, not reclaimable without swap: an OOM, not thrash.
+const MEMORY_FILESYSTEMS: Record<number, string> = {
+  0x01021994: "tmpfs",
+  0x858458f6: "ramfs",
+};
+
+export interface FileDirCheck {
+  dir: string;
+  fsType: number;
+  freeBytes: number;
+}
+
+/** The thrash file's directory: a disk filesystem with room for the file (and a margin). */
+export function checkThrashDir(dir: string, sizeBytes: number): FileDirCheck {
+  if (!dir.startsWith("/")) throw new UsageError(`--file-dir: "${dir}" must be an absolute path`);
+  let stats: ReturnType<typeof statfsSync>;
+  try {
+    stats = statfsSync(dir);
+  } catch (err) {
+    throw new UsageError(`--file-dir: cannot use ${dir}: ${(err as Error).message}`);
+  }
+  const memoryFs = MEMORY_FILESYSTEMS[stats.type];
+  if (memoryFs) {
+    throw new RefusedError(`--file-dir ${dir} is on ${memoryFs}: its pages are shmem, not reclaimable without swap (an OOM, not thrash); use a disk filesystem such as /var/tmp`);
+  }
+  const freeBytes = stats.bavail * stats.bsize;
+  const margin = 64 * 1024 * 1024;
+  if (freeBytes < sizeBytes + margin) {
+    throw new RefusedError(`--file-dir ${dir} has ${formatBytes(freeBytes)} free; the thrash file needs ${formatBytes(sizeBytes)} plus ${formatBytes(margin)} to spare`);
+  }
+  return { dir, fsType: stats.type, freeBytes };
+}

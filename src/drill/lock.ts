@@ -1,0 +1,61 @@
+import { closeSync, openSync, readFileSync, unlinkSync, writeSync, mkdirSync } from "node:fs";
+import path from "node:path";
+import { RefusedError } from "../errors.js";
+import type { HostRoots } from "../host/kernelFile.js";
+import { isSameProcess, readProcessStat } from "../host/process.js";
+
+/**
+ * One drill per name: `<state-dir>/<name>/lock`, created with O_EXCL so two
+ * `drill up` at once cannot both get it. A lock whose owner is gone (pid and
+ * start time no longer match) is stale and taken over.
+ */
+export interface DrillLock {
+  file: string;
+  release(): void;
+}
+
+export function acquireDrillLock(roots: HostRoots, dir: string, what: string): DrillLock {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const file = path.join(dir, "lock");
+  const self = readProcessStat(roots, process.pid);
+  const record = JSON.stringify({ pid: process.pid, startTime: self.ok ? self.value.startTime : null, what });
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(file, "wx", 0o600);
+      writeSync(fd, record);
+      closeSync(fd);
+      return {
+        file,
+        release: () => {
+          try {
+            unlinkSync(file);
+          } catch {
+            // already gone: release is idempotent
+          }
+        },
+      };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      const owner = readOwner(file);
+      if (owner && owner.pid !== process.pid && owner.startTime !== null && isSameProcess(roots, owner.pid, owner.startTime)) {
+        throw new RefusedError(`another drill (${owner.what}, pid ${owner.pid}) holds ${file}; one drill per name at a time`);
+      }
+      // Stale: the owner died without releasing. Remove and try once more;
+      // if another process won the race, the second O_EXCL fails and we refuse.
+      try {
+        unlinkSync(file);
+      } catch {
+        // someone else removed it first
+      }
+    }
+  }
+  throw new RefusedError(`another drill is starting with the same name (${file})`);
+}
+
+function readOwner(file: string): { pid: number; startTime: number | null; what: string } | null {
+  try {
+    return JSON.parse(readFileSync(file, "utf8")) as { pid: number; startTime: number | null; what: string };
+  } catch {
+    return null; // half-written by a crashed owner: stale
+  }
+}

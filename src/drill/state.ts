@@ -1,0 +1,105 @@
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs";
+import path from "node:path";
+import { DrillError } from "../errors.js";
+
+/**
+ * `<state-dir>/<name>/state.json`: what `drill up` intends and what exists.
+ * Intent is written (fsynced) BEFORE each mkdir or spawn, the pid with its
+ * start time once it exists; so a SIGKILL between the act and the write
+ * still leaves rollback enough to find what was made.
+ */
+export type ProcessRole = "redis" | "gate" | "worker" | "watch" | "hog" | "packer";
+
+export interface ProcessRecord {
+  role: ProcessRole;
+  /** A stable label, e.g. `hog-2` for the third phase's hog. */
+  key: string;
+  pid: number | null;
+  /** /proc/<pid>/stat field 22: with the pid, one process across pid reuse. */
+  startTime: number | null;
+  /** Files the process creates and rollback unlinks (hog and weights files). */
+  files: string[];
+  intendedAt: string;
+}
+
+export interface DrillState {
+  version: 1;
+  name: string;
+  runId: string;
+  drillFile: string;
+  createdAt: string;
+  phase: "starting" | "running" | "stopped" | "rolling_back" | "complete";
+  queue: string;
+  redis: { url: string; embedded: { dir: string; port: number } | null };
+  cgroup: { name: string; parent: string; dirs: string[] } | null;
+  processes: ProcessRecord[];
+  /** The `drill up` process itself, so rollback can stop a foreground up. */
+  owner: { pid: number; startTime: number | null };
+  completedAt?: string;
+  /** Rollback's notes: what it found, did, and left. */
+  rollback?: { at: string; exported?: string; drained?: number; left: string[] };
+}
+
+export function drillDir(stateDir: string, name: string): string {
+  return path.join(stateDir, name);
+}
+
+export function statePath(stateDir: string, name: string): string {
+  return path.join(drillDir(stateDir, name), "state.json");
+}
+
+/** Write-then-rename with fsync of file and directory: the state survives a crash or power loss. */
+export function writeState(stateDir: string, state: DrillState): void {
+  const dir = drillDir(stateDir, state.name);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const file = statePath(stateDir, state.name);
+  const tmp = `${file}.tmp-${process.pid}`;
+  const fd = openSync(tmp, "w", 0o600);
+  try {
+    writeSync(fd, `${JSON.stringify(state, null, 2)}\n`);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, file);
+  const dirFd = openSync(dir, "r");
+  try {
+    fsyncSync(dirFd);
+  } finally {
+    closeSync(dirFd);
+  }
+}
+
+export function readState(stateDir: string, name: string): DrillState | null {
+  const file = statePath(stateDir, name);
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
+    throw new DrillError(`cannot read ${file}: ${(err as Error).message}`);
+  }
+  try {
+    const state = JSON.parse(text) as DrillState;
+    if (state.version !== 1 || typeof state.runId !== "string") throw new Error("unknown version");
+    return state;
+  } catch (err) {
+    throw new DrillError(`${file} is not a drill state file (${(err as Error).message}); move it aside to continue`);
+  }
+}
+
+export function removeState(stateDir: string, name: string): void {
+  try {
+    unlinkSync(statePath(stateDir, name));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+  }
+}
+
+/** Records the intent to start a process (before the spawn), returning the record to fill. */
+export function intendProcess(state: DrillState, role: ProcessRole, key: string, files: string[] = []): ProcessRecord {
+  const record: ProcessRecord = { role, key, pid: null, startTime: null, files, intendedAt: new Date().toISOString() };
+  state.processes = state.processes.filter((p) => p.key !== key);
+  state.processes.push(record);
+  return record;
+}

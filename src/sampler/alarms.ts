@@ -1,0 +1,156 @@
+import type { Sample, SampleFacts } from "./step.js";
+
+/**
+ * The sidecar's alarms, pure. Each alarm is raised once when its condition
+ * starts and cleared once when it ends; in between it is only listed in the
+ * sample's `alarm` field. A condition that cannot be evaluated (its inputs are
+ * null this sample) holds the alarm where it is: missing data neither pages
+ * nor clears.
+ */
+
+export const ALARM_NAMES = ["reclaim_not_underload", "retry_worker_idle", "swap_leak", "oom_kill"] as const;
+export type AlarmName = (typeof ALARM_NAMES)[number];
+
+export interface AlarmConfig {
+  /** psi avg10 above this (host or worker cgroup) is pressure over the limit. */
+  psiLimit: number;
+  /** Stall % over the last interval above this (host or worker cgroup). */
+  psiRateLimit: number;
+  /** This host's class: a retried job (attempt > 0) of this class means the gate failed. */
+  hostClass: string;
+  /** The seed's contradiction needs CPU idle above this. */
+  idlePctAbove: number;
+  /** ...while queue age still looks fine (below this). */
+  queueAgeBelowMs: number;
+  /** An oom_kill alarm clears after this long without a new kill. */
+  oomKillHoldMs: number;
+}
+
+export const defaultAlarmConfig: AlarmConfig = {
+  psiLimit: 10,
+  psiRateLimit: 10,
+  hostClass: "shared-free",
+  idlePctAbove: 30,
+  queueAgeBelowMs: 500,
+  oomKillHoldMs: 60_000,
+};
+
+export interface AlarmState {
+  /** Active alarms and when each was raised (ms). */
+  since: Partial<Record<AlarmName, number>>;
+  /** Last oom_kill count seen (null before the first reading): the first one is a baseline. */
+  oomKillCount: number | null;
+  lastOomKillRiseMs: number | null;
+}
+
+export const initialAlarmState: AlarmState = { since: {}, oomKillCount: null, lastOomKillRiseMs: null };
+
+export interface AlarmEvent {
+  name: AlarmName;
+  kind: "raised" | "cleared";
+  /** The line an operator reads, e.g. `PAGE reclaim, not underload: cpu_idle=41% psi=12.40 slack_ms=-230 queue_age_ms=180`. */
+  line: string;
+}
+
+/** true: firing, false: not firing, null: cannot tell this sample (hold). */
+type Verdict = { firing: boolean | null; line: string };
+
+export function nextAlarms(
+  prev: AlarmState,
+  sample: Sample,
+  facts: SampleFacts,
+  nowMs: number,
+  config: AlarmConfig = defaultAlarmConfig,
+): { state: AlarmState; events: AlarmEvent[]; active: AlarmName[] } {
+  // oom_kill: a rise of the counter since the last reading; a drop is a recreated cgroup.
+  let oomKillCount = prev.oomKillCount;
+  let lastRise = prev.lastOomKillRiseMs;
+  let oomRise = 0;
+  if (sample.cg_oom_kill !== null) {
+    if (oomKillCount !== null && sample.cg_oom_kill > oomKillCount) {
+      oomRise = sample.cg_oom_kill - oomKillCount;
+      lastRise = nowMs;
+    }
+    oomKillCount = sample.cg_oom_kill;
+  }
+
+  const verdicts: Record<AlarmName, Verdict> = {
+    reclaim_not_underload: reclaimNotUnderload(sample, config),
+    retry_worker_idle: retryWorkerIdle(sample, facts, config),
+    swap_leak: swapLeak(sample, facts),
+    oom_kill: {
+      firing: lastRise !== null && nowMs - lastRise < config.oomKillHoldMs,
+      line: `PAGE oom_kill: cg_oom_kill=${sample.cg_oom_kill ?? "n/a"} (+${oomRise}) admission was already late${facts.cgDir ? ` cgroup=${facts.cgDir}` : ""}`,
+    },
+  };
+
+  const since: AlarmState["since"] = { ...prev.since };
+  const events: AlarmEvent[] = [];
+  for (const name of ALARM_NAMES) {
+    const { firing, line } = verdicts[name];
+    const raisedAt = since[name];
+    if (firing === true && raisedAt === undefined) {
+      since[name] = nowMs;
+      events.push({ name, kind: "raised", line });
+    } else if (firing === false && raisedAt !== undefined) {
+      delete since[name];
+      events.push({ name, kind: "cleared", line: `CLEAR ${name} after ${formatSeconds(nowMs - raisedAt)}` });
+    }
+  }
+  const active = ALARM_NAMES.filter((name) => since[name] !== undefined);
+  return { state: { since, oomKillCount, lastOomKillRiseMs: lastRise }, events, active };
+}
+
+/**
+ * The seed's contradiction: CPU idle above 30 % while memory pressure is over
+ * its limit (or admitted jobs already miss their deadline) and queue age still
+ * looks fine. Reclaim, not underload.
+ */
+function reclaimNotUnderload(s: Sample, config: AlarmConfig): Verdict {
+  const over: Array<{ field: string; value: number; limit: number }> = [];
+  const check = (field: string, value: number | null, limit: number): void => {
+    if (value !== null && value > limit) over.push({ field, value, limit });
+  };
+  check("psi_mem_some_avg10", s.psi_mem_some_avg10, config.psiLimit);
+  check("psi_mem_some_rate", s.psi_mem_some_rate, config.psiRateLimit);
+  check("cg_psi_mem_some_avg10", s.cg_psi_mem_some_avg10, config.psiLimit);
+  check("cg_psi_mem_some_rate", s.cg_psi_mem_some_rate, config.psiRateLimit);
+  const slackNegative = s.deadline_slack_ms !== null && s.deadline_slack_ms < 0;
+  // The figure that tripped furthest past its limit is the one printed as psi=.
+  const worst = over.sort((a, b) => b.value / b.limit - a.value / a.limit)[0];
+  const psi = worst?.value ?? s.psi_mem_some_avg10;
+  const via = worst ? worst.field : slackNegative ? "deadline_slack_ms" : null;
+  const line =
+    `PAGE reclaim, not underload: cpu_idle=${s.cpu_idle_pct === null ? "n/a" : `${Math.round(s.cpu_idle_pct)}%`}` +
+    ` psi=${psi === null ? "missing" : psi.toFixed(2)} slack_ms=${s.deadline_slack_ms ?? "n/a"} queue_age_ms=${s.queue_age_ms ?? "n/a"}` +
+    (via ? ` via=${via}` : "");
+
+  const pressureKnown = s.psi_mem_some_avg10 !== null || s.psi_mem_some_rate !== null || s.cg_psi_mem_some_avg10 !== null || s.cg_psi_mem_some_rate !== null;
+  if (s.cpu_idle_pct === null || s.queue_age_ms === null || (!pressureKnown && s.deadline_slack_ms === null)) {
+    return { firing: null, line };
+  }
+  const firing = s.cpu_idle_pct > config.idlePctAbove && (over.length > 0 || slackNegative) && s.queue_age_ms < config.queueAgeBelowMs;
+  return { firing, line };
+}
+
+/** The runbook's `retry worker_idle=1`: a retried job reached this host class, so the gate failed. */
+function retryWorkerIdle(s: Sample, facts: SampleFacts, config: AlarmConfig): Verdict {
+  const here = facts.retriedJobs.filter((job) => job.host_class === config.hostClass && job.attempt > 0);
+  const first = here[0];
+  const line = `PAGE retry worker_idle=1 host_class=${config.hostClass} jobs=${here.length}${first ? ` job=${first.id} attempt=${first.attempt}` : ""}`;
+  // No queue reading (Redis unreachable): cannot tell.
+  return { firing: s.queue_len === null ? null : here.length > 0, line };
+}
+
+/** Swap used by a cgroup whose swap is disabled: read from the cgroup, not host si. */
+function swapLeak(s: Sample, facts: SampleFacts): Verdict {
+  const line = `PAGE swap_leak: cg_swap_current=${s.cg_swap_current ?? "n/a"} swap_max=0${facts.cgDir ? ` cgroup=${facts.cgDir}` : ""}`;
+  if (facts.cgSwapMax === null) return { firing: null, line };
+  if (facts.cgSwapMax !== 0) return { firing: false, line }; // swap allowed: not a leak
+  if (s.cg_swap_current === null) return { firing: null, line };
+  return { firing: s.cg_swap_current > 0, line };
+}
+
+function formatSeconds(ms: number): string {
+  return ms < 10_000 ? `${(ms / 1000).toFixed(1)}s` : `${Math.round(ms / 1000)}s`;
+}

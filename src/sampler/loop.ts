@@ -1,0 +1,67 @@
+import { performance } from "node:perf_hooks";
+import { setTimeout as sleep } from "node:timers/promises";
+import { initialAlarmState, nextAlarms, type AlarmConfig, type AlarmEvent, type AlarmState } from "./alarms.js";
+import { nextSample, type RawReadings, type Sample, type SamplerState } from "./step.js";
+
+/** Everything the sidecar carries from one sample to the next. */
+export interface SidecarState {
+  sampler: SamplerState | null;
+  alarms: AlarmState;
+}
+
+export const initialSidecarState: SidecarState = { sampler: null, alarms: initialAlarmState };
+
+/** Pure: readings → sample with its active alarms, plus the alarm transitions. */
+export function sidecarStep(
+  prev: SidecarState,
+  raw: RawReadings,
+  nowMs: number,
+  alarmConfig: AlarmConfig,
+): { state: SidecarState; sample: Sample; events: AlarmEvent[] } {
+  const { state: sampler, sample, facts } = nextSample(prev.sampler, raw, nowMs);
+  const { state: alarms, events, active } = nextAlarms(prev.alarms, sample, facts, nowMs, alarmConfig);
+  return { state: { sampler, alarms }, sample: { ...sample, alarm: active }, events };
+}
+
+export interface SidecarLoopOptions {
+  read: () => Promise<RawReadings>;
+  intervalMs: number;
+  alarmConfig: AlarmConfig;
+  /** Stop after this many readings (undefined: until aborted or the duration ends). */
+  maxReadings?: number;
+  durationMs?: number;
+  signal: AbortSignal;
+  /** Called for every reading; `index` counts from 0. */
+  onSample: (sample: Sample, events: AlarmEvent[], index: number) => void | Promise<void>;
+  wallClock?: () => number;
+}
+
+/**
+ * The loop only sleeps, reads, steps. Ticks are on a fixed schedule from the
+ * start (no drift from the time a sample takes); a tick missed because a read
+ * was slow is skipped, not bunched up. Returns the number of readings taken.
+ */
+export async function runSidecar(options: SidecarLoopOptions): Promise<number> {
+  const wallClock = options.wallClock ?? Date.now;
+  const startMono = performance.now();
+  let state = initialSidecarState;
+  let index = 0;
+  for (;;) {
+    if (options.signal.aborted) break;
+    const raw = await options.read();
+    const step = sidecarStep(state, raw, wallClock(), options.alarmConfig);
+    state = step.state;
+    await options.onSample(step.sample, step.events, index);
+    index++;
+    if (options.maxReadings !== undefined && index >= options.maxReadings) break;
+    const elapsed = performance.now() - startMono;
+    const nextTick = (Math.floor(elapsed / options.intervalMs) + 1) * options.intervalMs;
+    if (options.durationMs !== undefined && nextTick > options.durationMs) break;
+    try {
+      await sleep(nextTick - elapsed, undefined, { signal: options.signal });
+    } catch {
+      break; // aborted
+    }
+  }
+  return index;
+}

@@ -1,0 +1,400 @@
+import type { Limit } from "../cgroup/memoryFiles.js";
+import { cpuUsageBetween, type CpuTimes } from "../host/cpu.js";
+import type { Reading } from "../host/kernelFile.js";
+import { stallRatePct, type Psi } from "../host/psi.js";
+import { swapCounters, type Vmstat } from "../host/vmstat.js";
+import { decodeJob, deadlineSlackMs, type Job } from "../queue/job.js";
+
+/**
+ * The sidecar's pure step (oomd's `next(prev, raw, dt)`): raw readings of one
+ * sample in, the JSON sample of DESIGN.md's "Host signals" out. Cumulative
+ * counters become rates against the previous state; a signal that cannot be
+ * read or computed is null with an entry in `missing`, never 0.
+ */
+
+/** stall_ms_p99 covers the last 60 s of per-interval stall rates. */
+export const STALL_WINDOW_MS = 60_000;
+
+/** The worker cgroup's files of one sample (v1 or v2 already mapped to one shape). */
+export interface CgroupRaw {
+  /** The dir holding limits and events, for messages. */
+  dir: string;
+  /** The cgroup's own memory.pressure; a failed reading on legacy v1 (it has none). */
+  pressure: Reading<Psi>;
+  pressureFile: string;
+  current: Reading<number>;
+  max: Reading<Limit>;
+  peak: Reading<number>;
+  oomKill: Reading<number>;
+  swapCurrent: Reading<number>;
+  /** memory.swap.max, or v1 memsw.limit − limit: 0 means swap is disabled. */
+  swapMax: Reading<Limit>;
+}
+
+/** One Redis round trip's worth of queue state (payloads as Buffers: see job.ts). */
+export interface QueueRaw {
+  /** Where it was read (URL without credentials), for `missing` entries. */
+  source: string;
+  queueLen: number;
+  /** LINDEX <q> 0: the oldest queued job, null when the queue is empty. */
+  head: Buffer | null;
+  /** <q>:admitted: admitted, not yet taken by a worker. */
+  admitted: Buffer[];
+  /** <q>:working:*: held by a worker; waiting for a first token unless marked (see firstTokenSeen). */
+  working: Buffer[];
+  /** Jobs in <q> or <q>:admitted that may be retries on this host class (Redis pre-filters). */
+  retryCandidates: Buffer[];
+  /** HGETALL <q>:stats. */
+  stats: Record<string, string>;
+}
+
+export interface RawReadings {
+  /** Monotonic clock (performance.now()): rates must not jump with the wall clock. */
+  monoMs: number;
+  hostPsi: Reading<Psi>;
+  vmstat: Reading<Vmstat>;
+  cpu: Reading<CpuTimes>;
+  /** Failed when there is no cgroup hierarchy at all or no worker cgroup to name. */
+  cgroup: Reading<CgroupRaw>;
+  /** The host files read, named in `missing` entries for rates that do not exist yet. */
+  files: { hostPsi: string; vmstat: string; cpu: string };
+  queue: Reading<QueueRaw>;
+}
+
+/** A field that is null because its source could not be read (or no rate exists yet). */
+export interface MissingSignal {
+  field: string;
+  file: string;
+  reason: string;
+}
+
+/** One sample, field names exactly as DESIGN.md. */
+export interface Sample {
+  ts: string;
+  queue_len: number | null;
+  queue_age_ms: number | null;
+  queue_head_slack_ms: number | null;
+  deadline_slack_ms: number | null;
+  psi_mem_some_avg10: number | null;
+  psi_mem_full_avg10: number | null;
+  psi_mem_some_total_us: number | null;
+  psi_mem_some_rate: number | null;
+  cg_psi_mem_some_avg10: number | null;
+  cg_psi_mem_some_rate: number | null;
+  si: number | null;
+  so: number | null;
+  cg_swap_current: number | null;
+  refault_rate: number | null;
+  cg_mem_current: number | null;
+  cg_mem_max: Limit | null;
+  cg_mem_peak: number | null;
+  cg_oom_kill: number | null;
+  cpu_idle_pct: number | null;
+  cpu_iowait_pct: number | null;
+  tokens_out: number | null;
+  retry_count: number | null;
+  admitted: number | null;
+  rejected: Record<string, number> | null;
+  stall_ms_p99: number | null;
+  /** Active alarms after this sample (filled by the alarm machine). */
+  alarm: string[];
+  missing: MissingSignal[];
+}
+
+/** What the alarms need beyond the JSON fields. */
+export interface SampleFacts {
+  /** Jobs with attempt > 0 seen in the ready queue or the admitted list. */
+  retriedJobs: Array<Pick<Job, "id" | "attempt" | "host_class">>;
+  /** The cgroup's swap allowance (0: swap disabled), null when unknown. */
+  cgSwapMax: Limit | null;
+  cgDir: string | null;
+}
+
+interface StallPoint {
+  monoMs: number;
+  stallMsPerS: number;
+}
+
+export interface SamplerState {
+  monoMs: number;
+  pswpin: number | null;
+  pswpout: number | null;
+  workingsetRefault: number | null;
+  hostPsiTotalUs: number | null;
+  cgPsiTotalUs: number | null;
+  cpu: CpuTimes | null;
+  /** Which PSI total feeds stall_ms_p99; a change of source restarts the window. */
+  stallSource: "cgroup" | "host" | null;
+  stallWindow: StallPoint[];
+}
+
+const round2 = (x: number): number => Math.round(x * 100) / 100;
+
+type CounterDelta = { ok: true; delta: number; elapsedMs: number } | { ok: false; reason: string };
+
+/** Delta of a cumulative counter since the previous sample, or why there is none. */
+function counterDelta(prev: SamplerState | null, prevValue: number | null, next: number, elapsedMs: number): CounterDelta {
+  if (prev === null) return { ok: false, reason: "first sample" };
+  if (prevValue === null) return { ok: false, reason: "no previous reading" };
+  if (elapsedMs <= 0) return { ok: false, reason: "no time passed" };
+  if (next < prevValue) return { ok: false, reason: `counter reset (${prevValue} -> ${next})` };
+  return { ok: true, delta: next - prevValue, elapsedMs };
+}
+
+export function nextSample(prev: SamplerState | null, raw: RawReadings, nowMs: number): { state: SamplerState; sample: Sample; facts: SampleFacts } {
+  const missing: MissingSignal[] = [];
+  const lack = (field: string, file: string, reason: string): null => {
+    missing.push({ field, file, reason });
+    return null;
+  };
+  const elapsedMs = prev === null ? 0 : raw.monoMs - prev.monoMs;
+  const perSecond = (field: string, file: string, prevValue: number | null, next: number | null): number | null => {
+    if (next === null) return null; // the reading's own entry says why
+    const d = counterDelta(prev, prevValue, next, elapsedMs);
+    return d.ok ? round2((d.delta * 1000) / d.elapsedMs) : lack(field, file, d.reason);
+  };
+
+  // Host PSI: /proc/pressure/memory
+  const hostPsi = raw.hostPsi.ok ? raw.hostPsi.value : null;
+  if (!raw.hostPsi.ok) {
+    for (const field of ["psi_mem_some_avg10", "psi_mem_full_avg10", "psi_mem_some_total_us", "psi_mem_some_rate"]) {
+      lack(field, raw.hostPsi.file, raw.hostPsi.reason);
+    }
+  }
+  const hostFull = hostPsi?.full ?? null;
+  if (hostPsi && !hostFull) lack("psi_mem_full_avg10", raw.files.hostPsi, "no full line (older kernel)");
+  const psiRate = hostPsi ? stallRate("psi_mem_some_rate", raw.files.hostPsi, prev, prev?.hostPsiTotalUs ?? null, hostPsi.some.total, elapsedMs, lack) : null;
+
+  // Host counters: /proc/vmstat (host-wide: a neighbour's swap-in shows here too)
+  const counters = raw.vmstat.ok ? swapCounters(raw.vmstat.value) : { pswpin: null, pswpout: null, workingsetRefault: null };
+  const vmstatFile = raw.files.vmstat;
+  const counter = (field: string, name: string, value: number | null): number | null => {
+    if (!raw.vmstat.ok) return lack(field, raw.vmstat.file, raw.vmstat.reason);
+    if (value === null) return lack(field, vmstatFile, `no ${name} counter`);
+    return value;
+  };
+  const pswpin = counter("si", "pswpin", counters.pswpin);
+  const pswpout = counter("so", "pswpout", counters.pswpout);
+  const refault = counter("refault_rate", "workingset_refault", counters.workingsetRefault);
+  const si = perSecond("si", vmstatFile, prev?.pswpin ?? null, pswpin);
+  const so = perSecond("so", vmstatFile, prev?.pswpout ?? null, pswpout);
+  const refaultRate = perSecond("refault_rate", vmstatFile, prev?.workingsetRefault ?? null, refault);
+
+  // CPU: /proc/stat (idle only; iowait is not spare capacity)
+  let cpuIdle: number | null = null;
+  let cpuIowait: number | null = null;
+  if (!raw.cpu.ok) {
+    lack("cpu_idle_pct", raw.cpu.file, raw.cpu.reason);
+    lack("cpu_iowait_pct", raw.cpu.file, raw.cpu.reason);
+  } else {
+    const reason = prev === null ? "first sample" : prev.cpu === null ? "no previous reading" : null;
+    const usage = prev?.cpu ? cpuUsageBetween(prev.cpu, raw.cpu.value) : null;
+    if (usage) {
+      cpuIdle = round2(usage.idlePct);
+      cpuIowait = round2(usage.iowaitPct);
+    } else {
+      const why = reason ?? "no ticks passed or counters went back";
+      lack("cpu_idle_pct", raw.files.cpu, why);
+      lack("cpu_iowait_pct", raw.files.cpu, why);
+    }
+  }
+
+  // Worker cgroup
+  const cg = raw.cgroup.ok ? raw.cgroup.value : null;
+  const cgField = <T>(field: string, reading: Reading<T> | null): T | null => {
+    if (!raw.cgroup.ok) return lack(field, raw.cgroup.file, raw.cgroup.reason);
+    if (reading === null) return null;
+    return reading.ok ? reading.value : lack(field, reading.file, reading.reason);
+  };
+  const cgPsi = cgField("cg_psi_mem_some_avg10", cg?.pressure ?? null);
+  let cgPsiRate: number | null = null;
+  if (cg && cgPsi) {
+    cgPsiRate = stallRate("cg_psi_mem_some_rate", cg.pressureFile, prev, prev?.cgPsiTotalUs ?? null, cgPsi.some.total, elapsedMs, lack);
+  } else if (cg && !cg.pressure.ok) {
+    lack("cg_psi_mem_some_rate", cg.pressure.file, cg.pressure.reason);
+  } else if (!raw.cgroup.ok) {
+    lack("cg_psi_mem_some_rate", raw.cgroup.file, raw.cgroup.reason);
+  }
+
+  // stall_ms_p99: the worker cgroup's PSI when readable, else the host's.
+  const stallSource: SamplerState["stallSource"] = cgPsi ? "cgroup" : hostPsi ? "host" : null;
+  const stallTotal = cgPsi ? cgPsi.some.total : hostPsi ? hostPsi.some.total : null;
+  const prevStallTotal = stallSource === "cgroup" ? (prev?.cgPsiTotalUs ?? null) : (prev?.hostPsiTotalUs ?? null);
+  let stallWindow: StallPoint[] =
+    prev === null || prev.stallSource !== stallSource ? [] : prev.stallWindow.filter((p) => raw.monoMs - p.monoMs < STALL_WINDOW_MS);
+  if (stallTotal !== null && prev !== null && prev.stallSource === stallSource && prevStallTotal !== null) {
+    const pct = stallRatePct(prevStallTotal, stallTotal, elapsedMs);
+    if (pct === null) stallWindow = []; // counter reset: the cgroup was recreated
+    else stallWindow = [...stallWindow, { monoMs: raw.monoMs, stallMsPerS: pct * 10 }];
+  }
+  const stallP99 = p99(stallWindow.map((p) => p.stallMsPerS));
+  if (stallP99 === null) {
+    const file = stallSource === "cgroup" && cg ? cg.pressureFile : raw.files.hostPsi;
+    lack("stall_ms_p99", file, stallSource === null ? "no PSI readable" : prev === null ? "first sample" : "no stall rate in the window yet");
+  }
+
+  // Queue (one Redis round trip; null + missing when Redis is unreachable)
+  const queue = readQueueFields(raw.queue, nowMs, lack);
+
+  const sample: Sample = {
+    ts: new Date(nowMs).toISOString(),
+    queue_len: queue.queueLen,
+    queue_age_ms: queue.queueAgeMs,
+    queue_head_slack_ms: queue.queueHeadSlackMs,
+    deadline_slack_ms: queue.deadlineSlackMs,
+    psi_mem_some_avg10: hostPsi ? hostPsi.some.avg10 : null,
+    psi_mem_full_avg10: hostFull ? hostFull.avg10 : null,
+    psi_mem_some_total_us: hostPsi ? hostPsi.some.total : null,
+    psi_mem_some_rate: psiRate,
+    cg_psi_mem_some_avg10: cgPsi ? cgPsi.some.avg10 : null,
+    cg_psi_mem_some_rate: cgPsiRate,
+    si,
+    so,
+    cg_swap_current: cgField("cg_swap_current", cg?.swapCurrent ?? null),
+    refault_rate: refaultRate,
+    cg_mem_current: cgField("cg_mem_current", cg?.current ?? null),
+    cg_mem_max: cgField("cg_mem_max", cg?.max ?? null),
+    cg_mem_peak: cgField("cg_mem_peak", cg?.peak ?? null),
+    cg_oom_kill: cgField("cg_oom_kill", cg?.oomKill ?? null),
+    cpu_idle_pct: cpuIdle,
+    cpu_iowait_pct: cpuIowait,
+    tokens_out: queue.tokensOut,
+    retry_count: queue.retryCount,
+    admitted: queue.admitted,
+    rejected: queue.rejected,
+    stall_ms_p99: stallP99 === null ? null : round2(stallP99),
+    alarm: [],
+    missing,
+  };
+  const state: SamplerState = {
+    monoMs: raw.monoMs,
+    pswpin,
+    pswpout,
+    workingsetRefault: refault,
+    hostPsiTotalUs: hostPsi ? hostPsi.some.total : null,
+    cgPsiTotalUs: cgPsi ? cgPsi.some.total : null,
+    cpu: raw.cpu.ok ? raw.cpu.value : null,
+    stallSource,
+    stallWindow,
+  };
+  const swapMax = cg && cg.swapMax.ok ? cg.swapMax.value : null;
+  return { state, sample, facts: { retriedJobs: queue.retriedJobs, cgSwapMax: swapMax, cgDir: cg ? cg.dir : null } };
+}
+
+function stallRate(
+  field: string,
+  file: string,
+  prev: SamplerState | null,
+  prevTotalUs: number | null,
+  totalUs: number,
+  elapsedMs: number,
+  lack: (field: string, file: string, reason: string) => null,
+): number | null {
+  const d = counterDelta(prev, prevTotalUs, totalUs, elapsedMs);
+  if (!d.ok) return lack(field, file, d.reason);
+  const pct = stallRatePct(prevTotalUs ?? 0, totalUs, d.elapsedMs);
+  return pct === null ? lack(field, file, "no rate") : round2(pct);
+}
+
+interface QueueFields {
+  queueLen: number | null;
+  queueAgeMs: number | null;
+  queueHeadSlackMs: number | null;
+  deadlineSlackMs: number | null;
+  tokensOut: number | null;
+  retryCount: number | null;
+  admitted: number | null;
+  rejected: Record<string, number> | null;
+  retriedJobs: SampleFacts["retriedJobs"];
+}
+
+const QUEUE_FIELDS = ["queue_len", "queue_age_ms", "queue_head_slack_ms", "deadline_slack_ms", "tokens_out", "retry_count", "admitted", "rejected"];
+
+function readQueueFields(reading: Reading<QueueRaw>, nowMs: number, lack: (field: string, file: string, reason: string) => null): QueueFields {
+  if (!reading.ok) {
+    for (const field of QUEUE_FIELDS) lack(field, reading.file, reading.reason);
+    return {
+      queueLen: null,
+      queueAgeMs: null,
+      queueHeadSlackMs: null,
+      deadlineSlackMs: null,
+      tokensOut: null,
+      retryCount: null,
+      admitted: null,
+      rejected: null,
+      retriedJobs: [],
+    };
+  }
+  const q = reading.value;
+  // An empty queue has no waiting work: age 0 (it "looks fine"), no head slack.
+  let queueAgeMs: number | null = 0;
+  let queueHeadSlackMs: number | null = null;
+  if (q.head !== null) {
+    const head = decodeJob(q.head, nowMs);
+    if (head.ok) {
+      queueAgeMs = nowMs - head.job.enqueue_ts;
+      queueHeadSlackMs = deadlineSlackMs(head.job, nowMs);
+    } else {
+      lack("queue_age_ms", `${q.source} LINDEX 0`, `undecodable head job: ${head.reason}`);
+      lack("queue_head_slack_ms", `${q.source} LINDEX 0`, `undecodable head job: ${head.reason}`);
+      queueAgeMs = null;
+    }
+  }
+
+  // Smallest slack over admitted jobs still waiting for their first token.
+  let slack: number | null = null;
+  for (const payload of [...q.admitted, ...q.working]) {
+    const decoded = decodeJob(payload, nowMs);
+    if (!decoded.ok || firstTokenSeen(decoded.job)) continue;
+    const s = deadlineSlackMs(decoded.job, nowMs);
+    if (slack === null || s < slack) slack = s;
+  }
+
+  const retriedJobs: SampleFacts["retriedJobs"] = [];
+  for (const payload of q.retryCandidates) {
+    const decoded = decodeJob(payload, nowMs);
+    if (decoded.ok && decoded.job.attempt > 0) {
+      retriedJobs.push({ id: decoded.job.id, attempt: decoded.job.attempt, host_class: decoded.job.host_class });
+    }
+  }
+
+  // Counters HINCRBY'd by the gate and worker: absent means never incremented, i.e. 0.
+  const statsFile = `${q.source} stats`;
+  const stat = (field: string, key: string): number | null => {
+    const text = q.stats[key];
+    if (text === undefined) return 0;
+    return /^\d+$/.test(text) ? Number(text) : lack(field, statsFile, `${key} is not a count: "${text.slice(0, 20)}"`);
+  };
+  const rejected: Record<string, number> = {};
+  for (const [key, value] of Object.entries(q.stats).sort(([a], [b]) => a.localeCompare(b))) {
+    if (key.startsWith("reject_") && /^\d+$/.test(value)) rejected[key] = Number(value);
+  }
+  return {
+    queueLen: q.queueLen,
+    queueAgeMs,
+    queueHeadSlackMs,
+    deadlineSlackMs: slack,
+    tokensOut: stat("tokens_out", "tokens_out"),
+    retryCount: stat("retry_count", "retry_count"),
+    admitted: stat("admitted", "admitted"),
+    rejected,
+    retriedJobs,
+  };
+}
+
+/**
+ * A job the worker holds counts as waiting for its first token unless its
+ * payload says otherwise (`first_token_ts`, ms since the epoch). Assumption
+ * shared with the worker: it marks (LSETs) or moves a job at its first token.
+ */
+export function firstTokenSeen(job: Job): boolean {
+  const mark = (job as Record<string, unknown>).first_token_ts;
+  return typeof mark === "number" && Number.isFinite(mark);
+}
+
+/** Nearest-rank p99; null with no values. */
+export function p99(values: number[]): number | null {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil(0.99 * sorted.length) - 1)] ?? null;
+}

@@ -1,0 +1,192 @@
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { execa } from "execa";
+import { UsageError } from "../../src/errors.js";
+import { spawnInCgroup } from "../../src/cgroup/join.js";
+import { readPids } from "../../src/cgroup/memoryFiles.js";
+import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
+import { cgroupKey, hogsDir, writeHogRecord } from "../../src/cgroup/stateFiles.js";
+import { resolveCgroupTarget } from "../../src/cgroup/target.js";
+import { readProcessIdentity } from "../../src/cgroup/tasks.js";
+import { teardownWorkerCgroup } from "../../src/cgroup/teardown.js";
+import type { WorkerCgroup } from "../../src/cgroup/paths.js";
+import { cgroupDirsLeft, forceCleanup, realCgroupSkipReason, realRoots, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
+
+const skipReason = realCgroupSkipReason();
+if (skipReason) console.warn(`skipping real-cgroup tests: ${skipReason}`);
+
+const M = 1024 * 1024;
+const root = path.resolve(import.meta.dirname, "../..");
+let stateDir = "";
+const made: WorkerCgroup[] = [];
+const children: ChildProcess[] = [];
+let counter = 0;
+
+function uniqueName(): string {
+  return `it${process.pid}x${counter++}`;
+}
+
+function drill(args: string[]) {
+  return execa("node", [path.join(root, "bin/drill.js"), ...args], {
+    env: { FORCE_COLOR: "0", DRILL_STATE_DIR: stateDir },
+    reject: false,
+    timeout: 60_000,
+  });
+}
+
+function alive(child: ChildProcess): boolean {
+  return child.exitCode === null && child.signalCode === null;
+}
+
+beforeAll(() => {
+  stateDir = tempStateDir();
+});
+
+afterEach(async () => {
+  for (const child of children.splice(0)) if (alive(child)) child.kill("SIGKILL");
+  for (const cg of made.splice(0)) await forceCleanup(cg, stateDir);
+});
+
+function track(name: string): WorkerCgroup {
+  const cg = realWorkerCgroup(name);
+  made.push(cg);
+  return cg;
+}
+
+describe.skipIf(skipReason)("real cgroups under the test's own cgroup (--parent self)", () => {
+  it("RELIABILITY 1: bad names exit 2 and create nothing", async () => {
+    const cg = realWorkerCgroup("probe");
+    const parents = cg.dirs.map((d) => path.dirname(d.dir));
+    const before = parents.map((p) => readdirSync(p).sort());
+    for (const bad of ["..", "../x", "a/b", ".x", "", "tasks", "cgroup.procs", "memory.max", "x".repeat(300), "in\nfer"]) {
+      const result = await drill(["cgroup", "setup", "--name", bad, "--parent", "self", "--memory-max", "64M"]);
+      expect(result.exitCode, `name ${JSON.stringify(bad)}`).toBe(2);
+      expect(result.stderr).toMatch(/--name/);
+    }
+    // NUL cannot travel in argv: checked through the same validation the command uses.
+    expect(() => resolveCgroupTarget({ procfs: "/proc", sysfs: "/sys" }, { name: "in\u0000fer", parent: "self" })).toThrow(UsageError);
+    expect(parents.map((p) => readdirSync(p).sort())).toEqual(before);
+    expect(existsSync(path.join(stateDir, "cgroups")) ? readdirSync(path.join(stateDir, "cgroups")) : []).toEqual([]);
+  });
+
+  it("setup writes and reads back the limits, status reports them, teardown leaves no dir in any hierarchy", async () => {
+    const name = uniqueName();
+    const cg = track(name);
+    const setup = await drill(["--json", "cgroup", "setup", "--name", name, "--parent", "self", "--memory-max", "128M", "--swap-max", "0"]);
+    expect(setup.exitCode, setup.stderr).toBe(0);
+    const result = JSON.parse(setup.stdout) as { writes: Array<{ file: string; wrote: string; readBack: string }> };
+    for (const write of result.writes.filter((w) => !w.file.endsWith("swappiness") && !w.file.endsWith("swap.max"))) {
+      expect(write.readBack).toBe(String(128 * M));
+    }
+    const status = await drill(["--json", "cgroup", "status", "--name", name, "--parent", "self"]);
+    expect(status.exitCode, status.stderr).toBe(0);
+    const s = JSON.parse(status.stdout) as { createdByDrill: boolean; memory: { limit: number; effectiveLimit: number; swapLimit: number; events: { oomKill: number } }; tasks: unknown[] };
+    expect(s.createdByDrill).toBe(true);
+    expect(s.memory).toMatchObject({ limit: 128 * M, effectiveLimit: 128 * M, swapLimit: 0, events: { oomKill: 0 } });
+    expect(s.tasks).toEqual([]);
+
+    const text = await drill(["cgroup", "status", "--name", name, "--parent", "self"]);
+    expect(text.stdout).toMatch(/limit +128MiB +effective 128MiB/);
+
+    const down = await drill(["cgroup", "teardown", "--name", name, "--parent", "self"]);
+    expect(down.exitCode, down.stderr).toBe(0);
+    expect(cgroupDirsLeft(cg)).toEqual([]);
+    const again = await drill(["cgroup", "teardown", "--name", name, "--parent", "self"]);
+    expect(again.exitCode).toBe(0);
+    expect(again.stdout).toMatch(/nothing to tear down/);
+  });
+
+  it("RELIABILITY 2: an existing cgroup with a foreign task is refused by setup and teardown, never adopted", async () => {
+    const name = uniqueName();
+    const cg = track(name);
+    mkdirSync(cg.limits.dir);
+    const foreign = spawn("sleep", ["60"], { stdio: "ignore" });
+    children.push(foreign);
+    await new Promise((r) => foreign.once("spawn", r));
+    writeFileSync(path.join(cg.limits.dir, "cgroup.procs"), String(foreign.pid));
+
+    const setup = await drill(["cgroup", "setup", "--name", name, "--parent", "self", "--memory-max", "64M"]);
+    expect(setup.exitCode).toBe(3);
+    expect(setup.stderr).toContain(String(foreign.pid));
+    expect(setup.stderr).toMatch(/refusing to adopt/);
+    const teardown = await drill(["cgroup", "teardown", "--name", name, "--parent", "self"]);
+    expect(teardown.exitCode).toBe(3);
+    expect(teardown.stderr).toMatch(/not created by drill/);
+
+    expect(alive(foreign)).toBe(true);
+    const pids = readPids(path.join(cg.limits.dir, "cgroup.procs"));
+    expect(pids.ok && pids.value).toEqual([foreign.pid]);
+    expect(readFileSync(path.join(cg.limits.dir, cg.limits.version === 2 ? "memory.max" : "memory.limit_in_bytes"), "utf8").trim()).not.toBe(String(64 * M));
+  });
+
+  it("RELIABILITY 7 + 5 + 6: a forking, SIGTERM-ignoring hog is emptied within 10 s; decoys and a reused pid survive", async () => {
+    const name = uniqueName();
+    const cg = track(name);
+    setupWorkerCgroup(realRoots(), cg, stateDir, { memoryMax: 64 * M, swapMax: 0 });
+
+    const hog = spawnInCgroup(cg, "/bin/sh", ["-c", 'trap "" TERM; (trap "" TERM; sleep 300) & (sh -c "sleep 300") & sleep 300', "packed-hog"], { stdio: "ignore" });
+    children.push(hog);
+    // Decoys outside the cgroup whose command line says `packed` (the runbook's pgrep -f would kill them).
+    const decoy = spawn("/bin/sh", ["-c", "sleep 300; : packed"], { stdio: "ignore" });
+    children.push(decoy);
+    // A hog record whose pid now belongs to the decoy (start time differs): must not be signalled.
+    await new Promise((r) => setTimeout(r, 300));
+    const decoyId = readProcessIdentity(realRoots(), decoy.pid!);
+    expect(decoyId.ok).toBe(true);
+    writeHogRecord(path.join(hogsDir(stateDir), `${cgroupKey(cg)}-reused.json`), {
+      kind: "drill-hog",
+      cgroupKey: cgroupKey(cg),
+      name,
+      mode: "anon",
+      pid: decoy.pid!,
+      startTime: decoyId.ok ? decoyId.value.startTime + 1 : 1,
+      file: null,
+      logFile: null,
+      sizeBytes: 64 * M,
+      holdMs: 1000,
+      detached: true,
+      startedAt: new Date().toISOString(),
+    });
+    const inside = readPids(cg.procsFiles[0]!);
+    expect(inside.ok && inside.value.length).toBeGreaterThanOrEqual(3);
+    const parentProcs = path.join(path.dirname(cg.limits.dir), "cgroup.procs");
+    const parentBefore = readPids(parentProcs);
+
+    const started = Date.now();
+    const result = await teardownWorkerCgroup(realRoots(), cg, { stateDir });
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(result.kind).toBe("removed");
+    if (result.kind === "removed") expect(result.killed.length).toBeGreaterThanOrEqual(3);
+    expect(cgroupDirsLeft(cg)).toEqual([]);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(alive(hog)).toBe(false);
+    expect(alive(decoy)).toBe(true);
+    // Nothing was moved into the parent: its task list did not gain the hog's pids.
+    const parentAfter = readPids(parentProcs);
+    if (parentBefore.ok && parentAfter.ok && inside.ok) {
+      for (const pid of inside.value) expect(parentAfter.value).not.toContain(pid);
+    }
+    expect(readdirSync(hogsDir(stateDir)).filter((f) => f.startsWith(cgroupKey(cg)))).toEqual([]);
+  });
+
+  it.skipIf(spawnSync("which", ["cgcreate"]).status !== 0)("reads a cgcreate'd cgroup; cgdelete + teardown of drill's own leaves nothing", async () => {
+    const name = uniqueName();
+    const cg = track(name);
+    expect(spawnSync("cgcreate", ["-g", `memory:${cg.limits.cgroupPath}`]).status).toBe(0);
+    expect(spawnSync("cgset", ["-r", `memory.${cg.limits.version === 1 ? "limit_in_bytes" : "max"}=${100 * M}`, cg.limits.cgroupPath]).status).toBe(0);
+    const status = await drill(["--json", "cgroup", "status", "--name", name, "--parent", "self"]);
+    expect(status.exitCode, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout)).toMatchObject({ createdByDrill: false, memory: { limit: 100 * M } });
+    expect(spawnSync("cgdelete", ["-g", `memory:${cg.limits.cgroupPath}`]).status).toBe(0);
+
+    const name2 = uniqueName();
+    const cg2 = track(name2);
+    expect((await drill(["cgroup", "setup", "--name", name2, "--parent", "self", "--memory-max", "64M"])).exitCode).toBe(0);
+    expect(spawnSync("cgdelete", ["-g", `memory:${cg2.limits.cgroupPath}`]).status).toBe(0);
+    const down = await drill(["cgroup", "teardown", "--name", name2, "--parent", "self"]);
+    expect(down.exitCode, down.stderr).toBe(0);
+    expect(cgroupDirsLeft(cg2)).toEqual([]);
+  });
+});

@@ -1,0 +1,305 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HostRoots } from "../../src/host/kernelFile.js";
+import { runGate, type GateOptions, type GateSummary } from "../../src/gate/loop.js";
+import { defaultAdmissionConfig } from "../../src/gate/policy.js";
+import { pressureFileProbe } from "../../src/gate/signals.js";
+import { DrillQueue, type JobSpec } from "../../src/queue/queue.js";
+import { closeRedis, connectRedis } from "../../src/queue/redis.js";
+import { assertNoJobLost } from "../helpers/invariants.js";
+import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+
+let server: RedisServer;
+let redis: Redis;
+let tmp: string;
+let n = 0;
+const spec: JobSpec = { promptTokens: 24000, completionTokens: 256, files: 8, deadlineMs: 8000, hostClass: "shared-free" };
+const CALM = "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+const HOT = "some avg10=12.40 avg60=3.10 avg300=1.00 total=123456\nfull avg10=4.00 avg60=1.00 avg300=0.30 total=23456\n";
+
+beforeAll(async () => {
+  server = await startRedisServer();
+  redis = await connectRedis(server.url, { name: "test-gate" });
+  tmp = mkdtempSync(path.join(os.tmpdir(), "drill-gate-"));
+});
+afterAll(async () => {
+  await closeRedis(redis);
+  await server?.stop();
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+/** A fake procfs with pressure/memory holding `text` (null: no file). */
+function fakeProc(text: string | null): { roots: HostRoots; write: (t: string | null) => void } {
+  const procfs = path.join(tmp, `proc${++n}`);
+  mkdirSync(path.join(procfs, "pressure"), { recursive: true });
+  const file = path.join(procfs, "pressure", "memory");
+  const write = (t: string | null) => (t === null ? rmSync(file, { force: true }) : writeFileSync(file, t));
+  write(text);
+  return { roots: new HostRoots(procfs, path.join(tmp, "sys")), write };
+}
+
+interface RunningGate {
+  lines: string[];
+  errors: string[];
+  done: Promise<GateSummary>;
+  stop: () => Promise<GateSummary>;
+  waitFor: (pattern: RegExp, count?: number, timeoutMs?: number) => Promise<string[]>;
+}
+
+function startGate(queue: string, roots: HostRoots, overrides: Partial<GateOptions> = {}, probe: ReturnType<typeof pressureFileProbe> | null = null): RunningGate {
+  const lines: string[] = [];
+  const errors: string[] = [];
+  const controller = new AbortController();
+  const options: GateOptions = {
+    queue,
+    gateId: `gate${++n}`,
+    config: { ...defaultAdmissionConfig, intervalMs: 200 },
+    retryHostClass: "dedicated",
+    retryBudget: 3,
+    dryRun: false,
+    maxJobs: null,
+    idleExitMs: null,
+    json: false,
+    blockMs: 300,
+    watchdogMarginMs: 400,
+    ...overrides,
+  };
+  const done = runGate(options, { redisUrl: server.url, roots, workerCgroup: probe, out: (l) => lines.push(l), err: (l) => errors.push(l), signal: controller.signal });
+  const waitFor = async (pattern: RegExp, count = 1, timeoutMs = 10_000) => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const matched = lines.filter((l) => pattern.test(l));
+      if (matched.length >= count) return matched;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${count}× ${pattern}; lines: ${lines.join(" | ")}; errors: ${errors.join(" | ")}`);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  };
+  return { lines, errors, done, waitFor, stop: () => (controller.abort(), done) };
+}
+
+async function pushJobs(queue: DrillQueue, count: number, extra: Partial<JobSpec> = {}): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) ids.push((await queue.push({ ...spec, ...extra })).id);
+  return ids;
+}
+
+describe("gate against a real redis-server and a fake procfs", () => {
+  it("low pressure: admits the first job, rejects the next with packed=48000 until tokens are released", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const ids = await pushJobs(queue, 8);
+    const { roots } = fakeProc(CALM);
+    const first = startGate(queue.keys.queue, roots, { maxJobs: 4 });
+    await first.done;
+    expect(first.lines).toEqual([
+      "admit job=1 packed=24000 limit=32000",
+      "reject_packed_tokens job=2 packed=48000 limit=32000",
+      "reject_packed_tokens job=3 packed=48000 limit=32000",
+      "reject_packed_tokens job=4 packed=48000 limit=32000",
+    ]);
+    expect(await queue.releaseTokens("1")).toBe(24_000);
+    const second = startGate(queue.keys.queue, roots, { maxJobs: 2 });
+    await second.done;
+    expect(second.lines).toEqual(["admit job=5 packed=24000 limit=32000", "reject_packed_tokens job=6 packed=48000 limit=32000"]);
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
+  it("host PSI avg10 12.40: every job gets reject_host_pressure psi=12.40", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const ids = await pushJobs(queue, 4);
+    const gate = startGate(queue.keys.queue, fakeProc(HOT).roots, { maxJobs: 4 });
+    await gate.done;
+    expect(gate.lines).toEqual(ids.map((id) => `reject_host_pressure job=${id} psi=12.40`));
+    const retried = (await redis.lrange(queue.keys.retry("dedicated"), 0, -1)).map((p) => JSON.parse(p) as { reason: string; attempt: number });
+    expect(retried.every((j) => j.reason === "host_pressure" && j.attempt === 1)).toBe(true);
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
+  it("a job that already waited 7 s upstream (deadline 8 s) gets reject_deadline_slack", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const ids = await pushJobs(queue, 2, { upstreamAgeMs: 7000 });
+    const gate = startGate(queue.keys.queue, fakeProc(CALM).roots, { maxJobs: 2 });
+    await gate.done;
+    expect(gate.lines).toHaveLength(2);
+    for (const line of gate.lines) {
+      const slack = Number(/^reject_deadline_slack job=\d+ slack_ms=(-?\d+)$/.exec(line)?.[1]);
+      expect(slack).toBeLessThanOrEqual(1000);
+      expect(slack).toBeGreaterThan(-1000);
+    }
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
+  it("no worker cgroup: decides on host signals; a hot worker cgroup rejects on its own PSI", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const ids = await pushJobs(queue, 2);
+    const { roots } = fakeProc(CALM);
+    const cgFile = path.join(tmp, `cg${++n}.pressure`);
+    const absent = startGate(queue.keys.queue, roots, { maxJobs: 1 }, pressureFileProbe(cgFile));
+    await absent.done;
+    expect(absent.lines).toEqual(["admit job=1 packed=24000 limit=32000"]);
+    await queue.releaseTokens("1");
+    writeFileSync(cgFile, "some avg10=15.00 avg60=5.00 avg300=1.00 total=999\nfull avg10=9.00 avg60=2.00 avg300=1.00 total=99\n");
+    const hot = startGate(queue.keys.queue, roots, { maxJobs: 1 }, pressureFileProbe(cgFile));
+    await hot.done;
+    expect(hot.lines).toEqual(["reject_host_pressure job=2 psi=0.00 cg_psi=15.00"]);
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
+  it("host PSI missing, empty or garbage fails closed with psi=missing, and recovers when the file returns", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const { roots, write } = fakeProc(null);
+    const gate = startGate(queue.keys.queue, roots);
+    const ids: string[] = [];
+    try {
+      for (const broken of [null, "", "garbage\n", "some avg10=0.22=55 avg60=0 avg300=0 total=1\n"]) {
+        write(broken);
+        await new Promise((r) => setTimeout(r, 300)); // one sample
+        ids.push(...(await pushJobs(queue, 1)));
+        await gate.waitFor(new RegExp(`^reject_host_pressure job=${ids.at(-1)} psi=missing$`));
+      }
+      write("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"); // no full line: valid, decide on some
+      await new Promise((r) => setTimeout(r, 300));
+      ids.push(...(await pushJobs(queue, 1)));
+      await gate.waitFor(new RegExp(`^admit job=${ids.at(-1)} packed=24000 limit=32000$`));
+    } finally {
+      await gate.stop();
+    }
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
+  it("malformed payloads go to dead with a reason; the gate stays up; in-flight tokens unchanged", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    await redis.hset(queue.keys.inflight, "outside", "1000");
+    const good = await pushJobs(queue, 1);
+    const now = Date.now();
+    const base = { id: "x1", prompt_tokens: 1, completion_tokens: 1, files: 1, enqueue_ts: now, deadline_ms: 8000, attempt: 0, host_class: "shared-free" };
+    const bad: Buffer[] = [
+      Buffer.from("not json"),
+      Buffer.alloc(10 * 1024 * 1024, 0x5b),
+      Buffer.from(`${"[".repeat(100)}${"]".repeat(100)}`),
+      Buffer.from(`{"__proto__":{"x":1},"id":"x2"}`),
+      Buffer.from(JSON.stringify({ ...base, id: "x3" }).replace('"prompt_tokens":1', '"prompt_tokens":NaN')),
+      Buffer.from(JSON.stringify({ ...base, id: "x4", prompt_tokens: -1 })),
+      Buffer.from(JSON.stringify({ ...base, id: "x5" }).replace('"prompt_tokens":1', '"prompt_tokens":1e309')),
+      Buffer.from(JSON.stringify({ ...base, id: "x6", deadline_ms: 0 })),
+      Buffer.from(JSON.stringify({ ...base, id: "x7", enqueue_ts: now + 3_600_000 })),
+      Buffer.from(JSON.stringify({ ...base, id: undefined })),
+      Buffer.from(JSON.stringify({ ...base, id: good[0], prompt_tokens: 5 })), // same id, different payload
+      Buffer.concat([Buffer.from('{"id":"x8","p":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]),
+    ];
+    for (const payload of bad) await queue.pushRaw(payload);
+    const later = await pushJobs(queue, 1);
+    const gate = startGate(queue.keys.queue, fakeProc(CALM).roots, { maxJobs: bad.length + 2 });
+    const summary = await gate.done;
+    expect(summary.decided).toBe(bad.length + 2);
+    expect(gate.lines[0]).toBe(`admit job=${good[0]} packed=25000 limit=32000`);
+    const deadLines = gate.lines.filter((l) => l.startsWith("dead "));
+    expect(deadLines).toHaveLength(bad.length);
+    expect(deadLines.map((l) => /reason=(\S+)/.exec(l)?.[1])).toEqual([
+      "not_json",
+      "too_large",
+      "too_deep",
+      "forbidden_key",
+      "not_json",
+      "invalid_field",
+      "invalid_field",
+      "invalid_field",
+      "enqueue_ts_in_future",
+      "invalid_field",
+      "id_reused_with_different_payload",
+      "invalid_utf8",
+    ]);
+    expect(gate.lines.at(-1)).toBe(`reject_packed_tokens job=${later[0]} packed=49000 limit=32000`);
+    const dead = (await redis.lrange(queue.keys.dead, 0, -1)).map((e) => JSON.parse(e) as { reason: string });
+    expect(dead).toHaveLength(bad.length);
+    expect(dead.every((d) => d.reason.length > 0)).toBe(true);
+    expect(await redis.hget(queue.keys.inflight, "outside")).toBe("1000");
+    expect(await queue.inflightTokens()).toBe(25_000);
+    await assertNoJobLost(redis, queue.keys.queue, [...good, ...later], {
+      extraIds: ["x2", "x4", "x5", "x6", "x7"],
+      allowDuplicate: (id, places) => id === good[0] && places.includes(queue.keys.dead),
+    });
+  });
+
+  it("--json prints one JSON line per decision; --dry-run moves nothing", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const ids = await pushJobs(queue, 2);
+    const { roots } = fakeProc(CALM);
+    const dry = startGate(queue.keys.queue, roots, { dryRun: true });
+    await dry.done;
+    expect(dry.lines).toEqual(["admit job=1 packed=24000 limit=32000 dry_run=1", "reject_packed_tokens job=2 packed=48000 limit=32000 dry_run=1"]);
+    expect(await redis.llen(queue.keys.ready)).toBe(2);
+    const json = startGate(queue.keys.queue, roots, { json: true, maxJobs: 2 });
+    await json.done;
+    const decisions = json.lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(decisions.map((d) => [d.decision, d.job, d.packed, d.limit])).toEqual([
+      ["admit", "1", 24000, 32000],
+      ["reject_packed_tokens", "2", 48000, 32000],
+    ]);
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
+  it("redis-server SIGKILLed and restarted on its AOF dir mid-admission: the gate reconnects and resumes, nothing lost", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const gate = startGate(queue.keys.queue, fakeProc(CALM).roots, { config: { ...defaultAdmissionConfig, intervalMs: 200, packedTokenLimit: 10_000_000 } });
+    const ids: string[] = [];
+    // A producer that keeps pushing through the outage, re-sending a push whose reply was lost.
+    const producer = (async () => {
+      for (let i = 0; i < 30; i++) {
+        let job = null;
+        for (;;) {
+          try {
+            job ??= await queue.nextJob(spec);
+            await queue.enqueue(job);
+            break;
+          } catch {
+            await new Promise((r) => setTimeout(r, 100));
+          }
+        }
+        ids.push(job.id);
+        await new Promise((r) => setTimeout(r, 40));
+      }
+    })();
+    try {
+      await gate.waitFor(/^admit /, 5);
+      server.kill("SIGKILL");
+      await new Promise((r) => setTimeout(r, 500));
+      await server.restart();
+      const resumedAt = Date.now();
+      await producer;
+      const unique = new Set(ids).size;
+      await gate.waitFor(/^admit job=\d+ packed=\d+ limit=\d+$/, unique, 15_000);
+      expect(Date.now() - resumedAt).toBeLessThan(15_000);
+      expect(gate.errors.some((e) => e.includes("redis unavailable"))).toBe(true);
+      expect(gate.errors.some((e) => e.includes("redis back"))).toBe(true);
+    } finally {
+      await gate.stop();
+    }
+    // A re-sent push may leave an identical copy not yet taken: at-least-once, counted.
+    const report = await assertNoJobLost(redis, queue.keys.queue, ids, { allowDuplicate: (_id, places) => places.includes(queue.keys.ready) });
+    expect(report.duplicates.length).toBeLessThanOrEqual(1);
+    expect(await redis.llen(queue.keys.admitted)).toBe(30);
+  });
+
+  it("a paused (SIGSTOPped) redis-server does not hang the gate: the watchdog fires, it resumes after SIGCONT", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const gate = startGate(queue.keys.queue, fakeProc(CALM).roots);
+    const ids: string[] = [];
+    try {
+      await new Promise((r) => setTimeout(r, 400)); // blocked in BLMOVE
+      server.kill("SIGSTOP");
+      await new Promise((r) => setTimeout(r, 2000));
+      server.kill("SIGCONT");
+      ids.push(...(await pushJobs(queue, 1)));
+      await gate.waitFor(new RegExp(`^admit job=${ids[0]} `), 1, 10_000);
+      expect(gate.errors.some((e) => e.includes("watchdog"))).toBe(true);
+    } finally {
+      server.kill("SIGCONT");
+      const summary = await gate.stop();
+      expect(summary.watchdogFires).toBeGreaterThanOrEqual(1);
+    }
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+});

@@ -1,0 +1,126 @@
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { existsSync, readdirSync } from "node:fs";
+import path from "node:path";
+import { execa } from "execa";
+import { spawnInCgroup } from "../../src/cgroup/join.js";
+import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
+import { hogsDir } from "../../src/cgroup/stateFiles.js";
+import type { WorkerCgroup } from "../../src/cgroup/paths.js";
+import type { InjectReport } from "../../src/commands/inject.js";
+import { cgroupDirsLeft, forceCleanup, realCgroupSkipReason, realRoots, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
+
+const skipReason = realCgroupSkipReason();
+if (skipReason) console.warn(`skipping real-cgroup inject tests: ${skipReason}`);
+
+const M = 1024 * 1024;
+const root = path.resolve(import.meta.dirname, "../..");
+let stateDir = "";
+const made: WorkerCgroup[] = [];
+let counter = 0;
+
+function drill(args: string[]) {
+  return execa("node", [path.join(root, "bin/drill.js"), ...args], {
+    env: { FORCE_COLOR: "0", DRILL_STATE_DIR: stateDir },
+    reject: false,
+    timeout: 90_000,
+  });
+}
+
+/** A fresh drill cgroup under the test's own cgroup, always torn down after the test. */
+function cgroupWithLimit(memoryMax: number): WorkerCgroup {
+  const cg = realWorkerCgroup(`inj${process.pid}x${counter++}`);
+  made.push(cg);
+  setupWorkerCgroup(realRoots(), cg, stateDir, { memoryMax, swapMax: 0 });
+  return cg;
+}
+
+beforeAll(() => {
+  stateDir = tempStateDir();
+});
+
+afterEach(async () => {
+  for (const cg of made.splice(0)) await forceCleanup(cg, stateDir);
+});
+
+describe.skipIf(skipReason)("inject on real cgroups (--parent self)", () => {
+  it("RELIABILITY 3: the program is inside every hierarchy's cgroup before its first instruction", async () => {
+    const cg = cgroupWithLimit(64 * M);
+    // cat's own first read of /proc/self/cgroup: it was exec'd after the join.
+    const child = spawnInCgroup(cg, "/bin/cat", ["/proc/self/cgroup"], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    child.stdout!.on("data", (chunk: Buffer) => (out += chunk.toString()));
+    const code = await new Promise((resolve) => child.once("close", resolve));
+    expect(code).toBe(0);
+    if (cg.memory) expect(out).toMatch(new RegExp(`^\\d+:memory:${cg.memory.cgroupPath}$`, "m"));
+    if (cg.unified) expect(out).toContain(`0::${cg.unified.cgroupPath}\n`);
+  });
+
+  it("anon under the limit: packed, joined before touching, the cgroup's peak covers the touched size", async () => {
+    const cg = cgroupWithLimit(128 * M);
+    const result = await drill(["--json", "inject", "--name", cg.name, "--parent", "self", "--size", "64M", "--mode", "anon", "--hold", "1s"]);
+    expect(result.exitCode, result.stderr).toBe(0);
+    const report = JSON.parse(result.stdout) as InjectReport;
+    expect(report).toMatchObject({ outcome: "packed", joined: true, packed_bytes: 64 * M });
+    expect(report.cg_mem_peak).toBeGreaterThanOrEqual(64 * M);
+    expect(readdirSync(hogsDir(stateDir))).toEqual([]);
+  });
+
+  it("RELIABILITY 4: anon over the limit is oom_killed with the oom_kill count, exit 0; teardown leaves the host clean", async () => {
+    const cg = cgroupWithLimit(96 * M);
+    const result = await drill(["--json", "inject", "--name", cg.name, "--parent", "self", "--size", "256M", "--mode", "anon", "--hold", "5s"]);
+    expect(result.exitCode, result.stderr).toBe(0);
+    const report = JSON.parse(result.stdout) as InjectReport;
+    expect(report.outcome).toBe("oom_killed");
+    expect(report.exit?.signal).toBe("SIGKILL");
+    expect(report.cg_oom_kill_after).toBeGreaterThan(report.cg_oom_kill_before!);
+    const text = await drill(["inject", "--name", cg.name, "--parent", "self", "--size", "256M", "--mode", "anon"]);
+    expect(text.stdout).toMatch(/oom_killed.*admission was already late/i);
+    const down = await drill(["cgroup", "teardown", "--name", cg.name, "--parent", "self"]);
+    expect(down.exitCode, down.stderr).toBe(0);
+    expect(cgroupDirsLeft(cg)).toEqual([]);
+  });
+
+  it("thrash: file created inside, packed, per-second stall rates reported, file unlinked after", async () => {
+    const cg = cgroupWithLimit(96 * M);
+    const result = await drill(["--json", "inject", "--name", cg.name, "--parent", "self", "--size", "160M", "--mode", "thrash", "--hold", "3s"]);
+    expect(result.exitCode, result.stderr).toBe(0);
+    const report = JSON.parse(result.stdout) as InjectReport;
+    expect(report).toMatchObject({ outcome: "packed", joined: true, packed_bytes: 160 * M });
+    expect(report.file).toMatch(/^\/var\/tmp\/drill-hog-/);
+    expect(existsSync(report.file!)).toBe(false);
+    expect(report.stall_rates_pct.length).toBeGreaterThanOrEqual(3);
+    if (cg.pressureFile) expect(report.stall_rates_pct.some((v) => v !== null)).toBe(true);
+    expect(report.cg_mem_peak).toBeLessThanOrEqual(96 * M);
+  });
+
+  it("refuses a thrash file on tmpfs (shmem: an OOM, not thrash)", async () => {
+    const cg = cgroupWithLimit(64 * M);
+    const result = await drill(["inject", "--name", cg.name, "--parent", "self", "--size", "32M", "--mode", "thrash", "--file-dir", "/dev/shm", "--hold", "1s"]);
+    expect(result.exitCode).toBe(3);
+    expect(result.stderr).toMatch(/tmpfs/);
+  });
+
+  it("--detach returns once packed; the record names pid + start time; teardown kills it and unlinks its file", async () => {
+    const cg = cgroupWithLimit(96 * M);
+    const started = Date.now();
+    const result = await drill(["--json", "inject", "--name", cg.name, "--parent", "self", "--size", "64M", "--mode", "thrash", "--hold", "60s", "--detach"]);
+    expect(result.exitCode, result.stderr).toBe(0);
+    expect(Date.now() - started).toBeLessThan(30_000);
+    const report = JSON.parse(result.stdout) as InjectReport;
+    expect(report).toMatchObject({ outcome: "packed", detached: true });
+    expect(report.state_file).not.toBeNull();
+    expect(existsSync(report.file!)).toBe(true);
+    const down = await drill(["cgroup", "teardown", "--name", cg.name, "--parent", "self"]);
+    expect(down.exitCode, down.stderr).toBe(0);
+    expect(down.stdout).toContain(`killed ${report.pid} (pagetoucher)`);
+    expect(existsSync(report.file!)).toBe(false);
+    expect(existsSync(report.state_file!)).toBe(false);
+    expect(cgroupDirsLeft(cg)).toEqual([]);
+  });
+
+  it("inject without a cgroup says to set it up", async () => {
+    const result = await drill(["inject", "--name", `absent${process.pid}`, "--parent", "self", "--size", "16M"]);
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toMatch(/run drill cgroup setup/);
+  });
+});

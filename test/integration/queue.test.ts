@@ -1,0 +1,241 @@
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { decodeJob, encodeJob } from "../../src/queue/job.js";
+import { DrillQueue, type JobSpec } from "../../src/queue/queue.js";
+import { BlockingMover, closeRedis, connectRedis, WatchdogTimeout } from "../../src/queue/redis.js";
+import { assertNoJobLost } from "../helpers/invariants.js";
+import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+
+let server: RedisServer;
+let redis: Redis;
+let n = 0;
+const spec: JobSpec = { promptTokens: 24000, completionTokens: 256, files: 8, deadlineMs: 8000, hostClass: "shared-free" };
+const route = { retryHostClass: "dedicated", retryBudget: 3 };
+
+beforeAll(async () => {
+  server = await startRedisServer();
+  redis = await connectRedis(server.url, { name: "test-queue" });
+});
+afterAll(async () => {
+  await closeRedis(redis);
+  await closeRedis(redis); // safe twice
+  await server?.stop();
+});
+
+/** A unique queue per test: keys never collide, nothing to clean between tests. */
+function freshQueue(): DrillQueue {
+  return new DrillQueue(redis, `q${++n}`);
+}
+
+async function take(queue: DrillQueue, mover: BlockingMover, gate: string) {
+  const payload = await mover.move(queue.keys.ready, queue.keys.processing(gate), 500);
+  if (payload === null) return null;
+  const decoded = decodeJob(payload);
+  if (!decoded.ok) throw new Error(decoded.reason);
+  return { gate, payload, job: decoded.job, fingerprint: decoded.fingerprint, nowMs: Date.now() };
+}
+
+describe("DrillQueue against a real redis-server", () => {
+  it("pushes with INCR ids and takes from the left (oldest first)", async () => {
+    const queue = freshQueue();
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push((await queue.push(spec)).id);
+    expect(ids).toEqual(["1", "2", "3"]);
+    const mover = new BlockingMover(server.url, { name: "t" });
+    const ctx = await take(queue, mover, "g1");
+    mover.close();
+    mover.close();
+    expect(ctx?.job.id).toBe("1");
+    expect(await redis.lrange(queue.keys.processing("g1"), 0, -1)).toHaveLength(1);
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
+  it("two gates admitting at once never overshoot the packed-token cap", async () => {
+    const queue = freshQueue();
+    const ids: string[] = [];
+    for (let i = 0; i < 12; i++) ids.push((await queue.push({ ...spec, promptTokens: 10_000 })).id);
+    const gate = async (name: string) => {
+      const mover = new BlockingMover(server.url, { name });
+      const admitted: number[] = [];
+      for (;;) {
+        const ctx = await take(queue, mover, name);
+        if (!ctx) break;
+        const outcome = await queue.admit(ctx, 32_000);
+        if (outcome.kind === "admit") admitted.push(outcome.packed);
+        else if (outcome.kind === "reject_packed_tokens") await queue.reject(ctx, "reject_packed_tokens", `packed=${outcome.packed} limit=32000`, route);
+        else throw new Error(`unexpected ${outcome.kind}`);
+      }
+      mover.close();
+      return admitted;
+    };
+    const [a, b] = await Promise.all([gate("ga"), gate("gb")]);
+    expect([...(a ?? []), ...(b ?? [])].length).toBe(3);
+    expect(await queue.inflightTokens()).toBe(30_000);
+    expect(await redis.llen(queue.keys.retry("dedicated"))).toBe(9);
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
+  it("released tokens let the next job in", async () => {
+    const queue = freshQueue();
+    const ids = [(await queue.push(spec)).id, (await queue.push(spec)).id];
+    const mover = new BlockingMover(server.url, { name: "t" });
+    const first = await take(queue, mover, "g");
+    expect((await queue.admit(first!, 32_000)).kind).toBe("admit");
+    const second = await take(queue, mover, "g");
+    expect(await queue.admit(second!, 32_000)).toEqual({ kind: "reject_packed_tokens", packed: 48_000 });
+    expect(await queue.releaseTokens("1")).toBe(24_000);
+    expect(await queue.releaseTokens("1")).toBeNull();
+    expect(await queue.admit(second!, 32_000)).toEqual({ kind: "admit", packed: 24_000 });
+    mover.close();
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
+  it("a nack goes to the retry host class with reason and attempt+1, never back to the queue; past the budget it is dead", async () => {
+    const queue = freshQueue();
+    const id = (await queue.push(spec)).id;
+    const mover = new BlockingMover(server.url, { name: "t" });
+    const ctx = await take(queue, mover, "g");
+    expect(await queue.reject(ctx!, "reject_host_pressure", "psi=12.40", route)).toEqual({ kind: "applied", route: "retry" });
+    const [retried] = await redis.lrange(queue.keys.retry("dedicated"), 0, -1);
+    expect(JSON.parse(retried!)).toMatchObject({ id, attempt: 1, reason: "host_pressure", host_class: "dedicated" });
+    expect(await redis.llen(queue.keys.ready)).toBe(0);
+
+    // A job already at the budget dies instead of retrying again.
+    await queue.pushRaw(encodeJob({ ...ctx!.job, id: "99", attempt: 3 }));
+    const tired = await take(queue, mover, "g");
+    expect(await queue.reject(tired!, "reject_deadline_slack", "slack_ms=420", route)).toEqual({ kind: "applied", route: "dead" });
+    const [dead] = await redis.lrange(queue.keys.dead, 0, -1);
+    expect(JSON.parse(dead!)).toMatchObject({ id: "99", reason: expect.stringMatching(/^retry_budget_exceeded/) });
+    // And one already in the retry host class is never nacked into it again.
+    await queue.pushRaw(encodeJob({ ...ctx!.job, id: "98", host_class: "dedicated" }));
+    const same = await take(queue, mover, "g");
+    expect(await queue.reject(same!, "reject_packed_tokens", "packed=1 limit=0", route)).toEqual({ kind: "applied", route: "dead" });
+    mover.close();
+    expect(await redis.hget(queue.keys.stats, "retry_count")).toBe("1");
+    await assertNoJobLost(redis, queue.keys.queue, [id, "99", "98"]);
+  });
+
+  it("same id with a different payload is dead; an identical redelivery gets the stored decision; a new attempt is decided again", async () => {
+    const queue = freshQueue();
+    const job = await queue.push(spec);
+    const mover = new BlockingMover(server.url, { name: "t" });
+    const first = await take(queue, mover, "g");
+    expect((await queue.admit(first!, 32_000)).kind).toBe("admit");
+
+    await queue.pushRaw(encodeJob(job)); // identical
+    const again = await take(queue, mover, "g");
+    expect(await queue.admit(again!, 32_000)).toEqual({ kind: "redelivery", storedKind: "admit", storedFigures: "packed=24000 limit=32000" });
+    expect(await queue.inflightTokens()).toBe(24_000); // not counted twice
+
+    await queue.pushRaw(encodeJob({ ...job, prompt_tokens: 1 })); // same id, other work
+    const impostor = await take(queue, mover, "g");
+    expect((await queue.admit(impostor!, 32_000)).kind).toBe("conflict");
+    expect(await queue.inflightTokens()).toBe(24_000);
+    const dead = (await redis.lrange(queue.keys.dead, 0, -1)).map((e) => JSON.parse(e) as { reason: string });
+    expect(dead.map((d) => d.reason)).toEqual(["id_reused_with_different_payload"]);
+
+    await queue.pushRaw(encodeJob({ ...job, attempt: 1 })); // a worker's recovery: decided afresh, its own tokens replaced
+    const retry = await take(queue, mover, "g");
+    expect(await queue.admit(retry!, 32_000)).toEqual({ kind: "admit", packed: 24_000 });
+    mover.close();
+    // The admitted list holds the first admit and the re-attempt: at-least-once, counted.
+    const report = await assertNoJobLost(redis, queue.keys.queue, [job.id], { allowDuplicate: (_id, places) => places.every((p) => p === queue.keys.admitted || p === queue.keys.dead) });
+    expect(report.duplicates).toHaveLength(1);
+  });
+
+  it("re-running a decision after a lost reply is a no-op", async () => {
+    const queue = freshQueue();
+    await queue.push(spec);
+    const mover = new BlockingMover(server.url, { name: "t" });
+    const ctx = await take(queue, mover, "g");
+    mover.close();
+    expect((await queue.admit(ctx!, 32_000)).kind).toBe("admit");
+    expect(await queue.admit(ctx!, 32_000)).toEqual({ kind: "gone", storedKind: "admit", storedFigures: "packed=24000 limit=32000" });
+    expect(await redis.llen(queue.keys.admitted)).toBe(1);
+  });
+
+  it("recovers only an expired gate's processing list, to the head, in order, attempt counted", async () => {
+    const queue = freshQueue();
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) ids.push((await queue.push(spec)).id);
+    const mover = new BlockingMover(server.url, { name: "t" });
+    await queue.heartbeat("dead-gate", 300, { pid: 1 });
+    await queue.heartbeat("live-gate", 60_000, { pid: 2 });
+    await take(queue, mover, "dead-gate");
+    await take(queue, mover, "dead-gate");
+    await take(queue, mover, "live-gate");
+    mover.close();
+    expect(await queue.recoverExpiredGates("me", 3)).toEqual([]); // heartbeat still alive
+    await new Promise((r) => setTimeout(r, 400));
+    const recovered = await queue.recoverExpiredGates("me", 3);
+    expect(recovered.map((r) => [r.id, r.attempt, r.route])).toEqual([
+      ["1", 1, "ready"],
+      ["2", 1, "ready"],
+    ]);
+    const ready = (await redis.lrange(queue.keys.ready, 0, -1)).map((p) => JSON.parse(p) as { id: string; attempt: number });
+    expect(ready.map((j) => `${j.id}@${j.attempt}`)).toEqual(["1@1", "2@1", "4@0"]);
+    expect(await redis.llen(queue.keys.processing("live-gate"))).toBe(1);
+    expect(await redis.hexists(queue.keys.gates, "dead-gate")).toBe(0);
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
+  it("malformed payloads go to dead with the reason, in-flight tokens unchanged", async () => {
+    const queue = freshQueue();
+    await redis.hset(queue.keys.inflight, "42", "24000");
+    const bad = [Buffer.from("not json"), Buffer.from([0xff, 0xfe, 0x22]), Buffer.alloc(10 * 1024 * 1024, 0x7b)];
+    for (const payload of bad) await queue.pushRaw(payload);
+    const mover = new BlockingMover(server.url, { name: "t" });
+    for (let i = 0; i < bad.length; i++) {
+      const payload = await mover.move(queue.keys.ready, queue.keys.processing("g"), 500);
+      const decoded = decodeJob(payload!);
+      expect(decoded.ok).toBe(false);
+      if (!decoded.ok) expect(await queue.deadLetter("g", payload!, decoded.reason, decoded.id)).toBe("applied");
+    }
+    mover.close();
+    const dead = (await redis.lrange(queue.keys.dead, 0, -1)).map((e) => JSON.parse(e) as { reason: string; payload_bytes: number; truncated?: boolean });
+    expect(dead.map((d) => d.reason.split(" ")[0])).toEqual(["not_json", "invalid_utf8", "too_large"]);
+    expect(dead[2]).toMatchObject({ payload_bytes: 10 * 1024 * 1024, truncated: true });
+    expect(await queue.inflightTokens()).toBe(24_000);
+    expect(await redis.llen(queue.keys.processing("g"))).toBe(0);
+  });
+
+  it("the blocking read does not hang on a paused server: the watchdog fires, and it resumes after SIGCONT", async () => {
+    const queue = freshQueue();
+    const mover = new BlockingMover(server.url, { name: "t", watchdogMarginMs: 300 });
+    await mover.move(queue.keys.ready, queue.keys.processing("g"), 200); // connected
+    server.kill("SIGSTOP");
+    const started = Date.now();
+    try {
+      await expect(mover.move(queue.keys.ready, queue.keys.processing("g"), 200)).rejects.toBeInstanceOf(WatchdogTimeout);
+      expect(Date.now() - started).toBeLessThan(2000);
+      expect(mover.watchdogFires).toBe(1);
+    } finally {
+      server.kill("SIGCONT");
+    }
+    const id = (await queue.push(spec)).id;
+    const payload = await mover.move(queue.keys.ready, queue.keys.processing("g"), 1000);
+    expect(decodeJob(payload!).ok && id).toBe("1");
+    mover.close();
+  });
+
+  it("survives a SIGKILLed redis-server restarted on its AOF dir: nothing acknowledged is lost", async () => {
+    const queue = freshQueue();
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await queue.push(spec)).id);
+    server.kill("SIGKILL");
+    await server.restart();
+    // The same client reconnects by itself.
+    let pushed = false;
+    for (let i = 0; i < 50 && !pushed; i++) {
+      try {
+        ids.push((await queue.push(spec)).id);
+        pushed = true;
+      } catch {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    expect(pushed).toBe(true);
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+    expect(ids.at(-1)).toBe("6");
+  });
+});

@@ -1,0 +1,76 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { JOIN_FAILED_EXIT, joinArgv, spawnInCgroup } from "../../src/cgroup/join.js";
+import { classifyHogExit, summarizeStall, checkThrashDir, type StallSample } from "../../src/cgroup/hog.js";
+
+let dir = "";
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+function run(child: ReturnType<typeof spawnInCgroup>): Promise<{ code: number | null; out: string; err: string }> {
+  let out = "";
+  let err = "";
+  child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
+  child.stderr!.on("data", (c: Buffer) => (err += c.toString()));
+  return new Promise((resolve) => child.once("close", (code) => resolve({ code, out, err })));
+}
+
+describe("join shim", () => {
+  it("passes paths and argv as positional parameters, never in the script", () => {
+    const argv = joinArgv(["/a/$(reboot)/cgroup.procs", "/b/cgroup.procs"], "/bin/echo", ["; rm -rf /", "x"]);
+    expect(argv[1]).not.toContain("reboot");
+    expect(argv.slice(2)).toEqual(["drill-join", "2", "/a/$(reboot)/cgroup.procs", "/b/cgroup.procs", "/bin/echo", "; rm -rf /", "x"]);
+  });
+
+  it("writes its pid to every procs file before exec; the program keeps that pid", async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), "drill-join-"));
+    const files = [path.join(dir, "v1 procs"), path.join(dir, "twin'procs")];
+    for (const f of files) writeFileSync(f, "");
+    // The exec'd program reads the files: they already hold its own pid.
+    const child = spawnInCgroup({ procsFiles: files }, "/bin/sh", ["-c", 'echo "$$"; cat "$1" "$2"', "prog", ...files], { stdio: ["ignore", "pipe", "pipe"] });
+    const { code, out } = await run(child);
+    expect(code).toBe(0);
+    const [self, first, second] = out.trim().split("\n");
+    expect(self).toBe(String(child.pid));
+    expect(first).toBe(self);
+    expect(second).toBe(self);
+    expect(readFileSync(files[0]!, "utf8").trim()).toBe(String(child.pid));
+  });
+
+  it("exits 125 naming the file when a join fails; the program never runs", async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), "drill-join-"));
+    const marker = path.join(dir, "ran");
+    const child = spawnInCgroup({ procsFiles: [path.join(dir, "missing", "cgroup.procs")] }, "/bin/touch", [marker], { stdio: ["ignore", "pipe", "pipe"] });
+    const { code, err } = await run(child);
+    expect(code).toBe(JOIN_FAILED_EXIT);
+    expect(err).toContain(path.join(dir, "missing", "cgroup.procs"));
+    expect(() => readFileSync(marker)).toThrow();
+  });
+});
+
+describe("hog outcome", () => {
+  const base = { code: null, signal: null, packedSeen: false, interrupted: false, oomKillBefore: 0, oomKillAfter: 0 } as const;
+  it.each([
+    ["SIGKILL and oom_kill rose", { ...base, signal: "SIGKILL", oomKillAfter: 1 }, "oom_killed"],
+    ["SIGKILL, oom_kill flat (someone else killed it)", { ...base, signal: "SIGKILL" }, "failed"],
+    ["SIGKILL, oom_kill unreadable", { ...base, signal: "SIGKILL", oomKillAfter: null }, "failed"],
+    ["exit 0 after packed", { ...base, code: 0, packedSeen: true }, "packed"],
+    ["exit 0 without packed", { ...base, code: 0 }, "failed"],
+    ["interrupted wins", { ...base, signal: "SIGKILL", oomKillAfter: 1, interrupted: true }, "interrupted"],
+    ["join failed", { ...base, code: 125 }, "failed"],
+  ] as const)("%s", (_label, facts, outcome) => expect(classifyHogExit(facts)).toBe(outcome));
+
+  it("summarizes the hold's stall rates only", () => {
+    const s = (phase: "fill" | "hold", stallPct: number | null): StallSample => ({ tMs: 0, phase, touchedBytes: 0, cgUsageBytes: 0, stallPct });
+    expect(summarizeStall([s("fill", 90), s("hold", 4), s("hold", 8), s("hold", 12), s("hold", null)])).toEqual({
+      holdSeconds: 3,
+      holdMedianPct: 8,
+      holdMaxPct: 12,
+      holdSecondsOver: 2,
+      thresholdPct: 5,
+    });
+  });
+
+  it("refuses a relative --file-dir", () => expect(() => checkThrashDir("var/tmp", 1)).toThrow(/absolute/));
+});

@@ -1,0 +1,156 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { DrillError, RefusedError } from "../../src/errors.js";
+import { requireLayout } from "../../src/cgroup/layout.js";
+import { resolveWorkerCgroup } from "../../src/cgroup/paths.js";
+import { applySetup, enableMemoryError, inspectForSetup, orderV1LimitWrites, planSetup, setupWorkerCgroup } from "../../src/cgroup/setup.js";
+import { markerFile, readMarker } from "../../src/cgroup/stateFiles.js";
+import { makeFakeHost, v1MemoryFiles, type FakeHost } from "../helpers/cgroupFixtures.js";
+
+let host: FakeHost | undefined;
+afterEach(() => host?.cleanup());
+
+const M = 1024 * 1024;
+
+describe("v1 write ordering: memsw ≥ limit at every write", () => {
+  it.each([
+    ["fresh cgroup (unlimited) → 256M", { limit: "max", memsw: "max" }, { limit: 256 * M, memsw: 256 * M }, ["limit", "memsw"]],
+    ["lowering 512M → 256M", { limit: 512 * M, memsw: 512 * M }, { limit: 256 * M, memsw: 256 * M }, ["limit", "memsw"]],
+    ["raising 256M → 512M", { limit: 256 * M, memsw: 256 * M }, { limit: 512 * M, memsw: 512 * M }, ["memsw", "limit"]],
+    ["same values", { limit: 256 * M, memsw: 256 * M }, { limit: 256 * M, memsw: 256 * M }, ["limit", "memsw"]],
+    ["raising memory, swap shrinking", { limit: 256 * M, memsw: 384 * M }, { limit: 320 * M, memsw: 320 * M }, ["limit", "memsw"]],
+    ["raising past old memsw", { limit: 256 * M, memsw: 300 * M }, { limit: 400 * M, memsw: 500 * M }, ["memsw", "limit"]],
+  ] as const)("%s", (_label, current, target, order) => {
+    const got = orderV1LimitWrites(current, target);
+    expect(got).toEqual(order);
+    // Replay: every intermediate state keeps memsw ≥ limit.
+    let state = { limit: current.limit === "max" ? Infinity : current.limit, memsw: current.memsw === "max" ? Infinity : current.memsw };
+    for (const which of got) {
+      state = { ...state, [which]: target[which] };
+      expect(state.memsw).toBeGreaterThanOrEqual(state.limit);
+    }
+  });
+});
+
+function hybridTarget(h: FakeHost, name = "t1") {
+  return resolveWorkerCgroup(h.roots, requireLayout(h.roots), name, { kind: "self" });
+}
+
+describe("planSetup / applySetup on fake trees", () => {
+  it("hybrid: mkdir v1 dir and twin, limit then memsw (swap 0: memsw = limit), swappiness 0; marker written", () => {
+    host = makeFakeHost("hybrid");
+    const cg = hybridTarget(host);
+    const result = setupWorkerCgroup(host.roots, cg, host.stateDir, { memoryMax: 256 * M, swapMax: 0 });
+    expect(result.plan.steps.map((s) => (s.kind === "write" ? path.basename(s.file) : s.kind))).toEqual([
+      "mkdir",
+      "mkdir",
+      "memory.limit_in_bytes",
+      "memory.memsw.limit_in_bytes",
+      "memory.swappiness",
+    ]);
+    expect(result.writes.map((w) => [path.basename(w.file), w.wrote, w.readBack])).toEqual([
+      ["memory.limit_in_bytes", String(256 * M), String(256 * M)],
+      ["memory.memsw.limit_in_bytes", String(256 * M), String(256 * M)],
+      ["memory.swappiness", "0", "0"],
+    ]);
+    expect(result.created).toEqual([cg.memory!.dir, cg.unified!.dir]);
+    const marker = readMarker(host.stateDir, cg);
+    expect(marker).toMatchObject({ state: "created", name: "t1", layout: "hybrid" });
+    expect(marker!.dirs.every((d) => typeof d.inode === "number")).toBe(true);
+    expect(result.plan.notes.join("\n")).toMatch(/best effort/);
+  });
+
+  it("re-running on drill's own cgroup raises in the right order (memsw first)", () => {
+    host = makeFakeHost("hybrid");
+    const cg = hybridTarget(host);
+    setupWorkerCgroup(host.roots, cg, host.stateDir, { memoryMax: 256 * M, swapMax: 0 });
+    const again = setupWorkerCgroup(host.roots, cg, host.stateDir, { memoryMax: 512 * M, swapMax: 0 });
+    expect(again.plan.ownership).toBe("ours");
+    expect(again.plan.steps.map((s) => (s.kind === "write" ? path.basename(s.file) : s.kind))).toEqual([
+      "memory.memsw.limit_in_bytes",
+      "memory.limit_in_bytes",
+      "memory.swappiness",
+    ]);
+    expect(readFileSync(path.join(cg.memory!.dir, "memory.limit_in_bytes"), "utf8")).toBe(String(512 * M));
+  });
+
+  it("swap 64M on v1: memsw = limit + 64M, swappiness untouched", () => {
+    host = makeFakeHost("v1");
+    const cg = hybridTarget(host);
+    const result = setupWorkerCgroup(host.roots, cg, host.stateDir, { memoryMax: 256 * M, swapMax: 64 * M });
+    expect(result.writes.map((w) => [path.basename(w.file), w.wrote])).toEqual([
+      ["memory.limit_in_bytes", String(256 * M)],
+      ["memory.memsw.limit_in_bytes", String(320 * M)],
+    ]);
+  });
+
+  it("v1 without memsw (swapaccount=0): limit only, and says swap-off is best effort", () => {
+    host = makeFakeHost("v1", { memsw: false });
+    const cg = hybridTarget(host);
+    const plan = planSetup(cg, inspectForSetup(host.roots, cg, host.stateDir), { memoryMax: 256 * M, swapMax: 0 });
+    expect(plan.steps.filter((s) => s.kind === "write").map((s) => s.kind === "write" && path.basename(s.file))).toEqual(["memory.limit_in_bytes", "memory.swappiness"]);
+    expect(plan.warnings.join("\n")).toMatch(/memsw.*best effort/);
+  });
+
+  it("refuses an existing cgroup with a foreign task, and writes nothing", () => {
+    host = makeFakeHost("hybrid");
+    const cg = hybridTarget(host);
+    host.cgroup("memory", cg.memory!.cgroupPath, v1MemoryFiles({ "cgroup.procs": "31337\n", "memory.limit_in_bytes": "1048576\n" }));
+    expect(() => setupWorkerCgroup(host!.roots, cg, host!.stateDir, { memoryMax: 256 * M, swapMax: 0 })).toThrow(RefusedError);
+    try {
+      setupWorkerCgroup(host.roots, cg, host.stateDir, { memoryMax: 256 * M, swapMax: 0 });
+    } catch (err) {
+      expect((err as RefusedError).exitCode).toBe(3);
+      expect((err as RefusedError).message).toMatch(/31337.*did not create it/);
+    }
+    expect(readFileSync(path.join(cg.memory!.dir, "memory.limit_in_bytes"), "utf8")).toBe("1048576\n");
+    expect(readMarker(host.stateDir, cg)).toBeNull();
+  });
+
+  it("warns when an ancestor is tighter than asked", () => {
+    host = makeFakeHost("hybrid");
+    host.cgroup("memory", "/process_api/abc", { "memory.limit_in_bytes": String(128 * M) });
+    const cg = hybridTarget(host);
+    const plan = planSetup(cg, inspectForSetup(host.roots, cg, host.stateDir), { memoryMax: 256 * M, swapMax: 0 });
+    expect(plan.warnings.join("\n")).toMatch(/ancestor .*process_api\/abc limits memory to 128MiB, tighter than --memory-max 256MiB/);
+  });
+
+  it("v2: enables +memory in the parent's subtree_control, then memory.max and memory.swap.max", () => {
+    host = makeFakeHost("v2", { selfPath: "/drills" });
+    const cg = hybridTarget(host);
+    const result = setupWorkerCgroup(host.roots, cg, host.stateDir, { memoryMax: 256 * M, swapMax: 0 });
+    expect(result.plan.steps.map((s) => (s.kind === "write" ? path.basename(s.file) : s.kind))).toEqual(["enable-memory", "mkdir", "memory.max", "memory.swap.max"]);
+    expect(readFileSync(path.join(host.cgroupRoot, "drills/cgroup.subtree_control"), "utf8")).toBe("+memory");
+  });
+
+  it("v2: EBUSY from the no-internal-process rule names the file and explains; nothing left behind", () => {
+    host = makeFakeHost("v2", { selfPath: "/user.slice/me" });
+    const cg = hybridTarget(host);
+    const plan = planSetup(cg, inspectForSetup(host.roots, cg, host.stateDir), { memoryMax: 256 * M, swapMax: 0 });
+    const ebusy = (file: string) => {
+      if (file.endsWith("cgroup.subtree_control")) throw Object.assign(new Error("EBUSY: resource busy"), { code: "EBUSY" });
+    };
+    const subtree = path.join(host.cgroupRoot, "user.slice/me/cgroup.subtree_control");
+    expect(() => applySetup(plan, host!.stateDir, ebusy)).toThrow(DrillError);
+    try {
+      applySetup(plan, host.stateDir, ebusy);
+    } catch (err) {
+      expect((err as Error).message).toContain(subtree);
+      expect((err as Error).message).toMatch(/no-internal-process rule/);
+    }
+    expect(() => readFileSync(markerFile(host!.stateDir, cg))).toThrow();
+  });
+
+  it("v2: memory missing from the parent's cgroup.controllers is explained", () => {
+    host = makeFakeHost("v2", { selfPath: "/drills" });
+    host.cgroup("", "/drills", { "cgroup.controllers": "pids\n" });
+    const cg = hybridTarget(host);
+    expect(() => planSetup(cg, inspectForSetup(host!.roots, cg, host!.stateDir), { memoryMax: 256 * M, swapMax: 0 })).toThrow(/memory controller is not available.*cgroup.controllers/);
+  });
+
+  it("EACCES on a kernel write is one line naming the file", () => {
+    const err = enableMemoryError("/sys/fs/cgroup/x/cgroup.subtree_control", "/sys/fs/cgroup/x", Object.assign(new Error("denied"), { code: "EACCES" }));
+    expect(err.message).toBe("cannot write /sys/fs/cgroup/x/cgroup.subtree_control: EACCES (run as root, or on a host whose cgroup tree is writable)");
+  });
+});

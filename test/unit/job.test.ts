@@ -1,0 +1,125 @@
+import { describe, expect, it } from "vitest";
+import { decodeJob, deadlineSlackMs, jobFingerprint, MAX_PAYLOAD_BYTES } from "../../src/queue/job.js";
+
+const NOW = 1_764_480_010_000;
+const good = { id: "7", prompt_tokens: 24000, completion_tokens: 256, files: 8, enqueue_ts: 1_764_480_000_123, deadline_ms: 8000, attempt: 0, host_class: "shared-free" };
+const json = (value: unknown) => Buffer.from(JSON.stringify(value));
+const withField = (field: string, value: unknown) => json({ ...good, [field]: value });
+const without = (field: keyof typeof good) => {
+  const copy: Record<string, unknown> = { ...good };
+  delete copy[field];
+  return json(copy);
+};
+
+describe("decodeJob", () => {
+  it("accepts the DESIGN.md payload", () => {
+    const decoded = decodeJob(json(good), NOW);
+    expect(decoded.ok).toBe(true);
+    if (decoded.ok) expect(decoded.job).toMatchObject(good);
+  });
+
+  it("keeps unknown fields and a nack reason", () => {
+    const decoded = decodeJob(json({ ...good, reason: "host_pressure", tenant: "a" }), NOW);
+    expect(decoded.ok && decoded.job.reason).toBe("host_pressure");
+  });
+
+  it("a deadline already past is not malformed", () => {
+    const decoded = decodeJob(withField("enqueue_ts", NOW - 60_000), NOW);
+    expect(decoded.ok).toBe(true);
+    if (decoded.ok) expect(deadlineSlackMs(decoded.job, NOW)).toBe(-52_000);
+  });
+
+  const deep = Buffer.from(`{"id":"1","x":${"[".repeat(20_000)}${"]".repeat(20_000)}}`);
+  const malformed: [string, Buffer, RegExp][] = [
+    ["not JSON", Buffer.from("id=7 prompt_tokens=24000"), /^not_json/],
+    ["truncated JSON", Buffer.from(JSON.stringify(good).slice(0, 40)), /^not_json/],
+    ["JSON but not an object", Buffer.from("[1,2,3]"), /^not_an_object/],
+    ["null", Buffer.from("null"), /^not_an_object/],
+    ["10 MB", Buffer.alloc(10 * 1024 * 1024, 0x61), /^too_large/],
+    ["just over the cap", Buffer.alloc(MAX_PAYLOAD_BYTES + 1, 0x20), /^too_large/],
+    ["deep nesting", deep, /^too_deep/],
+    ["__proto__ key", Buffer.from(`{"__proto__":{"admin":true},${JSON.stringify(good).slice(1)}`), /^forbidden_key __proto__/],
+    ["nested constructor key", json({ ...good, meta: { constructor: { prototype: 1 } } }), /^forbidden_key/],
+    ["tokens NaN (not JSON)", Buffer.from(JSON.stringify(good).replace("24000", "NaN")), /^not_json/],
+    ["tokens as the string NaN", withField("prompt_tokens", "NaN"), /^invalid_field prompt_tokens/],
+    ["tokens -1", withField("prompt_tokens", -1), /^invalid_field prompt_tokens/],
+    ["tokens 1e309", Buffer.from(JSON.stringify(good).replace("24000", "1e309")), /^invalid_field prompt_tokens/],
+    ["tokens fractional", withField("prompt_tokens", 1.5), /^invalid_field prompt_tokens/],
+    ["completion tokens missing", without("completion_tokens"), /^invalid_field completion_tokens/],
+    ["deadline_ms 0", withField("deadline_ms", 0), /^invalid_field deadline_ms/],
+    ["deadline_ms negative", withField("deadline_ms", -8000), /^invalid_field deadline_ms/],
+    ["enqueue_ts far in the future", withField("enqueue_ts", NOW + 3_600_000), /^enqueue_ts_in_future/],
+    ["enqueue_ts a string", withField("enqueue_ts", "2025-11-30"), /^invalid_field enqueue_ts/],
+    ["missing id", without("id"), /^invalid_field id/],
+    ["empty id", withField("id", ""), /^invalid_field id/],
+    ["id with a glob", withField("id", "7*"), /^invalid_field id/],
+    ["numeric id", withField("id", 7), /^invalid_field id/],
+    ["host_class with a colon", withField("host_class", "a:b"), /^invalid_field host_class/],
+    ["invalid UTF-8", Buffer.concat([Buffer.from('{"id":"7","x":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]), /^invalid_utf8/],
+    ["lone continuation byte", Buffer.from([0x80]), /^invalid_utf8/],
+    ["empty", Buffer.alloc(0), /^not_json/],
+  ];
+  for (const [name, payload, reason] of malformed) {
+    it(`refuses ${name}`, () => {
+      const decoded = decodeJob(payload, NOW);
+      expect(decoded.ok).toBe(false);
+      if (!decoded.ok) expect(decoded.reason).toMatch(reason);
+    });
+  }
+
+  it("keeps an id hint from a payload that parsed", () => {
+    const decoded = decodeJob(withField("prompt_tokens", -1), NOW);
+    expect(decoded.ok === false && decoded.id).toBe("7");
+  });
+
+  it("fingerprint ignores delivery bookkeeping, not the work", () => {
+    const base = decodeJob(json(good), NOW);
+    const retried = decodeJob(json({ ...good, attempt: 2, reason: "host_pressure", host_class: "dedicated" }), NOW);
+    const changed = decodeJob(withField("prompt_tokens", 24001), NOW);
+    if (!base.ok || !retried.ok || !changed.ok) throw new Error("fixture");
+    expect(retried.fingerprint).toBe(base.fingerprint);
+    expect(changed.fingerprint).not.toBe(base.fingerprint);
+    expect(jobFingerprint(base.job)).toBe(base.fingerprint);
+  });
+});
+
+describe("decodeJob fuzz: thousands of generated payloads never throw", () => {
+  // Deterministic PRNG (mulberry32): a failure is reproducible from the seed.
+  function rng(seed: number) {
+    let a = seed;
+    return () => {
+      a = (a + 0x6d2b79f5) | 0;
+      let t = Math.imul(a ^ (a >>> 15), 1 | a);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+  }
+  const weird: unknown[] = [null, true, -1, 0, 1.5, 1e309, -0, "", "x", "NaN", [], {}, { a: 1 }, 2 ** 53, "__proto__", "\u0000", "\ud800"];
+
+  it("mutated, truncated and random payloads", () => {
+    const random = rng(20251130);
+    const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T;
+    const base = JSON.stringify(good);
+    let accepted = 0;
+    for (let i = 0; i < 5000; i++) {
+      let payload: Buffer;
+      const shape = i % 5;
+      if (shape === 0) payload = withField(pick(Object.keys(good)), pick(weird));
+      else if (shape === 1) payload = Buffer.from(base.slice(0, Math.floor(random() * base.length)));
+      else if (shape === 2) {
+        const bytes = Buffer.from(base);
+        for (let j = 0; j < 3; j++) bytes[Math.floor(random() * bytes.length)] = Math.floor(random() * 256);
+        payload = bytes;
+      } else if (shape === 3) payload = Buffer.from(Array.from({ length: Math.floor(random() * 200) }, () => Math.floor(random() * 256)));
+      else payload = json({ ...good, id: String(i), prompt_tokens: Math.floor(random() * 100_000), [pick(["__proto__", "constructor", "extra", "reason"])]: pick(weird) });
+      const decoded = decodeJob(payload, NOW);
+      expect(typeof decoded.ok).toBe("boolean");
+      if (decoded.ok) {
+        accepted++;
+        expect(Number.isSafeInteger(decoded.job.prompt_tokens) && decoded.job.prompt_tokens >= 0).toBe(true);
+        expect(decoded.job.deadline_ms).toBeGreaterThan(0);
+      } else expect(decoded.reason.length).toBeGreaterThan(0);
+    }
+    expect(accepted).toBeGreaterThan(0);
+  });
+});

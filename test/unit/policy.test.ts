@@ -1,0 +1,105 @@
+import { describe, expect, it } from "vitest";
+import {
+  decideAdmission,
+  defaultAdmissionConfig,
+  formatDecisionLine,
+  initialPressureState,
+  nextPressureState,
+  type AdmissionDecision,
+  type AdmissionSignals,
+  type PressureReadings,
+} from "../../src/gate/policy.js";
+
+const NOW = 1_764_480_010_000;
+const config = { ...defaultAdmissionConfig, intervalMs: 1000 };
+const job = { id: "7", prompt_tokens: 24000, enqueue_ts: NOW - 100, deadline_ms: 8000 };
+
+function signals(overrides: Partial<AdmissionSignals> = {}): AdmissionSignals {
+  return {
+    mode: "admit",
+    psiSomeAvg10: 0.4,
+    stallRatePct: 0,
+    cgPsiSomeAvg10: null,
+    cgStallRatePct: null,
+    cgSwapLeak: false,
+    psiSampledAtMs: NOW - 200,
+    psiMissingReason: null,
+    stallMsP99: null,
+    inflightTokens: 0,
+    pressure: initialPressureState,
+    ...overrides,
+  };
+}
+
+describe("decideAdmission: the seed's order", () => {
+  const table: { name: string; signals: Partial<AdmissionSignals>; job?: Partial<typeof job>; kind: AdmissionDecision["kind"]; line: string }[] = [
+    { name: "calm host, nothing in flight", signals: {}, kind: "admit", line: "admit job=7 packed=24000 limit=32000" },
+    { name: "one 24000 job in flight", signals: { inflightTokens: 24000 }, kind: "reject_packed_tokens", line: "reject_packed_tokens job=7 packed=48000 limit=32000" },
+    { name: "exactly at the cap is admitted", signals: { inflightTokens: 8000 }, kind: "admit", line: "admit job=7 packed=32000 limit=32000" },
+    { name: "the runbook's 36012", signals: { inflightTokens: 12012 }, kind: "reject_packed_tokens", line: "reject_packed_tokens job=7 packed=36012 limit=32000" },
+    { name: "psi over the limit", signals: { psiSomeAvg10: 12.4 }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=12.40" },
+    { name: "psi exactly 10.00 is not over", signals: { psiSomeAvg10: 10 }, kind: "admit", line: "admit job=7 packed=24000 limit=32000" },
+    { name: "fast stall rate while avg10 lags", signals: { psiSomeAvg10: 6.5, stallRatePct: 14.2 }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=6.50 stall_rate=14.20" },
+    { name: "worker cgroup psi", signals: { cgPsiSomeAvg10: 15 }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=0.40 cg_psi=15.00" },
+    { name: "worker cgroup stall rate", signals: { cgStallRatePct: 30 }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=0.40 cg_stall_rate=30.00" },
+    { name: "swap used with swap disabled", signals: { cgSwapLeak: true }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=0.40 swap_leak=1" },
+    { name: "psi missing fails closed", signals: { psiSomeAvg10: null, psiSampledAtMs: null }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=missing" },
+    { name: "psi older than 2 intervals", signals: { psiSampledAtMs: NOW - 2500 }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=missing stale_ms=2500" },
+    { name: "psi 2 intervals old is still fresh", signals: { psiSampledAtMs: NOW - 2000 }, kind: "admit", line: "admit job=7 packed=24000 limit=32000" },
+    { name: "reject_all first", signals: { mode: "reject_all", psiSomeAvg10: 0.4 }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=0.40 mode=reject_all" },
+    { name: "reject_all beats missing psi", signals: { mode: "reject_all", psiSomeAvg10: null }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=missing mode=reject_all" },
+    { name: "slack under 1500", signals: {}, job: { enqueue_ts: NOW - 7580 }, kind: "reject_deadline_slack", line: "reject_deadline_slack job=7 slack_ms=420" },
+    { name: "deadline already past: negative slack, not malformed", signals: {}, job: { enqueue_ts: NOW - 8230 }, kind: "reject_deadline_slack", line: "reject_deadline_slack job=7 slack_ms=-230" },
+    { name: "slack under stall p99 + 500", signals: { stallMsP99: 3000 }, job: { enqueue_ts: NOW - 5000 }, kind: "reject_deadline_slack", line: "reject_deadline_slack job=7 slack_ms=3000 stall_ms_p99=3000" },
+    { name: "pressure before slack", signals: { psiSomeAvg10: 12.4 }, job: { enqueue_ts: NOW - 7580 }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=12.40" },
+    { name: "slack before packed tokens", signals: { inflightTokens: 24000 }, job: { enqueue_ts: NOW - 7580 }, kind: "reject_deadline_slack", line: "reject_deadline_slack job=7 slack_ms=420" },
+    { name: "tripped pressure holds below the limit", signals: { psiSomeAvg10: 4, pressure: { tripped: true, calmSinceMs: NOW - 1000 } }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=4.00 hysteresis=1" },
+    { name: "in-flight unknown: admit candidate, Lua decides", signals: { inflightTokens: null }, kind: "admit", line: "admit job=7 packed=unknown limit=32000" },
+  ];
+  for (const row of table) {
+    it(row.name, () => {
+      const decision = decideAdmission({ ...job, ...row.job }, signals(row.signals), config, NOW);
+      expect(decision.kind).toBe(row.kind);
+      expect(formatDecisionLine(decision, { id: "7" })).toBe(row.line);
+    });
+  }
+
+  it("formats the runbook lines exactly", () => {
+    expect(formatDecisionLine({ kind: "reject_host_pressure", psi: 12.4, trigger: "psi_avg10", figure: null }, { id: "8" })).toBe("reject_host_pressure job=8 psi=12.40");
+    expect(formatDecisionLine({ kind: "reject_deadline_slack", slackMs: 420, limitMs: 1500, stallMsP99: null }, { id: "9" })).toBe("reject_deadline_slack job=9 slack_ms=420");
+    expect(formatDecisionLine({ kind: "reject_host_pressure", psi: "missing", trigger: "psi_missing", figure: null }, { id: "10" })).toBe("reject_host_pressure job=10 psi=missing");
+    expect(formatDecisionLine({ kind: "reject_host_pressure", psi: 0.4, trigger: "reject_all", figure: null }, { id: "11" })).toBe("reject_host_pressure job=11 psi=0.40 mode=reject_all");
+    expect(formatDecisionLine({ kind: "reject_packed_tokens", packed: 36012, limit: 32000 }, { id: "7", attempt: 2 })).toBe("reject_packed_tokens job=7 packed=36012 limit=32000 attempt=2");
+  });
+});
+
+describe("nextPressureState: trips at once, clears after 5 s below half", () => {
+  const calm: PressureReadings = { psiSomeAvg10: 1, stallRatePct: 1, cgPsiSomeAvg10: null, cgStallRatePct: null, cgSwapLeak: false };
+  const hot: PressureReadings = { ...calm, psiSomeAvg10: 12.4 };
+  const between: PressureReadings = { ...calm, psiSomeAvg10: 7 };
+
+  it("walks through trip, hold, and clear", () => {
+    const steps: [PressureReadings, number, boolean][] = [
+      [calm, 0, false],
+      [hot, 1000, true],
+      [between, 2000, true], // below the limit, above half: still tripped
+      [calm, 3000, true], // calm since 3000
+      [calm, 7000, true], // 4 s calm
+      [between, 7500, true], // calm broken: the 5 s start over
+      [calm, 8000, true],
+      [calm, 12_999, true],
+      [calm, 13_000, false], // 5 s calm
+      [between, 14_000, false], // untripped and under the limit: stays admitted
+    ];
+    let state = initialPressureState;
+    for (const [readings, at, tripped] of steps) {
+      state = nextPressureState(state, readings, config, at);
+      expect({ at, tripped: state.tripped }).toEqual({ at, tripped });
+    }
+  });
+
+  it("a fast stall rate trips it too, and so does a swap leak", () => {
+    expect(nextPressureState(initialPressureState, { ...calm, stallRatePct: 11 }, config, 0).tripped).toBe(true);
+    expect(nextPressureState(initialPressureState, { ...calm, cgSwapLeak: true }, config, 0).tripped).toBe(true);
+  });
+});

@@ -1,0 +1,153 @@
+import { describe, expect, it } from "vitest";
+import { defaultAlarmConfig, initialAlarmState, nextAlarms, type AlarmEvent, type AlarmState } from "../../src/sampler/alarms.js";
+import type { Sample, SampleFacts } from "../../src/sampler/step.js";
+
+const NOW = 1_764_480_000_000;
+
+/** A calm sample: every field readable, nothing over a limit. */
+function sample(over: Partial<Sample> = {}): Sample {
+  return {
+    ts: new Date(NOW).toISOString(),
+    queue_len: 2,
+    queue_age_ms: 180,
+    queue_head_slack_ms: 7000,
+    deadline_slack_ms: 4000,
+    psi_mem_some_avg10: 0.5,
+    psi_mem_full_avg10: 0.1,
+    psi_mem_some_total_us: 1000,
+    psi_mem_some_rate: 0.5,
+    cg_psi_mem_some_avg10: 0.5,
+    cg_psi_mem_some_rate: 0.5,
+    si: 0,
+    so: 0,
+    cg_swap_current: 0,
+    refault_rate: 0,
+    cg_mem_current: 1000,
+    cg_mem_max: 2000,
+    cg_mem_peak: 1500,
+    cg_oom_kill: 0,
+    cpu_idle_pct: 41,
+    cpu_iowait_pct: 0,
+    tokens_out: 10,
+    retry_count: 0,
+    admitted: 1,
+    rejected: {},
+    stall_ms_p99: 50,
+    alarm: [],
+    missing: [],
+    ...over,
+  };
+}
+
+const calmFacts: SampleFacts = { retriedJobs: [], cgSwapMax: 0, cgDir: "/sys/fs/cgroup/infer" };
+
+/** Runs samples one second apart; returns every event and the active list after each. */
+function run(steps: Array<[Partial<Sample>, Partial<SampleFacts>?]>, config = defaultAlarmConfig) {
+  let state: AlarmState = initialAlarmState;
+  const events: AlarmEvent[] = [];
+  const active: string[][] = [];
+  steps.forEach(([over, facts], i) => {
+    const r = nextAlarms(state, sample(over), { ...calmFacts, ...facts }, NOW + i * 1000, config);
+    state = r.state;
+    events.push(...r.events);
+    active.push(r.active);
+  });
+  return { events, active };
+}
+
+describe("reclaim_not_underload: CPU idle > 30 %, pressure over the limit or slack < 0, queue age < 500 ms", () => {
+  it.each([
+    ["host avg10 over the limit", { psi_mem_some_avg10: 12.4 }, true],
+    ["host stall rate over the limit (avg10 lags)", { psi_mem_some_rate: 14 }, true],
+    ["cgroup avg10 over the limit", { cg_psi_mem_some_avg10: 11 }, true],
+    ["cgroup stall rate over the limit", { cg_psi_mem_some_rate: 20 }, true],
+    ["slack negative, PSI calm", { deadline_slack_ms: -230 }, true],
+    ["CPU busy: not the contradiction", { psi_mem_some_avg10: 12.4, cpu_idle_pct: 20 }, false],
+    ["idle exactly 30 %", { psi_mem_some_avg10: 12.4, cpu_idle_pct: 30 }, false],
+    ["queue age already bad: visible anyway", { psi_mem_some_avg10: 12.4, queue_age_ms: 600 }, false],
+    ["avg10 exactly at the limit", { psi_mem_some_avg10: 10 }, false],
+    ["calm", {}, false],
+  ] as const)("%s", (_name, over, fires) => {
+    const { active } = run([[over]]);
+    expect(active[0]?.includes("reclaim_not_underload")).toBe(fires);
+  });
+
+  it("prints the seed's PAGE line", () => {
+    const { events } = run([[{ cpu_idle_pct: 41.2, psi_mem_some_avg10: 12.4, deadline_slack_ms: -230, queue_age_ms: 180 }]]);
+    expect(events).toEqual([
+      { name: "reclaim_not_underload", kind: "raised", line: "PAGE reclaim, not underload: cpu_idle=41% psi=12.40 slack_ms=-230 queue_age_ms=180 via=psi_mem_some_avg10" },
+    ]);
+  });
+
+  it("respects --psi-limit and --psi-rate-limit", () => {
+    const strict = { ...defaultAlarmConfig, psiLimit: 2, psiRateLimit: 50 };
+    expect(run([[{ psi_mem_some_avg10: 3 }]], strict).active[0]).toContain("reclaim_not_underload");
+    expect(run([[{ psi_mem_some_rate: 40 }]], strict).active[0]).not.toContain("reclaim_not_underload");
+  });
+
+  it("raised once, held while firing, cleared once", () => {
+    const hot = { psi_mem_some_avg10: 15 };
+    const { events, active } = run([[{}], [hot], [hot], [hot], [{}], [{}]]);
+    expect(events.map((e) => `${e.kind} ${e.name}`)).toEqual(["raised reclaim_not_underload", "cleared reclaim_not_underload"]);
+    expect(events[1]?.line).toBe("CLEAR reclaim_not_underload after 3.0s");
+    expect(active.map((a) => a.length)).toEqual([0, 1, 1, 1, 0, 0]);
+  });
+
+  it("missing inputs hold the alarm: no page, no clear", () => {
+    const hot = { psi_mem_some_avg10: 15 };
+    const blind = { cpu_idle_pct: null, queue_age_ms: null };
+    expect(run([[blind], [{ ...hot, ...blind }]]).events).toEqual([]);
+    const { events, active } = run([[hot], [blind], [blind], [hot]]);
+    expect(events.map((e) => e.kind)).toEqual(["raised"]);
+    expect(active.every((a) => a.includes("reclaim_not_underload"))).toBe(true);
+  });
+});
+
+describe("retry_worker_idle: a retried job reached this host class", () => {
+  const retried = { retriedJobs: [{ id: "7", attempt: 1, host_class: "shared-free" }] };
+  it("pages `retry worker_idle=1` once and clears once", () => {
+    const { events } = run([[{}], [{}, retried], [{}, retried], [{}]]);
+    expect(events.map((e) => e.line)).toEqual(["PAGE retry worker_idle=1 host_class=shared-free jobs=1 job=7 attempt=1", "CLEAR retry_worker_idle after 2.0s"]);
+  });
+  it("a retry on another host class is where it belongs", () => {
+    expect(run([[{}, { retriedJobs: [{ id: "7", attempt: 1, host_class: "dedicated" }] }]]).active[0]).toEqual([]);
+  });
+  it("Redis unreachable holds it", () => {
+    const { events } = run([[{}, retried], [{ queue_len: null }, { retriedJobs: [] }]]);
+    expect(events.map((e) => e.kind)).toEqual(["raised"]);
+  });
+});
+
+describe("swap_leak: swap used by a cgroup whose swap is disabled", () => {
+  it.each([
+    ["swap disabled, swap used", { cg_swap_current: 4096 }, { cgSwapMax: 0 }, true],
+    ["swap disabled, none used", { cg_swap_current: 0 }, { cgSwapMax: 0 }, false],
+    ["swap allowed", { cg_swap_current: 4096 }, { cgSwapMax: "max" as const }, false],
+    ["host si alone is a neighbour's", { si: 500, cg_swap_current: 0 }, { cgSwapMax: 0 }, false],
+  ] as const)("%s", (_name, over, facts, fires) => {
+    expect(run([[over, facts]]).active[0]?.includes("swap_leak")).toBe(fires);
+  });
+  it("raised once and cleared once", () => {
+    const leak = { cg_swap_current: 8192 };
+    const { events } = run([[leak], [leak], [{ cg_swap_current: 0 }]]);
+    expect(events.map((e) => `${e.kind} ${e.name}`)).toEqual(["raised swap_leak", "cleared swap_leak"]);
+    expect(events[0]?.line).toBe("PAGE swap_leak: cg_swap_current=8192 swap_max=0 cgroup=/sys/fs/cgroup/infer");
+  });
+});
+
+describe("oom_kill: the cgroup's oom_kill count rose", () => {
+  it("the first reading is a baseline; a rise pages once; it clears after the hold without new kills", () => {
+    const config = { ...defaultAlarmConfig, oomKillHoldMs: 3000 };
+    const { events, active } = run([[{ cg_oom_kill: 2 }], [{ cg_oom_kill: 3 }], [{ cg_oom_kill: 3 }], [{ cg_oom_kill: 4 }], [{ cg_oom_kill: 4 }], [{ cg_oom_kill: 4 }], [{ cg_oom_kill: 4 }], [{ cg_oom_kill: 4 }]], config);
+    expect(events.map((e) => e.kind)).toEqual(["raised", "cleared"]);
+    expect(events[0]?.line).toBe("PAGE oom_kill: cg_oom_kill=3 (+1) admission was already late cgroup=/sys/fs/cgroup/infer");
+    // raised at 1 s, renewed at 3 s, cleared 3 s later
+    expect(active.map((a) => a.includes("oom_kill"))).toEqual([false, true, true, true, true, true, false, false]);
+  });
+  it("a count that went back (cgroup recreated) is a new baseline, not a kill", () => {
+    expect(run([[{ cg_oom_kill: 5 }], [{ cg_oom_kill: 0 }], [{ cg_oom_kill: 0 }]]).events).toEqual([]);
+  });
+  it("an unreadable count does not page", () => {
+    expect(run([[{ cg_oom_kill: 1 }], [{ cg_oom_kill: null }], [{ cg_oom_kill: 1 }]]).events).toEqual([]);
+  });
+});
