@@ -19,7 +19,7 @@ function help(args) {
 
 function commandNames(text) {
   const section = text.split(/^Commands:$/m)[1] ?? "";
-  return [...section.matchAll(/^  ([a-z][a-z-]*)(?: |$)/gm)].map((m) => m[1]).filter((n) => n !== "help");
+  return [...section.matchAll(/^ {2}([a-z][a-z-]*)(?: |$)/gm)].map((m) => m[1]).filter((n) => n !== "help");
 }
 
 export function reference() {

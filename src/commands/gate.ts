@@ -133,7 +133,10 @@ export function gateCommandWith(resolveWorkerCgroup: WorkerCgroupResolver): Comm
           if (modeText !== "admit" && modeText !== "reject_all") throw new UsageError(`mode: "${modeText}" is not admit or reject_all`);
           const g = globals();
           const mode: GateMode = modeText;
-          const queueName = validateKeyPart(raw.queue, "--queue");
+          // The root program does not use positional options, so `gate mode x --queue q`
+          // hands --queue to `gate`: take whichever of the two the user actually gave.
+          const own = gate.commands.find((c) => c.name() === "mode")?.getOptionValueSource("queue") === "cli";
+          const queueName = validateKeyPart(own ? raw.queue : (gate.opts() as { queue: string }).queue, "--queue");
           const psi = readHostPsi(hostRoots(g), "memory");
           const psiText = psi.ok ? `avg10=${formatPsi(psi.value.some.avg10)} avg60=${formatPsi(psi.value.some.avg60)}` : `missing (${psi.file}: ${psi.reason})`;
           const calm = psi.ok && psi.value.some.avg10 < 1 && psi.value.some.avg60 < 1;

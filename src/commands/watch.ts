@@ -8,7 +8,8 @@ import { DrillError, InterruptedError, UsageError } from "../errors.js";
 import { fail, ok, type HostRoots, type Reading } from "../host/kernelFile.js";
 import { consoleOutput } from "../output.js";
 import { queueKeys, validateKeyPart } from "../queue/keys.js";
-import { defaultAlarmConfig, type AlarmConfig } from "../sampler/alarms.js";
+import { DEFAULT_REDIS_URL } from "../queue/redis.js";
+import { defaultAlarmConfig, type AlarmConfig, type AlarmEvent } from "../sampler/alarms.js";
 import { runSidecar } from "../sampler/loop.js";
 import { QueueReader, readKernel } from "../sampler/read.js";
 import { LiveView, formatAlarmEvent, formatSampleLine } from "../sampler/render.js";
@@ -29,8 +30,6 @@ export interface WatchOptions {
   count?: string;
   duration?: string;
 }
-
-const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
 
 /** The worker cgroup to watch; its absence (or no hierarchy at all) is a missing signal, not an error. */
 function workerCgroup(roots: HostRoots, name: string, parent: ParentSpec): Reading<WorkerCgroup> {
@@ -93,6 +92,7 @@ export const watchCommand: CommandFactory = (globals) =>
 
       const redisTimeoutMs = Math.min(2000, Math.max(250, intervalMs));
       const queueReader = new QueueReader(g.redisUrl ?? DEFAULT_REDIS_URL, keys, alarmConfig.hostClass, redisTimeoutMs);
+      let heldEvents: AlarmEvent[] = [];
       const abort = new AbortController();
       let interrupted: "SIGINT" | "SIGTERM" | null = null;
       const onSignal = (signal: "SIGINT" | "SIGTERM") => () => {
@@ -113,8 +113,14 @@ export const watchCommand: CommandFactory = (globals) =>
           maxReadings: options.once ? 2 : count,
           durationMs,
           signal: abort.signal,
-          onSample: (sample, events, index) => {
-            if (options.once && index === 0) return;
+          onSample: (sample, stepEvents, index) => {
+            // --once shows one sample: alarms raised by the seeding reading are printed with it.
+            const events = [...heldEvents, ...stepEvents];
+            heldEvents = [];
+            if (options.once && index === 0) {
+              heldEvents = events;
+              return;
+            }
             if (recordFd !== null) writeSync(recordFd, `${JSON.stringify(sample)}\n`);
             if (g.json) {
               output.json(sample);

@@ -33,6 +33,8 @@ export interface DrillState {
   redis: { url: string; embedded: { dir: string; port: number } | null };
   cgroup: { name: string; parent: string; dirs: string[] } | null;
   processes: ProcessRecord[];
+  /** `<file-dir>/drill-<runId>`: where the hog's and worker's files go; rollback empties and removes it. */
+  fileDir: string | null;
   /** The `drill up` process itself, so rollback can stop a foreground up. */
   owner: { pid: number; startTime: number | null };
   completedAt?: string;

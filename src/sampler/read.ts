@@ -8,6 +8,7 @@ import { fail, ok, readKernelText, type HostRoots, type Reading } from "../host/
 import { readHostPsi, readPsiFile } from "../host/psi.js";
 import { readVmstat } from "../host/vmstat.js";
 import type { QueueKeys } from "../queue/keys.js";
+import { redactUrl } from "../queue/redis.js";
 import type { CgroupRaw, QueueRaw, RawReadings } from "./step.js";
 
 /**
@@ -131,16 +132,6 @@ end
 return {working, candidates}
 `;
 
-/** The URL without credentials: it is printed in `missing` entries. */
-export function redisSource(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.protocol}//${u.host}${u.pathname === "/" ? "" : u.pathname}`;
-  } catch {
-    return "redis (unparseable url)";
-  }
-}
-
 /**
  * The sidecar's Redis reader. Redis being down must not stop the kernel
  * sampling: commands fail fast while disconnected (no offline queue), the
@@ -158,7 +149,7 @@ export class QueueReader {
     private readonly hostClass: string,
     private readonly timeoutMs: number,
   ) {
-    this.source = redisSource(url);
+    this.source = redactUrl(url);
     this.redis = new Redis(url, {
       lazyConnect: true,
       connectTimeout: timeoutMs,

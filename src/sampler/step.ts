@@ -33,7 +33,7 @@ export interface CgroupRaw {
 
 /** One Redis round trip's worth of queue state (payloads as Buffers: see job.ts). */
 export interface QueueRaw {
-  /** Where it was read (URL without credentials), for `missing` entries. */
+  /** Where it was read (URL, password redacted), for `missing` entries. */
   source: string;
   queueLen: number;
   /** LINDEX <q> 0: the oldest queued job, null when the queue is empty. */

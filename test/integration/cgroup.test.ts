@@ -1,6 +1,6 @@
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, rmSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { execa } from "execa";
 import { UsageError } from "../../src/errors.js";
@@ -43,6 +43,8 @@ function alive(child: ChildProcess): boolean {
 beforeAll(() => {
   stateDir = tempStateDir();
 });
+
+afterAll(() => rmSync(stateDir, { recursive: true, force: true }));
 
 afterEach(async () => {
   for (const child of children.splice(0)) if (alive(child)) child.kill("SIGKILL");

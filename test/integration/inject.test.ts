@@ -1,5 +1,5 @@
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { existsSync, readdirSync } from "node:fs";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { existsSync, rmSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { execa } from "execa";
 import { spawnInCgroup } from "../../src/cgroup/join.js";
@@ -37,6 +37,8 @@ function cgroupWithLimit(memoryMax: number): WorkerCgroup {
 beforeAll(() => {
   stateDir = tempStateDir();
 });
+
+afterAll(() => rmSync(stateDir, { recursive: true, force: true }));
 
 afterEach(async () => {
   for (const cg of made.splice(0)) await forceCleanup(cg, stateDir);

@@ -1,0 +1,126 @@
+import type { Redis } from "ioredis";
+import { closeSync, fsyncSync, openSync, writeSync } from "node:fs";
+import { decodeJob } from "../queue/job.js";
+import type { QueueKeys } from "../queue/keys.js";
+
+/**
+ * Rollback's drain: every waiting or stranded job goes to the END of
+ * `<queue>_drain`, one LMOVE per job. Never RENAME: it silently replaces an
+ * existing destination, so a second rollback would destroy the first drain.
+ */
+export interface DrainResult {
+  moved: number;
+  /** Source key → jobs moved from it. */
+  from: Record<string, number>;
+  drainLength: number;
+}
+
+export type DrainScope = "ready" | "all";
+
+/**
+ * `ready` moves only the ready queue (the gate and worker may still hold
+ * their lists). `all`, once they are stopped, also moves admitted, every
+ * gate's processing list and every worker's working list, and releases the
+ * packed tokens of what it moved: those jobs are no longer in flight.
+ */
+export async function drainQueue(redis: Redis, keys: QueueKeys, scope: DrainScope): Promise<DrainResult> {
+  const sources = [keys.ready];
+  if (scope === "all") {
+    sources.push(keys.admitted);
+    sources.push(...(await scanKeys(redis, keys.processingPattern)), ...(await scanKeys(redis, keys.workingPattern)));
+  }
+  const from: Record<string, number> = {};
+  let moved = 0;
+  for (const source of sources) {
+    let n = 0;
+    for (;;) {
+      const payload = await redis.lmoveBuffer(source, keys.drain, "LEFT", "RIGHT");
+      if (payload === null) break;
+      n++;
+      if (scope === "all" && source !== keys.ready) {
+        const decoded = decodeJob(payload);
+        if (decoded.ok) await redis.hdel(keys.inflight, decoded.job.id);
+      }
+    }
+    if (n > 0) from[source] = n;
+    moved += n;
+  }
+  return { moved, from, drainLength: await redis.llen(keys.drain) };
+}
+
+export async function scanKeys(redis: Redis, pattern: string): Promise<string[]> {
+  const found = new Set<string>();
+  let cursor = "0";
+  do {
+    const [next, batch] = await redis.scan(cursor, "MATCH", pattern, "COUNT", 500);
+    cursor = next;
+    for (const key of batch) found.add(key);
+  } while (cursor !== "0");
+  return [...found].sort();
+}
+
+/** One exported key: values as UTF-8 where they are, base64 where they are not. */
+interface ExportedValue {
+  utf8?: string;
+  base64?: string;
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+function exportValue(buf: Buffer): ExportedValue {
+  try {
+    return { utf8: utf8.decode(buf) };
+  } catch {
+    return { base64: buf.toString("base64") };
+  }
+}
+
+/**
+ * Writes every key of the drill (`<queue>`, `<queue>:*`, `<queue>_drain`) to a
+ * JSONL file, fsynced, before an embedded Redis is stopped: the drain outlives
+ * the server that held it.
+ */
+export async function exportKeys(redis: Redis, keys: QueueKeys, file: string): Promise<{ keys: number; file: string }> {
+  const names = [...new Set([keys.ready, keys.drain, ...(await scanKeys(redis, `${keys.queue}:*`))])];
+  const fd = openSync(file, "wx", 0o600);
+  let count = 0;
+  try {
+    for (const key of names) {
+      const type = await redis.type(key);
+      let value: unknown;
+      switch (type) {
+        case "none":
+          continue;
+        case "string":
+          value = exportValue((await redis.getBuffer(key)) ?? Buffer.alloc(0));
+          break;
+        case "list":
+          value = (await redis.lrangeBuffer(key, 0, -1)).map(exportValue);
+          break;
+        case "hash": {
+          const flat = await redis.hgetallBuffer(key);
+          value = Object.fromEntries(Object.entries(flat).map(([k, v]) => [k, exportValue(v)]));
+          break;
+        }
+        case "set":
+          value = (await redis.smembersBuffer(key)).map(exportValue);
+          break;
+        case "zset":
+          value = await redis.zrange(key, 0, -1, "WITHSCORES");
+          break;
+        case "stream":
+          value = await redis.xrange(key, "-", "+");
+          break;
+        default:
+          value = null;
+      }
+      const ttlMs = await redis.pttl(key);
+      writeSync(fd, `${JSON.stringify({ key, type, ttl_ms: ttlMs >= 0 ? ttlMs : null, value })}\n`);
+      count++;
+    }
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  return { keys: count, file };
+}

@@ -1,0 +1,313 @@
+import { existsSync, readdirSync, rmdirSync, unlinkSync } from "node:fs";
+import path from "node:path";
+import type { Redis } from "ioredis";
+import { requireLayout } from "../cgroup/layout.js";
+import { validateParent } from "../cgroup/names.js";
+import { resolveWorkerCgroup } from "../cgroup/paths.js";
+import { teardownWorkerCgroup } from "../cgroup/teardown.js";
+import { DrillError } from "../errors.js";
+import type { HostRoots } from "../host/kernelFile.js";
+import { readProcessStat } from "../host/process.js";
+import { readHostPsi } from "../host/psi.js";
+import { DrillQueue } from "../queue/queue.js";
+import { closeRedis, connectRedis } from "../queue/redis.js";
+import { drainQueue, exportKeys, type DrainResult } from "./drain.js";
+import { startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
+import { acquireDrillLock } from "./lock.js";
+import { stopRecordedProcess } from "./processes.js";
+import { drillDir, readState, writeState, type DrillState, type ProcessRole } from "./state.js";
+import { findByRunId } from "./strays.js";
+
+/**
+ * The runbook's rollback, in its order, and safe to run any number of times:
+ * deny-all → stop packer → drain → kill hog and worker in their cgroup →
+ * remove the cgroup → stop gate and watch → re-drain what the worker held →
+ * export and stop an embedded Redis → unlink the hog's and worker's files.
+ * Every step runs even when an earlier one failed; what is left is named.
+ */
+export interface RollbackStep {
+  step: string;
+  ok: boolean;
+  detail: string;
+}
+
+export interface DrillRollback {
+  name: string;
+  runId: string;
+  steps: RollbackStep[];
+  drainLength: number | null;
+  exported: string | null;
+  /** What is still there, each naming where (exit 4 when not empty). */
+  left: string[];
+}
+
+export interface RollbackOptions {
+  roots: HostRoots;
+  stateDir: string;
+  /** Override the recorded Redis (e.g. it moved). */
+  redisUrl?: string;
+  log: (step: RollbackStep) => void;
+  crashAt?: string;
+}
+
+export function listDrills(stateDir: string): string[] {
+  try {
+    return readdirSync(stateDir, { withFileTypes: true })
+      .filter((e) => e.isDirectory() && existsSync(path.join(stateDir, e.name, "state.json")))
+      .map((e) => e.name)
+      .sort();
+  } catch {
+    return [];
+  }
+}
+
+export async function rollbackDrill(name: string, options: RollbackOptions): Promise<DrillRollback | null> {
+  const state = readState(options.stateDir, name);
+  if (!state || state.phase === "complete") return null;
+  const { roots } = options;
+  const lock = acquireDrillLock(roots, drillDir(options.stateDir, name), "rollback");
+  const result: DrillRollback = { name, runId: state.runId, steps: [], drainLength: null, exported: null, left: [] };
+  const record = (step: string, ok: boolean, detail: string) => {
+    const entry = { step, ok, detail };
+    result.steps.push(entry);
+    options.log(entry);
+  };
+  const crash = (step: string) => {
+    if (options.crashAt === step) process.kill(process.pid, "SIGKILL");
+  };
+  // A foreground `drill up` whose owner is still alive keeps running its
+  // schedule otherwise: it is the packer, stopped in step 2.
+  try {
+    state.phase = "rolling_back";
+    writeState(options.stateDir, state);
+
+    const redis = await connectDrillRedis(state, options, record);
+    const queue = redis ? new DrillQueue(redis, state.queue) : null;
+
+    // 1. deny-all
+    if (queue) {
+      const psi = readHostPsi(roots, "memory");
+      await guard(record, "deny-all", async () => {
+        const previous = await queue.setMode("reject_all", { forced: false, psi: psi.ok ? psi.value.some.avg10.toFixed(2) : "missing" });
+        return `mode reject_all (was ${previous}), reason host_pressure`;
+      });
+    } else {
+      record("deny-all", false, "redis unreachable: admission not flipped");
+    }
+    crash("deny-all");
+
+    // 2. stop the packer (and a foreground up that runs the schedule)
+    await stopRoles(state, ["packer"], roots, record, "stop packer");
+    crash("stop-packer");
+
+    // 3. drain what waits
+    let drained: DrainResult | null = null;
+    if (queue) {
+      await guard(record, "drain", async () => {
+        drained = await drainQueue(queue.redis, queue.keys, "ready");
+        return describeDrain(drained, queue.keys.drain);
+      });
+    }
+    crash("drain");
+
+    // 4-5. kill hog and worker inside the cgroup, remove it
+    if (state.cgroup) {
+      const cg = state.cgroup;
+      await guard(record, "kill and remove cgroup", async () => {
+        const layout = requireLayout(roots);
+        const computed = resolveWorkerCgroup(roots, layout, cg.name, validateParent(cg.parent));
+        const torn = await teardownWorkerCgroup(roots, computed, { stateDir: options.stateDir, timeoutMs: 10_000 });
+        if (torn.kind === "nothing") return `nothing at ${torn.looked.join(", ")}`;
+        const killed = torn.killed.map((t) => `${t.pid} (${t.comm ?? "?"})`).join(", ");
+        return `killed ${torn.killed.length}${killed ? `: ${killed}` : ""} via ${torn.method.join("+")}; removed ${[...torn.removed, ...torn.alreadyGone].join(", ")}`;
+      }, (err) => result.left.push(err instanceof Error ? err.message : String(err)));
+    } else {
+      record("kill and remove cgroup", true, "no cgroup recorded");
+    }
+    crash("cgroup");
+
+    // 6. stop gate and watch; then anything else that carries this run's id
+    await stopRoles(state, ["gate", "watch", "worker", "hog"], roots, record, "stop gate and watch");
+    const strays = findByRunId(roots, state.runId, new Set([process.pid, ...redisPids(state)]));
+    for (const stray of strays) {
+      const outcome = await stopRecordedProcess(roots, stray, 2000);
+      if (outcome === "alive") result.left.push(`process ${stray.pid} (${stray.comm}) with DRILL_RUN_ID=${state.runId} survived SIGKILL`);
+    }
+    record("stop strays by DRILL_RUN_ID", true, strays.length === 0 ? "none" : strays.map((s) => `${s.pid} (${s.comm})`).join(", "));
+    crash("stop");
+
+    // 7. re-drain: the worker's in-flight jobs, admitted jobs, gates' processing lists
+    if (queue) {
+      await guard(record, "re-drain", async () => {
+        drained = await drainQueue(queue.redis, queue.keys, "all");
+        result.drainLength = drained.drainLength;
+        return describeDrain(drained, queue.keys.drain);
+      });
+    } else {
+      result.left.push(`drain pending: redis at ${state.redis.url} unreachable; ${state.queue} and its lists not moved to ${state.queue}_drain (run drill rollback again)`);
+    }
+    crash("re-drain");
+
+    // 8. export every key, then stop an embedded Redis
+    if (state.redis.embedded) {
+      if (queue && result.drainLength !== null) {
+        const file = path.join(drillDir(options.stateDir, name), `final-${new Date().toISOString().replace(/[:.]/g, "-")}.jsonl`);
+        await guard(record, "export", async () => {
+          const exported = await exportKeys(queue.redis, queue.keys, file);
+          result.exported = exported.file;
+          state.rollback = { at: new Date().toISOString(), exported: exported.file, drained: result.drainLength ?? undefined, left: [] };
+          writeState(options.stateDir, state);
+          return `${exported.keys} keys to ${exported.file}`;
+        });
+        await closeRedis(redis);
+        await stopRoles(state, ["redis"], roots, record, "stop embedded redis");
+      } else {
+        record("stop embedded redis", false, "kept running: the drain is not exported yet");
+      }
+    } else {
+      await closeRedis(redis);
+    }
+    crash("export");
+
+    // 9. unlink the hog's and worker's files
+    const files = state.processes.flatMap((p) => p.files);
+    const unlinked: string[] = [];
+    for (const file of files) {
+      try {
+        unlinkSync(file);
+        unlinked.push(file);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "ENOENT") result.left.push(`file ${file}: ${(err as Error).message}`);
+      }
+    }
+    if (state.fileDir) removeRunDir(state.fileDir, result.left, unlinked);
+    record("unlink files", true, unlinked.length === 0 ? "none left" : unlinked.join(", "));
+
+    const alive = state.processes.filter((p) => p.pid !== null && p.startTime !== null && p.role !== "redis" && stillAlive(roots, p));
+    for (const p of alive) result.left.push(`process ${p.pid} (${p.role}) still running`);
+
+    if (result.left.length === 0) {
+      state.phase = "complete";
+      state.completedAt = new Date().toISOString();
+    }
+    state.rollback = { at: new Date().toISOString(), exported: result.exported ?? state.rollback?.exported, drained: result.drainLength ?? undefined, left: result.left };
+    writeState(options.stateDir, state);
+    return result;
+  } finally {
+    lock.release();
+  }
+}
+
+async function guard(
+  record: (step: string, ok: boolean, detail: string) => void,
+  step: string,
+  action: () => Promise<string>,
+  onError?: (err: unknown) => void,
+): Promise<void> {
+  try {
+    record(step, true, await action());
+  } catch (err) {
+    record(step, false, err instanceof Error ? err.message : String(err));
+    onError?.(err);
+  }
+}
+
+function describeDrain(drained: DrainResult, drainKey: string): string {
+  const parts = Object.entries(drained.from).map(([k, n]) => `${n} from ${k}`);
+  return `${drained.moved === 0 ? "nothing to move" : `moved ${parts.join(", ")}`}; LLEN ${drainKey} = ${drained.drainLength}`;
+}
+
+async function stopRoles(
+  state: DrillState,
+  roles: ProcessRole[],
+  roots: HostRoots,
+  record: (step: string, ok: boolean, detail: string) => void,
+  step: string,
+): Promise<void> {
+  const targets = state.processes.filter((p) => roles.includes(p.role));
+  if (roles.includes("packer") && state.owner.pid !== process.pid) {
+    targets.push({ role: "packer", key: "up", pid: state.owner.pid, startTime: state.owner.startTime, files: [], intendedAt: state.createdAt });
+  }
+  const done: string[] = [];
+  let ok = true;
+  for (const target of targets) {
+    const outcome = await stopRecordedProcess(roots, target);
+    if (outcome === "alive") ok = false;
+    if (outcome !== "not_started") done.push(`${target.key} ${target.pid ?? "-"}: ${outcome}`);
+  }
+  record(step, ok, done.length === 0 ? "nothing running" : done.join(", "));
+}
+
+function redisPids(state: DrillState): number[] {
+  return state.processes.filter((p) => p.role === "redis" && p.pid !== null).map((p) => p.pid as number);
+}
+
+function stillAlive(roots: HostRoots, p: { pid: number | null; startTime: number | null }): boolean {
+  if (p.pid === null || p.startTime === null) return false;
+  const stat = readHostStat(roots, p.pid);
+  return stat !== null && stat === p.startTime;
+}
+
+function readHostStat(roots: HostRoots, pid: number): number | null {
+  const stat = readProcessStat(roots, pid);
+  return stat.ok && stat.value.state !== "Z" ? stat.value.startTime : null;
+}
+
+/** The per-run file directory (`<file-dir>/drill-<runId>`): its files, then itself. */
+function removeRunDir(dir: string, left: string[], unlinked: string[]): void {
+  let entries: string[];
+  try {
+    entries = readdirSync(dir);
+  } catch {
+    return; // already gone
+  }
+  for (const entry of entries) {
+    const file = path.join(dir, entry);
+    try {
+      unlinkSync(file);
+      unlinked.push(file);
+    } catch (err) {
+      left.push(`file ${file}: ${(err as Error).message}`);
+    }
+  }
+  try {
+    rmdirSync(dir);
+  } catch (err) {
+    left.push(`directory ${dir}: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * The drill's Redis, or null when it cannot be reached. An embedded server
+ * that died is restarted on its own data dir (AOF): the drain must finish.
+ */
+async function connectDrillRedis(
+  state: DrillState,
+  options: RollbackOptions,
+  record: (step: string, ok: boolean, detail: string) => void,
+): Promise<Redis | null> {
+  const url = options.redisUrl ?? state.redis.url;
+  try {
+    await waitForPing(url, 1500);
+    return await connectRedis(url, { name: "drill-rollback", commandTimeoutMs: 5000 });
+  } catch (err) {
+    if (!state.redis.embedded) {
+      record("connect redis", false, `${(err as Error).message}`);
+      return null;
+    }
+  }
+  try {
+    const embedded = state.redis.embedded;
+    const restarted = await startEmbeddedRedis({ dir: embedded.dir, detached: true, env: { ...process.env, DRILL_RUN_ID: state.runId } });
+    const stat = readProcessStat(options.roots, restarted.pid);
+    state.redis = { url: restarted.url, embedded: { dir: restarted.dir, port: restarted.port } };
+    state.processes = state.processes.filter((p) => p.role !== "redis");
+    state.processes.push({ role: "redis", key: "redis", pid: restarted.pid, startTime: stat.ok ? stat.value.startTime : null, files: [], intendedAt: new Date().toISOString() });
+    writeState(options.stateDir, state);
+    record("connect redis", true, `embedded redis was down; restarted on its AOF in ${embedded.dir} at ${restarted.url}`);
+    return await connectRedis(restarted.url, { name: "drill-rollback", commandTimeoutMs: 5000 });
+  } catch (err) {
+    record("connect redis", false, err instanceof DrillError ? err.message : String(err));
+    return null;
+  }
+}

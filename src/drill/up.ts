@@ -1,0 +1,298 @@
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { closeSync, mkdirSync, openSync } from "node:fs";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { requireLayout } from "../cgroup/layout.js";
+import { validateParent } from "../cgroup/names.js";
+import { resolveWorkerCgroup } from "../cgroup/paths.js";
+import { setupWorkerCgroup } from "../cgroup/setup.js";
+import { evaluateChecks } from "../doctor/checks.js";
+import { gatherFacts } from "../doctor/gather.js";
+import { RefusedError } from "../errors.js";
+import type { HostRoots } from "../host/kernelFile.js";
+import { readProcessStat } from "../host/process.js";
+import { findPackageRoot } from "../native/pagetoucher.js";
+import { DrillQueue } from "../queue/queue.js";
+import { closeRedis, connectRedis } from "../queue/redis.js";
+import { formatBytes, formatDuration } from "../units.js";
+import type { DrillFile, InjectStep, PackStep } from "./drillFile.js";
+import { startEmbeddedRedis } from "./embeddedRedis.js";
+import { acquireDrillLock } from "./lock.js";
+import { drillDir, intendProcess, readState, writeState, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
+import { LineTail } from "./tail.js";
+
+/** Children exit by themselves this long after the drill's end: a forgotten drill must not run forever. */
+export const SELF_EXIT_GRACE_MS = 5 * 60_000;
+
+export interface UpOptions {
+  roots: HostRoots;
+  stateDir: string;
+  procfs: string;
+  sysfs: string;
+  drill: DrillFile;
+  drillFile: string;
+  redisUrl: string | undefined;
+  queue: string;
+  cgroupName: string;
+  parent: string | undefined;
+  fileDir: string;
+  signal: AbortSignal;
+  log: (line: string) => void;
+  /** A stage once everything runs (`--detach` waits for it). */
+  onRunning?: (state: DrillState) => void;
+  crashAt?: string;
+}
+
+export interface UpResult {
+  state: DrillState;
+  interrupted: boolean;
+  pushed: string[];
+}
+
+/**
+ * `drill up`: the runbook's lab topology from a drill file. Every mkdir and
+ * spawn is preceded by its intent in state.json (fsynced) and followed by the
+ * pid with its start time, and every child carries DRILL_RUN_ID, so a crash at
+ * any point leaves rollback what it needs.
+ */
+export async function runUp(options: UpOptions): Promise<UpResult> {
+  const { drill, roots, stateDir, log } = options;
+  const name = drill.name;
+  const dir = drillDir(stateDir, name);
+  const lock = acquireDrillLock(roots, dir, "up");
+  const crash = (step: string) => {
+    if (options.crashAt === step) process.kill(process.pid, "SIGKILL");
+  };
+  const children: Array<{ record: ProcessRecord; exited: Promise<number | null> }> = [];
+  try {
+    const existing = readState(stateDir, name);
+    if (existing && existing.phase !== "complete") {
+      throw new RefusedError(`drill ${name} is already up (run ${existing.runId}, ${existing.phase}); run drill rollback --name ${name} first`);
+    }
+
+    log(`doctor: checking the host`);
+    const facts = await gatherFacts({
+      roots,
+      parent: validateParent(options.parent),
+      redisUrl: options.redisUrl,
+      hogDir: options.fileDir,
+      hogBytes: Math.max(drill.worker.weights, ...drill.phases.map((p) => p.inject?.size ?? 0)),
+      stateDir,
+    });
+    const fails = evaluateChecks(facts).filter((c) => c.status === "fail");
+    if (fails.length > 0) throw new RefusedError(`doctor refused: ${fails.map((c) => `${c.name}: ${c.detail}`).join("; ")}`);
+
+    const runId = `${name}-${new Date().toISOString().replace(/[-:T]/g, "").slice(0, 14)}-${randomBytes(3).toString("hex")}`;
+    const self = readProcessStat(roots, process.pid);
+    const state: DrillState = {
+      version: 1,
+      name,
+      runId,
+      drillFile: options.drillFile,
+      createdAt: new Date().toISOString(),
+      phase: "starting",
+      queue: options.queue,
+      redis: { url: options.redisUrl ?? "", embedded: null },
+      cgroup: null,
+      processes: [],
+      fileDir: null,
+      owner: { pid: process.pid, startTime: self.ok ? self.value.startTime : null },
+    };
+    writeState(stateDir, state);
+    crash("state");
+    const env = { ...process.env, DRILL_RUN_ID: runId };
+
+    // Redis: the one given, or an embedded server with AOF in the state dir.
+    if (!options.redisUrl) {
+      const redisDir = path.join(dir, "redis");
+      state.redis.embedded = { dir: redisDir, port: 0 };
+      const record = intendProcess(state, "redis", "redis");
+      writeState(stateDir, state);
+      const embedded = await startEmbeddedRedis({ dir: redisDir, detached: true, env });
+      crash("redis-spawn");
+      fillPid(roots, record, embedded.pid);
+      state.redis = { url: embedded.url, embedded: { dir: redisDir, port: embedded.port } };
+      writeState(stateDir, state);
+      log(`redis: embedded redis-server pid ${embedded.pid} at ${embedded.url} (appendonly, appendfsync always) in ${redisDir}`);
+    } else {
+      log(`redis: ${options.redisUrl}`);
+    }
+
+    const redis = await connectRedis(state.redis.url, { name: "drill-up", commandTimeoutMs: 5000 });
+    try {
+      const queue = new DrillQueue(redis, options.queue);
+      await queue.setMode("admit", { forced: false, psi: facts.hostPsi.avg10?.toFixed(2) ?? "missing" });
+
+      // The worker cgroup: intent first; setup writes its own marker before mkdir.
+      const parent = options.parent ?? drill.cgroup.parent;
+      state.cgroup = { name: options.cgroupName, parent: parent ?? "/", dirs: [] };
+      writeState(stateDir, state);
+      const layout = requireLayout(roots);
+      const cgroup = resolveWorkerCgroup(roots, layout, options.cgroupName, validateParent(parent));
+      state.cgroup.dirs = cgroup.dirs.map((d) => d.dir);
+      writeState(stateDir, state);
+      const setup = setupWorkerCgroup(roots, cgroup, stateDir, { memoryMax: drill.cgroup.memory_max, swapMax: drill.cgroup.swap_max });
+      crash("cgroup");
+      log(`cgroup: ${cgroup.limits.dir} memory.max ${formatBytes(drill.cgroup.memory_max)}, swap ${formatBytes(drill.cgroup.swap_max)} (lab expectation)`);
+      for (const warning of setup.warnings) log(`cgroup: warning: ${warning}`);
+
+      // Files of the hog and the worker: one directory per run, removed by rollback.
+      state.fileDir = path.join(options.fileDir, `drill-${runId}`);
+      writeState(stateDir, state);
+      mkdirSync(state.fileDir, { recursive: true, mode: 0o700 });
+
+      const selfExitMs = drill.duration + SELF_EXIT_GRACE_MS;
+      const globalArgs = ["--redis", state.redis.url, "--procfs", options.procfs, "--sysfs", options.sysfs, "--state-dir", stateDir];
+      const target = ["--name", options.cgroupName, ...(parent ? ["--parent", parent] : [])];
+      const spawnChild = (role: ProcessRole, key: string, args: string[], files: string[] = []) => {
+        const record = intendProcess(state, role, key, files);
+        writeState(stateDir, state);
+        const child = spawnDrill([...globalArgs, ...args], path.join(dir, `${key}.out`), path.join(dir, `${key}.log`), env);
+        crash(`${key}-spawn`);
+        const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+        if (child.pid !== undefined) fillPid(roots, record, child.pid);
+        writeState(stateDir, state);
+        children.push({ record, exited });
+        return { record, exited };
+      };
+
+      const g = drill.gate;
+      spawnChild("gate", "gate", [
+        "gate", "--queue", options.queue, ...target,
+        "--psi-limit", String(g.psi_limit), "--psi-rate-limit", String(g.psi_rate_limit),
+        "--slack-limit", `${g.slack_limit}ms`, "--packed-token-limit", String(g.packed_token_limit),
+        "--interval", `${g.interval}ms`, "--retry-host-class", g.retry_host_class,
+        "--duration", `${selfExitMs}ms`,
+      ]);
+      const w = drill.worker;
+      spawnChild("worker", "worker", [
+        "worker", "--queue", options.queue, ...target,
+        "--weights", String(w.weights), "--weights-dir", state.fileDir,
+        "--kv-bytes-per-token", String(w.kv_bytes_per_token), "--decode-tokens-per-s", String(w.decode_tokens_per_s),
+        "--prefill-tokens-per-pass", String(w.prefill_tokens_per_pass), "--duration", `${selfExitMs}ms`,
+      ]);
+      spawnChild("watch", "watch", [
+        "--json", "watch", "--queue", options.queue, ...target, "--interval", `${g.interval}ms`,
+        "--psi-limit", String(g.psi_limit), "--psi-rate-limit", String(g.psi_rate_limit), "--duration", `${selfExitMs}ms`,
+      ]);
+      log(`started gate, worker (in the cgroup) and watch; logs in ${dir}`);
+
+      state.phase = "running";
+      writeState(stateDir, state);
+      options.onRunning?.(state);
+
+      const result = await runSchedule(options, state, queue, spawnChild, target, dir);
+      state.phase = "stopped";
+      writeState(stateDir, state);
+      return { state, interrupted: result.interrupted, pushed: result.pushed };
+    } finally {
+      await closeRedis(redis);
+    }
+  } finally {
+    lock.release();
+  }
+}
+
+async function runSchedule(
+  options: UpOptions,
+  state: DrillState,
+  queue: DrillQueue,
+  spawnChild: (role: ProcessRole, key: string, args: string[], files?: string[]) => { record: ProcessRecord; exited: Promise<number | null> },
+  target: string[],
+  dir: string,
+): Promise<{ interrupted: boolean; pushed: string[] }> {
+  const { drill, log, signal } = options;
+  const start = Date.now();
+  const pushed: string[] = [];
+  const gateTail = new LineTail(path.join(dir, "gate.out"));
+  const watchTail = new LineTail(path.join(dir, "watch.out"));
+  const phases = drill.phases.map((p, index) => ({ ...p, index })).sort((a, b) => a.at - b.at);
+  let next = 0;
+  const follow = () => {
+    for (const line of gateTail.read()) log(`  ${line}`);
+    for (const line of watchTail.read()) {
+      const alarmLine = watchAlarm(line);
+      if (alarmLine) log(`  ${alarmLine}`);
+    }
+  };
+  const packing: Promise<void>[] = [];
+  while (!signal.aborted) {
+    const elapsed = Date.now() - start;
+    while (next < phases.length && phases[next]!.at <= elapsed) {
+      const phase = phases[next++]!;
+      if (phase.pack) packing.push(pack(queue, phase.pack, phase.index, log, pushed, signal));
+      if (phase.inject) inject(phase.inject, phase.index, state, spawnChild, target, log);
+    }
+    if (elapsed >= drill.duration) break;
+    follow();
+    await sleep(Math.min(250, drill.duration - elapsed), undefined, { signal }).catch(() => {});
+  }
+  await Promise.allSettled(packing);
+  follow();
+  return { interrupted: signal.aborted, pushed };
+}
+
+async function pack(queue: DrillQueue, step: PackStep, index: number, log: (l: string) => void, pushed: string[], signal: AbortSignal): Promise<void> {
+  log(`phase ${index}: pack ${step.jobs} jobs x ${step.prompt_tokens} prompt tokens, deadline ${formatDuration(step.deadline)}${step.upstream_age > 0 ? `, upstream age ${formatDuration(step.upstream_age)}` : ""}${step.label ? ` (${step.label})` : ""}`);
+  for (let i = 0; i < step.jobs && !signal.aborted; i++) {
+    const job = await queue.push({
+      promptTokens: step.prompt_tokens,
+      completionTokens: step.completion_tokens,
+      files: step.files,
+      deadlineMs: step.deadline,
+      upstreamAgeMs: step.upstream_age,
+      hostClass: step.host_class,
+    });
+    pushed.push(job.id);
+    if (step.rate && i < step.jobs - 1) await sleep(1000 / step.rate, undefined, { signal }).catch(() => {});
+  }
+}
+
+function inject(
+  step: InjectStep,
+  index: number,
+  state: DrillState,
+  spawnChild: (role: ProcessRole, key: string, args: string[], files?: string[]) => { record: ProcessRecord; exited: Promise<number | null> },
+  target: string[],
+  log: (l: string) => void,
+): void {
+  log(`phase ${index}: inject ${step.mode} ${formatBytes(step.size)} for ${formatDuration(step.hold)}${step.label ? ` (${step.label})` : ""}`);
+  const key = `hog-${index}`;
+  const { exited } = spawnChild("hog", key, [
+    "--json", "inject", ...target, "--size", String(step.size), "--mode", step.mode, "--hold", `${step.hold}ms`, "--file-dir", state.fileDir ?? "/var/tmp",
+  ]);
+  void exited.then((code) => log(`phase ${index}: hog exited (${code === null ? "signal" : `code ${code}`}); outcome in ${key}.out`));
+}
+
+/** One line for an alarm the sidecar raised or cleared, or null. */
+function watchAlarm(line: string): string | null {
+  try {
+    const sample = JSON.parse(line) as { alarm?: unknown; alarms_raised?: unknown; page?: unknown };
+    const messages = [sample.page, sample.alarms_raised].flat().filter((m): m is string => typeof m === "string" && m.length > 0);
+    return messages.length > 0 ? messages.join("; ") : null;
+  } catch {
+    return null;
+  }
+}
+
+function fillPid(roots: HostRoots, record: ProcessRecord, pid: number): void {
+  record.pid = pid;
+  const stat = readProcessStat(roots, pid);
+  record.startTime = stat.ok ? stat.value.startTime : null;
+}
+
+/** A drill child: its own session (Ctrl-C on `up` must not kill it), output to files in the state dir. */
+function spawnDrill(args: string[], outFile: string, errFile: string, env: NodeJS.ProcessEnv) {
+  const bin = path.join(findPackageRoot(), "bin", "drill.js");
+  const out = openSync(outFile, "a");
+  const err = openSync(errFile, "a");
+  try {
+    const child = spawn(process.execPath, [bin, ...args], { detached: true, stdio: ["ignore", out, err], env });
+    child.unref();
+    return child;
+  } finally {
+    closeSync(out);
+    closeSync(err);
+  }
+}

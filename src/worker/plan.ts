@@ -1,0 +1,204 @@
+import type { Job } from "../queue/job.js";
+
+/**
+ * The simulated worker's arithmetic, apart from any I/O: how much work a job
+ * is (passes over the weights, KV bytes), and what its outcome was (first
+ * token against the deadline). The loop in run.ts only sequences these.
+ */
+
+export interface WorkerConfig {
+  /** Size of the mmapped weights file; every pass faults all of it. */
+  weightsBytes: number;
+  /** Anonymous memory held per admitted prompt token while the job is in flight. */
+  kvBytesPerToken: number;
+  /** Cap on each job's decode rate (models GPU compute time); passes slower than this slow the job. */
+  decodeTokensPerS: number;
+  /** Prompt tokens one prefill pass handles (chunked prefill). */
+  prefillTokensPerPass: number;
+  /** Jobs in flight at once on this worker (the seed: 8). */
+  concurrency: number;
+}
+
+export const defaultWorkerConfig: WorkerConfig = {
+  weightsBytes: 1024 ** 3,
+  kvBytesPerToken: 4096,
+  decodeTokensPerS: 30,
+  prefillTokensPerPass: 2048,
+  concurrency: 8,
+};
+
+export interface JobPlan {
+  /** ceil(prompt_tokens / prefill_tokens_per_pass); a prompt of 0 tokens still needs no pass. */
+  prefillPasses: number;
+  /** One pass each. */
+  decodeTokens: number;
+  /** prompt_tokens × kv_bytes_per_token, touched during prefill, held until done. */
+  kvBytes: number;
+  /** Minimum time per decoded token from the rate cap (0: no cap). */
+  decodeIntervalMs: number;
+}
+
+export function planJob(job: Pick<Job, "prompt_tokens" | "completion_tokens">, config: Pick<WorkerConfig, "kvBytesPerToken" | "prefillTokensPerPass" | "decodeTokensPerS">): JobPlan {
+  return {
+    prefillPasses: Math.ceil(job.prompt_tokens / config.prefillTokensPerPass),
+    decodeTokens: job.completion_tokens,
+    kvBytes: job.prompt_tokens * config.kvBytesPerToken,
+    decodeIntervalMs: config.decodeTokensPerS > 0 ? 1000 / config.decodeTokensPerS : 0,
+  };
+}
+
+/** The KV bytes prefill pass `pass` (0-based) writes: its share of the prompt's tokens. */
+export function prefillKvSlice(pass: number, plan: JobPlan, promptTokens: number, prefillTokensPerPass: number): { start: number; end: number } {
+  if (promptTokens === 0) return { start: 0, end: 0 };
+  const bytesPerToken = plan.kvBytes / promptTokens;
+  const startToken = Math.min(pass * prefillTokensPerPass, promptTokens);
+  const endToken = Math.min((pass + 1) * prefillTokensPerPass, promptTokens);
+  return { start: startToken * bytesPerToken, end: endToken * bytesPerToken };
+}
+
+/** How long to wait after a decode step so the job does not beat the rate cap; never negative. */
+export function decodePaceMs(stepStartedAt: number, now: number, intervalMs: number): number {
+  return Math.max(0, stepStartedAt + intervalMs - now);
+}
+
+export interface JobOutcome {
+  /** now − enqueue_ts at the first token (the runbook's "enqueue to first useful token"). */
+  firstTokenMs: number;
+  late: boolean;
+  /** enqueue_ts + deadline_ms − first token: negative when late. */
+  slackAtFirstTokenMs: number;
+  /** enqueue_ts → done. */
+  totalMs: number;
+}
+
+export function jobOutcome(job: Pick<Job, "enqueue_ts" | "deadline_ms">, firstTokenAt: number, doneAt: number): JobOutcome {
+  const firstTokenMs = firstTokenAt - job.enqueue_ts;
+  return {
+    firstTokenMs,
+    late: firstTokenMs > job.deadline_ms,
+    slackAtFirstTokenMs: job.deadline_ms - firstTokenMs,
+    totalMs: doneAt - job.enqueue_ts,
+  };
+}
+
+/** Per-job pass figures: every pass the job waited on, prefill and decode. */
+export interface PassStats {
+  passes: number;
+  passUsTotal: number;
+  passUsMax: number;
+}
+
+export function emptyPassStats(): PassStats {
+  return { passes: 0, passUsTotal: 0, passUsMax: 0 };
+}
+
+export function addPass(stats: PassStats, us: number): void {
+  stats.passes++;
+  stats.passUsTotal += us;
+  if (us > stats.passUsMax) stats.passUsMax = us;
+}
+
+/**
+ * One entry of `<q>:done` (JSON), also the `--json` line:
+ *   {"id":"7","first_token_ms":812,"deadline_ms":8000,"late":false,"tokens_out":256,...}
+ */
+export interface DoneRecord {
+  id: string;
+  worker: string;
+  first_token_ms: number;
+  deadline_ms: number;
+  late: boolean;
+  slack_ms: number;
+  tokens_out: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  attempt: number;
+  host_class: string;
+  enqueue_ts: number;
+  first_token_ts: number;
+  done_ts: number;
+  total_ms: number;
+  /** Passes this job waited on (prefill + decode) and their summed / worst time in µs: the stall the job saw. */
+  passes: number;
+  pass_us_total: number;
+  pass_us_max: number;
+  kv_bytes: number;
+}
+
+export function doneRecord(job: Job, worker: string, firstTokenAt: number, doneAt: number, tokensOut: number, passes: PassStats, kvBytes: number): DoneRecord {
+  const outcome = jobOutcome(job, firstTokenAt, doneAt);
+  return {
+    id: job.id,
+    worker,
+    first_token_ms: outcome.firstTokenMs,
+    deadline_ms: job.deadline_ms,
+    late: outcome.late,
+    slack_ms: outcome.slackAtFirstTokenMs,
+    tokens_out: tokensOut,
+    prompt_tokens: job.prompt_tokens,
+    completion_tokens: job.completion_tokens,
+    attempt: job.attempt,
+    host_class: job.host_class,
+    enqueue_ts: job.enqueue_ts,
+    first_token_ts: firstTokenAt,
+    done_ts: doneAt,
+    total_ms: outcome.totalMs,
+    passes: passes.passes,
+    pass_us_total: passes.passUsTotal,
+    pass_us_max: passes.passUsMax,
+    kv_bytes: kvBytes,
+  };
+}
+
+/** `done job=7 first_token_ms=812 deadline_ms=8000 late=0 tokens=256 pass_ms_avg=12.4 pass_ms_max=40.1 passes=268 attempt=0` */
+export function formatDoneLine(record: DoneRecord): string {
+  const avg = record.passes > 0 ? record.pass_us_total / record.passes / 1000 : 0;
+  return (
+    `done job=${record.id} first_token_ms=${record.first_token_ms} deadline_ms=${record.deadline_ms} late=${record.late ? 1 : 0}` +
+    ` tokens=${record.tokens_out} pass_ms_avg=${avg.toFixed(1)} pass_ms_max=${(record.pass_us_max / 1000).toFixed(1)}` +
+    ` passes=${record.passes} attempt=${record.attempt}`
+  );
+}
+
+// ---- first-token mark -------------------------------------------------------
+// The sidecar reads the admitted and working lists and skips jobs whose payload
+// carries `first_token_ts` (sampler/step.ts firstTokenSeen). The worker marks
+// the payload in its working list by appending that field before the closing
+// brace, byte for byte otherwise (payloads are Buffers: LREM needs the exact
+// bytes), and strips it again when it gives the job back.
+
+const MARK_FIELD = "first_token_ts";
+const MARK_SUFFIX = new RegExp(`,"${MARK_FIELD}":\\d{1,16}(\\s*\\}\\s*)$`);
+
+/** `{"id":"7",...}` → `{"id":"7",...,"first_token_ts":1764480000935}`; null when the payload does not end in `}`. */
+export function markFirstToken(payload: Buffer, firstTokenTs: number): Buffer | null {
+  // latin1 maps bytes 1:1, so non-UTF-8 bytes elsewhere survive the round trip.
+  const text = payload.toString("latin1");
+  const close = text.lastIndexOf("}");
+  if (close < 0 || text.slice(close + 1).trim() !== "") return null;
+  const body = text.slice(0, close).trimEnd();
+  const separator = body.endsWith("{") ? "" : ",";
+  return Buffer.from(`${text.slice(0, close)}${separator}"${MARK_FIELD}":${Math.round(firstTokenTs)}${text.slice(close)}`, "latin1");
+}
+
+/** The payload as it was before markFirstToken (unchanged when it carries no mark of ours). */
+export function unmarkFirstToken(payload: Buffer): Buffer {
+  const text = payload.toString("latin1");
+  const stripped = text.replace(MARK_SUFFIX, "$1");
+  return stripped === text ? payload : Buffer.from(stripped, "latin1");
+}
+
+// ---- worker identity ---------------------------------------------------------
+
+/**
+ * Default worker id: the cgroup name, so a restarted worker for the same
+ * queue and cgroup finds its own `<q>:working:<id>` list. Characters that
+ * cannot be part of a Redis key name here become `-`.
+ */
+export function defaultWorkerId(cgroupName: string): string {
+  const cleaned = cgroupName.replace(/[^A-Za-z0-9_.-]/g, "-").replace(/^[^A-Za-z0-9]+/, "").slice(0, 100);
+  return cleaned === "" ? "worker" : cleaned;
+}
+
+/** Why the worker stopped; `signal` and `supervisor_gone` give in-flight jobs back. */
+export type StopReason = "max_jobs" | "idle" | "duration" | "signal" | "supervisor_gone" | "failed";

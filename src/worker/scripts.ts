@@ -1,0 +1,157 @@
+import { createHash } from "node:crypto";
+import type { LuaScript } from "../queue/scripts.js";
+import { queueKeys, validateKeyPart, type QueueKeys } from "../queue/keys.js";
+
+/**
+ * The worker's keys beyond queue/keys.ts (derived from the queue name the same way):
+ * - `<q>:first_token` hash: job id → first-token ts (ms), set at the first
+ *   token, deleted when the job is done or given back. The payload in
+ *   `<q>:working:<worker>` is also marked with `first_token_ts` (what the
+ *   sidecar's firstTokenSeen reads), in the same script.
+ * - `<q>:workers:<worker>` string with a TTL: the worker's heartbeat; its
+ *   value is the running instance's token. Only a worker whose heartbeat is
+ *   gone has its working list recovered by another.
+ * - `<q>:workers` hash: worker id → JSON {pid, start_time, host, token, ...}.
+ */
+export interface WorkerKeys {
+  queue: QueueKeys;
+  firstToken: string;
+  workers: string;
+  heartbeat(worker: string): string;
+}
+
+export function workerKeys(queue: string): WorkerKeys {
+  const keys = queueKeys(queue);
+  return {
+    queue: keys,
+    firstToken: `${queue}:first_token`,
+    workers: `${queue}:workers`,
+    heartbeat: (worker) => `${queue}:workers:${validateKeyPart(worker, "--worker-id")}`,
+  };
+}
+
+function script(name: string, numberOfKeys: number, source: string): LuaScript {
+  return { name, numberOfKeys, source, sha1: createHash("sha1").update(source).digest("hex") };
+}
+
+/**
+ * First token: mark the payload in the working list and record the time.
+ * KEYS: working first_token · ARGV: payload marked id ts
+ * → 1, or 0 when the job is no longer in the working list (recovered by another worker).
+ */
+export const firstTokenScript = script(
+  "worker-first-token",
+  2,
+  `
+local i = redis.call('LPOS', KEYS[1], ARGV[1])
+if not i then return 0 end
+redis.call('LSET', KEYS[1], i, ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
+return 1
+`,
+);
+
+/**
+ * Done, in one step: off the working list, onto the done list, counters, and
+ * the job's packed tokens released (HDEL inflight), so the gate's cap is
+ * released exactly once: a re-run after a lost reply finds nothing to remove.
+ * KEYS: working done stats inflight first_token
+ * ARGV: payload record id late(0|1) retried(0|1)
+ * → 1, or 0 when the job is gone (recovered by another worker: it runs there).
+ */
+export const doneScript = script(
+  "worker-done",
+  5,
+  `
+if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 0 then return 0 end
+redis.call('RPUSH', KEYS[2], ARGV[2])
+redis.call('HINCRBY', KEYS[3], 'jobs_done', 1)
+if ARGV[4] == '1' then redis.call('HINCRBY', KEYS[3], 'jobs_late', 1) end
+if ARGV[5] == '1' then redis.call('HINCRBY', KEYS[3], 'retry_count', 1) end
+redis.call('HDEL', KEYS[4], ARGV[3])
+redis.call('HDEL', KEYS[5], ARGV[3])
+return 1
+`,
+);
+
+/**
+ * A payload in the working list that is not a job: to the dead list with its reason.
+ * KEYS: working dead stats · ARGV: payload entry
+ */
+export const workerDeadScript = script(
+  "worker-dead",
+  3,
+  `
+if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 0 then return 0 end
+redis.call('RPUSH', KEYS[2], ARGV[2])
+redis.call('HINCRBY', KEYS[3], 'dead', 1)
+return 1
+`,
+);
+
+/**
+ * Gives a worker's working list back to the HEAD of the admitted list, in the
+ * order it was taken. Allowed when the heartbeat is gone, or holds `token`
+ * (the worker itself, starting or stopping). The first-token mark is
+ * stripped (the job starts over and waits for its first token again); its
+ * inflight tokens stay held: it is still admitted.
+ * KEYS: heartbeat working admitted first_token stats workers
+ * ARGV: token worker_id, then pairs (payload_in_working, payload_for_admitted, id)
+ * → number moved, or -1 when another instance's heartbeat is alive.
+ */
+export const recoverWorkingScript = script(
+  "worker-recover",
+  6,
+  `
+local heartbeat, working, admitted, first_token, stats, workers = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local token, worker = ARGV[1], ARGV[2]
+local alive = redis.call('GET', heartbeat)
+if alive and alive ~= token then return -1 end
+local moved = 0
+for i = #ARGV - 2, 3, -3 do
+  local old, new, id = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  if redis.call('LREM', working, 1, old) > 0 then
+    redis.call('LPUSH', admitted, new)
+    if id ~= '' then redis.call('HDEL', first_token, id) end
+    moved = moved + 1
+  end
+end
+if moved > 0 then redis.call('HINCRBY', stats, 'worker_recovered', moved) end
+if not alive and redis.call('LLEN', working) == 0 then redis.call('HDEL', workers, worker) end
+return moved
+`,
+);
+
+/**
+ * Claims the heartbeat: set when free or already ours; otherwise returns the
+ * holder's token so the caller can check whether that instance is dead.
+ * KEYS: heartbeat · ARGV: token ttl_ms expected_stale_token ('' = none)
+ * → {'ok'} | {'held', token}
+ */
+export const claimHeartbeatScript = script(
+  "worker-claim",
+  1,
+  `
+local current = redis.call('GET', KEYS[1])
+if current and current ~= ARGV[1] and current ~= ARGV[3] then return {'held', current} end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {'ok'}
+`,
+);
+
+/**
+ * Renews the heartbeat only while it is still ours (a worker that stalled past
+ * its TTL and was recovered must not resurrect its claim silently).
+ * KEYS: heartbeat · ARGV: token ttl_ms → 1 renewed | 0 lost
+ */
+export const renewHeartbeatScript = script(
+  "worker-renew",
+  1,
+  `
+local current = redis.call('GET', KEYS[1])
+if current and current ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if current then return 1 end
+return 0
+`,
+);

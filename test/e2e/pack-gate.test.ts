@@ -1,0 +1,181 @@
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { execa, type ResultPromise } from "execa";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DrillQueue } from "../../src/queue/queue.js";
+import { closeRedis, connectRedis } from "../../src/queue/redis.js";
+import { assertNoJobLost } from "../helpers/invariants.js";
+import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+
+const root = path.resolve(import.meta.dirname, "../..");
+const CALM = "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+const HOT = "some avg10=12.40 avg60=3.10 avg300=1.00 total=123456\nfull avg10=4.00 avg60=1.00 avg300=0.30 total=23456\n";
+
+let server: RedisServer;
+let redis: Redis;
+let tmp: string;
+let n = 0;
+
+beforeAll(async () => {
+  // The binary runs dist/: build it (type errors elsewhere in the tree do not stop tsc from emitting).
+  await execa("npx", ["tsc", "-p", "tsconfig.build.json"], { cwd: root, reject: false });
+  expect(existsSync(path.join(root, "dist", "commands", "gate.js"))).toBe(true);
+  server = await startRedisServer();
+  redis = await connectRedis(server.url, { name: "test-e2e" });
+  tmp = mkdtempSync(path.join(os.tmpdir(), "drill-e2e-"));
+}, 120_000);
+afterAll(async () => {
+  await closeRedis(redis);
+  await server?.stop();
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+
+function fakeProc(text: string | null): string {
+  const procfs = path.join(tmp, `proc${++n}`);
+  mkdirSync(path.join(procfs, "pressure"), { recursive: true });
+  if (text !== null) writeFileSync(path.join(procfs, "pressure", "memory"), text);
+  return procfs;
+}
+
+function drill(args: string[], env: Record<string, string> = {}): ResultPromise<{ reject: false; timeout: number; env: Record<string, string>; cwd: string }> {
+  return execa("node", ["bin/drill.js", ...args], {
+    cwd: root,
+    reject: false,
+    timeout: 30_000,
+    env: { FORCE_COLOR: "0", DRILL_REDIS_URL: server.url, ...env },
+  });
+}
+
+const pairs = (flat: string[]) => Array.from({ length: flat.length / 2 }, (_, i) => [flat[2 * i], flat[2 * i + 1]] as const);
+const lines = (stdout: unknown) => String(stdout).split("\n").filter((l) => l !== "");
+
+describe("drill pack + drill gate (built binary)", () => {
+  it("pack 8 × 24000 then gate: admit one, reject_packed_tokens packed=48000 until tokens are released", async () => {
+    const queue = `e${++n}`;
+    const pack = await drill(["pack", "--jobs", "8", "--prompt-tokens", "24000", "--queue", queue]);
+    expect(pack.exitCode).toBe(0);
+    expect(lines(pack.stdout).at(-1)).toBe(`packed 8 job(s) onto ${queue} (job=1..8), 192000 prompt tokens`);
+    const procfs = fakeProc(CALM);
+    const gate = await drill(["--procfs", procfs, "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "4"]);
+    expect(gate.exitCode).toBe(0);
+    expect(lines(gate.stdout)).toEqual([
+      "admit job=1 packed=24000 limit=32000",
+      "reject_packed_tokens job=2 packed=48000 limit=32000",
+      "reject_packed_tokens job=3 packed=48000 limit=32000",
+      "reject_packed_tokens job=4 packed=48000 limit=32000",
+    ]);
+    expect(await new DrillQueue(redis, queue).releaseTokens("1")).toBe(24000);
+    const after = await drill(["--procfs", procfs, "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "4"]);
+    expect(lines(after.stdout)[0]).toBe("admit job=5 packed=24000 limit=32000");
+    expect(lines(after.stdout)[1]).toBe("reject_packed_tokens job=6 packed=48000 limit=32000");
+    await assertNoJobLost(redis, queue, ["1", "2", "3", "4", "5", "6", "7", "8"]);
+  });
+
+  it("host PSI 12.40: every job gets reject_host_pressure psi=12.40", async () => {
+    const queue = `e${++n}`;
+    await drill(["pack", "--jobs", "3", "--queue", queue]);
+    const gate = await drill(["--procfs", fakeProc(HOT), "gate", "--queue", queue, "--interval", "200ms", "--idle-exit", "500ms"]);
+    expect(gate.exitCode).toBe(0);
+    expect(lines(gate.stdout)).toEqual(["1", "2", "3"].map((id) => `reject_host_pressure job=${id} psi=12.40`));
+    await assertNoJobLost(redis, queue, ["1", "2", "3"]);
+  });
+
+  it("--upstream-age 7s with --deadline 8s: reject_deadline_slack", async () => {
+    const queue = `e${++n}`;
+    await drill(["pack", "--jobs", "1", "--upstream-age", "7s", "--deadline", "8s", "--queue", queue]);
+    const gate = await drill(["--procfs", fakeProc(CALM), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "1"]);
+    expect(lines(gate.stdout)[0]).toMatch(/^reject_deadline_slack job=1 slack_ms=-?\d+$/);
+    await assertNoJobLost(redis, queue, ["1"]);
+  });
+
+  it("host PSI file missing: reject_host_pressure psi=missing", async () => {
+    const queue = `e${++n}`;
+    await drill(["pack", "--jobs", "2", "--queue", queue]);
+    const gate = await drill(["--procfs", fakeProc(null), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "2"]);
+    expect(lines(gate.stdout)).toEqual(["reject_host_pressure job=1 psi=missing", "reject_host_pressure job=2 psi=missing"]);
+    await assertNoJobLost(redis, queue, ["1", "2"]);
+  });
+
+  it("gate mode: reject_all flips the lever; re-admit under pressure is refused (exit 3) unless --force", async () => {
+    const queue = `e${++n}`;
+    const hot = fakeProc(HOT);
+    expect((await drill(["--procfs", hot, "gate", "mode", "reject_all", "--queue", queue])).exitCode).toBe(0);
+    await drill(["pack", "--jobs", "1", "--queue", queue]);
+    const gate = await drill(["--procfs", fakeProc("some avg10=0.40 avg60=0.20 avg300=0.00 total=0\n"), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "1"]);
+    expect(lines(gate.stdout)).toEqual(["reject_host_pressure job=1 psi=0.40 mode=reject_all"]);
+    const refused = await drill(["--procfs", hot, "gate", "mode", "admit", "--queue", queue]);
+    expect(refused.exitCode).toBe(3);
+    expect(refused.stderr).toMatch(/refusing to re-admit: host memory PSI avg10=12.40 avg60=3.10/);
+    expect(await redis.get(`${queue}:mode`)).toBe("reject_all");
+    const forced = await drill(["--procfs", hot, "gate", "mode", "admit", "--force", "--queue", queue]);
+    expect(forced.exitCode).toBe(0);
+    expect(forced.stderr).toMatch(/forced re-admit/);
+    expect(await redis.get(`${queue}:mode`)).toBe("admit");
+    const calm = await drill(["--procfs", fakeProc(CALM), "gate", "mode", "admit", "--queue", queue]);
+    expect(calm.exitCode).toBe(0);
+  });
+
+  it("bad flags exit 2 naming the flag", async () => {
+    for (const [args, flag] of [
+      [["pack", "--deadline", "8"], "--deadline"],
+      [["pack", "--rate", "fast"], "--rate"],
+      [["pack", "--queue", "a*b"], "--queue"],
+      [["gate", "--slack-limit", "1.5"], "--slack-limit"],
+      [["gate", "--interval", "soon"], "--interval"],
+      [["gate", "--gate-id", "../x"], "--gate-id"],
+      [["gate", "mode", "maybe"], "mode"],
+    ] as const) {
+      const result = await drill([...args]);
+      expect({ args, code: result.exitCode }).toEqual({ args, code: 2 });
+      expect(result.stderr).toContain(flag);
+    }
+  });
+
+  it("SIGINT and SIGTERM stop the gate cleanly with 130 and 143", async () => {
+    for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
+      const gate = drill(["--procfs", fakeProc(CALM), "gate", "--queue", `e${++n}`, "--interval", "200ms"]);
+      await new Promise((r) => setTimeout(r, 800));
+      gate.kill(signal);
+      const result = await gate;
+      expect(result.exitCode).toBe(code);
+    }
+  });
+
+  it("gate SIGKILLed between take and decision, many times: each job recovered, attempt counted, none lost (RELIABILITY 11)", async () => {
+    const queue = `e${++n}`;
+    const procfs = fakeProc(CALM);
+    await drill(["pack", "--jobs", "8", "--queue", queue]);
+    const ids = ["1", "2", "3", "4", "5", "6", "7", "8"];
+    // Deterministic: DRILL_CRASH_AT kills the gate right after BLMOVE, before any decision.
+    for (let i = 0; i < 4; i++) {
+      const crash = await drill(["--procfs", procfs, "gate", "--queue", queue, "--interval", "200ms", "--gate-id", `crash${i}`], { DRILL_CRASH_AT: "gate:after-take" });
+      expect(crash.signal).toBe("SIGKILL");
+      await assertNoJobLost(redis, queue, ids);
+    }
+    // Random: SIGKILL at any moment of a running gate.
+    for (let i = 0; i < 4; i++) {
+      const gate = drill(["--procfs", procfs, "gate", "--queue", queue, "--interval", "200ms", "--packed-token-limit", "1000000", "--gate-id", `rand${i}`]);
+      await new Promise((r) => setTimeout(r, 250 + Math.floor(Math.random() * 500)));
+      gate.kill("SIGKILL");
+      await gate;
+      await assertNoJobLost(redis, queue, ids);
+    }
+    const final = await drill(["--procfs", procfs, "gate", "--queue", queue, "--interval", "200ms", "--packed-token-limit", "1000000", "--idle-exit", "2500ms", "--retry-budget", "10"]);
+    expect(final.exitCode).toBe(0);
+    // Whichever gate recovered them, every crash left a recovery event with its attempt counted.
+    const events = await redis.xrange(`${queue}:events`, "-", "+");
+    const recovered = events.map(([, fields]) => Object.fromEntries(pairs(fields))).filter((e) => e.reason === "recovered");
+    expect(recovered.length).toBeGreaterThanOrEqual(4);
+    expect(recovered.every((e) => Number(e.attempt) >= 1)).toBe(true);
+    await assertNoJobLost(redis, queue, ids);
+    expect(await redis.llen(`${queue}:ready`)).toBe(0);
+    expect(await redis.llen(queue)).toBe(0);
+    const processing = await redis.keys(`${queue}:processing:*`);
+    expect(processing).toEqual([]);
+    const admitted = (await redis.lrange(`${queue}:admitted`, 0, -1)).map((p) => JSON.parse(p) as { id: string; attempt: number });
+    expect(admitted.map((j) => j.id).sort()).toEqual([...ids].sort());
+    expect(admitted.some((j) => j.attempt > 0)).toBe(true);
+  });
+});

@@ -1,0 +1,243 @@
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { execa } from "execa";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { twinName } from "../../src/cgroup/paths.js";
+import { drillBin, runDrill } from "../helpers/cli.js";
+import { freePort, startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+
+/** DESIGN.md's field list, in order. */
+const FIELDS = [
+  "ts", "queue_len", "queue_age_ms", "queue_head_slack_ms", "deadline_slack_ms", "psi_mem_some_avg10", "psi_mem_full_avg10",
+  "psi_mem_some_total_us", "psi_mem_some_rate", "cg_psi_mem_some_avg10", "cg_psi_mem_some_rate", "si", "so", "cg_swap_current",
+  "refault_rate", "cg_mem_current", "cg_mem_max", "cg_mem_peak", "cg_oom_kill", "cpu_idle_pct", "cpu_iowait_pct", "tokens_out",
+  "retry_count", "admitted", "rejected", "stall_ms_p99", "alarm", "missing",
+];
+
+type Sample = Record<string, unknown> & { missing: Array<{ field: string; file: string; reason: string }>; alarm: string[] };
+
+const HOST_PSI = "some avg10=12.40 avg60=6.10 avg300=1.20 total=5000000\nfull avg10=4.50 avg60=2.00 avg300=0.40 total=2000000\n";
+const CG_PSI = "some avg10=3.21 avg60=1.00 avg300=0.50 total=123456\nfull avg10=1.10 avg60=0.40 avg300=0.10 total=65432\n";
+const VMSTAT = "nr_free_pages 12345\npswpin 100\npswpout 200\nworkingset_refault_anon 7\nworkingset_refault_file 9\n";
+const STAT = "cpu  10132153 290696 3084719 46828483 16683 0 25195 0 175628 0\ncpu0 1 0 0 1 0 0 0 0 0 0\nintr 1\n";
+
+const write = (file: string, text: string) => {
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, text);
+};
+
+const roots: string[] = [];
+
+/** A fake host in the kernel's formats, for one cgroup layout. */
+function fakeHost(layout: "v2" | "hybrid" | "v1"): { procfs: string; sysfs: string; root: string } {
+  const root = mkdtempSync(path.join(tmpdir(), `drill-watch-${layout}-`));
+  roots.push(root);
+  const procfs = path.join(root, "proc");
+  const sysfs = path.join(root, "sys");
+  const cg = path.join(sysfs, "fs", "cgroup");
+  write(path.join(procfs, "pressure", "memory"), HOST_PSI);
+  write(path.join(procfs, "vmstat"), VMSTAT);
+  write(path.join(procfs, "stat"), STAT);
+  if (layout === "v2") {
+    write(path.join(procfs, "self", "cgroup"), "0::/\n");
+    write(path.join(cg, "cgroup.controllers"), "cpuset cpu io memory pids\n");
+    write(path.join(cg, "cgroup.procs"), "1\n");
+    const infer = path.join(cg, "infer");
+    write(path.join(infer, "memory.current"), "1048576\n");
+    write(path.join(infer, "memory.max"), "2147483648\n");
+    write(path.join(infer, "memory.peak"), "1572864\n");
+    write(path.join(infer, "memory.events"), "low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\noom_group_kill 0\n");
+    write(path.join(infer, "memory.swap.current"), "0\n");
+    write(path.join(infer, "memory.swap.max"), "0\n");
+    write(path.join(infer, "memory.pressure"), CG_PSI);
+    return { procfs, sysfs, root };
+  }
+  write(path.join(procfs, "self", "cgroup"), layout === "hybrid" ? "4:memory:/\n1:name=systemd:/\n0::/\n" : "4:memory:/\n1:name=systemd:/\n");
+  write(path.join(cg, "memory", "memory.limit_in_bytes"), "9223372036854771712\n");
+  const infer = path.join(cg, "memory", "infer");
+  write(path.join(infer, "memory.usage_in_bytes"), "1048576\n");
+  write(path.join(infer, "memory.limit_in_bytes"), "2147483648\n");
+  write(path.join(infer, "memory.max_usage_in_bytes"), "1572864\n");
+  write(path.join(infer, "memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n");
+  // memsw = memory + swap: 8 KiB swapped although memsw.limit = limit (swap disabled)
+  write(path.join(infer, "memory.memsw.usage_in_bytes"), "1056768\n");
+  write(path.join(infer, "memory.memsw.limit_in_bytes"), "2147483648\n");
+  if (layout === "hybrid") {
+    const unified = path.join(cg, "unified");
+    write(path.join(unified, "cgroup.procs"), "1\n");
+    write(path.join(unified, "cgroup.controllers"), "");
+    write(path.join(unified, twinName("infer", "/infer"), "memory.pressure"), CG_PSI);
+  }
+  return { procfs, sysfs, root };
+}
+
+let redis: RedisServer;
+let client: Redis;
+beforeAll(async () => {
+  redis = await startRedisServer();
+  client = new Redis(redis.url);
+});
+afterAll(async () => {
+  client.disconnect();
+  await redis.stop();
+  roots.forEach((r) => rmSync(r, { recursive: true, force: true }));
+});
+
+function parseOne(stdout: string): Sample {
+  const lines = stdout.trim().split("\n");
+  expect(lines).toHaveLength(1);
+  return JSON.parse(lines[0]!) as Sample;
+}
+
+const kernelOnce = (host: { procfs: string; sysfs: string }, queue: string, extra: string[] = []) =>
+  runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--once", "--json", "--interval", "100ms", "--queue", queue, ...extra]);
+
+describe("drill watch --once --json", () => {
+  it("on this machine prints one valid sample with DESIGN.md's fields", async () => {
+    const r = await runDrill(["--redis", redis.url, "watch", "--once", "--json", "--interval", "200ms", "--queue", "e2e-host"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const s = parseOne(r.stdout);
+    expect(Object.keys(s)).toEqual(FIELDS);
+    expect(Number.isNaN(Date.parse(s.ts as string))).toBe(false);
+    expect(s).toMatchObject({ queue_len: 0, queue_age_ms: 0, tokens_out: 0, admitted: 0, rejected: {} });
+    // Two readings 200 ms apart: the host rates are real on a host that has the files.
+    if (existsSync("/proc/pressure/memory")) expect(typeof s.psi_mem_some_rate).toBe("number");
+    expect(typeof s.si).toBe("number");
+    expect(typeof s.cpu_idle_pct).toBe("number");
+    for (const m of s.missing) expect(s[m.field], m.field).toBeNull();
+  });
+
+  it("v2: exactly the values in the tree", async () => {
+    const r = await kernelOnce(fakeHost("v2"), "e2e-v2");
+    expect(r.exitCode, r.stderr).toBe(0);
+    const s = parseOne(r.stdout);
+    expect(s).toMatchObject({
+      psi_mem_some_avg10: 12.4,
+      psi_mem_full_avg10: 4.5,
+      psi_mem_some_total_us: 5_000_000,
+      psi_mem_some_rate: 0,
+      cg_psi_mem_some_avg10: 3.21,
+      cg_psi_mem_some_rate: 0,
+      si: 0,
+      so: 0,
+      refault_rate: 0,
+      cg_swap_current: 0,
+      cg_mem_current: 1048576,
+      cg_mem_max: 2147483648,
+      cg_mem_peak: 1572864,
+      cg_oom_kill: 1,
+      stall_ms_p99: 0,
+      cpu_idle_pct: null, // /proc/stat did not move between the two readings
+      alarm: [],
+    });
+    expect(s.missing.map((m) => m.field).sort()).toEqual(["cpu_idle_pct", "cpu_iowait_pct"]);
+  });
+
+  it("hybrid: v1 memory files plus PSI from the unified twin", async () => {
+    const r = await kernelOnce(fakeHost("hybrid"), "e2e-hybrid");
+    expect(r.exitCode, r.stderr).toBe(0);
+    const s = parseOne(r.stdout);
+    expect(s).toMatchObject({
+      cg_psi_mem_some_avg10: 3.21,
+      cg_psi_mem_some_rate: 0,
+      cg_mem_current: 1048576,
+      cg_mem_max: 2147483648,
+      cg_mem_peak: 1572864,
+      cg_oom_kill: 3,
+      cg_swap_current: 8192,
+      alarm: ["swap_leak"],
+    });
+    expect(r.stderr).toContain("PAGE swap_leak: cg_swap_current=8192 swap_max=0");
+  });
+
+  it("v1: no cgroup PSI (missing, with why), stall p99 from host PSI", async () => {
+    const host = fakeHost("v1");
+    const r = await kernelOnce(host, "e2e-v1");
+    expect(r.exitCode, r.stderr).toBe(0);
+    const s = parseOne(r.stdout);
+    expect(s).toMatchObject({ cg_psi_mem_some_avg10: null, cg_psi_mem_some_rate: null, cg_mem_current: 1048576, cg_oom_kill: 3, cg_swap_current: 8192, stall_ms_p99: 0 });
+    expect(s.missing.find((m) => m.field === "cg_psi_mem_some_avg10")?.reason).toMatch(/no per-cgroup PSI/);
+  });
+
+  it("queue fields from one Redis round trip", async () => {
+    const now = Date.now();
+    const job = (id: string, fields: Record<string, number | string>) =>
+      JSON.stringify({ id, prompt_tokens: 24000, completion_tokens: 256, files: 8, enqueue_ts: now, deadline_ms: 8000, attempt: 0, host_class: "shared-free", ...fields });
+    const q = "e2e-queue";
+    await client.rpush(q, job("1", { enqueue_ts: now - 2000 }), job("2", {}));
+    await client.rpush(`${q}:admitted`, job("3", { enqueue_ts: now - 9000 }));
+    await client.rpush(`${q}:working:w1`, job("4", { enqueue_ts: now - 20_000 }));
+    await client.rpush(`${q}:admitted`, job("5", { attempt: 1, reason: "host_pressure" }));
+    await client.hset(`${q}:stats`, { tokens_out: 1234, retry_count: 2, admitted: 5, reject_host_pressure: 3, reject_packed_tokens: 1 });
+    const r = await kernelOnce(fakeHost("v2"), q);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const s = parseOne(r.stdout);
+    expect(s).toMatchObject({ queue_len: 2, tokens_out: 1234, retry_count: 2, admitted: 5, rejected: { reject_host_pressure: 3, reject_packed_tokens: 1 } });
+    // Written before the run: age grows, slack shrinks by the time it takes.
+    expect(s.queue_age_ms as number).toBeGreaterThanOrEqual(2000);
+    expect(s.queue_age_ms as number).toBeLessThan(12_000);
+    expect((s.queue_head_slack_ms as number) + (s.queue_age_ms as number)).toBe(8000);
+    // job 4, held by the worker without a first token, is the worst
+    expect(s.deadline_slack_ms as number).toBeLessThanOrEqual(-12_000);
+    expect(s.alarm).toContain("retry_worker_idle");
+    expect(r.stderr).toContain("PAGE retry worker_idle=1");
+  });
+
+  it("Redis unreachable: Redis fields null and missing, kernel signals still sampled, exit 0", async () => {
+    const closed = await freePort();
+    const r = await runDrill(["--procfs", fakeHost("v2").procfs, "--sysfs", path.join(roots.at(-1)!, "sys"), "--redis", `redis://127.0.0.1:${closed}`, "watch", "--once", "--json", "--interval", "100ms"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const s = parseOne(r.stdout);
+    for (const field of ["queue_len", "queue_age_ms", "deadline_slack_ms", "tokens_out", "retry_count", "admitted", "rejected"]) {
+      expect(s[field], field).toBeNull();
+      expect(s.missing.find((m) => m.field === field)?.file).toBe(`redis://127.0.0.1:${closed}`);
+    }
+    expect(s.psi_mem_some_avg10).toBe(12.4);
+    expect(s.cg_mem_current).toBe(1048576);
+  });
+});
+
+describe("drill watch: streams", () => {
+  it("--record appends JSONL while the piped view prints plain lines", async () => {
+    const host = fakeHost("v2");
+    const record = path.join(host.root, "samples.jsonl");
+    writeFileSync(record, '{"earlier":true}\n');
+    const r = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--count", "3", "--interval", "100ms", "--record", record, "--queue", "e2e-record"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const lines = readFileSync(record, "utf8").trim().split("\n");
+    expect(lines).toHaveLength(4);
+    expect(lines[0]).toBe('{"earlier":true}');
+    for (const line of lines.slice(1)) expect(Object.keys(JSON.parse(line) as object)).toEqual(FIELDS);
+    const out = r.stdout.trim().split("\n");
+    expect(out).toHaveLength(3);
+    expect(r.stdout).not.toMatch(/\x1b\[/); // eslint-disable-line no-control-regex
+    expect(out[2]).toMatch(/ psi=12\.40 .*cg_oom_kill=1 /);
+  });
+
+  it("SIGINT stops it with exit 130 after flushing what it had", async () => {
+    const host = fakeHost("v2");
+    const record = path.join(host.root, "int.jsonl");
+    const child = execa("node", [drillBin, "--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--json", "--interval", "100ms", "--record", record, "--queue", "e2e-int"], { reject: false, timeout: 20_000 });
+    await new Promise((resolve) => setTimeout(resolve, 1200));
+    child.kill("SIGINT");
+    const r = await child;
+    expect(r.exitCode).toBe(130);
+    expect(r.stderr).toContain("interrupted by SIGINT");
+    const recorded = readFileSync(record, "utf8").trim().split("\n");
+    expect(recorded.length).toBeGreaterThan(0);
+    expect(String(r.stdout).trim().split("\n")).toHaveLength(recorded.length);
+  });
+
+  it.each([
+    [["--interval", "1"], "--interval"],
+    [["--once", "--count", "2"], "--once"],
+    [["--name", "../x"], "--name"],
+    [["--psi-limit", "abc"], "--psi-limit"],
+  ])("bad usage %j is exit 2 naming the flag", async (args, flag) => {
+    const r = await runDrill(["--redis", redis.url, "watch", ...args]);
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toContain(flag);
+  });
+});
