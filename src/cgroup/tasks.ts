@@ -1,42 +1,10 @@
-import { fail, ok, readKernelText, type HostRoots, type Reading } from "../host/kernelFile.js";
+import { readKernelText, type HostRoots } from "../host/kernelFile.js";
+import { readProcessStat, type ProcessStat } from "../host/process.js";
 import { parseProcCgroup, processCgroups } from "./layout.js";
 import type { CgroupDir } from "./paths.js";
 
-/**
- * A process as rollback must recognise it: a pid alone is reused by the
- * kernel, pid + start time (clock ticks since boot) is not.
- */
-export interface ProcessIdentity {
-  pid: number;
-  startTime: number;
-  comm: string;
-}
-
-/**
- * Parses /proc/<pid>/stat. The name may hold spaces and parentheses, so the
- * fields are taken after the LAST `)`:
- *   4242 (pagetoucher (x)) S 1 4242 4242 0 -1 4194560 110 0 0 0 0 0 0 0 20 0 1 0 1234567 ...
- * starttime is field 22 (field 3, the state, is the first after the `)`).
- */
-export function parseProcStat(text: string, file: string): Reading<ProcessIdentity & { state: string }> {
-  const open = text.indexOf("(");
-  const close = text.lastIndexOf(")");
-  if (open < 0 || close < open) return fail(file, "no (comm) in stat line");
-  const pidText = text.slice(0, open).trim();
-  const rest = text.slice(close + 1).trim().split(/\s+/);
-  const state = rest[0];
-  const startText = rest[22 - 3];
-  if (!/^\d+$/.test(pidText) || state === undefined || startText === undefined || !/^\d+$/.test(startText)) {
-    return fail(file, "unparseable stat line");
-  }
-  return ok({ pid: Number(pidText), comm: text.slice(open + 1, close), state, startTime: Number(startText) });
-}
-
-export function readProcessIdentity(roots: HostRoots, pid: number): Reading<ProcessIdentity & { state: string }> {
-  const file = roots.proc(String(pid), "stat");
-  const text = readKernelText(file);
-  return text.ok ? parseProcStat(text.value, file) : text;
-}
+/** A process as rollback must recognise it: pid + start time, never the pid alone. */
+export type ProcessIdentity = Pick<ProcessStat, "pid" | "startTime" | "comm">;
 
 /** /proc/<pid>/comm without the newline, or null when the process is gone. */
 export function readComm(roots: HostRoots, pid: number): string | null {
@@ -51,7 +19,7 @@ export type SignalResult = "signalled" | "gone" | "reused";
  * a pid whose start time differs now belongs to someone else.
  */
 export function signalVerified(roots: HostRoots, id: { pid: number; startTime: number }, signal: NodeJS.Signals): SignalResult {
-  const now = readProcessIdentity(roots, id.pid);
+  const now = readProcessStat(roots, id.pid);
   if (!now.ok) return "gone";
   if (now.value.startTime !== id.startTime) return "reused";
   if (now.value.state === "Z") return "gone";

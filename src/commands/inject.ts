@@ -16,7 +16,8 @@ import { parseCounter, readCgroupMemory, readOomKillCount } from "../cgroup/memo
 import type { WorkerCgroup } from "../cgroup/paths.js";
 import { cgroupKey, newHogRecordFile, removeHogRecord, writeHogRecord, type HogRecord } from "../cgroup/stateFiles.js";
 import { addCgroupTargetOptions, resolveCgroupTarget } from "../cgroup/target.js";
-import { readProcessIdentity, signalVerified } from "../cgroup/tasks.js";
+import { signalVerified } from "../cgroup/tasks.js";
+import { readProcessStat } from "../host/process.js";
 import { markedWorkerCgroup } from "../cgroup/teardown.js";
 import { anonCommand, describePageToucherExit, locatePageToucher, parsePageToucherLine, thrashCommand, type PageToucherLine } from "../native/pagetoucher.js";
 import type { CommandFactory } from "./index.js";
@@ -210,7 +211,7 @@ export async function runInject(globals: GlobalOptions, flags: InjectFlags, outp
     if (logFd !== null) closeSync(logFd);
   }
   const pid = child.pid ?? null;
-  const identity = pid === null ? null : readProcessIdentity(roots, pid);
+  const identity = pid === null ? null : readProcessStat(roots, pid);
   const startTime = identity?.ok ? identity.value.startTime : null;
   if (pid !== null) writeHogRecord(stateFile, { ...record, pid, startTime });
 

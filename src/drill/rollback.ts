@@ -128,7 +128,10 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
 
     // 6. stop gate and watch; then anything else that carries this run's id
     await stopRoles(state, ["gate", "watch", "worker", "hog"], roots, record, "stop gate and watch");
-    const strays = findByRunId(roots, state.runId, new Set([process.pid, ...redisPids(state)]));
+    // An embedded redis-server carries the run id too; it holds the drain and stops last.
+    const strays = findByRunId(roots, state.runId, new Set([process.pid, ...redisPids(state)])).filter(
+      (s) => !(state.redis.embedded && s.comm.startsWith("redis-server")),
+    );
     for (const stray of strays) {
       const outcome = await stopRecordedProcess(roots, stray, 2000);
       if (outcome === "alive") result.left.push(`process ${stray.pid} (${stray.comm}) with DRILL_RUN_ID=${state.runId} survived SIGKILL`);
@@ -161,6 +164,10 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         });
         await closeRedis(redis);
         await stopRoles(state, ["redis"], roots, record, "stop embedded redis");
+        // A redis whose pid never reached the state file (killed between spawn and write).
+        for (const stray of findByRunId(roots, state.runId).filter((s) => s.comm.startsWith("redis-server"))) {
+          if ((await stopRecordedProcess(roots, stray)) === "alive") result.left.push(`redis-server ${stray.pid} survived SIGKILL`);
+        }
       } else {
         record("stop embedded redis", false, "kept running: the drain is not exported yet");
       }

@@ -1,5 +1,6 @@
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs";
+import { readFileSync, unlinkSync } from "node:fs";
 import path from "node:path";
+import { writeJsonDurably } from "../cgroup/stateFiles.js";
 import { DrillError } from "../errors.js";
 
 /**
@@ -50,26 +51,9 @@ export function statePath(stateDir: string, name: string): string {
   return path.join(drillDir(stateDir, name), "state.json");
 }
 
-/** Write-then-rename with fsync of file and directory: the state survives a crash or power loss. */
+/** Durable: write, fsync, rename, fsync the dir (one implementation for every state file). */
 export function writeState(stateDir: string, state: DrillState): void {
-  const dir = drillDir(stateDir, state.name);
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const file = statePath(stateDir, state.name);
-  const tmp = `${file}.tmp-${process.pid}`;
-  const fd = openSync(tmp, "w", 0o600);
-  try {
-    writeSync(fd, `${JSON.stringify(state, null, 2)}\n`);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, file);
-  const dirFd = openSync(dir, "r");
-  try {
-    fsyncSync(dirFd);
-  } finally {
-    closeSync(dirFd);
-  }
+  writeJsonDurably(statePath(stateDir, state.name), state);
 }
 
 export function readState(stateDir: string, name: string): DrillState | null {

@@ -74,7 +74,15 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
   const info = { pid: process.pid, started: now(), interval_ms: config.intervalMs };
   const outage = new OutageLog(deps.err, now);
 
-  const sampleTimer = setInterval(() => sampler.sample(), config.intervalMs);
+  // Say once when host PSI goes missing (the gate now fails closed) and once when it is back.
+  let psiMissing = sampler.state.psiMissingReason;
+  if (psiMissing !== null) deps.err(`gate: host memory PSI unreadable (${psiMissing}): rejecting with psi=missing`);
+  const sampleTimer = setInterval(() => {
+    const reason = sampler.sample().psiMissingReason;
+    if (reason !== null && psiMissing === null) deps.err(`gate: host memory PSI unreadable (${reason}): rejecting with psi=missing`);
+    if (reason === null && psiMissing !== null) deps.err("gate: host memory PSI readable again");
+    psiMissing = reason;
+  }, config.intervalMs);
   const heartbeatTimer = setInterval(() => {
     queue.heartbeat(gateId, ttlMs, info).catch(() => {}); // an outage shows in the loop's own errors
   }, Math.max(100, Math.floor(ttlMs / 3)));

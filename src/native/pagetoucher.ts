@@ -8,6 +8,7 @@ import { accessSync, constants, existsSync, readFileSync, rmSync } from "node:fs
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { joinArgv } from "../cgroup/join.js";
 import { DrillError, UsageError } from "../errors.js";
 
 export type PageToucherImpl =
@@ -199,12 +200,7 @@ export function serveCommand(impl: PageToucherImpl, options: ServeOptions): Page
  * (sh names the file on stderr) before the helper runs.
  */
 export function joinCgroupsFirst(cmd: PageToucherCommand, procsFiles: readonly string[]): PageToucherCommand {
-  const script = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"';
-  return {
-    file: "/bin/sh",
-    args: ["-c", script, "pagetoucher-join", String(procsFiles.length), ...procsFiles, cmd.file, ...cmd.args],
-    fallback: cmd.fallback,
-  };
+  return { file: "/bin/sh", args: joinArgv([...procsFiles], cmd.file, cmd.args), fallback: cmd.fallback };
 }
 
 export type PageToucherLine =

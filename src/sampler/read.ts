@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { Redis } from "ioredis";
@@ -131,6 +132,7 @@ for _, key in ipairs(KEYS) do
 end
 return {working, candidates}
 `;
+const QUEUE_SCAN_SHA = createHash("sha1").update(QUEUE_SCAN_LUA).digest("hex");
 
 /**
  * The sidecar's Redis reader. Redis being down must not stop the kernel
@@ -153,7 +155,6 @@ export class QueueReader {
     this.redis = new Redis(url, {
       lazyConnect: true,
       connectTimeout: timeoutMs,
-      commandTimeout: timeoutMs,
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       autoResendUnfulfilledCommands: false, // a stale reply is worse than a missing one
@@ -162,6 +163,10 @@ export class QueueReader {
       disconnectTimeout: 200,
     });
     this.redis.on("error", () => {}); // surfaced per sample through the failed pipeline
+    // EVALSHA keeps the script text off the wire each sample; (re)loaded on every connect.
+    this.redis.on("ready", () => {
+      this.redis.script("LOAD", QUEUE_SCAN_LUA).catch(() => {});
+    });
   }
 
   /** First connection, bounded; a failure here is fine (the fields go null). */
@@ -182,7 +187,7 @@ export class QueueReader {
       .lindexBuffer(k.ready, 0)
       .lrangeBuffer(k.admitted, 0, -1)
       .hgetall(k.stats)
-      .callBuffer("EVAL", QUEUE_SCAN_LUA, 2, k.ready, k.admitted, k.workingPattern, this.hostClass);
+      .callBuffer("EVALSHA", QUEUE_SCAN_SHA, 2, k.ready, k.admitted, k.workingPattern, this.hostClass);
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<"timeout">((resolve) => {
       timer = setTimeout(() => resolve("timeout"), this.timeoutMs + 50);
@@ -193,7 +198,10 @@ export class QueueReader {
         this.redis.disconnect(true);
         return fail(this.source, `no reply within ${this.timeoutMs}ms (reconnecting)`);
       }
-      return parseReplies(this.source, replies);
+      const parsed = parseReplies(this.source, replies);
+      // Script cache flushed (SCRIPT FLUSH, a restart we raced): load it for the next sample.
+      if (!parsed.ok && parsed.reason.startsWith("NOSCRIPT")) this.redis.script("LOAD", QUEUE_SCAN_LUA).catch(() => {});
+      return parsed;
     } catch (err) {
       return fail(this.source, err instanceof Error ? err.message : String(err));
     } finally {

@@ -126,6 +126,11 @@ export interface SamplerState {
   /** Which PSI total feeds stall_ms_p99; a change of source restarts the window. */
   stallSource: "cgroup" | "host" | null;
   stallWindow: StallPoint[];
+  /**
+   * Valid jobs decoded last sample, by payload bytes: the same payloads come
+   * back every second and a full decode each time is most of a sample's CPU.
+   */
+  decodedJobs: ReadonlyMap<string, Job>;
 }
 
 const round2 = (x: number): number => Math.round(x * 100) / 100;
@@ -234,7 +239,20 @@ export function nextSample(prev: SamplerState | null, raw: RawReadings, nowMs: n
   }
 
   // Queue (one Redis round trip; null + missing when Redis is unreachable)
-  const queue = readQueueFields(raw.queue, nowMs, lack);
+  const decodedJobs = new Map<string, Job>();
+  const decode = (payload: Buffer): Job | string => {
+    const key = payload.toString("latin1");
+    const cached = prev?.decodedJobs.get(key) ?? decodedJobs.get(key);
+    if (cached) {
+      decodedJobs.set(key, cached);
+      return cached;
+    }
+    const decoded = decodeJob(payload, nowMs);
+    if (!decoded.ok) return decoded.reason;
+    decodedJobs.set(key, decoded.job);
+    return decoded.job;
+  };
+  const queue = readQueueFields(raw.queue, nowMs, lack, decode);
 
   const sample: Sample = {
     ts: new Date(nowMs).toISOString(),
@@ -276,6 +294,7 @@ export function nextSample(prev: SamplerState | null, raw: RawReadings, nowMs: n
     cpu: raw.cpu.ok ? raw.cpu.value : null,
     stallSource,
     stallWindow,
+    decodedJobs,
   };
   const swapMax = cg && cg.swapMax.ok ? cg.swapMax.value : null;
   return { state, sample, facts: { retriedJobs: queue.retriedJobs, cgSwapMax: swapMax, cgDir: cg ? cg.dir : null } };
@@ -310,7 +329,12 @@ interface QueueFields {
 
 const QUEUE_FIELDS = ["queue_len", "queue_age_ms", "queue_head_slack_ms", "deadline_slack_ms", "tokens_out", "retry_count", "admitted", "rejected"];
 
-function readQueueFields(reading: Reading<QueueRaw>, nowMs: number, lack: (field: string, file: string, reason: string) => null): QueueFields {
+function readQueueFields(
+  reading: Reading<QueueRaw>,
+  nowMs: number,
+  lack: (field: string, file: string, reason: string) => null,
+  decode: (payload: Buffer) => Job | string,
+): QueueFields {
   if (!reading.ok) {
     for (const field of QUEUE_FIELDS) lack(field, reading.file, reading.reason);
     return {
@@ -330,13 +354,13 @@ function readQueueFields(reading: Reading<QueueRaw>, nowMs: number, lack: (field
   let queueAgeMs: number | null = 0;
   let queueHeadSlackMs: number | null = null;
   if (q.head !== null) {
-    const head = decodeJob(q.head, nowMs);
-    if (head.ok) {
-      queueAgeMs = nowMs - head.job.enqueue_ts;
-      queueHeadSlackMs = deadlineSlackMs(head.job, nowMs);
+    const head = decode(q.head);
+    if (typeof head !== "string") {
+      queueAgeMs = nowMs - head.enqueue_ts;
+      queueHeadSlackMs = deadlineSlackMs(head, nowMs);
     } else {
-      lack("queue_age_ms", `${q.source} LINDEX 0`, `undecodable head job: ${head.reason}`);
-      lack("queue_head_slack_ms", `${q.source} LINDEX 0`, `undecodable head job: ${head.reason}`);
+      lack("queue_age_ms", `${q.source} LINDEX 0`, `undecodable head job: ${head}`);
+      lack("queue_head_slack_ms", `${q.source} LINDEX 0`, `undecodable head job: ${head}`);
       queueAgeMs = null;
     }
   }
@@ -344,18 +368,16 @@ function readQueueFields(reading: Reading<QueueRaw>, nowMs: number, lack: (field
   // Smallest slack over admitted jobs still waiting for their first token.
   let slack: number | null = null;
   for (const payload of [...q.admitted, ...q.working]) {
-    const decoded = decodeJob(payload, nowMs);
-    if (!decoded.ok || firstTokenSeen(decoded.job)) continue;
-    const s = deadlineSlackMs(decoded.job, nowMs);
+    const job = decode(payload);
+    if (typeof job === "string" || firstTokenSeen(job)) continue; // malformed: the gate dead-letters it
+    const s = deadlineSlackMs(job, nowMs);
     if (slack === null || s < slack) slack = s;
   }
 
   const retriedJobs: SampleFacts["retriedJobs"] = [];
   for (const payload of q.retryCandidates) {
-    const decoded = decodeJob(payload, nowMs);
-    if (decoded.ok && decoded.job.attempt > 0) {
-      retriedJobs.push({ id: decoded.job.id, attempt: decoded.job.attempt, host_class: decoded.job.host_class });
-    }
+    const job = decode(payload);
+    if (typeof job !== "string" && job.attempt > 0) retriedJobs.push({ id: job.id, attempt: job.attempt, host_class: job.host_class });
   }
 
   // Counters HINCRBY'd by the gate and worker: absent means never incremented, i.e. 0.

@@ -27,11 +27,17 @@ export const defaultWorkerConfig: WorkerConfig = {
   concurrency: 8,
 };
 
+/**
+ * The work in one job. As on a real server, the first token comes out of the
+ * last prefill pass (its logits); every further token is one decode pass.
+ */
 export interface JobPlan {
-  /** ceil(prompt_tokens / prefill_tokens_per_pass); a prompt of 0 tokens still needs no pass. */
+  /** ceil(prompt_tokens / prefill_tokens_per_pass), at least 1: the first token needs a forward pass. */
   prefillPasses: number;
-  /** One pass each. */
-  decodeTokens: number;
+  /** completion_tokens − 1 (the first token came from prefill); 0 for a 0- or 1-token completion. */
+  decodePasses: number;
+  /** Tokens the job produces: completion_tokens. */
+  tokensOut: number;
   /** prompt_tokens × kv_bytes_per_token, touched during prefill, held until done. */
   kvBytes: number;
   /** Minimum time per decoded token from the rate cap (0: no cap). */
@@ -40,8 +46,9 @@ export interface JobPlan {
 
 export function planJob(job: Pick<Job, "prompt_tokens" | "completion_tokens">, config: Pick<WorkerConfig, "kvBytesPerToken" | "prefillTokensPerPass" | "decodeTokensPerS">): JobPlan {
   return {
-    prefillPasses: Math.ceil(job.prompt_tokens / config.prefillTokensPerPass),
-    decodeTokens: job.completion_tokens,
+    prefillPasses: Math.max(1, Math.ceil(job.prompt_tokens / config.prefillTokensPerPass)),
+    decodePasses: Math.max(0, job.completion_tokens - 1),
+    tokensOut: job.completion_tokens,
     kvBytes: job.prompt_tokens * config.kvBytesPerToken,
     decodeIntervalMs: config.decodeTokensPerS > 0 ? 1000 / config.decodeTokensPerS : 0,
   };

@@ -155,3 +155,19 @@ if current then return 1 end
 return 0
 `,
 );
+
+/**
+ * A stopping worker lets go of its id: heartbeat deleted if still ours, and
+ * unlisted when nothing is left in its working list.
+ * KEYS: heartbeat working workers · ARGV: token worker_id → 1 released | 0 not ours
+ */
+export const releaseHeartbeatScript = script(
+  "worker-release",
+  3,
+  `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+if redis.call('LLEN', KEYS[2]) == 0 then redis.call('HDEL', KEYS[3], ARGV[2]) end
+return 1
+`,
+);

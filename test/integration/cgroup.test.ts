@@ -9,7 +9,7 @@ import { readPids } from "../../src/cgroup/memoryFiles.js";
 import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
 import { cgroupKey, hogsDir, writeHogRecord } from "../../src/cgroup/stateFiles.js";
 import { resolveCgroupTarget } from "../../src/cgroup/target.js";
-import { readProcessIdentity } from "../../src/cgroup/tasks.js";
+import { readProcessStat } from "../../src/host/process.js";
 import { teardownWorkerCgroup } from "../../src/cgroup/teardown.js";
 import type { WorkerCgroup } from "../../src/cgroup/paths.js";
 import { cgroupDirsLeft, forceCleanup, realCgroupSkipReason, realRoots, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
@@ -135,7 +135,7 @@ describe.skipIf(skipReason)("real cgroups under the test's own cgroup (--parent 
     children.push(decoy);
     // A hog record whose pid now belongs to the decoy (start time differs): must not be signalled.
     await new Promise((r) => setTimeout(r, 300));
-    const decoyId = readProcessIdentity(realRoots(), decoy.pid!);
+    const decoyId = readProcessStat(realRoots(), decoy.pid!);
     expect(decoyId.ok).toBe(true);
     writeHogRecord(path.join(hogsDir(stateDir), `${cgroupKey(cg)}-reused.json`), {
       kind: "drill-hog",

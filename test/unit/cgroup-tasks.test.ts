@@ -3,29 +3,18 @@ import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { HostRoots } from "../../src/host/kernelFile.js";
-import { parseProcStat, readProcessIdentity, signalVerified } from "../../src/cgroup/tasks.js";
+import { signalVerified } from "../../src/cgroup/tasks.js";
+import { readProcessStat } from "../../src/host/process.js";
 import { fakeProcStat, makeFakeHost, type FakeHost } from "../helpers/cgroupFixtures.js";
 
 let host: FakeHost | undefined;
 afterEach(() => host?.cleanup());
 
-describe("parseProcStat", () => {
-  it("takes fields after the last ')' (names with spaces and parentheses)", () => {
-    const stat = parseProcStat(fakeProcStat(4242, "pagetoucher (x) ) y", 987654), "f");
-    expect(stat).toEqual({ ok: true, value: { pid: 4242, comm: "pagetoucher (x) ) y", state: "S", startTime: 987654 } });
-  });
-  it("reads a real line", () => {
-    const real = "1 (systemd) S 0 1 1 0 -1 4194560 36424 9876 100 23 50 60 70 80 20 0 1 0 7 172924928 3000 18446744073709551615\n";
-    expect(parseProcStat(real, "f")).toMatchObject({ ok: true, value: { pid: 1, startTime: 7, state: "S" } });
-  });
-  it.each(["", "garbage", "12 (x) S 1 2"])("fails on %j", (text) => expect(parseProcStat(text, "f").ok).toBe(false));
-});
-
 describe("signalVerified (RELIABILITY 6: PID reuse)", () => {
   it("does not signal a pid whose start time changed", async () => {
     const child = spawn("sleep", ["30"], { stdio: "ignore" });
     const pid = child.pid!;
-    const real = readProcessIdentity(new HostRoots(), pid);
+    const real = readProcessStat(new HostRoots(), pid);
     expect(real.ok).toBe(true);
     if (!real.ok) return;
     expect(signalVerified(new HostRoots(), { pid, startTime: real.value.startTime + 1 }, "SIGKILL")).toBe("reused");
@@ -43,7 +32,7 @@ describe("signalVerified (RELIABILITY 6: PID reuse)", () => {
     host = makeFakeHost("v2");
     mkdirSync(path.join(host.procfs, "77"));
     writeFileSync(path.join(host.procfs, "77", "stat"), fakeProcStat(77, "hog", 5555, "Z"));
-    expect(readProcessIdentity(host.roots, 77)).toMatchObject({ ok: true, value: { startTime: 5555, state: "Z" } });
+    expect(readProcessStat(host.roots, 77)).toMatchObject({ ok: true, value: { startTime: 5555, state: "Z" } });
     expect(signalVerified(host.roots, { pid: 77, startTime: 5555 }, "SIGKILL")).toBe("gone");
   });
 });

@@ -94,7 +94,7 @@ describe("decodeJob fuzz: thousands of generated payloads never throw", () => {
       return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
     };
   }
-  const weird: unknown[] = [null, true, -1, 0, 1.5, 1e309, -0, "", "x", "NaN", [], {}, { a: 1 }, 2 ** 53, "__proto__", "\u0000", "\ud800"];
+  const weird: unknown[] = [null, true, -1, 0, 1.5, Number.POSITIVE_INFINITY, -0, "", "x", "NaN", [], {}, { a: 1 }, 2 ** 53, "__proto__", "\u0000", "\ud800"];
 
   it("mutated, truncated and random payloads", () => {
     const random = rng(20251130);

@@ -69,7 +69,7 @@ describe("argv builders", () => {
     expect(cmd.file).toBe("/bin/sh");
     expect(cmd.fallback).toBe(true);
     expect(cmd.args[1]).not.toContain("a b");
-    expect(cmd.args.slice(2, 6)).toEqual(["pagetoucher-join", "2", "/sys/fs/cgroup/memory/a b/cgroup.procs", "/u/$(x)/cgroup.procs"]);
+    expect(cmd.args.slice(2, 6)).toEqual(["drill-join", "2", "/sys/fs/cgroup/memory/a b/cgroup.procs", "/u/$(x)/cgroup.procs"]);
     expect(cmd.args.slice(6, 9)).toEqual(["/usr/bin/python3", "/opt/drill/native/pagetoucher.py", "thrash"]);
   });
 

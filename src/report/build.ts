@@ -1,0 +1,472 @@
+import { decodeJob } from "../queue/job.js";
+import { redactUrl } from "../queue/redis.js";
+import type { DecisionEvent, DoneEntry, ReportInputs, WatchSample } from "./inputs.js";
+
+/**
+ * The incident-note summary, pure: inputs, the moment they describe and the
+ * window length in, one Report out. Every figure that has no source is null
+ * (rendered "n/a" with the reason), never 0.
+ */
+
+export const LAB_LABEL = "lab expectation from a declared drill, not observed production";
+
+export const DECISION_KINDS = ["admit", "reject_host_pressure", "reject_deadline_slack", "reject_packed_tokens"] as const;
+
+export const COST_PROXY_FORMULA = "cost_proxy = prompt_tokens + completion_tokens + retry_count * prompt_tokens + stall_ms * workers_held / 1000";
+
+/** How stall_ms is measured for cost_proxy (also printed with the figures). */
+export const STALL_MS_SOURCE =
+  "stall_ms = memory PSI `some` stall time while the job held its worker slot (from its admit event, else its enqueue_ts, to done_ts), " +
+  "integrated from the recording's per-interval stall rates: cg_psi_mem_some_rate (the worker cgroup), psi_mem_some_rate (host) where the cgroup's is not recorded; " +
+  "workers_held = 1 (one slot of the worker per job); retry_count = the job's attempt";
+
+export interface Peak {
+  value: number | null;
+  ts: string | null;
+}
+
+export interface DecisionRow {
+  reason: string;
+  count: number;
+  /** Share of decisions (admit, reject_*, dead) in the window; null for rows that are not decisions. */
+  sharePct: number | null;
+  /** e.g. `mode=reject_all 3, psi=missing 1, route=dead 2`; `cause not_json 2` for dead. */
+  note: string;
+}
+
+export interface RejectLine {
+  ts: string | null;
+  line: string;
+}
+
+export interface JobCost {
+  job: string;
+  prompt_tokens: number | null;
+  completion_tokens: number | null;
+  retry_count: number | null;
+  stall_ms: number | null;
+  /** Share of the job's slot time the recording covers (1: all of it). */
+  stall_coverage: number | null;
+  workers_held: number;
+  cost_proxy: number | null;
+}
+
+export interface Report {
+  label: string;
+  generated_at: string;
+  drill: { name: string; run_id: string | null; drill_file: string | null; created_at: string | null; phase: string | null } | null;
+  queue: string;
+  source: { kind: "live" | "export"; where: string };
+  window: { since_ms: number; from: string; to: string; anchored: "now" | "export" };
+  decisions: { rows: DecisionRow[]; total: number; rejects: number } | null;
+  first_reject: RejectLine | null;
+  last_reject: RejectLine | null;
+  mode_flips: Array<{ ts: string | null; figures: string }> | null;
+  first_token: {
+    admitted: number | null;
+    finished: number;
+    with_first_token: number;
+    p50_ms: number | null;
+    p99_ms: number | null;
+    max_ms: number | null;
+    deadline_ms: { min: number; max: number } | null;
+    /** p99 − deadline (the longest deadline when they differ): positive = over. */
+    p99_over_deadline_ms: number | null;
+    late: number;
+    late_jobs: string[];
+  } | null;
+  totals: { tokens_out: number | null; retry_count: number | null; jobs_done: number | null; jobs_late: number | null } | null;
+  pressure: {
+    recording: string | null;
+    samples: number;
+    peak_psi_mem_some_avg10: Peak;
+    peak_psi_mem_some_rate: Peak;
+    peak_cg_psi_mem_some_avg10: Peak;
+    peak_cg_psi_mem_some_rate: Peak;
+    peak_stall_ms_p99: Peak;
+    peak_cg_mem_peak: Peak;
+    peak_cg_mem_current: Peak;
+    cg_mem_max: number | "max" | null;
+    /** memory.events oom_kill at the last sample, and how much it rose in the window. */
+    cg_oom_kill_end: number | null;
+    oom_kills_in_window: number | null;
+    alarms: Array<{ alarm: string; samples: number }>;
+  };
+  retries: { retry_count_total: number | null; nacked_to_retry_in_window: number | null; finished_after_retry: number | null };
+  cost_proxy: {
+    formula: string;
+    stall_ms_source: string;
+    jobs: JobCost[];
+    total: number | null;
+    jobs_costed: number;
+    jobs_without_cost: number;
+    /** prompt + completion + retries × prompt over every finished job: the part that needs no recording. */
+    token_part_total: number | null;
+  } | null;
+  drain: {
+    queue_len: number | null;
+    head_job: string | null;
+    head_age_ms: number | null;
+    drain_len: number | null;
+    rejects_in_window: number | null;
+    /** Finished jobs per hour at the window's pace, and the hours `queue + drain` would take at it. */
+    done_per_hour: number | null;
+    backlog_hours: number | null;
+  };
+  notes: string[];
+}
+
+// ---- small pure helpers -----------------------------------------------------
+
+/** Nearest-rank percentile (as the sampler's p99); null with no values. */
+export function percentile(values: readonly number[], q: number): number | null {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.max(1, Math.ceil((q / 100) * sorted.length));
+  return sorted[Math.min(sorted.length, rank) - 1] ?? null;
+}
+
+const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
+
+function peak(samples: readonly WatchSample[], pick: (s: WatchSample) => number | null): Peak {
+  let best: WatchSample | null = null;
+  let value: number | null = null;
+  for (const s of samples) {
+    const v = pick(s);
+    if (v !== null && (value === null || v > value)) {
+      value = v;
+      best = s;
+    }
+  }
+  return { value, ts: best ? iso(best.tsMs) : null };
+}
+
+/**
+ * The gate's stdout line for a stored decision: `formatDecisionLine()` is
+ * `<kind> job=<id> <decisionFigures>[ attempt=N]`, and the gate appends
+ * ` route=dead` when the nack went to the dead list. The stream stores
+ * decisionFigures() verbatim followed by ` route=retry|dead`; so the line is
+ * rebuilt from the stored figures, not re-formatted from numbers.
+ */
+export function rejectLine(event: Pick<DecisionEvent, "reason" | "job" | "figures" | "attempt">): string {
+  const route = / route=(\w+)$/.exec(event.figures);
+  const figures = route ? event.figures.slice(0, route.index) : event.figures;
+  const attempt = event.attempt !== null && event.attempt > 0 ? ` attempt=${event.attempt}` : "";
+  const dead = route?.[1] === "dead" ? " route=dead" : "";
+  return `${event.reason} job=${event.job} ${figures}${attempt}${dead}`;
+}
+
+/** What tripped a reject_host_pressure, read from its stored figures. */
+function hostPressureCause(figures: string): string | null {
+  if (/\bmode=reject_all\b/.test(figures)) return "mode=reject_all";
+  if (/\bpsi=missing\b/.test(figures)) return "psi=missing";
+  if (/\bswap_leak=1\b/.test(figures)) return "swap_leak=1";
+  if (/\bhysteresis=1\b/.test(figures)) return "hysteresis=1";
+  return null;
+}
+
+function countNote(counts: Map<string, number>, prefix = ""): string {
+  return [...counts.entries()]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([k, n]) => `${prefix}${k} ${n}`)
+    .join(", ");
+}
+
+function bump(map: Map<string, number>, key: string): void {
+  map.set(key, (map.get(key) ?? 0) + 1);
+}
+
+/** Counter from the stats hash: absent = never incremented = 0; not a count = null. */
+function statCount(stats: Record<string, string>, field: string): number | null {
+  const text = stats[field];
+  if (text === undefined) return 0;
+  return /^-?\d+$/.test(text) ? Number(text) : null;
+}
+
+/**
+ * Stall time (ms) over (startMs, endMs]: each sample's rate (% of its interval
+ * stalled) covers the interval since the previous sample, so the integral is
+ * exact for what the sidecar measured. Returns null when no recorded interval
+ * overlaps the job.
+ */
+export function stallMsBetween(samples: readonly WatchSample[], startMs: number, endMs: number): { stallMs: number; coverage: number } | null {
+  if (endMs <= startMs) return null;
+  let stallMs = 0;
+  let coveredMs = 0;
+  for (let i = 1; i < samples.length; i++) {
+    const prev = samples[i - 1]!;
+    const cur = samples[i]!;
+    const rate = cur.cg_psi_mem_some_rate ?? cur.psi_mem_some_rate;
+    if (rate === null) continue;
+    const overlap = Math.min(cur.tsMs, endMs) - Math.max(prev.tsMs, startMs);
+    if (overlap <= 0) continue;
+    stallMs += (overlap * rate) / 100;
+    coveredMs += overlap;
+  }
+  if (coveredMs === 0) return null;
+  return { stallMs: Math.round(stallMs), coverage: Math.round((coveredMs / (endMs - startMs)) * 1000) / 1000 };
+}
+
+/** Increase of a cumulative counter over samples; a drop (the cgroup was recreated) counts the new value. */
+function counterIncrease(values: readonly number[]): number | null {
+  if (values.length === 0) return null;
+  let rise = 0;
+  for (let i = 1; i < values.length; i++) {
+    const a = values[i - 1]!;
+    const b = values[i]!;
+    rise += b >= a ? b - a : b;
+  }
+  return rise;
+}
+
+function doneTime(d: DoneEntry): number | null {
+  return d.doneTs ?? d.firstTokenTs ?? null;
+}
+
+// ---- the builder ------------------------------------------------------------
+
+export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number): Report {
+  const fromMs = nowMs - sinceMs;
+  const notes: string[] = [...inputs.gatherNotes];
+  const inWindow = (ts: number | null) => ts !== null && ts >= fromMs;
+
+  const events = inputs.events === null ? null : inputs.events.filter((e) => inWindow(e.tsMs));
+  const samples = inputs.recording === null ? [] : inputs.recording.samples.filter((s) => s.tsMs >= fromMs);
+
+  let done: DoneEntry[] | null = null;
+  if (inputs.done !== null) {
+    const undated = inputs.done.filter((d) => doneTime(d) === null).length;
+    if (undated > 0) notes.push(`${undated} finished job record(s) carry no done_ts: counted as in the window`);
+    done = inputs.done.filter((d) => doneTime(d) === null || inWindow(doneTime(d)));
+  }
+
+  // Decisions by reason
+  let decisions: Report["decisions"] = null;
+  let firstReject: RejectLine | null = null;
+  let lastReject: RejectLine | null = null;
+  let modeFlips: Report["mode_flips"] = null;
+  let rejectsInWindow: number | null = null;
+  let retriedInWindow: number | null = null;
+  if (events !== null) {
+    const counts = new Map<string, number>();
+    const notesByReason = new Map<string, Map<string, number>>();
+    const noteFor = (reason: string) => notesByReason.get(reason) ?? notesByReason.set(reason, new Map()).get(reason)!;
+    modeFlips = [];
+    const rejects: DecisionEvent[] = [];
+    retriedInWindow = 0;
+    for (const e of events) {
+      if (e.reason === "mode") {
+        modeFlips.push({ ts: iso(e.tsMs), figures: e.figures });
+        continue;
+      }
+      bump(counts, e.reason);
+      if (e.reason.startsWith("reject_")) {
+        rejects.push(e);
+        if (/ route=dead$/.test(e.figures)) bump(noteFor(e.reason), "route=dead");
+        else if (/ route=retry$/.test(e.figures)) retriedInWindow++;
+        if (e.reason === "reject_host_pressure") {
+          const cause = hostPressureCause(e.figures);
+          if (cause) bump(noteFor(e.reason), cause);
+        }
+      } else if (e.reason === "dead") {
+        bump(noteFor("dead"), /\bcause=(\S+)/.exec(e.figures)?.[1] ?? "unknown");
+      }
+    }
+    const isDecision = (reason: string) => reason === "admit" || reason === "dead" || reason.startsWith("reject_");
+    const total = [...counts.entries()].filter(([r]) => isDecision(r)).reduce((sum, [, n]) => sum + n, 0);
+    const others = [...counts.keys()].filter((r) => !(DECISION_KINDS as readonly string[]).includes(r)).sort((a, b) => {
+      // other decisions (dead, unknown reject kinds) before bookkeeping events (recovered, redelivery)
+      const rank = (r: string) => (isDecision(r) ? 0 : 1);
+      return rank(a) - rank(b) || a.localeCompare(b);
+    });
+    const rows = [...DECISION_KINDS, ...others].map((reason): DecisionRow => {
+      const count = counts.get(reason) ?? 0;
+      const byNote = notesByReason.get(reason);
+      return {
+        reason,
+        count,
+        sharePct: isDecision(reason) && total > 0 ? Math.round((count / total) * 1000) / 10 : null,
+        note: byNote ? countNote(byNote, reason === "dead" ? "cause " : "") : "",
+      };
+    });
+    rejectsInWindow = rejects.length;
+    decisions = { rows, total, rejects: rejects.length };
+    const first = rejects[0];
+    const last = rejects.at(-1);
+    if (first) firstReject = { ts: iso(first.tsMs), line: rejectLine(first) };
+    if (last) lastReject = { ts: iso(last.tsMs), line: rejectLine(last) };
+  }
+
+  // First token of admitted jobs against the deadline
+  let firstToken: Report["first_token"] = null;
+  if (done !== null) {
+    const times = done.map((d) => d.firstTokenMs).filter((v): v is number => v !== null);
+    const deadlines = done.map((d) => d.deadlineMs).filter((v): v is number => v !== null);
+    const lateJobs = done.filter((d) => d.late ?? (d.firstTokenMs !== null && d.deadlineMs !== null ? d.firstTokenMs > d.deadlineMs : false));
+    const p99 = percentile(times, 99);
+    const deadline = deadlines.length === 0 ? null : { min: Math.min(...deadlines), max: Math.max(...deadlines) };
+    firstToken = {
+      admitted: decisions ? (decisions.rows.find((r) => r.reason === "admit")?.count ?? 0) : null,
+      finished: done.length,
+      with_first_token: times.length,
+      p50_ms: percentile(times, 50),
+      p99_ms: p99,
+      max_ms: times.length === 0 ? null : Math.max(...times),
+      deadline_ms: deadline,
+      p99_over_deadline_ms: p99 !== null && deadline !== null ? p99 - deadline.max : null,
+      late: lateJobs.length,
+      late_jobs: lateJobs.map((d) => d.id ?? "?"),
+    };
+    if (times.length < done.length) notes.push(`${done.length - times.length} finished job(s) have no first_token_ms: left out of p50/p99`);
+  }
+
+  // Totals from the stats hash (whole drill, not windowed)
+  const totals: Report["totals"] =
+    inputs.stats === null
+      ? null
+      : {
+          tokens_out: statCount(inputs.stats, "tokens_out"),
+          retry_count: statCount(inputs.stats, "retry_count"),
+          jobs_done: statCount(inputs.stats, "jobs_done"),
+          jobs_late: statCount(inputs.stats, "jobs_late"),
+        };
+
+  // Pressure from the sidecar recording
+  if (inputs.recording === null) {
+    notes.push(`no recording${inputs.recordingLooked ? ` (looked for ${inputs.recordingLooked})` : ""}: PSI, cgroup memory, OOM kills and stall_ms are n/a`);
+  } else if (samples.length === 0) {
+    notes.push(`recording ${inputs.recording.file} has no sample in the window`);
+  }
+  if (inputs.recording !== null && inputs.recording.badLines > 0) {
+    notes.push(`${inputs.recording.badLines} line(s) of ${inputs.recording.file} were not samples: skipped`);
+  }
+  const oomValues = samples.map((s) => s.cg_oom_kill).filter((v): v is number => v !== null);
+  const alarmCounts = new Map<string, number>();
+  for (const s of samples) for (const a of s.alarm) bump(alarmCounts, a);
+  const lastMax = [...samples].reverse().find((s) => s.cg_mem_max !== null)?.cg_mem_max ?? null;
+  const pressure: Report["pressure"] = {
+    recording: inputs.recording?.file ?? null,
+    samples: samples.length,
+    peak_psi_mem_some_avg10: peak(samples, (s) => s.psi_mem_some_avg10),
+    peak_psi_mem_some_rate: peak(samples, (s) => s.psi_mem_some_rate),
+    peak_cg_psi_mem_some_avg10: peak(samples, (s) => s.cg_psi_mem_some_avg10),
+    peak_cg_psi_mem_some_rate: peak(samples, (s) => s.cg_psi_mem_some_rate),
+    peak_stall_ms_p99: peak(samples, (s) => s.stall_ms_p99),
+    peak_cg_mem_peak: peak(samples, (s) => s.cg_mem_peak),
+    peak_cg_mem_current: peak(samples, (s) => s.cg_mem_current),
+    cg_mem_max: lastMax,
+    cg_oom_kill_end: oomValues.at(-1) ?? null,
+    oom_kills_in_window: counterIncrease(oomValues),
+    alarms: [...alarmCounts.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([alarm, n]) => ({ alarm, samples: n })),
+  };
+
+  // cost_proxy per finished job
+  let costProxy: Report["cost_proxy"] = null;
+  if (done !== null) {
+    const admitAt = new Map<string, number[]>();
+    for (const e of inputs.events ?? []) {
+      if (e.reason === "admit" && e.tsMs !== null) (admitAt.get(e.job) ?? admitAt.set(e.job, []).get(e.job)!).push(e.tsMs);
+    }
+    const recorded = inputs.recording?.samples ?? [];
+    const jobs = done.map((d): JobCost => {
+      const completion = d.completionTokens ?? d.tokensOut;
+      const end = doneTime(d);
+      const admits = d.id === null ? [] : (admitAt.get(d.id) ?? []).filter((t) => end === null || t <= end);
+      const start = admits.length > 0 ? Math.max(...admits) : d.enqueueTs;
+      const stall = start !== null && end !== null ? stallMsBetween(recorded, start, end) : null;
+      const stallMs = stall?.stallMs ?? null;
+      const cost =
+        d.promptTokens !== null && completion !== null && d.attempt !== null && stallMs !== null
+          ? d.promptTokens + completion + d.attempt * d.promptTokens + (stallMs * 1) / 1000
+          : null;
+      return {
+        job: d.id ?? "?",
+        prompt_tokens: d.promptTokens,
+        completion_tokens: completion,
+        retry_count: d.attempt,
+        stall_ms: stallMs,
+        stall_coverage: stall?.coverage ?? null,
+        workers_held: 1,
+        cost_proxy: cost === null ? null : Math.round(cost * 1000) / 1000,
+      };
+    });
+    const costed = jobs.filter((j) => j.cost_proxy !== null);
+    const tokenParts = jobs.map((j) =>
+      j.prompt_tokens !== null && j.completion_tokens !== null && j.retry_count !== null ? j.prompt_tokens + j.completion_tokens + j.retry_count * j.prompt_tokens : null,
+    );
+    const partial = jobs.filter((j) => j.stall_coverage !== null && j.stall_coverage < 1).length;
+    if (partial > 0) notes.push(`${partial} job(s) ran partly outside the recording: their stall_ms covers only the recorded part (see stall_coverage)`);
+    costProxy = {
+      formula: COST_PROXY_FORMULA,
+      stall_ms_source: STALL_MS_SOURCE,
+      jobs,
+      total: costed.length === 0 ? null : Math.round(costed.reduce((sum, j) => sum + j.cost_proxy!, 0) * 1000) / 1000,
+      jobs_costed: costed.length,
+      jobs_without_cost: jobs.length - costed.length,
+      token_part_total: jobs.length === 0 || tokenParts.some((t) => t === null) ? null : tokenParts.reduce<number>((sum, t) => sum + t!, 0),
+    };
+  }
+
+  // The seed's drain math check
+  let headJob: string | null = null;
+  let headAgeMs: number | null = null;
+  if (inputs.queueHead !== null) {
+    const head = decodeJob(inputs.queueHead, nowMs);
+    if (head.ok) {
+      headJob = head.job.id;
+      headAgeMs = nowMs - head.job.enqueue_ts;
+    } else {
+      headJob = head.id;
+      notes.push(`head of ${inputs.queue} is not a valid job (${head.reason}): its age is n/a`);
+    }
+  } else if (inputs.queueLen === 0) {
+    headAgeMs = 0; // an empty queue: nothing waits
+  }
+  const finishedInWindow = done?.filter((d) => doneTime(d) !== null).length ?? null;
+  const donePerHour = finishedInWindow === null || sinceMs <= 0 ? null : Math.round((finishedInWindow * 3_600_000) / sinceMs * 10) / 10;
+  const backlog = inputs.queueLen !== null && inputs.drainLen !== null ? inputs.queueLen + inputs.drainLen : null;
+  const backlogHours = backlog === null || donePerHour === null ? null : backlog === 0 ? 0 : donePerHour === 0 ? null : Math.round((backlog / donePerHour) * 100) / 100;
+
+  if (inputs.events === null) notes.push(`decision stream ${inputs.queue}:events unreadable: decisions are n/a`);
+  if (inputs.done === null) notes.push(`${inputs.queue}:done unreadable: first-token figures and cost_proxy are n/a`);
+
+  const source =
+    inputs.source.kind === "live"
+      ? { kind: "live" as const, where: redactUrl(inputs.source.url) }
+      : { kind: "export" as const, where: inputs.source.file };
+  if (inputs.source.kind === "export") notes.push(`read from rollback's export ${inputs.source.file} (the drill's Redis is gone); the window ends at the export`);
+
+  return {
+    label: LAB_LABEL,
+    generated_at: new Date(nowMs).toISOString(),
+    drill: inputs.drill
+      ? { name: inputs.drill.name, run_id: inputs.drill.runId, drill_file: inputs.drill.drillFile, created_at: inputs.drill.createdAt, phase: inputs.drill.phase }
+      : null,
+    queue: inputs.queue,
+    source,
+    window: { since_ms: sinceMs, from: new Date(fromMs).toISOString(), to: new Date(nowMs).toISOString(), anchored: inputs.source.kind === "export" ? "export" : "now" },
+    decisions,
+    first_reject: firstReject,
+    last_reject: lastReject,
+    mode_flips: modeFlips,
+    first_token: firstToken,
+    totals,
+    pressure,
+    retries: {
+      retry_count_total: totals?.retry_count ?? null,
+      nacked_to_retry_in_window: retriedInWindow,
+      finished_after_retry: done === null ? null : done.filter((d) => d.attempt !== null && d.attempt > 0).length,
+    },
+    cost_proxy: costProxy,
+    drain: {
+      queue_len: inputs.queueLen,
+      head_job: headJob,
+      head_age_ms: headAgeMs,
+      drain_len: inputs.drainLen,
+      rejects_in_window: rejectsInWindow,
+      done_per_hour: donePerHour,
+      backlog_hours: backlogHours,
+    },
+    notes,
+  };
+}

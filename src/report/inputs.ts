@@ -1,0 +1,206 @@
+/**
+ * What `drill report` summarises, as plain values: the decision stream, the
+ * finished jobs, the stats hash, the queue lengths, the sidecar recording and
+ * the drill state. The gatherer (gather.ts) fills these from a live Redis or
+ * from rollback's export file; the builder (build.ts) never does I/O.
+ *
+ * Every source is tolerant: a field that is absent or not a number becomes
+ * null, never 0, and a whole source that could not be read is null.
+ */
+
+/** One entry of `<q>:events` (XADD by the gate's Lua scripts and by `gate mode`). */
+export interface DecisionEvent {
+  /** Stream entry id, e.g. `1764480000123-0`. */
+  id: string;
+  /** `admit`, `reject_*`, `dead`, `redelivery`, `recovered`, `mode`. */
+  reason: string;
+  /** Job id; empty for mode flips and dead payloads without an id. */
+  job: string;
+  /** `decisionFigures()` as the gate stored it, plus ` route=retry|dead` on rejects. */
+  figures: string;
+  /** ms since the epoch: the `ts` field, else the stream id's time part. */
+  tsMs: number | null;
+  gate: string | null;
+  attempt: number | null;
+}
+
+/**
+ * One `<q>:done` record (src/worker/plan.ts DoneRecord), read tolerantly:
+ *   {"id":"7","first_token_ms":812,"deadline_ms":8000,"late":false,"tokens_out":256,...}
+ */
+export interface DoneEntry {
+  id: string | null;
+  firstTokenMs: number | null;
+  deadlineMs: number | null;
+  late: boolean | null;
+  tokensOut: number | null;
+  promptTokens: number | null;
+  completionTokens: number | null;
+  attempt: number | null;
+  enqueueTs: number | null;
+  firstTokenTs: number | null;
+  doneTs: number | null;
+}
+
+/** The fields of one sidecar sample (DESIGN.md "Host signals") the report reads. */
+export interface WatchSample {
+  tsMs: number;
+  psi_mem_some_avg10: number | null;
+  psi_mem_some_rate: number | null;
+  cg_psi_mem_some_avg10: number | null;
+  cg_psi_mem_some_rate: number | null;
+  cg_mem_current: number | null;
+  cg_mem_peak: number | null;
+  /** A number of bytes, or "max" (no limit). */
+  cg_mem_max: number | "max" | null;
+  cg_oom_kill: number | null;
+  stall_ms_p99: number | null;
+  alarm: string[];
+}
+
+export interface Recording {
+  file: string;
+  samples: WatchSample[];
+  /** Lines that were not a JSON sample with an ISO `ts` (a torn last line, say). */
+  badLines: number;
+}
+
+export interface DrillInfo {
+  name: string;
+  runId: string | null;
+  drillFile: string | null;
+  createdAt: string | null;
+  phase: string | null;
+}
+
+/** Where the Redis figures came from. */
+export type ReportSource =
+  | { kind: "live"; url: string }
+  /** `atMs`: when rollback wrote it (from its name), null when the name does not say. */
+  | { kind: "export"; file: string; atMs: number | null };
+
+export interface ReportInputs {
+  queue: string;
+  source: ReportSource;
+  drill: DrillInfo | null;
+  /** Decision stream entries (already bounded to roughly the window by the reader), oldest first. */
+  events: DecisionEvent[] | null;
+  done: DoneEntry[] | null;
+  /** HGETALL `<q>:stats`; a missing hash is `{}` (never incremented), an unreadable one null. */
+  stats: Record<string, string> | null;
+  queueLen: number | null;
+  /** LINDEX `<q>` 0, as bytes (payloads may not be UTF-8). */
+  queueHead: Buffer | null;
+  drainLen: number | null;
+  /** null: no recording; `looked` says where. */
+  recording: Recording | null;
+  /** The recording file looked for (said when there is none). */
+  recordingLooked: string | null;
+  /** What the gatherer noticed on the way (unparseable records, fallbacks taken). */
+  gatherNotes: string[];
+}
+
+// ---- tolerant readers -------------------------------------------------------
+
+export function finiteOrNull(value: unknown): number | null {
+  if (typeof value === "number") return Number.isFinite(value) ? value : null;
+  if (typeof value === "string" && value.trim() !== "") {
+    const n = Number(value);
+    return Number.isFinite(n) ? n : null;
+  }
+  return null;
+}
+
+function stringOrNull(value: unknown): string | null {
+  if (typeof value === "string") return value;
+  if (typeof value === "number" && Number.isFinite(value)) return String(value);
+  return null;
+}
+
+/** `1764480000123-0` → 1764480000123. */
+export function streamIdMs(id: string): number | null {
+  const match = /^(\d+)-\d+$/.exec(id);
+  return match ? Number(match[1]) : null;
+}
+
+/** An XRANGE entry `[id, [field, value, …]]` → a DecisionEvent. */
+export function eventFromEntry(id: string, flat: readonly string[]): DecisionEvent {
+  const fields = new Map<string, string>();
+  for (let i = 0; i + 1 < flat.length; i += 2) fields.set(flat[i]!, flat[i + 1]!);
+  const ts = finiteOrNull(fields.get("ts"));
+  const attemptText = fields.get("attempt");
+  return {
+    id,
+    reason: fields.get("reason") ?? "",
+    job: fields.get("job") ?? "",
+    figures: fields.get("figures") ?? "",
+    tsMs: ts ?? streamIdMs(id),
+    gate: fields.get("gate") ?? null,
+    attempt: attemptText === undefined || attemptText === "" ? null : finiteOrNull(attemptText),
+  };
+}
+
+/** One `<q>:done` element (JSON text) → a DoneEntry; null when it is not a JSON object. */
+export function parseDoneEntry(text: string): DoneEntry | null {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return null;
+  const r = parsed as Record<string, unknown>;
+  return {
+    id: stringOrNull(r.id),
+    firstTokenMs: finiteOrNull(r.first_token_ms),
+    deadlineMs: finiteOrNull(r.deadline_ms),
+    late: typeof r.late === "boolean" ? r.late : null,
+    tokensOut: finiteOrNull(r.tokens_out),
+    promptTokens: finiteOrNull(r.prompt_tokens),
+    completionTokens: finiteOrNull(r.completion_tokens),
+    attempt: finiteOrNull(r.attempt),
+    enqueueTs: finiteOrNull(r.enqueue_ts),
+    firstTokenTs: finiteOrNull(r.first_token_ts),
+    doneTs: finiteOrNull(r.done_ts),
+  };
+}
+
+/** One line of `watch --record` → a WatchSample; null when it is not a sample with an ISO `ts`. */
+export function parseSampleLine(line: string): WatchSample | null {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(line);
+  } catch {
+    return null;
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return null;
+  const r = parsed as Record<string, unknown>;
+  const tsMs = typeof r.ts === "string" ? Date.parse(r.ts) : NaN;
+  if (!Number.isFinite(tsMs)) return null;
+  return {
+    tsMs,
+    psi_mem_some_avg10: finiteOrNull(r.psi_mem_some_avg10),
+    psi_mem_some_rate: finiteOrNull(r.psi_mem_some_rate),
+    cg_psi_mem_some_avg10: finiteOrNull(r.cg_psi_mem_some_avg10),
+    cg_psi_mem_some_rate: finiteOrNull(r.cg_psi_mem_some_rate),
+    cg_mem_current: finiteOrNull(r.cg_mem_current),
+    cg_mem_peak: finiteOrNull(r.cg_mem_peak),
+    cg_mem_max: r.cg_mem_max === "max" ? "max" : finiteOrNull(r.cg_mem_max),
+    cg_oom_kill: finiteOrNull(r.cg_oom_kill),
+    stall_ms_p99: finiteOrNull(r.stall_ms_p99),
+    alarm: Array.isArray(r.alarm) ? r.alarm.filter((a): a is string => typeof a === "string") : [],
+  };
+}
+
+export function parseRecording(file: string, text: string): Recording {
+  const samples: WatchSample[] = [];
+  let badLines = 0;
+  for (const line of text.split("\n")) {
+    if (line.trim() === "") continue;
+    const sample = parseSampleLine(line);
+    if (sample) samples.push(sample);
+    else badLines++;
+  }
+  samples.sort((a, b) => a.tsMs - b.tsMs);
+  return { file, samples, badLines };
+}

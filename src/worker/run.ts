@@ -1,0 +1,529 @@
+import { randomBytes } from "node:crypto";
+import os from "node:os";
+import path from "node:path";
+import type { Redis } from "ioredis";
+import { DrillError, RefusedError } from "../errors.js";
+import type { HostRoots } from "../host/kernelFile.js";
+import { isSameProcess, readProcessStat } from "../host/process.js";
+import { WeightsToucher, type PageToucherLine } from "../native/pagetoucher.js";
+import { decodeJob, type Job } from "../queue/job.js";
+import { deadEntry } from "../queue/queue.js";
+import { BlockingMover, closeRedis, connectRedis, runScript, WatchdogTimeout } from "../queue/redis.js";
+import { formatBytes } from "../units.js";
+import { PassBatcher } from "./batch.js";
+import { KvCache } from "./kv.js";
+import {
+  addPass,
+  decodePaceMs,
+  doneRecord,
+  emptyPassStats,
+  formatDoneLine,
+  markFirstToken,
+  planJob,
+  prefillKvSlice,
+  unmarkFirstToken,
+  type StopReason,
+  type WorkerConfig,
+} from "./plan.js";
+import {
+  claimHeartbeatScript,
+  doneScript,
+  firstTokenScript,
+  recoverWorkingScript,
+  releaseHeartbeatScript,
+  renewHeartbeatScript,
+  workerDeadScript,
+  workerKeys,
+  type WorkerKeys,
+} from "./scripts.js";
+import { checkWeightsDir, removeStaleWeightsFiles, weightsFileName } from "./weightsFile.js";
+
+/**
+ * The simulated inference worker's loop: claim the worker id (heartbeat),
+ * give back what a previous run of this id left in its working list, map the
+ * weights, then take admitted jobs (BLMOVE with a watchdog) up to the
+ * concurrency and run each: prefill passes with its KV cache written, the
+ * first token, decode passes at most at the rate cap, done in one script.
+ * Every pass is a real pass over the mmapped weights, so reclaim slows it.
+ */
+
+export interface WorkerOptions {
+  queue: string;
+  workerId: string;
+  config: WorkerConfig;
+  weightsDir: string;
+  maxJobs: number | null;
+  idleExitMs: number | null;
+  durationMs: number | null;
+  json: boolean;
+  /** BLMOVE block timeout; also bounds how long a stop waits for a take. Default 1 s. */
+  blockMs?: number;
+  /** Heartbeat TTL; another worker recovers our list only after it expires. Default 10 s. */
+  heartbeatTtlMs?: number;
+  /** How often dead workers' lists are looked for. Default 5 s. */
+  peerRecoveryMs?: number;
+  /** tokens_out HINCRBY batching. Default 100 ms. */
+  statsFlushMs?: number;
+}
+
+/** The weights coprocess as the loop uses it (WeightsToucher; a fake in unit tests). */
+export interface Weights {
+  readonly pid: number;
+  readonly file: string;
+  readonly fallback: boolean;
+  pass(): Promise<number>;
+  close(): Promise<unknown>;
+}
+
+export interface WorkerDeps {
+  redisUrl: string;
+  roots: HostRoots;
+  /** Where the worker runs, for messages (the cgroup's limits dir). */
+  where: string;
+  out: (line: string) => void;
+  err: (line: string) => void;
+  /** SIGINT/SIGTERM. */
+  signal: AbortSignal;
+  /** The launcher outside the cgroup is gone (its lifeline pipe closed). */
+  supervisorGone?: AbortSignal;
+  now?: () => number;
+  startWeights?: (file: string, sizeBytes: number, maxLifetimeMs: number, onLine: (line: PageToucherLine) => void) => Promise<Weights>;
+}
+
+export interface WorkerSummary {
+  workerId: string;
+  taken: number;
+  done: number;
+  late: number;
+  dead: number;
+  tokensOut: number;
+  /** Jobs this worker gave back to the head of admitted (at start: a previous run's; at stop: its own). */
+  givenBackAtStart: number;
+  givenBackAtStop: number;
+  recoveredFromPeers: number;
+  passes: number;
+  passUsTotal: number;
+  weightsFile: string | null;
+  stoppedBy: StopReason;
+}
+
+class StopJob extends Error {
+  constructor() {
+    super("worker stopping");
+    this.name = "StopJob";
+  }
+}
+
+const DAY_MS = 24 * 3600 * 1000;
+const LIFETIME_GRACE_MS = 5 * 60_000;
+
+export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promise<WorkerSummary> {
+  const now = deps.now ?? Date.now;
+  const { config, workerId } = options;
+  const keys = workerKeys(options.queue);
+  const q = keys.queue;
+  const working = q.working(workerId);
+  const blockMs = options.blockMs ?? 1000;
+  const ttlMs = options.heartbeatTtlMs ?? 10_000;
+  const startedAt = now();
+  const summary: WorkerSummary = {
+    workerId,
+    taken: 0,
+    done: 0,
+    late: 0,
+    dead: 0,
+    tokensOut: 0,
+    givenBackAtStart: 0,
+    givenBackAtStop: 0,
+    recoveredFromPeers: 0,
+    passes: 0,
+    passUsTotal: 0,
+    weightsFile: null,
+    stoppedBy: "signal",
+  };
+  const tag = `worker ${workerId}`;
+  const emit = (json: Record<string, unknown>, line: string): void => {
+    if (options.json) deps.out(JSON.stringify({ ts: new Date(now()).toISOString(), ...json }));
+    else deps.out(line);
+  };
+
+  checkWeightsDir(options.weightsDir, config.weightsBytes);
+  const self = readProcessStat(deps.roots, "self");
+  const startTime = self.ok ? self.value.startTime : 0;
+  const token = `${os.hostname()}:${process.pid}:${startTime}:${randomBytes(4).toString("hex")}`;
+  const info = { pid: process.pid, start_time: startTime, host: os.hostname(), token, started: startedAt, where: deps.where, concurrency: config.concurrency };
+
+  const redis = await connectRedis(deps.redisUrl, { name: `drill-worker:${workerId}` });
+  let weights: Weights | null = null;
+  let mover: BlockingMover | null = null;
+  const timers: NodeJS.Timeout[] = [];
+  // Stops every job between passes: signal, supervisor gone, duration, fatal error.
+  const stopJobs = new AbortController();
+  let stopReason: StopReason | null = null;
+  let fatal: Error | null = null;
+  const stop = (reason: StopReason, error?: Error): void => {
+    if (stopReason === null) stopReason = reason;
+    if (error && !fatal) fatal = error;
+    stopJobs.abort();
+  };
+  const onSignal = (): void => stop("signal");
+  const onSupervisorGone = (): void => stop("supervisor_gone");
+  deps.signal.addEventListener("abort", onSignal, { once: true });
+  deps.supervisorGone?.addEventListener("abort", onSupervisorGone, { once: true });
+  if (deps.signal.aborted) onSignal();
+  if (deps.supervisorGone?.aborted) onSupervisorGone();
+
+  let pendingTokens = 0;
+  const flushTokens = async (): Promise<void> => {
+    if (pendingTokens === 0) return;
+    const n = pendingTokens;
+    pendingTokens = 0;
+    try {
+      await redis.hincrby(q.stats, "tokens_out", n);
+    } catch {
+      pendingTokens += n; // next flush carries them
+    }
+  };
+
+  const inFlight = new Set<Promise<void>>();
+  // The bytes each running job has in the working list (marked after its first token).
+  const held = new Set<{ current: Buffer }>();
+  let batcher: PassBatcher | null = null;
+  try {
+    await claimWorkerId(redis, keys, workerId, token, ttlMs, info, deps.roots);
+    summary.givenBackAtStart = await moveWorkingBack(redis, keys, workerId, token);
+    if (summary.givenBackAtStart > 0) deps.err(`${tag}: gave ${summary.givenBackAtStart} job(s) left in ${working} by a previous run back to the head of ${q.admitted}`);
+    for (const file of removeStaleWeightsFiles(deps.roots, options.weightsDir, workerId)) deps.err(`${tag}: removed ${file}, left by a worker that is gone`);
+
+    timers.push(
+      setInterval(() => {
+        runScript(redis, renewHeartbeatScript, [keys.heartbeat(workerId)], [token, String(ttlMs)])
+          .then((renewed) => {
+            if (renewed === 0) deps.err(`${tag}: heartbeat ${keys.heartbeat(workerId)} had expired (stalled > ${ttlMs} ms?); jobs recovered meanwhile run elsewhere`);
+          })
+          .catch(() => {}); // an outage shows in the loop's own errors
+      }, Math.max(100, Math.floor(ttlMs / 3))),
+      setInterval(() => void flushTokens(), options.statsFlushMs ?? 100),
+    );
+
+    // The weights: created fresh from inside the cgroup (we are in it; the coprocess inherits it).
+    const file = path.join(options.weightsDir, weightsFileName(workerId, process.pid, startTime));
+    summary.weightsFile = file;
+    const lifetimeMs = options.durationMs !== null ? options.durationMs + LIFETIME_GRACE_MS : DAY_MS;
+    deps.err(`${tag}: pid ${process.pid} in ${deps.where}; creating weights ${file} (${formatBytes(config.weightsBytes)})`);
+    const fillStarted = now();
+    let lastProgress = fillStarted;
+    const onLine = (line: PageToucherLine): void => {
+      if (line.kind === "touched" && now() - lastProgress >= 1000) {
+        lastProgress = now();
+        deps.err(`${tag}: weights ${formatBytes(line.bytes)}/${formatBytes(config.weightsBytes)} written`);
+      }
+    };
+    const startWeights = deps.startWeights ?? defaultStartWeights;
+    weights = await startWeights(file, config.weightsBytes, lifetimeMs, onLine);
+    deps.err(
+      `${tag}: weights ready in ${((now() - fillStarted) / 1000).toFixed(1)} s (toucher pid ${weights.pid}${weights.fallback ? ", python fallback: weaker stall" : ""});` +
+        ` taking jobs from ${q.admitted} into ${working}, concurrency ${config.concurrency}`,
+    );
+    const passes = new PassBatcher(weights);
+    batcher = passes;
+
+    const checkStop = (): void => {
+      if (stopJobs.signal.aborted) throw new StopJob();
+    };
+
+    const runJob = async (payload: Buffer): Promise<void> => {
+      const takenAt = now();
+      const decoded = decodeJob(payload, takenAt);
+      if (!decoded.ok) {
+        const entry = deadEntry(decoded.reason, payload, { id: decoded.id, gate: `worker:${workerId}`, ts: takenAt });
+        await retrying(() => runScript(redis, workerDeadScript, [working, q.dead, q.stats], [payload, entry]), stopJobs.signal, true);
+        summary.dead++;
+        const [cause, ...rest] = decoded.reason.split(" ");
+        emit({ event: "dead", job: decoded.id, reason: decoded.reason, worker: workerId }, `dead job=${decoded.id ?? "-"} reason=${cause ?? decoded.reason}${rest.length > 0 ? ` detail=${JSON.stringify(rest.join(" "))}` : ""}`);
+        return;
+      }
+      const job: Job = decoded.job;
+      const plan = planJob(job, config);
+      const kv = new KvCache(plan.kvBytes);
+      const jobPasses = emptyPassStats();
+      const slot = { current: payload };
+      held.add(slot);
+      try {
+        for (let pass = 0; pass < plan.prefillPasses; pass++) {
+          checkStop();
+          const step = await passes.step();
+          addPass(jobPasses, step.us);
+          const slice = prefillKvSlice(pass, plan, job.prompt_tokens, config.prefillTokensPerPass);
+          kv.touch(slice.start, slice.end);
+        }
+        checkStop();
+        const firstTokenAt = now();
+        let tokens = plan.tokensOut > 0 ? 1 : 0;
+        pendingTokens += tokens;
+        summary.tokensOut += tokens;
+        const marked = markFirstToken(payload, firstTokenAt);
+        if (marked) {
+          try {
+            const applied = await runScript(redis, firstTokenScript, [working, keys.firstToken], [payload, marked, job.id, String(firstTokenAt)]);
+            if (applied === 1) slot.current = marked;
+          } catch (err) {
+            deps.err(`${tag}: job=${job.id}: could not publish its first token (${message(err)}); the sidecar still counts it as waiting`);
+          }
+        }
+        for (let i = 0; i < plan.decodePasses; i++) {
+          checkStop();
+          const stepStarted = now();
+          const step = await passes.step();
+          addPass(jobPasses, step.us);
+          tokens++;
+          pendingTokens++;
+          summary.tokensOut++;
+          const pace = decodePaceMs(stepStarted, now(), plan.decodeIntervalMs);
+          if (pace > 0) await sleep(pace, stopJobs.signal);
+        }
+        const doneAt = now();
+        const record = doneRecord(job, workerId, firstTokenAt, doneAt, tokens, jobPasses, plan.kvBytes);
+        const applied = await retrying(
+          () => runScript(redis, doneScript, [working, q.done, q.stats, q.inflight, keys.firstToken], [slot.current, JSON.stringify(record), job.id, record.late ? "1" : "0", job.attempt > 0 ? "1" : "0"]),
+          stopJobs.signal,
+          true,
+        );
+        if (applied !== 1) {
+          deps.err(`${tag}: job=${job.id} finished but had left ${working} (recovered by another worker while this one stalled); not recorded twice`);
+          return;
+        }
+        summary.done++;
+        if (record.late) summary.late++;
+        emit({ event: "done", ...record }, formatDoneLine(record));
+      } finally {
+        held.delete(slot);
+        kv.release();
+      }
+    };
+
+    const startJob = (payload: Buffer): void => {
+      const run: Promise<void> = runJob(payload)
+        .catch((err: unknown) => {
+          if (err instanceof StopJob) return; // stays in the working list; given back below
+          stop("failed", err instanceof Error ? err : new Error(String(err)));
+        })
+        .finally(() => inFlight.delete(run));
+      inFlight.add(run);
+    };
+
+    mover = new BlockingMover(deps.redisUrl, { name: `drill-worker-take:${workerId}` });
+    let lastActivity = now();
+    let lastPeerCheck = 0;
+    let outageSince: number | null = null;
+    let failures = 0;
+    const stopped = new Promise<void>((resolve) => stopJobs.signal.addEventListener("abort", () => resolve(), { once: true }));
+    while (!stopJobs.signal.aborted) {
+      if (options.durationMs !== null && now() - startedAt >= options.durationMs) {
+        stop("duration");
+        break;
+      }
+      if (options.maxJobs !== null && summary.taken >= options.maxJobs) {
+        if (inFlight.size === 0) {
+          stopReason ??= "max_jobs";
+          break;
+        }
+        await Promise.race([Promise.race(inFlight), stopped, sleep(1000, stopJobs.signal)]);
+        continue;
+      }
+      if (inFlight.size >= config.concurrency) {
+        await Promise.race([Promise.race(inFlight), stopped, sleep(1000, stopJobs.signal)]);
+        continue;
+      }
+      try {
+        if (now() - lastPeerCheck >= (options.peerRecoveryMs ?? 5000)) {
+          lastPeerCheck = now();
+          for (const got of await recoverDeadPeers(redis, keys, workerId)) {
+            summary.recoveredFromPeers += got.moved;
+            emit({ event: "recovered", from_worker: got.worker, jobs: got.moved, worker: workerId }, `recovered jobs=${got.moved} from_worker=${got.worker} to=${q.admitted}`);
+          }
+        }
+        const payload = await mover.move(q.admitted, working, blockMs);
+        if (outageSince !== null) {
+          deps.err(`${tag}: redis back after ${((now() - outageSince) / 1000).toFixed(1)} s`);
+          outageSince = null;
+          failures = 0;
+          // A BLMOVE whose reply was lost left its job in our working list: run it.
+          for (const stray of await strays(redis, working, held)) {
+            summary.taken++;
+            startJob(stray);
+          }
+        }
+        if (payload === null) {
+          if (options.idleExitMs !== null && inFlight.size === 0 && now() - lastActivity >= options.idleExitMs) {
+            stopReason ??= "idle";
+            break;
+          }
+          continue;
+        }
+        summary.taken++;
+        lastActivity = now();
+        startJob(payload);
+      } catch (err) {
+        failures++;
+        if (err instanceof WatchdogTimeout) deps.err(`${tag}: watchdog: ${err.message}`);
+        if (outageSince === null) {
+          outageSince = now();
+          deps.err(`${tag}: redis unavailable (${message(err)}); retrying`);
+        }
+        await sleep(Math.min(100 * 2 ** Math.min(failures, 4), 1000), stopJobs.signal);
+      }
+      // A job that finished frees its slot; idle counts from the last one in flight.
+      if (inFlight.size > 0) lastActivity = now();
+    }
+  } finally {
+    for (const timer of timers) clearInterval(timer);
+    mover?.close();
+    // Jobs still running stop at their next pass and stay in the working list...
+    stopJobs.abort();
+    await Promise.allSettled([...inFlight]);
+    await flushTokens();
+    // ...which goes back to the head of admitted (and any job a lost BLMOVE reply left there).
+    try {
+      summary.givenBackAtStop = await moveWorkingBack(redis, keys, workerId, token);
+      if (summary.givenBackAtStop > 0) deps.err(`${tag}: gave ${summary.givenBackAtStop} unfinished job(s) back to the head of ${q.admitted}`);
+      await runScript(redis, releaseHeartbeatScript, [keys.heartbeat(workerId), working, keys.workers], [token, workerId]);
+    } catch (err) {
+      deps.err(`${tag}: could not give back ${working} (${message(err)}); another worker recovers it once ${keys.heartbeat(workerId)} expires, or rollback drains it`);
+    }
+    summary.passes = batcher?.passes ?? 0;
+    summary.passUsTotal = batcher?.passUsTotal ?? 0;
+    if (weights) await weights.close();
+    deps.signal.removeEventListener("abort", onSignal);
+    deps.supervisorGone?.removeEventListener("abort", onSupervisorGone);
+    await closeRedis(redis);
+  }
+  summary.stoppedBy = stopReason ?? "signal";
+  if (fatal) throw new DrillError(`${tag} failed: ${message(fatal)}`, undefined, { cause: fatal });
+  return summary;
+}
+
+async function defaultStartWeights(file: string, sizeBytes: number, maxLifetimeMs: number, onLine: (line: PageToucherLine) => void): Promise<Weights> {
+  // Filling counts against the ready timeout: allow 16 MiB/s at worst, at least 2 min.
+  const readyTimeoutMs = Math.max(120_000, Math.ceil(sizeBytes / (16 * 1024 * 1024)) * 1000);
+  return await WeightsToucher.start({ file, sizeBytes, maxLifetimeMs, readyTimeoutMs, onLine });
+}
+
+/**
+ * Takes the heartbeat for this worker id. A holder that is this host's dead
+ * process (pid gone or reused) is taken over at once: a restarted worker
+ * after an OOM kill should not wait out the TTL. A live one is refused.
+ */
+async function claimWorkerId(redis: Redis, keys: WorkerKeys, workerId: string, token: string, ttlMs: number, info: Record<string, unknown>, roots: HostRoots): Promise<void> {
+  const heartbeat = keys.heartbeat(workerId);
+  let stale = "";
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const reply = await runScript(redis, claimHeartbeatScript, [heartbeat], [token, String(ttlMs), stale]);
+    const [kind, holder] = Array.isArray(reply) ? reply.map((v) => String(v)) : [String(reply)];
+    if (kind === "ok") {
+      await redis.hset(keys.workers, workerId, JSON.stringify(info));
+      return;
+    }
+    const [host, pidText, startText] = (holder ?? "").split(":");
+    const pid = Number(pidText);
+    const start = Number(startText);
+    const sameHost = host === os.hostname();
+    if (sameHost && Number.isSafeInteger(pid) && Number.isSafeInteger(start) && !isSameProcess(roots, pid, start)) {
+      stale = holder ?? "";
+      continue;
+    }
+    throw new RefusedError(
+      sameHost
+        ? `worker id ${workerId} is already running (pid ${pid}, heartbeat ${heartbeat}); stop it or give another --worker-id`
+        : `worker id ${workerId} is held by ${holder} on another host (heartbeat ${heartbeat}, TTL ${ttlMs} ms); give another --worker-id or wait for it to expire`,
+    );
+  }
+  throw new DrillError(`could not claim ${heartbeat}: it changed hands while claiming`);
+}
+
+/** Payloads in our working list that no running job holds (a lost BLMOVE reply). */
+async function strays(redis: Redis, working: string, held: ReadonlySet<{ current: Buffer }>): Promise<Buffer[]> {
+  const counts = new Map<string, number>();
+  for (const slot of held) {
+    const key = slot.current.toString("latin1");
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  const found: Buffer[] = [];
+  for (const payload of await redis.lrangeBuffer(working, 0, -1)) {
+    const key = payload.toString("latin1");
+    const n = counts.get(key) ?? 0;
+    if (n > 0) counts.set(key, n - 1);
+    else found.push(payload);
+  }
+  return found;
+}
+
+/**
+ * A worker's working list back to the head of admitted, in the order taken,
+ * first-token marks stripped: with `token` its own, with "" only when its
+ * heartbeat is gone.
+ */
+async function moveWorkingBack(redis: Redis, keys: WorkerKeys, workerId: string, token: string): Promise<number> {
+  const working = keys.queue.working(workerId);
+  const payloads = await redis.lrangeBuffer(working, 0, -1);
+  if (payloads.length === 0) return 0;
+  const args: (string | Buffer)[] = [token, workerId];
+  for (const payload of payloads) {
+    const decoded = decodeJob(payload);
+    args.push(payload, unmarkFirstToken(payload), decoded.ok ? decoded.job.id : (decoded.id ?? ""));
+  }
+  const moved = await runScript(redis, recoverWorkingScript, [keys.heartbeat(workerId), working, keys.queue.admitted, keys.firstToken, keys.queue.stats, keys.workers], args);
+  return Number(moved) < 0 ? 0 : Number(moved);
+}
+
+/** Working lists of other workers whose heartbeat expired: back to admitted. */
+async function recoverDeadPeers(redis: Redis, keys: WorkerKeys, self: string): Promise<Array<{ worker: string; moved: number }>> {
+  const prefix = keys.queue.working("x").slice(0, -1);
+  const found: Array<{ worker: string; moved: number }> = [];
+  let cursor = "0";
+  do {
+    const [next, names] = await redis.scan(cursor, "MATCH", keys.queue.workingPattern, "COUNT", 200);
+    cursor = next;
+    for (const name of names) {
+      const worker = name.slice(prefix.length);
+      if (worker === self || (await redis.exists(keys.heartbeat(worker))) === 1) continue;
+      // Token '' matches no live heartbeat: the script moves only when it is gone.
+      const moved = await moveWorkingBack(redis, keys, worker, "");
+      if (moved > 0) found.push({ worker, moved });
+    }
+  } while (cursor !== "0");
+  return found;
+}
+
+/** Re-runs an idempotent script through a Redis outage; gives up after ~30 s (or at once when stopping, unless `evenWhenStopping`). */
+async function retrying<T>(fn: () => Promise<T>, signal: AbortSignal, evenWhenStopping: boolean): Promise<T> {
+  let lastError: unknown = null;
+  for (let attempt = 0; attempt < 40; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      lastError = err;
+      if (signal.aborted && !evenWhenStopping) break;
+      if (signal.aborted && attempt >= 3) break;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** Math.min(attempt, 4), 1000)));
+    }
+  }
+  throw lastError instanceof Error ? lastError : new Error(String(lastError));
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
