@@ -1,4 +1,44 @@
+import { Command } from "commander";
+import { UsageError } from "../errors.js";
+import { consoleOutput } from "../output.js";
+import { validateKeyPart } from "../queue/keys.js";
+import { buildReport } from "../report/build.js";
+import { gatherReport } from "../report/gather.js";
+import { renderReport, type ReportFormat } from "../report/render.js";
+import { parseDuration } from "../units.js";
 import type { CommandFactory } from "./index.js";
-import { notBuiltCommand } from "./notBuilt.js";
 
-export const reportCommand: CommandFactory = () => notBuiltCommand("report", "the incident-note summary of decisions and pressure");
+interface RawReportOptions {
+  since: string;
+  format?: string;
+  name?: string;
+  queue?: string;
+}
+
+const FORMATS: readonly ReportFormat[] = ["text", "md", "json"];
+
+/** --format, with the global --json meaning json (and refusing a contradiction). */
+export function resolveFormat(format: string | undefined, json: boolean): ReportFormat {
+  if (format === undefined) return json ? "json" : "text";
+  if (!(FORMATS as readonly string[]).includes(format)) throw new UsageError(`--format: "${format}" is not one of ${FORMATS.join(", ")}`);
+  if (json && format !== "json") throw new UsageError(`--format ${format} contradicts --json`);
+  return format as ReportFormat;
+}
+
+export const reportCommand: CommandFactory = (globals) =>
+  new Command("report")
+    .description("the incident-note summary of decisions and pressure (works after rollback from its export)")
+    .option("--since <duration>", "only events, finished jobs and samples of the last <duration>", "10m")
+    .option("--format <format>", "text | md (paste into an incident doc) | json (one document); default text, json with --json")
+    .option("--name <drill>", "the drill under the state dir (default: the only one there)")
+    .option("--queue <name>", "Redis queue (default: the drill's, else jobs)")
+    .action(async (raw: RawReportOptions) => {
+      const g = globals();
+      const sinceMs = parseDuration(raw.since, "--since");
+      const format = resolveFormat(raw.format, g.json);
+      const queue = raw.queue === undefined ? undefined : validateKeyPart(raw.queue, "--queue");
+      const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: raw.name, queue, redisUrl: g.redisUrl, sinceMs });
+      const report = buildReport(inputs, nowMs, sinceMs);
+      const output = consoleOutput(g.color && format === "text");
+      output.out(renderReport(report, format, output.color));
+    });

@@ -1,5 +1,5 @@
 import { Redis } from "ioredis";
-import { DrillError } from "../errors.js";
+import { DrillError, ExitCode } from "../errors.js";
 import type { LuaScript } from "./scripts.js";
 
 export const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
@@ -47,7 +47,7 @@ export async function connectRedis(url: string, options: ConnectOptions): Promis
   } catch (err) {
     redis.disconnect();
     const detail = err instanceof Error ? err.message : String(err);
-    throw new DrillError(`cannot connect to redis at ${redactUrl(url)}: ${detail} (give --redis <url> or DRILL_REDIS_URL)`, 1, { cause: err });
+    throw new DrillError(`cannot connect to redis at ${redactUrl(url)}: ${detail} (give --redis <url> or DRILL_REDIS_URL)`, ExitCode.failed, { cause: err });
   }
 }
 

@@ -422,8 +422,11 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
   } else if (inputs.queueLen === 0) {
     headAgeMs = 0; // an empty queue: nothing waits
   }
+  // The pace is taken over the part of the window the drill existed, not before it was created.
+  const createdMs = inputs.drill?.createdAt ? Date.parse(inputs.drill.createdAt) : NaN;
+  const paceSpanMs = nowMs - (Number.isFinite(createdMs) ? Math.max(fromMs, createdMs) : fromMs);
   const finishedInWindow = done?.filter((d) => doneTime(d) !== null).length ?? null;
-  const donePerHour = finishedInWindow === null || sinceMs <= 0 ? null : Math.round((finishedInWindow * 3_600_000) / sinceMs * 10) / 10;
+  const donePerHour = finishedInWindow === null || paceSpanMs <= 0 ? null : Math.round(((finishedInWindow * 3_600_000) / paceSpanMs) * 10) / 10;
   const backlog = inputs.queueLen !== null && inputs.drainLen !== null ? inputs.queueLen + inputs.drainLen : null;
   const backlogHours = backlog === null || donePerHour === null ? null : backlog === 0 ? 0 : donePerHour === 0 ? null : Math.round((backlog / donePerHour) * 100) / 100;
 

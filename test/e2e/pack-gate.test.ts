@@ -101,10 +101,13 @@ describe("drill pack + drill gate (built binary)", () => {
   it("gate mode: reject_all flips the lever; re-admit under pressure is refused (exit 3) unless --force", async () => {
     const queue = `e${++n}`;
     const hot = fakeProc(HOT);
-    expect((await drill(["--procfs", hot, "gate", "mode", "reject_all", "--queue", queue])).exitCode).toBe(0);
-    await drill(["pack", "--jobs", "1", "--queue", queue]);
-    const gate = await drill(["--procfs", fakeProc("some avg10=0.40 avg60=0.20 avg300=0.00 total=0\n"), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "1"]);
-    expect(lines(gate.stdout)).toEqual(["reject_host_pressure job=1 psi=0.40 mode=reject_all"]);
+    const flip = await drill(["--procfs", hot, "gate", "mode", "reject_all", "--queue", queue]);
+    expect(flip.exitCode, String(flip.stderr)).toBe(0);
+    expect(lines(flip.stdout)[0]).toMatch(new RegExp(`^mode reject_all queue=${queue} previous=admit psi avg10=12.40`));
+    const pack = await drill(["pack", "--jobs", "1", "--queue", queue]);
+    expect(pack.exitCode, String(pack.stderr)).toBe(0);
+    const gate = await drill(["--procfs", fakeProc("some avg10=0.40 avg60=0.20 avg300=0.00 total=0\n"), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "1", "--idle-exit", "5s"]);
+    expect(lines(gate.stdout), String(gate.stderr)).toEqual(["reject_host_pressure job=1 psi=0.40 mode=reject_all"]);
     const refused = await drill(["--procfs", hot, "gate", "mode", "admit", "--queue", queue]);
     expect(refused.exitCode).toBe(3);
     expect(refused.stderr).toMatch(/refusing to re-admit: host memory PSI avg10=12.40 avg60=3.10/);

@@ -1,0 +1,248 @@
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import path from "node:path";
+import type { Redis } from "ioredis";
+import { listDrills } from "../drill/rollback.js";
+import { drillDir, readState, type DrillState } from "../drill/state.js";
+import { DrillError, UsageError } from "../errors.js";
+import { queueKeys, type QueueKeys } from "../queue/keys.js";
+import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
+import { parseExport, exportTimeMs } from "./exportFile.js";
+import { eventFromEntry, parseDoneEntry, parseRecording, type DecisionEvent, type DoneEntry, type DrillInfo, type Recording, type ReportInputs } from "./inputs.js";
+
+/**
+ * The I/O of `drill report`: which drill, which source, and reading it.
+ * Source: the given --redis, else the drill state's Redis if it answers, else
+ * the newest `final-*.jsonl` rollback exported (so a report still works after
+ * rollback stopped the embedded Redis); else an error naming what was tried.
+ */
+
+export interface GatherOptions {
+  stateDir: string;
+  /** --name; undefined: the only drill in the state dir. */
+  name: string | undefined;
+  /** --queue; undefined: the drill's queue, else `jobs`. */
+  queue: string | undefined;
+  /** --redis / DRILL_REDIS_URL. */
+  redisUrl: string | undefined;
+  sinceMs: number;
+  now?: () => number;
+}
+
+export interface Gathered {
+  inputs: ReportInputs;
+  /** The moment the figures describe: now for a live Redis, the export's time for a file. */
+  nowMs: number;
+}
+
+export const RECORDING_FILE = "watch.jsonl";
+const EXPORT_FILE = /^final-.*\.jsonl$/;
+/** Entries read per XRANGE / LRANGE call: a long drill must not come back as one giant reply. */
+const BATCH = 5000;
+const MAX_EVENTS = 200_000;
+
+/** Drills in the state dir: a state.json (listDrills), or only rollback's export left behind. */
+export function reportableDrills(stateDir: string): string[] {
+  const names = new Set(listDrills(stateDir));
+  try {
+    for (const entry of readdirSync(stateDir, { withFileTypes: true })) {
+      if (entry.isDirectory() && exportFiles(path.join(stateDir, entry.name)).length > 0) names.add(entry.name);
+    }
+  } catch {
+    // no state dir: no drill
+  }
+  return [...names].sort();
+}
+
+/** `final-*.jsonl` in a drill dir, newest last (their names sort by time). */
+export function exportFiles(dir: string): string[] {
+  try {
+    return readdirSync(dir)
+      .filter((f) => EXPORT_FILE.test(f))
+      .sort()
+      .map((f) => path.join(dir, f));
+  } catch {
+    return [];
+  }
+}
+
+export function resolveDrillName(stateDir: string, name: string | undefined, redisGiven: boolean): string | null {
+  if (name !== undefined) {
+    if (name === "" || name === "." || name === ".." || name.includes("/") || name.includes("\0")) {
+      throw new UsageError(`--name: "${name}" is not a drill name`);
+    }
+    if (!existsSync(drillDir(stateDir, name)) && !redisGiven) {
+      const known = reportableDrills(stateDir);
+      throw new DrillError(`no drill "${name}" in ${stateDir}${known.length > 0 ? ` (drills there: ${known.join(", ")})` : ""}; give --state-dir, or --redis to report on a queue directly`);
+    }
+    return name;
+  }
+  const drills = reportableDrills(stateDir);
+  if (drills.length === 1) return drills[0]!;
+  if (drills.length > 1) throw new UsageError(`several drills in ${stateDir}: ${drills.join(", ")}; pick one with --name`);
+  if (redisGiven) return null;
+  throw new DrillError(
+    `there is no drill to report on: ${stateDir} holds no <name>/state.json or <name>/final-*.jsonl, and no --redis (or DRILL_REDIS_URL) was given`,
+  );
+}
+
+function drillInfo(name: string, state: DrillState | null): DrillInfo {
+  return {
+    name,
+    runId: state?.runId ?? null,
+    drillFile: state?.drillFile ?? null,
+    createdAt: state?.createdAt ?? null,
+    phase: state?.phase ?? null,
+  };
+}
+
+function readRecording(file: string, notes: string[]): Recording | null {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== "ENOENT") notes.push(`cannot read ${file}: ${code ?? (err as Error).message}`);
+    return null;
+  }
+  return parseRecording(file, text);
+}
+
+const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+export async function gatherReport(options: GatherOptions): Promise<Gathered> {
+  const now = options.now ?? Date.now;
+  const name = resolveDrillName(options.stateDir, options.name, options.redisUrl !== undefined);
+  const state = name === null ? null : readState(options.stateDir, name);
+  const keys = queueKeys(options.queue ?? state?.queue ?? "jobs");
+  const notes: string[] = [];
+  const dir = name === null ? null : drillDir(options.stateDir, name);
+
+  const recordingFile = dir === null ? null : path.join(dir, RECORDING_FILE);
+  const recording = recordingFile === null ? null : readRecording(recordingFile, notes);
+  const base = {
+    queue: keys.queue,
+    drill: name === null ? null : drillInfo(name, state),
+    recording,
+    recordingLooked: recordingFile,
+    gatherNotes: notes,
+  };
+
+  // 1. live: the given Redis (its failure is the error), else the drill's own if it answers
+  const tried: string[] = [];
+  let redis: Redis | null = null;
+  let url: string | null = null;
+  if (options.redisUrl !== undefined) {
+    url = options.redisUrl;
+    redis = await connectRedis(url, { name: "drill-report" });
+  } else if (state) {
+    const exported = state.rollback?.exported;
+    if (state.redis.embedded && exported && existsSync(exported)) {
+      // Rollback stopped this Redis after exporting: whatever answers on its port now is not the drill's.
+      tried.push(`${redactUrl(state.redis.url)} (embedded, stopped by rollback)`);
+    } else {
+      try {
+        redis = await connectRedis(state.redis.url, { name: "drill-report" });
+        url = state.redis.url;
+      } catch (err) {
+        tried.push(`${redactUrl(state.redis.url)} from ${path.join(dir!, "state.json")} (${message(err)})`);
+      }
+    }
+  } else {
+    tried.push("no --redis given and no state.json with a Redis URL");
+  }
+
+  if (redis !== null && url !== null) {
+    try {
+      const nowMs = now();
+      const live = await readLive(redis, keys, nowMs - options.sinceMs, notes);
+      return { inputs: { ...base, source: { kind: "live", url }, ...live }, nowMs };
+    } finally {
+      await closeRedis(redis);
+    }
+  }
+
+  // 2. rollback's export
+  const files = dir === null ? [] : exportFiles(dir);
+  const file = files.at(-1);
+  if (file === undefined) {
+    const looked = dir === null ? "no drill dir" : `no final-*.jsonl in ${dir}`;
+    throw new DrillError(`no source to report on: Redis ${tried.join("; ")}; ${looked}. Give --redis <url> if the queue lives elsewhere`);
+  }
+  if (tried.length > 0) notes.push(`Redis not used: ${tried.join("; ")}`);
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new DrillError(`cannot read ${file}: ${message(err)}`);
+  }
+  const exported = parseExport(text, keys);
+  if (exported.badLines > 0) notes.push(`${exported.badLines} line(s) of ${file} were not exported keys: skipped`);
+  if (exported.badDone > 0) notes.push(`${exported.badDone} ${keys.done} record(s) were not JSON objects: skipped`);
+  const atMs = exportTimeMs(path.basename(file));
+  const nowMs = atMs ?? statSync(file).mtimeMs;
+  return {
+    inputs: {
+      ...base,
+      source: { kind: "export", file, atMs },
+      events: exported.events,
+      done: exported.done,
+      stats: exported.stats,
+      queueLen: exported.queueLen,
+      queueHead: exported.queueHead,
+      drainLen: exported.drainLen,
+    },
+    nowMs: Math.round(nowMs),
+  };
+}
+
+type LiveFigures = Pick<ReportInputs, "events" | "done" | "stats" | "queueLen" | "queueHead" | "drainLen">;
+
+/** Each read on its own: a key of the wrong type makes that figure null, not the report fail. */
+async function readLive(redis: Redis, keys: QueueKeys, fromMs: number, notes: string[]): Promise<LiveFigures> {
+  const attempt = async <T>(what: string, read: () => Promise<T>): Promise<T | null> => {
+    try {
+      return await read();
+    } catch (err) {
+      notes.push(`cannot read ${what}: ${message(err)}`);
+      return null;
+    }
+  };
+  return {
+    events: await attempt(keys.events, () => readEvents(redis, keys.events, fromMs)),
+    done: await attempt(keys.done, () => readDone(redis, keys.done, notes)),
+    stats: await attempt(keys.stats, () => redis.hgetall(keys.stats)),
+    queueLen: await attempt(`LLEN ${keys.ready}`, () => redis.llen(keys.ready)),
+    queueHead: await attempt(`LINDEX ${keys.ready} 0`, () => redis.lindexBuffer(keys.ready, 0)),
+    drainLen: await attempt(`LLEN ${keys.drain}`, () => redis.llen(keys.drain)),
+  };
+}
+
+/** XRANGE from the window's start (stream ids carry the time), in batches. */
+async function readEvents(redis: Redis, key: string, fromMs: number): Promise<DecisionEvent[]> {
+  const events: DecisionEvent[] = [];
+  let start = `${Math.max(0, Math.floor(fromMs))}-0`;
+  for (;;) {
+    const batch = await redis.xrange(key, start, "+", "COUNT", BATCH);
+    for (const [id, flat] of batch) events.push(eventFromEntry(id, flat));
+    const last = batch.at(-1);
+    if (batch.length < BATCH || last === undefined || events.length >= MAX_EVENTS) break;
+    start = `(${last[0]}`;
+  }
+  return events;
+}
+
+async function readDone(redis: Redis, key: string, notes: string[]): Promise<DoneEntry[]> {
+  const done: DoneEntry[] = [];
+  let bad = 0;
+  for (let offset = 0; ; offset += BATCH) {
+    const batch = await redis.lrange(key, offset, offset + BATCH - 1);
+    for (const text of batch) {
+      const entry = parseDoneEntry(text);
+      if (entry) done.push(entry);
+      else bad++;
+    }
+    if (batch.length < BATCH) break;
+  }
+  if (bad > 0) notes.push(`${bad} ${key} record(s) were not JSON objects: skipped`);
+  return done;
+}

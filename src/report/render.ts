@@ -1,0 +1,264 @@
+import type { ChalkInstance } from "chalk";
+import { formatBytes, formatDuration } from "../units.js";
+import { COST_PROXY_FORMULA, type JobCost, type Peak, type Report } from "./build.js";
+
+/**
+ * Three views of one Report: `md` pastes into an incident doc (GitHub tables,
+ * no ANSI), `text` is for the terminal, `json` is the Report itself. Both
+ * table views come from the same sections, so they never disagree.
+ */
+
+export type ReportFormat = "text" | "md" | "json";
+
+/** A cell shown as code in markdown (reject lines, formulas), as is in text. */
+type Cell = string | { code: string };
+
+interface Section {
+  title: string;
+  /** Paragraphs before the table. */
+  before?: Cell[];
+  header?: string[];
+  /** Right-aligned columns (numbers). */
+  right?: number[];
+  rows?: Cell[][];
+  after?: string[];
+}
+
+/** Per-job rows shown in md/text; json carries every job. */
+export const COST_ROWS_SHOWN = 20;
+
+const NA = "n/a";
+const ms = (v: number | null): string => (v === null ? NA : `${Math.round(v)} ms`);
+const num = (v: number | null, digits = 2): string => (v === null ? NA : v.toFixed(digits));
+const int = (v: number | null): string => (v === null ? NA : String(v));
+const pct = (v: number | null): string => (v === null ? NA : `${v.toFixed(2)}%`);
+const bytes = (v: number | "max" | null): string => (v === "max" ? "max" : v === null ? NA : formatBytes(v));
+
+function sections(r: Report): Section[] {
+  const out: Section[] = [];
+  const noRecording = r.pressure.recording === null ? `${NA} (no recording)` : null;
+
+  // Decisions
+  if (r.decisions === null) {
+    out.push({ title: "Decisions", before: [`${NA}: the decision stream ${r.queue}:events could not be read`] });
+  } else {
+    const rows: Cell[][] = r.decisions.rows.map((row) => [row.reason, String(row.count), row.sharePct === null ? "" : `${row.sharePct.toFixed(1)}%`, row.note]);
+    rows.push(["total decisions", String(r.decisions.total), "", `${r.decisions.rejects} reject(s)`]);
+    const rejectRows: Cell[][] = [];
+    if (r.first_reject) rejectRows.push(["first", r.first_reject.ts ?? NA, { code: r.first_reject.line }]);
+    if (r.last_reject) rejectRows.push(["last", r.last_reject.ts ?? NA, { code: r.last_reject.line }]);
+    out.push({ title: "Decisions", header: ["reason", "count", "share", "note"], right: [1, 2], rows });
+    out.push(
+      rejectRows.length === 0
+        ? { title: "First and last reject", before: ["no reject in the window"] }
+        : { title: "First and last reject", header: ["", "at", "line"], rows: rejectRows },
+    );
+    if (r.mode_flips && r.mode_flips.length > 0) {
+      out.push({ title: "Mode flips", header: ["at", "figures"], rows: r.mode_flips.map((m) => [m.ts ?? NA, { code: m.figures }]) });
+    }
+  }
+
+  // First token
+  const ft = r.first_token;
+  if (ft === null) {
+    out.push({ title: "First token of admitted jobs", before: [`${NA}: ${r.queue}:done could not be read`] });
+  } else {
+    const deadline = ft.deadline_ms === null ? NA : ft.deadline_ms.min === ft.deadline_ms.max ? ms(ft.deadline_ms.max) : `${ms(ft.deadline_ms.min)} – ${ms(ft.deadline_ms.max)}`;
+    const over = ft.p99_over_deadline_ms === null ? NA : ft.p99_over_deadline_ms > 0 ? `over by ${ms(ft.p99_over_deadline_ms)}` : `within, ${ms(-ft.p99_over_deadline_ms)} to spare`;
+    const shown = ft.late_jobs.slice(0, 20).map((id) => `job=${id}`).join(" ");
+    const lateText = ft.late === 0 ? "0" : `${ft.late} (${shown}${ft.late_jobs.length > 20 ? ` … ${ft.late_jobs.length - 20} more` : ""})`;
+    out.push({
+      title: "First token of admitted jobs",
+      header: ["figure", "value"],
+      rows: [
+        ["admitted in window", int(ft.admitted)],
+        ["finished in window", String(ft.finished)],
+        ["first token p50", ms(ft.p50_ms)],
+        ["first token p99", ms(ft.p99_ms)],
+        ["first token max", ms(ft.max_ms)],
+        ["deadline", deadline],
+        ["p99 against deadline", over],
+        ["late jobs", lateText],
+      ],
+    });
+  }
+
+  // Pressure
+  const p = r.pressure;
+  const peakRow = (label: string, peak: Peak, show: (v: number | null) => string): Cell[] => [label, noRecording ?? show(peak.value), peak.ts ?? ""];
+  const oom = noRecording ?? (p.oom_kills_in_window === null ? NA : `${p.oom_kills_in_window} in window (memory.events oom_kill=${int(p.cg_oom_kill_end)})`);
+  const alarms = noRecording ?? (p.alarms.length === 0 ? "none" : p.alarms.map((a) => `${a.alarm} (${a.samples} sample${a.samples === 1 ? "" : "s"})`).join(", "));
+  out.push({
+    title: "Pressure (sidecar recording)",
+    before: [p.recording === null ? "no recording" : `${p.samples} sample(s) from ${p.recording}`],
+    header: ["signal", "peak", "at"],
+    rows: [
+      peakRow("psi_mem_some_avg10 (host)", p.peak_psi_mem_some_avg10, (v) => num(v)),
+      peakRow("psi_mem_some_rate (host)", p.peak_psi_mem_some_rate, pct),
+      peakRow("cg_psi_mem_some_avg10 (worker cgroup)", p.peak_cg_psi_mem_some_avg10, (v) => num(v)),
+      peakRow("cg_psi_mem_some_rate (worker cgroup)", p.peak_cg_psi_mem_some_rate, pct),
+      peakRow("stall_ms_p99", p.peak_stall_ms_p99, ms),
+      peakRow("cgroup memory.peak", p.peak_cg_mem_peak, (v) => `${bytes(v)} (limit ${bytes(p.cg_mem_max)})`),
+      peakRow("cgroup memory.current", p.peak_cg_mem_current, (v) => bytes(v)),
+      ["OOM kills", oom, ""],
+      ["alarms", alarms, ""],
+    ],
+  });
+
+  // Retries and totals
+  const t = r.totals;
+  out.push({
+    title: "Retries and totals",
+    header: ["figure", "value"],
+    rows: [
+      ["retry_count (stats, whole drill)", int(r.retries.retry_count_total)],
+      ["nacked to a retry host class in window", int(r.retries.nacked_to_retry_in_window)],
+      ["finished after a retry (attempt > 0)", int(r.retries.finished_after_retry)],
+      ["tokens_out (stats)", int(t?.tokens_out ?? null)],
+      ["jobs_done (stats)", int(t?.jobs_done ?? null)],
+      ["jobs_late (stats)", int(t?.jobs_late ?? null)],
+    ],
+  });
+
+  // cost_proxy
+  const c = r.cost_proxy;
+  if (c === null) {
+    out.push({ title: "cost_proxy", before: [{ code: COST_PROXY_FORMULA }, `${NA}: ${r.queue}:done could not be read`] });
+  } else {
+    const ranked = [...c.jobs].sort((a, b) => (b.cost_proxy ?? -1) - (a.cost_proxy ?? -1));
+    const rows: Cell[][] = ranked.slice(0, COST_ROWS_SHOWN).map(costRow);
+    rows.push(["total", "", "", "", "", "", "", c.total === null ? `${NA}${noRecording ? " (no recording)" : ""}` : fmtCost(c.total)]);
+    const after: string[] = [];
+    if (c.jobs.length > COST_ROWS_SHOWN) after.push(`${c.jobs.length - COST_ROWS_SHOWN} more job(s) not shown (--format json lists every job); the total covers all.`);
+    after.push(`${c.jobs_costed} of ${c.jobs.length} finished job(s) costed; token part (without stall) ${int(c.token_part_total)}.`);
+    out.push({
+      title: "cost_proxy",
+      before: [{ code: c.formula }, c.stall_ms_source],
+      header: ["job", "prompt", "completion", "retries", "stall_ms", "covered", "workers_held", "cost_proxy"],
+      right: [1, 2, 3, 4, 5, 6, 7],
+      rows: c.jobs.length === 0 ? [["no finished job in the window", "", "", "", "", "", "", ""]] : rows,
+      after,
+    });
+  }
+
+  // Drain math check
+  const d = r.drain;
+  const head = d.head_age_ms === null ? NA : d.queue_len === 0 ? "0 ms (queue empty)" : `${ms(d.head_age_ms)}${d.head_job ? ` (job=${d.head_job})` : ""}`;
+  const backlog = d.backlog_hours === null ? NA : `${d.backlog_hours} h${d.backlog_hours > 1 ? " (over one hour)" : ""}`;
+  out.push({
+    title: "Drain math check",
+    header: ["check", "value"],
+    rows: [
+      [{ code: `LLEN ${r.queue}` }, int(d.queue_len)],
+      [{ code: `LINDEX ${r.queue} 0` }, `head age ${head}`],
+      [{ code: `LLEN ${r.queue}_drain` }, int(d.drain_len)],
+      ["rejects in window", int(d.rejects_in_window)],
+      ["finished per hour at the window's pace", d.done_per_hour === null ? NA : String(d.done_per_hour)],
+      [`${r.queue} + ${r.queue}_drain at that pace`, backlog],
+    ],
+  });
+
+  if (r.notes.length > 0) out.push({ title: "Notes", after: r.notes });
+  return out;
+}
+
+function fmtCost(v: number): string {
+  return Number.isInteger(v) ? String(v) : v.toFixed(3).replace(/0+$/, "");
+}
+
+function costRow(j: JobCost): Cell[] {
+  return [
+    `job=${j.job}`,
+    int(j.prompt_tokens),
+    int(j.completion_tokens),
+    int(j.retry_count),
+    j.stall_ms === null ? NA : String(j.stall_ms),
+    j.stall_coverage === null ? NA : `${Math.round(j.stall_coverage * 100)}%`,
+    String(j.workers_held),
+    j.cost_proxy === null ? NA : fmtCost(j.cost_proxy),
+  ];
+}
+
+function heading(r: Report): { title: string; facts: string[] } {
+  const name = r.drill?.name ?? "(no drill state)";
+  const facts = [
+    `window: last ${formatDuration(r.window.since_ms)}, ${r.window.from} → ${r.window.to}${r.window.anchored === "export" ? " (ends at the export)" : ""}`,
+    `source: ${r.source.kind === "live" ? `live Redis ${r.source.where}` : `export ${r.source.where}`}, queue ${r.queue}`,
+  ];
+  if (r.drill) facts.push(`run ${r.drill.run_id ?? NA}, drill file ${r.drill.drill_file ?? NA}, created ${r.drill.created_at ?? NA}, phase ${r.drill.phase ?? NA}`);
+  facts.push(`generated ${r.generated_at}`);
+  return { title: `drill report: ${name}`, facts };
+}
+
+// ---- markdown ---------------------------------------------------------------
+
+function mdCell(cell: Cell): string {
+  if (typeof cell === "string") return cell.replace(/\|/g, "\\|").replace(/\n/g, " ");
+  // A backtick inside would end the code span: use a longer fence.
+  const fence = cell.code.includes("`") ? "``" : "`";
+  return `${fence}${cell.code.replace(/\|/g, "\\|")}${fence}`;
+}
+
+export function renderMarkdown(r: Report): string {
+  const lines: string[] = [];
+  const head = heading(r);
+  lines.push(`## ${head.title}`, "", `> **${r.label}**`, "");
+  for (const fact of head.facts) lines.push(`- ${fact}`);
+  for (const s of sections(r)) {
+    lines.push("", `### ${s.title}`, "");
+    for (const b of s.before ?? []) lines.push(mdCell(b), "");
+    if (s.header && s.rows) {
+      lines.push(`| ${s.header.map(mdCell).join(" | ")} |`);
+      lines.push(`|${s.header.map((_, i) => (s.right?.includes(i) ? "---:" : "---")).join("|")}|`);
+      for (const row of s.rows) lines.push(`| ${row.map(mdCell).join(" | ")} |`);
+    }
+    if (s.after && s.after.length > 0) {
+      if (s.header) lines.push("");
+      for (const a of s.after) lines.push(s.title === "Notes" ? `- ${mdCell(a)}` : mdCell(a));
+    }
+  }
+  lines.push("", `_${r.label}._`);
+  return lines.join("\n").replace(/\n{3,}/g, "\n\n");
+}
+
+// ---- text -------------------------------------------------------------------
+
+const plain = (cell: Cell): string => (typeof cell === "string" ? cell : cell.code);
+
+export function renderText(r: Report, color: ChalkInstance): string {
+  const lines: string[] = [];
+  const head = heading(r);
+  lines.push(color.bold(head.title), color.yellow(r.label), ...head.facts.map((f) => `  ${f}`));
+  for (const s of sections(r)) {
+    lines.push("", color.bold(s.title));
+    for (const b of s.before ?? []) lines.push(`  ${plain(b)}`);
+    if (s.header && s.rows) {
+      const table = [s.header, ...s.rows.map((row) => row.map(plain))];
+      const widths = s.header.map((_, i) => Math.max(...table.map((row) => (row[i] ?? "").length)));
+      const fmt = (row: string[]) =>
+        `  ${row
+          .map((cell, i) => (s.right?.includes(i) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!)))
+          .join("  ")
+          .trimEnd()}`;
+      lines.push(color.dim(fmt(s.header)));
+      for (const row of table.slice(1)) lines.push(fmt(row));
+    }
+    for (const a of s.after ?? []) lines.push(`  ${s.title === "Notes" ? "- " : ""}${a}`);
+  }
+  return lines.join("\n");
+}
+
+export function renderJson(r: Report): string {
+  return JSON.stringify(r, null, 2);
+}
+
+export function renderReport(r: Report, format: ReportFormat, color: ChalkInstance): string {
+  switch (format) {
+    case "json":
+      return renderJson(r);
+    case "md":
+      return renderMarkdown(r);
+    case "text":
+      return renderText(r, color);
+  }
+}

@@ -1,0 +1,264 @@
+// `drill worker` end to end: the built binary, a real redis-server on a free
+// port, a real memory cgroup under this test's own (--parent self), always
+// torn down. (1) admitted jobs are processed, stats add up, inflight released,
+// nothing lost; (2) the passes really slow under a thrash hog in the same
+// cgroup, and the cgroup's PSI total grows (a relative comparison in one run);
+// (3) SIGKILL mid-job: a new worker with the same id recovers its list.
+import { spawnSync, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import path from "node:path";
+import { createInterface } from "node:readline";
+import { execa, type ResultPromise } from "execa";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spawnInCgroup } from "../../src/cgroup/join.js";
+import type { WorkerCgroup } from "../../src/cgroup/paths.js";
+import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
+import { locatePageToucher, thrashCommand } from "../../src/native/pagetoucher.js";
+import { encodeJob, type Job } from "../../src/queue/job.js";
+import { queueKeys } from "../../src/queue/keys.js";
+import { closeRedis, connectRedis } from "../../src/queue/redis.js";
+import type { DoneRecord } from "../../src/worker/plan.js";
+import { workerKeys } from "../../src/worker/scripts.js";
+import { forceCleanup, realCgroupSkipReason, realRoots, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
+import { drillBin } from "../helpers/cli.js";
+import { assertNoJobLost } from "../helpers/invariants.js";
+import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+
+function skipReason(): string | null {
+  const cgroup = realCgroupSkipReason();
+  if (cgroup) return cgroup;
+  if (spawnSync("redis-server", ["--version"]).error) return "redis-server is not installed";
+  try {
+    locatePageToucher();
+  } catch (err) {
+    return (err as Error).message;
+  }
+  return null;
+}
+const reason = skipReason();
+if (reason) console.warn(`skipping real worker tests: ${reason}`);
+
+const M = 1024 * 1024;
+const LIMIT = 160 * M;
+let server: RedisServer;
+let redis: Redis;
+let stateDir = "";
+let weightsDir = "";
+let cg: WorkerCgroup;
+const children = new Set<ResultPromise | ChildProcess>();
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+async function waitFor<T>(what: string, probe: () => Promise<T | null | false> | T | null | false, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== null && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+let seq = 0;
+function job(overrides: Partial<Job> = {}): Job {
+  return {
+    id: `${++seq}`,
+    prompt_tokens: 4096,
+    completion_tokens: 40,
+    files: 1,
+    enqueue_ts: Date.now(),
+    deadline_ms: 8000,
+    attempt: 0,
+    host_class: "shared-free",
+    ...overrides,
+  };
+}
+
+/** As the gate leaves them: payload on <q>:admitted, packed tokens in <q>:inflight. */
+async function admit(queue: string, jobs: Job[]): Promise<void> {
+  const k = queueKeys(queue);
+  for (const j of jobs) {
+    await redis.hset(k.inflight, j.id, j.prompt_tokens);
+    await redis.rpush(k.admitted, encodeJob(j));
+  }
+}
+
+function workerArgs(queue: string, workerId: string, extra: string[]): string[] {
+  return [
+    drillBin, "--json", "--redis", server.url, "worker",
+    "--name", cg.name, "--parent", "self", "--queue", queue, "--worker-id", workerId,
+    "--weights-dir", weightsDir, "--kv-bytes-per-token", "256", ...extra,
+  ];
+}
+
+function startWorker(queue: string, workerId: string, extra: string[]): ResultPromise<{ reject: false; env: Record<string, string>; timeout: number; buffer: true }> {
+  const child = execa("node", workerArgs(queue, workerId, extra), {
+    reject: false,
+    env: { FORCE_COLOR: "0", NO_COLOR: "1", DRILL_STATE_DIR: stateDir },
+    timeout: 60_000,
+    buffer: true,
+  });
+  children.add(child);
+  void child.finally(() => children.delete(child));
+  return child;
+}
+
+async function doneRecords(queue: string): Promise<DoneRecord[]> {
+  return (await redis.lrange(queueKeys(queue).done, 0, -1)).map((text) => JSON.parse(text) as DoneRecord);
+}
+
+function meanPassMs(records: DoneRecord[]): number {
+  const passes = records.reduce((sum, r) => sum + r.passes, 0);
+  return records.reduce((sum, r) => sum + r.pass_us_total, 0) / passes / 1000;
+}
+
+function psiSomeTotal(): number {
+  const text = readFileSync(cg.pressureFile!, "utf8");
+  return Number(/^some .*total=(\d+)/m.exec(text)?.[1] ?? NaN);
+}
+
+beforeAll(async () => {
+  if (reason) return;
+  stateDir = tempStateDir();
+  weightsDir = mkdtempSync("/var/tmp/drill-worker-test-");
+  server = await startRedisServer();
+  redis = await connectRedis(server.url, { name: "test-worker" });
+  cg = realWorkerCgroup(`wk${process.pid}`);
+  setupWorkerCgroup(realRoots(), cg, stateDir, { memoryMax: LIMIT, swapMax: 0 });
+});
+
+afterAll(async () => {
+  if (reason) return;
+  for (const child of children) child.kill("SIGKILL");
+  try {
+    await forceCleanup(cg, stateDir);
+  } finally {
+    await closeRedis(redis);
+    await server?.stop();
+    rmSync(weightsDir, { recursive: true, force: true });
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+});
+
+describe.skipIf(reason)("drill worker (real cgroup, real redis)", () => {
+  it("processes admitted jobs inside the cgroup: done records, stats, inflight released, malformed to dead, nothing lost", async () => {
+    const queue = "w1";
+    const jobs = [job(), job({ completion_tokens: 1 }), job({ prompt_tokens: 9000, attempt: 1 }), job({ enqueue_ts: Date.now() - 9000 })];
+    await admit(queue, jobs);
+    await redis.rpush(queueKeys(queue).admitted, Buffer.from([0x7b, 0xff, 0x7d])); // invalid UTF-8
+    const result = await startWorker(queue, "t1", ["--weights", "32M", "--decode-tokens-per-s", "200", "--max-jobs", "5"]);
+    expect(result.exitCode, result.stderr).toBe(0);
+    expect(result.stderr).toContain(`in ${cg.limits.dir}`);
+
+    const lines = result.stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.filter((l) => l.event === "done").map((l) => l.id).sort()).toEqual(jobs.map((j) => j.id).sort());
+    expect(lines.filter((l) => l.event === "dead")).toHaveLength(1);
+
+    const k = queueKeys(queue);
+    const records = await doneRecords(queue);
+    expect(records.map((r) => r.id).sort()).toEqual(jobs.map((j) => j.id).sort());
+    for (const r of records) {
+      const j = jobs.find((x) => x.id === r.id)!;
+      expect(r).toMatchObject({ tokens_out: j.completion_tokens, prompt_tokens: j.prompt_tokens, deadline_ms: 8000, attempt: j.attempt, worker: "t1" });
+      expect(r.passes).toBe(Math.ceil(j.prompt_tokens / 2048) + j.completion_tokens - 1);
+      expect(r.late).toBe(r.first_token_ms > r.deadline_ms);
+    }
+    // The job that waited 9 s upstream is late; the others are not.
+    expect(records.find((r) => r.id === jobs[3]!.id)!.late).toBe(true);
+    const stats = await redis.hgetall(k.stats);
+    expect(stats).toMatchObject({
+      jobs_done: "4",
+      jobs_late: "1",
+      retry_count: "1",
+      dead: "1",
+      tokens_out: String(jobs.reduce((sum, j) => sum + j.completion_tokens, 0)),
+    });
+    expect(await redis.hlen(k.inflight)).toBe(0);
+    expect(await redis.hlen(workerKeys(queue).firstToken)).toBe(0);
+    expect(await redis.exists(k.working("t1"), workerKeys(queue).heartbeat("t1"))).toBe(0);
+    const dead = JSON.parse((await redis.lindex(k.dead, 0))!) as { reason: string };
+    expect(dead.reason).toBe("invalid_utf8");
+    await assertNoJobLost(redis, queue, jobs.map((j) => j.id));
+    expect(readdirSync(weightsDir)).toEqual([]);
+  });
+
+  it("slows through real reclaim: mean pass time with a thrash hog in the cgroup ≥ 3× without, and the cgroup's PSI total grows", async () => {
+    const queue = "w2";
+    const worker = startWorker(queue, "t2", ["--weights", "64M", "--decode-tokens-per-s", "100", "--concurrency", "2", "--duration", "50s"]);
+    const k = queueKeys(queue);
+
+    const calm = Array.from({ length: 4 }, () => job());
+    await admit(queue, calm);
+    await waitFor("the calm jobs", async () => (await redis.llen(k.done)) === calm.length);
+    const calmMs = meanPassMs(await doneRecords(queue));
+    const psiBefore = psiSomeTotal();
+
+    // The neighbour: a file-backed map larger than the limit, created from inside the cgroup.
+    const file = path.join(weightsDir, "hog.bin");
+    const cmd = thrashCommand(locatePageToucher(), { file, sizeBytes: 256 * M, holdMs: 30_000, order: "random" });
+    const pressed = Array.from({ length: 4 }, () => job());
+    const hog = spawnInCgroup(cg, cmd.file, cmd.args, { stdio: ["ignore", "pipe", "inherit"] });
+    children.add(hog);
+    try {
+      await new Promise<void>((resolve, reject) => {
+        createInterface({ input: hog.stdout! }).on("line", (line) => line.startsWith("packed") && resolve());
+        hog.once("exit", (code) => reject(new Error(`hog exited ${code} before it packed`)));
+      });
+      await admit(queue, pressed);
+      await waitFor("the jobs under pressure", async () => (await redis.llen(k.done)) === calm.length + pressed.length, 40_000);
+      const pressedMs = meanPassMs((await doneRecords(queue)).slice(calm.length));
+      const psiAfter = psiSomeTotal();
+      console.log(`worker pass time: ${calmMs.toFixed(2)} ms mean without the hog, ${pressedMs.toFixed(2)} ms with it (${(pressedMs / calmMs).toFixed(1)}x); cgroup PSI some total +${((psiAfter - psiBefore) / 1000).toFixed(0)} ms`);
+      expect(pressedMs).toBeGreaterThanOrEqual(3 * calmMs);
+      expect(psiAfter).toBeGreaterThan(psiBefore);
+    } finally {
+      hog.kill("SIGTERM");
+      if (hog.exitCode === null && hog.signalCode === null) await new Promise((resolve) => hog.once("exit", resolve));
+      children.delete(hog);
+      rmSync(file, { force: true });
+    }
+    worker.kill("SIGTERM");
+    const result = await worker;
+    expect(result.exitCode, result.stderr).toBe(143);
+    await assertNoJobLost(redis, queue, [...calm, ...pressed].map((j) => j.id));
+    expect(readdirSync(weightsDir)).toEqual([]);
+  });
+
+  it("SIGKILL mid-job loses nothing: the coprocess exits and unlinks, a new worker with the same id recovers the working list", async () => {
+    const queue = "w3";
+    const k = queueKeys(queue);
+    const wk = workerKeys(queue);
+    const jobs = Array.from({ length: 3 }, () => job({ completion_tokens: 400 }));
+    await admit(queue, jobs);
+    const first = startWorker(queue, "t3", ["--weights", "32M", "--decode-tokens-per-s", "20", "--concurrency", "2"]);
+    let stderr = "";
+    first.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    await waitFor("two jobs past their first token", async () => (await redis.hlen(wk.firstToken)) === 2);
+    const pid = Number(/worker t3: pid (\d+) in /.exec(stderr)?.[1]);
+    expect(pid).toBeGreaterThan(0);
+    const weightsFile = await waitFor("the weights file", () => readdirSync(weightsDir).find((n) => n.startsWith("drill-weights-t3-")) ?? null);
+
+    process.kill(pid, "SIGKILL"); // what the OOM killer does
+    const killed = await first;
+    expect(killed.exitCode).toBe(1);
+    expect(killed.stderr).toMatch(/killed by SIGKILL/);
+    // The serve coprocess sees EOF on its stdin and unlinks its file.
+    await waitFor("the weights file to be unlinked", () => !existsSync(path.join(weightsDir, weightsFile)), 10_000);
+    expect(await redis.llen(k.working("t3"))).toBe(2);
+    await assertNoJobLost(redis, queue, jobs.map((j) => j.id));
+
+    const second = await startWorker(queue, "t3", ["--weights", "32M", "--decode-tokens-per-s", "0", "--max-jobs", "3"]);
+    expect(second.exitCode, second.stderr).toBe(0);
+    expect(second.stderr).toMatch(/gave 2 job\(s\) left in w3:working:t3 by a previous run back to the head of w3:admitted/);
+    const records = await doneRecords(queue);
+    expect(records.map((r) => r.id).sort()).toEqual(jobs.map((j) => j.id).sort());
+    expect(await redis.hget(k.stats, "worker_recovered")).toBe("2");
+    expect(await redis.hlen(k.inflight)).toBe(0);
+    expect(await redis.hlen(wk.firstToken)).toBe(0);
+    await assertNoJobLost(redis, queue, jobs.map((j) => j.id));
+    expect(readdirSync(weightsDir)).toEqual([]);
+  });
+});

@@ -1,0 +1,154 @@
+import { Chalk } from "chalk";
+import { describe, expect, it } from "vitest";
+import { resolveFormat } from "../../src/commands/report.js";
+import { queueKeys } from "../../src/queue/keys.js";
+import { buildReport, LAB_LABEL } from "../../src/report/build.js";
+import { exportTimeMs, parseExport } from "../../src/report/exportFile.js";
+import type { ReportInputs } from "../../src/report/inputs.js";
+import { COST_ROWS_SHOWN, renderJson, renderMarkdown, renderText } from "../../src/report/render.js";
+
+const NOW = Date.parse("2025-11-30T12:00:00.000Z");
+const plain = new Chalk({ level: 0 });
+
+function inputs(over: Partial<ReportInputs> = {}): ReportInputs {
+  return {
+    queue: "jobs",
+    source: { kind: "live", url: "redis://127.0.0.1:6390" },
+    drill: { name: "smoke", runId: "r1", drillFile: "drills/smoke.yaml", createdAt: null, phase: "running" },
+    events: [
+      { id: `${NOW - 5000}-0`, reason: "admit", job: "1", figures: "packed=24000 limit=32000", tsMs: NOW - 5000, gate: "g", attempt: 0 },
+      { id: `${NOW - 4000}-0`, reason: "reject_packed_tokens", job: "7", figures: "packed=36012 limit=32000 route=retry", tsMs: NOW - 4000, gate: "g", attempt: 0 },
+      { id: `${NOW - 3000}-0`, reason: "reject_host_pressure", job: "8", figures: "psi=12.40 route=retry", tsMs: NOW - 3000, gate: "g", attempt: 0 },
+      { id: `${NOW - 2000}-0`, reason: "reject_deadline_slack", job: "9", figures: "slack_ms=420 route=retry", tsMs: NOW - 2000, gate: "g", attempt: 0 },
+    ],
+    done: [],
+    stats: { retry_count: "3" },
+    queueLen: 0,
+    queueHead: null,
+    drainLen: 5,
+    recording: null,
+    recordingLooked: "/s/smoke/watch.jsonl",
+    gatherNotes: [],
+    ...over,
+  };
+}
+
+const report = (over: Partial<ReportInputs> = {}) => buildReport(inputs(over), NOW, 600_000);
+
+describe("markdown", () => {
+  const md = renderMarkdown(report());
+  it("pastes cleanly: no ANSI, GitHub tables with a separator row", () => {
+    expect(md).not.toMatch(/\u001b\[/);
+    expect(md).toContain("| reason | count | share | note |\n|---|---:|---:|---|");
+    expect(md).toContain("| reject_packed_tokens | 1 | 25.0% |  |");
+    // every table row has the same number of cells as its header
+    const tables = md.split("\n\n").filter((block) => block.startsWith("| "));
+    for (const table of tables) {
+      const widths = table.split("\n").map((row) => row.replace(/\\\|/g, "").split("|").length);
+      expect(new Set(widths).size).toBe(1);
+    }
+  });
+  it("first and last reject lines in the seed format, as code", () => {
+    expect(md).toContain("| first | 2025-11-30T11:59:56.000Z | `reject_packed_tokens job=7 packed=36012 limit=32000` |");
+    expect(md).toContain("| last | 2025-11-30T11:59:58.000Z | `reject_deadline_slack job=9 slack_ms=420` |");
+  });
+  it("carries the lab label and says there is no recording", () => {
+    expect(md).toContain(`> **${LAB_LABEL}**`);
+    expect(md).toContain("| psi_mem_some_avg10 (host) | n/a (no recording) |  |");
+    expect(md).toContain("| OOM kills | n/a (no recording) |  |");
+  });
+  it("drain math check names the runbook's commands", () => {
+    expect(md).toContain("| `LLEN jobs` | 0 |");
+    expect(md).toContain("| `LLEN jobs_drain` | 5 |");
+    expect(md).toContain("| rejects in window | 3 |");
+  });
+  it("escapes pipes inside cells", () => {
+    const out = renderMarkdown(report({ gatherNotes: ["a|b"] }));
+    expect(out).toContain("- a\\|b");
+  });
+  it(`lists at most ${COST_ROWS_SHOWN} jobs, says how many more`, () => {
+    const done = Array.from({ length: COST_ROWS_SHOWN + 5 }, (_, i) => ({
+      id: String(i),
+      firstTokenMs: 100,
+      deadlineMs: 8000,
+      late: false,
+      tokensOut: 1,
+      promptTokens: 10,
+      completionTokens: 1,
+      attempt: 0,
+      enqueueTs: NOW - 1000,
+      firstTokenTs: NOW - 900,
+      doneTs: NOW - 500,
+    }));
+    const out = renderMarkdown(report({ done }));
+    expect(out).toContain("5 more job(s) not shown");
+    expect(out.match(/^\| job=/gm)).toHaveLength(COST_ROWS_SHOWN);
+  });
+});
+
+describe("text and json", () => {
+  it("text without colour has no ANSI and aligned reject lines", () => {
+    const text = renderText(report(), plain);
+    expect(text).not.toMatch(/\u001b\[/);
+    expect(text).toContain("reject_packed_tokens job=7 packed=36012 limit=32000");
+    expect(text).toContain(LAB_LABEL);
+  });
+  it("json is one document that round-trips the Report", () => {
+    const r = report();
+    const parsed = JSON.parse(renderJson(r)) as unknown;
+    expect(parsed).toEqual(JSON.parse(JSON.stringify(r)));
+  });
+});
+
+describe("--format", () => {
+  it.each([
+    { format: undefined, json: false, want: "text" },
+    { format: undefined, json: true, want: "json" },
+    { format: "md", json: false, want: "md" },
+    { format: "json", json: true, want: "json" },
+  ])("$format with --json=$json → $want", ({ format, json, want }) => {
+    expect(resolveFormat(format, json)).toBe(want);
+  });
+  it.each([
+    { format: "html", json: false, error: /--format: "html" is not one of text, md, json/ },
+    { format: "md", json: true, error: /contradicts --json/ },
+  ])("$format refused", ({ format, json, error }) => {
+    expect(() => resolveFormat(format, json)).toThrow(error);
+  });
+});
+
+describe("rollback export file", () => {
+  const keys = queueKeys("jobs");
+  const lines = [
+    { key: "jobs", type: "list", ttl_ms: null, value: [{ utf8: '{"id":"9","enqueue_ts":1}' }, { base64: Buffer.from([0xff, 0xfe]).toString("base64") }] },
+    { key: "jobs_drain", type: "list", ttl_ms: null, value: [{ utf8: "a" }, { utf8: "b" }, { utf8: "c" }] },
+    { key: "jobs:stats", type: "hash", ttl_ms: null, value: { retry_count: { utf8: "4" }, tokens_out: { utf8: "512" } } },
+    { key: "jobs:done", type: "list", ttl_ms: null, value: [{ utf8: '{"id":"1","first_token_ms":900}' }, { utf8: "nope" }] },
+    {
+      key: "jobs:events",
+      type: "stream",
+      ttl_ms: null,
+      value: [["1764480000123-0", ["reason", "reject_packed_tokens", "job", "7", "figures", "packed=36012 limit=32000 route=retry", "ts", "1764480000123", "gate", "g", "attempt", "0"]]],
+    },
+    { key: "jobs:mode", type: "string", ttl_ms: null, value: { utf8: "reject_all" } },
+  ];
+  it("reads lists, hashes and streams; a missing key is empty", () => {
+    const parsed = parseExport([...lines.map((l) => JSON.stringify(l)), "{torn"].join("\n"), keys);
+    expect(parsed.queueLen).toBe(2);
+    expect(parsed.queueHead?.toString()).toBe('{"id":"9","enqueue_ts":1}');
+    expect(parsed.drainLen).toBe(3);
+    expect(parsed.stats).toEqual({ retry_count: "4", tokens_out: "512" });
+    expect(parsed.done).toHaveLength(1);
+    expect(parsed.badDone).toBe(1);
+    expect(parsed.badLines).toBe(1);
+    expect(parsed.events[0]).toMatchObject({ reason: "reject_packed_tokens", job: "7", tsMs: 1764480000123 });
+    expect(parseExport("", keys)).toMatchObject({ queueLen: 0, drainLen: 0, events: [], done: [], stats: {} });
+  });
+  it.each([
+    { name: "final-2025-11-30T09-55-00-123Z.jsonl", want: Date.parse("2025-11-30T09:55:00.123Z") },
+    { name: "/x/final-2025-11-30T09-55-00-123Z.jsonl", want: Date.parse("2025-11-30T09:55:00.123Z") },
+    { name: "final-latest.jsonl", want: null },
+  ])("export time of $name", ({ name, want }) => {
+    expect(exportTimeMs(name)).toBe(want);
+  });
+});

@@ -1,0 +1,389 @@
+import { describe, expect, it } from "vitest";
+import { buildReport, LAB_LABEL, percentile, rejectLine, stallMsBetween, type Report } from "../../src/report/build.js";
+import { eventFromEntry, parseDoneEntry, parseRecording, parseSampleLine, type DecisionEvent, type DoneEntry, type ReportInputs, type WatchSample } from "../../src/report/inputs.js";
+import { decisionFigures, formatDecisionLine, type AdmissionDecision } from "../../src/gate/policy.js";
+import { encodeJob } from "../../src/queue/job.js";
+
+const NOW = Date.parse("2025-11-30T12:00:00.000Z");
+const MIN = 60_000;
+
+let seq = 0;
+function event(reason: string, job: string, figures: string, tsMs: number, attempt: number | null = 0): DecisionEvent {
+  return { id: `${tsMs}-${seq++}`, reason, job, figures, tsMs, gate: "g1", attempt };
+}
+
+function done(id: string, firstTokenMs: number | null, over: Partial<DoneEntry> = {}): DoneEntry {
+  const enqueueTs = NOW - 5 * MIN;
+  return {
+    id,
+    firstTokenMs,
+    deadlineMs: 8000,
+    late: firstTokenMs === null ? null : firstTokenMs > 8000,
+    tokensOut: 256,
+    promptTokens: 24000,
+    completionTokens: 256,
+    attempt: 0,
+    enqueueTs,
+    firstTokenTs: firstTokenMs === null ? null : enqueueTs + firstTokenMs,
+    doneTs: enqueueTs + 20_000,
+    ...over,
+  };
+}
+
+function sample(tsMs: number, over: Partial<WatchSample> = {}): WatchSample {
+  return {
+    tsMs,
+    psi_mem_some_avg10: 1,
+    psi_mem_some_rate: 5,
+    cg_psi_mem_some_avg10: null,
+    cg_psi_mem_some_rate: null,
+    cg_mem_current: 1_000_000,
+    cg_mem_peak: 1_500_000,
+    cg_mem_max: 2 * 1024 ** 3,
+    cg_oom_kill: 0,
+    stall_ms_p99: 100,
+    alarm: [],
+    ...over,
+  };
+}
+
+function inputs(over: Partial<ReportInputs> = {}): ReportInputs {
+  return {
+    queue: "jobs",
+    source: { kind: "live", url: "redis://:secret@127.0.0.1:6390" },
+    drill: { name: "smoke", runId: "r1", drillFile: "drills/smoke.yaml", createdAt: new Date(NOW - 60 * MIN).toISOString(), phase: "running" },
+    events: [],
+    done: [],
+    stats: {},
+    queueLen: 0,
+    queueHead: null,
+    drainLen: 0,
+    recording: { file: "/s/smoke/watch.jsonl", samples: [], badLines: 0 },
+    recordingLooked: "/s/smoke/watch.jsonl",
+    gatherNotes: [],
+    ...over,
+  };
+}
+
+const build = (over: Partial<ReportInputs> = {}, sinceMs = 10 * MIN): Report => buildReport(inputs(over), NOW, sinceMs);
+
+describe("percentile (nearest rank)", () => {
+  it.each([
+    { values: [], q: 50, want: null },
+    { values: [812], q: 99, want: 812 },
+    { values: [1, 2, 3, 4], q: 50, want: 2 },
+    { values: [4, 3, 2, 1], q: 99, want: 4 },
+    { values: Array.from({ length: 100 }, (_, i) => i + 1), q: 99, want: 99 },
+    { values: Array.from({ length: 100 }, (_, i) => i + 1), q: 50, want: 50 },
+    { values: Array.from({ length: 200 }, (_, i) => 200 - i), q: 99, want: 198 },
+  ])("p$q of $values.length values → $want", ({ values, q, want }) => {
+    expect(percentile(values, q)).toBe(want);
+  });
+});
+
+describe("first-token p50/p99 against the deadline", () => {
+  it.each([
+    { name: "all on time", times: [800, 900, 1000, 1100], p50: 900, p99: 1100, late: 0, over: 1100 - 8000 },
+    { name: "one late", times: [800, 900, 1000, 9120], p50: 900, p99: 9120, late: 1, over: 1120 },
+    { name: "none", times: [], p50: null, p99: null, late: 0, over: null },
+  ])("$name", ({ times, p50, p99, late, over }) => {
+    const r = build({ done: times.map((t, i) => done(String(i + 1), t)) });
+    expect(r.first_token).toMatchObject({ finished: times.length, p50_ms: p50, p99_ms: p99, late, p99_over_deadline_ms: over });
+  });
+
+  it("late comes from the record's own flag, else from first_token_ms > deadline_ms", () => {
+    const r = build({ done: [done("1", 9000, { late: null }), done("2", 100, { late: true }), done("3", 100, { late: null, deadlineMs: null })] });
+    expect(r.first_token?.late_jobs).toEqual(["1", "2"]);
+  });
+
+  it("a record without first_token_ms stays out of p99 and says so", () => {
+    const r = build({ done: [done("1", 500), done("2", null)] });
+    expect(r.first_token).toMatchObject({ finished: 2, with_first_token: 1, p99_ms: 500 });
+    expect(r.notes.join("\n")).toContain("1 finished job(s) have no first_token_ms");
+  });
+
+  it("admitted counts admit events in the window", () => {
+    const r = build({ events: [event("admit", "1", "packed=24000 limit=32000", NOW - MIN), event("admit", "2", "packed=24000 limit=32000", NOW - 20 * MIN)] });
+    expect(r.first_token?.admitted).toBe(1);
+  });
+});
+
+describe("reject lines in the seed format", () => {
+  const decisions: Array<{ decision: AdmissionDecision; attempt: number; route: "retry" | "dead"; want: string }> = [
+    { decision: { kind: "reject_packed_tokens", packed: 36012, limit: 32000 }, attempt: 0, route: "retry", want: "reject_packed_tokens job=7 packed=36012 limit=32000" },
+    { decision: { kind: "reject_host_pressure", psi: 12.4, trigger: "psi_avg10", figure: null }, attempt: 0, route: "retry", want: "reject_host_pressure job=7 psi=12.40" },
+    { decision: { kind: "reject_deadline_slack", slackMs: 420, limitMs: 1500, stallMsP99: null }, attempt: 0, route: "retry", want: "reject_deadline_slack job=7 slack_ms=420" },
+    { decision: { kind: "reject_host_pressure", psi: "missing", trigger: "psi_missing", figure: null }, attempt: 2, route: "retry", want: "reject_host_pressure job=7 psi=missing attempt=2" },
+    { decision: { kind: "reject_host_pressure", psi: 0.4, trigger: "reject_all", figure: null }, attempt: 3, route: "dead", want: "reject_host_pressure job=7 psi=0.40 mode=reject_all attempt=3 route=dead" },
+  ];
+  it.each(decisions)("$want", ({ decision, attempt, route, want }) => {
+    // The stream stores decisionFigures() + " route=…" (scripts.ts reject script).
+    const stored = event(decision.kind, "7", `${decisionFigures(decision)} route=${route}`, NOW, attempt);
+    expect(rejectLine(stored)).toBe(want);
+    // …which is the gate's own stdout line.
+    expect(rejectLine(stored)).toBe(`${formatDecisionLine(decision, { id: "7", attempt })}${route === "dead" ? " route=dead" : ""}`);
+  });
+
+  it("first and last reject of the window, admits and mode flips skipped", () => {
+    const r = build({
+      events: [
+        event("reject_host_pressure", "1", "psi=12.40 route=retry", NOW - 11 * MIN),
+        event("admit", "2", "packed=24000 limit=32000", NOW - 9 * MIN),
+        event("reject_packed_tokens", "3", "packed=48000 limit=32000 route=retry", NOW - 8 * MIN),
+        event("mode", "", "mode=reject_all previous=admit psi=0.40", NOW - 2 * MIN),
+        event("reject_deadline_slack", "4", "slack_ms=420 route=retry", NOW - 3 * MIN),
+        event("reject_host_pressure", "5", "psi=0.40 mode=reject_all route=retry", NOW - MIN),
+        event("admit", "6", "packed=24000 limit=32000", NOW - 10_000),
+      ],
+    });
+    expect(r.first_reject).toEqual({ ts: new Date(NOW - 8 * MIN).toISOString(), line: "reject_packed_tokens job=3 packed=48000 limit=32000" });
+    expect(r.last_reject?.line).toBe("reject_host_pressure job=5 psi=0.40 mode=reject_all");
+    expect(r.mode_flips).toEqual([{ ts: new Date(NOW - 2 * MIN).toISOString(), figures: "mode=reject_all previous=admit psi=0.40" }]);
+  });
+
+  it("no reject in the window → null lines", () => {
+    const r = build({ events: [event("admit", "1", "packed=1 limit=2", NOW - MIN)] });
+    expect(r.first_reject).toBeNull();
+    expect(r.last_reject).toBeNull();
+  });
+});
+
+describe("decisions by reason", () => {
+  it("fixed rows first, then dead with causes, then bookkeeping events; shares over decisions", () => {
+    const r = build({
+      events: [
+        event("admit", "1", "packed=24000 limit=32000", NOW - MIN),
+        event("reject_packed_tokens", "2", "packed=48000 limit=32000 route=retry", NOW - MIN),
+        event("reject_host_pressure", "3", "psi=0.40 mode=reject_all route=dead", NOW - MIN),
+        event("reject_host_pressure", "4", "psi=missing route=retry", NOW - MIN),
+        event("dead", "", "cause=not_json", NOW - MIN, null),
+        event("dead", "9", "cause=id_reused_with_different_payload first=admit", NOW - MIN),
+        event("redelivery", "1", "stored=admit packed=24000 limit=32000", NOW - MIN),
+        event("recovered", "5", "from_gate=g0 route=ready", NOW - MIN),
+      ],
+    });
+    expect(r.decisions?.rows.map((row) => [row.reason, row.count, row.sharePct, row.note])).toEqual([
+      ["admit", 1, 16.7, ""],
+      ["reject_host_pressure", 2, 33.3, "mode=reject_all 1, psi=missing 1, route=dead 1"],
+      ["reject_deadline_slack", 0, 0, ""],
+      ["reject_packed_tokens", 1, 16.7, ""],
+      ["dead", 2, 33.3, "cause id_reused_with_different_payload 1, cause not_json 1"],
+      ["recovered", 1, null, ""],
+      ["redelivery", 1, null, ""],
+    ]);
+    expect(r.decisions).toMatchObject({ total: 6, rejects: 3 });
+    expect(r.retries.nacked_to_retry_in_window).toBe(2);
+  });
+});
+
+describe("window filtering (--since)", () => {
+  const evs = [
+    event("reject_packed_tokens", "1", "packed=48000 limit=32000 route=retry", NOW - 30 * MIN),
+    event("reject_packed_tokens", "2", "packed=48000 limit=32000 route=retry", NOW - 5 * MIN),
+    event("admit", "3", "packed=24000 limit=32000", NOW - 30_000),
+  ];
+  const dones = [done("a", 9000, { doneTs: NOW - 40 * MIN }), done("b", 700, { doneTs: NOW - 2 * MIN }), done("c", 800, { doneTs: null, firstTokenTs: null })];
+  const recording = {
+    file: "w.jsonl",
+    badLines: 0,
+    samples: [sample(NOW - 30 * MIN, { psi_mem_some_avg10: 40, cg_oom_kill: 0 }), sample(NOW - 3 * MIN, { psi_mem_some_avg10: 7, cg_oom_kill: 1 }), sample(NOW - 2 * MIN, { psi_mem_some_avg10: 2, cg_oom_kill: 3 })],
+  };
+  it.each([
+    { since: 10 * MIN, rejects: 1, finished: 2, peakPsi: 7, oom: 2, first: "reject_packed_tokens job=2 packed=48000 limit=32000" },
+    { since: 60 * MIN, rejects: 2, finished: 3, peakPsi: 40, oom: 3, first: "reject_packed_tokens job=1 packed=48000 limit=32000" },
+    { since: 10_000, rejects: 0, finished: 1, peakPsi: null, oom: null, first: null },
+  ])("since $since ms: $rejects rejects, $finished finished, peak psi $peakPsi", ({ since, rejects, finished, peakPsi, oom, first }) => {
+    const r = build({ events: evs, done: dones, recording }, since);
+    expect(r.drain.rejects_in_window).toBe(rejects);
+    expect(r.first_token?.finished).toBe(finished);
+    expect(r.pressure.peak_psi_mem_some_avg10.value).toBe(peakPsi);
+    expect(r.pressure.oom_kills_in_window).toBe(oom);
+    expect(r.first_reject?.line ?? null).toBe(first);
+    expect(r.window).toMatchObject({ since_ms: since, to: new Date(NOW).toISOString(), anchored: "now" });
+  });
+
+  it("an undated finished job is counted, and said", () => {
+    const r = build({ done: [done("c", 800, { doneTs: null, firstTokenTs: null })] });
+    expect(r.first_token?.finished).toBe(1);
+    expect(r.notes.join("\n")).toContain("carry no done_ts");
+  });
+});
+
+describe("stall_ms from the recording", () => {
+  const samples = [sample(0, { psi_mem_some_rate: 0 }), sample(1000, { psi_mem_some_rate: 10 }), sample(2000, { psi_mem_some_rate: 50, cg_psi_mem_some_rate: 20 }), sample(3000, { psi_mem_some_rate: null })];
+  it.each([
+    { start: 0, end: 2000, stall: 100 + 200, coverage: 1 }, // (0,1000] host 10 %, (1000,2000] cgroup 20 % (preferred over host 50 %)
+    { start: 500, end: 1500, stall: 50 + 100, coverage: 1 },
+    { start: 0, end: 3000, stall: 300, coverage: 0.667 }, // (2000,3000] has no rate: not covered
+    { start: 1000, end: 5000, stall: 200, coverage: 0.25 },
+    { start: 5000, end: 6000, stall: null, coverage: null },
+    { start: 2000, end: 2000, stall: null, coverage: null },
+  ])("($start, $end] → $stall ms", ({ start, end, stall, coverage }) => {
+    const got = stallMsBetween(samples, start, end);
+    expect(got?.stallMs ?? null).toBe(stall);
+    expect(got?.coverage ?? null).toBe(coverage);
+  });
+});
+
+describe("cost_proxy", () => {
+  // One recorded minute at a steady 10 % cgroup stall: 100 ms of stall per second.
+  const base = NOW - 5 * MIN;
+  const steady = { file: "w.jsonl", badLines: 0, samples: Array.from({ length: 61 }, (_, i) => sample(base + i * 1000, { cg_psi_mem_some_rate: 10 })) };
+  it.each([
+    {
+      name: "no retry: 24000 + 256 + 0 + 2000 ms stall × 1 / 1000",
+      job: done("1", 900, { enqueueTs: base, doneTs: base + 20_000 }),
+      events: [],
+      want: { stall_ms: 2000, cost_proxy: 24000 + 256 + 2, retry_count: 0, workers_held: 1, stall_coverage: 1 },
+    },
+    {
+      name: "one retry counts the prompt twice; the slot starts at the admit event",
+      job: done("2", 900, { attempt: 1, enqueueTs: base, doneTs: base + 20_000 }),
+      events: [event("admit", "2", "packed=24000 limit=32000", base + 10_000, 1)],
+      want: { stall_ms: 1000, cost_proxy: 24000 + 256 + 24000 + 1, retry_count: 1 },
+    },
+    {
+      name: "completion_tokens missing: tokens_out stands in",
+      job: done("3", 900, { completionTokens: null, tokensOut: 100, enqueueTs: base, doneTs: base + 10_000 }),
+      events: [],
+      want: { completion_tokens: 100, cost_proxy: 24000 + 100 + 1 },
+    },
+    {
+      name: "outside the recording: stall_ms and cost_proxy null, never 0",
+      job: done("4", 900, { enqueueTs: NOW - 3 * MIN, doneTs: NOW - 2 * MIN }),
+      events: [],
+      want: { stall_ms: null, cost_proxy: null },
+    },
+    {
+      name: "prompt_tokens missing: null",
+      job: done("5", 900, { promptTokens: null, enqueueTs: base, doneTs: base + 1000 }),
+      events: [],
+      want: { cost_proxy: null, stall_ms: 100 },
+    },
+  ])("$name", ({ job, events, want }) => {
+    const r = build({ done: [job], events, recording: steady });
+    expect(r.cost_proxy?.jobs[0]).toMatchObject(want);
+  });
+
+  it("total over costed jobs, token part over all of them", () => {
+    const jobs = [done("1", 900, { enqueueTs: base, doneTs: base + 20_000 }), done("2", 900, { enqueueTs: base, doneTs: base + 10_000 }), done("3", 900, { enqueueTs: NOW - 3 * MIN, doneTs: NOW - 2 * MIN })];
+    const r = build({ done: jobs, recording: steady });
+    expect(r.cost_proxy).toMatchObject({ total: 2 * 24256 + 2 + 1, jobs_costed: 2, jobs_without_cost: 1, token_part_total: 3 * 24256 });
+    expect(r.cost_proxy?.formula).toBe("cost_proxy = prompt_tokens + completion_tokens + retry_count * prompt_tokens + stall_ms * workers_held / 1000");
+    expect(r.cost_proxy?.stall_ms_source).toContain("cg_psi_mem_some_rate");
+  });
+});
+
+describe("missing sources are null, not 0", () => {
+  it("no recording: every pressure figure null, and the note says no recording", () => {
+    const r = build({ recording: null, done: [done("1", 900)] });
+    expect(r.pressure).toMatchObject({
+      recording: null,
+      samples: 0,
+      peak_psi_mem_some_avg10: { value: null, ts: null },
+      peak_cg_psi_mem_some_rate: { value: null },
+      peak_cg_mem_peak: { value: null },
+      cg_oom_kill_end: null,
+      oom_kills_in_window: null,
+      cg_mem_max: null,
+    });
+    expect(r.cost_proxy?.jobs[0]?.stall_ms).toBeNull();
+    expect(r.cost_proxy?.total).toBeNull();
+    expect(r.cost_proxy?.token_part_total).toBe(24256);
+    expect(r.notes.join("\n")).toContain("no recording (looked for /s/smoke/watch.jsonl)");
+  });
+
+  it("unreadable Redis figures: decisions, first token, totals, drain all null", () => {
+    const r = build({ events: null, done: null, stats: null, queueLen: null, drainLen: null });
+    expect(r.decisions).toBeNull();
+    expect(r.first_token).toBeNull();
+    expect(r.totals).toBeNull();
+    expect(r.cost_proxy).toBeNull();
+    expect(r.retries).toEqual({ retry_count_total: null, nacked_to_retry_in_window: null, finished_after_retry: null });
+    expect(r.drain).toMatchObject({ queue_len: null, head_age_ms: null, drain_len: null, rejects_in_window: null, done_per_hour: null, backlog_hours: null });
+  });
+
+  it("a recorded signal that was null stays null (cgroup absent)", () => {
+    const r = build({ recording: { file: "w", badLines: 0, samples: [sample(NOW - MIN, { cg_mem_peak: null, cg_oom_kill: null })] } });
+    expect(r.pressure.peak_cg_mem_peak.value).toBeNull();
+    expect(r.pressure.oom_kills_in_window).toBeNull();
+    expect(r.pressure.peak_psi_mem_some_avg10.value).toBe(1);
+  });
+
+  it("stats fields never incremented are 0 (Redis semantics), garbage is null", () => {
+    const r = build({ stats: { tokens_out: "5120", retry_count: "x" } });
+    expect(r.totals).toEqual({ tokens_out: 5120, retry_count: null, jobs_done: 0, jobs_late: 0 });
+  });
+});
+
+describe("drain math check", () => {
+  it("head age from enqueue_ts, backlog at the window's pace", () => {
+    const head = encodeJob({ id: "9", prompt_tokens: 24000, completion_tokens: 256, files: 8, enqueue_ts: NOW - 4200, deadline_ms: 8000, attempt: 0, host_class: "shared-free" });
+    const r = build({ queueLen: 3, queueHead: head, drainLen: 7, done: [done("1", 900, { doneTs: NOW - MIN }), done("2", 900, { doneTs: NOW - MIN })] });
+    // 2 finished in 10 min = 12/h; 10 waiting → 0.83 h
+    expect(r.drain).toEqual({ queue_len: 3, head_job: "9", head_age_ms: 4200, drain_len: 7, rejects_in_window: 0, done_per_hour: 12, backlog_hours: 0.83 });
+  });
+
+  it("an undecodable head: age n/a, said", () => {
+    const r = build({ queueLen: 1, queueHead: Buffer.from("not json") });
+    expect(r.drain.head_age_ms).toBeNull();
+    expect(r.notes.join("\n")).toContain("head of jobs is not a valid job");
+  });
+
+  it("the pace counts only the time the drill existed", () => {
+    const created = new Date(NOW - 5 * MIN).toISOString();
+    const r = build({ drill: { name: "d", runId: null, drillFile: null, createdAt: created, phase: null }, done: [done("1", 1, { doneTs: NOW - MIN })] });
+    expect(r.drain.done_per_hour).toBe(12);
+  });
+});
+
+describe("labels and source", () => {
+  it("carries the lab label and redacts the Redis password", () => {
+    const r = build();
+    expect(r.label).toBe(LAB_LABEL);
+    expect(LAB_LABEL).toBe("lab expectation from a declared drill, not observed production");
+    expect(r.source).toEqual({ kind: "live", where: "redis://:***@127.0.0.1:6390" });
+  });
+  it("an export anchors the window at the export", () => {
+    const r = build({ source: { kind: "export", file: "/s/d/final-x.jsonl", atMs: NOW } });
+    expect(r.window.anchored).toBe("export");
+    expect(r.notes.join("\n")).toContain("rollback's export /s/d/final-x.jsonl");
+  });
+});
+
+describe("tolerant parsers", () => {
+  it("stream entry: ts field, else the stream id's time; empty attempt is null", () => {
+    expect(eventFromEntry("1764480000999-0", ["reason", "dead", "job", "", "figures", "cause=not_json", "ts", "1764480000123", "gate", "g", "attempt", ""])).toEqual({
+      id: "1764480000999-0",
+      reason: "dead",
+      job: "",
+      figures: "cause=not_json",
+      tsMs: 1764480000123,
+      gate: "g",
+      attempt: null,
+    });
+    expect(eventFromEntry("1764480000999-3", ["reason", "mode"]).tsMs).toBe(1764480000999);
+  });
+
+  it.each([
+    { text: "not json", want: null },
+    { text: "[1,2]", want: null },
+    { text: '{"id":7,"first_token_ms":"812","late":"yes","done_ts":1e400}', want: { id: "7", firstTokenMs: 812, late: null, doneTs: null, deadlineMs: null } },
+    { text: '{"id":"7","first_token_ms":812,"deadline_ms":8000,"late":false,"tokens_out":256}', want: { id: "7", firstTokenMs: 812, deadlineMs: 8000, late: false, tokensOut: 256, promptTokens: null } },
+  ])("done record $text", ({ text, want }) => {
+    const got = parseDoneEntry(text);
+    if (want === null) expect(got).toBeNull();
+    else expect(got).toMatchObject(want);
+  });
+
+  it("recording: bad lines counted, samples sorted, cg_mem_max keeps max", () => {
+    const rec = parseRecording(
+      "w.jsonl",
+      ['{"ts":"2025-11-30T12:00:02.000Z","psi_mem_some_avg10":1.5,"cg_mem_max":"max","alarm":["oom_kill"]}', "", "{torn", '{"ts":"2025-11-30T12:00:01.000Z"}', '{"no_ts":1}'].join("\n"),
+    );
+    expect(rec.badLines).toBe(2);
+    expect(rec.samples.map((s) => s.tsMs)).toEqual([Date.parse("2025-11-30T12:00:01.000Z"), Date.parse("2025-11-30T12:00:02.000Z")]);
+    expect(rec.samples[1]).toMatchObject({ psi_mem_some_avg10: 1.5, cg_mem_max: "max", alarm: ["oom_kill"], cg_psi_mem_some_rate: null });
+    expect(parseSampleLine('{"ts":"yesterday"}')).toBeNull();
+  });
+});
