@@ -5,7 +5,8 @@ import { InterruptedError, RefusedError, UsageError } from "../errors.js";
 import { readHostPsi } from "../host/psi.js";
 import { onInterrupt, runGate, type GateOptions } from "../gate/loop.js";
 import { defaultAdmissionConfig, formatPsi, type AdmissionConfig, type GateMode } from "../gate/policy.js";
-import { pressureFileProbe, type WorkerCgroupProbe } from "../gate/signals.js";
+import type { WorkerCgroupProbe } from "../gate/signals.js";
+import { resolveWorkerProbe } from "../gate/workerCgroup.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { DrillQueue } from "../queue/queue.js";
 import { closeRedis, connectRedis, DEFAULT_REDIS_URL } from "../queue/redis.js";
@@ -28,8 +29,8 @@ export interface WorkerCgroupTarget {
  */
 export type WorkerCgroupResolver = (target: WorkerCgroupTarget, globals: GlobalOptions) => WorkerCgroupProbe | null;
 
-/** Until the cgroup module resolves --name/--parent: only an explicit --cgroup-pressure file is read. */
-export const pressureFileOnly: WorkerCgroupResolver = (target) => (target.pressureFile ? pressureFileProbe(target.pressureFile) : null);
+/** --cgroup-pressure if given, else the cgroup --name/--parent name (drill's record of it first). */
+export const cgroupModuleResolver: WorkerCgroupResolver = (target, globals) => resolveWorkerProbe(hostRoots(globals), globals.stateDir, target);
 
 interface RawGateOptions {
   queue: string;
@@ -48,6 +49,7 @@ interface RawGateOptions {
   dryRun: boolean;
   maxJobs?: string;
   idleExit?: string;
+  duration?: string;
 }
 
 export function defaultGateId(): string {
@@ -102,10 +104,14 @@ export function gateCommandWith(resolveWorkerCgroup: WorkerCgroupResolver): Comm
       .option("--dry-run", "decide and log the queue as it stands, move nothing", false)
       .option("--max-jobs <n>", "stop after deciding this many jobs")
       .option("--idle-exit <duration>", "stop after this long without a job")
+      .option("--duration <duration>", "stop after this long, whatever happens (detached gates exit by themselves)")
       .action(async (raw: RawGateOptions) => {
         const g = globals();
         const { options, target } = resolveGateOptions(raw, g.json);
+        const lifetimeMs = raw.duration === undefined ? null : parseDuration(raw.duration, "--duration");
         const interrupt = onInterrupt();
+        // A detached gate stops by itself: a forgotten drill must not admit forever.
+        const signal = lifetimeMs === null ? interrupt.signal : AbortSignal.any([interrupt.signal, AbortSignal.timeout(lifetimeMs)]);
         try {
           await runGate(options, {
             redisUrl: g.redisUrl ?? DEFAULT_REDIS_URL,
@@ -113,7 +119,7 @@ export function gateCommandWith(resolveWorkerCgroup: WorkerCgroupResolver): Comm
             workerCgroup: resolveWorkerCgroup(target, g),
             out: (line) => process.stdout.write(`${line}\n`),
             err: (line) => process.stderr.write(`${line}\n`),
-            signal: interrupt.signal,
+            signal,
             crashAt: process.env.DRILL_CRASH_AT,
           });
         } finally {
@@ -160,4 +166,4 @@ export function gateCommandWith(resolveWorkerCgroup: WorkerCgroupResolver): Comm
   };
 }
 
-export const gateCommand: CommandFactory = gateCommandWith(pressureFileOnly);
+export const gateCommand: CommandFactory = gateCommandWith(cgroupModuleResolver);

@@ -187,7 +187,7 @@ describe.skipIf(reason)("drill worker (real cgroup, real redis)", () => {
 
   it("slows through real reclaim: mean pass time with a thrash hog in the cgroup ≥ 3× without, and the cgroup's PSI total grows", async () => {
     const queue = "w2";
-    const worker = startWorker(queue, "t2", ["--weights", "64M", "--decode-tokens-per-s", "100", "--concurrency", "2", "--duration", "50s"]);
+    const worker = startWorker(queue, "t2", ["--weights", process.env.WT ?? "96M", "--decode-tokens-per-s", "100", "--concurrency", "2", "--duration", "50s"]);
     const k = queueKeys(queue);
 
     const calm = Array.from({ length: 4 }, () => job());

@@ -1,0 +1,51 @@
+import { existsSync } from "node:fs";
+import { detectLayout } from "../cgroup/layout.js";
+import { readCgroupMemory } from "../cgroup/memoryFiles.js";
+import { validateCgroupName, validateParent } from "../cgroup/names.js";
+import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
+import { markedWorkerCgroup } from "../cgroup/teardown.js";
+import type { HostRoots } from "../host/kernelFile.js";
+import { readPsiFile } from "../host/psi.js";
+import { pressureFileProbe, type WorkerCgroupProbe } from "./signals.js";
+
+/**
+ * The worker cgroup as the gate and sidecar see it: the dirs drill recorded
+ * when it made the cgroup (the unified twin sits under whoever ran setup),
+ * else the ones --name/--parent compute. Null when the name does not resolve.
+ */
+export function locateWorkerCgroup(roots: HostRoots, stateDir: string, name: string, parent: string | undefined): WorkerCgroup | null {
+  const layout = detectLayout(roots);
+  if (!layout.ok) return null;
+  try {
+    const computed = resolveWorkerCgroup(roots, layout.value, validateCgroupName(name), validateParent(parent));
+    return markedWorkerCgroup(computed, stateDir) ?? computed;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A probe of the worker cgroup's own PSI and swap, read on every gate sample.
+ * A cgroup that does not exist (yet, or any more) is "no worker cgroup": the
+ * gate decides on host signals, it does not fail closed.
+ */
+export function workerCgroupProbe(cgroup: WorkerCgroup): WorkerCgroupProbe {
+  return () => {
+    if (!existsSync(cgroup.limits.dir)) return null;
+    const pressure = cgroup.pressureFile ? readPsiFile(cgroup.pressureFile) : null;
+    const memory = readCgroupMemory(cgroup.limits);
+    // Swap used inside a cgroup whose swap is off means the limit leaked (read from the cgroup, not host si).
+    const swapLeak = memory.swapLimit === 0 && (memory.swapCurrent ?? 0) > 0;
+    return { pressure: pressure?.ok ? pressure.value : null, swapLeak };
+  };
+}
+
+export function resolveWorkerProbe(
+  roots: HostRoots,
+  stateDir: string,
+  target: { name: string; parent: string | undefined; pressureFile: string | undefined },
+): WorkerCgroupProbe | null {
+  if (target.pressureFile) return pressureFileProbe(target.pressureFile);
+  const cgroup = locateWorkerCgroup(roots, stateDir, target.name, target.parent);
+  return cgroup ? workerCgroupProbe(cgroup) : null;
+}

@@ -1,0 +1,269 @@
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { exportKeys } from "../../src/drill/drain.js";
+import { drillDir, writeState, type DrillState } from "../../src/drill/state.js";
+import { decodeJob } from "../../src/queue/job.js";
+import { queueKeys } from "../../src/queue/keys.js";
+import { closeRedis, connectRedis } from "../../src/queue/redis.js";
+import { LAB_LABEL, type Report } from "../../src/report/build.js";
+import { doneRecord, emptyPassStats } from "../../src/worker/plan.js";
+import { runDrill } from "../helpers/cli.js";
+import { freePort, startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+
+/**
+ * `drill report` on the built binary: decisions written by the real packer
+ * and gate (fake host PSI), finished jobs written the way the worker writes
+ * them (plan.ts doneRecord), a sidecar recording, then the same drill read
+ * back from rollback's export with no Redis at all.
+ */
+
+const CALM = "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+const HOT = "some avg10=12.40 avg60=3.10 avg300=1.00 total=123456\nfull avg10=4.00 avg60=1.00 avg300=0.30 total=23456\n";
+
+let server: RedisServer;
+let redis: Redis;
+let tmp: string;
+let n = 0;
+
+beforeAll(async () => {
+  server = await startRedisServer();
+  redis = await connectRedis(server.url, { name: "test-e2e-report" });
+  tmp = mkdtempSync(path.join(os.tmpdir(), "drill-report-e2e-"));
+}, 120_000);
+afterAll(async () => {
+  await closeRedis(redis);
+  await server?.stop();
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+
+function fakeProc(text: string): string {
+  const procfs = path.join(tmp, `proc${++n}`);
+  mkdirSync(path.join(procfs, "pressure"), { recursive: true });
+  writeFileSync(path.join(procfs, "pressure", "memory"), text);
+  return procfs;
+}
+
+function state(name: string, queue: string, url: string, over: Partial<DrillState> = {}): DrillState {
+  return {
+    version: 1,
+    name,
+    runId: `run-${name}`,
+    drillFile: "drills/smoke.yaml",
+    createdAt: new Date(Date.now() - 60_000).toISOString(),
+    phase: "running",
+    queue,
+    redis: { url, embedded: null },
+    cgroup: null,
+    processes: [],
+    fileDir: null,
+    owner: { pid: process.pid, startTime: null },
+    ...over,
+  };
+}
+
+const drill = (args: string[], env: Record<string, string> = {}) => runDrill(args, { env });
+
+/** pack 4 × 24000 → gate (calm): admit job 1, reject_packed_tokens 2-4; pack 2 more → gate (hot): reject_host_pressure. */
+async function populate(queue: string): Promise<void> {
+  const env = { DRILL_REDIS_URL: server.url };
+  expect((await drill(["pack", "--jobs", "4", "--prompt-tokens", "24000", "--queue", queue], env)).exitCode).toBe(0);
+  const calm = await drill(["--procfs", fakeProc(CALM), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "4"], env);
+  expect(calm.stdout.trim().split("\n")).toEqual([
+    "admit job=1 packed=24000 limit=32000",
+    "reject_packed_tokens job=2 packed=48000 limit=32000",
+    "reject_packed_tokens job=3 packed=48000 limit=32000",
+    "reject_packed_tokens job=4 packed=48000 limit=32000",
+  ]);
+  expect((await drill(["pack", "--jobs", "3", "--queue", queue], env)).exitCode).toBe(0);
+  const hot = await drill(["--procfs", fakeProc(HOT), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "2"], env);
+  expect(hot.stdout.trim().split("\n")).toEqual(["reject_host_pressure job=5 psi=12.40", "reject_host_pressure job=6 psi=12.40"]);
+
+  // The worker's side: job 1 finished late, recorded as src/worker/plan.ts records it.
+  const keys = queueKeys(queue);
+  const admitted = await redis.lrangeBuffer(keys.admitted, 0, -1);
+  const decoded = decodeJob(admitted[0]!);
+  if (!decoded.ok) throw new Error(decoded.reason);
+  const job = decoded.job;
+  const firstTokenAt = job.enqueue_ts + 9120;
+  const record = doneRecord(job, "infer", firstTokenAt, firstTokenAt + 500, 256, emptyPassStats(), job.prompt_tokens * 4096);
+  await redis.multi().lrem(keys.admitted, 1, admitted[0]!).rpush(keys.done, JSON.stringify(record)).hincrby(keys.stats, "tokens_out", 256).hincrby(keys.stats, "jobs_done", 1).hincrby(keys.stats, "jobs_late", 1).exec();
+}
+
+/** A sidecar recording: one sample a second around now, 10 % cgroup stall, PSI peaking at 12.40. */
+function writeRecording(dir: string, startMs: number, endMs: number): void {
+  const lines: string[] = [];
+  for (let t = startMs, i = 0; t <= endMs; t += 1000, i++) {
+    lines.push(
+      JSON.stringify({
+        ts: new Date(t).toISOString(),
+        psi_mem_some_avg10: i === 3 ? 12.4 : 2,
+        psi_mem_some_rate: 8,
+        cg_psi_mem_some_avg10: 5,
+        cg_psi_mem_some_rate: 10,
+        cg_mem_current: 1024 ** 3,
+        cg_mem_peak: 1.5 * 1024 ** 3,
+        cg_mem_max: 2 * 1024 ** 3,
+        cg_oom_kill: i >= 5 ? 1 : 0,
+        stall_ms_p99: 120,
+        alarm: i === 3 ? ["reclaim_not_underload"] : [],
+        missing: [],
+      }),
+    );
+  }
+  writeFileSync(path.join(dir, "watch.jsonl"), `${lines.join("\n")}\n`);
+}
+
+describe("drill report (built binary)", () => {
+  let stateDir: string;
+  let queue: string;
+
+  beforeAll(async () => {
+    stateDir = path.join(tmp, "state-live");
+    queue = `r${++n}`;
+    await populate(queue);
+    writeState(stateDir, state("lab", queue, server.url));
+    const done = JSON.parse((await redis.lindex(`${queue}:done`, 0))!) as { enqueue_ts: number; done_ts: number };
+    writeRecording(drillDir(stateDir, "lab"), done.enqueue_ts - 2000, Date.now());
+  }, 120_000);
+
+  it("md from the drill's live Redis: decisions, seed-format reject lines, first token, pressure, cost_proxy, drain check", async () => {
+    const r = await drill(["--state-dir", stateDir, "report", "--format", "md"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const md = r.stdout;
+    expect(md).not.toMatch(/\u001b\[/);
+    expect(md).toContain(`> **${LAB_LABEL}**`);
+    expect(md).toContain("## drill report: lab");
+    expect(md).toContain("| admit | 1 | 16.7% |  |");
+    expect(md).toContain("| reject_packed_tokens | 3 | 50.0% |  |");
+    expect(md).toContain("| reject_host_pressure | 2 | 33.3% |  |");
+    expect(md).toContain("| reject_deadline_slack | 0 | 0.0% |  |");
+    expect(md).toMatch(/\| first \| \S+ \| `reject_packed_tokens job=2 packed=48000 limit=32000` \|/);
+    expect(md).toMatch(/\| last \| \S+ \| `reject_host_pressure job=6 psi=12.40` \|/);
+    expect(md).toContain("| first token p99 | 9120 ms |");
+    expect(md).toContain("| p99 against deadline | over by 1120 ms |");
+    expect(md).toContain("| late jobs | 1 (job=1) |");
+    expect(md).toMatch(/\| psi_mem_some_avg10 \(host\) \| 12\.40 \| \S+ \|/);
+    expect(md).toMatch(/\| OOM kills \| 1 in window \(memory.events oom_kill=1\) \|/);
+    expect(md).toContain("| `LLEN " + queue + "` | 1 |"); // job 7 still waits
+    expect(md).toContain("| rejects in window | 5 |");
+    expect(md).toContain("`cost_proxy = prompt_tokens + completion_tokens + retry_count * prompt_tokens + stall_ms * workers_held / 1000`");
+    // 9620 ms in its slot (enqueue → done; the admit event is later than enqueue) at 10 % stall ≈ 960 ms → 24000 + 256 + ~0.96
+    expect(md).toMatch(/\| job=1 \| 24000 \| 256 \| 0 \| \d+ \| \d+% \| 1 \| 24256\.\d+ \|/);
+  });
+
+  it("json is one document with the same figures", async () => {
+    const r = await drill(["--state-dir", stateDir, "--json", "report"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout) as Report;
+    expect(report.label).toBe(LAB_LABEL);
+    expect(report.source).toEqual({ kind: "live", where: server.url });
+    expect(report.decisions?.rows.slice(0, 4).map((row) => [row.reason, row.count])).toEqual([
+      ["admit", 1],
+      ["reject_host_pressure", 2],
+      ["reject_deadline_slack", 0],
+      ["reject_packed_tokens", 3],
+    ]);
+    expect(report.first_reject?.line).toBe("reject_packed_tokens job=2 packed=48000 limit=32000");
+    expect(report.last_reject?.line).toBe("reject_host_pressure job=6 psi=12.40");
+    expect(report.first_token).toMatchObject({ finished: 1, p50_ms: 9120, p99_ms: 9120, late: 1, late_jobs: ["1"] });
+    expect(report.totals).toEqual({ tokens_out: 256, retry_count: 5, jobs_done: 1, jobs_late: 1 });
+    expect(report.retries).toEqual({ retry_count_total: 5, nacked_to_retry_in_window: 5, finished_after_retry: 0 });
+    expect(report.pressure.peak_psi_mem_some_avg10.value).toBe(12.4);
+    expect(report.pressure.alarms).toEqual([{ alarm: "reclaim_not_underload", samples: 1 }]);
+    expect(report.cost_proxy?.jobs[0]?.stall_ms).toBeGreaterThan(0);
+    expect(report.cost_proxy?.total).toBeGreaterThan(24256);
+    expect(report.drain).toMatchObject({ queue_len: 1, head_job: "7", drain_len: 0, rejects_in_window: 5 });
+    expect(report.drain.head_age_ms).toBeGreaterThanOrEqual(0);
+  });
+
+  it("--since 1ms leaves the window empty: zero decisions, nothing made up", async () => {
+    const r = await drill(["--state-dir", stateDir, "report", "--format", "json", "--since", "1ms"]);
+    const report = JSON.parse(r.stdout) as Report;
+    expect(report.decisions?.total).toBe(0);
+    expect(report.first_reject).toBeNull();
+    expect(report.first_token?.p99_ms).toBeNull();
+  });
+
+  it("text by default; --redis with no drill dir reports the queue without a recording", async () => {
+    const text = await drill(["--state-dir", stateDir, "report"]);
+    expect(text.exitCode).toBe(0);
+    expect(text.stdout).toContain("reject_packed_tokens job=2 packed=48000 limit=32000");
+    const empty = path.join(tmp, "state-empty");
+    const bare = await drill(["--state-dir", empty, "--redis", server.url, "report", "--queue", queue, "--format", "json"]);
+    expect(bare.exitCode, bare.stderr).toBe(0);
+    const report = JSON.parse(bare.stdout) as Report;
+    expect(report.drill).toBeNull();
+    expect(report.pressure.recording).toBeNull();
+    expect(report.pressure.peak_psi_mem_some_avg10.value).toBeNull();
+    expect(report.notes.join("\n")).toContain("no recording");
+  });
+
+  it("after rollback: the export file, no Redis at all", async () => {
+    const dead = `redis://127.0.0.1:${await freePort()}`;
+    const gone = path.join(tmp, "state-gone");
+    writeState(gone, state("gone", queue, dead, { phase: "complete", redis: { url: dead, embedded: { dir: "/nonexistent", port: 1 } } }));
+    const dir = drillDir(gone, "gone");
+    const file = path.join(dir, `final-${new Date().toISOString().replace(/[:.]/g, "-")}.jsonl`);
+    await exportKeys(redis, queueKeys(queue), file);
+
+    const md = await drill(["--state-dir", gone, "report", "--format", "md"]);
+    expect(md.exitCode, md.stderr).toBe(0);
+    expect(md.stdout).toContain(`export ${file}`);
+    expect(md.stdout).toContain("| reject_packed_tokens | 3 | 50.0% |  |");
+    expect(md.stdout).toMatch(/\| last \| \S+ \| `reject_host_pressure job=6 psi=12.40` \|/);
+    expect(md.stdout).toContain("| first token p99 | 9120 ms |");
+    expect(md.stdout).toContain("| psi_mem_some_avg10 (host) | n/a (no recording) |  |");
+    expect(md.stdout).toContain(`Redis not used: ${dead}`);
+
+    const json = JSON.parse((await drill(["--state-dir", gone, "report", "--format", "json"])).stdout) as Report;
+    expect(json.source).toEqual({ kind: "export", where: file });
+    expect(json.window.anchored).toBe("export");
+    expect(json.drain).toMatchObject({ queue_len: 1, head_job: "7", rejects_in_window: 5 });
+    expect(json.cost_proxy?.jobs[0]?.stall_ms).toBeNull();
+    expect(json.cost_proxy?.total).toBeNull();
+
+    // state.json gone too (rollback's "state file gone"): the export alone still names the drill.
+    rmSync(path.join(dir, "state.json"));
+    expect(readdirSync(dir)).toEqual([path.basename(file)]);
+    const alone = await drill(["--state-dir", gone, "report", "--format", "json"]);
+    expect(alone.exitCode, alone.stderr).toBe(0);
+    expect((JSON.parse(alone.stdout) as Report).drill?.name).toBe("gone");
+  });
+
+  it("errors: no drill, several drills, unreachable drill Redis without an export, bad flags", async () => {
+    const none = await drill(["--state-dir", path.join(tmp, "nothing-here"), "report"]);
+    expect(none.exitCode).toBe(1);
+    expect(none.stderr).toContain("there is no drill to report on");
+
+    const several = path.join(tmp, "state-several");
+    writeState(several, state("a", "qa", server.url));
+    writeState(several, state("b", "qb", server.url));
+    const pick = await drill(["--state-dir", several, "report"]);
+    expect(pick.exitCode).toBe(2);
+    expect(pick.stderr).toContain("several drills in");
+    expect(pick.stderr).toContain("a, b");
+
+    const lost = path.join(tmp, "state-lost");
+    const dead = `redis://127.0.0.1:${await freePort()}`;
+    writeState(lost, state("lost", "ql", dead));
+    const noSource = await drill(["--state-dir", lost, "report"]);
+    expect(noSource.exitCode).toBe(1);
+    expect(noSource.stderr).toContain(`no source to report on: Redis ${dead}`);
+    expect(noSource.stderr).toContain(`no final-*.jsonl in ${drillDir(lost, "lost")}`);
+
+    for (const [args, flag, code] of [
+      [["report", "--since", "10"], "--since", 2],
+      [["report", "--format", "html"], "--format", 2],
+      [["--json", "report", "--format", "md"], "--format", 2],
+      [["report", "--queue", "a*b"], "--queue", 2],
+      [["report", "--name", "../x"], "--name", 2],
+    ] as const) {
+      const result = await drill(["--state-dir", lost, ...args]);
+      expect({ args, code: result.exitCode }).toEqual({ args, code });
+      expect(result.stderr).toContain(flag);
+    }
+  });
+});
