@@ -104,6 +104,7 @@ export const upCommand: CommandFactory = (globals) =>
           name: drill.name,
           run_id: result.state.runId,
           pushed: result.pushed.length,
+          pushed_ids: result.pushed,
           state: path.join(drillDir(g.stateDir, drill.name), "state.json"),
           interrupted: result.interrupted,
         };

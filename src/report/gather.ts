@@ -1,4 +1,5 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import net from "node:net";
 import path from "node:path";
 import type { Redis } from "ioredis";
 import { listDrills } from "../drill/rollback.js";
@@ -107,6 +108,38 @@ function readRecording(file: string, notes: string[]): Recording | null {
   return parseRecording(file, text);
 }
 
+/** How long the drill's own Redis gets to accept a connection before the export is used. */
+const PROBE_TIMEOUT_MS = 1000;
+
+/**
+ * A quick TCP connect to a redis:// URL: ioredis takes seconds of retries to
+ * give up on a refused port, and a rolled-back drill's Redis is simply gone.
+ * URLs this cannot read (unix sockets, say) are left to the client.
+ */
+function probeTcp(url: string, timeoutMs: number): Promise<void> {
+  let host: string;
+  let port: number;
+  try {
+    const parsed = new URL(url);
+    if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") return Promise.resolve();
+    host = parsed.hostname.replace(/^\[|\]$/g, "") || "127.0.0.1";
+    port = parsed.port === "" ? 6379 : Number(parsed.port);
+  } catch {
+    return Promise.resolve();
+  }
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host, port });
+    const done = (err: Error | null) => {
+      socket.destroy();
+      if (err) reject(err);
+      else resolve();
+    };
+    socket.setTimeout(timeoutMs, () => done(new Error(`no answer on ${host}:${port} within ${timeoutMs} ms`)));
+    socket.once("error", (err) => done(new Error(`${host}:${port}: ${(err as NodeJS.ErrnoException).code ?? err.message}`)));
+    socket.once("connect", () => done(null));
+  });
+}
+
 const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
 export async function gatherReport(options: GatherOptions): Promise<Gathered> {
@@ -141,6 +174,7 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
       tried.push(`${redactUrl(state.redis.url)} (embedded, stopped by rollback)`);
     } else {
       try {
+        await probeTcp(state.redis.url, PROBE_TIMEOUT_MS);
         redis = await connectRedis(state.redis.url, { name: "drill-report" });
         url = state.redis.url;
       } catch (err) {

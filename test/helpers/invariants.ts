@@ -50,6 +50,33 @@ export async function collectJobIds(redis: Redis, queue: string, drainFile?: str
 
 export async function assertNoJobLost(redis: Redis, queue: string, pushedIds: Iterable<string>, options: NoJobLostOptions = {}): Promise<NoJobLostReport> {
   const { places, anonymous } = await collectJobIds(redis, queue, options.drainFile);
+  return checkPlaces(places, anonymous, queue, pushedIds, options);
+}
+
+/**
+ * The same invariant over rollback's export (`final-<ts>.jsonl`), for when the
+ * embedded Redis that held the lists is gone.
+ */
+export function assertNoJobLostInExport(exportFile: string, queue: string, pushedIds: Iterable<string>, options: NoJobLostOptions = {}): NoJobLostReport {
+  const keys = queueKeys(queue);
+  const prefixes = [`${keys.processing("x").slice(0, -1)}`, `${keys.working("x").slice(0, -1)}`, `${keys.retry("x").slice(0, -1)}`];
+  const isJobList = (key: string) => [keys.ready, keys.admitted, keys.dead, keys.drain, keys.done].includes(key) || prefixes.some((p) => key.startsWith(p));
+  const places = new Map<string, string[]>();
+  let anonymous = 0;
+  for (const line of readFileSync(exportFile, "utf8").split("\n")) {
+    if (line.trim() === "") continue;
+    const entry = JSON.parse(line) as { key: string; type: string; value: Array<{ utf8?: string; base64?: string }> };
+    if (entry.type !== "list" || !isJobList(entry.key)) continue;
+    for (const item of entry.value) {
+      const id = idOf(item.utf8 ?? Buffer.from(item.base64 ?? "", "base64").toString("utf8"));
+      if (id === null) anonymous++;
+      else places.set(id, [...(places.get(id) ?? []), entry.key]);
+    }
+  }
+  return checkPlaces(places, anonymous, queue, pushedIds, options);
+}
+
+function checkPlaces(places: Map<string, string[]>, anonymous: number, queue: string, pushedIds: Iterable<string>, options: NoJobLostOptions): NoJobLostReport {
   const pushed = new Set(pushedIds);
   const extra = new Set(options.extraIds ?? []);
   const missing = [...pushed].filter((id) => !places.has(id));

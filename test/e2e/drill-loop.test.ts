@@ -1,0 +1,91 @@
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { spawn, type ChildProcess } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readState, type DrillState } from "../../src/drill/state.js";
+import { realCgroupSkipReason } from "../helpers/cgroupFixtures.js";
+import { runDrill } from "../helpers/cli.js";
+import { assertHostClean } from "../helpers/hostClean.js";
+import { assertNoJobLostInExport } from "../helpers/invariants.js";
+
+const skip = realCgroupSkipReason();
+if (skip) console.warn(`skipping drill up/rollback end-to-end: ${skip}`);
+
+/**
+ * The operator's loop on this machine: `drill up` on the default smoke drill
+ * with its embedded Redis, a real cgroup and the real gate, `drill report`,
+ * then `drill rollback` — host clean and every pushed id accounted for.
+ */
+describe.skipIf(skip !== null)("drill up → report → rollback (real cgroup, embedded Redis)", () => {
+  let stateDir: string;
+  let decoy: ChildProcess;
+  beforeAll(() => {
+    stateDir = mkdtempSync(path.join(tmpdir(), "drill-loop-"));
+    // RELIABILITY 5: a decoy whose command line says "packed" must survive rollback.
+    decoy = spawn("/bin/sh", ["-c", "exec -a packed-decoy sleep 300"], { stdio: "ignore" });
+  });
+  afterAll(async () => {
+    await runDrill(["--state-dir", stateDir, "rollback"], { timeout: 60_000 });
+    decoy.kill("SIGKILL");
+    rmSync(stateDir, { recursive: true, force: true });
+  });
+
+  it("smoke: admits, rejects for all three reasons from real signals, then rolls back clean", async () => {
+    const up = await runDrill(["--state-dir", stateDir, "--json", "up", "--drill", "drills/smoke.yaml", "--parent", "self"], { timeout: 120_000 });
+    expect(up.exitCode, up.stderr).toBe(0);
+    const summary = JSON.parse(up.stdout.trim().split("\n").pop()!) as { pushed_ids: string[]; name: string };
+    expect(summary.pushed_ids.length).toBeGreaterThan(0);
+    const before = readState(stateDir, "smoke") as DrillState;
+    expect(before.phase).toBe("stopped");
+
+    const report = await runDrill(["--state-dir", stateDir, "report", "--name", "smoke", "--format", "json"]);
+    expect(report.exitCode, report.stderr).toBe(0);
+    const decisions = decisionCounts(JSON.parse(report.stdout));
+    expect(decisions.admit ?? 0, JSON.stringify(decisions)).toBeGreaterThan(0);
+    for (const reason of ["reject_packed_tokens", "reject_deadline_slack", "reject_host_pressure"]) {
+      expect(decisions[reason] ?? 0, `${reason} in ${JSON.stringify(decisions)}`).toBeGreaterThan(0);
+    }
+
+    const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "smoke"], { timeout: 90_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    expect(rollback.stdout).toMatch(/deny-all: mode reject_all/);
+    assertHostClean(stateDir, "smoke", before);
+    const exported = readdirSync(path.join(stateDir, "smoke")).filter((f) => /^final-.*\.jsonl$/.test(f));
+    expect(exported).toHaveLength(1);
+    assertNoJobLostInExport(path.join(stateDir, "smoke", exported[0]!), "jobs", summary.pushed_ids);
+    expect(decoy.exitCode).toBeNull();
+    expect(decoy.signalCode).toBeNull();
+
+    // Idempotent (RELIABILITY 8): again, and with no drill at all.
+    for (let i = 0; i < 2; i++) {
+      const again = await runDrill(["--state-dir", stateDir, "rollback"]);
+      expect(again.exitCode).toBe(0);
+      expect(again.stdout).toMatch(/nothing to roll back/);
+    }
+  }, 180_000);
+
+  it("thrash --detach, then rollback twice: exit 0 both times, host clean", async () => {
+    const up = await runDrill(["--state-dir", stateDir, "up", "--drill", "drills/thrash.yaml", "--parent", "self", "--detach"], { timeout: 120_000 });
+    expect(up.exitCode, up.stdout + up.stderr).toBe(0);
+    expect(up.stdout).toMatch(/is up in the background/);
+    const before = readState(stateDir, "thrash") as DrillState;
+    expect(before.phase).toBe("running");
+    await new Promise((r) => setTimeout(r, 8000)); // let the hog fill and the packer push
+    const first = await runDrill(["--state-dir", stateDir, "rollback", "--name", "thrash"], { timeout: 90_000 });
+    expect(first.exitCode, first.stdout + first.stderr).toBe(0);
+    const second = await runDrill(["--state-dir", stateDir, "rollback", "--name", "thrash"]);
+    expect(second.exitCode).toBe(0);
+    assertHostClean(stateDir, "thrash", readState(stateDir, "thrash") ?? before);
+  }, 180_000);
+});
+
+/** Decision counts by reason from the report document, whatever its nesting. */
+function decisionCounts(report: unknown): Record<string, number> {
+  const doc = report as { decisions?: unknown };
+  const decisions = doc.decisions;
+  if (Array.isArray(decisions)) {
+    return Object.fromEntries(decisions.map((d: { reason?: string; kind?: string; count?: number }) => [d.reason ?? d.kind ?? "?", d.count ?? 0]));
+  }
+  return (decisions ?? {}) as Record<string, number>;
+}

@@ -1,0 +1,26 @@
+import { existsSync } from "node:fs";
+import { expect } from "vitest";
+import { HostRoots } from "../../src/host/kernelFile.js";
+import { readState, type DrillState } from "../../src/drill/state.js";
+import { findByRunId } from "../../src/drill/strays.js";
+import { isSameProcess } from "../../src/host/process.js";
+
+/**
+ * RELIABILITY.md's "host clean" after rollback: no drill cgroup directory in
+ * any hierarchy, no process the drill started (by record or by DRILL_RUN_ID),
+ * the file directory gone, the state file marked complete.
+ */
+export function assertHostClean(stateDir: string, name: string, before: DrillState): void {
+  const roots = new HostRoots();
+  const after = readState(stateDir, name);
+  expect(after?.phase ?? "complete").toBe("complete");
+  for (const dir of after?.cgroup?.dirs ?? before.cgroup?.dirs ?? []) expect(existsSync(dir), `${dir} left behind`).toBe(false);
+  for (const p of before.processes) {
+    if (p.pid !== null && p.startTime !== null) expect(isSameProcess(roots, p.pid, p.startTime), `${p.role} pid ${p.pid} alive`).toBe(false);
+  }
+  if (before.owner.startTime !== null && before.owner.pid !== process.pid) {
+    expect(isSameProcess(roots, before.owner.pid, before.owner.startTime), `drill up pid ${before.owner.pid} alive`).toBe(false);
+  }
+  expect(findByRunId(roots, before.runId)).toEqual([]);
+  if (before.fileDir) expect(existsSync(before.fileDir), `${before.fileDir} left behind`).toBe(false);
+}
