@@ -63,7 +63,8 @@ export function listDrills(stateDir: string): string[] {
 
 export async function rollbackDrill(name: string, options: RollbackOptions): Promise<DrillRollback | null> {
   const state = readState(options.stateDir, name);
-  if (!state || state.phase === "complete") return null;
+  if (!state) return null;
+  if (state.phase === "complete") return state.redis.embedded ? null : redrainComplete(state, options);
   const { roots } = options;
   const lock = acquireDrillLock(roots, drillDir(options.stateDir, name), "rollback");
   const result: DrillRollback = { name, runId: state.runId, steps: [], drainLength: null, exported: null, left: [] };
@@ -202,6 +203,41 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     return result;
   } finally {
     lock.release();
+  }
+}
+
+/**
+ * A finished drill on a Redis that outlives it: producers may have pushed
+ * since. Deny-all again and append what arrived to the drain; nothing else
+ * is left to do (RELIABILITY 15).
+ */
+async function redrainComplete(state: DrillState, options: RollbackOptions): Promise<DrillRollback | null> {
+  const url = options.redisUrl ?? state.redis.url;
+  let redis: Redis;
+  try {
+    redis = await connectRedis(url, { name: "drill-rollback", commandTimeoutMs: 5000 });
+  } catch {
+    return null; // nothing reachable to drain, and the host side is already clean
+  }
+  try {
+    const queue = new DrillQueue(redis, state.queue);
+    const waiting = await redis.llen(queue.keys.ready);
+    if (waiting === 0) return null;
+    const result: DrillRollback = { name: state.name, runId: state.runId, steps: [], drainLength: null, exported: null, left: [] };
+    const record = (step: string, ok: boolean, detail: string) => {
+      const entry = { step, ok, detail };
+      result.steps.push(entry);
+      options.log(entry);
+    };
+    await guard(record, "deny-all", async () => `mode reject_all (was ${await queue.setMode("reject_all", { forced: false, psi: "n/a" })}), reason host_pressure`);
+    await guard(record, "drain", async () => {
+      const drained = await drainQueue(redis, queue.keys, "ready");
+      result.drainLength = drained.drainLength;
+      return `${describeDrain(drained, queue.keys.drain)} (pushed after the last rollback)`;
+    });
+    return result;
+  } finally {
+    await closeRedis(redis);
   }
 }
 

@@ -35,7 +35,12 @@ export interface Gathered {
   nowMs: number;
 }
 
-export const RECORDING_FILE = "watch.jsonl";
+/**
+ * The sidecar recording, in the order looked for: `watch --record` to
+ * watch.jsonl (the brief's name), else watch.out, which is where `drill up`
+ * sends `watch --json` stdout today (the same one-sample-per-line JSON).
+ */
+export const RECORDING_FILES = ["watch.jsonl", "watch.out"] as const;
 const EXPORT_FILE = /^final-.*\.jsonl$/;
 /** Entries read per XRANGE / LRANGE call: a long drill must not come back as one giant reply. */
 const BATCH = 5000;
@@ -150,13 +155,17 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   const notes: string[] = [];
   const dir = name === null ? null : drillDir(options.stateDir, name);
 
-  const recordingFile = dir === null ? null : path.join(dir, RECORDING_FILE);
-  const recording = recordingFile === null ? null : readRecording(recordingFile, notes);
+  const candidates = dir === null ? [] : RECORDING_FILES.map((f) => path.join(dir, f));
+  let recording: Recording | null = null;
+  for (const file of candidates) {
+    recording = readRecording(file, notes);
+    if (recording !== null) break;
+  }
   const base = {
     queue: keys.queue,
     drill: name === null ? null : drillInfo(name, state),
     recording,
-    recordingLooked: recordingFile,
+    recordingLooked: candidates.length === 0 ? null : candidates.join(" or "),
     gatherNotes: notes,
   };
 

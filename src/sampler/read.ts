@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { statSync } from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { Redis } from "ioredis";
@@ -14,7 +15,7 @@ import type { CgroupRaw, QueueRaw, RawReadings } from "./step.js";
 
 /**
  * The sidecar's I/O, kept thin: every kernel file once per sample (one open
- * each, no child processes), and one Redis round trip (a pipeline).
+ * each, no child processes), and one Redis round trip (one script call).
  */
 
 export interface KernelTargets {
@@ -58,6 +59,8 @@ function difference(a: Reading<Limit>, b: Reading<Limit>): Reading<Limit> {
 /** The worker cgroup's memory signals in one shape for v2, hybrid and v1. */
 export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
   const dir = cgroup.limits.dir;
+  // One stat instead of six failed opens while the cgroup is not there (yet, or any more).
+  if (!statSync(dir, { throwIfNoEntry: false })?.isDirectory()) return fail(dir, "worker cgroup does not exist");
   const at = (name: string): string => path.join(dir, name);
   const pressureFile = cgroup.pressureFile ?? at("memory.pressure");
   const pressure = cgroup.pressureFile
@@ -95,44 +98,56 @@ export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
       swapMax: difference(memswLimit, limit),
     };
   }
-  // No usage and no limit file: the cgroup is not there (yet, or any more). Say that once.
-  if (!raw.current.ok && !raw.max.ok && raw.current.reason === "missing" && raw.max.reason === "missing") {
-    return fail(dir, "worker cgroup does not exist");
-  }
   return ok(raw);
 }
 
+/** Above this many keys the `<q>:working:*` scan is skipped: the sidecar must not stall a shared Redis. */
+export const WORKING_SCAN_MAX_KEYS = 100_000;
+
 /**
- * One Lua call inside the pipeline, so the whole sample stays one round trip:
- * the in-flight lists `<q>:working:*` (names unknown to us: SCAN) and the jobs
- * in `<q>` / `<q>:admitted` that may be retries on this host class. The text
- * pre-filter only saves bytes; the sampler decodes and checks each one.
- * KEYS: ready admitted; ARGV: working pattern, host class.
+ * The whole queue sample as one script: one round trip, and an atomic
+ * snapshot (a job moving from admitted to a worker between two reads would
+ * otherwise be counted twice or not at all). Cheaper on the client than a
+ * five-command pipeline, which matters at one sample a second forever.
+ * KEYS: ready admitted stats; ARGV: working pattern, host class, scan cap.
+ * → {LLEN ready, LINDEX ready 0, LRANGE admitted, HGETALL stats (flat),
+ *    payloads of every `<q>:working:*` list, retry candidates, scanned 1|0}
+ * The retry candidates are jobs in ready/admitted that mention this host
+ * class with an attempt other than 0: a text pre-filter to save bytes; the
+ * sampler decodes and checks each one.
  */
-const QUEUE_SCAN_LUA = `
+const QUEUE_SAMPLE_LUA = `
+local ready, admitted_key, stats_key = KEYS[1], KEYS[2], KEYS[3]
+local admitted = redis.call('LRANGE', admitted_key, 0, -1)
 local working = {}
-local cursor = '0'
-repeat
-  local page = redis.call('SCAN', cursor, 'MATCH', ARGV[1], 'COUNT', 1000)
-  cursor = page[1]
-  for _, key in ipairs(page[2]) do
-    if redis.call('TYPE', key).ok == 'list' then
-      for _, payload in ipairs(redis.call('LRANGE', key, 0, -1)) do working[#working + 1] = payload end
+local scanned = 0
+if redis.call('DBSIZE') <= tonumber(ARGV[3]) then
+  scanned = 1
+  local cursor = '0'
+  repeat
+    local page = redis.call('SCAN', cursor, 'MATCH', ARGV[1], 'COUNT', 1000)
+    cursor = page[1]
+    for _, key in ipairs(page[2]) do
+      if redis.call('TYPE', key).ok == 'list' then
+        for _, payload in ipairs(redis.call('LRANGE', key, 0, -1)) do working[#working + 1] = payload end
+      end
     end
-  end
-until cursor == '0'
+  until cursor == '0'
+end
 local candidates = {}
 local needle = '"' .. ARGV[2] .. '"'
-for _, key in ipairs(KEYS) do
-  for _, payload in ipairs(redis.call('LRANGE', key, 0, -1)) do
+local function consider(payloads)
+  for _, payload in ipairs(payloads) do
     if string.find(payload, needle, 1, true) and not string.find(payload, '"attempt":0[,}]') then
       candidates[#candidates + 1] = payload
     end
   end
 end
-return {working, candidates}
+consider(redis.call('LRANGE', ready, 0, -1))
+consider(admitted)
+return {redis.call('LLEN', ready), redis.call('LINDEX', ready, 0), admitted, redis.call('HGETALL', stats_key), working, candidates, scanned}
 `;
-const QUEUE_SCAN_SHA = createHash("sha1").update(QUEUE_SCAN_LUA).digest("hex");
+const QUEUE_SAMPLE_SHA = createHash("sha1").update(QUEUE_SAMPLE_LUA).digest("hex");
 
 /**
  * The sidecar's Redis reader. Redis being down must not stop the kernel
@@ -162,11 +177,13 @@ export class QueueReader {
       // Its 2 s default keeps the process alive after a refused connection.
       disconnectTimeout: 200,
     });
-    this.redis.on("error", () => {}); // surfaced per sample through the failed pipeline
+    this.redis.on("error", () => {}); // surfaced per sample through the failed call
     // EVALSHA keeps the script text off the wire each sample; (re)loaded on every connect.
-    this.redis.on("ready", () => {
-      this.redis.script("LOAD", QUEUE_SCAN_LUA).catch(() => {});
-    });
+    this.redis.on("ready", () => this.loadScript());
+  }
+
+  private loadScript(): void {
+    this.redis.script("LOAD", QUEUE_SAMPLE_LUA).catch(() => {});
   }
 
   /** First connection, bounded; a failure here is fine (the fields go null). */
@@ -181,29 +198,25 @@ export class QueueReader {
   async read(): Promise<Reading<QueueRaw>> {
     if (this.redis.status !== "ready") return fail(this.source, `not connected (${this.redis.status})`);
     const k = this.keys;
-    const pipeline = this.redis
-      .pipeline()
-      .llen(k.ready)
-      .lindexBuffer(k.ready, 0)
-      .lrangeBuffer(k.admitted, 0, -1)
-      .hgetall(k.stats)
-      .callBuffer("EVALSHA", QUEUE_SCAN_SHA, 2, k.ready, k.admitted, k.workingPattern, this.hostClass);
     let timer: NodeJS.Timeout | undefined;
+    // Our own bound, not commandTimeout: one timer per sample, and on expiry the connection is dropped.
     const timeout = new Promise<"timeout">((resolve) => {
-      timer = setTimeout(() => resolve("timeout"), this.timeoutMs + 50);
+      timer = setTimeout(() => resolve("timeout"), this.timeoutMs);
     });
     try {
-      const replies = await Promise.race([pipeline.exec(), timeout]);
-      if (replies === "timeout") {
+      const call = this.redis.callBuffer("EVALSHA", QUEUE_SAMPLE_SHA, 3, k.ready, k.admitted, k.stats, k.workingPattern, this.hostClass, WORKING_SCAN_MAX_KEYS);
+      const reply = await Promise.race([call, timeout]);
+      if (reply === "timeout") {
+        call.catch(() => {});
         this.redis.disconnect(true);
         return fail(this.source, `no reply within ${this.timeoutMs}ms (reconnecting)`);
       }
-      const parsed = parseReplies(this.source, replies);
-      // Script cache flushed (SCRIPT FLUSH, a restart we raced): load it for the next sample.
-      if (!parsed.ok && parsed.reason.startsWith("NOSCRIPT")) this.redis.script("LOAD", QUEUE_SCAN_LUA).catch(() => {});
-      return parsed;
+      return parseQueueSample(this.source, reply);
     } catch (err) {
-      return fail(this.source, err instanceof Error ? err.message : String(err));
+      const message = err instanceof Error ? err.message : String(err);
+      // Script cache flushed (SCRIPT FLUSH, a restart we raced): load it for the next sample.
+      if (message.startsWith("NOSCRIPT")) this.loadScript();
+      return fail(this.source, message);
     } finally {
       clearTimeout(timer);
     }
@@ -217,22 +230,18 @@ export class QueueReader {
   }
 }
 
-type PipelineReplies = Array<[Error | null, unknown]> | null;
+const isBuffers = (v: unknown): v is Buffer[] => Array.isArray(v) && v.every((x) => Buffer.isBuffer(x));
 
-function parseReplies(source: string, replies: PipelineReplies): Reading<QueueRaw> {
-  if (replies === null) return fail(source, "pipeline aborted");
-  const failed = replies.find(([err]) => err !== null);
-  if (failed?.[0]) return fail(source, failed[0].message);
-  const [len, head, admitted, stats, scan] = replies.map(([, value]) => value);
-  const isBuffers = (v: unknown): v is Buffer[] => Array.isArray(v) && v.every((x) => Buffer.isBuffer(x));
+/** The script's reply → QueueRaw; anything unexpected is a failed reading, never a guess. */
+export function parseQueueSample(source: string, reply: unknown): Reading<QueueRaw> {
+  if (!Array.isArray(reply) || reply.length !== 7) return fail(source, "queue sample script: unexpected reply");
+  const [len, head, admitted, statsFlat, working, candidates, scanned] = reply as unknown[];
   if (typeof len !== "number") return fail(source, "LLEN: unexpected reply");
   if (head !== null && !Buffer.isBuffer(head)) return fail(source, "LINDEX: unexpected reply");
-  if (!isBuffers(admitted)) return fail(source, "LRANGE: unexpected reply");
-  if (typeof stats !== "object" || stats === null) return fail(source, "HGETALL: unexpected reply");
-  if (!Array.isArray(scan) || !isBuffers(scan[0]) || !isBuffers(scan[1])) return fail(source, "queue scan script: unexpected reply");
-  const statValues: Record<string, string> = {};
-  for (const [key, value] of Object.entries(stats as Record<string, unknown>)) {
-    if (typeof value === "string") statValues[key] = value;
+  if (!isBuffers(admitted) || !isBuffers(statsFlat) || !isBuffers(working) || !isBuffers(candidates)) {
+    return fail(source, "queue sample script: unexpected reply");
   }
-  return ok({ source, queueLen: len, head: head ?? null, admitted, working: scan[0], retryCandidates: scan[1], stats: statValues });
+  const stats: Record<string, string> = {};
+  for (let i = 0; i + 1 < statsFlat.length; i += 2) stats[statsFlat[i]!.toString("utf8")] = statsFlat[i + 1]!.toString("utf8");
+  return ok({ source, queueLen: len, head: head ?? null, admitted, working, workingScanned: scanned === 1, retryCandidates: candidates, stats });
 }

@@ -42,6 +42,8 @@ export interface QueueRaw {
   admitted: Buffer[];
   /** <q>:working:*: held by a worker; waiting for a first token unless marked (see firstTokenSeen). */
   working: Buffer[];
+  /** false when the working lists were not scanned (huge keyspace): slack is over admitted jobs only. */
+  workingScanned: boolean;
   /** Jobs in <q> or <q>:admitted that may be retries on this host class (Redis pre-filters). */
   retryCandidates: Buffer[];
   /** HGETALL <q>:stats. */

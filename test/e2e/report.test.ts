@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { Redis } from "ioredis";
@@ -233,6 +233,12 @@ describe("drill report (built binary)", () => {
     const alone = await drill(["--state-dir", gone, "report", "--format", "json"]);
     expect(alone.exitCode, alone.stderr).toBe(0);
     expect((JSON.parse(alone.stdout) as Report).drill?.name).toBe("gone");
+
+    // `drill up` sends `watch --json` to watch.out: read as the recording when there is no watch.jsonl.
+    writeRecording(dir, Date.now() - 5000, Date.now());
+    renameSync(path.join(dir, "watch.jsonl"), path.join(dir, "watch.out"));
+    const withOut = JSON.parse((await drill(["--state-dir", gone, "report", "--format", "json", "--since", "1h"])).stdout) as Report;
+    expect(withOut.pressure.recording).toBe(path.join(dir, "watch.out"));
   });
 
   it("errors: no drill, several drills, unreachable drill Redis without an export, bad flags", async () => {

@@ -187,7 +187,11 @@ describe.skipIf(reason)("drill worker (real cgroup, real redis)", () => {
 
   it("slows through real reclaim: mean pass time with a thrash hog in the cgroup ≥ 3× without, and the cgroup's PSI total grows", async () => {
     const queue = "w2";
-    const worker = startWorker(queue, "t2", ["--weights", process.env.WT ?? "96M", "--decode-tokens-per-s", "100", "--concurrency", "2", "--duration", "50s"]);
+    // 112M of weights fit in 160M beside the worker's own ~30M. Hot weights sit on
+    // the active file list, which the kernel keeps at most about half of the
+    // page cache: with 64-96M they mostly survive a neighbour's thrash (measured:
+    // 2-4x); at 112M they cannot all stay active and every pass refaults.
+    const worker = startWorker(queue, "t2", ["--weights", "112M", "--decode-tokens-per-s", "100", "--concurrency", "2", "--duration", "50s"]);
     const k = queueKeys(queue);
 
     const calm = Array.from({ length: 4 }, () => job());
@@ -258,6 +262,44 @@ describe.skipIf(reason)("drill worker (real cgroup, real redis)", () => {
     expect(await redis.hget(k.stats, "worker_recovered")).toBe("2");
     expect(await redis.hlen(k.inflight)).toBe(0);
     expect(await redis.hlen(wk.firstToken)).toBe(0);
+    await assertNoJobLost(redis, queue, jobs.map((j) => j.id));
+    expect(readdirSync(weightsDir)).toEqual([]);
+  });
+
+  it("exits by itself when its launcher dies, and at --duration: unfinished jobs go back to the head of admitted", async () => {
+    const queue = "w4";
+    const k = queueKeys(queue);
+    const wk = workerKeys(queue);
+    const jobs = Array.from({ length: 2 }, () => job({ completion_tokens: 1000 }));
+    await admit(queue, jobs);
+
+    const first = startWorker(queue, "t4", ["--weights", "32M", "--decode-tokens-per-s", "20"]);
+    let stderr = "";
+    first.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    await waitFor("both jobs past their first token", async () => (await redis.hlen(wk.firstToken)) === 2);
+    const inner = Number(/worker t4: pid (\d+) in /.exec(stderr)?.[1]);
+    first.kill("SIGKILL"); // the launcher outside the cgroup, not the worker
+    await first;
+    await waitFor("the inner worker to exit", () => {
+      try {
+        process.kill(inner, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    }, 15_000);
+    expect(await redis.llen(k.admitted)).toBe(2);
+    expect(await redis.exists(k.working("t4"), wk.heartbeat("t4"))).toBe(0);
+    expect(await redis.hlen(wk.firstToken)).toBe(0);
+    // Given back unmarked: the sidecar sees them waiting for their first token again.
+    for (const payload of await redis.lrange(k.admitted, 0, -1)) expect(payload).not.toContain("first_token_ts");
+    expect(readdirSync(weightsDir)).toEqual([]);
+
+    const timed = await startWorker(queue, "t4", ["--weights", "32M", "--decode-tokens-per-s", "20", "--duration", "2s"]);
+    expect(timed.exitCode, timed.stderr).toBe(0);
+    expect(timed.stderr).toMatch(/stopped \(duration\)/);
+    expect((await redis.lrange(k.admitted, 0, -1)).map((p) => (JSON.parse(p) as Job).id)).toEqual(jobs.map((j) => j.id));
+    expect(await redis.hlen(k.inflight)).toBe(2); // still admitted: their packed tokens stay counted
     await assertNoJobLost(redis, queue, jobs.map((j) => j.id));
     expect(readdirSync(weightsDir)).toEqual([]);
   });

@@ -40,7 +40,7 @@ function job(fields: Record<string, unknown>): Buffer {
 }
 
 function queue(over: Partial<QueueRaw> = {}): QueueRaw {
-  return { source: "redis://127.0.0.1:6400", queueLen: 0, head: null, admitted: [], working: [], retryCandidates: [], stats: {}, ...over };
+  return { source: "redis://127.0.0.1:6400", queueLen: 0, head: null, admitted: [], working: [], workingScanned: true, retryCandidates: [], stats: {}, ...over };
 }
 
 function raw(monoMs: number, over: Partial<RawReadings> = {}): RawReadings {

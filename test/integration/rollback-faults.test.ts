@@ -1,0 +1,170 @@
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readState, type DrillState } from "../../src/drill/state.js";
+import { DrillQueue } from "../../src/queue/queue.js";
+import { realCgroupSkipReason } from "../helpers/cgroupFixtures.js";
+import { runDrill } from "../helpers/cli.js";
+import { assertHostClean } from "../helpers/hostClean.js";
+import { assertNoJobLost, assertNoJobLostInExport } from "../helpers/invariants.js";
+import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+
+const skip = realCgroupSkipReason();
+if (skip) console.warn(`skipping rollback fault tests: ${skip}`);
+
+// A tiny drill: every phase early, small sizes, a few seconds long.
+const TINY = `
+name: tiny
+duration: 6s
+cgroup: { memory_max: 96M, swap_max: 0 }
+worker: { weights: 16M, kv_bytes_per_token: 64, decode_tokens_per_s: 200 }
+gate: { psi_rate_limit: 5, interval: 200ms }
+phases:
+  - at: 0s
+    pack: { jobs: 3, prompt_tokens: 20000, completion_tokens: 8 }
+  - at: 1s
+    inject: { mode: thrash, size: 128M, hold: 3s }
+  - at: 2s
+    pack: { jobs: 2, prompt_tokens: 1000, completion_tokens: 8 }
+`;
+
+describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14, 15, 17)", () => {
+  let root: string;
+  let drillFile: string;
+  beforeAll(() => {
+    root = mkdtempSync(path.join(tmpdir(), "drill-faults-"));
+    drillFile = path.join(root, "tiny.yaml");
+    writeFileSync(drillFile, TINY);
+  });
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+  const stateDirFor = (label: string) => mkdtempSync(path.join(root, `${label}-`));
+  const up = (stateDir: string, extra: string[] = [], env: Record<string, string> = {}) =>
+    runDrill(["--state-dir", stateDir, ...extra, "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], { env, timeout: 60_000 });
+  const rollback = (stateDir: string, extra: string[] = []) => runDrill(["--state-dir", stateDir, ...extra, "rollback"], { timeout: 60_000 });
+
+  it("rollback with no drill at all exits 0, three times", async () => {
+    const stateDir = stateDirFor("none");
+    for (let i = 0; i < 3; i++) {
+      const r = await rollback(stateDir);
+      expect(r.exitCode).toBe(0);
+      expect(r.stdout).toMatch(/nothing to roll back/);
+    }
+  });
+
+  it.each(["state", "redis-spawn", "cgroup", "gate-spawn", "worker-spawn", "watch-spawn", "hog-1-spawn"])(
+    "up SIGKILLed at %s: the next rollback reaches host clean",
+    async (step) => {
+      const stateDir = stateDirFor(`crash-${step}`);
+      const r = await up(stateDir, [], { DRILL_CRASH_AT: step });
+      expect(r.exitCode).not.toBe(0);
+      const before = readState(stateDir, "tiny");
+      expect(before, "intent was written before the act").not.toBeNull();
+      const rb = await rollback(stateDir);
+      expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
+      assertHostClean(stateDir, "tiny", before as DrillState);
+    },
+    90_000,
+  );
+
+  it.each(["deny-all", "drain", "cgroup", "stop", "re-drain", "export"])(
+    "rollback SIGKILLed at %s: the next rollback reaches both invariants",
+    async (step) => {
+      const stateDir = stateDirFor(`rb-${step}`);
+      const started = await up(stateDir, ["--json"]);
+      expect(started.exitCode, started.stderr).toBe(0);
+      const pushed = (JSON.parse(started.stdout.trim().split("\n").pop()!) as { pushed_ids: string[] }).pushed_ids;
+      const before = readState(stateDir, "tiny") as DrillState;
+      const crashed = await runDrill(["--state-dir", stateDir, "rollback"], { env: { DRILL_CRASH_AT: step } });
+      expect(crashed.exitCode).not.toBe(0);
+      const rb = await rollback(stateDir);
+      expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
+      assertHostClean(stateDir, "tiny", before);
+      const exports = readdirSync(path.join(stateDir, "tiny")).filter((f) => f.startsWith("final-")).sort();
+      expect(exports.length).toBeGreaterThan(0);
+      assertNoJobLostInExport(path.join(stateDir, "tiny", exports.at(-1)!), "jobs", pushed);
+    },
+    90_000,
+  );
+
+  it.each([
+    ["SIGINT", 130],
+    ["SIGTERM", 143],
+  ] as const)("%s during up exits %d and leaves a resumable state", async (signal, code) => {
+    const stateDir = stateDirFor(`sig-${signal}`);
+    const child = spawn("node", ["bin/drill.js", "--state-dir", stateDir, "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], { stdio: "ignore" });
+    await waitFor(() => readState(stateDir, "tiny")?.phase === "running", 30_000);
+    child.kill(signal);
+    const exitCode = await new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)));
+    expect(exitCode).toBe(code);
+    const before = readState(stateDir, "tiny") as DrillState;
+    expect(["running", "stopped"]).toContain(before.phase);
+    const rb = await rollback(stateDir);
+    expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
+    assertHostClean(stateDir, "tiny", before);
+  }, 90_000);
+
+  it("two drill up with the same name at once: exactly one proceeds", async () => {
+    const stateDir = stateDirFor("twice");
+    const [a, b] = await Promise.all([up(stateDir), up(stateDir)]);
+    const codes = [a.exitCode, b.exitCode].sort();
+    expect(codes).toEqual([0, 3]);
+    expect([a.stderr, b.stderr].join("\n")).toMatch(/another drill|already up/);
+    const before = readState(stateDir, "tiny") as DrillState;
+    expect((await rollback(stateDir)).exitCode).toBe(0);
+    assertHostClean(stateDir, "tiny", before);
+  }, 90_000);
+
+  describe("with a Redis the drill does not own", () => {
+    let redis: RedisServer;
+    beforeAll(async () => {
+      redis = await startRedisServer();
+    });
+    afterAll(async () => redis.stop());
+
+    it("Redis down during rollback: host still cleaned, exit 4 says the drain is pending; the next rollback finishes it (14)", async () => {
+      const stateDir = stateDirFor("redis-down");
+      const started = await up(stateDir, ["--redis", redis.url, "--json"]);
+      expect(started.exitCode, started.stderr).toBe(0);
+      const pushed = (JSON.parse(started.stdout.trim().split("\n").pop()!) as { pushed_ids: string[] }).pushed_ids;
+      const before = readState(stateDir, "tiny") as DrillState;
+      redis.kill("SIGKILL");
+      const first = await rollback(stateDir);
+      expect(first.exitCode).toBe(4);
+      expect(first.stderr).toMatch(/drain pending/);
+      // processes and cgroup are gone even though the drain could not run
+      for (const dir of before.cgroup?.dirs ?? []) expect(existsSync(dir), dir).toBe(false);
+      await redis.restart();
+      const second = await rollback(stateDir);
+      expect(second.exitCode, second.stdout + second.stderr).toBe(0);
+      assertHostClean(stateDir, "tiny", before);
+      const client = new Redis(redis.url);
+      try {
+        await assertNoJobLost(client, "jobs", pushed);
+        // producers keep pushing after rollback: a second rollback appends, never overwrites (15)
+        const drainBefore = await client.lrangeBuffer("jobs_drain", 0, -1);
+        const late = await new DrillQueue(client, "jobs").push({ promptTokens: 10, completionTokens: 1, files: 1, deadlineMs: 8000, hostClass: "shared-free" });
+        const third = await rollback(stateDir);
+        expect(third.exitCode).toBe(0);
+        const drainAfter = await client.lrangeBuffer("jobs_drain", 0, -1);
+        expect(drainAfter.slice(0, drainBefore.length)).toEqual(drainBefore);
+        expect(drainAfter).toHaveLength(drainBefore.length + 1);
+        await assertNoJobLost(client, "jobs", [...pushed, late.id]);
+        await client.flushall();
+      } finally {
+        client.disconnect();
+      }
+    }, 120_000);
+  });
+});
+
+async function waitFor(condition: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error("timed out waiting");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}

@@ -1,0 +1,60 @@
+import { describe, expect, it } from "vitest";
+import { cgroupFromEnv, resolveWorkerFlags, type RawWorkerFlags } from "../../src/commands/worker.js";
+import { UsageError } from "../../src/errors.js";
+
+const defaults: RawWorkerFlags = {
+  queue: "jobs",
+  name: "infer",
+  weights: "1G",
+  weightsDir: "/var/tmp",
+  kvBytesPerToken: "4096",
+  decodeTokensPerS: "30",
+  prefillTokensPerPass: "2048",
+  concurrency: "8",
+};
+
+describe("drill worker flags", () => {
+  it("defaults: the seed's worker", () => {
+    expect(resolveWorkerFlags(defaults, false)).toEqual({
+      queue: "jobs",
+      workerId: null,
+      config: { weightsBytes: 1024 ** 3, kvBytesPerToken: 4096, decodeTokensPerS: 30, prefillTokensPerPass: 2048, concurrency: 8 },
+      weightsDir: "/var/tmp",
+      maxJobs: null,
+      idleExitMs: null,
+      durationMs: null,
+      json: false,
+    });
+  });
+
+  it("sizes, durations and ids", () => {
+    const o = resolveWorkerFlags({ ...defaults, weights: "64M", kvBytesPerToken: "1K", workerId: "w-1", maxJobs: "3", idleExit: "2s", duration: "10m", decodeTokensPerS: "0" }, true);
+    expect(o).toMatchObject({ workerId: "w-1", maxJobs: 3, idleExitMs: 2000, durationMs: 600_000, json: true });
+    expect(o.config).toMatchObject({ weightsBytes: 64 << 20, kvBytesPerToken: 1024, decodeTokensPerS: 0 });
+  });
+
+  it.each([
+    [{ weights: "lots" }, /--weights/],
+    [{ weights: "100" }, /--weights: 100 is less than one page/],
+    [{ concurrency: "0" }, /--concurrency/],
+    [{ prefillTokensPerPass: "0" }, /--prefill-tokens-per-pass/],
+    [{ decodeTokensPerS: "-1" }, /--decode-tokens-per-s/],
+    [{ maxJobs: "0" }, /--max-jobs/],
+    [{ duration: "5" }, /--duration/],
+    [{ idleExit: "soon" }, /--idle-exit/],
+    [{ workerId: "a:b" }, /--worker-id/],
+    [{ queue: "jobs*" }, /--queue/],
+  ] as Array<[Partial<RawWorkerFlags>, RegExp]>)("%o is a usage error naming the flag", (override, message) => {
+    expect(() => resolveWorkerFlags({ ...defaults, ...override }, false)).toThrow(UsageError);
+    expect(() => resolveWorkerFlags({ ...defaults, ...override }, false)).toThrow(message);
+  });
+
+  it("the cgroup handed down by the launcher: absent, valid, or refused", () => {
+    expect(cgroupFromEnv(undefined)).toBeNull();
+    const dir = { version: 1, mount: "/sys/fs/cgroup/memory", cgroupPath: "/x/infer", dir: "/sys/fs/cgroup/memory/x/infer" };
+    const cg = { name: "infer", layout: "v1", memory: dir, unified: null, limits: dir, procsFiles: [`${dir.dir}/cgroup.procs`], pressureFile: null, killFile: null, dirs: [dir] };
+    expect(cgroupFromEnv(JSON.stringify(cg))).toEqual(cg);
+    expect(() => cgroupFromEnv("{")).toThrow(/not JSON/);
+    expect(() => cgroupFromEnv(JSON.stringify({ name: "infer" }))).toThrow(/does not describe/);
+  });
+});

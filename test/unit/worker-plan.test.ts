@@ -1,0 +1,105 @@
+import { describe, expect, it } from "vitest";
+import type { Job } from "../../src/queue/job.js";
+import {
+  addPass,
+  decodePaceMs,
+  defaultWorkerConfig,
+  defaultWorkerId,
+  doneRecord,
+  emptyPassStats,
+  formatDoneLine,
+  jobOutcome,
+  markFirstToken,
+  planJob,
+  prefillKvSlice,
+  unmarkFirstToken,
+} from "../../src/worker/plan.js";
+import { parseWeightsFileName, weightsFileName } from "../../src/worker/weightsFile.js";
+
+const job: Job = { id: "7", prompt_tokens: 24000, completion_tokens: 256, files: 8, enqueue_ts: 1764480000123, deadline_ms: 8000, attempt: 0, host_class: "shared-free" };
+
+describe("planJob", () => {
+  it.each([
+    // prompt, completion, prefill passes, decode passes, kv bytes (4096/token)
+    [24000, 256, 12, 255, 24000 * 4096],
+    [2048, 1, 1, 0, 2048 * 4096],
+    [2049, 2, 2, 1, 2049 * 4096],
+    [0, 0, 1, 0, 0],
+    [1, 10, 1, 9, 4096],
+  ])("prompt %i completion %i → %i prefill passes, %i decode passes", (prompt, completion, prefill, decode, kv) => {
+    const plan = planJob({ prompt_tokens: prompt, completion_tokens: completion }, defaultWorkerConfig);
+    expect(plan).toMatchObject({ prefillPasses: prefill, decodePasses: decode, tokensOut: completion, kvBytes: kv });
+  });
+
+  it("turns the decode rate cap into a per-token interval; 0 means no cap", () => {
+    expect(planJob(job, { ...defaultWorkerConfig, decodeTokensPerS: 30 }).decodeIntervalMs).toBeCloseTo(33.33, 2);
+    expect(planJob(job, { ...defaultWorkerConfig, decodeTokensPerS: 0 }).decodeIntervalMs).toBe(0);
+  });
+
+  it("pace: waits out the rest of the interval, never when the pass itself was slower", () => {
+    expect(decodePaceMs(1000, 1010, 33)).toBe(23);
+    expect(decodePaceMs(1000, 1200, 33)).toBe(0); // reclaim made the pass slow: no extra wait hides or adds to it
+    expect(decodePaceMs(1000, 1010, 0)).toBe(0);
+  });
+
+  it("prefill writes the KV cache slice by slice, ending at its full size", () => {
+    const plan = planJob({ prompt_tokens: 5000, completion_tokens: 1 }, { ...defaultWorkerConfig, kvBytesPerToken: 100 });
+    const slices = Array.from({ length: plan.prefillPasses }, (_, i) => prefillKvSlice(i, plan, 5000, 2048));
+    expect(slices).toEqual([
+      { start: 0, end: 204800 },
+      { start: 204800, end: 409600 },
+      { start: 409600, end: 500000 },
+    ]);
+    expect(prefillKvSlice(0, planJob({ prompt_tokens: 0, completion_tokens: 1 }, defaultWorkerConfig), 0, 2048)).toEqual({ start: 0, end: 0 });
+  });
+});
+
+describe("jobOutcome", () => {
+  it("first token against the deadline, from enqueue_ts", () => {
+    expect(jobOutcome(job, job.enqueue_ts + 812, job.enqueue_ts + 9000)).toEqual({ firstTokenMs: 812, late: false, slackAtFirstTokenMs: 7188, totalMs: 9000 });
+    expect(jobOutcome(job, job.enqueue_ts + 8000, job.enqueue_ts + 8000).late).toBe(false); // on the deadline is in time
+    expect(jobOutcome(job, job.enqueue_ts + 8230, job.enqueue_ts + 9000)).toMatchObject({ late: true, slackAtFirstTokenMs: -230 });
+  });
+
+  it("done record and line", () => {
+    const passes = emptyPassStats();
+    addPass(passes, 10_000);
+    addPass(passes, 30_000);
+    const record = doneRecord(job, "infer", job.enqueue_ts + 812, job.enqueue_ts + 9000, 256, passes, 1024);
+    expect(record).toMatchObject({ id: "7", worker: "infer", first_token_ms: 812, deadline_ms: 8000, late: false, tokens_out: 256, passes: 2, pass_us_total: 40_000, pass_us_max: 30_000, done_ts: job.enqueue_ts + 9000 });
+    expect(formatDoneLine(record)).toBe("done job=7 first_token_ms=812 deadline_ms=8000 late=0 tokens=256 pass_ms_avg=20.0 pass_ms_max=30.0 passes=2 attempt=0");
+  });
+});
+
+describe("first-token mark", () => {
+  it("appends first_token_ts before the closing brace and strips it back to the same bytes", () => {
+    const payload = Buffer.from('{"id":"7","prompt_tokens":24000}\n');
+    const marked = markFirstToken(payload, 1764480000935)!;
+    expect(marked.toString()).toBe('{"id":"7","prompt_tokens":24000,"first_token_ts":1764480000935}\n');
+    expect(JSON.parse(marked.toString())).toMatchObject({ id: "7", first_token_ts: 1764480000935 });
+    expect(unmarkFirstToken(marked).equals(payload)).toBe(true);
+  });
+
+  it("keeps bytes that are not UTF-8, leaves unmarked payloads alone, refuses what is not an object", () => {
+    const payload = Buffer.concat([Buffer.from('{"id":"7","x":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]);
+    expect(unmarkFirstToken(markFirstToken(payload, 5)!).equals(payload)).toBe(true);
+    expect(unmarkFirstToken(payload)).toBe(payload);
+    expect(markFirstToken(Buffer.from("[1,2]"), 5)).toBeNull();
+    expect(markFirstToken(Buffer.from('{"a":1} trailing'), 5)).toBeNull();
+  });
+});
+
+describe("worker identity and files", () => {
+  it("default worker id is the cgroup name, made key-safe", () => {
+    expect(defaultWorkerId("infer")).toBe("infer");
+    expect(defaultWorkerId("my infer:1")).toBe("my-infer-1");
+    expect(defaultWorkerId("é")).toBe("worker");
+  });
+
+  it("weights file names carry the owner's pid and start time", () => {
+    const name = weightsFileName("in-fer.1", 4242, 123456);
+    expect(name).toBe("drill-weights-in-fer.1-4242-123456.bin");
+    expect(parseWeightsFileName(name)).toEqual({ workerId: "in-fer.1", pid: 4242, startTime: 123456 });
+    expect(parseWeightsFileName("drill-hog-x.bin")).toBeNull();
+  });
+});
