@@ -148,7 +148,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       const spawnChild = (role: ProcessRole, key: string, args: string[], files: string[] = []) => {
         const record = intendProcess(state, role, key, files);
         writeState(stateDir, state);
-        const child = spawnDrill([...globalArgs, ...args], path.join(dir, `${key}.out`), path.join(dir, `${key}.log`), env);
+        const child = spawnDrill([...globalArgs, ...args], path.join(dir, outputName(key)), path.join(dir, `${key}.log`), env);
         crash(`${key}-spawn`);
         const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
         if (child.pid !== undefined) fillPid(roots, record, child.pid);
@@ -206,7 +206,7 @@ async function runSchedule(
   const start = Date.now();
   const pushed: string[] = [];
   const gateTail = new LineTail(path.join(dir, "gate.out"));
-  const watchTail = new LineTail(path.join(dir, "watch.out"));
+  const watchTail = new LineTail(path.join(dir, outputName("watch")));
   const phases = drill.phases.map((p, index) => ({ ...p, index })).sort((a, b) => a.at - b.at);
   let next = 0;
   const follow = () => {
@@ -274,6 +274,11 @@ function watchAlarm(line: string): string | null {
   } catch {
     return null;
   }
+}
+
+/** The sidecar's stdout is the drill's recording (one JSON sample a line); the rest is `<key>.out`. */
+export function outputName(key: string): string {
+  return key === "watch" ? "watch.jsonl" : `${key}.out`;
 }
 
 function fillPid(roots: HostRoots, record: ProcessRecord, pid: number): void {

@@ -284,11 +284,15 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
         }
         const doneAt = now();
         const record = doneRecord(job, workerId, firstTokenAt, doneAt, tokens, jobPasses, plan.kvBytes);
-        const applied = await retrying(
-          () => runScript(redis, doneScript, [working, q.done, q.stats, q.inflight, keys.firstToken], [slot.current, JSON.stringify(record), job.id, record.late ? "1" : "0", job.attempt > 0 ? "1" : "0"]),
-          stopJobs.signal,
-          true,
-        );
+        const finish = (bytes: Buffer): Promise<unknown> =>
+          retrying(
+            () => runScript(redis, doneScript, [working, q.done, q.stats, q.inflight, keys.firstToken], [bytes, JSON.stringify(record), job.id, record.late ? "1" : "0", job.attempt > 0 ? "1" : "0"]),
+            stopJobs.signal,
+            true,
+          );
+        let applied = await finish(slot.current);
+        // The mark may have been applied with its reply lost: then the list holds the marked bytes.
+        if (applied !== 1 && marked && slot.current !== marked) applied = await finish(marked);
         if (applied !== 1) {
           deps.err(`${tag}: job=${job.id} finished but had left ${working} (recovered by another worker while this one stalled); not recorded twice`);
           return;
