@@ -121,9 +121,11 @@ export const watchCommand: CommandFactory = (globals) =>
               heldEvents = events;
               return;
             }
-            if (recordFd !== null) writeSync(recordFd, `${JSON.stringify(sample)}\n`);
+            const line = recordFd !== null || g.json ? `${JSON.stringify(sample)}\n` : "";
+            // One write per sample: the line reaches the file even if we are killed next.
+            if (recordFd !== null) writeSync(recordFd, line);
             if (g.json) {
-              output.json(sample);
+              process.stdout.write(line);
               for (const event of events) output.err(event.line);
             } else if (live) {
               process.stdout.write(live.redraw(sample, events));

@@ -56,7 +56,7 @@ export async function runSidecar(options: SidecarLoopOptions): Promise<number> {
     if (options.maxReadings !== undefined && index >= options.maxReadings) break;
     const elapsed = performance.now() - startMono;
     const nextTick = (Math.floor(elapsed / options.intervalMs) + 1) * options.intervalMs;
-    if (options.durationMs !== undefined && nextTick > options.durationMs) break;
+    if (options.durationMs !== undefined && nextTick >= options.durationMs) break;
     try {
       await sleep(nextTick - elapsed, undefined, { signal: options.signal });
     } catch {

@@ -1,0 +1,86 @@
+import { Chalk } from "chalk";
+import { describe, expect, it } from "vitest";
+import { parseQueueSample } from "../../src/sampler/read.js";
+import { LiveView, formatSampleLine, sparkline } from "../../src/sampler/render.js";
+import type { Sample } from "../../src/sampler/step.js";
+
+const sample: Sample = {
+  ts: "2025-11-30T04:12:00.000Z",
+  queue_len: 123456,
+  queue_age_ms: 180,
+  queue_head_slack_ms: -1234567,
+  deadline_slack_ms: -230,
+  psi_mem_some_avg10: 12.4,
+  psi_mem_full_avg10: 9.99,
+  psi_mem_some_total_us: 99999999999,
+  psi_mem_some_rate: 100,
+  cg_psi_mem_some_avg10: 99.99,
+  cg_psi_mem_some_rate: 100,
+  si: 123456,
+  so: 123456,
+  cg_swap_current: 4096,
+  refault_rate: 1234567,
+  cg_mem_current: 2147483648,
+  cg_mem_max: "max",
+  cg_mem_peak: 2147483648,
+  cg_oom_kill: 12345,
+  cpu_idle_pct: 41.2,
+  cpu_iowait_pct: 3,
+  tokens_out: 123456789,
+  retry_count: 12345,
+  admitted: 1234567,
+  rejected: { reject_host_pressure: 123456, reject_deadline_slack: 123456, reject_packed_tokens: 123456 },
+  stall_ms_p99: 999.5,
+  alarm: ["reclaim_not_underload", "retry_worker_idle", "swap_leak", "oom_kill"],
+  missing: [{ field: "cg_psi_mem_some_rate", file: "/x", reason: "first sample" }],
+};
+
+describe("render", () => {
+  it("every line of the live view fits 80 columns, even with wide values", () => {
+    const view = new LiveView({ cgroup: "infer (hybrid)", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    for (let i = 0; i < 20; i++) view.frame({ ...sample, cg_mem_current: i * 1000 });
+    for (const line of view.frame(sample)) expect([...line].length, line).toBeLessThanOrEqual(80);
+  });
+
+  it("redraw moves back over the previous frame only from the second frame on", () => {
+    const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    expect(view.redraw(sample, [])).not.toContain("\x1b[");
+    expect(view.redraw(sample, [{ name: "oom_kill", kind: "raised", line: "PAGE oom_kill" }])).toMatch(/^\x1b\[\d+F\x1b\[JPAGE oom_kill\n/); // eslint-disable-line no-control-regex
+  });
+
+  it.each([
+    [[1, 2, 3, 4, 5, 6, 7, 8], "▁▂▃▄▅▆▇█"],
+    [[5, 5, 5], "▁▁▁"],
+    [[0, null, 10], "▁ █"],
+    [[null, null], "  "],
+  ])("sparkline %j", (values, expected) => {
+    expect(sparkline(values)).toBe(expected);
+  });
+
+  it("the piped line has the runbook's names and no colour", () => {
+    const line = formatSampleLine(sample);
+    expect(line).toContain("queue_age_ms=180 slack_ms=-230 psi=12.40");
+    expect(line).toContain("missing=cg_psi_mem_some_rate");
+    expect(line).not.toMatch(/\x1b/); // eslint-disable-line no-control-regex
+  });
+});
+
+describe("parseQueueSample", () => {
+  const b = (text: string) => Buffer.from(text);
+  it("maps the script's reply", () => {
+    const r = parseQueueSample("redis://h:1", [2, b("{}"), [b("a")], [b("tokens_out"), b("7"), b("admitted"), b("1")], [b("w")], [], 1]);
+    expect(r).toEqual({
+      ok: true,
+      value: { source: "redis://h:1", queueLen: 2, head: b("{}"), admitted: [b("a")], working: [b("w")], workingScanned: true, retryCandidates: [], stats: { tokens_out: "7", admitted: "1" } },
+    });
+  });
+  it.each([
+    ["not an array", "OK"],
+    ["short", [1, null]],
+    ["bad len", ["x", null, [], [], [], [], 1]],
+    ["bad head", [0, 5, [], [], [], [], 1]],
+    ["bad list", [0, null, ["s"], [], [], [], 1]],
+  ])("unexpected reply (%s) is a failed reading", (_name, reply) => {
+    expect(parseQueueSample("redis://h:1", reply).ok).toBe(false);
+  });
+});
