@@ -118,7 +118,7 @@ redis.call('RPUSH', target, routed)
 redis.call('HSET', decisions, id, fp .. '\\t' .. attempt .. '\\t' .. kind .. '\\t' .. figures)
 event(events, kind, id, figures .. ' route=' .. route, ts, gate, attempt)
 redis.call('HINCRBY', stats, kind, 1)
-if route == 'retry' then redis.call('HINCRBY', stats, 'retry_count', 1) else redis.call('HINCRBY', stats, 'dead', 1) end
+if route == 'retry' then redis.call('HINCRBY', stats, 'nacked', 1) else redis.call('HINCRBY', stats, 'dead', 1) end
 return {'applied', route}
 `,
 );
