@@ -11,6 +11,7 @@ import { readHostPsi, readPsiFile } from "../host/psi.js";
 import { readVmstat } from "../host/vmstat.js";
 import type { QueueKeys } from "../queue/keys.js";
 import { redactUrl } from "../queue/redis.js";
+import { workerKeys } from "../worker/scripts.js";
 import type { CgroupRaw, QueueRaw, RawReadings } from "./step.js";
 
 /**
@@ -101,7 +102,10 @@ export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
   return ok(raw);
 }
 
-/** Above this many keys the `<q>:working:*` scan is skipped: the sidecar must not stall a shared Redis. */
+/**
+ * Above this many keys the `<q>:working:*` SCAN is replaced by the worker
+ * registry (`<q>:workers` hash): the sidecar must not stall a shared Redis.
+ */
 export const WORKING_SCAN_MAX_KEYS = 100_000;
 
 /**
@@ -109,17 +113,23 @@ export const WORKING_SCAN_MAX_KEYS = 100_000;
  * snapshot (a job moving from admitted to a worker between two reads would
  * otherwise be counted twice or not at all). Cheaper on the client than a
  * five-command pipeline, which matters at one sample a second forever.
- * KEYS: ready admitted stats; ARGV: working pattern, host class, scan cap.
+ * KEYS: ready admitted stats workers; ARGV: working pattern, host class, scan cap.
  * → {LLEN ready, LINDEX ready 0, LRANGE admitted, HGETALL stats (flat),
- *    payloads of every `<q>:working:*` list, retry candidates, scanned 1|0}
+ *    payloads of every `<q>:working:*` list, retry candidates,
+ *    1 when found by SCAN | 0 when from the registry only}
  * The retry candidates are jobs in ready/admitted that mention this host
  * class with an attempt other than 0: a text pre-filter to save bytes; the
  * sampler decodes and checks each one.
  */
 const QUEUE_SAMPLE_LUA = `
-local ready, admitted_key, stats_key = KEYS[1], KEYS[2], KEYS[3]
+local ready, admitted_key, stats_key, workers_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local admitted = redis.call('LRANGE', admitted_key, 0, -1)
 local working = {}
+local function hold(key)
+  if redis.call('TYPE', key).ok == 'list' then
+    for _, payload in ipairs(redis.call('LRANGE', key, 0, -1)) do working[#working + 1] = payload end
+  end
+end
 local scanned = 0
 if redis.call('DBSIZE') <= tonumber(ARGV[3]) then
   scanned = 1
@@ -127,12 +137,11 @@ if redis.call('DBSIZE') <= tonumber(ARGV[3]) then
   repeat
     local page = redis.call('SCAN', cursor, 'MATCH', ARGV[1], 'COUNT', 1000)
     cursor = page[1]
-    for _, key in ipairs(page[2]) do
-      if redis.call('TYPE', key).ok == 'list' then
-        for _, payload in ipairs(redis.call('LRANGE', key, 0, -1)) do working[#working + 1] = payload end
-      end
-    end
+    for _, key in ipairs(page[2]) do hold(key) end
   until cursor == '0'
+else
+  local prefix = string.sub(ARGV[1], 1, -2)
+  for _, worker in ipairs(redis.call('HKEYS', workers_key)) do hold(prefix .. worker) end
 end
 local candidates = {}
 local needle = '"' .. ARGV[2] .. '"'
@@ -159,6 +168,8 @@ export class QueueReader {
   readonly source: string;
   private readonly redis: Redis;
   private closed = false;
+  /** The worker registry (src/worker/scripts.ts workerKeys().workers). */
+  private readonly workersKey: string;
 
   constructor(
     url: string,
@@ -167,6 +178,7 @@ export class QueueReader {
     private readonly timeoutMs: number,
   ) {
     this.source = redactUrl(url);
+    this.workersKey = workerKeys(keys.queue).workers;
     this.redis = new Redis(url, {
       lazyConnect: true,
       connectTimeout: timeoutMs,
@@ -204,7 +216,7 @@ export class QueueReader {
       timer = setTimeout(() => resolve("timeout"), this.timeoutMs);
     });
     try {
-      const call = this.redis.callBuffer("EVALSHA", QUEUE_SAMPLE_SHA, 3, k.ready, k.admitted, k.stats, k.workingPattern, this.hostClass, WORKING_SCAN_MAX_KEYS);
+      const call = this.redis.callBuffer("EVALSHA", QUEUE_SAMPLE_SHA, 4, k.ready, k.admitted, k.stats, this.workersKey, k.workingPattern, this.hostClass, WORKING_SCAN_MAX_KEYS);
       const reply = await Promise.race([call, timeout]);
       if (reply === "timeout") {
         call.catch(() => {});

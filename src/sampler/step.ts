@@ -42,7 +42,7 @@ export interface QueueRaw {
   admitted: Buffer[];
   /** <q>:working:*: held by a worker; waiting for a first token unless marked (see firstTokenSeen). */
   working: Buffer[];
-  /** false when the working lists were not scanned (huge keyspace): slack is over admitted jobs only. */
+  /** false when the working lists came from the `<q>:workers` registry (huge keyspace), not a SCAN. */
   workingScanned: boolean;
   /** Jobs in <q> or <q>:admitted that may be retries on this host class (Redis pre-filters). */
   retryCandidates: Buffer[];
