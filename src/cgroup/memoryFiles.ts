@@ -172,6 +172,7 @@ export function readCgroupMemory(cgroup: CgroupDir): CgroupMemory {
   };
 
   const v2 = cgroup.version === 2;
+  const statValues = keyed("memory.stat");
   const limit = read(limitFileName(cgroup.version), parseLimit);
   const usage = read(v2 ? "memory.current" : "memory.usage_in_bytes", parseCounter);
   const peak = read(v2 ? "memory.peak" : "memory.max_usage_in_bytes", parseCounter);
@@ -189,15 +190,23 @@ export function readCgroupMemory(cgroup: CgroupDir): CgroupMemory {
     // memsw counts memory + swap together; the swap share is the difference.
     const memsw = read("memory.memsw.limit_in_bytes", parseLimit);
     swapLimit = memsw === null || limit === null ? null : memsw === "max" || limit === "max" ? "max" : Math.max(0, memsw - limit);
-    const memswUsage = read("memory.memsw.usage_in_bytes", parseCounter);
-    swapCurrent = memswUsage === null || usage === null ? null : Math.max(0, memswUsage - usage);
+    // memory.stat's swap counter, not memsw.usage − usage: those two are read
+    // at different instants and charged in per-CPU batches, so during a
+    // thrash their difference flickers above zero on a host with no swap.
+    //   total_swap 0
+    const statSwap = statValues?.get("total_swap") ?? statValues?.get("swap");
+    if (statSwap !== undefined) {
+      swapCurrent = statSwap;
+    } else {
+      const memswUsage = read("memory.memsw.usage_in_bytes", parseCounter);
+      swapCurrent = memswUsage === null || usage === null ? null : Math.max(0, memswUsage - usage);
+    }
     const oomControl = keyed("memory.oom_control");
     events.oomKill = needKey(oomControl, "memory.oom_control", "oom_kill");
     const underOom = needKey(oomControl, "memory.oom_control", "under_oom");
     events.underOom = underOom === null ? null : underOom !== 0;
     events.failcnt = read("memory.failcnt", parseCounter);
   }
-  const statValues = keyed("memory.stat");
   const tasks = read("cgroup.procs", parsePids);
   const effective = limit === null ? null : effectiveLimitFrom(cgroup.dir, cgroup.mount, cgroup.version);
 

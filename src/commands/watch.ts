@@ -3,6 +3,7 @@ import { Command } from "commander";
 import { detectLayout } from "../cgroup/layout.js";
 import { DEFAULT_CGROUP_NAME, validateCgroupName, validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
+import { markedWorkerCgroup } from "../cgroup/teardown.js";
 import { hostRoots } from "../context.js";
 import { DrillError, InterruptedError, UsageError } from "../errors.js";
 import { fail, ok, type HostRoots, type Reading } from "../host/kernelFile.js";
@@ -32,11 +33,13 @@ export interface WatchOptions {
 }
 
 /** The worker cgroup to watch; its absence (or no hierarchy at all) is a missing signal, not an error. */
-function workerCgroup(roots: HostRoots, name: string, parent: ParentSpec): Reading<WorkerCgroup> {
+function workerCgroup(roots: HostRoots, stateDir: string, name: string, parent: ParentSpec): Reading<WorkerCgroup> {
   const layout = detectLayout(roots);
   if (!layout.ok) return layout;
   try {
-    return ok(resolveWorkerCgroup(roots, layout.value, name, parent));
+    // drill's record of the cgroup first: the unified twin sits under whoever ran setup.
+    const computed = resolveWorkerCgroup(roots, layout.value, name, parent);
+    return ok(markedWorkerCgroup(computed, stateDir) ?? computed);
   } catch (err) {
     return fail(roots.proc("self", "cgroup"), err instanceof Error ? err.message : String(err));
   }
@@ -76,7 +79,7 @@ export const watchCommand: CommandFactory = (globals) =>
       const parent = validateParent(options.parent);
       const keys = queueKeys(options.queue);
       const roots = hostRoots(g);
-      const cgroup = workerCgroup(roots, name, parent);
+      const cgroup = workerCgroup(roots, g.stateDir, name, parent);
 
       const output = consoleOutput(g.color);
       const live = !g.json && output.isTTY ? new LiveView({ cgroup: cgroup.ok ? `${name} (${cgroup.value.layout})` : `${name} (none)`, queue: keys.queue, intervalMs }, output.color) : null;

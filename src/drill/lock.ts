@@ -5,18 +5,20 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { isSameProcess, readProcessStat } from "../host/process.js";
 
 /**
- * One drill per name: `<state-dir>/<name>/lock`, created with O_EXCL so two
- * `drill up` at once cannot both get it. A lock whose owner is gone (pid and
- * start time no longer match) is stale and taken over.
+ * `<state-dir>/<name>/<what>.lock`, created with O_EXCL: two `drill up` with
+ * one name cannot both get `up.lock`, two rollbacks cannot both get
+ * `rollback.lock`. A rollback does not wait for a running `up`: it stops it
+ * (the packer) as its second step. A lock whose owner is gone (pid and start
+ * time no longer match) is stale and taken over.
  */
 export interface DrillLock {
   file: string;
   release(): void;
 }
 
-export function acquireDrillLock(roots: HostRoots, dir: string, what: string): DrillLock {
+export function acquireDrillLock(roots: HostRoots, dir: string, what: "up" | "rollback"): DrillLock {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const file = path.join(dir, "lock");
+  const file = path.join(dir, `${what}.lock`);
   const self = readProcessStat(roots, process.pid);
   const record = JSON.stringify({ pid: process.pid, startTime: self.ok ? self.value.startTime : null, what });
   for (let attempt = 0; attempt < 2; attempt++) {
@@ -38,7 +40,7 @@ export function acquireDrillLock(roots: HostRoots, dir: string, what: string): D
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
       const owner = readOwner(file);
       if (owner && owner.pid !== process.pid && owner.startTime !== null && isSameProcess(roots, owner.pid, owner.startTime)) {
-        throw new RefusedError(`another drill (${owner.what}, pid ${owner.pid}) holds ${file}; one drill per name at a time`);
+        throw new RefusedError(`another drill ${owner.what} (pid ${owner.pid}) holds ${file}; one at a time per drill name`);
       }
       // Stale: the owner died without releasing. Remove and try once more;
       // if another process won the race, the second O_EXCL fails and we refuse.
@@ -49,7 +51,7 @@ export function acquireDrillLock(roots: HostRoots, dir: string, what: string): D
       }
     }
   }
-  throw new RefusedError(`another drill is starting with the same name (${file})`);
+  throw new RefusedError(`another drill ${what} with the same name is starting (${file})`);
 }
 
 function readOwner(file: string): { pid: number; startTime: number | null; what: string } | null {

@@ -83,10 +83,14 @@ export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
   } else {
     const usage = readParsed(at("memory.usage_in_bytes"), parseCounter);
     const limit = readParsed(at("memory.limit_in_bytes"), parseLimit);
-    // memsw counts memory + swap together: the swap share is the difference.
-    const memswUsage = readParsed(at("memory.memsw.usage_in_bytes"), parseCounter);
+    // memsw counts memory + swap together: the swap allowed is the difference
+    // of the limits. Swap used comes from memory.stat (`total_swap 0`): memsw
+    // usage − usage is read at two instants and flickers above 0 during a
+    // thrash on a host with no swap at all.
     const memswLimit = readParsed(at("memory.memsw.limit_in_bytes"), parseLimit);
-    const swapCurrent = difference(memswUsage, usage);
+    const stat = readParsed(at("memory.stat"), parseFlatKeyed);
+    const statSwap = stat.ok ? (stat.value.get("total_swap") ?? stat.value.get("swap")) : undefined;
+    const swapCurrent: Reading<Limit> = !stat.ok ? stat : statSwap === undefined ? fail(at("memory.stat"), "no swap line (swap accounting off)") : ok(statSwap);
     raw = {
       dir,
       pressure,

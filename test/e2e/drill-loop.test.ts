@@ -23,7 +23,7 @@ describe.skipIf(skip !== null)("drill up → report → rollback (real cgroup, e
   beforeAll(() => {
     stateDir = mkdtempSync(path.join(tmpdir(), "drill-loop-"));
     // RELIABILITY 5: a decoy whose command line says "packed" must survive rollback.
-    decoy = spawn("/bin/sh", ["-c", "exec -a packed-decoy sleep 300"], { stdio: "ignore" });
+    decoy = spawn("bash", ["-c", "exec -a packed-decoy sleep 300"], { stdio: "ignore" });
   });
   afterAll(async () => {
     await runDrill(["--state-dir", stateDir, "rollback"], { timeout: 60_000 });
@@ -83,7 +83,8 @@ describe.skipIf(skip !== null)("drill up → report → rollback (real cgroup, e
 /** Decision counts by reason from the report document, whatever its nesting. */
 function decisionCounts(report: unknown): Record<string, number> {
   const doc = report as { decisions?: unknown };
-  const decisions = doc.decisions;
+  let decisions = doc.decisions;
+  if (decisions && typeof decisions === "object" && "rows" in decisions) decisions = (decisions as { rows: unknown }).rows;
   if (Array.isArray(decisions)) {
     return Object.fromEntries(decisions.map((d: { reason?: string; kind?: string; count?: number }) => [d.reason ?? d.kind ?? "?", d.count ?? 0]));
   }

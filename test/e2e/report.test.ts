@@ -171,8 +171,8 @@ describe("drill report (built binary)", () => {
     expect(report.first_reject?.line).toBe("reject_packed_tokens job=2 packed=48000 limit=32000");
     expect(report.last_reject?.line).toBe("reject_host_pressure job=6 psi=12.40");
     expect(report.first_token).toMatchObject({ finished: 1, p50_ms: 9120, p99_ms: 9120, late: 1, late_jobs: ["1"] });
-    expect(report.totals).toEqual({ tokens_out: 256, retry_count: 5, jobs_done: 1, jobs_late: 1 });
-    expect(report.retries).toEqual({ retry_count_total: 5, nacked_to_retry_in_window: 5, finished_after_retry: 0 });
+    expect(report.totals).toEqual({ tokens_out: 256, retry_count: 0, jobs_done: 1, jobs_late: 1 }); // retry_count: retried jobs the worker ran; the 5 nacks are in nacked
+    expect(report.retries).toEqual({ retry_count_total: 0, nacked_to_retry_in_window: 5, finished_after_retry: 0 });
     expect(report.pressure.peak_psi_mem_some_avg10.value).toBe(12.4);
     expect(report.pressure.alarms).toEqual([{ alarm: "reclaim_not_underload", samples: 1 }]);
     expect(report.cost_proxy?.jobs[0]?.stall_ms).toBeGreaterThan(0);

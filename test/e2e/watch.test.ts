@@ -61,8 +61,9 @@ function fakeHost(layout: "v2" | "hybrid" | "v1"): { procfs: string; sysfs: stri
   write(path.join(infer, "memory.limit_in_bytes"), "2147483648\n");
   write(path.join(infer, "memory.max_usage_in_bytes"), "1572864\n");
   write(path.join(infer, "memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n");
-  // memsw = memory + swap: 8 KiB swapped although memsw.limit = limit (swap disabled)
+  // memsw.limit = limit (swap disabled), yet memory.stat says 8 KiB swapped
   write(path.join(infer, "memory.memsw.usage_in_bytes"), "1056768\n");
+  write(path.join(infer, "memory.stat"), "cache 0\nrss 1048576\nswap 8192\ntotal_rss 1048576\ntotal_swap 8192\n");
   write(path.join(infer, "memory.memsw.limit_in_bytes"), "2147483648\n");
   if (layout === "hybrid") {
     const unified = path.join(cg, "unified");

@@ -66,6 +66,20 @@ describe("readCgroupMemory", () => {
     expect(m.missing).toEqual([]);
   });
 
+  it("v1: swap in use comes from memory.stat total_swap, not the flickering memsw − usage difference", () => {
+    host = makeFakeHost("v1");
+    const dir = host.cgroup("memory", "/t2", v1MemoryFiles({
+      "memory.limit_in_bytes": "268435456\n",
+      "memory.memsw.limit_in_bytes": "268435456\n",
+      "memory.usage_in_bytes": "104857600\n",
+      // read a moment later than usage, in per-CPU batches: 512 KiB apart on a host with no swap
+      "memory.memsw.usage_in_bytes": "105381888\n",
+      "memory.stat": "cache 1024\nrss 4096\nswap 0\ntotal_cache 1024\ntotal_rss 4096\ntotal_swap 0\n",
+    }));
+    const m = readCgroupMemory({ version: 1, mount: path.join(host.cgroupRoot, "memory"), cgroupPath: "/t2", dir });
+    expect(m.swapCurrent).toBe(0);
+  });
+
   it("v1: a parent with use_hierarchy=0 does not limit its child", () => {
     host = makeFakeHost("v1");
     host.cgroup("memory", "/p", v1MemoryFiles({ "memory.limit_in_bytes": "1048576\n", "memory.use_hierarchy": "0\n" }));
