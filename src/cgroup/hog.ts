@@ -1,6 +1,6 @@
-import { statfsSync } from "node:fs";
-import { RefusedError, UsageError } from "../errors.js";
-import { formatBytes } from "../units.js";
+import { checkFileDir, type FileDirCheck } from "../host/filesystem.js";
+
+export type { FileDirCheck };
 
 export type HogMode = "anon" | "thrash";
 
@@ -70,36 +70,7 @@ export function summarizeStall(samples: StallSample[], thresholdPct = 5): StallS
   };
 }
 
-// statfs f_type values (linux/magic.h): on these the thrash file's pages are
-// shmem, not reclaimable without swap: an OOM, not thrash.
-const MEMORY_FILESYSTEMS: Record<number, string> = {
-  0x01021994: "tmpfs",
-  0x858458f6: "ramfs",
-};
-
-export interface FileDirCheck {
-  dir: string;
-  fsType: number;
-  freeBytes: number;
-}
-
 /** The thrash file's directory: a disk filesystem with room for the file (and a margin). */
 export function checkThrashDir(dir: string, sizeBytes: number): FileDirCheck {
-  if (!dir.startsWith("/")) throw new UsageError(`--file-dir: "${dir}" must be an absolute path`);
-  let stats: ReturnType<typeof statfsSync>;
-  try {
-    stats = statfsSync(dir);
-  } catch (err) {
-    throw new UsageError(`--file-dir: cannot use ${dir}: ${(err as Error).message}`);
-  }
-  const memoryFs = MEMORY_FILESYSTEMS[stats.type];
-  if (memoryFs) {
-    throw new RefusedError(`--file-dir ${dir} is on ${memoryFs}: its pages are shmem, not reclaimable without swap (an OOM, not thrash); use a disk filesystem such as /var/tmp`);
-  }
-  const freeBytes = stats.bavail * stats.bsize;
-  const margin = 64 * 1024 * 1024;
-  if (freeBytes < sizeBytes + margin) {
-    throw new RefusedError(`--file-dir ${dir} has ${formatBytes(freeBytes)} free; the thrash file needs ${formatBytes(sizeBytes)} plus ${formatBytes(margin)} to spare`);
-  }
-  return { dir, fsType: stats.type, freeBytes };
+  return checkFileDir(dir, sizeBytes, "--file-dir", "the thrash file");
 }

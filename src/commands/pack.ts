@@ -1,6 +1,6 @@
 import { Command } from "commander";
 import { DrillError, InterruptedError, UsageError } from "../errors.js";
-import { onInterrupt } from "../gate/loop.js";
+import { onInterrupt } from "../interrupt.js";
 import { validateKeyPart } from "../queue/keys.js";
 import type { Job } from "../queue/job.js";
 import { DrillQueue } from "../queue/queue.js";

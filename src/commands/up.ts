@@ -9,7 +9,7 @@ import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState } from "../drill/state.js";
 import { runUp } from "../drill/up.js";
 import { DrillError, InterruptedError } from "../errors.js";
-import { onInterrupt } from "../gate/loop.js";
+import { onInterrupt } from "../interrupt.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
 import { consoleOutput } from "../output.js";
 import { validateKeyPart } from "../queue/keys.js";

@@ -9,7 +9,7 @@ import { addCgroupTargetOptions, resolveCgroupTarget } from "../cgroup/target.js
 import { markedWorkerCgroup } from "../cgroup/teardown.js";
 import { hostRoots, type GlobalOptions } from "../context.js";
 import { DrillError, InterruptedError, UsageError } from "../errors.js";
-import { onInterrupt } from "../gate/loop.js";
+import { onInterrupt } from "../interrupt.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { DEFAULT_REDIS_URL } from "../queue/redis.js";

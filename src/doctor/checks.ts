@@ -1,3 +1,5 @@
+import { isMemoryFilesystem } from "../host/filesystem.js";
+
 /**
  * Doctor's decisions, pure: facts gathered from the host in, one row per check
  * out. "fail" means the drill cannot run safely here (exit 3); "warn" means it
@@ -34,7 +36,6 @@ export interface DoctorFacts {
   stateDir: { dir: string; fsType: string | null; error?: string };
 }
 
-const TMPFS = "tmpfs";
 
 export function evaluateChecks(f: DoctorFacts): Check[] {
   const checks: Check[] = [];
@@ -153,7 +154,7 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
   const hog = f.hogDir;
   if (hog.error || hog.fsType === null) {
     add("hog file system", "fail", hog.dir, `cannot stat ${hog.dir}: ${hog.error ?? "unknown"}`);
-  } else if (hog.fsType === TMPFS) {
+  } else if (isMemoryFilesystem(hog.fsType)) {
     add("hog file system", "fail", `${hog.dir} (${hog.fsType})`, "tmpfs pages are shmem, not reclaimable without swap: thrash becomes an OOM. Use --file-dir on a disk filesystem");
   } else {
     const enough = hog.freeBytes === null || hog.freeBytes >= hog.neededBytes;
@@ -168,11 +169,11 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
   const state = f.stateDir;
   add(
     "state dir",
-    state.error ? "warn" : state.fsType === TMPFS ? "warn" : "pass",
+    state.error ? "warn" : state.fsType !== null && isMemoryFilesystem(state.fsType) ? "warn" : "pass",
     state.fsType ? `${state.dir} (${state.fsType})` : state.dir,
     state.error
       ? `${state.error}; drill up will create it`
-      : state.fsType === TMPFS
+      : state.fsType !== null && isMemoryFilesystem(state.fsType)
         ? "on tmpfs: a reboot loses the state file and the drain export"
         : "survives a reboot",
   );

@@ -4,6 +4,7 @@ import { Redis } from "ioredis";
 import { detectLayout } from "../cgroup/layout.js";
 import type { ParentSpec } from "../cgroup/names.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
+import { filesystemName } from "../host/filesystem.js";
 import { readKernelText, type HostRoots } from "../host/kernelFile.js";
 import { readHostPsi } from "../host/psi.js";
 import { readVmstat, swapCounters } from "../host/vmstat.js";
@@ -146,22 +147,11 @@ function findOnPath(program: string, env: NodeJS.ProcessEnv): string | null {
   return null;
 }
 
-const FS_TYPES: Record<number, string> = {
-  0x01021994: "tmpfs",
-  0xef53: "ext4",
-  0x58465342: "xfs",
-  0x9123683e: "btrfs",
-  0x6969: "nfs",
-  0x794c7630: "overlayfs",
-  0x2fc12fc1: "zfs",
-  0x65735546: "fuse",
-  0x858458f6: "ramfs",
-};
 
 function filesystemOf(dir: string): { fsType: string | null; freeBytes: number | null; error?: string } {
   try {
     const stats = statfsSync(dir);
-    return { fsType: FS_TYPES[stats.type] ?? `0x${stats.type.toString(16)}`, freeBytes: stats.bavail * stats.bsize };
+    return { fsType: filesystemName(stats.type), freeBytes: stats.bavail * stats.bsize };
   } catch (err) {
     return { fsType: null, freeBytes: null, error: (err as NodeJS.ErrnoException).code ?? (err as Error).message };
   }

@@ -305,27 +305,3 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-/**
- * SIGINT/SIGTERM → an AbortSignal, so loops stop between steps and the
- * command throws InterruptedError (exit 130/143) instead of dying mid-write.
- */
-export function onInterrupt(): { signal: AbortSignal; received: () => "SIGINT" | "SIGTERM" | null; dispose: () => void } {
-  const controller = new AbortController();
-  let received: "SIGINT" | "SIGTERM" | null = null;
-  const handler = (sig: "SIGINT" | "SIGTERM") => () => {
-    received ??= sig;
-    controller.abort();
-  };
-  const onInt = handler("SIGINT");
-  const onTerm = handler("SIGTERM");
-  process.on("SIGINT", onInt);
-  process.on("SIGTERM", onTerm);
-  return {
-    signal: controller.signal,
-    received: () => received,
-    dispose: () => {
-      process.off("SIGINT", onInt);
-      process.off("SIGTERM", onTerm);
-    },
-  };
-}

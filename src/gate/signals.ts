@@ -1,3 +1,4 @@
+import { p99 } from "../util/stats.js";
 import type { HostRoots, Reading } from "../host/kernelFile.js";
 import { readHostPsi, readPsiFile, stallRatePct, type Psi } from "../host/psi.js";
 import {
@@ -140,11 +141,7 @@ function lastStallPerSecond(window: TotalSample[]): number | null {
 }
 
 /** Nearest-rank p99; null with no samples ("when known"). */
-export function p99(values: number[]): number | null {
-  if (values.length === 0) return null;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil(0.99 * sorted.length) - 1)] ?? null;
-}
+export { p99 };
 
 /** The policy's view: signals plus what only Redis knows (mode, in-flight tokens). */
 export function admissionSignals(state: SignalState, mode: GateMode, inflightTokens: number | null): AdmissionSignals {

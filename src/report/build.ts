@@ -1,3 +1,4 @@
+import { percentile } from "../util/stats.js";
 import { decodeJob } from "../queue/job.js";
 import { redactUrl } from "../queue/redis.js";
 import type { DecisionEvent, DoneEntry, ReportInputs, WatchSample } from "./inputs.js";
@@ -119,12 +120,7 @@ export interface Report {
 // ---- small pure helpers -----------------------------------------------------
 
 /** Nearest-rank percentile (as the sampler's p99); null with no values. */
-export function percentile(values: readonly number[], q: number): number | null {
-  if (values.length === 0) return null;
-  const sorted = [...values].sort((a, b) => a - b);
-  const rank = Math.max(1, Math.ceil((q / 100) * sorted.length));
-  return sorted[Math.min(sorted.length, rank) - 1] ?? null;
-}
+export { percentile };
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 

@@ -1,9 +1,9 @@
-import { readdirSync, rmSync, statfsSync } from "node:fs";
+import { readdirSync, rmSync } from "node:fs";
 import path from "node:path";
-import { RefusedError, UsageError } from "../errors.js";
+import { checkFileDir } from "../host/filesystem.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { isSameProcess } from "../host/process.js";
-import { formatBytes } from "../units.js";
+
 
 /**
  * The weights file: `<weights-dir>/drill-weights-<worker>-<pid>-<starttime>.bin`,
@@ -44,24 +44,7 @@ export function removeStaleWeightsFiles(roots: HostRoots, dir: string, workerId:
   return removed;
 }
 
-const MEMORY_FILESYSTEMS: Record<number, string> = { 0x01021994: "tmpfs", 0x858458f6: "ramfs" };
-const FREE_MARGIN = 64 * 1024 * 1024;
-
 /** --weights-dir: absolute, on a disk filesystem (page cache, reclaimable), with room for the file. */
 export function checkWeightsDir(dir: string, sizeBytes: number): void {
-  if (!path.isAbsolute(dir)) throw new UsageError(`--weights-dir: "${dir}" must be an absolute path`);
-  let stats: ReturnType<typeof statfsSync>;
-  try {
-    stats = statfsSync(dir);
-  } catch (err) {
-    throw new UsageError(`--weights-dir: cannot use ${dir}: ${(err as Error).message}`);
-  }
-  const memoryFs = MEMORY_FILESYSTEMS[stats.type];
-  if (memoryFs) {
-    throw new RefusedError(`--weights-dir ${dir} is on ${memoryFs}: the weights would be shmem, not reclaimable page cache without swap; use a disk filesystem such as /var/tmp`);
-  }
-  const free = stats.bavail * stats.bsize;
-  if (free < sizeBytes + FREE_MARGIN) {
-    throw new RefusedError(`--weights-dir ${dir} has ${formatBytes(free)} free; the weights file needs ${formatBytes(sizeBytes)} plus ${formatBytes(FREE_MARGIN)} to spare`);
-  }
+  checkFileDir(dir, sizeBytes, "--weights-dir", "the weights file");
 }

@@ -19,8 +19,7 @@ let tmp: string;
 let n = 0;
 
 beforeAll(async () => {
-  // The binary runs dist/: build it (type errors elsewhere in the tree do not stop tsc from emitting).
-  await execa("npx", ["tsc", "-p", "tsconfig.build.json"], { cwd: root, reject: false });
+  // The binary runs dist/, built by test/globalSetup.ts.
   expect(existsSync(path.join(root, "dist", "commands", "gate.js"))).toBe(true);
   server = await startRedisServer();
   redis = await connectRedis(server.url, { name: "test-e2e" });

@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import net from "node:net";
 import os from "node:os";
+import net from "node:net";
 import path from "node:path";
+import { freePort } from "../../src/drill/embeddedRedis.js";
 
 /**
  * A real redis-server for one test file, on a free port, with the durability
@@ -27,17 +28,7 @@ process.once("exit", () => {
   for (const child of live) child.kill("SIGKILL");
 });
 
-export async function freePort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 export async function startRedisServer(): Promise<RedisServer> {
   const dir = mkdtempSync(path.join(os.tmpdir(), "drill-redis-"));

@@ -1,0 +1,61 @@
+import { statfsSync } from "node:fs";
+import path from "node:path";
+import { RefusedError, UsageError } from "../errors.js";
+import { formatBytes } from "../units.js";
+
+// statfs f_type values (linux/magic.h) worth naming.
+const FS_TYPES: Record<number, string> = {
+  0x01021994: "tmpfs",
+  0x858458f6: "ramfs",
+  0xef53: "ext4",
+  0x58465342: "xfs",
+  0x9123683e: "btrfs",
+  0x6969: "nfs",
+  0x794c7630: "overlayfs",
+  0x2fc12fc1: "zfs",
+  0x65735546: "fuse",
+};
+
+/** On these, file pages are shmem: not reclaimable without swap, so a "thrash" becomes an OOM. */
+const MEMORY_FILESYSTEMS = new Set(["tmpfs", "ramfs"]);
+
+export function filesystemName(type: number): string {
+  return FS_TYPES[type] ?? `0x${type.toString(16)}`;
+}
+
+export function isMemoryFilesystem(name: string): boolean {
+  return MEMORY_FILESYSTEMS.has(name);
+}
+
+/** Room kept free beyond the file itself. */
+export const FREE_MARGIN_BYTES = 64 * 1024 * 1024;
+
+export interface FileDirCheck {
+  dir: string;
+  fsType: string;
+  freeBytes: number;
+}
+
+/**
+ * A directory for a hog's or the worker's file: absolute, on a disk
+ * filesystem (reclaimable page cache), with room for the file and a margin.
+ * `flag` names the option at fault in every error; `what` the file.
+ */
+export function checkFileDir(dir: string, sizeBytes: number, flag: string, what: string): FileDirCheck {
+  if (!path.isAbsolute(dir)) throw new UsageError(`${flag}: "${dir}" must be an absolute path`);
+  let stats: ReturnType<typeof statfsSync>;
+  try {
+    stats = statfsSync(dir);
+  } catch (err) {
+    throw new UsageError(`${flag}: cannot use ${dir}: ${(err as Error).message}`);
+  }
+  const fsType = filesystemName(stats.type);
+  if (isMemoryFilesystem(fsType)) {
+    throw new RefusedError(`${flag} ${dir} is on ${fsType}: ${what} would be shmem, not reclaimable without swap (an OOM, not thrash); use a disk filesystem such as /var/tmp`);
+  }
+  const freeBytes = stats.bavail * stats.bsize;
+  if (freeBytes < sizeBytes + FREE_MARGIN_BYTES) {
+    throw new RefusedError(`${flag} ${dir} has ${formatBytes(freeBytes)} free; ${what} needs ${formatBytes(sizeBytes)} plus ${formatBytes(FREE_MARGIN_BYTES)} to spare`);
+  }
+  return { dir, fsType, freeBytes };
+}

@@ -1,0 +1,24 @@
+/**
+ * SIGINT/SIGTERM as an AbortSignal: long-running commands stop their loops,
+ * clean up, then throw InterruptedError so main() exits 130 or 143.
+ */
+export function onInterrupt(): { signal: AbortSignal; received: () => "SIGINT" | "SIGTERM" | null; dispose: () => void } {
+  const controller = new AbortController();
+  let received: "SIGINT" | "SIGTERM" | null = null;
+  const handler = (sig: "SIGINT" | "SIGTERM") => () => {
+    received ??= sig;
+    controller.abort();
+  };
+  const onInt = handler("SIGINT");
+  const onTerm = handler("SIGTERM");
+  process.on("SIGINT", onInt);
+  process.on("SIGTERM", onTerm);
+  return {
+    signal: controller.signal,
+    received: () => received,
+    dispose: () => {
+      process.off("SIGINT", onInt);
+      process.off("SIGTERM", onTerm);
+    },
+  };
+}
