@@ -11,6 +11,9 @@ import { runUp } from "../drill/up.js";
 import { DrillError, InterruptedError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
+import { buildReport } from "../report/build.js";
+import { gatherReport } from "../report/gather.js";
+import { renderReport } from "../report/render.js";
 import { consoleOutput } from "../output.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { parseDuration, parseNumber, parsePositiveInt, parseSize } from "../units.js";
@@ -108,9 +111,19 @@ export const upCommand: CommandFactory = (globals) =>
           state: path.join(drillDir(g.stateDir, drill.name), "state.json"),
           interrupted: result.interrupted,
         };
+        if (!g.json) {
+          // The summary an operator pastes: the same report `drill report` prints, over this run.
+          const sinceMs = Date.now() - Date.parse(result.state.createdAt) + 1000;
+          try {
+            const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: drill.name, queue: flags.queue, redisUrl: result.state.redis.url, sinceMs });
+            output.out(renderReport(buildReport(inputs, nowMs, sinceMs), "text", output.color));
+          } catch (err) {
+            log(`summary unavailable: ${err instanceof Error ? err.message : String(err)}`);
+          }
+        }
         if (g.json) output.json(summary);
-        log(`drill ${drill.name}: packer stopped after ${result.pushed.length} jobs. Run \`drill report --name ${drill.name}\` for the reject summary,`);
-        log(`and \`drill rollback --name ${drill.name}\` before walking away (gate, worker, watch and hog keep running until then).`);
+        log(`drill ${drill.name}: packer stopped after ${result.pushed.length} jobs; \`drill report --name ${drill.name} --format md\` for the incident note.`);
+        log(`Run \`drill rollback --name ${drill.name}\` before walking away: gate, worker, watch and hog keep running until then (they exit by themselves 5 minutes after the drill's end).`);
         const signal = interrupt.received();
         if (signal) throw new InterruptedError(signal);
       } finally {
