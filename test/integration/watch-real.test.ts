@@ -172,10 +172,10 @@ describe.skipIf(reason)("drill watch on a real cgroup and a real redis-server", 
 
       const next = samples.slice(fill + 1, fill + 3);
       expect(next).toHaveLength(2);
-      // The issue names the host field: prefer it. Measured here the host rate
-      // sits a little under the cgroup's (14.0 vs 17.8, 19.9 vs 38.2 in the
-      // first two samples after the fill: host "some" is diluted by the other
-      // CPU's non-stalled time) but well above 5, so the host field is asserted.
+      // The issue names the host field, and it holds here: in the first sample
+      // after the fill the host rate measured 12.8-18.4 % over 8 runs (the
+      // cgroup's 9.4-19.2 %; host "some" is diluted by the other CPU's
+      // non-stalled time, so it is sometimes the lower one, never near 5).
       const hit = next.find((s) => s.psi_mem_some_rate !== null && s.psi_mem_some_rate > 5);
       console.log(
         `fill at sample ${fill} (${samples[fill]!.ts}); next two: psi_mem_some_rate ${next.map((s) => fmt(s.psi_mem_some_rate)).join(", ")}` +
@@ -223,10 +223,13 @@ describe.skipIf(reason)("drill watch on a real cgroup and a real redis-server", 
     };
     try {
       await setupCgroup(name, "160M");
-      // The real worker, concurrency 1, decoding at 2 tokens/s: the first job holds it for minutes.
+      // The real worker, concurrency 1, decoding at 0.5 token/s: the first job holds it for minutes.
+      // Slow on purpose: the thrash hog alone keeps one of the 2 cores busy or in
+      // iowait (measured here: sys 27 %, iowait 24-29 %, idle 41-46 % of the host);
+      // a worker making passes as fast as it can would add its own iowait.
       const worker = spawnDrill([
         "--redis", server.url, "--json", "worker", "--name", name, "--parent", "self", "--queue", queue, "--worker-id", workerId,
-        "--weights", "48M", "--weights-dir", fileDir, "--kv-bytes-per-token", "256", "--decode-tokens-per-s", "2", "--concurrency", "1", "--duration", "50s",
+        "--weights", "48M", "--weights-dir", fileDir, "--kv-bytes-per-token", "256", "--decode-tokens-per-s", "0.5", "--concurrency", "1", "--duration", "50s",
       ]);
       const busy = job("1", { deadline_ms: 600_000 });
       await admit(busy);
@@ -242,7 +245,8 @@ describe.skipIf(reason)("drill watch on a real cgroup and a real redis-server", 
       await admit(late);
       expect(await redis.llen(k.ready)).toBe(0); // nothing queued: queue_age_ms 0 "looks fine"
 
-      const watch = await spawnDrill(watchArgs(queue, name, 8));
+      // 12 samples (6 s): the page needs one sample with idle > 30 %; a neighbour's burst on a shared host can cost a few.
+      const watch = await spawnDrill(watchArgs(queue, name, 12));
       expect(watch.exitCode, watch.stderr).toBe(0);
       const samples = watch.stdout.trim().split("\n").map((line) => JSON.parse(line) as Sample);
       for (const s of samples) {
@@ -254,14 +258,17 @@ describe.skipIf(reason)("drill watch on a real cgroup and a real redis-server", 
       console.log(`watch stderr:\n${watch.stderr}`);
 
       const fired = samples.find((s) => s.alarm.includes("reclaim_not_underload"));
-      expect(fired, "no sample has alarm reclaim_not_underload").toBeDefined();
+      expect(fired, `no sample has alarm reclaim_not_underload; cpu_idle_pct ${samples.map((s) => fmt(s.cpu_idle_pct, 0)).join(",")} (the host must be otherwise quiet)`).toBeDefined();
       console.log(`fired: ${JSON.stringify(fired)}`);
       expect(fired!.cpu_idle_pct!).toBeGreaterThan(30);
       expect(fired!.queue_len).toBe(0);
       expect(fired!.queue_age_ms!).toBeLessThan(500);
       expect(fired!.deadline_slack_ms!).toBeLessThan(0);
       // The late job is the one waiting: its slack, not the busy job's (which has its first token).
-      expect(fired!.deadline_slack_ms!).toBeLessThanOrEqual(late.enqueue_ts + late.deadline_ms - Date.parse(fired!.ts) + 1);
+      expect(fired!.deadline_slack_ms).toBe(late.enqueue_ts + late.deadline_ms - Date.parse(fired!.ts));
+      // And the worker cgroup really thrashes: at its limit, stalling.
+      expect(fired!.cg_mem_current!).toBeGreaterThanOrEqual(0.9 * 160 * M);
+      expect(fired!.cg_psi_mem_some_rate!).toBeGreaterThan(5);
 
       const page = /^PAGE reclaim, not underload: cpu_idle=(\d+)% psi=(\d+\.\d\d) slack_ms=(-\d+) queue_age_ms=(\d+)/m.exec(watch.stderr);
       expect(page, `no PAGE line in stderr:\n${watch.stderr}`).not.toBeNull();
