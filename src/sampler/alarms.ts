@@ -24,6 +24,12 @@ export interface AlarmConfig {
   queueAgeBelowMs: number;
   /** An oom_kill alarm clears after this long without a new kill. */
   oomKillHoldMs: number;
+  /**
+   * A raised alarm clears only after its condition stayed false this long:
+   * one sample of a neighbour's CPU burst must not clear and re-page the same
+   * incident (the gate's pressure verdict has the same hysteresis).
+   */
+  clearAfterMs: number;
 }
 
 export const defaultAlarmConfig: AlarmConfig = {
@@ -33,17 +39,20 @@ export const defaultAlarmConfig: AlarmConfig = {
   idlePctAbove: 30,
   queueAgeBelowMs: 500,
   oomKillHoldMs: 60_000,
+  clearAfterMs: 5000,
 };
 
 export interface AlarmState {
   /** Active alarms and when each was raised (ms). */
   since: Partial<Record<AlarmName, number>>;
+  /** Active alarms whose condition is false, and since when (ms). */
+  calmSince: Partial<Record<AlarmName, number>>;
   /** Last oom_kill count seen (null before the first reading): the first one is a baseline. */
   oomKillCount: number | null;
   lastOomKillRiseMs: number | null;
 }
 
-export const initialAlarmState: AlarmState = { since: {}, oomKillCount: null, lastOomKillRiseMs: null };
+export const initialAlarmState: AlarmState = { since: {}, calmSince: {}, oomKillCount: null, lastOomKillRiseMs: null };
 
 export interface AlarmEvent {
   name: AlarmName;
@@ -85,20 +94,29 @@ export function nextAlarms(
   };
 
   const since: AlarmState["since"] = { ...prev.since };
+  const calmSince: AlarmState["calmSince"] = { ...(prev.calmSince ?? {}) };
   const events: AlarmEvent[] = [];
   for (const name of ALARM_NAMES) {
     const { firing, line } = verdicts[name];
     const raisedAt = since[name];
-    if (firing === true && raisedAt === undefined) {
-      since[name] = nowMs;
-      events.push({ name, kind: "raised", line });
+    if (firing === true) {
+      delete calmSince[name];
+      if (raisedAt === undefined) {
+        since[name] = nowMs;
+        events.push({ name, kind: "raised", line });
+      }
     } else if (firing === false && raisedAt !== undefined) {
-      delete since[name];
-      events.push({ name, kind: "cleared", line: `CLEAR ${name} after ${formatSeconds(nowMs - raisedAt)}` });
+      const calm = (calmSince[name] ??= nowMs);
+      // oom_kill's verdict already holds for oomKillHoldMs after the last kill.
+      if (nowMs - calm >= (name === "oom_kill" ? 0 : config.clearAfterMs)) {
+        delete since[name];
+        delete calmSince[name];
+        events.push({ name, kind: "cleared", line: `CLEAR ${name} after ${formatSeconds(nowMs - raisedAt)}` });
+      }
     }
   }
   const active = ALARM_NAMES.filter((name) => since[name] !== undefined);
-  return { state: { since, oomKillCount, lastOomKillRiseMs: lastRise }, events, active };
+  return { state: { since, calmSince, oomKillCount, lastOomKillRiseMs: lastRise }, events, active };
 }
 
 /**

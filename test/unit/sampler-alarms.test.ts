@@ -39,6 +39,9 @@ function sample(over: Partial<Sample> = {}): Sample {
   };
 }
 
+/** Clears at the first calm sample: for tests about raising and clearing once, not about the clear delay. */
+const noClearDelay = { ...defaultAlarmConfig, clearAfterMs: 0 };
+
 const calmFacts: SampleFacts = { retriedJobs: [], cgSwapMax: 0, cgDir: "/sys/fs/cgroup/infer" };
 
 /** Runs samples one second apart; returns every event and the active list after each. */
@@ -87,10 +90,19 @@ describe("reclaim_not_underload: CPU idle > 30 %, pressure over the limit or sla
 
   it("raised once, held while firing, cleared once", () => {
     const hot = { psi_mem_some_avg10: 15 };
-    const { events, active } = run([[{}], [hot], [hot], [hot], [{}], [{}]]);
+    const { events, active } = run([[{}], [hot], [hot], [hot], [{}], [{}]], noClearDelay);
     expect(events.map((e) => `${e.kind} ${e.name}`)).toEqual(["raised reclaim_not_underload", "cleared reclaim_not_underload"]);
     expect(events[1]?.line).toBe("CLEAR reclaim_not_underload after 3.0s");
     expect(active.map((a) => a.length)).toEqual([0, 1, 1, 1, 0, 0]);
+  });
+
+  it("one calm sample does not clear it: it clears after clearAfterMs of calm, so one incident pages once", () => {
+    const hot = { psi_mem_some_avg10: 12.4 };
+    // 1 s apart: a one-sample CPU burst (idle 7 %) in the middle, then 6 s calm.
+    const { events, active } = run([[hot], [hot], [{ ...hot, cpu_idle_pct: 7 }], [hot], [{}], [{}], [{}], [{}], [{}], [{}]]);
+    expect(events.map((e) => `${e.kind} ${e.name}`)).toEqual(["raised reclaim_not_underload", "cleared reclaim_not_underload"]);
+    expect(active.map((a) => a.length)).toEqual([1, 1, 1, 1, 1, 1, 1, 1, 1, 0]);
+    expect(events[1]?.line).toBe("CLEAR reclaim_not_underload after 9.0s");
   });
 
   it("missing inputs hold the alarm: no page, no clear", () => {
@@ -106,7 +118,7 @@ describe("reclaim_not_underload: CPU idle > 30 %, pressure over the limit or sla
 describe("retry_worker_idle: a retried job reached this host class", () => {
   const retried = { retriedJobs: [{ id: "7", attempt: 1, host_class: "shared-free" }] };
   it("pages `retry worker_idle=1` once and clears once", () => {
-    const { events } = run([[{}], [{}, retried], [{}, retried], [{}]]);
+    const { events } = run([[{}], [{}, retried], [{}, retried], [{}]], noClearDelay);
     expect(events.map((e) => e.line)).toEqual(["PAGE retry worker_idle=1 host_class=shared-free jobs=1 job=7 attempt=1", "CLEAR retry_worker_idle after 2.0s"]);
   });
   it("a retry on another host class is where it belongs", () => {
@@ -129,7 +141,7 @@ describe("swap_leak: swap used by a cgroup whose swap is disabled", () => {
   });
   it("raised once and cleared once", () => {
     const leak = { cg_swap_current: 8192 };
-    const { events } = run([[leak], [leak], [{ cg_swap_current: 0 }]]);
+    const { events } = run([[leak], [leak], [{ cg_swap_current: 0 }]], noClearDelay);
     expect(events.map((e) => `${e.kind} ${e.name}`)).toEqual(["raised swap_leak", "cleared swap_leak"]);
     expect(events[0]?.line).toBe("PAGE swap_leak: cg_swap_current=8192 swap_max=0 cgroup=/sys/fs/cgroup/infer");
   });
