@@ -1,16 +1,43 @@
 #!/usr/bin/env node
 // CPU time per sample: `drill watch` against the runbook's shell loop
-// (bench/seed-sidecar.sh). Both run under `bash -c '…; times'`, whose second
-// line is the CPU (user + sys) of every descendant the shell waited for, so
-// the shell loop's forks (date, awk, vmstat, grep, cat, redis-cli, sleep) count.
+// (bench/seed-sidecar.sh), in the same run, the same number of samples, side
+// by side (each repetition runs the shell loop and, meanwhile, drill then two
+// floor probes, so every figure of a repetition saw the same host load), on a
+// real cgroup and a real redis-server started here on a free loopback port.
 //
-// usage: node bench/watch-vs-shell.mjs [--samples 200] [--interval 100ms] [--shell-iterations 10]
-// Needs a built drill (npm run build), redis-server, redis-cli and vmstat.
+// How CPU is counted, and why:
+// - Totals: each side runs under `bash -c '…; times'`. `times`' second line is
+//   getrusage(RUSAGE_CHILDREN): user + sys of every descendant the shell has
+//   reaped, each with the descendants it reaped. The seed loop forks ~9 short
+//   programs a sample (date, awk, vmstat, tail, awk, grep, cat, redis-cli,
+//   sleep) that live a few ms: polling /proc/<pid>/stat would miss most of
+//   them (and counts 10 ms ticks), whereas their parent's wait() folds them
+//   into RUSAGE_CHILDREN exactly. drill spawns no children, so the same
+//   number is node's own CPU, all threads included.
+// - drill's marginal cost per sample: node's start-up (~0.3 s CPU) varies by
+//   tens of ms run to run, far more than a sample costs, so "long run − short
+//   run" is noise. Instead the benchmark reads drill's CPU while it runs: the
+//   sum over /proc/<pid>/task/*/schedstat (ns of CPU per thread) when sample
+//   line k arrives and when line N − 1 arrives (drill then sleeps until the
+//   next tick; after line N it exits and its threads vanish from /proc, which
+//   would make the sum wrong either way); Δ/(N − 1 − k) is the steady-state
+//   cost of a sample (wake-up, kernel reads, Redis round trip, step, JSON,
+//   write). Start-up = the RUSAGE_CHILDREN total − N × marginal (node boot,
+//   module load, connect, the first samples' JIT warm-up, exit).
+// - redis-server's CPU (schedstat of its threads) is reported, counted on
+//   neither side: it is the shared server's work.
+//
+// usage: node bench/watch-vs-shell.mjs [--reps 5] [--samples 40] [--warmup 10]
+//          [--interval 250ms] [--shell-sleep 0] [--no-floor]
+// --shell-sleep: the loop's `sleep N` (a fork + exec whatever N is; its CPU
+// does not depend on N, 0 only saves wall time). vmstat 1 2 still waits 1 s.
+// Needs a built drill (bench/run.mjs builds), redis-server, redis-cli, vmstat.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -20,17 +47,14 @@ function arg(name, fallback) {
   const i = process.argv.indexOf(name);
   return i >= 0 && process.argv[i + 1] !== undefined ? process.argv[i + 1] : fallback;
 }
-const samples = Number(arg("--samples", "200"));
-const interval = arg("--interval", "100ms");
-const shellIterations = Number(arg("--shell-iterations", "10"));
-// drill's fixed cost (node start, module load, first connect) is measured with
-// a short run and subtracted, so the figure is the marginal cost of a sample.
-const baselineSamples = Math.max(2, Math.round(samples / 10));
-
-if (!existsSync(path.join(repo, "dist", "main.js"))) {
-  console.error("bench: dist/main.js missing: run npm run build first");
-  process.exit(1);
-}
+const reps = Number(arg("--reps", "5"));
+const samples = Number(arg("--samples", "40"));
+const warmup = Number(arg("--warmup", "10"));
+const interval = arg("--interval", "250ms");
+const shellSleep = arg("--shell-sleep", "0");
+const withFloor = !process.argv.includes("--no-floor");
+if (!(samples > warmup + 1 && warmup >= 1 && reps >= 1)) throw new Error("bench: need --samples > --warmup + 1, --warmup >= 1, --reps >= 1");
+if (!existsSync(path.join(repo, "dist", "main.js"))) throw new Error("bench: dist/main.js missing: run npm run build (or npm run bench)");
 
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -38,81 +62,233 @@ function freePort() {
     server.once("error", reject);
     server.listen(0, "127.0.0.1", () => {
       const { port } = server.address();
-      server.close(() => resolve(port));
+      server.close(() => (port === 6379 ? freePort().then(resolve, reject) : resolve(port)));
     });
   });
 }
 
-/** CPU seconds (user + sys) of `command` and all its descendants. */
-function cpuOf(command) {
-  const started = process.hrtime.bigint();
-  const r = spawnSync("bash", ["-c", `${command} >/dev/null 2>&1; times`], { encoding: "utf8" });
-  const wallS = Number(process.hrtime.bigint() - started) / 1e9;
-  const children = r.stdout.trim().split("\n")[1];
-  const m = children && /^(\d+)m([\d.]+)s (\d+)m([\d.]+)s$/.exec(children.trim());
-  if (!m) throw new Error(`bench: cannot parse times output: ${r.stdout} ${r.stderr}`);
-  return { cpuS: Number(m[1]) * 60 + Number(m[2]) + Number(m[3]) * 60 + Number(m[4]), wallS };
+/** ns of CPU used so far by every live thread of `pid`. */
+function threadCpuNs(pid) {
+  let sum = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      sum += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+    } catch {
+      // the thread exited between readdir and read
+    }
+  }
+  return sum;
+}
+
+/** The children line of bash's `times`: "0m0.123s 0m0.045s" → CPU seconds. */
+function childrenCpuS(text) {
+  const lines = text.trim().split("\n");
+  const m = /^(\d+)m([\d.]+)s (\d+)m([\d.]+)s$/.exec((lines.at(-1) ?? "").trim());
+  if (!m) throw new Error(`bench: cannot parse times output: ${text.slice(-300)}`);
+  return Number(m[1]) * 60 + Number(m[2]) + Number(m[3]) * 60 + Number(m[4]);
+}
+
+function drillSync(args) {
+  return spawnSync("node", [drill, ...args], { encoding: "utf8" });
 }
 
 const root = mkdtempSync(path.join(tmpdir(), "drill-bench-"));
-// A v2 cgroup tree with every file the sampler reads, so both sides read a
-// real file for the cgroup (the host's /proc is real for both).
-const cg = path.join(root, "sys", "fs", "cgroup");
-const infer = path.join(cg, "infer");
-mkdirSync(infer, { recursive: true });
-writeFileSync(path.join(cg, "cgroup.controllers"), "cpu io memory pids\n");
-writeFileSync(path.join(cg, "cgroup.procs"), "1\n");
-for (const [name, text] of Object.entries({
-  "memory.current": "1048576\n",
-  "memory.max": "2147483648\n",
-  "memory.peak": "1572864\n",
-  "memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n",
-  "memory.swap.current": "0\n",
-  "memory.swap.max": "0\n",
-  "memory.pressure": "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
-})) {
-  writeFileSync(path.join(infer, name), text);
+const stateDir = path.join(root, "state");
+const cgroupName = `bench${process.pid}`;
+let realCgroup = false;
+const port = await freePort();
+const redis = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning"], { stdio: "ignore" });
+
+/** The worker cgroup both sides read: a real one when we may create it, else a fake v2 tree. */
+function setupCgroup() {
+  const setup = drillSync(["--state-dir", stateDir, "cgroup", "setup", "--parent", "self", "--name", cgroupName, "--memory-max", "1G"]);
+  if (setup.status === 0) {
+    realCgroup = true;
+    const status = JSON.parse(drillSync(["--json", "--state-dir", stateDir, "cgroup", "status", "--parent", "self", "--name", cgroupName]).stdout);
+    const { version, dir } = status.memory;
+    return {
+      watchArgs: ["--state-dir", stateDir, "watch", "--parent", "self", "--name", cgroupName],
+      // the seed's `cat memory.current`; v1 calls the same counter memory.usage_in_bytes
+      currentFile: path.join(dir, version === 2 ? "memory.current" : "memory.usage_in_bytes"),
+      describe: `real ${status.layout} cgroup ${dir}`,
+      why: "",
+    };
+  }
+  const cg = path.join(root, "sys", "fs", "cgroup");
+  const infer = path.join(cg, "infer");
+  mkdirSync(infer, { recursive: true });
+  writeFileSync(path.join(cg, "cgroup.controllers"), "cpu io memory pids\n");
+  writeFileSync(path.join(cg, "cgroup.procs"), "1\n");
+  for (const [name, text] of Object.entries({
+    "memory.current": "1048576\n",
+    "memory.max": "2147483648\n",
+    "memory.peak": "1572864\n",
+    "memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n",
+    "memory.swap.current": "0\n",
+    "memory.swap.max": "0\n",
+    "memory.pressure": "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+  })) {
+    writeFileSync(path.join(infer, name), text);
+  }
+  return {
+    watchArgs: ["--sysfs", path.join(root, "sys"), "watch"],
+    currentFile: path.join(infer, "memory.current"),
+    describe: `FAKE v2 cgroup tree under ${root} (tmpfs files, cheaper than cgroupfs)`,
+    why: (setup.stderr || setup.stdout).trim().split("\n")[0],
+  };
 }
 
-const port = await freePort();
-const redis = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdio: "ignore" });
+/** The seed loop for `samples` iterations: CPU of the whole process tree. */
+async function runShell(target) {
+  const script = path.join(repo, "bench", "seed-sidecar.sh");
+  const child = spawn("bash", ["-c", `bash "$0" "$1" "$2" "$3" "$4" >/dev/null 2>&1; times`, script, target.currentFile, String(port), String(samples), shellSleep], { stdio: ["ignore", "pipe", "inherit"] });
+  let stdout = "";
+  child.stdout.on("data", (chunk) => (stdout += chunk));
+  await new Promise((resolve) => child.once("close", resolve));
+  return { msPerSample: (childrenCpuS(stdout) / samples) * 1000 };
+}
+
+/** One `drill watch --count samples`: total CPU (rusage) and the steady-state CPU per sample (schedstat). */
+async function runDrill(target) {
+  const args = [drill, "--redis", `redis://127.0.0.1:${port}`, "--json", ...target.watchArgs, "--interval", interval, "--count", String(samples)];
+  const quoted = args.map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(" ");
+  // node in the background so its pid is known; `wait` reaps it, so `times` counts it.
+  const child = spawn("bash", ["-c", `node ${quoted} & pid=$!; echo "pid $pid" >&2; wait $pid; rc=$?; times >&2; exit $rc`], { stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr.on("data", (chunk) => (stderr += chunk));
+  const pidOf = async () => {
+    for (;;) {
+      const m = /^pid (\d+)$/m.exec(stderr);
+      if (m) return Number(m[1]);
+      await new Promise((r) => setTimeout(r, 1));
+    }
+  };
+  let lines = 0;
+  let atWarmup = 0;
+  let atLast = 0;
+  let last = "";
+  for await (const line of createInterface({ input: child.stdout })) {
+    lines++;
+    last = line;
+    if (lines === warmup) atWarmup = threadCpuNs(await pidOf());
+    if (lines === samples - 1) atLast = threadCpuNs(await pidOf());
+  }
+  const code = await new Promise((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.once("exit", resolve)));
+  if (code !== 0 || lines !== samples) throw new Error(`bench: drill watch exited ${code} after ${lines} samples: ${stderr.slice(-500)}`);
+  const sample = JSON.parse(last);
+  const totalS = childrenCpuS(stderr);
+  const marginalMs = (atLast - atWarmup) / 1e6 / (samples - 1 - warmup);
+  return {
+    marginalMs,
+    totalS,
+    startupMs: totalS * 1000 - marginalMs * samples,
+    sample,
+  };
+}
+
+/** Floors: a bare timer loop writing a line per tick, then with one Redis round trip (bench/floor.mjs). */
+async function runFloor(mode) {
+  const child = spawn("node", [path.join(repo, "bench", "floor.mjs"), mode, String(port), interval, String(samples)], { stdio: ["ignore", "pipe", "inherit"] });
+  let lines = 0;
+  let atWarmup = 0;
+  let atLast = 0;
+  for await (const _ of createInterface({ input: child.stdout })) {
+    lines++;
+    if (lines === warmup) atWarmup = threadCpuNs(child.pid);
+    if (lines === samples - 1) atLast = threadCpuNs(child.pid);
+  }
+  await new Promise((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", resolve)));
+  return (atLast - atWarmup) / 1e6 / (samples - 1 - warmup);
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
+};
+const stats = (xs) => ({ median: median(xs), min: Math.min(...xs), max: Math.max(...xs) });
+const f = (x, digits = 3) => x.toFixed(digits);
+const range = (s, digits = 3) => `${f(s.median, digits)} [${f(s.min, digits)}–${f(s.max, digits)}]`;
+
+let target = null;
 try {
   for (let i = 0; ; i++) {
     if (spawnSync("redis-cli", ["-p", String(port), "ping"], { encoding: "utf8" }).stdout.trim() === "PONG") break;
     if (i > 100) throw new Error("bench: redis-server did not start");
     await new Promise((r) => setTimeout(r, 50));
   }
-  // A few queued and admitted jobs, so the sample decodes real payloads.
+  // A few queued and admitted jobs, so drill's sample decodes real payloads.
   const now = Date.now();
   const job = (id) => JSON.stringify({ id: String(id), prompt_tokens: 24000, completion_tokens: 256, files: 8, enqueue_ts: now, deadline_ms: 8000, attempt: 0, host_class: "shared-free" });
   spawnSync("redis-cli", ["-p", String(port), "RPUSH", "jobs", ...[1, 2, 3, 4, 5, 6, 7, 8].map(job)]);
   spawnSync("redis-cli", ["-p", String(port), "RPUSH", "jobs:admitted", ...[9, 10, 11, 12].map(job)]);
+  target = setupCgroup();
+  console.log(`bench: ${reps} repetitions × ${samples} samples each side; drill --interval ${interval}, shell sleep ${shellSleep}; redis-server 127.0.0.1:${port}`);
+  console.log(`bench: cgroup: ${target.describe}${target.why ? ` — real cgroup setup failed: ${target.why}` : ""}`);
+  console.log(`bench: shell cats ${target.currentFile}`);
 
-  const watch = (count) =>
-    `node ${drill} --procfs /proc --sysfs ${path.join(root, "sys")} --redis redis://127.0.0.1:${port} watch --json --interval ${interval} --count ${count}`;
-  const full = cpuOf(watch(samples));
-  const base = cpuOf(watch(baselineSamples));
-  const shell = cpuOf(`bash ${path.join(repo, "bench", "seed-sidecar.sh")} ${path.join(infer, "memory.current")} ${port} ${shellIterations} 1`);
-
-  const drillMarginalMs = ((full.cpuS - base.cpuS) / (samples - baselineSamples)) * 1000;
-  const drillAllInMs = (full.cpuS / samples) * 1000;
-  const shellMs = (shell.cpuS / shellIterations) * 1000;
-  const result = {
-    drill_samples: samples,
-    drill_cpu_s: Number(full.cpuS.toFixed(3)),
-    drill_cpu_ms_per_sample_marginal: Number(drillMarginalMs.toFixed(3)),
-    drill_cpu_ms_per_sample_incl_startup: Number(drillAllInMs.toFixed(3)),
-    shell_iterations: shellIterations,
-    shell_cpu_s: Number(shell.cpuS.toFixed(3)),
-    shell_cpu_ms_per_sample: Number(shellMs.toFixed(3)),
-    ratio_marginal: Number((shellMs / drillMarginalMs).toFixed(1)),
-    ratio_incl_startup: Number((shellMs / drillAllInMs).toFixed(1)),
+  // Each repetition runs the shell loop and, beside it, drill then the two
+  // floor probes: every figure of a repetition saw the same host load.
+  const rows = [];
+  for (let rep = 0; rep < reps; rep++) {
+    const redisBefore = threadCpuNs(redis.pid);
+    const shellRun = runShell(target);
+    const run = await runDrill(target);
+    const floorTimer = withFloor ? await runFloor("timer") : NaN;
+    const floorRedis = withFloor ? await runFloor("redis") : NaN;
+    const shell = await shellRun;
+    // redis-server's CPU over the repetition: shell + drill + the floor's LLENs (negligible next to forks).
+    const redisAll = (threadCpuNs(redis.pid) - redisBefore) / 1e6 / samples;
+    if (run.sample.queue_len !== 8 || run.sample.cg_mem_current === null) {
+      throw new Error(`bench: drill's sample did not read the queue and the cgroup: ${JSON.stringify(run.sample.missing)}`);
+    }
+    const row = {
+      shellMs: shell.msPerSample,
+      drillMarginalMs: run.marginalMs,
+      drillStartupMs: run.startupMs,
+      drillAllInMs: (run.totalS * 1000) / samples,
+      ratio: shell.msPerSample / run.marginalMs,
+      ratioAllIn: shell.msPerSample / ((run.totalS * 1000) / samples),
+      redisAllMs: redisAll,
+      floorTimerMs: floorTimer,
+      floorRedisMs: floorRedis,
+    };
+    rows.push(row);
+    console.log(
+      `rep ${rep + 1}: shell ${f(row.shellMs)} ms/sample | drill ${f(row.drillMarginalMs)} ms/sample marginal, startup ${f(row.drillStartupMs, 0)} ms | ratio ${f(row.ratio, 1)}x (all-in over ${samples}: ${f(row.ratioAllIn, 1)}x)`,
+    );
+  }
+  const col = (key) => stats(rows.map((r) => r[key]));
+  const summary = {
+    reps,
+    samples,
+    interval,
+    cgroup: realCgroup ? "real" : "fake",
+    shell_ms_per_sample: col("shellMs"),
+    drill_marginal_ms_per_sample: col("drillMarginalMs"),
+    drill_startup_ms: col("drillStartupMs"),
+    ratio_marginal: col("ratio"),
+    ratio_all_in: col("ratioAllIn"),
+    redis_server_ms_per_sample_both_sides: col("redisAllMs"),
   };
-  console.log(`drill watch : ${drillMarginalMs.toFixed(3)} ms CPU/sample marginal, ${drillAllInMs.toFixed(3)} ms incl. node startup (${samples} samples at ${interval})`);
-  console.log(`seed shell  : ${shellMs.toFixed(3)} ms CPU/sample (${shellIterations} iterations, children included)`);
-  console.log(`ratio       : ${result.ratio_marginal}x cheaper marginal, ${result.ratio_incl_startup}x incl. startup (target >= 50x)`);
-  console.log(JSON.stringify(result));
+  if (withFloor) summary.floor_ms_per_sample = { node_timer_wakeup_and_write: col("floorTimerMs"), plus_one_ioredis_round_trip: col("floorRedisMs") };
+  console.log("\nmedian [min–max] over repetitions:");
+  console.log(`  seed shell loop      ${range(summary.shell_ms_per_sample)} ms CPU/sample (children included)`);
+  console.log(`  drill watch marginal ${range(summary.drill_marginal_ms_per_sample)} ms CPU/sample (samples ${warmup}..${samples - 1})`);
+  console.log(`  drill watch startup  ${range(summary.drill_startup_ms, 0)} ms CPU once (node boot, modules, connect, JIT warm-up, exit)`);
+  console.log(`  ratio (marginal)     ${range(summary.ratio_marginal, 1)}x   target >= 50x`);
+  console.log(`  ratio (all-in, ${samples} samples incl. startup) ${range(summary.ratio_all_in, 1)}x`);
+  console.log(`  redis-server, counted on neither side: ${range(summary.redis_server_ms_per_sample_both_sides)} ms per sample of both sides together`);
+  if (withFloor) {
+    console.log(`  floor, node timer wake-up + one line written: ${range(summary.floor_ms_per_sample.node_timer_wakeup_and_write)} ms/sample`);
+    console.log(`  floor, + one ioredis round trip (LLEN):       ${range(summary.floor_ms_per_sample.plus_one_ioredis_round_trip)} ms/sample`);
+  }
+  console.log(JSON.stringify(summary));
 } finally {
+  if (realCgroup) {
+    const down = drillSync(["--state-dir", stateDir, "cgroup", "teardown", "--parent", "self", "--name", cgroupName]);
+    if (down.status !== 0) console.error(`bench: cgroup teardown failed: ${down.stderr}`);
+  }
   redis.kill("SIGKILL");
   rmSync(root, { recursive: true, force: true });
 }

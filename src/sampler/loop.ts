@@ -1,5 +1,4 @@
 import { performance } from "node:perf_hooks";
-import { setTimeout as sleep } from "node:timers/promises";
 import { initialAlarmState, nextAlarms, type AlarmConfig, type AlarmEvent, type AlarmState } from "./alarms.js";
 import { nextSample, type RawReadings, type Sample, type SamplerState } from "./step.js";
 
@@ -44,24 +43,39 @@ export interface SidecarLoopOptions {
 export async function runSidecar(options: SidecarLoopOptions): Promise<number> {
   const wallClock = options.wallClock ?? Date.now;
   const startMono = performance.now();
+  // One abort listener for the whole run and a bare timer per tick:
+  // timers/promises' sleep adds and removes an AbortSignal listener every
+  // tick, a measurable share of a sample's CPU at one sample a second forever.
+  let wake: (() => void) | null = null;
+  let timer: NodeJS.Timeout | undefined;
+  const onAbort = (): void => {
+    clearTimeout(timer);
+    wake?.();
+  };
+  options.signal.addEventListener("abort", onAbort, { once: true });
   let state = initialSidecarState;
   let index = 0;
-  for (;;) {
-    if (options.signal.aborted) break;
-    const raw = await options.read();
-    const step = sidecarStep(state, raw, wallClock(), options.alarmConfig);
-    state = step.state;
-    await options.onSample(step.sample, step.events, index);
-    index++;
-    if (options.maxReadings !== undefined && index >= options.maxReadings) break;
-    const elapsed = performance.now() - startMono;
-    const nextTick = (Math.floor(elapsed / options.intervalMs) + 1) * options.intervalMs;
-    if (options.durationMs !== undefined && nextTick >= options.durationMs) break;
-    try {
-      await sleep(nextTick - elapsed, undefined, { signal: options.signal });
-    } catch {
-      break; // aborted
+  try {
+    for (;;) {
+      if (options.signal.aborted) break;
+      const raw = await options.read();
+      const step = sidecarStep(state, raw, wallClock(), options.alarmConfig);
+      state = step.state;
+      await options.onSample(step.sample, step.events, index);
+      index++;
+      if (options.maxReadings !== undefined && index >= options.maxReadings) break;
+      const elapsed = performance.now() - startMono;
+      const nextTick = (Math.floor(elapsed / options.intervalMs) + 1) * options.intervalMs;
+      if (options.durationMs !== undefined && nextTick >= options.durationMs) break;
+      if (options.signal.aborted) break;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        timer = setTimeout(resolve, nextTick - elapsed);
+      });
+      wake = null;
     }
+  } finally {
+    options.signal.removeEventListener("abort", onAbort);
   }
   return index;
 }

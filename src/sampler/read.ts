@@ -1,14 +1,14 @@
 import { createHash } from "node:crypto";
-import { statSync } from "node:fs";
+import { closeSync, openSync, readSync, statSync } from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { Redis } from "ioredis";
 import { parseCounter, parseFlatKeyed, parseLimit, type Limit } from "../cgroup/memoryFiles.js";
 import type { WorkerCgroup } from "../cgroup/paths.js";
-import { readCpuTimes } from "../host/cpu.js";
-import { fail, ok, readKernelText, type HostRoots, type Reading } from "../host/kernelFile.js";
-import { readHostPsi, readPsiFile } from "../host/psi.js";
-import { readVmstat } from "../host/vmstat.js";
+import { parseProcStatCpu } from "../host/cpu.js";
+import { fail, ok, type HostRoots, type Reading } from "../host/kernelFile.js";
+import { parsePsi, type Psi } from "../host/psi.js";
+import { parseVmstatCounters, SWAP_COUNTER_NAMES, type Vmstat } from "../host/vmstat.js";
 import type { QueueKeys } from "../queue/keys.js";
 import { redactUrl } from "../queue/redis.js";
 import { workerKeys } from "../worker/scripts.js";
@@ -25,20 +25,75 @@ export interface KernelTargets {
   cgroup: Reading<WorkerCgroup>;
 }
 
+type HostFiles = RawReadings["files"];
+/** Paths resolved once per roots, not joined again every sample. */
+const hostFilesOf = new WeakMap<HostRoots, HostFiles>();
+
 export function readKernel(targets: KernelTargets): Omit<RawReadings, "queue"> {
   const { roots } = targets;
+  let files = hostFilesOf.get(roots);
+  if (files === undefined) {
+    files = { hostPsi: roots.proc("pressure", "memory"), vmstat: roots.proc("vmstat"), cpu: roots.proc("stat") };
+    hostFilesOf.set(roots, files);
+  }
   return {
     monoMs: performance.now(),
-    hostPsi: readHostPsi(roots, "memory"),
-    vmstat: readVmstat(roots),
-    cpu: readCpuTimes(roots),
+    hostPsi: readPsiText(files.hostPsi),
+    vmstat: readParsed(files.vmstat, parseSwapCounters),
+    cpu: readParsed(files.cpu, parseProcStatCpu),
     cgroup: targets.cgroup.ok ? readCgroupRaw(targets.cgroup.value) : targets.cgroup,
-    files: { hostPsi: roots.proc("pressure", "memory"), vmstat: roots.proc("vmstat"), cpu: roots.proc("stat") },
+    files,
   };
 }
 
+// One buffer for every kernel file of every sample: the largest (/proc/vmstat,
+// a v1 memory.stat) are a few KiB; a longer file is read in several chunks.
+const textBuffer = Buffer.allocUnsafe(64 * 1024);
+
+/**
+ * readKernelText's Reading (same failure reasons) for a file read every
+ * sample: open, read into the shared buffer until EOF, close. No fstat (procfs
+ * and cgroupfs report size 0) and no fresh buffers to concatenate.
+ */
+function readSampleText(file: string): Reading<string> {
+  let fd: number;
+  try {
+    fd = openSync(file, "r");
+  } catch (err) {
+    return readFailure(file, err);
+  }
+  try {
+    let length = 0;
+    let chunks: Buffer[] | null = null; // only for a file longer than the buffer
+    for (;;) {
+      const n = readSync(fd, textBuffer, length, textBuffer.length - length, null);
+      if (n === 0) break;
+      length += n;
+      if (length === textBuffer.length) {
+        (chunks ??= []).push(Buffer.from(textBuffer));
+        length = 0;
+      }
+    }
+    if (chunks === null) return ok(textBuffer.toString("utf8", 0, length));
+    chunks.push(textBuffer.subarray(0, length));
+    return ok(Buffer.concat(chunks).toString("utf8"));
+  } catch (err) {
+    return readFailure(file, err);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function readFailure(file: string, err: unknown): Reading<never> {
+  const code = (err as NodeJS.ErrnoException).code ?? "error";
+  return fail(file, code === "ENOENT" ? "missing" : code === "EACCES" || code === "EPERM" ? `unreadable (${code})` : code);
+}
+
+const readPsiText = (file: string): Reading<Psi> => readParsed(file, parsePsi);
+const parseSwapCounters = (text: string, file: string): Reading<Vmstat> => parseVmstatCounters(text, file, SWAP_COUNTER_NAMES);
+
 function readParsed<T>(file: string, parse: (text: string, file: string) => Reading<T>): Reading<T> {
-  const text = readKernelText(file);
+  const text = readSampleText(file);
   return text.ok ? parse(text.value, file) : text;
 }
 
@@ -57,53 +112,92 @@ function difference(a: Reading<Limit>, b: Reading<Limit>): Reading<Limit> {
   return ok(Math.max(0, a.value - b.value));
 }
 
+interface CgroupFiles {
+  dir: string;
+  pressureFile: string;
+  /** The file read first: its absence is how a missing cgroup is noticed. */
+  current: string;
+  max: string;
+  peak: string;
+  /** v2 memory.events, v1 memory.oom_control. */
+  oomKill: string;
+  /** v2 memory.swap.current, v1 memory.stat. */
+  swapCurrent: string;
+  /** v2 memory.swap.max, v1 memory.memsw.limit_in_bytes. */
+  swapMax: string;
+}
+
+/** Paths resolved once per cgroup, not joined again every sample. */
+const cgroupFilesOf = new WeakMap<WorkerCgroup, CgroupFiles>();
+
+function cgroupFiles(cgroup: WorkerCgroup): CgroupFiles {
+  let files = cgroupFilesOf.get(cgroup);
+  if (files === undefined) {
+    const dir = cgroup.limits.dir;
+    const at = (name: string): string => path.join(dir, name);
+    const v2 = cgroup.limits.version === 2;
+    files = {
+      dir,
+      pressureFile: cgroup.pressureFile ?? at("memory.pressure"),
+      current: at(v2 ? "memory.current" : "memory.usage_in_bytes"),
+      max: at(v2 ? "memory.max" : "memory.limit_in_bytes"),
+      peak: at(v2 ? "memory.peak" : "memory.max_usage_in_bytes"),
+      oomKill: at(v2 ? "memory.events" : "memory.oom_control"),
+      swapCurrent: at(v2 ? "memory.swap.current" : "memory.stat"),
+      swapMax: at(v2 ? "memory.swap.max" : "memory.memsw.limit_in_bytes"),
+    };
+    cgroupFilesOf.set(cgroup, files);
+  }
+  return files;
+}
+
 /** The worker cgroup's memory signals in one shape for v2, hybrid and v1. */
 export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
-  const dir = cgroup.limits.dir;
-  // One stat instead of six failed opens while the cgroup is not there (yet, or any more).
-  if (!statSync(dir, { throwIfNoEntry: false })?.isDirectory()) return fail(dir, "worker cgroup does not exist");
-  const at = (name: string): string => path.join(dir, name);
-  const pressureFile = cgroup.pressureFile ?? at("memory.pressure");
-  const pressure = cgroup.pressureFile
-    ? readPsiFile(cgroup.pressureFile)
-    : fail(pressureFile, "legacy cgroup v1 has no per-cgroup PSI");
-  let raw: CgroupRaw;
-  if (cgroup.limits.version === 2) {
-    raw = {
-      dir,
-      pressure,
-      pressureFile,
-      current: readParsed(at("memory.current"), parseCounter),
-      max: readParsed(at("memory.max"), parseLimit),
-      peak: readParsed(at("memory.peak"), parseCounter),
-      oomKill: oomKillFrom(at("memory.events")),
-      swapCurrent: readParsed(at("memory.swap.current"), parseCounter),
-      swapMax: readParsed(at("memory.swap.max"), parseLimit),
-    };
-  } else {
-    const usage = readParsed(at("memory.usage_in_bytes"), parseCounter);
-    const limit = readParsed(at("memory.limit_in_bytes"), parseLimit);
-    // memsw counts memory + swap together: the swap allowed is the difference
-    // of the limits. Swap used comes from memory.stat (`total_swap 0`): memsw
-    // usage − usage is read at two instants and flickers above 0 during a
-    // thrash on a host with no swap at all.
-    const memswLimit = readParsed(at("memory.memsw.limit_in_bytes"), parseLimit);
-    const stat = readParsed(at("memory.stat"), parseFlatKeyed);
-    const statSwap = stat.ok ? (stat.value.get("total_swap") ?? stat.value.get("swap")) : undefined;
-    const swapCurrent: Reading<Limit> = !stat.ok ? stat : statSwap === undefined ? fail(at("memory.stat"), "no swap line (swap accounting off)") : ok(statSwap);
-    raw = {
-      dir,
-      pressure,
-      pressureFile,
-      current: usage,
-      max: limit,
-      peak: readParsed(at("memory.max_usage_in_bytes"), parseCounter),
-      oomKill: oomKillFrom(at("memory.oom_control")),
-      swapCurrent: swapCurrent.ok ? ok(swapCurrent.value === "max" ? 0 : swapCurrent.value) : swapCurrent,
-      swapMax: difference(memswLimit, limit),
-    };
+  const files = cgroupFiles(cgroup);
+  const { dir, pressureFile } = files;
+  // The usage file first: while the cgroup is not there (yet, or any more) its
+  // failed open and one stat replace six more failed opens, and a cgroup that
+  // is there costs no stat at all.
+  const current = readParsed(files.current, parseCounter);
+  if (!current.ok && current.reason === "missing" && !statSync(dir, { throwIfNoEntry: false })?.isDirectory()) {
+    return fail(dir, "worker cgroup does not exist");
   }
-  return ok(raw);
+  const pressure = cgroup.pressureFile
+    ? readPsiText(cgroup.pressureFile)
+    : fail(pressureFile, "legacy cgroup v1 has no per-cgroup PSI");
+  if (cgroup.limits.version === 2) {
+    return ok({
+      dir,
+      pressure,
+      pressureFile,
+      current,
+      max: readParsed(files.max, parseLimit),
+      peak: readParsed(files.peak, parseCounter),
+      oomKill: oomKillFrom(files.oomKill),
+      swapCurrent: readParsed(files.swapCurrent, parseCounter),
+      swapMax: readParsed(files.swapMax, parseLimit),
+    });
+  }
+  const limit = readParsed(files.max, parseLimit);
+  // memsw counts memory + swap together: the swap allowed is the difference
+  // of the limits. Swap used comes from memory.stat (`total_swap 0`): memsw
+  // usage − usage is read at two instants and flickers above 0 during a
+  // thrash on a host with no swap at all.
+  const memswLimit = readParsed(files.swapMax, parseLimit);
+  const stat = readParsed(files.swapCurrent, parseFlatKeyed);
+  const statSwap = stat.ok ? (stat.value.get("total_swap") ?? stat.value.get("swap")) : undefined;
+  const swapCurrent: Reading<Limit> = !stat.ok ? stat : statSwap === undefined ? fail(files.swapCurrent, "no swap line (swap accounting off)") : ok(statSwap);
+  return ok({
+    dir,
+    pressure,
+    pressureFile,
+    current,
+    max: limit,
+    peak: readParsed(files.peak, parseCounter),
+    oomKill: oomKillFrom(files.oomKill),
+    swapCurrent: swapCurrent.ok ? ok(swapCurrent.value === "max" ? 0 : swapCurrent.value) : swapCurrent,
+    swapMax: difference(memswLimit, limit),
+  });
 }
 
 /**

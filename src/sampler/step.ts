@@ -227,12 +227,15 @@ export function nextSample(prev: SamplerState | null, raw: RawReadings, nowMs: n
   const stallSource: SamplerState["stallSource"] = cgPsi ? "cgroup" : hostPsi ? "host" : null;
   const stallTotal = cgPsi ? cgPsi.some.total : hostPsi ? hostPsi.some.total : null;
   const prevStallTotal = stallSource === "cgroup" ? (prev?.cgPsiTotalUs ?? null) : (prev?.hostPsiTotalUs ?? null);
-  let stallWindow: StallPoint[] =
-    prev === null || prev.stallSource !== stallSource ? [] : prev.stallWindow.filter((p) => raw.monoMs - p.monoMs < STALL_WINDOW_MS);
+  // A new array (prev stays as it was), built in one pass: this runs every sample.
+  const stallWindow: StallPoint[] = [];
+  if (prev !== null && prev.stallSource === stallSource) {
+    for (const p of prev.stallWindow) if (raw.monoMs - p.monoMs < STALL_WINDOW_MS) stallWindow.push(p);
+  }
   if (stallTotal !== null && prev !== null && prev.stallSource === stallSource && prevStallTotal !== null) {
     const pct = stallRatePct(prevStallTotal, stallTotal, elapsedMs);
-    if (pct === null) stallWindow = []; // counter reset: the cgroup was recreated
-    else stallWindow = [...stallWindow, { monoMs: raw.monoMs, stallMsPerS: pct * 10 }];
+    if (pct === null) stallWindow.length = 0; // counter reset: the cgroup was recreated
+    else stallWindow.push({ monoMs: raw.monoMs, stallMsPerS: pct * 10 });
   }
   const stallP99 = p99(stallWindow.map((p) => p.stallMsPerS));
   if (stallP99 === null) {
@@ -419,6 +422,6 @@ export function firstTokenSeen(job: Job): boolean {
 /** Nearest-rank p99; null with no values. */
 export function p99(values: number[]): number | null {
   if (values.length === 0) return null;
-  const sorted = [...values].sort((a, b) => a - b);
+  const sorted = Float64Array.from(values).sort(); // numeric order, no comparator calls
   return sorted[Math.min(sorted.length - 1, Math.ceil(0.99 * sorted.length) - 1)] ?? null;
 }

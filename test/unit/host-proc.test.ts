@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { cpuUsageBetween, parseProcStatCpu } from "../../src/host/cpu.js";
 import { parseProcessStat } from "../../src/host/process.js";
-import { parseVmstat, swapCounters } from "../../src/host/vmstat.js";
+import { parseVmstat, parseVmstatCounters, SWAP_COUNTER_NAMES, swapCounters } from "../../src/host/vmstat.js";
 
 describe("parseVmstat", () => {
   it("parses counters and picks the swap and refault ones (new kernels split refaults)", () => {
@@ -25,6 +25,40 @@ describe("parseVmstat", () => {
     ["duplicate", "pswpin 1\npswpin 2\n", /duplicated counter pswpin/],
   ])("rejects %s", (_n, text, reason) => {
     const r = parseVmstat(text, "/proc/vmstat");
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.reason).toMatch(reason);
+  });
+});
+
+describe("parseVmstatCounters (the sidecar's per-sample reader)", () => {
+  const host = "nr_free_pages 5706440\npswpin 12\npswpout 34\nworkingset_refault_anon 5\nworkingset_refault_file 7\npgfault 9007199254740993\n";
+  it("keeps only the named counters, with the values parseVmstat gives", () => {
+    const fast = parseVmstatCounters(host, "/proc/vmstat", SWAP_COUNTER_NAMES);
+    const full = parseVmstat(host, "/proc/vmstat");
+    expect(fast.ok && full.ok).toBe(true);
+    if (!fast.ok || !full.ok) return;
+    expect([...fast.value.keys()]).toEqual(["pswpin", "pswpout", "workingset_refault_anon", "workingset_refault_file"]);
+    expect(swapCounters(fast.value)).toEqual(swapCounters(full.value));
+  });
+  it("accepts what parseVmstat accepts (blank lines, padding, tabs)", () => {
+    const r = parseVmstatCounters("\n  pswpin\t3  \n\npswpout 4\r\n", "f", SWAP_COUNTER_NAMES);
+    expect(r.ok && Object.fromEntries(r.value)).toEqual({ pswpin: 3, pswpout: 4 });
+  });
+  it("reports absent counters as null, not 0", () => {
+    const r = parseVmstatCounters("nr_free_pages 1\n", "f", SWAP_COUNTER_NAMES);
+    expect(r.ok && swapCounters(r.value)).toEqual({ pswpin: null, pswpout: null, workingsetRefault: null });
+  });
+  it.each([
+    ["empty", "", /empty/],
+    ["blank", "\n \n", /empty/],
+    ["garbage", "hello world\n", /unparseable line "hello world"/],
+    ["garbage in a counter it does not keep", "pswpin 1\nnr_free_pages 12x\n", /unparseable line "nr_free_pages 12x"/],
+    ["negative", "pswpin -1\n", /unparseable/],
+    ["a name alone", "pswpin\n", /unparseable/],
+    ["upper case", "PSWPIN 1\n", /unparseable/],
+    ["duplicate", "pswpin 1\npswpin 2\n", /duplicated counter pswpin/],
+  ])("rejects %s like parseVmstat", (_n, text, reason) => {
+    const r = parseVmstatCounters(text, "/proc/vmstat", SWAP_COUNTER_NAMES);
     expect(r.ok).toBe(false);
     if (!r.ok) expect(r.reason).toMatch(reason);
   });
