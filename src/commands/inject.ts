@@ -381,7 +381,8 @@ function describeOutcome(r: InjectReport, stderrTail: string): string {
         ? `packed: ${formatBytes(r.packed_bytes)} touched in ${r.cgroup}; hog pid ${r.pid} holds for ${formatDuration(r.hold_ms)} and exits by itself (record ${r.state_file})`
         : `packed: ${formatBytes(r.packed_bytes)} touched and held ${formatDuration(r.hold_ms)}; peak ${formatBytes(r.cg_mem_peak)}; ${oom}${stall}`;
     case "oom_killed":
-      return `oom_killed: pid ${r.pid} killed by the OOM killer after ${formatBytes(r.touched_bytes)} of ${formatBytes(r.size_bytes)}; ${oom}. Admission was already late.`;
+      // Progress lines come every 100 ms; an anonymous fill can hit the limit before the first.
+      return `oom_killed: pid ${r.pid} killed by the OOM killer after ${r.touched_bytes > 0 ? formatBytes(r.touched_bytes) : `about ${formatBytes(r.cg_mem_peak)} (cgroup peak)`} of ${formatBytes(r.size_bytes)}; ${oom}. Admission was already late.`;
     case "interrupted":
       return `interrupted: hog pid ${r.pid} stopped after ${formatBytes(r.touched_bytes)}${r.file ? `; ${r.file} unlinked` : ""}`;
     case "failed": {
