@@ -6,6 +6,7 @@ import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
 import { markedWorkerCgroup } from "../cgroup/teardown.js";
 import { hostRoots } from "../context.js";
 import { DrillError, InterruptedError, UsageError } from "../errors.js";
+import { onInterrupt } from "../interrupt.js";
 import { fail, ok, type HostRoots, type Reading } from "../host/kernelFile.js";
 import { consoleOutput } from "../output.js";
 import { queueKeys, validateKeyPart } from "../queue/keys.js";
@@ -96,16 +97,7 @@ export const watchCommand: CommandFactory = (globals) =>
       const redisTimeoutMs = Math.min(2000, Math.max(250, intervalMs));
       const queueReader = new QueueReader(g.redisUrl ?? DEFAULT_REDIS_URL, keys, alarmConfig.hostClass, redisTimeoutMs);
       let heldEvents: AlarmEvent[] = [];
-      const abort = new AbortController();
-      let interrupted: "SIGINT" | "SIGTERM" | null = null;
-      const onSignal = (signal: "SIGINT" | "SIGTERM") => () => {
-        interrupted ??= signal;
-        abort.abort();
-      };
-      const onInt = onSignal("SIGINT");
-      const onTerm = onSignal("SIGTERM");
-      process.on("SIGINT", onInt);
-      process.on("SIGTERM", onTerm);
+      const interrupt = onInterrupt();
       try {
         await queueReader.connect();
         await runSidecar({
@@ -115,7 +107,7 @@ export const watchCommand: CommandFactory = (globals) =>
           // --once: the first reading only seeds the rates.
           maxReadings: options.once ? 2 : count,
           durationMs,
-          signal: abort.signal,
+          signal: interrupt.signal,
           onSample: (sample, stepEvents, index) => {
             // --once shows one sample: alarms raised by the seeding reading are printed with it.
             const events = [...heldEvents, ...stepEvents];
@@ -139,10 +131,10 @@ export const watchCommand: CommandFactory = (globals) =>
           },
         });
       } finally {
-        process.off("SIGINT", onInt);
-        process.off("SIGTERM", onTerm);
+        interrupt.dispose();
         queueReader.close();
         if (recordFd !== null) closeSync(recordFd);
       }
-      if (interrupted) throw new InterruptedError(interrupted);
+      const received = interrupt.received();
+      if (received) throw new InterruptedError(received);
     });

@@ -7,6 +7,7 @@ import { detectLayout, readProcessCgroups } from "../../src/cgroup/layout.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../../src/cgroup/paths.js";
 import { readPids } from "../../src/cgroup/memoryFiles.js";
 import { teardownWorkerCgroup } from "../../src/cgroup/teardown.js";
+import { locatePageToucher } from "../../src/native/pagetoucher.js";
 
 export type FakeLayout = "v2" | "hybrid" | "v1";
 
@@ -206,4 +207,17 @@ export async function forceCleanup(cgroup: WorkerCgroup, stateDir: string): Prom
 /** No leftover dir of `cgroup` in any hierarchy. */
 export function cgroupDirsLeft(cgroup: WorkerCgroup): string[] {
   return cgroup.dirs.map((d) => d.dir).filter((dir) => existsSync(dir));
+}
+
+/** Real cgroups, a redis-server and the page toucher: what the worker and sidecar tests need. */
+export function realDrillSkipReason(): string | null {
+  const cgroup = realCgroupSkipReason();
+  if (cgroup) return cgroup;
+  if (spawnSync("redis-server", ["--version"]).error) return "redis-server is not installed";
+  try {
+    locatePageToucher();
+  } catch (err) {
+    return (err as Error).message;
+  }
+  return null;
 }

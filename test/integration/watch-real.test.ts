@@ -5,7 +5,6 @@
 // within 2 samples of the hog filling the limit while avg10 still lags.
 // (2) Idle CPU + a thrashing worker cgroup + an empty queue + an admitted job
 // past its deadline without a first token pages `reclaim_not_underload`.
-import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { execa, type ResultPromise } from "execa";
@@ -13,29 +12,17 @@ import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { WorkerCgroup } from "../../src/cgroup/paths.js";
 import type { InjectReport } from "../../src/commands/inject.js";
-import { locatePageToucher } from "../../src/native/pagetoucher.js";
 import { encodeJob, type Job } from "../../src/queue/job.js";
 import { queueKeys } from "../../src/queue/keys.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
 import type { Sample } from "../../src/sampler/step.js";
 import { workerKeys } from "../../src/worker/scripts.js";
-import { cgroupDirsLeft, forceCleanup, realCgroupSkipReason, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
+import { cgroupDirsLeft, forceCleanup, realDrillSkipReason, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
 import { drillBin, runDrill } from "../helpers/cli.js";
 import { assertNoJobLost } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 
-function skipReason(): string | null {
-  const cgroup = realCgroupSkipReason();
-  if (cgroup) return cgroup;
-  if (spawnSync("redis-server", ["--version"]).error) return "redis-server is not installed";
-  try {
-    locatePageToucher();
-  } catch (err) {
-    return (err as Error).message;
-  }
-  return null;
-}
-const reason = skipReason();
+const reason = realDrillSkipReason();
 if (reason) console.warn(`skipping real watch tests: ${reason}`);
 
 const M = 1024 * 1024;

@@ -4,7 +4,7 @@
 // nothing lost; (2) the passes really slow under a thrash hog in the same
 // cgroup, and the cgroup's PSI total grows (a relative comparison in one run);
 // (3) SIGKILL mid-job: a new worker with the same id recovers its list.
-import { spawnSync, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { createInterface } from "node:readline";
@@ -20,23 +20,12 @@ import { queueKeys } from "../../src/queue/keys.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
 import type { DoneRecord } from "../../src/worker/plan.js";
 import { workerKeys } from "../../src/worker/scripts.js";
-import { forceCleanup, realCgroupSkipReason, realRoots, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
+import { forceCleanup, realDrillSkipReason, realRoots, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
 import { drillBin } from "../helpers/cli.js";
 import { assertNoJobLost } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 
-function skipReason(): string | null {
-  const cgroup = realCgroupSkipReason();
-  if (cgroup) return cgroup;
-  if (spawnSync("redis-server", ["--version"]).error) return "redis-server is not installed";
-  try {
-    locatePageToucher();
-  } catch (err) {
-    return (err as Error).message;
-  }
-  return null;
-}
-const reason = skipReason();
+const reason = realDrillSkipReason();
 if (reason) console.warn(`skipping real worker tests: ${reason}`);
 
 const M = 1024 * 1024;
