@@ -15,6 +15,8 @@ import { readProcessStat } from "../host/process.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
 import { DrillQueue } from "../queue/queue.js";
 import { closeRedis, connectRedis } from "../queue/redis.js";
+import { formatStatusLine } from "../sampler/render.js";
+import type { Sample } from "../sampler/step.js";
 import { formatBytes, formatDuration } from "../units.js";
 import type { DrillFile, InjectStep, PackStep } from "./drillFile.js";
 import { startEmbeddedRedis } from "./embeddedRedis.js";
@@ -24,6 +26,8 @@ import { LineTail } from "./tail.js";
 
 /** Children exit by themselves this long after the drill's end: a forgotten drill must not run forever. */
 export const SELF_EXIT_GRACE_MS = 5 * 60_000;
+/** How often `up` prints the sidecar's status line between decision lines. */
+const STATUS_EVERY_MS = 5000;
 
 export interface UpOptions {
   roots: HostRoots;
@@ -207,13 +211,19 @@ async function runSchedule(
   const pushed: string[] = [];
   const gateTail = new LineTail(path.join(dir, "gate.out"));
   const watchTail = new LineTail(path.join(dir, outputName("watch")));
+  // Under --json the sidecar prints its PAGE/CLEAR lines on stderr: its log.
+  const watchLog = new LineTail(path.join(dir, "watch.log"));
+  let lastStatusAt = 0;
   const phases = drill.phases.map((p, index) => ({ ...p, index })).sort((a, b) => a.at - b.at);
   let next = 0;
   const follow = () => {
     for (const line of gateTail.read()) log(`  ${line}`);
-    for (const line of watchTail.read()) {
-      const alarmLine = watchAlarm(line);
-      if (alarmLine) log(`  ${alarmLine}`);
+    for (const line of watchLog.read()) if (/^(PAGE|CLEAR) /.test(line)) log(`  ${line}`);
+    let latest: Sample | null = null;
+    for (const line of watchTail.read()) latest = parseSample(line) ?? latest;
+    if (latest && Date.now() - lastStatusAt >= STATUS_EVERY_MS) {
+      lastStatusAt = Date.now();
+      log(`  t=${Math.round((Date.now() - start) / 1000)}s ${formatStatusLine(latest)}`);
     }
   };
   const packing: Promise<void>[] = [];
@@ -265,14 +275,11 @@ function inject(
   void exited.then((code) => log(`phase ${index}: hog exited (${code === null ? "signal" : `code ${code}`}); outcome in ${key}.out`));
 }
 
-/** One line for an alarm the sidecar raised or cleared, or null. */
-function watchAlarm(line: string): string | null {
+function parseSample(line: string): Sample | null {
   try {
-    const sample = JSON.parse(line) as { alarm?: unknown; alarms_raised?: unknown; page?: unknown };
-    const messages = [sample.page, sample.alarms_raised].flat().filter((m): m is string => typeof m === "string" && m.length > 0);
-    return messages.length > 0 ? messages.join("; ") : null;
+    return JSON.parse(line) as Sample;
   } catch {
-    return null;
+    return null; // a line cut by a crash: the next one will do
   }
 }
 

@@ -68,6 +68,21 @@ export function formatSampleLine(s: Sample): string {
   return fields.join(" ");
 }
 
+/** One short line of the signals that matter while a drill runs (`drill up` prints it every few seconds). */
+export function formatStatusLine(s: Sample): string {
+  return [
+    `psi=${num(s.psi_mem_some_avg10)}`,
+    `rate=${pct(s.psi_mem_some_rate)}`,
+    `cg_rate=${pct(s.cg_psi_mem_some_rate)}`,
+    `cg_mem=${bytes(s.cg_mem_current)}/${bytes(s.cg_mem_max)}`,
+    `slack=${ms(s.deadline_slack_ms)}`,
+    `queue_age=${ms(s.queue_age_ms)}`,
+    `cpu_idle=${pct(s.cpu_idle_pct)}`,
+    `tokens_out=${int(s.tokens_out)}`,
+    `oom_kill=${int(s.cg_oom_kill)}`,
+  ].join(" ");
+}
+
 export function formatAlarmEvent(event: AlarmEvent, color: ChalkInstance): string {
   return event.kind === "raised" ? color.red.bold(event.line) : color.green(event.line);
 }
