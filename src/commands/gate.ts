@@ -112,7 +112,11 @@ export function gateCommandWith(resolveWorkerCgroup: WorkerCgroupResolver): Comm
         const lifetimeMs = raw.duration === undefined ? null : parseDuration(raw.duration, "--duration");
         const interrupt = onInterrupt();
         // A detached gate stops by itself: a forgotten drill must not admit forever.
-        const signal = lifetimeMs === null ? interrupt.signal : AbortSignal.any([interrupt.signal, AbortSignal.timeout(lifetimeMs)]);
+        // An explicit timer, not AbortSignal.timeout(): inside AbortSignal.any()
+        // Node holds that signal weakly, and once collected it never fires.
+        const lifetime = new AbortController();
+        const lifetimeTimer = lifetimeMs === null ? null : setTimeout(() => lifetime.abort(), lifetimeMs);
+        const signal = AbortSignal.any([interrupt.signal, lifetime.signal]);
         try {
           await runGate(options, {
             redisUrl: g.redisUrl ?? DEFAULT_REDIS_URL,
@@ -125,6 +129,7 @@ export function gateCommandWith(resolveWorkerCgroup: WorkerCgroupResolver): Comm
           });
         } finally {
           interrupt.dispose();
+          if (lifetimeTimer) clearTimeout(lifetimeTimer);
         }
         const received = interrupt.received();
         if (received) throw new InterruptedError(received);

@@ -34,7 +34,10 @@ export const rollbackCommand: CommandFactory = (globals) =>
       } else if (names.length === 0) {
         output.out(`nothing to roll back: no drill in ${g.stateDir}`);
       } else if (results.length > 0) {
-        for (const r of results) output.out(`${r.name}: LLEN ${r.drainLength === null ? "(drain pending)" : r.drainLength} in the drain${r.exported ? `; keys exported to ${r.exported}` : ""}`);
+        for (const r of results) {
+          const drain = r.drainLength !== null ? `LLEN ${r.drainLength} in the drain` : r.left.some((l) => l.startsWith("drain pending")) ? "drain pending" : "no queue to drain";
+          output.out(`${r.name}: ${drain}${r.exported ? `; keys exported to ${r.exported}` : ""}`);
+        }
         output.out("Re-enable admission only once PSI avg10 stays under 1.00: drill gate mode admit (it refuses otherwise).");
       }
       if (left.length > 0) throw new RollbackIncompleteError(`rollback incomplete; left: ${left.join("; ")}`);

@@ -16,7 +16,7 @@ import { startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { drillDir, readState, writeState, type DrillState, type ProcessRole } from "./state.js";
-import { findByRunId } from "./strays.js";
+import { findByCwd, findByRunId } from "./strays.js";
 
 /**
  * The runbook's rollback, in its order, and safe to run any number of times:
@@ -82,8 +82,12 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     state.phase = "rolling_back";
     writeState(options.stateDir, state);
 
-    const redis = await connectDrillRedis(state, options, record);
+    // `up` died before it had a Redis: there is no queue to flip or drain. (Never
+    // fall back to a default URL: that is somebody else's Redis.)
+    const noRedis = !options.redisUrl && state.redis.url === "";
+    const redis = noRedis ? null : await connectDrillRedis(state, options, record);
     const queue = redis ? new DrillQueue(redis, state.queue) : null;
+    if (noRedis) record("connect redis", true, "up stopped before it set up a Redis: no queue to flip or drain");
 
     // 1. deny-all
     if (queue) {
@@ -92,7 +96,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         const previous = await queue.setMode("reject_all", { forced: false, psi: psi.ok ? psi.value.some.avg10.toFixed(2) : "missing" });
         return `mode reject_all (was ${previous}), reason host_pressure`;
       });
-    } else {
+    } else if (!noRedis) {
       record("deny-all", false, "redis unreachable: admission not flipped");
     }
     crash("deny-all");
@@ -129,10 +133,8 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
 
     // 6. stop gate and watch; then anything else that carries this run's id
     await stopRoles(state, ["gate", "watch", "worker", "hog"], roots, record, "stop gate and watch");
-    // An embedded redis-server carries the run id too; it holds the drain and stops last.
-    const strays = findByRunId(roots, state.runId, new Set([process.pid, ...redisPids(state)])).filter(
-      (s) => !(state.redis.embedded && s.comm.startsWith("redis-server")),
-    );
+    // The embedded redis-server holds the drain and stops last.
+    const strays = findByRunId(roots, state.runId, new Set([process.pid, ...redisPids(state), ...embeddedRedisPids(roots, state)]));
     for (const stray of strays) {
       const outcome = await stopRecordedProcess(roots, stray, 2000);
       if (outcome === "alive") result.left.push(`process ${stray.pid} (${stray.comm}) with DRILL_RUN_ID=${state.runId} survived SIGKILL`);
@@ -147,7 +149,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         result.drainLength = drained.drainLength;
         return describeDrain(drained, queue.keys.drain);
       });
-    } else {
+    } else if (!noRedis) {
       result.left.push(`drain pending: redis at ${state.redis.url} unreachable; ${state.queue} and its lists not moved to ${state.queue}_drain (run drill rollback again)`);
     }
     crash("re-drain");
@@ -166,7 +168,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         await closeRedis(redis);
         await stopRoles(state, ["redis"], roots, record, "stop embedded redis");
         // A redis whose pid never reached the state file (killed between spawn and write).
-        for (const stray of findByRunId(roots, state.runId).filter((s) => s.comm.startsWith("redis-server"))) {
+        for (const stray of embeddedRedisProcesses(roots, state)) {
           if ((await stopRecordedProcess(roots, stray)) === "alive") result.left.push(`redis-server ${stray.pid} survived SIGKILL`);
         }
       } else {
@@ -213,6 +215,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
  */
 async function redrainComplete(state: DrillState, options: RollbackOptions): Promise<DrillRollback | null> {
   const url = options.redisUrl ?? state.redis.url;
+  if (url === "") return null; // no Redis was ever set up; never default to somebody else's
   let redis: Redis;
   try {
     redis = await connectRedis(url, { name: "drill-rollback", commandTimeoutMs: 5000 });
@@ -279,6 +282,15 @@ async function stopRoles(
     if (outcome !== "not_started") done.push(`${target.key} ${target.pid ?? "-"}: ${outcome}`);
   }
   record(step, ok, done.length === 0 ? "nothing running" : done.join(", "));
+}
+
+/** The embedded redis-server, found by its working directory (its --dir), recorded pid or not. */
+function embeddedRedisProcesses(roots: HostRoots, state: DrillState) {
+  return state.redis.embedded ? findByCwd(roots, state.redis.embedded.dir).filter((p) => p.comm.startsWith("redis-server")) : [];
+}
+
+function embeddedRedisPids(roots: HostRoots, state: DrillState): number[] {
+  return embeddedRedisProcesses(roots, state).map((p) => p.pid);
 }
 
 function redisPids(state: DrillState): number[] {

@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessStat } from "../host/process.js";
 
@@ -36,6 +36,34 @@ export function findByRunId(roots: HostRoots, runId: string, exclude: ReadonlySe
     if (!(environ.subarray(0, needle.length).equals(needle) || environ.includes(Buffer.concat([Buffer.from([0]), needle])))) continue;
     const stat = readProcessStat(roots, pid);
     if (stat.ok && stat.value.state !== "Z") found.push({ pid, startTime: stat.value.startTime, comm: stat.value.comm });
+  }
+  return found;
+}
+
+/**
+ * Processes whose working directory is `dir`. redis-server rewrites its
+ * process title over its environment, so DRILL_RUN_ID cannot be read back
+ * from it; it does chdir into its --dir, which is the drill's own.
+ */
+export function findByCwd(roots: HostRoots, dir: string, exclude: ReadonlySet<number> = new Set([process.pid])): StrayProcess[] {
+  const found: StrayProcess[] = [];
+  let entries: string[];
+  try {
+    entries = readdirSync(roots.proc());
+  } catch {
+    return found;
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry) || exclude.has(Number(entry))) continue;
+    let cwd: string;
+    try {
+      cwd = readlinkSync(roots.proc(entry, "cwd")).replace(/ \(deleted\)$/, "");
+    } catch {
+      continue;
+    }
+    if (cwd !== dir) continue;
+    const stat = readProcessStat(roots, Number(entry));
+    if (stat.ok && stat.value.state !== "Z") found.push({ pid: stat.value.pid, startTime: stat.value.startTime, comm: stat.value.comm });
   }
   return found;
 }

@@ -19,7 +19,7 @@ import { formatStatusLine } from "../sampler/render.js";
 import type { Sample } from "../sampler/step.js";
 import { formatBytes, formatDuration } from "../units.js";
 import type { DrillFile, InjectStep, PackStep } from "./drillFile.js";
-import { startEmbeddedRedis } from "./embeddedRedis.js";
+import { freePort, startEmbeddedRedis } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
 import { drillDir, intendProcess, readState, writeState, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { LineTail } from "./tail.js";
@@ -110,10 +110,12 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     // Redis: the one given, or an embedded server with AOF in the state dir.
     if (!options.redisUrl) {
       const redisDir = path.join(dir, "redis");
-      state.redis.embedded = { dir: redisDir, port: 0 };
+      // Port and dir are known before the spawn, so rollback can reach and find it after a crash.
+      const port = await freePort();
+      state.redis = { url: `redis://127.0.0.1:${port}`, embedded: { dir: redisDir, port } };
       const record = intendProcess(state, "redis", "redis");
       writeState(stateDir, state);
-      const embedded = await startEmbeddedRedis({ dir: redisDir, detached: true, env });
+      const embedded = await startEmbeddedRedis({ dir: redisDir, port, detached: true, env });
       crash("redis-spawn");
       fillPid(roots, record, embedded.pid);
       state.redis = { url: embedded.url, embedded: { dir: redisDir, port: embedded.port } };

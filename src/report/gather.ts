@@ -178,7 +178,10 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
     redis = await connectRedis(url, { name: "drill-report" });
   } else if (state) {
     const exported = state.rollback?.exported;
-    if (state.redis.embedded && exported && existsSync(exported)) {
+    if (state.redis.url === "") {
+      // `up` stopped before it had a Redis; never fall back to a default URL (somebody else's).
+      tried.push(`no Redis recorded in ${path.join(dir!, "state.json")}`);
+    } else if (state.redis.embedded && exported && existsSync(exported)) {
       // Rollback stopped this Redis after exporting: whatever answers on its port now is not the drill's.
       tried.push(`${redactUrl(state.redis.url)} (embedded, stopped by rollback)`);
     } else {

@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { expect } from "vitest";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { readState, type DrillState } from "../../src/drill/state.js";
-import { findByRunId } from "../../src/drill/strays.js";
+import { findByCwd, findByRunId } from "../../src/drill/strays.js";
 import { isSameProcess } from "../../src/host/process.js";
 
 /**
@@ -22,5 +22,7 @@ export function assertHostClean(stateDir: string, name: string, before: DrillSta
     expect(isSameProcess(roots, before.owner.pid, before.owner.startTime), `drill up pid ${before.owner.pid} alive`).toBe(false);
   }
   expect(findByRunId(roots, before.runId)).toEqual([]);
+  // redis-server overwrites its environment with its title: find it by its --dir.
+  if (before.redis.embedded) expect(findByCwd(roots, before.redis.embedded.dir), "embedded redis-server alive").toEqual([]);
   if (before.fileDir) expect(existsSync(before.fileDir), `${before.fileDir} left behind`).toBe(false);
 }
