@@ -176,31 +176,16 @@ export function readCgroupMemory(cgroup: CgroupDir): CgroupMemory {
   const limit = read(limitFileName(cgroup.version), parseLimit);
   const usage = read(v2 ? "memory.current" : "memory.usage_in_bytes", parseCounter);
   const peak = read(v2 ? "memory.peak" : "memory.max_usage_in_bytes", parseCounter);
-  let swapLimit: Limit | null;
-  let swapCurrent: number | null;
+  const swap = readCgroupSwap(cgroup);
+  missing.push(...swap.missing);
+  const { swapLimit, swapCurrent } = swap;
   const events: CgroupMemory["events"] = { oom: null, oomKill: null, max: null, underOom: null, failcnt: null };
   if (v2) {
-    swapLimit = read("memory.swap.max", parseLimit);
-    swapCurrent = read("memory.swap.current", parseCounter);
     const memoryEvents = keyed("memory.events");
     events.oom = needKey(memoryEvents, "memory.events", "oom");
     events.oomKill = needKey(memoryEvents, "memory.events", "oom_kill");
     events.max = needKey(memoryEvents, "memory.events", "max");
   } else {
-    // memsw counts memory + swap together; the swap share is the difference.
-    const memsw = read("memory.memsw.limit_in_bytes", parseLimit);
-    swapLimit = memsw === null || limit === null ? null : memsw === "max" || limit === "max" ? "max" : Math.max(0, memsw - limit);
-    // memory.stat's swap counter, not memsw.usage − usage: those two are read
-    // at different instants and charged in per-CPU batches, so during a
-    // thrash their difference flickers above zero on a host with no swap.
-    //   total_swap 0
-    const statSwap = statValues?.get("total_swap") ?? statValues?.get("swap");
-    if (statSwap !== undefined) {
-      swapCurrent = statSwap;
-    } else {
-      const memswUsage = read("memory.memsw.usage_in_bytes", parseCounter);
-      swapCurrent = memswUsage === null || usage === null ? null : Math.max(0, memswUsage - usage);
-    }
     const oomControl = keyed("memory.oom_control");
     events.oomKill = needKey(oomControl, "memory.oom_control", "oom_kill");
     const underOom = needKey(oomControl, "memory.oom_control", "under_oom");
@@ -225,6 +210,39 @@ export function readCgroupMemory(cgroup: CgroupDir): CgroupMemory {
     stat: statValues ? Object.fromEntries(statValues) : null,
     missing,
   };
+}
+
+/**
+ * Swap allowed and swap in use, and nothing else: the gate reads it every
+ * interval to see a swap-disabled cgroup leak (read from the cgroup, not host si).
+ */
+export function readCgroupSwap(cgroup: CgroupDir): { swapLimit: Limit | null; swapCurrent: number | null; missing: MissingFile[] } {
+  const missing: MissingFile[] = [];
+  const read = <T>(name: string, parse: (text: string, file: string) => Reading<T>): T | null => {
+    const file = path.join(cgroup.dir, name);
+    const text = readKernelText(file);
+    const parsed = text.ok ? parse(text.value, file) : text;
+    if (parsed.ok) return parsed.value;
+    missing.push({ file: parsed.file, reason: parsed.reason });
+    return null;
+  };
+  if (cgroup.version === 2) {
+    return { swapLimit: read("memory.swap.max", parseLimit), swapCurrent: read("memory.swap.current", parseCounter), missing };
+  }
+  // memsw counts memory + swap together: the swap allowed is the difference of the limits.
+  const limit = read("memory.limit_in_bytes", parseLimit);
+  const memsw = read("memory.memsw.limit_in_bytes", parseLimit);
+  const swapLimit = memsw === null || limit === null ? null : memsw === "max" || limit === "max" ? "max" : Math.max(0, memsw - limit);
+  // Swap in use from memory.stat, not memsw.usage − usage: those two are read
+  // at different instants and charged in per-CPU batches, so during a thrash
+  // their difference flickers above zero on a host with no swap.
+  //   total_swap 0
+  const stat = read("memory.stat", parseFlatKeyed);
+  const statSwap = stat?.get("total_swap") ?? stat?.get("swap");
+  if (statSwap !== undefined) return { swapLimit, swapCurrent: statSwap, missing };
+  const memswUsage = read("memory.memsw.usage_in_bytes", parseCounter);
+  const usage = read("memory.usage_in_bytes", parseCounter);
+  return { swapLimit, swapCurrent: memswUsage === null || usage === null ? null : Math.max(0, memswUsage - usage), missing };
 }
 
 /** Just the oom_kill count (v2 memory.events, v1 memory.oom_control), for before/after checks. */

@@ -2,50 +2,15 @@ import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessStat } from "../host/process.js";
 
-/**
- * Processes carrying DRILL_RUN_ID=<runId> in their environment: how rollback
- * finds children whose pid never reached the state file (a SIGKILL between
- * spawn and write). Never by name: `pgrep -f packed` kills the wrong process.
- */
+/** A process rollback found that it must stop: pid + start time, never the pid alone. */
 export interface StrayProcess {
   pid: number;
   startTime: number;
   comm: string;
 }
 
-export function findByRunId(roots: HostRoots, runId: string, exclude: ReadonlySet<number> = new Set([process.pid])): StrayProcess[] {
-  const needle = Buffer.from(`DRILL_RUN_ID=${runId}\0`);
-  const found: StrayProcess[] = [];
-  let entries: string[];
-  try {
-    entries = readdirSync(roots.proc());
-  } catch {
-    return found;
-  }
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue;
-    const pid = Number(entry);
-    if (exclude.has(pid)) continue;
-    let environ: Buffer;
-    try {
-      environ = readFileSync(roots.proc(entry, "environ"));
-    } catch {
-      continue; // gone, or a kernel thread
-    }
-    // environ entries are NUL-separated; match a whole entry, not a prefix of another id
-    if (!(environ.subarray(0, needle.length).equals(needle) || environ.includes(Buffer.concat([Buffer.from([0]), needle])))) continue;
-    const stat = readProcessStat(roots, pid);
-    if (stat.ok && stat.value.state !== "Z") found.push({ pid, startTime: stat.value.startTime, comm: stat.value.comm });
-  }
-  return found;
-}
-
-/**
- * Processes whose working directory is `dir`. redis-server rewrites its
- * process title over its environment, so DRILL_RUN_ID cannot be read back
- * from it; it does chdir into its --dir, which is the drill's own.
- */
-export function findByCwd(roots: HostRoots, dir: string, exclude: ReadonlySet<number> = new Set([process.pid])): StrayProcess[] {
+/** Live processes in <procfs> (not us, not zombies) for which `matches(pidDir)` holds. */
+function scanProcesses(roots: HostRoots, exclude: ReadonlySet<number>, matches: (pidDir: string) => boolean): StrayProcess[] {
   const found: StrayProcess[] = [];
   let entries: string[];
   try {
@@ -55,15 +20,37 @@ export function findByCwd(roots: HostRoots, dir: string, exclude: ReadonlySet<nu
   }
   for (const entry of entries) {
     if (!/^\d+$/.test(entry) || exclude.has(Number(entry))) continue;
-    let cwd: string;
     try {
-      cwd = readlinkSync(roots.proc(entry, "cwd")).replace(/ \(deleted\)$/, "");
+      if (!matches(entry)) continue;
     } catch {
-      continue;
+      continue; // gone, or a kernel thread
     }
-    if (cwd !== dir) continue;
     const stat = readProcessStat(roots, Number(entry));
     if (stat.ok && stat.value.state !== "Z") found.push({ pid: stat.value.pid, startTime: stat.value.startTime, comm: stat.value.comm });
   }
   return found;
+}
+
+/**
+ * Processes carrying DRILL_RUN_ID=<runId> in their environment: how rollback
+ * finds children whose pid never reached the state file (a SIGKILL between
+ * spawn and write). Never by name: `pgrep -f packed` kills the wrong process.
+ */
+export function findByRunId(roots: HostRoots, runId: string, exclude: ReadonlySet<number> = new Set([process.pid])): StrayProcess[] {
+  const needle = Buffer.from(`DRILL_RUN_ID=${runId}\0`);
+  const inner = Buffer.concat([Buffer.from([0]), needle]);
+  return scanProcesses(roots, exclude, (pid) => {
+    const environ = readFileSync(roots.proc(pid, "environ"));
+    // environ entries are NUL-separated; match a whole entry, not a prefix of another id
+    return environ.subarray(0, needle.length).equals(needle) || environ.includes(inner);
+  });
+}
+
+/**
+ * Processes whose working directory is `dir`. redis-server rewrites its
+ * process title over its environment, so DRILL_RUN_ID cannot be read back
+ * from it; it does chdir into its --dir, which is the drill's own.
+ */
+export function findByCwd(roots: HostRoots, dir: string, exclude: ReadonlySet<number> = new Set([process.pid])): StrayProcess[] {
+  return scanProcesses(roots, exclude, (pid) => readlinkSync(roots.proc(pid, "cwd")).replace(/ \(deleted\)$/, "") === dir);
 }

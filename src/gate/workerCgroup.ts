@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import { detectLayout } from "../cgroup/layout.js";
-import { readCgroupMemory } from "../cgroup/memoryFiles.js";
+import { readCgroupSwap } from "../cgroup/memoryFiles.js";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
 import { markedWorkerCgroup } from "../cgroup/teardown.js";
@@ -33,9 +33,9 @@ export function workerCgroupProbe(cgroup: WorkerCgroup): WorkerCgroupProbe {
   return () => {
     if (!existsSync(cgroup.limits.dir)) return null;
     const pressure = cgroup.pressureFile ? readPsiFile(cgroup.pressureFile) : null;
-    const memory = readCgroupMemory(cgroup.limits);
+    const swap = readCgroupSwap(cgroup.limits);
     // Swap used inside a cgroup whose swap is off means the limit leaked (read from the cgroup, not host si).
-    const swapLeak = memory.swapLimit === 0 && (memory.swapCurrent ?? 0) > 0;
+    const swapLeak = swap.swapLimit === 0 && (swap.swapCurrent ?? 0) > 0;
     return { pressure: pressure?.ok ? pressure.value : null, swapLeak };
   };
 }

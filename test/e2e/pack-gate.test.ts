@@ -8,10 +8,9 @@ import { DrillQueue } from "../../src/queue/queue.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
 import { assertNoJobLost } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+import { CALM_PSI, HOT_PSI } from "../helpers/psiText.js";
 
 const root = path.resolve(import.meta.dirname, "../..");
-const CALM = "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
-const HOT = "some avg10=12.40 avg60=3.10 avg300=1.00 total=123456\nfull avg10=4.00 avg60=1.00 avg300=0.30 total=23456\n";
 
 let server: RedisServer;
 let redis: Redis;
@@ -56,7 +55,7 @@ describe("drill pack + drill gate (built binary)", () => {
     const pack = await drill(["pack", "--jobs", "8", "--prompt-tokens", "24000", "--queue", queue]);
     expect(pack.exitCode).toBe(0);
     expect(lines(pack.stdout).at(-1)).toBe(`packed 8 job(s) onto ${queue} (job=1..8), 192000 prompt tokens`);
-    const procfs = fakeProc(CALM);
+    const procfs = fakeProc(CALM_PSI);
     const gate = await drill(["--procfs", procfs, "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "4"]);
     expect(gate.exitCode).toBe(0);
     expect(lines(gate.stdout)).toEqual([
@@ -75,7 +74,7 @@ describe("drill pack + drill gate (built binary)", () => {
   it("host PSI 12.40: every job gets reject_host_pressure psi=12.40", async () => {
     const queue = `e${++n}`;
     await drill(["pack", "--jobs", "3", "--queue", queue]);
-    const gate = await drill(["--procfs", fakeProc(HOT), "gate", "--queue", queue, "--interval", "200ms", "--idle-exit", "500ms"]);
+    const gate = await drill(["--procfs", fakeProc(HOT_PSI), "gate", "--queue", queue, "--interval", "200ms", "--idle-exit", "500ms"]);
     expect(gate.exitCode).toBe(0);
     expect(lines(gate.stdout)).toEqual(["1", "2", "3"].map((id) => `reject_host_pressure job=${id} psi=12.40`));
     await assertNoJobLost(redis, queue, ["1", "2", "3"]);
@@ -84,7 +83,7 @@ describe("drill pack + drill gate (built binary)", () => {
   it("--upstream-age 7s with --deadline 8s: reject_deadline_slack", async () => {
     const queue = `e${++n}`;
     await drill(["pack", "--jobs", "1", "--upstream-age", "7s", "--deadline", "8s", "--queue", queue]);
-    const gate = await drill(["--procfs", fakeProc(CALM), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "1"]);
+    const gate = await drill(["--procfs", fakeProc(CALM_PSI), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "1"]);
     expect(lines(gate.stdout)[0]).toMatch(/^reject_deadline_slack job=1 slack_ms=-?\d+$/);
     await assertNoJobLost(redis, queue, ["1"]);
   });
@@ -99,7 +98,7 @@ describe("drill pack + drill gate (built binary)", () => {
 
   it("gate mode: reject_all flips the lever; re-admit under pressure is refused (exit 3) unless --force", async () => {
     const queue = `e${++n}`;
-    const hot = fakeProc(HOT);
+    const hot = fakeProc(HOT_PSI);
     const flip = await drill(["--procfs", hot, "gate", "mode", "reject_all", "--queue", queue]);
     expect(flip.exitCode, String(flip.stderr)).toBe(0);
     expect(lines(flip.stdout)[0]).toMatch(new RegExp(`^mode reject_all queue=${queue} previous=admit psi avg10=12.40`));
@@ -115,7 +114,7 @@ describe("drill pack + drill gate (built binary)", () => {
     expect(forced.exitCode).toBe(0);
     expect(forced.stderr).toMatch(/forced re-admit/);
     expect(await redis.get(`${queue}:mode`)).toBe("admit");
-    const calm = await drill(["--procfs", fakeProc(CALM), "gate", "mode", "admit", "--queue", queue]);
+    const calm = await drill(["--procfs", fakeProc(CALM_PSI), "gate", "mode", "admit", "--queue", queue]);
     expect(calm.exitCode).toBe(0);
   });
 
@@ -137,7 +136,7 @@ describe("drill pack + drill gate (built binary)", () => {
 
   it("SIGINT and SIGTERM stop the gate cleanly with 130 and 143", async () => {
     for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
-      const gate = drill(["--procfs", fakeProc(CALM), "gate", "--queue", `e${++n}`, "--interval", "200ms"]);
+      const gate = drill(["--procfs", fakeProc(CALM_PSI), "gate", "--queue", `e${++n}`, "--interval", "200ms"]);
       await new Promise((r) => setTimeout(r, 800));
       gate.kill(signal);
       const result = await gate;
@@ -147,7 +146,7 @@ describe("drill pack + drill gate (built binary)", () => {
 
   it("gate SIGKILLed between take and decision, many times: each job recovered, attempt counted, none lost (RELIABILITY 11)", async () => {
     const queue = `e${++n}`;
-    const procfs = fakeProc(CALM);
+    const procfs = fakeProc(CALM_PSI);
     await drill(["pack", "--jobs", "8", "--queue", queue]);
     const ids = ["1", "2", "3", "4", "5", "6", "7", "8"];
     // Deterministic: DRILL_CRASH_AT kills the gate right after BLMOVE, before any decision.

@@ -12,6 +12,7 @@ import { LAB_LABEL, type Report } from "../../src/report/build.js";
 import { doneRecord, emptyPassStats } from "../../src/worker/plan.js";
 import { runDrill } from "../helpers/cli.js";
 import { freePort, startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+import { CALM_PSI, HOT_PSI } from "../helpers/psiText.js";
 
 /**
  * `drill report` on the built binary: decisions written by the real packer
@@ -20,8 +21,6 @@ import { freePort, startRedisServer, type RedisServer } from "../helpers/redisSe
  * back from rollback's export with no Redis at all.
  */
 
-const CALM = "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
-const HOT = "some avg10=12.40 avg60=3.10 avg300=1.00 total=123456\nfull avg10=4.00 avg60=1.00 avg300=0.30 total=23456\n";
 
 let server: RedisServer;
 let redis: Redis;
@@ -70,7 +69,7 @@ const drill = (args: string[], env: Record<string, string> = {}) => runDrill(arg
 async function populate(queue: string): Promise<void> {
   const env = { DRILL_REDIS_URL: server.url };
   expect((await drill(["pack", "--jobs", "4", "--prompt-tokens", "24000", "--queue", queue], env)).exitCode).toBe(0);
-  const calm = await drill(["--procfs", fakeProc(CALM), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "4"], env);
+  const calm = await drill(["--procfs", fakeProc(CALM_PSI), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "4"], env);
   expect(calm.stdout.trim().split("\n")).toEqual([
     "admit job=1 packed=24000 limit=32000",
     "reject_packed_tokens job=2 packed=48000 limit=32000",
@@ -78,7 +77,7 @@ async function populate(queue: string): Promise<void> {
     "reject_packed_tokens job=4 packed=48000 limit=32000",
   ]);
   expect((await drill(["pack", "--jobs", "3", "--queue", queue], env)).exitCode).toBe(0);
-  const hot = await drill(["--procfs", fakeProc(HOT), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "2"], env);
+  const hot = await drill(["--procfs", fakeProc(HOT_PSI), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "2"], env);
   expect(hot.stdout.trim().split("\n")).toEqual(["reject_host_pressure job=5 psi=12.40", "reject_host_pressure job=6 psi=12.40"]);
 
   // The worker's side: job 1 finished late, recorded as src/worker/plan.ts records it.

@@ -11,14 +11,13 @@ import { DrillQueue, type JobSpec } from "../../src/queue/queue.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
 import { assertNoJobLost } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+import { CALM_PSI, HOT_PSI } from "../helpers/psiText.js";
 
 let server: RedisServer;
 let redis: Redis;
 let tmp: string;
 let n = 0;
 const spec: JobSpec = { promptTokens: 24000, completionTokens: 256, files: 8, deadlineMs: 8000, hostClass: "shared-free" };
-const CALM = "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
-const HOT = "some avg10=12.40 avg60=3.10 avg300=1.00 total=123456\nfull avg10=4.00 avg60=1.00 avg300=0.30 total=23456\n";
 
 beforeAll(async () => {
   server = await startRedisServer();
@@ -90,7 +89,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
   it("low pressure: admits the first job, rejects the next with packed=48000 until tokens are released", async () => {
     const queue = new DrillQueue(redis, `g${++n}`);
     const ids = await pushJobs(queue, 8);
-    const { roots } = fakeProc(CALM);
+    const { roots } = fakeProc(CALM_PSI);
     const first = startGate(queue.keys.queue, roots, { maxJobs: 4 });
     await first.done;
     expect(first.lines).toEqual([
@@ -109,7 +108,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
   it("host PSI avg10 12.40: every job gets reject_host_pressure psi=12.40", async () => {
     const queue = new DrillQueue(redis, `g${++n}`);
     const ids = await pushJobs(queue, 4);
-    const gate = startGate(queue.keys.queue, fakeProc(HOT).roots, { maxJobs: 4 });
+    const gate = startGate(queue.keys.queue, fakeProc(HOT_PSI).roots, { maxJobs: 4 });
     await gate.done;
     expect(gate.lines).toEqual(ids.map((id) => `reject_host_pressure job=${id} psi=12.40`));
     const retried = (await redis.lrange(queue.keys.retry("dedicated"), 0, -1)).map((p) => JSON.parse(p) as { reason: string; attempt: number });
@@ -120,7 +119,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
   it("a job that already waited 7 s upstream (deadline 8 s) gets reject_deadline_slack", async () => {
     const queue = new DrillQueue(redis, `g${++n}`);
     const ids = await pushJobs(queue, 2, { upstreamAgeMs: 7000 });
-    const gate = startGate(queue.keys.queue, fakeProc(CALM).roots, { maxJobs: 2 });
+    const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { maxJobs: 2 });
     await gate.done;
     expect(gate.lines).toHaveLength(2);
     for (const line of gate.lines) {
@@ -134,7 +133,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
   it("no worker cgroup: decides on host signals; a hot worker cgroup rejects on its own PSI", async () => {
     const queue = new DrillQueue(redis, `g${++n}`);
     const ids = await pushJobs(queue, 2);
-    const { roots } = fakeProc(CALM);
+    const { roots } = fakeProc(CALM_PSI);
     const cgFile = path.join(tmp, `cg${++n}.pressure`);
     const absent = startGate(queue.keys.queue, roots, { maxJobs: 1 }, pressureFileProbe(cgFile));
     await absent.done;
@@ -191,7 +190,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
     ];
     for (const payload of bad) await queue.pushRaw(payload);
     const later = await pushJobs(queue, 1);
-    const gate = startGate(queue.keys.queue, fakeProc(CALM).roots, { maxJobs: bad.length + 2 });
+    const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { maxJobs: bad.length + 2 });
     const summary = await gate.done;
     expect(summary.decided).toBe(bad.length + 2);
     expect(gate.lines[0]).toBe(`admit job=${good[0]} packed=25000 limit=32000`);
@@ -226,7 +225,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
   it("--json prints one JSON line per decision; --dry-run moves nothing", async () => {
     const queue = new DrillQueue(redis, `g${++n}`);
     const ids = await pushJobs(queue, 2);
-    const { roots } = fakeProc(CALM);
+    const { roots } = fakeProc(CALM_PSI);
     const dry = startGate(queue.keys.queue, roots, { dryRun: true });
     await dry.done;
     expect(dry.lines).toEqual(["admit job=1 packed=24000 limit=32000 dry_run=1", "reject_packed_tokens job=2 packed=48000 limit=32000 dry_run=1"]);
@@ -243,7 +242,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
 
   it("redis-server SIGKILLed and restarted on its AOF dir mid-admission: the gate reconnects and resumes, nothing lost", async () => {
     const queue = new DrillQueue(redis, `g${++n}`);
-    const gate = startGate(queue.keys.queue, fakeProc(CALM).roots, { config: { ...defaultAdmissionConfig, intervalMs: 200, packedTokenLimit: 10_000_000 } });
+    const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { config: { ...defaultAdmissionConfig, intervalMs: 200, packedTokenLimit: 10_000_000 } });
     const ids: string[] = [];
     // A producer that keeps pushing through the outage, re-sending a push whose reply was lost.
     const producer = (async () => {
@@ -285,7 +284,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
 
   it("a paused (SIGSTOPped) redis-server does not hang the gate: the watchdog fires, it resumes after SIGCONT", async () => {
     const queue = new DrillQueue(redis, `g${++n}`);
-    const gate = startGate(queue.keys.queue, fakeProc(CALM).roots);
+    const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots);
     const ids: string[] = [];
     try {
       await new Promise((r) => setTimeout(r, 400)); // blocked in BLMOVE
