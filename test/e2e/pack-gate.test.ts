@@ -96,6 +96,26 @@ describe("drill pack + drill gate (built binary)", () => {
     await assertNoJobLost(redis, queue, ["1", "2"]);
   });
 
+  it("redis-cli, a client nobody here wrote, enqueues jobs by hand in the documented format; LRANGE jobs 0 0 shows the oldest; the gate decides them", async () => {
+    const queue = `e${++n}`;
+    const now = Date.now();
+    // DESIGN.md's payload, typed as an operator would.
+    const job = (id: string, enqueueTs: number) =>
+      `{"id":"${id}","prompt_tokens":24000,"completion_tokens":256,"files":8,"enqueue_ts":${enqueueTs},"deadline_ms":8000,"attempt":0,"host_class":"shared-free"}`;
+    const cli = (...args: string[]) => execa("redis-cli", ["-p", String(server.port), ...args], { reject: false });
+    expect((await cli("RPUSH", queue, job("h1", now))).stdout).toBe("1");
+    expect((await cli("RPUSH", queue, job("h2", now - 7000))).stdout).toBe("2");
+    expect((await cli("LRANGE", queue, "0", "0")).stdout).toBe(job("h1", now));
+    const gate = await drill(["--procfs", fakeProc(CALM_PSI), "gate", "--queue", queue, "--interval", "200ms", "--idle-exit", "500ms"]);
+    expect(gate.exitCode).toBe(0);
+    const decided = lines(gate.stdout);
+    expect(decided[0]).toBe("admit job=h1 packed=24000 limit=32000");
+    // h2 waited 7 s upstream of an 8 s deadline: the slack rule, before the token cap.
+    expect(decided[1]).toMatch(/^reject_deadline_slack job=h2 slack_ms=\d+$/);
+    expect((await cli("LLEN", queue)).stdout).toBe("0");
+    await assertNoJobLost(redis, queue, ["h1", "h2"]);
+  });
+
   it("gate mode: reject_all flips the lever; re-admit under pressure is refused (exit 3) unless --force", async () => {
     const queue = `e${++n}`;
     const hot = fakeProc(HOT_PSI);
