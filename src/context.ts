@@ -35,5 +35,8 @@ export function hostRoots(options: Pick<GlobalOptions, "procfs" | "sysfs">): Hos
 /**
  * Each command lives in src/commands/<name>.ts and exports a factory taking
  * `globals` (resolved lazily, after parsing) and returning its Command.
+ * That file holds what --help needs (options, defaults, flag types); its
+ * action imports src/commands/<name>.run.ts, the implementation, only when
+ * the command runs, so start-up loads no Redis, YAML or zod.
  */
 export type GlobalsFn = () => GlobalOptions;

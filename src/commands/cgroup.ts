@@ -1,16 +1,8 @@
 import { Command } from "commander";
-import { DrillError } from "../errors.js";
-import type { GlobalOptions } from "../context.js";
-import { consoleOutput, type Output } from "../output.js";
-import { formatBytes, parseSize } from "../units.js";
-import type { Limit } from "../cgroup/memoryFiles.js";
-import { setupWorkerCgroup, type SetupResult } from "../cgroup/setup.js";
-import { readCgroupStatus, type CgroupStatus } from "../cgroup/status.js";
-import { addCgroupTargetOptions, resolveCgroupTarget } from "../cgroup/target.js";
-import { teardownWorkerCgroup, type TeardownResult } from "../cgroup/teardown.js";
+import { addCgroupTargetOptions } from "../cgroup/target.js";
 import type { CommandFactory } from "./index.js";
 
-interface TargetFlags {
+export interface TargetFlags {
   name?: string;
   parent?: string;
 }
@@ -20,92 +12,8 @@ export interface SetupFlags extends TargetFlags {
   swapMax: string;
 }
 
-export async function cgroupSetup(globals: GlobalOptions, flags: SetupFlags, output: Output): Promise<SetupResult> {
-  const memoryMax = parseSize(flags.memoryMax, "--memory-max");
-  const swapMax = parseSize(flags.swapMax, "--swap-max");
-  if (memoryMax < 4096) throw new DrillError(`--memory-max ${flags.memoryMax} is below one page; the cgroup could not even hold its hog's shim`, 2);
-  const { roots, cgroup } = resolveCgroupTarget(globals, flags);
-  const result = setupWorkerCgroup(roots, cgroup, globals.stateDir, { memoryMax, swapMax });
-  if (globals.json) output.json(result);
-  else renderSetup(result, output);
-  return result;
-}
-
-function renderSetup(result: SetupResult, output: Output): void {
-  const { plan } = result;
-  const verb = plan.ownership === "fresh" ? "created" : "updated (drill made it earlier)";
-  output.out(`cgroup ${plan.cgroup.name} ${verb} on a ${plan.cgroup.layout} host`);
-  for (const dir of plan.cgroup.dirs) {
-    const role = dir === plan.cgroup.limits ? "limits" : "twin: PSI and cgroup.kill";
-    output.out(`  ${result.created.includes(dir.dir) ? "mkdir " : "exists"} ${dir.dir} (${role})`);
-  }
-  for (const step of plan.steps) if (step.kind === "enable-memory") output.out(`  +memory  ${step.file}`);
-  for (const write of result.writes) {
-    const back = write.skipped ? `skipped: ${write.skipped}` : `read back ${write.readBack ?? "unreadable"}`;
-    output.out(`  ${write.file} = ${write.wrote} (${back})`);
-  }
-  for (const warning of result.warnings) output.err(`warning: ${warning}`);
-  for (const note of plan.notes) output.out(`note: ${note}`);
-}
-
-export async function cgroupStatus(globals: GlobalOptions, flags: TargetFlags, output: Output): Promise<CgroupStatus> {
-  const { roots, cgroup } = resolveCgroupTarget(globals, flags);
-  const status = readCgroupStatus(roots, cgroup, globals.stateDir);
-  if (globals.json) output.json(status);
-  else renderStatus(status, output);
-  if (!status.exists) throw new DrillError(`cgroup ${status.name} does not exist (looked at ${status.dirs[0]?.dir ?? "?"}); run drill cgroup setup first`);
-  return status;
-}
-
-const limitText = (limit: Limit | null): string => (limit === null ? "n/a" : limit === "max" ? "max" : formatBytes(limit));
-const countText = (n: number | null): string => (n === null ? "n/a" : String(n));
-
-function renderStatus(status: CgroupStatus, output: Output): void {
-  const owner = status.createdByDrill ? "created by drill" : "not created by drill";
-  output.out(`cgroup ${status.name} (${status.layout}, ${status.exists ? owner : "absent"})`);
-  for (const dir of status.dirs) output.out(`  ${dir.role.padEnd(6)} ${dir.dir}${dir.exists ? "" : " (absent)"}`);
-  const m = status.memory;
-  if (m) {
-    const from = m.effectiveLimitDir && m.effectiveLimitDir !== m.dir ? ` from ${m.effectiveLimitDir}` : "";
-    output.out(`  limit    ${limitText(m.limit)}  effective ${limitText(m.effectiveLimit)}${from}`);
-    output.out(`  usage    ${formatBytes(m.usage)}  peak ${formatBytes(m.peak)}`);
-    output.out(`  swap     limit ${limitText(m.swapLimit)}  current ${formatBytes(m.swapCurrent)}`);
-    const events = m.version === 2
-      ? `oom ${countText(m.events.oom)}  oom_kill ${countText(m.events.oomKill)}  max ${countText(m.events.max)}`
-      : `oom_kill ${countText(m.events.oomKill)}  under_oom ${m.events.underOom === null ? "n/a" : m.events.underOom ? 1 : 0}  failcnt ${countText(m.events.failcnt)}`;
-    output.out(`  events   ${events}`);
-  }
-  if (status.pressure) {
-    const { some, full } = status.pressure;
-    output.out(`  pressure some avg10=${some.avg10.toFixed(2)} total=${some.total}us` + (full ? `  full avg10=${full.avg10.toFixed(2)} total=${full.total}us` : ""));
-  } else {
-    const why = status.pressureFile === null ? " (no per-cgroup PSI on legacy v1)" : status.dirs.some((d) => !d.exists) ? " (twin absent: not created by drill cgroup setup)" : "";
-    output.out(`  pressure n/a${why}`);
-  }
-  output.out(`  tasks    ${status.tasks.length === 0 ? "none" : status.tasks.map((t) => `${t.pid} ${t.comm ?? "?"}`).join(", ")}`);
-  for (const miss of status.missing) output.err(`missing: ${miss.file}: ${miss.reason}`);
-}
-
-export async function cgroupTeardown(globals: GlobalOptions, flags: TargetFlags, output: Output): Promise<TeardownResult> {
-  const { roots, cgroup } = resolveCgroupTarget(globals, flags);
-  const result = await teardownWorkerCgroup(roots, cgroup, { stateDir: globals.stateDir });
-  if (globals.json) {
-    output.json(result);
-  } else if (result.kind === "nothing") {
-    output.out(`cgroup ${cgroup.name}: nothing to tear down (no ${result.looked.join(", no ")})`);
-  } else {
-    for (const task of result.killed) output.out(`killed ${task.pid} (${task.comm ?? "?"}) in ${task.dir}`);
-    for (const dir of result.removed) output.out(`removed ${dir}`);
-    for (const dir of result.alreadyGone) output.out(`already gone ${dir}`);
-    for (const file of result.unlinked) output.out(`unlinked ${file}`);
-    output.out(`cgroup ${cgroup.name} torn down${result.removed.length === 0 ? " (nothing was left)" : ""}`);
-  }
-  return result;
-}
-
 export const cgroupCommand: CommandFactory = (globals) => {
   const command = new Command("cgroup").description("create, inspect and remove the worker's memory cgroup");
-  const out = (): Output => consoleOutput(globals().color);
 
   addCgroupTargetOptions(
     command
@@ -114,19 +22,22 @@ export const cgroupCommand: CommandFactory = (globals) => {
       .option("--memory-max <size>", "memory limit (memory.max / memory.limit_in_bytes)", "2G")
       .option("--swap-max <size>", "swap on top of memory (0: swap off; v1 memsw = limit)", "0"),
   ).action(async (flags: SetupFlags) => {
-    await cgroupSetup(globals(), flags, out());
+    const { cgroupSetupAction } = await import("./cgroup.run.js");
+    await cgroupSetupAction(globals(), flags);
   });
 
   addCgroupTargetOptions(
     command.command("status").description("limits (and the effective limit from ancestors), usage, peak, events, swap, pressure, tasks"),
   ).action(async (flags: TargetFlags) => {
-    await cgroupStatus(globals(), flags, out());
+    const { cgroupStatusAction } = await import("./cgroup.run.js");
+    await cgroupStatusAction(globals(), flags);
   });
 
   addCgroupTargetOptions(
     command.command("teardown").description("kill what is inside (never moved to the parent), remove the cgroup from every hierarchy"),
   ).action(async (flags: TargetFlags) => {
-    await cgroupTeardown(globals(), flags, out());
+    const { cgroupTeardownAction } = await import("./cgroup.run.js");
+    await cgroupTeardownAction(globals(), flags);
   });
 
   return command;

@@ -1,14 +1,9 @@
 import { Command } from "commander";
 import { UsageError } from "../errors.js";
-import { consoleOutput } from "../output.js";
-import { validateKeyPart } from "../queue/keys.js";
-import { buildReport } from "../report/build.js";
-import { gatherReport } from "../report/gather.js";
-import { renderReport, type ReportFormat } from "../report/render.js";
-import { parseDuration } from "../units.js";
+import type { ReportFormat } from "../report/render.js";
 import type { CommandFactory } from "./index.js";
 
-interface RawReportOptions {
+export interface RawReportOptions {
   since: string;
   format?: string;
   name?: string;
@@ -33,12 +28,6 @@ export const reportCommand: CommandFactory = (globals) =>
     .option("--name <drill>", "the drill under the state dir (default: the only one there)")
     .option("--queue <name>", "Redis queue (default: the drill's, else jobs)")
     .action(async (raw: RawReportOptions) => {
-      const g = globals();
-      const sinceMs = parseDuration(raw.since, "--since");
-      const format = resolveFormat(raw.format, g.json);
-      const queue = raw.queue === undefined ? undefined : validateKeyPart(raw.queue, "--queue");
-      const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: raw.name, queue, redisUrl: g.redisUrl, sinceMs });
-      const report = buildReport(inputs, nowMs, sinceMs);
-      const output = consoleOutput(g.color && format === "text");
-      output.out(renderReport(report, format, output.color));
+      const { reportAction } = await import("./report.run.js");
+      await reportAction(globals(), raw);
     });

@@ -1,22 +1,5 @@
-import { closeSync, openSync, writeSync } from "node:fs";
 import { Command } from "commander";
-import { detectLayout } from "../cgroup/layout.js";
-import { DEFAULT_CGROUP_NAME, validateCgroupName, validateParent } from "../cgroup/names.js";
-import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
-import { markedWorkerCgroup } from "../cgroup/teardown.js";
-import { hostRoots } from "../context.js";
-import { DrillError, InterruptedError, UsageError } from "../errors.js";
-import { onInterrupt } from "../interrupt.js";
-import { fail, ok, type HostRoots, type Reading } from "../host/kernelFile.js";
-import { consoleOutput } from "../output.js";
-import { queueKeys, validateKeyPart } from "../queue/keys.js";
-import { DEFAULT_REDIS_URL } from "../queue/redis.js";
-import { defaultAlarmConfig, type AlarmConfig, type AlarmEvent } from "../sampler/alarms.js";
-import { runSidecar } from "../sampler/loop.js";
-import { QueueReader, readKernel } from "../sampler/read.js";
-import { LiveView, formatAlarmEvent, formatSampleLine } from "../sampler/render.js";
-import type { ParentSpec } from "../cgroup/names.js";
-import { parseDuration, parseNumber, parsePositiveInt } from "../units.js";
+import { DEFAULT_CGROUP_NAME } from "../cgroup/names.js";
 import type { CommandFactory } from "./index.js";
 
 export interface WatchOptions {
@@ -31,19 +14,6 @@ export interface WatchOptions {
   hostClass: string;
   count?: string;
   duration?: string;
-}
-
-/** The worker cgroup to watch; its absence (or no hierarchy at all) is a missing signal, not an error. */
-function workerCgroup(roots: HostRoots, stateDir: string, name: string, parent: ParentSpec): Reading<WorkerCgroup> {
-  const layout = detectLayout(roots);
-  if (!layout.ok) return layout;
-  try {
-    // drill's record of the cgroup first: the unified twin sits under whoever ran setup.
-    const computed = resolveWorkerCgroup(roots, layout.value, name, parent);
-    return ok(markedWorkerCgroup(computed, stateDir) ?? computed);
-  } catch (err) {
-    return fail(roots.proc("self", "cgroup"), err instanceof Error ? err.message : String(err));
-  }
 }
 
 export const watchCommand: CommandFactory = (globals) =>
@@ -61,80 +31,6 @@ export const watchCommand: CommandFactory = (globals) =>
     .option("--count <n>", "stop after n samples")
     .option("--duration <duration>", "stop after this long")
     .action(async (options: WatchOptions) => {
-      const g = globals();
-      const intervalMs = parseDuration(options.interval, "--interval");
-      if (intervalMs < 10) throw new UsageError("--interval: must be at least 10ms");
-      const count = options.count === undefined ? undefined : parsePositiveInt(options.count, "--count");
-      if (count === 0) throw new UsageError("--count: must be at least 1");
-      const durationMs = options.duration === undefined ? undefined : parseDuration(options.duration, "--duration");
-      if (options.once && (count !== undefined || durationMs !== undefined)) {
-        throw new UsageError("--once: takes one sample; drop --count/--duration");
-      }
-      const alarmConfig: AlarmConfig = {
-        ...defaultAlarmConfig,
-        psiLimit: parseNumber(options.psiLimit, "--psi-limit"),
-        psiRateLimit: parseNumber(options.psiRateLimit, "--psi-rate-limit"),
-        hostClass: validateKeyPart(options.hostClass, "--host-class"),
-      };
-      const name = validateCgroupName(options.name);
-      const parent = validateParent(options.parent);
-      const keys = queueKeys(options.queue);
-      const roots = hostRoots(g);
-      const cgroup = workerCgroup(roots, g.stateDir, name, parent);
-
-      const output = consoleOutput(g.color);
-      const live = !g.json && output.isTTY ? new LiveView({ cgroup: cgroup.ok ? `${name} (${cgroup.value.layout})` : `${name} (none)`, queue: keys.queue, intervalMs }, output.color) : null;
-
-      let recordFd: number | null = null;
-      if (options.record !== undefined) {
-        try {
-          recordFd = openSync(options.record, "a");
-        } catch (err) {
-          throw new DrillError(`--record: cannot open ${options.record}: ${(err as Error).message}`);
-        }
-      }
-
-      const redisTimeoutMs = Math.min(2000, Math.max(250, intervalMs));
-      const queueReader = new QueueReader(g.redisUrl ?? DEFAULT_REDIS_URL, keys, alarmConfig.hostClass, redisTimeoutMs);
-      let heldEvents: AlarmEvent[] = [];
-      const interrupt = onInterrupt();
-      try {
-        await queueReader.connect();
-        await runSidecar({
-          read: async () => ({ ...readKernel({ roots, cgroup }), queue: await queueReader.read() }),
-          intervalMs,
-          alarmConfig,
-          // --once: the first reading only seeds the rates.
-          maxReadings: options.once ? 2 : count,
-          durationMs,
-          signal: interrupt.signal,
-          onSample: (sample, stepEvents, index) => {
-            // --once shows one sample: alarms raised by the seeding reading are printed with it.
-            const events = [...heldEvents, ...stepEvents];
-            heldEvents = [];
-            if (options.once && index === 0) {
-              heldEvents = events;
-              return;
-            }
-            const line = recordFd !== null || g.json ? `${JSON.stringify(sample)}\n` : "";
-            // One write per sample: the line reaches the file even if we are killed next.
-            if (recordFd !== null) writeSync(recordFd, line);
-            if (g.json) {
-              process.stdout.write(line);
-              for (const event of events) output.err(event.line);
-            } else if (live) {
-              process.stdout.write(live.redraw(sample, events));
-            } else {
-              for (const event of events) output.out(formatAlarmEvent(event, output.color));
-              output.out(formatSampleLine(sample));
-            }
-          },
-        });
-      } finally {
-        interrupt.dispose();
-        queueReader.close();
-        if (recordFd !== null) closeSync(recordFd);
-      }
-      const received = interrupt.received();
-      if (received) throw new InterruptedError(received);
+      const { watchAction } = await import("./watch.run.js");
+      await watchAction(globals(), options);
     });

@@ -1,0 +1,33 @@
+import { validateParent } from "../cgroup/names.js";
+import { hostRoots, type GlobalOptions } from "../context.js";
+import { evaluateChecks, servingVerdict } from "../doctor/checks.js";
+import { gatherFacts } from "../doctor/gather.js";
+import { drillVerdict, renderDoctor } from "../doctor/render.js";
+import { RefusedError } from "../errors.js";
+import { consoleOutput } from "../output.js";
+import { parseSize } from "../units.js";
+import type { DoctorOptions } from "./doctor.js";
+
+export async function doctorAction(g: GlobalOptions, options: DoctorOptions): Promise<void> {
+  const facts = await gatherFacts({
+    roots: hostRoots(g),
+    parent: validateParent(options.parent),
+    redisUrl: g.redisUrl,
+    hogDir: options.fileDir,
+    hogBytes: parseSize(options.size, "--size"),
+    stateDir: g.stateDir,
+  });
+  const checks = evaluateChecks(facts);
+  const serving = servingVerdict(facts);
+  const verdict = drillVerdict(checks);
+  const output = consoleOutput(g.color);
+  if (g.json) {
+    output.json({ checks, verdict, serving });
+  } else {
+    output.out(renderDoctor(checks, serving, output.color, process.stdout.columns ?? 100));
+  }
+  if (verdict === "refused") {
+    const fails = checks.filter((c) => c.status === "fail").map((c) => `${c.name}: ${c.detail}`);
+    throw new RefusedError(`doctor refused: ${fails.join("; ")}`);
+  }
+}

@@ -1,0 +1,116 @@
+import os from "node:os";
+import { hostRoots, type GlobalOptions } from "../context.js";
+import { InterruptedError, RefusedError, UsageError } from "../errors.js";
+import { readHostPsi } from "../host/psi.js";
+import { runGate, type GateOptions } from "../gate/loop.js";
+import { onInterrupt } from "../interrupt.js";
+import { defaultAdmissionConfig, formatPsi, type AdmissionConfig, type GateMode } from "../gate/policy.js";
+import type { WorkerCgroupProbe } from "../gate/signals.js";
+import { resolveWorkerProbe } from "../gate/workerCgroup.js";
+import { validateKeyPart } from "../queue/keys.js";
+import { DrillQueue } from "../queue/queue.js";
+import { closeRedis, connectRedis, DEFAULT_REDIS_URL } from "../queue/redis.js";
+import { parseDuration, parseNumber, parsePositiveInt } from "../units.js";
+import type { GateModeFlags, RawGateOptions } from "./gate.js";
+
+/** Which worker cgroup the gate should watch, as the user named it. */
+export interface WorkerCgroupTarget {
+  name: string;
+  /** `self`, a path, or undefined for the hierarchy's root. */
+  parent: string | undefined;
+  /** An explicit memory.pressure file (--cgroup-pressure), when given. */
+  pressureFile: string | undefined;
+}
+
+/**
+ * Seam for the cgroup module: turns the target into a probe of the worker
+ * cgroup's PSI and swap. Returning null means "no worker cgroup": the gate
+ * then decides on host signals alone (absence is not a reason to fail closed).
+ */
+export type WorkerCgroupResolver = (target: WorkerCgroupTarget, globals: GlobalOptions) => WorkerCgroupProbe | null;
+
+/** --cgroup-pressure if given, else the cgroup --name/--parent name (drill's record of it first). */
+export const cgroupModuleResolver: WorkerCgroupResolver = (target, globals) => resolveWorkerProbe(hostRoots(globals), globals.stateDir, target);
+
+export function defaultGateId(): string {
+  const host = os.hostname().replace(/[^A-Za-z0-9_.-]/g, "-").replace(/^[^A-Za-z0-9]+/, "").slice(0, 60) || "host";
+  return `${host}-${process.pid}`;
+}
+
+export function resolveGateOptions(raw: RawGateOptions, json: boolean): { options: GateOptions; target: WorkerCgroupTarget } {
+  const intervalMs = parseDuration(raw.interval, "--interval");
+  if (intervalMs < 50) throw new UsageError(`--interval: "${raw.interval}" is too short (at least 50ms)`);
+  const config: AdmissionConfig = {
+    ...defaultAdmissionConfig,
+    psiLimit: parseNumber(raw.psiLimit, "--psi-limit"),
+    psiRateLimit: parseNumber(raw.psiRateLimit, "--psi-rate-limit"),
+    slackLimitMs: parseDuration(raw.slackLimit, "--slack-limit"),
+    packedTokenLimit: parsePositiveInt(raw.packedTokenLimit, "--packed-token-limit"),
+    intervalMs,
+    pressureClearMs: parseDuration(raw.pressureClear, "--pressure-clear"),
+  };
+  if (config.psiRateLimit > 100) throw new UsageError(`--psi-rate-limit: "${raw.psiRateLimit}" is a percentage (0-100)`);
+  const options: GateOptions = {
+    queue: validateKeyPart(raw.queue, "--queue"),
+    gateId: validateKeyPart(raw.gateId ?? defaultGateId(), "--gate-id"),
+    config,
+    retryHostClass: validateKeyPart(raw.retryHostClass, "--retry-host-class"),
+    retryBudget: parsePositiveInt(raw.retryBudget, "--retry-budget"),
+    dryRun: raw.dryRun,
+    maxJobs: raw.maxJobs === undefined ? null : parsePositiveInt(raw.maxJobs, "--max-jobs"),
+    idleExitMs: raw.idleExit === undefined ? null : parseDuration(raw.idleExit, "--idle-exit"),
+    json,
+  };
+  return { options, target: { name: raw.name, parent: raw.parent, pressureFile: raw.cgroupPressure } };
+}
+
+export async function gateAction(g: GlobalOptions, raw: RawGateOptions, resolveWorkerCgroup: WorkerCgroupResolver = cgroupModuleResolver): Promise<void> {
+  const { options, target } = resolveGateOptions(raw, g.json);
+  const lifetimeMs = raw.duration === undefined ? null : parseDuration(raw.duration, "--duration");
+  const interrupt = onInterrupt();
+  // A detached gate stops by itself: a forgotten drill must not admit forever.
+  // An explicit timer, not AbortSignal.timeout(): inside AbortSignal.any()
+  // Node holds that signal weakly, and once collected it never fires.
+  const lifetime = new AbortController();
+  const lifetimeTimer = lifetimeMs === null ? null : setTimeout(() => lifetime.abort(), lifetimeMs);
+  const signal = AbortSignal.any([interrupt.signal, lifetime.signal]);
+  try {
+    await runGate(options, {
+      redisUrl: g.redisUrl ?? DEFAULT_REDIS_URL,
+      roots: hostRoots(g),
+      workerCgroup: resolveWorkerCgroup(target, g),
+      out: (line) => process.stdout.write(`${line}\n`),
+      err: (line) => process.stderr.write(`${line}\n`),
+      signal,
+      crashAt: process.env.DRILL_CRASH_AT,
+    });
+  } finally {
+    interrupt.dispose();
+    if (lifetimeTimer) clearTimeout(lifetimeTimer);
+  }
+  const received = interrupt.received();
+  if (received) throw new InterruptedError(received);
+}
+
+export async function gateModeAction(g: GlobalOptions, modeText: string, flags: GateModeFlags): Promise<void> {
+  if (modeText !== "admit" && modeText !== "reject_all") throw new UsageError(`mode: "${modeText}" is not admit or reject_all`);
+  const mode: GateMode = modeText;
+  const queueName = validateKeyPart(flags.queue, "--queue");
+  const psi = readHostPsi(hostRoots(g), "memory");
+  const psiText = psi.ok ? `avg10=${formatPsi(psi.value.some.avg10)} avg60=${formatPsi(psi.value.some.avg60)}` : `missing (${psi.file}: ${psi.reason})`;
+  const calm = psi.ok && psi.value.some.avg10 < 1 && psi.value.some.avg60 < 1;
+  if (mode === "admit" && !calm && !flags.force) {
+    throw new RefusedError(`refusing to re-admit: host memory PSI ${psiText}; re-admit only after avg10 and avg60 stay under 1.00 (--force overrides)`);
+  }
+  const redis = await connectRedis(g.redisUrl ?? DEFAULT_REDIS_URL, { name: "drill-gate-mode" });
+  try {
+    const queue = new DrillQueue(redis, queueName);
+    const forced = mode === "admit" && !calm;
+    const previous = await queue.setMode(mode, { forced, psi: psi.ok ? formatPsi(psi.value.some.avg10) : "missing" });
+    if (forced) process.stderr.write(`drill: forced re-admit while host memory PSI is ${psiText} (over 1.00)\n`);
+    const line = `mode ${mode} queue=${queueName} previous=${previous} psi ${psiText}${forced ? " forced=1" : ""}`;
+    process.stdout.write(g.json ? `${JSON.stringify({ mode, queue: queueName, previous, forced, psi: psi.ok ? psi.value.some : null })}\n` : `${line}\n`);
+  } finally {
+    await closeRedis(redis);
+  }
+}

@@ -1,0 +1,107 @@
+import { DrillError, InterruptedError, UsageError } from "../errors.js";
+import type { GlobalOptions } from "../context.js";
+import { onInterrupt } from "../interrupt.js";
+import { validateKeyPart } from "../queue/keys.js";
+import type { Job } from "../queue/job.js";
+import { DrillQueue } from "../queue/queue.js";
+import { closeRedis, connectRedis, DEFAULT_REDIS_URL } from "../queue/redis.js";
+import { parseDuration, parsePositiveInt } from "../units.js";
+import type { RawPackOptions } from "./pack.js";
+
+export interface PackOptions {
+  queue: string;
+  jobs: number;
+  files: number;
+  promptTokens: number;
+  completionTokens: number;
+  deadlineMs: number;
+  /** Jobs per second; null pushes them all at once (the packer's burst). */
+  rate: number | null;
+  upstreamAgeMs: number;
+  hostClass: string;
+}
+
+/** `4/s`, `0.5/s` or `4` → jobs per second. */
+export function parseRate(text: string, flag: string): number {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*(?:\/\s*s)?\s*$/.exec(text);
+  const rate = match ? Number(match[1]) : NaN;
+  if (!Number.isFinite(rate) || rate <= 0) throw new UsageError(`${flag}: "${text}" is not a rate (use e.g. 4/s)`);
+  return rate;
+}
+
+export function resolvePackOptions(raw: RawPackOptions): PackOptions {
+  const jobs = parsePositiveInt(raw.jobs, "--jobs");
+  if (jobs < 1) throw new UsageError(`--jobs: "${raw.jobs}" must be at least 1`);
+  const deadlineMs = parseDuration(raw.deadline, "--deadline");
+  if (deadlineMs <= 0) throw new UsageError(`--deadline: "${raw.deadline}" must be more than 0`);
+  return {
+    queue: validateKeyPart(raw.queue, "--queue"),
+    jobs,
+    files: parsePositiveInt(raw.files, "--files"),
+    promptTokens: parsePositiveInt(raw.promptTokens, "--prompt-tokens"),
+    completionTokens: parsePositiveInt(raw.completionTokens, "--completion-tokens"),
+    deadlineMs,
+    rate: raw.rate === undefined ? null : parseRate(raw.rate, "--rate"),
+    upstreamAgeMs: parseDuration(raw.upstreamAge, "--upstream-age"),
+    hostClass: validateKeyPart(raw.hostClass, "--host-class"),
+  };
+}
+
+export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise<void> {
+  const options = resolvePackOptions(raw);
+  const interrupt = onInterrupt();
+  const redis = await connectRedis(g.redisUrl ?? DEFAULT_REDIS_URL, { name: "drill-pack" });
+  try {
+    const queue = new DrillQueue(redis, options.queue);
+    const ids: string[] = [];
+    const started = Date.now();
+    for (let i = 0; i < options.jobs; i++) {
+      if (interrupt.signal.aborted) break;
+      if (options.rate !== null && i > 0) await sleepUntil(started + (i * 1000) / options.rate, interrupt.signal);
+      if (interrupt.signal.aborted) break;
+      const job = await pushWithRetry(queue, options, interrupt.signal);
+      ids.push(job.id);
+      const line = `push job=${job.id} prompt_tokens=${job.prompt_tokens} completion_tokens=${job.completion_tokens} files=${job.files} deadline_ms=${job.deadline_ms} enqueue_ts=${job.enqueue_ts} host_class=${job.host_class}`;
+      process.stdout.write(g.json ? `${JSON.stringify({ event: "push", queue: options.queue, ...job })}\n` : `${line}\n`);
+    }
+    const total = ids.length * options.promptTokens;
+    const summary = `packed ${ids.length} job(s) onto ${options.queue}${ids.length > 0 ? ` (job=${ids[0]}..${ids[ids.length - 1]})` : ""}, ${total} prompt tokens`;
+    if (g.json) process.stdout.write(`${JSON.stringify({ event: "packed", queue: options.queue, jobs: ids, prompt_tokens_total: total })}\n`);
+    else process.stdout.write(`${summary}\n`);
+    const received = interrupt.received();
+    if (received) throw new InterruptedError(received);
+  } finally {
+    interrupt.dispose();
+    await closeRedis(redis);
+  }
+}
+
+/**
+ * At-least-once: a push whose reply was lost (Redis restarting) is re-sent
+ * with the same id and payload; the gate drops an identical second copy.
+ */
+async function pushWithRetry(queue: DrillQueue, options: PackOptions, signal: AbortSignal): Promise<Job> {
+  let job: Job | null = null;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      job ??= await queue.nextJob(options);
+      await queue.enqueue(job);
+      return job;
+    } catch (err) {
+      if (attempt >= 10 || signal.aborted) throw new DrillError(`pack: could not push${job ? ` job=${job.id}` : ""}: ${err instanceof Error ? err.message : String(err)}`);
+      await sleepUntil(Date.now() + Math.min(100 * attempt, 1000), signal);
+    }
+  }
+}
+
+function sleepUntil(atMs: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, Math.max(0, atMs - Date.now()));
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}

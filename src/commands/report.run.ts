@@ -1,0 +1,18 @@
+import type { GlobalOptions } from "../context.js";
+import { consoleOutput } from "../output.js";
+import { validateKeyPart } from "../queue/keys.js";
+import { buildReport } from "../report/build.js";
+import { gatherReport } from "../report/gather.js";
+import { renderReport } from "../report/render.js";
+import { parseDuration } from "../units.js";
+import { resolveFormat, type RawReportOptions } from "./report.js";
+
+export async function reportAction(g: GlobalOptions, raw: RawReportOptions): Promise<void> {
+  const sinceMs = parseDuration(raw.since, "--since");
+  const format = resolveFormat(raw.format, g.json);
+  const queue = raw.queue === undefined ? undefined : validateKeyPart(raw.queue, "--queue");
+  const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: raw.name, queue, redisUrl: g.redisUrl, sinceMs });
+  const report = buildReport(inputs, nowMs, sinceMs);
+  const output = consoleOutput(g.color && format === "text");
+  output.out(renderReport(report, format, output.color));
+}

@@ -1,0 +1,38 @@
+import { hostRoots, type GlobalOptions } from "../context.js";
+import { listDrills, rollbackDrill, type DrillRollback } from "../drill/rollback.js";
+import { RollbackIncompleteError } from "../errors.js";
+import { consoleOutput } from "../output.js";
+import type { RollbackFlags } from "./rollback.js";
+
+export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Promise<void> {
+  const output = consoleOutput(g.color);
+  const names = flags.name ? [flags.name] : listDrills(g.stateDir);
+  const results: DrillRollback[] = [];
+  for (const name of names) {
+    if (!g.json) output.out(`rollback ${name}:`);
+    const result = await rollbackDrill(name, {
+      roots: hostRoots(g),
+      stateDir: g.stateDir,
+      redisUrl: g.redisUrl,
+      crashAt: process.env.DRILL_CRASH_AT,
+      log: (step) => {
+        if (!g.json) output.out(`  ${step.ok ? "ok  " : output.color.red("FAIL")} ${step.step}: ${step.detail}`);
+      },
+    });
+    if (result) results.push(result);
+    else if (!g.json) output.out(`  nothing to roll back (no drill ${name} in ${g.stateDir}, or it is complete)`);
+  }
+  const left = results.flatMap((r) => r.left.map((l) => `${r.name}: ${l}`));
+  if (g.json) {
+    output.json({ drills: results, nothing_to_roll_back: results.length === 0, left });
+  } else if (names.length === 0) {
+    output.out(`nothing to roll back: no drill in ${g.stateDir}`);
+  } else if (results.length > 0) {
+    for (const r of results) {
+      const drain = r.drainLength !== null ? `LLEN ${r.drainLength} in the drain` : r.left.some((l) => l.startsWith("drain pending")) ? "drain pending" : "no queue to drain";
+      output.out(`${r.name}: ${drain}${r.exported ? `; keys exported to ${r.exported}` : ""}`);
+    }
+    output.out("Re-enable admission only once PSI avg10 stays under 1.00: drill gate mode admit (it refuses otherwise).");
+  }
+  if (left.length > 0) throw new RollbackIncompleteError(`rollback incomplete; left: ${left.join("; ")}`);
+}

@@ -1,0 +1,121 @@
+import { spawn } from "node:child_process";
+import { closeSync, existsSync, openSync } from "node:fs";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { validateCgroupName } from "../cgroup/names.js";
+import { hostRoots, type GlobalOptions } from "../context.js";
+import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
+import { drillDir, readState } from "../drill/state.js";
+import { runUp } from "../drill/up.js";
+import { DrillError, InterruptedError } from "../errors.js";
+import { onInterrupt } from "../interrupt.js";
+import { findPackageRoot } from "../native/pagetoucher.js";
+import { buildReport } from "../report/build.js";
+import { gatherReport } from "../report/gather.js";
+import { renderReport } from "../report/render.js";
+import { consoleOutput } from "../output.js";
+import { validateKeyPart } from "../queue/keys.js";
+import { applyOverrides, type UpFlags } from "./up.js";
+
+const BACKGROUND_ENV = "DRILL_UP_BACKGROUND";
+
+/** The drill file: --drill, else drills/smoke.yaml here, else the one shipped with drill. */
+export function resolveDrillPath(flag: string | undefined): string {
+  if (flag) return flag;
+  const local = path.resolve("drills", "smoke.yaml");
+  return existsSync(local) ? local : path.join(findPackageRoot(), "drills", "smoke.yaml");
+}
+
+export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> {
+  const output = consoleOutput(g.color);
+  const drillFile = resolveDrillPath(flags.drill);
+  const drill = applyOverrides(loadDrillFile(drillFile), flags);
+  validateCgroupName(flags.name);
+  validateKeyPart(flags.queue, "--queue");
+  const log = (line: string) => (g.json ? output.err(line) : output.out(line));
+
+  if (flags.detach && process.env[BACKGROUND_ENV] !== "1") {
+    await detach(drill, drillFile, g.stateDir, log);
+    return;
+  }
+
+  log(`drill ${drill.name}: ${drill.description} — ${drillFile}; every number below is a lab expectation from a declared drill, not observed production`);
+  const interrupt = onInterrupt();
+  try {
+    const result = await runUp({
+      roots: hostRoots(g),
+      stateDir: g.stateDir,
+      procfs: g.procfs,
+      sysfs: g.sysfs,
+      drill,
+      drillFile,
+      redisUrl: g.redisUrl,
+      queue: flags.queue,
+      cgroupName: flags.name,
+      parent: flags.parent,
+      fileDir: flags.fileDir,
+      signal: interrupt.signal,
+      log,
+      crashAt: process.env.DRILL_CRASH_AT,
+    });
+    const summary = {
+      name: drill.name,
+      run_id: result.state.runId,
+      pushed: result.pushed.length,
+      pushed_ids: result.pushed,
+      state: path.join(drillDir(g.stateDir, drill.name), "state.json"),
+      interrupted: result.interrupted,
+    };
+    if (!g.json) {
+      // The summary an operator pastes: the same report `drill report` prints, over this run.
+      const sinceMs = Date.now() - Date.parse(result.state.createdAt) + 1000;
+      try {
+        const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: drill.name, queue: flags.queue, redisUrl: result.state.redis.url, sinceMs });
+        output.out(renderReport(buildReport(inputs, nowMs, sinceMs), "text", output.color));
+      } catch (err) {
+        log(`summary unavailable: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+    if (g.json) output.json(summary);
+    log(`drill ${drill.name}: packer stopped after ${result.pushed.length} jobs; \`drill report --name ${drill.name} --format md\` for the incident note.`);
+    log(`Run \`drill rollback --name ${drill.name}\` before walking away: gate, worker, watch and hog keep running until then (they exit by themselves 5 minutes after the drill's end).`);
+    const signal = interrupt.received();
+    if (signal) throw new InterruptedError(signal);
+  } finally {
+    interrupt.dispose();
+  }
+}
+
+/**
+ * --detach: run the same `drill up` in its own session (it is the packer and
+ * the schedule), wait until its state says running, then return.
+ */
+async function detach(drill: DrillFile, drillFile: string, stateDir: string, log: (line: string) => void): Promise<void> {
+  const dir = drillDir(stateDir, drill.name);
+  const before = readState(stateDir, drill.name);
+  const logFile = path.join(stateDir, `${drill.name}-up.log`);
+  const fd = openSync(logFile, "a");
+  const child = spawn(process.execPath, process.argv.slice(1), {
+    detached: true,
+    stdio: ["ignore", fd, fd],
+    env: { ...process.env, [BACKGROUND_ENV]: "1" },
+  });
+  closeSync(fd);
+  child.unref();
+  let exitCode: number | null | undefined;
+  child.once("exit", (code) => (exitCode = code ?? -1));
+  const deadline = Date.now() + 120_000;
+  while (Date.now() < deadline) {
+    const state = readState(stateDir, drill.name);
+    if (state && state.runId !== before?.runId && (state.phase === "running" || state.phase === "stopped")) {
+      log(`drill ${drill.name} is up in the background (pid ${child.pid}, run ${state.runId}); log ${logFile}, state ${dir}`);
+      log(`run \`drill rollback --name ${drill.name}\` before walking away`);
+      return;
+    }
+    if (exitCode !== undefined) {
+      throw new DrillError(`drill up exited with code ${exitCode} before the drill ran; see ${logFile}`, exitCode === 3 ? 3 : exitCode === 2 ? 2 : 1);
+    }
+    await sleep(200);
+  }
+  throw new DrillError(`drill up did not reach running within 120 s; see ${logFile}, then drill rollback --name ${drill.name}`);
+}

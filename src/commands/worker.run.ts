@@ -1,0 +1,149 @@
+import type { ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import net from "node:net";
+import { spawnInCgroup, verifyJoined, JOIN_FAILED_EXIT } from "../cgroup/join.js";
+import { readOomKillCount } from "../cgroup/memoryFiles.js";
+import type { WorkerCgroup } from "../cgroup/paths.js";
+import { resolveCgroupTarget } from "../cgroup/target.js";
+import { markedWorkerCgroup } from "../cgroup/teardown.js";
+import { hostRoots, type GlobalOptions } from "../context.js";
+import { DrillError, InterruptedError } from "../errors.js";
+import { onInterrupt } from "../interrupt.js";
+import type { HostRoots } from "../host/kernelFile.js";
+import { DEFAULT_REDIS_URL } from "../queue/redis.js";
+import { formatBytes } from "../units.js";
+import { defaultWorkerId } from "../worker/plan.js";
+import { runWorker, type WorkerSummary } from "../worker/run.js";
+import { cgroupFromEnv, resolveWorkerFlags, WORKER_CGROUP_ENV, WORKER_LIFELINE_ENV, type RawWorkerFlags } from "./worker.js";
+
+/** The cgroup as drill set it up (marker first), every dir present, or an error naming the missing dir. */
+export function requireWorkerCgroup(globals: Pick<GlobalOptions, "procfs" | "sysfs" | "stateDir">, raw: { name?: string; parent?: string }): { roots: HostRoots; cgroup: WorkerCgroup } {
+  const { roots, cgroup: computed } = resolveCgroupTarget(globals, raw);
+  const cgroup = markedWorkerCgroup(computed, globals.stateDir) ?? computed;
+  const absent = cgroup.dirs.filter((d) => !existsSync(d.dir)).map((d) => d.dir);
+  if (absent.length > 0) {
+    const parent = raw.parent === undefined ? "" : ` --parent ${raw.parent}`;
+    throw new DrillError(`cgroup ${cgroup.name} does not exist: no ${absent.join(", no ")}; create it first with drill cgroup setup --name ${cgroup.name}${parent}`);
+  }
+  return { roots, cgroup };
+}
+
+export interface SelfCommand {
+  command: string;
+  args: string[];
+}
+
+/** How to run this same `drill worker …` again: node, its flags, bin/drill.js and every argument. */
+export function selfCommand(): SelfCommand {
+  return { command: process.execPath, args: [...process.execArgv, ...process.argv.slice(1)] };
+}
+
+/**
+ * Outside the cgroup: run the same command inside it and wait. Signals are
+ * forwarded (a second one SIGKILLs); the inner worker gets a lifeline pipe
+ * so it stops when this process dies; its exit code becomes ours.
+ */
+export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, err: (line: string) => void): Promise<number> {
+  const oomBefore = readOomKillCount(cgroup.limits);
+  const child: ChildProcess = spawnInCgroup(cgroup, self.command, self.args, {
+    // Own process group: a terminal's Ctrl-C reaches us, and we forward it once.
+    detached: true,
+    stdio: ["ignore", "inherit", "inherit", "pipe"],
+    env: { ...process.env, [WORKER_CGROUP_ENV]: JSON.stringify(cgroup), [WORKER_LIFELINE_ENV]: "3" },
+  });
+  const lifeline = child.stdio[3];
+  lifeline?.on("error", () => {});
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; error: Error | null }>((resolve) => {
+    child.once("exit", (code, signal) => resolve({ code, signal, error: null }));
+    child.once("error", (error) => resolve({ code: null, signal: null, error }));
+  });
+  let forwarded = 0;
+  const forward = (signal: NodeJS.Signals) => () => {
+    forwarded++;
+    child.kill(forwarded > 1 ? "SIGKILL" : signal);
+  };
+  const onInt = forward("SIGINT");
+  const onTerm = forward("SIGTERM");
+  process.on("SIGINT", onInt);
+  process.on("SIGTERM", onTerm);
+  let result: Awaited<typeof exited>;
+  try {
+    result = await exited;
+  } finally {
+    process.off("SIGINT", onInt);
+    process.off("SIGTERM", onTerm);
+    lifeline?.destroy();
+  }
+  if (result.error) throw new DrillError(`cannot start the worker inside ${cgroup.limits.dir}: ${result.error.message}`, undefined, { cause: result.error });
+  if (result.code === JOIN_FAILED_EXIT) throw new DrillError(`the worker could not join ${cgroup.procsFiles.join(", ")} (exit ${JOIN_FAILED_EXIT}); it never ran`);
+  if (result.code !== null) return result.code;
+  const oomAfter = readOomKillCount(cgroup.limits);
+  const oom = oomBefore.ok && oomAfter.ok ? ` (cgroup oom_kill ${oomBefore.value} → ${oomAfter.value})` : "";
+  const likely = result.signal === "SIGKILL" ? (oomBefore.ok && oomAfter.ok && oomAfter.value > oomBefore.value ? ": the OOM killer" : ": likely the OOM killer, or someone's kill -9") : "";
+  err(`drill: worker pid ${child.pid ?? "?"} was killed by ${result.signal}${likely}${oom}; its working list is given back by the next worker with the same --worker-id, or drained by rollback`);
+  return 1;
+}
+
+function printSummary(s: WorkerSummary, err: (line: string) => void): void {
+  const avg = s.passes > 0 ? (s.passUsTotal / s.passes / 1000).toFixed(1) : "n/a";
+  err(
+    `worker ${s.workerId} stopped (${s.stoppedBy}): taken=${s.taken} done=${s.done} late=${s.late} dead=${s.dead} tokens=${s.tokensOut}` +
+      ` passes=${s.passes} pass_ms_avg=${avg} given_back=${s.givenBackAtStop} recovered_at_start=${s.givenBackAtStart} recovered_from_peers=${s.recoveredFromPeers}`,
+  );
+}
+
+/** Inside the cgroup: the loop itself. */
+async function runInside(g: GlobalOptions, roots: HostRoots, cgroup: WorkerCgroup, options: ReturnType<typeof resolveWorkerFlags>): Promise<void> {
+  const err = (line: string): void => void process.stderr.write(`${line}\n`);
+  const interrupt = onInterrupt();
+  const supervisor = new AbortController();
+  let lifeline: net.Socket | null = null;
+  const lifelineFd = Number(process.env[WORKER_LIFELINE_ENV]);
+  if (Number.isInteger(lifelineFd) && lifelineFd > 2) {
+    try {
+      lifeline = new net.Socket({ fd: lifelineFd, readable: true, writable: false });
+      const gone = (): void => supervisor.abort();
+      lifeline.on("end", gone).on("close", gone).on("error", gone);
+      lifeline.resume();
+    } catch {
+      lifeline = null; // not a pipe (run by hand with the variable set): no supervisor to watch
+    }
+  }
+  let summary: WorkerSummary;
+  try {
+    summary = await runWorker(
+      { ...options, workerId: options.workerId ?? defaultWorkerId(cgroup.name) },
+      {
+        redisUrl: g.redisUrl ?? DEFAULT_REDIS_URL,
+        roots,
+        where: cgroup.limits.dir,
+        out: (line) => void process.stdout.write(`${line}\n`),
+        err,
+        signal: interrupt.signal,
+        supervisorGone: supervisor.signal,
+      },
+    );
+  } finally {
+    interrupt.dispose();
+    lifeline?.destroy();
+  }
+  printSummary(summary, err);
+  const received = interrupt.received();
+  if (received) throw new InterruptedError(received);
+  if (summary.stoppedBy === "supervisor_gone") throw new InterruptedError("SIGTERM");
+}
+
+export async function workerAction(g: GlobalOptions, raw: RawWorkerFlags): Promise<void> {
+  const options = resolveWorkerFlags(raw, g.json);
+  const passed = cgroupFromEnv(process.env[WORKER_CGROUP_ENV]);
+  const { roots, cgroup } = passed ? { roots: hostRoots(g), cgroup: passed } : requireWorkerCgroup(g, raw);
+  const joined = verifyJoined(roots, process.pid, cgroup);
+  if (joined.joined) {
+    await runInside(g, roots, cgroup, options);
+    return;
+  }
+  if (passed) throw new DrillError(`${WORKER_CGROUP_ENV} is set but this process is not in ${joined.outside.join(", ")}: refusing to run outside the cgroup`);
+  process.stderr.write(`drill worker: joining ${cgroup.limits.dir} (weights ${formatBytes(options.config.weightsBytes)} in ${options.weightsDir})\n`);
+  const code = await launchInCgroup(cgroup, selfCommand(), (line) => void process.stderr.write(`${line}\n`));
+  if (code !== 0) process.exitCode = code;
+}
