@@ -22,20 +22,11 @@
 // usage: node bench/startup.mjs [--runs 30]
 // Needs a built drill (npm run build) and bash >= 5 ($EPOCHREALTIME).
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { arg, drill, repo, requireBuilt, stats } from "./lib.mjs";
 
-const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const drill = path.join(repo, "bin", "drill.js");
-
-function arg(name, fallback) {
-  const i = process.argv.indexOf(name);
-  return i >= 0 && process.argv[i + 1] !== undefined ? process.argv[i + 1] : fallback;
-}
 const runs = Number(arg("--runs", "30"));
 if (!(Number.isInteger(runs) && runs >= 1)) throw new Error("bench: --runs must be a whole number >= 1");
-if (!existsSync(path.join(repo, "dist", "main.js"))) throw new Error("bench: dist/main.js missing: run npm run build");
+requireBuilt();
 
 const cases = [
   { name: "drill --help", args: [drill, "--help"] },
@@ -64,12 +55,6 @@ function measure(c) {
   return { wallMs: (Number(end) - Number(start)) * 1000, cpuMs: (user + sys) * 1000 };
 }
 
-function stats(values) {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  const median = sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-  return { median, min: sorted[0], max: sorted[sorted.length - 1] };
-}
 const round = (s, digits) => Object.fromEntries(Object.entries(s).map(([k, v]) => [k, Number(v.toFixed(digits))]));
 const show = (s, digits, unit) => `${s.median.toFixed(digits)} [${s.min.toFixed(digits)}-${s.max.toFixed(digits)}]${unit}`;
 

@@ -1,9 +1,15 @@
 #!/usr/bin/env node
 // CPU time per sample: `drill watch` against the runbook's shell loop
-// (bench/seed-sidecar.sh), in the same run, the same number of samples, side
-// by side (each repetition runs the shell loop and, meanwhile, drill then two
-// floor probes, so every figure of a repetition saw the same host load), on a
-// real cgroup and a real redis-server started here on a free loopback port.
+// (bench/seed-sidecar.sh), in the same run, on a real cgroup and a real
+// redis-server started here on a free loopback port.
+//
+// Each side runs alone, one after the other, and the order alternates from
+// one repetition to the next (shell first, then drill first, ...), so slow
+// drift of the host load falls on both sides alike. Alone, because that is
+// how a sidecar runs: one loop or the other beside the job, never both. Run
+// side by side, the shell loop's ~9 forks a sample evict the caches and TLBs
+// of a Node process that wakes once a sample, and drill's measured cost about
+// doubles; that is the shell perturbing drill, not drill's own cost.
 //
 // How CPU is counted, and why:
 // - Totals: each side runs under `bash -c '…; times'`. `times`' second line is
@@ -27,58 +33,32 @@
 // - redis-server's CPU (schedstat of its threads) is reported, counted on
 //   neither side: it is the shared server's work.
 //
-// usage: node bench/watch-vs-shell.mjs [--reps 5] [--samples 40] [--warmup 10]
-//          [--interval 250ms] [--shell-sleep 0] [--no-floor]
+// - drill's window starts at sample --warmup, past the first seconds of JIT
+//   tiering and of V8's memory reducer (full GCs it runs on an idle heap a
+//   few times after start-up, 8 s apart): a sidecar runs for the whole drill,
+//   so its steady state is what it costs.
+//
+// usage: node bench/watch-vs-shell.mjs [--reps 3] [--samples 120] [--warmup 40]
+//          [--shell-samples 30] [--interval 250ms] [--shell-sleep 0] [--no-floor]
 // --shell-sleep: the loop's `sleep N` (a fork + exec whatever N is; its CPU
 // does not depend on N, 0 only saves wall time). vmstat 1 2 still waits 1 s.
 // Needs a built drill (bench/run.mjs builds), redis-server, redis-cli, vmstat.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import net from "node:net";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
+import { arg, drill, fixed, freePort, range, repo, requireBuilt, stats, threadCpuNs } from "./lib.mjs";
 
-const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const drill = path.join(repo, "bin", "drill.js");
-
-function arg(name, fallback) {
-  const i = process.argv.indexOf(name);
-  return i >= 0 && process.argv[i + 1] !== undefined ? process.argv[i + 1] : fallback;
-}
-const reps = Number(arg("--reps", "5"));
-const samples = Number(arg("--samples", "40"));
-const warmup = Number(arg("--warmup", "10"));
+const reps = Number(arg("--reps", "3"));
+const samples = Number(arg("--samples", "120"));
+const warmup = Number(arg("--warmup", "40"));
+const shellSamples = Number(arg("--shell-samples", "30"));
 const interval = arg("--interval", "250ms");
 const shellSleep = arg("--shell-sleep", "0");
 const withFloor = !process.argv.includes("--no-floor");
-if (!(samples > warmup + 1 && warmup >= 1 && reps >= 1)) throw new Error("bench: need --samples > --warmup + 1, --warmup >= 1, --reps >= 1");
-if (!existsSync(path.join(repo, "dist", "main.js"))) throw new Error("bench: dist/main.js missing: run npm run build (or npm run bench)");
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => (port === 6379 ? freePort().then(resolve, reject) : resolve(port)));
-    });
-  });
-}
-
-/** ns of CPU used so far by every live thread of `pid`. */
-function threadCpuNs(pid) {
-  let sum = 0;
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      sum += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]);
-    } catch {
-      // the thread exited between readdir and read
-    }
-  }
-  return sum;
-}
+if (!(samples > warmup + 1 && warmup >= 1 && reps >= 1 && shellSamples >= 1)) throw new Error("bench: need --samples > --warmup + 1, --warmup >= 1, --reps >= 1, --shell-samples >= 1");
+requireBuilt();
 
 /** The children line of bash's `times`: "0m0.123s 0m0.045s" → CPU seconds. */
 function childrenCpuS(text) {
@@ -138,14 +118,14 @@ function setupCgroup() {
   };
 }
 
-/** The seed loop for `samples` iterations: CPU of the whole process tree. */
+/** The seed loop for `shellSamples` iterations: CPU of the whole process tree. */
 async function runShell(target) {
   const script = path.join(repo, "bench", "seed-sidecar.sh");
-  const child = spawn("bash", ["-c", `bash "$0" "$1" "$2" "$3" "$4" >/dev/null 2>&1; times`, script, target.currentFile, String(port), String(samples), shellSleep], { stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn("bash", ["-c", `bash "$0" "$1" "$2" "$3" "$4" >/dev/null 2>&1; times`, script, target.currentFile, String(port), String(shellSamples), shellSleep], { stdio: ["ignore", "pipe", "inherit"] });
   let stdout = "";
   child.stdout.on("data", (chunk) => (stdout += chunk));
   await new Promise((resolve) => child.once("close", resolve));
-  return { msPerSample: (childrenCpuS(stdout) / samples) * 1000 };
+  return { msPerSample: (childrenCpuS(stdout) / shellSamples) * 1000 };
 }
 
 /** One `drill watch --count samples`: total CPU (rusage) and the steady-state CPU per sample (schedstat). */
@@ -201,14 +181,8 @@ async function runFloor(mode) {
   return (atLast - atWarmup) / 1e6 / (samples - 1 - warmup);
 }
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
-};
-const stats = (xs) => ({ median: median(xs), min: Math.min(...xs), max: Math.max(...xs) });
-const f = (x, digits = 3) => x.toFixed(digits);
-const range = (s, digits = 3) => `${f(s.median, digits)} [${f(s.min, digits)}–${f(s.max, digits)}]`;
+const f = (x, digits = 3) => fixed(x, digits);
+const show = (s, digits = 3) => range(s, digits);
 
 let target = null;
 try {
@@ -223,22 +197,27 @@ try {
   spawnSync("redis-cli", ["-p", String(port), "RPUSH", "jobs", ...[1, 2, 3, 4, 5, 6, 7, 8].map(job)]);
   spawnSync("redis-cli", ["-p", String(port), "RPUSH", "jobs:admitted", ...[9, 10, 11, 12].map(job)]);
   target = setupCgroup();
-  console.log(`bench: ${reps} repetitions × ${samples} samples each side; drill --interval ${interval}, shell sleep ${shellSleep}; redis-server 127.0.0.1:${port}`);
+  console.log(`bench: ${reps} repetitions, each side alone: shell ${shellSamples} samples (sleep ${shellSleep}), drill ${samples} samples --interval ${interval} (steady state from sample ${warmup}); redis-server 127.0.0.1:${port}`);
   console.log(`bench: cgroup: ${target.describe}${target.why ? ` — real cgroup setup failed: ${target.why}` : ""}`);
   console.log(`bench: shell cats ${target.currentFile}`);
 
-  // Each repetition runs the shell loop and, beside it, drill then the two
-  // floor probes: every figure of a repetition saw the same host load.
+  // Alone and alternating: odd repetitions run the shell loop first, even ones drill first.
   const rows = [];
   for (let rep = 0; rep < reps; rep++) {
     const redisBefore = threadCpuNs(redis.pid);
-    const shellRun = runShell(target);
-    const run = await runDrill(target);
+    let shell;
+    let run;
+    if (rep % 2 === 0) {
+      shell = await runShell(target);
+      run = await runDrill(target);
+    } else {
+      run = await runDrill(target);
+      shell = await runShell(target);
+    }
     const floorTimer = withFloor ? await runFloor("timer") : NaN;
     const floorRedis = withFloor ? await runFloor("redis") : NaN;
-    const shell = await shellRun;
-    // redis-server's CPU over the repetition: shell + drill + the floor's LLENs (negligible next to forks).
-    const redisAll = (threadCpuNs(redis.pid) - redisBefore) / 1e6 / samples;
+    // redis-server's CPU over the repetition (shell + drill + the floor's LLENs), per sample of both sides.
+    const redisAll = (threadCpuNs(redis.pid) - redisBefore) / 1e6 / (samples + shellSamples);
     if (run.sample.queue_len !== 8 || run.sample.cg_mem_current === null) {
       throw new Error(`bench: drill's sample did not read the queue and the cgroup: ${JSON.stringify(run.sample.missing)}`);
     }
@@ -273,15 +252,15 @@ try {
   };
   if (withFloor) summary.floor_ms_per_sample = { node_timer_wakeup_and_write: col("floorTimerMs"), plus_one_ioredis_round_trip: col("floorRedisMs") };
   console.log("\nmedian [min–max] over repetitions:");
-  console.log(`  seed shell loop      ${range(summary.shell_ms_per_sample)} ms CPU/sample (children included)`);
-  console.log(`  drill watch marginal ${range(summary.drill_marginal_ms_per_sample)} ms CPU/sample (samples ${warmup}..${samples - 1})`);
-  console.log(`  drill watch startup  ${range(summary.drill_startup_ms, 0)} ms CPU once (node boot, modules, connect, JIT warm-up, exit)`);
-  console.log(`  ratio (marginal)     ${range(summary.ratio_marginal, 1)}x   target >= 50x`);
-  console.log(`  ratio (all-in, ${samples} samples incl. startup) ${range(summary.ratio_all_in, 1)}x`);
-  console.log(`  redis-server, counted on neither side: ${range(summary.redis_server_ms_per_sample_both_sides)} ms per sample of both sides together`);
+  console.log(`  seed shell loop      ${show(summary.shell_ms_per_sample)} ms CPU/sample (children included)`);
+  console.log(`  drill watch marginal ${show(summary.drill_marginal_ms_per_sample)} ms CPU/sample (samples ${warmup}..${samples - 1})`);
+  console.log(`  drill watch startup  ${show(summary.drill_startup_ms, 0)} ms CPU once (node boot, modules, connect, JIT warm-up, exit)`);
+  console.log(`  ratio (marginal)     ${show(summary.ratio_marginal, 1)}x   target >= 50x`);
+  console.log(`  ratio (all-in, ${samples} samples incl. startup) ${show(summary.ratio_all_in, 1)}x`);
+  console.log(`  redis-server, counted on neither side: ${show(summary.redis_server_ms_per_sample_both_sides)} ms per sample of both sides together`);
   if (withFloor) {
-    console.log(`  floor, node timer wake-up + one line written: ${range(summary.floor_ms_per_sample.node_timer_wakeup_and_write)} ms/sample`);
-    console.log(`  floor, + one ioredis round trip (LLEN):       ${range(summary.floor_ms_per_sample.plus_one_ioredis_round_trip)} ms/sample`);
+    console.log(`  floor, node timer wake-up + one line written: ${show(summary.floor_ms_per_sample.node_timer_wakeup_and_write)} ms/sample`);
+    console.log(`  floor, + one ioredis round trip (LLEN):       ${show(summary.floor_ms_per_sample.plus_one_ioredis_round_trip)} ms/sample`);
   }
   console.log(JSON.stringify(summary));
 } finally {

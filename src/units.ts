@@ -45,10 +45,18 @@ export function parseDuration(text: string, flag: string): number {
   return ms;
 }
 
-export function parsePositiveInt(text: string, flag: string): number {
+/** A count that may be 0 (a retry budget of 0 sends the first reject to dead). */
+export function parseWholeNumber(text: string, flag: string): number {
   if (!/^\s*\d+\s*$/.test(text)) throw new UsageError(`${flag}: "${text}" is not a whole number`);
   const n = Number(text);
   if (!Number.isSafeInteger(n)) throw new UsageError(`${flag}: "${text}" is too large`);
+  return n;
+}
+
+/** A count of at least 1: jobs, tokens per pass, concurrency, caps. */
+export function parsePositiveInt(text: string, flag: string): number {
+  const n = parseWholeNumber(text, flag);
+  if (n === 0) throw new UsageError(`${flag}: must be at least 1`);
   return n;
 }
 

@@ -10,7 +10,7 @@ import { resolveWorkerProbe } from "../gate/workerCgroup.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { DrillQueue } from "../queue/queue.js";
 import { closeRedis, connectRedis, DEFAULT_REDIS_URL } from "../queue/redis.js";
-import { parseDuration, parseNumber, parsePositiveInt } from "../units.js";
+import { parseDuration, parseNumber, parsePositiveInt, parseWholeNumber } from "../units.js";
 import type { GateModeFlags, RawGateOptions } from "./gate.js";
 
 /** Which worker cgroup the gate should watch, as the user named it. */
@@ -55,7 +55,7 @@ export function resolveGateOptions(raw: RawGateOptions, json: boolean): { option
     gateId: validateKeyPart(raw.gateId ?? defaultGateId(), "--gate-id"),
     config,
     retryHostClass: validateKeyPart(raw.retryHostClass, "--retry-host-class"),
-    retryBudget: parsePositiveInt(raw.retryBudget, "--retry-budget"),
+    retryBudget: parseWholeNumber(raw.retryBudget, "--retry-budget"),
     dryRun: raw.dryRun,
     maxJobs: raw.maxJobs === undefined ? null : parsePositiveInt(raw.maxJobs, "--max-jobs"),
     idleExitMs: raw.idleExit === undefined ? null : parseDuration(raw.idleExit, "--idle-exit"),

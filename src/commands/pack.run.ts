@@ -5,7 +5,7 @@ import { validateKeyPart } from "../queue/keys.js";
 import type { Job } from "../queue/job.js";
 import { DrillQueue } from "../queue/queue.js";
 import { closeRedis, connectRedis, DEFAULT_REDIS_URL } from "../queue/redis.js";
-import { parseDuration, parsePositiveInt } from "../units.js";
+import { parseDuration, parsePositiveInt, parseWholeNumber } from "../units.js";
 import type { RawPackOptions } from "./pack.js";
 
 export interface PackOptions {
@@ -39,7 +39,7 @@ export function resolvePackOptions(raw: RawPackOptions): PackOptions {
     jobs,
     files: parsePositiveInt(raw.files, "--files"),
     promptTokens: parsePositiveInt(raw.promptTokens, "--prompt-tokens"),
-    completionTokens: parsePositiveInt(raw.completionTokens, "--completion-tokens"),
+    completionTokens: parseWholeNumber(raw.completionTokens, "--completion-tokens"),
     deadlineMs,
     rate: raw.rate === undefined ? null : parseRate(raw.rate, "--rate"),
     upstreamAgeMs: parseDuration(raw.upstreamAge, "--upstream-age"),

@@ -35,7 +35,6 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   const intervalMs = parseDuration(options.interval, "--interval");
   if (intervalMs < 10) throw new UsageError("--interval: must be at least 10ms");
   const count = options.count === undefined ? undefined : parsePositiveInt(options.count, "--count");
-  if (count === 0) throw new UsageError("--count: must be at least 1");
   const durationMs = options.duration === undefined ? undefined : parseDuration(options.duration, "--duration");
   if (options.once && (count !== undefined || durationMs !== undefined)) {
     throw new UsageError("--once: takes one sample; drop --count/--duration");

@@ -89,6 +89,9 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
 
   let lastJobAt = now();
   let lastRecoveryAt = 0;
+  // At start (a restart of this gate id) and after any error: a BLMOVE whose
+  // reply was lost, or a decision that failed, leaves its job in our list.
+  let processingMayHoldJob = true;
   try {
     await queue.heartbeat(gateId, ttlMs, info); // registered before anything is taken
     while (!deps.signal.aborted) {
@@ -105,7 +108,10 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
           }
         }
         // A job we took but never decided (lost reply, watchdog, earlier error) comes first.
-        const payload = (await queue.processingHead(gateId)) ?? (await mover.move(queue.keys.ready, queue.keys.processing(gateId), blockMs));
+        // Only then can our processing list hold one: after a decision it is empty.
+        const undecided = processingMayHoldJob ? await queue.processingHead(gateId) : null;
+        processingMayHoldJob = false;
+        const payload = undecided ?? (await mover.move(queue.keys.ready, queue.keys.processing(gateId), blockMs));
         outage.recovered();
         if (payload === null) {
           if (options.idleExitMs !== null && now() - lastJobAt >= options.idleExitMs) {
@@ -119,6 +125,7 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
         await decideOne(queue, sampler, payload, options, deps, summary, now());
         outage.recovered();
       } catch (err) {
+        processingMayHoldJob = true;
         if (err instanceof WatchdogTimeout) summary.watchdogFires++;
         outage.failed(err);
         await sleep(outage.backoffMs(), deps.signal);
@@ -157,6 +164,10 @@ async function decideOne(
   let decision = decideAdmission(job, admissionSignals(sampler.state, mode, inflight), config, nowMs);
   const ctx = { gate: gateId, payload, job, fingerprint, nowMs };
 
+  // The cap is checked again and changed in the admit script, so two gates
+  // cannot overshoot it. A reject_packed_tokens on this snapshot (one round
+  // trip old) is not re-checked: it changes no count, and at worst rejects a
+  // job that tokens released in that instant would have let in.
   if (decision.kind === "admit") {
     const outcome = await queue.admit(ctx, config.packedTokenLimit);
     if (outcome.kind === "admit") decision = { kind: "admit", packed: outcome.packed, limit: config.packedTokenLimit };
