@@ -8,12 +8,12 @@
 // nothing here passes or fails on a number.
 //
 // What one decision is, in the gate's code (src/gate/loop.ts, queue.ts):
-// LINDEX <q>:processing:<gate> 0 (a job taken but left undecided?) → BLMOVE
-// <q> → processing (its own connection) → GET <q>:mode ∥ HVALS <q>:inflight
-// (sent together) → EVALSHA admit|reject (one Lua script moves the job on,
-// records the decision, XADDs <q>:events, bumps <q>:stats) → one line on
-// stdout. So 4 sequential round trips and 5 commands per decision, where the
-// ceiling does 1 round trip per move: ceiling / 4 is the round-trip bound.
+// BLMOVE <q> → processing (its own connection) → GET <q>:mode ∥ HVALS
+// <q>:inflight (sent together) → EVALSHA admit|reject (one Lua script moves
+// the job on, records the decision, XADDs <q>:events, bumps <q>:stats) → one
+// line on stdout. (LINDEX <q>:processing:<gate> 0 only at start and after an
+// error.) So 3 sequential round trips and 4 commands per decision, where the
+// ceiling does 1 round trip per move: ceiling / 3 is the round-trip bound.
 // INFO commandstats (reset before each gate run) is printed per decision so
 // the count can be checked against the code.
 //
@@ -337,7 +337,7 @@ try {
     scenarios: {},
   };
   console.log(`\nmedian [min–max] over ${reps} repetition(s); ratio = decisions/s ÷ LMOVE -c 1 ops/s of the same repetition:`);
-  console.log(`  LMOVE ceiling -c 1 -P 1    ${show(c1)} ops/s, redis ${show(lmoveRedisUs, 1)} us CPU/op; round-trip bound for 4 round trips: ${f(c1.median / 4)}/s`);
+  console.log(`  LMOVE ceiling -c 1 -P 1    ${show(c1)} ops/s, redis ${show(lmoveRedisUs, 1)} us CPU/op; round-trip bound for 3 round trips: ${f(c1.median / 3)}/s`);
   console.log(`  LMOVE -c 50 (context)      ${show(c50)} ops/s`);
   for (const name of scenarioNames) {
     const rs = rows[name];
