@@ -11,6 +11,9 @@ import { admissionSignals, GateSampler, type WorkerCgroupProbe } from "./signals
  * one line. The loop only sequences; policy.ts decides, queue.ts applies.
  */
 
+/** BLMOVE's shortest block: its timeout 0 would mean forever. */
+const MIN_BLOCK_MS = 10;
+
 export interface GateOptions {
   queue: string;
   gateId: string;
@@ -111,7 +114,10 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
         // Only then can our processing list hold one: after a decision it is empty.
         const undecided = processingMayHoldJob ? await queue.processingHead(gateId) : null;
         processingMayHoldJob = false;
-        const payload = undecided ?? (await mover.move(queue.keys.ready, queue.keys.processing(gateId), blockMs));
+        // Block no longer than the idle time left, so --idle-exit 200ms means 200 ms, not one whole block.
+        const idleLeftMs = options.idleExitMs === null ? blockMs : options.idleExitMs - (now() - lastJobAt);
+        const waitMs = Math.min(blockMs, Math.max(MIN_BLOCK_MS, idleLeftMs));
+        const payload = undecided ?? (await mover.move(queue.keys.ready, queue.keys.processing(gateId), waitMs));
         outage.recovered();
         if (payload === null) {
           if (options.idleExitMs !== null && now() - lastJobAt >= options.idleExitMs) {
