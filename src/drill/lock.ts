@@ -1,6 +1,6 @@
 import { closeSync, openSync, readFileSync, unlinkSync, writeSync, mkdirSync } from "node:fs";
 import path from "node:path";
-import { RefusedError } from "../errors.js";
+import { DrillError, RefusedError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { isSameProcess, readProcessStat } from "../host/process.js";
 
@@ -16,8 +16,18 @@ export interface DrillLock {
   release(): void;
 }
 
+/** One line naming the path, not a stack trace (a non-root run lands here first). */
+function stateDirError(action: string, file: string, err: unknown): DrillError {
+  const code = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
+  return new DrillError(`cannot ${action} ${file}: ${code} (run as root, or give --state-dir a directory you can write)`, undefined, { cause: err });
+}
+
 export function acquireDrillLock(roots: HostRoots, dir: string, what: "up" | "rollback"): DrillLock {
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+  } catch (err) {
+    throw stateDirError("create the state directory", dir, err);
+  }
   const file = path.join(dir, `${what}.lock`);
   const self = readProcessStat(roots, process.pid);
   const record = JSON.stringify({ pid: process.pid, startTime: self.ok ? self.value.startTime : null, what });
@@ -37,7 +47,7 @@ export function acquireDrillLock(roots: HostRoots, dir: string, what: "up" | "ro
         },
       };
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw stateDirError("create the lock", file, err);
       const owner = readOwner(file);
       if (owner && owner.pid !== process.pid && owner.startTime !== null && isSameProcess(roots, owner.pid, owner.startTime)) {
         throw new RefusedError(`another drill ${owner.what} (pid ${owner.pid}) holds ${file}; one at a time per drill name`);
