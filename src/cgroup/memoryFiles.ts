@@ -212,6 +212,27 @@ export function readCgroupMemory(cgroup: CgroupDir): CgroupMemory {
   };
 }
 
+/** v1: memsw caps memory + swap together, so the swap allowed is memsw − limit; `max` stays max. */
+export function v1SwapLimit(memsw: Limit, limit: Limit): Limit {
+  return memsw === "max" || limit === "max" ? "max" : Math.max(0, memsw - limit);
+}
+
+/**
+ * v1 swap in use, from memory.stat (`total_swap 0`, or `swap` without the
+ * hierarchical line), not memsw.usage − usage: those two are read at
+ * different instants and charged in per-CPU batches, so during a thrash their
+ * difference flickers above zero on a host with no swap.
+ */
+export function v1SwapInUse(stat: Map<string, number>): number | undefined {
+  return stat.get("total_swap") ?? stat.get("swap");
+}
+
+/** The `oom_kill` count of a parsed v2 memory.events or v1 memory.oom_control. */
+export function oomKillIn(values: Map<string, number>, file: string): Reading<number> {
+  const count = values.get("oom_kill");
+  return count === undefined ? fail(file, "no oom_kill line (kernel < 4.13?)") : ok(count);
+}
+
 /**
  * Swap allowed and swap in use, and nothing else: the gate reads it every
  * interval to see a swap-disabled cgroup leak (read from the cgroup, not host si).
@@ -229,16 +250,11 @@ export function readCgroupSwap(cgroup: CgroupDir): { swapLimit: Limit | null; sw
   if (cgroup.version === 2) {
     return { swapLimit: read("memory.swap.max", parseLimit), swapCurrent: read("memory.swap.current", parseCounter), missing };
   }
-  // memsw counts memory + swap together: the swap allowed is the difference of the limits.
   const limit = read("memory.limit_in_bytes", parseLimit);
   const memsw = read("memory.memsw.limit_in_bytes", parseLimit);
-  const swapLimit = memsw === null || limit === null ? null : memsw === "max" || limit === "max" ? "max" : Math.max(0, memsw - limit);
-  // Swap in use from memory.stat, not memsw.usage − usage: those two are read
-  // at different instants and charged in per-CPU batches, so during a thrash
-  // their difference flickers above zero on a host with no swap.
-  //   total_swap 0
+  const swapLimit = memsw === null || limit === null ? null : v1SwapLimit(memsw, limit);
   const stat = read("memory.stat", parseFlatKeyed);
-  const statSwap = stat?.get("total_swap") ?? stat?.get("swap");
+  const statSwap = stat === null ? undefined : v1SwapInUse(stat);
   if (statSwap !== undefined) return { swapLimit, swapCurrent: statSwap, missing };
   const memswUsage = read("memory.memsw.usage_in_bytes", parseCounter);
   const usage = read("memory.usage_in_bytes", parseCounter);
@@ -252,7 +268,5 @@ export function readOomKillCount(cgroup: CgroupDir): Reading<number> {
   const text = readKernelText(file);
   if (!text.ok) return text;
   const values = parseFlatKeyed(text.value, file);
-  if (!values.ok) return values;
-  const count = values.value.get("oom_kill");
-  return count === undefined ? fail(file, "no oom_kill line (kernel < 4.13?)") : ok(count);
+  return values.ok ? oomKillIn(values.value, file) : values;
 }

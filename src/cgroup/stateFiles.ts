@@ -79,9 +79,14 @@ export function writeJsonDurably(file: string, value: unknown): void {
       closeSync(dirFd);
     }
   } catch (err) {
-    const detail = err instanceof Error ? err.message : String(err);
-    throw new DrillError(`cannot write state file ${file}: ${detail} (is --state-dir writable?)`, undefined, { cause: err });
+    throw stateDirError("write state file", file, err);
   }
+}
+
+/** One line naming the path and what to do, not a stack trace (a non-root run lands here). */
+export function stateDirError(action: string, file: string, err: unknown): DrillError {
+  const code = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
+  return new DrillError(`cannot ${action} ${file}: ${code} (run as root, or give --state-dir a directory you can write)`, undefined, { cause: err });
 }
 
 function readJson(file: string): unknown {

@@ -31,7 +31,6 @@ export function parseRate(text: string, flag: string): number {
 
 export function resolvePackOptions(raw: RawPackOptions): PackOptions {
   const jobs = parsePositiveInt(raw.jobs, "--jobs");
-  if (jobs < 1) throw new UsageError(`--jobs: "${raw.jobs}" must be at least 1`);
   const deadlineMs = parseDuration(raw.deadline, "--deadline");
   if (deadlineMs <= 0) throw new UsageError(`--deadline: "${raw.deadline}" must be more than 0`);
   return {

@@ -41,9 +41,7 @@ export function resolveWorkerFlags(raw: RawWorkerFlags, json: boolean): Omit<Wor
   const weightsBytes = parseSize(raw.weights, "--weights");
   if (weightsBytes < 4096) throw new UsageError(`--weights: ${raw.weights} is less than one page`);
   const prefillTokensPerPass = parsePositiveInt(raw.prefillTokensPerPass, "--prefill-tokens-per-pass");
-  if (prefillTokensPerPass < 1) throw new UsageError("--prefill-tokens-per-pass: must be at least 1");
   const concurrency = parsePositiveInt(raw.concurrency, "--concurrency");
-  if (concurrency < 1) throw new UsageError("--concurrency: must be at least 1");
   const config: WorkerConfig = {
     weightsBytes,
     kvBytesPerToken: parseSize(raw.kvBytesPerToken, "--kv-bytes-per-token"),
@@ -52,7 +50,6 @@ export function resolveWorkerFlags(raw: RawWorkerFlags, json: boolean): Omit<Wor
     concurrency,
   };
   const maxJobs = raw.maxJobs === undefined ? null : parsePositiveInt(raw.maxJobs, "--max-jobs");
-  if (maxJobs === 0) throw new UsageError("--max-jobs: must be at least 1");
   const durationMs = raw.duration === undefined ? null : parseDuration(raw.duration, "--duration");
   if (durationMs === 0) throw new UsageError("--duration: must be more than 0");
   return {

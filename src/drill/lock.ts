@@ -1,6 +1,7 @@
 import { closeSync, openSync, readFileSync, unlinkSync, writeSync, mkdirSync } from "node:fs";
 import path from "node:path";
-import { DrillError, RefusedError } from "../errors.js";
+import { stateDirError } from "../cgroup/stateFiles.js";
+import { RefusedError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { isSameProcess, readProcessStat } from "../host/process.js";
 
@@ -14,12 +15,6 @@ import { isSameProcess, readProcessStat } from "../host/process.js";
 export interface DrillLock {
   file: string;
   release(): void;
-}
-
-/** One line naming the path, not a stack trace (a non-root run lands here first). */
-function stateDirError(action: string, file: string, err: unknown): DrillError {
-  const code = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
-  return new DrillError(`cannot ${action} ${file}: ${code} (run as root, or give --state-dir a directory you can write)`, undefined, { cause: err });
 }
 
 export function acquireDrillLock(roots: HostRoots, dir: string, what: "up" | "rollback"): DrillLock {

@@ -3,7 +3,7 @@ import { closeSync, openSync, readSync, statSync } from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { Redis } from "ioredis";
-import { parseCounter, parseFlatKeyed, parseLimit, type Limit } from "../cgroup/memoryFiles.js";
+import { oomKillIn, parseCounter, parseFlatKeyed, parseLimit, v1SwapInUse, v1SwapLimit, type Limit } from "../cgroup/memoryFiles.js";
 import type { WorkerCgroup } from "../cgroup/paths.js";
 import { parseProcStatCpu } from "../host/cpu.js";
 import { fail, ok, type HostRoots, type Reading } from "../host/kernelFile.js";
@@ -99,17 +99,7 @@ function readParsed<T>(file: string, parse: (text: string, file: string) => Read
 
 function oomKillFrom(file: string): Reading<number> {
   const values = readParsed(file, parseFlatKeyed);
-  if (!values.ok) return values;
-  const count = values.value.get("oom_kill");
-  return count === undefined ? fail(file, "no oom_kill line (kernel < 4.13?)") : ok(count);
-}
-
-/** a − b for two readings (v1 derives swap from memsw − memory); `max` stays max. */
-function difference(a: Reading<Limit>, b: Reading<Limit>): Reading<Limit> {
-  if (!a.ok) return a;
-  if (!b.ok) return b;
-  if (a.value === "max" || b.value === "max") return ok("max");
-  return ok(Math.max(0, a.value - b.value));
+  return values.ok ? oomKillIn(values.value, file) : values;
 }
 
 interface CgroupFiles {
@@ -179,13 +169,9 @@ export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
     });
   }
   const limit = readParsed(files.max, parseLimit);
-  // memsw counts memory + swap together: the swap allowed is the difference
-  // of the limits. Swap used comes from memory.stat (`total_swap 0`): memsw
-  // usage − usage is read at two instants and flickers above 0 during a
-  // thrash on a host with no swap at all.
   const memswLimit = readParsed(files.swapMax, parseLimit);
   const stat = readParsed(files.swapCurrent, parseFlatKeyed);
-  const statSwap = stat.ok ? (stat.value.get("total_swap") ?? stat.value.get("swap")) : undefined;
+  const statSwap = stat.ok ? v1SwapInUse(stat.value) : undefined;
   const swapCurrent: Reading<Limit> = !stat.ok ? stat : statSwap === undefined ? fail(files.swapCurrent, "no swap line (swap accounting off)") : ok(statSwap);
   return ok({
     dir,
@@ -196,7 +182,7 @@ export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
     peak: readParsed(files.peak, parseCounter),
     oomKill: oomKillFrom(files.oomKill),
     swapCurrent: swapCurrent.ok ? ok(swapCurrent.value === "max" ? 0 : swapCurrent.value) : swapCurrent,
-    swapMax: difference(memswLimit, limit),
+    swapMax: !memswLimit.ok ? memswLimit : !limit.ok ? limit : ok(v1SwapLimit(memswLimit.value, limit.value)),
   });
 }
 
