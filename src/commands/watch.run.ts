@@ -12,7 +12,7 @@ import { queueKeys, validateKeyPart } from "../queue/keys.js";
 import { DEFAULT_REDIS_URL } from "../queue/redis.js";
 import { defaultAlarmConfig, type AlarmConfig, type AlarmEvent } from "../sampler/alarms.js";
 import { runSidecar } from "../sampler/loop.js";
-import { QueueReader, readKernel } from "../sampler/read.js";
+import { QueueReader, readSample } from "../sampler/read.js";
 import { LiveView, formatAlarmEvent, formatSampleLine } from "../sampler/render.js";
 import type { ParentSpec } from "../cgroup/names.js";
 import { parseDuration, parseNumber, parsePositiveInt } from "../units.js";
@@ -70,7 +70,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   try {
     await queueReader.connect();
     await runSidecar({
-      read: async () => ({ ...readKernel({ roots, cgroup }), queue: await queueReader.read() }),
+      read: () => readSample({ roots, cgroup }, queueReader),
       intervalMs,
       alarmConfig,
       // --once: the first reading only seeds the rates.

@@ -46,6 +46,20 @@ export function readKernel(targets: KernelTargets): Omit<RawReadings, "queue"> {
   };
 }
 
+/**
+ * One sample's readings for one wake-up of the process: the Redis script call
+ * goes out first and the kernel files are read while redis-server answers, so
+ * the reply is usually waiting when we look for it. Reading the kernel first
+ * and then sleeping until the reply arrived was a second wake-up per sample,
+ * and on a VM each wake-up of a Node process costs more CPU than the reads
+ * themselves (bench/watch-vs-shell.mjs).
+ */
+export async function readSample(targets: KernelTargets, queue: Pick<QueueReader, "read">): Promise<RawReadings> {
+  const reply = queue.read();
+  const kernel = readKernel(targets);
+  return { ...kernel, queue: await reply };
+}
+
 // One buffer for every kernel file of every sample: the largest (/proc/vmstat,
 // a v1 memory.stat) are a few KiB; a longer file is read in several chunks.
 const textBuffer = Buffer.allocUnsafe(64 * 1024);
