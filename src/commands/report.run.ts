@@ -1,4 +1,4 @@
-import type { GlobalOptions } from "../context.js";
+import { hostRoots, type GlobalOptions } from "../context.js";
 import { consoleOutput } from "../output.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { buildReport } from "../report/build.js";
@@ -11,7 +11,7 @@ export async function reportAction(g: GlobalOptions, raw: RawReportOptions): Pro
   const sinceMs = parseDuration(raw.since, "--since");
   const format = resolveFormat(raw.format, g.json);
   const queue = raw.queue === undefined ? undefined : validateKeyPart(raw.queue, "--queue");
-  const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: raw.name, queue, redisUrl: g.redisUrl, sinceMs });
+  const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: raw.name, queue, redisUrl: g.redisUrl, sinceMs, roots: hostRoots(g) });
   const report = buildReport(inputs, nowMs, sinceMs);
   const output = consoleOutput(g.color && format === "text");
   output.out(renderReport(report, format, output.color));

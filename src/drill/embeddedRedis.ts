@@ -1,9 +1,13 @@
 import { spawn } from "node:child_process";
-import { mkdirSync, openSync, closeSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
 import { Redis } from "ioredis";
 import { DrillError } from "../errors.js";
+import type { HostRoots } from "../host/kernelFile.js";
+import { readProcessStat } from "../host/process.js";
+import { acquireDrillLock } from "./lock.js";
+import { stopRecordedProcess } from "./processes.js";
 
 /**
  * The drill's own redis-server: 127.0.0.1 on a free port, data in the state
@@ -18,9 +22,17 @@ export interface EmbeddedRedisSpec {
   /** Keep running after the parent exits (drill up --detach). */
   detached?: boolean;
   startTimeoutMs?: number;
+  /**
+   * Exit by itself after this long (DESIGN: detached children exit at the
+   * drill's duration plus 5 minutes). coreutils `timeout` sends SIGTERM:
+   * Redis shuts down cleanly, and with appendfsync always its AOF already
+   * holds every write, so rollback and report restart it on that AOF.
+   */
+  lifetimeMs?: number;
 }
 
 export interface EmbeddedRedis {
+  /** redis-server's own pid (from INFO), not its `timeout` wrapper's. */
   pid: number;
   port: number;
   url: string;
@@ -59,28 +71,61 @@ export async function startEmbeddedRedis(spec: EmbeddedRedisSpec): Promise<Embed
   mkdirSync(spec.dir, { recursive: true, mode: 0o700 });
   const port = spec.port ?? (await freePort());
   const log = openSync(path.join(spec.dir, "redis.stderr"), "a");
-  const child = spawn("redis-server", redisServerArgs(spec.dir, port), {
-    detached: spec.detached ?? false,
-    stdio: ["ignore", "ignore", log],
-    env: spec.env ?? process.env,
-  });
+  const serverArgs = redisServerArgs(spec.dir, port);
+  const env = spec.env ?? process.env;
+  const wrapped = spec.lifetimeMs !== undefined;
+  const child = wrapped
+    ? // The wrapper must not carry DRILL_RUN_ID: rollback's sweep for the run's
+      // strays would SIGTERM it, and timeout passes the signal on, stopping
+      // Redis before the drain is exported. Redis itself is found by its cwd.
+      spawn("timeout", ["--signal=TERM", "--kill-after=30s", `${Math.ceil(spec.lifetimeMs! / 1000)}s`, "redis-server", ...serverArgs], {
+        detached: spec.detached ?? false,
+        stdio: ["ignore", "ignore", log],
+        env: withoutRunId(env),
+      })
+    : spawn("redis-server", serverArgs, { detached: spec.detached ?? false, stdio: ["ignore", "ignore", log], env });
   closeSync(log);
+  const notOnPath = "not on PATH (install redis-server, or give --redis <url>)";
   const spawnError = new Promise<never>((_, reject) =>
     child.once("error", (err) =>
-      reject(new DrillError(`cannot start redis-server: ${(err as NodeJS.ErrnoException).code === "ENOENT" ? "not on PATH (install redis-server, or give --redis <url>)" : err.message}`)),
+      reject(new DrillError(`cannot start redis-server: ${(err as NodeJS.ErrnoException).code === "ENOENT" ? (wrapped ? "timeout (coreutils) not on PATH" : notOnPath) : err.message}`)),
     ),
   );
   const exited = new Promise<never>((_, reject) =>
     child.once("exit", (code, signal) =>
-      reject(new DrillError(`redis-server exited at start (${signal ?? `code ${code}`}); see ${path.join(spec.dir, "redis.log")}`)),
+      reject(
+        new DrillError(
+          wrapped && code === 127
+            ? `cannot start redis-server: ${notOnPath}`
+            : `redis-server exited at start (${signal ?? `code ${code}`}); see ${path.join(spec.dir, "redis.log")}`,
+        ),
+      ),
     ),
   );
   if (spec.detached) child.unref();
   const url = `redis://127.0.0.1:${port}`;
-  await Promise.race([waitForPing(url, spec.startTimeoutMs ?? 10_000), spawnError, exited]);
+  const pid = await Promise.race([waitForPing(url, spec.startTimeoutMs ?? 10_000).then(() => serverPid(url)), spawnError, exited]);
   child.removeAllListeners("exit");
-  if (child.pid === undefined) throw new DrillError("redis-server started without a pid");
-  return { pid: child.pid, port, url, dir: spec.dir };
+  return { pid, port, url, dir: spec.dir };
+}
+
+function withoutRunId(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const { DRILL_RUN_ID: _runId, ...rest } = env;
+  return rest;
+}
+
+/** The pid of the server answering at `url`, as it reports it (`INFO server` process_id). */
+async function serverPid(url: string): Promise<number> {
+  const redis = new Redis(url, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  redis.on("error", () => {});
+  try {
+    await redis.connect();
+    const pid = Number(/^process_id:(\d+)\r?$/m.exec(await redis.info("server"))?.[1]);
+    if (!Number.isSafeInteger(pid) || pid <= 0) throw new DrillError(`redis at ${url} did not report its process_id`);
+    return pid;
+  } finally {
+    redis.disconnect();
+  }
 }
 
 export async function waitForPing(url: string, timeoutMs: number): Promise<void> {
@@ -100,4 +145,56 @@ export async function waitForPing(url: string, timeoutMs: number): Promise<void>
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new DrillError(`redis at ${url} did not answer PING within ${timeoutMs}ms: ${lastError}`);
+}
+
+/** How long a Redis restarted for one reader may outlive that reader if it dies. */
+const REVIVED_LIFETIME_MS = 2 * 60_000;
+
+/**
+ * A stopped embedded Redis started again on its AOF dir for one reader
+ * (`drill report` after the server exited by itself at the drill's duration
+ * plus 5 minutes). Holds the drill's rollback lock until `stop`: two servers
+ * on one AOF dir would corrupt it.
+ */
+export async function reviveEmbeddedRedis(
+  roots: HostRoots,
+  drillDir: string,
+  redisDir: string,
+  holder: string,
+): Promise<{ server: EmbeddedRedis; stop: () => Promise<void> }> {
+  requireDataDir(redisDir);
+  const lock = acquireDrillLock(roots, drillDir, "rollback", holder);
+  try {
+    const server = await startEmbeddedRedis({ dir: redisDir, lifetimeMs: REVIVED_LIFETIME_MS });
+    const stat = readProcessStat(roots, server.pid);
+    return {
+      server,
+      stop: async () => {
+        try {
+          await stopRecordedProcess(roots, { pid: server.pid, startTime: stat.ok ? stat.value.startTime : null });
+        } finally {
+          lock.release();
+        }
+      },
+    };
+  } catch (err) {
+    lock.release();
+    throw err;
+  }
+}
+
+/**
+ * Whether the server behind `redis` is the drill's embedded one: its working
+ * dir is the drill's redis dir. Once that server has exited (by itself, at
+ * the drill's duration plus 5 minutes), its port is free for anyone, and
+ * draining or exporting whatever answers there would touch somebody else's data.
+ */
+export async function isEmbeddedRedis(redis: Redis, dir: string): Promise<boolean> {
+  const reply = (await redis.config("GET", "dir")) as unknown;
+  return Array.isArray(reply) && reply[1] === dir;
+}
+
+/** Restarting on a missing dir would start an empty server: an empty queue reported, or exported, as fact. */
+export function requireDataDir(dir: string): void {
+  if (!existsSync(dir)) throw new DrillError(`no Redis data dir ${dir} to restart from`);
 }

@@ -17,7 +17,8 @@ export interface DrillLock {
   release(): void;
 }
 
-export function acquireDrillLock(roots: HostRoots, dir: string, what: "up" | "rollback"): DrillLock {
+/** `holder`: who takes the lock, when not the command it is named after (report reviving the embedded Redis takes rollback's). */
+export function acquireDrillLock(roots: HostRoots, dir: string, what: "up" | "rollback", holder: string = what): DrillLock {
   try {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
   } catch (err) {
@@ -25,7 +26,7 @@ export function acquireDrillLock(roots: HostRoots, dir: string, what: "up" | "ro
   }
   const file = path.join(dir, `${what}.lock`);
   const self = readProcessStat(roots, process.pid);
-  const record = JSON.stringify({ pid: process.pid, startTime: self.ok ? self.value.startTime : null, what });
+  const record = JSON.stringify({ pid: process.pid, startTime: self.ok ? self.value.startTime : null, what: holder });
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       const fd = openSync(file, "wx", 0o600);

@@ -10,13 +10,14 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessStat } from "../host/process.js";
 import { readHostPsi } from "../host/psi.js";
 import { DrillQueue } from "../queue/queue.js";
-import { closeRedis, connectRedis } from "../queue/redis.js";
+import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
 import { drainQueue, exportKeys, type DrainResult } from "./drain.js";
-import { startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
+import { isEmbeddedRedis, requireDataDir, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { drillDir, readState, writeState, type DrillState, type ProcessRole } from "./state.js";
 import { findByCwd, findByRunId } from "./strays.js";
+import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
 /**
  * The runbook's rollback, in its order, and safe to run any number of times:
@@ -344,7 +345,10 @@ async function connectDrillRedis(
   const url = options.redisUrl ?? state.redis.url;
   try {
     await waitForPing(url, 1500);
-    return await connectRedis(url, { name: "drill-rollback", commandTimeoutMs: 5000 });
+    const redis = await connectRedis(url, { name: "drill-rollback", commandTimeoutMs: 5000 });
+    if (options.redisUrl !== undefined || !state.redis.embedded || (await isEmbeddedRedis(redis, state.redis.embedded.dir))) return redis;
+    await closeRedis(redis);
+    record("connect redis", true, `${redactUrl(url)} answers, but it is not the drill's embedded Redis (not in ${state.redis.embedded.dir}): left alone`);
   } catch (err) {
     if (!state.redis.embedded) {
       record("connect redis", false, `${(err as Error).message}`);
@@ -353,7 +357,9 @@ async function connectDrillRedis(
   }
   try {
     const embedded = state.redis.embedded;
-    const restarted = await startEmbeddedRedis({ dir: embedded.dir, detached: true, env: { ...process.env, DRILL_RUN_ID: state.runId } });
+    requireDataDir(embedded.dir);
+    // If this rollback dies half-way, the restarted server still exits by itself.
+    const restarted = await startEmbeddedRedis({ dir: embedded.dir, detached: true, env: { ...process.env, DRILL_RUN_ID: state.runId }, lifetimeMs: SELF_EXIT_GRACE_MS });
     const stat = readProcessStat(options.roots, restarted.pid);
     state.redis = { url: restarted.url, embedded: { dir: restarted.dir, port: restarted.port } };
     state.processes = state.processes.filter((p) => p.role !== "redis");

@@ -23,9 +23,8 @@ import { freePort, startEmbeddedRedis } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
 import { drillDir, intendProcess, readState, writeState, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { LineTail } from "./tail.js";
+import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
-/** Children exit by themselves this long after the drill's end: a forgotten drill must not run forever. */
-export const SELF_EXIT_GRACE_MS = 5 * 60_000;
 /** How often `up` prints the sidecar's status line between decision lines. */
 const STATUS_EVERY_MS = 5000;
 
@@ -115,7 +114,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       state.redis = { url: `redis://127.0.0.1:${port}`, embedded: { dir: redisDir, port } };
       const record = intendProcess(state, "redis", "redis");
       writeState(stateDir, state);
-      const embedded = await startEmbeddedRedis({ dir: redisDir, port, detached: true, env });
+      const embedded = await startEmbeddedRedis({ dir: redisDir, port, detached: true, env, lifetimeMs: drill.duration + SELF_EXIT_GRACE_MS });
       crash("redis-spawn");
       fillPid(roots, record, embedded.pid);
       state.redis = { url: embedded.url, embedded: { dir: redisDir, port: embedded.port } };

@@ -10,6 +10,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { joinArgv } from "../cgroup/join.js";
 import { DrillError, UsageError } from "../errors.js";
+import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
 export type PageToucherImpl =
   | { kind: "native"; binary: string }
@@ -124,8 +125,6 @@ function checkSeed(seed: number, flag: string): string {
   return String(seed);
 }
 
-/** Default cap past the hold: a forgotten hog exits by itself (DESIGN: duration + 5 min). */
-export const LIFETIME_GRACE_MS = 5 * 60_000;
 export const DEFAULT_SERVE_LIFETIME_MS = 3_600_000;
 
 export interface AnonOptions {
@@ -156,7 +155,7 @@ export interface ServeOptions {
 }
 
 export function anonCommand(impl: PageToucherImpl, options: AnonOptions): PageToucherCommand {
-  const lifetime = options.maxLifetimeMs ?? options.holdMs + LIFETIME_GRACE_MS;
+  const lifetime = options.maxLifetimeMs ?? options.holdMs + SELF_EXIT_GRACE_MS;
   return command(impl, [
     "anon",
     "--size", checkBytes(options.sizeBytes, "--size"),
@@ -166,7 +165,7 @@ export function anonCommand(impl: PageToucherImpl, options: AnonOptions): PageTo
 }
 
 export function thrashCommand(impl: PageToucherImpl, options: ThrashOptions): PageToucherCommand {
-  const lifetime = options.maxLifetimeMs ?? options.holdMs + LIFETIME_GRACE_MS;
+  const lifetime = options.maxLifetimeMs ?? options.holdMs + SELF_EXIT_GRACE_MS;
   const args = [
     "thrash",
     "--file", checkFile(options.file, "--file"),

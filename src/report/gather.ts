@@ -2,9 +2,11 @@ import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import type { Redis } from "ioredis";
+import { isEmbeddedRedis, reviveEmbeddedRedis } from "../drill/embeddedRedis.js";
 import { listDrills } from "../drill/rollback.js";
+import { HostRoots } from "../host/kernelFile.js";
 import { drillDir, readState, type DrillState } from "../drill/state.js";
-import { DrillError, UsageError } from "../errors.js";
+import { DrillError, RefusedError, UsageError } from "../errors.js";
 import { queueKeys, type QueueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
 import { parseExport, exportTimeMs } from "./exportFile.js";
@@ -15,6 +17,9 @@ import { eventFromEntry, parseDoneEntry, parseRecording, type DecisionEvent, typ
  * Source: the given --redis, else the drill state's Redis if it answers, else
  * the newest `final-*.jsonl` rollback exported (so a report still works after
  * rollback stopped the embedded Redis); else an error naming what was tried.
+ * An embedded Redis that exited by itself (the drill's duration plus 5
+ * minutes) before any rollback is started again on its AOF for the read, and
+ * stopped after.
  */
 
 export interface GatherOptions {
@@ -27,6 +32,8 @@ export interface GatherOptions {
   redisUrl: string | undefined;
   sinceMs: number;
   now?: () => number;
+  /** Where /proc is: the drill lock and a restarted embedded Redis are checked there. */
+  roots?: HostRoots;
 }
 
 export interface Gathered {
@@ -173,38 +180,66 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   const tried: string[] = [];
   let redis: Redis | null = null;
   let url: string | null = null;
-  if (options.redisUrl !== undefined) {
-    url = options.redisUrl;
-    redis = await connectRedis(url, { name: "drill-report" });
-  } else if (state) {
-    const exported = state.rollback?.exported;
-    if (state.redis.url === "") {
-      // `up` stopped before it had a Redis; never fall back to a default URL (somebody else's).
-      tried.push(`no Redis recorded in ${path.join(dir!, "state.json")}`);
-    } else if (state.redis.embedded && exported && existsSync(exported)) {
-      // Rollback stopped this Redis after exporting: whatever answers on its port now is not the drill's.
-      tried.push(`${redactUrl(state.redis.url)} (embedded, stopped by rollback)`);
+  let revived: { stop: () => Promise<void> } | null = null;
+  try {
+    if (options.redisUrl !== undefined) {
+      url = options.redisUrl;
+      redis = await connectRedis(url, { name: "drill-report" });
+    } else if (state) {
+      const exported = state.rollback?.exported;
+      if (state.redis.url === "") {
+        // `up` stopped before it had a Redis; never fall back to a default URL (somebody else's).
+        tried.push(`no Redis recorded in ${path.join(dir!, "state.json")}`);
+      } else if (state.redis.embedded && exported && existsSync(exported)) {
+        // Rollback stopped this Redis after exporting: whatever answers on its port now is not the drill's.
+        tried.push(`${redactUrl(state.redis.url)} (embedded, stopped by rollback)`);
+      } else {
+        try {
+          await probeTcp(state.redis.url, PROBE_TIMEOUT_MS);
+          redis = await connectRedis(state.redis.url, { name: "drill-report" });
+          url = state.redis.url;
+          if (state.redis.embedded && !(await isEmbeddedRedis(redis, state.redis.embedded.dir))) {
+            throw new Error(`answers, but not from ${state.redis.embedded.dir}`);
+          }
+        } catch (err) {
+          if (redis !== null) await closeRedis(redis);
+          redis = null;
+          url = null;
+          const down = `${redactUrl(state.redis.url)} from ${path.join(dir!, "state.json")} (${message(err)})`;
+          if (state.redis.embedded && exportFiles(dir!).length === 0) {
+            // Exited by itself (duration + 5 min) or died before any rollback
+            // exported it: appendfsync always put every write in its AOF.
+            const aofDir = state.redis.embedded.dir;
+            try {
+              const restarted = await reviveEmbeddedRedis(options.roots ?? new HostRoots(), dir!, aofDir, "report");
+              revived = restarted;
+              redis = await connectRedis(restarted.server.url, { name: "drill-report" });
+              url = restarted.server.url;
+              notes.push(`the drill's embedded Redis was not running at ${redactUrl(state.redis.url)} (${message(err)}): read from its AOF in ${aofDir} through a redis-server started for this report and stopped after`);
+            } catch (reviveErr) {
+              if (reviveErr instanceof RefusedError) throw reviveErr; // a rollback holds the drill: say so, do not guess
+              tried.push(`${down}; restarting it on its AOF in ${aofDir} failed: ${message(reviveErr)}`);
+            }
+          } else {
+            tried.push(down);
+          }
+        }
+      }
     } else {
+      tried.push("no --redis given and no state.json with a Redis URL");
+    }
+
+    if (redis !== null && url !== null) {
       try {
-        await probeTcp(state.redis.url, PROBE_TIMEOUT_MS);
-        redis = await connectRedis(state.redis.url, { name: "drill-report" });
-        url = state.redis.url;
-      } catch (err) {
-        tried.push(`${redactUrl(state.redis.url)} from ${path.join(dir!, "state.json")} (${message(err)})`);
+        const nowMs = now();
+        const live = await readLive(redis, keys, nowMs - options.sinceMs, notes);
+        return { inputs: { ...base, source: { kind: "live", url }, ...live }, nowMs };
+      } finally {
+        await closeRedis(redis);
       }
     }
-  } else {
-    tried.push("no --redis given and no state.json with a Redis URL");
-  }
-
-  if (redis !== null && url !== null) {
-    try {
-      const nowMs = now();
-      const live = await readLive(redis, keys, nowMs - options.sinceMs, notes);
-      return { inputs: { ...base, source: { kind: "live", url }, ...live }, nowMs };
-    } finally {
-      await closeRedis(redis);
-    }
+  } finally {
+    await revived?.stop();
   }
 
   // 2. rollback's export

@@ -37,6 +37,7 @@ import {
   type WorkerKeys,
 } from "./scripts.js";
 import { checkWeightsDir, removeStaleWeightsFiles, weightsFileName } from "./weightsFile.js";
+import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
 /**
  * The simulated inference worker's loop: claim the worker id (heartbeat),
@@ -115,7 +116,6 @@ class StopJob extends Error {
 }
 
 const DAY_MS = 24 * 3600 * 1000;
-const LIFETIME_GRACE_MS = 5 * 60_000;
 
 export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promise<WorkerSummary> {
   const now = deps.now ?? Date.now;
@@ -209,7 +209,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
     // The weights: created fresh from inside the cgroup (we are in it; the coprocess inherits it).
     const file = path.join(options.weightsDir, weightsFileName(workerId, process.pid, startTime));
     summary.weightsFile = file;
-    const lifetimeMs = options.durationMs !== null ? options.durationMs + LIFETIME_GRACE_MS : DAY_MS;
+    const lifetimeMs = options.durationMs !== null ? options.durationMs + SELF_EXIT_GRACE_MS : DAY_MS;
     deps.err(`${tag}: pid ${process.pid} in ${deps.where}; creating weights ${file} (${formatBytes(config.weightsBytes)})`);
     const fillStarted = now();
     let lastProgress = fillStarted;

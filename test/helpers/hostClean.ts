@@ -1,9 +1,9 @@
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { expect } from "vitest";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { readState, type DrillState } from "../../src/drill/state.js";
 import { findByCwd, findByRunId } from "../../src/drill/strays.js";
-import { isSameProcess } from "../../src/host/process.js";
+import { isSameProcess, readProcessStat } from "../../src/host/process.js";
 
 /**
  * RELIABILITY.md's "host clean" after rollback: no drill cgroup directory in
@@ -23,6 +23,27 @@ export function assertHostClean(stateDir: string, name: string, before: DrillSta
   }
   expect(findByRunId(roots, before.runId)).toEqual([]);
   // redis-server overwrites its environment with its title: find it by its --dir.
-  if (before.redis.embedded) expect(findByCwd(roots, before.redis.embedded.dir), "embedded redis-server alive").toEqual([]);
+  if (before.redis.embedded) {
+    expect(findByCwd(roots, before.redis.embedded.dir), "embedded redis-server alive").toEqual([]);
+    // its `timeout` wrapper carries no DRILL_RUN_ID; it names the dir on its command line
+    expect(processesNaming(before.redis.embedded.dir), "a process naming the embedded redis dir").toEqual([]);
+  }
   if (before.fileDir) expect(existsSync(before.fileDir), `${before.fileDir} left behind`).toBe(false);
+}
+
+/** Live processes whose command line has `dir` as one argument (redis-server --dir <dir>, and its timeout wrapper). */
+export function processesNaming(dir: string): number[] {
+  const roots = new HostRoots();
+  const needle = Buffer.from(`\0${dir}\0`);
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readProcessStat(roots, Number(entry));
+      if (stat.ok && stat.value.state !== "Z" && Buffer.concat([Buffer.from([0]), readFileSync(`/proc/${entry}/cmdline`)]).includes(needle)) pids.push(Number(entry));
+    } catch {
+      // gone
+    }
+  }
+  return pids;
 }

@@ -1,14 +1,16 @@
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readState, type DrillState } from "../../src/drill/state.js";
+import { HostRoots } from "../../src/host/kernelFile.js";
+import { isSameProcess, readProcessStat } from "../../src/host/process.js";
 import { DrillQueue } from "../../src/queue/queue.js";
 import { cgroupDirsLeft, realCgroupSkipReason, realWorkerCgroup } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
-import { assertHostClean } from "../helpers/hostClean.js";
+import { assertHostClean, processesNaming } from "../helpers/hostClean.js";
 import { assertNoJobLost, assertNoJobLostInExport } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 
@@ -112,6 +114,44 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
     const rb = await rollback(stateDir);
     expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
     assertHostClean(stateDir, "tiny", before);
+  }, 90_000);
+
+  it("the embedded Redis exits by itself at duration + 5 min: report reads its AOF and leaves no server; rollback revives it, nothing lost", async () => {
+    const stateDir = stateDirFor("redis-lifetime");
+    const started = await up(stateDir, ["--json"]);
+    expect(started.exitCode, started.stderr).toBe(0);
+    const pushed = (JSON.parse(started.stdout.trim().split("\n").pop()!) as { pushed_ids: string[] }).pushed_ids;
+    const before = readState(stateDir, "tiny") as DrillState;
+    const server = before.processes.find((p) => p.role === "redis")!;
+    const roots = new HostRoots();
+    const stat = readProcessStat(roots, server.pid!);
+    expect(stat.ok && stat.value.comm).toMatch(/^redis-server/);
+    // Its parent is the timeout that ends it: the drill's 6 s plus the 5 min grace.
+    const wrapper = stat.ok ? stat.value.ppid : 0;
+    expect(readFileSync(`/proc/${wrapper}/cmdline`, "utf8").split("\0").slice(0, 4)).toEqual(["timeout", "--signal=TERM", "--kill-after=30s", "306s"]);
+    const reportJson = async () => {
+      const r = await runDrill(["--state-dir", stateDir, "--json", "report", "--name", "tiny"], { timeout: 30_000 });
+      expect(r.exitCode, r.stderr).toBe(0);
+      return JSON.parse(r.stdout) as { notes: string[]; source: { kind: string }; decisions: { total: number } | null; first_reject: unknown };
+    };
+    const live = await reportJson();
+    // What the wrapper does at 306 s, now: timeout passes SIGTERM on to redis-server.
+    process.kill(wrapper, "SIGTERM");
+    await waitFor(() => !isSameProcess(roots, server.pid!, server.startTime!), 10_000);
+
+    const fromAof = await reportJson();
+    expect(fromAof.notes.join("\n")).toMatch(/embedded Redis was not running .* read from its AOF/);
+    expect(live.decisions?.total).toBeGreaterThan(0);
+    expect(fromAof.decisions).toEqual(live.decisions);
+    expect(fromAof.first_reject).toEqual(live.first_reject);
+    expect(processesNaming(before.redis.embedded!.dir), "report left a redis-server running").toEqual([]);
+
+    const rb = await rollback(stateDir);
+    expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
+    expect(rb.stdout).toMatch(/restarted on its AOF/);
+    assertHostClean(stateDir, "tiny", before);
+    const exports = readdirSync(path.join(stateDir, "tiny")).filter((f) => f.startsWith("final-")).sort();
+    assertNoJobLostInExport(path.join(stateDir, "tiny", exports.at(-1)!), "jobs", pushed);
   }, 90_000);
 
   it("two drill up with the same name at once: exactly one proceeds", async () => {

@@ -1,0 +1,85 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { isEmbeddedRedis, reviveEmbeddedRedis, startEmbeddedRedis } from "../../src/drill/embeddedRedis.js";
+import { HostRoots } from "../../src/host/kernelFile.js";
+import { isSameProcess, readProcessStat } from "../../src/host/process.js";
+import { processesNaming } from "../helpers/hostClean.js";
+import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+
+const roots = new HostRoots();
+
+async function waitUntil(check: () => boolean, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (check()) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return check();
+}
+
+describe("the embedded redis-server's lifetime (DESIGN: detached children exit by themselves)", () => {
+  let root: string;
+  let other: RedisServer;
+  beforeAll(async () => {
+    root = mkdtempSync(path.join(tmpdir(), "drill-embedded-"));
+    other = await startRedisServer();
+  });
+  afterAll(async () => {
+    await other.stop();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it("exits by itself when its lifetime ends, keeps every write in its AOF, and a revived server has them", async () => {
+    const dir = path.join(root, "redis");
+    const server = await startEmbeddedRedis({ dir, lifetimeMs: 1000, env: { ...process.env, DRILL_RUN_ID: "lifetime-test" } });
+    const stat = readProcessStat(roots, server.pid);
+    expect(stat.ok && stat.value.comm).toMatch(/^redis-server/); // the server's pid, not its wrapper's
+    const startTime = stat.ok ? stat.value.startTime : 0;
+    const client = new Redis(server.url, { maxRetriesPerRequest: 0, retryStrategy: () => null });
+    client.on("error", () => {});
+    await client.rpush("jobs", "a", "b");
+    expect(await isEmbeddedRedis(client, dir)).toBe(true);
+    client.disconnect();
+
+    // No signal from us: the wrapper's SIGTERM ends it, and the wrapper goes with it.
+    expect(await waitUntil(() => !isSameProcess(roots, server.pid, startTime), 15_000), "redis-server outlived its lifetime").toBe(true);
+    expect(await waitUntil(() => processesNaming(dir).length === 0, 5000), "a process naming the redis dir is left").toBe(true);
+
+    const drillDir = path.join(root, "drill");
+    const revived = await reviveEmbeddedRedis(roots, drillDir, dir, "report");
+    try {
+      // The revived server holds the rollback lock: a rollback meanwhile refuses instead of starting a second server on the AOF.
+      expect(JSON.parse(readFileSync(path.join(drillDir, "rollback.lock"), "utf8"))).toMatchObject({ pid: process.pid, what: "report" });
+      const again = new Redis(revived.server.url, { maxRetriesPerRequest: 0, retryStrategy: () => null });
+      again.on("error", () => {});
+      expect(await again.lrange("jobs", 0, -1)).toEqual(["a", "b"]);
+      again.disconnect();
+    } finally {
+      await revived.stop();
+    }
+    expect(processesNaming(dir)).toEqual([]);
+    expect(existsSync(path.join(drillDir, "rollback.lock")), "lock released").toBe(false);
+  }, 30_000);
+
+  it("a Redis answering on the port from another dir is not the drill's", async () => {
+    const client = new Redis(other.url, { maxRetriesPerRequest: 0, retryStrategy: () => null });
+    client.on("error", () => {});
+    try {
+      expect(await isEmbeddedRedis(client, path.join(root, "redis"))).toBe(false);
+      expect(await isEmbeddedRedis(client, other.dir)).toBe(true);
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it("says redis-server is not on PATH when its wrapper cannot find it (timeout exits 127)", async () => {
+    const bin = mkdtempSync(path.join(root, "bin-"));
+    symlinkSync("/usr/bin/timeout", path.join(bin, "timeout"));
+    await expect(startEmbeddedRedis({ dir: path.join(root, "nopath"), lifetimeMs: 5000, env: { ...process.env, PATH: bin } })).rejects.toThrow(
+      /cannot start redis-server: not on PATH/,
+    );
+  });
+});
