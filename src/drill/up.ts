@@ -25,6 +25,8 @@ import { drillDir, intendProcess, readState, writeState, type DrillState, type P
 import { LineTail } from "./tail.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
+/** The embedded Redis outlives the children's self-exit by this much. */
+const REDIS_STOPS_LAST_MS = 30_000;
 /** How often `up` prints the sidecar's status line between decision lines. */
 const STATUS_EVERY_MS = 5000;
 
@@ -114,7 +116,9 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       state.redis = { url: `redis://127.0.0.1:${port}`, embedded: { dir: redisDir, port } };
       const record = intendProcess(state, "redis", "redis");
       writeState(stateDir, state);
-      const embedded = await startEmbeddedRedis({ dir: redisDir, port, detached: true, env, lifetimeMs: drill.duration + SELF_EXIT_GRACE_MS });
+      // It holds the drain and stops last, as in rollback: the children, gone at
+      // duration + 5 min, never find it gone (or somebody else's on its port).
+      const embedded = await startEmbeddedRedis({ dir: redisDir, port, detached: true, env, lifetimeMs: drill.duration + SELF_EXIT_GRACE_MS + REDIS_STOPS_LAST_MS });
       crash("redis-spawn");
       fillPid(roots, record, embedded.pid);
       state.redis = { url: embedded.url, embedded: { dir: redisDir, port: embedded.port } };

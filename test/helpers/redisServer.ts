@@ -30,9 +30,10 @@ process.once("exit", () => {
 
 export { freePort };
 
-export async function startRedisServer(): Promise<RedisServer> {
+/** `port`: a given one (e.g. a port another server just left), else a free one. */
+export async function startRedisServer(port?: number): Promise<RedisServer> {
   const dir = mkdtempSync(path.join(os.tmpdir(), "drill-redis-"));
-  const port = await freePort();
+  port ??= await freePort();
   let child: ChildProcess | null = null;
   let stderr = "";
 

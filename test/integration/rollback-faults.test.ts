@@ -116,44 +116,64 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
     assertHostClean(stateDir, "tiny", before);
   }, 90_000);
 
-  it("the embedded Redis exits by itself at duration + 5 min: report reads its AOF and leaves no server; rollback revives it, nothing lost", async () => {
+  it("the embedded Redis exits by itself at duration + 5 min and another Redis takes its port: report and rollback use the AOF and leave the other alone", async () => {
     const stateDir = stateDirFor("redis-lifetime");
     const started = await up(stateDir, ["--json"]);
     expect(started.exitCode, started.stderr).toBe(0);
     const pushed = (JSON.parse(started.stdout.trim().split("\n").pop()!) as { pushed_ids: string[] }).pushed_ids;
     const before = readState(stateDir, "tiny") as DrillState;
+    const embedded = before.redis.embedded!;
     const server = before.processes.find((p) => p.role === "redis")!;
     const roots = new HostRoots();
     const stat = readProcessStat(roots, server.pid!);
     expect(stat.ok && stat.value.comm).toMatch(/^redis-server/);
-    // Its parent is the timeout that ends it: the drill's 6 s plus the 5 min grace.
+    // Its parent is the timeout that ends it: the drill's 6 s, the 5 min grace, and 30 s more (it stops last).
     const wrapper = stat.ok ? stat.value.ppid : 0;
-    expect(readFileSync(`/proc/${wrapper}/cmdline`, "utf8").split("\0").slice(0, 4)).toEqual(["timeout", "--signal=TERM", "--kill-after=30s", "306s"]);
+    expect(readFileSync(`/proc/${wrapper}/cmdline`, "utf8").split("\0").slice(0, 4)).toEqual(["timeout", "--signal=TERM", "--kill-after=30s", "336s"]);
     const reportJson = async () => {
       const r = await runDrill(["--state-dir", stateDir, "--json", "report", "--name", "tiny"], { timeout: 30_000 });
       expect(r.exitCode, r.stderr).toBe(0);
-      return JSON.parse(r.stdout) as { notes: string[]; source: { kind: string }; decisions: { total: number } | null; first_reject: unknown };
+      return JSON.parse(r.stdout) as { notes: string[]; decisions: { total: number } | null; first_reject: unknown };
     };
     const live = await reportJson();
-    // What the wrapper does at 306 s, now: timeout passes SIGTERM on to redis-server.
+    // At 306 s gate, worker and watch end their --duration; now instead.
+    for (const child of before.processes.filter((p) => ["gate", "worker", "watch"].includes(p.role))) {
+      if (child.pid === null || child.startTime === null || !isSameProcess(roots, child.pid, child.startTime)) continue;
+      process.kill(child.pid, "SIGTERM");
+      await waitFor(() => !isSameProcess(roots, child.pid!, child.startTime!), 10_000);
+    }
+    // What the wrapper does at 336 s, now: timeout passes SIGTERM on to redis-server.
     process.kill(wrapper, "SIGTERM");
     await waitFor(() => !isSameProcess(roots, server.pid!, server.startTime!), 10_000);
 
-    const fromAof = await reportJson();
-    expect(fromAof.notes.join("\n")).toMatch(/embedded Redis was not running .* read from its AOF/);
-    expect(live.decisions?.total).toBeGreaterThan(0);
-    expect(fromAof.decisions).toEqual(live.decisions);
-    expect(fromAof.first_reject).toEqual(live.first_reject);
-    expect(processesNaming(before.redis.embedded!.dir), "report left a redis-server running").toEqual([]);
+    // Its port is free now: somebody else's Redis, with somebody else's queue, starts on it.
+    const foreign = await startRedisServer(embedded.port);
+    const foreignClient = new Redis(foreign.url, { maxRetriesPerRequest: 0 });
+    try {
+      await foreignClient.rpush("jobs", "not-the-drill's");
 
-    const rb = await rollback(stateDir);
-    expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
-    expect(rb.stdout).toMatch(/restarted on its AOF/);
-    assertHostClean(stateDir, "tiny", before);
-    const exports = readdirSync(path.join(stateDir, "tiny")).filter((f) => f.startsWith("final-")).sort();
-    assertNoJobLostInExport(path.join(stateDir, "tiny", exports.at(-1)!), "jobs", pushed);
+      const fromAof = await reportJson();
+      expect(fromAof.notes.join("\n")).toMatch(/embedded Redis was not running .* read from its AOF/);
+      expect(live.decisions?.total).toBeGreaterThan(0);
+      expect(fromAof.decisions).toEqual(live.decisions);
+      expect(fromAof.first_reject).toEqual(live.first_reject);
+      expect(processesNaming(embedded.dir), "report left a redis-server running").toEqual([]);
+
+      const rb = await rollback(stateDir);
+      expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
+      expect(rb.stdout).toMatch(/not the drill's embedded Redis/);
+      expect(rb.stdout).toMatch(/restarted on its AOF/);
+      assertHostClean(stateDir, "tiny", before);
+      const exports = readdirSync(path.join(stateDir, "tiny")).filter((f) => f.startsWith("final-")).sort();
+      assertNoJobLostInExport(path.join(stateDir, "tiny", exports.at(-1)!), "jobs", pushed);
+      // Neither flipped, drained nor exported the other server's queue.
+      expect(await foreignClient.lrange("jobs", 0, -1)).toEqual(["not-the-drill's"]);
+      expect(await foreignClient.dbsize(), "the drill wrote to a Redis that is not its own").toBe(1);
+    } finally {
+      foreignClient.disconnect();
+      await foreign.stop();
+    }
   }, 90_000);
-
   it("two drill up with the same name at once: exactly one proceeds", async () => {
     const stateDir = stateDirFor("twice");
     const [a, b] = await Promise.all([up(stateDir), up(stateDir)]);
