@@ -78,7 +78,7 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
     }
     if (g.json) output.json(summary);
     log(`drill ${drill.name}: packer stopped after ${result.pushed.length} jobs; \`drill report --name ${drill.name} --format md\` for the incident note.`);
-    log(`Run \`drill rollback --name ${drill.name}\` before walking away: gate, worker, watch and hog keep running until then (they exit by themselves 5 minutes after the drill's end).`);
+    log(`Run \`drill rollback --name ${drill.name}\` before walking away: gate, worker, watch and hog keep running until then (they exit by themselves 5 minutes after the drill's end, the embedded Redis 30 s later with every job in its AOF).`);
     const signal = interrupt.received();
     if (signal) throw new InterruptedError(signal);
   } finally {
