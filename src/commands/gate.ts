@@ -1,4 +1,5 @@
 import { Command } from "commander";
+import { addCgroupTargetOptions } from "../cgroup/target.js";
 import type { CommandFactory } from "./index.js";
 
 export interface RawGateOptions {
@@ -27,11 +28,11 @@ export interface GateModeFlags {
 }
 
 export const gateCommand: CommandFactory = (globals) => {
-  const gate = new Command("gate")
-    .description("the admission daemon (admitd): admit or reject each job before reclaim steals its deadline; `gate mode admit|reject_all` flips the lever")
-    .option("--queue <name>", "Redis queue name", "jobs")
-    .option("--name <cgroup>", "worker cgroup name", "infer")
-    .option("--parent <path>", "parent of the worker cgroup: a path or `self` (default: the hierarchy's root)")
+  const gate = addCgroupTargetOptions(
+    new Command("gate")
+      .description("the admission daemon (admitd): admit or reject each job before reclaim steals its deadline; `gate mode admit|reject_all` flips the lever")
+      .option("--queue <name>", "Redis queue name", "jobs"),
+  )
     .option("--cgroup-pressure <file>", "the worker cgroup's memory.pressure file (missing: host signals only)")
     .option("--psi-limit <n>", "reject when psi_mem_some_avg10 is over this", "10")
     .option("--psi-rate-limit <pct>", "reject when the stall rate over 3 s is over this %", "10")

@@ -1,5 +1,5 @@
 import { Command } from "commander";
-import { DEFAULT_CGROUP_NAME } from "../cgroup/names.js";
+import { addCgroupTargetOptions } from "../cgroup/target.js";
 import type { CommandFactory } from "./index.js";
 
 export interface WatchOptions {
@@ -17,14 +17,14 @@ export interface WatchOptions {
 }
 
 export const watchCommand: CommandFactory = (globals) =>
-  new Command("watch")
-    .description("the sidecar: PSI, swap-in, cgroup memory and queue age beside the job counters, one sample per interval")
-    .option("--interval <duration>", "time between samples", "1s")
-    .option("--once", "one sample (two readings an interval apart, so rates are real) and exit")
-    .option("--record <file.jsonl>", "append every sample to this file as JSONL while showing the view")
-    .option("--queue <name>", "Redis queue", "jobs")
-    .option("--name <cgroup>", "worker cgroup", DEFAULT_CGROUP_NAME)
-    .option("--parent <path|self>", "parent of the worker cgroup (default: the hierarchy's root)")
+  addCgroupTargetOptions(
+    new Command("watch")
+      .description("the sidecar: PSI, swap-in, cgroup memory and queue age beside the job counters, one sample per interval")
+      .option("--interval <duration>", "time between samples", "1s")
+      .option("--once", "one sample (two readings an interval apart, so rates are real) and exit")
+      .option("--record <file.jsonl>", "append every sample to this file as JSONL while showing the view")
+      .option("--queue <name>", "Redis queue", "jobs"),
+  )
     .option("--psi-limit <n>", "psi avg10 over this is pressure (alarm reclaim_not_underload)", "10")
     .option("--psi-rate-limit <pct>", "stall % over the last interval over this is pressure", "10")
     .option("--host-class <class>", "this host's class: a retried job of this class pages retry_worker_idle", "shared-free")

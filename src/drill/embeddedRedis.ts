@@ -8,6 +8,7 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessStat } from "../host/process.js";
 import { acquireDrillLock } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
+import { findByCwd, realDir } from "./strays.js";
 
 /**
  * The drill's own redis-server: 127.0.0.1 on a free port, data in the state
@@ -74,16 +75,13 @@ export async function startEmbeddedRedis(spec: EmbeddedRedisSpec): Promise<Embed
   const serverArgs = redisServerArgs(spec.dir, port);
   const env = spec.env ?? process.env;
   const wrapped = spec.lifetimeMs !== undefined;
-  const child = wrapped
-    ? // The wrapper must not carry DRILL_RUN_ID: rollback's sweep for the run's
-      // strays would SIGTERM it, and timeout passes the signal on, stopping
-      // Redis before the drain is exported. Redis itself is found by its cwd.
-      spawn("timeout", ["--signal=TERM", "--kill-after=30s", `${Math.ceil(spec.lifetimeMs! / 1000)}s`, "redis-server", ...serverArgs], {
-        detached: spec.detached ?? false,
-        stdio: ["ignore", "ignore", log],
-        env: withoutRunId(env),
-      })
-    : spawn("redis-server", serverArgs, { detached: spec.detached ?? false, stdio: ["ignore", "ignore", log], env });
+  // The wrapper must not carry DRILL_RUN_ID: rollback's sweep for the run's
+  // strays would SIGTERM it, and timeout passes the signal on, stopping Redis
+  // before the drain is exported. Redis itself is found by its cwd.
+  const [command, args, childEnv] = wrapped
+    ? ["timeout", ["--signal=TERM", "--kill-after=30s", `${Math.ceil(spec.lifetimeMs! / 1000)}s`, "redis-server", ...serverArgs], withoutRunId(env)]
+    : ["redis-server", serverArgs, env];
+  const child = spawn(command, args, { detached: spec.detached ?? false, stdio: ["ignore", "ignore", log], env: childEnv });
   closeSync(log);
   const notOnPath = "not on PATH (install redis-server, or give --redis <url>)";
   const spawnError = new Promise<never>((_, reject) =>
@@ -116,8 +114,7 @@ function withoutRunId(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 
 /** The pid of the server answering at `url`, as it reports it (`INFO server` process_id). */
 async function serverPid(url: string): Promise<number> {
-  const redis = new Redis(url, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
-  redis.on("error", () => {});
+  const redis = probeClient(url, 1000);
   try {
     await redis.connect();
     const pid = Number(/^process_id:(\d+)\r?$/m.exec(await redis.info("server"))?.[1]);
@@ -128,12 +125,18 @@ async function serverPid(url: string): Promise<number> {
   }
 }
 
+/** A client for one question to a server that may not be there: no retries, no queueing, errors surface through the call. */
+function probeClient(url: string, connectTimeoutMs: number): Redis {
+  const redis = new Redis(url, { lazyConnect: true, connectTimeout: connectTimeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  redis.on("error", () => {});
+  return redis;
+}
+
 export async function waitForPing(url: string, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let lastError = "no answer";
   while (Date.now() < deadline) {
-    const redis = new Redis(url, { lazyConnect: true, connectTimeout: 500, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
-    redis.on("error", () => {});
+    const redis = probeClient(url, 500);
     try {
       await redis.connect();
       if ((await redis.ping()) === "PONG") return;
@@ -162,7 +165,7 @@ export async function reviveEmbeddedRedis(
   redisDir: string,
   holder: string,
 ): Promise<{ server: EmbeddedRedis; stop: () => Promise<void> }> {
-  requireDataDir(redisDir);
+  requireRestartable(roots, redisDir);
   const lock = acquireDrillLock(roots, drillDir, "rollback", holder);
   try {
     const server = await startEmbeddedRedis({ dir: redisDir, lifetimeMs: REVIVED_LIFETIME_MS });
@@ -191,10 +194,19 @@ export async function reviveEmbeddedRedis(
  */
 export async function isEmbeddedRedis(redis: Redis, dir: string): Promise<boolean> {
   const reply = (await redis.config("GET", "dir")) as unknown;
-  return Array.isArray(reply) && reply[1] === dir;
+  return Array.isArray(reply) && reply[1] === realDir(dir);
 }
 
-/** Restarting on a missing dir would start an empty server: an empty queue reported, or exported, as fact. */
-export function requireDataDir(dir: string): void {
+/**
+ * Before restarting the drill's Redis on `dir`: the dir must exist (else an
+ * empty server would report, or export, an empty queue as fact) and no
+ * redis-server may still run in it (two servers on one AOF corrupt it; one
+ * that runs but does not answer is for a human to look at).
+ */
+export function requireRestartable(roots: HostRoots, dir: string): void {
   if (!existsSync(dir)) throw new DrillError(`no Redis data dir ${dir} to restart from`);
+  const running = findByCwd(roots, dir).filter((p) => p.comm.startsWith("redis-server"));
+  if (running.length > 0) {
+    throw new DrillError(`redis-server pid ${running.map((p) => p.pid).join(", ")} still runs in ${dir} but is not the one answering: not starting a second server on its AOF`);
+  }
 }

@@ -12,7 +12,7 @@ import { readHostPsi } from "../host/psi.js";
 import { DrillQueue } from "../queue/queue.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
 import { drainQueue, exportKeys, type DrainResult } from "./drain.js";
-import { isEmbeddedRedis, requireDataDir, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
+import { isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { drillDir, readState, writeState, type DrillState, type ProcessRole } from "./state.js";
@@ -357,7 +357,7 @@ async function connectDrillRedis(
   }
   try {
     const embedded = state.redis.embedded;
-    requireDataDir(embedded.dir);
+    requireRestartable(options.roots, embedded.dir);
     // If this rollback dies half-way, the restarted server still exits by itself.
     const restarted = await startEmbeddedRedis({ dir: embedded.dir, detached: true, env: { ...process.env, DRILL_RUN_ID: state.runId }, lifetimeMs: SELF_EXIT_GRACE_MS });
     const stat = readProcessStat(options.roots, restarted.pid);

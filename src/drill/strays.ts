@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { readdirSync, readFileSync, readlinkSync, realpathSync } from "node:fs";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessStat } from "../host/process.js";
 
@@ -49,8 +49,19 @@ export function findByRunId(roots: HostRoots, runId: string, exclude: ReadonlySe
 /**
  * Processes whose working directory is `dir`. redis-server rewrites its
  * process title over its environment, so DRILL_RUN_ID cannot be read back
- * from it; it does chdir into its --dir, which is the drill's own.
+ * from it; it does chdir into its --dir, which is the drill's own. The
+ * kernel shows a cwd with its symlinks resolved: so is `dir` before comparing.
  */
 export function findByCwd(roots: HostRoots, dir: string, exclude: ReadonlySet<number> = new Set([process.pid])): StrayProcess[] {
-  return scanProcesses(roots, exclude, (pid) => readlinkSync(roots.proc(pid, "cwd")).replace(/ \(deleted\)$/, "") === dir);
+  const target = realDir(dir);
+  return scanProcesses(roots, exclude, (pid) => readlinkSync(roots.proc(pid, "cwd")).replace(/ \(deleted\)$/, "") === target);
+}
+
+/** `dir` with its symlinks resolved, as the kernel (a cwd) and Redis (CONFIG GET dir) report it; as given when it is gone. */
+export function realDir(dir: string): string {
+  try {
+    return realpathSync(dir);
+  } catch {
+    return dir;
+  }
 }

@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isEmbeddedRedis, reviveEmbeddedRedis, startEmbeddedRedis } from "../../src/drill/embeddedRedis.js";
+import { isEmbeddedRedis, requireRestartable, reviveEmbeddedRedis, startEmbeddedRedis } from "../../src/drill/embeddedRedis.js";
+import { stopRecordedProcess } from "../../src/drill/processes.js";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { isSameProcess, readProcessStat } from "../../src/host/process.js";
 import { processesNaming } from "../helpers/hostClean.js";
@@ -73,6 +74,26 @@ describe("the embedded redis-server's lifetime (DESIGN: detached children exit b
     } finally {
       client.disconnect();
     }
+  });
+
+  it("a state dir reached through a symlink: its live server is still the drill's, and no second one is started on its AOF", async () => {
+    const real = mkdtempSync(path.join(root, "real-"));
+    const link = path.join(root, "link");
+    symlinkSync(real, link);
+    const dir = path.join(link, "redis");
+    const server = await startEmbeddedRedis({ dir, lifetimeMs: 30_000 });
+    const client = new Redis(server.url, { maxRetriesPerRequest: 0, retryStrategy: () => null });
+    client.on("error", () => {});
+    try {
+      expect(await isEmbeddedRedis(client, dir)).toBe(true);
+      expect(() => requireRestartable(roots, dir)).toThrow(/still runs in .* not starting a second server/);
+    } finally {
+      client.disconnect();
+      const stat = readProcessStat(roots, server.pid);
+      await stopRecordedProcess(roots, { pid: server.pid, startTime: stat.ok ? stat.value.startTime : null });
+    }
+    expect(() => requireRestartable(roots, dir)).not.toThrow();
+    expect(() => requireRestartable(roots, path.join(root, "never-made"))).toThrow(/no Redis data dir/);
   });
 
   it("says redis-server is not on PATH when its wrapper cannot find it (timeout exits 127)", async () => {
