@@ -87,6 +87,32 @@ export function assembleWorkerCgroup(name: string, layout: CgroupLayoutKind, mem
   };
 }
 
+/**
+ * The worker cgroup at directories recorded earlier (a drill's state), or null
+ * when they do not fit this layout. Rollback uses the record, not --parent:
+ * `self` resolved again from another shell, tmux window or cron job would be
+ * somebody else's cgroup.
+ */
+export function workerCgroupFromDirs(layout: CgroupLayout, name: string, dirs: readonly string[]): WorkerCgroup | null {
+  let memory: CgroupDir | null = null;
+  let unified: CgroupDir | null = null;
+  const under = (mount: string | null, dir: string): string | null => {
+    if (mount === null) return null;
+    const rel = path.relative(mount, dir);
+    return rel !== "" && !rel.startsWith("..") && !path.isAbsolute(rel) ? rel : null;
+  };
+  for (const dir of dirs) {
+    const inMemory = under(layout.memoryMount, dir);
+    const inUnified = under(layout.unifiedMount, dir);
+    if (inUnified !== null && unified === null) unified = cgroupDir(2, layout.unifiedMount!, inUnified);
+    else if (inMemory !== null && memory === null) memory = cgroupDir(1, layout.memoryMount!, inMemory);
+    else return null;
+  }
+  if (layout.kind !== "v2" && memory === null) return null;
+  if (layout.kind === "v2" && (unified === null || memory !== null)) return null;
+  return assembleWorkerCgroup(name, layout.kind, memory, unified);
+}
+
 /** Resolves --name/--parent (with `self` read from <procfs>/self/cgroup) to the worker cgroup. */
 export function resolveWorkerCgroup(roots: HostRoots, layout: CgroupLayout, name: string, parent: ParentSpec): WorkerCgroup {
   const selfFile = roots.proc("self", "cgroup");

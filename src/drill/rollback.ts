@@ -3,9 +3,9 @@ import path from "node:path";
 import type { Redis } from "ioredis";
 import { requireLayout } from "../cgroup/layout.js";
 import { validateParent } from "../cgroup/names.js";
-import { resolveWorkerCgroup } from "../cgroup/paths.js";
+import { resolveWorkerCgroup, workerCgroupFromDirs } from "../cgroup/paths.js";
 import { teardownWorkerCgroup } from "../cgroup/teardown.js";
-import { DrillError } from "../errors.js";
+import { DrillError, RefusedError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessStat } from "../host/process.js";
 import { readHostPsi } from "../host/psi.js";
@@ -121,8 +121,17 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
       const cg = state.cgroup;
       await guard(record, "kill and remove cgroup", async () => {
         const layout = requireLayout(roots);
-        const computed = resolveWorkerCgroup(roots, layout, cg.name, validateParent(cg.parent));
-        const torn = await teardownWorkerCgroup(roots, computed, { stateDir: options.stateDir, timeoutMs: 10_000 });
+        // The dirs up recorded before setup; --parent again only when up died before recording them.
+        const computed = workerCgroupFromDirs(layout, cg.name, cg.dirs) ?? resolveWorkerCgroup(roots, layout, cg.name, validateParent(cg.parent));
+        let torn;
+        try {
+          torn = await teardownWorkerCgroup(roots, computed, { stateDir: options.stateDir, timeoutMs: 10_000 });
+        } catch (err) {
+          // Not drill's (no marker, or recreated since): nothing of this drill is
+          // there to remove, and failing here would fail every rollback after it.
+          if (err instanceof RefusedError) return err.message;
+          throw err;
+        }
         if (torn.kind === "nothing") return `nothing at ${torn.looked.join(", ")}`;
         const killed = torn.killed.map((t) => `${t.pid} (${t.comm ?? "?"})`).join(", ");
         return `killed ${torn.killed.length}${killed ? `: ${killed}` : ""} via ${torn.method.join("+")}; removed ${[...torn.removed, ...torn.alreadyGone].join(", ")}`;
@@ -155,9 +164,11 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     }
     crash("re-drain");
 
-    // 8. export every key, then stop an embedded Redis
+    // 8. export every key, then stop an embedded Redis: only after the export,
+    // which is then the one copy of the drain outside its AOF.
     if (state.redis.embedded) {
-      if (queue && result.drainLength !== null) {
+      const exportable = queue !== null && result.drainLength !== null;
+      if (queue && exportable) {
         const file = path.join(drillDir(options.stateDir, name), `final-${new Date().toISOString().replace(/[:.]/g, "-")}.jsonl`);
         await guard(record, "export", async () => {
           const exported = await exportKeys(queue.redis, queue.keys, file);
@@ -165,15 +176,17 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
           state.rollback = { at: new Date().toISOString(), exported: exported.file, drained: result.drainLength ?? undefined, left: [] };
           writeState(options.stateDir, state);
           return `${exported.keys} keys to ${exported.file}`;
-        });
-        await closeRedis(redis);
+        }, (err) => result.left.push(`export to ${file} failed (${err instanceof Error ? err.message : String(err)}); the embedded Redis keeps running with the drain (run drill rollback again)`));
+      }
+      await closeRedis(redis);
+      if (result.exported !== null) {
         await stopRoles(state, ["redis"], roots, record, "stop embedded redis");
         // A redis whose pid never reached the state file (killed between spawn and write).
         for (const stray of embeddedRedisProcesses(roots, state)) {
           if ((await stopRecordedProcess(roots, stray)) === "alive") result.left.push(`redis-server ${stray.pid} survived SIGKILL`);
         }
       } else {
-        record("stop embedded redis", false, "kept running: the drain is not exported yet");
+        record("stop embedded redis", false, exportable ? "kept running: the export failed" : "kept running: the drain is not exported yet");
       }
     } else {
       await closeRedis(redis);

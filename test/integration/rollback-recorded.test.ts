@@ -1,0 +1,83 @@
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, rmdirSync, rmSync } from "node:fs";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { drillBin, runDrill } from "../helpers/cli.js";
+import { cgroupDirsLeft, forceCleanup, realCgroupSkipReason, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
+import { readState, writeState, type DrillState } from "../../src/drill/state.js";
+import type { WorkerCgroup } from "../../src/cgroup/paths.js";
+
+const skip = realCgroupSkipReason();
+if (skip) console.warn(`skipping rollback-from-the-record tests: ${skip}`);
+
+/** A drill's state as `up` leaves it once the cgroup is recorded (no Redis, no children). */
+function recordDrill(stateDir: string, name: string, cgroup: WorkerCgroup): DrillState {
+  const gone = spawnSync("true"); // a pid that has exited: the owner is not running
+  const state: DrillState = {
+    version: 1,
+    name,
+    runId: `${name}-test`,
+    drillFile: "drills/smoke.yaml",
+    createdAt: new Date().toISOString(),
+    phase: "running",
+    queue: "jobs",
+    redis: { url: "", embedded: null },
+    cgroup: { name: cgroup.name, parent: "self", dirs: cgroup.dirs.map((d) => d.dir) },
+    processes: [],
+    fileDir: null,
+    owner: { pid: gone.pid ?? 999_999, startTime: null },
+  };
+  mkdirSync(path.join(stateDir, name), { recursive: true });
+  writeState(stateDir, state);
+  return state;
+}
+
+describe.skipIf(skip !== null)("rollback tears down what up recorded (real cgroups under the test's own)", () => {
+  const cleanups: Array<() => Promise<void> | void> = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  it("--parent self: a rollback run from another cgroup (another shell, a cron job) still removes the drill's cgroup", async () => {
+    const stateDir = tempStateDir();
+    const name = `rbself${process.pid}`;
+    const cgroup = realWorkerCgroup(name);
+    cleanups.push(() => rmSync(stateDir, { recursive: true, force: true }));
+    cleanups.push(() => forceCleanup(cgroup, stateDir));
+    const setup = await runDrill(["--state-dir", stateDir, "cgroup", "setup", "--parent", "self", "--name", name, "--memory-max", "64M"]);
+    expect(setup.exitCode, setup.stderr).toBe(0);
+    recordDrill(stateDir, name, cgroup);
+
+    // rollback runs in a sibling cgroup: its own `self` is not the one up had.
+    const limitsParent = path.dirname(cgroup.limits.dir);
+    const elsewhere = path.join(limitsParent, `rbother${process.pid}`);
+    mkdirSync(elsewhere);
+    cleanups.push(() => {
+      if (existsSync(elsewhere)) rmdirSync(elsewhere);
+    });
+    const script = `echo $$ > '${elsewhere}/cgroup.procs' && exec node '${drillBin}' --state-dir '${stateDir}' rollback --name ${name}`;
+    const rollback = spawnSync("sh", ["-c", script], { encoding: "utf8", timeout: 60_000, env: { ...process.env, NO_COLOR: "1" } });
+    expect(rollback.status, rollback.stdout + rollback.stderr).toBe(0);
+    expect(rollback.stdout).toMatch(/kill and remove cgroup: .*removed/);
+    expect(cgroupDirsLeft(cgroup)).toEqual([]);
+    expect(readState(stateDir, name)?.phase).toBe("complete");
+  });
+
+  it("a cgroup drill did not make (up refused it) is left alone, and rollback still completes, twice", async () => {
+    const stateDir = tempStateDir();
+    const name = `rbforeign${process.pid}`;
+    const cgroup = realWorkerCgroup(name);
+    cleanups.push(() => rmSync(stateDir, { recursive: true, force: true }));
+    cleanups.push(() => forceCleanup(cgroup, stateDir));
+    mkdirSync(cgroup.limits.dir); // somebody else's: no drill marker
+    recordDrill(stateDir, name, cgroup);
+
+    const first = await runDrill(["--state-dir", stateDir, "rollback", "--name", name]);
+    expect(first.exitCode, first.stdout + first.stderr).toBe(0);
+    expect(first.stdout).toMatch(/not created by drill/);
+    expect(existsSync(cgroup.limits.dir)).toBe(true);
+    expect(readState(stateDir, name)?.phase).toBe("complete");
+    const second = await runDrill(["--state-dir", stateDir, "rollback", "--name", name]);
+    expect(second.exitCode, second.stdout + second.stderr).toBe(0);
+  });
+});
