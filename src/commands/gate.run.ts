@@ -1,5 +1,6 @@
 import os from "node:os";
 import { hostRoots, type GlobalOptions } from "../context.js";
+import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { InterruptedError, RefusedError, UsageError } from "../errors.js";
 import { readHostPsi } from "../host/psi.js";
 import { runGate, type GateOptions } from "../gate/loop.js";
@@ -61,6 +62,9 @@ export function resolveGateOptions(raw: RawGateOptions, json: boolean): { option
     idleExitMs: raw.idleExit === undefined ? null : parseDuration(raw.idleExit, "--idle-exit"),
     json,
   };
+  // A typo here must not leave the gate deciding on host signals alone: exit 2 naming the flag.
+  validateCgroupName(raw.name);
+  validateParent(raw.parent);
   return { options, target: { name: raw.name, parent: raw.parent, pressureFile: raw.cgroupPressure } };
 }
 

@@ -58,7 +58,9 @@ export interface CpuUsage {
 export function cpuUsageBetween(prev: CpuTimes, next: CpuTimes): CpuUsage | null {
   const total = next.total - prev.total;
   const idle = next.idle - prev.idle;
-  const iowait = next.iowait - prev.iowait;
-  if (total <= 0 || idle < 0 || iowait < 0) return null;
+  // proc(5): iowait "may decrease in certain conditions" (per-CPU accounting,
+  // worst while thrashing): a decrease is no iowait, not an unreadable sample.
+  const iowait = Math.max(0, next.iowait - prev.iowait);
+  if (total <= 0 || idle < 0) return null;
   return { idlePct: (idle / total) * 100, iowaitPct: (iowait / total) * 100 };
 }

@@ -146,6 +146,10 @@ describe("drill pack + drill gate (built binary)", () => {
       [["gate", "--slack-limit", "1.5"], "--slack-limit"],
       [["gate", "--interval", "soon"], "--interval"],
       [["gate", "--gate-id", "../x"], "--gate-id"],
+      // a typo must not leave the gate on host signals alone
+      [["gate", "--name", "../x"], "--name"],
+      [["gate", "--name", "cgroup.procs"], "--name"],
+      [["gate", "--parent", "../../etc"], "--parent"],
       [["gate", "mode", "maybe"], "mode"],
     ] as const) {
       const result = await drill([...args]);

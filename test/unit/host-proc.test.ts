@@ -75,6 +75,15 @@ describe("parseProcStatCpu / cpuUsageBetween", () => {
     expect(usage?.idlePct).toBeCloseTo(40);
     expect(usage?.iowaitPct).toBeCloseTo(10);
   });
+  it("iowait going back (proc(5) allows it) is 0 iowait, and idle is still computed", () => {
+    const a = parseProcStatCpu("cpu  1000 0 1000 5000 300 0 0 0 0 0\n", "/proc/stat");
+    const b = parseProcStatCpu("cpu  1100 0 1100 5100 295 0 0 0 0 0\n", "/proc/stat");
+    expect(a.ok && b.ok).toBe(true);
+    if (!a.ok || !b.ok) return;
+    const usage = cpuUsageBetween(a.value, b.value);
+    expect(usage?.idlePct).toBeCloseTo((100 / 295) * 100);
+    expect(usage?.iowaitPct).toBe(0);
+  });
   it("is null when no time passed", () => {
     const a = parseProcStatCpu(line(1000, 0), "f");
     expect(a.ok && cpuUsageBetween(a.value, a.value)).toBeNull();
