@@ -195,6 +195,28 @@ export function unmarkFirstToken(payload: Buffer): Buffer {
   return stripped === text ? payload : Buffer.from(stripped, "latin1");
 }
 
+/**
+ * Entries of a worker's working list that no job of this run accounts for:
+ * what a BLMOVE whose reply was lost left there, to be run. `held` is every
+ * payload this run has a job for, the one just taken included (it is listed
+ * before it starts); each accounts for one entry, so a payload listed twice
+ * with one job is one stray. Compared without the first-token mark: a mark
+ * applied with its reply lost lists the marked bytes while the job holds the
+ * plain ones.
+ */
+export function strayPayloads(listed: readonly Buffer[], held: readonly Buffer[]): Buffer[] {
+  const key = (payload: Buffer): string => unmarkFirstToken(payload).toString("latin1");
+  const counts = new Map<string, number>();
+  for (const payload of held) counts.set(key(payload), (counts.get(key(payload)) ?? 0) + 1);
+  const strays: Buffer[] = [];
+  for (const payload of listed) {
+    const n = counts.get(key(payload)) ?? 0;
+    if (n > 0) counts.set(key(payload), n - 1);
+    else strays.push(payload);
+  }
+  return strays;
+}
+
 // ---- worker identity ---------------------------------------------------------
 
 /**

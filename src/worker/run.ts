@@ -21,6 +21,7 @@ import {
   markFirstToken,
   planJob,
   prefillKvSlice,
+  strayPayloads,
   unmarkFirstToken,
   type StopReason,
   type WorkerConfig,
@@ -353,7 +354,8 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
           outageSince = null;
           failures = 0;
           // A BLMOVE whose reply was lost left its job in our working list: run it.
-          for (const stray of await strays(redis, working, held)) {
+          // The one just taken is listed too but not running yet: not a stray.
+          for (const stray of await strays(redis, working, held, payload)) {
             summary.taken++;
             startJob(stray);
           }
@@ -445,21 +447,12 @@ async function claimWorkerId(redis: Redis, keys: WorkerKeys, workerId: string, t
   throw new DrillError(`could not claim ${heartbeat}: it changed hands while claiming`);
 }
 
-/** Payloads in our working list that no running job holds (a lost BLMOVE reply). */
-async function strays(redis: Redis, working: string, held: ReadonlySet<{ current: Buffer }>): Promise<Buffer[]> {
-  const counts = new Map<string, number>();
-  for (const slot of held) {
-    const key = slot.current.toString("latin1");
-    counts.set(key, (counts.get(key) ?? 0) + 1);
-  }
-  const found: Buffer[] = [];
-  for (const payload of await redis.lrangeBuffer(working, 0, -1)) {
-    const key = payload.toString("latin1");
-    const n = counts.get(key) ?? 0;
-    if (n > 0) counts.set(key, n - 1);
-    else found.push(payload);
-  }
-  return found;
+/** Payloads in our working list that no job of this run holds (a lost BLMOVE reply); `taken`: the one just moved, not started yet. */
+async function strays(redis: Redis, working: string, held: ReadonlySet<{ current: Buffer }>, taken: Buffer | null): Promise<Buffer[]> {
+  // Held as of before the read: a job that finishes meanwhile has left the list too.
+  const holding = [...held].map((slot) => slot.current);
+  if (taken !== null) holding.push(taken);
+  return strayPayloads(await redis.lrangeBuffer(working, 0, -1), holding);
 }
 
 /**

@@ -3,8 +3,9 @@
 // torn down. (1) admitted jobs are processed, stats add up, inflight released,
 // nothing lost; (2) the passes really slow under a thrash hog in the same
 // cgroup, and the cgroup's PSI total grows (a relative comparison in one run);
-// (3) SIGKILL mid-job: a new worker with the same id recovers its list.
-import type { ChildProcess } from "node:child_process";
+// (3) SIGKILL mid-job: a new worker with the same id recovers its list;
+// (4) a Redis outage: the job taken when it comes back runs once.
+import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { createInterface } from "node:readline";
@@ -23,7 +24,7 @@ import { workerKeys } from "../../src/worker/scripts.js";
 import { forceCleanup, realDrillSkipReason, realRoots, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
 import { drillBin } from "../helpers/cli.js";
 import { assertNoJobLost } from "../helpers/invariants.js";
-import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+import { freePort, startRedisServer, waitForPing, type RedisServer } from "../helpers/redisServer.js";
 
 const reason = realDrillSkipReason();
 if (reason) console.warn(`skipping real worker tests: ${reason}`);
@@ -81,6 +82,31 @@ function workerArgs(queue: string, workerId: string, extra: string[]): string[] 
     "--name", cg.name, "--parent", "self", "--queue", queue, "--worker-id", workerId,
     "--weights-dir", weightsDir, "--kv-bytes-per-token", "256", ...extra,
   ];
+}
+
+/**
+ * Writes to the main server's data while it is down and the worker cannot see
+ * it: a second redis-server on the same AOF dir, on another port, stopped
+ * again (SIGTERM flushes the AOF) before the main one restarts on that dir.
+ */
+async function whileDown(write: (side: Redis) => Promise<unknown>): Promise<void> {
+  const port = await freePort();
+  const side = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", server.dir, "--daemonize", "no", "--loglevel", "warning"], { stdio: "ignore" });
+  children.add(side);
+  const exited = new Promise((resolve) => side.once("exit", resolve));
+  try {
+    await waitForPing(port, 10_000, () => (side.exitCode !== null ? `side redis-server exited ${side.exitCode}` : null));
+    const client = await connectRedis(`redis://127.0.0.1:${port}`, { name: "test-worker-side" });
+    try {
+      await write(client);
+    } finally {
+      await closeRedis(client);
+    }
+  } finally {
+    side.kill("SIGTERM");
+    await exited;
+    children.delete(side);
+  }
 }
 
 function startWorker(queue: string, workerId: string, extra: string[]): ResultPromise<{ reject: false; env: Record<string, string>; timeout: number; buffer: true }> {
@@ -290,6 +316,42 @@ describe.skipIf(reason)("drill worker (real cgroup, real redis)", () => {
     expect((await redis.lrange(k.admitted, 0, -1)).map((p) => (JSON.parse(p) as Job).id)).toEqual(jobs.map((j) => j.id));
     expect(await redis.hlen(k.inflight)).toBe(2); // still admitted: their packed tokens stay counted
     await assertNoJobLost(redis, queue, jobs.map((j) => j.id));
+    expect(readdirSync(weightsDir)).toEqual([]);
+  });
+
+  it("a Redis outage: the job taken when Redis is back runs once and its tokens count once; a job a lost BLMOVE reply left in the working list runs once too", async () => {
+    const queue = "w5";
+    const k = queueKeys(queue);
+    const taken = job({ completion_tokens: 30 });
+    const lost = job({ completion_tokens: 7 });
+    const worker = startWorker(queue, "t5", ["--weights", "32M", "--decode-tokens-per-s", "0", "--max-jobs", "2"]);
+    let stderr = "";
+    worker.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    await waitFor("the worker to take jobs", () => stderr.includes("taking jobs from"));
+
+    server.kill("SIGKILL");
+    await waitFor("the worker to see the outage", () => stderr.includes("redis unavailable"));
+    // Written while it is down, so the worker's first take after the outage returns `taken`;
+    // `lost` is what a BLMOVE executed just before the outage, its reply lost, leaves behind.
+    await whileDown(async (side) => {
+      for (const j of [taken, lost]) await side.hset(k.inflight, j.id, j.prompt_tokens);
+      await side.rpush(k.admitted, encodeJob(taken));
+      await side.rpush(k.working("t5"), encodeJob(lost));
+    });
+    await server.restart();
+
+    const result = await worker;
+    expect(result.exitCode, result.stderr).toBe(0);
+    expect(result.stderr).toMatch(/worker t5: redis back after/);
+    expect(result.stderr).not.toMatch(/not recorded twice/);
+    expect(result.stderr).toMatch(new RegExp(`stopped \\(max_jobs\\): taken=2 done=2 .*tokens=${taken.completion_tokens + lost.completion_tokens}\\b`));
+    const lines = result.stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.filter((l) => l.event === "done").map((l) => l.id).sort()).toEqual([taken.id, lost.id].sort());
+    expect((await doneRecords(queue)).map((r) => r.id).sort()).toEqual([taken.id, lost.id].sort());
+    expect(await redis.hget(k.stats, "tokens_out")).toBe(String(taken.completion_tokens + lost.completion_tokens));
+    expect(await redis.hget(k.stats, "jobs_done")).toBe("2");
+    expect(await redis.hlen(k.inflight)).toBe(0);
+    await assertNoJobLost(redis, queue, [taken.id, lost.id]);
     expect(readdirSync(weightsDir)).toEqual([]);
   });
 });

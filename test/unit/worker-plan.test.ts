@@ -12,6 +12,7 @@ import {
   markFirstToken,
   planJob,
   prefillKvSlice,
+  strayPayloads,
   unmarkFirstToken,
 } from "../../src/worker/plan.js";
 import { parseWeightsFileName, weightsFileName } from "../../src/worker/weightsFile.js";
@@ -86,6 +87,43 @@ describe("first-token mark", () => {
     expect(unmarkFirstToken(payload)).toBe(payload);
     expect(markFirstToken(Buffer.from("[1,2]"), 5)).toBeNull();
     expect(markFirstToken(Buffer.from('{"a":1} trailing'), 5)).toBeNull();
+  });
+});
+
+describe("strayPayloads (after an outage: what a lost BLMOVE reply left in the working list)", () => {
+  const a = Buffer.from('{"id":"a","prompt_tokens":10}');
+  const b = Buffer.from('{"id":"b","prompt_tokens":20}');
+  const c = Buffer.from('{"id":"c","prompt_tokens":30}');
+  const ids = (payloads: Buffer[]): string[] => payloads.map((p) => p.toString());
+
+  it("the job just taken is listed but not running yet: held, not a stray (else it runs twice)", () => {
+    expect(strayPayloads([a, b], [a, b])).toEqual([]);
+    // Without it among the held, it would be started as a stray and again as the taken job.
+    expect(ids(strayPayloads([a, b], [a]))).toEqual([b.toString()]);
+  });
+
+  it("a job listed with no job holding it is a stray, in list order", () => {
+    expect(ids(strayPayloads([c, a, b], [a]))).toEqual([c.toString(), b.toString()]);
+  });
+
+  it("matches marked and unmarked forms of the same payload, either way round", () => {
+    const aMarked = markFirstToken(a, 1764480000935)!;
+    // The mark applied with its reply lost: listed marked, the job still holds the plain bytes.
+    expect(strayPayloads([aMarked, b], [a, b])).toEqual([]);
+    // The mark applied and acknowledged.
+    expect(strayPayloads([aMarked, b], [aMarked, b])).toEqual([]);
+    expect(strayPayloads([a], [aMarked])).toEqual([]);
+  });
+
+  it("each held payload accounts for one entry: the same bytes listed twice with one job is one stray", () => {
+    expect(ids(strayPayloads([a, a], [a]))).toEqual([a.toString()]);
+    expect(ids(strayPayloads([markFirstToken(a, 5)!, a], [a]))).toEqual([a.toString()]);
+    expect(strayPayloads([a, a], [a, a])).toEqual([]);
+  });
+
+  it("a held job no longer listed (done meanwhile, or recovered elsewhere) changes nothing", () => {
+    expect(ids(strayPayloads([b], [a, c]))).toEqual([b.toString()]);
+    expect(strayPayloads([], [a])).toEqual([]);
   });
 });
 
