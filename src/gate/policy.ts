@@ -108,21 +108,31 @@ export function pressureTrigger(readings: PressureReadings, config: AdmissionCon
   return null;
 }
 
+/**
+ * Calm = every reading seen below half its limit. Host PSI is required, as in
+ * decideAdmission: unread, it is not calm, or the clear clock would run while
+ * the gate is blind (and a latch cleared then admits at PSI 7). The worker
+ * cgroup is optional: its readings absent count as calm.
+ */
 function isCalm(readings: PressureReadings, config: AdmissionConfig): boolean {
-  const below = (value: number | null, limit: number) => value === null || value < limit / 2;
+  const below = (value: number, limit: number) => value < limit / 2;
+  const optionalBelow = (value: number | null, limit: number) => value === null || below(value, limit);
   return (
     !readings.cgSwapLeak &&
+    readings.psiSomeAvg10 !== null &&
     below(readings.psiSomeAvg10, config.psiLimit) &&
+    readings.stallRatePct !== null &&
     below(readings.stallRatePct, config.psiRateLimit) &&
-    below(readings.cgPsiSomeAvg10, config.psiLimit) &&
-    below(readings.cgStallRatePct, config.psiRateLimit)
+    optionalBelow(readings.cgPsiSomeAvg10, config.psiLimit) &&
+    optionalBelow(readings.cgStallRatePct, config.psiRateLimit)
   );
 }
 
 /**
  * Hysteresis: trips as soon as anything is over its limit; clears only after
  * every reading stayed below half its limit for pressureClearMs, so the gate
- * does not flap around the threshold.
+ * does not flap around the threshold. While host PSI is unknown the latch
+ * keeps its state and the calm clock starts over once it is read again.
  */
 export function nextPressureState(
   prev: PressureState,

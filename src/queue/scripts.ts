@@ -31,10 +31,13 @@ local function event(stream, reason, job, figures, ts, gate, attempt)
   redis.call('XADD', stream, 'MAXLEN', '~', '100000', '*',
     'reason', reason, 'job', job, 'figures', figures, 'ts', ts, 'gate', gate, 'attempt', attempt)
 end
--- Same id seen before: a different job under that id is dead; the identical
--- delivery (same fingerprint, same attempt) gets the stored decision and its
--- copy is dropped, so tokens are never counted twice. A new attempt of the
--- same job is decided afresh.
+-- Same id seen before: a different job under that id is dead; the same job
+-- (same fingerprint) gets the stored decision and its copy is dropped, so it
+-- never runs twice nor has its tokens counted twice, when it is the same
+-- attempt, or when it was admitted whatever the attempt: gate recovery bumps
+-- the attempt of a re-sent copy, and an admitted job never comes back through
+-- the gate (the worker's recovery returns it to admitted). A new attempt of a
+-- rejected job is decided afresh.
 local function check_record(processing, dead, decisions, events, stats, payload, id, fp, attempt, ts, gate, conflict_entry)
   local rfp, rattempt, rkind, rfigures = parse_record(redis.call('HGET', decisions, id))
   if not rfp then return nil end
@@ -45,7 +48,7 @@ local function check_record(processing, dead, decisions, events, stats, payload,
     redis.call('HINCRBY', stats, 'dead', 1)
     return {'conflict', rkind, rfigures}
   end
-  if rattempt == attempt then
+  if rattempt == attempt or rkind == 'admit' then
     redis.call('LREM', processing, 1, payload)
     event(events, 'redelivery', id, 'stored=' .. rkind .. ' ' .. rfigures, ts, gate, attempt)
     redis.call('HINCRBY', stats, 'redelivered', 1)
@@ -82,7 +85,7 @@ if redis.call('GET', mode) == 'reject_all' then return {'reject_all'} end
 local packed = tokens
 local entries = redis.call('HGETALL', inflight)
 for i = 1, #entries, 2 do
-  -- A new attempt of a job still counted in flight replaces its own entry.
+  -- Its own entry, if one is left without an admit record, is replaced, not added to.
   if entries[i] ~= id then packed = packed + (tonumber(entries[i + 1]) or 0) end
 end
 if packed > limit then return {'reject_packed_tokens', tostring(packed)} end

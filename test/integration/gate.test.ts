@@ -168,6 +168,28 @@ describe("gate against a real redis-server and a fake procfs", () => {
     await assertNoJobLost(redis, queue.keys.queue, ids);
   });
 
+  it("a re-sent copy of an admitted job, recovered from a dead gate with attempt+1, is a redelivery, not a second admit", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    // Small enough that two copies fit under the cap: only the decision record can stop the second.
+    const job = await queue.push({ ...spec, promptTokens: 10_000 });
+    await queue.enqueue(job); // the producer's re-send after a lost reply
+    const { roots } = fakeProc(CALM_PSI);
+    const first = startGate(queue.keys.queue, roots, { maxJobs: 1 });
+    await first.done;
+    expect(first.lines).toEqual([`admit job=${job.id} packed=10000 limit=32000`]);
+    // Another gate took the second copy and died without a heartbeat.
+    await redis.lmove(queue.keys.ready, queue.keys.processing("dead-gate"), "LEFT", "RIGHT");
+    const second = startGate(queue.keys.queue, roots, { maxJobs: 1 });
+    await second.done;
+    expect(second.lines).toEqual([
+      `recovered job=${job.id} from_gate=dead-gate attempt=1 route=ready`,
+      `admit job=${job.id} packed=10000 limit=32000 redelivery=1`,
+    ]);
+    expect(await redis.llen(queue.keys.admitted)).toBe(1);
+    expect(await redis.hgetall(queue.keys.inflight)).toEqual({ [job.id]: "10000" });
+    expect((await assertNoJobLost(redis, queue.keys.queue, [job.id])).duplicates).toEqual([]);
+  });
+
   it("malformed payloads go to dead with a reason; the gate stays up; in-flight tokens unchanged", async () => {
     const queue = new DrillQueue(redis, `g${++n}`);
     await redis.hset(queue.keys.inflight, "outside", "1000");

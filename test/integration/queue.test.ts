@@ -116,7 +116,7 @@ describe("DrillQueue against a real redis-server", () => {
     await assertNoJobLost(redis, queue.keys.queue, [id, "99", "98"]);
   });
 
-  it("same id with a different payload is dead; an identical redelivery gets the stored decision; a new attempt is decided again", async () => {
+  it("same id with a different payload is dead; an identical redelivery gets the stored decision; a new attempt of an admitted job is a redelivery too", async () => {
     const queue = freshQueue();
     const job = await queue.push(spec);
     const mover = new BlockingMover(server.url, { name: "t" });
@@ -135,13 +135,72 @@ describe("DrillQueue against a real redis-server", () => {
     const dead = (await redis.lrange(queue.keys.dead, 0, -1)).map((e) => JSON.parse(e) as { reason: string });
     expect(dead.map((d) => d.reason)).toEqual(["id_reused_with_different_payload"]);
 
-    await queue.pushRaw(encodeJob({ ...job, attempt: 1 })); // a worker's recovery: decided afresh, its own tokens replaced
-    const retry = await take(queue, mover, "g");
-    expect(await queue.admit(retry!, 32_000)).toEqual({ kind: "admit", packed: 24_000 });
+    // Once admitted, the job is the worker's (its recovery goes back to admitted,
+    // not through the gate): a copy with another attempt is the same job again.
+    await queue.pushRaw(encodeJob({ ...job, attempt: 1 }));
+    const bumped = await take(queue, mover, "g");
+    expect(await queue.admit(bumped!, 32_000)).toEqual({ kind: "redelivery", storedKind: "admit", storedFigures: "packed=24000 limit=32000" });
     mover.close();
-    // The admitted list holds the first admit and the re-attempt: at-least-once, counted.
+    expect(await queue.inflightTokens()).toBe(24_000);
+    expect(await redis.llen(queue.keys.admitted)).toBe(1);
+    // Only the impostor's dead entry shares the id.
     const report = await assertNoJobLost(redis, queue.keys.queue, [job.id], { allowDuplicate: (_id, places) => places.every((p) => p === queue.keys.admitted || p === queue.keys.dead) });
-    expect(report.duplicates).toHaveLength(1);
+    expect(report.duplicates).toEqual([{ id: job.id, places: [queue.keys.admitted, queue.keys.dead] }]);
+  });
+
+  it("a re-sent copy recovered from a dead gate with attempt+1 is not admitted a second time", async () => {
+    const queue = freshQueue();
+    const job = await queue.push(spec);
+    await queue.enqueue(job); // the producer's re-send after a lost reply: two identical copies
+    const mover = new BlockingMover(server.url, { name: "t" });
+    const first = await take(queue, mover, "ga");
+    expect(await queue.admit(first!, 32_000)).toEqual({ kind: "admit", packed: 24_000 });
+    // Gate ga takes the second copy and dies before deciding it (no heartbeat):
+    // gb recovers it to the head of the ready list with the attempt counted.
+    await take(queue, mover, "ga");
+    expect((await queue.recoverExpiredGates("gb", 3)).map((r) => [r.id, r.attempt])).toEqual([[job.id, 1]]);
+    const second = await take(queue, mover, "gb");
+    mover.close();
+    expect(second!.job.attempt).toBe(1);
+    expect(await queue.admit(second!, 32_000)).toEqual({ kind: "redelivery", storedKind: "admit", storedFigures: "packed=24000 limit=32000" });
+    // One copy runs and jobs:inflight counts exactly that one.
+    expect(await redis.lrange(queue.keys.admitted, 0, -1)).toEqual([encodeJob(job).toString()]);
+    expect(await redis.hgetall(queue.keys.inflight)).toEqual({ [job.id]: "24000" });
+    expect(await redis.llen(queue.keys.processing("gb"))).toBe(0);
+    expect(await redis.hget(queue.keys.stats, "admitted")).toBe("1");
+    expect(await redis.hget(queue.keys.stats, "redelivered")).toBe("1");
+    const report = await assertNoJobLost(redis, queue.keys.queue, [job.id]);
+    expect(report.duplicates).toEqual([]);
+  });
+
+  it("the recovered copy decided first: the original attempt arriving later is the redelivery", async () => {
+    const queue = freshQueue();
+    const job = await queue.push(spec);
+    await queue.enqueue(job);
+    const mover = new BlockingMover(server.url, { name: "t" });
+    await take(queue, mover, "ga"); // ga dies holding copy one
+    const original = await take(queue, mover, "gb"); // gb holds copy two, attempt 0
+    await queue.recoverExpiredGates("gb", 3);
+    const recovered = await take(queue, mover, "gc");
+    mover.close();
+    expect(recovered!.job.attempt).toBe(1);
+    expect(await queue.admit(recovered!, 32_000)).toEqual({ kind: "admit", packed: 24_000 });
+    expect(await queue.admit(original!, 32_000)).toEqual({ kind: "redelivery", storedKind: "admit", storedFigures: "packed=24000 limit=32000" });
+    expect(await redis.llen(queue.keys.admitted)).toBe(1);
+    expect(await queue.inflightTokens()).toBe(24_000);
+    expect((await assertNoJobLost(redis, queue.keys.queue, [job.id])).duplicates).toEqual([]);
+  });
+
+  it("a rejected job's new attempt is still decided afresh", async () => {
+    const queue = freshQueue();
+    const job = await queue.push(spec);
+    const mover = new BlockingMover(server.url, { name: "t" });
+    const first = await take(queue, mover, "g");
+    expect(await queue.reject(first!, "reject_host_pressure", "psi=12.40", route)).toEqual({ kind: "applied", route: "retry" });
+    await queue.pushRaw(encodeJob({ ...job, attempt: 1 })); // the retry, brought back to this queue
+    const retry = await take(queue, mover, "g");
+    mover.close();
+    expect(await queue.admit(retry!, 32_000)).toEqual({ kind: "admit", packed: 24_000 });
   });
 
   it("re-running a decision after a lost reply is a no-op", async () => {

@@ -98,6 +98,41 @@ describe("nextPressureState: trips at once, clears after 5 s below half", () => 
     }
   });
 
+  it("host PSI unreadable is not calm: the latch holds, and PSI 7 afterwards is still rejected", () => {
+    const unread: PressureReadings = { ...calm, psiSomeAvg10: null, stallRatePct: null };
+    let state = nextPressureState(initialPressureState, hot, config, 0);
+    expect(state.tripped).toBe(true);
+    // /proc/pressure/memory unreadable for 10 s, twice the clear time.
+    for (let at = 1000; at <= 10_000; at += 1000) {
+      state = nextPressureState(state, unread, config, at);
+      expect({ at, tripped: state.tripped }).toEqual({ at, tripped: true });
+    }
+    expect(state.calmSinceMs).toBeNull(); // no calm time was seen
+    state = nextPressureState(state, between, config, 11_000);
+    expect(state.tripped).toBe(true);
+    const decision = decideAdmission(job, signals({ psiSomeAvg10: 7, psiSampledAtMs: NOW, pressure: state }), config, NOW);
+    expect(formatDecisionLine(decision, job)).toBe("reject_host_pressure job=7 psi=7.00 hysteresis=1");
+  });
+
+  it("the calm clock starts when host PSI is read again, not before", () => {
+    let state = nextPressureState(initialPressureState, hot, config, 0);
+    state = nextPressureState(state, calm, config, 1000); // calm since 1000
+    state = nextPressureState(state, { ...calm, psiSomeAvg10: null, stallRatePct: null }, config, 2000);
+    state = nextPressureState(state, { ...calm, stallRatePct: null }, config, 3000); // PSI back, no rate yet
+    state = nextPressureState(state, calm, config, 4000); // calm since 4000
+    state = nextPressureState(state, calm, config, 8999);
+    expect(state.tripped).toBe(true);
+    state = nextPressureState(state, calm, config, 9000);
+    expect(state.tripped).toBe(false);
+  });
+
+  it("an absent worker cgroup counts as calm: the latch still clears on host readings alone", () => {
+    let state = nextPressureState(initialPressureState, hot, config, 0);
+    state = nextPressureState(state, calm, config, 1000);
+    state = nextPressureState(state, calm, config, 6000);
+    expect(state).toEqual({ tripped: false, calmSinceMs: 1000 });
+  });
+
   it("a fast stall rate trips it too, and so does a swap leak", () => {
     expect(nextPressureState(initialPressureState, { ...calm, stallRatePct: 11 }, config, 0).tripped).toBe(true);
     expect(nextPressureState(initialPressureState, { ...calm, cgSwapLeak: true }, config, 0).tripped).toBe(true);
