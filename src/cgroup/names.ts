@@ -23,14 +23,28 @@ const CONTROLLER_PREFIXES = [
   "net_cls",
   "net_prio",
   "perf_event",
+  "irq", // irq.pressure (PSI, kernel >= 6.1)
 ];
 const V1_CORE_FILES = new Set(["tasks", "notify_on_release", "release_agent"]);
-const MAX_NAME_BYTES = 255; // NAME_MAX of the cgroup filesystems
+/** NAME_MAX of the cgroup filesystems: enough for a --parent component. */
+const NAME_MAX = 255;
+/**
+ * A --name also becomes longer file names, and each must fit NAME_MAX: the
+ * hybrid twin `drill-<name>-<hash10>` (+17), the marker's temp file
+ * `<name>-<hash10>.json.<pid>.tmp` and, longest, a hog record's
+ * `<name>-<hash10>-<hex8>.json.<pid>.tmp` (+37 with a 7-digit pid).
+ */
+const MAX_NAME_BYTES = 200;
+
+/** Why `name` cannot be a drill cgroup's --name, or null when it can. */
+export function cgroupNameProblem(name: string): string | null {
+  return componentProblem(name, MAX_NAME_BYTES);
+}
 
 /** Why `name` cannot be one path component of a cgroup, or null when it can. */
-export function cgroupNameProblem(name: string): string | null {
+function componentProblem(name: string, maxBytes: number): string | null {
   if (name === "") return "is empty";
-  if (Buffer.byteLength(name, "utf8") > MAX_NAME_BYTES) return `is longer than ${MAX_NAME_BYTES} bytes`;
+  if (Buffer.byteLength(name, "utf8") > maxBytes) return `is longer than ${maxBytes} bytes`;
   // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
   if (/[\u0000-\u001f\u007f]/.test(name)) return "contains a control character (newline, NUL, ...)";
   if (name.includes("/")) return 'contains "/" (one cgroup name, not a path; use --parent for nesting)';
@@ -59,7 +73,8 @@ export function validateParent(raw: string | undefined, flag = "--parent"): Pare
   if (raw === "") throw new UsageError(`${flag}: is empty (use "/", a path such as /drills, or self)`);
   const components = raw.split("/").filter((part, i, all) => !(part === "" && (i === 0 || i === all.length - 1)));
   for (const component of components) {
-    const problem = cgroupNameProblem(component);
+    // Nothing is derived from a parent's name: only the directory limit applies.
+    const problem = componentProblem(component, NAME_MAX);
     if (problem) throw new UsageError(`${flag}: component ${JSON.stringify(component)} of ${JSON.stringify(raw)} ${problem}`);
   }
   return { kind: "path", path: `/${components.join("/")}` };

@@ -2,7 +2,7 @@ import { DrillError, InterruptedError, UsageError } from "../errors.js";
 import type { GlobalOptions } from "../context.js";
 import { onInterrupt } from "../interrupt.js";
 import { validateKeyPart } from "../queue/keys.js";
-import type { Job } from "../queue/job.js";
+import { jobSchema, type Job } from "../queue/job.js";
 import { DrillQueue } from "../queue/queue.js";
 import { closeRedis, connectRedis, DEFAULT_REDIS_URL } from "../queue/redis.js";
 import { parseDuration, parsePositiveInt, parseWholeNumber } from "../units.js";
@@ -29,11 +29,11 @@ export function parseRate(text: string, flag: string): number {
   return rate;
 }
 
-export function resolvePackOptions(raw: RawPackOptions): PackOptions {
+export function resolvePackOptions(raw: RawPackOptions, nowMs: number = Date.now()): PackOptions {
   const jobs = parsePositiveInt(raw.jobs, "--jobs");
   const deadlineMs = parseDuration(raw.deadline, "--deadline");
   if (deadlineMs <= 0) throw new UsageError(`--deadline: "${raw.deadline}" must be more than 0`);
-  return {
+  const options: PackOptions = {
     queue: validateKeyPart(raw.queue, "--queue"),
     jobs,
     files: parsePositiveInt(raw.files, "--files"),
@@ -44,6 +44,47 @@ export function resolvePackOptions(raw: RawPackOptions): PackOptions {
     upstreamAgeMs: parseDuration(raw.upstreamAge, "--upstream-age"),
     hostClass: validateKeyPart(raw.hostClass, "--host-class"),
   };
+  checkAgainstJobSchema(options, raw, nowMs);
+  return options;
+}
+
+/** The job field each pack flag sets, and where that flag's raw text is. */
+const FLAG_OF_FIELD: Record<string, { flag: string; raw: keyof RawPackOptions }> = {
+  prompt_tokens: { flag: "--prompt-tokens", raw: "promptTokens" },
+  completion_tokens: { flag: "--completion-tokens", raw: "completionTokens" },
+  files: { flag: "--files", raw: "files" },
+  enqueue_ts: { flag: "--upstream-age", raw: "upstreamAge" },
+  deadline_ms: { flag: "--deadline", raw: "deadline" },
+  host_class: { flag: "--host-class", raw: "hostClass" },
+};
+
+/**
+ * A job the gate would send straight to dead must not be pushed at all: run
+ * the gate's own schema on a sample job, so the limits live in one place.
+ * enqueue_ts only grows after now, so checking it now covers a slow --rate too.
+ */
+function checkAgainstJobSchema(options: PackOptions, raw: RawPackOptions, nowMs: number): void {
+  // Same fields as DrillQueue.nextJob; the id is INCR's first value.
+  const sample: Job = {
+    id: "1",
+    prompt_tokens: options.promptTokens,
+    completion_tokens: options.completionTokens,
+    files: options.files,
+    enqueue_ts: nowMs - options.upstreamAgeMs,
+    deadline_ms: options.deadlineMs,
+    attempt: 0,
+    host_class: options.hostClass,
+  };
+  const result = jobSchema.safeParse(sample);
+  if (result.success) return;
+  const problems = result.error.issues.map((issue) => {
+    const field = String(issue.path[0] ?? "job");
+    const source = FLAG_OF_FIELD[field];
+    const value = (sample as Record<string, unknown>)[field];
+    const head = source ? `${source.flag}: "${raw[source.raw] ?? ""}"` : "pack";
+    return `${head} gives ${field}=${String(value)}, which the gate would send to dead (${issue.message})`;
+  });
+  throw new UsageError(problems.join("; "));
 }
 
 export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise<void> {

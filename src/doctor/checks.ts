@@ -109,11 +109,10 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
     "cgroup.kill",
     f.cgroupKill.present ? "pass" : "warn",
     f.cgroupKill.file,
+    // What teardown does (killUntilEmpty); it has no freezer path, so a freezer changes nothing here.
     f.cgroupKill.present
       ? "rollback kills the whole cgroup in one write"
-      : f.cgroupKill.freezer
-        ? "no cgroup.kill: rollback freezes, kills and thaws instead"
-        : "no cgroup.kill and no freezer: rollback kills verified pids one by one (a forking hog can race it)",
+      : "no cgroup.kill: rollback SIGKILLs each pid in cgroup.procs, re-reading until the cgroup is empty (a hog forking faster than that can outlast the timeout)",
   );
 
   if (f.redis.given) {

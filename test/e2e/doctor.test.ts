@@ -63,6 +63,18 @@ describe("drill doctor", () => {
     expect(r.stderr).toMatch(/^drill: doctor refused: .*host PSI/m);
   });
 
+  it("no cgroup.kill on a host with a freezer: the row says rollback SIGKILLs by pid, not that it freezes", async () => {
+    const host = fakeHost({});
+    roots.push(host.root);
+    mkdirSync(path.join(host.sysfs, "fs", "cgroup", "freezer"));
+    const r = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--state-dir", path.join(host.root, "state"), "doctor", "--json", "--file-dir", host.root]);
+    const doc = JSON.parse(r.stdout) as { checks: Array<{ name: string; status: string; detail: string }> };
+    const kill = doc.checks.find((c) => c.name === "cgroup.kill");
+    expect(kill?.status).toBe("warn");
+    expect(kill?.detail).toMatch(/SIGKILL/);
+    expect(kill?.detail).not.toMatch(/freez|thaw/);
+  });
+
   it("refuses a layout with no memory controller", async () => {
     const host = fakeHost({});
     roots.push(host.root);

@@ -158,6 +158,21 @@ describe("drill pack + drill gate (built binary)", () => {
     }
   });
 
+  it("pack values the job schema refuses exit 2 naming the flag, and nothing is enqueued", async () => {
+    for (const [args, flag] of [
+      [["--prompt-tokens", "20000000"], "--prompt-tokens"],
+      [["--deadline", "200h"], "--deadline"],
+      // enqueue_ts = now - age would be negative
+      [["--upstream-age", "1000000h"], "--upstream-age"],
+    ] as const) {
+      const queue = `e${++n}`;
+      const result = await drill(["pack", "--jobs", "2", "--queue", queue, ...args]);
+      expect({ args, code: result.exitCode }).toEqual({ args, code: 2 });
+      expect(result.stderr).toContain(flag);
+      expect(await redis.keys(`${queue}*`)).toEqual([]);
+    }
+  });
+
   it("SIGINT and SIGTERM stop the gate cleanly with 130 and 143", async () => {
     for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
       const gate = drill(["--procfs", fakeProc(CALM_PSI), "gate", "--queue", `e${++n}`, "--interval", "200ms"]);

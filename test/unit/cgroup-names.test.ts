@@ -1,6 +1,9 @@
+import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { UsageError } from "../../src/errors.js";
 import { cgroupNameProblem, validateCgroupName, validateParent } from "../../src/cgroup/names.js";
+import { workerCgroupAt } from "../../src/cgroup/paths.js";
+import { markerFile, newHogRecordFile } from "../../src/cgroup/stateFiles.js";
 
 describe("cgroup names (RELIABILITY case 1)", () => {
   const refused: Array<[string, string]> = [
@@ -18,8 +21,11 @@ describe("cgroup names (RELIABILITY case 1)", () => {
     ["memory.max", "memory interface file"],
     ["memory.limit_in_bytes", "memory interface file"],
     ["cpu.weight", "cpu interface file"],
-    ["x".repeat(300), "longer than 255 bytes"],
-    ["é".repeat(128), "longer than 255 bytes"], // 256 bytes in UTF-8
+    ["irq.pressure", "irq interface file"],
+    ["x".repeat(300), "longer than 200 bytes"],
+    ["x".repeat(226), "longer than 200 bytes"],
+    ["x".repeat(201), "longer than 200 bytes"],
+    ["é".repeat(101), "longer than 200 bytes"], // 202 bytes in UTF-8
     ["in\nfer", "control character"],
     ["in\u0000fer", "control character"],
     ["in\tfer", "control character"],
@@ -36,9 +42,28 @@ describe("cgroup names (RELIABILITY case 1)", () => {
     }
   });
 
-  it.each(["infer", "t1", "drill-infer", "infer.v2", "memoryhog", "x".repeat(255), "a b"])("accepts %j", (name) => {
+  it.each(["infer", "t1", "drill-infer", "infer.v2", "memoryhog", "irqbalance", "x".repeat(200), "é".repeat(100), "a b"])("accepts %j", (name) => {
     expect(cgroupNameProblem(name)).toBeNull();
     expect(validateCgroupName(name)).toBe(name);
+  });
+
+  it("every file name drill derives from the longest accepted name fits NAME_MAX (255)", () => {
+    let longest = 0;
+    for (let n = 1; n <= 300; n++) if (cgroupNameProblem("x".repeat(n)) === null) longest = n;
+    const name = "x".repeat(longest);
+    const hybrid = workerCgroupAt({ kind: "hybrid", memoryMount: "/sys/fs/cgroup/memory", unifiedMount: "/sys/fs/cgroup/unified" }, name, { memory: "/", unified: "/" });
+    const maxPid = 4194304; // PID_MAX_LIMIT: the longest pid writeJsonDurably puts in a temp name
+    const hogRecord = newHogRecordFile("/var/lib/drill", hybrid);
+    const derived = [
+      ...hybrid.dirs.map((d) => path.basename(d.dir)), // the name and its unified twin
+      markerFile("/var/lib/drill", hybrid),
+      `${markerFile("/var/lib/drill", hybrid)}.${maxPid}.tmp`,
+      hogRecord,
+      `${hogRecord}.${maxPid}.tmp`,
+      hogRecord.replace(/\.json$/, ".log"),
+      `drill-hog-${name}-0123abcd.bin`, // inject's thrash file
+    ].map((f) => path.basename(f));
+    expect(derived.filter((file) => Buffer.byteLength(file) > 255)).toEqual([]);
   });
 });
 
@@ -52,7 +77,10 @@ describe("--parent", () => {
     expect(validateParent("drills/a")).toEqual({ kind: "path", path: "/drills/a" });
     expect(validateParent("/drills/a/")).toEqual({ kind: "path", path: "/drills/a" });
   });
-  it.each(["", "/a/../b", "a//b", "/.hidden", "/a/cgroup.procs", "/a/memory.max", "/a\n/b"])("refuses %j with exit 2", (raw) => {
+  it("takes a component up to NAME_MAX (nothing is derived from a parent's name)", () => {
+    expect(validateParent(`/${"p".repeat(255)}`)).toEqual({ kind: "path", path: `/${"p".repeat(255)}` });
+  });
+  it.each(["", "/a/../b", "a//b", "/.hidden", "/a/cgroup.procs", "/a/memory.max", "/a/irq.pressure", "/a\n/b", `/${"p".repeat(256)}`])("refuses %j with exit 2", (raw) => {
     expect(() => validateParent(raw)).toThrow(UsageError);
   });
 });

@@ -47,6 +47,13 @@ describe("doctor checks", () => {
     expect(drillVerdict(evaluateChecks(facts))).toBe(expected === "fail" ? "refused" : "ready_with_warnings");
   });
 
+  it.each([true, false])("without cgroup.kill (freezer %s) the detail says what teardown does: SIGKILL by pid until empty, no freezing", (freezer) => {
+    const row = evaluateChecks({ ...healthy, cgroupKill: { file: null, present: false, freezer } }).find((c) => c.name === "cgroup.kill");
+    expect(row?.status).toBe("warn");
+    expect(row?.detail).toMatch(/SIGKILL.*until the cgroup is empty/);
+    expect(row?.detail).not.toMatch(/freez|thaw/);
+  });
+
   it("warns on a given Redis that can lose jobs, fails on one that is unreachable", () => {
     const lossy: DoctorFacts = { ...healthy, redis: { given: true, url: "redis://127.0.0.1:6379", reachable: true, maxmemoryPolicy: "allkeys-lru", appendonly: "no" } };
     expect(status(lossy, "redis maxmemory-policy")).toBe("warn");

@@ -1,0 +1,55 @@
+import { describe, expect, it } from "vitest";
+import { resolvePackOptions } from "../../src/commands/pack.run.js";
+import type { RawPackOptions } from "../../src/commands/pack.js";
+import { UsageError } from "../../src/errors.js";
+
+// pack.ts's defaults, as commander hands them over.
+const defaults: RawPackOptions = {
+  queue: "jobs",
+  jobs: "8",
+  files: "8",
+  promptTokens: "24000",
+  completionTokens: "256",
+  deadline: "8s",
+  upstreamAge: "0s",
+  hostClass: "shared-free",
+};
+const NOW = 1_764_480_000_123;
+
+function usageMessage(overrides: Partial<RawPackOptions>): string {
+  try {
+    resolvePackOptions({ ...defaults, ...overrides }, NOW);
+  } catch (err) {
+    expect(err).toBeInstanceOf(UsageError);
+    return (err as UsageError).message;
+  }
+  throw new Error(`accepted ${JSON.stringify(overrides)}`);
+}
+
+describe("resolvePackOptions against the job schema", () => {
+  it("accepts the defaults and the schema's own edges", () => {
+    expect(resolvePackOptions(defaults, NOW).promptTokens).toBe(24000);
+    expect(resolvePackOptions({ ...defaults, promptTokens: "10000000", deadline: "168h", files: "1000000" }, NOW).deadlineMs).toBe(168 * 3_600_000);
+    // enqueue_ts = 1, the oldest the schema takes
+    expect(resolvePackOptions({ ...defaults, upstreamAge: `${NOW - 1}ms` }, NOW).upstreamAgeMs).toBe(NOW - 1);
+  });
+
+  it.each([
+    [{ promptTokens: "20000000" }, "--prompt-tokens", "prompt_tokens=20000000"],
+    [{ completionTokens: "10000001" }, "--completion-tokens", "completion_tokens=10000001"],
+    [{ files: "1000001" }, "--files", "files=1000001"],
+    [{ deadline: "200h" }, "--deadline", "deadline_ms=720000000"],
+    [{ upstreamAge: "1000000h" }, "--upstream-age", `enqueue_ts=${NOW - 3_600_000_000_000}`],
+    [{ upstreamAge: `${NOW}ms` }, "--upstream-age", "enqueue_ts=0"],
+  ] as const)("%j is a usage error naming %s", (overrides, flag, field) => {
+    const message = usageMessage(overrides);
+    expect(message.startsWith(`${flag}: `)).toBe(true);
+    expect(message).toContain(field);
+  });
+
+  it("names every offending flag at once", () => {
+    const message = usageMessage({ promptTokens: "20000000", deadline: "200h" });
+    expect(message).toContain("--prompt-tokens");
+    expect(message).toContain("--deadline");
+  });
+});
