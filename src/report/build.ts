@@ -203,16 +203,27 @@ export function stallMsBetween(samples: readonly WatchSample[], startMs: number,
   return { stallMs: Math.round(stallMs), coverage: Math.round((coveredMs / (endMs - startMs)) * 1000) / 1000 };
 }
 
-/** Increase of a cumulative counter over samples; a drop (the cgroup was recreated) counts the new value. */
-function counterIncrease(values: readonly number[]): number | null {
-  if (values.length === 0) return null;
+/**
+ * Increase of a cumulative counter over samples, null when none has a value.
+ * The first value is a baseline (counted before the window), unless the
+ * cgroup was seen absent before it: a new cgroup counts from 0, so kills it
+ * has on first sight are in the window. A drop is a recreated cgroup: the new
+ * value counts. An unreadable value (cgroup there) keeps the baseline.
+ */
+function counterIncrease(readings: ReadonlyArray<{ value: number | null; absent: boolean }>): number | null {
+  let base: number | null = null;
   let rise = 0;
-  for (let i = 1; i < values.length; i++) {
-    const a = values[i - 1]!;
-    const b = values[i]!;
-    rise += b >= a ? b - a : b;
+  let seen = false;
+  for (const { value, absent } of readings) {
+    if (value === null) {
+      if (absent) base = 0;
+      continue;
+    }
+    if (base !== null) rise += value >= base ? value - base : value;
+    base = value;
+    seen = true;
   }
-  return rise;
+  return seen ? rise : null;
 }
 
 function doneTime(d: DoneEntry): number | null {
@@ -337,6 +348,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     notes.push(`${inputs.recording.badLines} line(s) of ${inputs.recording.file} were not samples: skipped`);
   }
   const oomValues = samples.map((s) => s.cg_oom_kill).filter((v): v is number => v !== null);
+  const oomReadings = samples.map((s) => ({ value: s.cg_oom_kill, absent: s.cg_absent }));
   const alarmCounts = new Map<string, number>();
   for (const s of samples) for (const a of s.alarm) bump(alarmCounts, a);
   const lastMax = [...samples].reverse().find((s) => s.cg_mem_max !== null)?.cg_mem_max ?? null;
@@ -352,7 +364,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     peak_cg_mem_current: peak(samples, (s) => s.cg_mem_current),
     cg_mem_max: lastMax,
     cg_oom_kill_end: oomValues.at(-1) ?? null,
-    oom_kills_in_window: counterIncrease(oomValues),
+    oom_kills_in_window: counterIncrease(oomReadings),
     alarms: [...alarmCounts.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([alarm, n]) => ({ alarm, samples: n })),
   };
 

@@ -1,3 +1,5 @@
+import { CGROUP_ABSENT_REASON } from "../sampler/step.js";
+
 /**
  * What `drill report` summarises, as plain values: the decision stream, the
  * finished jobs, the stats hash, the queue lengths, the sidecar recording and
@@ -54,6 +56,8 @@ export interface WatchSample {
   /** A number of bytes, or "max" (no limit). */
   cg_mem_max: number | "max" | null;
   cg_oom_kill: number | null;
+  /** watch saw no worker cgroup (its `missing` says so): one recorded later is new, its counters start at 0. */
+  cg_absent: boolean;
   stall_ms_p99: number | null;
   alarm: string[];
 }
@@ -187,9 +191,16 @@ export function parseSampleLine(line: string): WatchSample | null {
     cg_mem_peak: finiteOrNull(r.cg_mem_peak),
     cg_mem_max: r.cg_mem_max === "max" ? "max" : finiteOrNull(r.cg_mem_max),
     cg_oom_kill: finiteOrNull(r.cg_oom_kill),
+    cg_absent: Array.isArray(r.missing) && r.missing.some((m) => isCgroupAbsent(m)),
     stall_ms_p99: finiteOrNull(r.stall_ms_p99),
     alarm: Array.isArray(r.alarm) ? r.alarm.filter((a): a is string => typeof a === "string") : [],
   };
+}
+
+function isCgroupAbsent(entry: unknown): boolean {
+  if (typeof entry !== "object" || entry === null) return false;
+  const m = entry as Record<string, unknown>;
+  return m.field === "cg_oom_kill" && m.reason === CGROUP_ABSENT_REASON;
 }
 
 export function parseRecording(file: string, text: string): Recording {

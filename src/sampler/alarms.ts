@@ -4,8 +4,8 @@ import type { Sample, SampleFacts } from "./step.js";
  * The sidecar's alarms, pure. Each alarm is raised once when its condition
  * starts and cleared once when it ends; in between it is only listed in the
  * sample's `alarm` field. A condition that cannot be evaluated (its inputs are
- * null this sample) holds the alarm where it is: missing data neither pages
- * nor clears.
+ * null this sample) holds the alarm where it is and restarts its calm period:
+ * missing data neither pages nor clears, not even a few samples later.
  */
 
 export const ALARM_NAMES = ["reclaim_not_underload", "retry_worker_idle", "swap_leak", "oom_kill"] as const;
@@ -47,7 +47,11 @@ export interface AlarmState {
   since: Partial<Record<AlarmName, number>>;
   /** Active alarms whose condition is false, and since when (ms). */
   calmSince: Partial<Record<AlarmName, number>>;
-  /** Last oom_kill count seen (null before the first reading): the first one is a baseline. */
+  /**
+   * The oom_kill count kills are counted from: the last one seen, 0 once the
+   * worker cgroup was seen absent (one that shows up later is new), null before
+   * either (the first count watch reads is a baseline, not kills).
+   */
   oomKillCount: number | null;
   lastOomKillRiseMs: number | null;
 }
@@ -71,20 +75,23 @@ export function nextAlarms(
   nowMs: number,
   config: AlarmConfig = defaultAlarmConfig,
 ): { state: AlarmState; events: AlarmEvent[]; active: AlarmName[] } {
-  // oom_kill: a rise of the counter since the last reading; a drop is a recreated cgroup.
+  // oom_kill: a rise of the counter since the last reading. A drop is a
+  // recreated cgroup, so all it counts are new kills, like the count of one
+  // that appears after watch saw it absent.
   let oomKillCount = prev.oomKillCount;
   let lastRise = prev.lastOomKillRiseMs;
   let oomRise = 0;
-  if (sample.cg_oom_kill !== null) {
-    if (oomKillCount !== null && sample.cg_oom_kill > oomKillCount) {
-      oomRise = sample.cg_oom_kill - oomKillCount;
-      lastRise = nowMs;
-    }
-    oomKillCount = sample.cg_oom_kill;
+  const kills = sample.cg_oom_kill;
+  if (kills !== null) {
+    if (oomKillCount !== null) oomRise = kills >= oomKillCount ? kills - oomKillCount : kills;
+    if (oomRise > 0) lastRise = nowMs;
+    oomKillCount = kills;
+  } else if (facts.cgAbsent) {
+    oomKillCount = 0;
   }
 
   const verdicts: Record<AlarmName, Verdict> = {
-    reclaim_not_underload: reclaimNotUnderload(sample, config),
+    reclaim_not_underload: reclaimNotUnderload(sample, facts, config),
     retry_worker_idle: retryWorkerIdle(sample, facts, config),
     swap_leak: swapLeak(sample, facts),
     oom_kill: {
@@ -105,7 +112,10 @@ export function nextAlarms(
         since[name] = nowMs;
         events.push({ name, kind: "raised", line });
       }
-    } else if (firing === false && raisedAt !== undefined) {
+    } else if (firing === null) {
+      // Unknown is not calm: calm samples on either side of it do not add up to a clear.
+      delete calmSince[name];
+    } else if (raisedAt !== undefined) {
       const calm = (calmSince[name] ??= nowMs);
       // oom_kill's verdict already holds for oomKillHoldMs after the last kill.
       if (nowMs - calm >= (name === "oom_kill" ? 0 : config.clearAfterMs)) {
@@ -124,31 +134,52 @@ export function nextAlarms(
  * its limit (or admitted jobs already miss their deadline) and queue age still
  * looks fine. Reclaim, not underload.
  */
-function reclaimNotUnderload(s: Sample, config: AlarmConfig): Verdict {
-  const over: Array<{ field: string; value: number; limit: number }> = [];
-  const check = (field: string, value: number | null, limit: number): void => {
-    if (value !== null && value > limit) over.push({ field, value, limit });
-  };
-  check("psi_mem_some_avg10", s.psi_mem_some_avg10, config.psiLimit);
-  check("psi_mem_some_rate", s.psi_mem_some_rate, config.psiRateLimit);
-  check("cg_psi_mem_some_avg10", s.cg_psi_mem_some_avg10, config.psiLimit);
-  check("cg_psi_mem_some_rate", s.cg_psi_mem_some_rate, config.psiRateLimit);
+function reclaimNotUnderload(s: Sample, facts: SampleFacts, config: AlarmConfig): Verdict {
+  const pressure = pressureOver(s, facts, config);
   const slackNegative = s.deadline_slack_ms !== null && s.deadline_slack_ms < 0;
-  // The figure that tripped furthest past its limit is the one printed as psi=.
-  const worst = over.sort((a, b) => b.value / b.limit - a.value / a.limit)[0];
-  const psi = worst?.value ?? s.psi_mem_some_avg10;
-  const via = worst ? worst.field : slackNegative ? "deadline_slack_ms" : null;
+  // psi= is always host some avg10 (as in the gate's lines); via= names the figure that tripped.
+  const via = pressure.worst
+    ? `${pressure.worst.field}=${pressure.worst.value.toFixed(2)}`
+    : slackNegative
+      ? `deadline_slack_ms=${s.deadline_slack_ms}`
+      : null;
   const line =
     `PAGE reclaim, not underload: cpu_idle=${s.cpu_idle_pct === null ? "n/a" : `${Math.round(s.cpu_idle_pct)}%`}` +
-    ` psi=${psi === null ? "missing" : psi.toFixed(2)} slack_ms=${s.deadline_slack_ms ?? "n/a"} queue_age_ms=${s.queue_age_ms ?? "n/a"}` +
+    ` psi=${s.psi_mem_some_avg10 === null ? "missing" : s.psi_mem_some_avg10.toFixed(2)}` +
+    ` slack_ms=${s.deadline_slack_ms ?? "n/a"} queue_age_ms=${s.queue_age_ms ?? "n/a"}` +
     (via ? ` via=${via}` : "");
 
-  const pressureKnown = s.psi_mem_some_avg10 !== null || s.psi_mem_some_rate !== null || s.cg_psi_mem_some_avg10 !== null || s.cg_psi_mem_some_rate !== null;
-  if (s.cpu_idle_pct === null || s.queue_age_ms === null || (!pressureKnown && s.deadline_slack_ms === null)) {
-    return { firing: null, line };
+  if (s.cpu_idle_pct === null || s.queue_age_ms === null) return { firing: null, line };
+  if (s.cpu_idle_pct <= config.idlePctAbove || s.queue_age_ms >= config.queueAgeBelowMs) return { firing: false, line };
+  // With no waiting job (slack null on a readable queue) nothing misses its deadline.
+  return { firing: pressure.over === true || slackNegative ? true : pressure.over, line };
+}
+
+/**
+ * Memory pressure over its limit, three-valued: over when any readable figure
+ * (host or worker cgroup, avg10 or stall rate) is past its limit; not over
+ * only when every figure that should be there was read; unknown otherwise.
+ * An unreadable PSI file is not calm: counting it as "not over" cleared the
+ * alarm while the files were unreadable and paged again when they returned.
+ */
+function pressureOver(s: Sample, facts: SampleFacts, config: AlarmConfig): { over: boolean | null; worst: { field: string; value: number } | null } {
+  const figures: Array<{ field: string; value: number | null; limit: number; expected: boolean }> = [
+    { field: "psi_mem_some_avg10", value: s.psi_mem_some_avg10, limit: config.psiLimit, expected: true },
+    { field: "psi_mem_some_rate", value: s.psi_mem_some_rate, limit: config.psiRateLimit, expected: true },
+    { field: "cg_psi_mem_some_avg10", value: s.cg_psi_mem_some_avg10, limit: config.psiLimit, expected: facts.cgPsiExpected },
+    { field: "cg_psi_mem_some_rate", value: s.cg_psi_mem_some_rate, limit: config.psiRateLimit, expected: facts.cgPsiExpected },
+  ];
+  let worst: { field: string; value: number; ratio: number } | null = null;
+  let unknown = false;
+  for (const { field, value, limit, expected } of figures) {
+    if (value === null) {
+      unknown ||= expected;
+    } else if (value > limit && (worst === null || value / limit > worst.ratio)) {
+      worst = { field, value, ratio: value / limit };
+    }
   }
-  const firing = s.cpu_idle_pct > config.idlePctAbove && (over.length > 0 || slackNegative) && s.queue_age_ms < config.queueAgeBelowMs;
-  return { firing, line };
+  if (worst !== null) return { over: true, worst: { field: worst.field, value: worst.value } };
+  return { over: unknown ? null : false, worst: null };
 }
 
 /** The runbook's `retry worker_idle=1`: a retried job reached this host class, so the gate failed. */

@@ -12,7 +12,7 @@ import { parseVmstatCounters, SWAP_COUNTER_NAMES, type Vmstat } from "../host/vm
 import type { QueueKeys } from "../queue/keys.js";
 import { redactUrl } from "../queue/redis.js";
 import { workerKeys } from "../worker/scripts.js";
-import type { CgroupRaw, QueueRaw, RawReadings } from "./step.js";
+import { CGROUP_ABSENT_REASON, type CgroupRaw, type QueueRaw, type RawReadings } from "./step.js";
 
 /**
  * The sidecar's I/O, kept thin: every kernel file once per sample (one open
@@ -164,7 +164,7 @@ export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
   // is there costs no stat at all.
   const current = readParsed(files.current, parseCounter);
   if (!current.ok && current.reason === "missing" && !statSync(dir, { throwIfNoEntry: false })?.isDirectory()) {
-    return fail(dir, "worker cgroup does not exist");
+    return fail(dir, CGROUP_ABSENT_REASON);
   }
   const pressure = cgroup.pressureFile
     ? readPsiText(cgroup.pressureFile)
@@ -173,6 +173,7 @@ export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
     return ok({
       dir,
       pressure,
+      hasPressure: cgroup.pressureFile !== null,
       pressureFile,
       current,
       max: readParsed(files.max, parseLimit),
@@ -190,6 +191,7 @@ export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
   return ok({
     dir,
     pressure,
+    hasPressure: cgroup.pressureFile !== null,
     pressureFile,
     current,
     max: limit,

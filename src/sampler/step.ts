@@ -21,6 +21,8 @@ export interface CgroupRaw {
   dir: string;
   /** The cgroup's own memory.pressure; a failed reading on legacy v1 (it has none). */
   pressure: Reading<Psi>;
+  /** false on legacy v1: its cg PSI figures are absent by layout, not unreadable. */
+  hasPressure: boolean;
   pressureFile: string;
   current: Reading<number>;
   max: Reading<Limit>;
@@ -103,6 +105,12 @@ export interface Sample {
   missing: MissingSignal[];
 }
 
+/**
+ * read.ts's reason when the worker cgroup's dir is not there (yet, or any
+ * more); report finds it again in a recorded sample's `missing`.
+ */
+export const CGROUP_ABSENT_REASON = "worker cgroup does not exist";
+
 /** What the alarms need beyond the JSON fields. */
 export interface SampleFacts {
   /** Jobs with attempt > 0 seen in the ready queue or the admitted list. */
@@ -110,6 +118,14 @@ export interface SampleFacts {
   /** The cgroup's swap allowance (0: swap disabled), null when unknown. */
   cgSwapMax: Limit | null;
   cgDir: string | null;
+  /** No worker cgroup this sample (not there yet or any more, or none to name): one that shows up later is new. */
+  cgAbsent: boolean;
+  /**
+   * The worker cgroup is there with a memory.pressure file: its null PSI
+   * figures are unreadable, not absent (no cgroup, legacy v1, a hybrid twin
+   * nobody created).
+   */
+  cgPsiExpected: boolean;
 }
 
 interface StallPoint {
@@ -302,7 +318,14 @@ export function nextSample(prev: SamplerState | null, raw: RawReadings, nowMs: n
     decodedJobs,
   };
   const swapMax = cg && cg.swapMax.ok ? cg.swapMax.value : null;
-  return { state, sample, facts: { retriedJobs: queue.retriedJobs, cgSwapMax: swapMax, cgDir: cg ? cg.dir : null } };
+  const facts: SampleFacts = {
+    retriedJobs: queue.retriedJobs,
+    cgSwapMax: swapMax,
+    cgDir: cg ? cg.dir : null,
+    cgAbsent: cg === null,
+    cgPsiExpected: cg !== null && cg.hasPressure && (cg.pressure.ok || cg.pressure.reason !== "missing"),
+  };
+  return { state, sample, facts };
 }
 
 function stallRate(

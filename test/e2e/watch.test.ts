@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { execa } from "execa";
@@ -215,6 +215,39 @@ describe("drill watch: streams", () => {
     expect(out).toHaveLength(3);
     expect(r.stdout).not.toMatch(/\x1b\[/); // eslint-disable-line no-control-regex
     expect(out[2]).toMatch(/ psi=12\.40 .*cg_oom_kill=1 /);
+  });
+
+  it("a worker cgroup that shows up with a kill already counted pages oom_kill: watch saw it absent, so it is new and counts from 0", async () => {
+    const host = fakeHost("v2");
+    const infer = path.join(host.sysfs, "fs", "cgroup", "infer");
+    const staged = path.join(host.root, "infer-staged");
+    renameSync(infer, staged); // absent when watch starts; memory.events says oom_kill 1
+    const child = execa("node", [drillBin, "--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--json", "--interval", "100ms", "--queue", "e2e-appear"], {
+      reject: false,
+      timeout: 30_000,
+    });
+    // Driven by what watch prints, not by time: the cgroup appears (in one rename) after the
+    // first sample saw it absent, and watch is stopped at the first sample that reads its count.
+    const samples: Sample[] = [];
+    let pending = "";
+    child.stdout!.on("data", (chunk: Buffer) => {
+      pending += chunk.toString("utf8");
+      let nl: number;
+      while ((nl = pending.indexOf("\n")) >= 0) {
+        const sample = JSON.parse(pending.slice(0, nl)) as Sample;
+        pending = pending.slice(nl + 1);
+        samples.push(sample);
+        if (samples.length === 1) renameSync(staged, infer);
+        else if (sample.cg_oom_kill !== null) child.kill("SIGINT");
+      }
+    });
+    const r = await child;
+    expect(r.exitCode, r.stderr).toBe(130);
+    expect(samples[0]?.cg_oom_kill).toBeNull();
+    expect(samples[0]?.missing.find((m) => m.field === "cg_oom_kill")?.reason).toBe("worker cgroup does not exist");
+    const appeared = samples.find((s) => s.cg_oom_kill !== null);
+    expect(appeared).toMatchObject({ cg_oom_kill: 1, alarm: ["oom_kill"] });
+    expect(r.stderr).toContain(`PAGE oom_kill: cg_oom_kill=1 (+1) admission was already late cgroup=${infer}`);
   });
 
   it("SIGINT stops it with exit 130 after flushing what it had", async () => {

@@ -257,12 +257,15 @@ describe.skipIf(reason)("drill watch on a real cgroup and a real redis-server", 
       expect(fired!.cg_mem_current!).toBeGreaterThanOrEqual(0.9 * 160 * M);
       expect(fired!.cg_psi_mem_some_rate!).toBeGreaterThan(5);
 
-      const page = /^PAGE reclaim, not underload: cpu_idle=(\d+)% psi=(\d+\.\d\d) slack_ms=(-\d+) queue_age_ms=(\d+)/m.exec(watch.stderr);
+      const page = /^PAGE reclaim, not underload: cpu_idle=(\d+)% psi=(\d+\.\d\d) slack_ms=(-\d+) queue_age_ms=(\d+) via=(\w+)=(-?[\d.]+)$/m.exec(watch.stderr);
       expect(page, `no PAGE line in stderr:\n${watch.stderr}`).not.toBeNull();
-      const [, idle, psi, slack, age] = page!;
+      const [, idle, psi, slack, age, viaField, viaValue] = page!;
       expect(Number(idle)).toBeGreaterThan(30);
       expect(Number(slack)).toBeLessThan(0);
       expect(Number(age)).toBeLessThan(500);
+      // psi= is host some avg10 (what the gate's lines call psi), whatever tripped; via= is the figure that did.
+      expect(psi).toBe(fired!.psi_mem_some_avg10!.toFixed(2));
+      expect(Number(viaValue)).toBe(Number((fired![viaField as keyof Sample] as number).toFixed(2)));
       console.log(`PAGE figures: cpu_idle=${idle}% psi=${psi} slack_ms=${slack} queue_age_ms=${age}`);
 
       // Stop the worker: the busy job goes back to the head of admitted, the late one is still there.

@@ -41,6 +41,7 @@ function sample(tsMs: number, over: Partial<WatchSample> = {}): WatchSample {
     cg_mem_peak: 1_500_000,
     cg_mem_max: 2 * 1024 ** 3,
     cg_oom_kill: 0,
+    cg_absent: false,
     stall_ms_p99: 100,
     alarm: [],
     ...over,
@@ -310,6 +311,27 @@ describe("missing sources are null, not 0", () => {
     expect(r.pressure.peak_psi_mem_some_avg10.value).toBe(1);
   });
 
+  describe("oom_kills_in_window", () => {
+    const absent = { cg_oom_kill: null, cg_absent: true };
+    const oomIn = (samples: Array<Partial<WatchSample>>) =>
+      build({ recording: { file: "w", badLines: 0, samples: samples.map((over, i) => sample(NOW - 10 * MIN + i * 1000, over)) } }).pressure.oom_kills_in_window;
+    it("a cgroup that appears with kills after it was recorded absent: a new cgroup counts from 0", () => {
+      expect(oomIn([absent, absent, { cg_oom_kill: 2 }, { cg_oom_kill: 3 }])).toBe(3);
+    });
+    it("gone and back: the new cgroup's kills count, whatever the old count", () => {
+      expect(oomIn([{ cg_oom_kill: 4 }, absent, { cg_oom_kill: 4 }])).toBe(4);
+    });
+    it("the first recorded count of a cgroup already there is a baseline", () => {
+      expect(oomIn([{ cg_oom_kill: 2 }, { cg_oom_kill: 3 }])).toBe(1);
+    });
+    it("an unreadable count (cgroup there) keeps the baseline", () => {
+      expect(oomIn([{ cg_oom_kill: 2 }, { cg_oom_kill: null }, { cg_oom_kill: 2 }])).toBe(0);
+    });
+    it("never a count: n/a", () => {
+      expect(oomIn([absent, absent])).toBeNull();
+    });
+  });
+
   it("stats fields never incremented are 0 (Redis semantics), garbage is null", () => {
     const r = build({ stats: { tokens_out: "5120", retry_count: "x" } });
     expect(r.totals).toEqual({ tokens_out: 5120, retry_count: null, jobs_done: 0, jobs_late: 0 });
@@ -385,5 +407,13 @@ describe("tolerant parsers", () => {
     expect(rec.samples.map((s) => s.tsMs)).toEqual([Date.parse("2025-11-30T12:00:01.000Z"), Date.parse("2025-11-30T12:00:02.000Z")]);
     expect(rec.samples[1]).toMatchObject({ psi_mem_some_avg10: 1.5, cg_mem_max: "max", alarm: ["oom_kill"], cg_psi_mem_some_rate: null });
     expect(parseSampleLine('{"ts":"yesterday"}')).toBeNull();
+  });
+
+  it("recording: a sample taken while the worker cgroup did not exist says so (its missing entry)", () => {
+    const line = (missing: unknown) => JSON.stringify({ ts: "2025-11-30T12:00:01.000Z", cg_oom_kill: null, missing });
+    expect(parseSampleLine(line([{ field: "cg_oom_kill", file: "/sys/fs/cgroup/infer", reason: "worker cgroup does not exist" }]))?.cg_absent).toBe(true);
+    expect(parseSampleLine(line([{ field: "cg_oom_kill", file: "/sys/fs/cgroup/infer/memory.events", reason: "unreadable (EACCES)" }]))?.cg_absent).toBe(false);
+    expect(parseSampleLine(line("garbage"))?.cg_absent).toBe(false);
+    expect(parseSampleLine(line([null, 3]))?.cg_absent).toBe(false);
   });
 });

@@ -42,7 +42,7 @@ function sample(over: Partial<Sample> = {}): Sample {
 /** Clears at the first calm sample: for tests about raising and clearing once, not about the clear delay. */
 const noClearDelay = { ...defaultAlarmConfig, clearAfterMs: 0 };
 
-const calmFacts: SampleFacts = { retriedJobs: [], cgSwapMax: 0, cgDir: "/sys/fs/cgroup/infer" };
+const calmFacts: SampleFacts = { retriedJobs: [], cgSwapMax: 0, cgDir: "/sys/fs/cgroup/infer", cgAbsent: false, cgPsiExpected: true };
 
 /** Runs samples one second apart; returns every event and the active list after each. */
 function run(steps: Array<[Partial<Sample>, Partial<SampleFacts>?]>, config = defaultAlarmConfig) {
@@ -78,8 +78,20 @@ describe("reclaim_not_underload: CPU idle > 30 %, pressure over the limit or sla
   it("prints the seed's PAGE line", () => {
     const { events } = run([[{ cpu_idle_pct: 41.2, psi_mem_some_avg10: 12.4, deadline_slack_ms: -230, queue_age_ms: 180 }]]);
     expect(events).toEqual([
-      { name: "reclaim_not_underload", kind: "raised", line: "PAGE reclaim, not underload: cpu_idle=41% psi=12.40 slack_ms=-230 queue_age_ms=180 via=psi_mem_some_avg10" },
+      { name: "reclaim_not_underload", kind: "raised", line: "PAGE reclaim, not underload: cpu_idle=41% psi=12.40 slack_ms=-230 queue_age_ms=180 via=psi_mem_some_avg10=12.40" },
     ]);
+  });
+
+  it.each([
+    ["host stall rate", { psi_mem_some_avg10: 0.23, psi_mem_some_rate: 16.26 }, "psi=0.23", "via=psi_mem_some_rate=16.26"],
+    ["cgroup stall rate", { psi_mem_some_avg10: 0.23, cg_psi_mem_some_rate: 16.26 }, "psi=0.23", "via=cg_psi_mem_some_rate=16.26"],
+    ["cgroup avg10, furthest past its limit", { psi_mem_some_avg10: 11, cg_psi_mem_some_avg10: 40 }, "psi=11.00", "via=cg_psi_mem_some_avg10=40.00"],
+    ["slack alone", { deadline_slack_ms: -230 }, "psi=0.50", "via=deadline_slack_ms=-230"],
+    ["slack with host PSI unreadable", { deadline_slack_ms: -230, psi_mem_some_avg10: null, psi_mem_some_rate: null }, "psi=missing", "via=deadline_slack_ms=-230"],
+  ] as const)("psi= is host some avg10 whatever tripped (%s); via= names the tripping figure", (_name, over, psi, via) => {
+    const line = run([[over]]).events[0]?.line ?? "";
+    expect(line.split(" ")).toContain(psi);
+    expect(line.endsWith(` ${via}`)).toBe(true);
   });
 
   it("respects --psi-limit and --psi-rate-limit", () => {
@@ -112,6 +124,47 @@ describe("reclaim_not_underload: CPU idle > 30 %, pressure over the limit or sla
     const { events, active } = run([[hot], [blind], [blind], [hot]]);
     expect(events.map((e) => e.kind)).toEqual(["raised"]);
     expect(active.every((a) => a.includes("reclaim_not_underload"))).toBe(true);
+  });
+});
+
+describe("reclaim_not_underload while PSI is unreadable: unknown, not calm", () => {
+  const hot = { psi_mem_some_avg10: 15 };
+  const noPsi = { psi_mem_some_avg10: null, psi_mem_some_rate: null, cg_psi_mem_some_avg10: null, cg_psi_mem_some_rate: null };
+
+  it("PSI files unreadable for 8 s: the alarm holds, and pages no second time when they return", () => {
+    const { events, active } = run([[hot], ...Array.from({ length: 8 }, (): [Partial<Sample>] => [noPsi]), [hot]]);
+    expect(events.map((e) => `${e.kind} ${e.name}`)).toEqual(["raised reclaim_not_underload"]);
+    expect(active.every((a) => a.includes("reclaim_not_underload"))).toBe(true);
+  });
+
+  it.each([
+    ["host PSI unreadable, cgroup PSI calm", { psi_mem_some_avg10: null, psi_mem_some_rate: null }],
+    ["host stall rate not computable", { psi_mem_some_rate: null }],
+    ["cgroup PSI unreadable, host calm", { cg_psi_mem_some_avg10: null, cg_psi_mem_some_rate: null }],
+  ] as const)("%s: holds", (_name, blind) => {
+    const { events } = run([[hot], ...Array.from({ length: 8 }, (): [Partial<Sample>] => [blind])]);
+    expect(events.map((e) => e.kind)).toEqual(["raised"]);
+  });
+
+  it("no worker cgroup PSI to read (no cgroup, legacy v1): host figures alone decide, and it clears", () => {
+    const noCgPsi = { cg_psi_mem_some_avg10: null, cg_psi_mem_some_rate: null };
+    const facts = { cgPsiExpected: false };
+    const { events } = run([[{ ...hot, ...noCgPsi }, facts], ...Array.from({ length: 6 }, (): [Partial<Sample>, Partial<SampleFacts>] => [noCgPsi, facts])]);
+    expect(events.map((e) => e.kind)).toEqual(["raised", "cleared"]);
+  });
+
+  it("an unreadable sample restarts the calm period: calm on either side of it does not add up to a clear", () => {
+    const blind = { cpu_idle_pct: null };
+    // raised at 0 s; calm at 1-2 s; blind 3-8 s; calm from 9 s: clears at 14 s, not at 9 s.
+    const steps: Array<[Partial<Sample>]> = [[hot], [{}], [{}], ...Array.from({ length: 6 }, (): [Partial<Sample>] => [blind]), ...Array.from({ length: 6 }, (): [Partial<Sample>] => [{}])];
+    const { events, active } = run(steps);
+    expect(events.map((e) => e.kind)).toEqual(["raised", "cleared"]);
+    expect(active.map((a) => a.includes("reclaim_not_underload"))).toEqual([...Array<boolean>(14).fill(true), false]);
+  });
+
+  it("CPU busy is known not to be the contradiction, PSI unreadable or not", () => {
+    const { events } = run([[hot], ...Array.from({ length: 6 }, (): [Partial<Sample>] => [{ ...noPsi, cpu_idle_pct: 5 }])]);
+    expect(events.map((e) => e.kind)).toEqual(["raised", "cleared"]);
   });
 });
 
@@ -158,6 +211,23 @@ describe("oom_kill: the cgroup's oom_kill count rose", () => {
   });
   it("a count that went back (cgroup recreated) is a new baseline, not a kill", () => {
     expect(run([[{ cg_oom_kill: 5 }], [{ cg_oom_kill: 0 }], [{ cg_oom_kill: 0 }]]).events).toEqual([]);
+  });
+  it("a recreated cgroup's count is all new kills, even below the old one", () => {
+    expect(run([[{ cg_oom_kill: 5 }], [{ cg_oom_kill: 1 }]]).events.map((e) => e.line)).toEqual([
+      "PAGE oom_kill: cg_oom_kill=1 (+1) admission was already late cgroup=/sys/fs/cgroup/infer",
+    ]);
+  });
+  const absent: [Partial<Sample>, Partial<SampleFacts>] = [{ cg_oom_kill: null }, { cgAbsent: true, cgDir: null }];
+  it("a cgroup that appears with kills already counted after watch saw it absent pages: a new cgroup counts from 0", () => {
+    const { events } = run([absent, absent, [{ cg_oom_kill: 2 }], [{ cg_oom_kill: 2 }]]);
+    expect(events.map((e) => e.line)).toEqual(["PAGE oom_kill: cg_oom_kill=2 (+2) admission was already late cgroup=/sys/fs/cgroup/infer"]);
+  });
+  it("a cgroup that went away and came back with kills pages, whatever its old count", () => {
+    expect(run([[{ cg_oom_kill: 3 }], absent, [{ cg_oom_kill: 1 }]]).events.map((e) => e.kind)).toEqual(["raised"]);
+    expect(run([[{ cg_oom_kill: 3 }], absent, [{ cg_oom_kill: 0 }]]).events).toEqual([]);
+  });
+  it("a count there on watch's very first sample is a baseline, not a kill", () => {
+    expect(run([[{ cg_oom_kill: 7 }], [{ cg_oom_kill: 7 }]]).events).toEqual([]);
   });
   it("an unreadable count does not page", () => {
     expect(run([[{ cg_oom_kill: 1 }], [{ cg_oom_kill: null }], [{ cg_oom_kill: 1 }]]).events).toEqual([]);

@@ -22,6 +22,7 @@ function cgroup(over: Partial<CgroupRaw> = {}): CgroupRaw {
   return {
     dir: "/sys/fs/cgroup/infer",
     pressure: parsePsi("some avg10=1.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n", "/sys/fs/cgroup/infer/memory.pressure"),
+    hasPressure: true,
     pressureFile: "/sys/fs/cgroup/infer/memory.pressure",
     current: ok(1_000_000),
     max: ok(2_147_483_648),
@@ -162,7 +163,7 @@ describe("nextSample: unreadable → null + missing, never 0", () => {
     ["one cgroup file", { cgroup: ok(cgroup({ peak: fail("/sys/fs/cgroup/infer/memory.peak", "missing") })) }, ["cg_mem_peak"], "/sys/fs/cgroup/infer/memory.peak"],
     [
       "legacy v1 has no cgroup PSI",
-      { cgroup: ok(cgroup({ pressure: fail("/sys/fs/cgroup/memory/infer/memory.pressure", "legacy cgroup v1 has no per-cgroup PSI") })) },
+      { cgroup: ok(cgroup({ pressure: fail("/sys/fs/cgroup/memory/infer/memory.pressure", "legacy cgroup v1 has no per-cgroup PSI"), hasPressure: false })) },
       ["cg_psi_mem_some_avg10", "cg_psi_mem_some_rate"],
       "/sys/fs/cgroup/memory/infer/memory.pressure",
     ],
@@ -188,6 +189,19 @@ describe("nextSample: unreadable → null + missing, never 0", () => {
     expect(sample.psi_mem_some_avg10).toBe(3);
     expect(sample.psi_mem_full_avg10).toBeNull();
     expect(reasonOf(sample, "psi_mem_full_avg10")).toMatch(/no full line/);
+  });
+});
+
+describe("nextSample: what the alarms learn about the worker cgroup", () => {
+  const pressureFile = "/sys/fs/cgroup/infer/memory.pressure";
+  it.each([
+    ["there, PSI read", ok(cgroup()), { cgAbsent: false, cgPsiExpected: true }],
+    ["not there", fail("/sys/fs/cgroup/infer", "worker cgroup does not exist"), { cgAbsent: true, cgPsiExpected: false }],
+    ["there, PSI unreadable", ok(cgroup({ pressure: fail(pressureFile, "unreadable (EACCES)") })), { cgAbsent: false, cgPsiExpected: true }],
+    ["there, no PSI file (hybrid twin nobody created)", ok(cgroup({ pressure: fail(pressureFile, "missing") })), { cgAbsent: false, cgPsiExpected: false }],
+    ["legacy v1", ok(cgroup({ pressure: fail(pressureFile, "legacy cgroup v1 has no per-cgroup PSI"), hasPressure: false })), { cgAbsent: false, cgPsiExpected: false }],
+  ] as const)("%s", (_name, reading, expected) => {
+    expect(nextSample(null, raw(0, { cgroup: reading }), NOW).facts).toMatchObject(expected);
   });
 });
 
