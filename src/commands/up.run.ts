@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { closeSync, existsSync, openSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { validateCgroupName } from "../cgroup/names.js";
+import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { hostRoots, type GlobalOptions } from "../context.js";
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState } from "../drill/state.js";
@@ -31,6 +31,7 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
   const drillFile = resolveDrillPath(flags.drill);
   const drill = applyOverrides(loadDrillFile(drillFile), flags);
   validateCgroupName(flags.name);
+  validateParent(flags.parent);
   validateKeyPart(flags.queue, "--queue");
   const log = (line: string) => (g.json ? output.err(line) : output.out(line));
 

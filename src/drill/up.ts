@@ -65,6 +65,10 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
   const { drill, roots, stateDir, log } = options;
   const name = drill.name;
   const dir = drillDir(stateDir, name);
+  // Checked before anything is touched (the drill file's when it was read), and
+  // blamed on where it came from: the flag wins over the file.
+  const parent = options.parent ?? drill.cgroup.parent;
+  const parentSpec = validateParent(parent, options.parent !== undefined ? "--parent" : `${options.drillFile}: cgroup.parent`);
   const lock = acquireDrillLock(roots, dir, "up");
   const crash = (step: string) => {
     if (options.crashAt === step) process.kill(process.pid, "SIGKILL");
@@ -79,7 +83,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     log(`doctor: checking the host`);
     const facts = await gatherFacts({
       roots,
-      parent: validateParent(options.parent),
+      parent: parentSpec,
       redisUrl: options.redisUrl,
       hogDir: options.fileDir,
       hogBytes: Math.max(drill.worker.weights, ...drill.phases.map((p) => p.inject?.size ?? 0)),
@@ -134,11 +138,10 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       await queue.setMode("admit", { forced: false, psi: facts.hostPsi.avg10?.toFixed(2) ?? "missing" });
 
       // The worker cgroup: intent first; setup writes its own marker before mkdir.
-      const parent = options.parent ?? drill.cgroup.parent;
       state.cgroup = { name: options.cgroupName, parent: parent ?? "/", dirs: [] };
       writeState(stateDir, state);
       const layout = requireLayout(roots);
-      const cgroup = resolveWorkerCgroup(roots, layout, options.cgroupName, validateParent(parent));
+      const cgroup = resolveWorkerCgroup(roots, layout, options.cgroupName, parentSpec);
       state.cgroup.dirs = cgroup.dirs.map((d) => d.dir);
       writeState(stateDir, state);
       const setup = setupWorkerCgroup(roots, cgroup, stateDir, { memoryMax: drill.cgroup.memory_max, swapMax: drill.cgroup.swap_max });
