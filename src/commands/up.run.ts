@@ -15,7 +15,7 @@ import { gatherReport } from "../report/gather.js";
 import { renderReport } from "../report/render.js";
 import { consoleOutput } from "../output.js";
 import { validateKeyPart } from "../queue/keys.js";
-import { applyOverrides, type UpFlags } from "./up.js";
+import { applyOverrides, resolveFileDir, type UpFlags } from "./up.js";
 
 const BACKGROUND_ENV = "DRILL_UP_BACKGROUND";
 
@@ -32,6 +32,7 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
   const drill = applyOverrides(loadDrillFile(drillFile), flags);
   validateCgroupName(flags.name);
   validateParent(flags.parent);
+  const fileDir = resolveFileDir(flags.fileDir);
   validateKeyPart(flags.queue, "--queue");
   const log = (line: string) => (g.json ? output.err(line) : output.out(line));
 
@@ -54,7 +55,7 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
       queue: flags.queue,
       cgroupName: flags.name,
       parent: flags.parent,
-      fileDir: flags.fileDir,
+      fileDir,
       signal: interrupt.signal,
       log,
       crashAt: process.env.DRILL_CRASH_AT,
