@@ -12,6 +12,27 @@ export interface SetupOptions {
   memoryMax: number;
   /** Swap allowed on top of memoryMax; 0 = swap off (v1: memsw = limit). */
   swapMax: number;
+  /**
+   * The drill run the cgroup is for (`drill up`), recorded in the marker. With
+   * it, setup never adopts a cgroup another drill owns or one with tasks in it;
+   * without it (`drill cgroup setup`, the operator's own hand) limits of drill's
+   * cgroup are rewritten in place, as before.
+   */
+  owner?: CgroupOwner;
+}
+
+/** Which drill run set a cgroup up; absent for `drill cgroup setup`. */
+export interface CgroupOwner {
+  drill: string;
+  runId: string;
+}
+
+/** The marker as setup writes it: the owner rides along (readers that do not know it ignore it). */
+export type OwnedMarker = CgroupMarker & { owner?: CgroupOwner };
+
+function ownerOf(marker: CgroupMarker | null): CgroupOwner | null {
+  const owner = (marker as OwnedMarker | null)?.owner;
+  return owner && typeof owner.drill === "string" && typeof owner.runId === "string" ? owner : null;
 }
 
 /** What is on the host before setup acts: gathered by inspectForSetup, decided on by planSetup. */
@@ -38,6 +59,8 @@ export interface SetupPlan {
   cgroup: WorkerCgroup;
   /** fresh: drill creates it; ours: drill created it before (marker and inode match), limits are rewritten. */
   ownership: "fresh" | "ours";
+  /** Recorded in the marker: the new owner, or the one already there when none is given. */
+  owner: CgroupOwner | null;
   steps: SetupStep[];
   warnings: string[];
   notes: string[];
@@ -72,8 +95,14 @@ function describeTasks(tasks: Array<{ pid: number; comm: string | null }>): stri
   return tasks.map((t) => `${t.pid} (${t.comm ?? "?"})`).join(", ");
 }
 
-/** Whether existing dirs are drill's own: a marker written by setup, with the inode of each dir it made. */
-export function decideOwnership(inspection: SetupInspection): { kind: "fresh" } | { kind: "ours" } | { kind: "refuse"; reason: string } {
+/**
+ * Whether existing dirs are drill's own: a marker written by setup, with the
+ * inode of each dir it made. For a drill run (`owner`), drill's own is not
+ * enough: another drill's cgroup, or one with tasks in it (a live worker or
+ * hog, whoever's), is refused. The run's own children start only after setup,
+ * so a re-run of the same drill over an empty leftover is still adopted.
+ */
+export function decideOwnership(inspection: SetupInspection, owner?: CgroupOwner): { kind: "fresh" } | { kind: "ours" } | { kind: "refuse"; reason: string } {
   if (inspection.existing.length === 0) return { kind: "fresh" };
   const marker = inspection.marker;
   const foreignTasks = inspection.existing.flatMap((e) => e.tasks ?? []);
@@ -93,12 +122,33 @@ export function decideOwnership(inspection: SetupInspection): { kind: "fresh" } 
       return { kind: "refuse", reason: `${existing.dir.dir} was removed and recreated by someone else since drill made it (inode ${existing.inode}, drill recorded ${marked.inode})${what}; refusing to adopt it` };
     }
   }
+  if (owner) {
+    const holder = ownerOf(marker);
+    const where = inspection.existing.map((e) => e.dir.dir).join(" and ");
+    if (holder && holder.drill !== owner.drill) {
+      return {
+        kind: "refuse",
+        reason: `${where} is the worker cgroup of drill ${holder.drill} (run ${holder.runId}); refusing to share it with drill ${owner.drill}. Run drill rollback --name ${holder.drill} first, or pick another --name`,
+      };
+    }
+    const unreadable = inspection.existing.filter((e) => e.tasks === null).map((e) => e.dir.dir);
+    if (unreadable.length > 0) {
+      return { kind: "refuse", reason: `cannot read cgroup.procs of ${unreadable.join(" and ")}: whether something runs in it is unknown; refusing to adopt it` };
+    }
+    if (foreignTasks.length > 0) {
+      const by = holder ? `drill ${holder.drill}'s earlier run ${holder.runId}` : "drill cgroup setup";
+      return {
+        kind: "refuse",
+        reason: `${where} (set up by ${by}) still has tasks ${describeTasks(foreignTasks)}; refusing to adopt a cgroup something runs in. Roll back what runs there (or drill cgroup teardown), or pick another --name`,
+      };
+    }
+  }
   return { kind: "ours" };
 }
 
 /** Pure: what setup will write where, in which order, and what to warn about. */
 export function planSetup(cgroup: WorkerCgroup, inspection: SetupInspection, options: SetupOptions): SetupPlan {
-  const ownership = decideOwnership(inspection);
+  const ownership = decideOwnership(inspection, options.owner);
   if (ownership.kind === "refuse") throw new RefusedError(ownership.reason);
   const exists = (dir: CgroupDir): boolean => inspection.existing.some((e) => e.dir.dir === dir.dir);
   const steps: SetupStep[] = [];
@@ -159,7 +209,8 @@ export function planSetup(cgroup: WorkerCgroup, inspection: SetupInspection, opt
       `ancestor ${parentLimit.dir} limits memory to ${formatBytes(parentLimit.limit)}, tighter than --memory-max ${formatBytes(options.memoryMax)}: the effective limit is ${formatBytes(parentLimit.limit)}`,
     );
   }
-  return { cgroup, ownership: ownership.kind, steps, warnings, notes };
+  const owner = options.owner ?? (ownership.kind === "ours" ? ownerOf(inspection.marker) : null);
+  return { cgroup, ownership: ownership.kind, owner, steps, warnings, notes };
 }
 
 function inodeOf(dir: string): number | null {
@@ -238,7 +289,8 @@ export function applySetup(plan: SetupPlan, stateDir: string, writeKernel: Kerne
   const writes: WriteResult[] = [];
   const warnings = [...plan.warnings];
   const previousMarker = plan.ownership === "ours" ? readMarker(stateDir, cgroup) : null;
-  const marker = (state: CgroupMarker["state"]): CgroupMarker => ({
+  const owner = plan.owner ? { owner: plan.owner } : {};
+  const marker = (state: CgroupMarker["state"]): OwnedMarker => ({
     kind: "drill-cgroup",
     name: cgroup.name,
     layout: cgroup.layout,
@@ -246,10 +298,16 @@ export function applySetup(plan: SetupPlan, stateDir: string, writeKernel: Kerne
     dirs: cgroup.dirs.map((dir) => ({ ...dir, inode: state === "created" ? inodeOf(dir.dir) : (previousMarker?.dirs.find((d) => d.dir === dir.dir)?.inode ?? null) })),
     createdAt: previousMarker?.createdAt ?? new Date().toISOString(),
     createdByPid: previousMarker?.createdByPid ?? process.pid,
+    ...owner,
   });
 
   // Intent before the act: a crash after mkdir still leaves a record rollback can follow.
   if (plan.steps.some((s) => s.kind === "mkdir")) writeMarker(stateDir, cgroup, marker("creating"));
+  else if (previousMarker && plan.owner && plan.owner.runId !== ownerOf(previousMarker)?.runId) {
+    // Adopted by a new run: the next drill that tries this name must see whose it is now.
+    const adopted: OwnedMarker = { ...previousMarker, owner: plan.owner };
+    writeMarker(stateDir, cgroup, adopted);
+  }
   let markedCreated = false;
   try {
     for (const step of plan.steps) {

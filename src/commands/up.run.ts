@@ -1,8 +1,9 @@
 import { spawn } from "node:child_process";
-import { closeSync, existsSync, openSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { validateCgroupName } from "../cgroup/names.js";
+import { validateCgroupName, validateParent } from "../cgroup/names.js";
+import { stateDirError } from "../cgroup/stateFiles.js";
 import { hostRoots, type GlobalOptions } from "../context.js";
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState } from "../drill/state.js";
@@ -15,7 +16,7 @@ import { gatherReport } from "../report/gather.js";
 import { renderReport } from "../report/render.js";
 import { consoleOutput } from "../output.js";
 import { validateKeyPart } from "../queue/keys.js";
-import { applyOverrides, type UpFlags } from "./up.js";
+import { applyOverrides, resolveFileDir, type UpFlags } from "./up.js";
 
 const BACKGROUND_ENV = "DRILL_UP_BACKGROUND";
 
@@ -31,6 +32,8 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
   const drillFile = resolveDrillPath(flags.drill);
   const drill = applyOverrides(loadDrillFile(drillFile), flags);
   validateCgroupName(flags.name);
+  validateParent(flags.parent);
+  const fileDir = resolveFileDir(flags.fileDir);
   validateKeyPart(flags.queue, "--queue");
   const log = (line: string) => (g.json ? output.err(line) : output.out(line));
 
@@ -53,7 +56,7 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
       queue: flags.queue,
       cgroupName: flags.name,
       parent: flags.parent,
-      fileDir: flags.fileDir,
+      fileDir,
       signal: interrupt.signal,
       log,
       crashAt: process.env.DRILL_CRASH_AT,
@@ -94,7 +97,14 @@ async function detach(drill: DrillFile, drillFile: string, stateDir: string, log
   const dir = drillDir(stateDir, drill.name);
   const before = readState(stateDir, drill.name);
   const logFile = path.join(stateDir, `${drill.name}-up.log`);
-  const fd = openSync(logFile, "a");
+  let fd: number;
+  try {
+    // A first run on a fresh --state-dir: the log goes there before the background up makes it.
+    mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+    fd = openSync(logFile, "a");
+  } catch (err) {
+    throw stateDirError("write the log of the background up", logFile, err);
+  }
   const child = spawn(process.execPath, process.argv.slice(1), {
     detached: true,
     stdio: ["ignore", fd, fd],

@@ -1,6 +1,9 @@
+import { statSync } from "node:fs";
+import path from "node:path";
 import { Command } from "commander";
 import type { DrillFile } from "../drill/drillFile.js";
 import { parseDuration, parseNumber, parsePositiveInt, parseSize } from "../units.js";
+import { UsageError } from "../errors.js";
 import type { CommandFactory } from "./index.js";
 
 export interface UpFlags {
@@ -28,6 +31,25 @@ export function applyOverrides(drill: DrillFile, flags: UpFlags): DrillFile {
   if (flags.slackLimit) d.gate.slack_limit = parseDuration(flags.slackLimit, "--slack-limit");
   if (flags.packedTokenLimit) d.gate.packed_token_limit = parsePositiveInt(flags.packedTokenLimit, "--packed-token-limit");
   return d;
+}
+
+/**
+ * --file-dir, absolute: the children, the hog's own check and a rollback from
+ * another directory all read the recorded path. It must exist already; up makes
+ * only its per-run directory inside it, which rollback removes.
+ */
+export function resolveFileDir(raw: string, cwd: string = process.cwd()): string {
+  if (raw === "") throw new UsageError("--file-dir: is empty");
+  const dir = path.resolve(cwd, raw);
+  let isDirectory: boolean;
+  try {
+    isDirectory = statSync(dir).isDirectory();
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new UsageError(`--file-dir: ${dir} ${code === "ENOENT" ? "does not exist" : `cannot be read (${code ?? (err as Error).message})`}; give an existing directory on a disk filesystem`);
+  }
+  if (!isDirectory) throw new UsageError(`--file-dir: ${dir} is not a directory`);
+  return dir;
 }
 
 export const upCommand: CommandFactory = (globals) =>

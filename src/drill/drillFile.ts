@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import { z } from "zod";
-import { cgroupNameProblem } from "../cgroup/names.js";
+import { cgroupNameProblem, validateParent } from "../cgroup/names.js";
 import { UsageError } from "../errors.js";
 import { parseDuration, parseSize } from "../units.js";
 
@@ -32,6 +32,15 @@ const duration = (what: string) =>
   });
 
 const count = z.number().int().positive();
+
+/** The --parent rules, here so a bad value stops `up` before it starts anything. Kept as written. */
+const parent = z.string().superRefine((value, ctx) => {
+  try {
+    validateParent(value, "parent");
+  } catch (err) {
+    ctx.addIssue({ code: "custom", message: (err as Error).message.replace(/^[^:]*: /, "") });
+  }
+});
 
 const packStep = z.strictObject({
   jobs: count,
@@ -72,7 +81,7 @@ export const drillFileSchema = z.strictObject({
   cgroup: z.strictObject({
     memory_max: size("memory_max"),
     swap_max: size("swap_max").prefault(0),
-    parent: z.string().optional(),
+    parent: parent.optional(),
   }),
   worker: z.strictObject({
     weights: size("weights"),

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { requireLayout } from "../cgroup/layout.js";
 import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup } from "../cgroup/paths.js";
-import { setupWorkerCgroup } from "../cgroup/setup.js";
+import { applySetup, inspectForSetup, planSetup } from "../cgroup/setup.js";
 import { evaluateChecks } from "../doctor/checks.js";
 import { gatherFacts } from "../doctor/gather.js";
 import { RefusedError } from "../errors.js";
@@ -65,6 +65,10 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
   const { drill, roots, stateDir, log } = options;
   const name = drill.name;
   const dir = drillDir(stateDir, name);
+  // Checked before anything is touched (the drill file's when it was read), and
+  // blamed on where it came from: the flag wins over the file.
+  const parent = options.parent ?? drill.cgroup.parent;
+  const parentSpec = validateParent(parent, options.parent !== undefined ? "--parent" : `${options.drillFile}: cgroup.parent`);
   const lock = acquireDrillLock(roots, dir, "up");
   const crash = (step: string) => {
     if (options.crashAt === step) process.kill(process.pid, "SIGKILL");
@@ -79,7 +83,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     log(`doctor: checking the host`);
     const facts = await gatherFacts({
       roots,
-      parent: validateParent(options.parent),
+      parent: parentSpec,
       redisUrl: options.redisUrl,
       hogDir: options.fileDir,
       hogBytes: Math.max(drill.worker.weights, ...drill.phases.map((p) => p.inject?.size ?? 0)),
@@ -89,6 +93,13 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     if (fails.length > 0) throw new RefusedError(`doctor refused: ${fails.map((c) => `${c.name}: ${c.detail}`).join("; ")}`);
 
     const runId = `${name}-${new Date().toISOString().replace(/[-:T]/g, "").slice(0, 14)}-${randomBytes(3).toString("hex")}`;
+    // The worker cgroup is judged before anything starts: a name another drill
+    // runs in (or anything with tasks) is refused with nothing to roll back.
+    const layout = requireLayout(roots);
+    const cgroup = resolveWorkerCgroup(roots, layout, options.cgroupName, parentSpec);
+    const setupOptions = { memoryMax: drill.cgroup.memory_max, swapMax: drill.cgroup.swap_max, owner: { drill: name, runId } };
+    planSetup(cgroup, inspectForSetup(roots, cgroup, stateDir), setupOptions);
+
     const self = readProcessStat(roots, process.pid);
     const state: DrillState = {
       version: 1,
@@ -133,15 +144,13 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       const queue = new DrillQueue(redis, options.queue);
       await queue.setMode("admit", { forced: false, psi: facts.hostPsi.avg10?.toFixed(2) ?? "missing" });
 
-      // The worker cgroup: intent first; setup writes its own marker before mkdir.
-      const parent = options.parent ?? drill.cgroup.parent;
-      state.cgroup = { name: options.cgroupName, parent: parent ?? "/", dirs: [] };
+      // The worker cgroup, judged again (the host moved on while Redis started).
+      // A refusal records no cgroup: this drill's rollback must never tear down
+      // the one it was refused. Then intent first; setup writes its own marker before mkdir.
+      const plan = planSetup(cgroup, inspectForSetup(roots, cgroup, stateDir), setupOptions);
+      state.cgroup = { name: options.cgroupName, parent: parent ?? "/", dirs: cgroup.dirs.map((d) => d.dir) };
       writeState(stateDir, state);
-      const layout = requireLayout(roots);
-      const cgroup = resolveWorkerCgroup(roots, layout, options.cgroupName, validateParent(parent));
-      state.cgroup.dirs = cgroup.dirs.map((d) => d.dir);
-      writeState(stateDir, state);
-      const setup = setupWorkerCgroup(roots, cgroup, stateDir, { memoryMax: drill.cgroup.memory_max, swapMax: drill.cgroup.swap_max });
+      const setup = applySetup(plan, stateDir);
       crash("cgroup");
       log(`cgroup: ${cgroup.limits.dir} memory.max ${formatBytes(drill.cgroup.memory_max)}, swap ${formatBytes(drill.cgroup.swap_max)} (lab expectation)`);
       for (const warning of setup.warnings) log(`cgroup: warning: ${warning}`);

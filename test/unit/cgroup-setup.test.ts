@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { DrillError, RefusedError } from "../../src/errors.js";
 import { requireLayout } from "../../src/cgroup/layout.js";
 import { resolveWorkerCgroup } from "../../src/cgroup/paths.js";
-import { applySetup, enableMemoryError, inspectForSetup, orderV1LimitWrites, planSetup, setupWorkerCgroup } from "../../src/cgroup/setup.js";
+import { applySetup, enableMemoryError, inspectForSetup, orderV1LimitWrites, planSetup, setupWorkerCgroup, type OwnedMarker } from "../../src/cgroup/setup.js";
 import { markerFile, readMarker } from "../../src/cgroup/stateFiles.js";
 import { makeFakeHost, v1MemoryFiles, type FakeHost } from "../helpers/cgroupFixtures.js";
 
@@ -152,5 +152,79 @@ describe("planSetup / applySetup on fake trees", () => {
   it("EACCES on a kernel write is one line naming the file", () => {
     const err = enableMemoryError("/sys/fs/cgroup/x/cgroup.subtree_control", "/sys/fs/cgroup/x", Object.assign(new Error("denied"), { code: "EACCES" }));
     expect(err.message).toBe("cannot write /sys/fs/cgroup/x/cgroup.subtree_control: EACCES (run as root, or on a host whose cgroup tree is writable)");
+  });
+});
+
+describe("a drill run never adopts a cgroup another drill, or anything live, uses", () => {
+  const opts = (drill: string, runId: string, memoryMax = 256 * M) => ({ memoryMax, swapMax: 0, owner: { drill, runId } });
+  /** What the kernel shows in a cgroup drill made: an empty (or given) cgroup.procs in each dir. */
+  const setTasks = (cg: ReturnType<typeof hybridTarget>, procs = "") => {
+    for (const dir of cg.dirs) writeFileSync(path.join(dir.dir, "cgroup.procs"), procs);
+  };
+  const limit = (cg: ReturnType<typeof hybridTarget>) => readFileSync(path.join(cg.memory!.dir, "memory.limit_in_bytes"), "utf8");
+  const refusal = (fn: () => unknown): RefusedError => {
+    try {
+      fn();
+    } catch (err) {
+      expect(err).toBeInstanceOf(RefusedError);
+      return err as RefusedError;
+    }
+    throw new Error("not refused");
+  };
+
+  it("records the drill and run that set the cgroup up", () => {
+    host = makeFakeHost("hybrid");
+    const cg = hybridTarget(host);
+    setupWorkerCgroup(host.roots, cg, host.stateDir, opts("first", "first-1"));
+    expect((readMarker(host.stateDir, cg) as OwnedMarker).owner).toEqual({ drill: "first", runId: "first-1" });
+  });
+
+  it("another drill's cgroup is refused, exit 3 naming that drill, even while it is empty; nothing rewritten", () => {
+    host = makeFakeHost("hybrid");
+    const cg = hybridTarget(host);
+    setupWorkerCgroup(host.roots, cg, host.stateDir, opts("first", "first-1"));
+    setTasks(cg);
+    const markerBefore = readFileSync(markerFile(host.stateDir, cg), "utf8");
+    const err = refusal(() => setupWorkerCgroup(host!.roots, cg, host!.stateDir, opts("second", "second-1", 512 * M)));
+    expect(err.exitCode).toBe(3);
+    expect(err.message).toMatch(/worker cgroup of drill first \(run first-1\); refusing to share it with drill second.*rollback --name first.*--name/);
+    expect(limit(cg)).toBe(String(256 * M));
+    expect(readFileSync(markerFile(host.stateDir, cg), "utf8")).toBe(markerBefore);
+  });
+
+  it("a marked cgroup with tasks in it is refused to a drill run, naming them", () => {
+    host = makeFakeHost("hybrid");
+    const cg = hybridTarget(host);
+    setupWorkerCgroup(host.roots, cg, host.stateDir, { memoryMax: 256 * M, swapMax: 0 }); // drill cgroup setup: no owner
+    setTasks(cg, "31337\n");
+    const err = refusal(() => setupWorkerCgroup(host!.roots, cg, host!.stateDir, opts("first", "first-1", 512 * M)));
+    expect(err.message).toMatch(/set up by drill cgroup setup\) still has tasks 31337 .*refusing to adopt/);
+    expect(limit(cg)).toBe(String(256 * M));
+    // The operator's own `drill cgroup setup` still rewrites the limits of the cgroup drill made.
+    expect(setupWorkerCgroup(host.roots, cg, host.stateDir, { memoryMax: 512 * M, swapMax: 0 }).plan.ownership).toBe("ours");
+    expect(limit(cg)).toBe(String(512 * M));
+  });
+
+  it("unreadable tasks are not taken for none", () => {
+    host = makeFakeHost("hybrid");
+    const cg = hybridTarget(host);
+    setupWorkerCgroup(host.roots, cg, host.stateDir, { memoryMax: 256 * M, swapMax: 0 });
+    // No cgroup.procs in the fake dirs: readPids fails.
+    expect(refusal(() => planSetup(cg, inspectForSetup(host!.roots, cg, host!.stateDir), opts("first", "first-1"))).message).toMatch(/cannot read cgroup.procs/);
+  });
+
+  it("the same drill's next run adopts an empty leftover (up twice stays safe) and takes it over in the marker", () => {
+    host = makeFakeHost("hybrid");
+    const cg = hybridTarget(host);
+    setupWorkerCgroup(host.roots, cg, host.stateDir, opts("first", "first-1"));
+    setTasks(cg);
+    const again = setupWorkerCgroup(host.roots, cg, host.stateDir, opts("first", "first-2", 512 * M));
+    expect(again.plan.ownership).toBe("ours");
+    expect(limit(cg)).toBe(String(512 * M));
+    expect((readMarker(host.stateDir, cg) as OwnedMarker).owner).toEqual({ drill: "first", runId: "first-2" });
+    // ...and a `drill cgroup setup` on it keeps the owner.
+    setupWorkerCgroup(host.roots, cg, host.stateDir, { memoryMax: 256 * M, swapMax: 0 });
+    expect((readMarker(host.stateDir, cg) as OwnedMarker).owner).toEqual({ drill: "first", runId: "first-2" });
+    expect(refusal(() => setupWorkerCgroup(host!.roots, cg, host!.stateDir, opts("second", "second-1"))).message).toMatch(/drill first \(run first-2\)/);
   });
 });

@@ -27,6 +27,11 @@ describe("drill files", () => {
     expect(parseDrillFile(smoke, "smoke.yaml").duration).toBeLessThan(60_000);
   });
 
+  it.each(["self", "/", "/drills", "drills/lab"])("cgroup.parent %s is accepted as written", (parent) => {
+    const d = parseDrillFile(smoke.replace("  swap_max: 0\n", `  swap_max: 0\n  parent: "${parent}"\n`), "x.yaml");
+    expect(d.cgroup.parent).toBe(parent);
+  });
+
   it.each([
     ["not YAML", "name: [", /^x\.yaml(:\d+)?: not valid YAML/],
     ["missing duration", smoke.replace(/^duration: .*$/m, ""), /^x\.yaml: duration: /],
@@ -37,6 +42,10 @@ describe("drill files", () => {
     ["phase with both", smoke.replace("  - at: 9s\n    inject:", "  - at: 9s\n    pack: { jobs: 1, prompt_tokens: 1 }\n    inject:"), /^x\.yaml: phases\.2: a phase has exactly one/],
     ["negative tokens", smoke.replace("prompt_tokens: 24000", "prompt_tokens: -5"), /^x\.yaml: phases\.0\.pack\.prompt_tokens: /],
     ["phase after the end", smoke.replace("- at: 24s", "- at: 50s"), /^x\.yaml: phases: a phase starts at 50000ms/],
+    // The --parent rules, checked before up starts anything (not blamed on --parent after Redis is up).
+    ["parent with ..", smoke.replace("  swap_max: 0\n", "  swap_max: 0\n  parent: ../x\n"), /^x\.yaml: cgroup\.parent: component "\.\." of "\.\.\/x" is a relative path component$/],
+    ["empty parent", smoke.replace("  swap_max: 0\n", "  swap_max: 0\n  parent: ''\n"), /^x\.yaml: cgroup\.parent: is empty/],
+    ["parent through an interface file", smoke.replace("  swap_max: 0\n", "  swap_max: 0\n  parent: /drills/memory.max\n"), /^x\.yaml: cgroup\.parent: component "memory\.max"/],
   ])("%s is exit 2 naming file and field", (_n, text, message) => {
     try {
       parseDrillFile(text, "x.yaml");

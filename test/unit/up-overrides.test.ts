@@ -1,7 +1,9 @@
-import { readFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { applyOverrides } from "../../src/commands/up.js";
+import { applyOverrides, resolveFileDir } from "../../src/commands/up.js";
+import { UsageError } from "../../src/errors.js";
 import { parseDrillFile } from "../../src/drill/drillFile.js";
 import { outputName } from "../../src/drill/up.js";
 import { repoRoot } from "../helpers/cli.js";
@@ -35,5 +37,24 @@ describe("drill up flags override the drill file (rewrite the thresholds, not th
   it("the sidecar's output is the recording the report reads", () => {
     expect(outputName("watch")).toBe("watch.jsonl");
     expect(outputName("gate")).toBe("gate.out");
+  });
+});
+
+describe("--file-dir is made absolute before anything records it", () => {
+  it("a relative dir resolves against the caller's directory; a bad one is exit 2 naming the flag", () => {
+    const root = mkdtempSync(path.join(tmpdir(), "drill-filedir-"));
+    try {
+      mkdirSync(path.join(root, "files"));
+      writeFileSync(path.join(root, "plain"), "");
+      expect(resolveFileDir("files", root)).toBe(path.join(root, "files"));
+      expect(resolveFileDir("./files/", root)).toBe(path.join(root, "files"));
+      expect(resolveFileDir(path.join(root, "files"), "/")).toBe(path.join(root, "files"));
+      for (const [raw, message] of [["nope", `--file-dir: ${path.join(root, "nope")} does not exist`], ["plain", `--file-dir: ${path.join(root, "plain")} is not a directory`], ["", "--file-dir: is empty"]]) {
+        expect(() => resolveFileDir(raw!, root)).toThrow(UsageError);
+        expect(() => resolveFileDir(raw!, root)).toThrow(message);
+      }
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
