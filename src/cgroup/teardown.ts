@@ -1,4 +1,4 @@
-import { existsSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { RefusedError, RollbackIncompleteError, kernelWriteError } from "../errors.js";
@@ -13,6 +13,21 @@ export interface TeardownOptions {
   /** Bound on killing, waiting for empty, and rmdir backoff together. */
   timeoutMs?: number;
 }
+
+/** How the cgroup was emptied; `drill cgroup teardown --json` prints these in `method`, rollback joins them with `+`. */
+export type TeardownMethod = "cgroup.kill" | "freeze-kill-thaw" | "sigkill-by-pid" | "empty";
+
+/** Sends SIGKILL, throwing like process.kill (ESRCH once the pid is gone); tests inject one. */
+export type SendSigkill = (pid: number) => void;
+
+const sendSigkill: SendSigkill = (pid) => process.kill(pid, "SIGKILL");
+
+/**
+ * How long one sweep waits for cgroup.events `frozen 1`: a task in D state
+ * (a thrashing hog in a page fault) only stops when it leaves the kernel, and
+ * SIGKILL reaches it then whether or not the freeze completed.
+ */
+const FREEZE_WAIT_MS = 1_000;
 
 export interface KilledTask {
   pid: number;
@@ -30,8 +45,8 @@ export type TeardownResult =
       killed: KilledTask[];
       /** Thrash files of SIGKILLed hogs that drill unlinked. */
       unlinked: string[];
-      /** How the cgroup was emptied: cgroup.kill, SIGKILL by pid, or it was empty. */
-      method: Array<"cgroup.kill" | "sigkill-by-pid" | "empty">;
+      /** How the cgroup was emptied: cgroup.kill, freeze → SIGKILL by pid → thaw, SIGKILL by pid alone, or it was empty. */
+      method: TeardownMethod[];
     };
 
 function inode(dir: string): number | null {
@@ -89,7 +104,7 @@ export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgr
   }
 
   const killed: KilledTask[] = [];
-  const method = new Set<"cgroup.kill" | "sigkill-by-pid" | "empty">();
+  const method = new Set<TeardownMethod>();
   const leftovers = await killUntilEmpty(roots, present, deadline, killed, method);
   if (leftovers.length > 0) {
     throw new RollbackIncompleteError(
@@ -135,32 +150,33 @@ export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgr
 }
 
 /**
- * cgroup.kill where it exists (v2, hybrid twin), then SIGKILL by pid for
- * anything still listed, re-reading cgroup.procs until every dir is empty:
- * a hog that forks is caught on the next sweep, one ignoring SIGTERM never
- * gets a choice. Each pid is checked to still be in the cgroup before it is
- * signalled, so a pid reused since the read is left alone.
+ * Empties the dirs (DESIGN: cgroup.kill, or freeze → kill → thaw), re-reading
+ * cgroup.procs until every dir is empty:
+ * - cgroup.kill (≥ 5.14, v2 or the hybrid twin) kills the whole cgroup in one write;
+ * - without it, cgroup.freeze (5.2–5.13) stops every task where it stands, so a
+ *   forking hog cannot add pids between the read and the kill; each pid then
+ *   gets SIGKILL (a frozen task still dies of it in the v2 freezer) and the
+ *   cgroup is thawed, also when something failed: a cgroup left frozen keeps
+ *   its tasks stopped for good;
+ * - with neither (legacy v1), SIGKILL by pid, sweep after sweep.
+ * SIGKILL by pid also follows cgroup.kill, for the v1 dir's tasks. Each pid
+ * is checked to still be in the cgroup before it is signalled, so a pid reused
+ * since the read is left alone.
  */
-async function killUntilEmpty(
+export async function killUntilEmpty(
   roots: HostRoots,
   dirs: CgroupDir[],
   deadline: number,
   killed: KilledTask[],
-  method: Set<"cgroup.kill" | "sigkill-by-pid" | "empty">,
+  method: Set<TeardownMethod>,
+  send: SendSigkill = sendSigkill,
 ): Promise<KilledTask[]> {
   const seen = new Set<number>();
   let wait = 20;
   for (;;) {
-    const inside: KilledTask[] = [];
-    for (const dir of dirs) {
-      const pids = readPids(path.join(dir.dir, "cgroup.procs"));
-      if (!pids.ok) {
-        if (pids.reason === "missing") continue; // removed under us (cgdelete): nothing inside
-        throw kernelWriteError(pids.file, new Error(pids.reason), "read");
-      }
-      for (const pid of pids.value) inside.push({ pid, comm: readComm(roots, pid), dir: dir.dir });
-    }
+    const inside = listInside(roots, dirs);
     if (inside.length === 0) return [];
+    // Before any freeze: freezing a cgroup drill sits in would stop drill.
     if (inside.some((t) => t.pid === process.pid)) {
       throw new RollbackIncompleteError(`drill itself (pid ${process.pid}) is inside ${inside.find((t) => t.pid === process.pid)!.dir}; run teardown from outside the cgroup`);
     }
@@ -176,23 +192,107 @@ async function killUntilEmpty(
         if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw kernelWriteError(killFile, err);
       }
     }
-    for (const task of inside) {
-      // Reported whether cgroup.kill or the SIGKILL below ends it.
-      if (!seen.has(task.pid)) {
-        seen.add(task.pid);
-        killed.push(task);
-      }
-      const dir = dirs.find((d) => d.dir === task.dir)!;
-      if (!isInCgroup(roots, task.pid, dir)) continue;
-      try {
-        process.kill(task.pid, "SIGKILL");
-        method.add("sigkill-by-pid");
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw err;
-      }
+    const freezable = dirs.filter((d) => d.version === 2 && !existsSync(path.join(d.dir, "cgroup.kill")) && existsSync(path.join(d.dir, "cgroup.freeze")));
+    if (freezable.length > 0) {
+      await whileFrozen(freezable, Math.min(deadline, Date.now() + FREEZE_WAIT_MS), () => {
+        // Read again once frozen: now the list is every task, none can fork.
+        if (sigkillEach(roots, dirs, listInside(roots, dirs), send, seen, killed)) method.add("freeze-kill-thaw");
+      });
+    } else if (sigkillEach(roots, dirs, inside, send, seen, killed)) {
+      method.add("sigkill-by-pid");
     }
     await sleep(wait);
     wait = Math.min(wait * 2, 200);
+  }
+}
+
+/** Every task listed in the dirs' cgroup.procs; a dir removed under us (cgdelete) has none. */
+function listInside(roots: HostRoots, dirs: CgroupDir[]): KilledTask[] {
+  const inside: KilledTask[] = [];
+  for (const dir of dirs) {
+    const pids = readPids(path.join(dir.dir, "cgroup.procs"));
+    if (!pids.ok) {
+      if (pids.reason === "missing") continue;
+      throw kernelWriteError(pids.file, new Error(pids.reason), "read");
+    }
+    for (const pid of pids.value) inside.push({ pid, comm: readComm(roots, pid), dir: dir.dir });
+  }
+  return inside;
+}
+
+/** SIGKILLs each task still in its cgroup; true when at least one signal was sent. */
+function sigkillEach(roots: HostRoots, dirs: CgroupDir[], tasks: KilledTask[], send: SendSigkill, seen: Set<number>, killed: KilledTask[]): boolean {
+  let sent = false;
+  for (const task of tasks) {
+    // Reported whether cgroup.kill or the SIGKILL below ends it.
+    if (!seen.has(task.pid)) {
+      seen.add(task.pid);
+      killed.push(task);
+    }
+    const dir = dirs.find((d) => d.dir === task.dir)!;
+    if (!isInCgroup(roots, task.pid, dir)) continue;
+    try {
+      send(task.pid);
+      sent = true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw err;
+    }
+  }
+  return sent;
+}
+
+/**
+ * Freezes the dirs, waits (until `waitUntil`) for cgroup.events `frozen 1`,
+ * runs `body`, and thaws every dir it froze whatever happened in between.
+ */
+async function whileFrozen(dirs: CgroupDir[], waitUntil: number, body: () => void): Promise<void> {
+  const frozen: string[] = [];
+  let failure: unknown = null;
+  try {
+    for (const dir of dirs) {
+      const file = path.join(dir.dir, "cgroup.freeze");
+      try {
+        writeFileSync(file, "1");
+        frozen.push(file);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw kernelWriteError(file, err);
+      }
+    }
+    await waitFrozen(dirs, waitUntil);
+    body();
+  } catch (err) {
+    failure = err;
+  }
+  const stuck: string[] = [];
+  for (const file of frozen) {
+    try {
+      writeFileSync(file, "0");
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") stuck.push(`${file} (${(err as Error).message})`);
+    }
+  }
+  if (stuck.length > 0) {
+    throw new RollbackIncompleteError(
+      `could not thaw ${stuck.join(", ")}: its tasks stay stopped until 0 is written there; run teardown again` +
+        (failure ? `; before that: ${(failure as Error).message}` : ""),
+    );
+  }
+  if (failure) throw failure;
+}
+
+/** Polls cgroup.events until every dir says `frozen 1` (or is gone), or until `until`. */
+async function waitFrozen(dirs: CgroupDir[], until: number): Promise<boolean> {
+  for (;;) {
+    const pending = dirs.filter((d) => {
+      try {
+        return !/^frozen 1$/m.test(readFileSync(path.join(d.dir, "cgroup.events"), "utf8"));
+      } catch {
+        return false; // gone or unreadable: waiting longer tells nothing; SIGKILL works frozen or not
+      }
+    });
+    if (pending.length === 0) return true;
+    if (Date.now() >= until) return false;
+    await sleep(10);
   }
 }
 

@@ -27,6 +27,7 @@ export interface DoctorFacts {
   hostPsi: { ok: boolean; file: string; reason?: string; avg10?: number };
   cgroupPsi: { file: string | null; present: boolean };
   vmstatSwapIn: { ok: boolean; file: string; reason?: string };
+  /** freezer: the probe's cgroup2 dir (v2, or the hybrid twin) has cgroup.freeze, which teardown uses without cgroup.kill. */
   cgroupKill: { file: string | null; present: boolean; freezer: boolean };
   redis:
     | { given: false }
@@ -109,10 +110,12 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
     "cgroup.kill",
     f.cgroupKill.present ? "pass" : "warn",
     f.cgroupKill.file,
-    // What teardown does (killUntilEmpty); it has no freezer path, so a freezer changes nothing here.
+    // What teardown does (killUntilEmpty) in each case.
     f.cgroupKill.present
       ? "rollback kills the whole cgroup in one write"
-      : "no cgroup.kill: rollback SIGKILLs each pid in cgroup.procs, re-reading until the cgroup is empty (a hog forking faster than that can outlast the timeout)",
+      : f.cgroupKill.freezer
+        ? "no cgroup.kill (kernel < 5.14): rollback freezes the cgroup (cgroup.freeze), SIGKILLs each pid in cgroup.procs while it is frozen, thaws it, and repeats until the cgroup is empty"
+        : "no cgroup.kill and no cgroup.freeze: rollback SIGKILLs each pid in cgroup.procs, re-reading until the cgroup is empty (a hog forking faster than that can outlast the timeout)",
   );
 
   if (f.redis.given) {

@@ -49,13 +49,13 @@ export async function gatherFacts(options: GatherOptions): Promise<DoctorFacts> 
     } catch (err) {
       facts.memoryWritable = { ok: false, where: String(options.parent.kind === "self" ? "self" : options.parent.path), error: (err as Error).message };
     }
-    if (probe) probeCgroup(probe, facts, roots);
+    if (probe) probeCgroup(probe, facts);
   }
   return facts;
 }
 
 /** Creates the probe cgroup in every hierarchy, notes which files it got, removes it. */
-function probeCgroup(probe: WorkerCgroup, facts: DoctorFacts, roots: HostRoots): void {
+function probeCgroup(probe: WorkerCgroup, facts: DoctorFacts): void {
   const created: string[] = [];
   facts.memoryWritable.where = path.dirname(probe.limits.dir);
   try {
@@ -73,7 +73,8 @@ function probeCgroup(probe: WorkerCgroup, facts: DoctorFacts, roots: HostRoots):
     facts.cgroupKill = {
       file: probe.killFile,
       present: probe.killFile !== null && existsSync(probe.killFile),
-      freezer: existsSync(path.join(roots.cgroupRoot(), "freezer")) || (probe.unified !== null && existsSync(path.join(probe.unified.dir, "cgroup.freeze"))),
+      // Only the v2 freezer: teardown never uses a v1 freezer hierarchy.
+      freezer: probe.unified !== null && existsSync(path.join(probe.unified.dir, "cgroup.freeze")),
     };
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? "";

@@ -47,11 +47,24 @@ describe("doctor checks", () => {
     expect(drillVerdict(evaluateChecks(facts))).toBe(expected === "fail" ? "refused" : "ready_with_warnings");
   });
 
-  it.each([true, false])("without cgroup.kill (freezer %s) the detail says what teardown does: SIGKILL by pid until empty, no freezing", (freezer) => {
-    const row = evaluateChecks({ ...healthy, cgroupKill: { file: null, present: false, freezer } }).find((c) => c.name === "cgroup.kill");
+  it("without cgroup.kill but with cgroup.freeze the detail says what teardown does: freeze, SIGKILL by pid, thaw", () => {
+    const row = evaluateChecks({ ...healthy, cgroupKill: { file: null, present: false, freezer: true } }).find((c) => c.name === "cgroup.kill");
     expect(row?.status).toBe("warn");
-    expect(row?.detail).toMatch(/SIGKILL.*until the cgroup is empty/);
-    expect(row?.detail).not.toMatch(/freez|thaw/);
+    expect(row?.detail).toMatch(/freezes the cgroup.*SIGKILLs each pid.*while it is frozen, thaws it/);
+  });
+
+  it("with neither cgroup.kill nor cgroup.freeze the detail says SIGKILL by pid until empty, no freezing", () => {
+    const row = evaluateChecks({ ...healthy, cgroupKill: { file: null, present: false, freezer: false } }).find((c) => c.name === "cgroup.kill");
+    expect(row?.status).toBe("warn");
+    expect(row?.detail).toMatch(/no cgroup.kill and no cgroup.freeze: rollback SIGKILLs each pid.*until the cgroup is empty/);
+    expect(row?.detail).not.toMatch(/freezes|thaw/);
+  });
+
+  it("with cgroup.kill the detail is the one write, freezer or not", () => {
+    for (const freezer of [true, false]) {
+      const row = evaluateChecks({ ...healthy, cgroupKill: { ...healthy.cgroupKill, freezer } }).find((c) => c.name === "cgroup.kill");
+      expect(row).toMatchObject({ status: "pass", detail: "rollback kills the whole cgroup in one write" });
+    }
   });
 
   it("warns on a given Redis that can lose jobs, fails on one that is unreachable", () => {
