@@ -217,6 +217,39 @@ export function strayPayloads(listed: readonly Buffer[], held: readonly Buffer[]
   return strays;
 }
 
+// ---- slots ---------------------------------------------------------------------
+
+/**
+ * Jobs already in our working list that have not started (strays a lost
+ * BLMOVE reply left, the job taken with them) wait for a slot like any job,
+ * and start before anything new is taken. --max-jobs counts every job
+ * started; what waits past it stays in the working list and goes back to the
+ * head of admitted with the stop, as held jobs do on any stop.
+ */
+export interface SlotState {
+  /** Ours (in the working list), not started yet. */
+  waiting: number;
+  inFlight: number;
+  /** Jobs this run has started: what --max-jobs counts. */
+  started: number;
+}
+
+/** After starting `start` waiting jobs: `take` (BLMOVE), `wait` for a job to finish, or `stop` (--max-jobs reached, none running). */
+export interface SlotPlan {
+  start: number;
+  then: "take" | "wait" | "stop";
+}
+
+export function planSlots(state: SlotState, limits: { concurrency: number; maxJobs: number | null }): SlotPlan {
+  const free = Math.max(0, limits.concurrency - state.inFlight);
+  const allowed = limits.maxJobs === null ? Infinity : Math.max(0, limits.maxJobs - state.started);
+  const start = Math.min(state.waiting, free, allowed);
+  const inFlight = state.inFlight + start;
+  if (allowed - start <= 0) return { start, then: inFlight === 0 ? "stop" : "wait" };
+  if (state.waiting - start > 0 || inFlight >= limits.concurrency) return { start, then: "wait" };
+  return { start, then: "take" };
+}
+
 // ---- worker identity ---------------------------------------------------------
 
 /**

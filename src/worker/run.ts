@@ -20,6 +20,7 @@ import {
   formatDoneLine,
   markFirstToken,
   planJob,
+  planSlots,
   prefillKvSlice,
   strayPayloads,
   unmarkFirstToken,
@@ -94,6 +95,7 @@ export interface WorkerDeps {
 
 export interface WorkerSummary {
   workerId: string;
+  /** Jobs started, strays included: what --max-jobs counts (one given back unstarted is in givenBackAtStop). */
   taken: number;
   done: number;
   late: number;
@@ -189,6 +191,8 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
   const inFlight = new Set<Promise<void>>();
   // The bytes each running job has in the working list (marked after its first token).
   const held = new Set<{ current: Buffer }>();
+  // Ours, in the working list, not started: they wait for a slot, oldest first.
+  const waiting: Buffer[] = [];
   let batcher: PassBatcher | null = null;
   try {
     await claimWorkerId(redis, keys, workerId, token, ttlMs, info, deps.roots);
@@ -308,6 +312,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
     };
 
     const startJob = (payload: Buffer): void => {
+      summary.taken++;
       const run: Promise<void> = runJob(payload)
         .catch((err: unknown) => {
           if (err instanceof StopJob) return; // stays in the working list; given back below
@@ -328,15 +333,15 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
         stop("duration");
         break;
       }
-      if (options.maxJobs !== null && summary.taken >= options.maxJobs) {
-        if (inFlight.size === 0) {
-          stopReason ??= "max_jobs";
-          break;
-        }
-        await Promise.race([Promise.race(inFlight), stopped, sleep(1000, stopJobs.signal)]);
-        continue;
+      const slots = planSlots({ waiting: waiting.length, inFlight: inFlight.size, started: summary.taken }, { concurrency: config.concurrency, maxJobs: options.maxJobs });
+      for (const payload of waiting.splice(0, slots.start)) startJob(payload);
+      if (slots.start > 0) lastActivity = now();
+      if (slots.then === "stop") {
+        stopReason ??= "max_jobs";
+        if (waiting.length > 0) deps.err(`${tag}: --max-jobs ${options.maxJobs} reached; ${waiting.length} job(s) in ${working} not started go back with the stop`);
+        break;
       }
-      if (inFlight.size >= config.concurrency) {
+      if (slots.then === "wait") {
         await Promise.race([Promise.race(inFlight), stopped, sleep(1000, stopJobs.signal)]);
         continue;
       }
@@ -353,23 +358,20 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
           deps.err(`${tag}: redis back after ${((now() - outageSince) / 1000).toFixed(1)} s`);
           outageSince = null;
           failures = 0;
-          // A BLMOVE whose reply was lost left its job in our working list: run it.
-          // The one just taken is listed too but not running yet: not a stray.
-          for (const stray of await strays(redis, working, held, payload)) {
-            summary.taken++;
-            startJob(stray);
-          }
+          // A BLMOVE whose reply was lost left its job in our working list: it is
+          // ours, older than the one just taken, and waits for a slot before it.
+          // The one just taken is listed too but not waiting yet: not a stray.
+          waiting.push(...(await strays(redis, working, [...[...held].map((slot) => slot.current), ...waiting], payload)));
         }
         if (payload === null) {
-          if (options.idleExitMs !== null && inFlight.size === 0 && now() - lastActivity >= options.idleExitMs) {
+          if (options.idleExitMs !== null && inFlight.size === 0 && waiting.length === 0 && now() - lastActivity >= options.idleExitMs) {
             stopReason ??= "idle";
             break;
           }
           continue;
         }
-        summary.taken++;
         lastActivity = now();
-        startJob(payload);
+        waiting.push(payload); // starts at the top of the loop, after any stray
       } catch (err) {
         failures++;
         if (err instanceof WatchdogTimeout) deps.err(`${tag}: watchdog: ${err.message}`);
@@ -389,7 +391,8 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
     stopJobs.abort();
     await Promise.allSettled([...inFlight]);
     await flushTokens();
-    // ...which goes back to the head of admitted (and any job a lost BLMOVE reply left there).
+    // ...which goes back to the head of admitted, with the jobs still waiting for a slot
+    // (past --max-jobs too) and any a lost BLMOVE reply left there.
     try {
       summary.givenBackAtStop = await moveWorkingBack(redis, keys, workerId, token);
       if (summary.givenBackAtStop > 0) deps.err(`${tag}: gave ${summary.givenBackAtStop} unfinished job(s) back to the head of ${q.admitted}`);
@@ -447,12 +450,14 @@ async function claimWorkerId(redis: Redis, keys: WorkerKeys, workerId: string, t
   throw new DrillError(`could not claim ${heartbeat}: it changed hands while claiming`);
 }
 
-/** Payloads in our working list that no job of this run holds (a lost BLMOVE reply); `taken`: the one just moved, not started yet. */
-async function strays(redis: Redis, working: string, held: ReadonlySet<{ current: Buffer }>, taken: Buffer | null): Promise<Buffer[]> {
+/**
+ * Payloads in our working list that no job of this run accounts for (a lost
+ * BLMOVE reply). `holding`: running jobs' bytes and those waiting for a slot;
+ * `taken`: the one just moved, not waiting yet.
+ */
+async function strays(redis: Redis, working: string, holding: readonly Buffer[], taken: Buffer | null): Promise<Buffer[]> {
   // Held as of before the read: a job that finishes meanwhile has left the list too.
-  const holding = [...held].map((slot) => slot.current);
-  if (taken !== null) holding.push(taken);
-  return strayPayloads(await redis.lrangeBuffer(working, 0, -1), holding);
+  return strayPayloads(await redis.lrangeBuffer(working, 0, -1), taken === null ? holding : [...holding, taken]);
 }
 
 /**

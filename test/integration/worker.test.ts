@@ -4,7 +4,8 @@
 // nothing lost; (2) the passes really slow under a thrash hog in the same
 // cgroup, and the cgroup's PSI total grows (a relative comparison in one run);
 // (3) SIGKILL mid-job: a new worker with the same id recovers its list;
-// (4) a Redis outage: the job taken when it comes back runs once.
+// (4) a Redis outage: jobs lost BLMOVE replies left in the working list and the
+// job taken when it comes back each run once, within --concurrency and --max-jobs.
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
@@ -119,6 +120,32 @@ function startWorker(queue: string, workerId: string, extra: string[]): ResultPr
   children.add(child);
   void child.finally(() => children.delete(child));
   return child;
+}
+
+/** The worker's final `worker <id> stopped (...)` line. */
+function summaryLine(stderr: string, workerId: string): string {
+  return stderr.split("\n").find((l) => l.startsWith(`worker ${workerId} stopped (`)) ?? "";
+}
+
+/**
+ * Kills the real redis-server under a running worker and, while it is down,
+ * stages what the worker meets when it is back: `taken` on admitted (its first
+ * take returns it) and `lost` in its working list, as BLMOVEs executed just
+ * before the outage with their replies lost leave them.
+ */
+async function outageWithStrays(queue: string, workerId: string, worker: ResultPromise, taken: Job, lost: Job[]): Promise<void> {
+  const k = queueKeys(queue);
+  let stderr = "";
+  worker.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  await waitFor("the worker to take jobs", () => stderr.includes("taking jobs from"));
+  server.kill("SIGKILL");
+  await waitFor("the worker to see the outage", () => stderr.includes("redis unavailable"));
+  await whileDown(async (side) => {
+    for (const j of [taken, ...lost]) await side.hset(k.inflight, j.id, j.prompt_tokens);
+    await side.rpush(k.admitted, encodeJob(taken));
+    for (const j of lost) await side.rpush(k.working(workerId), encodeJob(j));
+  });
+  await server.restart();
 }
 
 async function doneRecords(queue: string): Promise<DoneRecord[]> {
@@ -319,39 +346,58 @@ describe.skipIf(reason)("drill worker (real cgroup, real redis)", () => {
     expect(readdirSync(weightsDir)).toEqual([]);
   });
 
-  it("a Redis outage: the job taken when Redis is back runs once and its tokens count once; a job a lost BLMOVE reply left in the working list runs once too", async () => {
+  it("a Redis outage with --concurrency 1: two jobs lost BLMOVE replies left in the working list and the job taken when Redis is back run one at a time, strays first, each once, tokens counted once", async () => {
     const queue = "w5";
     const k = queueKeys(queue);
+    const lost = [job({ completion_tokens: 7 }), job({ completion_tokens: 12 })];
     const taken = job({ completion_tokens: 30 });
-    const lost = job({ completion_tokens: 7 });
-    const worker = startWorker(queue, "t5", ["--weights", "32M", "--decode-tokens-per-s", "0", "--max-jobs", "2"]);
-    let stderr = "";
-    worker.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-    await waitFor("the worker to take jobs", () => stderr.includes("taking jobs from"));
-
-    server.kill("SIGKILL");
-    await waitFor("the worker to see the outage", () => stderr.includes("redis unavailable"));
-    // Written while it is down, so the worker's first take after the outage returns `taken`;
-    // `lost` is what a BLMOVE executed just before the outage, its reply lost, leaves behind.
-    await whileDown(async (side) => {
-      for (const j of [taken, lost]) await side.hset(k.inflight, j.id, j.prompt_tokens);
-      await side.rpush(k.admitted, encodeJob(taken));
-      await side.rpush(k.working("t5"), encodeJob(lost));
-    });
-    await server.restart();
+    const all = [...lost, taken];
+    const worker = startWorker(queue, "t5", ["--weights", "32M", "--decode-tokens-per-s", "0", "--concurrency", "1", "--max-jobs", "3"]);
+    await outageWithStrays(queue, "t5", worker, taken, lost);
 
     const result = await worker;
     expect(result.exitCode, result.stderr).toBe(0);
     expect(result.stderr).toMatch(/worker t5: redis back after/);
     expect(result.stderr).not.toMatch(/not recorded twice/);
-    expect(result.stderr).toMatch(new RegExp(`stopped \\(max_jobs\\): taken=2 done=2 .*tokens=${taken.completion_tokens + lost.completion_tokens}\\b`));
+    const summary = summaryLine(result.stderr, "t5");
+    expect(summary).toMatch(new RegExp(`stopped \\(max_jobs\\): taken=3 done=3 .*tokens=${all.reduce((sum, j) => sum + j.completion_tokens, 0)}\\b.* given_back=0\\b`));
     const lines = result.stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
-    expect(lines.filter((l) => l.event === "done").map((l) => l.id).sort()).toEqual([taken.id, lost.id].sort());
-    expect((await doneRecords(queue)).map((r) => r.id).sort()).toEqual([taken.id, lost.id].sort());
-    expect(await redis.hget(k.stats, "tokens_out")).toBe(String(taken.completion_tokens + lost.completion_tokens));
-    expect(await redis.hget(k.stats, "jobs_done")).toBe("2");
+    // Each once, in the order they were taken: the strays (older) before the new one.
+    expect(lines.filter((l) => l.event === "done").map((l) => l.id)).toEqual(all.map((j) => j.id));
+    const records = await doneRecords(queue);
+    expect(records.map((r) => r.id)).toEqual(all.map((j) => j.id));
+    // Never two in flight: jobs in flight together share passes (one pass serves every
+    // waiting job), so the worker's pass count equals the jobs' summed passes only
+    // when each pass served one job; and no job's first token precedes the previous one's done.
+    expect(Number(/ passes=(\d+)/.exec(summary)?.[1])).toBe(records.reduce((sum, r) => sum + r.passes, 0));
+    for (let i = 1; i < records.length; i++) expect(records[i]!.first_token_ts).toBeGreaterThanOrEqual(records[i - 1]!.done_ts);
+    expect(await redis.hget(k.stats, "tokens_out")).toBe(String(all.reduce((sum, j) => sum + j.completion_tokens, 0)));
+    expect(await redis.hget(k.stats, "jobs_done")).toBe("3");
     expect(await redis.hlen(k.inflight)).toBe(0);
-    await assertNoJobLost(redis, queue, [taken.id, lost.id]);
+    await assertNoJobLost(redis, queue, all.map((j) => j.id));
+    expect(readdirSync(weightsDir)).toEqual([]);
+  });
+
+  it("a Redis outage with --max-jobs 2: the two strays it already holds run and count towards it; the job taken on reconnect goes back to the head of admitted unstarted", async () => {
+    const queue = "w6";
+    const k = queueKeys(queue);
+    const wk = workerKeys(queue);
+    const lost = [job({ completion_tokens: 7 }), job({ completion_tokens: 12 })];
+    const taken = job({ completion_tokens: 30 });
+    const worker = startWorker(queue, "t6", ["--weights", "32M", "--decode-tokens-per-s", "0", "--max-jobs", "2"]);
+    await outageWithStrays(queue, "t6", worker, taken, lost);
+
+    const result = await worker;
+    expect(result.exitCode, result.stderr).toBe(0);
+    expect(summaryLine(result.stderr, "t6")).toMatch(new RegExp(`stopped \\(max_jobs\\): taken=2 done=2 .*tokens=${lost[0]!.completion_tokens + lost[1]!.completion_tokens}\\b.* given_back=1\\b`));
+    expect(result.stderr).toMatch(/worker t6: --max-jobs 2 reached; 1 job\(s\) in w6:working:t6 not started go back with the stop/);
+    expect(result.stderr).toMatch(/worker t6: gave 1 unfinished job\(s\) back to the head of w6:admitted/);
+    expect((await doneRecords(queue)).map((r) => r.id).sort()).toEqual(lost.map((j) => j.id).sort());
+    expect(await redis.lrangeBuffer(k.admitted, 0, -1)).toEqual([encodeJob(taken)]); // byte for byte, unstarted
+    expect(await redis.hkeys(k.inflight)).toEqual([taken.id]); // still admitted: its packed tokens stay counted
+    expect(await redis.exists(k.working("t6"), wk.heartbeat("t6"))).toBe(0);
+    expect(await redis.hlen(wk.firstToken)).toBe(0);
+    await assertNoJobLost(redis, queue, [...lost, taken].map((j) => j.id));
     expect(readdirSync(weightsDir)).toEqual([]);
   });
 });

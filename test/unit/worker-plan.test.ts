@@ -11,6 +11,7 @@ import {
   jobOutcome,
   markFirstToken,
   planJob,
+  planSlots,
   prefillKvSlice,
   strayPayloads,
   unmarkFirstToken,
@@ -139,5 +140,53 @@ describe("worker identity and files", () => {
     expect(name).toBe("drill-weights-in-fer.1-4242-123456.bin");
     expect(parseWeightsFileName(name)).toEqual({ workerId: "in-fer.1", pid: 4242, startTime: 123456 });
     expect(parseWeightsFileName("drill-hog-x.bin")).toBeNull();
+  });
+});
+
+describe("planSlots (jobs already ours wait for a slot, then new work is taken)", () => {
+  const limits = (concurrency: number, maxJobs: number | null = null) => ({ concurrency, maxJobs });
+
+  it.each([
+    // waiting, in flight, started, concurrency, max jobs → start, then
+    [0, 0, 0, 8, null, 0, "take"],
+    [0, 7, 7, 8, null, 0, "take"],
+    [0, 8, 8, 8, null, 0, "wait"],
+    // Two strays and the job taken with them, --concurrency 1: one at a time.
+    [3, 0, 0, 1, null, 1, "wait"],
+    [2, 1, 1, 1, null, 0, "wait"],
+    [2, 0, 1, 1, null, 1, "wait"],
+    [1, 0, 2, 1, 3, 1, "wait"],
+    // Room for all of them, and one more: take.
+    [3, 2, 2, 8, null, 3, "take"],
+    // Strays fill the free slots before anything new is taken.
+    [3, 6, 6, 8, null, 2, "wait"],
+  ] as const)("waiting %i, in flight %i, started %i, concurrency %i, max %s → start %i, then %s", (waiting, inFlight, started, concurrency, maxJobs, start, then) => {
+    expect(planSlots({ waiting, inFlight, started }, limits(concurrency, maxJobs))).toEqual({ start, then });
+  });
+
+  it("never starts past --concurrency, whatever waits", () => {
+    for (let inFlight = 0; inFlight <= 4; inFlight++) {
+      for (let waiting = 0; waiting <= 6; waiting++) {
+        const plan = planSlots({ waiting, inFlight, started: inFlight }, limits(4));
+        expect(inFlight + plan.start).toBeLessThanOrEqual(Math.max(4, inFlight));
+        expect(plan.start).toBeLessThanOrEqual(waiting);
+      }
+    }
+  });
+
+  it("--max-jobs counts strays: starts only what it leaves, waits for the running ones, then stops (the rest go back with the stop)", () => {
+    // Strays alone exceed it: two start, the third waits and is never started.
+    expect(planSlots({ waiting: 3, inFlight: 0, started: 0 }, limits(8, 2))).toEqual({ start: 2, then: "wait" });
+    expect(planSlots({ waiting: 1, inFlight: 2, started: 2 }, limits(8, 2))).toEqual({ start: 0, then: "wait" });
+    expect(planSlots({ waiting: 1, inFlight: 0, started: 2 }, limits(8, 2))).toEqual({ start: 0, then: "stop" });
+    // Reached exactly with nothing waiting: finish, then stop; no new take.
+    expect(planSlots({ waiting: 0, inFlight: 1, started: 3 }, limits(8, 3))).toEqual({ start: 0, then: "wait" });
+    expect(planSlots({ waiting: 0, inFlight: 0, started: 3 }, limits(8, 3))).toEqual({ start: 0, then: "stop" });
+    // Below it: take until started reaches it.
+    expect(planSlots({ waiting: 0, inFlight: 1, started: 1 }, limits(8, 3))).toEqual({ start: 0, then: "take" });
+    for (let started = 0; started <= 5; started++) {
+      const plan = planSlots({ waiting: 5, inFlight: 0, started }, limits(8, 3));
+      expect(started + plan.start).toBeLessThanOrEqual(Math.max(3, started));
+    }
   });
 });
