@@ -18,7 +18,9 @@ const isDigit = (c: number): boolean => c >= 48 && c <= 57;
  *
  * Anything the scan does not expect (a negative value, a duplicated name, no
  * line at all) is handed to `strict`, so bad text gets the same error value
- * as the full parser gives, and good text the same numbers.
+ * as the full parser gives, and good text the same numbers. One difference:
+ * a name printed twice is only caught among `names` (the kernel never prints
+ * one twice; catching any would take a set of every name, every sample).
  */
 export function scanKeyedCounters(text: string, file: string, names: readonly string[], strict: StrictKeyedParser): Reading<Map<string, number>> {
   const kept = new Map<string, number>();

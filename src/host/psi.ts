@@ -32,7 +32,7 @@ export function parsePsi(text: string, file: string): Reading<Psi> {
 }
 
 /** parsePsi's reference: every check, at the price of a split, a regex and a Map per line. */
-function parsePsiStrictly(text: string, file: string): Reading<Psi> {
+export function parsePsiStrictly(text: string, file: string): Reading<Psi> {
   let some: PsiLine | null = null;
   let full: PsiLine | null = null;
   for (const rawLine of text.split("\n")) {
@@ -80,7 +80,7 @@ const USUAL_FIELDS = [" avg10=", " avg60=", " avg300=", " total="] as const;
  * scavenges. Returns null for anything else (blanks, extra fields or lines,
  * bad numbers), which parsePsiStrictly then accepts or names.
  */
-function scanUsualPsi(text: string): Psi | null {
+export function scanUsualPsi(text: string): Psi | null {
   let some: PsiLine | null = null;
   let full: PsiLine | null = null;
   let at = 0;
