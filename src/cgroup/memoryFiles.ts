@@ -223,12 +223,18 @@ export function v1SwapLimit(memsw: Limit, limit: Limit): Limit {
  * different instants and charged in per-CPU batches, so during a thrash their
  * difference flickers above zero on a host with no swap.
  */
-export function v1SwapInUse(stat: Map<string, number>): number | undefined {
+export function v1SwapInUse(stat: ReadonlyMap<string, number>): number | undefined {
   return stat.get("total_swap") ?? stat.get("swap");
 }
 
+/** The v1 memory.stat keys v1SwapInUse reads. */
+export const V1_SWAP_STAT_KEYS: readonly string[] = ["total_swap", "swap"];
+
+/** The key oomKillIn reads. */
+export const OOM_KILL_KEYS: readonly string[] = ["oom_kill"];
+
 /** The `oom_kill` count of a parsed v2 memory.events or v1 memory.oom_control. */
-export function oomKillIn(values: Map<string, number>, file: string): Reading<number> {
+export function oomKillIn(values: ReadonlyMap<string, number>, file: string): Reading<number> {
   const count = values.get("oom_kill");
   return count === undefined ? fail(file, "no oom_kill line (kernel < 4.13?)") : ok(count);
 }

@@ -1,4 +1,4 @@
-import { p99 } from "../util/stats.js";
+import { p99, percentileOf } from "../util/stats.js";
 import type { HostRoots, Reading } from "../host/kernelFile.js";
 import { readHostPsi, readPsiFile, stallRatePct, type Psi } from "../host/psi.js";
 import {
@@ -110,7 +110,7 @@ export function nextSignals(prev: SignalState, raw: RawSample, config: Admission
     hostWindow,
     cgWindow,
     stallWindow,
-    stallMsP99: p99(stallWindow.map((s) => s.stallMsPerS)),
+    stallMsP99: percentileOf(stallWindow, (s) => s.stallMsPerS, 99),
     pressure: nextPressureState(prev.pressure, readings, config, raw.atMs),
     lastAtMs: raw.atMs,
   };

@@ -21,8 +21,8 @@ export interface CpuTimes {
  * but fewer than four (up to idle) is an error.
  */
 export function parseProcStatCpu(text: string, file: string): Reading<CpuTimes> {
-  const line = text.split("\n").find((l) => /^cpu\s/.test(l));
-  if (!line) return fail(file, "no aggregate cpu line");
+  const line = aggregateCpuLine(text);
+  if (line === null) return fail(file, "no aggregate cpu line");
   const fields = line.trim().split(/\s+/).slice(1);
   if (fields.length < 4) return fail(file, `cpu line has ${fields.length} fields, need at least 4`);
   if (!fields.every((f) => /^\d+$/.test(f))) return fail(file, `non-numeric field in cpu line "${line.slice(0, 60)}"`);
@@ -40,6 +40,17 @@ export function parseProcStatCpu(text: string, file: string): Reading<CpuTimes> 
   };
   const total = Object.values(times).reduce((a, b) => a + b, 0);
   return ok({ ...times, total });
+}
+
+/** The first line that starts with "cpu" and a blank, found without splitting the whole file (its intr line alone can be KiBs). */
+function aggregateCpuLine(text: string): string | null {
+  for (let at = 0; at < text.length; ) {
+    let eol = text.indexOf("\n", at);
+    if (eol < 0) eol = text.length;
+    if (at + 3 < eol && text.startsWith("cpu", at) && /\s/.test(text.charAt(at + 3))) return text.slice(at, eol);
+    at = eol + 1;
+  }
+  return null;
 }
 
 export function readCpuTimes(roots: HostRoots): Reading<CpuTimes> {

@@ -27,6 +27,12 @@ const PSI_FIELDS = ["avg10", "avg60", "avg300", "total"] as const;
  * tolerated; a missing `full` line is fine.
  */
 export function parsePsi(text: string, file: string): Reading<Psi> {
+  const usual = scanUsualPsi(text);
+  return usual !== null ? ok(usual) : parsePsiStrictly(text, file);
+}
+
+/** parsePsi's reference: every check, at the price of a split, a regex and a Map per line. */
+export function parsePsiStrictly(text: string, file: string): Reading<Psi> {
   let some: PsiLine | null = null;
   let full: PsiLine | null = null;
   for (const rawLine of text.split("\n")) {
@@ -62,6 +68,52 @@ export function parsePsi(text: string, file: string): Reading<Psi> {
   }
   if (!some) return fail(file, text.trim() === "" ? "empty" : "no some line");
   return ok({ some, full });
+}
+
+const isDigit = (c: number): boolean => c >= 48 && c <= 57;
+const USUAL_FIELDS = [" avg10=", " avg60=", " avg300=", " total="] as const;
+
+/**
+ * The file exactly as the kernel prints it (psi_show), read without making a
+ * string per field: the sidecar reads two PSI files a sample for the whole
+ * drill, and its short-lived strings are most of its page faults and
+ * scavenges. Returns null for anything else (blanks, extra fields or lines,
+ * bad numbers), which parsePsiStrictly then accepts or names.
+ */
+export function scanUsualPsi(text: string): Psi | null {
+  let some: PsiLine | null = null;
+  let full: PsiLine | null = null;
+  let at = 0;
+  const end = text.length;
+  while (at < end) {
+    let eol = text.indexOf("\n", at);
+    if (eol < 0) eol = end;
+    const isSome = text.startsWith("some", at);
+    if (!isSome && !text.startsWith("full", at)) return null;
+    if (isSome ? some !== null : full !== null) return null;
+    let i = at + 4;
+    const values = [0, 0, 0, 0];
+    for (let f = 0; f < USUAL_FIELDS.length; f++) {
+      const field = USUAL_FIELDS[f]!;
+      if (!text.startsWith(field, i)) return null;
+      i += field.length;
+      const start = i;
+      while (i < eol && isDigit(text.charCodeAt(i))) i++;
+      if (i === start) return null;
+      if (f < 3 && i < eol && text.charCodeAt(i) === 46 /* . */) {
+        const fraction = ++i;
+        while (i < eol && isDigit(text.charCodeAt(i))) i++;
+        if (i === fraction) return null;
+      }
+      values[f] = Number(text.slice(start, i));
+    }
+    if (i !== eol) return null;
+    const line: PsiLine = { avg10: values[0]!, avg60: values[1]!, avg300: values[2]!, total: values[3]! };
+    if (isSome) some = line;
+    else full = line;
+    at = eol + 1;
+  }
+  return some === null ? null : { some, full };
 }
 
 /** A PSI file at an explicit path (e.g. a cgroup's memory.pressure). */

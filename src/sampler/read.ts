@@ -3,10 +3,11 @@ import { closeSync, openSync, readSync, statSync } from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { Redis } from "ioredis";
-import { oomKillIn, parseCounter, parseFlatKeyed, parseLimit, v1SwapInUse, v1SwapLimit, type Limit } from "../cgroup/memoryFiles.js";
+import { OOM_KILL_KEYS, oomKillIn, parseCounter, parseFlatKeyed, parseLimit, V1_SWAP_STAT_KEYS, v1SwapInUse, v1SwapLimit, type Limit } from "../cgroup/memoryFiles.js";
 import type { WorkerCgroup } from "../cgroup/paths.js";
 import { parseProcStatCpu } from "../host/cpu.js";
 import { fail, ok, type HostRoots, type Reading } from "../host/kernelFile.js";
+import { scanKeyedCounters } from "../host/keyedCounters.js";
 import { parsePsi, type Psi } from "../host/psi.js";
 import { parseVmstatCounters, SWAP_COUNTER_NAMES, type Vmstat } from "../host/vmstat.js";
 import type { QueueKeys } from "../queue/keys.js";
@@ -111,8 +112,11 @@ function readParsed<T>(file: string, parse: (text: string, file: string) => Read
   return text.ok ? parse(text.value, file) : text;
 }
 
+const parseOomKillKey = (text: string, file: string): Reading<Map<string, number>> => scanKeyedCounters(text, file, OOM_KILL_KEYS, parseFlatKeyed);
+const parseV1SwapKeys = (text: string, file: string): Reading<Map<string, number>> => scanKeyedCounters(text, file, V1_SWAP_STAT_KEYS, parseFlatKeyed);
+
 function oomKillFrom(file: string): Reading<number> {
-  const values = readParsed(file, parseFlatKeyed);
+  const values = readParsed(file, parseOomKillKey);
   return values.ok ? oomKillIn(values.value, file) : values;
 }
 
@@ -185,7 +189,7 @@ export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
   }
   const limit = readParsed(files.max, parseLimit);
   const memswLimit = readParsed(files.swapMax, parseLimit);
-  const stat = readParsed(files.swapCurrent, parseFlatKeyed);
+  const stat = readParsed(files.swapCurrent, parseV1SwapKeys);
   const statSwap = stat.ok ? v1SwapInUse(stat.value) : undefined;
   const swapCurrent: Reading<Limit> = !stat.ok ? stat : statSwap === undefined ? fail(files.swapCurrent, "no swap line (swap accounting off)") : ok(statSwap);
   return ok({

@@ -4,6 +4,7 @@ import type { Reading } from "../host/kernelFile.js";
 import { stallRatePct, type Psi } from "../host/psi.js";
 import { swapCounters, type Vmstat } from "../host/vmstat.js";
 import { decodeJob, deadlineSlackMs, type Job } from "../queue/job.js";
+import { percentileOf } from "../util/stats.js";
 
 /**
  * The sidecar's pure step (oomd's `next(prev, raw, dt)`): raw readings of one
@@ -246,14 +247,16 @@ export function nextSample(prev: SamplerState | null, raw: RawReadings, nowMs: n
   // A new array (prev stays as it was), built in one pass: this runs every sample.
   const stallWindow: StallPoint[] = [];
   if (prev !== null && prev.stallSource === stallSource) {
-    for (const p of prev.stallWindow) if (raw.monoMs - p.monoMs < STALL_WINDOW_MS) stallWindow.push(p);
+    // Indexed, not for-of: up to 240 points at 250 ms, and an iterator result per point is garbage.
+    const window = prev.stallWindow;
+    for (let k = 0; k < window.length; k++) if (raw.monoMs - window[k]!.monoMs < STALL_WINDOW_MS) stallWindow.push(window[k]!);
   }
   if (stallTotal !== null && prev !== null && prev.stallSource === stallSource && prevStallTotal !== null) {
     const pct = stallRatePct(prevStallTotal, stallTotal, elapsedMs);
     if (pct === null) stallWindow.length = 0; // counter reset: the cgroup was recreated
     else stallWindow.push({ monoMs: raw.monoMs, stallMsPerS: pct * 10 });
   }
-  const stallP99 = p99(stallWindow.map((p) => p.stallMsPerS));
+  const stallP99 = percentileOf(stallWindow, (p) => p.stallMsPerS, 99);
   if (stallP99 === null) {
     const file = stallSource === "cgroup" && cg ? cg.pressureFile : raw.files.hostPsi;
     lack("stall_ms_p99", file, stallSource === null ? "no PSI readable" : prev === null ? "first sample" : "no stall rate in the window yet");
@@ -395,11 +398,13 @@ function readQueueFields(
 
   // Smallest slack over admitted jobs still waiting for their first token.
   let slack: number | null = null;
-  for (const payload of [...q.admitted, ...q.working]) {
-    const job = decode(payload);
-    if (typeof job === "string" || firstTokenSeen(job)) continue; // malformed: the gate dead-letters it
-    const s = deadlineSlackMs(job, nowMs);
-    if (slack === null || s < slack) slack = s;
+  for (const held of [q.admitted, q.working]) {
+    for (let k = 0; k < held.length; k++) {
+      const job = decode(held[k]!);
+      if (typeof job === "string" || firstTokenSeen(job)) continue; // malformed: the gate dead-letters it
+      const s = deadlineSlackMs(job, nowMs);
+      if (slack === null || s < slack) slack = s;
+    }
   }
 
   const retriedJobs: SampleFacts["retriedJobs"] = [];
@@ -440,11 +445,4 @@ function readQueueFields(
 export function firstTokenSeen(job: Job): boolean {
   const mark = (job as Record<string, unknown>).first_token_ts;
   return typeof mark === "number" && Number.isFinite(mark);
-}
-
-/** Nearest-rank p99; null with no values. */
-export function p99(values: number[]): number | null {
-  if (values.length === 0) return null;
-  const sorted = Float64Array.from(values).sort(); // numeric order, no comparator calls
-  return sorted[Math.min(sorted.length - 1, Math.ceil(0.99 * sorted.length) - 1)] ?? null;
 }

@@ -3,7 +3,8 @@ import { parseProcStatCpu } from "../../src/host/cpu.js";
 import { fail, ok } from "../../src/host/kernelFile.js";
 import { parsePsi } from "../../src/host/psi.js";
 import { parseVmstat } from "../../src/host/vmstat.js";
-import { nextSample, p99, type CgroupRaw, type QueueRaw, type RawReadings, type Sample, type SamplerState } from "../../src/sampler/step.js";
+import { p99 } from "../../src/util/stats.js";
+import { nextSample, type CgroupRaw, type QueueRaw, type RawReadings, type Sample, type SamplerState } from "../../src/sampler/step.js";
 
 const NOW = 1_764_480_000_000;
 
