@@ -101,7 +101,7 @@ export const workerCommand: CommandFactory = (globals) =>
       .option("--prefill-tokens-per-pass <n>", "prompt tokens per prefill pass", "2048")
       .option("--concurrency <n>", "jobs in flight at once", "8")
       .option("--worker-id <id>", "worker id for <queue>:working:<id> (default: the cgroup name, so a restart finds its list)")
-      .option("--max-jobs <n>", "stop after taking this many jobs (and finishing them)")
+      .option("--max-jobs <n>", "stop after starting this many jobs and finishing them (jobs found in its working list after a Redis outage count too)")
       .option("--idle-exit <duration>", "stop after this long with no job")
       .option("--duration <duration>", "stop after this long; unfinished jobs go back to the head of admitted"),
   ).action(async (raw: RawWorkerFlags) => {
