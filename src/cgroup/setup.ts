@@ -5,7 +5,7 @@ import { readKernelText, type HostRoots } from "../host/kernelFile.js";
 import { formatBytes } from "../units.js";
 import { effectiveLimitFrom, parseLimit, readPids, type Limit } from "./memoryFiles.js";
 import type { CgroupDir, WorkerCgroup } from "./paths.js";
-import { readMarker, removeMarker, writeMarker, type CgroupMarker } from "./stateFiles.js";
+import { readMarker, removeMarker, writeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
 import { readComm } from "./tasks.js";
 
 export interface SetupOptions {
@@ -21,18 +21,10 @@ export interface SetupOptions {
   owner?: CgroupOwner;
 }
 
-/** Which drill run set a cgroup up; absent for `drill cgroup setup`. */
-export interface CgroupOwner {
-  drill: string;
-  runId: string;
-}
-
-/** The marker as setup writes it: the owner rides along (readers that do not know it ignore it). */
-export type OwnedMarker = CgroupMarker & { owner?: CgroupOwner };
+export type { CgroupOwner };
 
 function ownerOf(marker: CgroupMarker | null): CgroupOwner | null {
-  const owner = (marker as OwnedMarker | null)?.owner;
-  return owner && typeof owner.drill === "string" && typeof owner.runId === "string" ? owner : null;
+  return marker?.owner ?? null;
 }
 
 /** What is on the host before setup acts: gathered by inspectForSetup, decided on by planSetup. */
@@ -290,7 +282,7 @@ export function applySetup(plan: SetupPlan, stateDir: string, writeKernel: Kerne
   const warnings = [...plan.warnings];
   const previousMarker = plan.ownership === "ours" ? readMarker(stateDir, cgroup) : null;
   const owner = plan.owner ? { owner: plan.owner } : {};
-  const marker = (state: CgroupMarker["state"]): OwnedMarker => ({
+  const marker = (state: CgroupMarker["state"]): CgroupMarker => ({
     kind: "drill-cgroup",
     name: cgroup.name,
     layout: cgroup.layout,
@@ -305,7 +297,7 @@ export function applySetup(plan: SetupPlan, stateDir: string, writeKernel: Kerne
   if (plan.steps.some((s) => s.kind === "mkdir")) writeMarker(stateDir, cgroup, marker("creating"));
   else if (previousMarker && plan.owner && plan.owner.runId !== ownerOf(previousMarker)?.runId) {
     // Adopted by a new run: the next drill that tries this name must see whose it is now.
-    const adopted: OwnedMarker = { ...previousMarker, owner: plan.owner };
+    const adopted: CgroupMarker = { ...previousMarker, owner: plan.owner };
     writeMarker(stateDir, cgroup, adopted);
   }
   let markedCreated = false;

@@ -20,6 +20,12 @@ export interface MarkedDir extends CgroupDir {
   inode: number | null;
 }
 
+/** Which drill run set a cgroup up (`drill up`). */
+export interface CgroupOwner {
+  drill: string;
+  runId: string;
+}
+
 export interface CgroupMarker {
   kind: "drill-cgroup";
   name: string;
@@ -29,6 +35,8 @@ export interface CgroupMarker {
   dirs: MarkedDir[];
   createdAt: string;
   createdByPid: number;
+  /** The drill run it is the worker cgroup of; none after `drill cgroup setup`, or in markers of older versions. */
+  owner?: CgroupOwner;
 }
 
 export interface HogRecord {
@@ -99,9 +107,15 @@ function readJson(file: string): unknown {
   }
 }
 
+function isOwner(value: unknown): value is CgroupOwner {
+  const v = value as Partial<CgroupOwner> | null;
+  return typeof v === "object" && v !== null && typeof v.drill === "string" && typeof v.runId === "string";
+}
+
+/** A malformed owner is no marker at all: taking it for "no owner" would let any drill adopt or tear down the cgroup. */
 function isMarker(value: unknown): value is CgroupMarker {
   const v = value as Partial<CgroupMarker> | null;
-  return typeof v === "object" && v !== null && v.kind === "drill-cgroup" && Array.isArray(v.dirs) && typeof v.name === "string";
+  return typeof v === "object" && v !== null && v.kind === "drill-cgroup" && Array.isArray(v.dirs) && typeof v.name === "string" && (v.owner === undefined || isOwner(v.owner));
 }
 
 function isHogRecord(value: unknown): value is HogRecord {

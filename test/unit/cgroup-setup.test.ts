@@ -4,7 +4,7 @@ import path from "node:path";
 import { DrillError, RefusedError } from "../../src/errors.js";
 import { requireLayout } from "../../src/cgroup/layout.js";
 import { resolveWorkerCgroup } from "../../src/cgroup/paths.js";
-import { applySetup, enableMemoryError, inspectForSetup, orderV1LimitWrites, planSetup, setupWorkerCgroup, type OwnedMarker } from "../../src/cgroup/setup.js";
+import { applySetup, enableMemoryError, inspectForSetup, orderV1LimitWrites, planSetup, setupWorkerCgroup } from "../../src/cgroup/setup.js";
 import { markerFile, readMarker } from "../../src/cgroup/stateFiles.js";
 import { makeFakeHost, v1MemoryFiles, type FakeHost } from "../helpers/cgroupFixtures.js";
 
@@ -176,7 +176,7 @@ describe("a drill run never adopts a cgroup another drill, or anything live, use
     host = makeFakeHost("hybrid");
     const cg = hybridTarget(host);
     setupWorkerCgroup(host.roots, cg, host.stateDir, opts("first", "first-1"));
-    expect((readMarker(host.stateDir, cg) as OwnedMarker).owner).toEqual({ drill: "first", runId: "first-1" });
+    expect(readMarker(host.stateDir, cg)!.owner).toEqual({ drill: "first", runId: "first-1" });
   });
 
   it("another drill's cgroup is refused, exit 3 naming that drill, even while it is empty; nothing rewritten", () => {
@@ -221,10 +221,21 @@ describe("a drill run never adopts a cgroup another drill, or anything live, use
     const again = setupWorkerCgroup(host.roots, cg, host.stateDir, opts("first", "first-2", 512 * M));
     expect(again.plan.ownership).toBe("ours");
     expect(limit(cg)).toBe(String(512 * M));
-    expect((readMarker(host.stateDir, cg) as OwnedMarker).owner).toEqual({ drill: "first", runId: "first-2" });
+    expect(readMarker(host.stateDir, cg)!.owner).toEqual({ drill: "first", runId: "first-2" });
     // ...and a `drill cgroup setup` on it keeps the owner.
     setupWorkerCgroup(host.roots, cg, host.stateDir, { memoryMax: 256 * M, swapMax: 0 });
-    expect((readMarker(host.stateDir, cg) as OwnedMarker).owner).toEqual({ drill: "first", runId: "first-2" });
+    expect(readMarker(host.stateDir, cg)!.owner).toEqual({ drill: "first", runId: "first-2" });
     expect(refusal(() => setupWorkerCgroup(host!.roots, cg, host!.stateDir, opts("second", "second-1"))).message).toMatch(/drill first \(run first-2\)/);
+  });
+});
+
+describe("the owner in the marker", () => {
+  it("a marker whose owner is malformed is refused, naming the file, not taken for no owner", () => {
+    host = makeFakeHost("hybrid");
+    const cg = hybridTarget(host);
+    setupWorkerCgroup(host.roots, cg, host.stateDir, { memoryMax: 256 * M, swapMax: 0 });
+    const file = markerFile(host.stateDir, cg);
+    writeFileSync(file, JSON.stringify({ ...readMarker(host.stateDir, cg), owner: { drill: "first" } }));
+    expect(() => readMarker(host!.stateDir, cg)).toThrow(new RegExp(`${file.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} is not a drill cgroup marker`));
   });
 });
