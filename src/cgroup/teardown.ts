@@ -5,13 +5,18 @@ import { RefusedError, RollbackIncompleteError, kernelWriteError } from "../erro
 import type { HostRoots } from "../host/kernelFile.js";
 import { readPids } from "./memoryFiles.js";
 import { assembleWorkerCgroup, type CgroupDir, type WorkerCgroup } from "./paths.js";
-import { listHogRecords, readMarker, removeHogRecord, removeMarker } from "./stateFiles.js";
+import { listHogRecords, markerFile, readMarker, removeHogRecord, removeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
 import { isInCgroup, readComm } from "./tasks.js";
 
 export interface TeardownOptions {
   stateDir: string;
   /** Bound on killing, waiting for empty, and rmdir backoff together. */
   timeoutMs?: number;
+  /**
+   * The drill run whose rollback this is: a cgroup whose marker names another
+   * drill is refused (its tasks left alone). `drill cgroup teardown` gives none.
+   */
+  owner?: CgroupOwner;
 }
 
 /** How the cgroup was emptied; `drill cgroup teardown --json` prints these in `method`, rollback joins them with `+`. */
@@ -72,10 +77,27 @@ export function markedWorkerCgroup(cgroup: WorkerCgroup, stateDir: string): Work
 }
 
 /**
+ * The owner the marker names when it is another drill than `expected`, else
+ * null. Only the drill is compared, not the run: one run of a drill name is
+ * up at a time (its lock, and up refuses while its state is not complete),
+ * and state.json names the newest run, written before that run's setup. So a
+ * marker naming an earlier run of the same drill is this drill's own
+ * leftover: one its run adopted (the marker takes the new run only once
+ * setup writes it, after up recorded the cgroup in state.json), or one its
+ * earlier rollback could not remove. A marker with no owner (drill cgroup
+ * setup, older versions) is torn down as before.
+ */
+export function foreignOwner(marker: CgroupMarker, expected: CgroupOwner | undefined): CgroupOwner | null {
+  if (!expected || !marker.owner) return null;
+  return marker.owner.drill === expected.drill ? null : marker.owner;
+}
+
+/**
  * Kills what is inside and removes the cgroup from every hierarchy (DESIGN:
  * kill first, verify empty, rmdir with backoff). Never moves a live task to
  * the parent: that would lift its limit. Only cgroups drill created (marker)
- * are touched; a foreign one is refused with its tasks left alone.
+ * are touched; a foreign one, or with `owner` one another drill owns, is
+ * refused with its tasks left alone.
  */
 export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgroup, options: TeardownOptions): Promise<TeardownResult> {
   const timeoutMs = options.timeoutMs ?? 10_000;
@@ -93,6 +115,13 @@ export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgr
     throw new RefusedError(
       `${present.map((d) => d.dir).join(" and ")} ${present.length > 1 ? "were" : "was"} not created by drill (no marker in ${path.join(options.stateDir, "cgroups")}); ` +
         `leaving it${tasks.length > 0 ? ` and its tasks ${tasks.join(", ")}` : ""} alone`,
+    );
+  }
+  const foreign = foreignOwner(marker, options.owner);
+  if (foreign) {
+    throw new RefusedError(
+      `${cgroup.dirs.map((d) => d.dir).join(" and ")} ${cgroup.dirs.length > 1 ? "are" : "is"} the worker cgroup of drill ${foreign.drill} (run ${foreign.runId}) now, ` +
+        `not of drill ${options.owner!.drill} (marker ${markerFile(options.stateDir, computed)}); leaving it and its tasks alone`,
     );
   }
   for (const dir of present) {

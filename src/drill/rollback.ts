@@ -125,10 +125,11 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         const computed = workerCgroupFromDirs(layout, cg.name, cg.dirs) ?? resolveWorkerCgroup(roots, layout, cg.name, validateParent(cg.parent));
         let torn;
         try {
-          torn = await teardownWorkerCgroup(roots, computed, { stateDir: options.stateDir, timeoutMs: 10_000 });
+          torn = await teardownWorkerCgroup(roots, computed, { stateDir: options.stateDir, timeoutMs: 10_000, owner: { drill: state.name, runId: state.runId } });
         } catch (err) {
-          // Not drill's (no marker, or recreated since): nothing of this drill is
-          // there to remove, and failing here would fail every rollback after it.
+          // Not this drill's (no marker, recreated since, or another drill's now):
+          // nothing of this drill is there to remove (its own processes are
+          // stopped by pid below), and failing here would fail every rollback after it.
           if (err instanceof RefusedError) return err.message;
           throw err;
         }

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readState, type DrillState } from "../../src/drill/state.js";
+import { findByRunId } from "../../src/drill/strays.js";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { isSameProcess } from "../../src/host/process.js";
 import { cgroupDirsLeft, realDrillSkipReason, realWorkerCgroup } from "../helpers/cgroupFixtures.js";
@@ -88,6 +89,45 @@ describe.skipIf(skip !== null)("a second drill on a cgroup name another drill ru
     expect(again.exitCode, again.stdout + again.stderr).toBe(0);
     const secondState = readState(stateDir, "ownsecond") as DrillState;
     expect(recordedLimit(secondState)).toBe(128 * M);
+    const rollbackSecond = await runDrill(["--state-dir", stateDir, "rollback", "--name", "ownsecond"], { timeout: 90_000 });
+    expect(rollbackSecond.exitCode, rollbackSecond.stdout + rollbackSecond.stderr).toBe(0);
+    assertHostClean(stateDir, "ownsecond", secondState);
+  }, 240_000);
+
+  /**
+   * The rollback side: the first drill's cgroup is torn down by hand while it
+   * runs, a second drill creates a new cgroup at the same path, and then the
+   * first drill is rolled back. Its rollback tears down the dirs it recorded,
+   * which are now the second drill's: it must leave them (and that drill's
+   * worker) alone, and still complete.
+   */
+  it("a rollback leaves alone the cgroup another drill now owns at the path it recorded, and completes", async () => {
+    const first = await up("first.yaml");
+    expect(first.exitCode, first.stdout + first.stderr).toBe(0);
+    const firstState = readState(stateDir, "ownfirst") as DrillState;
+
+    const byHand = await runDrill(["--state-dir", stateDir, "cgroup", "teardown", "--name", CGROUP, "--parent", "self"], { timeout: 60_000 });
+    expect(byHand.exitCode, byHand.stdout + byHand.stderr).toBe(0);
+    const second = await up("second.yaml");
+    expect(second.exitCode, second.stdout + second.stderr).toBe(0);
+    const secondState = readState(stateDir, "ownsecond") as DrillState;
+    expect(secondState.cgroup!.dirs).toEqual(firstState.cgroup!.dirs);
+    const worker = secondState.processes.find((p) => p.role === "worker")!;
+
+    const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "ownfirst"], { timeout: 90_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    const roots = new HostRoots();
+    expect(readState(stateDir, "ownfirst")!.phase).toBe("complete");
+    for (const p of firstState.processes) {
+      if (p.pid !== null && p.startTime !== null) expect(isSameProcess(roots, p.pid, p.startTime), `ownfirst's ${p.role} pid ${p.pid} alive`).toBe(false);
+    }
+    expect(findByRunId(roots, firstState.runId)).toEqual([]);
+    // The second drill is untouched: its cgroup, its limit, its worker.
+    expect(secondState.cgroup!.dirs.every((dir) => existsSync(dir))).toBe(true);
+    expect(recordedLimit(secondState)).toBe(128 * M);
+    expect(isSameProcess(roots, worker.pid!, worker.startTime!), "the second drill's worker").toBe(true);
+    expect(rollback.stdout + rollback.stderr).toMatch(/worker cgroup of drill ownsecond .*leaving it and its tasks alone/);
+
     const rollbackSecond = await runDrill(["--state-dir", stateDir, "rollback", "--name", "ownsecond"], { timeout: 90_000 });
     expect(rollbackSecond.exitCode, rollbackSecond.stdout + rollbackSecond.stderr).toBe(0);
     assertHostClean(stateDir, "ownsecond", secondState);
