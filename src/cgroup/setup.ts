@@ -5,7 +5,7 @@ import { readKernelText, type HostRoots } from "../host/kernelFile.js";
 import { formatBytes } from "../units.js";
 import { effectiveLimitFrom, parseLimit, readPids, type Limit } from "./memoryFiles.js";
 import type { CgroupDir, WorkerCgroup } from "./paths.js";
-import { readMarker, removeMarker, writeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
+import { lockMarker, markerFile, readMarker, removeMarker, writeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
 import { readComm } from "./tasks.js";
 
 export interface SetupOptions {
@@ -53,6 +53,8 @@ export interface SetupPlan {
   ownership: "fresh" | "ours";
   /** Recorded in the marker: the new owner, or the one already there when none is given. */
   owner: CgroupOwner | null;
+  /** The marker the plan was judged on: applySetup acts only while it is still the one there. */
+  judgedMarker: CgroupMarker | null;
   steps: SetupStep[];
   warnings: string[];
   notes: string[];
@@ -202,7 +204,7 @@ export function planSetup(cgroup: WorkerCgroup, inspection: SetupInspection, opt
     );
   }
   const owner = options.owner ?? (ownership.kind === "ours" ? ownerOf(inspection.marker) : null);
-  return { cgroup, ownership: ownership.kind, owner, steps, warnings, notes };
+  return { cgroup, ownership: ownership.kind, owner, judgedMarker: inspection.marker, steps, warnings, notes };
 }
 
 function inodeOf(dir: string): number | null {
@@ -274,13 +276,44 @@ export function enableMemoryError(file: string, parentDir: string, err: unknown)
 export type KernelWriter = (file: string, value: string) => void;
 const writeToKernel: KernelWriter = (file, value) => writeFileSync(file, value);
 
-/** Runs a plan: marker (intent) → mkdirs → marker (inodes) → writes → read back. Undoes its mkdirs on failure. */
+/**
+ * Why the marker on disk is no longer the one a plan was judged on (another
+ * setup of the cgroup got there between the look and the act), or null.
+ */
+export function markerChange(judged: CgroupMarker | null, current: CgroupMarker | null, where: string, file: string): string | null {
+  if (JSON.stringify(current) === JSON.stringify(judged)) return null;
+  if (current === null) {
+    return `drill's marker ${file} of ${where} was removed after this setup judged the cgroup (a teardown ran meanwhile); refusing to act on a stale look. Run it again`;
+  }
+  const holder = current.owner ? `drill ${current.owner.drill} (run ${current.owner.runId})` : "drill cgroup setup";
+  const way = current.owner ? `Run drill rollback --name ${current.owner.drill} first, or pick another --name` : "Pick another --name";
+  return `${where} was just taken by ${holder}: its marker ${file} changed after this setup judged the cgroup (two setups of one cgroup at once); refusing to share it. ${way}`;
+}
+
+/**
+ * Runs a plan: marker (intent) → mkdirs → marker (inodes) → writes → read back.
+ * Undoes its mkdirs on failure. Under the cgroup's lock, and only while its
+ * marker is still the one the plan was judged on: of two setups of one
+ * cgroup at once, the second is refused instead of overwriting the first's.
+ */
 export function applySetup(plan: SetupPlan, stateDir: string, writeKernel: KernelWriter = writeToKernel): SetupResult {
+  const lock = lockMarker(stateDir, plan.cgroup);
+  try {
+    const current = readMarker(stateDir, plan.cgroup);
+    const change = markerChange(plan.judgedMarker, current, plan.cgroup.limits.dir, markerFile(stateDir, plan.cgroup));
+    if (change !== null) throw new RefusedError(change);
+    return applyJudged(plan, current, stateDir, writeKernel);
+  } finally {
+    lock.release();
+  }
+}
+
+function applyJudged(plan: SetupPlan, current: CgroupMarker | null, stateDir: string, writeKernel: KernelWriter): SetupResult {
   const cgroup = plan.cgroup;
   const created: CgroupDir[] = [];
   const writes: WriteResult[] = [];
   const warnings = [...plan.warnings];
-  const previousMarker = plan.ownership === "ours" ? readMarker(stateDir, cgroup) : null;
+  const previousMarker = plan.ownership === "ours" ? current : null;
   const owner = plan.owner ? { owner: plan.owner } : {};
   const marker = (state: CgroupMarker["state"]): CgroupMarker => ({
     kind: "drill-cgroup",

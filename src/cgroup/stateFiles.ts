@@ -1,7 +1,9 @@
 import { createHash, randomBytes } from "node:crypto";
-import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, fsyncSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { DrillError } from "../errors.js";
+import { DrillError, RefusedError } from "../errors.js";
+import { HostRoots } from "../host/kernelFile.js";
+import { isSameProcess, readProcessStat } from "../host/process.js";
 import type { CgroupLayoutKind } from "./layout.js";
 import type { CgroupDir, WorkerCgroup } from "./paths.js";
 
@@ -11,6 +13,8 @@ import type { CgroupDir, WorkerCgroup } from "./paths.js";
  *   refuses any existing cgroup without a matching marker; teardown removes
  *   only cgroups with one. The hash is of the limits dir, so the same --name
  *   under two parents does not share a marker.
+ * - cgroups/<name>-<hash>.lock: held by a setup while it checks and writes
+ *   that marker and makes the dirs (lockMarker).
  * - hogs/<name>-<hash>-<token>.json: a hog inject started (pid + start time,
  *   its thrash file), so later commands find it without `pgrep -f`.
  */
@@ -137,6 +141,96 @@ export function writeMarker(stateDir: string, cgroup: WorkerCgroup, marker: Cgro
 
 export function removeMarker(stateDir: string, cgroup: WorkerCgroup): void {
   rmSync(markerFile(stateDir, cgroup), { force: true });
+}
+
+export function markerLockFile(stateDir: string, cgroup: WorkerCgroup): string {
+  return path.join(stateDir, "cgroups", `${cgroupKey(cgroup)}.lock`);
+}
+
+/**
+ * One setup at a time per cgroup: held while a setup checks that the marker
+ * is still the one it judged, writes its own and makes the dirs, so two
+ * drills setting up one --name at the same instant cannot both take it (the
+ * second would overwrite the first's marker). The lock is linked into place
+ * with its content already written (O_EXCL, and nobody reads it half-written).
+ * A lock whose holder is gone (pid and start time, read in the real /proc:
+ * the holder is a process on this machine whatever --procfs says) is stale
+ * and taken over; of two takers only the one that moved the stale file away
+ * gets it.
+ */
+export function lockMarker(stateDir: string, cgroup: WorkerCgroup, roots: HostRoots = new HostRoots()): { release(): void } {
+  const file = markerLockFile(stateDir, cgroup);
+  const busy = (pid: number | null) =>
+    new RefusedError(
+      `another setup of ${cgroup.limits.dir}${pid === null ? "" : ` (pid ${pid})`} is running right now (it holds ${file}); refusing to set up the same cgroup at once. Pick another --name, or retry once it is done`,
+    );
+  const self = readProcessStat(roots, process.pid);
+  const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
+  try {
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeFileSync(tmp, JSON.stringify({ pid: process.pid, startTime: self.ok ? self.value.startTime : null }), { mode: 0o600 });
+  } catch (err) {
+    try {
+      rmSync(tmp, { force: true });
+    } catch {
+      // never made: the dir itself is out of reach
+    }
+    throw stateDirError("create the lock", file, err);
+  }
+  try {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        linkSync(tmp, file);
+        return {
+          release: () => rmSync(file, { force: true }),
+        };
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw stateDirError("create the lock", file, err);
+      }
+      const judged = readText(file);
+      if (judged === null) continue; // released meanwhile
+      const holder = parseLockHolder(judged);
+      if (holder && holder.startTime !== null && isSameProcess(roots, holder.pid, holder.startTime)) throw busy(holder.pid);
+      // Stale. Move exactly that file aside; if what moved is another taker's fresh lock, put it back.
+      const aside = `${file}.stale-${process.pid}-${randomBytes(4).toString("hex")}`;
+      try {
+        renameSync(file, aside);
+      } catch {
+        continue; // moved by someone else first
+      }
+      const moved = readText(aside);
+      if (moved !== judged) {
+        try {
+          linkSync(aside, file);
+        } catch {
+          // a third setup holds it now: refused all the same
+        }
+        rmSync(aside, { force: true });
+        throw busy(moved === null ? null : (parseLockHolder(moved)?.pid ?? null));
+      }
+      rmSync(aside, { force: true });
+    }
+    throw busy(null);
+  } finally {
+    rmSync(tmp, { force: true });
+  }
+}
+
+function readText(file: string): string | null {
+  try {
+    return readFileSync(file, "utf8");
+  } catch {
+    return null;
+  }
+}
+
+function parseLockHolder(text: string): { pid: number; startTime: number | null } | null {
+  try {
+    const value = JSON.parse(text) as { pid?: unknown; startTime?: unknown };
+    return typeof value.pid === "number" ? { pid: value.pid, startTime: typeof value.startTime === "number" ? value.startTime : null } : null;
+  } catch {
+    return null;
+  }
 }
 
 /** Every cgroup marker in the state dir (for rollback). */

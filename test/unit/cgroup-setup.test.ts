@@ -1,11 +1,13 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { DrillError, RefusedError } from "../../src/errors.js";
 import { requireLayout } from "../../src/cgroup/layout.js";
 import { resolveWorkerCgroup } from "../../src/cgroup/paths.js";
 import { applySetup, enableMemoryError, inspectForSetup, orderV1LimitWrites, planSetup, setupWorkerCgroup } from "../../src/cgroup/setup.js";
-import { markerFile, readMarker } from "../../src/cgroup/stateFiles.js";
+import { markerFile, markerLockFile, readMarker } from "../../src/cgroup/stateFiles.js";
+import { HostRoots } from "../../src/host/kernelFile.js";
+import { readProcessStat } from "../../src/host/process.js";
 import { makeFakeHost, v1MemoryFiles, type FakeHost } from "../helpers/cgroupFixtures.js";
 
 let host: FakeHost | undefined;
@@ -226,6 +228,110 @@ describe("a drill run never adopts a cgroup another drill, or anything live, use
     setupWorkerCgroup(host.roots, cg, host.stateDir, { memoryMax: 256 * M, swapMax: 0 });
     expect(readMarker(host.stateDir, cg)!.owner).toEqual({ drill: "first", runId: "first-2" });
     expect(refusal(() => setupWorkerCgroup(host!.roots, cg, host!.stateDir, opts("second", "second-1"))).message).toMatch(/drill first \(run first-2\)/);
+  });
+});
+
+/**
+ * Two setups of one cgroup at the same instant (two drills, one --name): each
+ * judges the cgroup, then acts. The steps are called in the order a race would
+ * run them, so the interleaving is exact, not timed.
+ */
+describe("two setups of one cgroup at once: the second never overwrites the first's marker", () => {
+  const opts = (drill: string, runId: string, memoryMax = 256 * M) => ({ memoryMax, swapMax: 0, owner: { drill, runId } });
+  const plan = (h: FakeHost, cg: ReturnType<typeof hybridTarget>, options: ReturnType<typeof opts> | { memoryMax: number; swapMax: number }) =>
+    planSetup(cg, inspectForSetup(h.roots, cg, h.stateDir), options);
+  const refusal = (fn: () => unknown): RefusedError => {
+    try {
+      fn();
+    } catch (err) {
+      expect(err).toBeInstanceOf(RefusedError);
+      return err as RefusedError;
+    }
+    throw new Error("not refused");
+  };
+
+  it("both judge a fresh name; the first creates it; the second is refused, naming the first, and leaves its marker and dirs", () => {
+    host = makeFakeHost("hybrid");
+    const cg = hybridTarget(host);
+    const first = plan(host, cg, opts("first", "first-1"));
+    const second = plan(host, cg, opts("second", "second-1", 512 * M));
+    expect([first.ownership, second.ownership]).toEqual(["fresh", "fresh"]);
+    applySetup(first, host.stateDir);
+    const markerBefore = readFileSync(markerFile(host.stateDir, cg), "utf8");
+
+    const err = refusal(() => applySetup(second, host!.stateDir));
+    expect(err.exitCode).toBe(3);
+    expect(err.message).toMatch(/just taken by drill first \(run first-1\).*rollback --name first/);
+    expect(readFileSync(markerFile(host.stateDir, cg), "utf8")).toBe(markerBefore);
+    expect(readMarker(host.stateDir, cg)!.owner).toEqual({ drill: "first", runId: "first-1" });
+    expect(existsSync(cg.memory!.dir) && existsSync(cg.unified!.dir)).toBe(true);
+    expect(readFileSync(path.join(cg.memory!.dir, "memory.limit_in_bytes"), "utf8")).toBe(String(256 * M));
+  });
+
+  it("the second acting while the first is between its marker and its mkdir is refused, and the first completes", () => {
+    host = makeFakeHost("v2", { selfPath: "/drills" });
+    const cg = hybridTarget(host);
+    const first = plan(host, cg, opts("first", "first-1"));
+    const second = plan(host, cg, opts("second", "second-1"));
+    let inside: unknown = "not reached";
+    // The first's +memory write comes after its intent marker and before its mkdir.
+    const firstWrites = (file: string, value: string) => {
+      if (file.endsWith("cgroup.subtree_control")) {
+        try {
+          applySetup(second, host!.stateDir);
+          inside = null;
+        } catch (err) {
+          inside = err;
+        }
+      }
+      writeFileSync(file, value);
+    };
+    const result = applySetup(first, host.stateDir, firstWrites);
+    expect(inside).toBeInstanceOf(RefusedError);
+    expect((inside as RefusedError).message).toMatch(/another setup of .* is running right now/);
+    expect(result.created).toEqual([cg.unified!.dir]);
+    expect(readMarker(host.stateDir, cg)).toMatchObject({ state: "created", owner: { drill: "first", runId: "first-1" } });
+  });
+
+  it("both judge an empty cgroup of drill cgroup setup (no owner) as theirs; only the first adopts it", () => {
+    host = makeFakeHost("hybrid");
+    const cg = hybridTarget(host);
+    setupWorkerCgroup(host.roots, cg, host.stateDir, { memoryMax: 128 * M, swapMax: 0 });
+    for (const dir of cg.dirs) writeFileSync(path.join(dir.dir, "cgroup.procs"), "");
+    const first = plan(host, cg, opts("first", "first-1", 256 * M));
+    const second = plan(host, cg, opts("second", "second-1", 512 * M));
+    expect([first.ownership, second.ownership]).toEqual(["ours", "ours"]);
+    applySetup(first, host.stateDir);
+    expect(refusal(() => applySetup(second, host!.stateDir)).message).toMatch(/just taken by drill first \(run first-1\)/);
+    expect(readMarker(host.stateDir, cg)!.owner).toEqual({ drill: "first", runId: "first-1" });
+    expect(readFileSync(path.join(cg.memory!.dir, "memory.limit_in_bytes"), "utf8")).toBe(String(256 * M));
+  });
+
+  it("a marker torn down after the plan judged it is not written back", () => {
+    host = makeFakeHost("hybrid");
+    const cg = hybridTarget(host);
+    setupWorkerCgroup(host.roots, cg, host.stateDir, opts("first", "first-1"));
+    for (const dir of cg.dirs) writeFileSync(path.join(dir.dir, "cgroup.procs"), "");
+    const again = plan(host, cg, opts("first", "first-2", 512 * M));
+    rmSync(markerFile(host.stateDir, cg));
+    expect(refusal(() => applySetup(again, host!.stateDir)).message).toMatch(/marker .* was removed after this setup judged/);
+    expect(readMarker(host.stateDir, cg)).toBeNull();
+  });
+
+  it("a lock left by a setup that died is taken over; one held by a live process refuses; none is left behind", () => {
+    host = makeFakeHost("hybrid");
+    const cg = hybridTarget(host);
+    const lock = markerLockFile(host.stateDir, cg);
+    mkdirSync(path.dirname(lock), { recursive: true });
+    const self = readProcessStat(new HostRoots(), process.pid);
+    if (!self.ok) throw new Error("cannot read own /proc stat");
+    writeFileSync(lock, JSON.stringify({ pid: process.pid, startTime: self.value.startTime }));
+    expect(refusal(() => setupWorkerCgroup(host!.roots, cg, host!.stateDir, opts("first", "first-1"))).message).toMatch(new RegExp(`pid ${process.pid}\\) is running right now`));
+    expect(readMarker(host.stateDir, cg)).toBeNull();
+
+    writeFileSync(lock, JSON.stringify({ pid: process.pid, startTime: self.value.startTime + 1 })); // pid reused since: stale
+    expect(setupWorkerCgroup(host.roots, cg, host.stateDir, opts("first", "first-1")).plan.ownership).toBe("fresh");
+    expect(readdirSync(path.dirname(lock)).sort()).toEqual([path.basename(markerFile(host.stateDir, cg))]);
   });
 });
 
