@@ -295,13 +295,17 @@ export function markerChange(judged: CgroupMarker | null, current: CgroupMarker 
  * Undoes its mkdirs on failure. Under the cgroup's lock, and only while its
  * marker is still the one the plan was judged on: of two setups of one
  * cgroup at once, the second is refused instead of overwriting the first's.
+ * `claimed` runs under the lock once the cgroup is this setup's, before any act.
  */
-export function applySetup(plan: SetupPlan, stateDir: string, writeKernel: KernelWriter = writeToKernel): SetupResult {
+export function applySetup(plan: SetupPlan, stateDir: string, writeKernel: KernelWriter = writeToKernel, claimed: () => void = () => {}): SetupResult {
   const lock = lockMarker(stateDir, plan.cgroup);
   try {
     const current = readMarker(stateDir, plan.cgroup);
     const change = markerChange(plan.judgedMarker, current, plan.cgroup.limits.dir, markerFile(stateDir, plan.cgroup));
     if (change !== null) throw new RefusedError(change);
+    // The cgroup is ours to act on from here: the caller records it now, not
+    // before a refusal (its rollback would then tear down what another made).
+    claimed();
     return applyJudged(plan, current, stateDir, writeKernel);
   } finally {
     lock.release();

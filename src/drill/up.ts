@@ -145,12 +145,14 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       await queue.setMode("admit", { forced: false, psi: facts.hostPsi.avg10?.toFixed(2) ?? "missing" });
 
       // The worker cgroup, judged again (the host moved on while Redis started).
-      // A refusal records no cgroup: this drill's rollback must never tear down
-      // the one it was refused. Then intent first; setup writes its own marker before mkdir.
+      // A refusal (judged here, or by applySetup under the cgroup's lock) records
+      // no cgroup: this drill's rollback must never tear down the one it was
+      // refused. Once claimed, intent first; setup writes its own marker before mkdir.
       const plan = planSetup(cgroup, inspectForSetup(roots, cgroup, stateDir), setupOptions);
-      state.cgroup = { name: options.cgroupName, parent: parent ?? "/", dirs: cgroup.dirs.map((d) => d.dir) };
-      writeState(stateDir, state);
-      const setup = applySetup(plan, stateDir);
+      const setup = applySetup(plan, stateDir, undefined, () => {
+        state.cgroup = { name: options.cgroupName, parent: parent ?? "/", dirs: cgroup.dirs.map((d) => d.dir) };
+        writeState(stateDir, state);
+      });
       crash("cgroup");
       log(`cgroup: ${cgroup.limits.dir} memory.max ${formatBytes(drill.cgroup.memory_max)}, swap ${formatBytes(drill.cgroup.swap_max)} (lab expectation)`);
       for (const warning of setup.warnings) log(`cgroup: warning: ${warning}`);

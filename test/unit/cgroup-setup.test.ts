@@ -256,12 +256,17 @@ describe("two setups of one cgroup at once: the second never overwrites the firs
     const first = plan(host, cg, opts("first", "first-1"));
     const second = plan(host, cg, opts("second", "second-1", 512 * M));
     expect([first.ownership, second.ownership]).toEqual(["fresh", "fresh"]);
-    applySetup(first, host.stateDir);
+    let firstClaimed = false;
+    applySetup(first, host.stateDir, undefined, () => (firstClaimed = !existsSync(cg.memory!.dir)));
+    expect(firstClaimed).toBe(true); // claimed before anything was made
     const markerBefore = readFileSync(markerFile(host.stateDir, cg), "utf8");
 
-    const err = refusal(() => applySetup(second, host!.stateDir));
+    let secondClaimed = false;
+    const err = refusal(() => applySetup(second, host!.stateDir, undefined, () => (secondClaimed = true)));
     expect(err.exitCode).toBe(3);
     expect(err.message).toMatch(/just taken by drill first \(run first-1\).*rollback --name first/);
+    // up records the cgroup in its state only from `claimed`: the refused drill's rollback has nothing to tear down.
+    expect(secondClaimed).toBe(false);
     expect(readFileSync(markerFile(host.stateDir, cg), "utf8")).toBe(markerBefore);
     expect(readMarker(host.stateDir, cg)!.owner).toEqual({ drill: "first", runId: "first-1" });
     expect(existsSync(cg.memory!.dir) && existsSync(cg.unified!.dir)).toBe(true);
