@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { execa } from "execa";
@@ -96,6 +96,8 @@ describe.skipIf(skip !== null)("rollback when the export of the drain fails (REL
       expect(failed.rollback?.left.join("\n")).toMatch(/export to .* failed/);
       // Host side done all the same: cgroup removed.
       expect(cgroupDirsLeft(realWorkerCgroup(CGROUP))).toEqual([]);
+      // No truncated export under the name of a finished one (report reads the newest), nor a partial one.
+      expect(exportsIn(stateDir)).toEqual([]);
       client.disconnect();
 
       // 2. The limit is gone: the next rollback exports every job, then stops Redis.
@@ -106,6 +108,7 @@ describe.skipIf(skip !== null)("rollback when the export of the drain fails (REL
       const exported = done.rollback?.exported;
       expect(exported).toMatch(/final-.*\.jsonl$/);
       assertNoJobLostInExport(exported!, "jobs", all);
+      expect(exportsIn(stateDir)).toEqual([path.basename(exported!)]);
       assertHostClean(stateDir, "tiny", before);
       const third = await rollback();
       expect(third.exitCode, third.stdout + third.stderr).toBe(0);
@@ -116,6 +119,10 @@ describe.skipIf(skip !== null)("rollback when the export of the drain fails (REL
     }
   }, 120_000);
 });
+
+function exportsIn(stateDir: string): string[] {
+  return readdirSync(path.join(stateDir, "tiny")).filter((f) => f.startsWith("final-"));
+}
 
 async function waitFor(condition: () => boolean, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
