@@ -1,5 +1,5 @@
 import type { Redis } from "ioredis";
-import { closeSync, fsyncSync, linkSync, openSync, rmSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, fsyncSync, linkSync, openSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
 import { decodeJob } from "../queue/job.js";
 import type { QueueKeys } from "../queue/keys.js";
 
@@ -131,7 +131,9 @@ async function writeKeys(redis: Redis, keys: QueueKeys, file: string): Promise<n
           value = null;
       }
       const ttlMs = await redis.pttl(key);
-      writeSync(fd, `${JSON.stringify({ key, type, ttl_ms: ttlMs >= 0 ? ttlMs : null, value })}\n`);
+      // writeFileSync on an fd writes until all is written: writeSync may write
+      // part (disk full, file size limit) and report no error for it.
+      writeFileSync(fd, `${JSON.stringify({ key, type, ttl_ms: ttlMs >= 0 ? ttlMs : null, value })}\n`);
       count++;
     }
     fsyncSync(fd);

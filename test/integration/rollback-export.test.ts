@@ -1,6 +1,8 @@
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 import { execa } from "execa";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -9,9 +11,10 @@ import { HostRoots } from "../../src/host/kernelFile.js";
 import { isSameProcess } from "../../src/host/process.js";
 import { DrillQueue } from "../../src/queue/queue.js";
 import { cgroupDirsLeft, realDrillSkipReason, realWorkerCgroup } from "../helpers/cgroupFixtures.js";
-import { drillBin, runDrill } from "../helpers/cli.js";
+import { drillBin, repoRoot, runDrill } from "../helpers/cli.js";
 import { assertHostClean } from "../helpers/hostClean.js";
 import { assertNoJobLost, assertNoJobLostInExport } from "../helpers/invariants.js";
+import { startRedisServer } from "../helpers/redisServer.js";
 
 const skip = realDrillSkipReason();
 if (skip) console.warn(`skipping rollback export-failure test: ${skip}`);
@@ -118,6 +121,58 @@ describe.skipIf(skip !== null)("rollback when the export of the drain fails (REL
       if (readState(stateDir, "tiny")?.phase !== "complete") await rollback();
     }
   }, 120_000);
+});
+
+const noRedisServer = spawnSync("redis-server", ["--version"]).error !== undefined;
+
+describe.skipIf(noRedisServer)("exportKeys under a file size limit (the built dist/, in a child: RLIMIT_FSIZE is per process)", () => {
+  /** exportKeys of queue `q` on `url` to `file`, in a node whose file size limit is `limit` bytes (null: none). */
+  const exportIn = (url: string, file: string, limit: number | null) => {
+    const script = `
+      import { exportKeys } from ${JSON.stringify(pathToFileURL(path.join(repoRoot, "dist/drill/drain.js")).href)};
+      import { queueKeys } from ${JSON.stringify(pathToFileURL(path.join(repoRoot, "dist/queue/keys.js")).href)};
+      import { Redis } from "ioredis";
+      const redis = new Redis(process.argv[1]);
+      try {
+        console.log(JSON.stringify(await exportKeys(redis, queueKeys("q"), process.argv[2])));
+      } catch (err) {
+        console.error(String(err));
+        process.exitCode = 1;
+      } finally {
+        redis.disconnect();
+      }`;
+    const node = ["--input-type=module", "-e", script, url, file];
+    const options = { reject: false, timeout: 30_000, cwd: repoRoot } as const;
+    return limit === null ? execa("node", node, options) : execa("prlimit", [`--fsize=${limit}`, "--", "node", ...node], options);
+  };
+
+  it("a write cut short at the limit fails the export: no file that looks whole and is not", async () => {
+    const server = await startRedisServer();
+    const dir = mkdtempSync(path.join(tmpdir(), "drill-export-fsize-"));
+    const client = new Redis(server.url, { maxRetriesPerRequest: 0 });
+    try {
+      const payloads = Array.from({ length: 50 }, (_, i) => JSON.stringify({ id: String(i + 1), prompt_tokens: 1000, completion_tokens: 8 }));
+      await client.rpush("q_drain", ...payloads);
+      // The drain is the only key: the export is this one line.
+      const line = `${JSON.stringify({ key: "q_drain", type: "list", ttl_ms: null, value: payloads.map((p) => ({ utf8: p })) })}\n`;
+      const whole = path.join(dir, "final-whole.jsonl");
+      const unlimited = await exportIn(server.url, whole, null);
+      expect(unlimited.exitCode, String(unlimited.stderr)).toBe(0);
+      expect(readFileSync(whole, "utf8")).toBe(line);
+
+      // The limit falls inside that last line: one write, cut short, no error from it.
+      const file = path.join(dir, "final-cut.jsonl");
+      const cut = await exportIn(server.url, file, Buffer.byteLength(line) - 100);
+      expect(cut.exitCode, `exported: ${String(cut.stdout)}`).toBe(1);
+      expect(String(cut.stderr)).toMatch(/EFBIG/);
+      expect(existsSync(file), "a truncated export under the final name").toBe(false);
+      expect(existsSync(`${file}.partial`)).toBe(false);
+    } finally {
+      client.disconnect();
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 function exportsIn(stateDir: string): string[] {
