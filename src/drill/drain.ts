@@ -1,5 +1,5 @@
 import type { Redis } from "ioredis";
-import { closeSync, fsyncSync, openSync, writeSync } from "node:fs";
+import { closeSync, fsyncSync, linkSync, openSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
 import { decodeJob } from "../queue/job.js";
 import type { QueueKeys } from "../queue/keys.js";
 
@@ -78,9 +78,25 @@ function exportValue(buf: Buffer): ExportedValue {
 /**
  * Writes every key of the drill (`<queue>`, `<queue>:*`, `<queue>_drain`) to a
  * JSONL file, fsynced, before an embedded Redis is stopped: the drain outlives
- * the server that held it.
+ * the server that held it. Written as `<file>.partial` and linked to `file`
+ * once complete: a failed export (disk full, EFBIG) leaves no truncated file
+ * under the name of a finished one, which report and operators take as whole.
  */
 export async function exportKeys(redis: Redis, keys: QueueKeys, file: string): Promise<{ keys: number; file: string }> {
+  const partial = `${file}.partial`;
+  try {
+    const count = await writeKeys(redis, keys, partial);
+    // link, not rename: an export already there is never replaced
+    linkSync(partial, file);
+    unlinkSync(partial);
+    return { keys: count, file };
+  } catch (err) {
+    rmSync(partial, { force: true });
+    throw err;
+  }
+}
+
+async function writeKeys(redis: Redis, keys: QueueKeys, file: string): Promise<number> {
   const names = [...new Set([keys.ready, keys.drain, ...(await scanKeys(redis, `${keys.queue}:*`))])];
   const fd = openSync(file, "wx", 0o600);
   let count = 0;
@@ -115,12 +131,14 @@ export async function exportKeys(redis: Redis, keys: QueueKeys, file: string): P
           value = null;
       }
       const ttlMs = await redis.pttl(key);
-      writeSync(fd, `${JSON.stringify({ key, type, ttl_ms: ttlMs >= 0 ? ttlMs : null, value })}\n`);
+      // writeFileSync on an fd writes until all is written: writeSync may write
+      // part (disk full, file size limit) and report no error for it.
+      writeFileSync(fd, `${JSON.stringify({ key, type, ttl_ms: ttlMs >= 0 ? ttlMs : null, value })}\n`);
       count++;
     }
     fsyncSync(fd);
   } finally {
     closeSync(fd);
   }
-  return { keys: count, file };
+  return count;
 }
