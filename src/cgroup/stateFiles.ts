@@ -14,7 +14,8 @@ import type { CgroupDir, WorkerCgroup } from "./paths.js";
  *   only cgroups with one. The hash is of the limits dir, so the same --name
  *   under two parents does not share a marker.
  * - cgroups/<name>-<hash>.lock: held by a setup while it checks and writes
- *   that marker and makes the dirs (lockMarker).
+ *   that marker and makes the dirs (lockMarker, a holdLockFile like the
+ *   drill locks).
  * - hogs/<name>-<hash>-<token>.json: a hog inject started (pid + start time,
  *   its thrash file), so later commands find it without `pgrep -f`.
  */
@@ -151,24 +152,66 @@ export function markerLockFile(stateDir: string, cgroup: WorkerCgroup): string {
  * One setup at a time per cgroup: held while a setup checks that the marker
  * is still the one it judged, writes its own and makes the dirs, so two
  * drills setting up one --name at the same instant cannot both take it (the
- * second would overwrite the first's marker). The lock is linked into place
- * with its content already written (O_EXCL, and nobody reads it half-written).
- * A lock whose holder is gone (pid and start time, read in the real /proc:
- * the holder is a process on this machine whatever --procfs says) is stale
- * and taken over; of two takers only the one that moved the stale file away
- * gets it.
+ * second would overwrite the first's marker). The holder is read in the real
+ * /proc: it is a process on this machine whatever --procfs says.
  */
 export function lockMarker(stateDir: string, cgroup: WorkerCgroup, roots: HostRoots = new HostRoots()): { release(): void } {
   const file = markerLockFile(stateDir, cgroup);
-  const busy = (pid: number | null) =>
-    new RefusedError(
-      `another setup of ${cgroup.limits.dir}${pid === null ? "" : ` (pid ${pid})`} is running right now (it holds ${file}); refusing to set up the same cgroup at once. Pick another --name, or retry once it is done`,
-    );
-  const self = readProcessStat(roots, process.pid);
-  const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
   try {
     mkdirSync(path.dirname(file), { recursive: true });
-    writeFileSync(tmp, JSON.stringify({ pid: process.pid, startTime: self.ok ? self.value.startTime : null }), { mode: 0o600 });
+  } catch (err) {
+    throw stateDirError("create the lock", file, err);
+  }
+  return holdLockFile(file, {}, roots, (holder) => {
+    const who = holder === null ? "" : ` (pid ${holder.pid})`;
+    return new RefusedError(
+      `another setup of ${cgroup.limits.dir}${who} is running right now (it holds ${file}); refusing to set up the same cgroup at once. Pick another --name, or retry once it is done`,
+    );
+  });
+}
+
+/** Who wrote a lock file: its process, and what the caller added (`what`: the drill command holding it). */
+export interface LockHolder {
+  pid: number;
+  /** Null when the writer could not read its own /proc stat: then it cannot be told from a reused pid, and counts as gone. */
+  startTime: number | null;
+  what?: string;
+}
+
+/** Test seam: runs once a taker has judged the lock stale, before it tries to take it over. */
+export interface LockSeams {
+  foundStale?: () => void;
+}
+
+/**
+ * A lock file (O_EXCL) held by one process at a time, with who holds it in it.
+ * It is written and fsynced under a tmp name and linked into place, so it
+ * never exists empty or half-written, not even after a power cut: a lock that
+ * does not parse was not written by drill (another program's file, or one of
+ * an older drill still writing it), and is refused naming the file rather
+ * than taken for stale. A lock whose holder is gone (pid and start time no
+ * longer match) is stale and taken over, by one taker only (replaceStale).
+ * `refuse` words the refusal for the caller: holder null when another taker
+ * kept getting there first.
+ */
+export function holdLockFile(
+  file: string,
+  fields: { what?: string },
+  roots: HostRoots,
+  refuse: (holder: LockHolder | null) => RefusedError,
+  seams: LockSeams = {},
+): { release(): void } {
+  const self = readProcessStat(roots, process.pid);
+  const record: LockHolder = { pid: process.pid, startTime: self.ok ? self.value.startTime : null, ...fields };
+  const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
+  try {
+    const fd = openSync(tmp, "wx", 0o600);
+    try {
+      writeFileSync(fd, JSON.stringify(record));
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
   } catch (err) {
     try {
       rmSync(tmp, { force: true });
@@ -177,42 +220,88 @@ export function lockMarker(stateDir: string, cgroup: WorkerCgroup, roots: HostRo
     }
     throw stateDirError("create the lock", file, err);
   }
+  const held = {
+    release: () => {
+      try {
+        rmSync(file, { force: true });
+      } catch {
+        // left behind, it is stale once this process is gone
+      }
+    },
+  };
   try {
     for (let attempt = 0; attempt < 3; attempt++) {
-      try {
-        linkSync(tmp, file);
-        return {
-          release: () => rmSync(file, { force: true }),
-        };
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw stateDirError("create the lock", file, err);
-      }
+      if (linkUnlessExists(tmp, file)) return held;
       const judged = readText(file);
       if (judged === null) continue; // released meanwhile
-      const holder = parseLockHolder(judged);
-      if (holder && holder.startTime !== null && isSameProcess(roots, holder.pid, holder.startTime)) throw busy(holder.pid);
-      // Stale. Move exactly that file aside; if what moved is another taker's fresh lock, put it back.
-      const aside = `${file}.stale-${process.pid}-${randomBytes(4).toString("hex")}`;
-      try {
-        renameSync(file, aside);
-      } catch {
-        continue; // moved by someone else first
-      }
-      const moved = readText(aside);
-      if (moved !== judged) {
-        try {
-          linkSync(aside, file);
-        } catch {
-          // a third setup holds it now: refused all the same
-        }
-        rmSync(aside, { force: true });
-        throw busy(moved === null ? null : (parseLockHolder(moved)?.pid ?? null));
-      }
-      rmSync(aside, { force: true });
+      const holder = judgeLock(file, judged, roots);
+      if (holder !== null) throw refuse(holder);
+      seams.foundStale?.();
+      if (replaceStale(file, judged, tmp, roots)) return held;
     }
-    throw busy(null);
+    throw refuse(null);
   } finally {
     rmSync(tmp, { force: true });
+  }
+}
+
+/** Where the takers of one stale content of `target` meet: named after that content, which no live process writes again. */
+export function lockBreakerFile(target: string, staleText: string): string {
+  return `${target}.break-${createHash("sha256").update(staleText).digest("hex").slice(0, 12)}`;
+}
+
+/**
+ * Puts the lock in `tmp` in place of `target`, whose content `stale` is a
+ * gone holder's, as the only one of all processes that judged that content
+ * stale: each first links the breaker of that content (O_EXCL), and only its
+ * holder replaces `target`, by rename (there is no moment without a lock for
+ * a newcomer to slip in). A breaker whose own holder died midway is itself
+ * taken over the same way. False when another taker got there first: the
+ * caller looks at the lock again.
+ */
+function replaceStale(target: string, stale: string, tmp: string, roots: HostRoots, depth = 0): boolean {
+  const breaker = lockBreakerFile(target, stale);
+  if (!linkUnlessExists(tmp, breaker)) {
+    const other = readText(breaker);
+    if (other === null) return false; // that taker is done
+    if (judgeLock(breaker, other, roots) !== null || depth >= 2) return false; // it is at it right now
+    if (!replaceStale(breaker, other, tmp, roots, depth + 1)) return false;
+  }
+  // The breaker is ours: nobody else replaces `target` while it still holds `stale`.
+  try {
+    if (readText(target) !== stale) return false; // already taken over (and maybe released) by another taker
+    const via = `${tmp}.via`;
+    try {
+      linkSync(tmp, via);
+      renameSync(via, target);
+    } catch (err) {
+      rmSync(via, { force: true });
+      throw stateDirError("take over the lock", target, err);
+    }
+    return true;
+  } finally {
+    rmSync(breaker, { force: true });
+  }
+}
+
+/** The live holder of a lock file's content, or null when it is gone (stale); refused when it is no lock drill wrote. */
+function judgeLock(file: string, text: string, roots: HostRoots): LockHolder | null {
+  const holder = parseLockHolder(text);
+  if (holder === null) {
+    throw new RefusedError(
+      `${file} is not a lock drill wrote (empty or cut short; drill's appear whole): another program's, or an older drill's still being written. Check that no drill of this name runs, then remove it and retry`,
+    );
+  }
+  return holder.startTime !== null && isSameProcess(roots, holder.pid, holder.startTime) ? holder : null;
+}
+
+function linkUnlessExists(from: string, to: string): boolean {
+  try {
+    linkSync(from, to);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "EEXIST") return false;
+    throw stateDirError("create the lock", to, err);
   }
 }
 
@@ -224,10 +313,15 @@ function readText(file: string): string | null {
   }
 }
 
-function parseLockHolder(text: string): { pid: number; startTime: number | null } | null {
+function parseLockHolder(text: string): LockHolder | null {
   try {
-    const value = JSON.parse(text) as { pid?: unknown; startTime?: unknown };
-    return typeof value.pid === "number" ? { pid: value.pid, startTime: typeof value.startTime === "number" ? value.startTime : null } : null;
+    const value = JSON.parse(text) as { pid?: unknown; startTime?: unknown; what?: unknown };
+    if (typeof value !== "object" || value === null || typeof value.pid !== "number") return null;
+    return {
+      pid: value.pid,
+      startTime: typeof value.startTime === "number" ? value.startTime : null,
+      ...(typeof value.what === "string" ? { what: value.what } : {}),
+    };
   } catch {
     return null;
   }

@@ -1,0 +1,170 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { requireLayout } from "../../src/cgroup/layout.js";
+import { resolveWorkerCgroup } from "../../src/cgroup/paths.js";
+import { lockBreakerFile, lockMarker, markerLockFile } from "../../src/cgroup/stateFiles.js";
+import { acquireDrillLock } from "../../src/drill/lock.js";
+import { RefusedError } from "../../src/errors.js";
+import { HostRoots } from "../../src/host/kernelFile.js";
+import { readProcessStat } from "../../src/host/process.js";
+import { makeFakeHost, type FakeHost } from "../helpers/cgroupFixtures.js";
+
+const roots = new HostRoots();
+
+function ownStartTime(): number {
+  const self = readProcessStat(roots, process.pid);
+  if (!self.ok) throw new Error("cannot read own /proc stat");
+  return self.value.startTime;
+}
+
+/** A lock record of a holder that is gone: this pid with another start time (the pid was reused since). */
+const staleRecord = (what: string) => JSON.stringify({ pid: process.pid, startTime: ownStartTime() + 1, what });
+
+function refusal(act: () => unknown): RefusedError {
+  try {
+    act();
+  } catch (err) {
+    if (err instanceof RefusedError) return err;
+    throw err;
+  }
+  throw new Error("expected a refusal");
+}
+
+let dir: string;
+let live: ChildProcess | null = null;
+let host: FakeHost | null = null;
+
+beforeEach(() => {
+  dir = mkdtempSync(path.join(os.tmpdir(), "drill-lock-"));
+});
+afterEach(() => {
+  live?.kill("SIGKILL");
+  live = null;
+  host?.cleanup();
+  host = null;
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Another process, alive for the test, and its record as a lock holder. */
+function liveRecord(what: string): { pid: number; text: string } {
+  live = spawn("sleep", ["600"], { stdio: "ignore" });
+  const pid = live.pid!;
+  const stat = readProcessStat(roots, pid);
+  if (!stat.ok) throw new Error(`cannot read /proc/${pid}/stat`);
+  return { pid, text: JSON.stringify({ pid, startTime: stat.value.startTime, what }) };
+}
+
+describe("acquireDrillLock", () => {
+  it("a lock held by a live process is refused (exit 3), naming the command and its pid, and left as it is", () => {
+    const file = path.join(dir, "rollback.lock");
+    const holder = liveRecord("report");
+    writeFileSync(file, holder.text);
+    const refused = refusal(() => acquireDrillLock(roots, dir, "rollback"));
+    expect(refused.exitCode).toBe(3);
+    expect(refused.message).toBe(`another drill report (pid ${holder.pid}) holds ${file}; one at a time per drill name`);
+    expect(readFileSync(file, "utf8")).toBe(holder.text);
+  });
+
+  // drill links its locks into place whole (and fsynced): it never leaves one
+  // empty or cut short, not even at a power cut. One that does not parse is
+  // another program's file, or an older drill's whose writer may still be
+  // writing it: taking it for stale would run two at once. Refused, naming it.
+  it.each([
+    ["empty", ""],
+    ["cut short", '{"pid":12'],
+    ["no pid", '{"what":"up"}'],
+  ])("a lock that does not parse (%s) is refused naming the file, not taken over", (_label, text) => {
+    const file = path.join(dir, "up.lock");
+    writeFileSync(file, text);
+    const refused = refusal(() => acquireDrillLock(roots, dir, "up"));
+    expect(refused.exitCode).toBe(3);
+    expect(refused.message).toContain(`${file} is not a lock drill wrote`);
+    expect(readFileSync(file, "utf8")).toBe(text);
+    expect(readdirSync(dir)).toEqual(["up.lock"]);
+  });
+
+  it("a stale lock is taken over, the new one names this process, and release leaves nothing", () => {
+    const file = path.join(dir, "up.lock");
+    writeFileSync(file, staleRecord("up"));
+    const lock = acquireDrillLock(roots, dir, "up");
+    expect(JSON.parse(readFileSync(file, "utf8"))).toEqual({ pid: process.pid, startTime: ownStartTime(), what: "up" });
+    expect(readdirSync(dir)).toEqual(["up.lock"]);
+    lock.release();
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("of two takers that both found one stale lock, exactly one gets it; the other is refused naming it", () => {
+    const file = path.join(dir, "up.lock");
+    writeFileSync(file, staleRecord("up"));
+    let second: ReturnType<typeof acquireDrillLock> | null = null;
+    // The first taker has judged the lock stale; the second runs its whole takeover before the first goes on.
+    const refused = refusal(() =>
+      acquireDrillLock(roots, dir, "up", "first-taker", {
+        foundStale: () => {
+          second = acquireDrillLock(roots, dir, "up", "second-taker");
+        },
+      }),
+    );
+    expect(second).not.toBeNull();
+    expect(refused.message).toBe(`another drill second-taker (pid ${process.pid}) holds ${file}; one at a time per drill name`);
+    expect(JSON.parse(readFileSync(file, "utf8"))).toMatchObject({ what: "second-taker" });
+    expect(readdirSync(dir)).toEqual(["up.lock"]);
+  });
+
+  it("a taker that found a lock stale and resumes after it changed hands (taken over, released, taken afresh) leaves the new holder alone", () => {
+    const file = path.join(dir, "up.lock");
+    writeFileSync(file, staleRecord("up"));
+    let third: ReturnType<typeof acquireDrillLock> | null = null;
+    const refused = refusal(() =>
+      acquireDrillLock(roots, dir, "up", "first-taker", {
+        foundStale: () => {
+          acquireDrillLock(roots, dir, "up", "second-taker").release();
+          third = acquireDrillLock(roots, dir, "up", "third-taker");
+        },
+      }),
+    );
+    expect(third).not.toBeNull();
+    expect(refused.message).toContain("another drill third-taker");
+    expect(JSON.parse(readFileSync(file, "utf8"))).toMatchObject({ what: "third-taker" });
+    expect(readdirSync(dir)).toEqual(["up.lock"]);
+  });
+
+  it("while another live taker is taking a stale lock over, the lock is refused and left to it", () => {
+    const file = path.join(dir, "up.lock");
+    const stale = staleRecord("up");
+    writeFileSync(file, stale);
+    writeFileSync(lockBreakerFile(file, stale), liveRecord("up").text);
+    const refused = refusal(() => acquireDrillLock(roots, dir, "up"));
+    expect(refused.message).toBe(`another drill up with the same name is starting (${file})`);
+    expect(readFileSync(file, "utf8")).toBe(stale);
+  });
+
+  it("a taker that died in the middle of a takeover does not block the next one", () => {
+    const file = path.join(dir, "up.lock");
+    const stale = staleRecord("up");
+    writeFileSync(file, stale);
+    writeFileSync(lockBreakerFile(file, stale), staleRecord("up"));
+    acquireDrillLock(roots, dir, "up");
+    expect(JSON.parse(readFileSync(file, "utf8"))).toMatchObject({ pid: process.pid, startTime: ownStartTime() });
+    expect(readdirSync(dir)).toEqual(["up.lock"]);
+  });
+});
+
+describe("lockMarker (the same lock file as the drill's)", () => {
+  it("refuses a lock that does not parse, naming it, and leaves it; refuses a live holder naming its pid", () => {
+    host = makeFakeHost("hybrid");
+    const cg = resolveWorkerCgroup(host.roots, requireLayout(host.roots), "t1", { kind: "self" });
+    const file = markerLockFile(host.stateDir, cg);
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeFileSync(file, "");
+    expect(refusal(() => lockMarker(host!.stateDir, cg)).message).toContain(`${file} is not a lock drill wrote`);
+    expect(readFileSync(file, "utf8")).toBe("");
+
+    const holder = liveRecord("setup");
+    writeFileSync(file, holder.text);
+    expect(refusal(() => lockMarker(host!.stateDir, cg)).message).toMatch(new RegExp(`\\(pid ${holder.pid}\\) is running right now`));
+  });
+});
