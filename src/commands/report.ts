@@ -5,6 +5,8 @@ import type { CommandFactory } from "./index.js";
 
 export interface RawReportOptions {
   since: string;
+  /** --since on the command line: the window is what it says, not clipped to the drill's current run. */
+  sinceGiven?: boolean;
   format?: string;
   name?: string;
   queue?: string;
@@ -23,11 +25,11 @@ export function resolveFormat(format: string | undefined, json: boolean): Report
 export const reportCommand: CommandFactory = (globals) =>
   new Command("report")
     .description("the incident-note summary of decisions and pressure (works after rollback from its export)")
-    .option("--since <duration>", "only events, finished jobs and samples of the last <duration>", "10m")
+    .option("--since <duration>", "only events, finished jobs and samples of the last <duration>; without it, of the last 10m of the drill's current run", "10m")
     .option("--format <format>", "text | md (paste into an incident doc) | json (one document); default text, json with --json")
     .option("--name <drill>", "the drill under the state dir (default: the only one there)")
     .option("--queue <name>", "Redis queue (default: the drill's, else jobs)")
-    .action(async (raw: RawReportOptions) => {
+    .action(async (raw: RawReportOptions, command: Command) => {
       const { reportAction } = await import("./report.run.js");
-      await reportAction(globals(), raw);
+      await reportAction(globals(), { ...raw, sinceGiven: command.getOptionValueSource("since") === "cli" });
     });

@@ -47,6 +47,17 @@ export function drillDir(stateDir: string, name: string): string {
   return path.join(stateDir, name);
 }
 
+/**
+ * `<state-dir>/<name>/runs/<runId>`: one run's embedded Redis dir and its
+ * children's output. Each run starts from an empty dir: a new Redis on an
+ * earlier run's AOF would go on with its job ids, counters and drain, and
+ * logs appended to would mix two runs in one incident note. Earlier runs'
+ * dirs stay as they are (their data is not all in the export: logs, AOF).
+ */
+export function runDir(stateDir: string, name: string, runId: string): string {
+  return path.join(drillDir(stateDir, name), "runs", runId);
+}
+
 export function statePath(stateDir: string, name: string): string {
   return path.join(drillDir(stateDir, name), "state.json");
 }

@@ -3,6 +3,7 @@ import { randomBytes } from "node:crypto";
 import { closeSync, mkdirSync, openSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import type { Redis } from "ioredis";
 import { requireLayout } from "../cgroup/layout.js";
 import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup } from "../cgroup/paths.js";
@@ -14,14 +15,16 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessStat } from "../host/process.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
 import { DrillQueue } from "../queue/queue.js";
-import { closeRedis, connectRedis } from "../queue/redis.js";
+import { queueKeys } from "../queue/keys.js";
+import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
 import { formatStatusLine } from "../sampler/render.js";
 import type { Sample } from "../sampler/step.js";
 import { formatBytes, formatDuration } from "../units.js";
 import type { DrillFile, InjectStep, PackStep } from "./drillFile.js";
+import { scanKeys } from "./drain.js";
 import { freePort, startEmbeddedRedis } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
-import { drillDir, intendProcess, readState, writeState, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
+import { drillDir, intendProcess, readState, runDir, writeState, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { LineTail } from "./tail.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
@@ -64,12 +67,11 @@ export interface UpResult {
 export async function runUp(options: UpOptions): Promise<UpResult> {
   const { drill, roots, stateDir, log } = options;
   const name = drill.name;
-  const dir = drillDir(stateDir, name);
   // Checked before anything is touched (the drill file's when it was read), and
   // blamed on where it came from: the flag wins over the file.
   const parent = options.parent ?? drill.cgroup.parent;
   const parentSpec = validateParent(parent, options.parent !== undefined ? "--parent" : `${options.drillFile}: cgroup.parent`);
-  const lock = acquireDrillLock(roots, dir, "up");
+  const lock = acquireDrillLock(roots, drillDir(stateDir, name), "up");
   const crash = (step: string) => {
     if (options.crashAt === step) process.kill(process.pid, "SIGKILL");
   };
@@ -91,8 +93,11 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     });
     const fails = evaluateChecks(facts).filter((c) => c.status === "fail");
     if (fails.length > 0) throw new RefusedError(`doctor refused: ${fails.map((c) => `${c.name}: ${c.detail}`).join("; ")}`);
+    if (options.redisUrl) await refuseQueueInUse(options.redisUrl, options.queue);
 
     const runId = `${name}-${new Date().toISOString().replace(/[-:T]/g, "").slice(0, 14)}-${randomBytes(3).toString("hex")}`;
+    // This run's embedded Redis and its children's output (runDir says why).
+    const dir = runDir(stateDir, name, runId);
     // The worker cgroup is judged before anything starts: a name another drill
     // runs in (or anything with tasks) is refused with nothing to roll back.
     const layout = requireLayout(roots);
@@ -117,9 +122,12 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     };
     writeState(stateDir, state);
     crash("state");
+    // Never an existing dir (EEXIST): a run dir is nobody else's.
+    mkdirSync(path.dirname(dir), { recursive: true, mode: 0o700 });
+    mkdirSync(dir, { mode: 0o700 });
     const env = { ...process.env, DRILL_RUN_ID: runId };
 
-    // Redis: the one given, or an embedded server with AOF in the state dir.
+    // Redis: the one given, or an embedded server with AOF in this run's dir.
     if (!options.redisUrl) {
       const redisDir = path.join(dir, "redis");
       // Port and dir are known before the spawn, so rollback can reach and find it after a crash.
@@ -299,6 +307,53 @@ function parseSample(line: string): Sample | null {
   }
 }
 
+/**
+ * A given Redis whose queue already holds keys (an earlier run's: rollback
+ * leaves them, it never deletes an operator's data; or somebody else's): a
+ * run on them would go on with their job ids, stats and drain, and report
+ * their decisions as its own. Refused before anything is made, naming the
+ * keys; a fresh --queue needs no cleanup, and the keys are the operator's to
+ * export and remove.
+ */
+async function refuseQueueInUse(url: string, queue: string): Promise<void> {
+  const redis = await connectRedis(url, { name: "drill-up", commandTimeoutMs: 5000 });
+  let found: string[];
+  try {
+    found = await queueKeysPresent(redis, queue);
+  } finally {
+    await closeRedis(redis);
+  }
+  if (found.length === 0) return;
+  const shown = found.length > 12 ? [...found.slice(0, 12), `and ${found.length - 12} more`] : found;
+  throw new RefusedError(
+    `queue ${queue} on ${redactUrl(url)} already holds keys (an earlier run's: rollback leaves them; or another drill's): ${shown.join(", ")}. ` +
+      `A run on them would go on with their job ids and counters, and drill report would count their decisions as this run's; nothing was started or deleted. ` +
+      `Run on a fresh queue (drill up --queue <name>), or keep what you need of them first (${queue}_drain and the retry and dead lists hold jobs; ` +
+      `drill report --redis <url> --queue ${queue} --format md keeps their summary) and remove them yourself: ` +
+      `redis-cli -u <url> DEL ${queue} ${queue}_drain, and each key redis-cli -u <url> --scan --pattern '${queue}:*' lists`,
+  );
+}
+
+/** The queue's keys that exist (`<q>`, `<q>_drain`, `<q>:*`), each with its type and length. */
+export async function queueKeysPresent(redis: Redis, queue: string): Promise<string[]> {
+  const keys = queueKeys(queue);
+  const names = [...new Set([keys.ready, keys.drain, ...(await scanKeys(redis, `${queue}:*`))])].sort();
+  const found: string[] = [];
+  for (const key of names) {
+    const type = await redis.type(key);
+    if (type === "none") continue; // expired since the scan
+    const length =
+      type === "list" ? await redis.llen(key)
+      : type === "hash" ? await redis.hlen(key)
+      : type === "stream" ? await redis.xlen(key)
+      : type === "set" ? await redis.scard(key)
+      : type === "zset" ? await redis.zcard(key)
+      : null;
+    found.push(length === null ? `${key} (${type})` : `${key} (${type}, ${length})`);
+  }
+  return found;
+}
+
 /** The sidecar's stdout is the drill's recording (one JSON sample a line); the rest is `<key>.out`. */
 export function outputName(key: string): string {
   return key === "watch" ? "watch.jsonl" : `${key}.out`;
@@ -310,7 +365,7 @@ function fillPid(roots: HostRoots, record: ProcessRecord, pid: number): void {
   record.startTime = stat.ok ? stat.value.startTime : null;
 }
 
-/** A drill child: its own session (Ctrl-C on `up` must not kill it), output to files in the state dir. */
+/** A drill child: its own session (Ctrl-C on `up` must not kill it), output to files in the run's dir. */
 function spawnDrill(args: string[], outFile: string, errFile: string, env: NodeJS.ProcessEnv) {
   const bin = path.join(findPackageRoot(), "bin", "drill.js");
   const out = openSync(outFile, "a");

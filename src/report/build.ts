@@ -58,7 +58,12 @@ export interface Report {
   drill: { name: string; run_id: string | null; drill_file: string | null; created_at: string | null; phase: string | null } | null;
   queue: string;
   source: { kind: "live" | "export"; where: string };
-  window: { since_ms: number; from: string; to: string; anchored: "now" | "export" };
+  /**
+   * `from` is the later of `to − since_ms` and the run's start (`run_start`,
+   * the state's createdAt), unless --since was given (`clipped_to_run` false):
+   * a queue may hold an earlier run's data, and the note is about this run.
+   */
+  window: { since_ms: number; from: string; to: string; anchored: "now" | "export"; run_start: string | null; clipped_to_run: boolean };
   decisions: { rows: DecisionRow[]; total: number; rejects: number } | null;
   first_reject: RejectLine | null;
   last_reject: RejectLine | null;
@@ -226,15 +231,46 @@ function counterIncrease(readings: ReadonlyArray<{ value: number | null; absent:
   return seen ? rise : null;
 }
 
+const isDecisionReason = (reason: string) => reason === "admit" || reason === "dead" || reason.startsWith("reject_");
+
+/**
+ * Decisions on the queue from before the run was created are another run's
+ * (an earlier run on the same queue, or somebody's gate): say whether the
+ * window counts them, and that the stats hash, never windowed, may.
+ */
+function earlierRunNotes(inputs: ReportInputs, runStartMs: number, fromMs: number): string[] {
+  if (!Number.isFinite(runStartMs) || inputs.events === null) return [];
+  const before = inputs.events.filter((e) => e.tsMs !== null && e.tsMs < runStartMs && isDecisionReason(e.reason));
+  if (before.length === 0) return [];
+  const run = `run ${inputs.drill?.runId ?? "?"} (created ${new Date(runStartMs).toISOString()})`;
+  const counted = before.filter((e) => e.tsMs! >= fromMs).length;
+  return [
+    counted > 0
+      ? `the window reaches before ${run}: ${counted} decision(s) from before it, not this run's, are counted`
+      : `${before.length} decision(s) on ${inputs.queue} predate ${run}: not this run's, left out of the window (a --since reaching before it counts them)`,
+    `the totals from ${inputs.queue}:stats are not windowed: they may include decisions and jobs from before ${run}`,
+  ];
+}
+
 function doneTime(d: DoneEntry): number | null {
   return d.doneTs ?? d.firstTokenTs ?? null;
 }
 
 // ---- the builder ------------------------------------------------------------
 
-export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number): Report {
-  const fromMs = nowMs - sinceMs;
+export interface WindowOptions {
+  /** --since was given: the window is what it says, also before the run started. */
+  sinceGiven?: boolean;
+}
+
+export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number, options: WindowOptions = {}): Report {
+  const askedFromMs = nowMs - sinceMs;
+  const createdAt = inputs.drill?.createdAt ?? null;
+  const runStartMs = createdAt === null ? NaN : Date.parse(createdAt);
+  const clippedToRun = Number.isFinite(runStartMs) && options.sinceGiven !== true && runStartMs > askedFromMs;
+  const fromMs = clippedToRun ? runStartMs : askedFromMs;
   const notes: string[] = [...inputs.gatherNotes];
+  notes.push(...earlierRunNotes(inputs, runStartMs, fromMs));
   const inWindow = (ts: number | null) => ts !== null && ts >= fromMs;
 
   const events = inputs.events === null ? null : inputs.events.filter((e) => inWindow(e.tsMs));
@@ -279,11 +315,10 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
         bump(noteFor("dead"), /\bcause=(\S+)/.exec(e.figures)?.[1] ?? "unknown");
       }
     }
-    const isDecision = (reason: string) => reason === "admit" || reason === "dead" || reason.startsWith("reject_");
-    const total = [...counts.entries()].filter(([r]) => isDecision(r)).reduce((sum, [, n]) => sum + n, 0);
+    const total = [...counts.entries()].filter(([r]) => isDecisionReason(r)).reduce((sum, [, n]) => sum + n, 0);
     const others = [...counts.keys()].filter((r) => !(DECISION_KINDS as readonly string[]).includes(r)).sort((a, b) => {
       // other decisions (dead, unknown reject kinds) before bookkeeping events (recovered, redelivery)
-      const rank = (r: string) => (isDecision(r) ? 0 : 1);
+      const rank = (r: string) => (isDecisionReason(r) ? 0 : 1);
       return rank(a) - rank(b) || a.localeCompare(b);
     });
     const rows = [...DECISION_KINDS, ...others].map((reason): DecisionRow => {
@@ -292,7 +327,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       return {
         reason,
         count,
-        sharePct: isDecision(reason) && total > 0 ? Math.round((count / total) * 1000) / 10 : null,
+        sharePct: isDecisionReason(reason) && total > 0 ? Math.round((count / total) * 1000) / 10 : null,
         note: byNote ? countNote(byNote, reason === "dead" ? "cause " : "") : "",
       };
     });
@@ -455,7 +490,14 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       : null,
     queue: inputs.queue,
     source,
-    window: { since_ms: sinceMs, from: new Date(fromMs).toISOString(), to: new Date(nowMs).toISOString(), anchored: inputs.source.kind === "export" ? "export" : "now" },
+    window: {
+      since_ms: sinceMs,
+      from: new Date(fromMs).toISOString(),
+      to: new Date(nowMs).toISOString(),
+      anchored: inputs.source.kind === "export" ? "export" : "now",
+      run_start: Number.isFinite(runStartMs) ? new Date(runStartMs).toISOString() : null,
+      clipped_to_run: clippedToRun,
+    },
     decisions,
     first_reject: firstReject,
     last_reject: lastReject,

@@ -5,7 +5,7 @@ import type { Redis } from "ioredis";
 import { isEmbeddedRedis, reviveEmbeddedRedis } from "../drill/embeddedRedis.js";
 import { listDrills } from "../drill/rollback.js";
 import { HostRoots } from "../host/kernelFile.js";
-import { drillDir, readState, type DrillState } from "../drill/state.js";
+import { drillDir, readState, runDir, type DrillState } from "../drill/state.js";
 import { DrillError, RefusedError, UsageError } from "../errors.js";
 import { queueKeys, type QueueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
@@ -98,6 +98,40 @@ export function resolveDrillName(stateDir: string, name: string | undefined, red
   );
 }
 
+/**
+ * Where the run's logs and recording are: its own run dir, or, for a state
+ * written before runs had one (no `runs/` in the drill dir), the drill dir.
+ * Without a state there is no run to name: the drill dir, as before.
+ */
+export function runLogDir(stateDir: string, name: string, state: DrillState | null): string {
+  const home = drillDir(stateDir, name);
+  if (state === null) return home;
+  const own = runDir(stateDir, name, state.runId);
+  return existsSync(own) || existsSync(path.join(home, "runs")) ? own : home;
+}
+
+/**
+ * Rollback's exports that belong to the state's run: written after the run
+ * was created (the time in the name, else the file's mtime). An earlier
+ * run's export holds that run's figures, never this one's. Without a state
+ * (or a createdAt to compare), every export.
+ */
+export function runExportFiles(dir: string, state: DrillState | null): { own: string[]; earlier: string[] } {
+  const all = exportFiles(dir);
+  const createdMs = state ? Date.parse(state.createdAt) : NaN;
+  if (!Number.isFinite(createdMs)) return { own: all, earlier: [] };
+  const at = (file: string) => {
+    const named = exportTimeMs(path.basename(file));
+    if (named !== null) return named;
+    try {
+      return statSync(file).mtimeMs;
+    } catch {
+      return -Infinity;
+    }
+  };
+  return { own: all.filter((f) => at(f) >= createdMs), earlier: all.filter((f) => at(f) < createdMs) };
+}
+
 function drillInfo(name: string, state: DrillState | null): DrillInfo {
   return {
     name,
@@ -162,7 +196,9 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   const notes: string[] = [];
   const dir = name === null ? null : drillDir(options.stateDir, name);
 
-  const candidates = dir === null ? [] : RECORDING_FILES.map((f) => path.join(dir, f));
+  const logDir = name === null ? null : runLogDir(options.stateDir, name, state);
+  const candidates = logDir === null ? [] : RECORDING_FILES.map((f) => path.join(logDir, f));
+  const exports = dir === null ? { own: [], earlier: [] } : runExportFiles(dir, state);
   let recording: Recording | null = null;
   for (const file of candidates) {
     recording = readRecording(file, notes);
@@ -206,7 +242,7 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
           redis = null;
           url = null;
           const down = `${redactUrl(state.redis.url)} from ${path.join(dir!, "state.json")} (${message(err)})`;
-          if (state.redis.embedded && exportFiles(dir!).length === 0) {
+          if (state.redis.embedded && exports.own.length === 0) {
             // Exited by itself (duration + 5 min) or died before any rollback
             // exported it: appendfsync always put every write in its AOF.
             const aofDir = state.redis.embedded.dir;
@@ -242,11 +278,13 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
     await revived?.stop();
   }
 
-  // 2. rollback's export
-  const files = dir === null ? [] : exportFiles(dir);
-  const file = files.at(-1);
+  // 2. rollback's export of this run
+  const file = exports.own.at(-1);
   if (file === undefined) {
-    const looked = dir === null ? "no drill dir" : `no final-*.jsonl in ${dir}`;
+    const looked =
+      dir === null ? "no drill dir"
+      : exports.earlier.length > 0 ? `no final-*.jsonl of run ${state!.runId} in ${dir} (${exports.earlier.map((f) => path.basename(f)).join(", ")} ${exports.earlier.length === 1 ? "is an earlier run's" : "are earlier runs'"}, written before this run was created at ${state!.createdAt})`
+      : `no final-*.jsonl in ${dir}`;
     throw new DrillError(`no source to report on: Redis ${tried.join("; ")}; ${looked}. Give --redis <url> if the queue lives elsewhere`);
   }
   if (tried.length > 0) notes.push(`Redis not used: ${tried.join("; ")}`);

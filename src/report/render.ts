@@ -179,10 +179,18 @@ function costRow(j: JobCost): Cell[] {
   ];
 }
 
+/** What the window covers: the last --since, or this run since it was created when that is later. */
+function windowSpan(r: Report): string {
+  const since = `last ${formatDuration(r.window.since_ms)}`;
+  if (r.window.clipped_to_run) return `run ${r.drill?.run_id ?? NA} from its creation (within the ${since})`;
+  if (r.window.run_start !== null && r.window.from < r.window.run_start) return `${since}, from before run ${r.drill?.run_id ?? NA} was created`;
+  return since;
+}
+
 function heading(r: Report): { title: string; facts: string[] } {
   const name = r.drill?.name ?? "(no drill state)";
   const facts = [
-    `window: last ${formatDuration(r.window.since_ms)}, ${r.window.from} → ${r.window.to}${r.window.anchored === "export" ? " (ends at the export)" : ""}`,
+    `window: ${windowSpan(r)}, ${r.window.from} → ${r.window.to}${r.window.anchored === "export" ? " (ends at the export)" : ""}`,
     `source: ${r.source.kind === "live" ? `live Redis ${r.source.where}` : `export ${r.source.where}`}, queue ${r.queue}`,
   ];
   if (r.drill) facts.push(`run ${r.drill.run_id ?? NA}, drill file ${r.drill.drill_file ?? NA}, created ${r.drill.created_at ?? NA}, phase ${r.drill.phase ?? NA}`);

@@ -1,0 +1,205 @@
+import { Chalk } from "chalk";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { drillDir, runDir, writeState, type DrillState } from "../../src/drill/state.js";
+import { freePort } from "../../src/drill/embeddedRedis.js";
+import { buildReport } from "../../src/report/build.js";
+import { gatherReport } from "../../src/report/gather.js";
+import type { DecisionEvent, DoneEntry, ReportInputs, WatchSample } from "../../src/report/inputs.js";
+import { renderText } from "../../src/report/render.js";
+
+/**
+ * QA: a queue that held an earlier run's data was reported under the current
+ * run's header: `drill report --name <drill>` named the new run and counted
+ * the old one's decisions, first reject included. The window now starts at
+ * the run's creation unless --since was given, and the sources (recording,
+ * rollback's export) are the run's own.
+ */
+
+const plain = new Chalk({ level: 0 });
+const MIN = 60_000;
+const NOW = Date.parse("2025-11-30T12:00:00.000Z");
+const CREATED = NOW - 2 * MIN; // the current run: 2 minutes old, well inside the default 10m
+
+let seq = 0;
+const event = (reason: string, job: string, figures: string, tsMs: number): DecisionEvent => ({ id: `${tsMs}-${seq++}`, reason, job, figures, tsMs, gate: "g1", attempt: 0 });
+
+const doneAt = (id: string, doneTs: number): DoneEntry => ({
+  id,
+  firstTokenMs: 900,
+  deadlineMs: 8000,
+  late: false,
+  tokensOut: 8,
+  promptTokens: 1000,
+  completionTokens: 8,
+  attempt: 0,
+  enqueueTs: doneTs - 1000,
+  firstTokenTs: doneTs - 100,
+  doneTs,
+});
+
+const sampleAt = (tsMs: number, psi: number): WatchSample => ({
+  tsMs,
+  psi_mem_some_avg10: psi,
+  psi_mem_some_rate: 1,
+  cg_psi_mem_some_avg10: null,
+  cg_psi_mem_some_rate: null,
+  cg_mem_current: 1,
+  cg_mem_peak: 1,
+  cg_mem_max: 2,
+  cg_oom_kill: 0,
+  cg_absent: false,
+  stall_ms_p99: 1,
+  alarm: [],
+});
+
+/** An earlier run on the same queue 6 minutes ago (5 decisions), then this run (3). */
+function queueOfTwoRuns(): ReportInputs {
+  const earlier = NOW - 6 * MIN;
+  return {
+    queue: "jobs",
+    source: { kind: "live", url: "redis://127.0.0.1:6390" },
+    drill: { name: "smoke", runId: "smoke-2", drillFile: "drills/smoke.yaml", createdAt: new Date(CREATED).toISOString(), phase: "stopped" },
+    events: [
+      event("admit", "1", "packed=24000 limit=32000", earlier),
+      event("reject_packed_tokens", "2", "packed=48000 limit=32000 route=retry", earlier + 10),
+      event("reject_packed_tokens", "3", "packed=48000 limit=32000 route=retry", earlier + 20),
+      event("reject_deadline_slack", "4", "slack_ms=420 route=retry", earlier + 30),
+      event("admit", "5", "packed=2000 limit=32000", earlier + 40),
+      event("mode", "", "mode=admit previous=reject_all psi=0.00", CREATED + 100),
+      event("admit", "6", "packed=24000 limit=32000", CREATED + 1000),
+      event("reject_host_pressure", "7", "psi=12.40 route=retry", CREATED + 1010),
+      event("admit", "8", "packed=2000 limit=32000", CREATED + 1020),
+    ],
+    done: [doneAt("1", earlier + 2000), doneAt("6", CREATED + 3000)],
+    stats: { jobs_done: "2" },
+    queueLen: 0,
+    queueHead: null,
+    drainLen: 0,
+    recording: { file: "/s/smoke/runs/smoke-2/watch.jsonl", samples: [sampleAt(earlier, 30), sampleAt(CREATED + 1000, 2)], badLines: 0 },
+    recordingLooked: "/s/smoke/runs/smoke-2/watch.jsonl",
+    gatherNotes: [],
+  };
+}
+
+describe("report window: the drill's current run", () => {
+  it("without --since: from the run's creation; header, counts and first reject are the run's", () => {
+    const r = buildReport(queueOfTwoRuns(), NOW, 10 * MIN);
+    expect(r.window).toMatchObject({ from: new Date(CREATED).toISOString(), run_start: new Date(CREATED).toISOString(), clipped_to_run: true });
+    expect(r.drill?.run_id).toBe("smoke-2");
+    expect(r.decisions?.total).toBe(3);
+    expect(r.decisions?.rejects).toBe(1);
+    expect(r.first_reject?.line).toBe("reject_host_pressure job=7 psi=12.40");
+    expect(r.first_token?.finished).toBe(1);
+    expect(r.pressure.samples).toBe(1);
+    expect(r.pressure.peak_psi_mem_some_avg10.value).toBe(2);
+    expect(r.retries.nacked_to_retry_in_window).toBe(1);
+    expect(r.notes.join("\n")).toContain("5 decision(s) on jobs predate run smoke-2");
+    expect(r.notes.join("\n")).toContain("jobs:stats are not windowed");
+    const text = renderText(r, plain);
+    expect(text).toContain(`window: run smoke-2 from its creation (within the last 10m), ${new Date(CREATED).toISOString()} →`);
+  });
+
+  it("--since given and reaching before the run: what it asks for, and the header says it reaches before the run", () => {
+    const r = buildReport(queueOfTwoRuns(), NOW, 10 * MIN, { sinceGiven: true });
+    expect(r.window).toMatchObject({ from: new Date(NOW - 10 * MIN).toISOString(), clipped_to_run: false });
+    expect(r.decisions?.total).toBe(8);
+    expect(r.first_reject?.line).toBe("reject_packed_tokens job=2 packed=48000 limit=32000");
+    expect(r.notes.join("\n")).toContain("the window reaches before run smoke-2");
+    expect(r.notes.join("\n")).toContain("5 decision(s) from before it, not this run's, are counted");
+    expect(renderText(r, plain)).toContain("window: last 10m, from before run smoke-2 was created");
+  });
+
+  it("a --since shorter than the run, or no drill state, is the plain window", () => {
+    const short = buildReport(queueOfTwoRuns(), NOW, 1 * MIN, { sinceGiven: true });
+    expect(short.window).toMatchObject({ from: new Date(NOW - MIN).toISOString(), clipped_to_run: false });
+    expect(short.decisions?.total).toBe(0);
+    const bare = buildReport({ ...queueOfTwoRuns(), drill: null }, NOW, 10 * MIN);
+    expect(bare.window).toMatchObject({ from: new Date(NOW - 10 * MIN).toISOString(), run_start: null, clipped_to_run: false });
+    expect(bare.decisions?.total).toBe(8);
+    expect(bare.notes.join("\n")).not.toContain("predate");
+  });
+
+  it("a run without any earlier data on its queue gets no note about one", () => {
+    const only = queueOfTwoRuns();
+    only.events = only.events!.filter((e) => e.tsMs! >= CREATED);
+    const r = buildReport(only, NOW, 10 * MIN);
+    expect(r.decisions?.total).toBe(3);
+    expect(r.notes.join("\n")).not.toMatch(/predate|not windowed/);
+  });
+});
+
+describe("report sources: the run's own", () => {
+  let stateDir: string;
+  beforeEach(() => {
+    stateDir = mkdtempSync(path.join(os.tmpdir(), "drill-report-window-"));
+  });
+  afterEach(() => rmSync(stateDir, { recursive: true, force: true }));
+
+  const createdAt = new Date(Date.now() - 30_000).toISOString();
+  const stateOf = (dead: string, over: Partial<DrillState> = {}): DrillState => ({
+    version: 1,
+    name: "twice",
+    runId: "twice-2",
+    drillFile: "drills/smoke.yaml",
+    createdAt,
+    phase: "stopped",
+    queue: "jobs",
+    redis: { url: dead, embedded: null },
+    cgroup: null,
+    processes: [],
+    fileDir: null,
+    owner: { pid: process.pid, startTime: null },
+    ...over,
+  });
+  const exportName = (ms: number) => `final-${new Date(ms).toISOString().replace(/[:.]/g, "-")}.jsonl`;
+  const eventsLine = (ms: number, job: string) =>
+    `${JSON.stringify({ key: "jobs:events", type: "stream", ttl_ms: null, value: [[`${ms}-0`, ["reason", "reject_packed_tokens", "job", job, "figures", "packed=48000 limit=32000 route=retry"]]] })}\n`;
+
+  it("an earlier run's export is not this run's: report says so instead of reading it", async () => {
+    const dead = `redis://127.0.0.1:${await freePort()}`;
+    writeState(stateDir, stateOf(dead));
+    const old = Date.now() - 3_600_000;
+    writeFileSync(path.join(drillDir(stateDir, "twice"), exportName(old)), eventsLine(old, "2"));
+    await expect(gatherReport({ stateDir, name: "twice", queue: undefined, redisUrl: undefined, sinceMs: 10 * MIN })).rejects.toThrow(
+      /no final-\*\.jsonl of run twice-2 in .*final-.*\.jsonl is an earlier run's, written before this run was created/,
+    );
+
+    // This run's own export, once rollback wrote it, is the one read.
+    const mine = Date.now();
+    const file = path.join(drillDir(stateDir, "twice"), exportName(mine));
+    writeFileSync(file, eventsLine(mine, "9"));
+    const { inputs } = await gatherReport({ stateDir, name: "twice", queue: undefined, redisUrl: undefined, sinceMs: 10 * MIN });
+    expect(inputs.source).toMatchObject({ kind: "export", file });
+    expect(inputs.events?.map((e) => e.job)).toEqual(["9"]);
+  });
+
+  it("the recording is the run's own (runs/<runId>/watch.jsonl), not an earlier run's in the drill dir", async () => {
+    const dead = `redis://127.0.0.1:${await freePort()}`;
+    writeState(stateDir, stateOf(dead));
+    writeFileSync(path.join(drillDir(stateDir, "twice"), exportName(Date.now())), eventsLine(Date.now(), "1"));
+    writeFileSync(path.join(drillDir(stateDir, "twice"), "watch.jsonl"), `${JSON.stringify({ ts: new Date(Date.now() - 3_600_000).toISOString(), psi_mem_some_avg10: 30 })}\n`);
+    const own = runDir(stateDir, "twice", "twice-2");
+    mkdirSync(own, { recursive: true });
+    writeFileSync(path.join(own, "watch.jsonl"), `${JSON.stringify({ ts: new Date().toISOString(), psi_mem_some_avg10: 2 })}\n`);
+    const { inputs } = await gatherReport({ stateDir, name: "twice", queue: undefined, redisUrl: undefined, sinceMs: 10 * MIN });
+    expect(inputs.recording?.file).toBe(path.join(own, "watch.jsonl"));
+
+    // A run whose dir was never made (up died first) has no recording, not an earlier run's.
+    writeState(stateDir, stateOf(dead, { runId: "twice-3" }));
+    const { inputs: none } = await gatherReport({ stateDir, name: "twice", queue: undefined, redisUrl: undefined, sinceMs: 10 * MIN });
+    expect(none.recording).toBeNull();
+    expect(none.recordingLooked).toContain(path.join("runs", "twice-3", "watch.jsonl"));
+  });
+
+  it("a state from before runs had their own dir reads the drill dir, as before", async () => {
+    const dead = `redis://127.0.0.1:${await freePort()}`;
+    writeState(stateDir, stateOf(dead));
+    writeFileSync(path.join(drillDir(stateDir, "twice"), exportName(Date.now())), eventsLine(Date.now(), "1"));
+    writeFileSync(path.join(drillDir(stateDir, "twice"), "watch.jsonl"), `${JSON.stringify({ ts: new Date().toISOString(), psi_mem_some_avg10: 2 })}\n`);
+    const { inputs } = await gatherReport({ stateDir, name: "twice", queue: undefined, redisUrl: undefined, sinceMs: 10 * MIN });
+    expect(inputs.recording?.file).toBe(path.join(drillDir(stateDir, "twice"), "watch.jsonl"));
+  });
+});
