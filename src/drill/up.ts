@@ -21,7 +21,8 @@ import { formatBytes, formatDuration } from "../units.js";
 import type { DrillFile, InjectStep, PackStep } from "./drillFile.js";
 import { freePort, startEmbeddedRedis } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
-import { drillDir, intendProcess, readState, writeState, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
+import { leverCommand } from "../context.js";
+import { drillDir, intendProcess, readState, statePath, writeState, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { LineTail } from "./tail.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
@@ -138,6 +139,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     } else {
       log(`redis: ${options.redisUrl}`);
     }
+    log(`redis: deny-all by hand: ${leverCommand(state.redis.url, options.queue, "reject_all")} (pack, gate, watch and worker find this Redis in ${statePath(stateDir, name)} while the drill is up)`);
 
     const redis = await connectRedis(state.redis.url, { name: "drill-up", commandTimeoutMs: 5000 });
     try {
