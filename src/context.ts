@@ -1,5 +1,11 @@
 import { UsageError } from "./errors.js";
 import { HostRoots } from "./host/kernelFile.js";
+import type { RedisWant } from "./drill/state.js";
+
+export const DEFAULT_STATE_DIR = "/var/lib/drill";
+
+/** Where a Redis command goes with no --redis, no DRILL_REDIS_URL and no drill up in the state dir. */
+export const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
 
 /** Global flags of DESIGN.md, resolved once (flag, then env, then default). */
 export interface GlobalOptions {
@@ -25,10 +31,37 @@ export function resolveGlobalOptions(raw: {
     redisUrl,
     procfs: raw.procfs ?? env.DRILL_PROCFS ?? "/proc",
     sysfs: raw.sysfs ?? env.DRILL_SYSFS ?? "/sys",
-    stateDir: raw.stateDir ?? env.DRILL_STATE_DIR ?? "/var/lib/drill",
+    stateDir: raw.stateDir ?? env.DRILL_STATE_DIR ?? DEFAULT_STATE_DIR,
     json: raw.json ?? false,
     color: raw.color !== false && env.NO_COLOR === undefined && env.FORCE_COLOR !== "0",
   };
+}
+
+/** `redis://:secret@host` → `redis://:***@host`, for messages. */
+export function redactUrl(url: string): string {
+  return url.replace(/\/\/([^@/]*)@/, (_m, auth: string) => `//${auth.includes(":") ? `${auth.split(":")[0]}:***` : "***"}@`);
+}
+
+/**
+ * The Redis of a command that uses one (pack, gate, gate mode, watch,
+ * worker): --redis / DRILL_REDIS_URL; else the Redis of the one drill up in
+ * the state dir on this queue (and cgroup), said once on stderr, as `report`
+ * and `rollback` read it from state.json; else the default. `up` starts its
+ * Redis on a free port, so the default is somebody else's while a drill runs.
+ */
+export async function commandRedisUrl(
+  g: Pick<GlobalOptions, "redisUrl" | "stateDir">,
+  want: RedisWant,
+  note: (line: string) => void = (line) => void process.stderr.write(`${line}\n`),
+): Promise<string> {
+  if (g.redisUrl !== undefined) return g.redisUrl;
+  // Loaded here, not at start-up: `drill --help` loads no drill code.
+  const [{ listDrills }, { chooseDrillRedis, readStateEntries, statePath }] = await Promise.all([import("./drill/rollback.js"), import("./drill/state.js")]);
+  const chosen = chooseDrillRedis(readStateEntries(g.stateDir, listDrills(g.stateDir)), want, g.stateDir);
+  if (chosen === null) return DEFAULT_REDIS_URL;
+  const from = chosen.names.map((name) => statePath(g.stateDir, name)).join(", ");
+  note(`redis: drill ${chosen.names.join(", ")}'s redis at ${redactUrl(chosen.url)} (from ${from})`);
+  return chosen.url;
 }
 
 /** ioredis takes redis:// and rediss:// URLs (or a unix socket path); anything else would crash deep inside it. */
@@ -43,6 +76,11 @@ function checkRedisUrl(url: string, source: string): void {
   if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") {
     throw new UsageError(`${source}: "${parsed.protocol}" is not redis: or rediss: (e.g. redis://127.0.0.1:6379)`);
   }
+}
+
+/** The deny-all lever as an operator types it elsewhere: the drill's Redis named, its queue when not the default. */
+export function leverCommand(url: string, queue: string, mode: "reject_all" | "admit"): string {
+  return `drill --redis ${redactUrl(url)} gate mode ${mode}${queue === "jobs" ? "" : ` --queue ${queue}`}`;
 }
 
 export function hostRoots(options: Pick<GlobalOptions, "procfs" | "sysfs">): HostRoots {

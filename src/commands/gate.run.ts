@@ -1,5 +1,5 @@
 import os from "node:os";
-import { hostRoots, type GlobalOptions } from "../context.js";
+import { commandRedisUrl, hostRoots, type GlobalOptions } from "../context.js";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { InterruptedError, RefusedError, UsageError } from "../errors.js";
 import { readHostPsi } from "../host/psi.js";
@@ -10,7 +10,7 @@ import type { WorkerCgroupProbe } from "../gate/signals.js";
 import { resolveWorkerProbe } from "../gate/workerCgroup.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { DrillQueue } from "../queue/queue.js";
-import { closeRedis, connectRedis, DEFAULT_REDIS_URL } from "../queue/redis.js";
+import { closeRedis, connectRedis } from "../queue/redis.js";
 import { parseDuration, parseNumber, parsePositiveInt, parseWholeNumber } from "../units.js";
 import type { GateModeFlags, RawGateOptions } from "./gate.js";
 
@@ -71,6 +71,7 @@ export function resolveGateOptions(raw: RawGateOptions, json: boolean): { option
 export async function gateAction(g: GlobalOptions, raw: RawGateOptions, resolveWorkerCgroup: WorkerCgroupResolver = cgroupModuleResolver): Promise<void> {
   const { options, target } = resolveGateOptions(raw, g.json);
   const lifetimeMs = raw.duration === undefined ? null : parseDuration(raw.duration, "--duration");
+  const redisUrl = await commandRedisUrl(g, { queue: options.queue, cgroupName: target.name });
   const interrupt = onInterrupt();
   // A detached gate stops by itself: a forgotten drill must not admit forever.
   // An explicit timer, not AbortSignal.timeout(): inside AbortSignal.any()
@@ -80,7 +81,7 @@ export async function gateAction(g: GlobalOptions, raw: RawGateOptions, resolveW
   const signal = AbortSignal.any([interrupt.signal, lifetime.signal]);
   try {
     await runGate(options, {
-      redisUrl: g.redisUrl ?? DEFAULT_REDIS_URL,
+      redisUrl,
       roots: hostRoots(g),
       workerCgroup: resolveWorkerCgroup(target, g),
       out: (line) => process.stdout.write(`${line}\n`),
@@ -100,13 +101,15 @@ export async function gateModeAction(g: GlobalOptions, modeText: string, flags: 
   if (modeText !== "admit" && modeText !== "reject_all") throw new UsageError(`mode: "${modeText}" is not admit or reject_all`);
   const mode: GateMode = modeText;
   const queueName = validateKeyPart(flags.queue, "--queue");
+  // The lever must move the drill's own queue: never a guess at the default Redis while a drill is up.
+  const redisUrl = await commandRedisUrl(g, { queue: queueName });
   const psi = readHostPsi(hostRoots(g), "memory");
   const psiText = psi.ok ? `avg10=${formatPsi(psi.value.some.avg10)} avg60=${formatPsi(psi.value.some.avg60)}` : `missing (${psi.file}: ${psi.reason})`;
   const calm = psi.ok && psi.value.some.avg10 < 1 && psi.value.some.avg60 < 1;
   if (mode === "admit" && !calm && !flags.force) {
     throw new RefusedError(`refusing to re-admit: host memory PSI ${psiText}; re-admit only after avg10 and avg60 stay under 1.00 (--force overrides)`);
   }
-  const redis = await connectRedis(g.redisUrl ?? DEFAULT_REDIS_URL, { name: "drill-gate-mode" });
+  const redis = await connectRedis(redisUrl, { name: "drill-gate-mode" });
   try {
     const queue = new DrillQueue(redis, queueName);
     const forced = mode === "admit" && !calm;

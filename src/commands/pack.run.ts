@@ -1,10 +1,10 @@
 import { DrillError, InterruptedError, UsageError } from "../errors.js";
-import type { GlobalOptions } from "../context.js";
+import { commandRedisUrl, type GlobalOptions } from "../context.js";
 import { onInterrupt } from "../interrupt.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { jobSchema, type Job } from "../queue/job.js";
 import { DrillQueue } from "../queue/queue.js";
-import { closeRedis, connectRedis, DEFAULT_REDIS_URL } from "../queue/redis.js";
+import { closeRedis, connectRedis } from "../queue/redis.js";
 import { parseDuration, parsePositiveInt, parseWholeNumber } from "../units.js";
 import type { RawPackOptions } from "./pack.js";
 
@@ -89,8 +89,9 @@ function checkAgainstJobSchema(options: PackOptions, raw: RawPackOptions, nowMs:
 
 export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise<void> {
   const options = resolvePackOptions(raw);
+  const redisUrl = await commandRedisUrl(g, { queue: options.queue });
   const interrupt = onInterrupt();
-  const redis = await connectRedis(g.redisUrl ?? DEFAULT_REDIS_URL, { name: "drill-pack" });
+  const redis = await connectRedis(redisUrl, { name: "drill-pack" });
   try {
     const queue = new DrillQueue(redis, options.queue);
     const ids: string[] = [];

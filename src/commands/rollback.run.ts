@@ -1,5 +1,6 @@
-import { hostRoots, type GlobalOptions } from "../context.js";
+import { hostRoots, leverCommand, type GlobalOptions } from "../context.js";
 import { listDrills, rollbackDrill, type DrillRollback } from "../drill/rollback.js";
+import { readState } from "../drill/state.js";
 import { RollbackIncompleteError } from "../errors.js";
 import { consoleOutput } from "../output.js";
 import type { RollbackFlags } from "./rollback.js";
@@ -32,7 +33,24 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       const drain = r.drainLength !== null ? `LLEN ${r.drainLength} in the drain` : r.left.some((l) => l.startsWith("drain pending")) ? "drain pending" : "no queue to drain";
       output.out(`${r.name}: ${drain}${r.exported ? `; keys exported to ${r.exported}` : ""}`);
     }
-    output.out("Re-enable admission only once PSI avg10 stays under 1.00: drill gate mode admit (it refuses otherwise).");
+    output.out("Re-enable admission only once PSI avg10 stays under 1.00 (gate mode admit refuses otherwise):");
+    for (const r of results) output.out(`  ${readmitHint(r, g)}`);
   }
   if (left.length > 0) throw new RollbackIncompleteError(`rollback incomplete; left: ${left.join("; ")}`);
+}
+
+/** Where to re-admit: the drill's own Redis, named (it is rolled back, so no command finds it in the state dir any more). */
+function readmitHint(r: DrillRollback, g: GlobalOptions): string {
+  let state;
+  try {
+    state = readState(g.stateDir, r.name);
+  } catch {
+    state = null;
+  }
+  const url = g.redisUrl ?? state?.redis.url ?? "";
+  if (g.redisUrl === undefined && state?.redis.embedded && r.exported !== null) {
+    return `${r.name}: nothing to re-admit, its embedded Redis stopped with the drill (every key in ${r.exported}); the next drill up admits from the start`;
+  }
+  if (url === "") return `${r.name}: no Redis was set up, nothing to re-admit`;
+  return `${r.name}: ${leverCommand(url, state?.queue ?? "jobs", "admit")}`;
 }

@@ -4,7 +4,7 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { stateDirError } from "../cgroup/stateFiles.js";
-import { hostRoots, type GlobalOptions } from "../context.js";
+import { DEFAULT_STATE_DIR, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState } from "../drill/state.js";
 import { runUp } from "../drill/up.js";
@@ -37,8 +37,10 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
   validateKeyPart(flags.queue, "--queue");
   const log = (line: string) => (g.json ? output.err(line) : output.out(line));
 
+  // The commands suggested below work as typed: the state dir named when not the default.
+  const drillCmd = g.stateDir === DEFAULT_STATE_DIR ? "drill" : `drill --state-dir ${g.stateDir}`;
   if (flags.detach && process.env[BACKGROUND_ENV] !== "1") {
-    await detach(drill, drillFile, g.stateDir, log);
+    await detach(drill, drillFile, g.stateDir, drillCmd, log);
     return;
   }
 
@@ -80,8 +82,9 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
       }
     }
     if (g.json) output.json(summary);
-    log(`drill ${drill.name}: packer stopped after ${result.pushed.length} jobs; \`drill report --name ${drill.name} --format md\` for the incident note.`);
-    log(`Run \`drill rollback --name ${drill.name}\` before walking away: gate, worker, watch and hog keep running until then (they exit by themselves 5 minutes after the drill's end, the embedded Redis 30 s later with every job in its AOF).`);
+    log(`drill ${drill.name}: packer stopped after ${result.pushed.length} jobs; \`${drillCmd} report --name ${drill.name} --format md\` for the incident note.`);
+    if (result.state.redis.url !== "") log(`Deny-all by hand: \`${leverCommand(result.state.redis.url, flags.queue, "reject_all")}\`.`);
+    log(`Run \`${drillCmd} rollback --name ${drill.name}\` before walking away: gate, worker, watch and hog keep running until then (they exit by themselves 5 minutes after the drill's end, the embedded Redis 30 s later with every job in its AOF).`);
     const signal = interrupt.received();
     if (signal) throw new InterruptedError(signal);
   } finally {
@@ -93,7 +96,7 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
  * --detach: run the same `drill up` in its own session (it is the packer and
  * the schedule), wait until its state says running, then return.
  */
-async function detach(drill: DrillFile, drillFile: string, stateDir: string, log: (line: string) => void): Promise<void> {
+async function detach(drill: DrillFile, drillFile: string, stateDir: string, drillCmd: string, log: (line: string) => void): Promise<void> {
   const dir = drillDir(stateDir, drill.name);
   const before = readState(stateDir, drill.name);
   const logFile = path.join(stateDir, `${drill.name}-up.log`);
@@ -119,7 +122,8 @@ async function detach(drill: DrillFile, drillFile: string, stateDir: string, log
     const state = readState(stateDir, drill.name);
     if (state && state.runId !== before?.runId && (state.phase === "running" || state.phase === "stopped")) {
       log(`drill ${drill.name} is up in the background (pid ${child.pid}, run ${state.runId}); log ${logFile}, state ${dir}`);
-      log(`run \`drill rollback --name ${drill.name}\` before walking away`);
+      log(`redis: ${state.redis.embedded ? "embedded redis-server" : "given"} at ${redactUrl(state.redis.url)}, queue ${state.queue}; deny-all by hand: \`${leverCommand(state.redis.url, state.queue, "reject_all")}\``);
+      log(`run \`${drillCmd} rollback --name ${drill.name}\` before walking away`);
       return;
     }
     if (exitCode !== undefined) {

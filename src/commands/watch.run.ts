@@ -3,13 +3,12 @@ import { detectLayout } from "../cgroup/layout.js";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
 import { markedWorkerCgroup } from "../cgroup/teardown.js";
-import { hostRoots, type GlobalOptions } from "../context.js";
+import { commandRedisUrl, hostRoots, type GlobalOptions } from "../context.js";
 import { DrillError, InterruptedError, UsageError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
 import { fail, ok, type HostRoots, type Reading } from "../host/kernelFile.js";
 import { consoleOutput } from "../output.js";
 import { queueKeys, validateKeyPart } from "../queue/keys.js";
-import { DEFAULT_REDIS_URL } from "../queue/redis.js";
 import { defaultAlarmConfig, type AlarmConfig, type AlarmEvent } from "../sampler/alarms.js";
 import { runSidecar } from "../sampler/loop.js";
 import { QueueReader, readSample } from "../sampler/read.js";
@@ -48,6 +47,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   const name = validateCgroupName(options.name);
   const parent = validateParent(options.parent);
   const keys = queueKeys(options.queue);
+  const redisUrl = await commandRedisUrl(g, { queue: keys.queue, cgroupName: name });
   const roots = hostRoots(g);
   const cgroup = workerCgroup(roots, g.stateDir, name, parent);
 
@@ -64,7 +64,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   }
 
   const redisTimeoutMs = Math.min(2000, Math.max(250, intervalMs));
-  const queueReader = new QueueReader(g.redisUrl ?? DEFAULT_REDIS_URL, keys, alarmConfig.hostClass, redisTimeoutMs);
+  const queueReader = new QueueReader(redisUrl, keys, alarmConfig.hostClass, redisTimeoutMs);
   let heldEvents: AlarmEvent[] = [];
   const interrupt = onInterrupt();
   try {

@@ -6,11 +6,10 @@ import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import type { WorkerCgroup } from "../cgroup/paths.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { markedWorkerCgroup } from "../cgroup/teardown.js";
-import { hostRoots, type GlobalOptions } from "../context.js";
+import { commandRedisUrl, hostRoots, type GlobalOptions } from "../context.js";
 import { DrillError, InterruptedError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
 import type { HostRoots } from "../host/kernelFile.js";
-import { DEFAULT_REDIS_URL } from "../queue/redis.js";
 import { formatBytes } from "../units.js";
 import { defaultWorkerId } from "../worker/plan.js";
 import { runWorker, type WorkerSummary } from "../worker/run.js";
@@ -43,13 +42,13 @@ export function selfCommand(): SelfCommand {
  * forwarded (a second one SIGKILLs); the inner worker gets a lifeline pipe
  * so it stops when this process dies; its exit code becomes ours.
  */
-export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, err: (line: string) => void): Promise<number> {
+export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, err: (line: string) => void, extraEnv: NodeJS.ProcessEnv = {}): Promise<number> {
   const oomBefore = readOomKillCount(cgroup.limits);
   const child: ChildProcess = spawnInCgroup(cgroup, self.command, self.args, {
     // Own process group: a terminal's Ctrl-C reaches us, and we forward it once.
     detached: true,
     stdio: ["ignore", "inherit", "inherit", "pipe"],
-    env: { ...process.env, [WORKER_CGROUP_ENV]: JSON.stringify(cgroup), [WORKER_LIFELINE_ENV]: "3" },
+    env: { ...process.env, ...extraEnv, [WORKER_CGROUP_ENV]: JSON.stringify(cgroup), [WORKER_LIFELINE_ENV]: "3" },
   });
   const lifeline = child.stdio[3];
   lifeline?.on("error", () => {});
@@ -93,7 +92,7 @@ function printSummary(s: WorkerSummary, err: (line: string) => void): void {
 }
 
 /** Inside the cgroup: the loop itself. */
-async function runInside(g: GlobalOptions, roots: HostRoots, cgroup: WorkerCgroup, options: ReturnType<typeof resolveWorkerFlags>): Promise<void> {
+async function runInside(redisUrl: string, roots: HostRoots, cgroup: WorkerCgroup, options: ReturnType<typeof resolveWorkerFlags>): Promise<void> {
   const err = (line: string): void => void process.stderr.write(`${line}\n`);
   const interrupt = onInterrupt();
   const supervisor = new AbortController();
@@ -114,7 +113,7 @@ async function runInside(g: GlobalOptions, roots: HostRoots, cgroup: WorkerCgrou
     summary = await runWorker(
       { ...options, workerId: options.workerId ?? defaultWorkerId(cgroup.name) },
       {
-        redisUrl: g.redisUrl ?? DEFAULT_REDIS_URL,
+        redisUrl,
         roots,
         where: cgroup.limits.dir,
         out: (line) => void process.stdout.write(`${line}\n`),
@@ -137,13 +136,15 @@ export async function workerAction(g: GlobalOptions, raw: RawWorkerFlags): Promi
   const options = resolveWorkerFlags(raw, g.json);
   const passed = cgroupFromEnv(process.env[WORKER_CGROUP_ENV]);
   const { roots, cgroup } = passed ? { roots: hostRoots(g), cgroup: passed } : requireWorkerCgroup(g, raw);
+  // Chosen once, by the launcher (the run inside gets it as DRILL_REDIS_URL, so it does not choose again).
+  const redisUrl = await commandRedisUrl(g, { queue: options.queue, cgroupName: cgroup.name });
   const joined = verifyJoined(roots, process.pid, cgroup);
   if (joined.joined) {
-    await runInside(g, roots, cgroup, options);
+    await runInside(redisUrl, roots, cgroup, options);
     return;
   }
   if (passed) throw new DrillError(`${WORKER_CGROUP_ENV} is set but this process is not in ${joined.outside.join(", ")}: refusing to run outside the cgroup`);
   process.stderr.write(`drill worker: joining ${cgroup.limits.dir} (weights ${formatBytes(options.config.weightsBytes)} in ${options.weightsDir})\n`);
-  const code = await launchInCgroup(cgroup, selfCommand(), (line) => void process.stderr.write(`${line}\n`));
+  const code = await launchInCgroup(cgroup, selfCommand(), (line) => void process.stderr.write(`${line}\n`), { DRILL_REDIS_URL: redisUrl });
   if (code !== 0) process.exitCode = code;
 }

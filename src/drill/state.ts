@@ -1,7 +1,8 @@
 import { readFileSync, unlinkSync } from "node:fs";
 import path from "node:path";
 import { writeJsonDurably } from "../cgroup/stateFiles.js";
-import { DrillError } from "../errors.js";
+import { DrillError, UsageError } from "../errors.js";
+import { redactUrl } from "../context.js";
 
 /**
  * `<state-dir>/<name>/state.json`: what `drill up` intends and what exists.
@@ -99,4 +100,53 @@ export function intendProcess(state: DrillState, role: ProcessRole, key: string,
   state.processes = state.processes.filter((p) => p.key !== key);
   state.processes.push(record);
   return record;
+}
+
+/** What a Redis command was asked for: its --queue, and its --name when it takes one. */
+export interface RedisWant {
+  queue: string;
+  /** The worker cgroup (--name) of commands that act on it; undefined for `pack` and `gate mode`. */
+  cgroupName?: string;
+}
+
+/** One `<state-dir>/<name>/state.json` as read: the state, or why it could not be. */
+export type StateEntry = { name: string; state: DrillState } | { name: string; unreadable: string };
+
+/**
+ * Which drill's Redis a command given no --redis means: among the drills that
+ * are up (not rolled back, a Redis recorded) on its queue (and cgroup, when it
+ * names one), the one Redis they record; null when there is none, so the
+ * caller keeps its default. Several, or a state file that cannot be read (it
+ * might be the one), is bad usage: guessing could pull somebody else's lever.
+ */
+export function chooseDrillRedis(entries: readonly StateEntry[], want: RedisWant, stateDir: string): { names: string[]; url: string } | null {
+  const unreadable = entries.filter((e): e is Extract<StateEntry, { unreadable: string }> => "unreadable" in e);
+  if (unreadable.length > 0) {
+    throw new UsageError(`cannot tell which drill's Redis to use: ${unreadable.map((e) => e.unreadable).join("; ")}; give --redis <url> (or DRILL_REDIS_URL)`);
+  }
+  const matching = entries
+    .flatMap((e) => ("state" in e ? [e.state] : []))
+    .filter((s) => s.phase !== "complete" && s.redis.url !== "" && s.queue === want.queue)
+    // No cgroup recorded (up stopped before claiming it) cannot rule the drill out.
+    .filter((s) => want.cgroupName === undefined || s.cgroup === null || s.cgroup.name === want.cgroupName);
+  const urls = [...new Set(matching.map((s) => s.redis.url))];
+  if (urls.length === 0) return null;
+  if (urls.length > 1) {
+    const what = `queue ${want.queue}${want.cgroupName === undefined ? "" : ` and cgroup ${want.cgroupName}`}`;
+    const list = matching.map((s) => `${s.name} (${redactUrl(s.redis.url)})`).join(", ");
+    throw new UsageError(`several drills in ${stateDir} are up on ${what}: ${list}; pick one with --redis <url>`);
+  }
+  return { names: matching.map((s) => s.name), url: urls[0]! };
+}
+
+/** The given drills' state files, each read or the reason it could not be. */
+export function readStateEntries(stateDir: string, names: readonly string[]): StateEntry[] {
+  return names.flatMap((name): StateEntry[] => {
+    try {
+      const state = readState(stateDir, name);
+      return state ? [{ name, state }] : [];
+    } catch (err) {
+      return [{ name, unreadable: err instanceof Error ? err.message : String(err) }];
+    }
+  });
 }

@@ -24,7 +24,8 @@ import type { DrillFile, InjectStep, PackStep } from "./drillFile.js";
 import { scanKeys } from "./drain.js";
 import { freePort, startEmbeddedRedis } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
-import { drillDir, intendProcess, readState, runDir, writeState, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
+import { leverCommand } from "../context.js";
+import { drillDir, intendProcess, readState, runDir, statePath, writeState, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { LineTail } from "./tail.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
@@ -146,6 +147,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     } else {
       log(`redis: ${options.redisUrl}`);
     }
+    log(`redis: deny-all by hand: ${leverCommand(state.redis.url, options.queue, "reject_all")} (pack, gate, watch and worker find this Redis in ${statePath(stateDir, name)} while the drill is up)`);
 
     const redis = await connectRedis(state.redis.url, { name: "drill-up", commandTimeoutMs: 5000 });
     try {

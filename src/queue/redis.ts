@@ -1,19 +1,16 @@
 import { Redis } from "ioredis";
 import { DrillError, ExitCode } from "../errors.js";
 import type { LuaScript } from "./scripts.js";
+// Both live with the global --redis option (context.ts loads no client), so state-file code can use them.
+import { DEFAULT_REDIS_URL, redactUrl } from "../context.js";
 
-export const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
+export { DEFAULT_REDIS_URL, redactUrl };
 
 export interface ConnectOptions {
   /** CLIENT SETNAME, so `CLIENT LIST` shows which drill part holds a connection. */
   name: string;
   /** Bounds every non-blocking command: a paused (SIGSTOPped) server must not wedge us. */
   commandTimeoutMs?: number;
-}
-
-/** `redis://:secret@host` → `redis://:***@host`, for messages. */
-export function redactUrl(url: string): string {
-  return url.replace(/\/\/([^@/]*)@/, (_m, auth: string) => `//${auth.includes(":") ? `${auth.split(":")[0]}:***` : "***"}@`);
 }
 
 /**
