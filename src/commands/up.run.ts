@@ -68,6 +68,7 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
       run_id: result.state.runId,
       pushed: result.pushed.length,
       pushed_ids: result.pushed,
+      not_packed: result.notPacked,
       state: path.join(drillDir(g.stateDir, drill.name), "state.json"),
       interrupted: result.interrupted,
     };
@@ -82,7 +83,8 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
       }
     }
     if (g.json) output.json(summary);
-    log(`drill ${drill.name}: packer stopped after ${result.pushed.length} jobs; \`${drillCmd} report --name ${drill.name} --format md\` for the incident note.`);
+    const cut = result.notPacked > 0 ? ` (${result.notPacked} not packed: the drill ended first)` : "";
+    log(`drill ${drill.name}: packer stopped after ${result.pushed.length} jobs${cut}; \`${drillCmd} report --name ${drill.name} --format md\` for the incident note.`);
     if (result.state.redis.url !== "") log(`Deny-all by hand: \`${leverCommand(result.state.redis.url, flags.queue, "reject_all")}\`.`);
     log(`Run \`${drillCmd} rollback --name ${drill.name}\` before walking away: gate, worker, watch and hog keep running until then (they exit by themselves 5 minutes after the drill's end, the embedded Redis 30 s later with every job in its AOF).`);
     const signal = interrupt.received();

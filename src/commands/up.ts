@@ -2,7 +2,7 @@ import { statSync } from "node:fs";
 import path from "node:path";
 import { Command } from "commander";
 import type { DrillFile } from "../drill/drillFile.js";
-import { parseDuration, parseNumber, parsePositiveInt, parseSize } from "../units.js";
+import { formatDuration, parseDuration, parseNumber, parsePositiveInt, parseSize } from "../units.js";
 import { UsageError } from "../errors.js";
 import type { CommandFactory } from "./index.js";
 
@@ -24,7 +24,15 @@ export interface UpFlags {
 /** "Rewrite the thresholds, not the story": flags override the drill file's numbers. */
 export function applyOverrides(drill: DrillFile, flags: UpFlags): DrillFile {
   const d = structuredClone(drill);
-  if (flags.duration) d.duration = parseDuration(flags.duration, "--duration");
+  if (flags.duration) {
+    d.duration = parseDuration(flags.duration, "--duration");
+    // Shorter than the file's skips the phases past it; one before every phase
+    // would start Redis, gate, worker and watch for nothing.
+    const firstAt = Math.min(...d.phases.map((p) => p.at));
+    if (d.duration <= firstAt) {
+      throw new UsageError(`--duration: "${flags.duration}" ends the drill before its first phase starts (at ${formatDuration(firstAt)}); give more than ${formatDuration(firstAt)}`);
+    }
+  }
   if (flags.memoryMax) d.cgroup.memory_max = parseSize(flags.memoryMax, "--memory-max");
   if (flags.psiLimit) d.gate.psi_limit = parseNumber(flags.psiLimit, "--psi-limit");
   if (flags.psiRateLimit) d.gate.psi_rate_limit = parseNumber(flags.psiRateLimit, "--psi-rate-limit");

@@ -77,7 +77,7 @@ export const drillFileSchema = z.strictObject({
   host: z
     .strictObject({ vcpus: count.optional(), note: z.string().optional() })
     .prefault({}),
-  duration: duration("duration"),
+  duration: duration("duration").refine((ms) => ms > 0, { message: "must be more than 0 (every phase starts inside it)" }),
   cgroup: z.strictObject({
     memory_max: size("memory_max"),
     swap_max: size("swap_max").prefault(0),

@@ -26,6 +26,7 @@ import { freePort, startEmbeddedRedis } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
 import { leverCommand } from "../context.js";
 import { drillDir, intendProcess, readState, runDir, statePath, writeState, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
+import { decidedJob, nextFollowAction, nextPackAction, splitPhases } from "./schedule.js";
 import { LineTail } from "./tail.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
@@ -33,6 +34,8 @@ import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 const REDIS_STOPS_LAST_MS = 30_000;
 /** How often `up` prints the sidecar's status line between decision lines. */
 const STATUS_EVERY_MS = 5000;
+/** After the drill's end, how long `up` waits for the gate to decide the jobs pushed last. */
+const DECISIONS_WAIT_MS = 15_000;
 
 export interface UpOptions {
   roots: HostRoots;
@@ -57,6 +60,8 @@ export interface UpResult {
   state: DrillState;
   interrupted: boolean;
   pushed: string[];
+  /** Jobs of started packs that the drill's end cut off (never pushed). */
+  notPacked: number;
 }
 
 /**
@@ -215,7 +220,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       const result = await runSchedule(options, state, queue, spawnChild, target, dir);
       state.phase = "stopped";
       writeState(stateDir, state);
-      return { state, interrupted: result.interrupted, pushed: result.pushed };
+      return { state, interrupted: result.interrupted, pushed: result.pushed, notPacked: result.notPacked };
     } finally {
       await closeRedis(redis);
     }
@@ -231,47 +236,94 @@ async function runSchedule(
   spawnChild: (role: ProcessRole, key: string, args: string[], files?: string[]) => { record: ProcessRecord; exited: Promise<number | null> },
   target: string[],
   dir: string,
-): Promise<{ interrupted: boolean; pushed: string[] }> {
+): Promise<{ interrupted: boolean; pushed: string[]; notPacked: number }> {
   const { drill, log, signal } = options;
   const start = Date.now();
+  const elapsed = () => Date.now() - start;
   const pushed: string[] = [];
+  const decided = new Set<string>();
   const gateTail = new LineTail(path.join(dir, "gate.out"));
   const watchTail = new LineTail(path.join(dir, outputName("watch")));
   // Under --json the sidecar prints its PAGE/CLEAR lines on stderr: its log.
   const watchLog = new LineTail(path.join(dir, "watch.log"));
   let lastStatusAt = 0;
-  const phases = drill.phases.map((p, index) => ({ ...p, index })).sort((a, b) => a.at - b.at);
+  const { run: phases, skipped } = splitPhases(drill.phases, drill.duration);
+  for (const phase of skipped) {
+    log(`phase ${phase.index}: skipped: starts at ${formatDuration(phase.at)}, not before the drill's end at ${formatDuration(drill.duration)}`);
+  }
   let next = 0;
   const follow = () => {
-    for (const line of gateTail.read()) log(`  ${line}`);
+    for (const line of gateTail.read()) {
+      log(`  ${line}`);
+      const id = decidedJob(line);
+      if (id !== null) decided.add(id);
+    }
     for (const line of watchLog.read()) if (/^(PAGE|CLEAR) /.test(line)) log(`  ${line}`);
     let latest: Sample | null = null;
     for (const line of watchTail.read()) latest = parseSample(line) ?? latest;
     if (latest && Date.now() - lastStatusAt >= STATUS_EVERY_MS) {
       lastStatusAt = Date.now();
-      log(`  t=${Math.round((Date.now() - start) / 1000)}s ${formatStatusLine(latest)}`);
+      log(`  t=${Math.round(elapsed() / 1000)}s ${formatStatusLine(latest)}`);
     }
   };
-  const packing: Promise<void>[] = [];
+  const packing: Promise<number>[] = [];
   while (!signal.aborted) {
-    const elapsed = Date.now() - start;
-    while (next < phases.length && phases[next]!.at <= elapsed) {
+    const now = elapsed();
+    while (next < phases.length && phases[next]!.at <= now) {
       const phase = phases[next++]!;
-      if (phase.pack) packing.push(pack(queue, phase.pack, phase.index, log, pushed, signal));
+      if (phase.pack) packing.push(pack(queue, phase.pack, phase.index, { log, pushed, signal, elapsed, durationMs: drill.duration }));
       if (phase.inject) inject(phase.inject, phase.index, state, spawnChild, target, log);
     }
-    if (elapsed >= drill.duration) break;
+    if (now >= drill.duration) break;
     follow();
-    await sleep(Math.min(250, drill.duration - elapsed), undefined, { signal }).catch(() => {});
+    await sleep(Math.min(250, drill.duration - now), undefined, { signal }).catch(() => {});
   }
-  await Promise.allSettled(packing);
-  follow();
-  return { interrupted: signal.aborted, pushed };
+  // Each pack stops by the drill's end: this waits for at most one push in flight.
+  const notPacked = (await Promise.allSettled(packing)).reduce((sum, r) => sum + (r.status === "fulfilled" ? r.value : 0), 0);
+  // The jobs pushed last are decided after the end: follow the gate until it
+  // has decided them all, bounded so a stopped gate cannot hold `up`.
+  const until = Date.now() + DECISIONS_WAIT_MS;
+  for (;;) {
+    follow();
+    if (signal.aborted) break;
+    const action = nextFollowAction(pushed, decided, Date.now(), until);
+    if (action.kind === "all_decided") {
+      if (pushed.length > 0) log(`gate: decided every packed job (${pushed.length})`);
+      break;
+    }
+    if (action.kind === "gave_up") {
+      const shown = action.undecided.slice(0, 10).map((id) => `job=${id}`).join(" ");
+      log(`gate: ${action.undecided.length} of ${pushed.length} packed jobs not decided ${DECISIONS_WAIT_MS / 1000} s after the drill's end (${shown}${action.undecided.length > 10 ? " …" : ""}); stopped following, see ${path.join(dir, "gate.out")}`);
+      break;
+    }
+    await sleep(250, undefined, { signal }).catch(() => {});
+  }
+  return { interrupted: signal.aborted, pushed, notPacked };
 }
 
-async function pack(queue: DrillQueue, step: PackStep, index: number, log: (l: string) => void, pushed: string[], signal: AbortSignal): Promise<void> {
+/** One pack phase: pushes until done or the drill's end; returns how many of its jobs were not packed. */
+async function pack(
+  queue: DrillQueue,
+  step: PackStep,
+  index: number,
+  run: { log: (l: string) => void; pushed: string[]; signal: AbortSignal; elapsed: () => number; durationMs: number },
+): Promise<number> {
+  const { log, signal } = run;
   log(`phase ${index}: pack ${step.jobs} jobs x ${step.prompt_tokens} prompt tokens, deadline ${formatDuration(step.deadline)}${step.upstream_age > 0 ? `, upstream age ${formatDuration(step.upstream_age)}` : ""}${step.label ? ` (${step.label})` : ""}`);
-  for (let i = 0; i < step.jobs && !signal.aborted; i++) {
+  let count = 0;
+  let lastPushAt: number | null = null;
+  while (!signal.aborted) {
+    const action = nextPackAction(step, count, lastPushAt, run.elapsed(), run.durationMs);
+    if (action.kind === "done") return 0;
+    if (action.kind === "deadline") {
+      log(`phase ${index}: packed ${count} of ${step.jobs} jobs; ${action.notPacked} not packed: the drill ended at ${formatDuration(run.durationMs)}`);
+      return action.notPacked;
+    }
+    if (action.kind === "wait") {
+      await sleep(action.ms, undefined, { signal }).catch(() => {});
+      continue;
+    }
+    lastPushAt = run.elapsed();
     const job = await queue.push({
       promptTokens: step.prompt_tokens,
       completionTokens: step.completion_tokens,
@@ -280,9 +332,10 @@ async function pack(queue: DrillQueue, step: PackStep, index: number, log: (l: s
       upstreamAgeMs: step.upstream_age,
       hostClass: step.host_class,
     });
-    pushed.push(job.id);
-    if (step.rate && i < step.jobs - 1) await sleep(1000 / step.rate, undefined, { signal }).catch(() => {});
+    run.pushed.push(job.id);
+    count++;
   }
+  return 0;
 }
 
 function inject(

@@ -34,6 +34,24 @@ describe("drill up flags override the drill file (rewrite the thresholds, not th
     expect(() => applyOverrides(smoke, { ...base, ...flags })).toThrow(message);
   });
 
+  it.each(["0s", "0ms"])("--duration %s ends the drill before any phase: exit 2 naming the flag", (duration) => {
+    expect(() => applyOverrides(smoke, { ...base, duration })).toThrow(UsageError);
+    expect(() => applyOverrides(smoke, { ...base, duration })).toThrow(/^--duration: "0m?s" ends the drill before its first phase starts \(at 0s\); give more than 0s$/);
+  });
+
+  it("--duration must leave the first phase inside the drill; the later ones may fall out", () => {
+    const late = { ...smoke, phases: smoke.phases.map((p) => ({ ...p, at: p.at + 5000 })) };
+    expect(() => applyOverrides(late, { ...base, duration: "5s" })).toThrow(/^--duration: "5s" ends the drill before its first phase starts \(at 5s\)/);
+    expect(applyOverrides(late, { ...base, duration: "5001ms" }).duration).toBe(5001);
+    expect(applyOverrides(smoke, { ...base, duration: "1ms" }).duration).toBe(1);
+  });
+
+  it("a drill file with duration 0 is exit 2 naming the file and the field", () => {
+    const text = readFileSync(path.join(repoRoot, "drills", "smoke.yaml"), "utf8").replace("duration: 40s", "duration: 0s");
+    expect(() => parseDrillFile(text, "zero.yaml")).toThrow(UsageError);
+    expect(() => parseDrillFile(text, "zero.yaml")).toThrow(/^zero\.yaml: duration: must be more than 0/);
+  });
+
   it("the sidecar's output is the recording the report reads", () => {
     expect(outputName("watch")).toBe("watch.jsonl");
     expect(outputName("gate")).toBe("gate.out");
