@@ -13,6 +13,8 @@ import { checkThrashDir, classifyHogExit, summarizeStall, type HogMode, type Hog
 import { spawnInCgroup, verifyJoined, JOIN_FAILED_EXIT } from "../cgroup/join.js";
 import { parseCounter, readCgroupMemory, readOomKillCount } from "../cgroup/memoryFiles.js";
 import type { CgroupDir, WorkerCgroup } from "../cgroup/paths.js";
+import { sameNameUnderSelf } from "../cgroup/elsewhere.js";
+import type { HostRoots } from "../host/kernelFile.js";
 import { cgroupKey, newHogRecordFile, removeHogRecord, writeHogRecord, type HogRecord } from "../cgroup/stateFiles.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { signalVerified } from "../cgroup/tasks.js";
@@ -74,11 +76,15 @@ export function parseInjectFlags(flags: InjectFlags): InjectSettings {
 }
 
 /** The cgroup inject may use: drill's dirs (marker first), all present, with a limit, or a refusal naming why. */
-function requireReadyCgroup(computed: WorkerCgroup, stateDir: string): WorkerCgroup {
+function requireReadyCgroup(roots: HostRoots, computed: WorkerCgroup, stateDir: string): WorkerCgroup {
   const cgroup = markedWorkerCgroup(computed, stateDir) ?? computed;
   const absent = cgroup.dirs.filter((d) => !existsSync(d.dir)).map((d) => d.dir);
   if (absent.length > 0) {
-    throw new DrillError(`cgroup ${cgroup.name} is not set up: no ${absent.join(", no ")}; run drill cgroup setup --name ${cgroup.name} first`);
+    const underSelf = sameNameUnderSelf(roots, cgroup, stateDir);
+    const next = underSelf
+      ? `but ${underSelf.limits.dir} exists under your own cgroup: add --parent self`
+      : `run drill cgroup setup --name ${cgroup.name} first`;
+    throw new DrillError(`cgroup ${cgroup.name} is not set up: no ${absent.join(", no ")}; ${next}`);
   }
   const memory = readCgroupMemory(cgroup.limits);
   if (memory.effectiveLimit === null) {
@@ -215,7 +221,7 @@ const processSignals = (handler: (signal: "SIGINT" | "SIGTERM") => void): (() =>
 export async function injectAction(globals: GlobalOptions, flags: InjectFlags, output: Output = consoleOutput(globals.color), deps: InjectDeps = {}): Promise<InjectReport> {
   const settings = parseInjectFlags(flags);
   const { roots, cgroup: computed } = resolveCgroupTarget(globals, flags);
-  const cgroup = requireReadyCgroup(computed, globals.stateDir);
+  const cgroup = requireReadyCgroup(roots, computed, globals.stateDir);
   const impl = locatePageToucher();
 
   let file: string | null = null;

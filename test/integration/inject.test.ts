@@ -98,6 +98,14 @@ describe.skipIf(skipReason)("inject on real cgroups (--parent self)", () => {
     expect(report.message).toMatch(/cgroup peak ≥?3\d\.\dMiB this run/);
   });
 
+  it("inject without --parent self, the cgroup being under the caller's own: says to add --parent self", async () => {
+    const cg = cgroupWithLimit(64 * M);
+    const result = await drill(["inject", "--name", cg.name, "--size", "16M"]);
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toContain(`but ${cg.limits.dir} exists under your own cgroup: add --parent self`);
+    expect(result.stderr).not.toMatch(/run drill cgroup setup/);
+  });
+
   it("thrash: file created inside, packed, per-second stall rates reported, file unlinked after", async () => {
     const cg = cgroupWithLimit(96 * M);
     const result = await drill(["--json", "inject", "--name", cg.name, "--parent", "self", "--size", "160M", "--mode", "thrash", "--hold", "3s"]);
