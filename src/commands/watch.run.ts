@@ -16,7 +16,7 @@ import { runSidecar } from "../sampler/loop.js";
 import { QueueReader, readSample } from "../sampler/read.js";
 import { LiveView, formatAlarmEvent, formatSampleLine } from "../sampler/render.js";
 import type { ParentSpec } from "../cgroup/names.js";
-import { parseDuration, parseNumber, parsePositiveInt } from "../units.js";
+import { parseDuration, parseNumber, parsePercent, parsePositiveInt } from "../units.js";
 import type { WatchOptions } from "./watch.js";
 
 /** The worker cgroup to watch; its absence (or no hierarchy at all) is a missing signal, not an error. */
@@ -31,6 +31,8 @@ function workerCgroup(roots: HostRoots, stateDir: string, name: string, parent: 
     return fail(roots.proc("self", "cgroup"), err instanceof Error ? err.message : String(err));
   }
 }
+
+const USAGE_OPEN_ERRORS = new Set(["ENOENT", "ENOTDIR", "EISDIR", "EACCES", "EPERM", "EROFS", "ENAMETOOLONG", "ELOOP"]);
 
 /**
  * One stderr line when the worker cgroup is not there: its cg_* fields would
@@ -59,7 +61,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   const alarmConfig: AlarmConfig = {
     ...defaultAlarmConfig,
     psiLimit: parseNumber(options.psiLimit, "--psi-limit"),
-    psiRateLimit: parseNumber(options.psiRateLimit, "--psi-rate-limit"),
+    psiRateLimit: parsePercent(options.psiRateLimit, "--psi-rate-limit"),
     hostClass: validateKeyPart(options.hostClass, "--host-class"),
   };
   const name = validateCgroupName(options.name);
@@ -76,7 +78,10 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
     try {
       recordFd = openSync(options.record, "a");
     } catch (err) {
-      throw new DrillError(`--record: cannot open ${options.record}: ${(err as Error).message}`);
+      // A path the operator typed: a missing dir or a read-only place is bad input (exit 2), not a failed watch.
+      const code = (err as NodeJS.ErrnoException).code ?? "";
+      const message = `--record: cannot open ${options.record}: ${(err as Error).message}`;
+      throw USAGE_OPEN_ERRORS.has(code) ? new UsageError(message) : new DrillError(message);
     }
   }
 

@@ -72,3 +72,16 @@ describe("drill watch: a worker cgroup that is not there", () => {
     expect(JSON.parse(r.stdout.trim())).toMatchObject({ cg_mem_current: 1048576 });
   });
 });
+
+describe("drill watch --record", () => {
+  it.each([
+    ["a missing directory", (root: string) => path.join(root, "nonexistent", "dir", "x.jsonl"), "ENOENT"],
+    ["a directory", (root: string) => root, "EISDIR"],
+  ])("into %s is exit 2 naming --record and the path", async (_name, target, code) => {
+    const file = target(host.root);
+    const r = await watchOnce(["--name", "qa-inj", "--parent", "self", "--record", file]);
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toContain(`drill: --record: cannot open ${file}: ${code}`);
+    expect(r.stdout).toBe("");
+  });
+});
