@@ -4,22 +4,25 @@ const SIZE_UNITS: Record<string, number> = {
   "": 1,
   b: 1,
   k: 1024,
-  kb: 1024,
   kib: 1024,
   m: 1024 ** 2,
-  mb: 1024 ** 2,
   mib: 1024 ** 2,
   g: 1024 ** 3,
-  gb: 1024 ** 3,
   gib: 1024 ** 3,
   t: 1024 ** 4,
-  tb: 1024 ** 4,
   tib: 1024 ** 4,
 };
+
+// "MB" is 10^6 to SI, 2^20 to many tools: a limit off by 5 % is a different drill.
+const AMBIGUOUS_UNITS = new Set(["kb", "mb", "gb", "tb"]);
 
 /** `2G`, `2GiB`, `512M`, `2147483648` → bytes (IEC: powers of 1024). */
 export function parseSize(text: string, flag: string): number {
   const match = /^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$/.exec(text);
+  if (match && AMBIGUOUS_UNITS.has(match[2]!.toLowerCase())) {
+    const iec = match[2]![0]!.toUpperCase();
+    throw new UsageError(`${flag}: "${text}" is ambiguous (decimal or binary?); use ${match[1]}${iec} or ${match[1]}${iec}iB (powers of 1024)`);
+  }
   const unit = match ? SIZE_UNITS[match[2]!.toLowerCase()] : undefined;
   if (!match || unit === undefined) {
     throw new UsageError(`${flag}: "${text}" is not a size (use e.g. 2G, 2GiB, 512M or bytes)`);
@@ -66,6 +69,15 @@ export function parseNumber(text: string, flag: string): number {
     throw new UsageError(`${flag}: "${text}" is not a non-negative number`);
   }
   return n;
+}
+
+/** A percentage, `10` or `10%` (the help shows `<pct>`), from 0 to 100. */
+export function parsePercent(text: string, flag: string): number {
+  const match = /^\s*(\d+(?:\.\d+)?|\.\d+)\s*%?\s*$/.exec(text);
+  if (!match) throw new UsageError(`${flag}: "${text}" is not a percentage (use e.g. 10 or 10%)`);
+  const pct = Number(match[1]);
+  if (pct > 100) throw new UsageError(`${flag}: "${text}" is a percentage (0-100)`);
+  return pct;
 }
 
 export function formatBytes(bytes: number | null): string {

@@ -11,7 +11,7 @@ import { resolveWorkerProbe } from "../gate/workerCgroup.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { DrillQueue } from "../queue/queue.js";
 import { closeRedis, connectRedis } from "../queue/redis.js";
-import { parseDuration, parseNumber, parsePositiveInt, parseWholeNumber } from "../units.js";
+import { parseDuration, parseNumber, parsePercent, parsePositiveInt, parseWholeNumber } from "../units.js";
 import type { GateModeFlags, RawGateOptions } from "./gate.js";
 
 /** Which worker cgroup the gate should watch, as the user named it. */
@@ -44,13 +44,12 @@ export function resolveGateOptions(raw: RawGateOptions, json: boolean): { option
   const config: AdmissionConfig = {
     ...defaultAdmissionConfig,
     psiLimit: parseNumber(raw.psiLimit, "--psi-limit"),
-    psiRateLimit: parseNumber(raw.psiRateLimit, "--psi-rate-limit"),
+    psiRateLimit: parsePercent(raw.psiRateLimit, "--psi-rate-limit"),
     slackLimitMs: parseDuration(raw.slackLimit, "--slack-limit"),
     packedTokenLimit: parsePositiveInt(raw.packedTokenLimit, "--packed-token-limit"),
     intervalMs,
     pressureClearMs: parseDuration(raw.pressureClear, "--pressure-clear"),
   };
-  if (config.psiRateLimit > 100) throw new UsageError(`--psi-rate-limit: "${raw.psiRateLimit}" is a percentage (0-100)`);
   const options: GateOptions = {
     queue: validateKeyPart(raw.queue, "--queue"),
     gateId: validateKeyPart(raw.gateId ?? defaultGateId(), "--gate-id"),

@@ -1,4 +1,4 @@
-import { closeSync, existsSync, openSync, readSync, rmSync } from "node:fs";
+import { closeSync, existsSync, openSync, readSync, rmSync, writeSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { createInterface } from "node:readline";
@@ -12,7 +12,9 @@ import { formatBytes, formatDuration, parseDuration, parseSize } from "../units.
 import { checkThrashDir, classifyHogExit, summarizeStall, type HogMode, type HogOutcome, type StallSample, type StallSummary } from "../cgroup/hog.js";
 import { spawnInCgroup, verifyJoined, JOIN_FAILED_EXIT } from "../cgroup/join.js";
 import { parseCounter, readCgroupMemory, readOomKillCount } from "../cgroup/memoryFiles.js";
-import type { WorkerCgroup } from "../cgroup/paths.js";
+import type { CgroupDir, WorkerCgroup } from "../cgroup/paths.js";
+import { sameNameUnderSelf } from "../cgroup/elsewhere.js";
+import type { HostRoots } from "../host/kernelFile.js";
 import { cgroupKey, newHogRecordFile, removeHogRecord, writeHogRecord, type HogRecord } from "../cgroup/stateFiles.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { signalVerified } from "../cgroup/tasks.js";
@@ -38,7 +40,13 @@ export interface InjectReport {
   passes: number;
   cgroup: string;
   cg_mem_max: number | "max" | null;
+  /** The tightest limit over the cgroup and its ancestors when the hog started: what it ran into. */
+  cg_mem_max_effective: number | "max" | null;
+  /** The cgroup's lifetime peak (memory.peak / memory.max_usage_in_bytes), earlier runs included. */
   cg_mem_peak: number | null;
+  /** The cgroup's peak during this run; see run_peak_basis for how it is known (null: not known). */
+  run_peak_bytes: number | null;
+  run_peak_basis: RunPeakBasis | null;
   cg_oom_kill_before: number | null;
   cg_oom_kill_after: number | null;
   /** Per-second stall % from the cgroup's own memory.pressure `some total` deltas. */
@@ -68,11 +76,15 @@ export function parseInjectFlags(flags: InjectFlags): InjectSettings {
 }
 
 /** The cgroup inject may use: drill's dirs (marker first), all present, with a limit, or a refusal naming why. */
-function requireReadyCgroup(computed: WorkerCgroup, stateDir: string): WorkerCgroup {
+function requireReadyCgroup(roots: HostRoots, computed: WorkerCgroup, stateDir: string): WorkerCgroup {
   const cgroup = markedWorkerCgroup(computed, stateDir) ?? computed;
   const absent = cgroup.dirs.filter((d) => !existsSync(d.dir)).map((d) => d.dir);
   if (absent.length > 0) {
-    throw new DrillError(`cgroup ${cgroup.name} is not set up: no ${absent.join(", no ")}; run drill cgroup setup --name ${cgroup.name} first`);
+    const underSelf = sameNameUnderSelf(roots, cgroup, stateDir);
+    const next = underSelf
+      ? `but ${underSelf.limits.dir} exists under your own cgroup: add --parent self`
+      : `run drill cgroup setup --name ${cgroup.name} first`;
+    throw new DrillError(`cgroup ${cgroup.name} is not set up: no ${absent.join(", no ")}; ${next}`);
   }
   const memory = readCgroupMemory(cgroup.limits);
   if (memory.effectiveLimit === null) {
@@ -82,6 +94,64 @@ function requireReadyCgroup(computed: WorkerCgroup, stateDir: string): WorkerCgr
     throw new RefusedError(`${cgroup.limits.dir} has no memory limit (nor has any ancestor): the hog would pressure the whole host; run drill cgroup setup --memory-max first`);
   }
   return cgroup;
+}
+
+/** How this run's peak is known: memory.peak reset for our fd (exact), the lifetime peak rising during the run (exact), or the highest usage sampled (a lower bound). */
+export type RunPeakBasis = "reset" | "lifetime_peak_rose" | "sampled";
+
+export interface RunPeakFacts {
+  /** memory.peak read through the fd we reset before the spawn (v2, Linux ≥ 6.12), else null. */
+  resetPeak: number | null;
+  lifetimeBefore: number | null;
+  lifetimeAfter: number | null;
+  /** Highest memory usage read during the run (1 s samples and the moment it packed). */
+  sampledMax: number | null;
+}
+
+/**
+ * Pure: the cgroup's peak during this run, not its lifetime one. A 32M run
+ * after a 128M one was OOM-killed at 64M must not report "peak 64M". v1 can
+ * only reset max_usage_in_bytes for every reader (status, watch), so it is
+ * never reset: a lifetime peak that rose during the run is this run's; one
+ * that did not leaves only the sampled usage, a lower bound.
+ */
+export function runPeak(f: RunPeakFacts): { bytes: number | null; basis: RunPeakBasis | null } {
+  if (f.resetPeak !== null) return { bytes: f.resetPeak, basis: "reset" };
+  if (f.lifetimeBefore !== null && f.lifetimeAfter !== null && f.lifetimeAfter > f.lifetimeBefore) return { bytes: f.lifetimeAfter, basis: "lifetime_peak_rose" };
+  if (f.sampledMax !== null) return { bytes: f.sampledMax, basis: "sampled" };
+  return { bytes: null, basis: null };
+}
+
+/**
+ * An fd on v2 memory.peak reset for this run: since Linux 6.12 a write resets
+ * the peak seen through that fd only, so no other reader loses the lifetime
+ * value. Null on v1 and on older kernels (read-only file).
+ */
+function openResetPeak(limits: CgroupDir): number | null {
+  if (limits.version !== 2) return null;
+  let fd: number | null = null;
+  try {
+    fd = openSync(path.join(limits.dir, "memory.peak"), "r+");
+    writeSync(fd, "reset\n");
+    return fd;
+  } catch {
+    if (fd !== null) closeSync(fd);
+    return null;
+  }
+}
+
+function readResetPeak(fd: number | null, limits: CgroupDir): number | null {
+  if (fd === null) return null;
+  try {
+    const buffer = Buffer.alloc(64);
+    const n = readSync(fd, buffer, 0, buffer.length, 0);
+    const parsed = parseCounter(buffer.subarray(0, n).toString("utf8"), path.join(limits.dir, "memory.peak"));
+    return parsed.ok ? parsed.value : null;
+  } catch {
+    return null;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 function readPsiSomeTotal(file: string | null): number | null {
@@ -151,7 +221,7 @@ const processSignals = (handler: (signal: "SIGINT" | "SIGTERM") => void): (() =>
 export async function injectAction(globals: GlobalOptions, flags: InjectFlags, output: Output = consoleOutput(globals.color), deps: InjectDeps = {}): Promise<InjectReport> {
   const settings = parseInjectFlags(flags);
   const { roots, cgroup: computed } = resolveCgroupTarget(globals, flags);
-  const cgroup = requireReadyCgroup(computed, globals.stateDir);
+  const cgroup = requireReadyCgroup(roots, computed, globals.stateDir);
   const impl = locatePageToucher();
 
   let file: string | null = null;
@@ -183,7 +253,9 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
   writeHogRecord(stateFile, record);
 
   const oomBefore = readOomKillCount(cgroup.limits);
-  const limit = readCgroupMemory(cgroup.limits).effectiveLimit;
+  const memoryBefore = readCgroupMemory(cgroup.limits);
+  const limit = memoryBefore.effectiveLimit;
+  const resetPeakFd = openResetPeak(cgroup.limits);
   let logFd: number | null = null;
   let child: ChildProcess;
   try {
@@ -195,6 +267,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     });
   } catch (err) {
     removeHogRecord(stateFile);
+    if (resetPeakFd !== null) closeSync(resetPeakFd);
     throw new DrillError(`cannot start the hog: ${(err as Error).message}`, undefined, { cause: err });
   } finally {
     if (logFd !== null) closeSync(logFd);
@@ -212,6 +285,11 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     interrupted: false,
     exitLine: null as string | null,
     packedAtMs: null as number | null,
+    /** Highest cgroup usage read while the hog ran: a lower bound of this run's peak. */
+    usageMax: null as number | null,
+  };
+  const noteUsage = (usage: number | null): void => {
+    if (usage !== null && (state.usageMax === null || usage > state.usageMax)) state.usageMax = usage;
   };
   const startedAt = Date.now();
   let stderrTail = "";
@@ -228,6 +306,8 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
       state.touched = line.bytes;
       state.packed = line.bytes;
       state.packedAtMs = Date.now() - startedAt;
+      // Every page is touched now: usage is as high as the fill takes it.
+      noteUsage(readUsage(cgroup));
       resolvePacked();
     } else if (line.kind === "pass") state.passes = line.passes;
     else if (line.kind === "exit") state.exitLine = line.reason;
@@ -263,6 +343,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
       stallPct: stallPct === null ? null : Math.round(stallPct * 100) / 100,
     };
     samples.push(sample);
+    noteUsage(sample.cgUsageBytes);
     output.err(
       `inject ${cgroup.name} ${settings.mode}: ${sample.phase} touched ${formatBytes(sample.touchedBytes)}/${formatBytes(settings.sizeBytes)}` +
         `  cg ${formatBytes(sample.cgUsageBytes)}/${limit === null ? "n/a" : limit === "max" ? "max" : formatBytes(limit)}` +
@@ -301,6 +382,8 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
 
   const oomAfter = readOomKillCount(cgroup.limits);
   const memory = readCgroupMemory(cgroup.limits);
+  // A detached hog is still holding: what it reached so far is what it packed.
+  const peak = runPeak({ resetPeak: readResetPeak(resetPeakFd, cgroup.limits), lifetimeBefore: memoryBefore.peak, lifetimeAfter: memory.peak, sampledMax: state.usageMax });
   let outcome: HogOutcome;
   if (exit === null) {
     // Detached and packed: the hog holds on by itself and exits after --hold.
@@ -338,7 +421,10 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     passes: state.passes,
     cgroup: cgroup.limits.dir,
     cg_mem_max: memory.limit,
+    cg_mem_max_effective: limit,
     cg_mem_peak: memory.peak,
+    run_peak_bytes: peak.bytes,
+    run_peak_basis: peak.basis,
     cg_oom_kill_before: oomBefore.ok ? oomBefore.value : null,
     cg_oom_kill_after: oomAfter.ok ? oomAfter.value : null,
     stall_rates_pct: samples.map((s) => s.stallPct),
@@ -359,7 +445,16 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
   return report;
 }
 
-function describeOutcome(r: InjectReport, stderrTail: string): string {
+/** "cgroup peak 32.2MiB this run", saying how it is known and never passing off the lifetime peak as this run's. */
+export function describeRunPeak(r: Pick<InjectReport, "run_peak_bytes" | "run_peak_basis" | "cg_mem_peak">): string {
+  if (r.run_peak_bytes === null) return `this run's peak unknown (cgroup lifetime peak ${formatBytes(r.cg_mem_peak)})`;
+  if (r.run_peak_basis === "sampled") {
+    return `cgroup peak ≥${formatBytes(r.run_peak_bytes)} this run (sampled; its lifetime peak ${formatBytes(r.cg_mem_peak)} is from before)`;
+  }
+  return `cgroup peak ${formatBytes(r.run_peak_bytes)} this run`;
+}
+
+export function describeOutcome(r: InjectReport, stderrTail = ""): string {
   const oom = `cgroup oom_kill ${r.cg_oom_kill_before ?? "n/a"} → ${r.cg_oom_kill_after ?? "n/a"}`;
   const stall = r.stall.holdMedianPct === null
     ? ""
@@ -368,10 +463,17 @@ function describeOutcome(r: InjectReport, stderrTail: string): string {
     case "packed":
       return r.detached
         ? `packed: ${formatBytes(r.packed_bytes)} touched in ${r.cgroup}; hog pid ${r.pid} holds for ${formatDuration(r.hold_ms)} and exits by itself (record ${r.state_file})`
-        : `packed: ${formatBytes(r.packed_bytes)} touched and held ${formatDuration(r.hold_ms)}; peak ${formatBytes(r.cg_mem_peak)}; ${oom}${stall}`;
-    case "oom_killed":
+        : `packed: ${formatBytes(r.packed_bytes)} touched and held ${formatDuration(r.hold_ms)}; ${describeRunPeak(r)}; ${oom}${stall}`;
+    case "oom_killed": {
       // Progress lines come every 100 ms; an anonymous fill can hit the limit before the first.
-      return `oom_killed: pid ${r.pid} killed by the OOM killer after ${r.touched_bytes > 0 ? formatBytes(r.touched_bytes) : `about ${formatBytes(r.cg_mem_peak)} (cgroup peak)`} of ${formatBytes(r.size_bytes)}; ${oom}. Admission was already late.`;
+      const exactPeak = r.run_peak_bytes !== null && r.run_peak_basis !== "sampled";
+      const at = r.touched_bytes > 0
+        ? formatBytes(r.touched_bytes)
+        : exactPeak ? `about ${formatBytes(r.run_peak_bytes)} (this run's cgroup peak)` : "an unknown size (before its first progress line)";
+      const limit = r.cg_mem_max_effective === null ? "n/a" : r.cg_mem_max_effective === "max" ? "max" : formatBytes(r.cg_mem_max_effective);
+      // Exit 0 all the same: RELIABILITY 4, the anon drill's expected outcome, not a tool failure.
+      return `oom_killed: OOM-killed at ${at} of ${formatBytes(r.size_bytes)} (cgroup limit ${limit}); pid ${r.pid}; ${oom}. Admission was already late.`;
+    }
     case "interrupted":
       return `interrupted: hog pid ${r.pid} stopped after ${formatBytes(r.touched_bytes)}${r.file ? `; ${r.file} unlinked` : ""}`;
     case "failed": {

@@ -1,8 +1,9 @@
-import { closeSync, openSync, writeSync } from "node:fs";
+import { closeSync, existsSync, openSync, writeSync } from "node:fs";
 import { detectLayout } from "../cgroup/layout.js";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
 import { markedWorkerCgroup } from "../cgroup/teardown.js";
+import { sameNameUnderSelf } from "../cgroup/elsewhere.js";
 import { commandRedisUrl, hostRoots, type GlobalOptions } from "../context.js";
 import { DrillError, InterruptedError, UsageError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
@@ -14,7 +15,7 @@ import { runSidecar } from "../sampler/loop.js";
 import { QueueReader, readSample } from "../sampler/read.js";
 import { LiveView, formatAlarmEvent, formatSampleLine } from "../sampler/render.js";
 import type { ParentSpec } from "../cgroup/names.js";
-import { parseDuration, parseNumber, parsePositiveInt } from "../units.js";
+import { parseDuration, parseNumber, parsePercent, parsePositiveInt } from "../units.js";
 import type { WatchOptions } from "./watch.js";
 
 /** The worker cgroup to watch; its absence (or no hierarchy at all) is a missing signal, not an error. */
@@ -30,6 +31,24 @@ function workerCgroup(roots: HostRoots, stateDir: string, name: string, parent: 
   }
 }
 
+const USAGE_OPEN_ERRORS = new Set(["ENOENT", "ENOTDIR", "EISDIR", "EACCES", "EPERM", "EROFS", "ENAMETOOLONG", "ELOOP"]);
+
+/**
+ * One stderr line when the worker cgroup is not there: its cg_* fields would
+ * otherwise read n/a with nothing saying where watch looked (a --parent slip
+ * looks just like a cgroup not set up yet). Null when it is there.
+ */
+export function absentCgroupHint(roots: HostRoots, stateDir: string, name: string, cgroup: Reading<WorkerCgroup>): string | null {
+  if (!cgroup.ok) return `watch: no cgroup ${name} to sample: ${cgroup.file}: ${cgroup.reason}; its cg_* fields stay null`;
+  if (existsSync(cgroup.value.limits.dir)) return null;
+  const looked = cgroup.value.dirs.map((d) => d.dir).join(", ");
+  const underSelf = sameNameUnderSelf(roots, cgroup.value, stateDir);
+  const next = underSelf
+    ? `${underSelf.limits.dir} exists under your own cgroup: add --parent self`
+    : "check --name and --parent (default: the hierarchy's root; self: your own cgroup), or set it up";
+  return `watch: no cgroup ${name} at ${looked} (yet): its cg_* fields stay null until it appears; ${next}`;
+}
+
 export async function watchAction(g: GlobalOptions, options: WatchOptions): Promise<void> {
   const intervalMs = parseDuration(options.interval, "--interval");
   if (intervalMs < 10) throw new UsageError("--interval: must be at least 10ms");
@@ -41,7 +60,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   const alarmConfig: AlarmConfig = {
     ...defaultAlarmConfig,
     psiLimit: parseNumber(options.psiLimit, "--psi-limit"),
-    psiRateLimit: parseNumber(options.psiRateLimit, "--psi-rate-limit"),
+    psiRateLimit: parsePercent(options.psiRateLimit, "--psi-rate-limit"),
     hostClass: validateKeyPart(options.hostClass, "--host-class"),
   };
   const name = validateCgroupName(options.name);
@@ -59,9 +78,16 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
     try {
       recordFd = openSync(options.record, "a");
     } catch (err) {
-      throw new DrillError(`--record: cannot open ${options.record}: ${(err as Error).message}`);
+      // A path the operator typed: a missing dir or a read-only place is bad input (exit 2), not a failed watch.
+      const code = (err as NodeJS.ErrnoException).code ?? "";
+      const message = `--record: cannot open ${options.record}: ${(err as Error).message}`;
+      throw USAGE_OPEN_ERRORS.has(code) ? new UsageError(message) : new DrillError(message);
     }
   }
+
+  // After the flags are known good; stderr, so --json stdout stays one sample a line.
+  const hint = absentCgroupHint(roots, g.stateDir, name, cgroup);
+  if (hint !== null) output.err(hint);
 
   const redisTimeoutMs = Math.min(2000, Math.max(250, intervalMs));
   const queueReader = new QueueReader(redisUrl, keys, alarmConfig.hostClass, redisTimeoutMs);

@@ -9,37 +9,107 @@ export function drillVerdict(checks: Check[]): DrillVerdict {
   return checks.some((c) => c.status === "warn") ? "ready_with_warnings" : "ready";
 }
 
+// Narrowest terminal the table is laid out for; below it, lines run over.
+const MIN_WIDTH = 64;
+
+/**
+ * Column widths (each with its 1-space padding either side) that add up, with
+ * the 5 border characters, to the terminal's width: name and status fixed,
+ * the rest shared 2:3 between value (mostly paths) and detail (prose).
+ */
+export function doctorColumnWidths(width: number): [number, number, number, number] {
+  const total = Math.max(MIN_WIDTH, width);
+  const name = total >= 100 ? 22 : 20;
+  const status = 8;
+  const rest = total - 5 - name - status;
+  const value = Math.floor((rest * 2) / 5);
+  return [name, status, value, rest - value];
+}
+
+/** A word longer than `width` (a cgroup path) in pieces that fit, cut after a "/" where one is near. */
+export function breakWord(word: string, width: number): string[] {
+  const pieces: string[] = [];
+  let rest = word;
+  while (rest.length > width) {
+    const slash = rest.lastIndexOf("/", width - 1);
+    const cut = slash >= width / 2 ? slash + 1 : width;
+    pieces.push(rest.slice(0, cut));
+    rest = rest.slice(cut);
+  }
+  pieces.push(rest);
+  return pieces;
+}
+
+/**
+ * A cell's text with its long words broken onto lines of their own, so the
+ * table wraps the rest at word boundaries and cuts nothing off with "…".
+ */
+function cellText(text: string, colWidth: number): string {
+  const inner = colWidth - 2;
+  return text
+    .split(" ")
+    .map((word) => (word.length > inner ? `\n${breakWord(word, inner).join("\n")}\n` : word))
+    .join(" ")
+    .replace(/ ?\n ?/g, "\n")
+    .replace(/^\n|\n$/g, "");
+}
+
+/** Prose wrapped at word boundaries to the width, its leading indent kept, continuation lines indented. */
+export function wrapProse(text: string, width: number, indent: string): string[] {
+  const lead = /^ */.exec(text)![0];
+  const lines: string[] = [];
+  let line = lead;
+  const room = Math.max(8, width - indent.length);
+  for (const word of text.slice(lead.length).split(" ").flatMap((w) => (w.length > room ? breakWord(w, room) : [w]))) {
+    if (line.trim() !== "" && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = indent + word;
+    } else {
+      line = line.trim() === "" ? line + word : `${line} ${word}`;
+    }
+  }
+  if (line.trim() !== "") lines.push(line);
+  return lines;
+}
+
 export function renderDoctor(checks: Check[], serving: ServingVerdict, color: ChalkInstance, width = 100): string {
   const mark = { pass: color.green("pass"), warn: color.yellow("warn"), fail: color.red("FAIL") };
+  const colWidths = doctorColumnWidths(width);
   const table = new Table({
     head: ["check", "status", "value", "detail"],
     style: { head: [], border: [] },
-    colWidths: [22, 8, 30, Math.max(30, width - 66)],
+    colWidths,
     wordWrap: true,
     wrapOnWordBoundary: true,
   });
-  for (const c of checks) table.push([c.name, mark[c.status], c.value === null ? "-" : String(c.value), c.detail]);
+  for (const c of checks) {
+    const value = c.value === null ? "-" : String(c.value);
+    table.push([cellText(c.name, colWidths[0]), mark[c.status], cellText(value, colWidths[2]), cellText(c.detail, colWidths[3])]);
+  }
+  const prose = (text: string, indent = ""): string[] => wrapProse(text, Math.max(MIN_WIDTH, width), indent);
 
   const verdict = drillVerdict(checks);
   const lines = [table.toString()];
   const fails = checks.filter((c) => c.status === "fail");
   if (verdict === "refused") {
-    lines.push(color.red(`drill: REFUSED, the drill cannot run safely here: ${fails.map((c) => c.name).join(", ")}`));
+    lines.push(...prose(`drill: REFUSED, the drill cannot run safely here: ${fails.map((c) => c.name).join(", ")}`, "  ").map((l) => color.red(l)));
   } else {
     lines.push(verdict === "ready" ? color.green("drill: ready") : color.yellow("drill: ready, read the warnings above"));
   }
   lines.push(
     "",
-    `serving on this host class (the runbook's "refuse the free-host bet" list; informational, never blocks the drill):`,
+    ...prose(`serving on this host class (the runbook's "refuse the free-host bet" list; informational, never blocks the drill):`, "  "),
   );
   for (const r of serving.reasons) {
-    const state = r.holds === null ? "ask " : r.holds ? color.red("yes ") : color.green("no  ");
-    lines.push(`  ${state} ${r.rule} (${r.why})`);
+    const state = r.holds === null ? "ask" : r.holds ? "yes" : "no";
+    // Wrapped before colouring: the state word is the first of the first line.
+    const [first = "", ...more] = prose(`  ${state.padEnd(4)} ${r.rule} (${r.why})`, "       ");
+    const paint = r.holds === null ? (t: string) => t : r.holds ? color.red : color.green;
+    lines.push(`  ${paint(state.padEnd(4))}${first.slice(6)}`, ...more);
   }
-  lines.push(
-    serving.refuse
-      ? color.red("  verdict: refuse the free-host bet for deadline serving; rehearse and gate it here instead")
-      : "  verdict: no refusal condition holds; still gate admission on PSI, slack and packed tokens",
-  );
+  const verdictText = serving.refuse
+    ? "  verdict: refuse the free-host bet for deadline serving; rehearse and gate it here instead"
+    : "  verdict: no refusal condition holds; still gate admission on PSI, slack and packed tokens";
+  lines.push(...prose(verdictText, "    ").map((l) => (serving.refuse ? color.red(l) : l)));
   return lines.join("\n");
 }

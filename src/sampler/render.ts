@@ -35,6 +35,7 @@ export function sparkline(values: Array<number | null>, width = SPARK): string {
 const num = (v: number | null, digits = 2): string => (v === null ? "n/a" : v.toFixed(digits));
 const int = (v: number | null): string => (v === null ? "n/a" : String(Math.round(v)));
 const pct = (v: number | null): string => (v === null ? "n/a" : `${Math.round(v)}%`);
+const perSecond = (v: number | null): string => (v === null ? "n/a" : `${Math.round(v)}/s`);
 const ms = (v: number | null): string => (v === null ? "n/a" : Math.abs(v) >= 10_000 ? `${(v / 1000).toFixed(1)}s` : `${Math.round(v)}ms`);
 const bytes = (v: number | "max" | null): string => (v === "max" ? "max" : formatBytes(v));
 
@@ -133,15 +134,17 @@ export class LiveView {
       row("queue", `len ${s.queue_len ?? "n/a"}  age ${ms(s.queue_age_ms)}  head slack ${ms(s.queue_head_slack_ms)}  slack ${ms(s.deadline_slack_ms)}`, sparkline(this.slack)),
       row("psi", `some ${num(s.psi_mem_some_avg10)} full ${num(s.psi_mem_full_avg10)} rate ${rate(s.psi_mem_some_rate)}  cg ${num(s.cg_psi_mem_some_avg10)} rate ${rate(s.cg_psi_mem_some_rate)}`, sparkline(this.psi)),
       row("memory", `${bytes(s.cg_mem_current)} / ${bytes(s.cg_mem_max)}  peak ${bytes(s.cg_mem_peak)}  swap ${bytes(s.cg_swap_current)}  oom_kill ${s.cg_oom_kill ?? "n/a"}`, sparkline(this.memory)),
-      row("host", `si ${int(s.si)}/s so ${int(s.so)}/s refault ${int(s.refault_rate)}/s  idle ${pct(s.cpu_idle_pct)} iowait ${pct(s.cpu_iowait_pct)}  p99 stall ${ms(s.stall_ms_p99)}`),
+      row("host", `si ${perSecond(s.si)} so ${perSecond(s.so)} refault ${perSecond(s.refault_rate)}  idle ${pct(s.cpu_idle_pct)} iowait ${pct(s.cpu_iowait_pct)}  p99 stall ${ms(s.stall_ms_p99)}`),
       row("jobs", `tokens_out ${s.tokens_out ?? "n/a"}  retries ${s.retry_count ?? "n/a"}  admitted ${s.admitted ?? "n/a"}`),
       row("rejected", rejectedText(s.rejected)),
       s.alarm.length === 0 ? row("alarms", "none") : c.red.bold(row("alarms", s.alarm.join(" "))),
     ];
-    if (s.missing.length > 0) {
-      const fields = [...new Set(s.missing.map((m) => m.field))];
-      lines.push(c.dim(row("missing", `${fields.length}: ${fields.join(" ")}`)));
-    }
+    // A rate needs two readings: on the first frame it is pending, not missing.
+    const pending = (f: string): boolean => s.missing.every((m) => m.field !== f || m.reason === "first sample");
+    const fields = [...new Set(s.missing.map((m) => m.field))];
+    const missing = fields.filter((f) => !pending(f));
+    if (missing.length > 0) lines.push(c.dim(row("missing", `${missing.length}: ${missing.join(" ")}`)));
+    if (missing.length < fields.length) lines.push(c.dim(row("rates", "from the next sample")));
     return lines;
   }
 

@@ -85,6 +85,24 @@ describe("drill doctor", () => {
     expect(r.stdout).toMatch(/cgroup layout\s*│\s*FAIL/);
   });
 
+  it("--parent naming a cgroup that does not exist is a typo (exit 2 naming --parent and the dir), not an unsafe host", async () => {
+    const host = fakeHost({});
+    roots.push(host.root);
+    const r = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--state-dir", path.join(host.root, "state"), "doctor", "--parent", "/nonexistent/path", "--file-dir", host.root]);
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toBe(`drill: --parent /nonexistent/path: no such cgroup: ${path.join(host.sysfs, "fs", "cgroup", "nonexistent", "path")} does not exist (create it, or use / or self)`);
+    expect(r.stdout).toBe("");
+  });
+
+  it("--parent naming an existing cgroup probes there", async () => {
+    const host = fakeHost({});
+    roots.push(host.root);
+    mkdirSync(path.join(host.sysfs, "fs", "cgroup", "drills"));
+    const r = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--state-dir", path.join(host.root, "state"), "doctor", "--json", "--parent", "/drills", "--file-dir", host.root]);
+    const doc = JSON.parse(r.stdout) as { checks: Array<{ name: string; status: string; value: unknown }> };
+    expect(doc.checks.find((c) => c.name === "memory controller writable")).toMatchObject({ status: "pass", value: path.join(host.sysfs, "fs", "cgroup", "drills") });
+  });
+
   it("prints a table and the serving verdict on this machine", async () => {
     const r = await runDrill(["doctor"]);
     expect([0, 3]).toContain(r.exitCode);

@@ -82,6 +82,30 @@ describe.skipIf(skipReason)("inject on real cgroups (--parent self)", () => {
     expect(cgroupDirsLeft(cg)).toEqual([]);
   });
 
+  it("QA: 128M anon in a 64M cgroup names where it was OOM-killed, of what, against which limit; the next 32M run's peak is its own, not the cgroup's lifetime 64M", async () => {
+    const cg = cgroupWithLimit(64 * M);
+    const killed = await drill(["inject", "--name", cg.name, "--parent", "self", "--size", "128M", "--mode", "anon", "--hold", "3s"]);
+    expect(killed.exitCode, killed.stderr).toBe(0);
+    expect(killed.stdout).toMatch(/^oom_killed: OOM-killed at .+ of 128MiB \(cgroup limit 64\.0MiB\); pid \d+; cgroup oom_kill 0 → 1\. Admission was already late\.$/);
+    const next = await drill(["--json", "inject", "--name", cg.name, "--parent", "self", "--size", "32M", "--mode", "anon", "--hold", "1s"]);
+    expect(next.exitCode, next.stderr).toBe(0);
+    const report = JSON.parse(next.stdout) as InjectReport;
+    expect(report.outcome).toBe("packed");
+    expect(report.cg_mem_peak).toBeGreaterThanOrEqual(63 * M); // the lifetime peak, from the killed run
+    expect(report.run_peak_bytes).toBeGreaterThanOrEqual(32 * M);
+    expect(report.run_peak_bytes).toBeLessThan(48 * M);
+    expect(report.message).not.toMatch(/peak 6\d\.\dMiB this run|; peak 64\.0MiB;/);
+    expect(report.message).toMatch(/cgroup peak ≥?3\d\.\dMiB this run/);
+  });
+
+  it("inject without --parent self, the cgroup being under the caller's own: says to add --parent self", async () => {
+    const cg = cgroupWithLimit(64 * M);
+    const result = await drill(["inject", "--name", cg.name, "--size", "16M"]);
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toContain(`but ${cg.limits.dir} exists under your own cgroup: add --parent self`);
+    expect(result.stderr).not.toMatch(/run drill cgroup setup/);
+  });
+
   it("thrash: file created inside, packed, per-second stall rates reported, file unlinked after", async () => {
     const cg = cgroupWithLimit(96 * M);
     const result = await drill(["--json", "inject", "--name", cg.name, "--parent", "self", "--size", "160M", "--mode", "thrash", "--hold", "3s"]);

@@ -48,6 +48,23 @@ describe("render", () => {
     expect(view.redraw(sample, [{ name: "oom_kill", kind: "raised", line: "PAGE oom_kill" }])).toMatch(/^\x1b\[\d+F\x1b\[JPAGE oom_kill\n/); // eslint-disable-line no-control-regex
   });
 
+  it("first frame: rates not computed yet are 'from the next sample', not listed as missing", () => {
+    const view = new LiveView({ cgroup: "qa (hybrid)", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    const notYet = ["psi_mem_some_rate", "cg_psi_mem_some_rate", "si", "so", "refault_rate", "cpu_idle_pct", "cpu_iowait_pct", "stall_ms_p99"];
+    const first: Sample = { ...sample, si: null, so: null, refault_rate: null, missing: notYet.map((field) => ({ field, file: "/proc/vmstat", reason: "first sample" })) };
+    const lines = view.frame(first);
+    expect(lines.join("\n")).not.toMatch(/^missing/m);
+    expect(lines).toContain("rates    from the next sample");
+    expect(lines.find((l) => l.startsWith("host"))).toMatch(/^host {5}si n\/a so n\/a refault n\/a {2}idle/);
+
+    // A field that is really unreadable is still missing, beside the pending rates.
+    const mixed = view.frame({ ...first, cg_mem_current: null, missing: [...first.missing, { field: "cg_mem_current", file: "/sys/fs/cgroup/qa", reason: "missing" }] });
+    expect(mixed).toContain("missing  1: cg_mem_current");
+    expect(mixed).toContain("rates    from the next sample");
+    // The second sample onwards: nothing pending.
+    expect(view.frame({ ...sample, missing: [] }).join("\n")).not.toMatch(/^(missing|rates)/m);
+  });
+
   it.each([
     [[1, 2, 3, 4, 5, 6, 7, 8], "▁▂▃▄▅▆▇█"],
     [[5, 5, 5], "▁▁▁"],

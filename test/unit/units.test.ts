@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ExitCode, UsageError } from "../../src/errors.js";
-import { parseDuration, parsePositiveInt, parseSize, parseWholeNumber } from "../../src/units.js";
+import { parseDuration, parsePercent, parsePositiveInt, parseSize, parseWholeNumber } from "../../src/units.js";
 
 describe("parseSize (IEC, powers of 1024)", () => {
   it.each([
@@ -23,6 +23,47 @@ describe("parseSize (IEC, powers of 1024)", () => {
       expect((err as UsageError).exitCode).toBe(ExitCode.usage);
       expect((err as Error).message).toMatch(/^--memory-max: /);
     }
+  });
+});
+
+describe("parseSize: decimal-looking units are refused, not taken as IEC", () => {
+  it.each([
+    ["64MB", '--memory-max: "64MB" is ambiguous (decimal or binary?); use 64M or 64MiB (powers of 1024)'],
+    ["2gb", '--memory-max: "2gb" is ambiguous (decimal or binary?); use 2G or 2GiB (powers of 1024)'],
+    ["512KB", '--memory-max: "512KB" is ambiguous (decimal or binary?); use 512K or 512KiB (powers of 1024)'],
+    ["1TB", '--memory-max: "1TB" is ambiguous (decimal or binary?); use 1T or 1TiB (powers of 1024)'],
+  ])("%s is exit 2 naming the flag and the IEC spellings", (text, message) => {
+    let caught: unknown;
+    try {
+      parseSize(text, "--memory-max");
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(UsageError);
+    expect((caught as UsageError).exitCode).toBe(ExitCode.usage);
+    expect((caught as Error).message).toBe(message);
+  });
+
+  it("bytes spelled with B stay bytes", () => expect(parseSize("4096B", "--size")).toBe(4096));
+});
+
+describe("parsePercent (help shows <pct>)", () => {
+  it.each([
+    ["10", 10],
+    ["10%", 10],
+    [" 2.5 % ", 2.5],
+    ["0", 0],
+    ["100%", 100],
+  ])("%j", (text, pct) => expect(parsePercent(text, "--psi-rate-limit")).toBe(pct));
+
+  it.each([
+    ["101", '--psi-rate-limit: "101" is a percentage (0-100)'],
+    ["10%%", '--psi-rate-limit: "10%%" is not a percentage (use e.g. 10 or 10%)'],
+    ["-1", '--psi-rate-limit: "-1" is not a percentage (use e.g. 10 or 10%)'],
+    ["%", '--psi-rate-limit: "%" is not a percentage (use e.g. 10 or 10%)'],
+    ["ten", '--psi-rate-limit: "ten" is not a percentage (use e.g. 10 or 10%)'],
+  ])("%j is exit 2 naming the flag", (text, message) => {
+    expect(() => parsePercent(text, "--psi-rate-limit")).toThrow(new UsageError(message));
   });
 });
 

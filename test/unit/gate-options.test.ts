@@ -1,0 +1,24 @@
+import { describe, expect, it } from "vitest";
+import type { RawGateOptions } from "../../src/commands/gate.js";
+import { resolveGateOptions } from "../../src/commands/gate.run.js";
+import { UsageError } from "../../src/errors.js";
+
+const raw: RawGateOptions = {
+  queue: "jobs", name: "infer", psiLimit: "10", psiRateLimit: "10", slackLimit: "1500ms", packedTokenLimit: "32000", interval: "1s",
+  pressureClear: "5s", retryHostClass: "dedicated", retryBudget: "3", gateId: "g1", dryRun: false,
+};
+
+describe("gate --psi-rate-limit <pct>", () => {
+  it.each([
+    ["10%", 10],
+    ["12.5%", 12.5],
+    ["10", 10],
+  ])("%j is accepted", (text, pct) => {
+    expect(resolveGateOptions({ ...raw, psiRateLimit: text }, false).options.config.psiRateLimit).toBe(pct);
+  });
+
+  it.each(["101%", "10%%", "abc"])("%j is exit 2 naming the flag", (text) => {
+    expect(() => resolveGateOptions({ ...raw, psiRateLimit: text }, false)).toThrow(UsageError);
+    expect(() => resolveGateOptions({ ...raw, psiRateLimit: text }, false)).toThrow(/^--psi-rate-limit: /);
+  });
+});
