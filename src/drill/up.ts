@@ -117,7 +117,8 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     };
     writeState(stateDir, state);
     crash("state");
-    const env = { ...process.env, DRILL_RUN_ID: runId };
+    // The state dir too, absolute: a rollback pointed at another one finds them and says where to look.
+    const env = { ...process.env, DRILL_RUN_ID: runId, DRILL_STATE_DIR: path.resolve(stateDir) };
 
     // Redis: the one given, or an embedded server with AOF in the state dir.
     if (!options.redisUrl) {
