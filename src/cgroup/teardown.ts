@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { RefusedError, RollbackIncompleteError, kernelWriteError } from "../errors.js";
@@ -94,7 +94,10 @@ export function foreignOwner(marker: CgroupMarker, expected: CgroupOwner | undef
 
 /**
  * Kills what is inside and removes the cgroup from every hierarchy (DESIGN:
- * kill first, verify empty, rmdir with backoff). Never moves a live task to
+ * kill first, verify empty, rmdir with backoff). Inside means the child
+ * cgroups too (someone's mkdir, a task moved there): their tasks are killed
+ * and the children removed bottom-up, else the rmdir can never succeed and
+ * the task keeps running outside any drill. Never moves a live task to
  * the parent: that would lift its limit. Only cgroups drill created (marker)
  * are touched; a foreign one, or with `owner` one another drill owns, is
  * refused with its tasks left alone.
@@ -146,13 +149,19 @@ export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgr
   const removed: string[] = [];
   const notRemoved: string[] = [];
   for (const dir of present) {
-    if (await rmdirWithBackoff(dir.dir, deadline)) removed.push(dir.dir);
+    // Children first, deepest first: a cgroup with a child cannot be removed.
+    const stuck: string[] = [];
+    for (const child of descendants(dir).reverse()) {
+      if (!(await rmdirWithBackoff(child.dir, deadline))) stuck.push(child.dir);
+    }
+    notRemoved.push(...stuck);
+    if (stuck.length === 0 && (await rmdirWithBackoff(dir.dir, deadline))) removed.push(dir.dir);
     else notRemoved.push(dir.dir);
   }
   if (notRemoved.length > 0) {
     throw new RollbackIncompleteError(
-      `could not remove ${notRemoved.join(", ")} (still busy after ${Math.round(timeoutMs / 1000)} s: a child cgroup inside, or tasks still exiting); ` +
-        "run teardown again, or check cgroup.procs and child directories",
+      `could not remove ${notRemoved.join(", ")} (still busy after ${Math.round(timeoutMs / 1000)} s); ` +
+        `${describeBusy(roots, present)}; run teardown again, or check cgroup.procs and child directories`,
     );
   }
 
@@ -188,9 +197,10 @@ export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgr
  *   cgroup is thawed, also when something failed: a cgroup left frozen keeps
  *   its tasks stopped for good;
  * - with neither (legacy v1), SIGKILL by pid, sweep after sweep.
- * SIGKILL by pid also follows cgroup.kill, for the v1 dir's tasks. Each pid
- * is checked to still be in the cgroup before it is signalled, so a pid reused
- * since the read is left alone.
+ * SIGKILL by pid also follows cgroup.kill, for the v1 dir's tasks. Tasks of
+ * child cgroups are listed and signalled too: cgroup.kill and cgroup.freeze
+ * reach a v2 subtree, but v1 has neither. Each pid is checked to still be in
+ * its cgroup before it is signalled, so a pid reused since the read is left alone.
  */
 export async function killUntilEmpty(
   roots: HostRoots,
@@ -203,7 +213,9 @@ export async function killUntilEmpty(
   const seen = new Set<number>();
   let wait = 20;
   for (;;) {
-    const inside = listInside(roots, dirs);
+    // Walked again each sweep: a task may have made a child cgroup since.
+    const subtree = withDescendants(dirs);
+    const inside = listInside(roots, subtree);
     if (inside.length === 0) return [];
     // Before any freeze: freezing a cgroup drill sits in would stop drill.
     if (inside.some((t) => t.pid === process.pid)) {
@@ -225,14 +237,56 @@ export async function killUntilEmpty(
     if (freezable.length > 0) {
       await whileFrozen(freezable, Math.min(deadline, Date.now() + FREEZE_WAIT_MS), () => {
         // Read again once frozen: now the list is every task, none can fork.
-        if (sigkillEach(roots, dirs, listInside(roots, dirs), send, seen, killed)) method.add("freeze-kill-thaw");
+        const frozenTree = withDescendants(dirs);
+        if (sigkillEach(roots, frozenTree, listInside(roots, frozenTree), send, seen, killed)) method.add("freeze-kill-thaw");
       });
-    } else if (sigkillEach(roots, dirs, inside, send, seen, killed)) {
+    } else if (sigkillEach(roots, subtree, inside, send, seen, killed)) {
       method.add("sigkill-by-pid");
     }
     await sleep(wait);
     wait = Math.min(wait * 2, 200);
   }
+}
+
+/**
+ * The child cgroups below `dir`, parents before their children (reverse it to
+ * remove them). A dir gone meanwhile has none.
+ */
+function descendants(dir: CgroupDir): CgroupDir[] {
+  let entries;
+  try {
+    entries = readdirSync(dir.dir, { withFileTypes: true });
+  } catch {
+    return [];
+  }
+  const found: CgroupDir[] = [];
+  for (const entry of entries) {
+    if (!entry.isDirectory()) continue;
+    const child: CgroupDir = { ...dir, cgroupPath: path.posix.join(dir.cgroupPath, entry.name), dir: path.join(dir.dir, entry.name) };
+    found.push(child, ...descendants(child));
+  }
+  return found;
+}
+
+/** The dirs and every cgroup below them. cgroup.kill and cgroup.freeze act on a v2 subtree; v1 tasks are signalled dir by dir. */
+function withDescendants(dirs: CgroupDir[]): CgroupDir[] {
+  return dirs.flatMap((d) => [d, ...descendants(d)]);
+}
+
+/** What keeps the dirs busy: their child cgroups and the tasks anywhere below. */
+function describeBusy(roots: HostRoots, dirs: CgroupDir[]): string {
+  const children = dirs.flatMap((d) => descendants(d)).filter((d) => existsSync(d.dir));
+  let tasks: KilledTask[];
+  try {
+    tasks = listInside(roots, withDescendants(dirs));
+  } catch {
+    tasks = [];
+  }
+  const parts = [
+    children.length > 0 ? `child cgroups ${children.map((d) => d.dir).join(", ")}` : "no child cgroup left",
+    tasks.length > 0 ? `tasks ${tasks.map((t) => `pid ${t.pid} (${t.comm ?? "?"}) in ${t.dir}`).join(", ")}` : "no task listed (tasks still exiting)",
+  ];
+  return parts.join("; ");
 }
 
 /** Every task listed in the dirs' cgroup.procs; a dir removed under us (cgdelete) has none. */

@@ -1,5 +1,5 @@
 import { hostRoots, leverCommand, type GlobalOptions } from "../context.js";
-import { listDrills, rollbackDrill, type DrillRollback } from "../drill/rollback.js";
+import { describeRunningDrill, findRunningDrills, listDrills, rollbackDrill, rollbackHint, type DrillRollback } from "../drill/rollback.js";
 import { readState } from "../drill/state.js";
 import { RollbackIncompleteError } from "../errors.js";
 import { consoleOutput } from "../output.js";
@@ -21,14 +21,24 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       },
     });
     if (result) results.push(result);
-    else if (!g.json) output.out(`  nothing to roll back (no drill ${name} in ${g.stateDir}, or it is complete)`);
+    else if (!g.json) output.out(`  no drill ${name} in ${g.stateDir}, or it is complete`);
   }
-  const left = results.flatMap((r) => r.left.map((l) => `${r.name}: ${l}`));
+  // Nothing here is not nothing on the host: a wrong --state-dir (or sudo
+  // dropping DRILL_STATE_DIR) must not pass a running drill for rolled back.
+  const running = results.length === 0 ? findRunningDrills(hostRoots(g), flags.name) : [];
+  const left = [...results.flatMap((r) => r.left.map((l) => `${r.name}: ${l}`)), ...running.map((r) => `${describeRunningDrill(r)}; ${rollbackHint(r)}`)];
   if (g.json) {
-    output.json({ drills: results, nothing_to_roll_back: results.length === 0, left });
-  } else if (names.length === 0) {
-    output.out(`nothing to roll back: no drill in ${g.stateDir}`);
-  } else if (results.length > 0) {
+    output.json({ drills: results, nothing_to_roll_back: results.length === 0 && running.length === 0, running: running.map((r) => ({ ...r, hint: rollbackHint(r) })), left });
+  } else if (running.length > 0) {
+    output.out(`not rolled back: ${names.length === 0 ? "no drill" : `no ${names.join(", ")} to roll back`} in ${g.stateDir}, but drill processes run on this host:`);
+    for (const r of running) {
+      output.out(`  ${describeRunningDrill(r)}`);
+      output.out(`    ${r.stateDir !== null && !r.complete && !r.stateMissing ? "roll it back: " : ""}${rollbackHint(r)}`);
+    }
+  } else if (results.length === 0) {
+    const what = flags.name ? `no process of drill ${flags.name}` : "no drill process";
+    output.out(`nothing to roll back: ${names.length === 0 ? "no drill" : `${names.join(", ")} absent or complete`} in ${g.stateDir}, and ${what} on this host`);
+  } else {
     for (const r of results) {
       const drain = r.drainLength !== null ? `LLEN ${r.drainLength} in the drain` : r.left.some((l) => l.startsWith("drain pending")) ? "drain pending" : "no queue to drain";
       output.out(`${r.name}: ${drain}${r.exported ? `; keys exported to ${r.exported}` : ""}`);

@@ -16,7 +16,7 @@ import { isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } 
 import { acquireDrillLock } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { drillDir, readState, writeState, type DrillState, type ProcessRole } from "./state.js";
-import { findByCwd, findByRunId } from "./strays.js";
+import { findByCwd, findByRunId, findDrillRunProcesses, listCwds, type StrayProcess } from "./strays.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
 /**
@@ -60,6 +60,101 @@ export function listDrills(stateDir: string): string[] {
   } catch {
     return [];
   }
+}
+
+/** A drill run alive on this host that a rollback with nothing to do in its state dir did not touch. */
+export interface RunningDrill {
+  runId: string;
+  drill: string;
+  /** Its state dir as up gave it to its children (absolute), or null when they do not say (an older up). */
+  stateDir: string | null;
+  /** Its state there says complete: a rollback there finds nothing to do. */
+  complete: boolean;
+  /** No state of this run in stateDir (moved or deleted). */
+  stateMissing: boolean;
+  processes: StrayProcess[];
+}
+
+/**
+ * Every drill run with live processes (by DRILL_RUN_ID, and an embedded
+ * redis-server by its dir), of drill `name` when given. A rollback whose state
+ * dir has no such drill (a wrong --state-dir, sudo dropping DRILL_STATE_DIR)
+ * must name these instead of reporting nothing.
+ */
+export function findRunningDrills(roots: HostRoots, name?: string): RunningDrill[] {
+  const runs = new Map<string, { stateDir: string | null; processes: StrayProcess[] }>();
+  const add = (runId: string, stateDir: string | null, p: StrayProcess) => {
+    const run = runs.get(runId) ?? { stateDir: null, processes: [] };
+    run.stateDir ??= stateDir;
+    run.processes.push({ pid: p.pid, startTime: p.startTime, comm: p.comm });
+    runs.set(runId, run);
+  };
+  for (const p of findDrillRunProcesses(roots)) add(p.runId, p.stateDir, p);
+  // redis-server writes its title over its environment: found by <state-dir>/<drill>/redis, its --dir.
+  for (const p of listCwds(roots)) {
+    if (!p.comm.startsWith("redis-server") || path.basename(p.cwd) !== "redis") continue;
+    const stateDir = path.dirname(path.dirname(p.cwd));
+    const state = readStateQuietly(stateDir, path.basename(path.dirname(p.cwd)));
+    if (state?.redis.embedded) add(state.runId, stateDir, p);
+  }
+  const running: RunningDrill[] = [];
+  for (const [runId, run] of runs) {
+    const state = run.stateDir === null ? null : findStateOfRun(run.stateDir, runId);
+    const drill = state?.name ?? drillOfRunId(runId);
+    if (name !== undefined && drill !== name) continue;
+    // `drill up` itself carries no DRILL_RUN_ID: its state names it.
+    const owner = state?.owner.pid && state.owner.pid !== process.pid ? readProcessStat(roots, state.owner.pid) : null;
+    if (owner?.ok && owner.value.state !== "Z" && owner.value.startTime === state!.owner.startTime && !run.processes.some((p) => p.pid === owner.value.pid)) {
+      run.processes.push({ pid: owner.value.pid, startTime: owner.value.startTime, comm: owner.value.comm });
+    }
+    running.push({
+      runId,
+      drill,
+      stateDir: run.stateDir,
+      complete: state?.phase === "complete",
+      stateMissing: run.stateDir !== null && state === null,
+      processes: run.processes.sort((a, b) => a.pid - b.pid),
+    });
+  }
+  return running.sort((a, b) => a.runId.localeCompare(b.runId));
+}
+
+/** The drill name in a run id (`<drill>-<yyyymmddhhmmss>-<6 hex>`, as up makes it), or the id itself. */
+export function drillOfRunId(runId: string): string {
+  return /^(.+)-\d{14}-[0-9a-f]{6}$/.exec(runId)?.[1] ?? runId;
+}
+
+/** How to roll back a run found running elsewhere: the command, or why rollback cannot and what to do instead. */
+export function rollbackHint(run: RunningDrill): string {
+  const pids = run.processes.map((p) => p.pid).join(" ");
+  if (run.stateDir === null) {
+    return `its state dir is not in its environment (started by an older drill up): read --state-dir in /proc/${run.processes[0]?.pid}/cmdline, then drill --state-dir <that dir> rollback --name ${run.drill}`;
+  }
+  if (run.complete) return `its state in ${run.stateDir} says complete, so rollback there finds nothing: these processes outlived it; stop them with kill -KILL ${pids}`;
+  if (run.stateMissing) return `no state of run ${run.runId} in ${run.stateDir} (moved or deleted?): put it back, or stop them with kill -KILL ${pids}`;
+  return `drill --state-dir ${run.stateDir} rollback --name ${run.drill}`;
+}
+
+/** One line naming a run found running elsewhere: drill, run, state dir, and its processes by pid and comm. */
+export function describeRunningDrill(run: RunningDrill): string {
+  const procs = run.processes.map((p) => `pid ${p.pid} (${p.comm})`).join(", ");
+  return `drill ${run.drill} run ${run.runId} (state dir ${run.stateDir ?? "unknown"}) still running: ${procs}`;
+}
+
+function readStateQuietly(stateDir: string, name: string): DrillState | null {
+  try {
+    return readState(stateDir, name);
+  } catch {
+    return null; // not a state file this drill can read: the process is named without it
+  }
+}
+
+function findStateOfRun(stateDir: string, runId: string): DrillState | null {
+  for (const name of listDrills(stateDir)) {
+    const state = readStateQuietly(stateDir, name);
+    if (state?.runId === runId) return state;
+  }
+  return null;
 }
 
 export async function rollbackDrill(name: string, options: RollbackOptions): Promise<DrillRollback | null> {

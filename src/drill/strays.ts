@@ -11,7 +11,12 @@ export interface StrayProcess {
 
 /** Live processes in <procfs> (not us, not zombies) for which `matches(pidDir)` holds. */
 function scanProcesses(roots: HostRoots, exclude: ReadonlySet<number>, matches: (pidDir: string) => boolean): StrayProcess[] {
-  const found: StrayProcess[] = [];
+  return inspectProcesses(roots, exclude, (pid) => (matches(pid) ? {} : null));
+}
+
+/** Live processes (not us, not zombies) for which `inspect(pidDir)` returns what it found in them. */
+function inspectProcesses<T extends object>(roots: HostRoots, exclude: ReadonlySet<number>, inspect: (pidDir: string) => T | null): Array<StrayProcess & T> {
+  const found: Array<StrayProcess & T> = [];
   let entries: string[];
   try {
     entries = readdirSync(roots.proc());
@@ -20,13 +25,15 @@ function scanProcesses(roots: HostRoots, exclude: ReadonlySet<number>, matches: 
   }
   for (const entry of entries) {
     if (!/^\d+$/.test(entry) || exclude.has(Number(entry))) continue;
+    let extra: T | null;
     try {
-      if (!matches(entry)) continue;
+      extra = inspect(entry);
     } catch {
       continue; // gone, or a kernel thread
     }
+    if (extra === null) continue;
     const stat = readProcessStat(roots, Number(entry));
-    if (stat.ok && stat.value.state !== "Z") found.push({ pid: stat.value.pid, startTime: stat.value.startTime, comm: stat.value.comm });
+    if (stat.ok && stat.value.state !== "Z") found.push({ ...extra, pid: stat.value.pid, startTime: stat.value.startTime, comm: stat.value.comm });
   }
   return found;
 }
@@ -44,6 +51,43 @@ export function findByRunId(roots: HostRoots, runId: string, exclude: ReadonlySe
     // environ entries are NUL-separated; match a whole entry, not a prefix of another id
     return environ.subarray(0, needle.length).equals(needle) || environ.includes(inner);
   });
+}
+
+/** A process of some drill run: its DRILL_RUN_ID, and the DRILL_STATE_DIR up gave it (null from an up that gave none). */
+export interface DrillRunProcess extends StrayProcess {
+  runId: string;
+  stateDir: string | null;
+}
+
+/**
+ * Every live process carrying a DRILL_RUN_ID, of any run: what a rollback
+ * pointed at a state dir without the drill must not call "nothing".
+ */
+export function findDrillRunProcesses(roots: HostRoots, exclude: ReadonlySet<number> = new Set([process.pid])): DrillRunProcess[] {
+  return inspectProcesses(roots, exclude, (pid) => {
+    const environ = readFileSync(roots.proc(pid, "environ"));
+    if (!environ.includes("DRILL_RUN_ID=")) return null;
+    return drillRunFromEnviron(environ.toString("utf8"));
+  });
+}
+
+/** DRILL_RUN_ID and DRILL_STATE_DIR from a NUL-separated environ, or null without a run id. */
+export function drillRunFromEnviron(environ: string): { runId: string; stateDir: string | null } | null {
+  let runId: string | null = null;
+  let stateDir: string | null = null;
+  for (const entry of environ.split("\0")) {
+    if (entry.startsWith("DRILL_RUN_ID=")) runId = entry.slice("DRILL_RUN_ID=".length);
+    else if (entry.startsWith("DRILL_STATE_DIR=")) stateDir = entry.slice("DRILL_STATE_DIR=".length);
+  }
+  return runId ? { runId, stateDir: stateDir || null } : null;
+}
+
+/**
+ * Every live process with its working directory: an embedded redis-server
+ * sits in `<state-dir>/<drill>/redis` and its environment is no longer readable.
+ */
+export function listCwds(roots: HostRoots, exclude: ReadonlySet<number> = new Set([process.pid])): Array<StrayProcess & { cwd: string }> {
+  return inspectProcesses(roots, exclude, (pid) => ({ cwd: readlinkSync(roots.proc(pid, "cwd")).replace(/ \(deleted\)$/, "") }));
 }
 
 /**

@@ -131,7 +131,8 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     // Never an existing dir (EEXIST): a run dir is nobody else's.
     mkdirSync(path.dirname(dir), { recursive: true, mode: 0o700 });
     mkdirSync(dir, { mode: 0o700 });
-    const env = { ...process.env, DRILL_RUN_ID: runId };
+    // The state dir too, absolute: a rollback pointed at another one finds them and says where to look.
+    const env = { ...process.env, DRILL_RUN_ID: runId, DRILL_STATE_DIR: path.resolve(stateDir) };
 
     // Redis: the one given, or an embedded server with AOF in this run's dir.
     if (!options.redisUrl) {

@@ -1,9 +1,12 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, watch, writeFileSync, type FSWatcher } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, watch, writeFileSync, type FSWatcher } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import type { CgroupDir } from "../../src/cgroup/paths.js";
-import { killUntilEmpty, type KilledTask, type TeardownMethod } from "../../src/cgroup/teardown.js";
+import { requireLayout } from "../../src/cgroup/layout.js";
+import { resolveWorkerCgroup, type CgroupDir, type WorkerCgroup } from "../../src/cgroup/paths.js";
+import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
+import { killUntilEmpty, teardownWorkerCgroup, type KilledTask, type TeardownMethod } from "../../src/cgroup/teardown.js";
+import { RollbackIncompleteError } from "../../src/errors.js";
 import { makeFakeHost, type FakeHost } from "../helpers/cgroupFixtures.js";
 
 /**
@@ -190,5 +193,100 @@ describe("teardown without cgroup.kill: freeze → kill → thaw (DESIGN: cgroup
     expect(left).toEqual([]);
     expect([...method]).toEqual(["sigkill-by-pid"]);
     expect(existsSync(path.join(dir.dir, "cgroup.freeze"))).toBe(false);
+  });
+});
+
+describe("teardown walks child cgroups (DESIGN: kill what is inside, verify empty, then rmdir)", () => {
+  it("v1: a task in a grandchild cgroup is SIGKILLed (v1 has no cgroup.kill reaching it)", async () => {
+    host = makeFakeHost("v1");
+    const h = host;
+    const memPath = "/process_api/abc/drill-d1";
+    const top = fakeCgroup(h, "memory", memPath, 1, {}, []);
+    const deeper = fakeCgroup(h, "memory", `${memPath}/sub/deeper`, 1, {}, []);
+    const child = spawnSleeper([path.join(deeper.dir, "cgroup.procs")]);
+    writeFileSync(path.join(deeper.dir, "cgroup.procs"), `${child.pid}\n`);
+    placeInProcfs(h, child.pid!, `4:memory:${memPath}/sub/deeper\n`);
+
+    const killed: KilledTask[] = [];
+    const method = new Set<TeardownMethod>();
+    const left = await killUntilEmpty(h.roots, [top], Date.now() + 20_000, killed, method);
+    expect(left).toEqual([]);
+    expect(killed).toEqual([{ pid: child.pid, comm: "sleep", dir: deeper.dir }]);
+    expect([...method]).toEqual(["sigkill-by-pid"]);
+    expect(await exited(child)).toBe("SIGKILL");
+  });
+
+  it("v2 without cgroup.kill: freezes the top cgroup only (its freeze holds the subtree) and kills the child's task while frozen", async () => {
+    host = makeFakeHost("v2");
+    const h = host;
+    const cgPath = "/process_api/abc/drill-d2";
+    const top = fakeCgroup(h, "", cgPath, 2, { "cgroup.freeze": "0\n", "cgroup.events": "populated 1\nfrozen 0\n" }, []);
+    const sub = fakeCgroup(h, "", `${cgPath}/sub`, 2, { "cgroup.freeze": "0\n", "cgroup.events": "populated 1\nfrozen 0\n" }, []);
+    const child = spawnSleeper([path.join(sub.dir, "cgroup.procs")]);
+    writeFileSync(path.join(sub.dir, "cgroup.procs"), `${child.pid}\n`);
+    placeInProcfs(h, child.pid!, `0::${cgPath}/sub\n`);
+    emulateFreezer(top);
+
+    const topFreezeAtKill: string[] = [];
+    const method = new Set<TeardownMethod>();
+    const left = await killUntilEmpty(h.roots, [top], Date.now() + 20_000, [], method, (pid) => {
+      topFreezeAtKill.push(read(path.join(top.dir, "cgroup.freeze")).trim());
+      process.kill(pid, "SIGKILL");
+    });
+    expect(left).toEqual([]);
+    expect(topFreezeAtKill.length).toBeGreaterThan(0);
+    expect(new Set(topFreezeAtKill)).toEqual(new Set(["1"]));
+    expect(read(path.join(top.dir, "cgroup.freeze")).trim()).toBe("0"); // thawed
+    expect(read(path.join(sub.dir, "cgroup.freeze"))).toBe("0\n"); // never written
+    expect([...method]).toEqual(["freeze-kill-thaw"]);
+    expect(await exited(child)).toBe("SIGKILL");
+  });
+});
+
+describe("teardownWorkerCgroup with child cgroups (fake v2 tree)", () => {
+  const M = 1024 * 1024;
+  /** A v2 cgroup drill set up (marker), its files removed so the fake dir is removable like an empty kernel cgroup. */
+  function setUp(h: FakeHost): WorkerCgroup {
+    const cg = resolveWorkerCgroup(h.roots, requireLayout(h.roots), "d3", { kind: "self" });
+    setupWorkerCgroup(h.roots, cg, h.stateDir, { memoryMax: 256 * M, swapMax: 0 });
+    for (const dir of cg.dirs) for (const file of readdirSync(dir.dir)) rmSync(path.join(dir.dir, file));
+    return cg;
+  }
+
+  it("removes empty child cgroups bottom-up, then the cgroup", async () => {
+    host = makeFakeHost("v2");
+    const cg = setUp(host);
+    mkdirSync(path.join(cg.limits.dir, "a", "b"), { recursive: true });
+    mkdirSync(path.join(cg.limits.dir, "c"));
+    const torn = await teardownWorkerCgroup(host.roots, cg, { stateDir: host.stateDir, timeoutMs: 500 });
+    expect(torn.kind).toBe("removed");
+    expect(existsSync(cg.limits.dir)).toBe(false);
+  });
+
+  it("a task that stays in a child cgroup is named with its pid and the child's dir", async () => {
+    host = makeFakeHost("v2");
+    const cg = setUp(host);
+    const sub = path.join(cg.limits.dir, "sub");
+    mkdirSync(sub);
+    // Listed but never leaving: no /proc entry, so never signalled (as a pid reused since).
+    writeFileSync(path.join(sub, "cgroup.procs"), "4194305\n");
+    const torn = teardownWorkerCgroup(host.roots, cg, { stateDir: host.stateDir, timeoutMs: 300 });
+    await expect(torn).rejects.toBeInstanceOf(RollbackIncompleteError);
+    await expect(torn).rejects.toThrow(`pid 4194305 (?) in ${sub}`);
+    expect(existsSync(sub)).toBe(true);
+  });
+
+  it("a child cgroup that cannot be removed is named, and the cgroup above it is left for the next teardown", async () => {
+    host = makeFakeHost("v2");
+    const cg = setUp(host);
+    const sub = path.join(cg.limits.dir, "sub");
+    mkdirSync(sub);
+    // No task, but rmdir fails (ENOTEMPTY here, EBUSY from a kernel still releasing it).
+    writeFileSync(path.join(sub, "cgroup.procs"), "");
+    const torn = teardownWorkerCgroup(host.roots, cg, { stateDir: host.stateDir, timeoutMs: 200 });
+    await expect(torn).rejects.toBeInstanceOf(RollbackIncompleteError);
+    await expect(torn).rejects.toThrow(`could not remove ${sub}, ${cg.limits.dir}`);
+    await expect(torn).rejects.toThrow(`child cgroups ${sub}`);
+    expect(existsSync(cg.limits.dir)).toBe(true);
   });
 });

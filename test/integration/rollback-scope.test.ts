@@ -1,0 +1,148 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { readState, writeState, type DrillState } from "../../src/drill/state.js";
+import { HostRoots } from "../../src/host/kernelFile.js";
+import { readProcessStat } from "../../src/host/process.js";
+import { cgroupDirsLeft, forceCleanup, realCgroupSkipReason, realWorkerCgroup } from "../helpers/cgroupFixtures.js";
+import { runDrill } from "../helpers/cli.js";
+import { assertHostClean } from "../helpers/hostClean.js";
+
+/**
+ * A rollback pointed at a state dir without the drill (a wrong --state-dir,
+ * sudo dropping DRILL_STATE_DIR) must not say "nothing to roll back" and exit
+ * 0 while the drill runs: it names the drill's processes, their run id and
+ * state dir, and the rollback that reaches them, and exits 4.
+ */
+
+const skip = realCgroupSkipReason();
+if (skip) console.warn(`skipping rollback scope tests: ${skip}`);
+
+// A tiny drill; up is SIGKILLed once it spawned watch, so its detached children keep running.
+const TINY = `
+name: scope
+duration: 6s
+cgroup: { memory_max: 96M, swap_max: 0 }
+worker: { weights: 16M, kv_bytes_per_token: 64, decode_tokens_per_s: 200 }
+gate: { psi_rate_limit: 5, interval: 200ms }
+phases:
+  - at: 0s
+    pack: { jobs: 2, prompt_tokens: 1000, completion_tokens: 8 }
+`;
+
+let root = "";
+let realStateDir = "";
+const children: ChildProcess[] = [];
+beforeAll(() => {
+  root = mkdtempSync(path.join(tmpdir(), "drill-scope-"));
+});
+afterEach(() => {
+  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+});
+afterAll(async () => {
+  // Only if a rollback below failed: the marker is in the state dir removed next.
+  if (skip === null) await forceCleanup(realWorkerCgroup("scopecg"), realStateDir || root);
+  rmSync(root, { recursive: true, force: true });
+});
+
+const alive = (pid: number, startTime: number) => {
+  const stat = readProcessStat(new HostRoots(), pid);
+  return stat.ok && stat.value.state !== "Z" && stat.value.startTime === startTime;
+};
+
+describe("rollback with no drill in its state dir while a drill runs elsewhere", () => {
+  it("a process carrying DRILL_RUN_ID and an embedded redis-server in <state-dir>/<drill>/redis are named; exit 4, not 'nothing'", async () => {
+    const stateDir = mkdtempSync(path.join(root, "elsewhere-"));
+    const runId = "elsew-20260101000000-abcdef";
+    // The state up writes, and two of its processes: one with the env up gives
+    // its children, and a redis-server (its environment overwritten by its title) in its dir,
+    // on a unix socket only (never a TCP port).
+    const redisDir = path.join(stateDir, "elsew", "redis");
+    mkdirSync(redisDir, { recursive: true });
+    const state: DrillState = {
+      version: 1, name: "elsew", runId, drillFile: "x.yaml", createdAt: new Date().toISOString(), phase: "running", queue: "jobs",
+      redis: { url: "redis://127.0.0.1:1", embedded: { dir: redisDir, port: 1 } }, cgroup: null, processes: [], fileDir: null,
+      owner: { pid: 1, startTime: 0 },
+    };
+    writeState(stateDir, state);
+    const child = spawn("sleep", ["300"], { stdio: "ignore", env: { PATH: process.env.PATH, DRILL_RUN_ID: runId, DRILL_STATE_DIR: stateDir } });
+    children.push(child);
+    const redis = spawn("redis-server", ["--port", "0", "--unixsocket", path.join(redisDir, "s.sock"), "--save", "", "--dir", redisDir], { stdio: "ignore", cwd: "/", env: { PATH: process.env.PATH } });
+    children.push(redis);
+    await Promise.all([child, redis].map((c) => new Promise((r) => c.once("spawn", r))));
+    // redis-server chdirs into --dir once it has started: wait for that, not for a time.
+    for (let i = 0; i < 200 && readCwd(redis.pid!) !== redisDir; i++) await new Promise((r) => setTimeout(r, 25));
+    expect(readCwd(redis.pid!)).toBe(redisDir);
+
+    const empty = mkdtempSync(path.join(root, "empty-"));
+    const r = await runDrill(["--state-dir", empty, "rollback"], { cwd: "/" });
+    expect(r.exitCode, r.stdout + r.stderr).toBe(4);
+    expect(r.stdout).not.toMatch(/nothing to roll back/);
+    expect(r.stdout).toContain(`drill elsew run ${runId} (state dir ${stateDir})`);
+    expect(r.stdout).toContain(`pid ${child.pid} (sleep)`);
+    expect(r.stdout).toContain(`pid ${redis.pid} (redis-server)`);
+    expect(r.stdout).toContain(`drill --state-dir ${stateDir} rollback --name elsew`);
+    expect(r.stderr).toMatch(/rollback incomplete/);
+
+    // --name of that drill: the same; --name of another drill: nothing of it runs.
+    const named = await runDrill(["--state-dir", empty, "rollback", "--name", "elsew"], { cwd: "/" });
+    expect(named.exitCode).toBe(4);
+    expect(named.stdout).toContain(`pid ${child.pid} (sleep)`);
+    const other = await runDrill(["--state-dir", empty, "rollback", "--name", "scope-other"], { cwd: "/" });
+    expect(other.exitCode, other.stdout).toBe(0);
+    expect(other.stdout).toMatch(/nothing to roll back/);
+
+    const json = await runDrill(["--json", "--state-dir", empty, "rollback"], { cwd: "/" });
+    expect(json.exitCode).toBe(4);
+    const out = JSON.parse(json.stdout) as { nothing_to_roll_back: boolean; running: Array<{ runId: string; stateDir: string; processes: Array<{ pid: number }>; hint: string }> };
+    expect(out.nothing_to_roll_back).toBe(false);
+    const run = out.running.find((x) => x.runId === runId);
+    expect(run?.stateDir).toBe(stateDir);
+    expect(run?.processes.map((p) => p.pid)).toEqual(expect.arrayContaining([child.pid, redis.pid]));
+    expect(run?.hint).toBe(`drill --state-dir ${stateDir} rollback --name elsew`);
+    // Reporting is all it does: nothing was stopped.
+    expect(child.exitCode === null && redis.exitCode === null).toBe(true);
+  });
+
+  it.skipIf(skip !== null)("a real drill up (killed after spawning its children), rollback from / with another state dir: named with the way back; following it reaches host clean", async () => {
+    const drillFile = path.join(root, "scope.yaml");
+    writeFileSync(drillFile, TINY);
+    const stateDir = mkdtempSync(path.join(root, "real-"));
+    realStateDir = stateDir;
+    const up = await runDrill(["--state-dir", stateDir, "up", "--drill", drillFile, "--parent", "self", "--name", "scopecg"], { env: { DRILL_CRASH_AT: "watch-spawn" }, timeout: 60_000 });
+    expect(up.exitCode).not.toBe(0);
+    const before = readState(stateDir, "scope") as DrillState;
+    try {
+      const gate = before.processes.find((p) => p.role === "gate")!;
+      expect(alive(gate.pid!, gate.startTime!)).toBe(true);
+      // up gives its children the state dir beside the run id.
+      const environ = readFileSync(`/proc/${gate.pid}/environ`, "utf8").split("\0");
+      expect(environ).toContain(`DRILL_RUN_ID=${before.runId}`);
+      expect(environ).toContain(`DRILL_STATE_DIR=${stateDir}`);
+
+      // sudo drops DRILL_STATE_DIR: the default; here a dir without the drill, from /.
+      const empty = mkdtempSync(path.join(root, "empty-"));
+      const wrong = await runDrill(["--state-dir", empty, "rollback"], { cwd: "/" });
+      expect(wrong.exitCode, wrong.stdout + wrong.stderr).toBe(4);
+      expect(wrong.stdout).toContain(`drill scope run ${before.runId} (state dir ${stateDir})`);
+      expect(wrong.stdout).toContain(`pid ${gate.pid} (node)`);
+      expect(wrong.stdout).toContain(`roll it back: drill --state-dir ${stateDir} rollback --name scope`);
+      expect(alive(gate.pid!, gate.startTime!)).toBe(true);
+    } finally {
+      const rb = await runDrill(["--state-dir", stateDir, "rollback", "--name", "scope"], { timeout: 60_000 });
+      expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
+    }
+    assertHostClean(stateDir, "scope", before);
+    expect(cgroupDirsLeft(realWorkerCgroup("scopecg"))).toEqual([]);
+  }, 120_000);
+});
+
+function readCwd(pid: number): string | null {
+  try {
+    return readlinkSync(`/proc/${pid}/cwd`);
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,120 @@
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { existsSync, mkdirSync, readdirSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { readPids } from "../../src/cgroup/memoryFiles.js";
+import type { WorkerCgroup } from "../../src/cgroup/paths.js";
+import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
+import { teardownWorkerCgroup } from "../../src/cgroup/teardown.js";
+import { cgroupDirsLeft, forceCleanup, realCgroupSkipReason, realRoots, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
+import { runDrill } from "../helpers/cli.js";
+
+/**
+ * Teardown of a drill-made cgroup with child cgroups inside it (someone's
+ * mkdir, a task moved there): DESIGN "kill what is inside, verify empty, then
+ * rmdir" covers them. Real cgroups under the test's own cgroup, names unique
+ * to this file, always cleaned up.
+ */
+
+const skipReason = realCgroupSkipReason();
+if (skipReason) console.warn(`skipping real-cgroup descendant tests: ${skipReason}`);
+
+const M = 1024 * 1024;
+let stateDir = "";
+let counter = 0;
+const made: WorkerCgroup[] = [];
+const children: ChildProcess[] = [];
+
+const uniqueName = () => `tdesc${process.pid}x${counter++}`;
+const hybrid = skipReason === null && realWorkerCgroup("probe").layout === "hybrid";
+const alive = (c: ChildProcess) => c.exitCode === null && c.signalCode === null;
+const exited = (c: ChildProcess): Promise<NodeJS.Signals | null> =>
+  !alive(c) ? Promise.resolve(c.signalCode) : new Promise((resolve) => c.once("exit", (_code, signal) => resolve(signal)));
+
+beforeAll(() => {
+  stateDir = tempStateDir();
+});
+afterAll(() => rmSync(stateDir, { recursive: true, force: true }));
+
+afterEach(async () => {
+  for (const c of children.splice(0)) if (alive(c)) c.kill("SIGKILL");
+  for (const cg of made.splice(0)) {
+    // Children first (forceCleanup removes only the cgroup's own dirs), deepest first.
+    for (const dir of cg.dirs) for (const child of childDirs(dir.dir).reverse()) removeByHand(child);
+    await forceCleanup(cg, stateDir);
+  }
+});
+
+/** Child cgroup dirs below `dir`, parents first. */
+function childDirs(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir, { withFileTypes: true })
+    .filter((e) => e.isDirectory())
+    .flatMap((e) => [path.join(dir, e.name), ...childDirs(path.join(dir, e.name))]);
+}
+
+function removeByHand(dir: string): void {
+  const pids = readPids(path.join(dir, "cgroup.procs"));
+  for (const pid of pids.ok ? pids.value : []) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // gone
+    }
+  }
+  for (let i = 0; i < 100 && existsSync(dir); i++) {
+    try {
+      rmdirSync(dir);
+    } catch {
+      spawnSync("sleep", ["0.05"]); // EBUSY while the killed task exits
+    }
+  }
+}
+
+async function sleeperIn(procs: string): Promise<ChildProcess> {
+  const child = spawn("sleep", ["1000"], { stdio: "ignore" });
+  children.push(child);
+  await new Promise((r) => child.once("spawn", r));
+  writeFileSync(procs, String(child.pid));
+  return child;
+}
+
+describe.skipIf(skipReason)("teardown of a drill-made cgroup with child cgroups (real cgroups, --parent self)", () => {
+  it("drill cgroup teardown kills a task moved into a grandchild of the limits cgroup, removes the children, exits 0", async () => {
+    const name = uniqueName();
+    const cg = realWorkerCgroup(name);
+    made.push(cg);
+    const setup = await runDrill(["--state-dir", stateDir, "cgroup", "setup", "--parent", "self", "--name", name, "--memory-max", "64M"]);
+    expect(setup.exitCode, setup.stderr).toBe(0);
+    // The limits cgroup: v1 memory (no cgroup.kill there) on v1 and hybrid, the v2 cgroup on v2.
+    const deeper = path.join(cg.limits.dir, "sub", "deeper");
+    mkdirSync(deeper, { recursive: true });
+    mkdirSync(path.join(cg.limits.dir, "empty"));
+    const sleeper = await sleeperIn(path.join(deeper, "cgroup.procs"));
+    const inDeeper = readPids(path.join(deeper, "cgroup.procs"));
+    expect(inDeeper.ok && inDeeper.value).toEqual([sleeper.pid]);
+
+    const down = await runDrill(["--state-dir", stateDir, "cgroup", "teardown", "--parent", "self", "--name", name], { timeout: 60_000 });
+    expect(down.exitCode, down.stdout + down.stderr).toBe(0);
+    expect(down.stdout).toContain(`killed ${sleeper.pid} (sleep) in ${deeper}`);
+    expect(await exited(sleeper)).toBe("SIGKILL");
+    expect(cgroupDirsLeft(cg)).toEqual([]);
+  });
+
+  // Only hybrid has a v1 limits dir and a cgroup2 twin; on v2 the test above is the cgroup2 case.
+  it.skipIf(!hybrid)("hybrid twin (cgroup2): a task in a child of the twin is killed, and the child removed before the twin", async () => {
+    const name = uniqueName();
+    const cg = realWorkerCgroup(name);
+    made.push(cg);
+    setupWorkerCgroup(realRoots(), cg, stateDir, { memoryMax: 64 * M, swapMax: 0 });
+    const sub = path.join(cg.unified!.dir, "sub");
+    mkdirSync(sub);
+    const sleeper = await sleeperIn(path.join(sub, "cgroup.procs"));
+
+    const torn = await teardownWorkerCgroup(realRoots(), cg, { stateDir, timeoutMs: 10_000 });
+    expect(torn.kind).toBe("removed");
+    if (torn.kind === "removed") expect(torn.killed).toContainEqual({ pid: sleeper.pid, comm: "sleep", dir: sub });
+    expect(await exited(sleeper)).toBe("SIGKILL");
+    expect(cgroupDirsLeft(cg)).toEqual([]);
+  });
+});
