@@ -1,3 +1,4 @@
+import path from "node:path";
 import { UsageError } from "./errors.js";
 import { HostRoots } from "./host/kernelFile.js";
 import type { RedisWant } from "./drill/state.js";
@@ -27,11 +28,18 @@ export function resolveGlobalOptions(raw: {
 }, env: NodeJS.ProcessEnv = process.env): GlobalOptions {
   const redisUrl = raw.redis ?? env.DRILL_REDIS_URL ?? undefined;
   if (redisUrl !== undefined) checkRedisUrl(redisUrl, raw.redis !== undefined ? "--redis" : "DRILL_REDIS_URL");
+  // Absolute from here on: up's children, the embedded redis-server's --dir
+  // and a rollback run from another directory all read these paths.
+  const dir = (given: string | undefined, fromEnv: string | undefined, flag: string, variable: string, fallback: string): string => {
+    const value = given ?? fromEnv ?? fallback;
+    if (value === "") throw new UsageError(`${given !== undefined ? flag : variable}: empty path`);
+    return path.resolve(value);
+  };
   return {
     redisUrl,
-    procfs: raw.procfs ?? env.DRILL_PROCFS ?? "/proc",
-    sysfs: raw.sysfs ?? env.DRILL_SYSFS ?? "/sys",
-    stateDir: raw.stateDir ?? env.DRILL_STATE_DIR ?? DEFAULT_STATE_DIR,
+    procfs: dir(raw.procfs, env.DRILL_PROCFS, "--procfs", "DRILL_PROCFS", "/proc"),
+    sysfs: dir(raw.sysfs, env.DRILL_SYSFS, "--sysfs", "DRILL_SYSFS", "/sys"),
+    stateDir: dir(raw.stateDir, env.DRILL_STATE_DIR, "--state-dir", "DRILL_STATE_DIR", DEFAULT_STATE_DIR),
     json: raw.json ?? false,
     color: raw.color !== false && env.NO_COLOR === undefined && env.FORCE_COLOR !== "0",
   };

@@ -90,12 +90,14 @@ export function findRunningDrills(roots: HostRoots, name?: string): RunningDrill
     runs.set(runId, run);
   };
   for (const p of findDrillRunProcesses(roots)) add(p.runId, p.stateDir, p);
-  // redis-server writes its title over its environment: found by <state-dir>/<drill>/redis, its --dir.
+  // redis-server writes its title over its environment: found by its --dir,
+  // <state-dir>/<drill>/runs/<run>/redis (or <state-dir>/<drill>/redis before per-run dirs).
   for (const p of listCwds(roots)) {
-    if (!p.comm.startsWith("redis-server") || path.basename(p.cwd) !== "redis") continue;
-    const stateDir = path.dirname(path.dirname(p.cwd));
-    const state = readStateQuietly(stateDir, path.basename(path.dirname(p.cwd)));
-    if (state?.redis.embedded) add(state.runId, stateDir, p);
+    if (!p.comm.startsWith("redis-server")) continue;
+    const owner = embeddedRedisDrill(p.cwd);
+    if (owner === null) continue;
+    const state = readStateQuietly(owner.stateDir, owner.drill);
+    if (state?.redis.embedded) add(state.runId, owner.stateDir, p);
   }
   const running: RunningDrill[] = [];
   for (const [runId, run] of runs) {
@@ -117,6 +119,14 @@ export function findRunningDrills(roots: HostRoots, name?: string): RunningDrill
     });
   }
   return running.sort((a, b) => a.runId.localeCompare(b.runId));
+}
+
+/** The state dir and drill an embedded redis-server's --dir belongs to, by the layouts up makes; null for any other dir. */
+export function embeddedRedisDrill(redisDir: string): { stateDir: string; drill: string } | null {
+  if (path.basename(redisDir) !== "redis") return null;
+  const parent = path.dirname(redisDir);
+  const drillDirOf = path.basename(path.dirname(parent)) === "runs" ? path.dirname(path.dirname(parent)) : parent;
+  return { stateDir: path.dirname(drillDirOf), drill: path.basename(drillDirOf) };
 }
 
 /** The drill name in a run id (`<drill>-<yyyymmddhhmmss>-<6 hex>`, as up makes it), or the id itself. */

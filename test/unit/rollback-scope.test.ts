@@ -1,7 +1,7 @@
 import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { drillOfRunId, findRunningDrills, rollbackHint, type RunningDrill } from "../../src/drill/rollback.js";
+import { drillOfRunId, embeddedRedisDrill, findRunningDrills, rollbackHint, type RunningDrill } from "../../src/drill/rollback.js";
 import { writeState, type DrillState } from "../../src/drill/state.js";
 import { drillRunFromEnviron } from "../../src/drill/strays.js";
 import { fakeProcStat, makeFakeHost, type FakeHost } from "../helpers/cgroupFixtures.js";
@@ -96,5 +96,15 @@ describe("findRunningDrills", () => {
     host = makeFakeHost("v2");
     fakeProcess(host, 601, "node", { HOME: "/root" });
     expect(findRunningDrills(host.roots)).toEqual([]);
+  });
+});
+
+describe("embeddedRedisDrill: an embedded redis-server's --dir → its drill", () => {
+  it.each([
+    ["/var/lib/drill/smoke/runs/smoke-20261130180000-abcdef/redis", { stateDir: "/var/lib/drill", drill: "smoke" }],
+    ["/var/lib/drill/smoke/redis", { stateDir: "/var/lib/drill", drill: "smoke" }],
+    ["/tmp/other/data", null],
+  ] as const)("%s", (dir, want) => {
+    expect(embeddedRedisDrill(dir)).toEqual(want);
   });
 });
