@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import path from "node:path";
-import { DrillError } from "../errors.js";
+import { existsSync } from "node:fs";
+import { DrillError, UsageError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessCgroups, resolveParents, type CgroupLayout, type CgroupLayoutKind } from "./layout.js";
 import type { ParentSpec } from "./names.js";
@@ -124,4 +125,18 @@ export function resolveWorkerCgroup(roots: HostRoots, layout: CgroupLayout, name
   }
   const parents = resolveParents(layout, parent, self?.value ?? { memory: null, unified: null }, selfFile);
   return workerCgroupAt(layout, name, parents);
+}
+
+/**
+ * A --parent that does not exist is a typo, not an unsafe host: exit 2 naming
+ * the flag and the dir, instead of a refusal over the probe's ENOENT.
+ */
+export function requireParentDirs(probe: WorkerCgroup, parent: ParentSpec): void {
+  if (parent.kind !== "path") return;
+  for (const dir of probe.dirs) {
+    const parentDir = path.dirname(dir.dir);
+    if (!existsSync(parentDir)) {
+      throw new UsageError(`--parent ${parent.path}: no such cgroup: ${parentDir} does not exist (create it, or use / or self)`);
+    }
+  }
 }

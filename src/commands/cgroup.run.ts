@@ -5,6 +5,8 @@ import { formatBytes, parseSize } from "../units.js";
 import type { Limit } from "../cgroup/memoryFiles.js";
 import { setupWorkerCgroup, type SetupResult } from "../cgroup/setup.js";
 import { readCgroupStatus, type CgroupStatus } from "../cgroup/status.js";
+import { validateParent } from "../cgroup/names.js";
+import { requireParentDirs } from "../cgroup/paths.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { teardownWorkerCgroup, type TeardownResult } from "../cgroup/teardown.js";
 import type { SetupFlags, TargetFlags } from "./cgroup.js";
@@ -14,6 +16,7 @@ export async function cgroupSetupAction(globals: GlobalOptions, flags: SetupFlag
   const swapMax = parseSize(flags.swapMax, "--swap-max");
   if (memoryMax < 4096) throw new DrillError(`--memory-max ${flags.memoryMax} is below one page; the cgroup could not even hold its hog's shim`, 2);
   const { roots, cgroup } = resolveCgroupTarget(globals, flags);
+  requireParentDirs(cgroup, validateParent(flags.parent));
   const result = setupWorkerCgroup(roots, cgroup, globals.stateDir, { memoryMax, swapMax });
   if (globals.json) output.json(result);
   else renderSetup(result, output);

@@ -3,13 +3,12 @@ import path from "node:path";
 import { Redis } from "ioredis";
 import { detectLayout } from "../cgroup/layout.js";
 import type { ParentSpec } from "../cgroup/names.js";
-import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
+import { requireParentDirs, resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
 import { filesystemName } from "../host/filesystem.js";
 import { readKernelText, type HostRoots } from "../host/kernelFile.js";
 import { readHostPsi } from "../host/psi.js";
 import { readVmstat, swapCounters } from "../host/vmstat.js";
 import type { DoctorFacts } from "./checks.js";
-import { UsageError } from "../errors.js";
 
 export interface GatherOptions {
   roots: HostRoots;
@@ -56,20 +55,6 @@ export async function gatherFacts(options: GatherOptions): Promise<DoctorFacts> 
     }
   }
   return facts;
-}
-
-/**
- * A --parent that does not exist is a typo, not an unsafe host: exit 2 naming
- * the flag and the dir, instead of a refusal over the probe's ENOENT.
- */
-function requireParentDirs(probe: WorkerCgroup, parent: ParentSpec): void {
-  if (parent.kind !== "path") return;
-  for (const dir of probe.dirs) {
-    const parentDir = path.dirname(dir.dir);
-    if (!existsSync(parentDir)) {
-      throw new UsageError(`--parent ${parent.path}: no such cgroup: ${parentDir} does not exist (create it, or use / or self)`);
-    }
-  }
 }
 
 /** Creates the probe cgroup in every hierarchy, notes which files it got, removes it. */

@@ -75,6 +75,14 @@ describe.skipIf(skipReason)("real cgroups under the test's own cgroup (--parent 
     expect(existsSync(path.join(stateDir, "cgroups")) ? readdirSync(path.join(stateDir, "cgroups")) : []).toEqual([]);
   });
 
+  it("a --parent that does not exist is a typo: exit 2 naming it and the missing dir, nothing created", async () => {
+    const parent = `/drill-no-such-parent-${process.pid}/x`;
+    const result = await drill(["cgroup", "setup", "--name", "probe", "--parent", parent, "--memory-max", "64M"]);
+    expect(result.exitCode).toBe(2);
+    expect(result.stderr).toContain(`--parent ${parent}: no such cgroup`);
+    expect(existsSync(path.join(stateDir, "cgroups")) ? readdirSync(path.join(stateDir, "cgroups")) : []).toEqual([]);
+  });
+
   it("setup writes and reads back the limits, status reports them, teardown leaves no dir in any hierarchy", async () => {
     const name = uniqueName();
     const cg = track(name);

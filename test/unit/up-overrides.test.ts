@@ -17,6 +17,7 @@ describe("drill up flags override the drill file (rewrite the thresholds, not th
     [{ memoryMax: "256M" }, (d: typeof smoke) => d.cgroup.memory_max, 256 * 1024 ** 2],
     [{ psiLimit: "5" }, (d: typeof smoke) => d.gate.psi_limit, 5],
     [{ psiRateLimit: "2.5" }, (d: typeof smoke) => d.gate.psi_rate_limit, 2.5],
+    [{ psiRateLimit: "10%" }, (d: typeof smoke) => d.gate.psi_rate_limit, 10],
     [{ slackLimit: "2s" }, (d: typeof smoke) => d.gate.slack_limit, 2000],
     [{ packedTokenLimit: "16000" }, (d: typeof smoke) => d.gate.packed_token_limit, 16000],
   ])("%j", (flags, pick, expected) => {
