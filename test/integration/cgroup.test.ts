@@ -24,6 +24,7 @@ const root = path.resolve(import.meta.dirname, "../..");
 let stateDir = "";
 const made: WorkerCgroup[] = [];
 const children: ChildProcess[] = [];
+const groups: number[] = [];
 let counter = 0;
 
 function uniqueName(): string {
@@ -50,6 +51,13 @@ afterAll(() => rmSync(stateDir, { recursive: true, force: true }));
 
 afterEach(async () => {
   for (const child of children.splice(0)) if (alive(child)) child.kill("SIGKILL");
+  for (const group of groups.splice(0)) {
+    try {
+      process.kill(-group, "SIGKILL");
+    } catch {
+      // the group is gone already
+    }
+  }
   for (const cg of made.splice(0)) await forceCleanup(cg, stateDir);
 });
 
@@ -141,8 +149,10 @@ describe.skipIf(skipReason)("real cgroups under the test's own cgroup (--parent 
     const hog = spawnInCgroup(cg, "/bin/sh", ["-c", 'trap "" TERM; (trap "" TERM; sleep 300) & (sh -c "sleep 300") & sleep 300', "packed-hog"], { stdio: "ignore" });
     children.push(hog);
     // Decoys outside the cgroup whose command line says `packed` (the runbook's pgrep -f would kill them).
-    const decoy = spawn("/bin/sh", ["-c", "sleep 300; : packed"], { stdio: "ignore" });
+    // Its own process group: the cleanup kills the group, or the shell's sleep outlives the test.
+    const decoy = spawn("/bin/sh", ["-c", "sleep 300; : packed"], { stdio: "ignore", detached: true });
     children.push(decoy);
+    groups.push(decoy.pid!);
     // A hog record whose pid now belongs to the decoy (start time differs): must not be signalled.
     await new Promise((r) => setTimeout(r, 300));
     const decoyId = readProcessStat(realRoots(), decoy.pid!);
