@@ -7,23 +7,18 @@ import { realDrillSkipReason } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
 import { assertHostClean } from "../helpers/hostClean.js";
 import { assertNoJobLostInExport } from "../helpers/invariants.js";
+import { pack, tinyDrill } from "../helpers/drills.js";
 
 // Declared for 30 s and run with --duration 4s: the 2/s trickle from 1 s is
 // cut by the end (its 20 jobs need ~10 s) and the phase at 20 s never starts.
-const DRILL = `
-name: updur
-duration: 30s
-cgroup: { memory_max: 96M, swap_max: 0 }
-worker: { weights: 16M, kv_bytes_per_token: 64, decode_tokens_per_s: 200 }
-gate: { psi_rate_limit: 5, interval: 200ms }
-phases:
-  - at: 0s
-    pack: { jobs: 2, prompt_tokens: 1000, completion_tokens: 8 }
-  - at: 1s
-    pack: { jobs: 20, prompt_tokens: 1000, completion_tokens: 8, rate: 2, label: trickle }
-  - at: 20s
-    pack: { jobs: 1, prompt_tokens: 1000, completion_tokens: 8, label: past the override }
-`;
+const DRILL = tinyDrill("updur", {
+  duration: "30s",
+  phases: [
+    ["0s", pack(2)],
+    ["1s", pack(20, 1000, ", rate: 2, label: trickle")],
+    ["20s", pack(1, 1000, ", label: past the override")],
+  ],
+});
 const CGROUP = "updurcg";
 
 const skip = realDrillSkipReason();

@@ -6,20 +6,12 @@ import { readState, type DrillState } from "../../src/drill/state.js";
 import { realDrillSkipReason } from "../helpers/cgroupFixtures.js";
 import { repoRoot, runDrill } from "../helpers/cli.js";
 import { assertHostClean } from "../helpers/hostClean.js";
+import { pack, tinyDrill } from "../helpers/drills.js";
 
 const smoke = readFileSync(path.join(repoRoot, "drills", "smoke.yaml"), "utf8");
 
 // A tiny drill: a few seconds, small sizes (the up is killed early anyway).
-const TINY = `
-name: tinyin
-duration: 6s
-cgroup: { memory_max: 96M, swap_max: 0 }
-worker: { weights: 16M, kv_bytes_per_token: 64, decode_tokens_per_s: 200 }
-gate: { psi_rate_limit: 5, interval: 200ms }
-phases:
-  - at: 0s
-    pack: { jobs: 1, prompt_tokens: 1000, completion_tokens: 8 }
-`;
+const TINY = tinyDrill("tinyin", { phases: [["0s", pack(1)]] });
 
 /**
  * `drill up` input that is bad (or only relative) is caught before anything

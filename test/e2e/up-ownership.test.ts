@@ -9,6 +9,7 @@ import { isSameProcess } from "../../src/host/process.js";
 import { cgroupDirsLeft, realDrillSkipReason, realWorkerCgroup } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
 import { assertHostClean } from "../helpers/hostClean.js";
+import { pack, tinyDrill } from "../helpers/drills.js";
 
 const skip = realDrillSkipReason();
 if (skip) console.warn(`skipping two drills on one cgroup name: ${skip}`);
@@ -17,16 +18,7 @@ const CGROUP = "ownedcg";
 const M = 1024 * 1024;
 
 // Long enough that the first drill still runs while the second is tried.
-const drillNamed = (name: string, memoryMax: string) => `
-name: ${name}
-duration: 30s
-cgroup: { memory_max: ${memoryMax}, swap_max: 0 }
-worker: { weights: 16M, kv_bytes_per_token: 64, decode_tokens_per_s: 200 }
-gate: { interval: 500ms }
-phases:
-  - at: 0s
-    pack: { jobs: 1, prompt_tokens: 1000, completion_tokens: 8 }
-`;
+const drillNamed = (name: string, memoryMax: string) => tinyDrill(name, { duration: "30s", memoryMax, gate: "{ interval: 500ms }", phases: [["0s", pack(1)]] });
 
 /** The limit the kernel holds for the cgroup a drill recorded (v1 memory dir or v2 dir). */
 function recordedLimit(state: DrillState): number {

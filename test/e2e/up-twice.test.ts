@@ -11,6 +11,7 @@ import { runDrill } from "../helpers/cli.js";
 import { assertHostClean } from "../helpers/hostClean.js";
 import { assertNoJobLostInExport } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+import { pack, tinyDrill } from "../helpers/drills.js";
 
 const skip = realDrillSkipReason();
 if (skip) console.warn(`skipping drill up twice: ${skip}`);
@@ -19,16 +20,7 @@ if (skip) console.warn(`skipping drill up twice: ${skip}`);
 const CGROUPS = { embedded: "uptwice-emb", given: "uptwice-given" };
 
 /** A drill of a few seconds: three jobs, no hog. Two runs of it must not share anything. */
-const drillNamed = (name: string) => `
-name: ${name}
-duration: 3s
-cgroup: { memory_max: 96M, swap_max: 0 }
-worker: { weights: 16M, kv_bytes_per_token: 64, decode_tokens_per_s: 200 }
-gate: { interval: 500ms }
-phases:
-  - at: 0s
-    pack: { jobs: 3, prompt_tokens: 20000, completion_tokens: 8 }
-`;
+const drillNamed = (name: string) => tinyDrill(name, { duration: "3s", gate: "{ interval: 500ms }", phases: [["0s", pack(3, 20000)]] });
 
 interface UpSummary {
   name: string;

@@ -13,25 +13,19 @@ import { runDrill } from "../helpers/cli.js";
 import { assertHostClean, processesNaming } from "../helpers/hostClean.js";
 import { assertNoJobLost, assertNoJobLostInExport } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+import { pack, tinyDrill } from "../helpers/drills.js";
 
 const skip = realCgroupSkipReason();
 if (skip) console.warn(`skipping rollback fault tests: ${skip}`);
 
 // A tiny drill: every phase early, small sizes, a few seconds long.
-const TINY = `
-name: tiny
-duration: 6s
-cgroup: { memory_max: 96M, swap_max: 0 }
-worker: { weights: 16M, kv_bytes_per_token: 64, decode_tokens_per_s: 200 }
-gate: { psi_rate_limit: 5, interval: 200ms }
-phases:
-  - at: 0s
-    pack: { jobs: 3, prompt_tokens: 20000, completion_tokens: 8 }
-  - at: 1s
-    inject: { mode: thrash, size: 128M, hold: 3s }
-  - at: 2s
-    pack: { jobs: 2, prompt_tokens: 1000, completion_tokens: 8 }
-`;
+const TINY = tinyDrill("tiny", {
+  phases: [
+    ["0s", pack(3, 20000)],
+    ["1s", "inject: { mode: thrash, size: 128M, hold: 3s }"],
+    ["2s", pack(2)],
+  ],
+});
 
 describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14, 15, 17)", () => {
   let root: string;

@@ -9,6 +9,7 @@ import { readProcessStat } from "../../src/host/process.js";
 import { cgroupDirsLeft, forceCleanup, realCgroupSkipReason, realWorkerCgroup } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
 import { assertHostClean } from "../helpers/hostClean.js";
+import { pack, tinyDrill } from "../helpers/drills.js";
 
 /**
  * A rollback pointed at a state dir without the drill (a wrong --state-dir,
@@ -21,16 +22,7 @@ const skip = realCgroupSkipReason();
 if (skip) console.warn(`skipping rollback scope tests: ${skip}`);
 
 // A tiny drill; up is SIGKILLed once it spawned watch, so its detached children keep running.
-const TINY = `
-name: scope
-duration: 6s
-cgroup: { memory_max: 96M, swap_max: 0 }
-worker: { weights: 16M, kv_bytes_per_token: 64, decode_tokens_per_s: 200 }
-gate: { psi_rate_limit: 5, interval: 200ms }
-phases:
-  - at: 0s
-    pack: { jobs: 2, prompt_tokens: 1000, completion_tokens: 8 }
-`;
+const TINY = tinyDrill("scope", { phases: [["0s", pack(2)]] });
 
 let root = "";
 let realStateDir = "";
