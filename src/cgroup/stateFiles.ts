@@ -152,17 +152,16 @@ export function markerLockFile(stateDir: string, cgroup: WorkerCgroup): string {
  * One setup at a time per cgroup: held while a setup checks that the marker
  * is still the one it judged, writes its own and makes the dirs, so two
  * drills setting up one --name at the same instant cannot both take it (the
- * second would overwrite the first's marker). The holder is read in the real
- * /proc: it is a process on this machine whatever --procfs says.
+ * second would overwrite the first's marker).
  */
-export function lockMarker(stateDir: string, cgroup: WorkerCgroup, roots: HostRoots = new HostRoots()): { release(): void } {
+export function lockMarker(stateDir: string, cgroup: WorkerCgroup): { release(): void } {
   const file = markerLockFile(stateDir, cgroup);
   try {
     mkdirSync(path.dirname(file), { recursive: true });
   } catch (err) {
     throw stateDirError("create the lock", file, err);
   }
-  return holdLockFile(file, {}, roots, (holder) => {
+  return holdLockFile(file, {}, (holder) => {
     const who = holder === null ? "" : ` (pid ${holder.pid})`;
     return new RefusedError(
       `another setup of ${cgroup.limits.dir}${who} is running right now (it holds ${file}); refusing to set up the same cgroup at once. Pick another --name, or retry once it is done`,
@@ -177,6 +176,14 @@ export interface LockHolder {
   startTime: number | null;
   what?: string;
 }
+
+/**
+ * Lock holders are judged in this machine's own /proc, whatever --procfs
+ * says: they are drill processes in this pid namespace, and a host /proc
+ * mounted into a container (or a test's fake tree) would make every live
+ * holder look gone and its lock stale.
+ */
+const ownProc = new HostRoots();
 
 /** Test seam: runs once a taker has judged the lock stale, before it tries to take it over. */
 export interface LockSeams {
@@ -194,14 +201,8 @@ export interface LockSeams {
  * `refuse` words the refusal for the caller: holder null when another taker
  * kept getting there first.
  */
-export function holdLockFile(
-  file: string,
-  fields: { what?: string },
-  roots: HostRoots,
-  refuse: (holder: LockHolder | null) => RefusedError,
-  seams: LockSeams = {},
-): { release(): void } {
-  const self = readProcessStat(roots, process.pid);
+export function holdLockFile(file: string, fields: { what?: string }, refuse: (holder: LockHolder | null) => RefusedError, seams: LockSeams = {}): { release(): void } {
+  const self = readProcessStat(ownProc, process.pid);
   const record: LockHolder = { pid: process.pid, startTime: self.ok ? self.value.startTime : null, ...fields };
   const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
   try {
@@ -234,10 +235,10 @@ export function holdLockFile(
       if (linkUnlessExists(tmp, file)) return held;
       const judged = readText(file);
       if (judged === null) continue; // released meanwhile
-      const holder = judgeLock(file, judged, roots);
+      const holder = judgeLock(file, judged);
       if (holder !== null) throw refuse(holder);
       seams.foundStale?.();
-      if (replaceStale(file, judged, tmp, roots)) return held;
+      if (replaceStale(file, judged, tmp)) return held;
     }
     throw refuse(null);
   } finally {
@@ -259,13 +260,13 @@ export function lockBreakerFile(target: string, staleText: string): string {
  * taken over the same way. False when another taker got there first: the
  * caller looks at the lock again.
  */
-function replaceStale(target: string, stale: string, tmp: string, roots: HostRoots, depth = 0): boolean {
+function replaceStale(target: string, stale: string, tmp: string, depth = 0): boolean {
   const breaker = lockBreakerFile(target, stale);
   if (!linkUnlessExists(tmp, breaker)) {
     const other = readText(breaker);
     if (other === null) return false; // that taker is done
-    if (judgeLock(breaker, other, roots) !== null || depth >= 2) return false; // it is at it right now
-    if (!replaceStale(breaker, other, tmp, roots, depth + 1)) return false;
+    if (judgeLock(breaker, other) !== null || depth >= 2) return false; // it is at it right now
+    if (!replaceStale(breaker, other, tmp, depth + 1)) return false;
   }
   // The breaker is ours: nobody else replaces `target` while it still holds `stale`.
   try {
@@ -285,14 +286,14 @@ function replaceStale(target: string, stale: string, tmp: string, roots: HostRoo
 }
 
 /** The live holder of a lock file's content, or null when it is gone (stale); refused when it is no lock drill wrote. */
-function judgeLock(file: string, text: string, roots: HostRoots): LockHolder | null {
+function judgeLock(file: string, text: string): LockHolder | null {
   const holder = parseLockHolder(text);
   if (holder === null) {
     throw new RefusedError(
       `${file} is not a lock drill wrote (empty or cut short; drill's appear whole): another program's, or an older drill's still being written. Check that no drill of this name runs, then remove it and retry`,
     );
   }
-  return holder.startTime !== null && isSameProcess(roots, holder.pid, holder.startTime) ? holder : null;
+  return holder.startTime !== null && isSameProcess(ownProc, holder.pid, holder.startTime) ? holder : null;
 }
 
 function linkUnlessExists(from: string, to: string): boolean {

@@ -166,7 +166,7 @@ export async function reviveEmbeddedRedis(
   holder: string,
 ): Promise<{ server: EmbeddedRedis; stop: () => Promise<void> }> {
   requireRestartable(roots, redisDir);
-  const lock = acquireDrillLock(roots, drillDir, "rollback", holder);
+  const lock = acquireDrillLock(drillDir, "rollback", holder);
   try {
     const server = await startEmbeddedRedis({ dir: redisDir, lifetimeMs: REVIVED_LIFETIME_MS });
     const stat = readProcessStat(roots, server.pid);

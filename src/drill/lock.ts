@@ -2,7 +2,6 @@ import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { holdLockFile, stateDirError, type LockSeams } from "../cgroup/stateFiles.js";
 import { RefusedError } from "../errors.js";
-import type { HostRoots } from "../host/kernelFile.js";
 
 /**
  * `<state-dir>/<name>/<what>.lock` (holdLockFile): two `drill up` with one
@@ -17,7 +16,7 @@ export interface DrillLock {
 }
 
 /** `holder`: who takes the lock, when not the command it is named after (report reviving the embedded Redis takes rollback's). */
-export function acquireDrillLock(roots: HostRoots, dir: string, what: "up" | "rollback", holder: string = what, seams?: LockSeams): DrillLock {
+export function acquireDrillLock(dir: string, what: "up" | "rollback", holder: string = what, seams?: LockSeams): DrillLock {
   try {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
   } catch (err) {
@@ -27,7 +26,6 @@ export function acquireDrillLock(roots: HostRoots, dir: string, what: "up" | "ro
   const lock = holdLockFile(
     file,
     { what: holder },
-    roots,
     (owner) =>
       owner === null
         ? new RefusedError(`another drill ${what} with the same name is starting (${file})`)

@@ -172,7 +172,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
   if (!state) return null;
   if (state.phase === "complete") return state.redis.embedded ? null : redrainComplete(state, options);
   const { roots } = options;
-  const lock = acquireDrillLock(roots, drillDir(options.stateDir, name), "rollback");
+  const lock = acquireDrillLock(drillDir(options.stateDir, name), "rollback");
   const result: DrillRollback = { name, runId: state.runId, steps: [], drainLength: null, exported: null, left: [] };
   const record = (step: string, ok: boolean, detail: string) => {
     const entry = { step, ok, detail };

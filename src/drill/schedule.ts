@@ -19,6 +19,16 @@ export function splitPhases(phases: readonly DrillPhase[], durationMs: number): 
   return { run: indexed.filter((p) => p.at < durationMs), skipped: indexed.filter((p) => p.at >= durationMs) };
 }
 
+/**
+ * An inject phase's hold, cut at the drill's end: a --duration shorter than
+ * the file's must not leave a hog filling the cgroup after the drill is over.
+ * The hold counts from the phase's start; filling the cgroup comes on top.
+ */
+export function injectHold(phase: { at: number; inject: { hold: number } }, durationMs: number): { holdMs: number; clipped: boolean } {
+  const left = durationMs - phase.at;
+  return phase.inject.hold > left ? { holdMs: left, clipped: true } : { holdMs: phase.inject.hold, clipped: false };
+}
+
 export type PackAction =
   | { kind: "push" }
   | { kind: "wait"; ms: number }

@@ -26,7 +26,7 @@ import { freePort, startEmbeddedRedis } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
 import { leverCommand } from "../context.js";
 import { drillDir, intendProcess, readState, runDir, statePath, writeState, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
-import { decidedJob, nextFollowAction, nextPackAction, splitPhases } from "./schedule.js";
+import { decidedJob, injectHold, nextFollowAction, nextPackAction, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
@@ -77,7 +77,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
   // blamed on where it came from: the flag wins over the file.
   const parent = options.parent ?? drill.cgroup.parent;
   const parentSpec = validateParent(parent, options.parent !== undefined ? "--parent" : `${options.drillFile}: cgroup.parent`);
-  const lock = acquireDrillLock(roots, drillDir(stateDir, name), "up");
+  const lock = acquireDrillLock(drillDir(stateDir, name), "up");
   const crash = (step: string) => {
     if (options.crashAt === step) process.kill(process.pid, "SIGKILL");
   };
@@ -273,7 +273,7 @@ async function runSchedule(
     while (next < phases.length && phases[next]!.at <= now) {
       const phase = phases[next++]!;
       if (phase.pack) packing.push(pack(queue, phase.pack, phase.index, { log, pushed, signal, elapsed, durationMs: drill.duration }));
-      if (phase.inject) inject(phase.inject, phase.index, state, spawnChild, target, log);
+      if (phase.inject) inject({ ...phase, inject: phase.inject }, drill.duration, state, spawnChild, target, log);
     }
     if (now >= drill.duration) break;
     follow();
@@ -340,17 +340,20 @@ async function pack(
 }
 
 function inject(
-  step: InjectStep,
-  index: number,
+  phase: ScheduledPhase & { inject: InjectStep },
+  durationMs: number,
   state: DrillState,
   spawnChild: (role: ProcessRole, key: string, args: string[], files?: string[]) => { record: ProcessRecord; exited: Promise<number | null> },
   target: string[],
   log: (l: string) => void,
 ): void {
-  log(`phase ${index}: inject ${step.mode} ${formatBytes(step.size)} for ${formatDuration(step.hold)}${step.label ? ` (${step.label})` : ""}`);
+  const { inject: step, index } = phase;
+  const { holdMs, clipped } = injectHold(phase, durationMs);
+  const until = clipped ? ` (cut from ${formatDuration(step.hold)}: the drill ends at ${formatDuration(durationMs)})` : "";
+  log(`phase ${index}: inject ${step.mode} ${formatBytes(step.size)} for ${formatDuration(holdMs)}${until}${step.label ? ` (${step.label})` : ""}`);
   const key = `hog-${index}`;
   const { exited } = spawnChild("hog", key, [
-    "--json", "inject", ...target, "--size", String(step.size), "--mode", step.mode, "--hold", `${step.hold}ms`, "--file-dir", state.fileDir ?? "/var/tmp",
+    "--json", "inject", ...target, "--size", String(step.size), "--mode", step.mode, "--hold", `${holdMs}ms`, "--file-dir", state.fileDir ?? "/var/tmp",
   ]);
   void exited.then((code) => log(`phase ${index}: hog exited (${code === null ? "signal" : `code ${code}`}); outcome in ${key}.out`));
 }

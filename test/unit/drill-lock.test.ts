@@ -11,6 +11,8 @@ import { RefusedError } from "../../src/errors.js";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { readProcessStat } from "../../src/host/process.js";
 import { makeFakeHost, type FakeHost } from "../helpers/cgroupFixtures.js";
+import { runDrill } from "../helpers/cli.js";
+import { pack, tinyDrill } from "../helpers/drills.js";
 
 const roots = new HostRoots();
 
@@ -62,7 +64,7 @@ describe("acquireDrillLock", () => {
     const file = path.join(dir, "rollback.lock");
     const holder = liveRecord("report");
     writeFileSync(file, holder.text);
-    const refused = refusal(() => acquireDrillLock(roots, dir, "rollback"));
+    const refused = refusal(() => acquireDrillLock(dir, "rollback"));
     expect(refused.exitCode).toBe(3);
     expect(refused.message).toBe(`another drill report (pid ${holder.pid}) holds ${file}; one at a time per drill name`);
     expect(readFileSync(file, "utf8")).toBe(holder.text);
@@ -79,7 +81,7 @@ describe("acquireDrillLock", () => {
   ])("a lock that does not parse (%s) is refused naming the file, not taken over", (_label, text) => {
     const file = path.join(dir, "up.lock");
     writeFileSync(file, text);
-    const refused = refusal(() => acquireDrillLock(roots, dir, "up"));
+    const refused = refusal(() => acquireDrillLock(dir, "up"));
     expect(refused.exitCode).toBe(3);
     expect(refused.message).toContain(`${file} is not a lock drill wrote`);
     expect(readFileSync(file, "utf8")).toBe(text);
@@ -89,7 +91,7 @@ describe("acquireDrillLock", () => {
   it("a stale lock is taken over, the new one names this process, and release leaves nothing", () => {
     const file = path.join(dir, "up.lock");
     writeFileSync(file, staleRecord("up"));
-    const lock = acquireDrillLock(roots, dir, "up");
+    const lock = acquireDrillLock(dir, "up");
     expect(JSON.parse(readFileSync(file, "utf8"))).toEqual({ pid: process.pid, startTime: ownStartTime(), what: "up" });
     expect(readdirSync(dir)).toEqual(["up.lock"]);
     lock.release();
@@ -102,9 +104,9 @@ describe("acquireDrillLock", () => {
     let second: ReturnType<typeof acquireDrillLock> | null = null;
     // The first taker has judged the lock stale; the second runs its whole takeover before the first goes on.
     const refused = refusal(() =>
-      acquireDrillLock(roots, dir, "up", "first-taker", {
+      acquireDrillLock(dir, "up", "first-taker", {
         foundStale: () => {
-          second = acquireDrillLock(roots, dir, "up", "second-taker");
+          second = acquireDrillLock(dir, "up", "second-taker");
         },
       }),
     );
@@ -119,10 +121,10 @@ describe("acquireDrillLock", () => {
     writeFileSync(file, staleRecord("up"));
     let third: ReturnType<typeof acquireDrillLock> | null = null;
     const refused = refusal(() =>
-      acquireDrillLock(roots, dir, "up", "first-taker", {
+      acquireDrillLock(dir, "up", "first-taker", {
         foundStale: () => {
-          acquireDrillLock(roots, dir, "up", "second-taker").release();
-          third = acquireDrillLock(roots, dir, "up", "third-taker");
+          acquireDrillLock(dir, "up", "second-taker").release();
+          third = acquireDrillLock(dir, "up", "third-taker");
         },
       }),
     );
@@ -137,7 +139,7 @@ describe("acquireDrillLock", () => {
     const stale = staleRecord("up");
     writeFileSync(file, stale);
     writeFileSync(lockBreakerFile(file, stale), liveRecord("up").text);
-    const refused = refusal(() => acquireDrillLock(roots, dir, "up"));
+    const refused = refusal(() => acquireDrillLock(dir, "up"));
     expect(refused.message).toBe(`another drill up with the same name is starting (${file})`);
     expect(readFileSync(file, "utf8")).toBe(stale);
   });
@@ -147,7 +149,7 @@ describe("acquireDrillLock", () => {
     const stale = staleRecord("up");
     writeFileSync(file, stale);
     writeFileSync(lockBreakerFile(file, stale), staleRecord("up"));
-    acquireDrillLock(roots, dir, "up");
+    acquireDrillLock(dir, "up");
     expect(JSON.parse(readFileSync(file, "utf8"))).toMatchObject({ pid: process.pid, startTime: ownStartTime() });
     expect(readdirSync(dir)).toEqual(["up.lock"]);
   });
@@ -166,5 +168,26 @@ describe("lockMarker (the same lock file as the drill's)", () => {
     const holder = liveRecord("setup");
     writeFileSync(file, holder.text);
     expect(refusal(() => lockMarker(host!.stateDir, cg)).message).toMatch(new RegExp(`\\(pid ${holder.pid}\\) is running right now`));
+  });
+});
+
+// A host /proc mounted into a container, or a test's fake tree, has none of
+// this machine's drill processes: judged there, every live holder looked gone
+// and its lock was taken over, so two `drill up` of one name both ran.
+describe("lock holders are judged in this machine's /proc, whatever --procfs says", () => {
+  it("drill --procfs <a tree without the holder> up refuses a lock a live process holds, and leaves it", async () => {
+    const stateDir = path.join(dir, "state");
+    mkdirSync(path.join(stateDir, "lockproc"), { recursive: true });
+    const file = path.join(stateDir, "lockproc", "up.lock");
+    const holder = liveRecord("up");
+    writeFileSync(file, holder.text);
+    const drillFile = path.join(dir, "lockproc.yaml");
+    writeFileSync(drillFile, tinyDrill("lockproc", { phases: [["0s", pack(1)]] }));
+    const emptyProc = path.join(dir, "proc");
+    mkdirSync(emptyProc);
+    const result = await runDrill(["--procfs", emptyProc, "--state-dir", stateDir, "up", "--drill", drillFile, "--name", "lockproc", "--parent", "self"]);
+    expect(result.stderr).toContain(`another drill up (pid ${holder.pid}) holds ${file}`);
+    expect(result.exitCode).toBe(3);
+    expect(readFileSync(file, "utf8")).toBe(holder.text);
   });
 });

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseDrillFile } from "../../src/drill/drillFile.js";
-import { decidedJob, nextFollowAction, nextPackAction, splitPhases, type PackAction } from "../../src/drill/schedule.js";
+import { decidedJob, injectHold, nextFollowAction, nextPackAction, splitPhases, type PackAction } from "../../src/drill/schedule.js";
 import { repoRoot } from "../helpers/cli.js";
 
 const thrash = parseDrillFile(readFileSync(path.join(repoRoot, "drills", "thrash.yaml"), "utf8"), "thrash.yaml");
@@ -106,5 +106,16 @@ describe("up follows the gate until it has decided every packed job", () => {
     expect(nextFollowAction(pushed, new Set(["8", "9", "1"]), 1000, 16_000)).toEqual({ kind: "all_decided" });
     expect(nextFollowAction(pushed, new Set(["8"]), 16_000, 16_000)).toEqual({ kind: "gave_up", undecided: ["9"] });
     expect(nextFollowAction([], new Set(), 0, 0)).toEqual({ kind: "all_decided" });
+  });
+});
+
+describe("an inject phase's hold ends by the drill's end", () => {
+  it("smoke with --duration 20s: the thrash hog from 9s holds 11s, not its 25s; with the file's duration it holds 25s", () => {
+    const hog = smoke.phases[2]!;
+    expect(hog.inject?.hold).toBe(25_000);
+    const phase = { ...hog, inject: hog.inject! };
+    expect(injectHold(phase, 20_000)).toEqual({ holdMs: 11_000, clipped: true });
+    expect(injectHold(phase, smoke.duration)).toEqual({ holdMs: 25_000, clipped: false });
+    expect(injectHold(phase, 34_000)).toEqual({ holdMs: 25_000, clipped: false });
   });
 });
