@@ -79,6 +79,12 @@ let realCgroup = false;
 const port = await freePort();
 const redis = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning"], { stdio: "ignore" });
 
+// The cgroup files drill reads each sample (src/sampler/read.ts), for the
+// minimal-sidecar floor; the host files are the same on either layout.
+const V2_FILES = ["memory.current", "memory.max", "memory.peak", "memory.events", "memory.swap.current", "memory.swap.max"];
+const V1_FILES = ["memory.usage_in_bytes", "memory.limit_in_bytes", "memory.max_usage_in_bytes", "memory.oom_control", "memory.stat", "memory.memsw.limit_in_bytes"];
+const HOST_FILES = ["/proc/pressure/memory", "/proc/vmstat", "/proc/stat"];
+
 /** The worker cgroup both sides read: a real one when we may create it, else a fake v2 tree. */
 function setupCgroup() {
   const setup = drillSync(["--state-dir", stateDir, "cgroup", "setup", "--parent", "self", "--name", cgroupName, "--memory-max", "1G"]);
@@ -86,7 +92,10 @@ function setupCgroup() {
     realCgroup = true;
     const status = JSON.parse(drillSync(["--json", "--state-dir", stateDir, "cgroup", "status", "--parent", "self", "--name", cgroupName]).stdout);
     const { version, dir } = status.memory;
+    const twin = status.dirs.find((d) => d.role === "twin");
+    const names = version === 2 ? V2_FILES : V1_FILES;
     return {
+      sidecarFiles: [...names.map((name) => path.join(dir, name)), path.join(twin?.dir ?? dir, "memory.pressure")],
       watchArgs: ["--state-dir", stateDir, "watch", "--parent", "self", "--name", cgroupName],
       // the seed's `cat memory.current`; v1 calls the same counter memory.usage_in_bytes
       currentFile: path.join(dir, version === 2 ? "memory.current" : "memory.usage_in_bytes"),
@@ -111,6 +120,7 @@ function setupCgroup() {
     writeFileSync(path.join(infer, name), text);
   }
   return {
+    sidecarFiles: [...V2_FILES, "memory.pressure"].map((name) => path.join(infer, name)),
     watchArgs: ["--sysfs", path.join(root, "sys"), "watch"],
     currentFile: path.join(infer, "memory.current"),
     describe: `FAKE v2 cgroup tree under ${root} (tmpfs files, cheaper than cgroupfs)`,
@@ -166,9 +176,14 @@ async function runDrill(target) {
   };
 }
 
-/** Floors: a bare timer loop writing a line per tick, then with one Redis round trip (bench/floor.mjs). */
-async function runFloor(mode) {
-  const child = spawn("node", [path.join(repo, "bench", "floor.mjs"), mode, String(port), interval, String(samples)], { stdio: ["ignore", "pipe", "inherit"] });
+/**
+ * Floors (bench/floor.mjs): a bare timer loop writing a line per tick; with
+ * one ioredis round trip; a minimal hand-written sidecar reading drill's files
+ * and writing a line with drill's sample keys (`sample`: a line drill wrote).
+ */
+async function runFloor(mode, target, sample) {
+  const env = { ...process.env, FLOOR_FILES: JSON.stringify([...HOST_FILES, ...target.sidecarFiles]), FLOOR_KEYS: JSON.stringify(Object.keys(sample)) };
+  const child = spawn("node", [path.join(repo, "bench", "floor.mjs"), mode, String(port), interval, String(samples)], { stdio: ["ignore", "pipe", "inherit"], env });
   let lines = 0;
   let atWarmup = 0;
   let atLast = 0;
@@ -214,8 +229,9 @@ try {
       run = await runDrill(target);
       shell = await runShell(target);
     }
-    const floorTimer = withFloor ? await runFloor("timer") : NaN;
-    const floorRedis = withFloor ? await runFloor("redis") : NaN;
+    const floorTimer = withFloor ? await runFloor("timer", target, run.sample) : NaN;
+    const floorRedis = withFloor ? await runFloor("redis", target, run.sample) : NaN;
+    const floorSidecar = withFloor ? await runFloor("sidecar", target, run.sample) : NaN;
     // redis-server's CPU over the repetition (shell + drill + the floor's LLENs), per sample of both sides.
     const redisAll = (threadCpuNs(redis.pid) - redisBefore) / 1e6 / (samples + shellSamples);
     if (run.sample.queue_len !== 8 || run.sample.cg_mem_current === null) {
@@ -231,10 +247,12 @@ try {
       redisAllMs: redisAll,
       floorTimerMs: floorTimer,
       floorRedisMs: floorRedis,
+      floorSidecarMs: floorSidecar,
     };
     rows.push(row);
     console.log(
-      `rep ${rep + 1}: shell ${f(row.shellMs)} ms/sample | drill ${f(row.drillMarginalMs)} ms/sample marginal, startup ${f(row.drillStartupMs, 0)} ms | ratio ${f(row.ratio, 1)}x (all-in over ${samples}: ${f(row.ratioAllIn, 1)}x)`,
+      `rep ${rep + 1}: shell ${f(row.shellMs)} ms/sample | drill ${f(row.drillMarginalMs)} ms/sample marginal, startup ${f(row.drillStartupMs, 0)} ms | ratio ${f(row.ratio, 1)}x (all-in over ${samples}: ${f(row.ratioAllIn, 1)}x)` +
+        (withFloor ? ` | floors ${f(row.floorTimerMs)} / ${f(row.floorRedisMs)} / ${f(row.floorSidecarMs)} ms` : ""),
     );
   }
   const col = (key) => stats(rows.map((r) => r[key]));
@@ -250,7 +268,7 @@ try {
     ratio_all_in: col("ratioAllIn"),
     redis_server_ms_per_sample_both_sides: col("redisAllMs"),
   };
-  if (withFloor) summary.floor_ms_per_sample = { node_timer_wakeup_and_write: col("floorTimerMs"), plus_one_ioredis_round_trip: col("floorRedisMs") };
+  if (withFloor) summary.floor_ms_per_sample = { node_timer_wakeup_and_write: col("floorTimerMs"), plus_one_ioredis_round_trip: col("floorRedisMs"), minimal_node_sidecar: col("floorSidecarMs") };
   console.log("\nmedian [min–max] over repetitions:");
   console.log(`  seed shell loop      ${show(summary.shell_ms_per_sample)} ms CPU/sample (children included)`);
   console.log(`  drill watch marginal ${show(summary.drill_marginal_ms_per_sample)} ms CPU/sample (samples ${warmup}..${samples - 1})`);
@@ -261,6 +279,8 @@ try {
   if (withFloor) {
     console.log(`  floor, node timer wake-up + one line written: ${show(summary.floor_ms_per_sample.node_timer_wakeup_and_write)} ms/sample`);
     console.log(`  floor, + one ioredis round trip (LLEN):       ${show(summary.floor_ms_per_sample.plus_one_ioredis_round_trip)} ms/sample`);
+    console.log(`  floor, minimal Node sidecar (drill's files, raw RESP, drill's keys): ${show(summary.floor_ms_per_sample.minimal_node_sidecar)} ms/sample`);
+    console.log(`  target: 50x the shell loop = ${f(summary.shell_ms_per_sample.median / 50)} ms/sample`);
   }
   console.log(JSON.stringify(summary));
 } finally {
