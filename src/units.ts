@@ -71,6 +71,13 @@ export function parseNumber(text: string, flag: string): number {
   return n;
 }
 
+/** A PSI avg10 limit: a share of time, 0-100 (over 100 it could never trip). */
+export function parsePsiLimit(text: string, flag: string): number {
+  const n = parseNumber(text, flag);
+  if (n > 100) throw new UsageError(`${flag}: "${text}" is a PSI avg10, a percentage of time (0-100)`);
+  return n;
+}
+
 /** A percentage, `10` or `10%` (the help shows `<pct>`), from 0 to 100. */
 export function parsePercent(text: string, flag: string): number {
   const match = /^\s*(\d+(?:\.\d+)?|\.\d+)\s*%?\s*$/.exec(text);

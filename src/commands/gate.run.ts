@@ -5,13 +5,13 @@ import { InterruptedError, RefusedError, UsageError } from "../errors.js";
 import { readHostPsi } from "../host/psi.js";
 import { runGate, type GateOptions } from "../gate/loop.js";
 import { onInterrupt } from "../interrupt.js";
-import { defaultAdmissionConfig, formatPsi, type AdmissionConfig, type GateMode } from "../gate/policy.js";
+import { defaultAdmissionConfig, formatPsi, MIN_GATE_INTERVAL_MS, type AdmissionConfig, type GateMode } from "../gate/policy.js";
 import type { WorkerCgroupProbe } from "../gate/signals.js";
 import { resolveWorkerProbe } from "../gate/workerCgroup.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { DrillQueue } from "../queue/queue.js";
 import { closeRedis, connectRedis } from "../queue/redis.js";
-import { parseDuration, parseNumber, parsePercent, parsePositiveInt, parseWholeNumber } from "../units.js";
+import { parseDuration, parsePsiLimit, parsePercent, parsePositiveInt, parseWholeNumber } from "../units.js";
 import type { GateModeFlags, RawGateOptions } from "./gate.js";
 
 /** Which worker cgroup the gate should watch, as the user named it. */
@@ -40,10 +40,10 @@ export function defaultGateId(): string {
 
 export function resolveGateOptions(raw: RawGateOptions, json: boolean): { options: GateOptions; target: WorkerCgroupTarget } {
   const intervalMs = parseDuration(raw.interval, "--interval");
-  if (intervalMs < 50) throw new UsageError(`--interval: "${raw.interval}" is too short (at least 50ms)`);
+  if (intervalMs < MIN_GATE_INTERVAL_MS) throw new UsageError(`--interval: "${raw.interval}" is too short (at least ${MIN_GATE_INTERVAL_MS}ms)`);
   const config: AdmissionConfig = {
     ...defaultAdmissionConfig,
-    psiLimit: parseNumber(raw.psiLimit, "--psi-limit"),
+    psiLimit: parsePsiLimit(raw.psiLimit, "--psi-limit"),
     psiRateLimit: parsePercent(raw.psiRateLimit, "--psi-rate-limit"),
     slackLimitMs: parseDuration(raw.slackLimit, "--slack-limit"),
     packedTokenLimit: parsePositiveInt(raw.packedTokenLimit, "--packed-token-limit"),

@@ -19,7 +19,7 @@ export const injectCommand: CommandFactory = (globals) =>
   addCgroupTargetOptions(
     new Command("inject")
       .description("the memory hog, inside the cgroup before it touches a page")
-      .requiredOption("--size <size>", "memory to touch, e.g. 3G")
+      .option("--size <size>", "memory to touch (the runbook's 3G map; the cgroup's limit is what stops it)", "3G")
       .addOption(new Option("--mode <mode>", "anon: anonymous map (loud OOM); thrash: file-backed map, refaults (quiet reclaim)").default("anon"))
       .option("--hold <duration>", "hold the pages this long once packed", "30s")
       .option("--detach", "return once packed; the hog exits by itself after --hold", false)

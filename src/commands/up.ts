@@ -2,7 +2,7 @@ import { statSync } from "node:fs";
 import path from "node:path";
 import { Command } from "commander";
 import type { DrillFile } from "../drill/drillFile.js";
-import { formatDuration, parseDuration, parseNumber, parsePercent, parsePositiveInt, parseSize } from "../units.js";
+import { formatDuration, parseDuration, parsePsiLimit, parsePercent, parsePositiveInt, parseSize } from "../units.js";
 import { UsageError } from "../errors.js";
 import type { CommandFactory } from "./index.js";
 
@@ -34,7 +34,7 @@ export function applyOverrides(drill: DrillFile, flags: UpFlags): DrillFile {
     }
   }
   if (flags.memoryMax) d.cgroup.memory_max = parseSize(flags.memoryMax, "--memory-max");
-  if (flags.psiLimit) d.gate.psi_limit = parseNumber(flags.psiLimit, "--psi-limit");
+  if (flags.psiLimit) d.gate.psi_limit = parsePsiLimit(flags.psiLimit, "--psi-limit");
   if (flags.psiRateLimit) d.gate.psi_rate_limit = parsePercent(flags.psiRateLimit, "--psi-rate-limit");
   if (flags.slackLimit) d.gate.slack_limit = parseDuration(flags.slackLimit, "--slack-limit");
   if (flags.packedTokenLimit) d.gate.packed_token_limit = parsePositiveInt(flags.packedTokenLimit, "--packed-token-limit");

@@ -15,7 +15,7 @@ import { runSidecar } from "../sampler/loop.js";
 import { QueueReader, readSample } from "../sampler/read.js";
 import { LiveView, formatAlarmEvent, formatSampleLine } from "../sampler/render.js";
 import type { ParentSpec } from "../cgroup/names.js";
-import { parseDuration, parseNumber, parsePercent, parsePositiveInt } from "../units.js";
+import { parseDuration, parsePsiLimit, parsePercent, parsePositiveInt } from "../units.js";
 import type { WatchOptions } from "./watch.js";
 
 /** The worker cgroup to watch; its absence (or no hierarchy at all) is a missing signal, not an error. */
@@ -59,7 +59,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   }
   const alarmConfig: AlarmConfig = {
     ...defaultAlarmConfig,
-    psiLimit: parseNumber(options.psiLimit, "--psi-limit"),
+    psiLimit: parsePsiLimit(options.psiLimit, "--psi-limit"),
     psiRateLimit: parsePercent(options.psiRateLimit, "--psi-rate-limit"),
     hostClass: validateKeyPart(options.hostClass, "--host-class"),
   };

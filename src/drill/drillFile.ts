@@ -3,6 +3,9 @@ import { parse as parseYaml, YAMLParseError } from "yaml";
 import { z } from "zod";
 import { cgroupNameProblem, validateParent } from "../cgroup/names.js";
 import { UsageError } from "../errors.js";
+import { MIN_GATE_INTERVAL_MS } from "../gate/policy.js";
+import { MAX_DEADLINE_MS } from "../queue/job.js";
+import { isValidKeyPart } from "../queue/keys.js";
 import { parseDuration, parseSize } from "../units.js";
 
 /**
@@ -33,6 +36,18 @@ const duration = (what: string) =>
 
 const count = z.number().int().positive();
 
+/**
+ * The limits of the flags `up` hands these values to (gate, watch, worker,
+ * pack): a value the child would refuse with exit 2 must stop `up` here,
+ * before it starts Redis and the cgroup, not leave a drill without its gate.
+ */
+/** PSI avg10 and stall rates are percentages: a limit over 100 never trips. */
+const percent = z.number().nonnegative().max(100);
+/** A name inside Redis keys (`<q>:retry:<class>`), as validateKeyPart checks it. */
+const keyPart = z.string().refine(isValidKeyPart, { message: "letters, digits, '_', '.', '-' (at most 100), starting with a letter or digit" });
+const PAGE = 4096;
+const atLeastAPage = (what: string) => size(what).refine((bytes) => bytes >= PAGE, { message: "is less than one page (4096 bytes)" });
+
 /** The --parent rules, here so a bad value stops `up` before it starts anything. Kept as written. */
 const parent = z.string().superRefine((value, ctx) => {
   try {
@@ -47,16 +62,20 @@ const packStep = z.strictObject({
   files: count.default(8),
   prompt_tokens: count,
   completion_tokens: count.default(256),
-  deadline: duration("deadline").prefault("8s"),
+  // A job's deadline_ms is 1 ms to 7 days (job.ts): outside it, every job goes to dead.
+  deadline: duration("deadline")
+    .refine((ms) => ms > 0, { message: "must be more than 0" })
+    .refine((ms) => ms <= MAX_DEADLINE_MS, { message: `must be at most ${MAX_DEADLINE_MS / 3_600_000}h` })
+    .prefault("8s"),
   upstream_age: duration("upstream_age").prefault("0s"),
   rate: z.number().positive().optional(),
-  host_class: z.string().default("shared-free"),
+  host_class: keyPart.default("shared-free"),
   label: z.string().optional(),
 });
 
 const injectStep = z.strictObject({
   mode: z.enum(["anon", "thrash"]),
-  size: size("size"),
+  size: atLeastAPage("size"),
   hold: duration("hold"),
   label: z.string().optional(),
 });
@@ -84,19 +103,21 @@ export const drillFileSchema = z.strictObject({
     parent: parent.optional(),
   }),
   worker: z.strictObject({
-    weights: size("weights"),
+    weights: atLeastAPage("weights"),
     kv_bytes_per_token: z.number().int().nonnegative().default(0),
     decode_tokens_per_s: z.number().positive().default(50),
     prefill_tokens_per_pass: count.default(2048),
   }),
   gate: z
     .strictObject({
-      psi_limit: z.number().nonnegative().default(10),
-      psi_rate_limit: z.number().nonnegative().default(10),
+      psi_limit: percent.default(10),
+      psi_rate_limit: percent.default(10),
       slack_limit: duration("slack_limit").prefault("1500ms"),
       packed_token_limit: count.default(32000),
-      interval: duration("interval").prefault("1s"),
-      retry_host_class: z.string().default("dedicated"),
+      interval: duration("interval")
+        .refine((ms) => ms >= MIN_GATE_INTERVAL_MS, { message: `must be at least ${MIN_GATE_INTERVAL_MS}ms (the gate's shortest interval)` })
+        .prefault("1s"),
+      retry_host_class: keyPart.default("dedicated"),
     })
     .prefault({}),
   phases: z.array(phase).min(1),

@@ -26,6 +26,9 @@ export interface AdmissionConfig {
   stallMarginMs: number;
 }
 
+/** The gate's shortest --interval: PSI files are not worth re-reading faster. */
+export const MIN_GATE_INTERVAL_MS = 50;
+
 export const defaultAdmissionConfig: AdmissionConfig = {
   psiLimit: 10,
   psiRateLimit: 10,

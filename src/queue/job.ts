@@ -13,6 +13,9 @@ export const MAX_JSON_DEPTH = 8;
 /** A producer clock ahead of ours by more than this is a bad payload, not a long deadline. */
 export const MAX_FUTURE_SKEW_MS = 60_000;
 
+/** The longest deadline a job may carry (7 days): a longer one is a bad payload. */
+export const MAX_DEADLINE_MS = 7 * 24 * 3_600_000;
+
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/;
 const count = (max: number) => z.int().min(0).max(max);
 
@@ -22,7 +25,7 @@ export const jobSchema = z.looseObject({
   completion_tokens: count(10_000_000),
   files: count(1_000_000),
   enqueue_ts: z.int().positive(),
-  deadline_ms: z.int().positive().max(7 * 24 * 3_600_000),
+  deadline_ms: z.int().positive().max(MAX_DEADLINE_MS),
   attempt: count(1_000),
   host_class: z.string().regex(NAME, "host_class must be 1-100 of [A-Za-z0-9_.-]"),
   reason: z.string().max(200).optional(),

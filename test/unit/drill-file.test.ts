@@ -45,6 +45,17 @@ describe("drill files", () => {
     // The --parent rules, checked before up starts anything (not blamed on --parent after Redis is up).
     ["parent with ..", smoke.replace("  swap_max: 0\n", "  swap_max: 0\n  parent: ../x\n"), /^x\.yaml: cgroup\.parent: component "\.\." of "\.\.\/x" is a relative path component$/],
     ["empty parent", smoke.replace("  swap_max: 0\n", "  swap_max: 0\n  parent: ''\n"), /^x\.yaml: cgroup\.parent: is empty/],
+    // What up hands its children must pass their flag checks: a value gate or
+    // watch refuses with exit 2 left a drill running without its gate (up exit 0).
+    ["psi_rate_limit over 100", smoke.replace("psi_rate_limit: 5", "psi_rate_limit: 150"), /^x\.yaml: gate\.psi_rate_limit: /],
+    ["psi_limit over 100", smoke.replace("psi_limit: 10", "psi_limit: 150"), /^x\.yaml: gate\.psi_limit: /],
+    ["gate interval under the gate's minimum", smoke.replace("interval: 1s", "interval: 10ms"), /^x\.yaml: gate\.interval: must be at least 50ms/],
+    ["retry_host_class not a key name", smoke.replace("packed_token_limit: 32000", "packed_token_limit: 32000\n  retry_host_class: 'a:b'"), /^x\.yaml: gate\.retry_host_class: /],
+    ["pack host_class not a key name", smoke.replace("deadline: 8s, label: packed burst", "deadline: 8s, host_class: 'a b', label: packed burst"), /^x\.yaml: phases\.0\.pack\.host_class: /],
+    ["pack deadline 0s", smoke.replace("deadline: 8s, label: packed burst", "deadline: 0s, label: packed burst"), /^x\.yaml: phases\.0\.pack\.deadline: must be more than 0/],
+    ["pack deadline past a job's 7 days", smoke.replace("deadline: 8s, label: packed burst", "deadline: 200h, label: packed burst"), /^x\.yaml: phases\.0\.pack\.deadline: must be at most 168h/],
+    ["weights under a page", smoke.replace("weights: 64M", "weights: 100"), /^x\.yaml: worker\.weights: is less than one page/],
+    ["inject size under a page", smoke.replace("size: 256M", "size: 0"), /^x\.yaml: phases\.2\.inject\.size: is less than one page/],
     ["parent through an interface file", smoke.replace("  swap_max: 0\n", "  swap_max: 0\n  parent: /drills/memory.max\n"), /^x\.yaml: cgroup\.parent: component "memory\.max"/],
   ])("%s is exit 2 naming file and field", (_n, text, message) => {
     try {

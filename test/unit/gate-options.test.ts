@@ -22,3 +22,15 @@ describe("gate --psi-rate-limit <pct>", () => {
     expect(() => resolveGateOptions({ ...raw, psiRateLimit: text }, false)).toThrow(/^--psi-rate-limit: /);
   });
 });
+
+describe("gate --psi-limit (a PSI avg10: a share of time, 0-100)", () => {
+  it.each([["10", 10], ["0", 0], ["100", 100], ["12.5", 12.5]])("%j is accepted", (text, limit) => {
+    expect(resolveGateOptions({ ...raw, psiLimit: text }, false).options.config.psiLimit).toBe(limit);
+  });
+
+  // avg10 never exceeds 100: a limit over it would silently disable the pressure check.
+  it.each(["101", "150", "-1", "abc"])("%j is exit 2 naming the flag", (text) => {
+    expect(() => resolveGateOptions({ ...raw, psiLimit: text }, false)).toThrow(UsageError);
+    expect(() => resolveGateOptions({ ...raw, psiLimit: text }, false)).toThrow(/^--psi-limit: /);
+  });
+});

@@ -30,6 +30,8 @@ describe("drill up flags override the drill file (rewrite the thresholds, not th
     [{ duration: "soon" }, /^--duration: /],
     [{ memoryMax: "lots" }, /^--memory-max: /],
     [{ psiLimit: "-1" }, /^--psi-limit: /],
+    [{ psiLimit: "150" }, /^--psi-limit: "150" is a PSI avg10/],
+    [{ psiRateLimit: "150" }, /^--psi-rate-limit: /],
     [{ packedTokenLimit: "1.5" }, /^--packed-token-limit: /],
   ])("bad %j is exit 2 naming the flag", (flags, message) => {
     expect(() => applyOverrides(smoke, { ...base, ...flags })).toThrow(message);
