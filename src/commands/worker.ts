@@ -4,7 +4,7 @@ import { addCgroupTargetOptions } from "../cgroup/target.js";
 import { DrillError, UsageError } from "../errors.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { parseDuration, parseNumber, parsePositiveInt, parseSize } from "../units.js";
-import type { WorkerConfig } from "../worker/plan.js";
+import { defaultWorkerConfig, type WorkerConfig } from "../worker/plan.js";
 import type { WorkerOptions } from "../worker/run.js";
 import type { CommandFactory } from "./index.js";
 
@@ -96,10 +96,10 @@ export const workerCommand: CommandFactory = (globals) =>
       .option("--queue <name>", "Redis queue name", "jobs")
       .option("--weights <size>", "weights file, mapped and faulted once per pass", "1G")
       .option("--weights-dir <dir>", "directory for the weights file (a disk filesystem, not tmpfs)", "/var/tmp")
-      .option("--kv-bytes-per-token <size>", "anonymous KV memory held per admitted prompt token", "4096")
-      .option("--decode-tokens-per-s <n>", "cap on each job's decode rate (GPU compute time; 0: none)", "30")
-      .option("--prefill-tokens-per-pass <n>", "prompt tokens per prefill pass", "2048")
-      .option("--concurrency <n>", "jobs in flight at once", "8")
+      .option("--kv-bytes-per-token <size>", "anonymous KV memory held per admitted prompt token", String(defaultWorkerConfig.kvBytesPerToken))
+      .option("--decode-tokens-per-s <n>", "cap on each job's decode rate (GPU compute time; 0: none)", String(defaultWorkerConfig.decodeTokensPerS))
+      .option("--prefill-tokens-per-pass <n>", "prompt tokens per prefill pass", String(defaultWorkerConfig.prefillTokensPerPass))
+      .option("--concurrency <n>", "jobs in flight at once", String(defaultWorkerConfig.concurrency))
       .option("--worker-id <id>", "worker id for <queue>:working:<id> (default: the cgroup name, so a restart finds its list)")
       .option("--max-jobs <n>", "stop after starting this many jobs and finishing them (jobs found in its working list after a Redis outage count too)")
       .option("--idle-exit <duration>", "stop after this long with no job")

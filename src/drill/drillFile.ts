@@ -7,6 +7,7 @@ import { MIN_GATE_INTERVAL_MS } from "../gate/policy.js";
 import { MAX_DEADLINE_MS } from "../queue/job.js";
 import { isValidKeyPart } from "../queue/keys.js";
 import { parseDuration, parseSize } from "../units.js";
+import { defaultWorkerConfig } from "../worker/plan.js";
 
 /**
  * A drill file declares one rehearsal: the cgroup, the workload, the gate's
@@ -104,9 +105,10 @@ export const drillFileSchema = z.strictObject({
   }),
   worker: z.strictObject({
     weights: atLeastAPage("weights"),
-    kv_bytes_per_token: z.number().int().nonnegative().default(0),
-    decode_tokens_per_s: z.number().positive().default(50),
-    prefill_tokens_per_pass: count.default(2048),
+    // The worker command's own defaults: a drill file that leaves them out runs the worker an operator would get.
+    kv_bytes_per_token: z.number().int().nonnegative().default(defaultWorkerConfig.kvBytesPerToken),
+    decode_tokens_per_s: z.number().nonnegative().default(defaultWorkerConfig.decodeTokensPerS),
+    prefill_tokens_per_pass: count.default(defaultWorkerConfig.prefillTokensPerPass),
   }),
   gate: z
     .strictObject({

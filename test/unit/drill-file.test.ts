@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseDrillFile } from "../../src/drill/drillFile.js";
+import { workerCommand } from "../../src/commands/worker.js";
 import { UsageError } from "../../src/errors.js";
 import { repoRoot } from "../helpers/cli.js";
 
@@ -21,6 +22,23 @@ describe("drill files", () => {
     const pack = d.phases[0]!.pack!;
     expect([pack.jobs, pack.files, pack.prompt_tokens, pack.deadline]).toEqual([8, 8, 24000, 8000]);
     expect(d.phases.find((p) => p.inject)?.inject).toMatchObject({ mode: "anon", size: 3 * 1024 ** 3 });
+  });
+
+  // One set of worker defaults: a drill file that leaves them out ran a worker
+  // with no KV memory and another decode rate than `drill worker` alone.
+  it("a drill file without kv_bytes_per_token, decode_tokens_per_s or prefill_tokens_per_pass gets drill worker's defaults", () => {
+    const bare = smoke.replace(/^\s+(kv_bytes_per_token|decode_tokens_per_s|prefill_tokens_per_pass):.*\n/gm, "");
+    expect(bare).not.toMatch(/kv_bytes_per_token|decode_tokens_per_s|prefill_tokens_per_pass/);
+    const { worker } = parseDrillFile(bare, "smoke.yaml");
+    const flagDefault = (flag: string) => workerCommand(() => ({}) as never).options.find((o) => o.long === flag)?.defaultValue;
+    expect(worker.kv_bytes_per_token).toBe(Number(flagDefault("--kv-bytes-per-token")));
+    expect(worker.decode_tokens_per_s).toBe(Number(flagDefault("--decode-tokens-per-s")));
+    expect(worker.prefill_tokens_per_pass).toBe(Number(flagDefault("--prefill-tokens-per-pass")));
+    expect([worker.kv_bytes_per_token, worker.decode_tokens_per_s, worker.prefill_tokens_per_pass]).toEqual([4096, 30, 2048]);
+  });
+
+  it("decode_tokens_per_s: 0 means no cap, as --decode-tokens-per-s 0 does", () => {
+    expect(parseDrillFile(smoke.replace(/decode_tokens_per_s: \d+/, "decode_tokens_per_s: 0"), "smoke.yaml").worker.decode_tokens_per_s).toBe(0);
   });
 
   it("smoke finishes in under a minute", () => {
