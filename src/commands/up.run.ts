@@ -71,6 +71,7 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
       not_packed: result.notPacked,
       state: path.join(drillDir(g.stateDir, drill.name), "state.json"),
       interrupted: result.interrupted,
+      stopped_early: result.exitedEarly.map((e) => ({ process: e.key, how: e.how, code: e.code, log: e.log, last_line: e.lastLine })),
     };
     if (!g.json) {
       // The summary an operator pastes: the same report `drill report` prints, over this run.
@@ -89,6 +90,10 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
     log(`Run \`${drillCmd} rollback --name ${drill.name}\` before walking away: gate, worker, watch and hog keep running until then (they exit by themselves 5 minutes after the drill's end, the embedded Redis 30 s later with every job in its AOF).`);
     const signal = interrupt.received();
     if (signal) throw new InterruptedError(signal);
+    if (result.exitedEarly.length > 0) {
+      const gone = result.exitedEarly.map((e) => `${e.key} ${e.how} (log ${e.log})`).join(", ");
+      throw new DrillError(`drill ${drill.name} stopped before its end: ${gone}; run \`${drillCmd} rollback --name ${drill.name}\``);
+    }
   } finally {
     interrupt.dispose();
   }

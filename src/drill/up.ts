@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, mkdirSync, openSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
@@ -12,7 +12,7 @@ import { evaluateChecks } from "../doctor/checks.js";
 import { gatherFacts } from "../doctor/gather.js";
 import { RefusedError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
-import { readProcessStat } from "../host/process.js";
+import { isSameProcess, readProcessStat } from "../host/process.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
 import { DrillQueue } from "../queue/queue.js";
 import { queueKeys } from "../queue/keys.js";
@@ -62,6 +62,21 @@ export interface UpResult {
   pushed: string[];
   /** Jobs of started packs that the drill's end cut off (never pushed). */
   notPacked: number;
+  /** Gate, worker or watch gone before the drill's end: the drill stopped there. */
+  exitedEarly: EarlyExit[];
+}
+
+/** What stopped the drill before its end: a child gone, or the Redis it packs into. */
+export interface EarlyExit {
+  /** gate, worker, watch, or redis. */
+  key: string;
+  /** e.g. "exited (code 2)", "exited (killed by a signal)", "gone", "refused a push". */
+  how: string;
+  /** The child's exit code; null for a signal or when it is not our child. */
+  code: number | null;
+  log: string;
+  /** The last line it wrote to its log (the usual reason), or the error seen. */
+  lastLine: string | null;
 }
 
 /**
@@ -218,10 +233,10 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       writeState(stateDir, state);
       options.onRunning?.(state);
 
-      const result = await runSchedule(options, state, queue, spawnChild, target, dir);
+      const result = await runSchedule(options, state, queue, spawnChild, target, dir, [...children]);
       state.phase = "stopped";
       writeState(stateDir, state);
-      return { state, interrupted: result.interrupted, pushed: result.pushed, notPacked: result.notPacked };
+      return { state, interrupted: result.interrupted, pushed: result.pushed, notPacked: result.notPacked, exitedEarly: result.exitedEarly };
     } finally {
       await closeRedis(redis);
     }
@@ -237,10 +252,43 @@ async function runSchedule(
   spawnChild: (role: ProcessRole, key: string, args: string[], files?: string[]) => { record: ProcessRecord; exited: Promise<number | null> },
   target: string[],
   dir: string,
-): Promise<{ interrupted: boolean; pushed: string[]; notPacked: number }> {
-  const { drill, log, signal } = options;
+  core: ReadonlyArray<{ record: ProcessRecord; exited: Promise<number | null> }>,
+): Promise<{ interrupted: boolean; pushed: string[]; notPacked: number; exitedEarly: EarlyExit[] }> {
+  const { drill, log, signal, roots } = options;
   const start = Date.now();
   const elapsed = () => Date.now() - start;
+  // Gate, worker and watch live past the drill's end (they stop themselves 5
+  // minutes after it, or at rollback): one that exits during the drill took
+  // the rehearsal with it (no decisions, no work, no sidecar). Said at once,
+  // and the drill stops packing into a queue nobody serves.
+  // The same for the Redis it packs into: the embedded server gone, or a push refused.
+  const exitedEarly: EarlyExit[] = [];
+  let scheduleOver = false;
+  // Packing stops at an interrupt or at such an exit.
+  const stopPacking = new AbortController();
+  const onInterrupt = () => stopPacking.abort();
+  signal.addEventListener("abort", onInterrupt, { once: true });
+  const stopEarly = (early: EarlyExit) => {
+    if (scheduleOver || signal.aborted || exitedEarly.some((e) => e.key === early.key)) return;
+    exitedEarly.push(early);
+    stopPacking.abort();
+    log(`${early.key}: ${early.how} ${Math.round(elapsed() / 1000)}s into the drill${early.lastLine ? `: ${early.lastLine}` : ""}; the drill stops here (log: ${early.log})`);
+  };
+  for (const child of core) {
+    void child.exited.then((code) => {
+      const logFile = path.join(dir, `${child.record.key}.log`);
+      stopEarly({ key: child.record.key, how: `exited (${code === null ? "killed by a signal" : `code ${code}`})`, code, log: logFile, lastLine: lastLogLine(logFile) });
+    });
+  }
+  const embeddedRedis = state.redis.embedded ? state.processes.find((p) => p.role === "redis") : undefined;
+  const redisLog = state.redis.embedded ? path.join(state.redis.embedded.dir, "redis.log") : redactUrl(state.redis.url);
+  const checkRedis = () => {
+    if (embeddedRedis?.pid && embeddedRedis.startTime !== null && !isSameProcess(roots, embeddedRedis.pid, embeddedRedis.startTime)) {
+      stopEarly({ key: "redis", how: `gone (pid ${embeddedRedis.pid})`, code: null, log: redisLog, lastLine: lastLogLine(redisLog) });
+    }
+  };
+  const pushFailed = (err: unknown) =>
+    stopEarly({ key: "redis", how: "refused a push", code: null, log: redisLog, lastLine: err instanceof Error ? err.message : String(err) });
   const pushed: string[] = [];
   const decided = new Set<string>();
   const gateTail = new LineTail(path.join(dir, "gate.out"));
@@ -272,10 +320,11 @@ async function runSchedule(
     const now = elapsed();
     while (next < phases.length && phases[next]!.at <= now) {
       const phase = phases[next++]!;
-      if (phase.pack) packing.push(pack(queue, phase.pack, phase.index, { log, pushed, signal, elapsed, durationMs: drill.duration }));
+      if (phase.pack) packing.push(pack(queue, phase.pack, phase.index, { log, pushed, signal: stopPacking.signal, elapsed, durationMs: drill.duration, pushFailed }));
       if (phase.inject) inject({ ...phase, inject: phase.inject }, drill.duration, state, spawnChild, target, log);
     }
-    if (now >= drill.duration) break;
+    checkRedis();
+    if (now >= drill.duration || exitedEarly.length > 0) break;
     follow();
     await sleep(Math.min(250, drill.duration - now), undefined, { signal }).catch(() => {});
   }
@@ -286,7 +335,8 @@ async function runSchedule(
   const until = Date.now() + DECISIONS_WAIT_MS;
   for (;;) {
     follow();
-    if (signal.aborted) break;
+    checkRedis();
+    if (signal.aborted || exitedEarly.length > 0) break;
     const action = nextFollowAction(pushed, decided, Date.now(), until);
     if (action.kind === "all_decided") {
       if (pushed.length > 0) log(`gate: decided every packed job (${pushed.length})`);
@@ -299,7 +349,20 @@ async function runSchedule(
     }
     await sleep(250, undefined, { signal }).catch(() => {});
   }
-  return { interrupted: signal.aborted, pushed, notPacked };
+  scheduleOver = true;
+  signal.removeEventListener("abort", onInterrupt);
+  return { interrupted: signal.aborted, pushed, notPacked, exitedEarly };
+}
+
+/** The last line a child wrote to its log (its error, when it died of one), cut to fit a log line. */
+function lastLogLine(file: string): string | null {
+  try {
+    const lines = readFileSync(file, "utf8").split("\n").filter((l) => l.trim() !== "");
+    const last = lines.at(-1)?.trim();
+    return last === undefined ? null : last.length > 300 ? `${last.slice(0, 300)}…` : last;
+  } catch {
+    return null;
+  }
 }
 
 /** One pack phase: pushes until done or the drill's end; returns how many of its jobs were not packed. */
@@ -307,7 +370,7 @@ async function pack(
   queue: DrillQueue,
   step: PackStep,
   index: number,
-  run: { log: (l: string) => void; pushed: string[]; signal: AbortSignal; elapsed: () => number; durationMs: number },
+  run: { log: (l: string) => void; pushed: string[]; signal: AbortSignal; elapsed: () => number; durationMs: number; pushFailed: (err: unknown) => void },
 ): Promise<number> {
   const { log, signal } = run;
   log(`phase ${index}: pack ${step.jobs} jobs x ${step.prompt_tokens} prompt tokens, deadline ${formatDuration(step.deadline)}${step.upstream_age > 0 ? `, upstream age ${formatDuration(step.upstream_age)}` : ""}${step.label ? ` (${step.label})` : ""}`);
@@ -325,18 +388,26 @@ async function pack(
       continue;
     }
     lastPushAt = run.elapsed();
-    const job = await queue.push({
-      promptTokens: step.prompt_tokens,
-      completionTokens: step.completion_tokens,
-      files: step.files,
-      deadlineMs: step.deadline,
-      upstreamAgeMs: step.upstream_age,
-      hostClass: step.host_class,
-    });
+    let job;
+    try {
+      job = await queue.push({
+        promptTokens: step.prompt_tokens,
+        completionTokens: step.completion_tokens,
+        files: step.files,
+        deadlineMs: step.deadline,
+        upstreamAgeMs: step.upstream_age,
+        hostClass: step.host_class,
+      });
+    } catch (err) {
+      // Not pushed (a failed push writes nothing): counted as not packed, and the drill stops.
+      run.pushFailed(err);
+      break;
+    }
     run.pushed.push(job.id);
     count++;
   }
-  return 0;
+  log(`phase ${index}: packed ${count} of ${step.jobs} jobs; ${step.jobs - count} not packed: the drill stopped before its end`);
+  return step.jobs - count;
 }
 
 function inject(

@@ -1,0 +1,113 @@
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readState, type DrillState } from "../../src/drill/state.js";
+import { realDrillSkipReason } from "../helpers/cgroupFixtures.js";
+import { runDrill } from "../helpers/cli.js";
+import { pack, tinyDrill } from "../helpers/drills.js";
+import { assertHostClean } from "../helpers/hostClean.js";
+import { assertNoJobLostInExport } from "../helpers/invariants.js";
+
+// 20 s declared: a burst, a 2/s trickle from 1 s (10 s of it), one more at 12 s.
+// Something the drill needs dies about 2 s in; up must not carry on to 20 s.
+const DRILL = tinyDrill("upearly", {
+  duration: "20s",
+  phases: [
+    ["0s", pack(2)],
+    ["1s", pack(20, 1000, ", rate: 2, label: trickle")],
+    ["12s", pack(1, 1000, ", label: after the stop")],
+  ],
+});
+const CGROUP = "upearlycg";
+const DECLARED_MS = 20_000;
+
+const skip = realDrillSkipReason();
+if (skip) console.warn(`skipping drill up stops early: ${skip}`);
+
+interface Summary {
+  pushed_ids: string[];
+  not_packed: number;
+  stopped_early: Array<{ process: string; how: string; code: number | null; log: string; last_line: string | null }>;
+}
+
+describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (real cgroup, embedded Redis)", () => {
+  let root: string;
+  let files: string;
+  let drillFile: string;
+  const stateDirs: string[] = [];
+  beforeAll(() => {
+    root = mkdtempSync(path.join(tmpdir(), "drill-up-early-"));
+    files = path.join(root, "files");
+    mkdirSync(files);
+    drillFile = path.join(root, "upearly.yaml");
+    writeFileSync(drillFile, DRILL);
+  });
+  afterAll(async () => {
+    // Only does something when a case failed half-way: never leave a drill running.
+    for (const dir of stateDirs) if (existsSync(dir)) await runDrill(["--state-dir", dir, "rollback"], { timeout: 90_000 });
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  /** Starts `up`, waits until it runs, lets the trickle start, then kills what `victim` picks. */
+  async function upAndKill(label: string, victim: (state: DrillState) => number) {
+    const stateDir = path.join(root, label);
+    stateDirs.push(stateDir);
+    const startedAt = Date.now();
+    const up = runDrill(["--state-dir", stateDir, "--json", "up", "--drill", drillFile, "--parent", "self", "--name", CGROUP, "--file-dir", files], { timeout: 120_000 });
+    let state: DrillState | null = null;
+    while (state?.phase !== "running") {
+      if (Date.now() - startedAt > 60_000) throw new Error(`drill up did not reach running: ${JSON.stringify(state)}`);
+      await sleep(100);
+      state = readState(stateDir, "upearly");
+    }
+    await sleep(2000);
+    process.kill(victim(state), "SIGKILL");
+    const result = await up;
+    return { stateDir, result, state, elapsedMs: Date.now() - startedAt };
+  }
+
+  async function rollbackLosesNothing(stateDir: string, before: DrillState, pushed: string[]) {
+    const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "upearly"], { timeout: 90_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    assertHostClean(stateDir, "upearly", before);
+    const exported = readdirSync(path.join(stateDir, "upearly")).filter((f) => /^final-.*\.jsonl$/.test(f));
+    expect(exported).toHaveLength(1);
+    assertNoJobLostInExport(path.join(stateDir, "upearly", exported[0]!), "jobs", pushed);
+  }
+
+  it("the gate SIGKILLed: up says so at once, stops packing, exits 1 naming it; rollback loses nothing", async () => {
+    const { stateDir, result, state, elapsedMs } = await upAndKill("gate", (s) => s.processes.find((p) => p.role === "gate")!.pid!);
+    const out = result.stdout + result.stderr;
+    expect(result.exitCode, out).toBe(1);
+    // It stopped, rather than packing into a queue no gate serves until 20 s.
+    expect(elapsedMs, out).toBeLessThan(DECLARED_MS);
+    expect(result.stderr).toMatch(/^gate: exited \(killed by a signal\) \d+s into the drill.*; the drill stops here \(log: \S+gate\.log\)$/m);
+    expect(result.stderr).toMatch(/phase 1: packed (\d+) of 20 jobs; (\d+) not packed: the drill stopped before its end/);
+    expect(result.stderr).not.toMatch(/phase 2: pack/);
+    expect(result.stderr).toContain(`drill upearly stopped before its end: gate exited (killed by a signal)`);
+    const summary = JSON.parse(result.stdout.trim().split("\n").pop()!) as Summary;
+    expect(summary.stopped_early.map((e) => e.process)).toEqual(["gate"]);
+    // Every job of the started phases is pushed or counted as not packed.
+    expect(summary.pushed_ids.length + summary.not_packed).toBe(2 + 20);
+    expect(summary.not_packed).toBeGreaterThan(0);
+    await rollbackLosesNothing(stateDir, state, summary.pushed_ids);
+  }, 180_000);
+
+  it("the embedded redis-server SIGKILLed: no crash, exit 1 naming redis; rollback restarts it on its AOF and loses nothing", async () => {
+    const { stateDir, result, state, elapsedMs } = await upAndKill("redis", (s) => s.processes.find((p) => p.role === "redis")!.pid!);
+    const out = result.stdout + result.stderr;
+    expect(result.exitCode, out).toBe(1);
+    expect(elapsedMs, out).toBeLessThan(DECLARED_MS);
+    // Was an uncaught ioredis rejection with a stack trace.
+    expect(result.stderr).not.toMatch(/Node\.js v|^\s+at /m);
+    expect(result.stderr).toMatch(/^redis: (gone \(pid \d+\)|refused a push) \d+s into the drill.*; the drill stops here/m);
+    expect(result.stderr).toMatch(/drill upearly stopped before its end: redis /);
+    const summary = JSON.parse(result.stdout.trim().split("\n").pop()!) as Summary;
+    expect(summary.stopped_early.map((e) => e.process)).toEqual(["redis"]);
+    expect(summary.pushed_ids.length + summary.not_packed).toBe(2 + 20);
+    expect((readState(stateDir, "upearly") as DrillState).phase).toBe("stopped");
+    await rollbackLosesNothing(stateDir, state, summary.pushed_ids);
+  }, 180_000);
+});
