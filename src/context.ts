@@ -5,6 +5,11 @@ import type { RedisWant } from "./drill/state.js";
 
 export const DEFAULT_STATE_DIR = "/var/lib/drill";
 
+/** `drill`, with --state-dir when not the default: a command suggested to the operator works as typed. */
+export function drillCommandFor(stateDir: string): string {
+  return stateDir === DEFAULT_STATE_DIR ? "drill" : `drill --state-dir ${stateDir}`;
+}
+
 /** Where a Redis command goes with no --redis, no DRILL_REDIS_URL and no drill up in the state dir. */
 export const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
 

@@ -22,3 +22,26 @@ export function onInterrupt(): { signal: AbortSignal; received: () => "SIGINT" |
     },
   };
 }
+
+/**
+ * For work that must not stop half-way (rollback): the first SIGINT is only
+ * acknowledged (`notice`) and the work goes on; a second SIGINT, or a SIGTERM
+ * (a supervisor that wants the process gone), calls `stop`, which exits.
+ */
+export function finishDespiteInterrupt(notice: () => void, stop: (signal: "SIGINT" | "SIGTERM") => void): { dispose: () => void } {
+  let interrupts = 0;
+  const onInt = () => {
+    interrupts++;
+    if (interrupts === 1) notice();
+    else stop("SIGINT");
+  };
+  const onTerm = () => stop("SIGTERM");
+  process.on("SIGINT", onInt);
+  process.on("SIGTERM", onTerm);
+  return {
+    dispose: () => {
+      process.off("SIGINT", onInt);
+      process.off("SIGTERM", onTerm);
+    },
+  };
+}

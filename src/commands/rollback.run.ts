@@ -1,7 +1,8 @@
-import { hostRoots, leverCommand, type GlobalOptions } from "../context.js";
+import { drillCommandFor, hostRoots, leverCommand, type GlobalOptions } from "../context.js";
 import { describeRunningDrill, findRunningDrills, listDrills, rollbackDrill, rollbackHint, type DrillRollback } from "../drill/rollback.js";
 import { readState } from "../drill/state.js";
-import { RollbackIncompleteError } from "../errors.js";
+import { ExitCode, RollbackIncompleteError } from "../errors.js";
+import { finishDespiteInterrupt } from "../interrupt.js";
 import { consoleOutput } from "../output.js";
 import type { RollbackFlags } from "./rollback.js";
 
@@ -9,7 +10,27 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   const output = consoleOutput(g.color);
   const names = flags.name ? [flags.name] : listDrills(g.stateDir);
   const results: DrillRollback[] = [];
-  for (const name of names) {
+  // Stopped half-way, a rollback leaves the host half rolled back: the first
+  // Ctrl-C only says so; a second one (or SIGTERM) stops, naming where.
+  const drillCmd = drillCommandFor(g.stateDir);
+  let current = { name: "", lastStep: "" };
+  const interrupts = finishDespiteInterrupt(
+    () => process.stderr.write(`drill: SIGINT: finishing the rollback (stopping now would leave it half done); Ctrl-C again to stop anyway\n`),
+    (signal) => {
+      const where = current.lastStep === "" ? "before its first step" : `after step "${current.lastStep}"`;
+      process.stderr.write(`drill: interrupted by ${signal} during the rollback of ${current.name} ${where}; run \`${drillCmd} rollback --name ${current.name}\` again to finish it\n`);
+      process.exit(signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
+    },
+  );
+  try {
+    for (const name of names) {
+      current = { name, lastStep: "" };
+      await rollbackOne(name);
+    }
+  } finally {
+    interrupts.dispose();
+  }
+  async function rollbackOne(name: string): Promise<void> {
     if (!g.json) output.out(`rollback ${name}:`);
     const result = await rollbackDrill(name, {
       roots: hostRoots(g),
@@ -17,6 +38,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       redisUrl: g.redisUrl,
       crashAt: process.env.DRILL_CRASH_AT,
       log: (step) => {
+        current.lastStep = step.step;
         if (!g.json) output.out(`  ${step.ok ? "ok  " : output.color.red("FAIL")} ${step.step}: ${step.detail}`);
       },
     });

@@ -4,7 +4,7 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { stateDirError } from "../cgroup/stateFiles.js";
-import { DEFAULT_STATE_DIR, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
+import { drillCommandFor, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState } from "../drill/state.js";
 import { runUp } from "../drill/up.js";
@@ -38,7 +38,7 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
   const log = (line: string) => (g.json ? output.err(line) : output.out(line));
 
   // The commands suggested below work as typed: the state dir named when not the default.
-  const drillCmd = g.stateDir === DEFAULT_STATE_DIR ? "drill" : `drill --state-dir ${g.stateDir}`;
+  const drillCmd = drillCommandFor(g.stateDir);
   if (flags.detach && process.env[BACKGROUND_ENV] !== "1") {
     await detach(drill, drillFile, g.stateDir, drillCmd, log);
     return;

@@ -1,0 +1,91 @@
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { execa } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readState, type DrillState } from "../../src/drill/state.js";
+import { realDrillSkipReason } from "../helpers/cgroupFixtures.js";
+import { drillBin, runDrill } from "../helpers/cli.js";
+import { pack, tinyDrill } from "../helpers/drills.js";
+import { assertHostClean } from "../helpers/hostClean.js";
+import { assertNoJobLostInExport } from "../helpers/invariants.js";
+
+const DRILL = tinyDrill("rbint", { duration: "3s", phases: [["0s", pack(3)]] });
+const CGROUP = "rbintcg";
+
+const skip = realDrillSkipReason();
+if (skip) console.warn(`skipping rollback under Ctrl-C: ${skip}`);
+
+describe.skipIf(skip !== null)("rollback under Ctrl-C (real cgroup, embedded Redis)", () => {
+  let root: string;
+  let files: string;
+  let drillFile: string;
+  const stateDirs: string[] = [];
+  beforeAll(() => {
+    root = mkdtempSync(path.join(tmpdir(), "drill-rb-int-"));
+    files = path.join(root, "files");
+    mkdirSync(files);
+    drillFile = path.join(root, "rbint.yaml");
+    writeFileSync(drillFile, DRILL);
+  });
+  afterAll(async () => {
+    for (const dir of stateDirs) if (existsSync(dir)) await runDrill(["--state-dir", dir, "rollback"], { timeout: 90_000 });
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  async function upDrill(label: string): Promise<{ stateDir: string; before: DrillState; pushed: string[] }> {
+    const stateDir = path.join(root, label);
+    stateDirs.push(stateDir);
+    const up = await runDrill(["--state-dir", stateDir, "--json", "up", "--drill", drillFile, "--parent", "self", "--name", CGROUP, "--file-dir", files], { timeout: 120_000 });
+    expect(up.exitCode, up.stdout + up.stderr).toBe(0);
+    const pushed = (JSON.parse(up.stdout.trim().split("\n").pop()!) as { pushed_ids: string[] }).pushed_ids;
+    return { stateDir, before: readState(stateDir, "rbint") as DrillState, pushed };
+  }
+
+  /** A rollback that gets `count` SIGINTs as soon as it has said which drill it rolls back. */
+  async function interruptedRollback(stateDir: string, count: number) {
+    const child = execa("node", [drillBin, "--state-dir", stateDir, "rollback", "--name", "rbint"], { reject: false, timeout: 90_000, env: { FORCE_COLOR: "0", NO_COLOR: "1" } });
+    let stdout = "";
+    child.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    while (!stdout.includes("rollback rbint:")) {
+      if (child.exitCode !== null) break;
+      await sleep(5);
+    }
+    for (let i = 0; i < count; i++) {
+      child.kill("SIGINT");
+      await sleep(20);
+    }
+    const result = await child;
+    return { exitCode: result.exitCode, stdout: String(result.stdout), stderr: String(result.stderr) };
+  }
+
+  function exportedJobs(stateDir: string, pushed: string[]) {
+    const exported = readdirSync(path.join(stateDir, "rbint")).filter((f) => /^final-.*\.jsonl$/.test(f));
+    expect(exported).toHaveLength(1);
+    assertNoJobLostInExport(path.join(stateDir, "rbint", exported[0]!), "jobs", pushed);
+  }
+
+  it("one Ctrl-C: the rollback says it is finishing, finishes (exit 0), host clean, no job lost", async () => {
+    const { stateDir, before, pushed } = await upDrill("once");
+    const r = await interruptedRollback(stateDir, 1);
+    expect(r.exitCode, r.stdout + r.stderr).toBe(0);
+    expect(r.stderr).toContain("drill: SIGINT: finishing the rollback (stopping now would leave it half done); Ctrl-C again to stop anyway");
+    assertHostClean(stateDir, "rbint", before);
+    exportedJobs(stateDir, pushed);
+  }, 180_000);
+
+  it("two Ctrl-C: exit 130 naming the drill, where it stopped and the command that finishes it; that command finishes it", async () => {
+    const { stateDir, before, pushed } = await upDrill("twice");
+    const r = await interruptedRollback(stateDir, 2);
+    expect(r.exitCode, r.stdout + r.stderr).toBe(130);
+    expect(r.stderr).toMatch(
+      new RegExp(`drill: interrupted by SIGINT during the rollback of rbint (before its first step|after step "[^"]+"); run \`drill --state-dir ${stateDir} rollback --name rbint\` again to finish it`),
+    );
+    expect((readState(stateDir, "rbint") as DrillState).phase).not.toBe("complete");
+    const again = await runDrill(["--state-dir", stateDir, "rollback", "--name", "rbint"], { timeout: 90_000 });
+    expect(again.exitCode, again.stdout + again.stderr).toBe(0);
+    assertHostClean(stateDir, "rbint", before);
+    exportedJobs(stateDir, pushed);
+  }, 180_000);
+});
