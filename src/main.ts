@@ -1,12 +1,14 @@
 import { CommanderError } from "commander";
 import { buildProgram } from "./cli.js";
 import { DrillError, ExitCode } from "./errors.js";
+import { closedStdoutSurvived } from "./closedStdout.js";
 
 /** The one exit point: commands throw typed errors, this maps them to codes. */
 export async function main(argv: string[]): Promise<number> {
   // `drill cgroup status | head -4`: a closed pipe ends the output, not the process with a stack.
   for (const stream of [process.stdout, process.stderr]) {
     stream.on("error", (err: NodeJS.ErrnoException) => {
+      if (closedStdoutSurvived(stream, err)) return;
       if (err.code === "EPIPE") process.exit(process.exitCode ?? 0);
       throw err;
     });

@@ -1,4 +1,5 @@
 import { Chalk, type ChalkInstance } from "chalk";
+import { writeOut } from "./closedStdout.js";
 
 /** Where a command writes: stdout for results, stderr for progress and errors. */
 export interface Output {
@@ -13,9 +14,9 @@ export function consoleOutput(useColor: boolean): Output {
   const isTTY = Boolean(process.stdout.isTTY);
   const color = new Chalk({ level: useColor && isTTY ? 1 : 0 });
   return {
-    out: (line) => process.stdout.write(`${line}\n`),
+    out: (line) => writeOut(`${line}\n`),
     err: (line) => process.stderr.write(`${line}\n`),
-    json: (value) => process.stdout.write(`${JSON.stringify(value)}\n`),
+    json: (value) => writeOut(`${JSON.stringify(value)}\n`),
     color,
     isTTY,
   };

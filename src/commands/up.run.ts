@@ -14,6 +14,7 @@ import { findPackageRoot } from "../native/pagetoucher.js";
 import { buildReport } from "../report/build.js";
 import { gatherReport } from "../report/gather.js";
 import { renderReport } from "../report/render.js";
+import { surviveClosedStdout } from "../closedStdout.js";
 import { consoleOutput } from "../output.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { applyOverrides, resolveFileDir, type UpFlags } from "./up.js";
@@ -28,6 +29,7 @@ export function resolveDrillPath(flag: string | undefined): string {
 }
 
 export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> {
+  surviveClosedStdout();
   const output = consoleOutput(g.color);
   const drillFile = resolveDrillPath(flags.drill);
   const drill = applyOverrides(loadDrillFile(drillFile), flags);

@@ -1,0 +1,51 @@
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { execa } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readState, type DrillState } from "../../src/drill/state.js";
+import { realDrillSkipReason } from "../helpers/cgroupFixtures.js";
+import { drillBin, runDrill } from "../helpers/cli.js";
+import { pack, tinyDrill } from "../helpers/drills.js";
+import { assertHostClean } from "../helpers/hostClean.js";
+import { assertNoJobLostInExport } from "../helpers/invariants.js";
+
+// Two packs, the second after the first lines are printed: a reader that
+// went away after them (`drill up | head -3`) must not stop the drill half-way.
+const DRILL = tinyDrill("upclosed", { duration: "4s", phases: [["0s", pack(2)], ["2s", pack(2)]] });
+const CGROUP = "upclosedcg";
+
+const skip = realDrillSkipReason();
+if (skip) console.warn(`skipping drill up | head: ${skip}`);
+
+describe.skipIf(skip !== null)("drill up | head (real cgroup, embedded Redis)", () => {
+  let root: string;
+  let stateDir: string;
+  beforeAll(() => {
+    root = mkdtempSync(path.join(tmpdir(), "drill-up-closed-"));
+    stateDir = path.join(root, "state");
+    mkdirSync(path.join(root, "files"));
+    writeFileSync(path.join(root, "upclosed.yaml"), DRILL);
+  });
+  afterAll(async () => {
+    await runDrill(["--state-dir", stateDir, "rollback"], { timeout: 90_000 });
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it("the reader of stdout goes away after the first lines: up runs the drill to its end, exit 0, every pack pushed", async () => {
+    const args = ["--state-dir", stateDir, "up", "--drill", path.join(root, "upclosed.yaml"), "--parent", "self", "--name", CGROUP, "--file-dir", path.join(root, "files")];
+    const child = execa("node", [drillBin, ...args], { reject: false, timeout: 120_000, env: { FORCE_COLOR: "0", NO_COLOR: "1" } });
+    await new Promise<void>((resolve) => child.stdout!.once("data", () => resolve()));
+    child.stdout!.destroy(); // what head does once it has its lines
+    const result = await child;
+    expect(result.exitCode, String(result.stderr)).toBe(0);
+    const before = readState(stateDir, "upclosed") as DrillState;
+    expect(before.phase).toBe("stopped");
+    const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "upclosed"], { timeout: 90_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    assertHostClean(stateDir, "upclosed", before);
+    const exported = readdirSync(path.join(stateDir, "upclosed")).filter((f) => /^final-.*\.jsonl$/.test(f));
+    // Ids come from the queue's sequence: both packs pushed, none lost.
+    assertNoJobLostInExport(path.join(stateDir, "upclosed", exported[0]!), "jobs", ["1", "2", "3", "4"]);
+  }, 180_000);
+});
