@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, writeSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
@@ -8,7 +8,7 @@ import { drillCommandFor, hostRoots, leverCommand, redactUrl, type GlobalOptions
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState } from "../drill/state.js";
 import { runUp } from "../drill/up.js";
-import { DrillError, InterruptedError } from "../errors.js";
+import { DrillError, InterruptedError, RefusedError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
 import { buildReport } from "../report/build.js";
@@ -109,11 +109,18 @@ async function detach(drill: DrillFile, drillFile: string, stateDir: string, dri
   const dir = drillDir(stateDir, drill.name);
   const before = readState(stateDir, drill.name);
   const logFile = path.join(stateDir, `${drill.name}-up.log`);
+  // Refused here, before the log: a second up's refusal appended to the log of
+  // the drill that runs reads as that drill's. (The lock still decides a race.)
+  if (before && before.phase !== "complete") {
+    throw new RefusedError(`drill ${drill.name} is already up (run ${before.runId}, ${before.phase}; log ${logFile}); run ${drillCmd} rollback --name ${drill.name} first`);
+  }
   let fd: number;
   try {
     // A first run on a fresh --state-dir: the log goes there before the background up makes it.
     mkdirSync(stateDir, { recursive: true, mode: 0o700 });
     fd = openSync(logFile, "a");
+    // One log for every run of this drill: each starts with a line saying so.
+    writeSync(fd, `==== drill up --detach ${drill.name} at ${new Date().toISOString()}\n`);
   } catch (err) {
     throw stateDirError("write the log of the background up", logFile, err);
   }

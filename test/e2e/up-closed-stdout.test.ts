@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { execa } from "execa";
@@ -47,5 +47,35 @@ describe.skipIf(skip !== null)("drill up | head (real cgroup, embedded Redis)", 
     const exported = readdirSync(path.join(stateDir, "upclosed")).filter((f) => /^final-.*\.jsonl$/.test(f));
     // Ids come from the queue's sequence: both packs pushed, none lost.
     assertNoJobLostInExport(path.join(stateDir, "upclosed", exported[0]!), "jobs", ["1", "2", "3", "4"]);
+  }, 180_000);
+});
+
+describe.skipIf(skip !== null)("a second drill up --detach of a drill that is up (real cgroup, embedded Redis)", () => {
+  let root: string;
+  let stateDir: string;
+  beforeAll(() => {
+    root = mkdtempSync(path.join(tmpdir(), "drill-up-twice-"));
+    stateDir = path.join(root, "state");
+    mkdirSync(path.join(root, "files"));
+    writeFileSync(path.join(root, "upclosed.yaml"), DRILL);
+  });
+  afterAll(async () => {
+    await runDrill(["--state-dir", stateDir, "rollback"], { timeout: 90_000 });
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it("is refused (exit 3) before it writes a line into the running drill's log, which marks each run", async () => {
+    const args = ["--state-dir", stateDir, "up", "--detach", "--drill", path.join(root, "upclosed.yaml"), "--parent", "self", "--name", CGROUP, "--file-dir", path.join(root, "files")];
+    const first = await runDrill(args, { timeout: 120_000 });
+    expect(first.exitCode, first.stdout + first.stderr).toBe(0);
+    const logFile = path.join(stateDir, "upclosed-up.log");
+    const log = readFileSync(logFile, "utf8");
+    expect(log).toMatch(/^==== drill up --detach upclosed at \d{4}-\d\d-\d\dT/);
+    const second = await runDrill(args, { timeout: 120_000 });
+    expect(second.exitCode, second.stdout + second.stderr).toBe(3);
+    expect(second.stderr).toMatch(/drill upclosed is already up \(run upclosed-\S+, (running|stopped); log \S+upclosed-up\.log\); run drill --state-dir \S+ rollback --name upclosed first/);
+    // The first run's log has only grown by the first run's own lines since.
+    expect(readFileSync(logFile, "utf8").startsWith(log)).toBe(true);
+    expect(readFileSync(logFile, "utf8")).not.toMatch(/already up|==== drill up --detach upclosed at .*\n[\s\S]*==== drill up/);
   }, 180_000);
 });
