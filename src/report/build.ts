@@ -348,8 +348,8 @@ function jobsWhere(inputs: ReportInputs, notes: string[]): JobsWhere | null {
     if (list.holderAlive === false && list.count !== 0) {
       note +=
         list.role === "processing"
-          ? `: DEAD, heartbeat ${inputs.queue}:gates:${list.holder} gone${when}; the next gate to start recovers these jobs to ${inputs.queue}, rollback drains them`
-          : `: DEAD, heartbeat ${inputs.queue}:workers:${list.holder} gone${when}; a worker started again recovers these jobs to ${inputs.queue}:admitted, rollback drains them`;
+          ? `: DEAD, heartbeat ${inputs.queue}:gates:${list.holder} gone${when}; a running gate moves these jobs back to ${inputs.queue}, else rollback drains them`
+          : `: DEAD, heartbeat ${inputs.queue}:workers:${list.holder} gone${when}; a running worker moves these jobs back to ${inputs.queue}:admitted, else rollback drains them`;
     } else if (list.holderAlive === false) {
       note += `: heartbeat gone${when}`;
     } else if (list.holderAlive === true) {
