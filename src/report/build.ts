@@ -52,12 +52,44 @@ export interface JobCost {
   cost_proxy: number | null;
 }
 
+/** One row of "where the jobs are": a list of the queue that holds jobs. */
+export interface JobListRow {
+  key: string;
+  role: string;
+  /** The gate, worker or host class the key names. */
+  holder: string | null;
+  count: number | null;
+  /** processing/working: the holder's heartbeat exists (at the export, for an export); null for other lists. */
+  holder_alive: boolean | null;
+  note: string;
+}
+
+export interface JobsWhere {
+  rows: JobListRow[];
+  /** Entries over every list (null when a list could not be read). */
+  total: number | null;
+  /** Entries held by a gate or worker whose heartbeat is gone. */
+  held_by_dead: number;
+  /** `<q>:seq`: job ids 1..N were issued by pack. */
+  ids_issued: number | null;
+  /** Distinct job ids over the lists. */
+  distinct_ids: number;
+  /** Issued ids (1..ids_issued) on no list: lost, or a pack that died between INCR and RPUSH. */
+  not_found: string[];
+  /** Ids on more than one list. */
+  duplicates: Array<{ id: string; keys: string[] }>;
+  /** Entries without a job id (dead payloads that never were jobs). */
+  without_id: number;
+}
+
 export interface Report {
   label: string;
+  /** When this report was made (now), whatever the source; the figures' moment is window.to. */
   generated_at: string;
   drill: { name: string; run_id: string | null; drill_file: string | null; created_at: string | null; phase: string | null } | null;
   queue: string;
-  source: { kind: "live" | "export"; where: string };
+  /** live: a running Redis; aof: the drill's embedded Redis restarted on its AOF for this report; export: rollback's file. */
+  source: { kind: "live" | "aof" | "export"; where: string };
   /**
    * `from` is the later of `to − since_ms` and the run's start (`run_start`,
    * the state's createdAt), unless --since was given (`clipped_to_run` false):
@@ -118,7 +150,16 @@ export interface Report {
     /** Finished jobs per hour at the window's pace, and the hours `queue + drain` would take at it. */
     done_per_hour: number | null;
     backlog_hours: number | null;
+    /**
+     * The span the pace is taken over: from the window's start (or the run's
+     * creation), to now while the run is going, else to its last decision or
+     * finished job, so a report on a finished run says the same whenever it runs.
+     */
+    pace_from: string;
+    pace_to: string;
   };
+  /** Every list of the queue that holds jobs, with counts: "no job lost" checked from the report. */
+  jobs_where: JobsWhere | null;
   notes: string[];
 }
 
@@ -162,14 +203,22 @@ function hostPressureCause(figures: string): string | null {
   if (/\bmode=reject_all\b/.test(figures)) return "mode=reject_all";
   if (/\bpsi=missing\b/.test(figures)) return "psi=missing";
   if (/\bswap_leak=1\b/.test(figures)) return "swap_leak=1";
-  if (/\bhysteresis=1\b/.test(figures)) return "hysteresis=1";
+  if (/\bhysteresis=1\b/.test(figures)) return "held by hysteresis";
   return null;
+}
+
+/** `3 × mode=reject_all, 1 × held by hysteresis`: the count first, so a `k=v` cause never runs into it. */
+/** Job ids in numeric order (`2` before `10`); ids that are not numbers after, by text. */
+export function byJobId(a: { job: string }, b: { job: string }): number {
+  const na = /^\d+$/.test(a.job) ? Number(a.job) : Infinity;
+  const nb = /^\d+$/.test(b.job) ? Number(b.job) : Infinity;
+  return na !== nb ? na - nb : a.job.localeCompare(b.job);
 }
 
 function countNote(counts: Map<string, number>, prefix = ""): string {
   return [...counts.entries()]
     .sort(([a], [b]) => a.localeCompare(b))
-    .map(([k, n]) => `${prefix}${k} ${n}`)
+    .map(([k, n]) => `${n} × ${prefix}${k}`)
     .join(", ");
 }
 
@@ -256,11 +305,88 @@ function doneTime(d: DoneEntry): number | null {
   return d.doneTs ?? d.firstTokenTs ?? null;
 }
 
+/** Phases after which the run does no more work of its own (up returned, or rollback ran). */
+const FINISHED_PHASES = new Set(["stopped", "rolling_back", "complete"]);
+
+/**
+ * Where the pace's span ends: now while the run is going (or unknown), else
+ * at its last decision or finished job in the window, so a report on a
+ * finished run gives one pace whenever it is made. Not at the last sample:
+ * the sidecar goes on recording until rollback (or 5 minutes) after the run.
+ */
+function paceEnd(inputs: ReportInputs, events: DecisionEvent[] | null, done: DoneEntry[] | null, nowMs: number): number {
+  const finished = inputs.source.kind !== "live" || (inputs.drill?.phase != null && FINISHED_PHASES.has(inputs.drill.phase));
+  if (!finished) return nowMs;
+  let last: number | null = null;
+  for (const e of events ?? []) if (e.tsMs !== null && e.tsMs <= nowMs && (last === null || e.tsMs > last)) last = e.tsMs;
+  for (const d of done ?? []) {
+    const t = doneTime(d);
+    if (t !== null && t <= nowMs && (last === null || t > last)) last = t;
+  }
+  return last ?? nowMs;
+}
+
+const ROLE_TEXT: Record<string, string> = {
+  ready: "ready, waiting for a gate",
+  processing: "being decided by gate",
+  admitted: "admitted, waiting for the worker",
+  working: "held by worker",
+  done: "finished",
+  retry: "nacked to host class",
+  dead: "dead (malformed, or past the retry budget)",
+  drain: "rollback's drain",
+};
+
+/** The lists that hold jobs, their counts, who holds them and whether it is alive; and the ids against `<q>:seq`. */
+function jobsWhere(inputs: ReportInputs, notes: string[]): JobsWhere | null {
+  const places = inputs.jobPlaces;
+  if (places === undefined || places === null) return null;
+  const when = inputs.source.kind === "export" ? " at the export" : "";
+  const rows = places.lists.map((list): JobListRow => {
+    let note = ROLE_TEXT[list.role] ?? list.role;
+    if (list.holder !== null) note += ` ${list.holder}`;
+    if (list.holderAlive === false && list.count !== 0) {
+      note +=
+        list.role === "processing"
+          ? `: DEAD, heartbeat ${inputs.queue}:gates:${list.holder} gone${when}; a running gate moves these jobs back to ${inputs.queue}, else rollback drains them`
+          : `: DEAD, heartbeat ${inputs.queue}:workers:${list.holder} gone${when}; a running worker moves these jobs back to ${inputs.queue}:admitted, else rollback drains them`;
+    } else if (list.holderAlive === false) {
+      note += `: heartbeat gone${when}`;
+    } else if (list.holderAlive === true) {
+      note += ": alive";
+    }
+    if (list.count === null) note += " (not a list: unreadable)";
+    return { key: list.key, role: list.role, holder: list.holder, count: list.count, holder_alive: list.holderAlive, note };
+  });
+  const total = places.lists.some((l) => l.count === null) ? null : places.lists.reduce((sum, l) => sum + l.count!, 0);
+  const heldByDead = places.lists.filter((l) => l.holderAlive === false).reduce((sum, l) => sum + (l.count ?? 0), 0);
+  const where = new Map<string, string[]>();
+  let withoutId = 0;
+  for (const list of places.lists) {
+    for (const id of list.ids ?? []) {
+      if (id === null) withoutId++;
+      else where.set(id, [...(where.get(id) ?? []), list.key]);
+    }
+  }
+  const notFound: string[] = [];
+  if (places.seq !== null && places.lists.every((l) => l.ids !== null)) {
+    for (let id = 1; id <= places.seq; id++) if (!where.has(String(id))) notFound.push(String(id));
+  }
+  const duplicates = [...where].filter(([, keys]) => keys.length > 1).map(([id, keys]) => ({ id, keys }));
+  if (heldByDead > 0) notes.push(`${heldByDead} job(s) are held by a gate or worker whose heartbeat is gone (see "Where the jobs are")`);
+  if (notFound.length > 0) {
+    notes.push(`${notFound.length} job id(s) issued by ${inputs.queue}:seq are on no list of the queue: lost, or a pack that died between INCR and RPUSH`);
+  }
+  return { rows, total, held_by_dead: heldByDead, ids_issued: places.seq, distinct_ids: where.size, not_found: notFound, duplicates, without_id: withoutId };
+}
+
 // ---- the builder ------------------------------------------------------------
 
 export interface WindowOptions {
   /** --since was given: the window is what it says, also before the run started. */
   sinceGiven?: boolean;
+  /** When the report is made (generated_at); default the clock now. The figures' moment is `nowMs`. */
+  generatedAtMs?: number;
 }
 
 export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number, options: WindowOptions = {}): Report {
@@ -328,7 +454,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
         reason,
         count,
         sharePct: isDecisionReason(reason) && total > 0 ? Math.round((count / total) * 1000) / 10 : null,
-        note: byNote ? countNote(byNote, reason === "dead" ? "cause " : "") : "",
+        note: byNote ? countNote(byNote, reason === "dead" ? "cause=" : "") : "",
       };
     });
     rejectsInWindow = rejects.length;
@@ -380,7 +506,9 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     notes.push(`recording ${inputs.recording.file} has no sample in the window`);
   }
   if (inputs.recording !== null && inputs.recording.badLines > 0) {
-    notes.push(`${inputs.recording.badLines} line(s) of ${inputs.recording.file} were not samples: skipped`);
+    const odd = inputs.recording.implausibleLines ?? 0;
+    const why = odd === 0 ? "" : ` (${odd} of them held a value no sample can have: ${(inputs.recording.implausibleExamples ?? []).join(", ")}${odd > 3 ? ", …" : ""})`;
+    notes.push(`${inputs.recording.badLines} line(s) of ${inputs.recording.file} were not samples: skipped${why}`);
   }
   const oomValues = samples.map((s) => s.cg_oom_kill).filter((v): v is number => v !== null);
   const oomReadings = samples.map((s) => ({ value: s.cg_oom_kill, absent: s.cg_absent }));
@@ -433,6 +561,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
         cost_proxy: cost === null ? null : Math.round(cost * 1000) / 1000,
       };
     });
+    jobs.sort(byJobId);
     const costed = jobs.filter((j) => j.cost_proxy !== null);
     const tokenParts = jobs.map((j) =>
       j.prompt_tokens !== null && j.completion_tokens !== null && j.retry_count !== null ? j.prompt_tokens + j.completion_tokens + j.retry_count * j.prompt_tokens : null,
@@ -467,7 +596,9 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
   }
   // The pace is taken over the part of the window the drill existed, not before it was created.
   const createdMs = inputs.drill?.createdAt ? Date.parse(inputs.drill.createdAt) : NaN;
-  const paceSpanMs = nowMs - (Number.isFinite(createdMs) ? Math.max(fromMs, createdMs) : fromMs);
+  const paceFromMs = Number.isFinite(createdMs) ? Math.max(fromMs, createdMs) : fromMs;
+  const paceToMs = paceEnd(inputs, events, done, nowMs);
+  const paceSpanMs = paceToMs - paceFromMs;
   const finishedInWindow = done?.filter((d) => doneTime(d) !== null).length ?? null;
   const donePerHour = finishedInWindow === null || paceSpanMs <= 0 ? null : Math.round(((finishedInWindow * 3_600_000) / paceSpanMs) * 10) / 10;
   const backlog = inputs.queueLen !== null && inputs.drainLen !== null ? inputs.queueLen + inputs.drainLen : null;
@@ -476,15 +607,17 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
   if (inputs.events === null) notes.push(`decision stream ${inputs.queue}:events unreadable: decisions are n/a`);
   if (inputs.done === null) notes.push(`${inputs.queue}:done unreadable: first-token figures and cost_proxy are n/a`);
 
-  const source =
+  const source: Report["source"] =
     inputs.source.kind === "live"
-      ? { kind: "live" as const, where: redactUrl(inputs.source.url) }
-      : { kind: "export" as const, where: inputs.source.file };
+      ? { kind: "live", where: redactUrl(inputs.source.url) }
+      : inputs.source.kind === "aof"
+        ? { kind: "aof", where: inputs.source.aofDir }
+        : { kind: "export", where: inputs.source.file };
   if (inputs.source.kind === "export") notes.push(`read from rollback's export ${inputs.source.file} (the drill's Redis is gone); the window ends at the export`);
 
   return {
     label: LAB_LABEL,
-    generated_at: new Date(nowMs).toISOString(),
+    generated_at: new Date(options.generatedAtMs ?? Date.now()).toISOString(),
     drill: inputs.drill
       ? { name: inputs.drill.name, run_id: inputs.drill.runId, drill_file: inputs.drill.drillFile, created_at: inputs.drill.createdAt, phase: inputs.drill.phase }
       : null,
@@ -519,7 +652,10 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       rejects_in_window: rejectsInWindow,
       done_per_hour: donePerHour,
       backlog_hours: backlogHours,
+      pace_from: new Date(paceFromMs).toISOString(),
+      pace_to: new Date(paceToMs).toISOString(),
     },
+    jobs_where: jobsWhere(inputs, notes),
     notes,
   };
 }

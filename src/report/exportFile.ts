@@ -1,5 +1,19 @@
 import type { QueueKeys } from "../queue/keys.js";
-import { eventFromEntry, parseDoneEntry, type DecisionEvent, type DoneEntry } from "./inputs.js";
+import { isValidKeyPart } from "../queue/keys.js";
+import {
+  eventFromEntry,
+  FIXED_JOB_LISTS,
+  fixedJobListKey,
+  holderHeartbeatKey,
+  jobIdOf,
+  jobListRole,
+  parseDoneEntry,
+  sortJobLists,
+  type DecisionEvent,
+  type DoneEntry,
+  type JobList,
+  type JobPlaces,
+} from "./inputs.js";
 
 /**
  * Rollback's export (src/drill/drain.ts exportKeys), one JSON line per key:
@@ -18,6 +32,19 @@ export interface ExportedQueue {
   drainLen: number;
   /** Lines that were not `{key, type, value}` JSON (a torn write). */
   badLines: number;
+  /** Every job list of the queue in the file, and `<q>:seq`. */
+  jobPlaces: JobPlaces;
+  /** Keys of this queue in the file (`<q>`, `<q>:*`, `<q>_drain`): 0 means the file holds none of it. */
+  queueKeyCount: number;
+  /** The queues the file holds keys of, by name (what a wrong --queue should have been). */
+  queues: string[];
+}
+
+/** The queue a key belongs to: `<q>:…` and `<q>_drain` name it; a plain name is a ready list. */
+export function queueOfKey(key: string): string | null {
+  const colon = key.indexOf(":");
+  const name = colon >= 0 ? key.slice(0, colon) : key.endsWith("_drain") ? key.slice(0, -"_drain".length) : key;
+  return isValidKeyPart(name) ? name : null;
 }
 
 interface ExportLine {
@@ -87,6 +114,36 @@ export function parseExport(text: string, keys: QueueKeys): ExportedQueue {
     }
   }
 
+  const lists: JobList[] = [];
+  const seen = new Set<string>();
+  for (const line of byKey.values()) {
+    const where = jobListRole(keys.queue, line.key);
+    if (where === null) continue;
+    seen.add(line.key);
+    const isList = line.type === "list" && Array.isArray(line.value);
+    const heartbeat = holderHeartbeatKey(keys.queue, where.role, where.holder);
+    lists.push({
+      key: line.key,
+      ...where,
+      count: isList ? (line.value as unknown[]).length : null,
+      ids: isList ? listValues(line).map((b) => jobIdOf(b)) : null,
+      holderAlive: heartbeat === null ? null : byKey.has(heartbeat),
+    });
+  }
+  for (const role of FIXED_JOB_LISTS) {
+    const key = fixedJobListKey(keys.queue, role);
+    if (!seen.has(key)) lists.push({ key, role, holder: null, count: 0, ids: [], holderAlive: null });
+  }
+  const seqLine = byKey.get(keys.seq);
+  const seqText = seqLine === undefined ? "0" : seqLine.type === "string" ? (valueBytes(seqLine.value)?.toString("utf8") ?? "") : "";
+  const queues = new Set<string>();
+  let queueKeyCount = 0;
+  for (const key of byKey.keys()) {
+    const queue = queueOfKey(key);
+    if (queue !== null) queues.add(queue);
+    if (key === keys.ready || key === keys.drain || key.startsWith(`${keys.queue}:`)) queueKeyCount++;
+  }
+
   const ready = listValues(byKey.get(keys.ready));
   return {
     events,
@@ -97,5 +154,8 @@ export function parseExport(text: string, keys: QueueKeys): ExportedQueue {
     queueHead: ready[0] ?? null,
     drainLen: listValues(byKey.get(keys.drain)).length,
     badLines,
+    jobPlaces: { lists: sortJobLists(lists), seq: /^\d+$/.test(seqText) ? Number(seqText) : null },
+    queueKeyCount,
+    queues: [...queues].sort(),
   };
 }

@@ -9,8 +9,26 @@ import { drillDir, readState, runDir, type DrillState } from "../drill/state.js"
 import { DrillError, RefusedError, UsageError } from "../errors.js";
 import { queueKeys, type QueueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
-import { parseExport, exportTimeMs } from "./exportFile.js";
-import { eventFromEntry, parseDoneEntry, parseRecording, type DecisionEvent, type DoneEntry, type DrillInfo, type Recording, type ReportInputs } from "./inputs.js";
+import { scanKeys } from "../drill/drain.js";
+import { parseExport, exportTimeMs, queueOfKey } from "./exportFile.js";
+import {
+  eventFromEntry,
+  FIXED_JOB_LISTS,
+  fixedJobListKey,
+  holderHeartbeatKey,
+  jobIdOf,
+  jobListRole,
+  parseDoneEntry,
+  parseRecording,
+  sortJobLists,
+  type DecisionEvent,
+  type DoneEntry,
+  type DrillInfo,
+  type JobList,
+  type JobPlaces,
+  type Recording,
+  type ReportInputs,
+} from "./inputs.js";
 
 /**
  * The I/O of `drill report`: which drill, which source, and reading it.
@@ -192,7 +210,9 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   const now = options.now ?? Date.now;
   const name = resolveDrillName(options.stateDir, options.name, options.redisUrl !== undefined);
   const state = name === null ? null : readState(options.stateDir, name);
-  const keys = queueKeys(options.queue ?? state?.queue ?? "jobs");
+  let keys = queueKeys(options.queue ?? state?.queue ?? "jobs");
+  /** The queue is the user's (--queue, or the default with no drill state), not the drill's own. */
+  const queueAsked = options.queue !== undefined || state === null;
   const notes: string[] = [];
   const dir = name === null ? null : drillDir(options.stateDir, name);
 
@@ -267,9 +287,11 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
 
     if (redis !== null && url !== null) {
       try {
+        await checkQueueLive(redis, keys, url, notes, queueAsked);
         const nowMs = now();
         const live = await readLive(redis, keys, nowMs - options.sinceMs, notes);
-        return { inputs: { ...base, source: { kind: "live", url }, ...live }, nowMs };
+        const source: ReportInputs["source"] = revived ? { kind: "aof", url, aofDir: state!.redis.embedded!.dir } : { kind: "live", url };
+        return { inputs: { ...base, source, ...live }, nowMs };
       } finally {
         await closeRedis(redis);
       }
@@ -294,7 +316,14 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   } catch (err) {
     throw new DrillError(`cannot read ${file}: ${message(err)}`);
   }
-  const exported = parseExport(text, keys);
+  let exported = parseExport(text, keys);
+  if (exported.queueKeyCount === 0 && options.queue === undefined && state === null && exported.queues.length === 1) {
+    // No --queue and no state.json to name it: an export of one queue is that queue's.
+    keys = queueKeys(exported.queues[0]!);
+    base.queue = keys.queue;
+    exported = parseExport(text, keys);
+  }
+  if (exported.queueKeyCount === 0) noQueueKey(keys.queue, `rollback's export ${file}`, exported.queues, notes, queueAsked);
   if (exported.badLines > 0) notes.push(`${exported.badLines} line(s) of ${file} were not exported keys: skipped`);
   if (exported.badDone > 0) notes.push(`${exported.badDone} ${keys.done} record(s) were not JSON objects: skipped`);
   const atMs = exportTimeMs(path.basename(file));
@@ -309,12 +338,59 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
       queueLen: exported.queueLen,
       queueHead: exported.queueHead,
       drainLen: exported.drainLen,
+      jobPlaces: exported.jobPlaces,
     },
     nowMs: Math.round(nowMs),
   };
 }
 
-type LiveFigures = Pick<ReportInputs, "events" | "done" | "stats" | "queueLen" | "queueHead" | "drainLen">;
+/**
+ * A source that holds no key of the queue asked for: with other queues in it,
+ * the queue name (or the source) is wrong: bad input, exit 2, naming the
+ * queues it does hold. When the queue is the drill state's own (no --queue),
+ * or the source holds no queue at all (nothing packed yet, an empty
+ * export) the report goes on, saying so first, so all-zero figures are not
+ * read as a clean run.
+ */
+function noQueueKey(queue: string, where: string, others: string[], notes: string[], asked: boolean): void {
+  const elsewhere = others.filter((q) => q !== queue);
+  if (elsewhere.length > 0 && asked) {
+    throw new UsageError(`--queue: ${where} holds no key of queue "${queue}"; it holds queue${elsewhere.length === 1 ? "" : "s"} ${elsewhere.join(", ")} (give --queue ${elsewhere[0]})`);
+  }
+  const other = elsewhere.length === 0 ? "nor of any other queue" : `it holds ${elsewhere.join(", ")}`;
+  notes.unshift(`${where} holds no key of queue ${queue} (${other}): nothing was ever packed on it there; every figure below is empty, not a clean run`);
+}
+
+/** Keys examined when naming the queues a Redis holds (a shared Redis may be large). */
+const QUEUE_SCAN_LIMIT = 100_000;
+
+/** As noQueueKey, for a Redis: SCAN for the queue's keys, else name the queues there from their `:seq`/`:events`/`_drain` keys. */
+async function checkQueueLive(redis: Redis, keys: QueueKeys, url: string, notes: string[], asked: boolean): Promise<void> {
+  if ((await redis.exists(keys.ready, keys.drain)) > 0) return;
+  let cursor = "0";
+  do {
+    const [next, batch] = await redis.scan(cursor, "MATCH", `${keys.queue}:*`, "COUNT", 1000);
+    if (batch.length > 0) return;
+    cursor = next;
+  } while (cursor !== "0");
+  const queues = new Set<string>();
+  let examined = 0;
+  cursor = "0";
+  do {
+    const [next, batch] = await redis.scan(cursor, "COUNT", 1000);
+    examined += batch.length;
+    for (const key of batch) {
+      if (/:(seq|events|stats|done|admitted)$/.test(key) || key.endsWith("_drain")) {
+        const queue = queueOfKey(key);
+        if (queue !== null) queues.add(queue);
+      }
+    }
+    cursor = next;
+  } while (cursor !== "0" && examined < QUEUE_SCAN_LIMIT);
+  noQueueKey(keys.queue, `Redis ${redactUrl(url)}`, [...queues].sort(), notes, asked);
+}
+
+type LiveFigures = Pick<ReportInputs, "events" | "done" | "stats" | "queueLen" | "queueHead" | "drainLen" | "jobPlaces">;
 
 /** Each read on its own: a key of the wrong type makes that figure null, not the report fail. */
 async function readLive(redis: Redis, keys: QueueKeys, fromMs: number, notes: string[]): Promise<LiveFigures> {
@@ -327,6 +403,7 @@ async function readLive(redis: Redis, keys: QueueKeys, fromMs: number, notes: st
     }
   };
   return {
+    jobPlaces: await attempt("the job lists", () => readJobPlaces(redis, keys)),
     events: await attempt(keys.events, () => readEvents(redis, keys.events, fromMs)),
     done: await attempt(keys.done, () => readDone(redis, keys.done, notes)),
     stats: await attempt(keys.stats, () => redis.hgetall(keys.stats)),
@@ -334,6 +411,33 @@ async function readLive(redis: Redis, keys: QueueKeys, fromMs: number, notes: st
     queueHead: await attempt(`LINDEX ${keys.ready} 0`, () => redis.lindexBuffer(keys.ready, 0)),
     drainLen: await attempt(`LLEN ${keys.drain}`, () => redis.llen(keys.drain)),
   };
+}
+
+/** Every job list of the queue (the fixed ones and the SCANned processing/working/retry lists), with each entry's id. */
+async function readJobPlaces(redis: Redis, keys: QueueKeys): Promise<JobPlaces> {
+  const names = new Set(FIXED_JOB_LISTS.map((role) => fixedJobListKey(keys.queue, role)));
+  for (const pattern of [keys.processingPattern, keys.workingPattern, keys.retryPattern]) for (const key of await scanKeys(redis, pattern)) names.add(key);
+  const lists: JobList[] = [];
+  for (const key of names) {
+    const where = jobListRole(keys.queue, key);
+    if (where === null) continue;
+    const type = await redis.type(key);
+    const heartbeat = holderHeartbeatKey(keys.queue, where.role, where.holder);
+    const holderAlive = heartbeat === null ? null : (await redis.exists(heartbeat)) === 1;
+    if (type !== "list" && type !== "none") {
+      lists.push({ key, ...where, count: null, ids: null, holderAlive });
+      continue;
+    }
+    const ids: Array<string | null> = [];
+    for (let offset = 0; ; offset += BATCH) {
+      const batch = await redis.lrangeBuffer(key, offset, offset + BATCH - 1);
+      for (const entry of batch) ids.push(jobIdOf(entry));
+      if (batch.length < BATCH) break;
+    }
+    lists.push({ key, ...where, count: ids.length, ids, holderAlive });
+  }
+  const seqText = await redis.get(keys.seq).catch(() => "");
+  return { lists: sortJobLists(lists), seq: seqText === null ? 0 : /^\d+$/.test(seqText) ? Number(seqText) : null };
 }
 
 /** XRANGE from the window's start (stream ids carry the time), in batches. */

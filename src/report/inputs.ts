@@ -65,8 +65,11 @@ export interface WatchSample {
 export interface Recording {
   file: string;
   samples: WatchSample[];
-  /** Lines that were not a JSON sample with an ISO `ts` (a torn last line, say). */
+  /** Lines that were not a JSON sample with an ISO `ts` (a torn last line, say), or held an impossible value. */
   badLines: number;
+  /** Of badLines, those that held an impossible value (first ones named in `implausibleExamples`); absent: none. */
+  implausibleLines?: number;
+  implausibleExamples?: string[];
 }
 
 export interface DrillInfo {
@@ -80,8 +83,38 @@ export interface DrillInfo {
 /** Where the Redis figures came from. */
 export type ReportSource =
   | { kind: "live"; url: string }
+  /** The drill's embedded Redis had exited: restarted on its AOF (`aofDir`) for this report, at `url`, and stopped after. */
+  | { kind: "aof"; url: string; aofDir: string }
   /** `atMs`: when rollback wrote it (from its name), null when the name does not say. */
   | { kind: "export"; file: string; atMs: number | null };
+
+/** Which list of the queue (DESIGN.md "Redis layout") a key is. */
+export type JobListRole = "ready" | "processing" | "admitted" | "working" | "done" | "retry" | "dead" | "drain";
+
+/** One list of the queue that holds jobs, with what is in it. */
+export interface JobList {
+  key: string;
+  role: JobListRole;
+  /** The gate (processing), worker (working) or host class (retry) named in the key; null for the fixed keys. */
+  holder: string | null;
+  /** Its length; null when it could not be read (not a list, say). */
+  count: number | null;
+  /** Each entry's job id (null: an entry carrying none); null when not read. */
+  ids: Array<string | null> | null;
+  /**
+   * processing and working lists: whether the holder's heartbeat key
+   * (`<q>:gates:<gate>`, `<q>:workers:<worker>`) exists, in the export when the
+   * source is one; null for the other lists.
+   */
+  holderAlive: boolean | null;
+}
+
+/** Every list of the queue that holds jobs, and the id counter: "no job lost" checked from the report. */
+export interface JobPlaces {
+  lists: JobList[];
+  /** `<q>:seq`: the last job id pack issued (0: none); null when unreadable. */
+  seq: number | null;
+}
 
 export interface ReportInputs {
   queue: string;
@@ -96,6 +129,8 @@ export interface ReportInputs {
   /** LINDEX `<q>` 0, as bytes (payloads may not be UTF-8). */
   queueHead: Buffer | null;
   drainLen: number | null;
+  /** Where the jobs are: every job list of the queue; null when it could not be read, absent from older callers. */
+  jobPlaces?: JobPlaces | null;
   /** null: no recording; `looked` says where. */
   recording: Recording | null;
   /** The recording file looked for (said when there is none). */
@@ -105,6 +140,65 @@ export interface ReportInputs {
 }
 
 // ---- tolerant readers -------------------------------------------------------
+
+/**
+ * The role of a key of `queue` that holds jobs, with the gate, worker or host
+ * class it names; null for every other key (stats, events, heartbeats, ...).
+ */
+export function jobListRole(queue: string, key: string): { role: JobListRole; holder: string | null } | null {
+  if (key === queue) return { role: "ready", holder: null };
+  if (key === `${queue}_drain`) return { role: "drain", holder: null };
+  if (key === `${queue}:admitted`) return { role: "admitted", holder: null };
+  if (key === `${queue}:done`) return { role: "done", holder: null };
+  if (key === `${queue}:dead`) return { role: "dead", holder: null };
+  for (const role of ["processing", "working", "retry"] as const) {
+    const prefix = `${queue}:${role}:`;
+    if (key.startsWith(prefix) && key.length > prefix.length) return { role, holder: key.slice(prefix.length) };
+  }
+  return null;
+}
+
+/** The order of the "where the jobs are" rows: the way a job travels. */
+export const JOB_LIST_ORDER: readonly JobListRole[] = ["ready", "processing", "admitted", "working", "done", "retry", "dead", "drain"];
+
+/** The fixed lists, shown even when empty (0 is a figure: nothing there). */
+export const FIXED_JOB_LISTS: readonly JobListRole[] = ["ready", "admitted", "done", "dead", "drain"];
+
+export function fixedJobListKey(queue: string, role: JobListRole): string {
+  return role === "ready" ? queue : role === "drain" ? `${queue}_drain` : `${queue}:${role}`;
+}
+
+/** The heartbeat key of a processing or working list's holder. */
+export function holderHeartbeatKey(queue: string, role: JobListRole, holder: string | null): string | null {
+  if (holder === null) return null;
+  if (role === "processing") return `${queue}:gates:${holder}`;
+  if (role === "working") return `${queue}:workers:${holder}`;
+  return null;
+}
+
+/** Job lists in the travel order, then by key. */
+export function sortJobLists(lists: JobList[]): JobList[] {
+  return [...lists].sort((a, b) => JOB_LIST_ORDER.indexOf(a.role) - JOB_LIST_ORDER.indexOf(b.role) || a.key.localeCompare(b.key));
+}
+
+/**
+ * A list entry's job id: a job payload's `id`, a done record's `id`, or a dead
+ * entry's `id` (else the id of the payload it wraps); null when it carries none.
+ */
+export function jobIdOf(entry: Buffer | string): string | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(typeof entry === "string" ? entry : entry.toString("utf8"));
+  } catch {
+    return null;
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return null;
+  const record = value as { id?: unknown; payload?: unknown };
+  if (typeof record.id === "string" && record.id !== "") return record.id;
+  if (typeof record.id === "number" && Number.isFinite(record.id)) return String(record.id);
+  if (typeof record.payload === "string") return jobIdOf(record.payload);
+  return null;
+}
 
 export function finiteOrNull(value: unknown): number | null {
   if (typeof value === "number") return Number.isFinite(value) ? value : null;
@@ -169,6 +263,34 @@ export function parseDoneEntry(text: string): DoneEntry | null {
   };
 }
 
+/**
+ * What a sample's field can be: PSI averages and stall rates are shares of
+ * time (0–100; the kernel's avg10 never passes 100, the sampler caps its rate
+ * at 100), memory and counters are never negative. A line with a value
+ * outside is not the sidecar's sample (hand-edited, corrupted): skipped, so
+ * it never becomes a peak.
+ */
+const PLAUSIBLE: ReadonlyArray<[keyof WatchSample, number, number]> = [
+  ["psi_mem_some_avg10", 0, 100],
+  ["psi_mem_some_rate", 0, 100],
+  ["cg_psi_mem_some_avg10", 0, 100],
+  ["cg_psi_mem_some_rate", 0, 100],
+  ["cg_mem_current", 0, Number.MAX_SAFE_INTEGER],
+  ["cg_mem_peak", 0, Number.MAX_SAFE_INTEGER],
+  ["cg_mem_max", 0, Number.MAX_SAFE_INTEGER],
+  ["cg_oom_kill", 0, Number.MAX_SAFE_INTEGER],
+  ["stall_ms_p99", 0, Number.MAX_SAFE_INTEGER],
+];
+
+/** The first field of a sample outside what it can be, as `field=value`; null when all are plausible. */
+export function implausibleField(sample: WatchSample): string | null {
+  for (const [field, min, max] of PLAUSIBLE) {
+    const value = sample[field];
+    if (typeof value === "number" && (value < min || value > max)) return `${field}=${value}`;
+  }
+  return null;
+}
+
 /** One line of `watch --record` → a WatchSample; null when it is not a sample with an ISO `ts`. */
 export function parseSampleLine(line: string): WatchSample | null {
   let parsed: unknown;
@@ -206,12 +328,22 @@ function isCgroupAbsent(entry: unknown): boolean {
 export function parseRecording(file: string, text: string): Recording {
   const samples: WatchSample[] = [];
   let badLines = 0;
+  let implausibleLines = 0;
+  const implausibleExamples: string[] = [];
   for (const line of text.split("\n")) {
     if (line.trim() === "") continue;
     const sample = parseSampleLine(line);
-    if (sample) samples.push(sample);
-    else badLines++;
+    const odd = sample === null ? null : implausibleField(sample);
+    if (sample && odd === null) {
+      samples.push(sample);
+      continue;
+    }
+    badLines++;
+    if (odd !== null) {
+      implausibleLines++;
+      if (implausibleExamples.length < 3) implausibleExamples.push(odd);
+    }
   }
   samples.sort((a, b) => a.tsMs - b.tsMs);
-  return { file, samples, badLines };
+  return { file, samples, badLines, implausibleLines, implausibleExamples };
 }

@@ -1,6 +1,6 @@
 import type { ChalkInstance } from "chalk";
-import { formatBytes, formatDuration } from "../units.js";
-import { COST_PROXY_FORMULA, type JobCost, type Peak, type Report } from "./build.js";
+import { formatBytes } from "../units.js";
+import { byJobId, COST_PROXY_FORMULA, type JobCost, type Peak, type Report } from "./build.js";
 
 /**
  * Three views of one Report: `md` pastes into an incident doc (GitHub tables,
@@ -28,6 +28,26 @@ interface Section {
 export const COST_ROWS_SHOWN = 20;
 
 const NA = "n/a";
+
+/** A span as an operator reads it: `850 ms`, `1.5 s`, `1 min 31 s`, `10 min`, `2 h 5 min`. */
+export function humanDuration(msValue: number): string {
+  const v = Math.max(0, Math.round(msValue));
+  if (v < 1000) return `${v} ms`;
+  if (v < 60_000) {
+    const s = v / 1000;
+    return `${Number.isInteger(s) ? s : s.toFixed(1)} s`;
+  }
+  const totalS = Math.round(v / 1000);
+  if (totalS < 3600) {
+    const m = Math.floor(totalS / 60);
+    const rest = totalS % 60;
+    return rest === 0 ? `${m} min` : `${m} min ${rest} s`;
+  }
+  const totalM = Math.round(totalS / 60);
+  const h = Math.floor(totalM / 60);
+  const rest = totalM % 60;
+  return rest === 0 ? `${h} h` : `${h} h ${rest} min`;
+}
 const ms = (v: number | null): string => (v === null ? NA : `${Math.round(v)} ms`);
 const num = (v: number | null, digits = 2): string => (v === null ? NA : v.toFixed(digits));
 const int = (v: number | null): string => (v === null ? NA : String(v));
@@ -125,11 +145,12 @@ function sections(r: Report): Section[] {
   if (c === null) {
     out.push({ title: "cost_proxy", before: [{ code: COST_PROXY_FORMULA }, `${NA}: ${r.queue}:done could not be read`] });
   } else {
-    const ranked = [...c.jobs].sort((a, b) => (b.cost_proxy ?? -1) - (a.cost_proxy ?? -1));
-    const rows: Cell[][] = ranked.slice(0, COST_ROWS_SHOWN).map(costRow);
+    // The costliest COST_ROWS_SHOWN (all when fewer), listed by job id.
+    const shown = c.jobs.length <= COST_ROWS_SHOWN ? [...c.jobs] : [...c.jobs].sort((a, b) => (b.cost_proxy ?? -1) - (a.cost_proxy ?? -1)).slice(0, COST_ROWS_SHOWN);
+    const rows: Cell[][] = shown.sort(byJobId).map(costRow);
     rows.push(["total", "", "", "", "", "", "", c.total === null ? `${NA}${noRecording ? " (no recording)" : ""}` : fmtCost(c.total)]);
     const after: string[] = [];
-    if (c.jobs.length > COST_ROWS_SHOWN) after.push(`${c.jobs.length - COST_ROWS_SHOWN} more job(s) not shown (--format json lists every job); the total covers all.`);
+    if (c.jobs.length > COST_ROWS_SHOWN) after.push(`the ${COST_ROWS_SHOWN} costliest shown, by job id; ${c.jobs.length - COST_ROWS_SHOWN} more job(s) not shown (--format json lists every job); the total covers all.`);
     after.push(`${c.jobs_costed} of ${c.jobs.length} finished job(s) costed; token part (without stall) ${int(c.token_part_total)}.`);
     out.push({
       title: "cost_proxy",
@@ -139,6 +160,26 @@ function sections(r: Report): Section[] {
       rows: c.jobs.length === 0 ? [["no finished job in the window", "", "", "", "", "", "", ""]] : rows,
       after,
     });
+  }
+
+  // Where the jobs are
+  const w = r.jobs_where;
+  if (w === null) {
+    out.push({ title: "Where the jobs are", before: [`${NA}: the job lists of ${r.queue} could not be read`] });
+  } else {
+    const rows: Cell[][] = w.rows.map((row) => [{ code: row.key }, int(row.count), row.note]);
+    rows.push(["total", int(w.total), w.held_by_dead > 0 ? `${w.held_by_dead} held by a dead gate or worker` : ""]);
+    const after: string[] = [];
+    if (w.ids_issued !== null) {
+      const lost = w.not_found.length === 0 ? "every one is on a list" : `${w.not_found.length} on no list: ${jobList(w.not_found)}`;
+      after.push(`ids issued by ${r.queue}:seq: ${w.ids_issued}; distinct ids on the lists: ${w.distinct_ids}; ${lost}.`);
+    }
+    if (w.duplicates.length > 0) {
+      const shown = w.duplicates.slice(0, 10).map((d) => `job=${d.id} (${d.keys.join(" + ")})`).join(", ");
+      after.push(`on more than one list: ${shown}${w.duplicates.length > 10 ? ` … ${w.duplicates.length - 10} more` : ""}.`);
+    }
+    if (w.without_id > 0) after.push(`${w.without_id} entr${w.without_id === 1 ? "y" : "ies"} without a job id (payloads that never were jobs).`);
+    out.push({ title: "Where the jobs are", header: ["key", "jobs", "what"], right: [1], rows, after });
   }
 
   // Drain math check
@@ -162,6 +203,10 @@ function sections(r: Report): Section[] {
   return out;
 }
 
+function jobList(ids: string[]): string {
+  return `${ids.slice(0, 20).map((id) => `job=${id}`).join(" ")}${ids.length > 20 ? ` … ${ids.length - 20} more` : ""}`;
+}
+
 function fmtCost(v: number): string {
   return Number.isInteger(v) ? String(v) : v.toFixed(3).replace(/0+$/, "");
 }
@@ -181,17 +226,28 @@ function costRow(j: JobCost): Cell[] {
 
 /** What the window covers: the last --since, or this run since it was created when that is later. */
 function windowSpan(r: Report): string {
-  const since = `last ${formatDuration(r.window.since_ms)}`;
+  const since = `last ${humanDuration(r.window.since_ms)}`;
   if (r.window.clipped_to_run) return `run ${r.drill?.run_id ?? NA} from its creation (within the ${since})`;
   if (r.window.run_start !== null && r.window.from < r.window.run_start) return `${since}, from before run ${r.drill?.run_id ?? NA} was created`;
   return since;
+}
+
+function sourceText(r: Report): string {
+  switch (r.source.kind) {
+    case "live":
+      return `live Redis ${r.source.where}`;
+    case "aof":
+      return `the drill's embedded Redis restarted from its AOF in ${r.source.where} (it had exited; stopped again after this report)`;
+    case "export":
+      return `export ${r.source.where}`;
+  }
 }
 
 function heading(r: Report): { title: string; facts: string[] } {
   const name = r.drill?.name ?? "(no drill state)";
   const facts = [
     `window: ${windowSpan(r)}, ${r.window.from} → ${r.window.to}${r.window.anchored === "export" ? " (ends at the export)" : ""}`,
-    `source: ${r.source.kind === "live" ? `live Redis ${r.source.where}` : `export ${r.source.where}`}, queue ${r.queue}`,
+    `source: ${sourceText(r)}, queue ${r.queue}`,
   ];
   if (r.drill) facts.push(`run ${r.drill.run_id ?? NA}, drill file ${r.drill.drill_file ?? NA}, created ${r.drill.created_at ?? NA}, phase ${r.drill.phase ?? NA}`);
   facts.push(`generated ${r.generated_at}`);

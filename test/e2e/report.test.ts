@@ -240,6 +240,63 @@ describe("drill report (built binary)", () => {
     expect(withOut.pressure.recording).toBe(path.join(dir, "watch.out"));
   });
 
+  it("where the jobs are, live: a dead worker's working list and a dead gate's processing list are rows of their own (QA 7)", async () => {
+    const q = `r${++n}`;
+    const keys = queueKeys(q);
+    const job = (id: string) => JSON.stringify({ id, prompt_tokens: 1000, completion_tokens: 8, files: 1, enqueue_ts: Date.now(), deadline_ms: 8000, attempt: 0, host_class: "shared-free" });
+    await redis
+      .multi()
+      .set(keys.seq, "6")
+      .rpush(keys.ready, job("6"))
+      .rpush(keys.processing("gdead"), job("5"))
+      .rpush(keys.working("wdead"), job("2"), job("3"), job("4"))
+      .set(`${q}:workers:walive`, "tok", "PX", 60_000)
+      .rpush(keys.working("walive"), job("1"))
+      .exec();
+    const r = await drill(["--state-dir", path.join(tmp, "state-where"), "--redis", server.url, "report", "--queue", q, "--format", "json"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout) as Report;
+    expect(report.jobs_where?.rows.map((row) => [row.key, row.count, row.holder_alive])).toEqual([
+      [q, 1, null],
+      [`${q}:processing:gdead`, 1, false],
+      [`${q}:admitted`, 0, null],
+      [`${q}:working:walive`, 1, true],
+      [`${q}:working:wdead`, 3, false],
+      [`${q}:done`, 0, null],
+      [`${q}:dead`, 0, null],
+      [`${q}_drain`, 0, null],
+    ]);
+    expect(report.jobs_where).toMatchObject({ total: 6, held_by_dead: 4, ids_issued: 6, not_found: [] });
+    const text = await drill(["--state-dir", path.join(tmp, "state-where"), "--redis", server.url, "report", "--queue", q]);
+    expect(text.stdout).toMatch(new RegExp(`${q}:working:wdead\\s+3\\s+held by worker wdead: DEAD, heartbeat ${q}:workers:wdead gone;`));
+  });
+
+  it("a --queue the source holds no key of: exit 2 naming the queues it holds (QA 8); generated_at is now on an export (QA 12)", async () => {
+    const dead = `redis://127.0.0.1:${await freePort()}`;
+    const dir = path.join(tmp, "state-typo");
+    writeState(dir, state("typo", queue, dead, { phase: "complete", redis: { url: dead, embedded: { dir: "/nonexistent", port: 1 } } }));
+    const at = Date.now() - 3_600_000;
+    const file = path.join(drillDir(dir, "typo"), `final-${new Date(at).toISOString().replace(/[:.]/g, "-")}.jsonl`);
+    await exportKeys(redis, queueKeys(queue), file);
+    writeState(dir, state("typo", queue, dead, { phase: "complete", createdAt: new Date(at - 60_000).toISOString(), redis: { url: dead, embedded: { dir: "/nonexistent", port: 1 } } }));
+
+    const typo = await drill(["--state-dir", dir, "report", "--queue", `${queue}x`]);
+    expect(typo.exitCode).toBe(2);
+    expect(typo.stderr).toContain(`holds no key of queue "${queue}x"; it holds queue ${queue} (give --queue ${queue})`);
+    expect(typo.stdout).toBe("");
+
+    const before = Date.now();
+    const ok = await drill(["--state-dir", dir, "report", "--format", "json"]);
+    expect(ok.exitCode, ok.stderr).toBe(0);
+    const report = JSON.parse(ok.stdout) as Report;
+    expect(Date.parse(report.generated_at)).toBeGreaterThanOrEqual(before - 1000);
+    expect(report.window.to).toBe(new Date(at).toISOString());
+
+    const live = await drill(["--state-dir", path.join(tmp, "state-typo-live"), "--redis", server.url, "report", "--queue", "qaNoSuchQueue"]);
+    expect(live.exitCode).toBe(2);
+    expect(live.stderr).toMatch(/holds no key of queue "qaNoSuchQueue"; it holds queues .*\br\d+\b/);
+  });
+
   it("errors: no drill, several drills, unreachable drill Redis without an export, bad flags", async () => {
     const none = await drill(["--state-dir", path.join(tmp, "nothing-here"), "report"]);
     expect(none.exitCode).toBe(1);

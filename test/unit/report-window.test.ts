@@ -99,7 +99,7 @@ describe("report window: the drill's current run", () => {
     expect(r.notes.join("\n")).toContain("5 decision(s) on jobs predate run smoke-2");
     expect(r.notes.join("\n")).toContain("jobs:stats are not windowed");
     const text = renderText(r, plain);
-    expect(text).toContain(`window: run smoke-2 from its creation (within the last 10m), ${new Date(CREATED).toISOString()} →`);
+    expect(text).toContain(`window: run smoke-2 from its creation (within the last 10 min), ${new Date(CREATED).toISOString()} →`);
   });
 
   it("--since given and reaching before the run: what it asks for, and the header says it reaches before the run", () => {
@@ -109,7 +109,7 @@ describe("report window: the drill's current run", () => {
     expect(r.first_reject?.line).toBe("reject_packed_tokens job=2 packed=48000 limit=32000");
     expect(r.notes.join("\n")).toContain("the window reaches before run smoke-2");
     expect(r.notes.join("\n")).toContain("5 decision(s) from before it, not this run's, are counted");
-    expect(renderText(r, plain)).toContain("window: last 10m, from before run smoke-2 was created");
+    expect(renderText(r, plain)).toContain("window: last 10 min, from before run smoke-2 was created");
   });
 
   it("a --since shorter than the run, or no drill state, is the plain window", () => {

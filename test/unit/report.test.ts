@@ -165,10 +165,10 @@ describe("decisions by reason", () => {
     });
     expect(r.decisions?.rows.map((row) => [row.reason, row.count, row.sharePct, row.note])).toEqual([
       ["admit", 1, 16.7, ""],
-      ["reject_host_pressure", 2, 33.3, "mode=reject_all 1, psi=missing 1, route=dead 1"],
+      ["reject_host_pressure", 2, 33.3, "1 × mode=reject_all, 1 × psi=missing, 1 × route=dead"],
       ["reject_deadline_slack", 0, 0, ""],
       ["reject_packed_tokens", 1, 16.7, ""],
-      ["dead", 2, 33.3, "cause id_reused_with_different_payload 1, cause not_json 1"],
+      ["dead", 2, 33.3, "1 × cause=id_reused_with_different_payload, 1 × cause=not_json"],
       ["recovered", 1, null, ""],
       ["redelivery", 1, null, ""],
     ]);
@@ -343,7 +343,17 @@ describe("drain math check", () => {
     const head = encodeJob({ id: "9", prompt_tokens: 24000, completion_tokens: 256, files: 8, enqueue_ts: NOW - 4200, deadline_ms: 8000, attempt: 0, host_class: "shared-free" });
     const r = build({ queueLen: 3, queueHead: head, drainLen: 7, done: [done("1", 900, { doneTs: NOW - MIN }), done("2", 900, { doneTs: NOW - MIN })] });
     // 2 finished in 10 min = 12/h; 10 waiting → 0.83 h
-    expect(r.drain).toEqual({ queue_len: 3, head_job: "9", head_age_ms: 4200, drain_len: 7, rejects_in_window: 0, done_per_hour: 12, backlog_hours: 0.83 });
+    expect(r.drain).toEqual({
+      queue_len: 3,
+      head_job: "9",
+      head_age_ms: 4200,
+      drain_len: 7,
+      rejects_in_window: 0,
+      done_per_hour: 12,
+      backlog_hours: 0.83,
+      pace_from: new Date(NOW - 10 * MIN).toISOString(),
+      pace_to: new Date(NOW).toISOString(),
+    });
   });
 
   it("an undecodable head: age n/a, said", () => {
