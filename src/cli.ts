@@ -23,10 +23,14 @@ export function buildProgram(): Command {
   return program;
 }
 
-/** addCommand() does not copy exitOverride: errors must reach main(), not process.exit. */
-function inheritExitOverride(command: Command): void {
+/**
+ * addCommand() does not copy exitOverride: errors must reach main(), not process.exit.
+ * The usage hint names the whole path (`drill gate mode --help`): `drill mode --help` is no command.
+ */
+function inheritExitOverride(command: Command, path: string[] = []): void {
   for (const sub of command.commands) {
-    sub.exitOverride().showHelpAfterError(`(run drill ${sub.name()} --help for usage)`);
-    inheritExitOverride(sub);
+    const subPath = [...path, sub.name()];
+    sub.exitOverride().showHelpAfterError(`(run drill ${subPath.join(" ")} --help for usage)`);
+    inheritExitOverride(sub, subPath);
   }
 }

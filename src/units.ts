@@ -32,6 +32,44 @@ export function parseSize(text: string, flag: string): number {
   return bytes;
 }
 
+/** One page: the least a memory limit, a hog's map or a weights file can be. */
+export const PAGE_BYTES = 4096;
+
+/**
+ * The most the page toucher can map, whatever the host: fewer than 2^32 pages
+ * (pagetoucher.c and .py refuse more with "--size is too large", exit 2).
+ * Pages of 4 KiB, the smallest: on 64 KiB pages it could map more, never less.
+ */
+export const MAX_MAP_BYTES = (2 ** 32 - 1) * PAGE_BYTES;
+
+/**
+ * Why a memory limit (cgroup setup and up --memory-max, a drill file's
+ * cgroup.memory_max) cannot be used, or null. 0 is not "no limit": the kernel
+ * takes it, and every task that joins is OOM-killed at its first page.
+ */
+export function memoryMaxProblem(bytes: number): string | null {
+  if (bytes < PAGE_BYTES) return `is below one page (${PAGE_BYTES} bytes): every task in the cgroup would be OOM-killed at its first page (0 is not "no limit")`;
+  return null;
+}
+
+/**
+ * Why a map the hog or the worker touches (inject --size, a drill file's
+ * inject size and worker.weights) cannot be used, or null: the one bound both
+ * the flag and the drill file apply. At least a page; at most what the page
+ * toucher can map; and at most the host's RAM + swap (null: unknown, not
+ * checked). A larger map could never be resident: the kernel refuses an
+ * anonymous one outright (overcommit heuristic: no single map beyond RAM +
+ * swap), and a file-backed one would only measure the disk.
+ */
+export function mapSizeProblem(bytes: number, hostMemoryBytes: number | null): string | null {
+  if (bytes < PAGE_BYTES) return `is less than one page (${PAGE_BYTES} bytes)`;
+  if (hostMemoryBytes !== null && bytes > hostMemoryBytes) {
+    return `is more than this host's RAM + swap (${formatBytes(hostMemoryBytes)}): the host could never hold it`;
+  }
+  if (bytes > MAX_MAP_BYTES) return `is more than the page toucher can map (fewer than 2^32 pages: under 16TiB)`;
+  return null;
+}
+
 const DURATION_UNITS: Record<string, number> = {
   ms: 1,
   s: 1000,

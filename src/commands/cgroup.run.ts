@@ -1,7 +1,7 @@
-import { DrillError } from "../errors.js";
+import { DrillError, UsageError } from "../errors.js";
 import type { GlobalOptions } from "../context.js";
 import { consoleOutput, type Output } from "../output.js";
-import { formatBytes, parseSize } from "../units.js";
+import { formatBytes, memoryMaxProblem, parseSize } from "../units.js";
 import type { Limit } from "../cgroup/memoryFiles.js";
 import { setupWorkerCgroup, type SetupResult } from "../cgroup/setup.js";
 import { readCgroupStatus, type CgroupStatus } from "../cgroup/status.js";
@@ -14,7 +14,8 @@ import type { SetupFlags, TargetFlags } from "./cgroup.js";
 export async function cgroupSetupAction(globals: GlobalOptions, flags: SetupFlags, output: Output = consoleOutput(globals.color)): Promise<SetupResult> {
   const memoryMax = parseSize(flags.memoryMax, "--memory-max");
   const swapMax = parseSize(flags.swapMax, "--swap-max");
-  if (memoryMax < 4096) throw new DrillError(`--memory-max ${flags.memoryMax} is below one page; the cgroup could not even hold its hog's shim`, 2);
+  const problem = memoryMaxProblem(memoryMax);
+  if (problem) throw new UsageError(`--memory-max: "${flags.memoryMax}" ${problem}`);
   const { roots, cgroup } = resolveCgroupTarget(globals, flags);
   requireParentDirs(cgroup, validateParent(flags.parent));
   const result = setupWorkerCgroup(roots, cgroup, globals.stateDir, { memoryMax, swapMax });

@@ -4,11 +4,11 @@ import path from "node:path";
 import { createInterface } from "node:readline";
 import type { ChildProcess } from "node:child_process";
 import { DrillError, InterruptedError, RefusedError, UsageError } from "../errors.js";
-import type { GlobalOptions } from "../context.js";
+import { hostRoots, type GlobalOptions } from "../context.js";
 import { readKernelText } from "../host/kernelFile.js";
 import { parsePsi, stallRatePct } from "../host/psi.js";
 import { consoleOutput, type Output } from "../output.js";
-import { formatBytes, formatDuration, parseDuration, parseSize } from "../units.js";
+import { formatBytes, formatDuration, mapSizeProblem, parseDuration, parseSize } from "../units.js";
 import { checkThrashDir, classifyHogExit, summarizeStall, type HogMode, type HogOutcome, type StallSample, type StallSummary } from "../cgroup/hog.js";
 import { spawnInCgroup, verifyJoined, JOIN_FAILED_EXIT } from "../cgroup/join.js";
 import { parseCounter, readCgroupMemory, readOomKillCount } from "../cgroup/memoryFiles.js";
@@ -18,6 +18,7 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { cgroupKey, newHogRecordFile, removeHogRecord, writeHogRecord, type HogRecord } from "../cgroup/stateFiles.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { signalVerified } from "../cgroup/tasks.js";
+import { readHostMemoryBytes } from "../host/meminfo.js";
 import { readProcessStat } from "../host/process.js";
 import { markedWorkerCgroup } from "../cgroup/teardown.js";
 import { anonCommand, describePageToucherExit, locatePageToucher, parsePageToucherLine, thrashCommand, type PageToucherLine } from "../native/pagetoucher.js";
@@ -68,10 +69,12 @@ interface InjectSettings {
   fileDir: string;
 }
 
-export function parseInjectFlags(flags: InjectFlags): InjectSettings {
+/** hostMemoryBytes: RAM + swap (readHostMemoryBytes), the bound a drill file's inject size gets too. */
+export function parseInjectFlags(flags: InjectFlags, hostMemoryBytes: number | null): InjectSettings {
   if (flags.mode !== "anon" && flags.mode !== "thrash") throw new UsageError(`--mode: "${flags.mode}" is not anon or thrash`);
   const sizeBytes = parseSize(flags.size, "--size");
-  if (sizeBytes < 4096) throw new UsageError(`--size: ${flags.size} is less than one page`);
+  const problem = mapSizeProblem(sizeBytes, hostMemoryBytes);
+  if (problem) throw new UsageError(`--size: "${flags.size}" ${problem}`);
   return { mode: flags.mode, sizeBytes, holdMs: parseDuration(flags.hold, "--hold"), detach: flags.detach === true, fileDir: flags.fileDir };
 }
 
@@ -219,7 +222,7 @@ const processSignals = (handler: (signal: "SIGINT" | "SIGTERM") => void): (() =>
 };
 
 export async function injectAction(globals: GlobalOptions, flags: InjectFlags, output: Output = consoleOutput(globals.color), deps: InjectDeps = {}): Promise<InjectReport> {
-  const settings = parseInjectFlags(flags);
+  const settings = parseInjectFlags(flags, readHostMemoryBytes(hostRoots(globals)));
   const { roots, cgroup: computed } = resolveCgroupTarget(globals, flags);
   const cgroup = requireReadyCgroup(roots, computed, globals.stateDir);
   const impl = locatePageToucher();

@@ -106,7 +106,7 @@ export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise
       process.stdout.write(g.json ? `${JSON.stringify({ event: "push", queue: options.queue, ...job })}\n` : `${line}\n`);
     }
     const total = ids.length * options.promptTokens;
-    const summary = `packed ${ids.length} job(s) onto ${options.queue}${ids.length > 0 ? ` (job=${ids[0]}..${ids[ids.length - 1]})` : ""}, ${total} prompt tokens`;
+    const summary = packedSummary(options.queue, ids, total);
     if (g.json) process.stdout.write(`${JSON.stringify({ event: "packed", queue: options.queue, jobs: ids, prompt_tokens_total: total })}\n`);
     else process.stdout.write(`${summary}\n`);
     const received = interrupt.received();
@@ -115,6 +115,14 @@ export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise
     interrupt.dispose();
     await closeRedis(redis);
   }
+}
+
+/** `packed 8 job(s) onto jobs (job=1..8), ...`; one job is `(job=8)`, not `(job=8..8)`. */
+export function packedSummary(queue: string, ids: readonly string[], promptTokensTotal: number): string {
+  const first = ids[0];
+  const last = ids[ids.length - 1];
+  const range = first === undefined ? "" : first === last ? ` (job=${first})` : ` (job=${first}..${last})`;
+  return `packed ${ids.length} job(s) onto ${queue}${range}, ${promptTokensTotal} prompt tokens`;
 }
 
 /**

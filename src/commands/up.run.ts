@@ -32,7 +32,7 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
   surviveClosedStdout();
   const output = consoleOutput(g.color);
   const drillFile = resolveDrillPath(flags.drill);
-  const drill = applyOverrides(loadDrillFile(drillFile), flags);
+  const drill = applyOverrides(loadDrillFile(drillFile, hostRoots(g)), flags);
   validateCgroupName(flags.name);
   validateParent(flags.parent);
   const fileDir = resolveFileDir(flags.fileDir);

@@ -2,7 +2,7 @@ import { statSync } from "node:fs";
 import path from "node:path";
 import { Command } from "commander";
 import type { DrillFile } from "../drill/drillFile.js";
-import { formatDuration, parseDuration, parsePsiLimit, parsePercent, parsePositiveInt, parseSize } from "../units.js";
+import { formatDuration, memoryMaxProblem, parseDuration, parsePsiLimit, parsePercent, parsePositiveInt, parseSize } from "../units.js";
 import { UsageError } from "../errors.js";
 import type { CommandFactory } from "./index.js";
 
@@ -33,7 +33,12 @@ export function applyOverrides(drill: DrillFile, flags: UpFlags): DrillFile {
       throw new UsageError(`--duration: "${flags.duration}" ends the drill before its first phase starts (at ${formatDuration(firstAt)}); give more than ${formatDuration(firstAt)}`);
     }
   }
-  if (flags.memoryMax) d.cgroup.memory_max = parseSize(flags.memoryMax, "--memory-max");
+  if (flags.memoryMax !== undefined) {
+    d.cgroup.memory_max = parseSize(flags.memoryMax, "--memory-max");
+    // The drill file's own cgroup.memory_max gets the same check (drillFile.ts).
+    const problem = memoryMaxProblem(d.cgroup.memory_max);
+    if (problem) throw new UsageError(`--memory-max: "${flags.memoryMax}" ${problem}`);
+  }
   if (flags.psiLimit) d.gate.psi_limit = parsePsiLimit(flags.psiLimit, "--psi-limit");
   if (flags.psiRateLimit) d.gate.psi_rate_limit = parsePercent(flags.psiRateLimit, "--psi-rate-limit");
   if (flags.slackLimit) d.gate.slack_limit = parseDuration(flags.slackLimit, "--slack-limit");

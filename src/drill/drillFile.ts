@@ -3,10 +3,12 @@ import { parse as parseYaml, YAMLParseError } from "yaml";
 import { z } from "zod";
 import { cgroupNameProblem, validateParent } from "../cgroup/names.js";
 import { UsageError } from "../errors.js";
+import { HostRoots } from "../host/kernelFile.js";
+import { readHostMemoryBytes } from "../host/meminfo.js";
 import { MIN_GATE_INTERVAL_MS } from "../gate/policy.js";
 import { MAX_DEADLINE_MS } from "../queue/job.js";
 import { isValidKeyPart } from "../queue/keys.js";
-import { parseDuration, parseSize } from "../units.js";
+import { mapSizeProblem, memoryMaxProblem, parseDuration, parseSize } from "../units.js";
 import { defaultWorkerConfig } from "../worker/plan.js";
 
 /**
@@ -46,8 +48,17 @@ const count = z.number().int().positive();
 const percent = z.number().nonnegative().max(100);
 /** A name inside Redis keys (`<q>:retry:<class>`), as validateKeyPart checks it. */
 const keyPart = z.string().refine(isValidKeyPart, { message: "letters, digits, '_', '.', '-' (at most 100), starting with a letter or digit" });
-const PAGE = 4096;
-const atLeastAPage = (what: string) => size(what).refine((bytes) => bytes >= PAGE, { message: "is less than one page (4096 bytes)" });
+/** The check of cgroup setup and up --memory-max (units.ts), on cgroup.memory_max. */
+const memoryMax = size("memory_max").superRefine((bytes, ctx) => {
+  const problem = memoryMaxProblem(bytes);
+  if (problem) ctx.addIssue({ code: "custom", message: problem });
+});
+/** The bound inject --size applies (units.ts), on an inject size and worker.weights. */
+const mapSize = (what: string, hostMemoryBytes: number | null) =>
+  size(what).superRefine((bytes, ctx) => {
+    const problem = mapSizeProblem(bytes, hostMemoryBytes);
+    if (problem) ctx.addIssue({ code: "custom", message: problem });
+  });
 
 /** The --parent rules, here so a bad value stops `up` before it starts anything. Kept as written. */
 const parent = z.string().superRefine((value, ctx) => {
@@ -74,22 +85,25 @@ const packStep = z.strictObject({
   label: z.string().optional(),
 });
 
-const injectStep = z.strictObject({
-  mode: z.enum(["anon", "thrash"]),
-  size: atLeastAPage("size"),
-  hold: duration("hold"),
-  label: z.string().optional(),
-});
+const injectStep = (hostMemoryBytes: number | null) =>
+  z.strictObject({
+    mode: z.enum(["anon", "thrash"]),
+    size: mapSize("size", hostMemoryBytes),
+    hold: duration("hold"),
+    label: z.string().optional(),
+  });
 
-const phase = z
-  .strictObject({
-    at: duration("at"),
-    pack: packStep.optional(),
-    inject: injectStep.optional(),
-  })
-  .refine((p) => (p.pack ? 1 : 0) + (p.inject ? 1 : 0) === 1, { message: "a phase has exactly one of pack or inject" });
+const phase = (hostMemoryBytes: number | null) =>
+  z
+    .strictObject({
+      at: duration("at"),
+      pack: packStep.optional(),
+      inject: injectStep(hostMemoryBytes).optional(),
+    })
+    .refine((p) => (p.pack ? 1 : 0) + (p.inject ? 1 : 0) === 1, { message: "a phase has exactly one of pack or inject" });
 
-export const drillFileSchema = z.strictObject({
+/** hostMemoryBytes: RAM + swap, the most an inject size or the weights may be (null: not checked). */
+export const buildDrillFileSchema = (hostMemoryBytes: number | null) => z.strictObject({
   name: z.string().refine((n) => cgroupNameProblem(n) === null && /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/.test(n), {
     message: "letters, digits, '_', '.', '-' (at most 64), usable as a cgroup and queue name",
   }),
@@ -99,12 +113,12 @@ export const drillFileSchema = z.strictObject({
     .prefault({}),
   duration: duration("duration").refine((ms) => ms > 0, { message: "must be more than 0 (every phase starts inside it)" }),
   cgroup: z.strictObject({
-    memory_max: size("memory_max"),
+    memory_max: memoryMax,
     swap_max: size("swap_max").prefault(0),
     parent: parent.optional(),
   }),
   worker: z.strictObject({
-    weights: atLeastAPage("weights"),
+    weights: mapSize("weights", hostMemoryBytes),
     // The worker command's own defaults: a drill file that leaves them out runs the worker an operator would get.
     kv_bytes_per_token: z.number().int().nonnegative().default(defaultWorkerConfig.kvBytesPerToken),
     decode_tokens_per_s: z.number().nonnegative().default(defaultWorkerConfig.decodeTokensPerS),
@@ -122,15 +136,116 @@ export const drillFileSchema = z.strictObject({
       retry_host_class: keyPart.default("dedicated"),
     })
     .prefault({}),
-  phases: z.array(phase).min(1),
+  phases: z.array(phase(hostMemoryBytes)).min(1),
 });
 
+export const drillFileSchema = buildDrillFileSchema(null);
 export type DrillFile = z.output<typeof drillFileSchema>;
 export type PackStep = z.output<typeof packStep>;
-export type InjectStep = z.output<typeof injectStep>;
+export type InjectStep = z.output<ReturnType<typeof injectStep>>;
 
-/** Parses and validates; every error names the file and the field. */
-export function parseDrillFile(text: string, file: string): DrillFile {
+export interface DrillFileLimits {
+  /** This host's RAM + swap (readHostMemoryBytes); null or left out: sizes are not bounded by the host. */
+  hostMemoryBytes?: number | null;
+}
+
+interface Problem {
+  field: string;
+  message: string;
+}
+
+/** A field left out reads "missing (required)", not zod's "expected object, received undefined". */
+const missingIsRequired: z.core.$ZodErrorMap = (issue) =>
+  issue.code === "invalid_type" && issue.input === undefined ? "missing (required)" : undefined;
+
+/** zod's definition of a schema, as far as keysAt walks it. */
+interface WalkableDef {
+  type: string;
+  innerType?: z.ZodType;
+  in?: z.ZodType;
+  element?: z.ZodType;
+  shape?: Record<string, z.ZodType>;
+}
+
+const defOf = (schema: z.ZodType): WalkableDef => schema._zod.def as unknown as WalkableDef;
+
+/** The keys the object schema at `path` knows (for "did you mean"), [] if none is there. */
+function keysAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
+  const unwrap = (s: z.ZodType): z.ZodType => {
+    for (;;) {
+      const def = defOf(s);
+      const next = def.type === "pipe" ? def.in : def.innerType;
+      if (!next) return s;
+      s = next;
+    }
+  };
+  let current: z.ZodType | undefined = unwrap(schema);
+  for (const segment of path) {
+    const def = defOf(current);
+    current = def.type === "object" ? def.shape?.[String(segment)] : def.type === "array" ? def.element : undefined;
+    if (!current) return [];
+    current = unwrap(current);
+  }
+  const def = defOf(current);
+  return def.type === "object" && def.shape ? Object.keys(def.shape) : [];
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = row;
+  }
+  return prev[b.length]!;
+}
+
+/** The known key a typo most likely meant: one not given already, at most 2 edits away. */
+function didYouMean(key: string, known: readonly string[], given: readonly string[]): string | null {
+  let best: { key: string; distance: number } | null = null;
+  for (const candidate of known) {
+    if (given.includes(candidate)) continue;
+    const distance = editDistance(key.toLowerCase(), candidate.toLowerCase());
+    if (distance <= 2 && (!best || distance < best.distance)) best = { key: candidate, distance };
+  }
+  return best?.key ?? null;
+}
+
+function valueAt(raw: unknown, path: readonly PropertyKey[]): unknown {
+  let value = raw;
+  for (const segment of path) {
+    if (value === null || typeof value !== "object") return undefined;
+    value = (value as Record<PropertyKey, unknown>)[segment];
+  }
+  return value;
+}
+
+/** Every issue, as field and message; an unknown key is named at its own path. */
+function describeIssues(schema: z.ZodType, raw: unknown, issues: readonly z.core.$ZodIssue[]): Problem[] {
+  return issues.flatMap((issue): Problem[] => {
+    const where = issue.path.map(String);
+    if (issue.code === "unrecognized_keys") {
+      const parent = valueAt(raw, issue.path);
+      const given = parent !== null && typeof parent === "object" ? Object.keys(parent) : [];
+      const known = keysAt(schema, issue.path);
+      return issue.keys.map((key) => {
+        const guess = didYouMean(key, known, given);
+        return { field: [...where, key].join("."), message: `unknown key${guess ? ` (did you mean ${guess}?)` : ""}` };
+      });
+    }
+    return [{ field: where.length > 0 ? where.join(".") : "(top level)", message: issue.message }];
+  });
+}
+
+function problemsError(file: string, problems: readonly Problem[]): UsageError {
+  if (problems.length === 1) return new UsageError(`${file}: ${problems[0]!.field}: ${problems[0]!.message}`);
+  return new UsageError(`${file}: ${problems.length} problems:${problems.map((p) => `\n  ${p.field}: ${p.message}`).join("")}`);
+}
+
+/** Parses and validates; the error names the file and every field that is wrong. */
+export function parseDrillFile(text: string, file: string, limits: DrillFileLimits = {}): DrillFile {
   let raw: unknown;
   try {
     raw = parseYaml(text, { maxAliasCount: 10 });
@@ -138,12 +253,12 @@ export function parseDrillFile(text: string, file: string): DrillFile {
     const where = err instanceof YAMLParseError && err.linePos ? `:${err.linePos[0].line}` : "";
     throw new UsageError(`${file}${where}: not valid YAML: ${(err as Error).message.split("\n")[0]}`);
   }
-  const result = drillFileSchema.safeParse(raw);
-  if (!result.success) {
-    const issue = result.error.issues[0]!;
-    const field = issue.path.length > 0 ? issue.path.join(".") : "(top level)";
-    throw new UsageError(`${file}: ${field}: ${issue.message}`);
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
+    throw new UsageError(`${file}: not a drill: a YAML mapping with name, duration, cgroup, worker and phases`);
   }
+  const schema = buildDrillFileSchema(limits.hostMemoryBytes ?? null);
+  const result = schema.safeParse(raw, { error: missingIsRequired });
+  if (!result.success) throw problemsError(file, describeIssues(schema, raw, result.error.issues));
   const drill = result.data;
   const lastAt = Math.max(...drill.phases.map((p) => p.at));
   if (lastAt >= drill.duration) {
@@ -152,12 +267,13 @@ export function parseDrillFile(text: string, file: string): DrillFile {
   return drill;
 }
 
-export function loadDrillFile(file: string): DrillFile {
+/** Reads and parses a drill file; its sizes are bounded by this host's RAM + swap (read under roots). */
+export function loadDrillFile(file: string, roots: HostRoots = new HostRoots()): DrillFile {
   let text: string;
   try {
     text = readFileSync(file, "utf8");
   } catch (err) {
     throw new UsageError(`--drill: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
-  return parseDrillFile(text, file);
+  return parseDrillFile(text, file, { hostMemoryBytes: readHostMemoryBytes(roots) });
 }

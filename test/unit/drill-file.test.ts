@@ -1,7 +1,9 @@
-import { readdirSync, readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { parseDrillFile } from "../../src/drill/drillFile.js";
+import { loadDrillFile, parseDrillFile } from "../../src/drill/drillFile.js";
+import { HostRoots } from "../../src/host/kernelFile.js";
 import { workerCommand } from "../../src/commands/worker.js";
 import { UsageError } from "../../src/errors.js";
 import { repoRoot } from "../helpers/cli.js";
@@ -55,7 +57,13 @@ describe("drill files", () => {
     ["missing duration", smoke.replace(/^duration: .*$/m, ""), /^x\.yaml: duration: /],
     ["bad size", smoke.replace("memory_max: 160M", "memory_max: 160Q"), /^x\.yaml: cgroup\.memory_max: .*not a size/],
     ["bad duration", smoke.replace("duration: 40s", "duration: forty"), /^x\.yaml: duration: .*not a duration/],
-    ["unknown field", smoke.replace("cgroup:\n", "cgroup:\n  memory_maxx: 1G\n"), /^x\.yaml: cgroup: .*memory_maxx/],
+    ["unknown field", smoke.replace("cgroup:\n", "cgroup:\n  memory_maxx: 1G\n"), /^x\.yaml: cgroup\.memory_maxx: unknown key$/],
+    // memory.max 0 is taken by the kernel: the worker was OOM-killed at once and up exited 0.
+    ["memory_max 0", smoke.replace("memory_max: 160M", "memory_max: 0"), /^x\.yaml: cgroup\.memory_max: is below one page \(4096 bytes\)/],
+    ["memory_max under a page", smoke.replace("memory_max: 160M", "memory_max: 4095"), /^x\.yaml: cgroup\.memory_max: is below one page/],
+    // The hog refused it with "exited 2: bad arguments" once the drill was up.
+    ["inject size past what the hog can map", smoke.replace("size: 256M", "size: 100T"), /^x\.yaml: phases\.2\.inject\.size: is more than the page toucher can map/],
+    ["weights past what the worker can map", smoke.replace("weights: 64M", "weights: 100T"), /^x\.yaml: worker\.weights: is more than the page toucher can map/],
     ["bad name", smoke.replace("name: smoke", "name: ../etc"), /^x\.yaml: name: /],
     ["phase with both", smoke.replace("  - at: 9s\n    inject:", "  - at: 9s\n    pack: { jobs: 1, prompt_tokens: 1 }\n    inject:"), /^x\.yaml: phases\.2: a phase has exactly one/],
     ["negative tokens", smoke.replace("prompt_tokens: 24000", "prompt_tokens: -5"), /^x\.yaml: phases\.0\.pack\.prompt_tokens: /],
@@ -73,6 +81,9 @@ describe("drill files", () => {
     ["pack deadline 0s", smoke.replace("deadline: 8s, label: packed burst", "deadline: 0s, label: packed burst"), /^x\.yaml: phases\.0\.pack\.deadline: must be more than 0/],
     ["pack deadline past a job's 7 days", smoke.replace("deadline: 8s, label: packed burst", "deadline: 200h, label: packed burst"), /^x\.yaml: phases\.0\.pack\.deadline: must be at most 168h/],
     ["weights under a page", smoke.replace("weights: 64M", "weights: 100"), /^x\.yaml: worker\.weights: is less than one page/],
+    ["missing section", smoke.replace(/^worker:\n( {2}.*\n)+/m, ""), /^x\.yaml: worker: missing \(required\)$/],
+    ["missing field", smoke.replace("prompt_tokens: 24000, ", ""), /^x\.yaml: phases\.0\.pack\.prompt_tokens: missing \(required\)$/],
+    ["not a mapping", "- just\n- a list\n", /^x\.yaml: not a drill: a YAML mapping/],
     ["inject size under a page", smoke.replace("size: 256M", "size: 0"), /^x\.yaml: phases\.2\.inject\.size: is less than one page/],
     ["parent through an interface file", smoke.replace("  swap_max: 0\n", "  swap_max: 0\n  parent: /drills/memory.max\n"), /^x\.yaml: cgroup\.parent: component "memory\.max"/],
   ])("%s is exit 2 naming file and field", (_n, text, message) => {
@@ -82,6 +93,68 @@ describe("drill files", () => {
     } catch (err) {
       expect(err).toBeInstanceOf(UsageError);
       expect((err as Error).message).toMatch(message);
+    }
+  });
+});
+
+describe("drill file errors: every problem, each named", () => {
+  function message(text: string, limits?: Parameters<typeof parseDrillFile>[2]): string {
+    try {
+      parseDrillFile(text, "x.yaml", limits);
+    } catch (err) {
+      expect(err).toBeInstanceOf(UsageError);
+      return (err as Error).message;
+    }
+    return expect.unreachable();
+  }
+
+  it("lists every problem, not only the first", () => {
+    const text = smoke
+      .replace("memory_max: 160M", "memory_max: 0")
+      .replace(/^worker:\n( {2}.*\n)+/m, "")
+      .replace("prompt_tokens: 24000", "prompt_tokns: 24000")
+      .replace("size: 256M", "size: 100T");
+    expect(message(text).split("\n")).toEqual([
+      "x.yaml: 5 problems:",
+      '  cgroup.memory_max: is below one page (4096 bytes): every task in the cgroup would be OOM-killed at its first page (0 is not "no limit")',
+      "  worker: missing (required)",
+      "  phases.0.pack.prompt_tokens: missing (required)",
+      "  phases.0.pack.prompt_tokns: unknown key (did you mean prompt_tokens?)",
+      "  phases.2.inject.size: is more than the page toucher can map (fewer than 2^32 pages: under 16TiB)",
+    ]);
+    expect(message(text)).not.toMatch(/expected object|received undefined/);
+  });
+
+  it("a typo is an unknown key with the key it most likely meant, at every level", () => {
+    expect(message(smoke.replace("prompt_tokens: 24000", "prompt_tokns: 24000"))).toContain("phases.0.pack.prompt_tokns: unknown key (did you mean prompt_tokens?)");
+    expect(message(smoke.replace("psi_rate_limit: 5", "psi_rate_limt: 5"))).toBe("x.yaml: gate.psi_rate_limt: unknown key (did you mean psi_rate_limit?)");
+    expect(message(smoke.replace("duration: 40s", "duration: 40s\ndurration: 40s"))).toBe("x.yaml: durration: unknown key");
+    expect(message(smoke.replace("duration: 40s", "duraton: 40s"))).toContain("duraton: unknown key (did you mean duration?)");
+    expect(message(smoke.replace("size: 256M", "sise: 256M"))).toContain("phases.2.inject.sise: unknown key (did you mean size?)");
+    expect(message(smoke.replace("name: smoke", "name: smoke\ncolour: red"))).toBe("x.yaml: colour: unknown key");
+  });
+
+  const GiB = 1024 ** 3;
+  it("an inject size or weights over this host's RAM + swap is refused; up to it is accepted", () => {
+    const host = { hostMemoryBytes: 2 * GiB };
+    expect(message(smoke.replace("size: 256M", "size: 3G"), host)).toBe("x.yaml: phases.2.inject.size: is more than this host's RAM + swap (2.0GiB): the host could never hold it");
+    expect(message(smoke.replace("weights: 64M", "weights: 3G"), host)).toBe("x.yaml: worker.weights: is more than this host's RAM + swap (2.0GiB): the host could never hold it");
+    expect(parseDrillFile(smoke.replace("size: 256M", "size: 2G"), "x.yaml", host).phases[2]!.inject!.size).toBe(2 * GiB);
+    // Unknown host memory: only the page toucher's own bound.
+    expect(parseDrillFile(smoke.replace("size: 256M", "size: 3G"), "x.yaml", { hostMemoryBytes: null }).phases[2]!.inject!.size).toBe(3 * GiB);
+  });
+
+  it("loadDrillFile bounds sizes by MemTotal + SwapTotal under --procfs", () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "drill-cli-meminfo-"));
+    try {
+      writeFileSync(path.join(dir, "meminfo"), "MemTotal:        1048576 kB\nMemFree:          524288 kB\nSwapTotal:        1048576 kB\n");
+      const file = path.join(dir, "big.yaml");
+      writeFileSync(file, smoke.replace("size: 256M", "size: 3G"));
+      expect(() => loadDrillFile(file, new HostRoots(dir, "/sys"))).toThrow(/phases\.2\.inject\.size: is more than this host's RAM \+ swap \(2\.0GiB\)/);
+      writeFileSync(file, smoke.replace("size: 256M", "size: 2G"));
+      expect(loadDrillFile(file, new HostRoots(dir, "/sys")).phases[2]!.inject!.size).toBe(2 * GiB);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { resolvePackOptions } from "../../src/commands/pack.run.js";
+import { packedSummary, resolvePackOptions } from "../../src/commands/pack.run.js";
 import type { RawPackOptions } from "../../src/commands/pack.js";
 import { UsageError } from "../../src/errors.js";
 
@@ -51,5 +51,17 @@ describe("resolvePackOptions against the job schema", () => {
     const message = usageMessage({ promptTokens: "20000000", deadline: "200h" });
     expect(message).toContain("--prompt-tokens");
     expect(message).toContain("--deadline");
+  });
+});
+
+describe("pack's summary line", () => {
+  it("names one job as job=N, not the range N..N", () => {
+    expect(packedSummary("jobs", ["8"], 24000)).toBe("packed 1 job(s) onto jobs (job=8), 24000 prompt tokens");
+  });
+  it("names several jobs as a range", () => {
+    expect(packedSummary("jobs", ["1", "2", "3"], 72000)).toBe("packed 3 job(s) onto jobs (job=1..3), 72000 prompt tokens");
+  });
+  it("names no job when none was pushed (interrupted at once)", () => {
+    expect(packedSummary("jobs", [], 0)).toBe("packed 0 job(s) onto jobs, 0 prompt tokens");
   });
 });

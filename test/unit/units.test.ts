@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ExitCode, UsageError } from "../../src/errors.js";
-import { parseDuration, parsePercent, parsePositiveInt, parseSize, parseWholeNumber } from "../../src/units.js";
+import { MAX_MAP_BYTES, mapSizeProblem, memoryMaxProblem, parseDuration, parsePercent, parsePositiveInt, parseSize, parseWholeNumber } from "../../src/units.js";
 
 describe("parseSize (IEC, powers of 1024)", () => {
   it.each([
@@ -111,5 +111,27 @@ describe("counts: parseWholeNumber (0 allowed) and parsePositiveInt (at least 1)
   it("parsePositiveInt accepts 1 and up", () => {
     expect(parsePositiveInt("1", "--jobs")).toBe(1);
     expect(parsePositiveInt("8", "--jobs")).toBe(8);
+  });
+});
+
+describe("memory limits and map sizes: one bound for the flag and the drill file", () => {
+  it("a memory limit under a page is refused (0 is not 'no limit')", () => {
+    expect(memoryMaxProblem(0)).toMatch(/^is below one page/);
+    expect(memoryMaxProblem(4095)).toMatch(/^is below one page/);
+    expect(memoryMaxProblem(4096)).toBeNull();
+  });
+
+  it("a map is at least a page and at most the host's RAM + swap", () => {
+    const host = 8 * 1024 ** 3;
+    expect(mapSizeProblem(4095, host)).toBe("is less than one page (4096 bytes)");
+    expect(mapSizeProblem(4096, host)).toBeNull();
+    expect(mapSizeProblem(host, host)).toBeNull();
+    expect(mapSizeProblem(host + 1, host)).toBe("is more than this host's RAM + swap (8.0GiB): the host could never hold it");
+  });
+
+  it("with the host unknown, the page toucher's own limit (under 2^32 pages) still holds", () => {
+    expect(MAX_MAP_BYTES).toBe((2 ** 32 - 1) * 4096);
+    expect(mapSizeProblem(MAX_MAP_BYTES, null)).toBeNull();
+    expect(mapSizeProblem(parseSize("100T", "--size"), null)).toMatch(/^is more than the page toucher can map/);
   });
 });

@@ -29,6 +29,9 @@ describe("drill up flags override the drill file (rewrite the thresholds, not th
   it.each([
     [{ duration: "soon" }, /^--duration: /],
     [{ memoryMax: "lots" }, /^--memory-max: /],
+    // memory.max 0 is taken by the kernel: the worker was OOM-killed at once and up exited 0.
+    [{ memoryMax: "0" }, /^--memory-max: "0" is below one page \(4096 bytes\)/],
+    [{ memoryMax: "4095" }, /^--memory-max: "4095" is below one page/],
     [{ psiLimit: "-1" }, /^--psi-limit: /],
     [{ psiLimit: "150" }, /^--psi-limit: "150" is a PSI avg10/],
     [{ psiRateLimit: "150" }, /^--psi-rate-limit: /],
