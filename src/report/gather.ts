@@ -103,7 +103,7 @@ export function resolveDrillName(stateDir: string, name: string | undefined, red
     }
     if (!existsSync(drillDir(stateDir, name)) && !redisGiven) {
       const known = reportableDrills(stateDir);
-      throw new DrillError(`no drill "${name}" in ${stateDir}${known.length > 0 ? ` (drills there: ${known.join(", ")})` : ""}; give --state-dir, or --redis to report on a queue directly`);
+      throw new UsageError(`--name: no drill "${name}" in ${stateDir}${known.length > 0 ? ` (drills there: ${known.join(", ")})` : ""}; give --state-dir, or --redis to report on a queue directly`);
     }
     return name;
   }
@@ -111,7 +111,8 @@ export function resolveDrillName(stateDir: string, name: string | undefined, red
   if (drills.length === 1) return drills[0]!;
   if (drills.length > 1) throw new UsageError(`several drills in ${stateDir}: ${drills.join(", ")}; pick one with --name`);
   if (redisGiven) return null;
-  throw new DrillError(
+  // Like a --name that is not there: pointed at the wrong place, bad input (exit 2).
+  throw new UsageError(
     `there is no drill to report on: ${stateDir} holds no <name>/state.json or <name>/final-*.jsonl, and no --redis (or DRILL_REDIS_URL) was given`,
   );
 }

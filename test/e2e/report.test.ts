@@ -298,9 +298,17 @@ describe("drill report (built binary)", () => {
   });
 
   it("errors: no drill, several drills, unreachable drill Redis without an export, bad flags", async () => {
+    const several0 = () => {
+      const dir = path.join(tmp, "state-one");
+      writeState(dir, state("only", "qonly", server.url));
+      return dir;
+    };
     const none = await drill(["--state-dir", path.join(tmp, "nothing-here"), "report"]);
-    expect(none.exitCode).toBe(1);
+    expect(none.exitCode).toBe(2);
     expect(none.stderr).toContain("there is no drill to report on");
+    const typo = await drill(["--state-dir", several0(), "report", "--name", "nope"]);
+    expect(typo.exitCode).toBe(2);
+    expect(typo.stderr).toContain(`--name: no drill "nope" in ${several0()} (drills there: only)`);
 
     const several = path.join(tmp, "state-several");
     writeState(several, state("a", "qa", server.url));
