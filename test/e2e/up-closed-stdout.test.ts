@@ -18,17 +18,19 @@ const CGROUP = "upclosedcg";
 const skip = realDrillSkipReason();
 if (skip) console.warn(`skipping drill up | head: ${skip}`);
 
-describe.skipIf(skip !== null)("drill up | head (real cgroup, embedded Redis)", () => {
+describe.skipIf(skip !== null)("drill up and its output: a closed pipe, a second detach (real cgroup, embedded Redis)", () => {
   let root: string;
   let stateDir: string;
+  let twiceStateDir: string;
   beforeAll(() => {
     root = mkdtempSync(path.join(tmpdir(), "drill-up-closed-"));
     stateDir = path.join(root, "state");
+    twiceStateDir = path.join(root, "state-twice");
     mkdirSync(path.join(root, "files"));
     writeFileSync(path.join(root, "upclosed.yaml"), DRILL);
   });
   afterAll(async () => {
-    await runDrill(["--state-dir", stateDir, "rollback"], { timeout: 90_000 });
+    for (const dir of [stateDir, twiceStateDir]) await runDrill(["--state-dir", dir, "rollback"], { timeout: 90_000 });
     rmSync(root, { recursive: true, force: true });
   });
 
@@ -48,23 +50,9 @@ describe.skipIf(skip !== null)("drill up | head (real cgroup, embedded Redis)", 
     // Ids come from the queue's sequence: both packs pushed, none lost.
     assertNoJobLostInExport(path.join(stateDir, "upclosed", exported[0]!), "jobs", ["1", "2", "3", "4"]);
   }, 180_000);
-});
 
-describe.skipIf(skip !== null)("a second drill up --detach of a drill that is up (real cgroup, embedded Redis)", () => {
-  let root: string;
-  let stateDir: string;
-  beforeAll(() => {
-    root = mkdtempSync(path.join(tmpdir(), "drill-up-twice-"));
-    stateDir = path.join(root, "state");
-    mkdirSync(path.join(root, "files"));
-    writeFileSync(path.join(root, "upclosed.yaml"), DRILL);
-  });
-  afterAll(async () => {
-    await runDrill(["--state-dir", stateDir, "rollback"], { timeout: 90_000 });
-    rmSync(root, { recursive: true, force: true });
-  });
-
-  it("is refused (exit 3) before it writes a line into the running drill's log, which marks each run", async () => {
+  it("a second up --detach of a drill that is up is refused (exit 3) before it writes a line into the running drill's log, which marks each run", async () => {
+    const stateDir = twiceStateDir;
     const args = ["--state-dir", stateDir, "up", "--detach", "--drill", path.join(root, "upclosed.yaml"), "--parent", "self", "--name", CGROUP, "--file-dir", path.join(root, "files")];
     const first = await runDrill(args, { timeout: 120_000 });
     expect(first.exitCode, first.stdout + first.stderr).toBe(0);
