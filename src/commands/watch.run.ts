@@ -13,7 +13,7 @@ import { queueKeys, validateKeyPart } from "../queue/keys.js";
 import { defaultAlarmConfig, type AlarmConfig, type AlarmEvent } from "../sampler/alarms.js";
 import { runSidecar } from "../sampler/loop.js";
 import { QueueReader, readSample } from "../sampler/read.js";
-import { LiveView, formatAlarmEvent, formatSampleLine } from "../sampler/render.js";
+import { LiveView, formatAlarmEvent, formatSampleLine, type ViewSize } from "../sampler/render.js";
 import type { ParentSpec } from "../cgroup/names.js";
 import { parseDuration, parsePsiLimit, parsePercent, parsePositiveInt } from "../units.js";
 import type { WatchOptions } from "./watch.js";
@@ -93,6 +93,12 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   const queueReader = new QueueReader(redisUrl, keys, alarmConfig.hostClass, redisTimeoutMs);
   let heldEvents: AlarmEvent[] = [];
   const interrupt = onInterrupt();
+  // The view is laid out for the terminal's size, and drawn again at once when it changes.
+  const size = (): ViewSize => ({ columns: process.stdout.columns || 80, rows: process.stdout.rows || Infinity });
+  const onResize = (): void => {
+    if (live) process.stdout.write(live.resized(size()));
+  };
+  if (live) process.stdout.on("resize", onResize);
   try {
     await queueReader.connect();
     await runSidecar({
@@ -118,7 +124,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
           process.stdout.write(line);
           for (const event of events) output.err(event.line);
         } else if (live) {
-          process.stdout.write(live.redraw(sample, events));
+          process.stdout.write(live.redraw(sample, events, size()));
         } else {
           for (const event of events) output.out(formatAlarmEvent(event, output.color));
           output.out(formatSampleLine(sample));
@@ -126,6 +132,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
       },
     });
   } finally {
+    process.stdout.off("resize", onResize);
     interrupt.dispose();
     queueReader.close();
     if (recordFd !== null) closeSync(recordFd);

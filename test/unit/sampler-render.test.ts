@@ -42,6 +42,92 @@ describe("render", () => {
     for (const line of view.frame(sample)) expect([...line].length, line).toBeLessThanOrEqual(80);
   });
 
+  // QA 10: at 80 columns the psi line was cut after "cg 18.00 rate 28.4…": the cgroup stall rate, the signal that trips the gate.
+  const pressure: Sample = {
+    ...sample,
+    psi_mem_some_avg10: 100,
+    psi_mem_full_avg10: 100,
+    psi_mem_some_rate: 100,
+    cg_psi_mem_some_avg10: 100,
+    cg_psi_mem_some_rate: 100,
+    stall_ms_p99: 1000,
+    cg_mem_current: 1023 * 1024 * 1024,
+    cg_mem_max: 1023 * 1024 * 1024,
+    cg_mem_peak: 1023 * 1024 * 1024,
+    cg_swap_current: 0,
+    cg_oom_kill: 3,
+    queue_len: 1234,
+    queue_age_ms: 9999,
+    queue_head_slack_ms: -9999,
+    deadline_slack_ms: -9999,
+    si: 99999,
+    so: 99999,
+    refault_rate: 99999,
+    cpu_idle_pct: 100,
+    cpu_iowait_pct: 100,
+  };
+
+  it("under pressure at 80 columns no value is cut: host and cgroup PSI each on one line, in full", () => {
+    const view = new LiveView({ cgroup: "qaAsmoke (hybrid)", queue: "qaAjobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    const lines = view.frame(pressure, { columns: 80, rows: 24 });
+    for (const line of lines) {
+      expect([...line].length, line).toBeLessThanOrEqual(80);
+      expect(line, line).not.toContain("…");
+    }
+    expect(lines.find((l) => l.startsWith("psi host"))).toMatch(/^psi host some 100\.00 {2}full 100\.00 {2}rate 100\.0% +\S/);
+    expect(lines.find((l) => l.startsWith("psi cg"))).toMatch(/^psi cg {3}some 100\.00 {2}rate 100\.0% {2}p99 stall 1000ms +\S/);
+    const text = lines.join("\n");
+    for (const value of ["1023MiB / 1023MiB", "peak 1023MiB", "oom_kill 3", "idle 100%", "iowait 100%", "si 99999/s", "so 99999/s", "refault 99999/s", "head slack -9999ms", "slack -9999ms"]) {
+      expect(text).toContain(value);
+    }
+  });
+
+  it("wider values than fit go on under their label, whole, never cut", () => {
+    const view = new LiveView({ cgroup: "infer (hybrid)", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    const lines = view.frame(sample, { columns: 80, rows: Infinity });
+    expect(lines.join("\n")).not.toContain("…");
+    expect(lines.join("\n")).toContain("packed_tokens=123456");
+    for (const line of lines) expect([...line].length, line).toBeLessThanOrEqual(80);
+  });
+
+  it.each([
+    [60, 12],
+    [50, 10],
+    [40, 8],
+  ])("a %ix%i terminal: a layout that fits (no line wider, fewer lines than rows), the PSI figures kept whole", (columns, rows) => {
+    const view = new LiveView({ cgroup: "qaAsmoke (hybrid)", queue: "qaAjobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    const lines = view.frame(pressure, { columns, rows });
+    expect(lines.length).toBeLessThan(rows);
+    for (const line of lines) expect([...line].length, line).toBeLessThanOrEqual(columns);
+    const text = lines.join("\n");
+    expect(text).toContain("rate 100.0%");
+    expect(text).not.toMatch(/rate 10?0?\.?0?…/);
+    expect(text).toMatch(/^psi cg {3}some 100\.00 {2}rate 100\.0%/m);
+    expect(text).toMatch(/^alarms/m);
+    expect(text).not.toMatch(/[▁▂▃▄▅▆▇█]/);
+  });
+
+  it("a resize clears the screen and draws the last frame again at the new size, with the alarm lines that fit above it", () => {
+    const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    expect(view.resized({ columns: 60, rows: 12 })).toBe("");
+    view.redraw(pressure, [{ name: "oom_kill", kind: "raised", line: "PAGE oom_kill" }], { columns: 80, rows: 24 });
+    const out = view.resized({ columns: 60, rows: 12 });
+    expect(out.startsWith("\x1b[H\x1b[2J")).toBe(true);
+    const lines = out.slice("\x1b[H\x1b[2J".length).trimEnd().split("\n");
+    expect(lines.length).toBeLessThan(12);
+    for (const line of lines) expect([...line].length, line).toBeLessThanOrEqual(60);
+    // The next redraw moves back over the frame drawn at the new size, not the old one.
+    const frameLines = view.layout(pressure, { columns: 60, rows: 12 }).length;
+    expect(view.redraw(pressure, [], { columns: 60, rows: 12 }).startsWith(`\x1b[${frameLines}F\x1b[J`)).toBe(true);
+  });
+
+  it("erase: the frame goes, and the next redraw does not move back over lines printed in between", () => {
+    const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    const first = view.redraw(sample, []);
+    expect(view.erase()).toBe(`\x1b[${first.trimEnd().split("\n").length}F\x1b[J`);
+    expect(view.redraw(sample, [])).not.toContain("\x1b[");
+  });
+
   it("redraw moves back over the previous frame only from the second frame on", () => {
     const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
     expect(view.redraw(sample, [])).not.toContain("\x1b[");
@@ -55,7 +141,7 @@ describe("render", () => {
     const lines = view.frame(first);
     expect(lines.join("\n")).not.toMatch(/^missing/m);
     expect(lines).toContain("rates    from the next sample");
-    expect(lines.find((l) => l.startsWith("host"))).toMatch(/^host {5}si n\/a so n\/a refault n\/a {2}idle/);
+    expect(lines.find((l) => l.startsWith("host"))).toMatch(/^host {5}idle 41% {2}iowait 3% {2}si n\/a {2}so n\/a {2}refault n\/a$/);
 
     // A field that is really unreadable is still missing, beside the pending rates.
     const mixed = view.frame({ ...first, cg_mem_current: null, missing: [...first.missing, { field: "cg_mem_current", file: "/sys/fs/cgroup/qa", reason: "missing" }] });
