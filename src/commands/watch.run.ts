@@ -49,6 +49,26 @@ export function absentCgroupHint(roots: HostRoots, stateDir: string, name: strin
   return `watch: no cgroup ${name} at ${looked} (yet): its cg_* fields stay null until it appears; ${next}`;
 }
 
+/**
+ * Says on stderr once when the Redis reading starts failing (the URL,
+ * password redacted, and the error) and once when it answers again, rather
+ * than only a null in every sample's queue fields.
+ */
+export function redisWatch(source: string, say: (line: string) => void): (reading: Reading<unknown>, monoMs: number) => void {
+  let downSince: number | null = null;
+  return (reading, monoMs) => {
+    if (!reading.ok && downSince === null) {
+      downSince = monoMs;
+      say(`watch: Redis ${source} unreachable: ${reading.reason}; queue fields stay null (listed in missing) until it answers`);
+    } else if (reading.ok && downSince !== null) {
+      say(`watch: Redis ${source} answering again after ${formatSeconds(monoMs - downSince)}; queue fields are back`);
+      downSince = null;
+    }
+  };
+}
+
+const formatSeconds = (ms: number): string => (ms < 10_000 ? `${(ms / 1000).toFixed(1)}s` : `${Math.round(ms / 1000)}s`);
+
 export async function watchAction(g: GlobalOptions, options: WatchOptions): Promise<void> {
   const intervalMs = parseDuration(options.interval, "--interval");
   if (intervalMs < 10) throw new UsageError("--interval: must be at least 10ms");
@@ -92,6 +112,12 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   const redisTimeoutMs = Math.min(2000, Math.max(250, intervalMs));
   const queueReader = new QueueReader(redisUrl, keys, alarmConfig.hostClass, redisTimeoutMs);
   let heldEvents: AlarmEvent[] = [];
+  // A line on stderr between two frames of the live view: the frame goes first, the next one is drawn below it.
+  const notice = (line: string): void => {
+    if (live) process.stdout.write(live.erase());
+    output.err(line);
+  };
+  const redisState = redisWatch(queueReader.source, notice);
   const interrupt = onInterrupt();
   // The view is laid out for the terminal's size, and drawn again at once when it changes.
   const size = (): ViewSize => ({ columns: process.stdout.columns || 80, rows: process.stdout.rows || Infinity });
@@ -102,7 +128,11 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   try {
     await queueReader.connect();
     await runSidecar({
-      read: () => readSample({ roots, cgroup }, queueReader),
+      read: async () => {
+        const raw = await readSample({ roots, cgroup }, queueReader);
+        redisState(raw.queue, raw.monoMs);
+        return raw;
+      },
       intervalMs,
       alarmConfig,
       // --once: the first reading only seeds the rates.

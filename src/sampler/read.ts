@@ -272,6 +272,8 @@ export class QueueReader {
   readonly source: string;
   private readonly redis: Redis;
   private closed = false;
+  /** The client's last connection error ("connect ECONNREFUSED …"), until it is ready again. */
+  private lastError: string | null = null;
   /** The worker registry (src/worker/scripts.ts workerKeys().workers). */
   private readonly workersKey: string;
 
@@ -293,9 +295,15 @@ export class QueueReader {
       // Its 2 s default keeps the process alive after a refused connection.
       disconnectTimeout: 200,
     });
-    this.redis.on("error", () => {}); // surfaced per sample through the failed call
+    // Surfaced through the failed reading: `not connected` alone would not say why.
+    this.redis.on("error", (err: Error) => {
+      this.lastError = err.message;
+    });
     // EVALSHA keeps the script text off the wire each sample; (re)loaded on every connect.
-    this.redis.on("ready", () => this.loadScript());
+    this.redis.on("ready", () => {
+      this.lastError = null;
+      this.loadScript();
+    });
   }
 
   private loadScript(): void {
@@ -312,7 +320,7 @@ export class QueueReader {
   }
 
   async read(): Promise<Reading<QueueRaw>> {
-    if (this.redis.status !== "ready") return fail(this.source, `not connected (${this.redis.status})`);
+    if (this.redis.status !== "ready") return fail(this.source, `not connected (${this.redis.status})${this.lastError === null ? "" : `: ${this.lastError}`}`);
     const k = this.keys;
     let timer: NodeJS.Timeout | undefined;
     // Our own bound, not commandTimeout: one timer per sample, and on expiry the connection is dropped.

@@ -200,6 +200,61 @@ describe("drill watch --once --json", () => {
   });
 });
 
+// QA 11: with Redis unreachable watch said nothing about Redis (rc 0, queue fields n/a, Redis fields only in missing=).
+describe("drill watch: Redis unreachable, then back", () => {
+  it("says so on stderr once when it starts failing (URL redacted, the error) and not again per sample", async () => {
+    const closed = await freePort();
+    const r = await runDrill(["--procfs", fakeHost("v2").procfs, "--sysfs", path.join(roots.at(-1)!, "sys"), "--redis", `redis://:hunter2@127.0.0.1:${closed}`, "watch", "--count", "4", "--interval", "100ms"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const said = r.stderr.split("\n").filter((l) => l.startsWith("watch: Redis"));
+    expect(said).toHaveLength(1);
+    expect(said[0]).toMatch(new RegExp(`^watch: Redis redis://:\\*+@127\\.0\\.0\\.1:${closed} unreachable: .*ECONNREFUSED`));
+    expect(r.stderr).not.toContain("hunter2");
+    expect(r.stdout.trim().split("\n")).toHaveLength(4);
+  });
+
+  it("says once when it answers again", async () => {
+    const own = await startRedisServer();
+    try {
+      const child = execa("node", [drillBin, "--procfs", fakeHost("v2").procfs, "--sysfs", path.join(roots.at(-1)!, "sys"), "--redis", own.url, "watch", "--json", "--interval", "100ms", "--queue", "e2e-down"], {
+        reject: false,
+        timeout: 30_000,
+      });
+      // Driven by what watch prints: Redis goes away after a good sample, comes back after a failed one.
+      let phase: "up" | "down" | "back" = "up";
+      let pending = "";
+      let restarting: Promise<void> | null = null;
+      let backs = 0;
+      child.stdout!.on("data", (chunk: Buffer) => {
+        pending += chunk.toString("utf8");
+        let nl: number;
+        while ((nl = pending.indexOf("\n")) >= 0) {
+          const sample = JSON.parse(pending.slice(0, nl)) as Sample;
+          pending = pending.slice(nl + 1);
+          if (phase === "up" && sample.queue_len !== null) {
+            phase = "down";
+            own.kill("SIGKILL");
+          } else if (phase === "down" && sample.queue_len === null && restarting === null) {
+            restarting = own.restart();
+          } else if (phase === "down" && restarting !== null && sample.queue_len !== null) {
+            phase = "back";
+          } else if (phase === "back" && sample.queue_len !== null && ++backs === 3) {
+            child.kill("SIGINT");
+          }
+        }
+      });
+      const r = await child;
+      expect(r.exitCode, r.stderr).toBe(130);
+      const said = r.stderr.split("\n").filter((l) => l.startsWith("watch: Redis"));
+      expect(said).toHaveLength(2);
+      expect(said[0]).toMatch(new RegExp(`^watch: Redis redis://127\\.0\\.0\\.1:${own.port} unreachable: `));
+      expect(said[1]).toMatch(new RegExp(`^watch: Redis redis://127\\.0\\.0\\.1:${own.port} answering again after \\d+\\.\\ds; queue fields are back$`));
+    } finally {
+      await own.stop();
+    }
+  });
+});
+
 describe("drill watch: streams", () => {
   it("--record appends JSONL while the piped view prints plain lines", async () => {
     const host = fakeHost("v2");
