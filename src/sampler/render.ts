@@ -43,9 +43,9 @@ const bytes = (v: number | "max" | null): string => (v === "max" ? "max" : forma
 const rate = (v: number | null): string => (v === null ? "n/a" : `${v.toFixed(1)}%`);
 
 function rejectedSegments(rejected: Record<string, number> | null): string[] {
-  if (rejected === null) return ["n/a"];
+  if (rejected === null) return ["rejected n/a"];
   const parts = Object.entries(rejected).map(([reason, n]) => `${reason.replace(/^reject_/, "")}=${n}`);
-  return parts.length === 0 ? ["0"] : parts;
+  return parts.length === 0 ? ["rejected 0"] : [`rejected ${parts[0]}`, ...parts.slice(1)];
 }
 
 /** One line per sample for pipes and logs: k=v in the runbook's names. */
@@ -66,6 +66,7 @@ export function formatSampleLine(s: Sample): string {
     `cpu_idle=${pct(s.cpu_idle_pct)}`,
     `stall_ms_p99=${s.stall_ms_p99 ?? "n/a"}`,
     `tokens_out=${s.tokens_out ?? "n/a"}`,
+    `gate_mode=${s.gate_mode ?? "n/a"}`,
     `alarm=${s.alarm.length === 0 ? "none" : s.alarm.join(",")}`,
   ];
   if (s.missing.length > 0) fields.push(`missing=${[...new Set(s.missing.map((m) => m.field))].join(",")}`);
@@ -201,7 +202,8 @@ export class LiveView {
       { label: "memory", segments: [`${bytes(s.cg_mem_current)} / ${bytes(s.cg_mem_max)}`, `peak ${bytes(s.cg_mem_peak)}`, `swap ${bytes(s.cg_swap_current)}`, `oom_kill ${s.cg_oom_kill ?? "n/a"}`], trend: sparkline(this.memory), priority: 3 },
       { label: "host", segments: [`idle ${pct(s.cpu_idle_pct)}`, `iowait ${pct(s.cpu_iowait_pct)}`, `si ${perSecond(s.si)}`, `so ${perSecond(s.so)}`, `refault ${perSecond(s.refault_rate)}`], priority: 3 },
       { label: "jobs", segments: [`tokens_out ${s.tokens_out ?? "n/a"}`, `retries ${s.retry_count ?? "n/a"}`, `admitted ${s.admitted ?? "n/a"}`], priority: 4 },
-      { label: "rejected", segments: rejectedSegments(s.rejected), priority: 4 },
+      // The gate's lever beside what it rejected: reject_all explains a wall of rejects (QA 6).
+      { label: "gate", segments: [`mode ${s.gate_mode ?? "n/a"}`, ...rejectedSegments(s.rejected)], priority: 2, style: s.gate_mode === "reject_all" ? (l) => c.yellow(l) : undefined },
       s.alarm.length === 0 ? { label: "alarms", segments: ["none"], priority: 1 } : { label: "alarms", segments: s.alarm, priority: 1, style: (l) => c.red.bold(l) },
     ];
     if (missing.length > 0) rows.push({ label: "missing", segments: [`${missing.length}: ${missing[0]}`, ...missing.slice(1)], priority: 5, style: (l) => c.dim(l) });

@@ -13,7 +13,7 @@ const FIELDS = [
   "ts", "queue_len", "queue_age_ms", "queue_head_slack_ms", "deadline_slack_ms", "psi_mem_some_avg10", "psi_mem_full_avg10",
   "psi_mem_some_total_us", "psi_mem_some_rate", "cg_psi_mem_some_avg10", "cg_psi_mem_some_rate", "si", "so", "cg_swap_current",
   "refault_rate", "cg_mem_current", "cg_mem_max", "cg_mem_peak", "cg_oom_kill", "cpu_idle_pct", "cpu_iowait_pct", "tokens_out",
-  "retry_count", "admitted", "rejected", "stall_ms_p99", "alarm", "missing",
+  "retry_count", "admitted", "rejected", "gate_mode", "stall_ms_p99", "alarm", "missing",
 ];
 
 type Sample = Record<string, unknown> & { missing: Array<{ field: string; file: string; reason: string }>; alarm: string[] };
@@ -186,12 +186,24 @@ describe("drill watch --once --json", () => {
     expect(r.stderr).toContain("PAGE retry worker_idle=1");
   });
 
+  // QA 6: after `gate mode reject_all` neither watch's view nor its JSON had a mode.
+  it("gate_mode: what `gate mode` set, read in the same script call", async () => {
+    const q = "e2e-mode";
+    expect(parseOne((await kernelOnce(fakeHost("v2"), q)).stdout).gate_mode).toBe("admit");
+    const flip = await runDrill(["--redis", redis.url, "gate", "mode", "reject_all", "--queue", q]);
+    expect(flip.exitCode, flip.stderr).toBe(0);
+    expect(parseOne((await kernelOnce(fakeHost("v2"), q)).stdout).gate_mode).toBe("reject_all");
+    const host = fakeHost("v2");
+    const piped = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--once", "--interval", "100ms", "--queue", q]);
+    expect(piped.stdout).toContain(" gate_mode=reject_all ");
+  });
+
   it("Redis unreachable: Redis fields null and missing, kernel signals still sampled, exit 0", async () => {
     const closed = await freePort();
     const r = await runDrill(["--procfs", fakeHost("v2").procfs, "--sysfs", path.join(roots.at(-1)!, "sys"), "--redis", `redis://127.0.0.1:${closed}`, "watch", "--once", "--json", "--interval", "100ms"]);
     expect(r.exitCode, r.stderr).toBe(0);
     const s = parseOne(r.stdout);
-    for (const field of ["queue_len", "queue_age_ms", "deadline_slack_ms", "tokens_out", "retry_count", "admitted", "rejected"]) {
+    for (const field of ["queue_len", "queue_age_ms", "deadline_slack_ms", "tokens_out", "retry_count", "admitted", "rejected", "gate_mode"]) {
       expect(s[field], field).toBeNull();
       expect(s.missing.find((m) => m.field === field)?.file).toBe(`redis://127.0.0.1:${closed}`);
     }

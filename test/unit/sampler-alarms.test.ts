@@ -32,6 +32,7 @@ function sample(over: Partial<Sample> = {}): Sample {
     retry_count: 0,
     admitted: 1,
     rejected: {},
+    gate_mode: "admit",
     stall_ms_p99: 50,
     alarm: [],
     missing: [],

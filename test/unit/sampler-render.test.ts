@@ -30,6 +30,7 @@ const sample: Sample = {
   retry_count: 12345,
   admitted: 1234567,
   rejected: { reject_host_pressure: 123456, reject_deadline_slack: 123456, reject_packed_tokens: 123456 },
+  gate_mode: "admit",
   stall_ms_p99: 999.5,
   alarm: ["reclaim_not_underload", "retry_worker_idle", "swap_leak", "oom_kill"],
   missing: [{ field: "cg_psi_mem_some_rate", file: "/x", reason: "first sample" }],
@@ -160,6 +161,14 @@ describe("render", () => {
     expect(sparkline(values)).toBe(expected);
   });
 
+  it("the gate's mode is in the view, beside what it rejected, on a small terminal too", () => {
+    const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    expect(view.frame({ ...sample, gate_mode: "reject_all" }).join("\n")).toMatch(/^gate {5}mode reject_all {2}rejected host_pressure=123456 {2}deadline_slack=123456/m);
+    expect(view.frame({ ...sample, gate_mode: "reject_all" }, { columns: 60, rows: 12 }).join("\n")).toMatch(/^gate {5}mode reject_all/m);
+    expect(view.frame({ ...sample, gate_mode: null, rejected: null })).toContain("gate     mode n/a  rejected n/a");
+    expect(formatSampleLine({ ...sample, gate_mode: "reject_all" })).toContain(" gate_mode=reject_all ");
+  });
+
   it("the piped line has the runbook's names and no colour", () => {
     const line = formatSampleLine(sample);
     expect(line).toContain("queue_age_ms=180 slack_ms=-230 psi=12.40");
@@ -171,18 +180,21 @@ describe("render", () => {
 describe("parseQueueSample", () => {
   const b = (text: string) => Buffer.from(text);
   it("maps the script's reply", () => {
-    const r = parseQueueSample("redis://h:1", [2, b("{}"), [b("a")], [b("tokens_out"), b("7"), b("admitted"), b("1")], [b("w")], [], 1]);
+    const r = parseQueueSample("redis://h:1", [2, b("{}"), [b("a")], [b("tokens_out"), b("7"), b("admitted"), b("1")], [b("w")], [], 1, b("reject_all")]);
     expect(r).toEqual({
       ok: true,
-      value: { source: "redis://h:1", queueLen: 2, head: b("{}"), admitted: [b("a")], working: [b("w")], workingScanned: true, retryCandidates: [], stats: { tokens_out: "7", admitted: "1" } },
+      value: { source: "redis://h:1", queueLen: 2, head: b("{}"), admitted: [b("a")], working: [b("w")], workingScanned: true, retryCandidates: [], stats: { tokens_out: "7", admitted: "1" }, mode: "reject_all" },
     });
+    expect(parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null])).toMatchObject({ ok: true, value: { mode: null } });
   });
   it.each([
     ["not an array", "OK"],
     ["short", [1, null]],
-    ["bad len", ["x", null, [], [], [], [], 1]],
-    ["bad head", [0, 5, [], [], [], [], 1]],
-    ["bad list", [0, null, ["s"], [], [], [], 1]],
+    ["bad len", ["x", null, [], [], [], [], 1, null]],
+    ["bad head", [0, 5, [], [], [], [], 1, null]],
+    ["bad list", [0, null, ["s"], [], [], [], 1, null]],
+    ["bad mode", [0, null, [], [], [], [], 1, 5]],
+    ["no mode (the script before gate_mode)", [0, null, [], [], [], [], 1]],
   ])("unexpected reply (%s) is a failed reading", (_name, reply) => {
     expect(parseQueueSample("redis://h:1", reply).ok).toBe(false);
   });
