@@ -48,7 +48,11 @@ function rejectedSegments(rejected: Record<string, number> | null): string[] {
   return parts.length === 0 ? ["rejected 0"] : [`rejected ${parts[0]}`, ...parts.slice(1)];
 }
 
-/** One line per sample for pipes and logs: k=v in the runbook's names. */
+/**
+ * One line per sample for pipes and logs: k=v in the runbook's names, in the
+ * live view's units (memory in KiB/MiB/GiB, stall rates in % to one decimal,
+ * ms whole); the exact figures are in --json and --record.
+ */
 export function formatSampleLine(s: Sample): string {
   const fields = [
     s.ts,
@@ -56,15 +60,15 @@ export function formatSampleLine(s: Sample): string {
     `queue_age_ms=${s.queue_age_ms ?? "n/a"}`,
     `slack_ms=${s.deadline_slack_ms ?? "n/a"}`,
     `psi=${num(s.psi_mem_some_avg10)}`,
-    `psi_rate=${num(s.psi_mem_some_rate)}`,
+    `psi_rate=${rate(s.psi_mem_some_rate)}`,
     `cg_psi=${num(s.cg_psi_mem_some_avg10)}`,
-    `cg_psi_rate=${num(s.cg_psi_mem_some_rate)}`,
+    `cg_psi_rate=${rate(s.cg_psi_mem_some_rate)}`,
     `si=${s.si ?? "n/a"}`,
     `so=${s.so ?? "n/a"}`,
-    `cg_mem=${s.cg_mem_current ?? "n/a"}`,
+    `cg_mem=${bytes(s.cg_mem_current)}`,
     `cg_oom_kill=${s.cg_oom_kill ?? "n/a"}`,
     `cpu_idle=${pct(s.cpu_idle_pct)}`,
-    `stall_ms_p99=${s.stall_ms_p99 ?? "n/a"}`,
+    `stall_ms_p99=${int(s.stall_ms_p99)}`,
     `tokens_out=${s.tokens_out ?? "n/a"}`,
     `gate_mode=${s.gate_mode ?? "n/a"}`,
     `alarm=${s.alarm.length === 0 ? "none" : s.alarm.join(",")}`,

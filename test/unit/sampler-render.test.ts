@@ -169,6 +169,18 @@ describe("render", () => {
     expect(formatSampleLine({ ...sample, gate_mode: "reject_all" })).toContain(" gate_mode=reject_all ");
   });
 
+  // QA 18: the piped line printed cg_mem=26451968 and stall_ms_p99=206.53 where the view shows MiB and whole ms.
+  it("the piped line uses the view's units: memory in MiB, whole ms, rates in % as the view", () => {
+    const line = formatSampleLine({ ...sample, cg_mem_current: 26451968, stall_ms_p99: 206.53, psi_mem_some_rate: 23.28, cg_psi_mem_some_rate: 28.44 });
+    expect(line).toContain(" cg_mem=25.2MiB ");
+    expect(line).toContain(" stall_ms_p99=207 ");
+    expect(line).toContain(" psi_rate=23.3% ");
+    expect(line).toContain(" cg_psi_rate=28.4% ");
+    const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    const shown = view.frame({ ...sample, cg_mem_current: 26451968, stall_ms_p99: 206.53, psi_mem_some_rate: 23.28, cg_psi_mem_some_rate: 28.44 }).join("\n");
+    for (const same of ["25.2MiB", "207ms", "23.3%", "28.4%"]) expect(shown).toContain(same);
+  });
+
   it("the piped line has the runbook's names and no colour", () => {
     const line = formatSampleLine(sample);
     expect(line).toContain("queue_age_ms=180 slack_ms=-230 psi=12.40");
