@@ -69,6 +69,34 @@ export function redisWatch(source: string, say: (line: string) => void): (readin
 
 const formatSeconds = (ms: number): string => (ms < 10_000 ? `${(ms / 1000).toFixed(1)}s` : `${Math.round(ms / 1000)}s`);
 
+/**
+ * Keys of the live view, when stdin is a terminal: `q` aborts `quit`. The
+ * terminal goes into raw mode to see a key without Enter, which also turns
+ * off its own Ctrl-C, so Ctrl-C (and Ctrl-\\) are sent on as the signals they
+ * would have been. Null when stdin is not a terminal.
+ */
+function quitKeys(quit: AbortController): { dispose: () => void } | null {
+  const stdin = process.stdin;
+  if (!stdin.isTTY) return null;
+  const onData = (chunk: Buffer): void => {
+    for (const byte of chunk) {
+      if (byte === 0x71 || byte === 0x51) quit.abort(); // q, Q
+      else if (byte === 0x03) process.kill(process.pid, "SIGINT");
+      else if (byte === 0x1c) process.kill(process.pid, "SIGQUIT");
+    }
+  };
+  stdin.setRawMode(true);
+  stdin.on("data", onData);
+  stdin.resume();
+  return {
+    dispose: () => {
+      stdin.off("data", onData);
+      stdin.setRawMode(false);
+      stdin.pause();
+    },
+  };
+}
+
 export async function watchAction(g: GlobalOptions, options: WatchOptions): Promise<void> {
   const intervalMs = parseDuration(options.interval, "--interval");
   if (intervalMs < 10) throw new UsageError("--interval: must be at least 10ms");
@@ -125,6 +153,9 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
     if (live) process.stdout.write(live.resized(size()));
   };
   if (live) process.stdout.on("resize", onResize);
+  // `q` ends the live view like --count would (exit 0); Ctrl-C stays an interrupt (130).
+  const quit = new AbortController();
+  const keyboard = live ? quitKeys(quit) : null;
   try {
     await queueReader.connect();
     await runSidecar({
@@ -138,7 +169,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
       // --once: the first reading only seeds the rates.
       maxReadings: options.once ? 2 : count,
       durationMs,
-      signal: interrupt.signal,
+      signal: AbortSignal.any([interrupt.signal, quit.signal]),
       onSample: (sample, stepEvents, index) => {
         // --once shows one sample: alarms raised by the seeding reading are printed with it.
         const events = [...heldEvents, ...stepEvents];
@@ -162,6 +193,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
       },
     });
   } finally {
+    keyboard?.dispose();
     process.stdout.off("resize", onResize);
     interrupt.dispose();
     queueReader.close();
