@@ -42,6 +42,12 @@ const bytes = (v: number | "max" | null): string => (v === "max" ? "max" : forma
 /** Stall % to one decimal: 100.0% at most, so the PSI lines fit at their widest. */
 const rate = (v: number | null): string => (v === null ? "n/a" : `${v.toFixed(1)}%`);
 
+/** stall_ms_p99 comes from the worker cgroup's PSI when it is readable, else the host's: say so on the cgroup's line. */
+function stallSegment(s: Sample): string {
+  const host = s.cg_psi_mem_some_avg10 === null && s.stall_ms_p99 !== null;
+  return `p99 stall ${ms(s.stall_ms_p99)}${host ? " (host)" : ""}`;
+}
+
 function rejectedSegments(rejected: Record<string, number> | null): string[] {
   if (rejected === null) return ["rejected n/a"];
   const parts = Object.entries(rejected).map(([reason, n]) => `${reason.replace(/^reject_/, "")}=${n}`);
@@ -202,7 +208,7 @@ export class LiveView {
       { label: "queue", segments: [`len ${s.queue_len ?? "n/a"}`, `age ${ms(s.queue_age_ms)}`, `head slack ${ms(s.queue_head_slack_ms)}`, `slack ${ms(s.deadline_slack_ms)}`], trend: sparkline(this.slack), priority: 2 },
       // The host's and the worker cgroup's PSI on a line each: the cgroup's stall rate trips the gate and must never be cut.
       { label: "psi host", segments: [`some ${num(s.psi_mem_some_avg10)}`, `full ${num(s.psi_mem_full_avg10)}`, `rate ${rate(s.psi_mem_some_rate)}`], trend: sparkline(this.hostPsi), priority: 1 },
-      { label: "psi cg", segments: [`some ${num(s.cg_psi_mem_some_avg10)}`, `rate ${rate(s.cg_psi_mem_some_rate)}`, `p99 stall ${ms(s.stall_ms_p99)}`], trend: sparkline(this.cgPsi), priority: 1 },
+      { label: "psi cg", segments: [`some ${num(s.cg_psi_mem_some_avg10)}`, `rate ${rate(s.cg_psi_mem_some_rate)}`, stallSegment(s)], trend: sparkline(this.cgPsi), priority: 1 },
       { label: "memory", segments: [`${bytes(s.cg_mem_current)} / ${bytes(s.cg_mem_max)}`, `peak ${bytes(s.cg_mem_peak)}`, `swap ${bytes(s.cg_swap_current)}`, `oom_kill ${s.cg_oom_kill ?? "n/a"}`], trend: sparkline(this.memory), priority: 3 },
       { label: "host", segments: [`idle ${pct(s.cpu_idle_pct)}`, `iowait ${pct(s.cpu_iowait_pct)}`, `si ${perSecond(s.si)}`, `so ${perSecond(s.so)}`, `refault ${perSecond(s.refault_rate)}`], priority: 3 },
       { label: "jobs", segments: [`tokens_out ${s.tokens_out ?? "n/a"}`, `retries ${s.retry_count ?? "n/a"}`, `admitted ${s.admitted ?? "n/a"}`], priority: 4 },

@@ -161,6 +161,12 @@ describe("render", () => {
     expect(sparkline(values)).toBe(expected);
   });
 
+  it("p99 stall on the cgroup's line says when it comes from the host's PSI (no cgroup PSI to read)", () => {
+    const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    expect(view.frame({ ...sample, stall_ms_p99: 12 }).join("\n")).toMatch(/^psi cg .*p99 stall 12ms {2,}\S/m);
+    expect(view.frame({ ...sample, cg_psi_mem_some_avg10: null, cg_psi_mem_some_rate: null, stall_ms_p99: 12 }).join("\n")).toMatch(/^psi cg {3}some n\/a {2}rate n\/a {2}p99 stall 12ms \(host\)/m);
+  });
+
   it("the gate's mode is in the view, beside what it rejected, on a small terminal too", () => {
     const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
     expect(view.frame({ ...sample, gate_mode: "reject_all" }).join("\n")).toMatch(/^gate {5}mode reject_all {2}rejected host_pressure=123456 {2}deadline_slack=123456/m);
