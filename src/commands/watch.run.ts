@@ -1,4 +1,4 @@
-import { closeSync, existsSync, openSync, writeSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync, writeSync } from "node:fs";
 import { detectLayout } from "../cgroup/layout.js";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
@@ -70,6 +70,23 @@ export function redisWatch(source: string, say: (line: string) => void): (readin
 const formatSeconds = (ms: number): string => (ms < 10_000 ? `${(ms / 1000).toFixed(1)}s` : `${Math.round(ms / 1000)}s`);
 
 /**
+ * Whether this process is in its terminal's foreground process group: raw
+ * mode from the background (`drill watch &`) would stop it with SIGTTOU.
+ * Read from this process's own /proc entry (not --procfs: that is the host
+ * being watched, maybe from a container). Unknown counts as background.
+ */
+function inForeground(): boolean {
+  try {
+    const stat = readFileSync("/proc/self/stat", "utf8");
+    // After "(comm)": state ppid pgrp session tty_nr tpgid
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return fields[2] !== undefined && fields[2] === fields[5];
+  } catch {
+    return false;
+  }
+}
+
+/**
  * Keys of the live view, when stdin is a terminal: `q` aborts `quit`. The
  * terminal goes into raw mode to see a key without Enter, which also turns
  * off its own Ctrl-C, so Ctrl-C (and Ctrl-\\) are sent on as the signals they
@@ -77,7 +94,7 @@ const formatSeconds = (ms: number): string => (ms < 10_000 ? `${(ms / 1000).toFi
  */
 function quitKeys(quit: AbortController): { dispose: () => void } | null {
   const stdin = process.stdin;
-  if (!stdin.isTTY) return null;
+  if (!stdin.isTTY || !inForeground()) return null;
   const onData = (chunk: Buffer): void => {
     for (const byte of chunk) {
       if (byte === 0x71 || byte === 0x51) quit.abort(); // q, Q

@@ -68,6 +68,14 @@ describe("drill watch on a terminal", () => {
     expect(r.out).toMatch(/mode icanon/);
   });
 
+  it("run in the background of an interactive shell (`drill watch &`): it does not touch the keyboard, so it is not stopped (SIGTTOU)", async () => {
+    const drill = ["node", drillBin, "--procfs", path.join(root, "proc"), "--sysfs", path.join(root, "sys"), "--state-dir", path.join(root, "state"), "--redis", redisUrl, "watch", "--interval", "100ms", "--count", "5"];
+    const job = `set -m; ${drill.map(quote).join(" ")} 2>/dev/null & pid=$!; for i in $(seq 50); do sleep 0.1; kill -0 $pid 2>/dev/null || break; case $(ps -o stat= -p $pid) in T*) echo stopped; kill -KILL $pid; kill -CONT $pid;; esac; done; wait $pid; echo "bg-rc=$?"`;
+    const r = await execa("script", ["-qfec", `bash -c ${quote(job)}`, "/dev/null"], { reject: false, timeout: 30_000, env: { FORCE_COLOR: "0", NO_COLOR: "1" } });
+    expect(r.stdout).not.toContain("stopped");
+    expect(r.stdout).toContain("bg-rc=0");
+  });
+
   // QA 10: at 60x12 lines wrapped and each redraw left partial frames behind.
   it("a 60x12 terminal: no line of the view is wider than 60 columns and each frame is shorter than 12 lines", async () => {
     const r = await onTerminal("\x03", { columns: 60, rows: 12 });
