@@ -1,4 +1,4 @@
-import { closeSync, existsSync, openSync, writeSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync, writeSync } from "node:fs";
 import { detectLayout } from "../cgroup/layout.js";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
@@ -13,7 +13,7 @@ import { queueKeys, validateKeyPart } from "../queue/keys.js";
 import { defaultAlarmConfig, type AlarmConfig, type AlarmEvent } from "../sampler/alarms.js";
 import { runSidecar } from "../sampler/loop.js";
 import { QueueReader, readSample } from "../sampler/read.js";
-import { LiveView, formatAlarmEvent, formatSampleLine } from "../sampler/render.js";
+import { LiveView, formatAlarmEvent, formatSampleLine, type ViewSize } from "../sampler/render.js";
 import type { ParentSpec } from "../cgroup/names.js";
 import { parseDuration, parsePsiLimit, parsePercent, parsePositiveInt } from "../units.js";
 import type { WatchOptions } from "./watch.js";
@@ -47,6 +47,71 @@ export function absentCgroupHint(roots: HostRoots, stateDir: string, name: strin
     ? `${underSelf.limits.dir} exists under your own cgroup: add --parent self`
     : "check --name and --parent (default: the hierarchy's root; self: your own cgroup), or set it up";
   return `watch: no cgroup ${name} at ${looked} (yet): its cg_* fields stay null until it appears; ${next}`;
+}
+
+/**
+ * Says on stderr once when the Redis reading starts failing (the URL,
+ * password redacted, and the error) and once when it answers again, rather
+ * than only a null in every sample's queue fields.
+ */
+export function redisWatch(source: string, say: (line: string) => void): (reading: Reading<unknown>, monoMs: number) => void {
+  let downSince: number | null = null;
+  return (reading, monoMs) => {
+    if (!reading.ok && downSince === null) {
+      downSince = monoMs;
+      say(`watch: Redis ${source} unreachable: ${reading.reason}; queue fields stay null (listed in missing) until it answers`);
+    } else if (reading.ok && downSince !== null) {
+      say(`watch: Redis ${source} answering again after ${formatSeconds(monoMs - downSince)}; queue fields are back`);
+      downSince = null;
+    }
+  };
+}
+
+const formatSeconds = (ms: number): string => (ms < 10_000 ? `${(ms / 1000).toFixed(1)}s` : `${Math.round(ms / 1000)}s`);
+
+/**
+ * Whether this process is in its terminal's foreground process group: raw
+ * mode from the background (`drill watch &`) would stop it with SIGTTOU.
+ * Read from this process's own /proc entry (not --procfs: that is the host
+ * being watched, maybe from a container). Unknown counts as background.
+ */
+function inForeground(): boolean {
+  try {
+    const stat = readFileSync("/proc/self/stat", "utf8");
+    // After "(comm)": state ppid pgrp session tty_nr tpgid
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return fields[2] !== undefined && fields[2] === fields[5];
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Keys of the live view, when stdin is a terminal: `q` aborts `quit`. The
+ * terminal goes into raw mode to see a key without Enter, which also turns
+ * off its own Ctrl-C, so Ctrl-C (and Ctrl-\\) are sent on as the signals they
+ * would have been. Null when stdin is not a terminal.
+ */
+function quitKeys(quit: AbortController): { dispose: () => void } | null {
+  const stdin = process.stdin;
+  if (!stdin.isTTY || !inForeground()) return null;
+  const onData = (chunk: Buffer): void => {
+    for (const byte of chunk) {
+      if (byte === 0x71 || byte === 0x51) quit.abort(); // q, Q
+      else if (byte === 0x03) process.kill(process.pid, "SIGINT");
+      else if (byte === 0x1c) process.kill(process.pid, "SIGQUIT");
+    }
+  };
+  stdin.setRawMode(true);
+  stdin.on("data", onData);
+  stdin.resume();
+  return {
+    dispose: () => {
+      stdin.off("data", onData);
+      stdin.setRawMode(false);
+      stdin.pause();
+    },
+  };
 }
 
 export async function watchAction(g: GlobalOptions, options: WatchOptions): Promise<void> {
@@ -92,17 +157,36 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   const redisTimeoutMs = Math.min(2000, Math.max(250, intervalMs));
   const queueReader = new QueueReader(redisUrl, keys, alarmConfig.hostClass, redisTimeoutMs);
   let heldEvents: AlarmEvent[] = [];
+  // A line on stderr between two frames of the live view: the frame goes first, the next one is drawn below it.
+  const notice = (line: string): void => {
+    if (live) process.stdout.write(live.erase());
+    output.err(line);
+  };
+  const redisState = redisWatch(queueReader.source, notice);
   const interrupt = onInterrupt();
+  // The view is laid out for the terminal's size, and drawn again at once when it changes.
+  const size = (): ViewSize => ({ columns: process.stdout.columns || 80, rows: process.stdout.rows || Infinity });
+  const onResize = (): void => {
+    if (live) process.stdout.write(live.resized(size()));
+  };
+  if (live) process.stdout.on("resize", onResize);
+  // `q` ends the live view like --count would (exit 0); Ctrl-C stays an interrupt (130).
+  const quit = new AbortController();
+  const keyboard = live ? quitKeys(quit) : null;
   try {
     await queueReader.connect();
     await runSidecar({
-      read: () => readSample({ roots, cgroup }, queueReader),
+      read: async () => {
+        const raw = await readSample({ roots, cgroup }, queueReader);
+        redisState(raw.queue, raw.monoMs);
+        return raw;
+      },
       intervalMs,
       alarmConfig,
       // --once: the first reading only seeds the rates.
       maxReadings: options.once ? 2 : count,
       durationMs,
-      signal: interrupt.signal,
+      signal: AbortSignal.any([interrupt.signal, quit.signal]),
       onSample: (sample, stepEvents, index) => {
         // --once shows one sample: alarms raised by the seeding reading are printed with it.
         const events = [...heldEvents, ...stepEvents];
@@ -118,7 +202,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
           process.stdout.write(line);
           for (const event of events) output.err(event.line);
         } else if (live) {
-          process.stdout.write(live.redraw(sample, events));
+          process.stdout.write(live.redraw(sample, events, size()));
         } else {
           for (const event of events) output.out(formatAlarmEvent(event, output.color));
           output.out(formatSampleLine(sample));
@@ -126,6 +210,8 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
       },
     });
   } finally {
+    keyboard?.dispose();
+    process.stdout.off("resize", onResize);
     interrupt.dispose();
     queueReader.close();
     if (recordFd !== null) closeSync(recordFd);

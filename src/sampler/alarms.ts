@@ -65,8 +65,11 @@ export interface AlarmEvent {
   line: string;
 }
 
-/** true: firing, false: not firing, null: cannot tell this sample (hold). */
-type Verdict = { firing: boolean | null; line: string };
+/**
+ * true: firing, false: not firing, null: cannot tell this sample (hold).
+ * `calm`: why it is not firing, with the figures, for the CLEAR line.
+ */
+type Verdict = { firing: boolean | null; line: string; calm?: string };
 
 export function nextAlarms(
   prev: AlarmState,
@@ -97,6 +100,7 @@ export function nextAlarms(
     oom_kill: {
       firing: lastRise !== null && nowMs - lastRise < config.oomKillHoldMs,
       line: `PAGE oom_kill: cg_oom_kill=${sample.cg_oom_kill ?? "n/a"} (+${oomRise}) admission was already late${facts.cgDir ? ` cgroup=${facts.cgDir}` : ""}`,
+      calm: `no new kill for ${formatSeconds(config.oomKillHoldMs)} (cg_oom_kill=${sample.cg_oom_kill ?? "n/a"})`,
     },
   };
 
@@ -104,7 +108,7 @@ export function nextAlarms(
   const calmSince: AlarmState["calmSince"] = { ...(prev.calmSince ?? {}) };
   const events: AlarmEvent[] = [];
   for (const name of ALARM_NAMES) {
-    const { firing, line } = verdicts[name];
+    const { firing, line, calm: why } = verdicts[name];
     const raisedAt = since[name];
     if (firing === true) {
       delete calmSince[name];
@@ -121,7 +125,7 @@ export function nextAlarms(
       if (nowMs - calm >= (name === "oom_kill" ? 0 : config.clearAfterMs)) {
         delete since[name];
         delete calmSince[name];
-        events.push({ name, kind: "cleared", line: `CLEAR ${name} after ${formatSeconds(nowMs - raisedAt)}` });
+        events.push({ name, kind: "cleared", line: `CLEAR ${name} after ${formatSeconds(nowMs - raisedAt)}${why ? `: ${why}` : ""}` });
       }
     }
   }
@@ -150,9 +154,31 @@ function reclaimNotUnderload(s: Sample, facts: SampleFacts, config: AlarmConfig)
     (via ? ` via=${via}` : "");
 
   if (s.cpu_idle_pct === null || s.queue_age_ms === null) return { firing: null, line };
-  if (s.cpu_idle_pct <= config.idlePctAbove || s.queue_age_ms >= config.queueAgeBelowMs) return { firing: false, line };
+  const cpuBusy = s.cpu_idle_pct <= config.idlePctAbove;
+  const queueSlow = s.queue_age_ms >= config.queueAgeBelowMs;
   // With no waiting job (slack null on a readable queue) nothing misses its deadline.
-  return { firing: pressure.over === true || slackNegative ? true : pressure.over, line };
+  const trouble = pressure.over === true || slackNegative ? true : pressure.over;
+  const firing = cpuBusy || queueSlow ? false : trouble;
+  if (firing !== false) return { firing, line };
+
+  // Why it is not the contradiction any more, and, when that is the CPU or the
+  // queue, that the pressure or the late jobs are still there: an operator
+  // reads a bare CLEAR as "safe" (QA 5: it cleared at peak pressure because a
+  // hog took the idle CPU).
+  const why: string[] = [];
+  if (cpuBusy) why.push(`cpu no longer idle (cpu_idle=${Math.round(s.cpu_idle_pct)}%)`);
+  if (queueSlow) why.push(`queue age no longer looks fine (queue_age_ms=${s.queue_age_ms})`);
+  if (trouble === false) {
+    const highest = pressure.highest ? `, highest ${pressure.highest.field}=${pressure.highest.value.toFixed(2)}` : "";
+    why.push(`pressure under its limits${highest} and no admitted job past its deadline`);
+  } else {
+    const still: string[] = [];
+    if (pressure.worst) still.push(`pressure still over its limit (${pressure.worst.field}=${pressure.worst.value.toFixed(2)})`);
+    else if (pressure.over === null) still.push("pressure unknown (PSI unreadable)");
+    if (slackNegative) still.push(`a job still past its deadline (deadline_slack_ms=${s.deadline_slack_ms})`);
+    why.push(...still);
+  }
+  return { firing, line, calm: why.join("; ") };
 }
 
 /**
@@ -162,7 +188,11 @@ function reclaimNotUnderload(s: Sample, facts: SampleFacts, config: AlarmConfig)
  * An unreadable PSI file is not calm: counting it as "not over" cleared the
  * alarm while the files were unreadable and paged again when they returned.
  */
-function pressureOver(s: Sample, facts: SampleFacts, config: AlarmConfig): { over: boolean | null; worst: { field: string; value: number } | null } {
+function pressureOver(
+  s: Sample,
+  facts: SampleFacts,
+  config: AlarmConfig,
+): { over: boolean | null; worst: { field: string; value: number } | null; highest: { field: string; value: number } | null } {
   const figures: Array<{ field: string; value: number | null; limit: number; expected: boolean }> = [
     { field: "psi_mem_some_avg10", value: s.psi_mem_some_avg10, limit: config.psiLimit, expected: true },
     { field: "psi_mem_some_rate", value: s.psi_mem_some_rate, limit: config.psiRateLimit, expected: true },
@@ -170,16 +200,21 @@ function pressureOver(s: Sample, facts: SampleFacts, config: AlarmConfig): { ove
     { field: "cg_psi_mem_some_rate", value: s.cg_psi_mem_some_rate, limit: config.psiRateLimit, expected: facts.cgPsiExpected },
   ];
   let worst: { field: string; value: number; ratio: number } | null = null;
+  // The readable figure closest to its limit, for a CLEAR line (a limit may be 0).
+  let highest: { field: string; value: number; ratio: number } | null = null;
   let unknown = false;
   for (const { field, value, limit, expected } of figures) {
     if (value === null) {
       unknown ||= expected;
-    } else if (value > limit && (worst === null || value / limit > worst.ratio)) {
-      worst = { field, value, ratio: value / limit };
+      continue;
     }
+    const ratio = limit > 0 ? value / limit : value > 0 ? Infinity : 0;
+    if (value > limit && (worst === null || ratio > worst.ratio)) worst = { field, value, ratio };
+    if (highest === null || ratio > highest.ratio) highest = { field, value, ratio };
   }
-  if (worst !== null) return { over: true, worst: { field: worst.field, value: worst.value } };
-  return { over: unknown ? null : false, worst: null };
+  const top = highest === null ? null : { field: highest.field, value: highest.value };
+  if (worst !== null) return { over: true, worst: { field: worst.field, value: worst.value }, highest: top };
+  return { over: unknown ? null : false, worst: null, highest: top };
 }
 
 /** The runbook's `retry worker_idle=1`: a retried job reached this host class, so the gate failed. */
@@ -188,16 +223,16 @@ function retryWorkerIdle(s: Sample, facts: SampleFacts, config: AlarmConfig): Ve
   const first = here[0];
   const line = `PAGE retry worker_idle=1 host_class=${config.hostClass} jobs=${here.length}${first ? ` job=${first.id} attempt=${first.attempt}` : ""}`;
   // No queue reading (Redis unreachable): cannot tell.
-  return { firing: s.queue_len === null ? null : here.length > 0, line };
+  return { firing: s.queue_len === null ? null : here.length > 0, line, calm: `no retried job of host_class=${config.hostClass} queued or admitted` };
 }
 
 /** Swap used by a cgroup whose swap is disabled: read from the cgroup, not host si. */
 function swapLeak(s: Sample, facts: SampleFacts): Verdict {
   const line = `PAGE swap_leak: cg_swap_current=${s.cg_swap_current ?? "n/a"} swap_max=0${facts.cgDir ? ` cgroup=${facts.cgDir}` : ""}`;
   if (facts.cgSwapMax === null) return { firing: null, line };
-  if (facts.cgSwapMax !== 0) return { firing: false, line }; // swap allowed: not a leak
+  if (facts.cgSwapMax !== 0) return { firing: false, line, calm: `swap allowed in the cgroup (swap_max=${facts.cgSwapMax})` }; // not a leak
   if (s.cg_swap_current === null) return { firing: null, line };
-  return { firing: s.cg_swap_current > 0, line };
+  return { firing: s.cg_swap_current > 0, line, calm: `cg_swap_current=${s.cg_swap_current}` };
 }
 
 function formatSeconds(ms: number): string {

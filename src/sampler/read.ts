@@ -217,10 +217,10 @@ export const WORKING_SCAN_MAX_KEYS = 100_000;
  * snapshot (a job moving from admitted to a worker between two reads would
  * otherwise be counted twice or not at all). Cheaper on the client than a
  * five-command pipeline, which matters at one sample a second forever.
- * KEYS: ready admitted stats workers; ARGV: working pattern, host class, scan cap.
+ * KEYS: ready admitted stats workers mode; ARGV: working pattern, host class, scan cap.
  * → {LLEN ready, LINDEX ready 0, LRANGE admitted, HGETALL stats (flat),
  *    payloads of every `<q>:working:*` list, retry candidates,
- *    1 when found by SCAN | 0 when from the registry only}
+ *    1 when found by SCAN | 0 when from the registry only, GET mode}
  * The retry candidates are jobs in ready/admitted that mention this host
  * class with an attempt other than 0: a text pre-filter to save bytes; the
  * sampler decodes and checks each one.
@@ -258,7 +258,7 @@ local function consider(payloads)
 end
 consider(redis.call('LRANGE', ready, 0, -1))
 consider(admitted)
-return {redis.call('LLEN', ready), redis.call('LINDEX', ready, 0), admitted, redis.call('HGETALL', stats_key), working, candidates, scanned}
+return {redis.call('LLEN', ready), redis.call('LINDEX', ready, 0), admitted, redis.call('HGETALL', stats_key), working, candidates, scanned, redis.call('GET', KEYS[5])}
 `;
 const QUEUE_SAMPLE_SHA = createHash("sha1").update(QUEUE_SAMPLE_LUA).digest("hex");
 
@@ -272,6 +272,8 @@ export class QueueReader {
   readonly source: string;
   private readonly redis: Redis;
   private closed = false;
+  /** The client's last connection error ("connect ECONNREFUSED …"), until it is ready again. */
+  private lastError: string | null = null;
   /** The worker registry (src/worker/scripts.ts workerKeys().workers). */
   private readonly workersKey: string;
 
@@ -293,9 +295,15 @@ export class QueueReader {
       // Its 2 s default keeps the process alive after a refused connection.
       disconnectTimeout: 200,
     });
-    this.redis.on("error", () => {}); // surfaced per sample through the failed call
+    // Surfaced through the failed reading: `not connected` alone would not say why.
+    this.redis.on("error", (err: Error) => {
+      this.lastError = err.message;
+    });
     // EVALSHA keeps the script text off the wire each sample; (re)loaded on every connect.
-    this.redis.on("ready", () => this.loadScript());
+    this.redis.on("ready", () => {
+      this.lastError = null;
+      this.loadScript();
+    });
   }
 
   private loadScript(): void {
@@ -312,7 +320,7 @@ export class QueueReader {
   }
 
   async read(): Promise<Reading<QueueRaw>> {
-    if (this.redis.status !== "ready") return fail(this.source, `not connected (${this.redis.status})`);
+    if (this.redis.status !== "ready") return fail(this.source, `not connected (${this.redis.status})${this.lastError === null ? "" : `: ${this.lastError}`}`);
     const k = this.keys;
     let timer: NodeJS.Timeout | undefined;
     // Our own bound, not commandTimeout: one timer per sample, and on expiry the connection is dropped.
@@ -320,7 +328,7 @@ export class QueueReader {
       timer = setTimeout(() => resolve("timeout"), this.timeoutMs);
     });
     try {
-      const call = this.redis.callBuffer("EVALSHA", QUEUE_SAMPLE_SHA, 4, k.ready, k.admitted, k.stats, this.workersKey, k.workingPattern, this.hostClass, WORKING_SCAN_MAX_KEYS);
+      const call = this.redis.callBuffer("EVALSHA", QUEUE_SAMPLE_SHA, 5, k.ready, k.admitted, k.stats, this.workersKey, k.mode, k.workingPattern, this.hostClass, WORKING_SCAN_MAX_KEYS);
       const reply = await Promise.race([call, timeout]);
       if (reply === "timeout") {
         call.catch(() => {});
@@ -350,14 +358,15 @@ const isBuffers = (v: unknown): v is Buffer[] => Array.isArray(v) && v.every((x)
 
 /** The script's reply → QueueRaw; anything unexpected is a failed reading, never a guess. */
 export function parseQueueSample(source: string, reply: unknown): Reading<QueueRaw> {
-  if (!Array.isArray(reply) || reply.length !== 7) return fail(source, "queue sample script: unexpected reply");
-  const [len, head, admitted, statsFlat, working, candidates, scanned] = reply as unknown[];
+  if (!Array.isArray(reply) || reply.length !== 8) return fail(source, "queue sample script: unexpected reply");
+  const [len, head, admitted, statsFlat, working, candidates, scanned, mode] = reply as unknown[];
   if (typeof len !== "number") return fail(source, "LLEN: unexpected reply");
   if (head !== null && !Buffer.isBuffer(head)) return fail(source, "LINDEX: unexpected reply");
+  if (mode !== null && !Buffer.isBuffer(mode)) return fail(source, "GET mode: unexpected reply");
   if (!isBuffers(admitted) || !isBuffers(statsFlat) || !isBuffers(working) || !isBuffers(candidates)) {
     return fail(source, "queue sample script: unexpected reply");
   }
   const stats: Record<string, string> = {};
   for (let i = 0; i + 1 < statsFlat.length; i += 2) stats[statsFlat[i]!.toString("utf8")] = statsFlat[i + 1]!.toString("utf8");
-  return ok({ source, queueLen: len, head: head ?? null, admitted, working, workingScanned: scanned === 1, retryCandidates: candidates, stats });
+  return ok({ source, queueLen: len, head: head ?? null, admitted, working, workingScanned: scanned === 1, retryCandidates: candidates, stats, mode: mode === null ? null : mode.toString("utf8") });
 }

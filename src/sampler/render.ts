@@ -1,19 +1,20 @@
 import type { ChalkInstance } from "chalk";
-import { formatBytes } from "../units.js";
+import { formatBytes, formatDuration } from "../units.js";
 import type { AlarmEvent } from "./alarms.js";
 import type { Sample } from "./step.js";
 
 /**
- * What an operator sees. On a TTY: a small live view redrawn in place, 80
- * columns wide, with trends for PSI, slack and cgroup memory, and alarm lines
- * scrolling above it. Piped: one plain line per sample and the alarm lines,
+ * What an operator sees. On a TTY: a small live view redrawn in place, at
+ * most 80 columns wide, with trends for PSI, slack and cgroup memory, and
+ * alarm lines scrolling above it. On a narrower or shorter terminal it drops
+ * the trends, then its least urgent rows, rather than let a line wrap (a
+ * wrapped line breaks the redraw in place). Piped: one plain line per sample and the alarm lines,
  * no colour and no cursor movement, so `| grep PAGE` works.
  */
 
 const WIDTH = 80;
 const LABEL = 9;
 const SPARK = 16;
-const BODY = WIDTH - LABEL - SPARK - 1;
 const BARS = "▁▂▃▄▅▆▇█";
 
 /** A trend of the last values; null (unreadable) is a gap. Scaled between the window's min and max. */
@@ -38,14 +39,26 @@ const pct = (v: number | null): string => (v === null ? "n/a" : `${Math.round(v)
 const perSecond = (v: number | null): string => (v === null ? "n/a" : `${Math.round(v)}/s`);
 const ms = (v: number | null): string => (v === null ? "n/a" : Math.abs(v) >= 10_000 ? `${(v / 1000).toFixed(1)}s` : `${Math.round(v)}ms`);
 const bytes = (v: number | "max" | null): string => (v === "max" ? "max" : formatBytes(v));
+/** Stall % to one decimal: 100.0% at most, so the PSI lines fit at their widest. */
+const rate = (v: number | null): string => (v === null ? "n/a" : `${v.toFixed(1)}%`);
 
-function rejectedText(rejected: Record<string, number> | null): string {
-  if (rejected === null) return "n/a";
-  const parts = Object.entries(rejected).map(([reason, n]) => `${reason.replace(/^reject_/, "")}=${n}`);
-  return parts.length === 0 ? "0" : parts.join(" ");
+/** stall_ms_p99 comes from the worker cgroup's PSI when it is readable, else the host's: say so on the cgroup's line. */
+function stallSegment(s: Sample): string {
+  const host = s.cg_psi_mem_some_avg10 === null && s.stall_ms_p99 !== null;
+  return `p99 stall ${ms(s.stall_ms_p99)}${host ? " (host)" : ""}`;
 }
 
-/** One line per sample for pipes and logs: k=v in the runbook's names. */
+function rejectedSegments(rejected: Record<string, number> | null): string[] {
+  if (rejected === null) return ["rejected n/a"];
+  const parts = Object.entries(rejected).map(([reason, n]) => `${reason.replace(/^reject_/, "")}=${n}`);
+  return parts.length === 0 ? ["rejected 0"] : [`rejected ${parts[0]}`, ...parts.slice(1)];
+}
+
+/**
+ * One line per sample for pipes and logs: k=v in the runbook's names, in the
+ * live view's units (memory in KiB/MiB/GiB, stall rates in % to one decimal,
+ * ms whole); the exact figures are in --json and --record.
+ */
 export function formatSampleLine(s: Sample): string {
   const fields = [
     s.ts,
@@ -53,16 +66,17 @@ export function formatSampleLine(s: Sample): string {
     `queue_age_ms=${s.queue_age_ms ?? "n/a"}`,
     `slack_ms=${s.deadline_slack_ms ?? "n/a"}`,
     `psi=${num(s.psi_mem_some_avg10)}`,
-    `psi_rate=${num(s.psi_mem_some_rate)}`,
+    `psi_rate=${rate(s.psi_mem_some_rate)}`,
     `cg_psi=${num(s.cg_psi_mem_some_avg10)}`,
-    `cg_psi_rate=${num(s.cg_psi_mem_some_rate)}`,
+    `cg_psi_rate=${rate(s.cg_psi_mem_some_rate)}`,
     `si=${s.si ?? "n/a"}`,
     `so=${s.so ?? "n/a"}`,
-    `cg_mem=${s.cg_mem_current ?? "n/a"}`,
+    `cg_mem=${bytes(s.cg_mem_current)}`,
     `cg_oom_kill=${s.cg_oom_kill ?? "n/a"}`,
     `cpu_idle=${pct(s.cpu_idle_pct)}`,
-    `stall_ms_p99=${s.stall_ms_p99 ?? "n/a"}`,
+    `stall_ms_p99=${int(s.stall_ms_p99)}`,
     `tokens_out=${s.tokens_out ?? "n/a"}`,
+    `gate_mode=${s.gate_mode ?? "n/a"}`,
     `alarm=${s.alarm.length === 0 ? "none" : s.alarm.join(",")}`,
   ];
   if (s.missing.length > 0) fields.push(`missing=${[...new Set(s.missing.map((m) => m.field))].join(",")}`);
@@ -94,16 +108,76 @@ export interface LiveViewHeader {
   intervalMs: number;
 }
 
-function fit(text: string, width: number): string {
-  return text.length > width ? `${text.slice(0, width - 1)}…` : text.padEnd(width);
+/** The terminal's size; rows Infinity when unknown. */
+export interface ViewSize {
+  columns: number;
+  rows: number;
 }
+
+/** A segment longer than the whole width: the one place a value is cut, and only on an absurdly narrow terminal. */
+function cut(text: string, width: number): string {
+  return text.length > width ? `${text.slice(0, Math.max(0, width - 1))}…` : text;
+}
+
+/**
+ * One row of the view: a label and the segments after it ("some 12.40",
+ * "rate 23.3%"), each kept whole. A row that does not fit its width goes on
+ * under its label on the next line instead of being cut.
+ */
+interface Row {
+  label: string;
+  segments: string[];
+  trend?: string;
+  /** Rows dropped first (highest number) when the terminal has fewer lines than the frame. */
+  priority: number;
+  style?: (line: string) => string;
+}
+
+const GAP = "  ";
+
+/** Greedy packing of whole segments into lines of at most `width` columns. */
+function pack(segments: string[], width: number): string[] {
+  const lines: string[] = [];
+  let line = "";
+  for (const raw of segments) {
+    const segment = cut(raw, width);
+    if (line === "") line = segment;
+    else if (line.length + GAP.length + segment.length <= width) line += GAP + segment;
+    else {
+      lines.push(line);
+      line = segment;
+    }
+  }
+  lines.push(line);
+  return lines;
+}
+
+function layoutRow(row: Row, width: number, trends: boolean): string[] {
+  const label = row.label === "" ? 0 : LABEL;
+  const trend = trends && row.trend !== undefined ? row.trend : undefined;
+  const bodyWidth = Math.max(1, width - label - (trend === undefined ? 0 : SPARK + 1));
+  const bodies = pack(row.segments, bodyWidth);
+  const lines = bodies.map((body, i) => {
+    const head = (i === 0 ? row.label : "").padEnd(label);
+    const tail = i === 0 && trend !== undefined ? `${body.padEnd(bodyWidth)} ${trend}` : body;
+    return cut(`${head}${tail}`.trimEnd(), width);
+  });
+  return row.style ? lines.map(row.style) : lines;
+}
+
+/** Below this many columns the trends go: the values need the room. */
+const TRENDS_FROM = WIDTH;
 
 /** The in-place TTY view; keeps the history its trends need. */
 export class LiveView {
-  private readonly psi: Array<number | null> = [];
+  private readonly hostPsi: Array<number | null> = [];
+  private readonly cgPsi: Array<number | null> = [];
   private readonly slack: Array<number | null> = [];
   private readonly memory: Array<number | null> = [];
   private drawnLines = 0;
+  private last: Sample | null = null;
+  /** The last alarm lines, shown again above the frame when a resize clears the screen. */
+  private readonly recentAlarms: string[] = [];
 
   constructor(
     private readonly header: LiveViewHeader,
@@ -115,45 +189,93 @@ export class LiveView {
       list.push(v);
       if (list.length > SPARK) list.shift();
     };
-    // The worker cgroup's PSI when there is one: that is what the drill squeezes.
-    push(this.psi, s.cg_psi_mem_some_avg10 ?? s.psi_mem_some_avg10);
+    this.last = s;
+    push(this.hostPsi, s.psi_mem_some_avg10);
+    push(this.cgPsi, s.cg_psi_mem_some_avg10);
     push(this.slack, s.deadline_slack_ms);
     push(this.memory, s.cg_mem_current);
   }
 
-  /** The lines of one frame, each at most 80 columns (before colour codes). */
-  frame(s: Sample): string[] {
-    this.remember(s);
+  private rows(s: Sample): Row[] {
     const c = this.color;
-    const row = (label: string, body: string, trend?: string): string =>
-      trend === undefined ? `${label.padEnd(LABEL)}${fit(body, WIDTH - LABEL)}`.trimEnd() : `${label.padEnd(LABEL)}${fit(body, BODY)} ${trend}`.trimEnd();
-    const rate = (v: number | null): string => (v === null ? "n/a" : `${v.toFixed(2)}%`);
     const time = s.ts.slice(11, 19);
-    const lines = [
-      c.bold(fit(`drill watch  cgroup ${this.header.cgroup}  queue ${this.header.queue}  every ${ms(this.header.intervalMs)}  ${time}Z`, WIDTH).trimEnd()),
-      row("queue", `len ${s.queue_len ?? "n/a"}  age ${ms(s.queue_age_ms)}  head slack ${ms(s.queue_head_slack_ms)}  slack ${ms(s.deadline_slack_ms)}`, sparkline(this.slack)),
-      row("psi", `some ${num(s.psi_mem_some_avg10)} full ${num(s.psi_mem_full_avg10)} rate ${rate(s.psi_mem_some_rate)}  cg ${num(s.cg_psi_mem_some_avg10)} rate ${rate(s.cg_psi_mem_some_rate)}`, sparkline(this.psi)),
-      row("memory", `${bytes(s.cg_mem_current)} / ${bytes(s.cg_mem_max)}  peak ${bytes(s.cg_mem_peak)}  swap ${bytes(s.cg_swap_current)}  oom_kill ${s.cg_oom_kill ?? "n/a"}`, sparkline(this.memory)),
-      row("host", `si ${perSecond(s.si)} so ${perSecond(s.so)} refault ${perSecond(s.refault_rate)}  idle ${pct(s.cpu_idle_pct)} iowait ${pct(s.cpu_iowait_pct)}  p99 stall ${ms(s.stall_ms_p99)}`),
-      row("jobs", `tokens_out ${s.tokens_out ?? "n/a"}  retries ${s.retry_count ?? "n/a"}  admitted ${s.admitted ?? "n/a"}`),
-      row("rejected", rejectedText(s.rejected)),
-      s.alarm.length === 0 ? row("alarms", "none") : c.red.bold(row("alarms", s.alarm.join(" "))),
-    ];
     // A rate needs two readings: on the first frame it is pending, not missing.
     const pending = (f: string): boolean => s.missing.every((m) => m.field !== f || m.reason === "first sample");
     const fields = [...new Set(s.missing.map((m) => m.field))];
     const missing = fields.filter((f) => !pending(f));
-    if (missing.length > 0) lines.push(c.dim(row("missing", `${missing.length}: ${missing.join(" ")}`)));
-    if (missing.length < fields.length) lines.push(c.dim(row("rates", "from the next sample")));
-    return lines;
+    const rows: Row[] = [
+      { label: "", segments: ["drill watch", `cgroup ${this.header.cgroup}`, `queue ${this.header.queue}`, `every ${formatDuration(this.header.intervalMs)}`, `${time}Z`], priority: 1, style: (l) => c.bold(l) },
+      { label: "queue", segments: [`len ${s.queue_len ?? "n/a"}`, `age ${ms(s.queue_age_ms)}`, `head slack ${ms(s.queue_head_slack_ms)}`, `slack ${ms(s.deadline_slack_ms)}`], trend: sparkline(this.slack), priority: 2 },
+      // The host's and the worker cgroup's PSI on a line each: the cgroup's stall rate trips the gate and must never be cut.
+      { label: "psi host", segments: [`some ${num(s.psi_mem_some_avg10)}`, `full ${num(s.psi_mem_full_avg10)}`, `rate ${rate(s.psi_mem_some_rate)}`], trend: sparkline(this.hostPsi), priority: 1 },
+      { label: "psi cg", segments: [`some ${num(s.cg_psi_mem_some_avg10)}`, `rate ${rate(s.cg_psi_mem_some_rate)}`, stallSegment(s)], trend: sparkline(this.cgPsi), priority: 1 },
+      { label: "memory", segments: [`${bytes(s.cg_mem_current)} / ${bytes(s.cg_mem_max)}`, `peak ${bytes(s.cg_mem_peak)}`, `swap ${bytes(s.cg_swap_current)}`, `oom_kill ${s.cg_oom_kill ?? "n/a"}`], trend: sparkline(this.memory), priority: 3 },
+      { label: "host", segments: [`idle ${pct(s.cpu_idle_pct)}`, `iowait ${pct(s.cpu_iowait_pct)}`, `si ${perSecond(s.si)}`, `so ${perSecond(s.so)}`, `refault ${perSecond(s.refault_rate)}`], priority: 3 },
+      { label: "jobs", segments: [`tokens_out ${s.tokens_out ?? "n/a"}`, `retries ${s.retry_count ?? "n/a"}`, `admitted ${s.admitted ?? "n/a"}`], priority: 4 },
+      // The gate's lever beside what it rejected: reject_all explains a wall of rejects (QA 6).
+      { label: "gate", segments: [`mode ${s.gate_mode ?? "n/a"}`, ...rejectedSegments(s.rejected)], priority: 2, style: s.gate_mode === "reject_all" ? (l) => c.yellow(l) : undefined },
+      s.alarm.length === 0 ? { label: "alarms", segments: ["none"], priority: 1 } : { label: "alarms", segments: s.alarm, priority: 1, style: (l) => c.red.bold(l) },
+    ];
+    if (missing.length > 0) rows.push({ label: "missing", segments: [`${missing.length}: ${missing[0]}`, ...missing.slice(1)], priority: 5, style: (l) => c.dim(l) });
+    if (missing.length < fields.length) rows.push({ label: "rates", segments: ["from the next sample"], priority: 6, style: (l) => c.dim(l) });
+    return rows;
+  }
+
+  /**
+   * The lines of one frame for a terminal of `size`: none wider than the
+   * terminal (at most 80 columns) and, when its height is known, fewer lines
+   * than it has (the least urgent rows go first), so nothing ever wraps and a
+   * redraw always lands on the frame before it.
+   */
+  layout(s: Sample, size: ViewSize = { columns: WIDTH, rows: Infinity }): string[] {
+    const width = Math.max(1, Math.min(WIDTH, size.columns));
+    const trends = width >= TRENDS_FROM;
+    let rows = this.rows(s).map((row) => ({ row, lines: layoutRow(row, width, trends) }));
+    const room = Math.max(1, size.rows - 1); // the cursor's line below the frame
+    const height = (): number => rows.reduce((n, r) => n + r.lines.length, 0);
+    for (let drop = 6; drop > 1 && height() > room; drop--) rows = rows.filter((r) => r.row.priority < drop);
+    return rows.flatMap((r) => r.lines).slice(0, room);
+  }
+
+  /** The lines of one frame at 80 columns, remembering the sample for the trends. */
+  frame(s: Sample, size?: ViewSize): string[] {
+    this.remember(s);
+    return this.layout(s, size);
   }
 
   /** Moves back over the last frame and clears it, prints alarm lines (they scroll), then the new frame. */
-  redraw(s: Sample, events: AlarmEvent[]): string {
-    const erase = this.drawnLines > 0 ? `\x1b[${this.drawnLines}F\x1b[J` : "";
-    const frame = this.frame(s);
+  redraw(s: Sample, events: AlarmEvent[], size?: ViewSize): string {
+    const erase = this.erase();
+    const frame = this.frame(s, size);
     this.drawnLines = frame.length;
     const alarmLines = events.map((e) => `${formatAlarmEvent(e, this.color)}\n`).join("");
+    for (const e of events) this.recentAlarms.push(formatAlarmEvent(e, this.color));
+    this.recentAlarms.splice(0, Math.max(0, this.recentAlarms.length - 20));
     return `${erase}${alarmLines}${frame.join("\n")}\n`;
+  }
+
+  /**
+   * The frame drawn last, gone (for a line on stderr between two frames): the
+   * next redraw starts below whatever is printed in between.
+   */
+  erase(): string {
+    const erase = this.drawnLines > 0 ? `\x1b[${this.drawnLines}F\x1b[J` : "";
+    this.drawnLines = 0;
+    return erase;
+  }
+
+  /**
+   * After the terminal changed size: its lines may have been re-wrapped, so
+   * the cursor can no longer be trusted to sit below the last frame. Clears
+   * the screen and draws the last alarm lines that fit and the frame again,
+   * without waiting for the next sample. Empty before the first frame.
+   */
+  resized(size: ViewSize): string {
+    if (this.last === null) return "";
+    const frame = this.layout(this.last, size);
+    this.drawnLines = frame.length;
+    const room = Number.isFinite(size.rows) ? Math.max(0, size.rows - 1 - frame.length) : this.recentAlarms.length;
+    const alarms = room === 0 ? [] : this.recentAlarms.slice(-room);
+    return `\x1b[H\x1b[2J${alarms.map((l) => `${l}\n`).join("")}${frame.join("\n")}\n`;
   }
 }

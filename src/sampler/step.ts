@@ -51,6 +51,8 @@ export interface QueueRaw {
   retryCandidates: Buffer[];
   /** HGETALL <q>:stats. */
   stats: Record<string, string>;
+  /** GET <q>:mode (`gate mode` sets it), null when the key is not there. */
+  mode: string | null;
 }
 
 export interface RawReadings {
@@ -65,6 +67,8 @@ export interface RawReadings {
   files: { hostPsi: string; vmstat: string; cpu: string };
   queue: Reading<QueueRaw>;
 }
+
+export type GateModeField = "admit" | "reject_all";
 
 /** A field that is null because its source could not be read (or no rate exists yet). */
 export interface MissingSignal {
@@ -100,6 +104,8 @@ export interface Sample {
   retry_count: number | null;
   admitted: number | null;
   rejected: Record<string, number> | null;
+  /** The gate's lever (`<q>:mode`): `admit` or `reject_all`; no key is `admit`, as the gate reads it. */
+  gate_mode: GateModeField | null;
   stall_ms_p99: number | null;
   /** Active alarms after this sample (filled by the alarm machine). */
   alarm: string[];
@@ -304,6 +310,7 @@ export function nextSample(prev: SamplerState | null, raw: RawReadings, nowMs: n
     retry_count: queue.retryCount,
     admitted: queue.admitted,
     rejected: queue.rejected,
+    gate_mode: queue.gateMode,
     stall_ms_p99: stallP99 === null ? null : round2(stallP99),
     alarm: [],
     missing,
@@ -355,10 +362,11 @@ interface QueueFields {
   retryCount: number | null;
   admitted: number | null;
   rejected: Record<string, number> | null;
+  gateMode: GateModeField | null;
   retriedJobs: SampleFacts["retriedJobs"];
 }
 
-const QUEUE_FIELDS = ["queue_len", "queue_age_ms", "queue_head_slack_ms", "deadline_slack_ms", "tokens_out", "retry_count", "admitted", "rejected"];
+const QUEUE_FIELDS = ["queue_len", "queue_age_ms", "queue_head_slack_ms", "deadline_slack_ms", "tokens_out", "retry_count", "admitted", "rejected", "gate_mode"];
 
 function readQueueFields(
   reading: Reading<QueueRaw>,
@@ -377,6 +385,7 @@ function readQueueFields(
       retryCount: null,
       admitted: null,
       rejected: null,
+      gateMode: null,
       retriedJobs: [],
     };
   }
@@ -424,6 +433,12 @@ function readQueueFields(
   for (const [key, value] of Object.entries(q.stats).sort(([a], [b]) => a.localeCompare(b))) {
     if (key.startsWith("reject_") && /^\d+$/.test(value)) rejected[key] = Number(value);
   }
+  // As the gate reads it (src/queue/queue.ts getMode): no key is admit. Anything
+  // else is not a mode: the gate would admit, but say what is there.
+  let gateMode: GateModeField | null = null;
+  if (q.mode === null || q.mode === "admit") gateMode = "admit";
+  else if (q.mode === "reject_all") gateMode = "reject_all";
+  else lack("gate_mode", `${q.source} mode`, `not admit|reject_all: "${q.mode.slice(0, 20)}" (the gate admits)`);
   return {
     queueLen: q.queueLen,
     queueAgeMs,
@@ -433,6 +448,7 @@ function readQueueFields(
     retryCount: stat("retry_count", "retry_count"),
     admitted: stat("admitted", "admitted"),
     rejected,
+    gateMode,
     retriedJobs,
   };
 }

@@ -13,7 +13,7 @@ const FIELDS = [
   "ts", "queue_len", "queue_age_ms", "queue_head_slack_ms", "deadline_slack_ms", "psi_mem_some_avg10", "psi_mem_full_avg10",
   "psi_mem_some_total_us", "psi_mem_some_rate", "cg_psi_mem_some_avg10", "cg_psi_mem_some_rate", "si", "so", "cg_swap_current",
   "refault_rate", "cg_mem_current", "cg_mem_max", "cg_mem_peak", "cg_oom_kill", "cpu_idle_pct", "cpu_iowait_pct", "tokens_out",
-  "retry_count", "admitted", "rejected", "stall_ms_p99", "alarm", "missing",
+  "retry_count", "admitted", "rejected", "gate_mode", "stall_ms_p99", "alarm", "missing",
 ];
 
 type Sample = Record<string, unknown> & { missing: Array<{ field: string; file: string; reason: string }>; alarm: string[] };
@@ -186,17 +186,84 @@ describe("drill watch --once --json", () => {
     expect(r.stderr).toContain("PAGE retry worker_idle=1");
   });
 
+  // QA 6: after `gate mode reject_all` neither watch's view nor its JSON had a mode.
+  it("gate_mode: what `gate mode` set, read in the same script call", async () => {
+    const q = "e2e-mode";
+    expect(parseOne((await kernelOnce(fakeHost("v2"), q)).stdout).gate_mode).toBe("admit");
+    const flip = await runDrill(["--redis", redis.url, "gate", "mode", "reject_all", "--queue", q]);
+    expect(flip.exitCode, flip.stderr).toBe(0);
+    expect(parseOne((await kernelOnce(fakeHost("v2"), q)).stdout).gate_mode).toBe("reject_all");
+    const host = fakeHost("v2");
+    const piped = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--once", "--interval", "100ms", "--queue", q]);
+    expect(piped.stdout).toContain(" gate_mode=reject_all ");
+  });
+
   it("Redis unreachable: Redis fields null and missing, kernel signals still sampled, exit 0", async () => {
     const closed = await freePort();
     const r = await runDrill(["--procfs", fakeHost("v2").procfs, "--sysfs", path.join(roots.at(-1)!, "sys"), "--redis", `redis://127.0.0.1:${closed}`, "watch", "--once", "--json", "--interval", "100ms"]);
     expect(r.exitCode, r.stderr).toBe(0);
     const s = parseOne(r.stdout);
-    for (const field of ["queue_len", "queue_age_ms", "deadline_slack_ms", "tokens_out", "retry_count", "admitted", "rejected"]) {
+    for (const field of ["queue_len", "queue_age_ms", "deadline_slack_ms", "tokens_out", "retry_count", "admitted", "rejected", "gate_mode"]) {
       expect(s[field], field).toBeNull();
       expect(s.missing.find((m) => m.field === field)?.file).toBe(`redis://127.0.0.1:${closed}`);
     }
     expect(s.psi_mem_some_avg10).toBe(12.4);
     expect(s.cg_mem_current).toBe(1048576);
+  });
+});
+
+// QA 11: with Redis unreachable watch said nothing about Redis (rc 0, queue fields n/a, Redis fields only in missing=).
+describe("drill watch: Redis unreachable, then back", () => {
+  it("says so on stderr once when it starts failing (URL redacted, the error) and not again per sample", async () => {
+    const closed = await freePort();
+    const r = await runDrill(["--procfs", fakeHost("v2").procfs, "--sysfs", path.join(roots.at(-1)!, "sys"), "--redis", `redis://:hunter2@127.0.0.1:${closed}`, "watch", "--count", "4", "--interval", "100ms"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const said = r.stderr.split("\n").filter((l) => l.startsWith("watch: Redis"));
+    expect(said).toHaveLength(1);
+    expect(said[0]).toMatch(new RegExp(`^watch: Redis redis://:\\*+@127\\.0\\.0\\.1:${closed} unreachable: .*ECONNREFUSED`));
+    expect(r.stderr).not.toContain("hunter2");
+    expect(r.stdout.trim().split("\n")).toHaveLength(4);
+  });
+
+  it("says once when it answers again", async () => {
+    const own = await startRedisServer();
+    try {
+      const child = execa("node", [drillBin, "--procfs", fakeHost("v2").procfs, "--sysfs", path.join(roots.at(-1)!, "sys"), "--redis", own.url, "watch", "--json", "--interval", "100ms", "--queue", "e2e-down"], {
+        reject: false,
+        timeout: 30_000,
+      });
+      // Driven by what watch prints: Redis goes away after a good sample, comes back after a failed one.
+      let phase: "up" | "down" | "back" = "up";
+      let pending = "";
+      let restarting: Promise<void> | null = null;
+      let backs = 0;
+      child.stdout!.on("data", (chunk: Buffer) => {
+        pending += chunk.toString("utf8");
+        let nl: number;
+        while ((nl = pending.indexOf("\n")) >= 0) {
+          const sample = JSON.parse(pending.slice(0, nl)) as Sample;
+          pending = pending.slice(nl + 1);
+          if (phase === "up" && sample.queue_len !== null) {
+            phase = "down";
+            own.kill("SIGKILL");
+          } else if (phase === "down" && sample.queue_len === null && restarting === null) {
+            restarting = own.restart();
+          } else if (phase === "down" && restarting !== null && sample.queue_len !== null) {
+            phase = "back";
+          } else if (phase === "back" && sample.queue_len !== null && ++backs === 3) {
+            child.kill("SIGINT");
+          }
+        }
+      });
+      const r = await child;
+      expect(r.exitCode, r.stderr).toBe(130);
+      const said = r.stderr.split("\n").filter((l) => l.startsWith("watch: Redis"));
+      expect(said).toHaveLength(2);
+      expect(said[0]).toMatch(new RegExp(`^watch: Redis redis://127\\.0\\.0\\.1:${own.port} unreachable: `));
+      expect(said[1]).toMatch(new RegExp(`^watch: Redis redis://127\\.0\\.0\\.1:${own.port} answering again after \\d+\\.\\ds; queue fields are back$`));
+    } finally {
+      await own.stop();
+    }
   });
 });
 

@@ -32,6 +32,7 @@ function sample(over: Partial<Sample> = {}): Sample {
     retry_count: 0,
     admitted: 1,
     rejected: {},
+    gate_mode: "admit",
     stall_ms_p99: 50,
     alarm: [],
     missing: [],
@@ -104,7 +105,7 @@ describe("reclaim_not_underload: CPU idle > 30 %, pressure over the limit or sla
     const hot = { psi_mem_some_avg10: 15 };
     const { events, active } = run([[{}], [hot], [hot], [hot], [{}], [{}]], noClearDelay);
     expect(events.map((e) => `${e.kind} ${e.name}`)).toEqual(["raised reclaim_not_underload", "cleared reclaim_not_underload"]);
-    expect(events[1]?.line).toBe("CLEAR reclaim_not_underload after 3.0s");
+    expect(events[1]?.line).toBe("CLEAR reclaim_not_underload after 3.0s: pressure under its limits, highest psi_mem_some_avg10=0.50 and no admitted job past its deadline");
     expect(active.map((a) => a.length)).toEqual([0, 1, 1, 1, 0, 0]);
   });
 
@@ -114,7 +115,28 @@ describe("reclaim_not_underload: CPU idle > 30 %, pressure over the limit or sla
     const { events, active } = run([[hot], [hot], [{ ...hot, cpu_idle_pct: 7 }], [hot], [{}], [{}], [{}], [{}], [{}], [{}]]);
     expect(events.map((e) => `${e.kind} ${e.name}`)).toEqual(["raised reclaim_not_underload", "cleared reclaim_not_underload"]);
     expect(active.map((a) => a.length)).toEqual([1, 1, 1, 1, 1, 1, 1, 1, 1, 0]);
-    expect(events[1]?.line).toBe("CLEAR reclaim_not_underload after 9.0s");
+    expect(events[1]?.line).toMatch(/^CLEAR reclaim_not_underload after 9\.0s: pressure under its limits/);
+  });
+
+  // QA 5: it cleared at peak pressure only because a hog took the idle CPU, and the bare CLEAR read as "safe".
+  // DESIGN's rule stays (the alarm is the contradiction, idle CPU beside pressure); the CLEAR line says why and what is still bad.
+  it("CPU went busy while pressure stays over: CLEAR says the CPU is no longer idle and that pressure is still over, with the figures", () => {
+    const hot = { psi_mem_some_avg10: 12, cg_psi_mem_some_rate: 30 };
+    const busy = { psi_mem_some_avg10: 29, cg_psi_mem_some_rate: 43, cpu_idle_pct: 13 };
+    const { events } = run([[hot], [busy], [busy], [busy], [busy], [busy], [busy]]);
+    expect(events.map((e) => e.line)).toEqual([
+      "PAGE reclaim, not underload: cpu_idle=41% psi=12.00 slack_ms=4000 queue_age_ms=180 via=cg_psi_mem_some_rate=30.00",
+      "CLEAR reclaim_not_underload after 6.0s: cpu no longer idle (cpu_idle=13%); pressure still over its limit (cg_psi_mem_some_rate=43.00)",
+    ]);
+  });
+
+  it.each([
+    ["queue age went bad", { queue_age_ms: 812, deadline_slack_ms: -230 }, ": queue age no longer looks fine (queue_age_ms=812); a job still past its deadline (deadline_slack_ms=-230)"],
+    ["CPU busy, PSI unreadable", { cpu_idle_pct: 5, psi_mem_some_avg10: null, psi_mem_some_rate: null }, ": cpu no longer idle (cpu_idle=5%); pressure unknown (PSI unreadable)"],
+    ["CPU busy and pressure gone", { cpu_idle_pct: 5, cg_psi_mem_some_avg10: 2 }, ": cpu no longer idle (cpu_idle=5%); pressure under its limits, highest cg_psi_mem_some_avg10=2.00 and no admitted job past its deadline"],
+  ] as const)("CLEAR names every condition that stopped holding (%s)", (_name, over, why) => {
+    const { events } = run([[{ psi_mem_some_avg10: 12 }], [over]], noClearDelay);
+    expect(events[1]?.line).toBe(`CLEAR reclaim_not_underload after 1.0s${why}`);
   });
 
   it("missing inputs hold the alarm: no page, no clear", () => {
@@ -172,7 +194,7 @@ describe("retry_worker_idle: a retried job reached this host class", () => {
   const retried = { retriedJobs: [{ id: "7", attempt: 1, host_class: "shared-free" }] };
   it("pages `retry worker_idle=1` once and clears once", () => {
     const { events } = run([[{}], [{}, retried], [{}, retried], [{}]], noClearDelay);
-    expect(events.map((e) => e.line)).toEqual(["PAGE retry worker_idle=1 host_class=shared-free jobs=1 job=7 attempt=1", "CLEAR retry_worker_idle after 2.0s"]);
+    expect(events.map((e) => e.line)).toEqual(["PAGE retry worker_idle=1 host_class=shared-free jobs=1 job=7 attempt=1", "CLEAR retry_worker_idle after 2.0s: no retried job of host_class=shared-free queued or admitted"]);
   });
   it("a retry on another host class is where it belongs", () => {
     expect(run([[{}, { retriedJobs: [{ id: "7", attempt: 1, host_class: "dedicated" }] }]]).active[0]).toEqual([]);

@@ -30,6 +30,7 @@ const sample: Sample = {
   retry_count: 12345,
   admitted: 1234567,
   rejected: { reject_host_pressure: 123456, reject_deadline_slack: 123456, reject_packed_tokens: 123456 },
+  gate_mode: "admit",
   stall_ms_p99: 999.5,
   alarm: ["reclaim_not_underload", "retry_worker_idle", "swap_leak", "oom_kill"],
   missing: [{ field: "cg_psi_mem_some_rate", file: "/x", reason: "first sample" }],
@@ -40,6 +41,92 @@ describe("render", () => {
     const view = new LiveView({ cgroup: "infer (hybrid)", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
     for (let i = 0; i < 20; i++) view.frame({ ...sample, cg_mem_current: i * 1000 });
     for (const line of view.frame(sample)) expect([...line].length, line).toBeLessThanOrEqual(80);
+  });
+
+  // QA 10: at 80 columns the psi line was cut after "cg 18.00 rate 28.4…": the cgroup stall rate, the signal that trips the gate.
+  const pressure: Sample = {
+    ...sample,
+    psi_mem_some_avg10: 100,
+    psi_mem_full_avg10: 100,
+    psi_mem_some_rate: 100,
+    cg_psi_mem_some_avg10: 100,
+    cg_psi_mem_some_rate: 100,
+    stall_ms_p99: 1000,
+    cg_mem_current: 1023 * 1024 * 1024,
+    cg_mem_max: 1023 * 1024 * 1024,
+    cg_mem_peak: 1023 * 1024 * 1024,
+    cg_swap_current: 0,
+    cg_oom_kill: 3,
+    queue_len: 1234,
+    queue_age_ms: 9999,
+    queue_head_slack_ms: -9999,
+    deadline_slack_ms: -9999,
+    si: 99999,
+    so: 99999,
+    refault_rate: 99999,
+    cpu_idle_pct: 100,
+    cpu_iowait_pct: 100,
+  };
+
+  it("under pressure at 80 columns no value is cut: host and cgroup PSI each on one line, in full", () => {
+    const view = new LiveView({ cgroup: "qaAsmoke (hybrid)", queue: "qaAjobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    const lines = view.frame(pressure, { columns: 80, rows: 24 });
+    for (const line of lines) {
+      expect([...line].length, line).toBeLessThanOrEqual(80);
+      expect(line, line).not.toContain("…");
+    }
+    expect(lines.find((l) => l.startsWith("psi host"))).toMatch(/^psi host some 100\.00 {2}full 100\.00 {2}rate 100\.0% +\S/);
+    expect(lines.find((l) => l.startsWith("psi cg"))).toMatch(/^psi cg {3}some 100\.00 {2}rate 100\.0% {2}p99 stall 1000ms +\S/);
+    const text = lines.join("\n");
+    for (const value of ["1023MiB / 1023MiB", "peak 1023MiB", "oom_kill 3", "idle 100%", "iowait 100%", "si 99999/s", "so 99999/s", "refault 99999/s", "head slack -9999ms", "slack -9999ms"]) {
+      expect(text).toContain(value);
+    }
+  });
+
+  it("wider values than fit go on under their label, whole, never cut", () => {
+    const view = new LiveView({ cgroup: "infer (hybrid)", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    const lines = view.frame(sample, { columns: 80, rows: Infinity });
+    expect(lines.join("\n")).not.toContain("…");
+    expect(lines.join("\n")).toContain("packed_tokens=123456");
+    for (const line of lines) expect([...line].length, line).toBeLessThanOrEqual(80);
+  });
+
+  it.each([
+    [60, 12],
+    [50, 10],
+    [40, 8],
+  ])("a %ix%i terminal: a layout that fits (no line wider, fewer lines than rows), the PSI figures kept whole", (columns, rows) => {
+    const view = new LiveView({ cgroup: "qaAsmoke (hybrid)", queue: "qaAjobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    const lines = view.frame(pressure, { columns, rows });
+    expect(lines.length).toBeLessThan(rows);
+    for (const line of lines) expect([...line].length, line).toBeLessThanOrEqual(columns);
+    const text = lines.join("\n");
+    expect(text).toContain("rate 100.0%");
+    expect(text).not.toMatch(/rate 10?0?\.?0?…/);
+    expect(text).toMatch(/^psi cg {3}some 100\.00 {2}rate 100\.0%/m);
+    expect(text).toMatch(/^alarms/m);
+    expect(text).not.toMatch(/[▁▂▃▄▅▆▇█]/);
+  });
+
+  it("a resize clears the screen and draws the last frame again at the new size, with the alarm lines that fit above it", () => {
+    const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    expect(view.resized({ columns: 60, rows: 12 })).toBe("");
+    view.redraw(pressure, [{ name: "oom_kill", kind: "raised", line: "PAGE oom_kill" }], { columns: 80, rows: 24 });
+    const out = view.resized({ columns: 60, rows: 12 });
+    expect(out.startsWith("\x1b[H\x1b[2J")).toBe(true);
+    const lines = out.slice("\x1b[H\x1b[2J".length).trimEnd().split("\n");
+    expect(lines.length).toBeLessThan(12);
+    for (const line of lines) expect([...line].length, line).toBeLessThanOrEqual(60);
+    // The next redraw moves back over the frame drawn at the new size, not the old one.
+    const frameLines = view.layout(pressure, { columns: 60, rows: 12 }).length;
+    expect(view.redraw(pressure, [], { columns: 60, rows: 12 }).startsWith(`\x1b[${frameLines}F\x1b[J`)).toBe(true);
+  });
+
+  it("erase: the frame goes, and the next redraw does not move back over lines printed in between", () => {
+    const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    const first = view.redraw(sample, []);
+    expect(view.erase()).toBe(`\x1b[${first.trimEnd().split("\n").length}F\x1b[J`);
+    expect(view.redraw(sample, [])).not.toContain("\x1b[");
   });
 
   it("redraw moves back over the previous frame only from the second frame on", () => {
@@ -55,7 +142,7 @@ describe("render", () => {
     const lines = view.frame(first);
     expect(lines.join("\n")).not.toMatch(/^missing/m);
     expect(lines).toContain("rates    from the next sample");
-    expect(lines.find((l) => l.startsWith("host"))).toMatch(/^host {5}si n\/a so n\/a refault n\/a {2}idle/);
+    expect(lines.find((l) => l.startsWith("host"))).toMatch(/^host {5}idle 41% {2}iowait 3% {2}si n\/a {2}so n\/a {2}refault n\/a$/);
 
     // A field that is really unreadable is still missing, beside the pending rates.
     const mixed = view.frame({ ...first, cg_mem_current: null, missing: [...first.missing, { field: "cg_mem_current", file: "/sys/fs/cgroup/qa", reason: "missing" }] });
@@ -74,6 +161,32 @@ describe("render", () => {
     expect(sparkline(values)).toBe(expected);
   });
 
+  it("p99 stall on the cgroup's line says when it comes from the host's PSI (no cgroup PSI to read)", () => {
+    const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    expect(view.frame({ ...sample, stall_ms_p99: 12 }).join("\n")).toMatch(/^psi cg .*p99 stall 12ms {2,}\S/m);
+    expect(view.frame({ ...sample, cg_psi_mem_some_avg10: null, cg_psi_mem_some_rate: null, stall_ms_p99: 12 }).join("\n")).toMatch(/^psi cg {3}some n\/a {2}rate n\/a {2}p99 stall 12ms \(host\)/m);
+  });
+
+  it("the gate's mode is in the view, beside what it rejected, on a small terminal too", () => {
+    const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    expect(view.frame({ ...sample, gate_mode: "reject_all" }).join("\n")).toMatch(/^gate {5}mode reject_all {2}rejected host_pressure=123456 {2}deadline_slack=123456/m);
+    expect(view.frame({ ...sample, gate_mode: "reject_all" }, { columns: 60, rows: 12 }).join("\n")).toMatch(/^gate {5}mode reject_all/m);
+    expect(view.frame({ ...sample, gate_mode: null, rejected: null })).toContain("gate     mode n/a  rejected n/a");
+    expect(formatSampleLine({ ...sample, gate_mode: "reject_all" })).toContain(" gate_mode=reject_all ");
+  });
+
+  // QA 18: the piped line printed cg_mem=26451968 and stall_ms_p99=206.53 where the view shows MiB and whole ms.
+  it("the piped line uses the view's units: memory in MiB, whole ms, rates in % as the view", () => {
+    const line = formatSampleLine({ ...sample, cg_mem_current: 26451968, stall_ms_p99: 206.53, psi_mem_some_rate: 23.28, cg_psi_mem_some_rate: 28.44 });
+    expect(line).toContain(" cg_mem=25.2MiB ");
+    expect(line).toContain(" stall_ms_p99=207 ");
+    expect(line).toContain(" psi_rate=23.3% ");
+    expect(line).toContain(" cg_psi_rate=28.4% ");
+    const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    const shown = view.frame({ ...sample, cg_mem_current: 26451968, stall_ms_p99: 206.53, psi_mem_some_rate: 23.28, cg_psi_mem_some_rate: 28.44 }).join("\n");
+    for (const same of ["25.2MiB", "207ms", "23.3%", "28.4%"]) expect(shown).toContain(same);
+  });
+
   it("the piped line has the runbook's names and no colour", () => {
     const line = formatSampleLine(sample);
     expect(line).toContain("queue_age_ms=180 slack_ms=-230 psi=12.40");
@@ -85,18 +198,21 @@ describe("render", () => {
 describe("parseQueueSample", () => {
   const b = (text: string) => Buffer.from(text);
   it("maps the script's reply", () => {
-    const r = parseQueueSample("redis://h:1", [2, b("{}"), [b("a")], [b("tokens_out"), b("7"), b("admitted"), b("1")], [b("w")], [], 1]);
+    const r = parseQueueSample("redis://h:1", [2, b("{}"), [b("a")], [b("tokens_out"), b("7"), b("admitted"), b("1")], [b("w")], [], 1, b("reject_all")]);
     expect(r).toEqual({
       ok: true,
-      value: { source: "redis://h:1", queueLen: 2, head: b("{}"), admitted: [b("a")], working: [b("w")], workingScanned: true, retryCandidates: [], stats: { tokens_out: "7", admitted: "1" } },
+      value: { source: "redis://h:1", queueLen: 2, head: b("{}"), admitted: [b("a")], working: [b("w")], workingScanned: true, retryCandidates: [], stats: { tokens_out: "7", admitted: "1" }, mode: "reject_all" },
     });
+    expect(parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null])).toMatchObject({ ok: true, value: { mode: null } });
   });
   it.each([
     ["not an array", "OK"],
     ["short", [1, null]],
-    ["bad len", ["x", null, [], [], [], [], 1]],
-    ["bad head", [0, 5, [], [], [], [], 1]],
-    ["bad list", [0, null, ["s"], [], [], [], 1]],
+    ["bad len", ["x", null, [], [], [], [], 1, null]],
+    ["bad head", [0, 5, [], [], [], [], 1, null]],
+    ["bad list", [0, null, ["s"], [], [], [], 1, null]],
+    ["bad mode", [0, null, [], [], [], [], 1, 5]],
+    ["no mode (the script before gate_mode)", [0, null, [], [], [], [], 1]],
   ])("unexpected reply (%s) is a failed reading", (_name, reply) => {
     expect(parseQueueSample("redis://h:1", reply).ok).toBe(false);
   });

@@ -42,7 +42,7 @@ function job(fields: Record<string, unknown>): Buffer {
 }
 
 function queue(over: Partial<QueueRaw> = {}): QueueRaw {
-  return { source: "redis://127.0.0.1:6400", queueLen: 0, head: null, admitted: [], working: [], workingScanned: true, retryCandidates: [], stats: {}, ...over };
+  return { source: "redis://127.0.0.1:6400", queueLen: 0, head: null, admitted: [], working: [], workingScanned: true, retryCandidates: [], stats: {}, mode: null, ...over };
 }
 
 function raw(monoMs: number, over: Partial<RawReadings> = {}): RawReadings {
@@ -171,7 +171,7 @@ describe("nextSample: unreadable → null + missing, never 0", () => {
     [
       "Redis unreachable",
       { queue: fail("redis://127.0.0.1:6400", "not connected (reconnecting)") },
-      ["queue_len", "queue_age_ms", "queue_head_slack_ms", "deadline_slack_ms", "tokens_out", "retry_count", "admitted", "rejected"],
+      ["queue_len", "queue_age_ms", "queue_head_slack_ms", "deadline_slack_ms", "tokens_out", "retry_count", "admitted", "rejected", "gate_mode"],
       "redis://127.0.0.1:6400",
     ],
   ];
@@ -266,6 +266,23 @@ describe("nextSample: queue fields", () => {
     expect(sample.queue_len).toBe(1);
     expect(sample.queue_age_ms).toBeNull();
     expect(reasonOf(sample, "queue_age_ms")).toMatch(/invalid_utf8/);
+  });
+
+  // QA 6: after `gate mode reject_all` neither the TTY view nor the JSON sample said so.
+  it.each([
+    [null, "admit"],
+    ["admit", "admit"],
+    ["reject_all", "reject_all"],
+  ] as const)("gate_mode from <q>:mode %j, as the gate reads it: %s", (mode, expected) => {
+    const sample = nextSample(null, raw(0, { queue: ok(queue({ mode })) }), NOW).sample;
+    expect(sample.gate_mode).toBe(expected);
+    expect(missingFields(sample)).not.toContain("gate_mode");
+  });
+
+  it("a <q>:mode that is not a mode: gate_mode null + missing, saying what is there", () => {
+    const sample = nextSample(null, raw(0, { queue: ok(queue({ mode: "reject-all" })) }), NOW).sample;
+    expect(sample.gate_mode).toBeNull();
+    expect(reasonOf(sample, "gate_mode")).toBe('not admit|reject_all: "reject-all" (the gate admits)');
   });
 
   it("retried jobs are passed to the alarms", () => {

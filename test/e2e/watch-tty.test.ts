@@ -1,0 +1,94 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { execa } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { drillBin } from "../helpers/cli.js";
+import { freePort } from "../helpers/redisServer.js";
+
+/**
+ * The live view on a real terminal: `script` gives drill a pty (stdout and
+ * stdin both terminals), sized with stty, and forwards what the test writes
+ * to its stdin as keys.
+ */
+
+const write = (file: string, text: string) => {
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, text);
+};
+
+let root = "";
+let redisUrl = "";
+beforeAll(async () => {
+  root = mkdtempSync(path.join(tmpdir(), "drill-watch-tty-"));
+  write(path.join(root, "proc", "pressure", "memory"), "some avg10=17.41 avg60=0.05 avg300=0.01 total=5000\nfull avg10=16.16 avg60=0.00 avg300=0.00 total=10\n");
+  write(path.join(root, "proc", "vmstat"), "nr_free_pages 1\npswpin 0\npswpout 0\nworkingset_refault_file 0\n");
+  write(path.join(root, "proc", "stat"), "cpu  1 0 1 100 0 0 0 0 0 0\nintr 1\n");
+  write(path.join(root, "proc", "self", "cgroup"), "0::/\n");
+  write(path.join(root, "sys", "fs", "cgroup", "cgroup.controllers"), "memory\n");
+  write(path.join(root, "sys", "fs", "cgroup", "cgroup.procs"), "1\n");
+  redisUrl = `redis://127.0.0.1:${await freePort()}`; // nothing listens: not what this file is about
+});
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const quote = (s: string): string => `'${s.replaceAll("'", "'\\''")}'`;
+
+/** drill watch on a pty of `size`; sends `keys` once the first frame is out; the shell then prints the tty's icanon flag. */
+async function onTerminal(keys: string, size = { columns: 80, rows: 24 }) {
+  const drill = ["node", drillBin, "--procfs", path.join(root, "proc"), "--sysfs", path.join(root, "sys"), "--state-dir", path.join(root, "state"), "--redis", redisUrl, "watch", "--interval", "100ms"];
+  const shell = `stty cols ${size.columns} rows ${size.rows}; ${drill.map(quote).join(" ")}; rc=$?; echo; echo "mode $(stty -a | grep -o -- '-\\?icanon')"; exit $rc`;
+  const child = execa("script", ["-qfec", shell, "/dev/null"], { reject: false, timeout: 30_000, env: { FORCE_COLOR: "0", NO_COLOR: "1" } });
+  let out = "";
+  let sent = false;
+  child.stdout!.on("data", (chunk: Buffer) => {
+    out += chunk.toString("utf8");
+    // After a few frames: the view is being redrawn in place, and the keyboard is being read.
+    if (!sent && out.split("drill watch").length > 4) {
+      sent = true;
+      child.stdin!.write(keys);
+    }
+  });
+  const r = await child;
+  return { exitCode: r.exitCode, out };
+}
+
+describe("drill watch on a terminal", () => {
+  // QA 17: on a TTY `q` did nothing; only Ctrl-C (exit 130) left the view.
+  it("q quits the view cleanly: exit 0, no interrupt message, the terminal back in canonical mode", async () => {
+    const r = await onTerminal("q");
+    expect(r.exitCode, r.out).toBe(0);
+    expect(r.out).not.toContain("interrupted");
+    expect(r.out).toMatch(/mode icanon/);
+  });
+
+  it("Ctrl-C is still an interrupt: exit 130", async () => {
+    const r = await onTerminal("\x03");
+    expect(r.exitCode, r.out).toBe(130);
+    expect(r.out).toContain("interrupted by SIGINT");
+    expect(r.out).toMatch(/mode icanon/);
+  });
+
+  it("run in the background of an interactive shell (`drill watch &`): it does not touch the keyboard, so it is not stopped (SIGTTOU)", async () => {
+    const drill = ["node", drillBin, "--procfs", path.join(root, "proc"), "--sysfs", path.join(root, "sys"), "--state-dir", path.join(root, "state"), "--redis", redisUrl, "watch", "--interval", "100ms", "--count", "5"];
+    const job = `set -m; ${drill.map(quote).join(" ")} 2>/dev/null & pid=$!; for i in $(seq 50); do sleep 0.1; kill -0 $pid 2>/dev/null || break; case $(ps -o stat= -p $pid) in T*) echo stopped; kill -KILL $pid; kill -CONT $pid;; esac; done; wait $pid; echo "bg-rc=$?"`;
+    const r = await execa("script", ["-qfec", `bash -c ${quote(job)}`, "/dev/null"], { reject: false, timeout: 30_000, env: { FORCE_COLOR: "0", NO_COLOR: "1" } });
+    expect(r.stdout).not.toContain("stopped");
+    expect(r.stdout).toContain("bg-rc=0");
+  });
+
+  // QA 10: at 60x12 lines wrapped and each redraw left partial frames behind.
+  it("a 60x12 terminal: no line of the view is wider than 60 columns and each frame is shorter than 12 lines", async () => {
+    const r = await onTerminal("\x03", { columns: 60, rows: 12 });
+    expect(r.exitCode, r.out).toBe(130);
+    // eslint-disable-next-line no-control-regex
+    const frames = r.out.split(/\x1b\[\d+F\x1b\[J/).slice(1, -1);
+    expect(frames.length).toBeGreaterThan(0);
+    for (const frame of frames) {
+      // eslint-disable-next-line no-control-regex
+      const lines = frame.replace(/\x1b\[[0-9;]*m/g, "").split("\r\n").filter((l) => l !== "");
+      expect(lines.length).toBeLessThan(12);
+      for (const line of lines) expect([...line].length, line).toBeLessThanOrEqual(60);
+      expect(frame).toContain("psi cg");
+    }
+  });
+});
