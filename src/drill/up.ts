@@ -296,6 +296,7 @@ async function runSchedule(
   // Under --json the sidecar prints its PAGE/CLEAR lines on stderr: its log.
   const watchLog = new LineTail(path.join(dir, "watch.log"));
   let lastStatusAt = 0;
+  let gateMode: string | null = null;
   const { run: phases, skipped } = splitPhases(drill.phases, drill.duration);
   for (const phase of skipped) {
     log(`phase ${phase.index}: skipped: starts at ${formatDuration(phase.at)}, not before the drill's end at ${formatDuration(drill.duration)}`);
@@ -309,7 +310,16 @@ async function runSchedule(
     }
     for (const line of watchLog.read()) if (/^(PAGE|CLEAR) /.test(line)) log(`  ${line}`);
     let latest: Sample | null = null;
-    for (const line of watchTail.read()) latest = parseSample(line) ?? latest;
+    for (const line of watchTail.read()) {
+      const sample = parseSample(line);
+      if (sample === null) continue;
+      latest = sample;
+      // The deny-all lever pulled by hand (or let go) shows here, when the sidecar sees it.
+      if (sample.gate_mode !== null && sample.gate_mode !== undefined && sample.gate_mode !== gateMode) {
+        if (gateMode !== null || sample.gate_mode !== "admit") log(`  gate mode: ${sample.gate_mode}${gateMode !== null ? ` (was ${gateMode})` : ""}`);
+        gateMode = sample.gate_mode;
+      }
+    }
     if (latest && Date.now() - lastStatusAt >= STATUS_EVERY_MS) {
       lastStatusAt = Date.now();
       log(`  t=${Math.round(elapsed() / 1000)}s ${formatStatusLine(latest)}`);

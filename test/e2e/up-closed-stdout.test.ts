@@ -22,15 +22,17 @@ describe.skipIf(skip !== null)("drill up and its output: a closed pipe, a second
   let root: string;
   let stateDir: string;
   let twiceStateDir: string;
+  let leverStateDir: string;
   beforeAll(() => {
     root = mkdtempSync(path.join(tmpdir(), "drill-up-closed-"));
     stateDir = path.join(root, "state");
     twiceStateDir = path.join(root, "state-twice");
+    leverStateDir = path.join(root, "state-lever");
     mkdirSync(path.join(root, "files"));
     writeFileSync(path.join(root, "upclosed.yaml"), DRILL);
   });
   afterAll(async () => {
-    for (const dir of [stateDir, twiceStateDir]) await runDrill(["--state-dir", dir, "rollback"], { timeout: 90_000 });
+    for (const dir of [stateDir, twiceStateDir, leverStateDir]) await runDrill(["--state-dir", dir, "rollback"], { timeout: 90_000 });
     rmSync(root, { recursive: true, force: true });
   });
 
@@ -65,5 +67,25 @@ describe.skipIf(skip !== null)("drill up and its output: a closed pipe, a second
     // The first run's log has only grown by the first run's own lines since.
     expect(readFileSync(logFile, "utf8").startsWith(log)).toBe(true);
     expect(readFileSync(logFile, "utf8")).not.toMatch(/already up|==== drill up --detach upclosed at .*\n[\s\S]*==== drill up/);
+    const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "upclosed"], { timeout: 90_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+  }, 180_000);
+
+  it("the deny-all lever pulled by hand during the drill shows in up's output", async () => {
+    const args = ["--state-dir", leverStateDir, "up", "--drill", path.join(root, "upclosed.yaml"), "--parent", "self", "--name", CGROUP, "--file-dir", path.join(root, "files")];
+    let ended: string | null = null;
+    const up = runDrill(args, { timeout: 120_000 }).then((r) => ((ended = r.stdout + r.stderr), r));
+    let state: DrillState | null = null;
+    for (let i = 0; state?.phase !== "running"; i++) {
+      if (i > 600 || ended !== null) throw new Error(`drill up did not reach running: ${JSON.stringify(state)} ${ended ?? ""}`);
+      await new Promise((r) => setTimeout(r, 100));
+      state = readState(leverStateDir, "upclosed");
+    }
+    const lever = await runDrill(["--redis", state.redis.url, "gate", "mode", "reject_all"]);
+    expect(lever.exitCode, lever.stdout + lever.stderr).toBe(0);
+    const result = await up;
+    expect(result.exitCode, result.stdout + result.stderr).toBe(0);
+    expect(result.stdout).toMatch(/^ {2}gate mode: reject_all \(was admit\)$/m);
+    expect(result.stdout).not.toMatch(/^ {2}gate mode: admit/m);
   }, 180_000);
 });
