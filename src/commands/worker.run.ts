@@ -10,6 +10,7 @@ import { commandRedisUrl, hostRoots, type GlobalOptions } from "../context.js";
 import { DrillError, InterruptedError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
 import type { HostRoots } from "../host/kernelFile.js";
+import { readHostMemoryBytes } from "../host/meminfo.js";
 import { formatBytes } from "../units.js";
 import { defaultWorkerId } from "../worker/plan.js";
 import { runWorker, type WorkerSummary } from "../worker/run.js";
@@ -133,7 +134,7 @@ async function runInside(redisUrl: string, roots: HostRoots, cgroup: WorkerCgrou
 }
 
 export async function workerAction(g: GlobalOptions, raw: RawWorkerFlags): Promise<void> {
-  const options = resolveWorkerFlags(raw, g.json);
+  const options = resolveWorkerFlags(raw, g.json, readHostMemoryBytes(hostRoots(g)));
   const passed = cgroupFromEnv(process.env[WORKER_CGROUP_ENV]);
   const { roots, cgroup } = passed ? { roots: hostRoots(g), cgroup: passed } : requireWorkerCgroup(g, raw);
   // Chosen once, by the launcher (the run inside gets it as DRILL_REDIS_URL, so it does not choose again).

@@ -3,7 +3,7 @@ import type { WorkerCgroup } from "../cgroup/paths.js";
 import { addCgroupTargetOptions } from "../cgroup/target.js";
 import { DrillError, UsageError } from "../errors.js";
 import { validateKeyPart } from "../queue/keys.js";
-import { parseDuration, parseNumber, parsePositiveInt, parseSize } from "../units.js";
+import { mapSizeProblem, parseDuration, parseNumber, parsePositiveInt, parseSize } from "../units.js";
 import { defaultWorkerConfig, type WorkerConfig } from "../worker/plan.js";
 import type { WorkerOptions } from "../worker/run.js";
 import type { CommandFactory } from "./index.js";
@@ -36,10 +36,14 @@ export interface RawWorkerFlags {
   duration?: string;
 }
 
-/** Flags → checked options (exit 2 naming the flag), before anything is touched. The worker id defaults from the cgroup name. */
-export function resolveWorkerFlags(raw: RawWorkerFlags, json: boolean): Omit<WorkerOptions, "workerId"> & { workerId: string | null } {
+/**
+ * Flags → checked options (exit 2 naming the flag), before anything is touched. The worker id defaults from the cgroup name.
+ * hostMemoryBytes: RAM + swap (readHostMemoryBytes), the bound a drill file's weights get too.
+ */
+export function resolveWorkerFlags(raw: RawWorkerFlags, json: boolean, hostMemoryBytes: number | null): Omit<WorkerOptions, "workerId"> & { workerId: string | null } {
   const weightsBytes = parseSize(raw.weights, "--weights");
-  if (weightsBytes < 4096) throw new UsageError(`--weights: ${raw.weights} is less than one page`);
+  const problem = mapSizeProblem(weightsBytes, hostMemoryBytes);
+  if (problem) throw new UsageError(`--weights: "${raw.weights}" ${problem}`);
   const prefillTokensPerPass = parsePositiveInt(raw.prefillTokensPerPass, "--prefill-tokens-per-pass");
   const concurrency = parsePositiveInt(raw.concurrency, "--concurrency");
   const config: WorkerConfig = {

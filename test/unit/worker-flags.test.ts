@@ -15,7 +15,7 @@ const defaults: RawWorkerFlags = {
 
 describe("drill worker flags", () => {
   it("defaults: the seed's worker", () => {
-    expect(resolveWorkerFlags(defaults, false)).toEqual({
+    expect(resolveWorkerFlags(defaults, false, null)).toEqual({
       queue: "jobs",
       workerId: null,
       config: { weightsBytes: 1024 ** 3, kvBytesPerToken: 4096, decodeTokensPerS: 30, prefillTokensPerPass: 2048, concurrency: 8 },
@@ -28,14 +28,14 @@ describe("drill worker flags", () => {
   });
 
   it("sizes, durations and ids", () => {
-    const o = resolveWorkerFlags({ ...defaults, weights: "64M", kvBytesPerToken: "1K", workerId: "w-1", maxJobs: "3", idleExit: "2s", duration: "10m", decodeTokensPerS: "0" }, true);
+    const o = resolveWorkerFlags({ ...defaults, weights: "64M", kvBytesPerToken: "1K", workerId: "w-1", maxJobs: "3", idleExit: "2s", duration: "10m", decodeTokensPerS: "0" }, true, null);
     expect(o).toMatchObject({ workerId: "w-1", maxJobs: 3, idleExitMs: 2000, durationMs: 600_000, json: true });
     expect(o.config).toMatchObject({ weightsBytes: 64 << 20, kvBytesPerToken: 1024, decodeTokensPerS: 0 });
   });
 
   it.each([
     [{ weights: "lots" }, /--weights/],
-    [{ weights: "100" }, /--weights: 100 is less than one page/],
+    [{ weights: "100" }, /--weights: "100" is less than one page/],
     [{ concurrency: "0" }, /--concurrency/],
     [{ prefillTokensPerPass: "0" }, /--prefill-tokens-per-pass/],
     [{ decodeTokensPerS: "-1" }, /--decode-tokens-per-s/],
@@ -43,10 +43,18 @@ describe("drill worker flags", () => {
     [{ duration: "5" }, /--duration/],
     [{ idleExit: "soon" }, /--idle-exit/],
     [{ workerId: "a:b" }, /--worker-id/],
+    [{ weights: "100T" }, /--weights: "100T" is more than the page toucher can map/],
     [{ queue: "jobs*" }, /--queue/],
   ] as Array<[Partial<RawWorkerFlags>, RegExp]>)("%o is a usage error naming the flag", (override, message) => {
-    expect(() => resolveWorkerFlags({ ...defaults, ...override }, false)).toThrow(UsageError);
-    expect(() => resolveWorkerFlags({ ...defaults, ...override }, false)).toThrow(message);
+    expect(() => resolveWorkerFlags({ ...defaults, ...override }, false, null)).toThrow(UsageError);
+    expect(() => resolveWorkerFlags({ ...defaults, ...override }, false, null)).toThrow(message);
+  });
+
+  // The bound a drill file's worker.weights gets (mapSizeProblem): one bound, one place.
+  it("--weights beyond this host's RAM + swap is a usage error naming both; within it is fine", () => {
+    const host = 4 * 1024 ** 3;
+    expect(() => resolveWorkerFlags({ ...defaults, weights: "8G" }, false, host)).toThrow(/--weights: "8G" is more than this host's RAM \+ swap \(4(\.0)?GiB\)/);
+    expect(resolveWorkerFlags({ ...defaults, weights: "2G" }, false, host).config.weightsBytes).toBe(2 * 1024 ** 3);
   });
 
   it("the cgroup handed down by the launcher: absent, valid, or refused", () => {
