@@ -14,7 +14,7 @@ import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
 import { drainQueue, exportKeys, type DrainResult } from "./drain.js";
 import { isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
-import { stopRecordedProcess } from "./processes.js";
+import { stopRecordedProcess, type StopOutcome } from "./processes.js";
 import { drillDir, readState, writeState, type DrillState, type ProcessRole } from "./state.js";
 import { findByCwd, findByRunId, findDrillRunProcesses, listCwds, type StrayProcess } from "./strays.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
@@ -383,6 +383,15 @@ function describeDrain(drained: DrainResult, drainKey: string): string {
   return `${drained.moved === 0 ? "nothing to move" : `moved ${parts.join(", ")}`}; LLEN ${drainKey} = ${drained.drainLength}`;
 }
 
+/** How a recorded process was found: "gone" says it was not running when rollback came (an earlier rollback, or it exited). */
+const STOP_OUTCOME_TEXT: Record<Exclude<StopOutcome, "not_started">, string> = {
+  gone: "already gone",
+  reused: "already gone (its pid is another process's now: left alone)",
+  stopped: "stopped",
+  killed: "killed",
+  alive: "still alive",
+};
+
 async function stopRoles(
   state: DrillState,
   roles: ProcessRole[],
@@ -399,7 +408,7 @@ async function stopRoles(
   for (const target of targets) {
     const outcome = await stopRecordedProcess(roots, target);
     if (outcome === "alive") ok = false;
-    if (outcome !== "not_started") done.push(`${target.key} ${target.pid ?? "-"}: ${outcome}`);
+    if (outcome !== "not_started") done.push(`${target.key} ${target.pid ?? "-"}: ${STOP_OUTCOME_TEXT[outcome]}`);
   }
   record(step, ok, done.length === 0 ? "nothing running" : done.join(", "));
 }
