@@ -95,23 +95,28 @@ function inForeground(): boolean {
 function quitKeys(quit: AbortController): { dispose: () => void } | null {
   const stdin = process.stdin;
   if (!stdin.isTTY || !inForeground()) return null;
-  const onData = (chunk: Buffer): void => {
+  const restore = (): void => {
+    stdin.off("data", onData);
+    stdin.setRawMode(false);
+    stdin.pause();
+  };
+  function onData(chunk: Buffer): void {
     for (const byte of chunk) {
       if (byte === 0x71 || byte === 0x51) quit.abort(); // q, Q
       else if (byte === 0x03) process.kill(process.pid, "SIGINT");
-      else if (byte === 0x1c) process.kill(process.pid, "SIGQUIT");
+      else if (byte === 0x1c) {
+        // SIGQUIT's default action ends the process without any cleanup of
+        // ours: the terminal goes back to cooked mode first, or the shell is
+        // left without echo, line editing or Ctrl-C.
+        restore();
+        process.kill(process.pid, "SIGQUIT");
+      }
     }
-  };
+  }
   stdin.setRawMode(true);
   stdin.on("data", onData);
   stdin.resume();
-  return {
-    dispose: () => {
-      stdin.off("data", onData);
-      stdin.setRawMode(false);
-      stdin.pause();
-    },
-  };
+  return { dispose: restore };
 }
 
 export async function watchAction(g: GlobalOptions, options: WatchOptions): Promise<void> {

@@ -68,6 +68,14 @@ describe("drill watch on a terminal", () => {
     expect(r.out).toMatch(/mode icanon/);
   });
 
+  // Raw mode turns the terminal's own Ctrl-\ off, so drill sends SIGQUIT itself;
+  // its default action skipped every cleanup and left the shell without echo.
+  it("Ctrl-\\ quits hard (SIGQUIT, 131) and the terminal is back in canonical mode", async () => {
+    const r = await onTerminal("\x1c");
+    expect(r.exitCode, r.out).toBe(131);
+    expect(r.out).toMatch(/mode icanon/);
+  });
+
   it("run in the background of an interactive shell (`drill watch &`): it does not touch the keyboard, so it is not stopped (SIGTTOU)", async () => {
     const drill = ["node", drillBin, "--procfs", path.join(root, "proc"), "--sysfs", path.join(root, "sys"), "--state-dir", path.join(root, "state"), "--redis", redisUrl, "watch", "--interval", "100ms", "--count", "5"];
     const job = `set -m; ${drill.map(quote).join(" ")} 2>/dev/null & pid=$!; for i in $(seq 50); do sleep 0.1; kill -0 $pid 2>/dev/null || break; case $(ps -o stat= -p $pid) in T*) echo stopped; kill -KILL $pid; kill -CONT $pid;; esac; done; wait $pid; echo "bg-rc=$?"`;
