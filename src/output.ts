@@ -1,5 +1,5 @@
 import { Chalk, type ChalkInstance } from "chalk";
-import { writeOut } from "./closedStdout.js";
+import { writeErr, writeOut } from "./closedStdout.js";
 
 /** Where a command writes: stdout for results, stderr for progress and errors. */
 export interface Output {
@@ -15,7 +15,7 @@ export function consoleOutput(useColor: boolean): Output {
   const color = new Chalk({ level: useColor && isTTY ? 1 : 0 });
   return {
     out: (line) => writeOut(`${line}\n`),
-    err: (line) => process.stderr.write(`${line}\n`),
+    err: (line) => writeErr(`${line}\n`),
     json: (value) => writeOut(`${JSON.stringify(value)}\n`),
     color,
     isTTY,

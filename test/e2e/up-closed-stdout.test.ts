@@ -23,16 +23,18 @@ describe.skipIf(skip !== null)("drill up and its output: a closed pipe, a second
   let stateDir: string;
   let twiceStateDir: string;
   let leverStateDir: string;
+  let jsonStateDir: string;
   beforeAll(() => {
     root = mkdtempSync(path.join(tmpdir(), "drill-up-closed-"));
     stateDir = path.join(root, "state");
     twiceStateDir = path.join(root, "state-twice");
     leverStateDir = path.join(root, "state-lever");
+    jsonStateDir = path.join(root, "state-json");
     mkdirSync(path.join(root, "files"));
     writeFileSync(path.join(root, "upclosed.yaml"), DRILL);
   });
   afterAll(async () => {
-    for (const dir of [stateDir, twiceStateDir, leverStateDir]) await runDrill(["--state-dir", dir, "rollback"], { timeout: 90_000 });
+    for (const dir of [stateDir, twiceStateDir, leverStateDir, jsonStateDir]) await runDrill(["--state-dir", dir, "rollback"], { timeout: 90_000 });
     rmSync(root, { recursive: true, force: true });
   });
 
@@ -51,6 +53,21 @@ describe.skipIf(skip !== null)("drill up and its output: a closed pipe, a second
     const exported = readdirSync(path.join(stateDir, "upclosed")).filter((f) => /^final-.*\.jsonl$/.test(f));
     // Ids come from the queue's sequence: both packs pushed, none lost.
     assertNoJobLostInExport(path.join(stateDir, "upclosed", exported[0]!), "jobs", ["1", "2", "3", "4"]);
+  }, 180_000);
+
+  // Under --json up's lines go to stderr: `drill up --json 2>&1 | head` closed
+  // stderr, and up exited 0 mid-setup with its embedded Redis left running.
+  it("--json, the reader of both stdout and stderr goes away: up still runs the drill to its end", async () => {
+    const args = ["--state-dir", jsonStateDir, "--json", "up", "--drill", path.join(root, "upclosed.yaml"), "--parent", "self", "--name", CGROUP, "--file-dir", path.join(root, "files")];
+    const child = execa("node", [drillBin, ...args], { reject: false, timeout: 120_000, env: { FORCE_COLOR: "0", NO_COLOR: "1" } });
+    await new Promise<void>((resolve) => child.stderr!.once("data", () => resolve()));
+    child.stderr!.destroy();
+    child.stdout!.destroy();
+    const result = await child;
+    expect(result.exitCode).toBe(0);
+    expect((readState(jsonStateDir, "upclosed") as DrillState).phase).toBe("stopped");
+    const rollback = await runDrill(["--state-dir", jsonStateDir, "rollback", "--name", "upclosed"], { timeout: 90_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
   }, 180_000);
 
   it("a second up --detach of a drill that is up is refused (exit 3) before it writes a line into the running drill's log, which marks each run", async () => {
