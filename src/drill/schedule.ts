@@ -58,6 +58,11 @@ export function decidedJob(line: string): string | null {
   return id === undefined || id === "-" ? null : id;
 }
 
+/** Between two sends of a job Redis did not take: 250 ms, doubling, at most 2 s. */
+export function pushRetryDelayMs(attempt: number): number {
+  return Math.min(2000, 250 * 2 ** Math.min(attempt, 3));
+}
+
 export type FollowAction = { kind: "all_decided" } | { kind: "wait" } | { kind: "gave_up"; undecided: string[] };
 
 /** After packing: follow the gate until it has decided every pushed job, or until `untilMs`. */

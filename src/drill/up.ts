@@ -14,6 +14,7 @@ import { RefusedError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { isSameProcess, readProcessStat } from "../host/process.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
+import type { Job } from "../queue/job.js";
 import { DrillQueue } from "../queue/queue.js";
 import { queueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
@@ -26,7 +27,7 @@ import { freePort, startEmbeddedRedis } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
 import { leverCommand } from "../context.js";
 import { drillDir, intendProcess, readState, runDir, statePath, writeState, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
-import { decidedJob, injectHold, nextFollowAction, nextPackAction, splitPhases, type ScheduledPhase } from "./schedule.js";
+import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
@@ -398,9 +399,33 @@ async function pack(
       continue;
     }
     lastPushAt = run.elapsed();
-    let job;
+    const job = await pushRidingOutRedis(queue, step, index, run);
+    if (job === null) break;
+    run.pushed.push(job.id);
+    count++;
+  }
+  log(`phase ${index}: packed ${count} of ${step.jobs} jobs; ${step.jobs - count} not packed: the drill stopped before its end`);
+  return step.jobs - count;
+}
+
+/**
+ * One job onto the queue, riding out a Redis that stalls or restarts (as the
+ * gate and the worker do, RELIABILITY 13): the same job is sent again until
+ * Redis answers (a second copy after a lost reply is dropped by the gate), up
+ * to the drill's end. Null when it never got through: then the drill stops
+ * (pushFailed), and a job whose id was taken is named, as it may be queued.
+ */
+async function pushRidingOutRedis(
+  queue: DrillQueue,
+  step: PackStep,
+  index: number,
+  run: { log: (l: string) => void; signal: AbortSignal; elapsed: () => number; durationMs: number; pushFailed: (err: unknown) => void },
+): Promise<Job | null> {
+  let job: Job | null = null;
+  let failedAt: number | null = null;
+  for (let attempt = 0; ; attempt++) {
     try {
-      job = await queue.push({
+      job ??= await queue.nextJob({
         promptTokens: step.prompt_tokens,
         completionTokens: step.completion_tokens,
         files: step.files,
@@ -408,16 +433,23 @@ async function pack(
         upstreamAgeMs: step.upstream_age,
         hostClass: step.host_class,
       });
+      await queue.enqueue(job);
+      if (failedAt !== null) run.log(`phase ${index}: Redis answers again after ${formatDuration(run.elapsed() - failedAt)}; job=${job.id} pushed`);
+      return job;
     } catch (err) {
-      // Not pushed (a failed push writes nothing): counted as not packed, and the drill stops.
-      run.pushFailed(err);
-      break;
+      const message = err instanceof Error ? err.message : String(err);
+      if (failedAt === null) {
+        failedAt = run.elapsed();
+        run.log(`phase ${index}: push failed (${message}); sending it again until Redis answers or the drill ends`);
+      }
+      const delay = pushRetryDelayMs(attempt);
+      if (run.signal.aborted || run.elapsed() + delay >= run.durationMs) {
+        run.pushFailed(job === null ? err : new Error(`${message}; job=${job.id} got no reply: it may be queued`));
+        return null;
+      }
+      await sleep(delay, undefined, { signal: run.signal }).catch(() => {});
     }
-    run.pushed.push(job.id);
-    count++;
   }
-  log(`phase ${index}: packed ${count} of ${step.jobs} jobs; ${step.jobs - count} not packed: the drill stopped before its end`);
-  return step.jobs - count;
 }
 
 function inject(

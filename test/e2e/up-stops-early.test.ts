@@ -110,4 +110,33 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     expect((readState(stateDir, "upearly") as DrillState).phase).toBe("stopped");
     await rollbackLosesNothing(stateDir, state, summary.pushed_ids);
   }, 180_000);
+
+  // RELIABILITY 13: a Redis that stalls mid-drill is ridden out, as the gate and
+  // the worker do. up gave up at its first failed push and stopped the drill.
+  it("the embedded redis-server stopped for 7 s (SIGSTOP) mid-drill: up sends the push again until it answers, and the drill runs to its end", async () => {
+    const stateDir = path.join(root, "stall");
+    stateDirs.push(stateDir);
+    const startedAt = Date.now();
+    const up = runDrill(["--state-dir", stateDir, "--json", "up", "--drill", drillFile, "--parent", "self", "--name", CGROUP, "--file-dir", files], { timeout: 120_000 });
+    let state: DrillState | null = null;
+    while (state?.phase !== "running") {
+      if (Date.now() - startedAt > 60_000) throw new Error(`drill up did not reach running: ${JSON.stringify(state)}`);
+      await sleep(100);
+      state = readState(stateDir, "upearly");
+    }
+    const redis = state.processes.find((p) => p.role === "redis")!.pid!;
+    await sleep(2000);
+    process.kill(redis, "SIGSTOP");
+    await sleep(7000);
+    process.kill(redis, "SIGCONT");
+    const result = await up;
+    const out = result.stdout + result.stderr;
+    expect(result.exitCode, out).toBe(0);
+    expect(result.stderr).toMatch(/^phase 1: push failed \(.*\); sending it again until Redis answers or the drill ends$/m);
+    expect(result.stderr).toMatch(/^phase 1: Redis answers again after \S+; job=\d+ pushed$/m);
+    expect(result.stderr).not.toMatch(/the drill stops here/);
+    const summary = JSON.parse(result.stdout.trim().split("\n").pop()!) as Summary;
+    expect(summary.stopped_early).toEqual([]);
+    await rollbackLosesNothing(stateDir, state, summary.pushed_ids);
+  }, 180_000);
 });
