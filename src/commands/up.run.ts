@@ -86,7 +86,8 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
       }
     }
     if (g.json) output.json(summary);
-    const cut = result.notPacked > 0 ? ` (${result.notPacked} not packed: the drill ended first)` : "";
+    const stoppedEarly = result.interrupted || result.exitedEarly.length > 0;
+    const cut = result.notPacked > 0 ? ` (${result.notPacked} not packed: the drill ${stoppedEarly ? "stopped" : "ended"} first)` : "";
     log(`drill ${drill.name}: packer stopped after ${result.pushed.length} jobs${cut}; \`${drillCmd} report --name ${drill.name} --format md\` for the incident note.`);
     if (result.state.redis.url !== "") log(`Deny-all by hand: \`${leverCommand(result.state.redis.url, flags.queue, "reject_all")}\`.`);
     log(`Run \`${drillCmd} rollback --name ${drill.name}\` before walking away: gate, worker, watch and hog keep running until then (they exit by themselves 5 minutes after the drill's end, the embedded Redis 30 s later with every job in its AOF).`);

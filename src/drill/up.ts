@@ -340,7 +340,14 @@ async function runSchedule(
     await sleep(Math.min(250, drill.duration - now), undefined, { signal }).catch(() => {});
   }
   // Each pack stops by the drill's end: this waits for at most one push in flight.
-  const notPacked = (await Promise.allSettled(packing)).reduce((sum, r) => sum + (r.status === "fulfilled" ? r.value : 0), 0);
+  let notPacked = (await Promise.allSettled(packing)).reduce((sum, r) => sum + (r.status === "fulfilled" ? r.value : 0), 0);
+  // Stopped before its end (an interrupt, or something it needs gone): the
+  // pack phases that never started are not packed either.
+  for (const phase of phases.slice(next)) {
+    if (!phase.pack) continue;
+    log(`phase ${phase.index}: not started: the drill stopped before ${formatDuration(phase.at)}; ${phase.pack.jobs} jobs not packed`);
+    notPacked += phase.pack.jobs;
+  }
   // The jobs pushed last are decided after the end: follow the gate until it
   // has decided them all, bounded so a stopped gate cannot hold `up`.
   const until = Date.now() + DECISIONS_WAIT_MS;

@@ -86,11 +86,13 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     expect(result.stderr).toMatch(/^gate: exited \(killed by a signal\) \d+s into the drill.*; the drill stops here \(log: \S+gate\.log\)$/m);
     expect(result.stderr).toMatch(/phase 1: packed (\d+) of 20 jobs; (\d+) not packed: the drill stopped before its end/);
     expect(result.stderr).not.toMatch(/phase 2: pack/);
+    expect(result.stderr).toMatch(/^phase 2: not started: the drill stopped before 12s; 1 jobs not packed$/m);
+    expect(result.stderr).toMatch(/not packed: the drill stopped first\)/);
     expect(result.stderr).toContain(`drill upearly stopped before its end: gate exited (killed by a signal)`);
     const summary = JSON.parse(result.stdout.trim().split("\n").pop()!) as Summary;
     expect(summary.stopped_early.map((e) => e.process)).toEqual(["gate"]);
-    // Every job of the started phases is pushed or counted as not packed.
-    expect(summary.pushed_ids.length + summary.not_packed).toBe(2 + 20);
+    // Every job of every phase is pushed or counted as not packed, the one that never started too.
+    expect(summary.pushed_ids.length + summary.not_packed).toBe(2 + 20 + 1);
     expect(summary.not_packed).toBeGreaterThan(0);
     await rollbackLosesNothing(stateDir, state, summary.pushed_ids);
   }, 180_000);
@@ -106,7 +108,7 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     expect(result.stderr).toMatch(/drill upearly stopped before its end: redis /);
     const summary = JSON.parse(result.stdout.trim().split("\n").pop()!) as Summary;
     expect(summary.stopped_early.map((e) => e.process)).toEqual(["redis"]);
-    expect(summary.pushed_ids.length + summary.not_packed).toBe(2 + 20);
+    expect(summary.pushed_ids.length + summary.not_packed).toBe(2 + 20 + 1);
     expect((readState(stateDir, "upearly") as DrillState).phase).toBe("stopped");
     await rollbackLosesNothing(stateDir, state, summary.pushed_ids);
   }, 180_000);
