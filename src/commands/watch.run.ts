@@ -1,4 +1,4 @@
-import { closeSync, existsSync, openSync, readFileSync, writeSync } from "node:fs";
+import { closeSync, existsSync, openSync, writeSync } from "node:fs";
 import { detectLayout } from "../cgroup/layout.js";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
@@ -7,7 +7,8 @@ import { sameNameUnderSelf } from "../cgroup/elsewhere.js";
 import { commandRedisUrl, hostRoots, type GlobalOptions } from "../context.js";
 import { DrillError, InterruptedError, UsageError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
-import { fail, ok, type HostRoots, type Reading } from "../host/kernelFile.js";
+import { fail, ok, readKernelText, type HostRoots, type Reading } from "../host/kernelFile.js";
+import { statFieldsAfterComm } from "../host/process.js";
 import { consoleOutput } from "../output.js";
 import { queueKeys, validateKeyPart } from "../queue/keys.js";
 import { defaultAlarmConfig, type AlarmConfig, type AlarmEvent } from "../sampler/alarms.js";
@@ -76,14 +77,10 @@ const formatSeconds = (ms: number): string => (ms < 10_000 ? `${(ms / 1000).toFi
  * being watched, maybe from a container). Unknown counts as background.
  */
 function inForeground(): boolean {
-  try {
-    const stat = readFileSync("/proc/self/stat", "utf8");
-    // After "(comm)": state ppid pgrp session tty_nr tpgid
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return fields[2] !== undefined && fields[2] === fields[5];
-  } catch {
-    return false;
-  }
+  const stat = readKernelText("/proc/self/stat");
+  // pgrp (field 5) is the terminal's foreground group tpgid (field 8).
+  const fields = stat.ok ? statFieldsAfterComm(stat.value) : null;
+  return fields?.[5 - 3] !== undefined && fields[5 - 3] === fields[8 - 3];
 }
 
 /**

@@ -23,8 +23,7 @@ export function parseProcessStat(text: string, file: string): Reading<ProcessSta
   const pid = Number(text.slice(0, open).trim());
   if (!Number.isSafeInteger(pid) || pid <= 0) return fail(file, "bad pid field");
   const comm = text.slice(open + 1, close);
-  // Fields after comm start at field 3 (state); field N is rest[N - 3].
-  const rest = text.slice(close + 1).trim().split(/\s+/);
+  const rest = statFieldsAfterComm(text)!;
   const state = rest[0];
   const ppid = Number(rest[1]);
   const startTime = Number(rest[22 - 3]);
@@ -33,6 +32,15 @@ export function parseProcessStat(text: string, file: string): Reading<ProcessSta
     return fail(file, "too few fields (need starttime, field 22)");
   }
   return ok({ pid, comm, state, ppid, startTime });
+}
+
+/**
+ * The fields of a /proc/<pid>/stat line after comm: field 3 (state) first, so
+ * field N is at [N - 3]. Null when there is no (comm).
+ */
+export function statFieldsAfterComm(text: string): string[] | null {
+  const close = text.lastIndexOf(")");
+  return close < 0 ? null : text.slice(close + 1).trim().split(/\s+/);
 }
 
 export function readProcessStat(roots: HostRoots, pid: number | "self"): Reading<ProcessStat> {
