@@ -50,8 +50,8 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     rmSync(root, { recursive: true, force: true });
   });
 
-  /** Starts `up`, waits until it runs, lets the trickle start, then kills what `victim` picks. */
-  async function upAndKill(label: string, victim: (state: DrillState) => number) {
+  /** Starts `up` (--json) and waits until it runs. */
+  async function startUp(label: string) {
     const stateDir = path.join(root, label);
     stateDirs.push(stateDir);
     const startedAt = Date.now();
@@ -62,6 +62,12 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
       await sleep(100);
       state = readState(stateDir, "upearly");
     }
+    return { stateDir, up, state, startedAt };
+  }
+
+  /** Starts `up`, lets the trickle start, then kills what `victim` picks. */
+  async function upAndKill(label: string, victim: (state: DrillState) => number) {
+    const { stateDir, up, state, startedAt } = await startUp(label);
     await sleep(2000);
     process.kill(victim(state), "SIGKILL");
     const result = await up;
@@ -116,16 +122,7 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
   // RELIABILITY 13: a Redis that stalls mid-drill is ridden out, as the gate and
   // the worker do. up gave up at its first failed push and stopped the drill.
   it("the embedded redis-server stopped for 7 s (SIGSTOP) mid-drill: up sends the push again until it answers, and the drill runs to its end", async () => {
-    const stateDir = path.join(root, "stall");
-    stateDirs.push(stateDir);
-    const startedAt = Date.now();
-    const up = runDrill(["--state-dir", stateDir, "--json", "up", "--drill", drillFile, "--parent", "self", "--name", CGROUP, "--file-dir", files], { timeout: 120_000 });
-    let state: DrillState | null = null;
-    while (state?.phase !== "running") {
-      if (Date.now() - startedAt > 60_000) throw new Error(`drill up did not reach running: ${JSON.stringify(state)}`);
-      await sleep(100);
-      state = readState(stateDir, "upearly");
-    }
+    const { stateDir, up, state } = await startUp("stall");
     const redis = state.processes.find((p) => p.role === "redis")!.pid!;
     await sleep(2000);
     process.kill(redis, "SIGSTOP");
