@@ -7,8 +7,8 @@ import { stateDirError } from "../cgroup/stateFiles.js";
 import { drillCommandFor, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState } from "../drill/state.js";
-import { runUp } from "../drill/up.js";
-import { DrillError, InterruptedError, RefusedError } from "../errors.js";
+import { refuseWhileUp, runUp } from "../drill/up.js";
+import { DrillError, InterruptedError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
 import { buildReport } from "../report/build.js";
@@ -112,9 +112,7 @@ async function detach(drill: DrillFile, drillFile: string, stateDir: string, dri
   const logFile = path.join(stateDir, `${drill.name}-up.log`);
   // Refused here, before the log: a second up's refusal appended to the log of
   // the drill that runs reads as that drill's. (The lock still decides a race.)
-  if (before && before.phase !== "complete") {
-    throw new RefusedError(`drill ${drill.name} is already up (run ${before.runId}, ${before.phase}; log ${logFile}); run ${drillCmd} rollback --name ${drill.name} first`);
-  }
+  refuseWhileUp(before, drill.name, drillCmd, `; log ${logFile}`);
   let fd: number;
   try {
     // A first run on a fresh --state-dir: the log goes there before the background up makes it.

@@ -25,7 +25,7 @@ import type { DrillFile, InjectStep, PackStep } from "./drillFile.js";
 import { scanKeys } from "./drain.js";
 import { freePort, startEmbeddedRedis } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
-import { leverCommand } from "../context.js";
+import { drillCommandFor, leverCommand } from "../context.js";
 import { drillDir, intendProcess, readState, runDir, statePath, writeState, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
@@ -99,10 +99,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
   };
   const children: Array<{ record: ProcessRecord; exited: Promise<number | null> }> = [];
   try {
-    const existing = readState(stateDir, name);
-    if (existing && existing.phase !== "complete") {
-      throw new RefusedError(`drill ${name} is already up (run ${existing.runId}, ${existing.phase}); run drill rollback --name ${name} first`);
-    }
+    refuseWhileUp(readState(stateDir, name), name, drillCommandFor(stateDir));
 
     log(`doctor: checking the host`);
     const facts = await gatherFacts({
@@ -246,6 +243,13 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
   }
 }
 
+/** A drill whose state is not complete is up: one run at a time per name. `where` adds to what is named (e.g. its log). */
+export function refuseWhileUp(existing: DrillState | null, name: string, drillCmd: string, where = ""): void {
+  if (existing && existing.phase !== "complete") {
+    throw new RefusedError(`drill ${name} is already up (run ${existing.runId}, ${existing.phase}${where}); run ${drillCmd} rollback --name ${name} first`);
+  }
+}
+
 async function runSchedule(
   options: UpOptions,
   state: DrillState,
@@ -297,7 +301,8 @@ async function runSchedule(
   // Under --json the sidecar prints its PAGE/CLEAR lines on stderr: its log.
   const watchLog = new LineTail(path.join(dir, "watch.log"));
   let lastStatusAt = 0;
-  let gateMode: string | null = null;
+  // up set it to admit before the gate started.
+  let gateMode: string = "admit";
   const { run: phases, skipped } = splitPhases(drill.phases, drill.duration);
   for (const phase of skipped) {
     log(`phase ${phase.index}: skipped: starts at ${formatDuration(phase.at)}, not before the drill's end at ${formatDuration(drill.duration)}`);
@@ -317,7 +322,7 @@ async function runSchedule(
       latest = sample;
       // The deny-all lever pulled by hand (or let go) shows here, when the sidecar sees it.
       if (sample.gate_mode !== null && sample.gate_mode !== undefined && sample.gate_mode !== gateMode) {
-        if (gateMode !== null || sample.gate_mode !== "admit") log(`  gate mode: ${sample.gate_mode}${gateMode !== null ? ` (was ${gateMode})` : ""}`);
+        log(`  gate mode: ${sample.gate_mode} (was ${gateMode})`);
         gateMode = sample.gate_mode;
       }
     }
