@@ -38,6 +38,12 @@
 //   few times after start-up, 8 s apart): a sidecar runs for the whole drill,
 //   so its steady state is what it costs.
 //
+// - Floors, each measured the same way in the same run: a Node timer loop, the
+//   same with one ioredis round trip, a minimal Node sidecar (bench/floor.mjs)
+//   and that minimal sidecar in C (bench/floor-native.c, built here with cc):
+//   how far drill is from the least a Node process can do, and how far any
+//   Node process is from a sampler that does not wake a JavaScript runtime.
+//
 // usage: node bench/watch-vs-shell.mjs [--reps 3] [--samples 120] [--warmup 40]
 //          [--shell-samples 30] [--interval 250ms] [--shell-sleep 0] [--no-floor]
 // --shell-sleep: the loop's `sleep N` (a fork + exec whatever N is; its CPU
@@ -182,8 +188,12 @@ async function runDrill(target) {
  * and writing a line with drill's sample keys (`sample`: a line drill wrote).
  */
 async function runFloor(mode, target, sample) {
-  const env = { ...process.env, FLOOR_FILES: JSON.stringify([...HOST_FILES, ...target.sidecarFiles]), FLOOR_KEYS: JSON.stringify(Object.keys(sample)) };
-  const child = spawn("node", [path.join(repo, "bench", "floor.mjs"), mode, String(port), interval, String(samples)], { stdio: ["ignore", "pipe", "inherit"], env });
+  const files = [...HOST_FILES, ...target.sidecarFiles];
+  const env = { ...process.env, FLOOR_FILES: JSON.stringify(files), FLOOR_KEYS: JSON.stringify(Object.keys(sample)) };
+  const child =
+    mode === "native"
+      ? spawn(nativeFloor, [String(port), String(intervalMs), String(samples), String(files.length), ...files, ...Object.keys(sample)], { stdio: ["ignore", "pipe", "inherit"] })
+      : spawn("node", [path.join(repo, "bench", "floor.mjs"), mode, String(port), interval, String(samples)], { stdio: ["ignore", "pipe", "inherit"], env });
   let lines = 0;
   let atWarmup = 0;
   let atLast = 0;
@@ -195,6 +205,20 @@ async function runFloor(mode, target, sample) {
   await new Promise((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", resolve)));
   return (atLast - atWarmup) / 1e6 / (samples - 1 - warmup);
 }
+
+/** bench/floor-native.c compiled here with cc (null, and said why, without a compiler). */
+function buildNativeFloor() {
+  const out = path.join(root, "floor-native");
+  const cc = spawnSync("cc", ["-O2", "-o", out, path.join(repo, "bench", "floor-native.c")], { encoding: "utf8" });
+  if (cc.status === 0) return { path: out, why: "" };
+  return { path: null, why: cc.error ? `cc: ${cc.error.message}` : `cc exited ${cc.status}: ${cc.stderr.trim().split("\n")[0]}` };
+}
+const intervalMs = (() => {
+  const m = /^(\d+)(ms|s)$/.exec(interval);
+  if (!m) throw new Error(`bench: --interval ${interval}: use e.g. 250ms or 1s`);
+  return Number(m[1]) * (m[2] === "s" ? 1000 : 1);
+})();
+let nativeFloor = null;
 
 const f = (x, digits = 3) => fixed(x, digits);
 const show = (s, digits = 3) => range(s, digits);
@@ -212,6 +236,11 @@ try {
   spawnSync("redis-cli", ["-p", String(port), "RPUSH", "jobs", ...[1, 2, 3, 4, 5, 6, 7, 8].map(job)]);
   spawnSync("redis-cli", ["-p", String(port), "RPUSH", "jobs:admitted", ...[9, 10, 11, 12].map(job)]);
   target = setupCgroup();
+  if (withFloor) {
+    const built = buildNativeFloor();
+    nativeFloor = built.path;
+    if (nativeFloor === null) console.log(`bench: no native floor (bench/floor-native.c did not build: ${built.why})`);
+  }
   console.log(`bench: ${reps} repetitions, each side alone: shell ${shellSamples} samples (sleep ${shellSleep}), drill ${samples} samples --interval ${interval} (steady state from sample ${warmup}); redis-server 127.0.0.1:${port}`);
   console.log(`bench: cgroup: ${target.describe}${target.why ? ` — real cgroup setup failed: ${target.why}` : ""}`);
   console.log(`bench: shell cats ${target.currentFile}`);
@@ -232,6 +261,7 @@ try {
     const floorTimer = withFloor ? await runFloor("timer", target, run.sample) : NaN;
     const floorRedis = withFloor ? await runFloor("redis", target, run.sample) : NaN;
     const floorSidecar = withFloor ? await runFloor("sidecar", target, run.sample) : NaN;
+    const floorNative = withFloor && nativeFloor !== null ? await runFloor("native", target, run.sample) : NaN;
     // redis-server's CPU over the repetition (shell + drill + the floor's LLENs), per sample of both sides.
     const redisAll = (threadCpuNs(redis.pid) - redisBefore) / 1e6 / (samples + shellSamples);
     if (run.sample.queue_len !== 8 || run.sample.cg_mem_current === null) {
@@ -248,11 +278,12 @@ try {
       floorTimerMs: floorTimer,
       floorRedisMs: floorRedis,
       floorSidecarMs: floorSidecar,
+      floorNativeMs: floorNative,
     };
     rows.push(row);
     console.log(
       `rep ${rep + 1}: shell ${f(row.shellMs)} ms/sample | drill ${f(row.drillMarginalMs)} ms/sample marginal, startup ${f(row.drillStartupMs, 0)} ms | ratio ${f(row.ratio, 1)}x (all-in over ${samples}: ${f(row.ratioAllIn, 1)}x)` +
-        (withFloor ? ` | floors ${f(row.floorTimerMs)} / ${f(row.floorRedisMs)} / ${f(row.floorSidecarMs)} ms` : ""),
+        (withFloor ? ` | floors ${f(row.floorTimerMs)} / ${f(row.floorRedisMs)} / ${f(row.floorSidecarMs)} / native ${f(row.floorNativeMs)} ms` : ""),
     );
   }
   const col = (key) => stats(rows.map((r) => r[key]));
@@ -268,7 +299,7 @@ try {
     ratio_all_in: col("ratioAllIn"),
     redis_server_ms_per_sample_both_sides: col("redisAllMs"),
   };
-  if (withFloor) summary.floor_ms_per_sample = { node_timer_wakeup_and_write: col("floorTimerMs"), plus_one_ioredis_round_trip: col("floorRedisMs"), minimal_node_sidecar: col("floorSidecarMs") };
+  if (withFloor) summary.floor_ms_per_sample = { node_timer_wakeup_and_write: col("floorTimerMs"), plus_one_ioredis_round_trip: col("floorRedisMs"), minimal_node_sidecar: col("floorSidecarMs"), ...(nativeFloor !== null ? { minimal_native_sidecar: col("floorNativeMs") } : {}) };
   console.log("\nmedian [min–max] over repetitions:");
   console.log(`  seed shell loop      ${show(summary.shell_ms_per_sample)} ms CPU/sample (children included)`);
   console.log(`  drill watch marginal ${show(summary.drill_marginal_ms_per_sample)} ms CPU/sample (samples ${warmup}..${samples - 1})`);
@@ -280,6 +311,7 @@ try {
     console.log(`  floor, node timer wake-up + one line written: ${show(summary.floor_ms_per_sample.node_timer_wakeup_and_write)} ms/sample`);
     console.log(`  floor, + one ioredis round trip (LLEN):       ${show(summary.floor_ms_per_sample.plus_one_ioredis_round_trip)} ms/sample`);
     console.log(`  floor, minimal Node sidecar (drill's files, raw RESP, drill's keys): ${show(summary.floor_ms_per_sample.minimal_node_sidecar)} ms/sample`);
+    if (nativeFloor !== null) console.log(`  floor, minimal native sidecar (the same, in C: bench/floor-native.c): ${show(summary.floor_ms_per_sample.minimal_native_sidecar)} ms/sample`);
     console.log(`  target: 50x the shell loop = ${f(summary.shell_ms_per_sample.median / 50)} ms/sample`);
   }
   console.log(JSON.stringify(summary));
