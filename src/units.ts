@@ -86,9 +86,36 @@ export function parseDuration(text: string, flag: string): number {
   return ms;
 }
 
+/**
+ * A number as an operator types it: decimal digits with at most one point
+ * (`12`, `12.5`, `.5`, `0`), nothing around them. Number() also takes `0x10`
+ * (16), `1e1` (10), `0b11`, ` 5 ` and `Infinity`: a typo would run the drill
+ * on a limit nobody wrote. Flags and drill-file numbers all pass through this.
+ */
+export const PLAIN_DECIMAL = String.raw`(?:\d+(?:\.\d+)?|\.\d+)`;
+const PLAIN_DECIMAL_ONLY = new RegExp(`^${PLAIN_DECIMAL}$`);
+export const isPlainDecimal = (text: string): boolean => PLAIN_DECIMAL_ONLY.test(text);
+
+/**
+ * A number as text a flag takes back (`up` hands drill-file values to gate,
+ * watch and worker): String() writes 1e-7 and 1e+21, which isPlainDecimal
+ * refuses, so the exponent is written out. Exact: it reads back as the same number.
+ */
+export function formatPlainDecimal(n: number): string {
+  const text = String(n);
+  const match = /^(-?)(\d)(?:\.(\d+))?e([+-]\d+)$/.exec(text);
+  if (!match) return text;
+  const [, sign, lead, fraction = "", exponent] = match;
+  const digits = `${lead}${fraction}`;
+  const point = 1 + Number(exponent); // where the decimal point goes in digits
+  if (point <= 0) return `${sign}0.${"0".repeat(-point)}${digits}`;
+  if (point >= digits.length) return `${sign}${digits}${"0".repeat(point - digits.length)}`;
+  return `${sign}${digits.slice(0, point)}.${digits.slice(point)}`;
+}
+
 /** A count that may be 0 (a retry budget of 0 sends the first reject to dead). */
 export function parseWholeNumber(text: string, flag: string): number {
-  if (!/^\s*\d+\s*$/.test(text)) throw new UsageError(`${flag}: "${text}" is not a whole number`);
+  if (!/^\d+$/.test(text)) throw new UsageError(`${flag}: "${text}" is not a whole number`);
   const n = Number(text);
   if (!Number.isSafeInteger(n)) throw new UsageError(`${flag}: "${text}" is too large`);
   return n;
@@ -102,10 +129,9 @@ export function parsePositiveInt(text: string, flag: string): number {
 }
 
 export function parseNumber(text: string, flag: string): number {
+  if (!isPlainDecimal(text)) throw new UsageError(`${flag}: "${text}" is not a non-negative number (use e.g. 10 or 2.5)`);
   const n = Number(text);
-  if (text.trim() === "" || !Number.isFinite(n) || n < 0) {
-    throw new UsageError(`${flag}: "${text}" is not a non-negative number`);
-  }
+  if (!Number.isFinite(n)) throw new UsageError(`${flag}: "${text}" is too large`);
   return n;
 }
 
@@ -116,9 +142,11 @@ export function parsePsiLimit(text: string, flag: string): number {
   return n;
 }
 
+const PERCENT = new RegExp(`^(${PLAIN_DECIMAL})%?$`);
+
 /** A percentage, `10` or `10%` (the help shows `<pct>`), from 0 to 100. */
 export function parsePercent(text: string, flag: string): number {
-  const match = /^\s*(\d+(?:\.\d+)?|\.\d+)\s*%?\s*$/.exec(text);
+  const match = PERCENT.exec(text);
   if (!match) throw new UsageError(`${flag}: "${text}" is not a percentage (use e.g. 10 or 10%)`);
   const pct = Number(match[1]);
   if (pct > 100) throw new UsageError(`${flag}: "${text}" is a percentage (0-100)`);

@@ -5,7 +5,7 @@ import { validateKeyPart } from "../queue/keys.js";
 import { jobSchema, type Job } from "../queue/job.js";
 import { DrillQueue } from "../queue/queue.js";
 import { closeRedis, connectRedis } from "../queue/redis.js";
-import { parseDuration, parsePositiveInt, parseWholeNumber } from "../units.js";
+import { PLAIN_DECIMAL, parseDuration, parsePositiveInt, parseWholeNumber } from "../units.js";
 import type { RawPackOptions } from "./pack.js";
 
 export interface PackOptions {
@@ -21,9 +21,11 @@ export interface PackOptions {
   hostClass: string;
 }
 
+const RATE = new RegExp(`^(${PLAIN_DECIMAL})(?:/s)?$`);
+
 /** `4/s`, `0.5/s` or `4` → jobs per second. */
 export function parseRate(text: string, flag: string): number {
-  const match = /^\s*(\d+(?:\.\d+)?)\s*(?:\/\s*s)?\s*$/.exec(text);
+  const match = RATE.exec(text);
   const rate = match ? Number(match[1]) : NaN;
   if (!Number.isFinite(rate) || rate <= 0) throw new UsageError(`${flag}: "${text}" is not a rate (use e.g. 4/s)`);
   return rate;

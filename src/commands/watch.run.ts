@@ -86,34 +86,70 @@ function inForeground(): boolean {
 /**
  * Keys of the live view, when stdin is a terminal: `q` aborts `quit`. The
  * terminal goes into raw mode to see a key without Enter, which also turns
- * off its own Ctrl-C, so Ctrl-C (and Ctrl-\\) are sent on as the signals they
- * would have been. Null when stdin is not a terminal.
+ * off its own Ctrl-C, Ctrl-\\ and Ctrl-Z, so drill does what the terminal
+ * would have done: SIGINT, SIGQUIT, and a suspend that `fg` resumes, after
+ * which `onContinue` redraws. Only while in the terminal's foreground:
+ * `take` again (each sample) picks the keys up after `fg`. Null when stdin
+ * is not a terminal.
  */
-function quitKeys(quit: AbortController): { dispose: () => void } | null {
+function liveKeys(quit: AbortController, onContinue: () => void): { take: () => void; dispose: () => void } | null {
   const stdin = process.stdin;
-  if (!stdin.isTTY || !inForeground()) return null;
-  const restore = (): void => {
+  if (!stdin.isTTY) return null;
+  let reading = false;
+  // Raw mode from the background (`drill watch &`, or Ctrl-Z then `bg`) would stop us with SIGTTOU.
+  const take = (): void => {
+    if (reading || !inForeground()) return;
+    stdin.setRawMode(true);
+    stdin.on("data", onData);
+    stdin.resume();
+    reading = true;
+  };
+  // Cooked mode again, as the shell gave the terminal: echo, line editing, Ctrl-C.
+  const release = (): void => {
+    if (!reading) return;
     stdin.off("data", onData);
     stdin.setRawMode(false);
     stdin.pause();
+    reading = false;
+  };
+  const suspend = (): void => {
+    release();
+    // What the terminal sends on Ctrl-Z: SIGTSTP to the foreground group, so
+    // a wrapper in the same job (sudo, a script) stops with us and the shell
+    // sees the job stopped. The kernel discards it in an orphaned group (no
+    // shell that could resume it): then it returns at once and we go on.
+    process.kill(0, "SIGTSTP");
+    // Here once continued: the keyboard back if that was `fg` (not `bg`).
+    take();
+  };
+  // Also a stop and continue from outside (kill -STOP / -CONT), or `fg` after `bg`.
+  const continued = (): void => {
+    take();
+    onContinue();
   };
   function onData(chunk: Buffer): void {
     for (const byte of chunk) {
       if (byte === 0x71 || byte === 0x51) quit.abort(); // q, Q
       else if (byte === 0x03) process.kill(process.pid, "SIGINT");
+      else if (byte === 0x1a) suspend(); // Ctrl-Z
       else if (byte === 0x1c) {
         // SIGQUIT's default action ends the process without any cleanup of
         // ours: the terminal goes back to cooked mode first, or the shell is
         // left without echo, line editing or Ctrl-C.
-        restore();
+        release();
         process.kill(process.pid, "SIGQUIT");
       }
     }
   }
-  stdin.setRawMode(true);
-  stdin.on("data", onData);
-  stdin.resume();
-  return { dispose: restore };
+  process.on("SIGCONT", continued);
+  take();
+  return {
+    take,
+    dispose: () => {
+      process.off("SIGCONT", continued);
+      release();
+    },
+  };
 }
 
 export async function watchAction(g: GlobalOptions, options: WatchOptions): Promise<void> {
@@ -168,13 +204,14 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   const interrupt = onInterrupt();
   // The view is laid out for the terminal's size, and drawn again at once when it changes.
   const size = (): ViewSize => ({ columns: process.stdout.columns || 80, rows: process.stdout.rows || Infinity });
-  const onResize = (): void => {
-    if (live) process.stdout.write(live.resized(size()));
+  const repaint = (): void => {
+    if (live) process.stdout.write(live.repaint(size()));
   };
-  if (live) process.stdout.on("resize", onResize);
+  if (live) process.stdout.on("resize", repaint);
   // `q` ends the live view like --count would (exit 0); Ctrl-C stays an interrupt (130).
+  // After Ctrl-Z and `fg` the shell has written below the frame: drawn again at once.
   const quit = new AbortController();
-  const keyboard = live ? quitKeys(quit) : null;
+  const keyboard = live ? liveKeys(quit, repaint) : null;
   try {
     await queueReader.connect();
     await runSidecar({
@@ -204,6 +241,8 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
           process.stdout.write(line);
           for (const event of events) output.err(event.line);
         } else if (live) {
+          // `fg` of a job running in the background sends no SIGCONT: the keys are taken here.
+          keyboard?.take();
           process.stdout.write(live.redraw(sample, events, size()));
         } else {
           for (const event of events) output.out(formatAlarmEvent(event, output.color));
@@ -213,7 +252,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
     });
   } finally {
     keyboard?.dispose();
-    process.stdout.off("resize", onResize);
+    process.stdout.off("resize", repaint);
     interrupt.dispose();
     queueReader.close();
     if (recordFd !== null) closeSync(recordFd);

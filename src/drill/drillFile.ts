@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { parse as parseYaml, YAMLParseError } from "yaml";
+import { isPair, isScalar, isSeq, parseDocument, visit, YAMLParseError, type Document } from "yaml";
 import { z } from "zod";
 import { cgroupNameProblem, validateParent } from "../cgroup/names.js";
 import { UsageError } from "../errors.js";
@@ -8,7 +8,7 @@ import { readHostMemoryBytes } from "../host/meminfo.js";
 import { MIN_GATE_INTERVAL_MS } from "../gate/policy.js";
 import { MAX_DEADLINE_MS } from "../queue/job.js";
 import { isValidKeyPart } from "../queue/keys.js";
-import { mapSizeProblem, memoryMaxProblem, parseDuration, parseSize } from "../units.js";
+import { isPlainDecimal, mapSizeProblem, memoryMaxProblem, parseDuration, parseSize } from "../units.js";
 import { defaultWorkerConfig } from "../worker/plan.js";
 
 /**
@@ -244,11 +244,38 @@ function problemsError(file: string, problems: readonly Problem[]): UsageError {
   return new UsageError(`${file}: ${problems.length} problems:${problems.map((p) => `\n  ${p.field}: ${p.message}`).join("")}`);
 }
 
+/**
+ * Numbers YAML reads that an operator would not have meant as written:
+ * `0x10` (16), `0o17`, `1e1`, `.inf` and `12.` are numbers to YAML 1.2. A
+ * drill-file number follows the flags' rule (isPlainDecimal); a sign is left
+ * to the schema, which says what range the field takes.
+ */
+function nonDecimalNumbers(doc: Document): Problem[] {
+  const problems: Problem[] = [];
+  visit(doc, {
+    Scalar(key, node, path) {
+      if (key === "key" || typeof node.value !== "number" || node.source === undefined) return;
+      if (isPlainDecimal(node.source.replace(/^-/, ""))) return;
+      const field = path.flatMap((ancestor, i) => {
+        if (isPair(ancestor)) return [String(isScalar(ancestor.key) ? ancestor.key.value : ancestor.key)];
+        if (isSeq(ancestor)) return [String(ancestor.items.indexOf(path[i + 1] ?? node))];
+        return [];
+      });
+      problems.push({ field: field.join(".") || "(top level)", message: `"${node.source}" is not a plain decimal number (write e.g. 10 or 2.5)` });
+    },
+  });
+  return problems;
+}
+
 /** Parses and validates; the error names the file and every field that is wrong. */
 export function parseDrillFile(text: string, file: string, limits: DrillFileLimits = {}): DrillFile {
   let raw: unknown;
+  let doc: Document;
   try {
-    raw = parseYaml(text, { maxAliasCount: 10 });
+    doc = parseDocument(text);
+    for (const warning of doc.warnings) process.emitWarning(warning); // as yaml's parse() does
+    if (doc.errors.length > 0) throw doc.errors[0]!;
+    raw = doc.toJS({ maxAliasCount: 10 });
   } catch (err) {
     const where = err instanceof YAMLParseError && err.linePos ? `:${err.linePos[0].line}` : "";
     throw new UsageError(`${file}${where}: not valid YAML: ${(err as Error).message.split("\n")[0]}`);
@@ -258,7 +285,11 @@ export function parseDrillFile(text: string, file: string, limits: DrillFileLimi
   }
   const schema = buildDrillFileSchema(limits.hostMemoryBytes ?? null);
   const result = schema.safeParse(raw, { error: missingIsRequired });
-  if (!result.success) throw problemsError(file, describeIssues(schema, raw, result.error.issues));
+  const literal = nonDecimalNumbers(doc);
+  // The field's literal is the problem: not also "expected number, received Infinity".
+  const schemaProblems = result.success ? [] : describeIssues(schema, raw, result.error.issues).filter((p) => !literal.some((l) => l.field === p.field));
+  const problems = [...literal, ...schemaProblems];
+  if (!result.success || problems.length > 0) throw problemsError(file, problems);
   const drill = result.data;
   const lastAt = Math.max(...drill.phases.map((p) => p.at));
   if (lastAt >= drill.duration) {

@@ -20,7 +20,7 @@ import { queueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
 import { formatStatusLine } from "../sampler/render.js";
 import type { Sample } from "../sampler/step.js";
-import { formatBytes, formatDuration } from "../units.js";
+import { formatBytes, formatDuration, formatPlainDecimal } from "../units.js";
 import type { DrillFile, InjectStep, PackStep } from "./drillFile.js";
 import { scanKeys } from "./drain.js";
 import { freePort, startEmbeddedRedis } from "./embeddedRedis.js";
@@ -209,7 +209,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       const g = drill.gate;
       spawnChild("gate", "gate", [
         "gate", "--queue", options.queue, ...target,
-        "--psi-limit", String(g.psi_limit), "--psi-rate-limit", String(g.psi_rate_limit),
+        "--psi-limit", formatPlainDecimal(g.psi_limit), "--psi-rate-limit", formatPlainDecimal(g.psi_rate_limit),
         "--slack-limit", `${g.slack_limit}ms`, "--packed-token-limit", String(g.packed_token_limit),
         "--interval", `${g.interval}ms`, "--retry-host-class", g.retry_host_class,
         "--duration", `${selfExitMs}ms`,
@@ -218,12 +218,12 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       spawnChild("worker", "worker", [
         "worker", "--queue", options.queue, ...target,
         "--weights", String(w.weights), "--weights-dir", state.fileDir,
-        "--kv-bytes-per-token", String(w.kv_bytes_per_token), "--decode-tokens-per-s", String(w.decode_tokens_per_s),
+        "--kv-bytes-per-token", String(w.kv_bytes_per_token), "--decode-tokens-per-s", formatPlainDecimal(w.decode_tokens_per_s),
         "--prefill-tokens-per-pass", String(w.prefill_tokens_per_pass), "--duration", `${selfExitMs}ms`,
       ]);
       spawnChild("watch", "watch", [
         "--json", "watch", "--queue", options.queue, ...target, "--interval", `${g.interval}ms`,
-        "--psi-limit", String(g.psi_limit), "--psi-rate-limit", String(g.psi_rate_limit), "--duration", `${selfExitMs}ms`,
+        "--psi-limit", formatPlainDecimal(g.psi_limit), "--psi-rate-limit", formatPlainDecimal(g.psi_rate_limit), "--duration", `${selfExitMs}ms`,
       ]);
       log(`started gate, worker (in the cgroup) and watch; logs in ${dir}`);
 

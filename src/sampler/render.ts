@@ -265,12 +265,13 @@ export class LiveView {
   }
 
   /**
-   * After the terminal changed size: its lines may have been re-wrapped, so
-   * the cursor can no longer be trusted to sit below the last frame. Clears
-   * the screen and draws the last alarm lines that fit and the frame again,
+   * After the terminal changed size (its lines may have been re-wrapped) or
+   * drill was suspended and resumed (the shell wrote below the frame): the
+   * cursor can no longer be trusted to sit below the last frame. Clears the
+   * screen and draws the last alarm lines that fit and the frame again,
    * without waiting for the next sample. Empty before the first frame.
    */
-  resized(size: ViewSize): string {
+  repaint(size: ViewSize): string {
     if (this.last === null) return "";
     const frame = this.layout(this.last, size);
     this.drawnLines = frame.length;

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DrillQueue } from "../../src/queue/queue.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
 import { assertNoJobLost } from "../helpers/invariants.js";
-import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+import { freePort, startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 import { CALM_PSI, HOT_PSI } from "../helpers/psiText.js";
 
 const root = path.resolve(import.meta.dirname, "../..");
@@ -136,6 +136,31 @@ describe("drill pack + drill gate (built binary)", () => {
     expect(await redis.get(`${queue}:mode`)).toBe("admit");
     const calm = await drill(["--procfs", fakeProc(CALM_PSI), "gate", "mode", "admit", "--queue", queue]);
     expect(calm.exitCode).toBe(0);
+  });
+
+  // A script asked why `gate mode admit --json` refused with no JSON. The
+  // project's rule (README): --json stdout carries a command's result; a
+  // refusal to act or an error before any result is one `drill: ` line on
+  // stderr and the exit code, stdout empty, as for inject, up or pack.
+  it("gate mode --json: one JSON line when the lever moves; a refusal or an unreachable Redis leaves stdout empty, says why on stderr, exit 3 / 1", async () => {
+    const queue = `e${++n}`;
+    const hot = fakeProc(HOT_PSI);
+    const flip = await drill(["--json", "--procfs", hot, "gate", "mode", "reject_all", "--queue", queue]);
+    expect(flip.exitCode, String(flip.stderr)).toBe(0);
+    expect(JSON.parse(String(flip.stdout))).toMatchObject({ mode: "reject_all", queue, previous: "admit", forced: false, psi: { avg10: 12.4, avg60: 3.1 } });
+
+    const refused = await drill(["--json", "--procfs", hot, "gate", "mode", "admit", "--queue", queue]);
+    expect(refused.exitCode).toBe(3);
+    expect(refused.stdout).toBe("");
+    expect(lines(refused.stderr)).toEqual(["drill: refusing to re-admit: host memory PSI avg10=12.40 avg60=3.10; re-admit only after avg10 and avg60 stay under 1.00 (--force overrides)"]);
+    expect(await redis.get(`${queue}:mode`)).toBe("reject_all");
+
+    const nobody = `redis://127.0.0.1:${await freePort()}`; // nothing listens there
+    const unreachable = await drill(["--json", "--redis", nobody, "--procfs", fakeProc(CALM_PSI), "gate", "mode", "admit", "--queue", queue]);
+    expect(unreachable.exitCode).toBe(1);
+    expect(unreachable.stdout).toBe("");
+    expect(lines(unreachable.stderr)).toEqual([expect.stringMatching(new RegExp(`^drill: cannot connect to redis at ${nobody}: `))]);
+    expect(await redis.get(`${queue}:mode`)).toBe("reject_all");
   });
 
   it("bad flags exit 2 naming the flag", async () => {

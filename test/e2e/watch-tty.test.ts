@@ -1,8 +1,9 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { statFieldsAfterComm } from "../../src/host/process.js";
 import { drillBin } from "../helpers/cli.js";
 import { freePort } from "../helpers/redisServer.js";
 
@@ -74,6 +75,79 @@ describe("drill watch on a terminal", () => {
     const r = await onTerminal("\x1c");
     expect(r.exitCode, r.out).toBe(131);
     expect(r.out).toMatch(/mode icanon/);
+  });
+
+  // Raw mode turns the terminal's own Ctrl-Z off too: it did nothing, and the
+  // operator could not suspend the view to use the shell.
+  it("Ctrl-Z suspends it with the terminal back in canonical mode; `fg` redraws it, and q and the rates still work", async () => {
+    // Its own /proc: the PSI total moves while drill is stopped.
+    const proc = path.join(root, "proc-tstp");
+    cpSync(path.join(root, "proc"), proc, { recursive: true });
+    const drill = ["node", drillBin, "--procfs", proc, "--sysfs", path.join(root, "sys"), "--state-dir", path.join(root, "state"), "--redis", redisUrl, "watch", "--interval", "100ms"];
+    const icanon = "$(stty -a | grep -o -- '-\\?icanon')";
+    // A shell with job control, as an operator's: the stopped job gives it the terminal back, `fg` continues it (SIGCONT).
+    const job = `set -m; stty cols 80 rows 24; ${drill.map(quote).join(" ")}; echo "suspended rc=$? pid=$(jobs -p) mode ${icanon}"; read -r go; fg >/dev/null; rc=$?; echo; echo "mode ${icanon}"; exit $rc`;
+    const child = execa("script", ["-qfec", `bash -c ${quote(job)}`, "/dev/null"], { reject: false, timeout: 30_000, env: { FORCE_COLOR: "0", NO_COLOR: "1" } });
+    let out = "";
+    const ended = child.then(() => undefined);
+    /** The first match of `pattern` in the output from `from` on; fails (not hangs) if the shell ends first. */
+    const until = (pattern: RegExp, from = 0): Promise<RegExpExecArray> =>
+      new Promise((resolve, reject) => {
+        const check = (): void => {
+          const m = pattern.exec(out.slice(from));
+          if (m) {
+            child.stdout!.off("data", check);
+            resolve(m);
+          }
+        };
+        child.stdout!.on("data", check);
+        check();
+        void ended.then(() => reject(new Error(`no ${pattern} before the shell ended:\n${out}`)));
+      });
+    child.stdout!.on("data", (chunk: Buffer) => (out += chunk.toString("utf8")));
+
+    const state = (p: number): string | undefined => statFieldsAfterComm(readFileSync(`/proc/${p}/stat`, "utf8"))?.[0];
+    let pid = 0;
+    let done = false;
+    try {
+      await until(/(?:drill watch[^]*?){4}/); // a few frames: the view is redrawn in place and the keyboard read
+      child.stdin!.write("\x1a");
+      const suspended = await until(/suspended rc=(\d+) pid=(\d+) mode (\S+)/);
+      const stoppedAt = Date.now();
+      expect(suspended[1], out).toBe("148"); // 128 + SIGTSTP, as the shell reports any program stopped by Ctrl-Z
+      pid = Number(suspended[2]);
+      expect(state(pid), "state in /proc/<pid>/stat").toBe("T");
+      expect(suspended[3], "the shell's terminal while drill is stopped").toBe("icanon");
+
+      // 500 ms of stall while stopped for at least 1 s: the first sample after `fg`
+      // spans the stop, so its rate is at most 50 %, not 500 ms over one 100 ms interval.
+      write(path.join(proc, "pressure", "memory"), "some avg10=17.41 avg60=0.05 avg300=0.01 total=505000\nfull avg10=16.16 avg60=0.00 avg300=0.00 total=10\n");
+      await new Promise((r) => setTimeout(r, Math.max(0, 1000 - (Date.now() - stoppedAt))));
+      expect(state(pid)).toBe("T");
+      const resumedFrom = out.length;
+      child.stdin!.write("go\n");
+      // Drawn again at once (cleared screen), then sampling on: the stall shows as a rate.
+      // eslint-disable-next-line no-control-regex
+      await until(/\x1b\[H\x1b\[2J[^]*drill watch/, resumedFrom);
+      const rated = await until(/psi host +some [\d.]+ +full [\d.]+ +rate ([1-9][\d.]*|0\.[1-9])%/, resumedFrom);
+      expect(Number(rated[1]), rated[0]).toBeLessThanOrEqual(50);
+      child.stdin!.write("q");
+      const r = await child;
+      done = true;
+      expect(r.exitCode, out).toBe(0);
+      expect(out.slice(resumedFrom)).not.toContain("interrupted");
+      expect(out).toMatch(/mode icanon\s*$/);
+    } finally {
+      // A failed check leaves drill stopped under the shell: nothing of the test stays behind.
+      if (!done) {
+        try {
+          if (pid > 0) process.kill(pid, "SIGKILL");
+        } catch {
+          // already gone
+        }
+        child.kill("SIGKILL");
+      }
+    }
   });
 
   it("run in the background of an interactive shell (`drill watch &`): it does not touch the keyboard, so it is not stopped (SIGTTOU)", async () => {

@@ -43,6 +43,11 @@ describe("drill files", () => {
     expect(parseDrillFile(smoke.replace(/decode_tokens_per_s: \d+/, "decode_tokens_per_s: 0"), "smoke.yaml").worker.decode_tokens_per_s).toBe(0);
   });
 
+  it("plain decimal numbers are read as written: 12, 12.5, .5, 0", () => {
+    const d = parseDrillFile(smoke.replace("psi_limit: 10", "psi_limit: 12.5").replace("psi_rate_limit: 5", "psi_rate_limit: .5").replace("decode_tokens_per_s: 200", "decode_tokens_per_s: 0"), "x.yaml");
+    expect([d.gate.psi_limit, d.gate.psi_rate_limit, d.worker.decode_tokens_per_s]).toEqual([12.5, 0.5, 0]);
+  });
+
   it("smoke finishes in under a minute", () => {
     expect(parseDrillFile(smoke, "smoke.yaml").duration).toBeLessThan(60_000);
   });
@@ -85,6 +90,13 @@ describe("drill files", () => {
     ["missing field", smoke.replace("prompt_tokens: 24000, ", ""), /^x\.yaml: phases\.0\.pack\.prompt_tokens: missing \(required\)$/],
     ["not a mapping", "- just\n- a list\n", /^x\.yaml: not a drill: a YAML mapping/],
     ["inject size under a page", smoke.replace("size: 256M", "size: 0"), /^x\.yaml: phases\.2\.inject\.size: is less than one page/],
+    // YAML reads these as numbers: `psi_limit: 0x10` was a limit of 16 nobody wrote.
+    ["hex psi_limit", smoke.replace("psi_limit: 10", "psi_limit: 0x10"), /^x\.yaml: gate\.psi_limit: "0x10" is not a plain decimal number \(write e\.g\. 10 or 2\.5\)$/],
+    ["exponent psi_rate_limit", smoke.replace("psi_rate_limit: 5", "psi_rate_limit: 1e1"), /^x\.yaml: gate\.psi_rate_limit: "1e1" is not a plain decimal number/],
+    ["octal jobs", smoke.replace("jobs: 3,", "jobs: 0o3,"), /^x\.yaml: phases\.0\.pack\.jobs: "0o3" is not a plain decimal number/],
+    ["hex memory_max in bytes", smoke.replace("memory_max: 160M", "memory_max: 0x10000000"), /^x\.yaml: cgroup\.memory_max: "0x10000000" is not a plain decimal number/],
+    ["infinite decode rate", smoke.replace("decode_tokens_per_s: 200", "decode_tokens_per_s: .inf"), /^x\.yaml: worker\.decode_tokens_per_s: "\.inf" is not a plain decimal number/],
+    ["trailing point", smoke.replace("kv_bytes_per_token: 256", "kv_bytes_per_token: 256."), /^x\.yaml: worker\.kv_bytes_per_token: "256\." is not a plain decimal number/],
     ["parent through an interface file", smoke.replace("  swap_max: 0\n", "  swap_max: 0\n  parent: /drills/memory.max\n"), /^x\.yaml: cgroup\.parent: component "memory\.max"/],
   ])("%s is exit 2 naming file and field", (_n, text, message) => {
     try {
@@ -123,6 +135,16 @@ describe("drill file errors: every problem, each named", () => {
       "  phases.2.inject.size: is more than the page toucher can map (fewer than 2^32 pages: under 16TiB)",
     ]);
     expect(message(text)).not.toMatch(/expected object|received undefined/);
+  });
+
+  it("a number YAML read from 0x10 or 1e1 is listed with the other problems", () => {
+    const text = smoke.replace("psi_limit: 10", "psi_limit: 0x10").replace("prompt_tokens: 24000", "prompt_tokens: 2.4e4").replace("memory_max: 160M", "memory_max: 0");
+    expect(message(text).split("\n")).toEqual([
+      "x.yaml: 3 problems:",
+      '  gate.psi_limit: "0x10" is not a plain decimal number (write e.g. 10 or 2.5)',
+      '  phases.0.pack.prompt_tokens: "2.4e4" is not a plain decimal number (write e.g. 10 or 2.5)',
+      '  cgroup.memory_max: is below one page (4096 bytes): every task in the cgroup would be OOM-killed at its first page (0 is not "no limit")',
+    ]);
   });
 
   it("a typo is an unknown key with the key it most likely meant, at every level", () => {

@@ -110,9 +110,9 @@ describe("render", () => {
 
   it("a resize clears the screen and draws the last frame again at the new size, with the alarm lines that fit above it", () => {
     const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
-    expect(view.resized({ columns: 60, rows: 12 })).toBe("");
+    expect(view.repaint({ columns: 60, rows: 12 })).toBe("");
     view.redraw(pressure, [{ name: "oom_kill", kind: "raised", line: "PAGE oom_kill" }], { columns: 80, rows: 24 });
-    const out = view.resized({ columns: 60, rows: 12 });
+    const out = view.repaint({ columns: 60, rows: 12 });
     expect(out.startsWith("\x1b[H\x1b[2J")).toBe(true);
     const lines = out.slice("\x1b[H\x1b[2J".length).trimEnd().split("\n");
     expect(lines.length).toBeLessThan(12);

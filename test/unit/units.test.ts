@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ExitCode, UsageError } from "../../src/errors.js";
-import { MAX_MAP_BYTES, mapSizeProblem, memoryMaxProblem, parseDuration, parsePercent, parsePositiveInt, parseSize, parseWholeNumber } from "../../src/units.js";
+import { parseRate } from "../../src/commands/pack.run.js";
+import { formatPlainDecimal, MAX_MAP_BYTES, mapSizeProblem, memoryMaxProblem, parseDuration, parseNumber, parsePercent, parsePositiveInt, parsePsiLimit, parseSize, parseWholeNumber } from "../../src/units.js";
 
 describe("parseSize (IEC, powers of 1024)", () => {
   it.each([
@@ -51,7 +52,8 @@ describe("parsePercent (help shows <pct>)", () => {
   it.each([
     ["10", 10],
     ["10%", 10],
-    [" 2.5 % ", 2.5],
+    ["2.5%", 2.5],
+    [".5", 0.5],
     ["0", 0],
     ["100%", 100],
   ])("%j", (text, pct) => expect(parsePercent(text, "--psi-rate-limit")).toBe(pct));
@@ -59,11 +61,84 @@ describe("parsePercent (help shows <pct>)", () => {
   it.each([
     ["101", '--psi-rate-limit: "101" is a percentage (0-100)'],
     ["10%%", '--psi-rate-limit: "10%%" is not a percentage (use e.g. 10 or 10%)'],
+    ["0x10", '--psi-rate-limit: "0x10" is not a percentage (use e.g. 10 or 10%)'],
+    ["1e1", '--psi-rate-limit: "1e1" is not a percentage (use e.g. 10 or 10%)'],
+    [" 2.5 % ", '--psi-rate-limit: " 2.5 % " is not a percentage (use e.g. 10 or 10%)'],
     ["-1", '--psi-rate-limit: "-1" is not a percentage (use e.g. 10 or 10%)'],
     ["%", '--psi-rate-limit: "%" is not a percentage (use e.g. 10 or 10%)'],
     ["ten", '--psi-rate-limit: "ten" is not a percentage (use e.g. 10 or 10%)'],
   ])("%j is exit 2 naming the flag", (text, message) => {
     expect(() => parsePercent(text, "--psi-rate-limit")).toThrow(new UsageError(message));
+  });
+});
+
+// Number() took `--psi-limit 0x10` as 16 and `1e1` as 10: a limit nobody typed, silently.
+describe("parseNumber and parsePsiLimit: plain decimal numbers only", () => {
+  it.each([
+    ["12", 12],
+    ["12.5", 12.5],
+    [".5", 0.5],
+    ["0", 0],
+    ["0.25", 0.25],
+    ["100", 100],
+  ])("%j = %d", (text, n) => {
+    expect(parseNumber(text, "--decode-tokens-per-s")).toBe(n);
+    expect(parsePsiLimit(text, "--psi-limit")).toBe(n);
+  });
+
+  it.each(["0x10", "1e1", "1E1", "0b11", "0o17", " 5 ", " 5", "5 ", "+5", "-1", "12.", "1_000", "Infinity", "NaN", "", " ", "1.2.3", "10%"])(
+    "%j is exit 2 naming the flag",
+    (text) => {
+      for (const [parse, flag] of [[parseNumber, "--decode-tokens-per-s"], [parsePsiLimit, "--psi-limit"]] as const) {
+        let caught: unknown;
+        try {
+          parse(text, flag);
+        } catch (err) {
+          caught = err;
+        }
+        expect(caught).toBeInstanceOf(UsageError);
+        expect((caught as UsageError).exitCode).toBe(ExitCode.usage);
+        expect((caught as Error).message).toBe(`${flag}: "${text}" is not a non-negative number (use e.g. 10 or 2.5)`);
+      }
+    },
+  );
+
+  it("a plain decimal too large for a number is refused, not Infinity", () => {
+    expect(() => parseNumber("9".repeat(400), "--decode-tokens-per-s")).toThrow(/^--decode-tokens-per-s: "9+" is too large$/);
+  });
+});
+
+describe("parseRate (pack --rate): the same plain decimal, with an optional /s", () => {
+  it.each([
+    ["4", 4],
+    ["4/s", 4],
+    ["0.5/s", 0.5],
+    [".5/s", 0.5],
+  ])("%j = %d", (text, rate) => expect(parseRate(text, "--rate")).toBe(rate));
+
+  it.each(["0x10/s", "1e1", "1e1/s", " 4/s", "4/s ", "0", "0/s", "Infinity"])("%j is exit 2 naming the flag", (text) => {
+    expect(() => parseRate(text, "--rate")).toThrow(new UsageError(`--rate: "${text}" is not a rate (use e.g. 4/s)`));
+  });
+});
+
+// up hands drill-file numbers to gate, watch and worker as flags: String(1e-7) is "1e-7", which they refuse.
+describe("formatPlainDecimal: a number as text the flags take back", () => {
+  it.each([
+    [10, "10"],
+    [2.5, "2.5"],
+    [0, "0"],
+    [1e-7, "0.0000001"],
+    [1.5e-7, "0.00000015"],
+    [1e21, "1000000000000000000000"],
+    [1.25e22, "12500000000000000000000"],
+    [123.456, "123.456"],
+  ])("%d → %s, which reads back as the same number", (n, text) => {
+    expect(formatPlainDecimal(n)).toBe(text);
+    expect(parseNumber(formatPlainDecimal(n), "--psi-limit")).toBe(n);
+  });
+
+  it("small percentages stay percentages", () => {
+    expect(parsePercent(formatPlainDecimal(3e-9), "--psi-rate-limit")).toBe(3e-9);
   });
 });
 
@@ -85,7 +160,7 @@ describe("counts: parseWholeNumber (0 allowed) and parsePositiveInt (at least 1)
   it.each([
     ["0", 0],
     ["3", 3],
-    [" 12 ", 12],
+    ["12", 12],
   ])("parseWholeNumber(%j) = %d", (text, n) => {
     expect(parseWholeNumber(text, "--retry-budget")).toBe(n);
   });
@@ -95,6 +170,9 @@ describe("counts: parseWholeNumber (0 allowed) and parsePositiveInt (at least 1)
     ["-1", '--max-jobs: "-1" is not a whole number'],
     ["1.5", '--max-jobs: "1.5" is not a whole number'],
     ["", '--max-jobs: "" is not a whole number'],
+    ["0x10", '--max-jobs: "0x10" is not a whole number'],
+    ["1e1", '--max-jobs: "1e1" is not a whole number'],
+    [" 5 ", '--max-jobs: " 5 " is not a whole number'],
     ["99999999999999999999", '--max-jobs: "99999999999999999999" is too large'],
   ])("parsePositiveInt(%j) is a usage error (exit 2) naming the flag", (text, message) => {
     let caught: unknown;
