@@ -1,6 +1,7 @@
 import { Command, Option } from "commander";
 import { resolveGlobalOptions, type GlobalsFn } from "./context.js";
 import { commandFactories } from "./commands/index.js";
+import { UsageError } from "./errors.js";
 
 export function buildProgram(): Command {
   const program = new Command("drill")
@@ -19,6 +20,7 @@ export function buildProgram(): Command {
   const globals: GlobalsFn = () => resolveGlobalOptions(program.opts());
 
   for (const factory of commandFactories) program.addCommand(factory(globals));
+  addHelpCommand(program);
   inheritExitOverride(program);
   return program;
 }
@@ -33,4 +35,28 @@ function inheritExitOverride(command: Command, path: string[] = []): void {
     sub.exitOverride().showHelpAfterError(`(run drill ${subPath.join(" ")} --help for usage)`);
     inheritExitOverride(sub, subPath);
   }
+}
+
+/**
+ * `drill help gate mode` shows the help of `gate mode`: commander's own help
+ * command takes one name and showed `gate`'s help for it.
+ */
+function addHelpCommand(program: Command): void {
+  program.helpCommand(false);
+  program
+    .command("help")
+    .argument("[command...]", "the command, e.g. gate mode")
+    .description("display help for command")
+    .action((names: string[]) => {
+      let target = program;
+      for (const [i, name] of names.entries()) {
+        const sub = target.commands.find((c) => c.name() === name || c.aliases().includes(name));
+        if (sub === undefined) {
+          const known = target.commands.map((c) => c.name()).filter((n) => n !== "help");
+          throw new UsageError(`help: no command "${["drill", ...names.slice(0, i + 1)].join(" ")}" (commands: ${known.join(", ")})`);
+        }
+        target = sub;
+      }
+      target.help();
+    });
 }

@@ -19,10 +19,10 @@ export async function main(argv: string[]): Promise<number> {
     return typeof process.exitCode === "number" ? process.exitCode : ExitCode.ok;
   } catch (err) {
     if (err instanceof CommanderError) {
-      // commander already printed its message; --help and --version are not errors.
-      if (err.code === "commander.helpDisplayed" || err.code === "commander.version" || err.code === "commander.help") {
-        return ExitCode.ok;
-      }
+      // commander already printed its message. --help, --version and `drill help` are not
+      // errors; help shown because no subcommand was given (`drill cgroup`) is (exitCode 1).
+      if (err.code === "commander.helpDisplayed" || err.code === "commander.version") return ExitCode.ok;
+      if (err.code === "commander.help" && err.exitCode === 0) return ExitCode.ok;
       return ExitCode.usage;
     }
     if (err instanceof DrillError) {

@@ -1,0 +1,30 @@
+import { describe, expect, it } from "vitest";
+import { runDrill } from "../helpers/cli.js";
+
+// A group typed without its subcommand is a usage error (exit 2, help on
+// stderr); asking for help is not (exit 0, help on stdout).
+describe("help and a missing subcommand", () => {
+  it.each([[[]], [["cgroup"]]])("drill %j: exit 2, the help on stderr", async (args) => {
+    const r = await runDrill(args);
+    expect(r.exitCode).toBe(2);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toMatch(/^Usage: drill /);
+  });
+
+  it.each([
+    [["help"], "Usage: drill [options] [command]"],
+    [["help", "cgroup"], "Usage: drill cgroup [options] [command]"],
+    [["help", "gate", "mode"], "Usage: drill gate mode [options] <mode>"],
+    [["cgroup", "--help"], "Usage: drill cgroup [options] [command]"],
+  ])("drill %j: exit 0, that command's help", async (args, usage) => {
+    const r = await runDrill(args);
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout.split("\n")[0]).toBe(usage);
+  });
+
+  it("drill help gate nosuch: exit 2 naming what exists", async () => {
+    const r = await runDrill(["help", "gate", "nosuch"]);
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toContain('no command "drill gate nosuch" (commands: mode)');
+  });
+});
