@@ -10,7 +10,7 @@ export function drillCommandFor(stateDir: string): string {
   return stateDir === DEFAULT_STATE_DIR ? "drill" : `drill --state-dir ${stateDir}`;
 }
 
-/** Where a Redis command goes with no --redis, no DRILL_REDIS_URL and no drill up in the state dir. */
+/** Where a Redis command goes with no --redis, no DRILL_REDIS_URL and no drill at all up in the state dir. */
 export const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
 
 /** Global flags of DESIGN.md, resolved once (flag, then env, then default). */
@@ -57,10 +57,13 @@ export function redactUrl(url: string): string {
 
 /**
  * The Redis of a command that uses one (pack, gate, gate mode, watch,
- * worker): --redis / DRILL_REDIS_URL; else the Redis of the one drill up in
- * the state dir on this queue (and cgroup), said once on stderr, as `report`
- * and `rollback` read it from state.json; else the default. `up` starts its
- * Redis on a free port, so the default is somebody else's while a drill runs.
+ * worker): --redis / DRILL_REDIS_URL, silently; else the Redis of the one
+ * drill up in the state dir on this queue (and cgroup), said once on stderr,
+ * as `report` and `rollback` read it from state.json; else, only when no
+ * drill is up there, the default. `up` starts its Redis on a free port, so
+ * while a drill runs the default is somebody else's: a command on another
+ * queue or cgroup is exit 2 naming the drills up (chooseDrillRedis), before
+ * any connection.
  */
 export async function commandRedisUrl(
   g: Pick<GlobalOptions, "redisUrl" | "stateDir">,

@@ -1,4 +1,4 @@
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, rmdirSync } from "node:fs";
 import path from "node:path";
 import { holdLockFile, stateDirError, type LockSeams } from "../cgroup/stateFiles.js";
 import { RefusedError } from "../errors.js";
@@ -15,22 +15,53 @@ export interface DrillLock {
   release(): void;
 }
 
-/** `holder`: who takes the lock, when not the command it is named after (report reviving the embedded Redis takes rollback's). */
+/**
+ * `holder`: who takes the lock, when not the command it is named after (report reviving the embedded Redis takes rollback's).
+ * A drill dir this lock made is removed again at release when nothing else
+ * went into it: an `up` refused before its first state write (doctor, a
+ * cgroup another drill owns, a queue in use) leaves no empty `<state-dir>/<name>/`
+ * behind, which `report` and rollback would take for a drill.
+ */
 export function acquireDrillLock(dir: string, what: "up" | "rollback", holder: string = what, seams?: LockSeams): DrillLock {
-  try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-  } catch (err) {
-    throw stateDirError("create the state directory", dir, err);
+  for (let attempt = 0; ; attempt++) {
+    let made: boolean;
+    try {
+      made = mkdirSync(dir, { recursive: true, mode: 0o700 }) !== undefined;
+    } catch (err) {
+      throw stateDirError("create the state directory", dir, err);
+    }
+    const file = path.join(dir, `${what}.lock`);
+    try {
+      const lock = holdLockFile(
+        file,
+        { what: holder },
+        (owner) =>
+          owner === null
+            ? new RefusedError(`another drill ${what} with the same name is starting (${file})`)
+            : new RefusedError(`another drill ${owner.what ?? what} (pid ${owner.pid}) holds ${file}; one at a time per drill name`),
+        seams,
+      );
+      return {
+        file,
+        release: () => {
+          lock.release();
+          if (made) removeIfEmpty(dir);
+        },
+      };
+    } catch (err) {
+      if (made) removeIfEmpty(dir);
+      // Another refused up removed the dir it made between our mkdir and our lock file: make it again.
+      if (attempt < 2 && !existsSync(dir)) continue;
+      throw err;
+    }
   }
-  const file = path.join(dir, `${what}.lock`);
-  const lock = holdLockFile(
-    file,
-    { what: holder },
-    (owner) =>
-      owner === null
-        ? new RefusedError(`another drill ${what} with the same name is starting (${file})`)
-        : new RefusedError(`another drill ${owner.what ?? what} (pid ${owner.pid}) holds ${file}; one at a time per drill name`),
-    seams,
-  );
-  return { file, release: lock.release };
+}
+
+/** rmdir, which leaves a dir that holds anything (state.json, another's lock) alone. */
+function removeIfEmpty(dir: string): void {
+  try {
+    rmdirSync(dir);
+  } catch {
+    // not empty, or already gone: either way nothing of ours is left
+  }
 }

@@ -113,30 +113,75 @@ export interface RedisWant {
 export type StateEntry = { name: string; state: DrillState } | { name: string; unreadable: string };
 
 /**
+ * A drill is up until its rollback completes, as `up` judges a second run of
+ * it: whatever of it still runs (children and an embedded Redis stop by
+ * themselves after the drill's end, and report and rollback restart that
+ * Redis on its AOF), its queue lives in its Redis until then.
+ */
+export function isDrillUp(state: DrillState): boolean {
+  return state.phase !== "complete";
+}
+
+/**
  * Which drill's Redis a command given no --redis means: among the drills that
- * are up (not rolled back, a Redis recorded) on its queue (and cgroup, when it
- * names one), the one Redis they record; null when there is none, so the
- * caller keeps its default. Several, or a state file that cannot be read (it
- * might be the one), is bad usage: guessing could pull somebody else's lever.
+ * are up on its queue (and cgroup, when it names one), the one Redis they
+ * record; null only when no drill at all is up in the state dir, so the
+ * caller keeps its default. Bad usage, since guessing could pull somebody
+ * else's lever (the deny-all "succeeding" on a Redis the drill's gate never
+ * reads): several Redis; drills up but none on this queue and cgroup (the
+ * default is then somebody else's Redis, not the drill's); a state file that
+ * cannot be read (it might be the one).
  */
 export function chooseDrillRedis(entries: readonly StateEntry[], want: RedisWant, stateDir: string): { names: string[]; url: string } | null {
   const unreadable = entries.filter((e): e is Extract<StateEntry, { unreadable: string }> => "unreadable" in e);
   if (unreadable.length > 0) {
     throw new UsageError(`cannot tell which drill's Redis to use: ${unreadable.map((e) => e.unreadable).join("; ")}; give --redis <url> (or DRILL_REDIS_URL)`);
   }
-  const matching = entries
-    .flatMap((e) => ("state" in e ? [e.state] : []))
-    .filter((s) => s.phase !== "complete" && s.redis.url !== "" && s.queue === want.queue)
-    // No cgroup recorded (up stopped before claiming it) cannot rule the drill out.
-    .filter((s) => want.cgroupName === undefined || s.cgroup === null || s.cgroup.name === want.cgroupName);
+  const up = entries.flatMap((e) => ("state" in e ? [e.state] : [])).filter(isDrillUp);
+  if (up.length === 0) return null;
+  const matching = up.filter((s) => s.redis.url !== "" && isOnWanted(s, want));
   const urls = [...new Set(matching.map((s) => s.redis.url))];
-  if (urls.length === 0) return null;
   if (urls.length > 1) {
-    const what = `queue ${want.queue}${want.cgroupName === undefined ? "" : ` and cgroup ${want.cgroupName}`}`;
     const list = matching.map((s) => `${s.name} (${redactUrl(s.redis.url)})`).join(", ");
-    throw new UsageError(`several drills in ${stateDir} are up on ${what}: ${list}; pick one with --redis <url>`);
+    throw new UsageError(`several drills in ${stateDir} are up on ${describeWant(want)}: ${list}; pick one with --redis <url>`);
   }
-  return { names: matching.map((s) => s.name), url: urls[0]! };
+  if (urls.length === 1) return { names: matching.map((s) => s.name), url: urls[0]! };
+  throw new UsageError(noDrillOnWanted(up, want, stateDir));
+}
+
+function isOnWanted(state: DrillState, want: RedisWant): boolean {
+  // No cgroup recorded (up stopped before claiming it) cannot rule the drill out.
+  return state.queue === want.queue && (want.cgroupName === undefined || state.cgroup === null || state.cgroup.name === want.cgroupName);
+}
+
+function describeWant(want: RedisWant): string {
+  return `queue ${want.queue}${want.cgroupName === undefined ? "" : ` and cgroup ${want.cgroupName}`}`;
+}
+
+/** Drills are up, none on the command's queue (and cgroup): each named with where it is and the flags that reach it. */
+function noDrillOnWanted(up: readonly DrillState[], want: RedisWant, stateDir: string): string {
+  const where = (s: DrillState) =>
+    `queue ${s.queue}${want.cgroupName !== undefined && s.cgroup !== null ? ` and cgroup ${s.cgroup.name}` : ""}` +
+    (s.redis.url === "" ? " (no Redis recorded yet)" : ` (redis ${redactUrl(s.redis.url)})`);
+  // The flags that make this command one of that drill's; none while it has no Redis.
+  const reach = (s: DrillState) =>
+    s.redis.url === "" ? ""
+    : [
+        ...(s.queue !== want.queue ? [`--queue ${s.queue}`] : []),
+        ...(want.cgroupName !== undefined && s.cgroup !== null && s.cgroup.name !== want.cgroupName ? [`--name ${s.cgroup.name}`] : []),
+      ].join(" ");
+  const onPurpose = "--redis <url> (or DRILL_REDIS_URL) to mean another Redis on purpose";
+  if (up.length === 1) {
+    const s = up[0]!;
+    if (isOnWanted(s, want)) return `drill ${s.name} is up in ${stateDir} on ${describeWant(want)} but records no Redis yet: give --redis <url> (or DRILL_REDIS_URL)`;
+    const flags = reach(s);
+    return `drill ${s.name} is up in ${stateDir} on ${where(s)}, not on ${describeWant(want)}: give ${flags === "" ? "" : `${flags} for its Redis, or `}${onPurpose}`;
+  }
+  const list = up.map((s) => {
+    const flags = reach(s);
+    return `${s.name} on ${where(s)}${flags === "" ? "" : `: ${flags}`}`;
+  });
+  return `drills are up in ${stateDir}, none on ${describeWant(want)}: ${list.join("; ")}. Give those flags for that drill's Redis, or ${onPurpose}`;
 }
 
 /** The given drills' state files, each read or the reason it could not be. */

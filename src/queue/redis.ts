@@ -38,13 +38,22 @@ export function createRedis(url: string, options: ConnectOptions): Redis {
 
 export async function connectRedis(url: string, options: ConnectOptions): Promise<Redis> {
   const redis = createRedis(url, options);
+  // ioredis rejects connect() with "Connection is closed."; the reason
+  // (ECONNREFUSED, ENOTFOUND, a TLS or auth error) came as an error event first.
+  let cause: Error | null = null;
+  const onError = (err: Error) => (cause ??= err);
+  redis.on("error", onError);
   try {
     await redis.connect();
     return redis;
   } catch (err) {
     redis.disconnect();
-    const detail = err instanceof Error ? err.message : String(err);
-    throw new DrillError(`cannot connect to redis at ${redactUrl(url)}: ${detail} (give --redis <url> or DRILL_REDIS_URL)`, ExitCode.failed, { cause: err });
+    const detail = (cause ?? (err instanceof Error ? err : new Error(String(err)))).message;
+    // Where the URL came from is the caller's to know: name only the default, the one URL nobody may have meant.
+    const hint = url === DEFAULT_REDIS_URL ? ` (${DEFAULT_REDIS_URL} is the default when no --redis, DRILL_REDIS_URL or drill up in the state dir names one)` : "";
+    throw new DrillError(`cannot connect to redis at ${redactUrl(url)}: ${detail}${hint}`, ExitCode.failed, { cause: cause ?? err });
+  } finally {
+    redis.off("error", onError);
   }
 }
 

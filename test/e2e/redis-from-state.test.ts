@@ -4,6 +4,8 @@ import path from "node:path";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readState, writeState, type DrillState } from "../../src/drill/state.js";
+import { HostRoots } from "../../src/host/kernelFile.js";
+import { readProcessStat } from "../../src/host/process.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
 import { realCgroupSkipReason } from "../helpers/cgroupFixtures.js";
 import { repoRoot, runDrill, type CliResult } from "../helpers/cli.js";
@@ -68,7 +70,7 @@ function drill(args: string[], timeout = 30_000): Promise<CliResult> {
 }
 
 /** A state dir holding drills as `up` records them, each on the given Redis. */
-function stateDirWith(...drills: Array<{ name: string; url: string; queue?: string; phase?: DrillState["phase"]; cgroup?: string | null }>): string {
+function stateDirWith(...drills: Array<{ name: string; url: string; queue?: string; phase?: DrillState["phase"]; cgroup?: string | null; owner?: DrillState["owner"] }>): string {
   const dir = path.join(tmp, `state${++n}`);
   for (const d of drills) {
     mkdirSync(path.join(dir, d.name), { recursive: true });
@@ -84,10 +86,17 @@ function stateDirWith(...drills: Array<{ name: string; url: string; queue?: stri
       cgroup: d.cgroup === null ? null : { name: d.cgroup ?? "infer", parent: "self", dirs: [] },
       processes: [],
       fileDir: null,
-      owner: { pid: 999_999, startTime: null },
+      owner: d.owner ?? { pid: 999_999, startTime: null },
     });
   }
   return dir;
+}
+
+/** This test process as a drill's owner: a live pid with its start time, so the drill is up by any measure. */
+function ownProcess(): DrillState["owner"] {
+  const self = readProcessStat(new HostRoots(), process.pid);
+  if (!self.ok) throw new Error(`cannot read /proc/${process.pid}/stat`);
+  return { pid: process.pid, startTime: self.value.startTime };
 }
 
 const note = (stateDir: string, name: string, url: string) => `redis: drill ${name}'s redis at ${url} (from ${path.join(stateDir, name, "state.json")})`;
@@ -154,29 +163,71 @@ describe("Redis commands given no --redis use the drill that is up (built binary
     expect(await ra.llen(queue)).toBe(0);
   });
 
-  it("rolled back, another queue, another cgroup: not up for this command, so the default (refused by the tripwire, never reached)", async () => {
+  it("another cgroup (for a command with --name): not this command's drill, so exit 2 naming it; pack (no --name) still finds it", async () => {
     const queue = `rfs${++n}`;
-    const sd = stateDirWith(
-      { name: "done", url: a.url, queue, phase: "complete" },
-      { name: "batch", url: a.url, queue: `${queue}b` },
-      { name: "other", url: b.url, queue, cgroup: "infer2" },
-    );
+    const sd = stateDirWith({ name: "done", url: a.url, queue, phase: "complete" }, { name: "other", url: b.url, queue, cgroup: "infer2" });
     // `watch` takes --name: the drill on cgroup infer2 is not the one on infer
     const watch = await drill(["--state-dir", sd, "--json", "watch", "--once", "--interval", "100ms", "--queue", queue, "--name", "infer"]);
-    expect(watch.stderr).not.toContain("redis: drill");
-    expect(watch.stderr).toContain("TRIPWIRE");
+    expect(watch.stderr).not.toContain("TRIPWIRE");
+    expect(watch.exitCode, watch.stderr).toBe(2);
+    expect(watch.stderr).toContain(`drill other is up in ${sd} on queue ${queue} and cgroup infer2 (redis ${b.url}), not on queue ${queue} and cgroup infer: give --name infer2 for its Redis`);
     // `pack` takes no --name: that drill is the one up on its queue
     const pack = await drill(["--state-dir", sd, "pack", "--jobs", "1", "--queue", queue]);
     expect(pack.exitCode, pack.stderr).toBe(0);
     expect(pack.stderr).toContain(note(sd, "other", b.url));
     expect(await rb.llen(queue)).toBe(1);
-    // with only the rolled-back one and the one on another queue left: the default
-    rmSync(path.join(sd, "other"), { recursive: true });
+  });
+
+  it("only rolled-back drills in the state dir: the default, silently (refused by the tripwire, never reached)", async () => {
+    const queue = `rfs${++n}`;
+    const sd = stateDirWith({ name: "done", url: a.url, queue, phase: "complete" }, { name: "batch", url: a.url, queue: `${queue}b`, phase: "complete" });
     const fallback = await drill(["--state-dir", sd, "pack", "--jobs", "1", "--queue", queue]);
     expect(fallback.exitCode).toBe(1);
+    expect(fallback.stderr).not.toContain("redis: drill");
     expect(fallback.stderr).toContain("cannot connect to redis at redis://127.0.0.1:6379");
     expect(fallback.stderr).toContain("TRIPWIRE");
     expect(await ra.llen(queue)).toBe(0);
+  });
+
+  /**
+   * QA 1: drill qa-a up on queue qq (cgroup qa-a); the operator's deny-all
+   * with no --queue went to redis://127.0.0.1:6379 and said "mode reject_all
+   * queue=jobs previous=admit" (exit 0) while the drill's gate kept admitting;
+   * pack pushed there too; watch --queue qq with --name left at infer read it.
+   * Now each is exit 2 naming the drill, before any connection: the tripwire
+   * on 6379 never fires, and the drill's Redis is untouched.
+   */
+  it("a drill up on another queue: gate mode reject_all, pack and watch exit 2 naming it, and write nothing to any Redis", async () => {
+    const queue = `rfsqq${++n}`;
+    const sd = stateDirWith({ name: "qa-a", url: a.url, queue, cgroup: "qa-a", owner: ownProcess() });
+    await ra.set(`${queue}:mode`, "admit");
+    const before = [await ra.dbsize(), await rb.dbsize()];
+    const hint = `drill qa-a is up in ${sd} on queue ${queue}`;
+
+    const lever = await drill(["--state-dir", sd, "gate", "mode", "reject_all"]);
+    expect(lever.stderr).not.toContain("TRIPWIRE");
+    expect(lever.exitCode, lever.stdout + lever.stderr).toBe(2);
+    expect(lever.stdout).toBe("");
+    expect(lever.stderr).toContain(`${hint} (redis ${a.url}), not on queue jobs: give --queue ${queue} for its Redis, or --redis <url> (or DRILL_REDIS_URL) to mean another Redis on purpose`);
+
+    const pack = await drill(["--state-dir", sd, "pack", "--jobs", "1"]);
+    expect(pack.stderr).not.toContain("TRIPWIRE");
+    expect(pack.exitCode, pack.stderr).toBe(2);
+    expect(pack.stderr).toContain(hint);
+
+    const watch = await drill(["--state-dir", sd, "watch", "--once", "--interval", "100ms", "--queue", queue]);
+    expect(watch.stderr).not.toContain("TRIPWIRE");
+    expect(watch.exitCode, watch.stderr).toBe(2);
+    expect(watch.stderr).toContain(`${hint} and cgroup qa-a (redis ${a.url}), not on queue ${queue} and cgroup infer: give --name qa-a for its Redis`);
+
+    expect(await ra.get(`${queue}:mode`)).toBe("admit");
+    expect([await ra.dbsize(), await rb.dbsize()]).toEqual(before);
+
+    // with the drill's --queue, the lever moves the drill's own queue
+    const own = await drill(["--state-dir", sd, "gate", "mode", "reject_all", "--queue", queue]);
+    expect(own.exitCode, own.stderr).toBe(0);
+    expect(own.stderr).toContain(note(sd, "qa-a", a.url));
+    expect(await ra.get(`${queue}:mode`)).toBe("reject_all");
   });
 
   it("rollback's closing line names the drill's Redis for gate mode admit (it is no longer up, so nothing else finds it)", async () => {

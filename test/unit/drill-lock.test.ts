@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -96,6 +96,28 @@ describe("acquireDrillLock", () => {
     expect(readdirSync(dir)).toEqual(["up.lock"]);
     lock.release();
     expect(readdirSync(dir)).toEqual([]);
+  });
+
+  // QA: `up` refused ("refusing to share it with drill smoke") left an empty
+  // <state-dir>/smoke2/, and `report --name smoke2` took it for a drill.
+  it("a drill dir the lock made is removed at release when nothing else went in (an up refused before its state)", () => {
+    const drillDir = path.join(dir, "state", "smoke2");
+    acquireDrillLock(drillDir, "up").release();
+    expect(existsSync(drillDir)).toBe(false);
+    // the state dir it also made stays: it is not the drill's
+    expect(readdirSync(path.join(dir, "state"))).toEqual([]);
+  });
+
+  it("a drill dir the lock made that holds anything at release (state.json) stays; one that was there before stays even empty", () => {
+    const drillDir = path.join(dir, "smoke");
+    const lock = acquireDrillLock(drillDir, "up");
+    writeFileSync(path.join(drillDir, "state.json"), "{}");
+    lock.release();
+    expect(readdirSync(drillDir)).toEqual(["state.json"]);
+    const existing = path.join(dir, "existing");
+    mkdirSync(existing);
+    acquireDrillLock(existing, "rollback").release();
+    expect(readdirSync(existing)).toEqual([]);
   });
 
   it("of two takers that both found one stale lock, exactly one gets it; the other is refused naming it", () => {

@@ -41,15 +41,46 @@ describe("chooseDrillRedis: which drill's Redis a command given no --redis means
     }
   });
 
-  it("none: no drill, a rolled-back one, one on another queue, another cgroup, or one that never had a Redis (the caller keeps its default)", () => {
+  it("no drill up at all (none, or only rolled-back ones): null, the caller keeps its default", () => {
     expect(chooseDrillRedis([], { queue: "jobs" }, STATE_DIR)).toBeNull();
-    const cases = [
-      drill("done", { phase: "complete" }),
-      drill("other", { queue: "batch" }),
-      drill("noredis", { redis: { url: "", embedded: null } }),
-    ];
-    expect(chooseDrillRedis(entries(...cases), { queue: "jobs" }, STATE_DIR)).toBeNull();
-    expect(chooseDrillRedis(entries(drill("elsewhere", { cgroup: { name: "infer2", parent: "/", dirs: [] } })), { queue: "jobs", cgroupName: "infer" }, STATE_DIR)).toBeNull();
+    expect(chooseDrillRedis(entries(drill("done", { phase: "complete" }), drill("old", { phase: "complete", queue: "batch" })), { queue: "jobs", cgroupName: "infer" }, STATE_DIR)).toBeNull();
+  });
+
+  // QA: `gate mode reject_all` with no --queue while drill qa-a ran on queue qq
+  // flipped jobs:mode on 127.0.0.1:6379 (exit 0) and the drill's gate kept admitting.
+  it("a drill up on another queue: bad usage naming it, its queue and Redis, and the flag that reaches it", () => {
+    const qa = drill("qa-a", { queue: "qq", redis: { url: "redis://127.0.0.1:41234", embedded: null }, cgroup: { name: "qa-a", parent: "self", dirs: [] } });
+    const choose = () => chooseDrillRedis(entries(qa, drill("done", { phase: "complete" })), { queue: "jobs" }, STATE_DIR);
+    expect(choose).toThrow(UsageError);
+    expect(choose).toThrow(
+      "drill qa-a is up in /var/lib/drill on queue qq (redis redis://127.0.0.1:41234), not on queue jobs: give --queue qq for its Redis, or --redis <url> (or DRILL_REDIS_URL) to mean another Redis on purpose",
+    );
+  });
+
+  it("a drill up on the queue but another cgroup (watch, gate, worker --name left at infer): names --name", () => {
+    const qa = drill("qa-a", { queue: "qq", redis: { url: "redis://:pw@127.0.0.1:41234", embedded: null }, cgroup: { name: "qa-a", parent: "self", dirs: [] } });
+    expect(() => chooseDrillRedis(entries(qa), { queue: "qq", cgroupName: "infer" }, STATE_DIR)).toThrow(
+      "drill qa-a is up in /var/lib/drill on queue qq and cgroup qa-a (redis redis://:***@127.0.0.1:41234), not on queue qq and cgroup infer: give --name qa-a for its Redis, or --redis <url> (or DRILL_REDIS_URL) to mean another Redis on purpose",
+    );
+    expect(() => chooseDrillRedis(entries(qa), { queue: "jobs", cgroupName: "infer" }, STATE_DIR)).toThrow("give --queue qq --name qa-a for its Redis");
+  });
+
+  it("several drills up, none on the queue: each named with the flags that reach it", () => {
+    const a = drill("a", { queue: "qa", redis: { url: "redis://127.0.0.1:41001", embedded: null } });
+    const b = drill("b", { queue: "jobs", redis: { url: "redis://127.0.0.1:41002", embedded: null }, cgroup: { name: "infer2", parent: "/", dirs: [] } });
+    expect(() => chooseDrillRedis(entries(a, b), { queue: "jobs", cgroupName: "infer" }, STATE_DIR)).toThrow(
+      "drills are up in /var/lib/drill, none on queue jobs and cgroup infer: a on queue qa and cgroup infer (redis redis://127.0.0.1:41001): --queue qa; b on queue jobs and cgroup infer2 (redis redis://127.0.0.1:41002): --name infer2. Give those flags for that drill's Redis, or --redis <url> (or DRILL_REDIS_URL) to mean another Redis on purpose",
+    );
+  });
+
+  it("a drill up that records no Redis yet (up stopped before it had one): still up, so bad usage, never the default", () => {
+    const early = drill("early", { phase: "starting", redis: { url: "", embedded: null } });
+    expect(() => chooseDrillRedis(entries(early), { queue: "jobs" }, STATE_DIR)).toThrow(
+      "drill early is up in /var/lib/drill on queue jobs but records no Redis yet: give --redis <url> (or DRILL_REDIS_URL)",
+    );
+    expect(() => chooseDrillRedis(entries(early), { queue: "batch" }, STATE_DIR)).toThrow(
+      "drill early is up in /var/lib/drill on queue jobs (no Redis recorded yet), not on queue batch: give --redis <url> (or DRILL_REDIS_URL) to mean another Redis on purpose",
+    );
   });
 
   it("pack and gate mode (no --name) do not filter on the cgroup; a drill that recorded no cgroup yet cannot be ruled out by --name", () => {
@@ -113,10 +144,19 @@ describe("commandRedisUrl: flag, env, the drill up in the state dir, default", (
     expect(notes).toEqual([`redis: drill smoke's redis at redis://127.0.0.1:41234 (from ${path.join(sd, "smoke", "state.json")})`]);
   });
 
-  it("no drill up (or no state dir at all): the default, nothing said", async () => {
+  it("no drill up (only a rolled-back one, or no state dir at all): the default, nothing said", async () => {
     const notes: string[] = [];
     expect(await commandRedisUrl({ redisUrl: undefined, stateDir: stateDir(drill("old", { phase: "complete" })) }, { queue: "jobs" }, (l) => notes.push(l))).toBe(DEFAULT_REDIS_URL);
     expect(await commandRedisUrl({ redisUrl: undefined, stateDir: path.join(os.tmpdir(), "drill-no-such-dir-rfs") }, { queue: "jobs" }, (l) => notes.push(l))).toBe(DEFAULT_REDIS_URL);
+    expect(notes).toEqual([]);
+  });
+
+  it("a drill up on another queue: exit 2 (UsageError) before any connection, nothing said as if chosen", async () => {
+    const notes: string[] = [];
+    const sd = stateDir(drill("qa-a", { queue: "qq" }));
+    const choose = commandRedisUrl({ redisUrl: undefined, stateDir: sd }, { queue: "jobs" }, (l) => notes.push(l));
+    await expect(choose).rejects.toThrow(UsageError);
+    await expect(choose).rejects.toThrow(`drill qa-a is up in ${sd} on queue qq`);
     expect(notes).toEqual([]);
   });
 

@@ -1,0 +1,26 @@
+import net from "node:net";
+import { describe, expect, it } from "vitest";
+import { connectRedis } from "../../src/queue/redis.js";
+
+/** A port nothing listens on: bound, then closed (never 6379, the host's Redis). */
+async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+describe("connectRedis: a Redis that does not answer", () => {
+  // QA: a refused connection read "Connection is closed." and told the
+  // operator to "give --redis <url> or DRILL_REDIS_URL" after they had.
+  it("names the reason (ECONNREFUSED), the URL with its password hidden, and no flag to give", async () => {
+    const port = await closedPort();
+    const failure = connectRedis(`redis://:hunter2@127.0.0.1:${port}`, { name: "test-connect" });
+    await expect(failure).rejects.toThrow(`cannot connect to redis at redis://:***@127.0.0.1:${port}: connect ECONNREFUSED 127.0.0.1:${port}`);
+    const message = await failure.catch((err: Error) => err.message);
+    expect(message).not.toContain("Connection is closed");
+    expect(message).not.toContain("give --redis");
+    expect(message).not.toContain("hunter2");
+  });
+});
