@@ -87,6 +87,17 @@ export function parseDuration(text: string, flag: string): number {
 }
 
 /**
+ * A duration that must be longer than nothing: how long to run, how long idle
+ * before exiting, how far back to report. `--duration 0s` would start and
+ * stop at once (exit 0, nothing done); `--since 0s` reported an empty window.
+ */
+export function parsePositiveDuration(text: string, flag: string): number {
+  const ms = parseDuration(text, flag);
+  if (ms === 0) throw new UsageError(`${flag}: "${text}" must be more than 0`);
+  return ms;
+}
+
+/**
  * A number as an operator types it: decimal digits with at most one point
  * (`12`, `12.5`, `.5`, `0`), nothing around them. Number() also takes `0x10`
  * (16), `1e1` (10), `0b11`, ` 5 ` and `Infinity`: a typo would run the drill

@@ -11,7 +11,7 @@ import { resolveWorkerProbe } from "../gate/workerCgroup.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { DrillQueue } from "../queue/queue.js";
 import { closeRedis, connectRedis } from "../queue/redis.js";
-import { parseDuration, parsePsiLimit, parsePercent, parsePositiveInt, parseWholeNumber } from "../units.js";
+import { parseDuration, parsePositiveDuration, parsePsiLimit, parsePercent, parsePositiveInt, parseWholeNumber } from "../units.js";
 import type { GateModeFlags, RawGateOptions } from "./gate.js";
 
 /** Which worker cgroup the gate should watch, as the user named it. */
@@ -58,7 +58,7 @@ export function resolveGateOptions(raw: RawGateOptions, json: boolean): { option
     retryBudget: parseWholeNumber(raw.retryBudget, "--retry-budget"),
     dryRun: raw.dryRun,
     maxJobs: raw.maxJobs === undefined ? null : parsePositiveInt(raw.maxJobs, "--max-jobs"),
-    idleExitMs: raw.idleExit === undefined ? null : parseDuration(raw.idleExit, "--idle-exit"),
+    idleExitMs: raw.idleExit === undefined ? null : parsePositiveDuration(raw.idleExit, "--idle-exit"),
     json,
   };
   // A typo here must not leave the gate deciding on host signals alone: exit 2 naming the flag.
@@ -69,7 +69,7 @@ export function resolveGateOptions(raw: RawGateOptions, json: boolean): { option
 
 export async function gateAction(g: GlobalOptions, raw: RawGateOptions, resolveWorkerCgroup: WorkerCgroupResolver = cgroupModuleResolver): Promise<void> {
   const { options, target } = resolveGateOptions(raw, g.json);
-  const lifetimeMs = raw.duration === undefined ? null : parseDuration(raw.duration, "--duration");
+  const lifetimeMs = raw.duration === undefined ? null : parsePositiveDuration(raw.duration, "--duration");
   const redisUrl = await commandRedisUrl(g, { queue: options.queue, cgroupName: target.name });
   const interrupt = onInterrupt();
   // A detached gate stops by itself: a forgotten drill must not admit forever.

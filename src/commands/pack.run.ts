@@ -5,7 +5,7 @@ import { validateKeyPart } from "../queue/keys.js";
 import { jobSchema, type Job } from "../queue/job.js";
 import { DrillQueue } from "../queue/queue.js";
 import { closeRedis, connectRedis } from "../queue/redis.js";
-import { PLAIN_DECIMAL, parseDuration, parsePositiveInt, parseWholeNumber } from "../units.js";
+import { PLAIN_DECIMAL, parseDuration, parsePositiveDuration, parsePositiveInt, parseWholeNumber } from "../units.js";
 import type { RawPackOptions } from "./pack.js";
 
 export interface PackOptions {
@@ -33,8 +33,7 @@ export function parseRate(text: string, flag: string): number {
 
 export function resolvePackOptions(raw: RawPackOptions, nowMs: number = Date.now()): PackOptions {
   const jobs = parsePositiveInt(raw.jobs, "--jobs");
-  const deadlineMs = parseDuration(raw.deadline, "--deadline");
-  if (deadlineMs <= 0) throw new UsageError(`--deadline: "${raw.deadline}" must be more than 0`);
+  const deadlineMs = parsePositiveDuration(raw.deadline, "--deadline");
   const options: PackOptions = {
     queue: validateKeyPart(raw.queue, "--queue"),
     jobs,

@@ -4,11 +4,11 @@ import { validateKeyPart } from "../queue/keys.js";
 import { buildReport } from "../report/build.js";
 import { gatherReport } from "../report/gather.js";
 import { renderReport } from "../report/render.js";
-import { parseDuration } from "../units.js";
+import { parsePositiveDuration } from "../units.js";
 import { resolveFormat, type RawReportOptions } from "./report.js";
 
 export async function reportAction(g: GlobalOptions, raw: RawReportOptions): Promise<void> {
-  const sinceMs = parseDuration(raw.since, "--since");
+  const sinceMs = parsePositiveDuration(raw.since, "--since");
   const format = resolveFormat(raw.format, g.json);
   const queue = raw.queue === undefined ? undefined : validateKeyPart(raw.queue, "--queue");
   const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: raw.name, queue, redisUrl: g.redisUrl, sinceMs, roots: hostRoots(g) });

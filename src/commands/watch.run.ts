@@ -16,7 +16,7 @@ import { runSidecar } from "../sampler/loop.js";
 import { QueueReader, readSample } from "../sampler/read.js";
 import { LiveView, formatAlarmEvent, formatSampleLine, type ViewSize } from "../sampler/render.js";
 import type { ParentSpec } from "../cgroup/names.js";
-import { parseDuration, parsePsiLimit, parsePercent, parsePositiveInt } from "../units.js";
+import { parseDuration, parsePositiveDuration, parsePsiLimit, parsePercent, parsePositiveInt } from "../units.js";
 import type { WatchOptions } from "./watch.js";
 
 /** The worker cgroup to watch; its absence (or no hierarchy at all) is a missing signal, not an error. */
@@ -156,7 +156,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   const intervalMs = parseDuration(options.interval, "--interval");
   if (intervalMs < 10) throw new UsageError("--interval: must be at least 10ms");
   const count = options.count === undefined ? undefined : parsePositiveInt(options.count, "--count");
-  const durationMs = options.duration === undefined ? undefined : parseDuration(options.duration, "--duration");
+  const durationMs = options.duration === undefined ? undefined : parsePositiveDuration(options.duration, "--duration");
   if (options.once && (count !== undefined || durationMs !== undefined)) {
     throw new UsageError("--once: takes one sample; drop --count/--duration");
   }

@@ -3,7 +3,7 @@ import type { WorkerCgroup } from "../cgroup/paths.js";
 import { addCgroupTargetOptions } from "../cgroup/target.js";
 import { DrillError, UsageError } from "../errors.js";
 import { validateKeyPart } from "../queue/keys.js";
-import { mapSizeProblem, parseDuration, parseNumber, parsePositiveInt, parseSize } from "../units.js";
+import { mapSizeProblem, parseNumber, parsePositiveDuration, parsePositiveInt, parseSize } from "../units.js";
 import { defaultWorkerConfig, type WorkerConfig } from "../worker/plan.js";
 import type { WorkerOptions } from "../worker/run.js";
 import type { CommandFactory } from "./index.js";
@@ -54,15 +54,14 @@ export function resolveWorkerFlags(raw: RawWorkerFlags, json: boolean, hostMemor
     concurrency,
   };
   const maxJobs = raw.maxJobs === undefined ? null : parsePositiveInt(raw.maxJobs, "--max-jobs");
-  const durationMs = raw.duration === undefined ? null : parseDuration(raw.duration, "--duration");
-  if (durationMs === 0) throw new UsageError("--duration: must be more than 0");
+  const durationMs = raw.duration === undefined ? null : parsePositiveDuration(raw.duration, "--duration");
   return {
     queue: validateKeyPart(raw.queue, "--queue"),
     workerId: raw.workerId === undefined ? null : validateKeyPart(raw.workerId, "--worker-id"),
     config,
     weightsDir: raw.weightsDir,
     maxJobs,
-    idleExitMs: raw.idleExit === undefined ? null : parseDuration(raw.idleExit, "--idle-exit"),
+    idleExitMs: raw.idleExit === undefined ? null : parsePositiveDuration(raw.idleExit, "--idle-exit"),
     durationMs,
     json,
   };

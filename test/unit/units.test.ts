@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ExitCode, UsageError } from "../../src/errors.js";
 import { parseRate } from "../../src/commands/pack.run.js";
-import { formatPlainDecimal, MAX_MAP_BYTES, mapSizeProblem, memoryMaxProblem, parseDuration, parseNumber, parsePercent, parsePositiveInt, parsePsiLimit, parseSize, parseWholeNumber } from "../../src/units.js";
+import { formatPlainDecimal, MAX_MAP_BYTES, mapSizeProblem, memoryMaxProblem, parseDuration, parseNumber, parsePercent, parsePositiveDuration, parsePositiveInt, parsePsiLimit, parseSize, parseWholeNumber } from "../../src/units.js";
 
 describe("parseSize (IEC, powers of 1024)", () => {
   it.each([
@@ -154,6 +154,13 @@ describe("parseDuration", () => {
   it.each(["8", "", "s", "-1s", "8 sec", "8d", "1e3ms"])("refuses %j naming the flag", (text) => {
     expect(() => parseDuration(text, "--deadline")).toThrow(/^--deadline: /);
   });
+});
+
+describe("parsePositiveDuration: how long to run, idle or look back", () => {
+  it.each(["0s", "0ms", "0.0m", "0.0001ms"])("refuses %j: nothing would run or be reported", (text) => {
+    expect(() => parsePositiveDuration(text, "--since")).toThrow(`--since: "${text}" must be more than 0`);
+  });
+  it("takes what parseDuration takes otherwise", () => expect(parsePositiveDuration("1500ms", "--since")).toBe(1500));
 });
 
 describe("counts: parseWholeNumber (0 allowed) and parsePositiveInt (at least 1)", () => {
