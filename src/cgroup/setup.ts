@@ -32,6 +32,8 @@ export interface SetupInspection {
   /** The worker cgroup's dirs that already exist, with their inode and tasks. */
   existing: Array<{ dir: CgroupDir; inode: number; tasks: Array<{ pid: number; comm: string | null }> | null }>;
   marker: CgroupMarker | null;
+  /** Where the marker was looked for: a refusal names it (another --state-dir has other markers). */
+  markerFile: string;
   /** v1: the current limits of the memory dir (kernel defaults, unlimited, when it does not exist yet). */
   v1: { limit: Limit; memsw: Limit; memswSupported: boolean } | null;
   /** v2: the parent's controllers and subtree_control. */
@@ -105,7 +107,13 @@ export function decideOwnership(inspection: SetupInspection, owner?: CgroupOwner
     const tasks = existing.tasks ?? [];
     const what = tasks.length > 0 ? ` with tasks ${describeTasks(tasks)}` : "";
     if (!marker || !marked) {
-      return { kind: "refuse", reason: `${existing.dir.dir} already exists${what} and drill did not create it (no marker); refusing to adopt it. Pick another --name, or remove it yourself` };
+      // Named, so a setup made with another --state-dir is told apart from a foreign cgroup.
+      const looked = marker ? `its marker ${inspection.markerFile} does not list it` : `no marker in ${path.dirname(inspection.markerFile)}`;
+      const way = marker ? "Pick another --name" : "If drill made it with another --state-dir, give that one; else pick another --name";
+      return {
+        kind: "refuse",
+        reason: `${existing.dir.dir} already exists${what} and drill did not create it (${looked}); refusing to adopt it. ${way}, or remove it yourself`,
+      };
     }
     if (marked.inode === null) {
       // Setup died between its intent and its mkdir: drill's, unless someone moved a task in.
@@ -251,6 +259,7 @@ export function inspectForSetup(roots: HostRoots, cgroup: WorkerCgroup, stateDir
   return {
     existing,
     marker: readMarker(stateDir, cgroup),
+    markerFile: markerFile(stateDir, cgroup),
     v1,
     v2Parent,
     parentLimit: effectiveLimitFrom(parentDir, limits.mount, limits.version),
