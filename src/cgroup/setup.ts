@@ -1,5 +1,7 @@
 import { mkdirSync, rmdirSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { drillCommandFor } from "../context.js";
+import { readState, statePath, type DrillState } from "../drill/state.js";
 import { DrillError, RefusedError, kernelWriteError } from "../errors.js";
 import { readKernelText, type HostRoots } from "../host/kernelFile.js";
 import { formatBytes } from "../units.js";
@@ -27,11 +29,71 @@ function ownerOf(marker: CgroupMarker | null): CgroupOwner | null {
   return marker?.owner ?? null;
 }
 
+/**
+ * The drill a cgroup's marker names, when that drill is up with this cgroup
+ * as its worker cgroup (or might be: its state.json cannot be read).
+ */
+export interface UpHolder {
+  drill: string;
+  runId: string;
+  /** Its state's phase; null when state.json cannot be read (`unreadable` says why). */
+  phase: DrillState["phase"] | null;
+  stateFile: string;
+  unreadable?: string;
+}
+
+/**
+ * Pure: whether a drill's state says it is up with the cgroup at `dirs`: not
+ * complete (up's own "already up"; a stopped drill's gate and worker run on
+ * until its rollback), and this run or these dirs (a later run of the same
+ * drill on another --name does not hold this one; a run that has recorded
+ * the dirs but not yet rewritten the marker does).
+ */
+export function isUpWith(state: Pick<DrillState, "runId" | "phase" | "cgroup"> | null, owner: CgroupOwner, dirs: readonly string[]): boolean {
+  if (!state || state.phase === "complete") return false;
+  return state.runId === owner.runId || (state.cgroup?.dirs ?? []).some((dir) => dirs.includes(dir));
+}
+
+/** The marker's owner when it is up with the cgroup at `dirs`, from its state.json in the same --state-dir. */
+export function readUpHolder(stateDir: string, marker: CgroupMarker | null, dirs: readonly string[]): UpHolder | null {
+  const owner = ownerOf(marker);
+  if (!owner) return null;
+  const stateFile = statePath(stateDir, owner.drill);
+  let state: DrillState | null;
+  try {
+    state = readState(stateDir, owner.drill);
+  } catch (err) {
+    return { drill: owner.drill, runId: owner.runId, phase: null, stateFile, unreadable: err instanceof Error ? err.message : String(err) };
+  }
+  return state && isUpWith(state, owner, dirs) ? { drill: owner.drill, runId: state.runId, phase: state.phase, stateFile } : null;
+}
+
+/** `<where> is the worker cgroup of drill X (run R)`: how each refusal over a drill's cgroup begins (up, setup, teardown). */
+function workerCgroupOf(where: string, holder: CgroupOwner): string {
+  return `${where} is the worker cgroup of drill ${holder.drill} (run ${holder.runId})`;
+}
+
+/**
+ * Refuses to act on the worker cgroup of a drill that is up: `drill cgroup
+ * setup` (rewrite its limits) and `drill cgroup teardown` (kill its worker
+ * and hog mid-drill). `drillCmd` is drill as the operator runs it on this --state-dir.
+ */
+export function upHolderRefusal(where: string, holder: UpHolder, drillCmd: string, refusing: string, otherwise: string): string {
+  const up = holder.phase === null ? `whose state ${holder.stateFile} cannot be read (${holder.unreadable ?? "?"}), so it may be up` : `which is up (${holder.phase})`;
+  return `${workerCgroupOf(where, holder)}, ${up}; refusing to ${refusing}. Run ${drillCmd} rollback --name ${holder.drill}${otherwise}`;
+}
+
 /** What is on the host before setup acts: gathered by inspectForSetup, decided on by planSetup. */
 export interface SetupInspection {
   /** The worker cgroup's dirs that already exist, with their inode and tasks. */
   existing: Array<{ dir: CgroupDir; inode: number; tasks: Array<{ pid: number; comm: string | null }> | null }>;
   marker: CgroupMarker | null;
+  /** Where the marker was looked for: a refusal names it (another --state-dir has other markers). */
+  markerFile: string;
+  /** The marker's drill when it is up with this cgroup: the operator's own setup leaves its limits alone. */
+  upHolder: UpHolder | null;
+  /** drill as the operator runs it on this --state-dir: a suggested command works as typed. */
+  drillCmd: string;
   /** v1: the current limits of the memory dir (kernel defaults, unlimited, when it does not exist yet). */
   v1: { limit: Limit; memsw: Limit; memswSupported: boolean } | null;
   /** v2: the parent's controllers and subtree_control. */
@@ -97,15 +159,28 @@ function describeTasks(tasks: Array<{ pid: number; comm: string | null }>): stri
  * so a re-run of the same drill over an empty leftover is still adopted.
  */
 export function decideOwnership(inspection: SetupInspection, owner?: CgroupOwner): { kind: "fresh" } | { kind: "ours" } | { kind: "refuse"; reason: string } {
-  if (inspection.existing.length === 0) return { kind: "fresh" };
   const marker = inspection.marker;
+  // The operator's hand (no owner) on a drill that is up: also when its dirs are gone, or setup would
+  // make them afresh and drop the drill from the marker.
+  if (!owner && inspection.upHolder) {
+    const dirs = inspection.existing.length > 0 ? inspection.existing.map((e) => e.dir.dir) : (marker?.dirs.map((d) => d.dir) ?? []);
+    const reason = upHolderRefusal(dirs.join(" and "), inspection.upHolder, inspection.drillCmd, "rewrite its limits under it", " first, or pick another --name");
+    return { kind: "refuse", reason };
+  }
+  if (inspection.existing.length === 0) return { kind: "fresh" };
   const foreignTasks = inspection.existing.flatMap((e) => e.tasks ?? []);
   for (const existing of inspection.existing) {
     const marked = marker?.dirs.find((d) => d.dir === existing.dir.dir);
     const tasks = existing.tasks ?? [];
     const what = tasks.length > 0 ? ` with tasks ${describeTasks(tasks)}` : "";
     if (!marker || !marked) {
-      return { kind: "refuse", reason: `${existing.dir.dir} already exists${what} and drill did not create it (no marker); refusing to adopt it. Pick another --name, or remove it yourself` };
+      // Named, so a setup made with another --state-dir is told apart from a foreign cgroup.
+      const looked = marker ? `its marker ${inspection.markerFile} does not list it` : `no marker in ${path.dirname(inspection.markerFile)}`;
+      const way = marker ? "Pick another --name" : "If drill made it with another --state-dir, give that one; else pick another --name";
+      return {
+        kind: "refuse",
+        reason: `${existing.dir.dir} already exists${what} and drill did not create it (${looked}); refusing to adopt it. ${way}, or remove it yourself`,
+      };
     }
     if (marked.inode === null) {
       // Setup died between its intent and its mkdir: drill's, unless someone moved a task in.
@@ -122,7 +197,7 @@ export function decideOwnership(inspection: SetupInspection, owner?: CgroupOwner
     if (holder && holder.drill !== owner.drill) {
       return {
         kind: "refuse",
-        reason: `${where} is the worker cgroup of drill ${holder.drill} (run ${holder.runId}); refusing to share it with drill ${owner.drill}. Run drill rollback --name ${holder.drill} first, or pick another --name`,
+        reason: `${workerCgroupOf(where, holder)}; refusing to share it with drill ${owner.drill}. Run ${inspection.drillCmd} rollback --name ${holder.drill} first, or pick another --name`,
       };
     }
     const unreadable = inspection.existing.filter((e) => e.tasks === null).map((e) => e.dir.dir);
@@ -248,9 +323,13 @@ export function inspectForSetup(roots: HostRoots, cgroup: WorkerCgroup, stateDir
     ? { dir: parentDir, controllers: readList(path.join(parentDir, "cgroup.controllers")), subtreeControl: readList(path.join(parentDir, "cgroup.subtree_control")) }
     : null;
   const swaps = readKernelText(roots.proc("swaps"));
+  const marker = readMarker(stateDir, cgroup);
   return {
     existing,
-    marker: readMarker(stateDir, cgroup),
+    marker,
+    markerFile: markerFile(stateDir, cgroup),
+    upHolder: readUpHolder(stateDir, marker, cgroup.dirs.map((d) => d.dir)),
+    drillCmd: drillCommandFor(stateDir),
     v1,
     v2Parent,
     parentLimit: effectiveLimitFrom(parentDir, limits.mount, limits.version),

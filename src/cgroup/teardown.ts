@@ -1,10 +1,12 @@
 import { existsSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { drillCommandFor } from "../context.js";
 import { RefusedError, RollbackIncompleteError, kernelWriteError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readPids } from "./memoryFiles.js";
 import { assembleWorkerCgroup, type CgroupDir, type WorkerCgroup } from "./paths.js";
+import { readUpHolder, upHolderRefusal, type UpHolder } from "./setup.js";
 import { listHogRecords, markerFile, readMarker, removeHogRecord, removeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
 import { isInCgroup, readComm } from "./tasks.js";
 
@@ -17,6 +19,11 @@ export interface TeardownOptions {
    * drill is refused (its tasks left alone). `drill cgroup teardown` gives none.
    */
   owner?: CgroupOwner;
+  /**
+   * `drill cgroup teardown --force`: tear down the worker cgroup of a drill
+   * that is up (refused without it: its worker and hog die mid-drill).
+   */
+  force?: boolean;
 }
 
 /** How the cgroup was emptied; `drill cgroup teardown --json` prints these in `method`, rollback joins them with `+`. */
@@ -52,6 +59,8 @@ export type TeardownResult =
       unlinked: string[];
       /** How the cgroup was emptied: cgroup.kill, freeze → SIGKILL by pid → thaw, SIGKILL by pid alone, or it was empty. */
       method: TeardownMethod[];
+      /** The drill that was up with this cgroup, torn down anyway (--force); null otherwise. */
+      forced: UpHolder | null;
     };
 
 function inode(dir: string): number | null {
@@ -100,7 +109,8 @@ export function foreignOwner(marker: CgroupMarker, expected: CgroupOwner | undef
  * the task keeps running outside any drill. Never moves a live task to
  * the parent: that would lift its limit. Only cgroups drill created (marker)
  * are touched; a foreign one, or with `owner` one another drill owns, is
- * refused with its tasks left alone.
+ * refused with its tasks left alone. Without `owner` (the operator's own
+ * teardown), the worker cgroup of a drill that is up is refused too, unless `force`.
  */
 export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgroup, options: TeardownOptions): Promise<TeardownResult> {
   const timeoutMs = options.timeoutMs ?? 10_000;
@@ -118,6 +128,14 @@ export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgr
     throw new RefusedError(
       `${present.map((d) => d.dir).join(" and ")} ${present.length > 1 ? "were" : "was"} not created by drill (no marker in ${path.join(options.stateDir, "cgroups")}); ` +
         `leaving it${tasks.length > 0 ? ` and its tasks ${tasks.join(", ")}` : ""} alone`,
+    );
+  }
+  // The operator's own teardown (no owner) of a drill that is up: that drill's rollback is the way.
+  const upHolder = options.owner ? null : readUpHolder(options.stateDir, marker, [...new Set([...cgroup.dirs, ...computed.dirs].map((d) => d.dir))]);
+  if (upHolder && !options.force) {
+    const where = cgroup.dirs.map((d) => d.dir).join(" and ");
+    throw new RefusedError(
+      upHolderRefusal(where, upHolder, drillCommandFor(options.stateDir), "kill its worker and hog mid-drill", " (it stops the drill, drains its queue and removes the cgroup), or give --force to tear it down anyway"),
     );
   }
   const foreign = foreignOwner(marker, options.owner);
@@ -184,6 +202,7 @@ export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgr
     killed,
     unlinked,
     method: [...method],
+    forced: upHolder,
   };
 }
 

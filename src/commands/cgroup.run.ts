@@ -1,5 +1,5 @@
 import { DrillError, UsageError } from "../errors.js";
-import type { GlobalOptions } from "../context.js";
+import { drillCommandFor, type GlobalOptions } from "../context.js";
 import { consoleOutput, type Output } from "../output.js";
 import { formatBytes, memoryMaxProblem, parseSize } from "../units.js";
 import type { Limit } from "../cgroup/memoryFiles.js";
@@ -9,7 +9,7 @@ import { validateParent } from "../cgroup/names.js";
 import { requireParentDirs } from "../cgroup/paths.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { teardownWorkerCgroup, type TeardownResult } from "../cgroup/teardown.js";
-import type { SetupFlags, TargetFlags } from "./cgroup.js";
+import type { SetupFlags, TargetFlags, TeardownFlags } from "./cgroup.js";
 
 export async function cgroupSetupAction(globals: GlobalOptions, flags: SetupFlags, output: Output = consoleOutput(globals.color)): Promise<SetupResult> {
   const memoryMax = parseSize(flags.memoryMax, "--memory-max");
@@ -79,9 +79,17 @@ function renderStatus(status: CgroupStatus, output: Output): void {
   for (const miss of status.missing) output.err(`missing: ${miss.file}: ${miss.reason}`);
 }
 
-export async function cgroupTeardownAction(globals: GlobalOptions, flags: TargetFlags, output: Output = consoleOutput(globals.color)): Promise<TeardownResult> {
+export async function cgroupTeardownAction(globals: GlobalOptions, flags: TeardownFlags, output: Output = consoleOutput(globals.color)): Promise<TeardownResult> {
   const { roots, cgroup } = resolveCgroupTarget(globals, flags);
-  const result = await teardownWorkerCgroup(roots, cgroup, { stateDir: globals.stateDir });
+  const result = await teardownWorkerCgroup(roots, cgroup, { stateDir: globals.stateDir, force: flags.force });
+  if (result.kind === "removed" && result.forced) {
+    // --force says so, as gate mode --force does: the drill is not over, only its cgroup.
+    const { drill, runId, phase } = result.forced;
+    output.err(
+      `warning: --force: tore down cgroup ${cgroup.name}, the worker cgroup of drill ${drill} (run ${runId}), which was ${phase === null ? "maybe up (state unreadable)" : `up (${phase})`}: ` +
+        `killed ${result.killed.length} of its tasks mid-drill. Run ${drillCommandFor(globals.stateDir)} rollback --name ${drill} to stop the rest and drain its queue`,
+    );
+  }
   if (globals.json) {
     output.json(result);
   } else if (result.kind === "nothing") {

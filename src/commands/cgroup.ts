@@ -7,6 +7,10 @@ export interface TargetFlags {
   parent?: string;
 }
 
+export interface TeardownFlags extends TargetFlags {
+  force: boolean;
+}
+
 export interface SetupFlags extends TargetFlags {
   memoryMax: string;
   swapMax: string;
@@ -34,8 +38,11 @@ export const cgroupCommand: CommandFactory = (globals) => {
   });
 
   addCgroupTargetOptions(
-    command.command("teardown").description("kill what is inside (never moved to the parent), remove the cgroup from every hierarchy"),
-  ).action(async (flags: TargetFlags) => {
+    command
+      .command("teardown")
+      .description("kill what is inside (never moved to the parent), remove the cgroup from every hierarchy")
+      .option("--force", "tear down even the worker cgroup of a drill that is up (says so)", false),
+  ).action(async (flags: TeardownFlags) => {
     const { cgroupTeardownAction } = await import("./cgroup.run.js");
     await cgroupTeardownAction(globals(), flags);
   });

@@ -1,9 +1,9 @@
 import { existsSync, mkdirSync, rmdirSync, statfsSync } from "node:fs";
 import path from "node:path";
 import { Redis } from "ioredis";
-import { detectLayout } from "../cgroup/layout.js";
+import { detectLayout, type CgroupLayout } from "../cgroup/layout.js";
 import type { ParentSpec } from "../cgroup/names.js";
-import { requireParentDirs, resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
+import { assembleWorkerCgroup, requireParentDirs, resolveWorkerCgroup, twinName, type WorkerCgroup } from "../cgroup/paths.js";
 import { filesystemName } from "../host/filesystem.js";
 import { readKernelText, type HostRoots } from "../host/kernelFile.js";
 import { readHostPsi } from "../host/psi.js";
@@ -45,7 +45,7 @@ export async function gatherFacts(options: GatherOptions): Promise<DoctorFacts> 
   if (layout) {
     let probe: WorkerCgroup | null = null;
     try {
-      probe = resolveWorkerCgroup(roots, layout, `drill-doctor-${process.pid}`, options.parent);
+      probe = doctorProbe(roots, layout, options.parent);
     } catch (err) {
       facts.memoryWritable = { ok: false, where: String(options.parent.kind === "self" ? "self" : options.parent.path), error: (err as Error).message };
     }
@@ -55,6 +55,20 @@ export async function gatherFacts(options: GatherOptions): Promise<DoctorFacts> 
     }
   }
   return facts;
+}
+
+/**
+ * The probe, where setup would put the worker cgroup and its twin:
+ * `drill-doctor-<pid>`, and on hybrid the twin of `doctor-<pid>`
+ * (`drill-doctor-<pid>-<hash>`): the twin of the probe's own name would say
+ * drill twice (`drill-drill-doctor-…`).
+ */
+function doctorProbe(roots: HostRoots, layout: CgroupLayout, parent: ParentSpec): WorkerCgroup {
+  const probe = resolveWorkerCgroup(roots, layout, `drill-doctor-${process.pid}`, parent);
+  if (!probe.memory || !probe.unified) return probe; // v2, legacy v1: no twin
+  const twin = twinName(`doctor-${process.pid}`, probe.memory.cgroupPath);
+  const unified = { ...probe.unified, cgroupPath: path.posix.join(path.posix.dirname(probe.unified.cgroupPath), twin), dir: path.join(path.dirname(probe.unified.dir), twin) };
+  return assembleWorkerCgroup(probe.name, probe.layout, probe.memory, unified);
 }
 
 /** Creates the probe cgroup in every hierarchy, notes which files it got, removes it. */

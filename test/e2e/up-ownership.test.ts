@@ -87,7 +87,7 @@ describe.skipIf(skip !== null)("a second drill on a cgroup name another drill ru
   }, 240_000);
 
   /**
-   * The rollback side: the first drill's cgroup is torn down by hand while it
+   * The rollback side: the first drill's cgroup is torn down by hand (--force) while it
    * runs, a second drill creates a new cgroup at the same path, and then the
    * first drill is rolled back. Its rollback tears down the dirs it recorded,
    * which are now the second drill's: it must leave them (and that drill's
@@ -98,8 +98,10 @@ describe.skipIf(skip !== null)("a second drill on a cgroup name another drill ru
     expect(first.exitCode, first.stdout + first.stderr).toBe(0);
     const firstState = readState(stateDir, "ownfirst") as DrillState;
 
-    const byHand = await runDrill(["--state-dir", stateDir, "cgroup", "teardown", "--name", CGROUP, "--parent", "self"], { timeout: 60_000 });
+    // --force: without it, teardown refuses the cgroup of a drill that is up.
+    const byHand = await runDrill(["--state-dir", stateDir, "cgroup", "teardown", "--name", CGROUP, "--parent", "self", "--force"], { timeout: 60_000 });
     expect(byHand.exitCode, byHand.stdout + byHand.stderr).toBe(0);
+    expect(byHand.stderr).toMatch(/warning: --force: tore down cgroup ownedcg, the worker cgroup of drill ownfirst/);
     const second = await up("second.yaml");
     expect(second.exitCode, second.stdout + second.stderr).toBe(0);
     const secondState = readState(stateDir, "ownsecond") as DrillState;

@@ -175,7 +175,8 @@ export function tempStateDir(): string {
  */
 export async function forceCleanup(cgroup: WorkerCgroup, stateDir: string): Promise<void> {
   try {
-    await teardownWorkerCgroup(realRoots(), cgroup, { stateDir, timeoutMs: 10_000 });
+    // force: also the cgroup of a test's drill that is still up
+    await teardownWorkerCgroup(realRoots(), cgroup, { stateDir, timeoutMs: 10_000, force: true });
   } catch {
     // foreign or stuck: fall through to the blunt path below
   }

@@ -110,6 +110,26 @@ describe("planSetup / applySetup on fake trees", () => {
     expect(readMarker(host.stateDir, cg)).toBeNull();
   });
 
+  it("a cgroup drill set up with another --state-dir: the refusal names where it looked for the marker", () => {
+    host = makeFakeHost("hybrid");
+    const cg = hybridTarget(host);
+    setupWorkerCgroup(host.roots, cg, host.stateDir, { memoryMax: 256 * M, swapMax: 0 });
+    for (const dir of cg.dirs) writeFileSync(path.join(dir.dir, "cgroup.procs"), "");
+    const otherStateDir = path.join(host.root, "other-state");
+    // What `drill --state-dir <other> up --name t1` judges before it starts anything.
+    const err = (() => {
+      try {
+        planSetup(cg, inspectForSetup(host!.roots, cg, otherStateDir), { memoryMax: 256 * M, swapMax: 0, owner: { drill: "smoke", runId: "smoke-1" } });
+      } catch (e) {
+        return e as RefusedError;
+      }
+      throw new Error("not refused");
+    })();
+    expect(err).toBeInstanceOf(RefusedError);
+    expect(err.message).toContain(`${cg.memory!.dir} already exists and drill did not create it (no marker in ${path.join(otherStateDir, "cgroups")})`);
+    expect(err.message).toMatch(/another --state-dir/);
+  });
+
   it("warns when an ancestor is tighter than asked", () => {
     host = makeFakeHost("hybrid");
     host.cgroup("memory", "/process_api/abc", { "memory.limit_in_bytes": String(128 * M) });
