@@ -1,4 +1,5 @@
-import { isMemoryFilesystem } from "../host/filesystem.js";
+import { FREE_MARGIN_BYTES, isMemoryFilesystem } from "../host/filesystem.js";
+import { formatBytes } from "../units.js";
 
 /**
  * Doctor's decisions, pure: facts gathered from the host in, one row per check
@@ -159,12 +160,15 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
   } else if (isMemoryFilesystem(hog.fsType)) {
     add("hog file system", "fail", `${hog.dir} (${hog.fsType})`, "tmpfs pages are shmem, not reclaimable without swap: thrash becomes an OOM. Use --file-dir on a disk filesystem");
   } else {
-    const enough = hog.freeBytes === null || hog.freeBytes >= hog.neededBytes;
+    // The margin inject and worker keep (checkFileDir): short of it they refuse at their start, mid-drill.
+    const enough = hog.freeBytes === null || hog.freeBytes >= hog.neededBytes + FREE_MARGIN_BYTES;
     add(
       "hog file system",
-      enough ? "pass" : "warn",
+      enough ? "pass" : "fail",
       `${hog.dir} (${hog.fsType}, ${hog.freeBytes === null ? "?" : formatGiB(hog.freeBytes)} free)`,
-      enough ? "disk filesystem: file pages can be reclaimed and refaulted" : `less than ${formatGiB(hog.neededBytes)} free for the hog and weights files`,
+      enough
+        ? "disk filesystem: file pages can be reclaimed and refaulted"
+        : `needs ${formatBytes(hog.neededBytes)} for the hog and weights files plus ${formatBytes(FREE_MARGIN_BYTES)} to spare: inject and worker would refuse to start; use --file-dir on a larger disk, or a smaller --size`,
     );
   }
 

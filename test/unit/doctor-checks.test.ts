@@ -36,7 +36,9 @@ describe("doctor checks", () => {
     ["no cgroup PSI (legacy v1)", { cgroupPsi: { file: null, present: false } }, "cgroup PSI", "warn"],
     ["no cgroup.kill", { cgroupKill: { file: null, present: false, freezer: true } }, "cgroup.kill", "warn"],
     ["hog dir on tmpfs", { hogDir: { dir: "/tmp", fsType: "tmpfs", freeBytes: 1e12, neededBytes: 1 } }, "hog file system", "fail"],
-    ["hog dir too small", { hogDir: { dir: "/var/tmp", fsType: "ext4", freeBytes: 1024, neededBytes: 1e9 } }, "hog file system", "warn"],
+    ["hog dir too small", { hogDir: { dir: "/var/tmp", fsType: "ext4", freeBytes: 1024, neededBytes: 1e9 } }, "hog file system", "fail"],
+    // inject and worker keep 64 MiB to spare beyond their files (checkFileDir): room for the files alone is not enough.
+    ["hog dir without the margin", { hogDir: { dir: "/var/tmp", fsType: "ext4", freeBytes: 1e9 + 1024, neededBytes: 1e9 } }, "hog file system", "fail"],
     ["state dir on tmpfs", { stateDir: { dir: "/run/drill", fsType: "tmpfs" } }, "state dir", "warn"],
     ["no redis-server and no --redis", { redisServerPath: null }, "redis-server on PATH", "fail"],
     ["swap on, no swap control", { swapControl: { file: null, present: false }, hostSwapTotalBytes: 1e9, layout: "v2" }, "swap disabled in cgroup", "fail"],
@@ -45,6 +47,10 @@ describe("doctor checks", () => {
     const facts = { ...healthy, ...patch };
     expect(status(facts, check)).toBe(expected);
     expect(drillVerdict(evaluateChecks(facts))).toBe(expected === "fail" ? "refused" : "ready_with_warnings");
+  });
+
+  it("room for the files and the 64 MiB margin passes", () => {
+    expect(status({ ...healthy, hogDir: { dir: "/var/tmp", fsType: "ext4", freeBytes: 1e9 + 64 * 1024 * 1024, neededBytes: 1e9 } }, "hog file system")).toBe("pass");
   });
 
   it("without cgroup.kill but with cgroup.freeze the detail says what teardown does: freeze, SIGKILL by pid, thaw", () => {
