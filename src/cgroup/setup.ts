@@ -1,7 +1,7 @@
 import { mkdirSync, rmdirSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { drillCommandFor } from "../context.js";
-import { readState, statePath, type DrillState } from "../drill/state.js";
+import { isDrillUp, readState, statePath, type DrillState } from "../drill/state.js";
 import { DrillError, RefusedError, kernelWriteError } from "../errors.js";
 import { readKernelText, type HostRoots } from "../host/kernelFile.js";
 import { formatBytes } from "../units.js";
@@ -50,7 +50,7 @@ export interface UpHolder {
  * the dirs but not yet rewritten the marker does).
  */
 export function isUpWith(state: Pick<DrillState, "runId" | "phase" | "cgroup"> | null, owner: CgroupOwner, dirs: readonly string[]): boolean {
-  if (!state || state.phase === "complete") return false;
+  if (!state || !isDrillUp(state)) return false;
   return state.runId === owner.runId || (state.cgroup?.dirs ?? []).some((dir) => dirs.includes(dir));
 }
 

@@ -118,7 +118,7 @@ export type StateEntry = { name: string; state: DrillState } | { name: string; u
  * themselves after the drill's end, and report and rollback restart that
  * Redis on its AOF), its queue lives in its Redis until then.
  */
-export function isDrillUp(state: DrillState): boolean {
+export function isDrillUp(state: Pick<DrillState, "phase">): boolean {
   return state.phase !== "complete";
 }
 
