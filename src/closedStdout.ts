@@ -1,9 +1,20 @@
-// `drill up | head` (or `drill up --json 2>&1 | head`): the reader went away,
-// the drill must not (its children would run on with nobody packing or
-// following them). Commands that opt in keep running and drop what they
-// print, on stdout and stderr alike; every other command ends quietly.
+// `drill rollback | head` (or `drill up --json 2>&1 | head`): the reader went
+// away, the command must not. Stopped half-way, a command that changes state
+// leaves it half changed: a rollback with its embedded Redis still up and the
+// drain not exported, a worker with a job mid-decode, a pack with half its
+// jobs pushed, a cgroup half torn down. So every command keeps running and
+// drops what it prints, on stdout and stderr alike, except the ones that only
+// read: those end quietly, as `head` expects of them (`drill watch | head -3`).
 let survivesClosedOutput = false;
 const closed = new Set<NodeJS.WriteStream>();
+
+/** Commands (by path, `cgroup status`) that change nothing: a closed pipe ends them. Any other command survives it. */
+export const READ_ONLY_COMMANDS: ReadonlySet<string> = new Set(["doctor", "cgroup status", "watch", "report", "help"]);
+
+/** Does `drill <commandPath>` keep running when the reader of its output goes away? */
+export function survivesClosedOutputOf(commandPath: string): boolean {
+  return !READ_ONLY_COMMANDS.has(commandPath);
+}
 
 export function surviveClosedStdout(): void {
   survivesClosedOutput = true;

@@ -1,11 +1,12 @@
-import { CommanderError } from "commander";
+import { CommanderError, type Command } from "commander";
 import { buildProgram } from "./cli.js";
 import { DrillError, ExitCode } from "./errors.js";
-import { closedStdoutSurvived } from "./closedStdout.js";
+import { closedStdoutSurvived, survivesClosedOutputOf, surviveClosedStdout } from "./closedStdout.js";
 
 /** The one exit point: commands throw typed errors, this maps them to codes. */
 export async function main(argv: string[]): Promise<number> {
-  // `drill cgroup status | head -4`: a closed pipe ends the output, not the process with a stack.
+  // `drill cgroup status | head -4`: a closed pipe ends the output, not the process with a stack;
+  // a command that changes state goes on without it (closedStdout.ts says which).
   for (const stream of [process.stdout, process.stderr]) {
     stream.on("error", (err: NodeJS.ErrnoException) => {
       if (closedStdoutSurvived(stream, err)) return;
@@ -14,6 +15,9 @@ export async function main(argv: string[]): Promise<number> {
     });
   }
   const program = buildProgram();
+  program.hook("preAction", (_program, action) => {
+    if (survivesClosedOutputOf(commandPath(action))) surviveClosedStdout();
+  });
   try {
     await program.parseAsync(argv);
     return typeof process.exitCode === "number" ? process.exitCode : ExitCode.ok;
@@ -32,4 +36,11 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`drill: unexpected error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
     return ExitCode.failed;
   }
+}
+
+/** `gate mode` for the command that runs `drill gate mode admit`: its names below the program. */
+function commandPath(command: Command): string {
+  const names: string[] = [];
+  for (let c: Command | null = command; c?.parent; c = c.parent) names.unshift(c.name());
+  return names.join(" ");
 }

@@ -1,3 +1,4 @@
+import { writeErr } from "../closedStdout.js";
 import { drillCommandFor, hostRoots, leverCommand, type GlobalOptions } from "../context.js";
 import { describeRunningDrill, findRunningDrills, listDrills, rollbackDrill, rollbackHint, type DrillRollback } from "../drill/rollback.js";
 import { readState } from "../drill/state.js";
@@ -15,10 +16,10 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   const drillCmd = drillCommandFor(g.stateDir);
   let current = { name: "", lastStep: "" };
   const interrupts = finishDespiteInterrupt(
-    () => process.stderr.write(`drill: SIGINT: finishing the rollback (stopping now would leave it half done); Ctrl-C again to stop anyway\n`),
+    () => writeErr(`drill: SIGINT: finishing the rollback (stopping now would leave it half done); Ctrl-C again to stop anyway\n`),
     (signal) => {
       const where = current.lastStep === "" ? "before its first step" : `after step "${current.lastStep}"`;
-      process.stderr.write(`drill: interrupted by ${signal} during the rollback of ${current.name} ${where}; run \`${drillCmd} rollback --name ${current.name}\` again to finish it\n`);
+      writeErr(`drill: interrupted by ${signal} during the rollback of ${current.name} ${where}; run \`${drillCmd} rollback --name ${current.name}\` again to finish it\n`);
       process.exit(signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
     },
   );

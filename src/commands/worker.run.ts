@@ -6,6 +6,7 @@ import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import type { WorkerCgroup } from "../cgroup/paths.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { markedWorkerCgroup } from "../cgroup/teardown.js";
+import { writeErr, writeOut } from "../closedStdout.js";
 import { commandRedisUrl, hostRoots, type GlobalOptions } from "../context.js";
 import { DrillError, InterruptedError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
@@ -94,7 +95,7 @@ function printSummary(s: WorkerSummary, err: (line: string) => void): void {
 
 /** Inside the cgroup: the loop itself. */
 async function runInside(redisUrl: string, roots: HostRoots, cgroup: WorkerCgroup, options: ReturnType<typeof resolveWorkerFlags>): Promise<void> {
-  const err = (line: string): void => void process.stderr.write(`${line}\n`);
+  const err = (line: string): void => writeErr(`${line}\n`);
   const interrupt = onInterrupt();
   const supervisor = new AbortController();
   let lifeline: net.Socket | null = null;
@@ -117,7 +118,7 @@ async function runInside(redisUrl: string, roots: HostRoots, cgroup: WorkerCgrou
         redisUrl,
         roots,
         where: cgroup.limits.dir,
-        out: (line) => void process.stdout.write(`${line}\n`),
+        out: (line) => writeOut(`${line}\n`),
         err,
         signal: interrupt.signal,
         supervisorGone: supervisor.signal,
@@ -145,7 +146,7 @@ export async function workerAction(g: GlobalOptions, raw: RawWorkerFlags): Promi
     return;
   }
   if (passed) throw new DrillError(`${WORKER_CGROUP_ENV} is set but this process is not in ${joined.outside.join(", ")}: refusing to run outside the cgroup`);
-  process.stderr.write(`drill worker: joining ${cgroup.limits.dir} (weights ${formatBytes(options.config.weightsBytes)} in ${options.weightsDir})\n`);
-  const code = await launchInCgroup(cgroup, selfCommand(), (line) => void process.stderr.write(`${line}\n`), { DRILL_REDIS_URL: redisUrl });
+  writeErr(`drill worker: joining ${cgroup.limits.dir} (weights ${formatBytes(options.config.weightsBytes)} in ${options.weightsDir})\n`);
+  const code = await launchInCgroup(cgroup, selfCommand(), (line) => writeErr(`${line}\n`), { DRILL_REDIS_URL: redisUrl });
   if (code !== 0) process.exitCode = code;
 }

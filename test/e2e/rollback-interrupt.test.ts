@@ -15,9 +15,9 @@ const DRILL = tinyDrill("rbint", { duration: "3s", phases: [["0s", pack(3)]] });
 const CGROUP = "rbintcg";
 
 const skip = realDrillSkipReason();
-if (skip) console.warn(`skipping rollback under Ctrl-C: ${skip}`);
+if (skip) console.warn(`skipping rollback under Ctrl-C and a closed pipe: ${skip}`);
 
-describe.skipIf(skip !== null)("rollback under Ctrl-C (real cgroup, embedded Redis)", () => {
+describe.skipIf(skip !== null)("rollback stopped from outside: Ctrl-C, a closed pipe (real cgroup, embedded Redis)", () => {
   let root: string;
   let files: string;
   let drillFile: string;
@@ -87,6 +87,20 @@ describe.skipIf(skip !== null)("rollback under Ctrl-C (real cgroup, embedded Red
     expect((readState(stateDir, "rbint") as DrillState).phase).not.toBe("complete");
     const again = await runDrill(["--state-dir", stateDir, "rollback", "--name", "rbint"], { timeout: 90_000 });
     expect(again.exitCode, again.stdout + again.stderr).toBe(0);
+    assertHostClean(stateDir, "rbint", before);
+    exportedJobs(stateDir, pushed);
+  }, 180_000);
+
+  // `drill rollback 2>&1 | head -1`: it exited 0 after its first line with the
+  // state at rolling_back, the drain not exported and the embedded Redis up.
+  it("the reader of its output goes away after the first line: the rollback finishes (exit 0), host clean, no job lost", async () => {
+    const { stateDir, before, pushed } = await upDrill("closed");
+    const child = execa("node", [drillBin, "--state-dir", stateDir, "rollback", "--name", "rbint"], { reject: false, timeout: 90_000, env: { FORCE_COLOR: "0", NO_COLOR: "1" } });
+    await new Promise<void>((resolve) => child.stdout!.once("data", () => resolve()));
+    child.stdout!.destroy(); // what head does once it has its line
+    child.stderr!.destroy();
+    const result = await child;
+    expect(result.exitCode).toBe(0);
     assertHostClean(stateDir, "rbint", before);
     exportedJobs(stateDir, pushed);
   }, 180_000);
