@@ -1,6 +1,7 @@
 import { writeErr } from "../closedStdout.js";
 import { drillCommandFor, hostRoots, leverCommand, type GlobalOptions } from "../context.js";
 import { describeRunningDrill, findRunningDrills, listDrills, rollbackDrill, rollbackHint, type DrillRollback } from "../drill/rollback.js";
+import { validateDrillName } from "../drill/names.js";
 import { readState } from "../drill/state.js";
 import { ExitCode, RollbackIncompleteError } from "../errors.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
@@ -9,7 +10,8 @@ import type { RollbackFlags } from "./rollback.js";
 
 export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Promise<void> {
   const output = consoleOutput(g.color);
-  const names = flags.name ? [flags.name] : listDrills(g.stateDir);
+  // `--name ""` is not "every drill", and `../other/smoke` is not under --state-dir.
+  const names = flags.name !== undefined ? [validateDrillName(flags.name)] : listDrills(g.stateDir);
   const results: DrillRollback[] = [];
   // Stopped half-way, a rollback leaves the host half rolled back: the first
   // Ctrl-C only says so; a second one (or SIGTERM) stops, naming where.

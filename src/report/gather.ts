@@ -5,6 +5,7 @@ import type { Redis } from "ioredis";
 import { isEmbeddedRedis, reviveEmbeddedRedis } from "../drill/embeddedRedis.js";
 import { listDrills } from "../drill/rollback.js";
 import { HostRoots } from "../host/kernelFile.js";
+import { validateDrillName } from "../drill/names.js";
 import { drillDir, readState, runDir, type DrillState } from "../drill/state.js";
 import { DrillError, RefusedError, UsageError } from "../errors.js";
 import { queueKeys, type QueueKeys } from "../queue/keys.js";
@@ -98,9 +99,7 @@ export function exportFiles(dir: string): string[] {
 
 export function resolveDrillName(stateDir: string, name: string | undefined, redisGiven: boolean): string | null {
   if (name !== undefined) {
-    if (name === "" || name === "." || name === ".." || name.includes("/") || name.includes("\0")) {
-      throw new UsageError(`--name: "${name}" is not a drill name`);
-    }
+    validateDrillName(name);
     if (!existsSync(drillDir(stateDir, name)) && !redisGiven) {
       const known = reportableDrills(stateDir);
       throw new UsageError(`--name: no drill "${name}" in ${stateDir}${known.length > 0 ? ` (drills there: ${known.join(", ")})` : ""}; give --state-dir, or --redis to report on a queue directly`);
