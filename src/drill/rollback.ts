@@ -1,13 +1,14 @@
-import { existsSync, readdirSync, rmdirSync, unlinkSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmdirSync, unlinkSync } from "node:fs";
 import path from "node:path";
 import type { Redis } from "ioredis";
 import { requireLayout } from "../cgroup/layout.js";
 import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, workerCgroupFromDirs } from "../cgroup/paths.js";
 import { teardownWorkerCgroup } from "../cgroup/teardown.js";
-import { DrillError, RefusedError } from "../errors.js";
+import { DrillError, RefusedError, RollbackIncompleteError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessStat } from "../host/process.js";
+import { readPids } from "../cgroup/memoryFiles.js";
 import { readHostPsi } from "../host/psi.js";
 import { DrillQueue } from "../queue/queue.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
@@ -16,7 +17,7 @@ import { isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } 
 import { acquireDrillLock } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
 import { drillDir, readState, writeState, type DrillState, type ProcessRole } from "./state.js";
-import { findByCwd, findByRunId, findDrillRunProcesses, listCwds, type StrayProcess } from "./strays.js";
+import { drillRunFromEnviron, findByCwd, findByRunId, findDrillRunProcesses, listCwds, type StrayProcess } from "./strays.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
 /**
@@ -232,11 +233,17 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         try {
           torn = await teardownWorkerCgroup(roots, computed, { stateDir: options.stateDir, timeoutMs: 10_000, owner: { drill: state.name, runId: state.runId } });
         } catch (err) {
-          // Not this drill's (no marker, recreated since, or another drill's now):
-          // nothing of this drill is there to remove (its own processes are
-          // stopped by pid below), and failing here would fail every rollback after it.
-          if (err instanceof RefusedError) return err.message;
-          throw err;
+          if (!(err instanceof RefusedError)) throw err;
+          // Not drill's to remove (no marker here, recreated since, or another
+          // drill's now): left alone, and with only others' tasks in it (or none)
+          // that is what this step should do, or it would fail every rollback
+          // after it. With this run's own tasks inside it is this drill's cgroup
+          // that stays (a state file moved from another --state-dir): not ok.
+          const own = ownTasksIn(roots, computed.dirs.map((d) => d.dir), state);
+          if (own.length === 0) return err.message;
+          throw new RollbackIncompleteError(
+            `cgroup ${computed.dirs.map((d) => d.dir).join(" and ")} not removed, yet it holds this drill's own tasks ${own.map((t) => `${t.pid} (${t.comm})`).join(", ")} (run ${state.runId}; stopped by pid below): ${err.message}`,
+          );
         }
         if (torn.kind === "nothing") return `nothing at ${torn.looked.join(", ")}`;
         const killed = torn.killed.map((t) => `${t.pid} (${t.comm ?? "?"})`).join(", ");
@@ -424,6 +431,34 @@ function embeddedRedisPids(roots: HostRoots, state: DrillState): number[] {
 
 function redisPids(state: DrillState): number[] {
   return state.processes.filter((p) => p.role === "redis" && p.pid !== null).map((p) => p.pid as number);
+}
+
+/**
+ * The tasks in `dirs` (each pid once: the v1 dir and its unified twin list
+ * the same tasks) that are this drill run's: a recorded process (pid and
+ * start time) or one carrying its DRILL_RUN_ID.
+ */
+export function ownTasksIn(roots: HostRoots, dirs: string[], state: DrillState): StrayProcess[] {
+  const pids = new Set(dirs.flatMap((dir) => {
+    const read = readPids(path.join(dir, "cgroup.procs"));
+    return read.ok ? read.value : [];
+  }));
+  const own: StrayProcess[] = [];
+  for (const pid of [...pids].sort((a, b) => a - b)) {
+    const stat = readProcessStat(roots, pid);
+    if (!stat.ok || stat.value.state === "Z") continue;
+    const recorded = state.processes.some((p) => p.pid === pid && p.startTime === stat.value.startTime);
+    if (recorded || runIdOf(roots, pid) === state.runId) own.push({ pid, startTime: stat.value.startTime, comm: stat.value.comm });
+  }
+  return own;
+}
+
+function runIdOf(roots: HostRoots, pid: number): string | null {
+  try {
+    return drillRunFromEnviron(readFileSync(roots.proc(String(pid), "environ"), "utf8"))?.runId ?? null;
+  } catch {
+    return null; // gone, or not ours to read
+  }
 }
 
 function stillAlive(roots: HostRoots, p: { pid: number | null; startTime: number | null }): boolean {

@@ -1,5 +1,5 @@
-import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, rmdirSync, rmSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, rmdirSync, rmSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { drillBin, runDrill } from "../helpers/cli.js";
@@ -79,5 +79,39 @@ describe.skipIf(skip !== null)("rollback tears down what up recorded (real cgrou
     expect(readState(stateDir, name)?.phase).toBe("complete");
     const second = await runDrill(["--state-dir", stateDir, "rollback", "--name", name]);
     expect(second.exitCode, second.stdout + second.stderr).toBe(0);
+  });
+
+  // A state file moved from the --state-dir that set the cgroup up: its
+  // marker is not here, so rollback may not remove the cgroup, yet the tasks
+  // in it are this drill's. It said "ok" and exited 0 with them inside.
+  it("a cgroup it may not remove that holds this drill's own tasks: FAIL, each task named once, exit 4; the tasks are stopped", async () => {
+    const setupDir = tempStateDir();
+    const stateDir = tempStateDir();
+    const name = `rbowntask${process.pid}`;
+    const cgroup = realWorkerCgroup(name);
+    cleanups.push(() => rmSync(setupDir, { recursive: true, force: true }));
+    cleanups.push(() => rmSync(stateDir, { recursive: true, force: true }));
+    cleanups.push(() => forceCleanup(cgroup, setupDir));
+    const setup = await runDrill(["--state-dir", setupDir, "cgroup", "setup", "--parent", "self", "--name", name, "--memory-max", "64M"]);
+    expect(setup.exitCode, setup.stderr).toBe(0);
+    const state = recordDrill(stateDir, name, cgroup);
+    // In every dir of the cgroup (the v1 dir and its unified twin list it both), with the run's id.
+    const joins = cgroup.procsFiles.map((f) => `echo $$ > '${f}'`).join(" && ");
+    const task = spawn("sh", ["-c", `${joins} && exec sleep 300`], { stdio: "ignore", env: { PATH: process.env.PATH, DRILL_RUN_ID: state.runId } });
+    cleanups.push(() => void task.kill("SIGKILL"));
+    await new Promise((r) => task.once("spawn", r));
+    for (let i = 0; i < 200 && !readFileSync(path.join(cgroup.limits.dir, "cgroup.procs"), "utf8").includes(`${task.pid}`); i++) await new Promise((r) => setTimeout(r, 10));
+
+    const r = await runDrill(["--state-dir", stateDir, "rollback", "--name", name]);
+    expect(r.exitCode, r.stdout + r.stderr).toBe(4);
+    const step = r.stdout.split("\n").find((l) => l.includes("kill and remove cgroup")) ?? "";
+    expect(step).toMatch(/^ {2}FAIL kill and remove cgroup: cgroup .* not removed, yet it holds this drill's own tasks \d+ \(sleep\) \(run rbowntask\d+-test; stopped by pid below\): .*not created by drill/);
+    // Named once by rollback (teardown's own refusal, after the colon, still lists it per dir).
+    const own = step.slice(0, step.indexOf("(run "));
+    expect(own.match(new RegExp(`\\b${task.pid} \\(sleep\\)`, "g")), step).toHaveLength(1);
+    expect(r.stderr).toMatch(/rollback incomplete; left: .*not removed, yet it holds this drill's own tasks/);
+    expect(readState(stateDir, name)?.phase).toBe("rolling_back");
+    await new Promise((resolve) => (task.exitCode !== null || task.signalCode !== null ? resolve(null) : task.once("exit", resolve)));
+    expect(task.signalCode, "stopped by the rollback").not.toBeNull();
   });
 });
