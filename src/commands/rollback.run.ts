@@ -1,9 +1,10 @@
+import { existsSync } from "node:fs";
 import { writeErr } from "../closedStdout.js";
 import { drillCommandFor, hostRoots, leverCommand, type GlobalOptions } from "../context.js";
-import { describeRunningDrill, findRunningDrills, listDrills, rollbackDrill, rollbackHint, type DrillRollback } from "../drill/rollback.js";
+import { describeRunningDrill, findRunningDrills, listDrills, rollbackDrill, rollbackHint, unknownDrillProblem, type DrillRollback } from "../drill/rollback.js";
 import { validateDrillName } from "../drill/names.js";
-import { readState } from "../drill/state.js";
-import { ExitCode, RollbackIncompleteError } from "../errors.js";
+import { readState, readStateEntries, statePath } from "../drill/state.js";
+import { ExitCode, RollbackIncompleteError, UsageError } from "../errors.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
 import { consoleOutput } from "../output.js";
 import type { RollbackFlags } from "./rollback.js";
@@ -11,8 +12,11 @@ import type { RollbackFlags } from "./rollback.js";
 export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Promise<void> {
   const output = consoleOutput(g.color);
   // `--name ""` is not "every drill", and `../other/smoke` is not under --state-dir.
-  const names = flags.name !== undefined ? [validateDrillName(flags.name)] : listDrills(g.stateDir);
+  const named = flags.name === undefined ? undefined : validateDrillName(flags.name);
+  const names = named === undefined ? listDrills(g.stateDir) : existsSync(statePath(g.stateDir, named)) ? [named] : [];
   const results: DrillRollback[] = [];
+  /** Drills an earlier rollback completed: nothing to do (RELIABILITY 8). */
+  const complete: Array<{ name: string; completed_at: string | null }> = [];
   // Stopped half-way, a rollback leaves the host half rolled back: the first
   // Ctrl-C only says so; a second one (or SIGTERM) stops, naming where.
   const drillCmd = drillCommandFor(g.stateDir);
@@ -35,7 +39,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   }
   async function rollbackOne(name: string): Promise<void> {
     if (!g.json) output.out(`rollback ${name}:`);
-    const result = await rollbackDrill(name, {
+    const outcome = await rollbackDrill(name, {
       roots: hostRoots(g),
       stateDir: g.stateDir,
       redisUrl: g.redisUrl,
@@ -45,24 +49,35 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
         if (!g.json) output.out(`  ${step.ok ? "ok  " : output.color.red("FAIL")} ${step.step}: ${step.detail}`);
       },
     });
-    if (result) results.push(result);
-    else if (!g.json) output.out(`  no drill ${name} in ${g.stateDir}, or it is complete`);
+    if (outcome.kind === "rolled_back") results.push(outcome.result);
+    else if (outcome.kind === "complete") {
+      complete.push({ name, completed_at: outcome.completedAt });
+      if (!g.json) output.out(`  already rolled back (complete${outcome.completedAt ? ` since ${outcome.completedAt}` : ""}): nothing to do`);
+    } else if (!g.json) output.out(`  no state of drill ${name} in ${g.stateDir} any more: nothing to do`);
   }
   // Nothing here is not nothing on the host: a wrong --state-dir (or sudo
   // dropping DRILL_STATE_DIR) must not pass a running drill for rolled back.
-  const running = results.length === 0 ? findRunningDrills(hostRoots(g), flags.name) : [];
+  const running = results.length === 0 ? findRunningDrills(hostRoots(g), named) : [];
+  if (named !== undefined && names.length === 0 && running.length === 0) {
+    // A name that is no drill here, beside drills that are: a wrong name (often
+    // up's --name, the worker cgroup), not "nothing to roll back" (exit 2, like report).
+    const others = readStateEntries(g.stateDir, listDrills(g.stateDir));
+    if (others.length > 0) throw new UsageError(unknownDrillProblem(named, g.stateDir, others, drillCmd));
+  }
+  const nothingHere =
+    named !== undefined && names.length === 0 ? `no drill ${named}` : complete.length > 0 ? `${complete.map((c) => c.name).join(", ")} already rolled back (complete)` : "no drill";
   const left = [...results.flatMap((r) => r.left.map((l) => `${r.name}: ${l}`)), ...running.map((r) => `${describeRunningDrill(r)}; ${rollbackHint(r)}`)];
   if (g.json) {
-    output.json({ drills: results, nothing_to_roll_back: results.length === 0 && running.length === 0, running: running.map((r) => ({ ...r, hint: rollbackHint(r) })), left });
+    output.json({ drills: results, complete, nothing_to_roll_back: results.length === 0 && running.length === 0, running: running.map((r) => ({ ...r, hint: rollbackHint(r) })), left });
   } else if (running.length > 0) {
-    output.out(`not rolled back: ${names.length === 0 ? "no drill" : `no ${names.join(", ")} to roll back`} in ${g.stateDir}, but drill processes run on this host:`);
+    output.out(`not rolled back: ${nothingHere} in ${g.stateDir}, but drill processes run on this host:`);
     for (const r of running) {
       output.out(`  ${describeRunningDrill(r)}`);
       output.out(`    ${r.stateDir !== null && !r.complete && !r.stateMissing ? "roll it back: " : ""}${rollbackHint(r)}`);
     }
   } else if (results.length === 0) {
-    const what = flags.name ? `no process of drill ${flags.name}` : "no drill process";
-    output.out(`nothing to roll back: ${names.length === 0 ? "no drill" : `${names.join(", ")} absent or complete`} in ${g.stateDir}, and ${what} on this host`);
+    const what = named !== undefined ? `no process of drill ${named}` : "no drill process";
+    output.out(`nothing to roll back: ${nothingHere} in ${g.stateDir}, and ${what} on this host`);
   } else {
     for (const r of results) {
       const drain = r.drainLength !== null ? `LLEN ${r.drainLength} in the drain` : r.left.some((l) => l.startsWith("drain pending")) ? "drain pending" : "no queue to drain";

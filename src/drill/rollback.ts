@@ -16,7 +16,7 @@ import { drainQueue, exportKeys, type DrainResult } from "./drain.js";
 import { isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
-import { drillDir, readState, writeState, type DrillState, type ProcessRole } from "./state.js";
+import { drillDir, readState, writeState, type DrillState, type ProcessRole, type StateEntry } from "./state.js";
 import { drillRunFromEnviron, findByCwd, findByRunId, findDrillRunProcesses, listCwds, type StrayProcess } from "./strays.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
@@ -146,6 +146,24 @@ export function rollbackHint(run: RunningDrill): string {
   return `drill --state-dir ${run.stateDir} rollback --name ${run.drill}`;
 }
 
+/**
+ * `rollback --name X` with no drill X in the state dir while other drills are
+ * there: a wrong name, often `up --name` (the worker cgroup) taken for the
+ * drill's. Names the drills there with their phase and worker cgroup, and the
+ * drill whose worker cgroup is X.
+ */
+export function unknownDrillProblem(name: string, stateDir: string, entries: readonly StateEntry[], drillCmd: string): string {
+  const list = entries
+    .map((e) => ("state" in e ? `${e.name} (${e.state.phase}${e.state.cgroup ? `, worker cgroup ${e.state.cgroup.name}` : ""})` : `${e.name} (state.json unreadable)`))
+    .join(", ");
+  const owners = entries.flatMap((e) => ("state" in e && e.state.cgroup?.name === name ? [e.name] : []));
+  const next =
+    owners.length > 0
+      ? owners.map((drill) => `${name} is the worker cgroup of drill ${drill}: ${drillCmd} rollback --name ${drill}`).join("; ")
+      : `roll back one of them (${drillCmd} rollback --name <drill>), or give the --state-dir that drill up had`;
+  return `--name: no drill "${name}" in ${stateDir} (drills there: ${list}); ${next}`;
+}
+
 /** One line naming a run found running elsewhere: drill, run, state dir, and its processes by pid and comm. */
 export function describeRunningDrill(run: RunningDrill): string {
   const procs = run.processes.map((p) => `pid ${p.pid} (${p.comm})`).join(", ");
@@ -168,10 +186,24 @@ function findStateOfRun(stateDir: string, runId: string): DrillState | null {
   return null;
 }
 
-export async function rollbackDrill(name: string, options: RollbackOptions): Promise<DrillRollback | null> {
+/**
+ * What a rollback of one drill found: no state of it in the state dir, a
+ * drill an earlier rollback completed (nothing to do, unless producers
+ * pushed onto its Redis since: then `rolled_back` with that drain), or the
+ * rollback it ran.
+ */
+export type RollbackOutcome =
+  | { kind: "absent" }
+  | { kind: "complete"; completedAt: string | null }
+  | { kind: "rolled_back"; result: DrillRollback };
+
+export async function rollbackDrill(name: string, options: RollbackOptions): Promise<RollbackOutcome> {
   const state = readState(options.stateDir, name);
-  if (!state) return null;
-  if (state.phase === "complete") return state.redis.embedded ? null : redrainComplete(state, options);
+  if (!state) return { kind: "absent" };
+  if (state.phase === "complete") {
+    const redrained = state.redis.embedded ? null : await redrainComplete(state, options);
+    return redrained ? { kind: "rolled_back", result: redrained } : { kind: "complete", completedAt: state.completedAt ?? null };
+  }
   const { roots } = options;
   const lock = acquireDrillLock(drillDir(options.stateDir, name), "rollback");
   const result: DrillRollback = { name, runId: state.runId, steps: [], drainLength: null, exported: null, left: [] };
@@ -329,7 +361,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     }
     state.rollback = { at: new Date().toISOString(), exported: result.exported ?? state.rollback?.exported, drained: result.drainLength ?? undefined, left: result.left };
     writeState(options.stateDir, state);
-    return result;
+    return { kind: "rolled_back", result };
   } finally {
     lock.release();
   }

@@ -69,3 +69,62 @@ describe("rollback --name is a drill under --state-dir", () => {
     expect(alive(child, state)).toBe(true);
   });
 });
+
+/** A drill's state file as up leaves it (nothing of it running), `extra` over it. */
+function fakeDrill(stateDir: string, name: string, extra: Partial<DrillState> = {}): DrillState {
+  const state: DrillState = {
+    version: 1, name, runId: `${name}-20260101000000-abcdef`, drillFile: "drills/smoke.yaml", createdAt: new Date().toISOString(), phase: "stopped", queue: "jobs",
+    redis: { url: "", embedded: null }, cgroup: null, processes: [], fileDir: null, owner: { pid: spawnSync("true").pid ?? 999_999, startTime: null }, ...extra,
+  };
+  mkdirSync(path.join(stateDir, name), { recursive: true });
+  writeState(stateDir, state);
+  return state;
+}
+
+describe("rollback --name of no drill in the state dir, and of a drill already rolled back", () => {
+  // `up --name` is the worker cgroup; `rollback --name` is the drill (the drill file's name).
+  it("--name of up's worker cgroup, beside the drill that uses it: exit 2 naming the drills there and the one to roll back", async () => {
+    const stateDir = mkdtempSync(path.join(root, "cgname-"));
+    fakeDrill(stateDir, "rbnsmoke", { cgroup: { name: "rbnqaup", parent: "self", dirs: ["/sys/fs/cgroup/memory/rbnqaup"] } });
+    fakeDrill(stateDir, "rbnold", { phase: "complete", completedAt: "2026-01-01T00:00:00.000Z" });
+    const r = await runDrill(["--state-dir", stateDir, "rollback", "--name", "rbnqaup"]);
+    expect(r.exitCode, r.stdout + r.stderr).toBe(2);
+    expect(r.stdout).toBe("");
+    expect(r.stderr.trim()).toBe(
+      `drill: --name: no drill "rbnqaup" in ${stateDir} (drills there: rbnold (complete), rbnsmoke (stopped, worker cgroup rbnqaup)); ` +
+        `rbnqaup is the worker cgroup of drill rbnsmoke: drill --state-dir ${stateDir} rollback --name rbnsmoke`,
+    );
+    expect(readState(stateDir, "rbnsmoke")?.phase).toBe("stopped");
+    // Any other name that is no drill there: the drills, and how to pick one.
+    const other = await runDrill(["--state-dir", stateDir, "--json", "rollback", "--name", "rbnnosuch"]);
+    expect(other.exitCode).toBe(2);
+    expect(other.stdout).toBe("");
+    expect(other.stderr).toContain(`drill: --name: no drill "rbnnosuch" in ${stateDir} (drills there: rbnold (complete), rbnsmoke (stopped, worker cgroup rbnqaup)); roll back one of them`);
+  });
+
+  it("a drill already rolled back: says so with when, exit 0, three times (RELIABILITY 8)", async () => {
+    const stateDir = mkdtempSync(path.join(root, "complete-"));
+    fakeDrill(stateDir, "rbndone", { phase: "complete", completedAt: "2026-01-01T00:00:00.000Z" });
+    for (let i = 0; i < 3; i++) {
+      const r = await runDrill(["--state-dir", stateDir, "rollback", "--name", "rbndone"]);
+      expect(r.exitCode, r.stdout + r.stderr).toBe(0);
+      expect(r.stdout).toBe(
+        "rollback rbndone:\n" +
+          "  already rolled back (complete since 2026-01-01T00:00:00.000Z): nothing to do\n" +
+          `nothing to roll back: rbndone already rolled back (complete) in ${stateDir}, and no process of drill rbndone on this host`,
+      );
+    }
+    const json = await runDrill(["--state-dir", stateDir, "--json", "rollback", "--name", "rbndone"]);
+    expect(json.exitCode).toBe(0);
+    expect(JSON.parse(json.stdout)).toMatchObject({ drills: [], complete: [{ name: "rbndone", completed_at: "2026-01-01T00:00:00.000Z" }], nothing_to_roll_back: true, left: [] });
+  });
+
+  it("no drill at all: exit 0, nothing to roll back", async () => {
+    const stateDir = mkdtempSync(path.join(root, "empty-"));
+    const named = await runDrill(["--state-dir", stateDir, "rollback", "--name", "rbnabsent"]);
+    expect(named.exitCode, named.stdout + named.stderr).toBe(0);
+    expect(named.stdout).toBe(`nothing to roll back: no drill rbnabsent in ${stateDir}, and no process of drill rbnabsent on this host`);
+    // (Without --name a rollback names every drill process on the host: not here, where other tests run drills.)
+  });
+});
+

@@ -1,7 +1,7 @@
 import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { drillOfRunId, embeddedRedisDrill, findRunningDrills, rollbackHint, type RunningDrill } from "../../src/drill/rollback.js";
+import { drillOfRunId, embeddedRedisDrill, findRunningDrills, rollbackHint, unknownDrillProblem, type RunningDrill } from "../../src/drill/rollback.js";
 import { writeState, type DrillState } from "../../src/drill/state.js";
 import { drillRunFromEnviron } from "../../src/drill/strays.js";
 import { fakeProcStat, makeFakeHost, type FakeHost } from "../helpers/cgroupFixtures.js";
@@ -108,3 +108,30 @@ describe("embeddedRedisDrill: an embedded redis-server's --dir → its drill", (
     expect(embeddedRedisDrill(dir)).toEqual(want);
   });
 });
+
+describe("unknownDrillProblem: rollback --name of no drill, beside drills that are there", () => {
+  const at = (name: string, extra: Partial<DrillState>): DrillState => ({
+    version: 1, name, runId: `${name}-1`, drillFile: "d.yaml", createdAt: "2026-01-01T00:00:00Z", phase: "running", queue: "jobs",
+    redis: { url: "", embedded: null }, cgroup: null, processes: [], fileDir: null, owner: { pid: 1, startTime: null }, ...extra,
+  });
+  const cg = (name: string) => ({ name, parent: "self", dirs: [] });
+
+  it("names each drill with its phase and cgroup, an unreadable state as such, and every drill whose worker cgroup has that name", () => {
+    const entries = [
+      { name: "a", state: at("a", { cgroup: cg("infer") }) },
+      { name: "b", state: at("b", { phase: "complete", cgroup: cg("infer") }) },
+      { name: "c", unreadable: "/s/c/state.json is not a drill state file" },
+    ];
+    expect(unknownDrillProblem("infer", "/s", entries, "drill --state-dir /s")).toBe(
+      '--name: no drill "infer" in /s (drills there: a (running, worker cgroup infer), b (complete, worker cgroup infer), c (state.json unreadable)); ' +
+        "infer is the worker cgroup of drill a: drill --state-dir /s rollback --name a; infer is the worker cgroup of drill b: drill --state-dir /s rollback --name b",
+    );
+  });
+
+  it("no drill uses a cgroup of that name: how to pick one", () => {
+    expect(unknownDrillProblem("x", "/var/lib/drill", [{ name: "smoke", state: at("smoke", { phase: "starting" }) }], "drill")).toBe(
+      '--name: no drill "x" in /var/lib/drill (drills there: smoke (starting)); roll back one of them (drill rollback --name <drill>), or give the --state-dir that drill up had',
+    );
+  });
+});
+
