@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { writeErr } from "../closedStdout.js";
 import { drillCommandFor, hostRoots, leverCommand, type GlobalOptions } from "../context.js";
-import { describeRunningDrill, findRunningDrills, listDrills, rollbackDrill, rollbackHint, unknownDrillProblem, type DrillRollback } from "../drill/rollback.js";
+import { describeRunningDrill, findRunningDrills, listDrills, rollbackDrill, rollbackHint, unknownDrillProblem, type DrillRollback, type RunningDrill } from "../drill/rollback.js";
 import { validateDrillName } from "../drill/names.js";
 import { readState, readStateEntries, statePath } from "../drill/state.js";
 import { ExitCode, RollbackIncompleteError, UsageError } from "../errors.js";
@@ -20,18 +20,31 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   // Stopped half-way, a rollback leaves the host half rolled back: the first
   // Ctrl-C only says so; a second one (or SIGTERM) stops, naming where.
   const drillCmd = drillCommandFor(g.stateDir);
-  let current = { name: "", lastStep: "" };
+  let current: { name: string; lastStep: string; result: DrillRollback | null } = { name: "", lastStep: "", result: null };
   const interrupts = finishDespiteInterrupt(
     () => writeErr(`drill: SIGINT: finishing the rollback (stopping now would leave it half done); Ctrl-C again to stop anyway\n`),
     (signal) => {
-      const where = current.lastStep === "" ? "before its first step" : `after step "${current.lastStep}"`;
-      writeErr(`drill: interrupted by ${signal} during the rollback of ${current.name} ${where}; run \`${drillCmd} rollback --name ${current.name}\` again to finish it\n`);
+      const afterStep = current.lastStep === "" ? null : current.lastStep;
+      const where = afterStep === null ? "before its first step" : `after step "${afterStep}"`;
+      const command = `${drillCmd} rollback --name ${current.name}`;
+      // A script needs the steps done and what is left most when the rollback did not finish.
+      if (g.json) {
+        const drills = current.result === null || results.includes(current.result) ? results : [...results, current.result];
+        const notStarted = names.slice(names.indexOf(current.name) + 1);
+        const left = [
+          ...leftOf(drills),
+          `${current.name}: rollback interrupted by ${signal} ${where}; run ${command} again to finish it`,
+          ...notStarted.map((name) => `${name}: not rolled back (interrupted before it); run ${drillCmd} rollback --name ${name}`),
+        ];
+        output.json(rollbackDocument(drills, complete, [], left, { signal, drill: current.name, after_step: afterStep, command }));
+      }
+      writeErr(`drill: interrupted by ${signal} during the rollback of ${current.name} ${where}; run \`${command}\` again to finish it\n`);
       process.exit(signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
     },
   );
   try {
     for (const name of names) {
-      current = { name, lastStep: "" };
+      current = { name, lastStep: "", result: null };
       await rollbackOne(name);
     }
   } finally {
@@ -44,6 +57,9 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       stateDir: g.stateDir,
       redisUrl: g.redisUrl,
       crashAt: process.env.DRILL_CRASH_AT,
+      onStart: (result) => {
+        current.result = result;
+      },
       log: (step) => {
         current.lastStep = step.step;
         if (!g.json) output.out(`  ${step.ok ? "ok  " : output.color.red("FAIL")} ${step.step}: ${step.detail}`);
@@ -66,9 +82,9 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   }
   const nothingHere =
     named !== undefined && names.length === 0 ? `no drill ${named}` : complete.length > 0 ? `${complete.map((c) => c.name).join(", ")} already rolled back (complete)` : "no drill";
-  const left = [...results.flatMap((r) => r.left.map((l) => `${r.name}: ${l}`)), ...running.map((r) => `${describeRunningDrill(r)}; ${rollbackHint(r)}`)];
+  const left = [...leftOf(results), ...running.map((r) => `${describeRunningDrill(r)}; ${rollbackHint(r)}`)];
   if (g.json) {
-    output.json({ drills: results, complete, nothing_to_roll_back: results.length === 0 && running.length === 0, running: running.map((r) => ({ ...r, hint: rollbackHint(r) })), left });
+    output.json(rollbackDocument(results, complete, running, left, null));
   } else if (running.length > 0) {
     output.out(`not rolled back: ${nothingHere} in ${g.stateDir}, but drill processes run on this host:`);
     for (const r of running) {
@@ -87,6 +103,31 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     for (const r of results) output.out(`  ${readmitHint(r, g)}`);
   }
   if (left.length > 0) throw new RollbackIncompleteError(`rollback incomplete; left: ${left.join("; ")}`);
+}
+
+/** Where a rollback stopped by a second Ctrl-C or SIGTERM was, and the command that finishes it. */
+interface Interruption {
+  signal: "SIGINT" | "SIGTERM";
+  drill: string;
+  /** The last step it logged; null when it stopped before its first. */
+  after_step: string | null;
+  command: string;
+}
+
+/** `drill --json rollback`'s one document, finished or interrupted (then `interrupted` says where). */
+function rollbackDocument(drills: DrillRollback[], complete: Array<{ name: string; completed_at: string | null }>, running: RunningDrill[], left: string[], interrupted: Interruption | null) {
+  return {
+    drills,
+    complete,
+    nothing_to_roll_back: drills.length === 0 && running.length === 0 && interrupted === null,
+    running: running.map((r) => ({ ...r, hint: rollbackHint(r) })),
+    left,
+    interrupted,
+  };
+}
+
+function leftOf(drills: DrillRollback[]): string[] {
+  return drills.flatMap((r) => r.left.map((l) => `${r.name}: ${l}`));
 }
 
 /** Where to re-admit: the drill's own Redis, named (it is rolled back, so no command finds it in the state dir any more). */

@@ -49,6 +49,8 @@ export interface RollbackOptions {
   /** Override the recorded Redis (e.g. it moved). */
   redisUrl?: string;
   log: (step: RollbackStep) => void;
+  /** The rollback as it goes (steps and left filled in place): what an interrupted one can still print. */
+  onStart?: (result: DrillRollback) => void;
   crashAt?: string;
 }
 
@@ -207,6 +209,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
   const { roots } = options;
   const lock = acquireDrillLock(drillDir(options.stateDir, name), "rollback");
   const result: DrillRollback = { name, runId: state.runId, steps: [], drainLength: null, exported: null, left: [] };
+  options.onStart?.(result);
   const record = (step: string, ok: boolean, detail: string) => {
     const entry = { step, ok, detail };
     result.steps.push(entry);
@@ -386,6 +389,7 @@ async function redrainComplete(state: DrillState, options: RollbackOptions): Pro
     const waiting = await redis.llen(queue.keys.ready);
     if (waiting === 0) return null;
     const result: DrillRollback = { name: state.name, runId: state.runId, steps: [], drainLength: null, exported: null, left: [] };
+    options.onStart?.(result);
     const record = (step: string, ok: boolean, detail: string) => {
       const entry = { step, ok, detail };
       result.steps.push(entry);

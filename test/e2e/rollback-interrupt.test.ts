@@ -91,6 +91,44 @@ describe.skipIf(skip !== null)("rollback stopped from outside: Ctrl-C, a closed 
     exportedJobs(stateDir, pushed);
   }, 180_000);
 
+  // `drill --json rollback` stopped by SIGTERM or a second Ctrl-C printed nothing on stdout:
+  // a script lost the steps done and what is left exactly when it needs them.
+  it.each([
+    ["SIGTERM", 1, 143],
+    ["SIGINT", 2, 130],
+  ] as const)("--json, stopped by %s (x%d): exit %d with the rollback's JSON document, marked interrupted after the step it stopped after; its command finishes it", async (signal, count, code) => {
+    const { stateDir, before, pushed } = await upDrill(`json-${signal}`);
+    const child = execa("node", [drillBin, "--state-dir", stateDir, "--json", "rollback", "--name", "rbint"], { reject: false, timeout: 90_000, env: { FORCE_COLOR: "0", NO_COLOR: "1" } });
+    // --json prints nothing as it goes: the state file says the rollback has begun.
+    while (readState(stateDir, "rbint")?.phase !== "rolling_back" && child.exitCode === null) await sleep(5);
+    for (let i = 0; i < count; i++) {
+      child.kill(signal);
+      await sleep(20);
+    }
+    const r = await child;
+    expect(r.exitCode, String(r.stdout) + String(r.stderr)).toBe(code);
+    const doc = JSON.parse(String(r.stdout)) as {
+      drills: Array<{ name: string; steps: Array<{ step: string }> }>;
+      nothing_to_roll_back: boolean;
+      left: string[];
+      interrupted: { signal: string; drill: string; after_step: string | null; command: string };
+    };
+    const command = `drill --state-dir ${stateDir} rollback --name rbint`;
+    expect(doc.interrupted).toMatchObject({ signal, drill: "rbint", command });
+    expect(doc.nothing_to_roll_back).toBe(false);
+    expect(doc.drills.map((d) => d.name)).toEqual(["rbint"]);
+    expect(doc.interrupted.after_step).toBe(doc.drills[0]!.steps.at(-1)?.step ?? null);
+    const where = doc.interrupted.after_step === null ? "before its first step" : `after step "${doc.interrupted.after_step}"`;
+    expect(doc.left).toContain(`rbint: rollback interrupted by ${signal} ${where}; run ${command} again to finish it`);
+    expect((readState(stateDir, "rbint") as DrillState).phase).not.toBe("complete");
+
+    const again = await runDrill(["--state-dir", stateDir, "--json", "rollback", "--name", "rbint"], { timeout: 90_000 });
+    expect(again.exitCode, again.stdout + again.stderr).toBe(0);
+    expect((JSON.parse(again.stdout) as { interrupted: unknown }).interrupted).toBeNull();
+    assertHostClean(stateDir, "rbint", before);
+    exportedJobs(stateDir, pushed);
+  }, 180_000);
+
   // `drill rollback 2>&1 | head -1`: it exited 0 after its first line with the
   // state at rolling_back, the drain not exported and the embedded Redis up.
   it("the reader of its output goes away after the first line: the rollback finishes (exit 0), host clean, no job lost", async () => {
