@@ -121,10 +121,12 @@ export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgr
 
   if (!marker) {
     if (present.length === 0) return { kind: "nothing", looked: cgroup.dirs.map((d) => d.dir) };
-    const tasks = present.flatMap((d) => {
-      const pids = readPids(path.join(d.dir, "cgroup.procs"));
-      return pids.ok ? pids.value.map((pid) => `${pid} (${readComm(roots, pid) ?? "?"})`) : [];
-    });
+    // Each task once: on a hybrid host it is in the memory cgroup and in its twin.
+    const pids = new Set(present.flatMap((d) => {
+      const read = readPids(path.join(d.dir, "cgroup.procs"));
+      return read.ok ? read.value : [];
+    }));
+    const tasks = [...pids].map((pid) => `${pid} (${readComm(roots, pid) ?? "?"})`);
     throw new RefusedError(
       `${present.map((d) => d.dir).join(" and ")} ${present.length > 1 ? "were" : "was"} not created by drill (no marker in ${path.join(options.stateDir, "cgroups")}); ` +
         `leaving it${tasks.length > 0 ? ` and its tasks ${tasks.join(", ")}` : ""} alone`,

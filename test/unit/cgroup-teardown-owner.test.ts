@@ -70,6 +70,19 @@ describe("teardown with the rolling-back drill as owner", () => {
     expect(cg.dirs.some((d) => existsSync(d.dir))).toBe(false);
   });
 
+  it("a cgroup drill did not create (no marker): each task named once, though a hybrid host lists it in both dirs", async () => {
+    host = makeFakeHost("hybrid");
+    const cg = setUp(host, null);
+    rmSync(markerFile(host.stateDir, cg));
+    for (const dir of cg.dirs) writeFileSync(path.join(dir.dir, "cgroup.procs"), "31337\n31338\n");
+    const refused = await teardownWorkerCgroup(host.roots, cg, { stateDir: host.stateDir }).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(RefusedError);
+    const message = (refused as Error).message;
+    expect(message).toContain("not created by drill");
+    expect(message.match(/31337 \(/g)).toHaveLength(1);
+    expect(message.match(/31338 \(/g)).toHaveLength(1);
+  });
+
   it("foreignOwner compares the drill, not the run", () => {
     const marker = (o?: { drill: string; runId: string }) => ({ owner: o }) as CgroupMarker;
     expect(foreignOwner(marker(owner("second", "s-1")), owner("first", "f-1"))).toEqual(owner("second", "s-1"));
