@@ -8,7 +8,7 @@ import { drillCommandFor, hostRoots, leverCommand, redactUrl, type GlobalOptions
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState } from "../drill/state.js";
 import { refuseWhileUp, runUp } from "../drill/up.js";
-import { DrillError, InterruptedError } from "../errors.js";
+import { DrillError, InterruptedError, UsageError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
 import { buildReport } from "../report/build.js";
@@ -21,9 +21,10 @@ import { applyOverrides, resolveFileDir, type UpFlags } from "./up.js";
 
 const BACKGROUND_ENV = "DRILL_UP_BACKGROUND";
 
-/** The drill file: --drill, else drills/smoke.yaml here, else the one shipped with drill. */
+/** The drill file: --drill, else drills/smoke.yaml here, else the one shipped with drill. An empty --drill is not "no --drill". */
 export function resolveDrillPath(flag: string | undefined): string {
-  if (flag) return flag;
+  if (flag === "") throw new UsageError("--drill: is empty; give a drill file, or leave the flag out for drills/smoke.yaml");
+  if (flag !== undefined) return flag;
   const local = path.resolve("drills", "smoke.yaml");
   return existsSync(local) ? local : path.join(findPackageRoot(), "drills", "smoke.yaml");
 }

@@ -21,28 +21,43 @@ export interface UpFlags {
   packedTokenLimit?: string;
 }
 
-/** "Rewrite the thresholds, not the story": flags override the drill file's numbers. */
+/**
+ * "Rewrite the thresholds, not the story": flags override the drill file's
+ * numbers. A flag given is checked even when empty (`--psi-limit ""` is not
+ * "no override"), and every bad one is named at once.
+ */
 export function applyOverrides(drill: DrillFile, flags: UpFlags): DrillFile {
   const d = structuredClone(drill);
-  if (flags.duration) {
-    d.duration = parseDuration(flags.duration, "--duration");
+  const problems: string[] = [];
+  const override = (value: string | undefined, apply: (value: string) => void) => {
+    if (value === undefined) return;
+    try {
+      apply(value);
+    } catch (err) {
+      if (!(err instanceof UsageError)) throw err;
+      problems.push(err.message);
+    }
+  };
+  override(flags.duration, (v) => {
+    d.duration = parseDuration(v, "--duration");
     // Shorter than the file's skips the phases past it; one before every phase
     // would start Redis, gate, worker and watch for nothing.
     const firstAt = Math.min(...d.phases.map((p) => p.at));
     if (d.duration <= firstAt) {
-      throw new UsageError(`--duration: "${flags.duration}" ends the drill before its first phase starts (at ${formatDuration(firstAt)}); give more than ${formatDuration(firstAt)}`);
+      throw new UsageError(`--duration: "${v}" ends the drill before its first phase starts (at ${formatDuration(firstAt)}); give more than ${formatDuration(firstAt)}`);
     }
-  }
-  if (flags.memoryMax !== undefined) {
-    d.cgroup.memory_max = parseSize(flags.memoryMax, "--memory-max");
+  });
+  override(flags.memoryMax, (v) => {
+    d.cgroup.memory_max = parseSize(v, "--memory-max");
     // The drill file's own cgroup.memory_max gets the same check (drillFile.ts).
     const problem = memoryMaxProblem(d.cgroup.memory_max);
-    if (problem) throw new UsageError(`--memory-max: "${flags.memoryMax}" ${problem}`);
-  }
-  if (flags.psiLimit) d.gate.psi_limit = parsePsiLimit(flags.psiLimit, "--psi-limit");
-  if (flags.psiRateLimit) d.gate.psi_rate_limit = parsePercent(flags.psiRateLimit, "--psi-rate-limit");
-  if (flags.slackLimit) d.gate.slack_limit = parseDuration(flags.slackLimit, "--slack-limit");
-  if (flags.packedTokenLimit) d.gate.packed_token_limit = parsePositiveInt(flags.packedTokenLimit, "--packed-token-limit");
+    if (problem) throw new UsageError(`--memory-max: "${v}" ${problem}`);
+  });
+  override(flags.psiLimit, (v) => (d.gate.psi_limit = parsePsiLimit(v, "--psi-limit")));
+  override(flags.psiRateLimit, (v) => (d.gate.psi_rate_limit = parsePercent(v, "--psi-rate-limit")));
+  override(flags.slackLimit, (v) => (d.gate.slack_limit = parseDuration(v, "--slack-limit")));
+  override(flags.packedTokenLimit, (v) => (d.gate.packed_token_limit = parsePositiveInt(v, "--packed-token-limit")));
+  if (problems.length > 0) throw new UsageError(problems.join("; "));
   return d;
 }
 

@@ -6,7 +6,7 @@ import { UsageError } from "../errors.js";
 import { HostRoots } from "../host/kernelFile.js";
 import { readHostMemoryBytes } from "../host/meminfo.js";
 import { MIN_GATE_INTERVAL_MS } from "../gate/policy.js";
-import { MAX_DEADLINE_MS } from "../queue/job.js";
+import { jobSchema, MAX_DEADLINE_MS } from "../queue/job.js";
 import { isValidKeyPart } from "../queue/keys.js";
 import { isPlainDecimal, mapSizeProblem, memoryMaxProblem, parseDuration, parseSize } from "../units.js";
 import { defaultWorkerConfig } from "../worker/plan.js";
@@ -73,7 +73,8 @@ const packStep = z.strictObject({
   jobs: count,
   files: count.default(8),
   prompt_tokens: count,
-  completion_tokens: count.default(256),
+  // The job's own rule (job.ts; pack --completion-tokens checks the same): 0 is a job that only needs its first token.
+  completion_tokens: jobSchema.shape.completion_tokens.default(256),
   // A job's deadline_ms is 1 ms to 7 days (job.ts): outside it, every job goes to dead.
   deadline: duration("deadline")
     .refine((ms) => ms > 0, { message: "must be more than 0" })

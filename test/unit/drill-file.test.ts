@@ -6,10 +6,13 @@ import { loadDrillFile, parseDrillFile } from "../../src/drill/drillFile.js";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { workerCommand } from "../../src/commands/worker.js";
 import { UsageError } from "../../src/errors.js";
+import { resolvePackOptions } from "../../src/commands/pack.run.js";
+import type { RawPackOptions } from "../../src/commands/pack.js";
 import { repoRoot } from "../helpers/cli.js";
 
 const drillsDir = path.join(repoRoot, "drills");
 const smoke = readFileSync(path.join(drillsDir, "smoke.yaml"), "utf8");
+const packDefaults: RawPackOptions = { queue: "jobs", jobs: "8", files: "8", promptTokens: "24000", completionTokens: "256", deadline: "8s", upstreamAge: "0s", hostClass: "shared-free" };
 
 describe("drill files", () => {
   it.each(readdirSync(drillsDir).filter((f) => f.endsWith(".yaml")))("shipped %s is valid", (file) => {
@@ -46,6 +49,18 @@ describe("drill files", () => {
   it("plain decimal numbers are read as written: 12, 12.5, .5, 0", () => {
     const d = parseDrillFile(smoke.replace("psi_limit: 10", "psi_limit: 12.5").replace("psi_rate_limit: 5", "psi_rate_limit: .5").replace("decode_tokens_per_s: 200", "decode_tokens_per_s: 0"), "x.yaml");
     expect([d.gate.psi_limit, d.gate.psi_rate_limit, d.worker.decode_tokens_per_s]).toEqual([12.5, 0.5, 0]);
+  });
+
+  // QA: pack --completion-tokens 0 was accepted and the same job in a drill file refused: one rule, the job schema's.
+  it("completion_tokens takes what the job schema (and pack --completion-tokens) takes: 0 to 10000000", () => {
+    const withTokens = (n: string) => smoke.replace("completion_tokens: 64", `completion_tokens: ${n}`);
+    expect(parseDrillFile(withTokens("0"), "smoke.yaml").phases[0]!.pack!.completion_tokens).toBe(0);
+    expect(parseDrillFile(withTokens("10000000"), "smoke.yaml").phases[0]!.pack!.completion_tokens).toBe(10_000_000);
+    expect(resolvePackOptions({ ...packDefaults, completionTokens: "0" }).completionTokens).toBe(0);
+    for (const bad of ["-1", "10000001", "1.5"]) {
+      expect(() => parseDrillFile(withTokens(bad), "x.yaml"), bad).toThrow(/^x\.yaml: phases\.0\.pack\.completion_tokens: /);
+      expect(() => resolvePackOptions({ ...packDefaults, completionTokens: bad }), bad).toThrow(/^--completion-tokens: /);
+    }
   });
 
   it("smoke finishes in under a minute", () => {

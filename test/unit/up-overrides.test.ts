@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { applyOverrides, resolveFileDir } from "../../src/commands/up.js";
+import { resolveDrillPath } from "../../src/commands/up.run.js";
 import { UsageError } from "../../src/errors.js";
 import { parseDrillFile } from "../../src/drill/drillFile.js";
 import { outputName } from "../../src/drill/up.js";
@@ -38,6 +39,30 @@ describe("drill up flags override the drill file (rewrite the thresholds, not th
     [{ packedTokenLimit: "1.5" }, /^--packed-token-limit: /],
   ])("bad %j is exit 2 naming the flag", (flags, message) => {
     expect(() => applyOverrides(smoke, { ...base, ...flags })).toThrow(message);
+  });
+
+  // QA: `if (flags.psiLimit)` took "" for "no override": `--drill ""` ran smoke.yaml, `--psi-limit ""` was dropped.
+  it.each([
+    [{ duration: "" }, /^--duration: "" is not a duration/],
+    [{ memoryMax: "" }, /^--memory-max: /],
+    [{ psiLimit: "" }, /^--psi-limit: /],
+    [{ psiRateLimit: "" }, /^--psi-rate-limit: /],
+    [{ slackLimit: "" }, /^--slack-limit: "" is not a duration/],
+    [{ packedTokenLimit: "" }, /^--packed-token-limit: /],
+  ])("an empty %j is exit 2 naming the flag, not the file's value", (flags, message) => {
+    expect(() => applyOverrides(smoke, { ...base, ...flags })).toThrow(UsageError);
+    expect(() => applyOverrides(smoke, { ...base, ...flags })).toThrow(message);
+  });
+
+  it("every bad override is named at once", () => {
+    expect(() => applyOverrides(smoke, { ...base, psiLimit: "", memoryMax: "bogus" })).toThrow(/^--memory-max: .*; --psi-limit: /);
+  });
+
+  it("--drill \"\" is exit 2 naming the flag, not the default smoke.yaml", () => {
+    expect(() => resolveDrillPath("")).toThrow(UsageError);
+    expect(() => resolveDrillPath("")).toThrow(/^--drill: is empty/);
+    expect(resolveDrillPath("x.yaml")).toBe("x.yaml");
+    expect(resolveDrillPath(undefined)).toMatch(/drills\/smoke\.yaml$/);
   });
 
   it.each(["0s", "0ms"])("--duration %s ends the drill before any phase: exit 2 naming the flag", (duration) => {
