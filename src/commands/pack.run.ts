@@ -3,7 +3,7 @@ import { commandRedisUrl, type GlobalOptions } from "../context.js";
 import { onInterrupt } from "../interrupt.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { jobSchema, type Job } from "../queue/job.js";
-import { DrillQueue } from "../queue/queue.js";
+import { DrillQueue, pushFailure, pushScope, pushUntilTaken, unnumberedJob } from "../queue/queue.js";
 import { closeRedis, connectRedis } from "../queue/redis.js";
 import { PLAIN_DECIMAL, parseDuration, parsePositiveDuration, parsePositiveInt, parseWholeNumber } from "../units.js";
 import type { RawPackOptions } from "./pack.js";
@@ -65,17 +65,8 @@ const FLAG_OF_FIELD: Record<string, { flag: string; raw: keyof RawPackOptions }>
  * enqueue_ts only grows after now, so checking it now covers a slow --rate too.
  */
 function checkAgainstJobSchema(options: PackOptions, raw: RawPackOptions, nowMs: number): void {
-  // Same fields as DrillQueue.nextJob; the id is INCR's first value.
-  const sample: Job = {
-    id: "1",
-    prompt_tokens: options.promptTokens,
-    completion_tokens: options.completionTokens,
-    files: options.files,
-    enqueue_ts: nowMs - options.upstreamAgeMs,
-    deadline_ms: options.deadlineMs,
-    attempt: 0,
-    host_class: options.hostClass,
-  };
+  // The job the push makes; the id is INCR's first value.
+  const sample: Job = { id: "1", ...unnumberedJob(options, nowMs) };
   const result = jobSchema.safeParse(sample);
   if (result.success) return;
   const problems = result.error.issues.map((issue) => {
@@ -97,11 +88,14 @@ export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise
     const queue = new DrillQueue(redis, options.queue);
     const ids: string[] = [];
     const started = Date.now();
+    // One token per job of this run: a re-sent push takes no second id (pushUntilTaken).
+    const scope = pushScope("pack");
     for (let i = 0; i < options.jobs; i++) {
       if (interrupt.signal.aborted) break;
       if (options.rate !== null && i > 0) await sleepUntil(started + (i * 1000) / options.rate, interrupt.signal);
       if (interrupt.signal.aborted) break;
-      const job = await pushWithRetry(queue, options, interrupt.signal);
+      const job = await pushWithRetry(queue, options, `${scope}.${i}`, { index: i, signal: interrupt.signal });
+      if (job === null) break; // interrupted while sending it again
       ids.push(job.id);
       const line = `push job=${job.id} prompt_tokens=${job.prompt_tokens} completion_tokens=${job.completion_tokens} files=${job.files} deadline_ms=${job.deadline_ms} enqueue_ts=${job.enqueue_ts} host_class=${job.host_class}`;
       process.stdout.write(g.json ? `${JSON.stringify({ event: "push", queue: options.queue, ...job })}\n` : `${line}\n`);
@@ -126,22 +120,26 @@ export function packedSummary(queue: string, ids: readonly string[], promptToken
   return `packed ${ids.length} job(s) onto ${queue}${range}, ${promptTokensTotal} prompt tokens`;
 }
 
+/** Sends of one push before pack gives up on a Redis that does not take it. */
+const PACK_SENDS = 10;
+
 /**
- * At-least-once: a push whose reply was lost (Redis restarting) is re-sent
- * with the same id and payload; the gate drops an identical second copy.
+ * The push of `drill up` (pushUntilTaken): the same job under the same token
+ * sent again until Redis takes it, at most PACK_SENDS times; a re-send of a
+ * push that did run takes no second id and queues no second copy. Null when
+ * interrupted before Redis took it.
  */
-async function pushWithRetry(queue: DrillQueue, options: PackOptions, signal: AbortSignal): Promise<Job> {
-  let job: Job | null = null;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      job ??= await queue.nextJob(options);
-      await queue.enqueue(job);
-      return job;
-    } catch (err) {
-      if (attempt >= 10 || signal.aborted) throw new DrillError(`pack: could not push${job ? ` job=${job.id}` : ""}: ${err instanceof Error ? err.message : String(err)}`);
-      await sleepUntil(Date.now() + Math.min(100 * attempt, 1000), signal);
-    }
-  }
+async function pushWithRetry(queue: DrillQueue, options: PackOptions, token: string, run: { index: number; signal: AbortSignal }): Promise<Job | null> {
+  const outcome = await pushUntilTaken(queue, unnumberedJob(options), token, {
+    signal: run.signal,
+    delayMs: (failures) => Math.min(100 * failures, 1000),
+    sendAgain: (failures) => failures < PACK_SENDS,
+  });
+  if (outcome.ok) return outcome.job;
+  if (run.signal.aborted) return null;
+  const why = outcome.error instanceof Error ? outcome.error.message : String(outcome.error);
+  const pending = pushFailure(outcome.error) === "no_reply" ? "; Redis may still run the last send when it answers: that job is then queued under the next id" : "";
+  throw new DrillError(`pack: could not push job ${run.index + 1} of ${options.jobs} in ${outcome.failures} send(s): ${why}${pending}`);
 }
 
 function sleepUntil(atMs: number, signal: AbortSignal): Promise<void> {

@@ -66,6 +66,7 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
       log,
       crashAt: process.env.DRILL_CRASH_AT,
     });
+    const redisTrouble = result.exitedEarly.find((e) => e.key === "redis")?.cause ?? null;
     const summary = {
       name: drill.name,
       run_id: result.state.runId,
@@ -76,26 +77,32 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
       interrupted: result.interrupted,
       stopped_early: result.exitedEarly.map((e) => ({ process: e.key, how: e.how, code: e.code, log: e.log, last_line: e.lastLine })),
     };
+    const reportCmd = `${drillCmd} report --name ${drill.name} --format md`;
     if (!g.json) {
       // The summary an operator pastes: the same report `drill report` prints, over this run.
-      const sinceMs = Date.now() - Date.parse(result.state.createdAt) + 1000;
-      try {
-        const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: drill.name, queue: flags.queue, redisUrl: result.state.redis.url, sinceMs });
-        output.out(renderReport(buildReport(inputs, nowMs, sinceMs), "text", output.color));
-      } catch (err) {
-        log(`summary unavailable: ${err instanceof Error ? err.message : String(err)}`);
+      if (redisTrouble === "no_reply") {
+        log(`summary: not read: the drill's Redis did not answer at the drill's end; \`${reportCmd}\` once it answers`);
+      } else {
+        const sinceMs = Date.now() - Date.parse(result.state.createdAt) + 1000;
+        try {
+          // An embedded Redis is found from the state file, as `drill report` finds it: read on its AOF if it is gone.
+          const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: drill.name, queue: flags.queue, redisUrl: g.redisUrl, sinceMs });
+          output.out(renderReport(buildReport(inputs, nowMs, sinceMs), "text", output.color));
+        } catch (err) {
+          log(`summary unavailable: ${err instanceof Error ? err.message : String(err)}; \`${reportCmd}\` tries again`);
+        }
       }
     }
     if (g.json) output.json(summary);
     const stoppedEarly = result.interrupted || result.exitedEarly.length > 0;
     const cut = result.notPacked > 0 ? ` (${result.notPacked} not packed: the drill ${stoppedEarly ? "stopped" : "ended"} first)` : "";
-    log(`drill ${drill.name}: packer stopped after ${result.pushed.length} jobs${cut}; \`${drillCmd} report --name ${drill.name} --format md\` for the incident note.`);
+    log(`drill ${drill.name}: packer stopped after ${result.pushed.length} jobs${cut}; \`${reportCmd}\` for the incident note.`);
     if (result.state.redis.url !== "") log(`Deny-all by hand: \`${leverCommand(result.state.redis.url, flags.queue, "reject_all")}\`.`);
     log(`Run \`${drillCmd} rollback --name ${drill.name}\` before walking away: gate, worker, watch and hog keep running until then (they exit by themselves 5 minutes after the drill's end, the embedded Redis 30 s later with every job in its AOF).`);
     const signal = interrupt.received();
     if (signal) throw new InterruptedError(signal);
     if (result.exitedEarly.length > 0) {
-      const gone = result.exitedEarly.map((e) => `${e.key} ${e.how} (log ${e.log})`).join(", ");
+      const gone = result.exitedEarly.map((e) => `${e.key} ${e.how}${e.log ? ` (log ${e.log})` : ""}`).join(", ");
       throw new DrillError(`drill ${drill.name} stopped before its end: ${gone}; run \`${drillCmd} rollback --name ${drill.name}\``);
     }
   } finally {

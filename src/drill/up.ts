@@ -15,7 +15,7 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { isSameProcess, readProcessStat } from "../host/process.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
 import type { Job } from "../queue/job.js";
-import { DrillQueue } from "../queue/queue.js";
+import { DrillQueue, pushFailure, pushUntilTaken, unnumberedJob, type PushFailure } from "../queue/queue.js";
 import { queueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
 import { formatStatusLine } from "../sampler/render.js";
@@ -71,11 +71,14 @@ export interface UpResult {
 export interface EarlyExit {
   /** gate, worker, watch, or redis. */
   key: string;
-  /** e.g. "exited (code 2)", "exited (killed by a signal)", "gone", "refused a push". */
+  /** e.g. "exited (code 2)", "exited (killed by a signal)", "gone (pid 7)", "did not answer a push for 16s". */
   how: string;
   /** The child's exit code; null for a signal or when it is not our child. */
   code: number | null;
-  log: string;
+  /** Its log; null when there is none worth reading (a given Redis, a stopped one). */
+  log: string | null;
+  /** A child exited; the embedded Redis is gone; or a push Redis never took (why). */
+  cause: "exited" | "gone" | PushFailure;
   /** The last line it wrote to its log (the usual reason), or the error seen. */
   lastLine: string | null;
 }
@@ -266,7 +269,7 @@ async function runSchedule(
   // minutes after it, or at rollback): one that exits during the drill took
   // the rehearsal with it (no decisions, no work, no sidecar). Said at once,
   // and the drill stops packing into a queue nobody serves.
-  // The same for the Redis it packs into: the embedded server gone, or a push refused.
+  // The same for the Redis it packs into: the embedded server gone, or a push it never took.
   const exitedEarly: EarlyExit[] = [];
   let scheduleOver = false;
   // Packing stops at an interrupt or at such an exit.
@@ -277,23 +280,39 @@ async function runSchedule(
     if (scheduleOver || signal.aborted || exitedEarly.some((e) => e.key === early.key)) return;
     exitedEarly.push(early);
     stopPacking.abort();
-    log(`${early.key}: ${early.how} ${Math.round(elapsed() / 1000)}s into the drill${early.lastLine ? `: ${early.lastLine}` : ""}; the drill stops here (log: ${early.log})`);
+    log(`${early.key}: ${early.how} ${Math.round(elapsed() / 1000)}s into the drill${early.lastLine ? `: ${early.lastLine}` : ""}; the drill stops here${early.log ? ` (log: ${early.log})` : ""}`);
   };
   for (const child of core) {
     void child.exited.then((code) => {
       const logFile = path.join(dir, `${child.record.key}.log`);
-      stopEarly({ key: child.record.key, how: `exited (${code === null ? "killed by a signal" : `code ${code}`})`, code, log: logFile, lastLine: lastLogLine(logFile) });
+      stopEarly({ key: child.record.key, how: `exited (${code === null ? "killed by a signal" : `code ${code}`})`, code, log: logFile, lastLine: lastLogLine(logFile), cause: "exited" });
     });
   }
   const embeddedRedis = state.redis.embedded ? state.processes.find((p) => p.role === "redis") : undefined;
-  const redisLog = state.redis.embedded ? path.join(state.redis.embedded.dir, "redis.log") : redactUrl(state.redis.url);
+  // A given Redis has no log of ours: its URL is named instead.
+  const redisLog = state.redis.embedded ? path.join(state.redis.embedded.dir, "redis.log") : null;
   const checkRedis = () => {
     if (embeddedRedis?.pid && embeddedRedis.startTime !== null && !isSameProcess(roots, embeddedRedis.pid, embeddedRedis.startTime)) {
-      stopEarly({ key: "redis", how: `gone (pid ${embeddedRedis.pid})`, code: null, log: redisLog, lastLine: lastLogLine(redisLog) });
+      stopEarly({ key: "redis", how: `gone (pid ${embeddedRedis.pid})`, code: null, log: redisLog, lastLine: redisLog && lastLogLine(redisLog), cause: "gone" });
     }
   };
-  const pushFailed = (err: unknown) =>
-    stopEarly({ key: "redis", how: "refused a push", code: null, log: redisLog, lastLine: err instanceof Error ? err.message : String(err) });
+  const pushFailed = (err: unknown, sinceMs: number) => {
+    const seen = embeddedRedis ? embeddedRedisSeen(roots, embeddedRedis) : null;
+    if (seen?.state === "gone") {
+      checkRedis();
+      return;
+    }
+    const failure = pushFailure(err);
+    stopEarly({
+      key: "redis",
+      how: `${PUSH_GAVE_UP_TEXT[failure]} for ${formatDuration(Math.max(0, elapsed() - sinceMs))}`,
+      code: null,
+      // A stopped server wrote nothing about it: its log would only mislead.
+      log: seen?.state === "stopped" ? null : redisLog,
+      lastLine: `${errorText(err)}; ${seen ? seen.note : `at ${redactUrl(state.redis.url)}`}`,
+      cause: failure,
+    });
+  };
   const pushed: string[] = [];
   const decided = new Set<string>();
   const gateTail = new LineTail(path.join(dir, "gate.out"));
@@ -336,7 +355,7 @@ async function runSchedule(
     const now = elapsed();
     while (next < phases.length && phases[next]!.at <= now) {
       const phase = phases[next++]!;
-      if (phase.pack) packing.push(pack(queue, phase.pack, phase.index, { log, pushed, signal: stopPacking.signal, elapsed, durationMs: drill.duration, pushFailed }));
+      if (phase.pack) packing.push(pack(queue, phase.pack, phase.index, { log, pushed, signal: stopPacking.signal, elapsed, durationMs: drill.duration, runId: state.runId, pushFailed }));
       if (phase.inject) inject({ ...phase, inject: phase.inject }, drill.duration, state, spawnChild, target, log);
     }
     checkRedis();
@@ -388,13 +407,19 @@ function lastLogLine(file: string): string | null {
   }
 }
 
+interface PackRun {
+  log: (l: string) => void;
+  signal: AbortSignal;
+  elapsed: () => number;
+  durationMs: number;
+  /** Push tokens start with it: one run's pushes are never taken for another's. */
+  runId: string;
+  /** A push Redis never took by the drill's end, failing since `sinceMs`: the drill stops. */
+  pushFailed: (err: unknown, sinceMs: number) => void;
+}
+
 /** One pack phase: pushes until done or the drill's end; returns how many of its jobs were not packed. */
-async function pack(
-  queue: DrillQueue,
-  step: PackStep,
-  index: number,
-  run: { log: (l: string) => void; pushed: string[]; signal: AbortSignal; elapsed: () => number; durationMs: number; pushFailed: (err: unknown) => void },
-): Promise<number> {
+async function pack(queue: DrillQueue, step: PackStep, index: number, run: PackRun & { pushed: string[] }): Promise<number> {
   const { log, signal } = run;
   log(`phase ${index}: pack ${step.jobs} jobs x ${step.prompt_tokens} prompt tokens, deadline ${formatDuration(step.deadline)}${step.upstream_age > 0 ? `, upstream age ${formatDuration(step.upstream_age)}` : ""}${step.label ? ` (${step.label})` : ""}`);
   let count = 0;
@@ -411,7 +436,7 @@ async function pack(
       continue;
     }
     lastPushAt = run.elapsed();
-    const job = await pushRidingOutRedis(queue, step, index, run);
+    const job = await pushRidingOutRedis(queue, step, index, count, run);
     if (job === null) break;
     run.pushed.push(job.id);
     count++;
@@ -422,46 +447,77 @@ async function pack(
 
 /**
  * One job onto the queue, riding out a Redis that stalls or restarts (as the
- * gate and the worker do, RELIABILITY 13): the same job is sent again until
- * Redis answers (a second copy after a lost reply is dropped by the gate), up
- * to the drill's end. Null when it never got through: then the drill stops
- * (pushFailed), and a job whose id was taken is named, as it may be queued.
+ * gate and the worker do, RELIABILITY 13): the same push, under the same
+ * token (run id, phase, job), is sent again until Redis answers, up to the
+ * drill's end. A send that timed out on a paused Redis runs when it wakes;
+ * the token makes every other send of this push a no-op, so no id is burnt
+ * and no job queued twice. Null when it never got through: then the drill
+ * stops (pushFailed).
  */
 async function pushRidingOutRedis(
   queue: DrillQueue,
   step: PackStep,
   index: number,
-  run: { log: (l: string) => void; signal: AbortSignal; elapsed: () => number; durationMs: number; pushFailed: (err: unknown) => void },
+  jobIndex: number,
+  run: PackRun,
 ): Promise<Job | null> {
-  let job: Job | null = null;
+  const job = unnumberedJob({
+    promptTokens: step.prompt_tokens,
+    completionTokens: step.completion_tokens,
+    files: step.files,
+    deadlineMs: step.deadline,
+    upstreamAgeMs: step.upstream_age,
+    hostClass: step.host_class,
+  });
   let failedAt: number | null = null;
-  for (let attempt = 0; ; attempt++) {
-    try {
-      job ??= await queue.nextJob({
-        promptTokens: step.prompt_tokens,
-        completionTokens: step.completion_tokens,
-        files: step.files,
-        deadlineMs: step.deadline,
-        upstreamAgeMs: step.upstream_age,
-        hostClass: step.host_class,
-      });
-      await queue.enqueue(job);
-      if (failedAt !== null) run.log(`phase ${index}: Redis answers again after ${formatDuration(run.elapsed() - failedAt)}; job=${job.id} pushed`);
-      return job;
-    } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
-      if (failedAt === null) {
-        failedAt = run.elapsed();
-        run.log(`phase ${index}: push failed (${message}); sending it again until Redis answers or the drill ends`);
-      }
-      const delay = pushRetryDelayMs(attempt);
-      if (run.signal.aborted || run.elapsed() + delay >= run.durationMs) {
-        run.pushFailed(job === null ? err : new Error(`${message}; job=${job.id} got no reply: it may be queued`));
-        return null;
-      }
-      await sleep(delay, undefined, { signal: run.signal }).catch(() => {});
-    }
+  const outcome = await pushUntilTaken(queue, job, `${run.runId}.${index}.${jobIndex}`, {
+    signal: run.signal,
+    delayMs: (failures) => pushRetryDelayMs(failures - 1),
+    sendAgain: (_failures, delayMs) => run.elapsed() + delayMs < run.durationMs,
+    onFailure: (err) => {
+      // Once the drill stops, its own line says so: a push of a phase cut short is no news.
+      if (failedAt !== null || run.signal.aborted) return;
+      failedAt = run.elapsed();
+      run.log(`phase ${index}: push failed: ${PUSH_FAILURE_TEXT[pushFailure(err)]} (${errorText(err)}); sending it again until Redis answers or the drill ends`);
+    },
+  });
+  if (outcome.ok) {
+    if (failedAt !== null) run.log(`phase ${index}: Redis answers again after ${formatDuration(run.elapsed() - failedAt)}; job=${outcome.job.id} pushed`);
+    return outcome.job;
   }
+  if (!run.signal.aborted) run.pushFailed(outcome.error, failedAt ?? run.elapsed());
+  if (pushFailure(outcome.error) === "no_reply") {
+    run.log(`phase ${index}: its last push got no reply: if Redis runs it when it answers, that job is queued under the next id (report counts it), though not counted as packed here`);
+  }
+  return null;
+}
+
+const PUSH_FAILURE_TEXT: Record<PushFailure, string> = {
+  no_reply: "no reply from Redis",
+  refused: "Redis refused it",
+  unreachable: "Redis unreachable",
+};
+
+const PUSH_GAVE_UP_TEXT: Record<PushFailure, string> = {
+  no_reply: "did not answer a push",
+  refused: "refused a push",
+  unreachable: "could not be reached for a push",
+};
+
+/** What the embedded redis-server is doing when it does not answer: a stopped one is named as such. */
+function embeddedRedisSeen(roots: HostRoots, record: ProcessRecord): { state: "gone" | "stopped" | "running"; note: string } {
+  if (record.pid === null) return { state: "running", note: "redis-server pid unknown" };
+  const stat = readProcessStat(roots, record.pid);
+  if (!stat.ok || stat.value.startTime !== record.startTime || stat.value.state === "Z") return { state: "gone", note: `redis-server pid ${record.pid} is gone` };
+  const { state } = stat.value;
+  if (state === "T" || state === "t") {
+    return { state: "stopped", note: `redis-server pid ${record.pid} is stopped (state ${state}: SIGSTOP, a job-control stop or a debugger; SIGCONT resumes it)` };
+  }
+  return { state: "running", note: `redis-server pid ${record.pid} is running (state ${state}) but did not answer in time` };
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 function inject(

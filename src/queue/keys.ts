@@ -2,10 +2,12 @@ import { UsageError } from "../errors.js";
 
 /**
  * Every Redis key of one drill queue, derived from its name as in DESIGN.md's
- * table. Two keys are added beyond the table: `<q>:gates:<gate>` (a gate's
- * heartbeat, a string with a TTL; `<q>:gates` is the hash that lists gates)
- * and `<q>:decisions` (id → the decision taken, so a redelivery re-applies it
- * and a different payload under the same id goes to `<q>:dead`).
+ * table. Three keys are added beyond the table: `<q>:gates:<gate>` (a gate's
+ * heartbeat, a string with a TTL; `<q>:gates` is the hash that lists gates),
+ * `<q>:decisions` (id → the decision taken, so a redelivery re-applies it
+ * and a different payload under the same id goes to `<q>:dead`), and
+ * `<q>:pushes` (push token → the id it took, with a TTL: a re-sent push takes
+ * no second id and queues no second copy).
  */
 export interface QueueKeys {
   queue: string;
@@ -28,6 +30,7 @@ export interface QueueKeys {
   events: string;
   stats: string;
   decisions: string;
+  pushes: string;
 }
 
 // Names end up inside keys and SCAN patterns: no glob characters, no colons.
@@ -67,5 +70,6 @@ export function queueKeys(queue: string): QueueKeys {
     events: `${queue}:events`,
     stats: `${queue}:stats`,
     decisions: `${queue}:decisions`,
+    pushes: `${queue}:pushes`,
   };
 }

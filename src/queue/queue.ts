@@ -1,8 +1,10 @@
+import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
 import type { GateMode, RejectKind } from "../gate/policy.js";
 import { decodeJob, encodeJob, type Job } from "./job.js";
 import { queueKeys, type QueueKeys } from "./keys.js";
-import { admitScript, deadScript, recoverScript, rejectScript, releaseScript } from "./scripts.js";
+import { admitScript, deadScript, pushScript, recoverScript, rejectScript, releaseScript } from "./scripts.js";
 import { runScript } from "./redis.js";
 
 /** What the packer asks for; the queue adds id, enqueue_ts, attempt. */
@@ -14,6 +16,95 @@ export interface JobSpec {
   hostClass: string;
   /** How long the job already waited upstream: enqueue_ts = now − upstreamAgeMs. */
   upstreamAgeMs?: number;
+}
+
+/** A job as the packer makes it, before the push script gives it its id. */
+export type UnnumberedJob = Pick<Job, "prompt_tokens" | "completion_tokens" | "files" | "enqueue_ts" | "deadline_ms" | "attempt" | "host_class">;
+
+/** The job a spec asks for: enqueue_ts fixed here, once, so every re-send of its push carries the same job. */
+export function unnumberedJob(spec: JobSpec, nowMs: number = Date.now()): UnnumberedJob {
+  return {
+    prompt_tokens: spec.promptTokens,
+    completion_tokens: spec.completionTokens,
+    files: spec.files,
+    enqueue_ts: nowMs - (spec.upstreamAgeMs ?? 0),
+    deadline_ms: spec.deadlineMs,
+    attempt: 0,
+    host_class: spec.hostClass,
+  };
+}
+
+/**
+ * The payload as encodeJob writes it, split where the id goes: the script
+ * joins before .. id .. after, so the bytes on the list are encodeJob's.
+ */
+export function payloadAroundId(job: UnnumberedJob): [string, string] {
+  const head = '{"id":"';
+  const text = encodeJob({ id: "", ...job }).toString("utf8");
+  if (!text.startsWith(`${head}"`)) throw new Error(`payload does not start with its id: ${text.slice(0, 40)}`);
+  return [head, text.slice(head.length)];
+}
+
+/**
+ * How long <q>:pushes remembers a push's token after the last push: longer
+ * than any send can wait in a paused server's socket before it runs.
+ */
+export const PUSH_TOKEN_TTL_MS = 24 * 3_600_000;
+
+/** A scope for push tokens no other producer run shares: `<label>.<random>`; a push's token is `<scope>.<index>`. */
+export function pushScope(label: string): string {
+  return `${label}.${randomBytes(6).toString("hex")}`;
+}
+
+/** Why a send of a push failed, in the words an operator needs. */
+export type PushFailure =
+  /** No reply in time: the server is paused or overloaded; the send may still run when it wakes. */
+  | "no_reply"
+  /** Redis answered with an error (OOM, READONLY, MISCONF...). */
+  | "refused"
+  /** No connection: the server is down or restarting. */
+  | "unreachable";
+
+export function pushFailure(err: unknown): PushFailure {
+  if (err instanceof Error && /command timed out/i.test(err.message)) return "no_reply";
+  if (err instanceof Error && err.name === "ReplyError") return "refused";
+  return "unreachable";
+}
+
+export interface PushRetry {
+  signal: AbortSignal;
+  /** The wait before the next send, after `failures` failed sends. */
+  delayMs(failures: number): number;
+  /** Whether to send again after `failures` failed sends and a wait of delayMs. */
+  sendAgain(failures: number, delayMs: number): boolean;
+  /** Each failed send (e.g. to say so once). */
+  onFailure?(err: unknown, failures: number): void;
+}
+
+export type PushOutcome =
+  | { ok: true; job: Job; failures: number }
+  /** Never taken as far as we know; the last send may still run if Redis wakes (then it is queued under the next id). */
+  | { ok: false; error: unknown; failures: number };
+
+/**
+ * The packer's push (`drill pack` and `drill up`): the same job, under the
+ * same token, sent again until Redis takes it or `retry` gives up. A send
+ * that times out may still run later; its token makes every other send of
+ * this push a no-op that returns the same id.
+ */
+export async function pushUntilTaken(queue: DrillQueue, job: UnnumberedJob, token: string, retry: PushRetry): Promise<PushOutcome> {
+  for (let failures = 0; ; ) {
+    try {
+      return { ok: true, job: (await queue.pushOnce(job, token)).job, failures };
+    } catch (err) {
+      failures++;
+      retry.onFailure?.(err, failures);
+      const delay = retry.delayMs(failures);
+      if (retry.signal.aborted || !retry.sendAgain(failures, delay)) return { ok: false, error: err, failures };
+      await sleep(delay, undefined, { signal: retry.signal }).catch(() => {});
+      if (retry.signal.aborted) return { ok: false, error: err, failures };
+    }
+  }
 }
 
 /** An entry of <q>:dead. `payload` is the original text when it was UTF-8 and small. */
@@ -89,33 +180,25 @@ export class DrillQueue {
     this.keys = queueKeys(queue);
   }
 
-  /** INCR <q>:seq for the id, RPUSH the payload. A crash in between only leaves a gap in ids. */
+  /** One job pushed once (a fresh token): tests and one-shot producers. Producers that retry use pushUntilTaken. */
   async push(spec: JobSpec, nowMs: number = Date.now()): Promise<Job> {
-    const job = await this.nextJob(spec, nowMs);
-    await this.enqueue(job);
-    return job;
-  }
-
-  /** A new job with the next id (INCR <q>:seq), not yet queued. */
-  async nextJob(spec: JobSpec, nowMs: number = Date.now()): Promise<Job> {
-    return {
-      id: String(await this.redis.incr(this.keys.seq)),
-      prompt_tokens: spec.promptTokens,
-      completion_tokens: spec.completionTokens,
-      files: spec.files,
-      enqueue_ts: nowMs - (spec.upstreamAgeMs ?? 0),
-      deadline_ms: spec.deadlineMs,
-      attempt: 0,
-      host_class: spec.hostClass,
-    };
+    return (await this.pushOnce(unnumberedJob(spec, nowMs), `${pushScope("push")}.0`)).job;
   }
 
   /**
-   * RPUSH one job. Re-sending the same job after a lost reply is safe: the
-   * gate drops an identical second copy (it re-applies the stored decision).
+   * INCR <q>:seq and RPUSH the job under that id, in one script, once per
+   * `token`: a re-send of a push that did run (its reply lost, or timed out
+   * on a paused Redis that runs the queued copies when it wakes) finds the
+   * token in <q>:pushes and returns the id it took, pushing nothing. So every
+   * id issued is on the queue, and no job is pushed twice. `again`: this send
+   * found the push already done.
    */
-  async enqueue(job: Job): Promise<void> {
-    await this.redis.rpush(this.keys.ready, encodeJob(job));
+  async pushOnce(job: UnnumberedJob, token: string): Promise<{ job: Job; again: boolean }> {
+    const [beforeId, afterId] = payloadAroundId(job);
+    const reply = await runScript(this.redis, pushScript, [this.keys.seq, this.keys.ready, this.keys.pushes], [token, beforeId, afterId, String(PUSH_TOKEN_TTL_MS)]);
+    const [id, outcome] = replyStrings(reply);
+    if (id === undefined || (outcome !== "pushed" && outcome !== "again")) throw new Error(`unexpected push script reply ${String(reply)}`);
+    return { job: { id, ...job }, again: outcome === "again" };
   }
 
   /** Raw bytes onto the ready list (tests, dead-letter replay). */

@@ -1,11 +1,13 @@
 import { createHash } from "node:crypto";
 
 /**
- * Lua run by Redis: each decision is one script, so the packed-token cap is
- * compared and changed atomically (MULTI cannot compare then increment) and a
- * job leaves its processing list in the same step that puts it somewhere else.
- * Every script starts by checking the job is still in the processing list:
- * re-running one after a lost reply is a no-op ("gone"), never a duplicate.
+ * Lua run by Redis: each push and each decision is one script, so the packed-token cap is
+ * compared and changed atomically (MULTI cannot compare then increment), a
+ * job leaves its processing list in the same step that puts it somewhere else,
+ * and a job's id is taken in the same step that queues it.
+ * Every decision script starts by checking the job is still in the processing
+ * list, and the push script by looking up its token: re-running one after a
+ * lost reply is a no-op, never a duplicate.
  */
 export interface LuaScript {
   name: string;
@@ -61,6 +63,30 @@ local function gone(decisions, id)
   return {'gone', rkind or '', rfigures or ''}
 end
 `;
+
+/**
+ * The packer's push: take an id and queue the job in one step, once per token.
+ * KEYS: seq ready pushes
+ * ARGV: token payload_before_id payload_after_id ttl_ms
+ * → {id, 'pushed'} | {id, 'again'} (this token's push already ran: nothing done)
+ * `pushes` (hash token → id) expires ttl_ms after the last push, so a send
+ * that waited in a paused server's socket still finds its token.
+ */
+export const pushScript = script(
+  "push",
+  3,
+  `
+local seq, ready, pushes = KEYS[1], KEYS[2], KEYS[3]
+local token, before, after, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local id = redis.call('HGET', pushes, token)
+if id then return {id, 'again'} end
+id = tostring(redis.call('INCR', seq))
+redis.call('RPUSH', ready, before .. id .. after)
+redis.call('HSET', pushes, token, id)
+redis.call('PEXPIRE', pushes, ttl)
+return {id, 'pushed'}
+`,
+);
 
 /**
  * KEYS: processing admitted inflight decisions events stats mode dead

@@ -74,7 +74,7 @@ export interface JobsWhere {
   ids_issued: number | null;
   /** Distinct job ids over the lists. */
   distinct_ids: number;
-  /** Issued ids (1..ids_issued) on no list: lost, or a pack that died between INCR and RPUSH. */
+  /** Issued ids (1..ids_issued) on no list: lost, or another producer that died between INCR and RPUSH. */
   not_found: string[];
   /** Ids on more than one list. */
   duplicates: Array<{ id: string; keys: string[] }>;
@@ -375,7 +375,12 @@ function jobsWhere(inputs: ReportInputs, notes: string[]): JobsWhere | null {
   const duplicates = [...where].filter(([, keys]) => keys.length > 1).map(([id, keys]) => ({ id, keys }));
   if (heldByDead > 0) notes.push(`${heldByDead} job(s) are held by a gate or worker whose heartbeat is gone (see "Where the jobs are")`);
   if (notFound.length > 0) {
-    notes.push(`${notFound.length} job id(s) issued by ${inputs.queue}:seq are on no list of the queue: lost, or a pack that died between INCR and RPUSH`);
+    // drill's pack and up take the id and queue the job in one script (a re-send takes no second id):
+    // an id on no list left the lists, or was taken by a producer that INCRs and pushes in two steps.
+    notes.push(
+      `${notFound.length} job id(s) issued by ${inputs.queue}:seq are on no list of the queue: lost (drill pack and drill up take an id only with its push), ` +
+        `or taken by another producer that died between its INCR and its RPUSH`,
+    );
   }
   return { rows, total, held_by_dead: heldByDead, ids_issued: places.seq, distinct_ids: where.size, not_found: notFound, duplicates, without_id: withoutId };
 }

@@ -198,6 +198,26 @@ describe("drill pack + drill gate (built binary)", () => {
     }
   });
 
+  // QA: a push whose send timed out on a paused Redis was sent again as a new
+  // INCR; the timed-out one ran when Redis woke, and its id was on no list.
+  it("redis-server paused mid-pack past the command timeout (5 s): pack sends the push again, and every id issued is queued once", async () => {
+    const queue = `e${++n}`;
+    const pack = drill(["pack", "--jobs", "3", "--rate", "1/s", "--prompt-tokens", "1000", "--queue", queue]);
+    await new Promise<void>((resolve) => pack.stdout!.on("data", (chunk: Buffer) => String(chunk).includes("push job=1 ") && resolve()));
+    server.kill("SIGSTOP");
+    try {
+      // Longer than pack's 5 s command timeout: the second job's first send times out and is sent again.
+      await new Promise((r) => setTimeout(r, 7000));
+    } finally {
+      server.kill("SIGCONT");
+    }
+    const result = await pack;
+    expect(result.exitCode, result.stderr).toBe(0);
+    expect(lines(result.stdout).at(-1)).toBe(`packed 3 job(s) onto ${queue} (job=1..3), 3000 prompt tokens`);
+    expect(await redis.get(`${queue}:seq`)).toBe("3");
+    await assertNoJobLost(redis, queue, ["1", "2", "3"]);
+  }, 40_000);
+
   it("SIGINT and SIGTERM stop the gate cleanly with 130 and 143", async () => {
     for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
       const gate = drill(["--procfs", fakeProc(CALM_PSI), "gate", "--queue", `e${++n}`, "--interval", "200ms"]);

@@ -1,7 +1,7 @@
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeJob, encodeJob } from "../../src/queue/job.js";
-import { DrillQueue, type JobSpec } from "../../src/queue/queue.js";
+import { DrillQueue, pushScope, pushUntilTaken, unnumberedJob, type JobSpec } from "../../src/queue/queue.js";
 import { BlockingMover, closeRedis, connectRedis, WatchdogTimeout } from "../../src/queue/redis.js";
 import { assertNoJobLost } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
@@ -48,6 +48,52 @@ describe("DrillQueue against a real redis-server", () => {
     expect(ctx?.job.id).toBe("1");
     expect(await redis.lrange(queue.keys.processing("g1"), 0, -1)).toHaveLength(1);
     await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
+  it("a push sent again under its token takes no second id and queues no second copy; the payload is encodeJob's", async () => {
+    const queue = freshQueue();
+    const job = unnumberedJob(spec, 1_764_480_000_123);
+    const first = await queue.pushOnce(job, "run.0.0");
+    const again = await queue.pushOnce(job, "run.0.0");
+    expect(first).toEqual({ job: { id: "1", ...job }, again: false });
+    expect(again).toEqual({ job: { id: "1", ...job }, again: true });
+    const other = await queue.pushOnce(job, "run.0.1");
+    expect(other.job.id).toBe("2");
+    expect(await redis.lrangeBuffer(queue.keys.ready, 0, -1)).toEqual([encodeJob(first.job), encodeJob(other.job)]);
+    expect(await redis.get(queue.keys.seq)).toBe("2");
+    // The tokens are remembered for a while, not forever.
+    expect(await redis.pttl(queue.keys.pushes)).toBeGreaterThan(0);
+  });
+
+  // QA: up rode out a SIGSTOPped Redis by re-sending INCR, whose timed-out
+  // sends all ran when it woke: ids on no list, which report calls lost.
+  it("a paused server: the sends that timed out run when it wakes, and the push still takes one id and queues one copy", async () => {
+    const queue = freshQueue();
+    const client = await connectRedis(server.url, { name: "test-push-paused", commandTimeoutMs: 300 });
+    const paused = new DrillQueue(client, queue.keys.queue);
+    const failed: string[] = [];
+    server.kill("SIGSTOP");
+    let outcome;
+    try {
+      outcome = await pushUntilTaken(paused, unnumberedJob(spec), `${pushScope("test")}.0`, {
+        signal: new AbortController().signal,
+        delayMs: () => 50,
+        sendAgain: (failures) => failures < 20,
+        onFailure: (err) => {
+          failed.push(err instanceof Error ? err.message : String(err));
+          // Three sends wait in the stopped server's socket; the fourth goes to a running one.
+          if (failed.length === 3) server.kill("SIGCONT");
+        },
+      });
+    } finally {
+      server.kill("SIGCONT");
+      await closeRedis(client);
+    }
+    expect(failed).toEqual(["Command timed out", "Command timed out", "Command timed out"]);
+    expect(outcome.ok && outcome.job.id).toBe("1");
+    expect(await redis.get(queue.keys.seq)).toBe("1");
+    expect(await redis.llen(queue.keys.ready)).toBe(1);
+    expect(await redis.hlen(queue.keys.pushes)).toBe(1);
   });
 
   it("two gates admitting at once never overshoot the packed-token cap", async () => {
@@ -151,7 +197,7 @@ describe("DrillQueue against a real redis-server", () => {
   it("a re-sent copy recovered from a dead gate with attempt+1 is not admitted a second time", async () => {
     const queue = freshQueue();
     const job = await queue.push(spec);
-    await queue.enqueue(job); // the producer's re-send after a lost reply: two identical copies
+    await queue.pushRaw(encodeJob(job)); // two identical copies (a producer without push tokens re-sending after a lost reply)
     const mover = new BlockingMover(server.url, { name: "t" });
     const first = await take(queue, mover, "ga");
     expect(await queue.admit(first!, 32_000)).toEqual({ kind: "admit", packed: 24_000 });
@@ -176,7 +222,7 @@ describe("DrillQueue against a real redis-server", () => {
   it("the recovered copy decided first: the original attempt arriving later is the redelivery", async () => {
     const queue = freshQueue();
     const job = await queue.push(spec);
-    await queue.enqueue(job);
+    await queue.pushRaw(encodeJob(job));
     const mover = new BlockingMover(server.url, { name: "t" });
     await take(queue, mover, "ga"); // ga dies holding copy one
     const original = await take(queue, mover, "gb"); // gb holds copy two, attempt 0

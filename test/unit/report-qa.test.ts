@@ -91,6 +91,9 @@ describe("QA 7: where the jobs are", () => {
     expect(r.jobs_where!.rows.find((row) => row.key === "qaAjobs:processing:g1")!.note).toBe("being decided by gate g1: alive");
     expect(r.notes.join("\n")).toContain("4 job(s) are held by a gate or worker whose heartbeat is gone");
     expect(r.notes.join("\n")).toContain("1 job id(s) issued by qaAjobs:seq are on no list");
+    // drill's own pushes take the id in the same script: a dead pack no longer explains a gap.
+    expect(r.notes.join("\n")).toContain("lost (drill pack and drill up take an id only with its push), or taken by another producer");
+    expect(r.notes.join("\n")).not.toContain("a pack that died");
 
     const md = renderMarkdown(r);
     expect(md).toContain("### Where the jobs are");
