@@ -80,7 +80,10 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
     const reportCmd = `${drillCmd} report --name ${drill.name} --format md`;
     if (!g.json) {
       // The summary an operator pastes: the same report `drill report` prints, over this run.
-      if (redisTrouble === "no_reply") {
+      if (result.rollbackUnderWay) {
+        // It waits a few seconds for up to exit, then kills it: no Redis round trips now.
+        log(`summary: not read: a rollback is under way; \`${reportCmd}\` reads its export once it is done`);
+      } else if (redisTrouble === "no_reply") {
         log(`summary: not read: the drill's Redis did not answer at the drill's end; \`${reportCmd}\` once it answers`);
       } else {
         const sinceMs = Date.now() - Date.parse(result.state.createdAt) + 1000;
@@ -94,11 +97,20 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
       }
     }
     if (g.json) output.json(summary);
-    const stoppedEarly = result.interrupted || result.exitedEarly.length > 0;
-    const cut = result.notPacked > 0 ? ` (${result.notPacked} not packed: the drill ${stoppedEarly ? "stopped" : "ended"} first)` : "";
-    log(`drill ${drill.name}: packer stopped after ${result.pushed.length} jobs${cut}; \`${reportCmd}\` for the incident note.`);
-    if (result.state.redis.url !== "") log(`Deny-all by hand: \`${leverCommand(result.state.redis.url, flags.queue, "reject_all")}\`.`);
-    log(`Run \`${drillCmd} rollback --name ${drill.name}\` before walking away: gate, worker, watch and hog keep running until then (they exit by themselves 5 minutes after the drill's end, the embedded Redis 30 s later with every job in its AOF).`);
+    for (const line of closingLines({
+      name: drill.name,
+      drillCmd,
+      queue: flags.queue,
+      redisUrl: result.state.redis.url,
+      embeddedRedis: result.state.redis.embedded !== null,
+      pushed: result.pushed.length,
+      notPacked: result.notPacked,
+      stoppedEarly: result.interrupted || result.exitedEarly.length > 0,
+      redisGone: redisTrouble === "gone",
+      rollbackUnderWay: result.rollbackUnderWay,
+    })) {
+      log(line);
+    }
     const signal = interrupt.received();
     if (signal) throw new InterruptedError(signal);
     if (result.exitedEarly.length > 0) {
@@ -108,6 +120,45 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
   } finally {
     interrupt.dispose();
   }
+}
+
+export interface ClosingFacts {
+  name: string;
+  drillCmd: string;
+  queue: string;
+  /** The drill's Redis ("" when up stopped before it had one). */
+  redisUrl: string;
+  embeddedRedis: boolean;
+  pushed: number;
+  notPacked: number;
+  stoppedEarly: boolean;
+  /** The embedded redis-server died during the drill. */
+  redisGone: boolean;
+  /** A rollback of this run stopped up: it is running now. */
+  rollbackUnderWay: boolean;
+}
+
+/** up's last lines: what was packed, then what the operator does next, as things stand now. */
+export function closingLines(f: ClosingFacts): string[] {
+  const cut = f.notPacked > 0 ? ` (${f.notPacked} not packed: the drill ${f.stoppedEarly ? "stopped" : "ended"} first)` : "";
+  const lines = [`drill ${f.name}: packer stopped after ${f.pushed} jobs${cut}; \`${f.drillCmd} report --name ${f.name} --format md\` for the incident note.`];
+  const rollback = `\`${f.drillCmd} rollback --name ${f.name}\``;
+  if (f.rollbackUnderWay) {
+    // It flipped deny-all as its first step and stops the rest: nothing is left for the operator to do here.
+    lines.push(`A rollback of this drill is under way (it stopped this up): it stops gate, worker, watch and hog, drains and exports the queue; its own output says what it found.`);
+    return lines;
+  }
+  if (f.redisGone) {
+    lines.push(
+      `Run ${rollback} before walking away: the embedded Redis is gone, so nothing is admitted meanwhile; rollback starts it again on its AOF (every job it took is there) to drain and export it. ` +
+        `Gate, worker, watch and hog keep running until then (they exit by themselves 5 minutes after the drill's end).`,
+    );
+    return lines;
+  }
+  if (f.redisUrl !== "") lines.push(`Deny-all by hand: \`${leverCommand(f.redisUrl, f.queue, "reject_all")}\`.`);
+  const selfExit = f.embeddedRedis ? "they exit by themselves 5 minutes after the drill's end, the embedded Redis 30 s later with every job in its AOF" : "they exit by themselves 5 minutes after the drill's end";
+  lines.push(`Run ${rollback} before walking away: gate, worker, watch and hog keep running until then (${selfExit}).`);
+  return lines;
 }
 
 /**

@@ -65,6 +65,8 @@ export interface UpResult {
   notPacked: number;
   /** Gate, worker or watch gone before the drill's end: the drill stopped there. */
   exitedEarly: EarlyExit[];
+  /** A rollback of this run started while it ran (it stops `up` as its second step). */
+  rollbackUnderWay: boolean;
 }
 
 /** What stopped the drill before its end: a child gone, or the Redis it packs into. */
@@ -235,14 +237,32 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       options.onRunning?.(state);
 
       const result = await runSchedule(options, state, queue, spawnChild, target, dir, [...children]);
-      state.phase = "stopped";
-      writeState(stateDir, state);
-      return { state, interrupted: result.interrupted, pushed: result.pushed, notPacked: result.notPacked, exitedEarly: result.exitedEarly };
+      // A rollback that stopped this up (its step 2) owns the state file now:
+      // "stopped" written over its "rolling_back" would hide that it runs.
+      const rollbackUnderWay = rollbackOwnsState(readStateQuietly(stateDir, name), runId);
+      if (!rollbackUnderWay) {
+        state.phase = "stopped";
+        writeState(stateDir, state);
+      }
+      return { state, interrupted: result.interrupted, pushed: result.pushed, notPacked: result.notPacked, exitedEarly: result.exitedEarly, rollbackUnderWay };
     } finally {
       await closeRedis(redis);
     }
   } finally {
     lock.release();
+  }
+}
+
+/** The state on disk is this run's, and a rollback has taken it over. */
+export function rollbackOwnsState(onDisk: DrillState | null, runId: string): boolean {
+  return onDisk !== null && onDisk.runId === runId && (onDisk.phase === "rolling_back" || onDisk.phase === "complete");
+}
+
+function readStateQuietly(stateDir: string, name: string): DrillState | null {
+  try {
+    return readState(stateDir, name);
+  } catch {
+    return null; // unreadable (moved aside, say): up's own view stands
   }
 }
 
@@ -323,9 +343,6 @@ async function runSchedule(
   // up set it to admit before the gate started.
   let gateMode: string = "admit";
   const { run: phases, skipped } = splitPhases(drill.phases, drill.duration);
-  for (const phase of skipped) {
-    log(`phase ${phase.index}: skipped: starts at ${formatDuration(phase.at)}, not before the drill's end at ${formatDuration(drill.duration)}`);
-  }
   let next = 0;
   const follow = () => {
     for (const line of gateTail.read()) {
@@ -365,12 +382,17 @@ async function runSchedule(
   }
   // Each pack stops by the drill's end: this waits for at most one push in flight.
   let notPacked = (await Promise.allSettled(packing)).reduce((sum, r) => sum + (r.status === "fulfilled" ? r.value : 0), 0);
-  // Stopped before its end (an interrupt, or something it needs gone): the
-  // pack phases that never started are not packed either.
-  for (const phase of phases.slice(next)) {
-    if (!phase.pack) continue;
-    log(`phase ${phase.index}: not started: the drill stopped before ${formatDuration(phase.at)}; ${phase.pack.jobs} jobs not packed`);
-    notPacked += phase.pack.jobs;
+  // The phases that never ran, after those that did, in the file's order:
+  // cut by an early stop (an interrupt, or something it needs gone; their jobs
+  // are not packed either), or starting past the drill's end.
+  for (const phase of [...phases.slice(next), ...skipped].sort((a, b) => a.index - b.index)) {
+    const what = phase.pack ? `${phase.pack.jobs} jobs not packed` : phase.inject ? `inject ${phase.inject.mode} ${formatBytes(phase.inject.size)} not run` : "nothing run";
+    if (skipped.includes(phase)) {
+      log(`phase ${phase.index}: skipped: starts at ${formatDuration(phase.at)}, not before the drill's end at ${formatDuration(drill.duration)}`);
+      continue;
+    }
+    log(`phase ${phase.index}: not started: the drill stopped before ${formatDuration(phase.at)}; ${what}`);
+    if (phase.pack) notPacked += phase.pack.jobs;
   }
   // The jobs pushed last are decided after the end: follow the gate until it
   // has decided them all, bounded so a stopped gate cannot hold `up`.

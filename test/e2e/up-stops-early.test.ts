@@ -11,14 +11,15 @@ import { pack, tinyDrill } from "../helpers/drills.js";
 import { assertHostClean } from "../helpers/hostClean.js";
 import { assertNoJobLostInExport } from "../helpers/invariants.js";
 
-// 20 s declared: a burst, a 2/s trickle from 1 s (10 s of it), one more at 12 s.
-// Something the drill needs dies about 2 s in; up must not carry on to 20 s.
+// 20 s declared: a burst, a 2/s trickle from 1 s (10 s of it), one more at 12 s,
+// a small hog at 14 s. Something the drill needs dies about 2 s in; up must not carry on to 20 s.
 const DRILL = tinyDrill("upearly", {
   duration: "20s",
   phases: [
     ["0s", pack(2)],
     ["1s", pack(20, 1000, ", rate: 2, label: trickle")],
     ["12s", pack(1, 1000, ", label: after the stop")],
+    ["14s", "inject: { mode: anon, size: 8M, hold: 1s }"],
   ],
 });
 const CGROUP = "upearlycg";
@@ -94,6 +95,9 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     expect(result.stderr).toMatch(/phase 1: packed (\d+) of 20 jobs; (\d+) not packed: the drill stopped before its end/);
     expect(result.stderr).not.toMatch(/phase 2: pack/);
     expect(result.stderr).toMatch(/^phase 2: not started: the drill stopped before 12s; 1 jobs not packed$/m);
+    // The inject phase that never started is named too, after the pack phases, in the file's order.
+    expect(result.stderr).toMatch(/^phase 2: not started.*\nphase 3: not started: the drill stopped before 14s; inject anon 8\.0MiB not run$/m);
+    expect(result.stderr).not.toMatch(/phase 3: inject/);
     expect(result.stderr).toMatch(/not packed: the drill stopped first\)/);
     expect(result.stderr).toContain(`drill upearly stopped before its end: gate exited (killed by a signal)`);
     const summary = JSON.parse(result.stdout.trim().split("\n").pop()!) as Summary;
@@ -113,6 +117,9 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     expect(result.stderr).not.toMatch(/Node\.js v|^\s+at /m);
     expect(result.stderr).toMatch(/^redis: gone \(pid \d+\) \d+s into the drill.*; the drill stops here/m);
     expect(result.stderr).toMatch(/drill upearly stopped before its end: redis /);
+    // Its URL is dead: no lever on it; rollback is what brings the Redis (its AOF) back.
+    expect(result.stderr).not.toMatch(/Deny-all by hand|30 s later/);
+    expect(result.stderr).toMatch(/^Run `drill --state-dir \S+ rollback --name upearly` before walking away: the embedded Redis is gone, .*rollback starts it again on its AOF/m);
     const summary = JSON.parse(result.stdout.trim().split("\n").pop()!) as Summary;
     expect(summary.stopped_early.map((e) => e.process)).toEqual(["redis"]);
     expect(summary.pushed_ids.length + summary.not_packed).toBe(2 + 20 + 1);
@@ -170,6 +177,8 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     expect(after).not.toMatch(/push failed/);
     expect(out).toMatch(/^phase 1: its last push got no reply: if Redis runs it when it answers, that job is queued under the next id/m);
     expect(result.stdout).toMatch(/^summary: not read: the drill's Redis did not answer at the drill's end; `drill --state-dir \S+ report --name upearly --format md` once it answers$/m);
+    // The phases past --duration are named after those that ran, not before phase 0.
+    expect(result.stdout).toMatch(/^phase 0: pack[\s\S]*^phase 2: skipped: starts at 12s, not before the drill's end at 8s\nphase 3: skipped: starts at 14s/m);
     expect(result.stderr).toMatch(/drill upearly stopped before its end: redis did not answer a push for \S+; run /);
 
     const report = await runDrill(["--state-dir", stateDir, "report", "--name", "upearly", "--format", "json"]);
@@ -180,5 +189,21 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     expect(where.distinct_ids).toBe(where.ids_issued);
     const issued = Array.from({ length: where.ids_issued! }, (_, i) => String(i + 1));
     await rollbackLosesNothing(stateDir, state, issued);
+  }, 180_000);
+
+  // QA: a rollback run while up ran stopped it (143), and up then told the operator to run a rollback.
+  it("a rollback stops a running up: up exits 143 saying the rollback is under way, and the rollback finishes clean", async () => {
+    const { stateDir, up, state } = await startUp("rolledback", { json: false });
+    await sleep(2000);
+    const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "upearly"], { timeout: 90_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    const result = await up;
+    const out = result.stdout + result.stderr;
+    expect(result.exitCode, out).toBe(143);
+    expect(result.stdout).toMatch(/^A rollback of this drill is under way \(it stopped this up\)/m);
+    expect(result.stdout).not.toMatch(/^Run `|^Deny-all by hand/m);
+    expect(result.stdout).toMatch(/^summary: not read: a rollback is under way/m);
+    assertHostClean(stateDir, "upearly", state);
+    expect((readState(stateDir, "upearly") as DrillState | null)?.phase ?? "complete").toBe("complete");
   }, 180_000);
 });

@@ -1,0 +1,46 @@
+import { describe, expect, it } from "vitest";
+import { closingLines, type ClosingFacts } from "../../src/commands/up.run.js";
+
+const facts: ClosingFacts = {
+  name: "smoke",
+  drillCmd: "drill",
+  queue: "jobs",
+  redisUrl: "redis://127.0.0.1:34455",
+  embeddedRedis: true,
+  pushed: 5,
+  notPacked: 0,
+  stoppedEarly: false,
+  redisGone: false,
+  rollbackUnderWay: false,
+};
+
+// QA: after an early stop up named a dead Redis URL for deny-all, and told
+// the operator to run the rollback that had just stopped it.
+describe("up's closing lines say what to do next, as things stand", () => {
+  it("a drill that ran: the report, the lever, the rollback and when the rest exits by itself", () => {
+    expect(closingLines(facts)).toEqual([
+      "drill smoke: packer stopped after 5 jobs; `drill report --name smoke --format md` for the incident note.",
+      "Deny-all by hand: `drill --redis redis://127.0.0.1:34455 gate mode reject_all`.",
+      "Run `drill rollback --name smoke` before walking away: gate, worker, watch and hog keep running until then (they exit by themselves 5 minutes after the drill's end, the embedded Redis 30 s later with every job in its AOF).",
+    ]);
+  });
+
+  it("the embedded Redis died: no lever on its dead URL, and rollback starts it again on its AOF", () => {
+    const lines = closingLines({ ...facts, redisGone: true, stoppedEarly: true, notPacked: 3 });
+    expect(lines[0]).toContain("(3 not packed: the drill stopped first)");
+    expect(lines.join("\n")).not.toMatch(/Deny-all|34455|30 s later/);
+    expect(lines[1]).toMatch(/^Run `drill rollback --name smoke` before walking away: the embedded Redis is gone, .*rollback starts it again on its AOF/);
+  });
+
+  it("a rollback stopped up: it is not told to run one, nor to pull the lever the rollback pulled", () => {
+    const lines = closingLines({ ...facts, rollbackUnderWay: true, stoppedEarly: true });
+    expect(lines.join("\n")).not.toMatch(/Run `|Deny-all|keep running until then/);
+    expect(lines[1]).toMatch(/^A rollback of this drill is under way \(it stopped this up\)/);
+  });
+
+  it("a given Redis: no embedded Redis to exit by itself", () => {
+    expect(closingLines({ ...facts, embeddedRedis: false }).at(-1)).toBe(
+      "Run `drill rollback --name smoke` before walking away: gate, worker, watch and hog keep running until then (they exit by themselves 5 minutes after the drill's end).",
+    );
+  });
+});
