@@ -8,7 +8,7 @@ import { drillCommandFor, hostRoots, leverCommand, redactUrl, type GlobalOptions
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState } from "../drill/state.js";
 import { refuseWhileUp, runUp } from "../drill/up.js";
-import { DrillError, InterruptedError, UsageError } from "../errors.js";
+import { DrillError, InterruptedError, RefusedError, UsageError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
 import { buildReport } from "../report/build.js";
@@ -42,11 +42,37 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
 
   // The commands suggested below work as typed: the state dir named when not the default.
   const drillCmd = drillCommandFor(g.stateDir);
-  if (flags.detach && process.env[BACKGROUND_ENV] !== "1") {
-    await detach(drill, drillFile, g.stateDir, drillCmd, log);
-    return;
+  try {
+    if (flags.detach && process.env[BACKGROUND_ENV] !== "1") {
+      const detached = await detach(drill, drillFile, g.stateDir, drillCmd, log);
+      if (g.json) output.json(detached);
+      return;
+    }
+    await runInForeground(g, flags, drill, drillFile, fileDir, drillCmd, log);
+  } catch (err) {
+    // A script reading --json gets a document for a refusal too (doctor's "verdict":"refused"), then the usual exit 3.
+    if (g.json && err instanceof RefusedError) output.json(refusedSummary(drill.name, g.stateDir, err));
+    throw err;
   }
+}
 
+/** up's --json document when it refused to start (exit 3): the same name, verdict and state fields as its result. */
+export function refusedSummary(name: string, stateDir: string, err: RefusedError) {
+  return { name, verdict: "refused" as const, reason: err.message, run_id: null, state: path.join(drillDir(stateDir, name), "state.json") };
+}
+
+async function runInForeground(
+  g: GlobalOptions,
+  flags: UpFlags,
+  drill: DrillFile,
+  drillFile: string,
+  fileDir: string,
+  drillCmd: string,
+  log: (line: string) => void,
+): Promise<void> {
+  const output = consoleOutput(g.color);
+  // Said before anything, as --detach does: the running up's lock would only say "another drill up holds up.lock".
+  refuseWhileUp(readState(g.stateDir, drill.name), drill.name, drillCmd);
   log(`drill ${drill.name}: ${drill.description} — ${drillFile}; every number below is a lab expectation from a declared drill, not observed production`);
   const interrupt = onInterrupt();
   try {
@@ -69,6 +95,7 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
     const redisTrouble = result.exitedEarly.find((e) => e.key === "redis")?.cause ?? null;
     const summary = {
       name: drill.name,
+      verdict: result.interrupted ? "interrupted" : result.exitedEarly.length > 0 ? "stopped_early" : "ran",
       run_id: result.state.runId,
       pushed: result.pushed.length,
       pushed_ids: result.pushed,
@@ -76,6 +103,7 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
       state: path.join(drillDir(g.stateDir, drill.name), "state.json"),
       interrupted: result.interrupted,
       stopped_early: result.exitedEarly.map((e) => ({ process: e.key, how: e.how, code: e.code, log: e.log, last_line: e.lastLine })),
+      rollback_under_way: result.rollbackUnderWay,
     };
     const reportCmd = `${drillCmd} report --name ${drill.name} --format md`;
     if (!g.json) {
@@ -165,7 +193,7 @@ export function closingLines(f: ClosingFacts): string[] {
  * --detach: run the same `drill up` in its own session (it is the packer and
  * the schedule), wait until its state says running, then return.
  */
-async function detach(drill: DrillFile, drillFile: string, stateDir: string, drillCmd: string, log: (line: string) => void): Promise<void> {
+async function detach(drill: DrillFile, drillFile: string, stateDir: string, drillCmd: string, log: (line: string) => void) {
   const dir = drillDir(stateDir, drill.name);
   const before = readState(stateDir, drill.name);
   const logFile = path.join(stateDir, `${drill.name}-up.log`);
@@ -198,7 +226,7 @@ async function detach(drill: DrillFile, drillFile: string, stateDir: string, dri
       log(`drill ${drill.name} is up in the background (pid ${child.pid}, run ${state.runId}); log ${logFile}, state ${dir}`);
       log(`redis: ${state.redis.embedded ? "embedded redis-server" : "given"} at ${redactUrl(state.redis.url)}, queue ${state.queue}; deny-all by hand: \`${leverCommand(state.redis.url, state.queue, "reject_all")}\``);
       log(`run \`${drillCmd} rollback --name ${drill.name}\` before walking away`);
-      return;
+      return { name: drill.name, verdict: "detached" as const, run_id: state.runId, pid: child.pid ?? null, log: logFile, state: path.join(dir, "state.json"), redis: redactUrl(state.redis.url), queue: state.queue };
     }
     if (exitCode !== undefined) {
       throw new DrillError(`drill up exited with code ${exitCode} before the drill ran; see ${logFile}`, exitCode === 3 ? 3 : exitCode === 2 ? 2 : 1);

@@ -141,7 +141,8 @@ describe("drill pack + drill gate (built binary)", () => {
   // A script asked why `gate mode admit --json` refused with no JSON. The
   // project's rule (README): --json stdout carries a command's result; a
   // refusal to act or an error before any result is one `drill: ` line on
-  // stderr and the exit code, stdout empty, as for inject, up or pack.
+  // stderr and the exit code, stdout empty, as for inject or pack (doctor and
+  // up, whose result is a verdict, print theirs: "verdict":"refused").
   it("gate mode --json: one JSON line when the lever moves; a refusal or an unreachable Redis leaves stdout empty, says why on stderr, exit 3 / 1", async () => {
     const queue = `e${++n}`;
     const hot = fakeProc(HOT_PSI);

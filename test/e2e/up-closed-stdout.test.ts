@@ -73,14 +73,22 @@ describe.skipIf(skip !== null)("drill up and its output: a closed pipe, a second
   it("a second up --detach of a drill that is up is refused (exit 3) before it writes a line into the running drill's log, which marks each run", async () => {
     const stateDir = twiceStateDir;
     const args = ["--state-dir", stateDir, "up", "--detach", "--drill", path.join(root, "upclosed.yaml"), "--parent", "self", "--name", CGROUP, "--file-dir", path.join(root, "files")];
-    const first = await runDrill(args, { timeout: 120_000 });
+    const first = await runDrill(["--json", ...args], { timeout: 120_000 });
     expect(first.exitCode, first.stdout + first.stderr).toBe(0);
+    expect(JSON.parse(first.stdout)).toMatchObject({ name: "upclosed", verdict: "detached", run_id: expect.stringMatching(/^upclosed-/), pid: expect.any(Number) });
     const logFile = path.join(stateDir, "upclosed-up.log");
     const log = readFileSync(logFile, "utf8");
     expect(log).toMatch(/^==== drill up --detach upclosed at \d{4}-\d\d-\d\dT/);
     const second = await runDrill(args, { timeout: 120_000 });
     expect(second.exitCode, second.stdout + second.stderr).toBe(3);
     expect(second.stderr).toMatch(/drill upclosed is already up \(run upclosed-\S+, (running|stopped); log \S+upclosed-up\.log\); run drill --state-dir \S+ rollback --name upclosed first/);
+    // QA: under --json the refusal left stdout empty; a script gets up's document with verdict refused.
+    for (const detach of [["--detach"], []]) {
+      const json = await runDrill(["--state-dir", stateDir, "--json", "up", ...detach, ...args.slice(args.indexOf("--drill"))], { timeout: 120_000 });
+      expect(json.exitCode, json.stdout + json.stderr).toBe(3);
+      expect(JSON.parse(json.stdout)).toMatchObject({ name: "upclosed", verdict: "refused", reason: expect.stringMatching(/^drill upclosed is already up \(run upclosed-/), run_id: null, state: path.join(stateDir, "upclosed", "state.json") });
+      expect(json.stderr).toMatch(/^drill: drill upclosed is already up/m);
+    }
     // The first run's log has only grown by the first run's own lines since.
     expect(readFileSync(logFile, "utf8").startsWith(log)).toBe(true);
     expect(readFileSync(logFile, "utf8")).not.toMatch(/already up|==== drill up --detach upclosed at .*\n[\s\S]*==== drill up/);

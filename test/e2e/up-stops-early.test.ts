@@ -29,6 +29,7 @@ const skip = realDrillSkipReason();
 if (skip) console.warn(`skipping drill up stops early: ${skip}`);
 
 interface Summary {
+  verdict: string;
   pushed_ids: string[];
   not_packed: number;
   stopped_early: Array<{ process: string; how: string; code: number | null; log: string; last_line: string | null }>;
@@ -101,6 +102,7 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     expect(result.stderr).toMatch(/not packed: the drill stopped first\)/);
     expect(result.stderr).toContain(`drill upearly stopped before its end: gate exited (killed by a signal)`);
     const summary = JSON.parse(result.stdout.trim().split("\n").pop()!) as Summary;
+    expect(summary.verdict).toBe("stopped_early");
     expect(summary.stopped_early.map((e) => e.process)).toEqual(["gate"]);
     // Every job of every phase is pushed or counted as not packed, the one that never started too.
     expect(summary.pushed_ids.length + summary.not_packed).toBe(2 + 20 + 1);
@@ -144,6 +146,7 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     expect(result.stderr).not.toMatch(/the drill stops here/);
     const summary = JSON.parse(result.stdout.trim().split("\n").pop()!) as Summary;
     expect(summary.stopped_early).toEqual([]);
+    expect(summary.verdict).toBe("ran");
     // QA: each re-send took a new id, and the timed-out ones ran when Redis woke: report called those ids lost.
     const report = JSON.parse((await runDrill(["--state-dir", stateDir, "report", "--name", "upearly", "--format", "json"])).stdout) as Report;
     expect(report.jobs_where, JSON.stringify(report.notes)).toMatchObject({ ids_issued: summary.pushed_ids.length, not_found: [], duplicates: [] });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { closingLines, type ClosingFacts } from "../../src/commands/up.run.js";
+import { closingLines, refusedSummary, type ClosingFacts } from "../../src/commands/up.run.js";
+import { RefusedError } from "../../src/errors.js";
 
 const facts: ClosingFacts = {
   name: "smoke",
@@ -42,5 +43,17 @@ describe("up's closing lines say what to do next, as things stand", () => {
     expect(closingLines({ ...facts, embeddedRedis: false }).at(-1)).toBe(
       "Run `drill rollback --name smoke` before walking away: gate, worker, watch and hog keep running until then (they exit by themselves 5 minutes after the drill's end).",
     );
+  });
+});
+
+describe("up --json when it refuses", () => {
+  it("is a document with the result's name and state, and verdict refused", () => {
+    expect(refusedSummary("smoke", "/var/lib/drill", new RefusedError("drill smoke is already up"))).toEqual({
+      name: "smoke",
+      verdict: "refused",
+      reason: "drill smoke is already up",
+      run_id: null,
+      state: "/var/lib/drill/smoke/state.json",
+    });
   });
 });
