@@ -14,7 +14,6 @@ import { findPackageRoot } from "../native/pagetoucher.js";
 import { buildReport } from "../report/build.js";
 import { gatherReport } from "../report/gather.js";
 import { renderReport } from "../report/render.js";
-import { surviveClosedStdout } from "../closedStdout.js";
 import { consoleOutput } from "../output.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { applyOverrides, resolveFileDir, type UpFlags } from "./up.js";
@@ -30,7 +29,6 @@ export function resolveDrillPath(flag: string | undefined): string {
 }
 
 export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> {
-  surviveClosedStdout();
   const output = consoleOutput(g.color);
   const drillFile = resolveDrillPath(flags.drill);
   const drill = applyOverrides(loadDrillFile(drillFile, hostRoots(g)), flags);

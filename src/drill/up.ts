@@ -26,7 +26,7 @@ import { scanKeys } from "./drain.js";
 import { freePort, startEmbeddedRedis } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
 import { drillCommandFor, leverCommand } from "../context.js";
-import { drillDir, intendProcess, readState, runDir, statePath, writeState, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
+import { drillDir, intendProcess, isDrillUp, readState, runDir, statePath, writeState, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
@@ -112,7 +112,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       parent: parentSpec,
       redisUrl: options.redisUrl,
       hogDir: options.fileDir,
-      hogBytes: Math.max(drill.worker.weights, ...drill.phases.map((p) => p.inject?.size ?? 0)),
+      hogBytes: fileDirBytes(drill),
       stateDir,
     });
     const fails = evaluateChecks(facts).filter((c) => c.status === "fail");
@@ -266,9 +266,19 @@ function readStateQuietly(stateDir: string, name: string): DrillState | null {
   }
 }
 
+/**
+ * What the drill puts on --file-dir at once: the worker's weights file for
+ * the whole drill, plus the largest thrash hog's file (an anon hog has none;
+ * injects run one after another). doctor's room check is on this.
+ */
+export function fileDirBytes(drill: Pick<DrillFile, "worker" | "phases">): number {
+  const thrash = drill.phases.map((p) => (p.inject?.mode === "thrash" ? p.inject.size : 0));
+  return drill.worker.weights + Math.max(0, ...thrash);
+}
+
 /** A drill whose state is not complete is up: one run at a time per name. `where` adds to what is named (e.g. its log). */
 export function refuseWhileUp(existing: DrillState | null, name: string, drillCmd: string, where = ""): void {
-  if (existing && existing.phase !== "complete") {
+  if (existing && isDrillUp(existing)) {
     throw new RefusedError(`drill ${name} is already up (run ${existing.runId}, ${existing.phase}${where}); run ${drillCmd} rollback --name ${name} first`);
   }
 }
