@@ -6,7 +6,7 @@ import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { stateDirError } from "../cgroup/stateFiles.js";
 import { drillCommandFor, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
-import { drillDir, readState } from "../drill/state.js";
+import { drillDir, readState, type DrillState } from "../drill/state.js";
 import { refuseWhileUp, runUp } from "../drill/up.js";
 import { DrillError, InterruptedError, RefusedError, UsageError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
@@ -70,7 +70,7 @@ async function runInForeground(
 ): Promise<void> {
   const output = consoleOutput(g.color);
   // Said before anything, as --detach does: the running up's lock would only say "another drill up holds up.lock".
-  refuseWhileUp(readState(g.stateDir, drill.name), drill.name, drillCmd);
+  refuseWhileUp(stateBeforeLock(g.stateDir, drill.name), drill.name, drillCmd);
   log(`drill ${drill.name}: ${drill.description} — ${drillFile}; every number below is a lab expectation from a declared drill, not observed production`);
   const interrupt = onInterrupt();
   try {
@@ -188,12 +188,27 @@ export function closingLines(f: ClosingFacts): string[] {
 }
 
 /**
+ * The state read for the early "already up" refusal. A state dir this user
+ * may not read is not answered here: the lock, taken next, names the
+ * directory it could not create and says to run as root.
+ */
+function stateBeforeLock(stateDir: string, name: string): DrillState | null {
+  try {
+    return readState(stateDir, name);
+  } catch (err) {
+    const code = ((err as Error).cause as NodeJS.ErrnoException | undefined)?.code;
+    if (code === "EACCES" || code === "EPERM") return null;
+    throw err;
+  }
+}
+
+/**
  * --detach: run the same `drill up` in its own session (it is the packer and
  * the schedule), wait until its state says running, then return.
  */
 async function detach(drill: DrillFile, drillFile: string, stateDir: string, drillCmd: string, log: (line: string) => void) {
   const dir = drillDir(stateDir, drill.name);
-  const before = readState(stateDir, drill.name);
+  const before = stateBeforeLock(stateDir, drill.name);
   const logFile = path.join(stateDir, `${drill.name}-up.log`);
   // Refused here, before the log: a second up's refusal appended to the log of
   // the drill that runs reads as that drill's. (The lock still decides a race.)

@@ -75,7 +75,7 @@ export function readState(stateDir: string, name: string): DrillState | null {
     text = readFileSync(file, "utf8");
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
-    throw new DrillError(`cannot read ${file}: ${(err as Error).message}`);
+    throw new DrillError(`cannot read ${file}: ${(err as Error).message}`, undefined, { cause: err });
   }
   try {
     const state = JSON.parse(text) as DrillState;
