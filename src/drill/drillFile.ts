@@ -71,8 +71,10 @@ const parent = z.string().superRefine((value, ctx) => {
 
 const packStep = z.strictObject({
   jobs: count,
-  files: count.default(8),
-  prompt_tokens: count,
+  // At least 1 (as pack's flags), then the job's own rule (job.ts; pack checks the same):
+  // over its cap, every job of the pack goes to dead.
+  files: count.pipe(jobSchema.shape.files).default(8),
+  prompt_tokens: count.pipe(jobSchema.shape.prompt_tokens),
   // The job's own rule (job.ts; pack --completion-tokens checks the same): 0 is a job that only needs its first token.
   completion_tokens: jobSchema.shape.completion_tokens.default(256),
   // A job's deadline_ms is 1 ms to 7 days (job.ts): outside it, every job goes to dead.

@@ -63,6 +63,22 @@ describe("drill files", () => {
     }
   });
 
+  // QA: prompt_tokens 20000000 in a drill file was accepted and every job it packed went to dead; pack --prompt-tokens refused it.
+  it.each([
+    ["prompt_tokens", "--prompt-tokens", "prompt_tokens: 24000", "promptTokens", 10_000_000],
+    ["files", "--files", "files: 8,", "files", 1_000_000],
+  ] as const)("%s takes what the job schema (and pack %s) takes: 1 to its cap", (field, flag, written, rawKey, max) => {
+    const withCount = (n: string) => smoke.replace(written, written.replace(/\d+/, n));
+    expect(parseDrillFile(withCount("1"), "smoke.yaml").phases[0]!.pack![field]).toBe(1);
+    expect(parseDrillFile(withCount(String(max)), "smoke.yaml").phases[0]!.pack![field]).toBe(max);
+    expect(resolvePackOptions({ ...packDefaults, [rawKey]: String(max) })[rawKey]).toBe(max);
+    for (const bad of [String(max + 1), "20000000", "0", "-1", "1.5"]) {
+      expect(() => parseDrillFile(withCount(bad), "x.yaml"), bad).toThrow(new RegExp(`^x\\.yaml: phases\\.0\\.pack\\.${field}: `));
+      expect(() => resolvePackOptions({ ...packDefaults, [rawKey]: bad }), bad).toThrow(new RegExp(`^${flag}: `));
+    }
+    expect(() => parseDrillFile(withCount(String(max + 1)), "x.yaml")).toThrow(`x.yaml: phases.0.pack.${field}: Too big: expected number to be <=${max}`);
+  });
+
   it("smoke finishes in under a minute", () => {
     expect(parseDrillFile(smoke, "smoke.yaml").duration).toBeLessThan(60_000);
   });
