@@ -16,7 +16,7 @@ import { gatherReport } from "../report/gather.js";
 import { renderReport } from "../report/render.js";
 import { consoleOutput } from "../output.js";
 import { validateKeyPart } from "../queue/keys.js";
-import { applyOverrides, resolveFileDir, type UpFlags } from "./up.js";
+import { applyOverrides, resolveFileDir, weightsReclaimNote, type UpFlags } from "./up.js";
 
 const BACKGROUND_ENV = "DRILL_UP_BACKGROUND";
 
@@ -37,16 +37,17 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
   const fileDir = resolveFileDir(flags.fileDir);
   validateKeyPart(flags.queue, "--queue");
   const log = (line: string) => (g.json ? output.err(line) : output.out(line));
+  const reclaimNote = weightsReclaimNote(drill, flags.memoryMax !== undefined ? "--memory-max" : "cgroup.memory_max");
 
   // The commands suggested below work as typed: the state dir named when not the default.
   const drillCmd = drillCommandFor(g.stateDir);
   try {
     if (flags.detach && process.env[BACKGROUND_ENV] !== "1") {
-      const detached = await detach(drill, drillFile, g.stateDir, drillCmd, log);
+      const detached = await detach(drill, drillFile, g.stateDir, drillCmd, reclaimNote, log);
       if (g.json) output.json(detached);
       return;
     }
-    await runInForeground(g, flags, drill, drillFile, fileDir, drillCmd, log);
+    await runInForeground(g, flags, drill, drillFile, fileDir, drillCmd, reclaimNote, log);
   } catch (err) {
     // A script reading --json gets a document for a refusal too (doctor's "verdict":"refused"), then the usual exit 3.
     if (g.json && err instanceof RefusedError) output.json(refusedSummary(drill.name, g.stateDir, err));
@@ -66,12 +67,14 @@ async function runInForeground(
   drillFile: string,
   fileDir: string,
   drillCmd: string,
+  reclaimNote: string | null,
   log: (line: string) => void,
 ): Promise<void> {
   const output = consoleOutput(g.color);
   // Said before anything, as --detach does: the running up's lock would only say "another drill up holds up.lock".
   refuseWhileUp(stateBeforeLock(g.stateDir, drill.name), drill.name, drillCmd);
   log(`drill ${drill.name}: ${drill.description} — ${drillFile}; every number below is a lab expectation from a declared drill, not observed production`);
+  if (reclaimNote) log(reclaimNote);
   const interrupt = onInterrupt();
   try {
     const result = await runUp({
@@ -206,13 +209,15 @@ function stateBeforeLock(stateDir: string, name: string): DrillState | null {
  * --detach: run the same `drill up` in its own session (it is the packer and
  * the schedule), wait until its state says running, then return.
  */
-async function detach(drill: DrillFile, drillFile: string, stateDir: string, drillCmd: string, log: (line: string) => void) {
+async function detach(drill: DrillFile, drillFile: string, stateDir: string, drillCmd: string, reclaimNote: string | null, log: (line: string) => void) {
   const dir = drillDir(stateDir, drill.name);
   const before = stateBeforeLock(stateDir, drill.name);
   const logFile = path.join(stateDir, `${drill.name}-up.log`);
   // Refused here, before the log: a second up's refusal appended to the log of
   // the drill that runs reads as that drill's. (The lock still decides a race.)
   refuseWhileUp(before, drill.name, drillCmd, `; log ${logFile}`);
+  // Here too: the background up says it only in its log.
+  if (reclaimNote) log(reclaimNote);
   let fd: number;
   try {
     // A first run on a fresh --state-dir: the log goes there before the background up makes it.

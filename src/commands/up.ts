@@ -2,7 +2,7 @@ import { statSync } from "node:fs";
 import path from "node:path";
 import { Command } from "commander";
 import type { DrillFile } from "../drill/drillFile.js";
-import { formatDuration, memoryMaxProblem, parseDuration, parsePsiLimit, parsePercent, parsePositiveInt, parseSize } from "../units.js";
+import { formatBytes, formatDuration, memoryMaxProblem, parseDuration, parsePsiLimit, parsePercent, parsePositiveInt, parseSize } from "../units.js";
 import { UsageError } from "../errors.js";
 import type { CommandFactory } from "./index.js";
 
@@ -59,6 +59,19 @@ export function applyOverrides(drill: DrillFile, flags: UpFlags): DrillFile {
   override(flags.packedTokenLimit, (v) => (d.gate.packed_token_limit = parsePositiveInt(v, "--packed-token-limit")));
   if (problems.length > 0) throw new UsageError(problems.join("; "));
   return d;
+}
+
+/**
+ * A memory_max below the worker's weights is allowed on purpose (a thrash
+ * rehearsal: the worker's own weights are evicted and refaulted), but said
+ * once before the drill starts, so it is not mistaken for a typo. Null when
+ * the weights fit. `memoryMaxFrom` names where the limit came from.
+ */
+export function weightsReclaimNote(drill: Pick<DrillFile, "cgroup" | "worker">, memoryMaxFrom: "cgroup.memory_max" | "--memory-max"): string | null {
+  const { memory_max: memoryMax } = drill.cgroup;
+  const { weights } = drill.worker;
+  if (memoryMax >= weights) return null;
+  return `note: ${memoryMaxFrom} ${formatBytes(memoryMax)} is below worker.weights ${formatBytes(weights)}: the worker reclaims from its first token (intended for a thrash rehearsal)`;
 }
 
 /**

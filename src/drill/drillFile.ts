@@ -71,8 +71,10 @@ const parent = z.string().superRefine((value, ctx) => {
 
 const packStep = z.strictObject({
   jobs: count,
-  files: count.default(8),
-  prompt_tokens: count,
+  // At least 1 (as pack's flags), then the job's own rule (job.ts; pack checks the same):
+  // over its cap, every job of the pack goes to dead.
+  files: count.pipe(jobSchema.shape.files).default(8),
+  prompt_tokens: count.pipe(jobSchema.shape.prompt_tokens),
   // The job's own rule (job.ts; pack --completion-tokens checks the same): 0 is a job that only needs its first token.
   completion_tokens: jobSchema.shape.completion_tokens.default(256),
   // A job's deadline_ms is 1 ms to 7 days (job.ts): outside it, every job goes to dead.
@@ -80,7 +82,18 @@ const packStep = z.strictObject({
     .refine((ms) => ms > 0, { message: "must be more than 0" })
     .refine((ms) => ms <= MAX_DEADLINE_MS, { message: `must be at most ${MAX_DEADLINE_MS / 3_600_000}h` })
     .prefault("8s"),
-  upstream_age: duration("upstream_age").prefault("0s"),
+  // A job's enqueue_ts is now − upstream_age, and the job's own rule (job.ts; pack --upstream-age checks
+  // the same) takes only a positive one. Checked now: the drill packs later, when it is only larger.
+  upstream_age: duration("upstream_age")
+    .superRefine((ms, ctx) => {
+      const enqueueTs = Date.now() - ms;
+      const result = jobSchema.shape.enqueue_ts.safeParse(enqueueTs);
+      if (!result.success) {
+        const why = result.error.issues[0]?.message ?? "invalid";
+        ctx.addIssue({ code: "custom", message: `reaches back to 1970 or earlier: every job's enqueue_ts (now − upstream_age) would be ${enqueueTs}, which the gate sends to dead (${why})` });
+      }
+    })
+    .prefault("0s"),
   rate: z.number().positive().optional(),
   host_class: keyPart.default("shared-free"),
   label: z.string().optional(),

@@ -25,7 +25,7 @@ describe("drill up: bad input is caught before anything starts", () => {
   });
   afterAll(async () => {
     // Only does something when a case failed half-way: never leave a drill running.
-    for (const entry of ["parent-file", "parent-flag", "missing", "not-dir"]) {
+    for (const entry of ["parent-file", "prompt-tokens", "parent-flag", "missing", "not-dir"]) {
       const stateDir = path.join(root, entry);
       if (existsSync(stateDir)) await runDrill(["--state-dir", stateDir, "rollback"], { timeout: 60_000 });
     }
@@ -40,6 +40,19 @@ describe("drill up: bad input is caught before anything starts", () => {
     expect(r.exitCode, r.stdout + r.stderr).toBe(2);
     expect(r.stderr).toContain(`${file}: cgroup.parent: component ".." of "../x" is a relative path component`);
     expect(r.stderr).not.toContain("--parent");
+    expect(r.stdout).not.toMatch(/redis:/);
+    expect(existsSync(path.join(stateDir, "smoke")), "state written for a drill that never started").toBe(false);
+  });
+
+  // Accepted once: every job the drill packed went to dead (the gate's job schema caps prompt_tokens at 10000000).
+  it("a pack's prompt_tokens over the job's cap: exit 2 naming the file, the phase and the field, before Redis or state", async () => {
+    const file = path.join(root, "big-prompt.yaml");
+    writeFileSync(file, smoke.replace("prompt_tokens: 24000", "prompt_tokens: 20000000"));
+    const stateDir = path.join(root, "prompt-tokens");
+    // --parent self and --file-dir: were the file accepted, the drill would run under this test's own cgroup.
+    const r = await runDrill(["--state-dir", stateDir, "up", "--drill", file, "--parent", "self", "--name", "upinputcg", "--file-dir", root], { timeout: 60_000 });
+    expect(r.exitCode, r.stdout + r.stderr).toBe(2);
+    expect(r.stderr).toContain(`${file}: phases.0.pack.prompt_tokens: Too big: expected number to be <=10000000`);
     expect(r.stdout).not.toMatch(/redis:/);
     expect(existsSync(path.join(stateDir, "smoke")), "state written for a drill that never started").toBe(false);
   });

@@ -1,7 +1,7 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { loadDrillFile, parseDrillFile } from "../../src/drill/drillFile.js";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { workerCommand } from "../../src/commands/worker.js";
@@ -61,6 +61,43 @@ describe("drill files", () => {
       expect(() => parseDrillFile(withTokens(bad), "x.yaml"), bad).toThrow(/^x\.yaml: phases\.0\.pack\.completion_tokens: /);
       expect(() => resolvePackOptions({ ...packDefaults, completionTokens: bad }), bad).toThrow(/^--completion-tokens: /);
     }
+  });
+
+  // QA: prompt_tokens 20000000 in a drill file was accepted and every job it packed went to dead; pack --prompt-tokens refused it.
+  it.each([
+    ["prompt_tokens", "--prompt-tokens", "prompt_tokens: 24000", "promptTokens", 10_000_000],
+    ["files", "--files", "files: 8,", "files", 1_000_000],
+  ] as const)("%s takes what the job schema (and pack %s) takes: 1 to its cap", (field, flag, written, rawKey, max) => {
+    const withCount = (n: string) => smoke.replace(written, written.replace(/\d+/, n));
+    expect(parseDrillFile(withCount("1"), "smoke.yaml").phases[0]!.pack![field]).toBe(1);
+    expect(parseDrillFile(withCount(String(max)), "smoke.yaml").phases[0]!.pack![field]).toBe(max);
+    expect(resolvePackOptions({ ...packDefaults, [rawKey]: String(max) })[rawKey]).toBe(max);
+    for (const bad of [String(max + 1), "20000000", "0", "-1", "1.5"]) {
+      expect(() => parseDrillFile(withCount(bad), "x.yaml"), bad).toThrow(new RegExp(`^x\\.yaml: phases\\.0\\.pack\\.${field}: `));
+      expect(() => resolvePackOptions({ ...packDefaults, [rawKey]: bad }), bad).toThrow(new RegExp(`^${flag}: `));
+    }
+    expect(() => parseDrillFile(withCount(String(max + 1)), "x.yaml")).toThrow(`x.yaml: phases.0.pack.${field}: Too big: expected number to be <=${max}`);
+  });
+
+  // pack --upstream-age refused an age past the epoch (enqueue_ts <= 0 is a dead job); the drill file took it.
+  describe("upstream_age takes what the job schema's enqueue_ts (and pack --upstream-age) takes", () => {
+    const NOW = 1_000_000;
+    afterEach(() => vi.useRealTimers());
+    const withAge = (age: string) => smoke.replace("upstream_age: 7s", `upstream_age: ${age}`);
+
+    it("an age up to now − 1 ms is accepted: enqueue_ts 1", () => {
+      vi.useFakeTimers({ now: NOW });
+      expect(parseDrillFile(withAge(`${NOW - 1}ms`), "x.yaml").phases[1]!.pack!.upstream_age).toBe(NOW - 1);
+      expect(resolvePackOptions({ ...packDefaults, upstreamAge: `${NOW - 1}ms` }, NOW).upstreamAgeMs).toBe(NOW - 1);
+    });
+
+    it.each([`${NOW}ms`, "1000000h"])("%s is exit 2 naming the file, the phase and the field", (age) => {
+      vi.useFakeTimers({ now: NOW });
+      expect(() => parseDrillFile(withAge(age), "x.yaml")).toThrow(
+        new RegExp(`^x\\.yaml: phases\\.1\\.pack\\.upstream_age: reaches back to 1970 or earlier: every job's enqueue_ts \\(now − upstream_age\\) would be -?\\d+, which the gate sends to dead`),
+      );
+      expect(() => resolvePackOptions({ ...packDefaults, upstreamAge: age }, NOW)).toThrow(/^--upstream-age: /);
+    });
   });
 
   it("smoke finishes in under a minute", () => {

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { applyOverrides, resolveFileDir } from "../../src/commands/up.js";
+import { applyOverrides, resolveFileDir, weightsReclaimNote } from "../../src/commands/up.js";
 import { resolveDrillPath } from "../../src/commands/up.run.js";
 import { UsageError } from "../../src/errors.js";
 import { parseDrillFile } from "../../src/drill/drillFile.js";
@@ -86,6 +86,34 @@ describe("drill up flags override the drill file (rewrite the thresholds, not th
   it("the sidecar's output is the recording the report reads", () => {
     expect(outputName("watch")).toBe("watch.jsonl");
     expect(outputName("gate")).toBe("gate.out");
+  });
+});
+
+describe("a memory_max below the worker's weights: allowed (a thrash rehearsal), and said", () => {
+  const MiB = 1024 ** 2;
+  const drill = (memoryMax: number, weights: number) => ({ cgroup: { ...smoke.cgroup, memory_max: memoryMax }, worker: { ...smoke.worker, weights } });
+
+  it("says nothing when the weights fit: the shipped drills, and a limit equal to the weights", () => {
+    expect(weightsReclaimNote(smoke, "cgroup.memory_max")).toBeNull();
+    for (const file of ["packing.yaml", "thrash.yaml"]) {
+      const d = parseDrillFile(readFileSync(path.join(repoRoot, "drills", file), "utf8"), file);
+      expect(weightsReclaimNote(d, "cgroup.memory_max"), file).toBeNull();
+    }
+    expect(weightsReclaimNote(drill(64 * MiB, 64 * MiB), "cgroup.memory_max")).toBeNull();
+  });
+
+  it("one line naming the limit, where it came from, and the weights", () => {
+    expect(weightsReclaimNote(drill(256 * MiB, 512 * MiB), "cgroup.memory_max")).toBe(
+      "note: cgroup.memory_max 256MiB is below worker.weights 512MiB: the worker reclaims from its first token (intended for a thrash rehearsal)",
+    );
+    expect(weightsReclaimNote(drill(64 * MiB - 4096, 64 * MiB), "cgroup.memory_max")).toMatch(/^note: cgroup\.memory_max .* is below worker\.weights 64\.0MiB: /);
+  });
+
+  it("an --memory-max override is named as the flag, on the limit it sets", () => {
+    const d = applyOverrides(smoke, { ...base, memoryMax: "32M" });
+    expect(weightsReclaimNote(d, "--memory-max")).toBe(
+      "note: --memory-max 32.0MiB is below worker.weights 64.0MiB: the worker reclaims from its first token (intended for a thrash rehearsal)",
+    );
   });
 });
 
