@@ -24,7 +24,8 @@ import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
  * The runbook's rollback, in its order, and safe to run any number of times:
  * deny-all → stop packer → drain → kill hog and worker in their cgroup →
  * remove the cgroup → stop gate and watch → re-drain what the worker held →
- * export and stop an embedded Redis → unlink the hog's and worker's files.
+ * export every key (with an embedded Redis and a given one alike), stop an
+ * embedded Redis → unlink the hog's and worker's files.
  * Every step runs even when an earlier one failed; what is left is named.
  */
 export interface RollbackStep {
@@ -308,25 +309,31 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         return describeDrain(drained, queue.keys.drain);
       });
     } else if (!noRedis) {
-      result.left.push(`drain pending: redis at ${state.redis.url} unreachable; ${state.queue} and its lists not moved to ${state.queue}_drain (run drill rollback again)`);
+      result.left.push(`drain pending: redis at ${state.redis.url} unreachable; ${state.queue} and its lists not moved to ${state.queue}_drain nor exported (run drill rollback again)`);
     }
     crash("re-drain");
 
     // 8. export every key, then stop an embedded Redis: only after the export,
-    // which is then the one copy of the drain outside its AOF.
+    // which is then the one copy of the drain outside its AOF. A given Redis
+    // keeps running, but its keys are the operator's to remove (up's "queue in
+    // use" refusal says how): the export is what report reads after that.
+    const url = options.redisUrl ?? state.redis.url;
+    const exportable = queue !== null && result.drainLength !== null;
+    if (queue && exportable) {
+      const file = path.join(drillDir(options.stateDir, name), `final-${new Date().toISOString().replace(/[:.]/g, "-")}.jsonl`);
+      const kept = state.redis.embedded
+        ? "the embedded Redis keeps running with the drain"
+        : `every key of queue ${state.queue} is still in the given Redis ${redactUrl(url)}, nothing deleted`;
+      await guard(record, "export", async () => {
+        const exported = await exportKeys(queue.redis, queue.keys, file);
+        result.exported = exported.file;
+        state.rollback = { at: new Date().toISOString(), exported: exported.file, drained: result.drainLength ?? undefined, left: [] };
+        writeState(options.stateDir, state);
+        return `${exported.keys} keys to ${exported.file}`;
+      }, (err) => result.left.push(`export to ${file} failed (${err instanceof Error ? err.message : String(err)}); ${kept} (run drill rollback again)`));
+    }
+    await closeRedis(redis);
     if (state.redis.embedded) {
-      const exportable = queue !== null && result.drainLength !== null;
-      if (queue && exportable) {
-        const file = path.join(drillDir(options.stateDir, name), `final-${new Date().toISOString().replace(/[:.]/g, "-")}.jsonl`);
-        await guard(record, "export", async () => {
-          const exported = await exportKeys(queue.redis, queue.keys, file);
-          result.exported = exported.file;
-          state.rollback = { at: new Date().toISOString(), exported: exported.file, drained: result.drainLength ?? undefined, left: [] };
-          writeState(options.stateDir, state);
-          return `${exported.keys} keys to ${exported.file}`;
-        }, (err) => result.left.push(`export to ${file} failed (${err instanceof Error ? err.message : String(err)}); the embedded Redis keeps running with the drain (run drill rollback again)`));
-      }
-      await closeRedis(redis);
       if (result.exported !== null) {
         await stopRoles(state, ["redis"], roots, record, "stop embedded redis");
         // A redis whose pid never reached the state file (killed between spawn and write).
@@ -336,8 +343,8 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
       } else {
         record("stop embedded redis", false, exportable ? "kept running: the export failed" : "kept running: the drain is not exported yet");
       }
-    } else {
-      await closeRedis(redis);
+    } else if (!noRedis) {
+      record("stop embedded redis", true, `none (given Redis ${redactUrl(url)}: not the drill's to stop; it keeps the drill's keys)`);
     }
     crash("export");
 

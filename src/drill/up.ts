@@ -581,11 +581,11 @@ function parseSample(line: string): Sample | null {
 
 /**
  * A given Redis whose queue already holds keys (an earlier run's: rollback
- * leaves them, it never deletes an operator's data; or somebody else's): a
- * run on them would go on with their job ids, stats and drain, and report
- * their decisions as its own. Refused before anything is made, naming the
- * keys; a fresh --queue needs no cleanup, and the keys are the operator's to
- * export and remove.
+ * exports them and leaves them, it never deletes an operator's data; or
+ * somebody else's): a run on them would go on with their job ids, stats and
+ * drain, and report their decisions as its own. Refused before anything is
+ * made, naming the keys; a fresh --queue needs no cleanup, and the keys are
+ * the operator's to remove.
  */
 async function refuseQueueInUse(url: string, queue: string): Promise<void> {
   const redis = await connectRedis(url, { name: "drill-up", commandTimeoutMs: 5000 });
@@ -598,7 +598,7 @@ async function refuseQueueInUse(url: string, queue: string): Promise<void> {
   if (found.length === 0) return;
   const shown = found.length > 12 ? [...found.slice(0, 12), `and ${found.length - 12} more`] : found;
   throw new RefusedError(
-    `queue ${queue} on ${redactUrl(url)} already holds keys (an earlier run's: rollback leaves them; or another drill's): ${shown.join(", ")}. ` +
+    `queue ${queue} on ${redactUrl(url)} already holds keys (an earlier run's: rollback exports them to <state-dir>/<drill>/final-*.jsonl and leaves them; or another drill's): ${shown.join(", ")}. ` +
       `A run on them would go on with their job ids and counters, and drill report would count their decisions as this run's; nothing was started or deleted. ` +
       `Run on a fresh queue (drill up --queue <name>), or keep what you need of them first (${queue}_drain and the retry and dead lists hold jobs; ` +
       `drill report --redis <url> --queue ${queue} --format md keeps their summary) and remove them yourself: ` +

@@ -618,7 +618,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       : inputs.source.kind === "aof"
         ? { kind: "aof", where: inputs.source.aofDir }
         : { kind: "export", where: inputs.source.file };
-  if (inputs.source.kind === "export") notes.push(`read from rollback's export ${inputs.source.file} (the drill's Redis is gone); the window ends at the export`);
+  if (inputs.source.kind === "export") notes.push(`read from rollback's export ${inputs.source.file} (the drill's Redis, or its queue there, is gone); the window ends at the export`);
 
   return {
     label: LAB_LABEL,

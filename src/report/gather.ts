@@ -35,7 +35,8 @@ import {
  * The I/O of `drill report`: which drill, which source, and reading it.
  * Source: the given --redis, else the drill state's Redis if it answers, else
  * the newest `final-*.jsonl` rollback exported (so a report still works after
- * rollback stopped the embedded Redis); else an error naming what was tried.
+ * rollback stopped the embedded Redis, or after the operator removed the
+ * queue's keys from a given one); else an error naming what was tried.
  * An embedded Redis that exited by itself (the drill's duration plus 5
  * minutes) before any rollback is started again on its AOF for the read, and
  * stopped after.
@@ -287,11 +288,17 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
 
     if (redis !== null && url !== null) {
       try {
-        await checkQueueLive(redis, keys, url, notes, queueAsked);
-        const nowMs = now();
-        const live = await readLive(redis, keys, nowMs - options.sinceMs, notes);
-        const source: ReportInputs["source"] = revived ? { kind: "aof", url, aofDir: state!.redis.embedded!.dir } : { kind: "live", url };
-        return { inputs: { ...base, source, ...live }, nowMs };
+        if (!revived && !queueAsked && exports.own.length > 0 && !(await holdsQueue(redis, keys))) {
+          // A Redis that outlives the drill (a given one): the operator removed the
+          // queue's keys after rollback exported them; the export holds the figures.
+          tried.push(`${redactUrl(url)} holds no key of queue ${keys.queue} any more`);
+        } else {
+          await checkQueueLive(redis, keys, url, notes, queueAsked);
+          const nowMs = now();
+          const live = await readLive(redis, keys, nowMs - options.sinceMs, notes);
+          const source: ReportInputs["source"] = revived ? { kind: "aof", url, aofDir: state!.redis.embedded!.dir } : { kind: "live", url };
+          return { inputs: { ...base, source, ...live }, nowMs };
+        }
       } finally {
         await closeRedis(redis);
       }
@@ -366,16 +373,10 @@ const QUEUE_SCAN_LIMIT = 100_000;
 
 /** As noQueueKey, for a Redis: SCAN for the queue's keys, else name the queues there from their `:seq`/`:events`/`_drain` keys. */
 async function checkQueueLive(redis: Redis, keys: QueueKeys, url: string, notes: string[], asked: boolean): Promise<void> {
-  if ((await redis.exists(keys.ready, keys.drain)) > 0) return;
-  let cursor = "0";
-  do {
-    const [next, batch] = await redis.scan(cursor, "MATCH", `${keys.queue}:*`, "COUNT", 1000);
-    if (batch.length > 0) return;
-    cursor = next;
-  } while (cursor !== "0");
+  if (await holdsQueue(redis, keys)) return;
   const queues = new Set<string>();
   let examined = 0;
-  cursor = "0";
+  let cursor = "0";
   do {
     const [next, batch] = await redis.scan(cursor, "COUNT", 1000);
     examined += batch.length;
@@ -388,6 +389,18 @@ async function checkQueueLive(redis: Redis, keys: QueueKeys, url: string, notes:
     cursor = next;
   } while (cursor !== "0" && examined < QUEUE_SCAN_LIMIT);
   noQueueKey(keys.queue, `Redis ${redactUrl(url)}`, [...queues].sort(), notes, asked);
+}
+
+/** Whether the Redis holds any key of the queue (`<q>`, `<q>_drain`, `<q>:*`). */
+async function holdsQueue(redis: Redis, keys: QueueKeys): Promise<boolean> {
+  if ((await redis.exists(keys.ready, keys.drain)) > 0) return true;
+  let cursor = "0";
+  do {
+    const [next, batch] = await redis.scan(cursor, "MATCH", `${keys.queue}:*`, "COUNT", 1000);
+    if (batch.length > 0) return true;
+    cursor = next;
+  } while (cursor !== "0");
+  return false;
 }
 
 type LiveFigures = Pick<ReportInputs, "events" | "done" | "stats" | "queueLen" | "queueHead" | "drainLen" | "jobPlaces">;
