@@ -8,7 +8,7 @@ import { requireLayout } from "../cgroup/layout.js";
 import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup } from "../cgroup/paths.js";
 import { applySetup, inspectForSetup, planSetup } from "../cgroup/setup.js";
-import { evaluateChecks } from "../doctor/checks.js";
+import { evaluateChecks, type Check } from "../doctor/checks.js";
 import { gatherFacts } from "../doctor/gather.js";
 import { RefusedError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
@@ -115,8 +115,9 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       hogBytes: fileDirBytes(drill),
       stateDir,
     });
-    const fails = evaluateChecks(facts).filter((c) => c.status === "fail");
-    if (fails.length > 0) throw new RefusedError(`doctor refused: ${fails.map((c) => `${c.name}: ${c.detail}`).join("; ")}`);
+    const doctor = doctorOutcome(evaluateChecks(facts));
+    for (const warning of doctor.warnings) log(warning);
+    if (doctor.refusal !== null) throw new RefusedError(doctor.refusal);
     if (options.redisUrl) await refuseQueueInUse(options.redisUrl, options.queue);
 
     const runId = `${name}-${new Date().toISOString().replace(/[-:T]/g, "").slice(0, 14)}-${randomBytes(3).toString("hex")}`;
@@ -251,6 +252,18 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
   } finally {
     lock.release();
   }
+}
+
+/**
+ * doctor's checks as up says them: a line for each warning, in doctor's words
+ * (up runs with them, as doctor says "ready, read the warnings above"; an
+ * operator who never ran doctor reads them here), and the refusal when a check
+ * fails. Warnings are said on a refusal too: they are what doctor would print.
+ */
+export function doctorOutcome(checks: Check[]): { warnings: string[]; refusal: string | null } {
+  const warnings = checks.filter((c) => c.status === "warn").map((c) => `doctor: warning: ${c.name}: ${c.detail}`);
+  const fails = checks.filter((c) => c.status === "fail");
+  return { warnings, refusal: fails.length > 0 ? `doctor refused: ${fails.map((c) => `${c.name}: ${c.detail}`).join("; ")}` : null };
 }
 
 /** The state on disk is this run's, and a rollback has taken it over. */
