@@ -8,7 +8,7 @@ import { requireLayout } from "../cgroup/layout.js";
 import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup } from "../cgroup/paths.js";
 import { applySetup, inspectForSetup, planSetup } from "../cgroup/setup.js";
-import { evaluateChecks } from "../doctor/checks.js";
+import { evaluateChecks, type Check } from "../doctor/checks.js";
 import { gatherFacts } from "../doctor/gather.js";
 import { RefusedError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
@@ -115,8 +115,9 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       hogBytes: fileDirBytes(drill),
       stateDir,
     });
-    const fails = evaluateChecks(facts).filter((c) => c.status === "fail");
-    if (fails.length > 0) throw new RefusedError(`doctor refused: ${fails.map((c) => `${c.name}: ${c.detail}`).join("; ")}`);
+    const doctor = doctorOutcome(evaluateChecks(facts));
+    for (const warning of doctor.warnings) log(warning);
+    if (doctor.refusal !== null) throw new RefusedError(doctor.refusal);
     if (options.redisUrl) await refuseQueueInUse(options.redisUrl, options.queue);
 
     const runId = `${name}-${new Date().toISOString().replace(/[-:T]/g, "").slice(0, 14)}-${randomBytes(3).toString("hex")}`;
@@ -253,6 +254,18 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
   }
 }
 
+/**
+ * doctor's checks as up says them: a line for each warning, in doctor's words
+ * (up runs with them, as doctor says "ready, read the warnings above"; an
+ * operator who never ran doctor reads them here), and the refusal when a check
+ * fails. Warnings are said on a refusal too: they are what doctor would print.
+ */
+export function doctorOutcome(checks: Check[]): { warnings: string[]; refusal: string | null } {
+  const warnings = checks.filter((c) => c.status === "warn").map((c) => `doctor: warning: ${c.name}: ${c.detail}`);
+  const fails = checks.filter((c) => c.status === "fail");
+  return { warnings, refusal: fails.length > 0 ? `doctor refused: ${fails.map((c) => `${c.name}: ${c.detail}`).join("; ")}` : null };
+}
+
 /** The state on disk is this run's, and a rollback has taken it over. */
 export function rollbackOwnsState(onDisk: DrillState | null, runId: string): boolean {
   return onDisk !== null && onDisk.runId === runId && (onDisk.phase === "rolling_back" || onDisk.phase === "complete");
@@ -295,6 +308,43 @@ async function runSchedule(
   const { drill, log, signal, roots } = options;
   const start = Date.now();
   const elapsed = () => Date.now() - start;
+  const pushed: string[] = [];
+  const decided = new Set<string>();
+  const gateTail = new LineTail(path.join(dir, "gate.out"));
+  const watchTail = new LineTail(path.join(dir, outputName("watch")));
+  // Under --json the sidecar prints its PAGE/CLEAR lines on stderr: its log.
+  const watchLog = new LineTail(path.join(dir, "watch.log"));
+  let lastStatusAt = 0;
+  // up set it to admit before the gate started.
+  let gateMode: string = "admit";
+  const { run: phases, skipped } = splitPhases(drill.phases, drill.duration);
+  let next = 0;
+  // Prints what the gate, the sidecar and its log wrote since the last call.
+  // Called before up says the drill stopped and before its closing lines, so
+  // a decision shows before the lines that come after it.
+  const follow = () => {
+    for (const line of gateTail.read()) {
+      log(`  ${line}`);
+      const id = decidedJob(line);
+      if (id !== null) decided.add(id);
+    }
+    for (const line of watchLog.read()) if (/^(PAGE|CLEAR) /.test(line)) log(`  ${line}`);
+    let latest: Sample | null = null;
+    for (const line of watchTail.read()) {
+      const sample = parseSample(line);
+      if (sample === null) continue;
+      latest = sample;
+      // The deny-all lever pulled by hand (or let go) shows here, when the sidecar sees it.
+      if (sample.gate_mode !== null && sample.gate_mode !== undefined && sample.gate_mode !== gateMode) {
+        log(`  gate mode: ${sample.gate_mode} (was ${gateMode})`);
+        gateMode = sample.gate_mode;
+      }
+    }
+    if (latest && Date.now() - lastStatusAt >= STATUS_EVERY_MS) {
+      lastStatusAt = Date.now();
+      log(`  t=${Math.round(elapsed() / 1000)}s ${formatStatusLine(latest)}`);
+    }
+  };
   // Gate, worker and watch live past the drill's end (they stop themselves 5
   // minutes after it, or at rollback): one that exits during the drill took
   // the rehearsal with it (no decisions, no work, no sidecar). Said at once,
@@ -310,6 +360,7 @@ async function runSchedule(
     if (scheduleOver || signal.aborted || exitedEarly.some((e) => e.key === early.key)) return;
     exitedEarly.push(early);
     stopPacking.abort();
+    follow();
     log(`${early.key}: ${early.how} ${Math.round(elapsed() / 1000)}s into the drill${early.lastLine ? `: ${early.lastLine}` : ""}; the drill stops here${early.log ? ` (log: ${early.log})` : ""}`);
   };
   for (const child of core) {
@@ -343,40 +394,6 @@ async function runSchedule(
       cause: failure,
     });
   };
-  const pushed: string[] = [];
-  const decided = new Set<string>();
-  const gateTail = new LineTail(path.join(dir, "gate.out"));
-  const watchTail = new LineTail(path.join(dir, outputName("watch")));
-  // Under --json the sidecar prints its PAGE/CLEAR lines on stderr: its log.
-  const watchLog = new LineTail(path.join(dir, "watch.log"));
-  let lastStatusAt = 0;
-  // up set it to admit before the gate started.
-  let gateMode: string = "admit";
-  const { run: phases, skipped } = splitPhases(drill.phases, drill.duration);
-  let next = 0;
-  const follow = () => {
-    for (const line of gateTail.read()) {
-      log(`  ${line}`);
-      const id = decidedJob(line);
-      if (id !== null) decided.add(id);
-    }
-    for (const line of watchLog.read()) if (/^(PAGE|CLEAR) /.test(line)) log(`  ${line}`);
-    let latest: Sample | null = null;
-    for (const line of watchTail.read()) {
-      const sample = parseSample(line);
-      if (sample === null) continue;
-      latest = sample;
-      // The deny-all lever pulled by hand (or let go) shows here, when the sidecar sees it.
-      if (sample.gate_mode !== null && sample.gate_mode !== undefined && sample.gate_mode !== gateMode) {
-        log(`  gate mode: ${sample.gate_mode} (was ${gateMode})`);
-        gateMode = sample.gate_mode;
-      }
-    }
-    if (latest && Date.now() - lastStatusAt >= STATUS_EVERY_MS) {
-      lastStatusAt = Date.now();
-      log(`  t=${Math.round(elapsed() / 1000)}s ${formatStatusLine(latest)}`);
-    }
-  };
   const packing: Promise<number>[] = [];
   while (!signal.aborted) {
     const now = elapsed();
@@ -392,6 +409,10 @@ async function runSchedule(
   }
   // Each pack stops by the drill's end: this waits for at most one push in flight.
   let notPacked = (await Promise.allSettled(packing)).reduce((sum, r) => sum + (r.status === "fulfilled" ? r.value : 0), 0);
+  // The loop above stops without following: decisions made until now print
+  // before the phases that never ran (QA: after them, and after the summary's
+  // first lines, once up stopped early).
+  follow();
   // The phases that never ran, after those that did, in the file's order:
   // cut by an early stop (an interrupt, or something it needs gone; their jobs
   // are not packed either), or starting past the drill's end.
@@ -408,9 +429,10 @@ async function runSchedule(
   // has decided them all, bounded so a stopped gate cannot hold `up`.
   const until = Date.now() + DECISIONS_WAIT_MS;
   for (;;) {
-    follow();
     checkRedis();
+    // Stopped: what the gate decided is printed (just above, or as the stop was said); what it decides now is the report's.
     if (signal.aborted || exitedEarly.length > 0) break;
+    follow();
     const action = nextFollowAction(pushed, decided, Date.now(), until);
     if (action.kind === "all_decided") {
       if (pushed.length > 0) log(`gate: decided every packed job (${pushed.length})`);

@@ -1,9 +1,9 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readState, type DrillState } from "../../src/drill/state.js";
+import { readState, runDir, type DrillState } from "../../src/drill/state.js";
 import type { Report } from "../../src/report/build.js";
 import { realDrillSkipReason } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
@@ -18,6 +18,15 @@ const DRILL = tinyDrill("upearly", {
   phases: [
     ["0s", pack(2)],
     ["1s", pack(20, 1000, ", rate: 2, label: trickle")],
+    ["12s", pack(1, 1000, ", label: after the stop")],
+    ["14s", "inject: { mode: anon, size: 8M, hold: 1s }"],
+  ],
+});
+// Jobs stream in at 500/s for 4 s: the gate is deciding when the drill stops.
+const STREAM_DRILL = tinyDrill("upearly", {
+  duration: "20s",
+  phases: [
+    ["0s", pack(2000, 1000, ", rate: 500, label: stream")],
     ["12s", pack(1, 1000, ", label: after the stop")],
     ["14s", "inject: { mode: anon, size: 8M, hold: 1s }"],
   ],
@@ -39,6 +48,7 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
   let root: string;
   let files: string;
   let drillFile: string;
+  let streamFile: string;
   const stateDirs: string[] = [];
   beforeAll(() => {
     root = mkdtempSync(path.join(tmpdir(), "drill-up-early-"));
@@ -46,6 +56,8 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     mkdirSync(files);
     drillFile = path.join(root, "upearly.yaml");
     writeFileSync(drillFile, DRILL);
+    streamFile = path.join(root, "upearly-stream.yaml");
+    writeFileSync(streamFile, STREAM_DRILL);
   });
   afterAll(async () => {
     // Only does something when a case failed half-way: never leave a drill running.
@@ -53,12 +65,12 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     rmSync(root, { recursive: true, force: true });
   });
 
-  /** Starts `up` (--json unless `json` is false; `extra` flags of up) and waits until it runs. */
-  async function startUp(label: string, { json = true, extra = [] as string[] } = {}) {
+  /** Starts `up` (--json unless `json` is false; `extra` flags of up; `file` for another drill) and waits until it runs. */
+  async function startUp(label: string, { json = true, extra = [] as string[], file = drillFile } = {}) {
     const stateDir = path.join(root, label);
     stateDirs.push(stateDir);
     const startedAt = Date.now();
-    const up = runDrill(["--state-dir", stateDir, ...(json ? ["--json"] : []), "up", "--drill", drillFile, "--parent", "self", "--name", CGROUP, "--file-dir", files, ...extra], { timeout: 120_000 });
+    const up = runDrill(["--state-dir", stateDir, ...(json ? ["--json"] : []), "up", "--drill", file, "--parent", "self", "--name", CGROUP, "--file-dir", files, ...extra], { timeout: 120_000 });
     let state: DrillState | null = null;
     while (state?.phase !== "running") {
       if (Date.now() - startedAt > 60_000) throw new Error(`drill up did not reach running: ${JSON.stringify(state)}`);
@@ -192,6 +204,50 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     expect(where.distinct_ids).toBe(where.ids_issued);
     const issued = Array.from({ length: where.ids_issued! }, (_, i) => String(i + 1));
     await rollbackLosesNothing(stateDir, state, issued);
+  }, 180_000);
+
+  // QA (the worker OOM-killed by --memory-max 1M): phase 0's decision lines
+  // (admit job=1, reject_packed_tokens job=2…) printed after "phase 1: not
+  // started" and the summary: up left its loop without reading the gate's
+  // tail. The worker is SIGKILLed here once the gate is deciding, so the stop
+  // falls among decisions every time (an OOM at the worker's start often
+  // comes before the gate's first).
+  it("the worker killed while the gate decides: every decision made before the stop prints before the stop line, and none after the lines that close the drill", async () => {
+    const { stateDir, up, state } = await startUp("decisions", { json: false, file: streamFile });
+    const gateOut = path.join(runDir(stateDir, "upearly", state.runId), "gate.out");
+    const decisionLine = /^(admit|reject_[a-z_]+|dead) job=\d+/;
+    const decidedSoFar = () => (existsSync(gateOut) ? readFileSync(gateOut, "utf8").split("\n").filter((l) => decisionLine.test(l)) : []);
+    const waitedFrom = Date.now();
+    while (decidedSoFar().length < 20) {
+      if (Date.now() - waitedFrom > 30_000) throw new Error(`the gate decided ${decidedSoFar().length} jobs in 30 s`);
+      await sleep(50);
+    }
+    process.kill(state.processes.find((p) => p.role === "worker")!.pid!, "SIGKILL");
+    const before = decidedSoFar();
+    const result = await up;
+    const out = result.stdout + result.stderr;
+    expect(result.exitCode, out).toBe(1);
+    const lines = result.stdout.split("\n");
+    const stop = lines.findIndex((l) => /^worker: exited \(killed by a signal\) \d+s into the drill.*; the drill stops here/.test(l));
+    expect(stop, out).toBeGreaterThan(-1);
+    for (const line of before) {
+      const at = lines.indexOf(`  ${line}`);
+      expect(at, `${line} printed before the stop line\n${out}`).toBeGreaterThan(-1);
+      expect(at, `${line} printed before the stop line\n${out}`).toBeLessThan(stop);
+    }
+    const notStarted = lines.findIndex((l) => l.startsWith("phase 1: not started: the drill stopped before 12s"));
+    expect(lines[notStarted + 1], out).toMatch(/^phase 2: not started: the drill stopped before 14s; inject anon 8\.0MiB not run$/);
+    const report = lines.indexOf("drill report: upearly");
+    const closing = lines.findIndex((l) => l.startsWith("drill upearly: packer stopped after "));
+    expect(stop).toBeLessThan(notStarted);
+    expect(notStarted).toBeLessThan(report);
+    expect(report).toBeLessThan(closing);
+    // The gate's lines, then the phases that never ran, the summary and the closing lines.
+    const lastDecision = lines.findLastIndex((l) => decisionLine.test(l.trimStart()) && l.startsWith("  "));
+    expect(lastDecision, out).toBeLessThan(notStarted);
+    expect(result.stderr).toContain("drill upearly stopped before its end: worker exited (killed by a signal)");
+    const pushed = Array.from({ length: Number(/packer stopped after (\d+) jobs/.exec(lines[closing]!)![1]) }, (_, i) => String(i + 1));
+    await rollbackLosesNothing(stateDir, state, pushed);
   }, 180_000);
 
   // QA: a rollback run while up ran stopped it (143), and up then told the operator to run a rollback.

@@ -1,0 +1,70 @@
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { repoRoot, runDrill } from "../helpers/cli.js";
+
+const smoke = readFileSync(path.join(repoRoot, "drills", "smoke.yaml"), "utf8");
+
+/**
+ * QA: up kept only doctor's fail rows, so an operator who runs `drill up`
+ * directly (the README's main path) never read its warnings. A fake /proc
+ * whose host PSI is already at 3.00 gives doctor's "host PSI" warning; an
+ * empty --sysfs makes it refuse (exit 3) right after, before anything is
+ * created, so no drill starts.
+ */
+describe("drill up: doctor's warnings are said before the drill starts", () => {
+  let root = "";
+  let procfs = "";
+  let sysfs = "";
+  beforeAll(() => {
+    root = mkdtempSync(path.join(tmpdir(), "drill-up-doctor-warn-"));
+    procfs = path.join(root, "proc");
+    sysfs = path.join(root, "sys");
+    mkdirSync(path.join(procfs, "pressure"), { recursive: true });
+    mkdirSync(sysfs);
+    // some avg10=3.00 avg60=1.00 avg300=0.50 total=123456
+    writeFileSync(path.join(procfs, "pressure", "memory"), "some avg10=3.00 avg60=1.00 avg300=0.50 total=123456\nfull avg10=0.50 avg60=0.10 avg300=0.00 total=2345\n");
+    writeFileSync(path.join(procfs, "meminfo"), "MemTotal:       24000000 kB\nSwapTotal:             0 kB\n");
+    writeFileSync(path.join(procfs, "vmstat"), "nr_free_pages 1\npswpin 0\npswpout 0\n");
+    writeFileSync(path.join(root, "smoke.yaml"), smoke);
+  });
+  afterAll(() => {
+    if (root) rmSync(root, { recursive: true, force: true });
+  });
+
+  const host = (stateDir: string) => ["--procfs", procfs, "--sysfs", sysfs, "--state-dir", path.join(root, stateDir)];
+  const up = (stateDir: string, json = false) =>
+    runDrill([...host(stateDir), ...(json ? ["--json"] : []), "up", "--drill", path.join(root, "smoke.yaml"), "--parent", "self", "--name", "doctorwarncg", "--file-dir", root]);
+
+  /** doctor's own warn rows on the same fake host, as up words them. */
+  async function doctorWarnings(stateDir: string): Promise<string[]> {
+    const r = await runDrill([...host(stateDir), "--json", "doctor", "--parent", "self", "--file-dir", root]);
+    const doc = JSON.parse(r.stdout) as { checks: Array<{ name: string; status: string; detail: string }> };
+    return doc.checks.filter((c) => c.status === "warn").map((c) => `doctor: warning: ${c.name}: ${c.detail}`);
+  }
+
+  it("each warn check one line, in doctor's words, after the host check and before the refusal; exit code unchanged", async () => {
+    const r = await up("text");
+    expect(r.exitCode, r.stdout + r.stderr).toBe(3);
+    const lines = r.stdout.split("\n");
+    const warnings = lines.filter((l) => l.startsWith("doctor: warning: "));
+    expect(warnings).toContain(
+      `doctor: warning: host PSI: ${path.join(procfs, "pressure", "memory")}: some avg10 is already ≥ 1.00 before the drill: neighbours will confound its numbers, and gate mode admit will refuse`,
+    );
+    expect(warnings).toEqual(await doctorWarnings("text"));
+    expect(lines.indexOf(warnings[0]!)).toBeGreaterThan(lines.indexOf("doctor: checking the host"));
+    expect(r.stderr).toMatch(/^drill: doctor refused: /m);
+    expect(r.stderr).not.toContain("warning");
+  });
+
+  it("--json: the warnings are on stderr with up's other lines; stdout stays up's one document", async () => {
+    const r = await up("json", true);
+    expect(r.exitCode, r.stdout + r.stderr).toBe(3);
+    expect(r.stderr.split("\n").filter((l) => l.startsWith("doctor: warning: "))).toEqual(await doctorWarnings("json"));
+    expect(r.stderr).toContain("doctor: warning: host PSI: ");
+    const doc = JSON.parse(r.stdout) as Record<string, unknown>;
+    expect(doc).toMatchObject({ name: "smoke", verdict: "refused" });
+    expect(r.stdout).not.toContain("warning");
+  });
+});
