@@ -21,3 +21,37 @@ export function consoleOutput(useColor: boolean): Output {
     isTTY,
   };
 }
+
+/** `cgroupPath` → `cgroup_path`: DESIGN.md spells every JSON field in snake_case. */
+type SnakeCase<S extends string, Done extends string = ""> = string extends S
+  ? S
+  : S extends `${infer Head}${infer Tail}`
+    ? SnakeCase<Tail, `${Done}${Head extends Lowercase<Head> ? Head : `_${Lowercase<Head>}`}`>
+    : Done;
+
+/** A value as its --json document prints it: every key snake_case, at any depth. */
+export type SnakeCased<T> = T extends readonly (infer U)[]
+  ? SnakeCased<U>[]
+  : T extends object
+    ? { [K in keyof T as K extends string ? SnakeCase<K> : K]: SnakeCased<T[K]> }
+    : T;
+
+/** Identifier-shaped keys are field names (`runId`, `avg10`); a data key (a memory.stat name, a Redis key) has no capital or is not one. */
+const CAMEL_FIELD = /^[a-z][a-zA-Z0-9]*$/;
+
+/**
+ * The --json boundary: TypeScript's camelCase fields become the snake_case
+ * keys scripts read, in the one place that builds each document, so a field
+ * added later follows too. Values and structure are left as they are.
+ */
+export function snakeCaseKeys<T>(value: T): SnakeCased<T> {
+  return toSnake(value) as SnakeCased<T>;
+}
+
+function toSnake(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(toSnake);
+  if (value === null || typeof value !== "object") return value;
+  return Object.fromEntries(
+    Object.entries(value).map(([key, v]) => [CAMEL_FIELD.test(key) ? key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`) : key, toSnake(v)]),
+  );
+}

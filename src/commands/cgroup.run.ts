@@ -1,6 +1,6 @@
 import { DrillError, UsageError } from "../errors.js";
 import { drillCommandFor, type GlobalOptions } from "../context.js";
-import { consoleOutput, type Output } from "../output.js";
+import { consoleOutput, snakeCaseKeys, type Output } from "../output.js";
 import { formatBytes, memoryMaxProblem, parseSize } from "../units.js";
 import type { Limit } from "../cgroup/memoryFiles.js";
 import { setupWorkerCgroup, type SetupResult } from "../cgroup/setup.js";
@@ -19,7 +19,7 @@ export async function cgroupSetupAction(globals: GlobalOptions, flags: SetupFlag
   const { roots, cgroup } = resolveCgroupTarget(globals, flags);
   requireParentDirs(cgroup, validateParent(flags.parent));
   const result = setupWorkerCgroup(roots, cgroup, globals.stateDir, { memoryMax, swapMax });
-  if (globals.json) output.json(result);
+  if (globals.json) output.json(snakeCaseKeys(result));
   else renderSetup(result, output);
   return result;
 }
@@ -44,7 +44,7 @@ function renderSetup(result: SetupResult, output: Output): void {
 export async function cgroupStatusAction(globals: GlobalOptions, flags: TargetFlags, output: Output = consoleOutput(globals.color)): Promise<CgroupStatus> {
   const { roots, cgroup } = resolveCgroupTarget(globals, flags);
   const status = readCgroupStatus(roots, cgroup, globals.stateDir);
-  if (globals.json) output.json(status);
+  if (globals.json) output.json(snakeCaseKeys(status));
   else renderStatus(status, output);
   if (!status.exists) throw new DrillError(`cgroup ${status.name} does not exist (looked at ${status.dirs[0]?.dir ?? "?"}); run drill cgroup setup first`);
   return status;
@@ -91,7 +91,7 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
     );
   }
   if (globals.json) {
-    output.json(result);
+    output.json(snakeCaseKeys(result));
   } else if (result.kind === "nothing") {
     output.out(`cgroup ${cgroup.name}: nothing to tear down (no ${result.looked.join(", no ")})`);
   } else {

@@ -5,7 +5,7 @@ import { InterruptedError, RefusedError, UsageError } from "../errors.js";
 import { readHostPsi } from "../host/psi.js";
 import { runGate, type GateOptions } from "../gate/loop.js";
 import { onInterrupt } from "../interrupt.js";
-import { defaultAdmissionConfig, formatPsi, MIN_GATE_INTERVAL_MS, type AdmissionConfig, type GateMode } from "../gate/policy.js";
+import { defaultAdmissionConfig, formatPsi, MIN_GATE_INTERVAL_MS, previousModeText, type AdmissionConfig, type GateMode } from "../gate/policy.js";
 import type { WorkerCgroupProbe } from "../gate/signals.js";
 import { resolveWorkerProbe } from "../gate/workerCgroup.js";
 import { validateKeyPart } from "../queue/keys.js";
@@ -114,7 +114,7 @@ export async function gateModeAction(g: GlobalOptions, modeText: string, flags: 
     const forced = mode === "admit" && !calm;
     const previous = await queue.setMode(mode, { forced, psi: psi.ok ? formatPsi(psi.value.some.avg10) : "missing" });
     if (forced) process.stderr.write(`drill: forced re-admit while host memory PSI is ${psiText} (over 1.00)\n`);
-    const line = `mode ${mode} queue=${queueName} previous=${previous} psi ${psiText}${forced ? " forced=1" : ""}`;
+    const line = `mode ${mode} queue=${queueName} previous=${previousModeText(previous)} psi ${psiText}${forced ? " forced=1" : ""}`;
     process.stdout.write(g.json ? `${JSON.stringify({ mode, queue: queueName, previous, forced, psi: psi.ok ? psi.value.some : null })}\n` : `${line}\n`);
   } finally {
     await closeRedis(redis);

@@ -7,7 +7,7 @@ import { DrillError, InterruptedError, RefusedError, UsageError } from "../error
 import { hostRoots, type GlobalOptions } from "../context.js";
 import { readKernelText } from "../host/kernelFile.js";
 import { parsePsi, stallRatePct } from "../host/psi.js";
-import { consoleOutput, type Output } from "../output.js";
+import { consoleOutput, snakeCaseKeys, type Output } from "../output.js";
 import { formatBytes, formatDuration, mapSizeProblem, parseDuration, parseSize } from "../units.js";
 import { checkThrashDir, classifyHogExit, summarizeStall, type HogMode, type HogOutcome, type StallSample, type StallSummary } from "../cgroup/hog.js";
 import { spawnInCgroup, verifyJoined, JOIN_FAILED_EXIT } from "../cgroup/join.js";
@@ -440,7 +440,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     message: "",
   };
   report.message = describeOutcome(report, stderrTail);
-  if (globals.json) output.json(report);
+  if (globals.json) output.json(snakeCaseKeys(report));
   else output.out(report.message);
 
   if (outcome === "interrupted") throw new InterruptedError(interruptedBy ?? "SIGINT");

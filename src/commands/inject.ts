@@ -1,5 +1,7 @@
 import { Command, Option } from "commander";
 import { addCgroupTargetOptions } from "../cgroup/target.js";
+import type { SnakeCased } from "../output.js";
+import type { InjectReport } from "./inject.run.js";
 import type { CommandFactory } from "./index.js";
 
 export interface InjectFlags {
@@ -12,8 +14,8 @@ export interface InjectFlags {
   fileDir: string;
 }
 
-/** The --json document (tests import it from here). */
-export type { InjectReport } from "./inject.run.js";
+/** The --json document, keys in snake_case (tests import it from here). */
+export type InjectDocument = SnakeCased<InjectReport>;
 
 export const injectCommand: CommandFactory = (globals) =>
   addCgroupTargetOptions(

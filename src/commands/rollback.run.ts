@@ -6,7 +6,7 @@ import { validateDrillName } from "../drill/names.js";
 import { readState, readStateEntries, statePath } from "../drill/state.js";
 import { ExitCode, RollbackIncompleteError, UsageError } from "../errors.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
-import { consoleOutput } from "../output.js";
+import { consoleOutput, snakeCaseKeys } from "../output.js";
 import type { RollbackFlags } from "./rollback.js";
 
 export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Promise<void> {
@@ -116,14 +116,14 @@ interface Interruption {
 
 /** `drill --json rollback`'s one document, finished or interrupted (then `interrupted` says where). */
 function rollbackDocument(drills: DrillRollback[], complete: Array<{ name: string; completed_at: string | null }>, running: RunningDrill[], left: string[], interrupted: Interruption | null) {
-  return {
+  return snakeCaseKeys({
     drills,
     complete,
     nothing_to_roll_back: drills.length === 0 && running.length === 0 && interrupted === null,
     running: running.map((r) => ({ ...r, hint: rollbackHint(r) })),
     left,
     interrupted,
-  };
+  });
 }
 
 function leftOf(drills: DrillRollback[]): string[] {

@@ -6,6 +6,7 @@ import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, workerCgroupFromDirs } from "../cgroup/paths.js";
 import { teardownWorkerCgroup } from "../cgroup/teardown.js";
 import { DrillError, RefusedError, RollbackIncompleteError } from "../errors.js";
+import { previousModeText } from "../gate/policy.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessStat } from "../host/process.js";
 import { readPids } from "../cgroup/memoryFiles.js";
@@ -237,7 +238,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
       const psi = readHostPsi(roots, "memory");
       await guard(record, "deny-all", async () => {
         const previous = await queue.setMode("reject_all", { forced: false, psi: psi.ok ? psi.value.some.avg10.toFixed(2) : "missing" });
-        return `mode reject_all (was ${previous}), reason host_pressure`;
+        return `mode reject_all (was ${previousModeText(previous)}), reason host_pressure`;
       });
     } else if (!noRedis) {
       record("deny-all", false, "redis unreachable: admission not flipped");
@@ -402,7 +403,7 @@ async function redrainComplete(state: DrillState, options: RollbackOptions): Pro
       result.steps.push(entry);
       options.log(entry);
     };
-    await guard(record, "deny-all", async () => `mode reject_all (was ${await queue.setMode("reject_all", { forced: false, psi: "n/a" })}), reason host_pressure`);
+    await guard(record, "deny-all", async () => `mode reject_all (was ${previousModeText(await queue.setMode("reject_all", { forced: false, psi: "n/a" }))}), reason host_pressure`);
     await guard(record, "drain", async () => {
       const drained = await drainQueue(redis, queue.keys, "ready");
       result.drainLength = drained.drainLength;

@@ -9,6 +9,11 @@ import { deadlineSlackMs, type Job } from "../queue/job.js";
 
 export type GateMode = "admit" | "reject_all";
 
+/** The mode a flip replaced, for people: `<q>:mode` never set (null) is no mode, though the gate admits on it. */
+export function previousModeText(previous: GateMode | null): string {
+  return previous ?? "unset (admit)";
+}
+
 export interface AdmissionConfig {
   /** psi_mem_some_avg10 above this is host pressure (runbook: 10.00). */
   psiLimit: number;

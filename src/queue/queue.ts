@@ -206,17 +206,25 @@ export class DrillQueue {
     await this.redis.rpush(this.keys.ready, payload);
   }
 
+  /** What the gate goes by: anything but reject_all admits, an unset key too. */
   async getMode(): Promise<GateMode> {
-    return (await this.redis.get(this.keys.mode)) === "reject_all" ? "reject_all" : "admit";
+    return (await this.storedMode()) ?? "admit";
   }
 
-  async setMode(mode: GateMode, meta: { forced: boolean; psi: string; nowMs?: number }): Promise<GateMode> {
-    const previous = await this.getMode();
+  /** The mode as stored: null when `<q>:mode` was never set. */
+  async storedMode(): Promise<GateMode | null> {
+    const stored = await this.redis.get(this.keys.mode);
+    return stored === null ? null : stored === "reject_all" ? "reject_all" : "admit";
+  }
+
+  /** Returns the mode it replaced: null when none was set (a flip must not claim an `admit` nobody set). */
+  async setMode(mode: GateMode, meta: { forced: boolean; psi: string; nowMs?: number }): Promise<GateMode | null> {
+    const previous = await this.storedMode();
     const ts = String(meta.nowMs ?? Date.now());
     await this.redis
       .multi()
       .set(this.keys.mode, mode)
-      .xadd(this.keys.events, "MAXLEN", "~", "100000", "*", "reason", "mode", "job", "", "figures", `mode=${mode} previous=${previous} psi=${meta.psi}${meta.forced ? " forced=1" : ""}`, "ts", ts)
+      .xadd(this.keys.events, "MAXLEN", "~", "100000", "*", "reason", "mode", "job", "", "figures", `mode=${mode} previous=${previous ?? "unset"} psi=${meta.psi}${meta.forced ? " forced=1" : ""}`, "ts", ts)
       .exec();
     return previous;
   }

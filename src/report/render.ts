@@ -1,11 +1,13 @@
 import type { ChalkInstance } from "chalk";
+import { snakeCaseKeys, type SnakeCased } from "../output.js";
 import { formatBytes } from "../units.js";
 import { byJobId, COST_PROXY_FORMULA, type JobCost, type Peak, type Report } from "./build.js";
 
 /**
  * Three views of one Report: `md` pastes into an incident doc (GitHub tables,
- * no ANSI), `text` is for the terminal, `json` is the Report itself. Both
- * table views come from the same sections, so they never disagree.
+ * no ANSI), `text` is for the terminal, `json` is the Report itself (keys in
+ * snake_case, as in every --json document). Both table views come from the
+ * same sections, so they never disagree.
  */
 
 export type ReportFormat = "text" | "md" | "json";
@@ -312,8 +314,12 @@ export function renderText(r: Report, color: ChalkInstance): string {
   return lines.join("\n");
 }
 
+/** `report --format json`'s document: the Report with its keys in snake_case (tests import it from here). */
+export type ReportDocument = SnakeCased<Report>;
+
 export function renderJson(r: Report): string {
-  return JSON.stringify(r, null, 2);
+  const doc: ReportDocument = snakeCaseKeys(r);
+  return JSON.stringify(doc, null, 2);
 }
 
 export function renderReport(r: Report, format: ReportFormat, color: ChalkInstance): string {

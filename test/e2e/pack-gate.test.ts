@@ -121,7 +121,10 @@ describe("drill pack + drill gate (built binary)", () => {
     const hot = fakeProc(HOT_PSI);
     const flip = await drill(["--procfs", hot, "gate", "mode", "reject_all", "--queue", queue]);
     expect(flip.exitCode, String(flip.stderr)).toBe(0);
-    expect(lines(flip.stdout)[0]).toMatch(new RegExp(`^mode reject_all queue=${queue} previous=admit psi avg10=12.40`));
+    // <q>:mode was never set: the flip says so (the gate admitted on it), not an "admit" nobody set.
+    expect(lines(flip.stdout)[0]).toMatch(new RegExp(`^mode reject_all queue=${queue} previous=unset \\(admit\\) psi avg10=12.40`));
+    const figures = (await redis.xrange(`${queue}:events`, "-", "+")).map(([, fields]) => fields[fields.indexOf("figures") + 1]);
+    expect(figures).toEqual([expect.stringMatching(/^mode=reject_all previous=unset psi=12\.40/)]);
     const pack = await drill(["pack", "--jobs", "1", "--queue", queue]);
     expect(pack.exitCode, String(pack.stderr)).toBe(0);
     const gate = await drill(["--procfs", fakeProc("some avg10=0.40 avg60=0.20 avg300=0.00 total=0\n"), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "1", "--idle-exit", "5s"]);
@@ -133,9 +136,11 @@ describe("drill pack + drill gate (built binary)", () => {
     const forced = await drill(["--procfs", hot, "gate", "mode", "admit", "--force", "--queue", queue]);
     expect(forced.exitCode).toBe(0);
     expect(forced.stderr).toMatch(/forced re-admit/);
+    expect(lines(forced.stdout)[0]).toMatch(new RegExp(`^mode admit queue=${queue} previous=reject_all psi avg10=12.40 avg60=3.10 forced=1$`));
     expect(await redis.get(`${queue}:mode`)).toBe("admit");
     const calm = await drill(["--procfs", fakeProc(CALM_PSI), "gate", "mode", "admit", "--queue", queue]);
     expect(calm.exitCode).toBe(0);
+    expect(lines(calm.stdout)[0]).toMatch(new RegExp(`^mode admit queue=${queue} previous=admit psi `));
   });
 
   // A script asked why `gate mode admit --json` refused with no JSON. The
@@ -148,7 +153,10 @@ describe("drill pack + drill gate (built binary)", () => {
     const hot = fakeProc(HOT_PSI);
     const flip = await drill(["--json", "--procfs", hot, "gate", "mode", "reject_all", "--queue", queue]);
     expect(flip.exitCode, String(flip.stderr)).toBe(0);
-    expect(JSON.parse(String(flip.stdout))).toMatchObject({ mode: "reject_all", queue, previous: "admit", forced: false, psi: { avg10: 12.4, avg60: 3.1 } });
+    // Never set: null, not the "admit" the gate would read it as.
+    expect(JSON.parse(String(flip.stdout))).toMatchObject({ mode: "reject_all", queue, previous: null, forced: false, psi: { avg10: 12.4, avg60: 3.1 } });
+    const again = await drill(["--json", "--procfs", hot, "gate", "mode", "reject_all", "--queue", queue]);
+    expect(JSON.parse(String(again.stdout))).toMatchObject({ mode: "reject_all", queue, previous: "reject_all" });
 
     const refused = await drill(["--json", "--procfs", hot, "gate", "mode", "admit", "--queue", queue]);
     expect(refused.exitCode).toBe(3);

@@ -8,7 +8,8 @@ import { drillDir, writeState, type DrillState } from "../../src/drill/state.js"
 import { decodeJob } from "../../src/queue/job.js";
 import { queueKeys } from "../../src/queue/keys.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
-import { LAB_LABEL, type Report } from "../../src/report/build.js";
+import { LAB_LABEL } from "../../src/report/build.js";
+import type { ReportDocument } from "../../src/report/render.js";
 import { doneRecord, emptyPassStats } from "../../src/worker/plan.js";
 import { runDrill } from "../helpers/cli.js";
 import { freePort, startRedisServer, type RedisServer } from "../helpers/redisServer.js";
@@ -158,7 +159,7 @@ describe("drill report (built binary)", () => {
   it("json is one document with the same figures", async () => {
     const r = await drill(["--state-dir", stateDir, "--json", "report"]);
     expect(r.exitCode, r.stderr).toBe(0);
-    const report = JSON.parse(r.stdout) as Report;
+    const report = JSON.parse(r.stdout) as ReportDocument;
     expect(report.label).toBe(LAB_LABEL);
     expect(report.source).toEqual({ kind: "live", where: server.url });
     expect(report.decisions?.rows.slice(0, 4).map((row) => [row.reason, row.count])).toEqual([
@@ -182,7 +183,7 @@ describe("drill report (built binary)", () => {
 
   it("--since 1ms leaves the window empty: zero decisions, nothing made up", async () => {
     const r = await drill(["--state-dir", stateDir, "report", "--format", "json", "--since", "1ms"]);
-    const report = JSON.parse(r.stdout) as Report;
+    const report = JSON.parse(r.stdout) as ReportDocument;
     expect(report.decisions?.total).toBe(0);
     expect(report.first_reject).toBeNull();
     expect(report.first_token?.p99_ms).toBeNull();
@@ -195,7 +196,7 @@ describe("drill report (built binary)", () => {
     const empty = path.join(tmp, "state-empty");
     const bare = await drill(["--state-dir", empty, "--redis", server.url, "report", "--queue", queue, "--format", "json"]);
     expect(bare.exitCode, bare.stderr).toBe(0);
-    const report = JSON.parse(bare.stdout) as Report;
+    const report = JSON.parse(bare.stdout) as ReportDocument;
     expect(report.drill).toBeNull();
     expect(report.pressure.recording).toBeNull();
     expect(report.pressure.peak_psi_mem_some_avg10.value).toBeNull();
@@ -219,7 +220,7 @@ describe("drill report (built binary)", () => {
     expect(md.stdout).toContain("| psi_mem_some_avg10 (host) | n/a (no recording) |  |");
     expect(md.stdout).toContain(`Redis not used: ${dead}`);
 
-    const json = JSON.parse((await drill(["--state-dir", gone, "report", "--format", "json"])).stdout) as Report;
+    const json = JSON.parse((await drill(["--state-dir", gone, "report", "--format", "json"])).stdout) as ReportDocument;
     expect(json.source).toEqual({ kind: "export", where: file });
     expect(json.window.anchored).toBe("export");
     expect(json.drain).toMatchObject({ queue_len: 1, head_job: "7", rejects_in_window: 5 });
@@ -231,12 +232,12 @@ describe("drill report (built binary)", () => {
     expect(readdirSync(dir)).toEqual([path.basename(file)]);
     const alone = await drill(["--state-dir", gone, "report", "--format", "json"]);
     expect(alone.exitCode, alone.stderr).toBe(0);
-    expect((JSON.parse(alone.stdout) as Report).drill?.name).toBe("gone");
+    expect((JSON.parse(alone.stdout) as ReportDocument).drill?.name).toBe("gone");
 
     // `drill up` sends `watch --json` to watch.out: read as the recording when there is no watch.jsonl.
     writeRecording(dir, Date.now() - 5000, Date.now());
     renameSync(path.join(dir, "watch.jsonl"), path.join(dir, "watch.out"));
-    const withOut = JSON.parse((await drill(["--state-dir", gone, "report", "--format", "json", "--since", "1h"])).stdout) as Report;
+    const withOut = JSON.parse((await drill(["--state-dir", gone, "report", "--format", "json", "--since", "1h"])).stdout) as ReportDocument;
     expect(withOut.pressure.recording).toBe(path.join(dir, "watch.out"));
   });
 
@@ -255,7 +256,7 @@ describe("drill report (built binary)", () => {
       .exec();
     const r = await drill(["--state-dir", path.join(tmp, "state-where"), "--redis", server.url, "report", "--queue", q, "--format", "json"]);
     expect(r.exitCode, r.stderr).toBe(0);
-    const report = JSON.parse(r.stdout) as Report;
+    const report = JSON.parse(r.stdout) as ReportDocument;
     expect(report.jobs_where?.rows.map((row) => [row.key, row.count, row.holder_alive])).toEqual([
       [q, 1, null],
       [`${q}:processing:gdead`, 1, false],
@@ -288,7 +289,7 @@ describe("drill report (built binary)", () => {
     const before = Date.now();
     const ok = await drill(["--state-dir", dir, "report", "--format", "json"]);
     expect(ok.exitCode, ok.stderr).toBe(0);
-    const report = JSON.parse(ok.stdout) as Report;
+    const report = JSON.parse(ok.stdout) as ReportDocument;
     expect(Date.parse(report.generated_at)).toBeGreaterThanOrEqual(before - 1000);
     expect(report.window.to).toBe(new Date(at).toISOString());
 

@@ -7,7 +7,8 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readState, type DrillState } from "../../src/drill/state.js";
 import type { DrillRollback } from "../../src/drill/rollback.js";
-import type { Report } from "../../src/report/build.js";
+import type { SnakeCased } from "../../src/output.js";
+import type { ReportDocument } from "../../src/report/render.js";
 import { cgroupDirsLeft, realDrillSkipReason, realWorkerCgroup } from "../helpers/cgroupFixtures.js";
 import { drillBin, runDrill } from "../helpers/cli.js";
 import { assertHostClean } from "../helpers/hostClean.js";
@@ -70,7 +71,7 @@ describe.skipIf(skip !== null)("rollback with a given --redis exports the drill'
 
     const rb = await drill(["--json", "rollback", "--name", NAME]);
     expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
-    const doc = JSON.parse(rb.stdout) as { drills: DrillRollback[]; left: string[] };
+    const doc = JSON.parse(rb.stdout) as { drills: SnakeCased<DrillRollback>[]; left: string[] };
     const result = doc.drills[0]!;
     expect(doc.left).toEqual([]);
     expect(result.exported).toMatch(new RegExp(`^${path.join(stateDir, NAME)}/final-.*\\.jsonl$`));
@@ -96,7 +97,7 @@ describe.skipIf(skip !== null)("rollback with a given --redis exports the drill'
 
     const live = await drill(["--json", "report", "--name", NAME]);
     expect(live.exitCode, live.stderr).toBe(0);
-    const liveReport = JSON.parse(live.stdout) as Report;
+    const liveReport = JSON.parse(live.stdout) as ReportDocument;
     expect(liveReport.source.kind).toBe("live");
 
     // The operator removes the queue's keys, as up's "queue in use" refusal says to.
@@ -106,7 +107,7 @@ describe.skipIf(skip !== null)("rollback with a given --redis exports the drill'
 
     const fromExport = await drill(["--json", "report", "--name", NAME]);
     expect(fromExport.exitCode, fromExport.stderr).toBe(0);
-    const report = JSON.parse(fromExport.stdout) as Report;
+    const report = JSON.parse(fromExport.stdout) as ReportDocument;
     expect(report.source).toEqual({ kind: "export", where: result.exported });
     expect(report.drill?.run_id).toBe(before.runId);
     expect(report.decisions?.total).toBe(3);

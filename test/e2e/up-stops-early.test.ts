@@ -4,7 +4,7 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readState, runDir, type DrillState } from "../../src/drill/state.js";
-import type { Report } from "../../src/report/build.js";
+import type { ReportDocument } from "../../src/report/render.js";
 import { realDrillSkipReason } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
 import { pack, tinyDrill } from "../helpers/drills.js";
@@ -160,7 +160,7 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     expect(summary.stopped_early).toEqual([]);
     expect(summary.verdict).toBe("ran");
     // QA: each re-send took a new id, and the timed-out ones ran when Redis woke: report called those ids lost.
-    const report = JSON.parse((await runDrill(["--state-dir", stateDir, "report", "--name", "upearly", "--format", "json"])).stdout) as Report;
+    const report = JSON.parse((await runDrill(["--state-dir", stateDir, "report", "--name", "upearly", "--format", "json"])).stdout) as ReportDocument;
     expect(report.jobs_where, JSON.stringify(report.notes)).toMatchObject({ ids_issued: summary.pushed_ids.length, not_found: [], duplicates: [] });
     expect(report.notes.join("\n")).not.toMatch(/on no list/);
     await rollbackLosesNothing(stateDir, state, summary.pushed_ids);
@@ -198,7 +198,7 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
 
     const report = await runDrill(["--state-dir", stateDir, "report", "--name", "upearly", "--format", "json"]);
     expect(report.exitCode, report.stderr).toBe(0);
-    const where = (JSON.parse(report.stdout) as Report).jobs_where!;
+    const where = (JSON.parse(report.stdout) as ReportDocument).jobs_where!;
     expect(where.not_found, JSON.stringify(where)).toEqual([]);
     expect(where.duplicates).toEqual([]);
     expect(where.distinct_ids).toBe(where.ids_issued);

@@ -5,7 +5,7 @@ import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readState, type DrillState } from "../../src/drill/state.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
-import type { Report } from "../../src/report/build.js";
+import type { ReportDocument } from "../../src/report/render.js";
 import { cgroupDirsLeft, realDrillSkipReason, realWorkerCgroup } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
 import { assertHostClean } from "../helpers/hostClean.js";
@@ -85,7 +85,7 @@ describe.skipIf(skip !== null)("drill up → rollback → up again (real cgroup)
 
     const live = await drill(["report", "--name", "twiceemb", "--format", "json"]);
     expect(live.exitCode, live.stderr).toBe(0);
-    assertOnlyRun(JSON.parse(live.stdout) as Report, state2);
+    assertOnlyRun(JSON.parse(live.stdout) as ReportDocument, state2);
 
     const rollback2 = await drill(["rollback", "--name", "twiceemb"]);
     expect(rollback2.exitCode, rollback2.stdout + rollback2.stderr).toBe(0);
@@ -98,7 +98,7 @@ describe.skipIf(skip !== null)("drill up → rollback → up again (real cgroup)
     // From rollback's export: still the second run alone.
     const fromExport = await drill(["report", "--name", "twiceemb", "--format", "json"]);
     expect(fromExport.exitCode, fromExport.stderr).toBe(0);
-    const exported = JSON.parse(fromExport.stdout) as Report;
+    const exported = JSON.parse(fromExport.stdout) as ReportDocument;
     expect(exported.source).toEqual({ kind: "export", where: path.join(stateDir, "twiceemb", exports[1]!) });
     assertOnlyRun(exported, state2);
   }, 240_000);
@@ -125,7 +125,7 @@ describe.skipIf(skip !== null)("drill up → rollback → up again (real cgroup)
 });
 
 /** The report names run `state` and counts its three decisions, nothing from the run before. */
-function assertOnlyRun(report: Report, state: DrillState): void {
+function assertOnlyRun(report: ReportDocument, state: DrillState): void {
   expect(report.drill?.run_id).toBe(state.runId);
   expect(report.decisions?.total, JSON.stringify(report.decisions)).toBe(3);
   const createdMs = Date.parse(state.createdAt);

@@ -6,12 +6,14 @@ import { execa } from "execa";
 import { UsageError } from "../../src/errors.js";
 import { spawnInCgroup } from "../../src/cgroup/join.js";
 import { readPids } from "../../src/cgroup/memoryFiles.js";
-import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
+import { setupWorkerCgroup, type SetupResult } from "../../src/cgroup/setup.js";
+import type { CgroupStatus } from "../../src/cgroup/status.js";
 import { cgroupKey, hogsDir, writeHogRecord } from "../../src/cgroup/stateFiles.js";
 import { resolveCgroupTarget } from "../../src/cgroup/target.js";
 import { readProcessStat } from "../../src/host/process.js";
 import { teardownWorkerCgroup } from "../../src/cgroup/teardown.js";
 import type { WorkerCgroup } from "../../src/cgroup/paths.js";
+import type { SnakeCased } from "../../src/output.js";
 import { cgroupDirsLeft, forceCleanup, realCgroupSkipReason, realRoots, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
 
 const skipReason = realCgroupSkipReason();
@@ -96,15 +98,15 @@ describe.skipIf(skipReason)("real cgroups under the test's own cgroup (--parent 
     const cg = track(name);
     const setup = await drill(["--json", "cgroup", "setup", "--name", name, "--parent", "self", "--memory-max", "128M", "--swap-max", "0"]);
     expect(setup.exitCode, setup.stderr).toBe(0);
-    const result = JSON.parse(setup.stdout) as { writes: Array<{ file: string; wrote: string; readBack: string }> };
+    const result = JSON.parse(setup.stdout) as SnakeCased<SetupResult>;
     for (const write of result.writes.filter((w) => !w.file.endsWith("swappiness") && !w.file.endsWith("swap.max"))) {
-      expect(write.readBack).toBe(String(128 * M));
+      expect(write.read_back).toBe(String(128 * M));
     }
     const status = await drill(["--json", "cgroup", "status", "--name", name, "--parent", "self"]);
     expect(status.exitCode, status.stderr).toBe(0);
-    const s = JSON.parse(status.stdout) as { createdByDrill: boolean; memory: { limit: number; effectiveLimit: number; swapLimit: number; events: { oomKill: number } }; tasks: unknown[] };
-    expect(s.createdByDrill).toBe(true);
-    expect(s.memory).toMatchObject({ limit: 128 * M, effectiveLimit: 128 * M, swapLimit: 0, events: { oomKill: 0 } });
+    const s = JSON.parse(status.stdout) as SnakeCased<CgroupStatus>;
+    expect(s.created_by_drill).toBe(true);
+    expect(s.memory).toMatchObject({ limit: 128 * M, effective_limit: 128 * M, swap_limit: 0, events: { oom_kill: 0 } });
     expect(s.tasks).toEqual([]);
 
     const text = await drill(["cgroup", "status", "--name", name, "--parent", "self"]);
@@ -200,7 +202,7 @@ describe.skipIf(skipReason)("real cgroups under the test's own cgroup (--parent 
     expect(spawnSync("cgset", ["-r", `memory.${cg.limits.version === 1 ? "limit_in_bytes" : "max"}=${100 * M}`, cg.limits.cgroupPath]).status).toBe(0);
     const status = await drill(["--json", "cgroup", "status", "--name", name, "--parent", "self"]);
     expect(status.exitCode, status.stderr).toBe(0);
-    expect(JSON.parse(status.stdout)).toMatchObject({ createdByDrill: false, memory: { limit: 100 * M } });
+    expect(JSON.parse(status.stdout)).toMatchObject({ created_by_drill: false, memory: { limit: 100 * M } });
     expect(spawnSync("cgdelete", ["-g", `memory:${cg.limits.cgroupPath}`]).status).toBe(0);
 
     const name2 = uniqueName();

@@ -6,7 +6,7 @@ import { spawnInCgroup } from "../../src/cgroup/join.js";
 import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
 import { hogsDir } from "../../src/cgroup/stateFiles.js";
 import type { WorkerCgroup } from "../../src/cgroup/paths.js";
-import type { InjectReport } from "../../src/commands/inject.js";
+import type { InjectDocument } from "../../src/commands/inject.js";
 import { cgroupDirsLeft, forceCleanup, realCgroupSkipReason, realRoots, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
 
 const skipReason = realCgroupSkipReason();
@@ -61,7 +61,7 @@ describe.skipIf(skipReason)("inject on real cgroups (--parent self)", () => {
     const cg = cgroupWithLimit(128 * M);
     const result = await drill(["--json", "inject", "--name", cg.name, "--parent", "self", "--size", "64M", "--mode", "anon", "--hold", "1s"]);
     expect(result.exitCode, result.stderr).toBe(0);
-    const report = JSON.parse(result.stdout) as InjectReport;
+    const report = JSON.parse(result.stdout) as InjectDocument;
     expect(report).toMatchObject({ outcome: "packed", joined: true, packed_bytes: 64 * M });
     expect(report.cg_mem_peak).toBeGreaterThanOrEqual(64 * M);
     expect(readdirSync(hogsDir(stateDir))).toEqual([]);
@@ -71,7 +71,7 @@ describe.skipIf(skipReason)("inject on real cgroups (--parent self)", () => {
     const cg = cgroupWithLimit(96 * M);
     const result = await drill(["--json", "inject", "--name", cg.name, "--parent", "self", "--size", "256M", "--mode", "anon", "--hold", "5s"]);
     expect(result.exitCode, result.stderr).toBe(0);
-    const report = JSON.parse(result.stdout) as InjectReport;
+    const report = JSON.parse(result.stdout) as InjectDocument;
     expect(report.outcome).toBe("oom_killed");
     expect(report.exit?.signal).toBe("SIGKILL");
     expect(report.cg_oom_kill_after).toBeGreaterThan(report.cg_oom_kill_before!);
@@ -89,7 +89,7 @@ describe.skipIf(skipReason)("inject on real cgroups (--parent self)", () => {
     expect(killed.stdout).toMatch(/^oom_killed: OOM-killed at .+ of 128MiB \(cgroup limit 64\.0MiB\); pid \d+; cgroup oom_kill 0 → 1\. Admission was already late\.$/);
     const next = await drill(["--json", "inject", "--name", cg.name, "--parent", "self", "--size", "32M", "--mode", "anon", "--hold", "1s"]);
     expect(next.exitCode, next.stderr).toBe(0);
-    const report = JSON.parse(next.stdout) as InjectReport;
+    const report = JSON.parse(next.stdout) as InjectDocument;
     expect(report.outcome).toBe("packed");
     expect(report.cg_mem_peak).toBeGreaterThanOrEqual(63 * M); // the lifetime peak, from the killed run
     expect(report.run_peak_bytes).toBeGreaterThanOrEqual(32 * M);
@@ -110,7 +110,7 @@ describe.skipIf(skipReason)("inject on real cgroups (--parent self)", () => {
     const cg = cgroupWithLimit(96 * M);
     const result = await drill(["--json", "inject", "--name", cg.name, "--parent", "self", "--size", "160M", "--mode", "thrash", "--hold", "3s"]);
     expect(result.exitCode, result.stderr).toBe(0);
-    const report = JSON.parse(result.stdout) as InjectReport;
+    const report = JSON.parse(result.stdout) as InjectDocument;
     expect(report).toMatchObject({ outcome: "packed", joined: true, packed_bytes: 160 * M });
     expect(report.file).toMatch(/^\/var\/tmp\/drill-hog-/);
     expect(existsSync(report.file!)).toBe(false);
@@ -132,7 +132,7 @@ describe.skipIf(skipReason)("inject on real cgroups (--parent self)", () => {
     const result = await drill(["--json", "inject", "--name", cg.name, "--parent", "self", "--size", "64M", "--mode", "thrash", "--hold", "60s", "--detach"]);
     expect(result.exitCode, result.stderr).toBe(0);
     expect(Date.now() - started).toBeLessThan(30_000);
-    const report = JSON.parse(result.stdout) as InjectReport;
+    const report = JSON.parse(result.stdout) as InjectDocument;
     expect(report).toMatchObject({ outcome: "packed", detached: true });
     expect(report.state_file).not.toBeNull();
     expect(existsSync(report.file!)).toBe(true);

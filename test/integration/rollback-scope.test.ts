@@ -88,11 +88,15 @@ describe("rollback with no drill in its state dir while a drill runs elsewhere",
 
     const json = await runDrill(["--json", "--state-dir", empty, "rollback"], { cwd: "/" });
     expect(json.exitCode).toBe(4);
-    const out = JSON.parse(json.stdout) as { nothing_to_roll_back: boolean; running: Array<{ runId: string; stateDir: string; processes: Array<{ pid: number }>; hint: string }> };
+    const out = JSON.parse(json.stdout) as {
+      nothing_to_roll_back: boolean;
+      running: Array<{ run_id: string; state_dir: string; state_missing: boolean; processes: Array<{ pid: number; start_time: number }>; hint: string }>;
+    };
     expect(out.nothing_to_roll_back).toBe(false);
-    const run = out.running.find((x) => x.runId === runId);
-    expect(run?.stateDir).toBe(stateDir);
+    const run = out.running.find((x) => x.run_id === runId);
+    expect(run).toMatchObject({ state_dir: stateDir, state_missing: false });
     expect(run?.processes.map((p) => p.pid)).toEqual(expect.arrayContaining([child.pid, redis.pid]));
+    expect(run?.processes.every((p) => typeof p.start_time === "number")).toBe(true);
     expect(run?.hint).toBe(`drill --state-dir ${stateDir} rollback --name elsew`);
     // Reporting is all it does: nothing was stopped.
     expect(child.exitCode === null && redis.exitCode === null).toBe(true);

@@ -11,7 +11,7 @@ import { execa, type ResultPromise } from "execa";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { WorkerCgroup } from "../../src/cgroup/paths.js";
-import type { InjectReport } from "../../src/commands/inject.js";
+import type { InjectDocument } from "../../src/commands/inject.js";
 import { encodeJob, type Job } from "../../src/queue/job.js";
 import { queueKeys } from "../../src/queue/keys.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
@@ -137,7 +137,7 @@ describe.skipIf(reason)("drill watch on a real cgroup and a real redis-server", 
       const inject = await spawnDrill(["--json", "inject", "--name", name, "--parent", "self", "--size", "256M", "--mode", "thrash", "--hold", "12s", "--file-dir", fileDir]);
       expect(inject.exitCode, inject.stderr).toBe(0);
       expect(inject.stderr).toMatch(/touched/);
-      const report = JSON.parse(inject.stdout) as InjectReport;
+      const report = JSON.parse(inject.stdout) as InjectDocument;
       expect(report).toMatchObject({ outcome: "packed", joined: true, packed_bytes: 256 * M });
       const watched = await watch;
       expect(watched.exitCode, watched.stderr).toBe(0);
@@ -225,7 +225,7 @@ describe.skipIf(reason)("drill watch on a real cgroup and a real redis-server", 
       // The neighbour in the same cgroup: a file-backed map twice the limit, faulted from inside.
       const inject = await runDrill(["--state-dir", stateDir, "--json", "inject", "--name", name, "--parent", "self", "--size", "256M", "--mode", "thrash", "--hold", "30s", "--detach", "--file-dir", fileDir]);
       expect(inject.exitCode, inject.stderr).toBe(0);
-      expect(JSON.parse(inject.stdout) as InjectReport).toMatchObject({ outcome: "packed", detached: true });
+      expect(JSON.parse(inject.stdout) as InjectDocument).toMatchObject({ outcome: "packed", detached: true });
 
       // Admitted 20 s ago with an 8 s deadline, no first token: it waits behind the busy job (concurrency 1).
       const late = job("2", { enqueue_ts: Date.now() - 20_000, deadline_ms: 8000 });

@@ -5,7 +5,7 @@ import { queueKeys } from "../../src/queue/keys.js";
 import { buildReport, LAB_LABEL } from "../../src/report/build.js";
 import { exportTimeMs, parseExport } from "../../src/report/exportFile.js";
 import type { ReportInputs } from "../../src/report/inputs.js";
-import { COST_ROWS_SHOWN, renderJson, renderMarkdown, renderText } from "../../src/report/render.js";
+import { COST_ROWS_SHOWN, renderJson, renderMarkdown, renderText, type ReportDocument } from "../../src/report/render.js";
 
 const NOW = Date.parse("2025-11-30T12:00:00.000Z");
 const plain = new Chalk({ level: 0 });
@@ -93,10 +93,13 @@ describe("text and json", () => {
     expect(text).toContain("reject_packed_tokens job=7 packed=36012 limit=32000");
     expect(text).toContain(LAB_LABEL);
   });
-  it("json is one document that round-trips the Report", () => {
+  it("json is one document that round-trips the Report, its keys in snake_case", () => {
     const r = report();
-    const parsed = JSON.parse(renderJson(r)) as unknown;
-    expect(parsed).toEqual(JSON.parse(JSON.stringify(r)));
+    const parsed = JSON.parse(renderJson(r)) as ReportDocument;
+    expect(r.decisions?.rows.some((row) => row.sharePct !== null)).toBe(true);
+    // The only camelCase field of a Report: decisions.rows[].sharePct prints as share_pct, with the same values.
+    const rows = r.decisions?.rows.map(({ sharePct, ...row }) => ({ ...row, share_pct: sharePct }));
+    expect(parsed).toEqual(JSON.parse(JSON.stringify({ ...r, decisions: r.decisions && { ...r.decisions, rows } })));
   });
 });
 
