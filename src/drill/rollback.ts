@@ -150,21 +150,34 @@ export function rollbackHint(run: RunningDrill): string {
   return `drill --state-dir ${run.stateDir} rollback --name ${run.drill}`;
 }
 
+/** A drill dir as the unknown-name message lists it: its state, or only rollback's export (report reads those too). */
+export type KnownDrill = StateEntry | { name: string; exportOnly: true };
+
 /**
- * `rollback --name X` with no drill X in the state dir while other drills are
+ * `rollback --name X` (or `report --name X`) with no drill X in the state dir while other drills are
  * there: a wrong name, often `up --name` (the worker cgroup) taken for the
  * drill's. Names the drills there with their phase and worker cgroup, and the
  * drill whose worker cgroup is X.
  */
-export function unknownDrillProblem(name: string, stateDir: string, entries: readonly StateEntry[], drillCmd: string): string {
+export function unknownDrillProblem(
+  name: string,
+  stateDir: string,
+  entries: readonly KnownDrill[],
+  drillCmd: string,
+  command: "rollback" | "report" = "rollback",
+): string {
   const list = entries
-    .map((e) => ("state" in e ? `${e.name} (${e.state.phase}${e.state.cgroup ? `, worker cgroup ${e.state.cgroup.name}` : ""})` : `${e.name} (state.json unreadable)`))
+    .map((e) =>
+      "state" in e ? `${e.name} (${e.state.phase}${e.state.cgroup ? `, worker cgroup ${e.state.cgroup.name}` : ""})`
+      : "unreadable" in e ? `${e.name} (state.json unreadable)`
+      : `${e.name} (only rollback's export left)`,
+    )
     .join(", ");
   const owners = entries.flatMap((e) => ("state" in e && e.state.cgroup?.name === name ? [e.name] : []));
   const next =
     owners.length > 0
-      ? owners.map((drill) => `${name} is the worker cgroup of drill ${drill}: ${drillCmd} rollback --name ${drill}`).join("; ")
-      : `roll back one of them (${drillCmd} rollback --name <drill>), or give the --state-dir that drill up had`;
+      ? owners.map((drill) => `${name} is the worker cgroup of drill ${drill}: ${drillCmd} ${command} --name ${drill}`).join("; ")
+      : `${command === "rollback" ? "roll back" : "report on"} one of them (${drillCmd} ${command} --name <drill>), or give the --state-dir that drill up had`;
   return `--name: no drill "${name}" in ${stateDir} (drills there: ${list}); ${next}`;
 }
 

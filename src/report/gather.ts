@@ -3,10 +3,11 @@ import net from "node:net";
 import path from "node:path";
 import type { Redis } from "ioredis";
 import { isEmbeddedRedis, reviveEmbeddedRedis } from "../drill/embeddedRedis.js";
-import { listDrills } from "../drill/rollback.js";
+import { drillCommandFor } from "../context.js";
+import { listDrills, unknownDrillProblem, type KnownDrill } from "../drill/rollback.js";
 import { HostRoots } from "../host/kernelFile.js";
 import { validateDrillName } from "../drill/names.js";
-import { drillDir, readState, runDir, type DrillState } from "../drill/state.js";
+import { drillDir, readState, readStateEntries, runDir, type DrillState } from "../drill/state.js";
 import { DrillError, RefusedError, UsageError } from "../errors.js";
 import { queueKeys, type QueueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
@@ -98,23 +99,76 @@ export function exportFiles(dir: string): string[] {
   }
 }
 
-export function resolveDrillName(stateDir: string, name: string | undefined, redisGiven: boolean): string | null {
+/** Which drill a report is about: its name (null: the queue alone), and what the reader should know of the choice. */
+export interface DrillChoice {
+  name: string | null;
+  notes: string[];
+}
+
+/**
+ * The drill to report on. --name: that drill, or exit 2 naming the drills
+ * there (as rollback does), never a report on the default queue under a typo.
+ * --redis and --queue without --name (the command up's "queue in use"
+ * refusal prints): the drill in the state dir that ran on that queue of that
+ * Redis, else the queue alone, with no run to clip to and no export; however
+ * many other drills the state dir holds. Else the only drill there.
+ */
+export function resolveDrillName(stateDir: string, name: string | undefined, redisUrl: string | undefined, queue?: string): DrillChoice {
   if (name !== undefined) {
     validateDrillName(name);
-    if (!existsSync(drillDir(stateDir, name)) && !redisGiven) {
-      const known = reportableDrills(stateDir);
-      throw new UsageError(`--name: no drill "${name}" in ${stateDir}${known.length > 0 ? ` (drills there: ${known.join(", ")})` : ""}; give --state-dir, or --redis to report on a queue directly`);
-    }
-    return name;
+    if (!existsSync(drillDir(stateDir, name))) throw new UsageError(unknownReportDrill(name, stateDir));
+    return { name, notes: [] };
   }
   const drills = reportableDrills(stateDir);
-  if (drills.length === 1) return drills[0]!;
-  if (drills.length > 1) throw new UsageError(`several drills in ${stateDir}: ${drills.join(", ")}; pick one with --name`);
-  if (redisGiven) return null;
+  if (redisUrl !== undefined && queue !== undefined) {
+    const on = readStateEntries(stateDir, drills).flatMap((e) =>
+      "state" in e && e.state.queue === queue && sameRedis(e.state.redis.url, redisUrl) ? [e.name] : [],
+    );
+    if (on.length === 1) return { name: on[0]!, notes: [] };
+    const notes =
+      on.length > 1 ? [`drills ${on.join(", ")} in ${stateDir} all ran on queue ${queue} of this Redis: reported as the queue, not as one run (give --name for one)`] : [];
+    return { name: null, notes };
+  }
+  if (drills.length === 1) return { name: drills[0]!, notes: [] };
+  if (drills.length > 1) {
+    throw new UsageError(
+      `several drills in ${stateDir}: ${drills.join(", ")}; pick one with --name${redisUrl === undefined || queue !== undefined ? "" : ", or give --queue to report on a queue of that Redis directly"}`,
+    );
+  }
+  if (redisUrl !== undefined) return { name: null, notes: [] };
   // Like a --name that is not there: pointed at the wrong place, bad input (exit 2).
   throw new UsageError(
     `there is no drill to report on: ${stateDir} holds no <name>/state.json or <name>/final-*.jsonl, and no --redis (or DRILL_REDIS_URL) was given`,
   );
+}
+
+/** `--name` naming no drill dir: the drills there (rollback's message), or that there is none. */
+function unknownReportDrill(name: string, stateDir: string): string {
+  const names = reportableDrills(stateDir);
+  const states = readStateEntries(stateDir, names);
+  const known: KnownDrill[] = names.map((n) => states.find((e) => e.name === n) ?? { name: n, exportOnly: true });
+  if (known.length > 0) return unknownDrillProblem(name, stateDir, known, drillCommandFor(stateDir), "report");
+  return `--name: no drill "${name}" in ${stateDir} (no drill there); give the --state-dir that drill up had, or --redis <url> --queue <q> without --name to report on a queue directly`;
+}
+
+/**
+ * Whether two Redis URLs name the same server and database: a drill's
+ * recorded URL and one typed again may differ in spelling (localhost, the
+ * default port, the password). Unparsable ones compare as text.
+ */
+export function sameRedis(a: string, b: string): boolean {
+  const key = (url: string): string => {
+    try {
+      const u = new URL(url);
+      if (u.protocol !== "redis:" && u.protocol !== "rediss:") return url;
+      const host = u.hostname.replace(/^\[|\]$/g, "");
+      const db = u.pathname.replace(/^\//, "") || "0";
+      return `${u.protocol}//${host === "localhost" || host === "" ? "127.0.0.1" : host}:${u.port || "6379"}/${db}`;
+    } catch {
+      return url;
+    }
+  };
+  return key(a) === key(b);
 }
 
 /**
@@ -158,6 +212,7 @@ function drillInfo(name: string, state: DrillState | null): DrillInfo {
     drillFile: state?.drillFile ?? null,
     createdAt: state?.createdAt ?? null,
     phase: state?.phase ?? null,
+    queue: state?.queue ?? null,
   };
 }
 
@@ -209,12 +264,13 @@ const message = (err: unknown): string => (err instanceof Error ? err.message : 
 
 export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   const now = options.now ?? Date.now;
-  const name = resolveDrillName(options.stateDir, options.name, options.redisUrl !== undefined);
+  const chosen = resolveDrillName(options.stateDir, options.name, options.redisUrl, options.queue);
+  const name = chosen.name;
   const state = name === null ? null : readState(options.stateDir, name);
   let keys = queueKeys(options.queue ?? state?.queue ?? "jobs");
-  /** The queue is the user's (--queue, or the default with no drill state), not the drill's own. */
-  const queueAsked = options.queue !== undefined || state === null;
-  const notes: string[] = [];
+  /** The queue is the user's (another --queue, or the default with no drill state), not the drill's own. */
+  const queueAsked = state === null || keys.queue !== state.queue;
+  const notes: string[] = [...chosen.notes];
   const dir = name === null ? null : drillDir(options.stateDir, name);
 
   const logDir = name === null ? null : runLogDir(options.stateDir, name, state);

@@ -78,6 +78,8 @@ export interface DrillInfo {
   drillFile: string | null;
   createdAt: string | null;
   phase: string | null;
+  /** The queue the run packed on (state.json); absent from older callers. Only a report on it is the run's. */
+  queue?: string | null;
 }
 
 /** Where the Redis figures came from. */
