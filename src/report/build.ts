@@ -82,11 +82,35 @@ export interface JobsWhere {
   without_id: number;
 }
 
+/** One `<q>:events` mode entry, its stored figures read into fields; a field the entry lacks is null. */
+export interface ModeFlip {
+  ts: string | null;
+  mode: string | null;
+  /** The mode it replaced; `unset` when `<q>:mode` was never set. */
+  previous: string | null;
+  /** Set to the mode already there: nothing flipped. null when the entry names no previous mode. */
+  unchanged: boolean | null;
+  /** `gate mode admit --force` over the PSI refusal. */
+  forced: boolean;
+  /** Host memory PSI some avg10 when it was set; null when it was missing or not read. */
+  psi: number | null;
+}
+
+/** `mode=reject_all previous=admit psi=0.40 forced=1` → fields. */
+export function modeFlip(event: Pick<DecisionEvent, "tsMs" | "figures">): ModeFlip {
+  const field = (k: string): string | null => new RegExp(`(?:^|\\s)${k}=(\\S+)`).exec(event.figures)?.[1] ?? null;
+  const mode = field("mode");
+  const previous = field("previous");
+  const psiText = field("psi");
+  const psi = psiText !== null && /^\d+(\.\d+)?$/.test(psiText) ? Number(psiText) : null;
+  return { ts: iso(event.tsMs), mode, previous, unchanged: mode === null || previous === null ? null : mode === previous, forced: field("forced") === "1", psi };
+}
+
 export interface Report {
   label: string;
   /** When this report was made (now), whatever the source; the figures' moment is window.to. */
   generated_at: string;
-  drill: { name: string; run_id: string | null; drill_file: string | null; created_at: string | null; phase: string | null } | null;
+  drill: { name: string; run_id: string | null; drill_file: string | null; created_at: string | null; phase: string | null; queue: string | null } | null;
   queue: string;
   /** live: a running Redis; aof: the drill's embedded Redis restarted on its AOF for this report; export: rollback's file. */
   source: { kind: "live" | "aof" | "export"; where: string };
@@ -99,7 +123,8 @@ export interface Report {
   decisions: { rows: DecisionRow[]; total: number; rejects: number } | null;
   first_reject: RejectLine | null;
   last_reject: RejectLine | null;
-  mode_flips: Array<{ ts: string | null; figures: string }> | null;
+  /** Every mode event (`gate mode`, up, rollback's deny-all), repeats included: the lever's history. */
+  mode_flips: ModeFlip[] | null;
   first_token: {
     admitted: number | null;
     finished: number;
@@ -396,11 +421,16 @@ export interface WindowOptions {
 
 export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number, options: WindowOptions = {}): Report {
   const askedFromMs = nowMs - sinceMs;
-  const createdAt = inputs.drill?.createdAt ?? null;
+  // The run's start bounds a report on the run's own queue only: another queue
+  // (report --queue) holds no data of the run, and clipping would hide its own.
+  const runsQueue = inputs.drill?.queue ?? null;
+  const otherQueue = runsQueue !== null && runsQueue !== inputs.queue;
+  const createdAt = otherQueue ? null : (inputs.drill?.createdAt ?? null);
   const runStartMs = createdAt === null ? NaN : Date.parse(createdAt);
   const clippedToRun = Number.isFinite(runStartMs) && options.sinceGiven !== true && runStartMs > askedFromMs;
   const fromMs = clippedToRun ? runStartMs : askedFromMs;
   const notes: string[] = [...inputs.gatherNotes];
+  if (otherQueue) notes.push(`queue ${inputs.queue} is not run ${inputs.drill?.runId ?? "?"}'s queue (${runsQueue}): the window is not clipped to the run`);
   notes.push(...earlierRunNotes(inputs, runStartMs, fromMs));
   const inWindow = (ts: number | null) => ts !== null && ts >= fromMs;
 
@@ -430,7 +460,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     retriedInWindow = 0;
     for (const e of events) {
       if (e.reason === "mode") {
-        modeFlips.push({ ts: iso(e.tsMs), figures: e.figures });
+        modeFlips.push(modeFlip(e));
         continue;
       }
       bump(counts, e.reason);
@@ -600,8 +630,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     headAgeMs = 0; // an empty queue: nothing waits
   }
   // The pace is taken over the part of the window the drill existed, not before it was created.
-  const createdMs = inputs.drill?.createdAt ? Date.parse(inputs.drill.createdAt) : NaN;
-  const paceFromMs = Number.isFinite(createdMs) ? Math.max(fromMs, createdMs) : fromMs;
+  const paceFromMs = Number.isFinite(runStartMs) ? Math.max(fromMs, runStartMs) : fromMs;
   const paceToMs = paceEnd(inputs, events, done, nowMs);
   const paceSpanMs = paceToMs - paceFromMs;
   const finishedInWindow = done?.filter((d) => doneTime(d) !== null).length ?? null;
@@ -624,7 +653,14 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     label: LAB_LABEL,
     generated_at: new Date(options.generatedAtMs ?? Date.now()).toISOString(),
     drill: inputs.drill
-      ? { name: inputs.drill.name, run_id: inputs.drill.runId, drill_file: inputs.drill.drillFile, created_at: inputs.drill.createdAt, phase: inputs.drill.phase }
+      ? {
+          name: inputs.drill.name,
+          run_id: inputs.drill.runId,
+          drill_file: inputs.drill.drillFile,
+          created_at: inputs.drill.createdAt,
+          phase: inputs.drill.phase,
+          queue: inputs.drill.queue ?? null,
+        }
       : null,
     queue: inputs.queue,
     source,

@@ -76,7 +76,15 @@ function sections(r: Report): Section[] {
         : { title: "First and last reject", header: ["", "at", "line"], rows: rejectRows },
     );
     if (r.mode_flips && r.mode_flips.length > 0) {
-      out.push({ title: "Mode flips", header: ["at", "figures"], rows: r.mode_flips.map((m) => [m.ts ?? NA, { code: m.figures }]) });
+      // Every `gate mode` set is the lever's history; a set to the mode already there flipped nothing, and says so.
+      const rows = r.mode_flips.map((m): Cell[] => [
+        m.ts ?? NA,
+        m.mode ?? NA,
+        m.previous ?? NA,
+        m.psi === null ? NA : m.psi.toFixed(2),
+        [m.unchanged === true ? "(unchanged)" : "", m.forced ? "forced over PSI" : ""].filter(Boolean).join(", "),
+      ]);
+      out.push({ title: "Mode flips", header: ["at", "mode", "previous", "psi avg10", "note"], right: [3], rows });
     }
   }
 
@@ -229,6 +237,7 @@ function costRow(j: JobCost): Cell[] {
 /** What the window covers: the last --since, or this run since it was created when that is later. */
 function windowSpan(r: Report): string {
   const since = `last ${humanDuration(r.window.since_ms)}`;
+  if (r.drill?.queue != null && r.drill.queue !== r.queue) return `${since} (not clipped to run ${r.drill.run_id ?? NA}: its queue is ${r.drill.queue})`;
   if (r.window.clipped_to_run) return `run ${r.drill?.run_id ?? NA} from its creation (within the ${since})`;
   if (r.window.run_start !== null && r.window.from < r.window.run_start) return `${since}, from before run ${r.drill?.run_id ?? NA} was created`;
   return since;
