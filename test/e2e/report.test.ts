@@ -298,6 +298,49 @@ describe("drill report (built binary)", () => {
     expect(live.stderr).toMatch(/holds no key of queue "qaNoSuchQueue"; it holds queues .*\br\d+\b/);
   });
 
+  it("--redis --queue beside other drills: the queue, not another run's window; up's suggested command works; --name typo names the drills; a deleted queue reads the drill's export", async () => {
+    const q4 = `qrq${++n}`;
+    const admit = (job: string) => redis.xadd(`${q4}:events`, "*", "reason", "admit", "job", job, "figures", "packed=1000 limit=32000", "ts", String(Date.now()));
+    for (const job of ["1", "2", "3", "4", "5"]) await admit(job);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const dir = path.join(tmp, "state-queue");
+    // Its latest run came after q4's decisions, on a queue of its own.
+    writeState(dir, state("qa2", "qrq9", server.url, { phase: "complete", createdAt: new Date().toISOString() }));
+    const one = await drill(["--state-dir", dir, "--redis", server.url, "report", "--queue", q4, "--format", "json"]);
+    expect(one.exitCode, one.stderr).toBe(0);
+    const oneDoc = JSON.parse(one.stdout) as ReportDocument;
+    expect(oneDoc.decisions?.total).toBe(5);
+    expect(oneDoc.window.clipped_to_run).toBe(false);
+    expect(oneDoc.drill).toBeNull();
+
+    // Several drills: the command up's "queue in use" refusal prints, as typed.
+    writeState(dir, state("other", "qrqo", server.url));
+    const md = await drill(["--state-dir", dir, "--redis", server.url, "report", "--queue", q4, "--format", "md"]);
+    expect(md.exitCode, md.stderr).toBe(0);
+    expect(md.stdout).toContain("| admit | 5 | 100.0% |  |");
+
+    // A --name typo with a Redis given is about the name, not --queue.
+    const typo = await drill(["--state-dir", dir, "report", "--name", "nosuch"], { DRILL_REDIS_URL: server.url });
+    expect(typo.exitCode).toBe(2);
+    expect(typo.stderr).toContain(`--name: no drill "nosuch" in ${dir} (drills there: other (running), qa2 (complete)); report on one of them`);
+    expect(typo.stderr).not.toContain("--queue");
+
+    // A drill that ran on this queue of this Redis, rolled back (exported), its keys then deleted: its export.
+    const q5 = `qrq${++n}`;
+    await redis.xadd(`${q5}:events`, "*", "reason", "reject_packed_tokens", "job", "1", "figures", "packed=48000 limit=32000 route=retry", "ts", String(Date.now()));
+    writeState(dir, state("gone5", q5, server.url.replace("127.0.0.1", "localhost"), { phase: "complete" }));
+    const file = path.join(drillDir(dir, "gone5"), `final-${new Date().toISOString().replace(/[:.]/g, "-")}.jsonl`);
+    await exportKeys(redis, queueKeys(q5), file);
+    await redis.del(`${q5}:events`);
+    const fromExport = await drill(["--state-dir", dir, "--redis", server.url, "report", "--queue", q5, "--format", "json"]);
+    expect(fromExport.exitCode, fromExport.stderr).toBe(0);
+    const doc = JSON.parse(fromExport.stdout) as ReportDocument;
+    expect(doc.source).toEqual({ kind: "export", where: file });
+    expect(doc.drill?.name).toBe("gone5");
+    expect(doc.decisions?.rejects).toBe(1);
+    expect(doc.notes.join("\n")).toContain(`holds no key of queue ${q5} any more`);
+  });
+
   it("errors: no drill, several drills, unreachable drill Redis without an export, bad flags", async () => {
     const several0 = () => {
       const dir = path.join(tmp, "state-one");
@@ -309,7 +352,7 @@ describe("drill report (built binary)", () => {
     expect(none.stderr).toContain("there is no drill to report on");
     const typo = await drill(["--state-dir", several0(), "report", "--name", "nope"]);
     expect(typo.exitCode).toBe(2);
-    expect(typo.stderr).toContain(`--name: no drill "nope" in ${several0()} (drills there: only)`);
+    expect(typo.stderr).toContain(`--name: no drill "nope" in ${several0()} (drills there: only (running)); report on one of them`);
 
     const several = path.join(tmp, "state-several");
     writeState(several, state("a", "qa", server.url));

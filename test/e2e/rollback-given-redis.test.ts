@@ -113,6 +113,12 @@ describe.skipIf(skip !== null)("rollback with a given --redis exports the drill'
     expect(report.decisions?.total).toBe(3);
     expect(report.decisions).toEqual(liveReport.decisions);
     expect(report.notes.join("\n")).toContain(`holds no key of queue ${QUEUE} any more`);
+    // The queue named as up's "queue in use" refusal names it (--redis, --queue, no --name): the same export.
+    const byQueue = await drill(["--json", "--redis", server.url, "report", "--queue", QUEUE]);
+    expect(byQueue.exitCode, byQueue.stderr).toBe(0);
+    const byQueueReport = JSON.parse(byQueue.stdout) as ReportDocument;
+    expect(byQueueReport.source).toEqual({ kind: "export", where: result.exported });
+    expect(byQueueReport.decisions).toEqual(liveReport.decisions);
     const text = await drill(["report", "--name", NAME]);
     expect(text.exitCode, text.stderr).toBe(0);
     expect(text.stdout).toContain(result.exported!);
