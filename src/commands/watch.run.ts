@@ -14,6 +14,7 @@ import { queueKeys, validateKeyPart } from "../queue/keys.js";
 import { defaultAlarmConfig, type AlarmConfig, type AlarmEvent } from "../sampler/alarms.js";
 import { runSidecar } from "../sampler/loop.js";
 import { QueueReader, readSample } from "../sampler/read.js";
+import { rejectBatchLines } from "../sampler/rejects.js";
 import { LiveView, formatAlarmEvent, formatSampleLine, type ViewSize } from "../sampler/render.js";
 import type { ParentSpec } from "../cgroup/names.js";
 import { parseDuration, parsePositiveDuration, parsePsiLimit, parsePercent, parsePositiveInt } from "../units.js";
@@ -234,17 +235,22 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
           heldEvents = events;
           return;
         }
+        // The gate's reject lines since the last sample (the first reading only marks where they start).
+        const rejects = queueReader.takeRejects();
         const line = recordFd !== null || g.json ? `${JSON.stringify(sample)}\n` : "";
         // One write per sample: the line reaches the file even if we are killed next.
         if (recordFd !== null) writeSync(recordFd, line);
         if (g.json) {
+          // stdout stays one sample a line: the reject lines go to stderr, as the alarm lines do.
+          for (const reject of rejectBatchLines(rejects)) output.err(reject);
           process.stdout.write(line);
           for (const event of events) output.err(event.line);
         } else if (live) {
           // `fg` of a job running in the background sends no SIGCONT: the keys are taken here.
           keyboard?.take();
-          process.stdout.write(live.redraw(sample, events, size()));
+          process.stdout.write(live.redraw(sample, events, size(), rejects));
         } else {
+          for (const reject of rejectBatchLines(rejects)) output.out(reject);
           for (const event of events) output.out(formatAlarmEvent(event, output.color));
           output.out(formatSampleLine(sample));
         }

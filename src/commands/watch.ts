@@ -19,7 +19,7 @@ export interface WatchOptions {
 export const watchCommand: CommandFactory = (globals) =>
   addCgroupTargetOptions(
     new Command("watch")
-      .description("the sidecar: PSI, swap-in, cgroup memory and queue age beside the job counters, one sample per interval")
+      .description("the sidecar: PSI, swap-in, cgroup memory and queue age beside the job counters and the gate's reject lines, one sample per interval")
       .option("--interval <duration>", "time between samples", "1s")
       .option("--once", "one sample (two readings an interval apart, so rates are real) and exit")
       .option("--record <file.jsonl>", "append every sample to this file as JSONL while showing the view")

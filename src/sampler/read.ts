@@ -13,6 +13,18 @@ import { parseVmstatCounters, SWAP_COUNTER_NAMES, type Vmstat } from "../host/vm
 import type { QueueKeys } from "../queue/keys.js";
 import { redactUrl } from "../queue/redis.js";
 import { workerKeys } from "../worker/scripts.js";
+import {
+  EVENTS_SCANNED_PER_SAMPLE,
+  initialRejectFeed,
+  joinRejectBatches,
+  nextRejectFeed,
+  NO_REJECTS,
+  parseRejectEvents,
+  REJECT_LINES_PER_SAMPLE,
+  type RejectBatch,
+  type RejectEventsRaw,
+  type RejectFeed,
+} from "./rejects.js";
 import { CGROUP_ABSENT_REASON, type CgroupRaw, type QueueRaw, type RawReadings } from "./step.js";
 
 /**
@@ -217,13 +229,21 @@ export const WORKING_SCAN_MAX_KEYS = 100_000;
  * snapshot (a job moving from admitted to a worker between two reads would
  * otherwise be counted twice or not at all). Cheaper on the client than a
  * five-command pipeline, which matters at one sample a second forever.
- * KEYS: ready admitted stats workers mode; ARGV: working pattern, host class, scan cap.
+ * KEYS: ready admitted stats workers mode events; ARGV: working pattern,
+ * host class, scan cap, events cursor ('' at start), reject line cap, events scan cap.
  * → {LLEN ready, LINDEX ready 0, LRANGE admitted, HGETALL stats (flat),
  *    payloads of every `<q>:working:*` list, retry candidates,
- *    1 when found by SCAN | 0 when from the registry only, GET mode}
+ *    1 when found by SCAN | 0 when from the registry only, GET mode,
+ *    newest events id read, reject entries' fields, rejects past the line cap}
  * The retry candidates are jobs in ready/admitted that mention this host
  * class with an attempt other than 0: a text pre-filter to save bytes; the
  * sampler decodes and checks each one.
+ * The events part (src/sampler/rejects.ts): the `<q>:events` entries after
+ * the cursor, at most the scan cap of them, of which only the reject entries
+ * are sent back; with no cursor yet only the newest id (what is there already
+ * is history). Nothing new costs one XRANGE that finds nothing. More than the
+ * scan cap since the last sample: it jumps to the newest, so watch stays live
+ * and the cost bounded (the stats counters say how many it did not read).
  */
 const QUEUE_SAMPLE_LUA = `
 local ready, admitted_key, stats_key, workers_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -258,7 +278,32 @@ local function consider(payloads)
 end
 consider(redis.call('LRANGE', ready, 0, -1))
 consider(admitted)
-return {redis.call('LLEN', ready), redis.call('LINDEX', ready, 0), admitted, redis.call('HGETALL', stats_key), working, candidates, scanned, redis.call('GET', KEYS[5])}
+local events, cursor, line_cap, events_cap = KEYS[6], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+local function newest(default)
+  local last = redis.call('XREVRANGE', events, '+', '-', 'COUNT', 1)[1]
+  if last then return last[1] end
+  return default
+end
+local tip, rejects, beyond = cursor, {}, 0
+if cursor == '' then
+  tip = newest('0-0')
+else
+  local entries = redis.call('XRANGE', events, '(' .. cursor, '+', 'COUNT', events_cap)
+  for _, entry in ipairs(entries) do
+    local fields = entry[2]
+    for i = 1, #fields, 2 do
+      if fields[i] == 'reason' then
+        if string.sub(fields[i + 1], 1, 7) == 'reject_' then
+          if #rejects < line_cap then rejects[#rejects + 1] = fields else beyond = beyond + 1 end
+        end
+        break
+      end
+    end
+  end
+  if #entries > 0 then tip = entries[#entries][1] end
+  if #entries == events_cap then tip = newest(tip) end
+end
+return {redis.call('LLEN', ready), redis.call('LINDEX', ready, 0), admitted, redis.call('HGETALL', stats_key), working, candidates, scanned, redis.call('GET', KEYS[5]), tip, rejects, beyond}
 `;
 const QUEUE_SAMPLE_SHA = createHash("sha1").update(QUEUE_SAMPLE_LUA).digest("hex");
 
@@ -267,6 +312,9 @@ const QUEUE_SAMPLE_SHA = createHash("sha1").update(QUEUE_SAMPLE_LUA).digest("hex
  * sampling: commands fail fast while disconnected (no offline queue), the
  * client reconnects in the background, and a reply that does not come back in
  * `timeoutMs` (half-open connection) drops the connection and reconnects.
+ * It also follows the gate's reject lines (takeRejects): from where the
+ * last reading that came back left off, so a reading lost to an outage or a
+ * timeout shows its lines on the next one, once.
  */
 export class QueueReader {
   readonly source: string;
@@ -276,6 +324,9 @@ export class QueueReader {
   private lastError: string | null = null;
   /** The worker registry (src/worker/scripts.ts workerKeys().workers). */
   private readonly workersKey: string;
+  private rejectFeed: RejectFeed = initialRejectFeed;
+  /** Reject lines read and not yet taken. */
+  private rejects: RejectBatch = NO_REJECTS;
 
   constructor(
     url: string,
@@ -328,14 +379,35 @@ export class QueueReader {
       timer = setTimeout(() => resolve("timeout"), this.timeoutMs);
     });
     try {
-      const call = this.redis.callBuffer("EVALSHA", QUEUE_SAMPLE_SHA, 5, k.ready, k.admitted, k.stats, this.workersKey, k.mode, k.workingPattern, this.hostClass, WORKING_SCAN_MAX_KEYS);
+      const call = this.redis.callBuffer(
+        "EVALSHA",
+        QUEUE_SAMPLE_SHA,
+        6,
+        k.ready,
+        k.admitted,
+        k.stats,
+        this.workersKey,
+        k.mode,
+        k.events,
+        k.workingPattern,
+        this.hostClass,
+        WORKING_SCAN_MAX_KEYS,
+        this.rejectFeed.cursor ?? "",
+        REJECT_LINES_PER_SAMPLE,
+        EVENTS_SCANNED_PER_SAMPLE,
+      );
       const reply = await Promise.race([call, timeout]);
       if (reply === "timeout") {
         call.catch(() => {});
         this.redis.disconnect(true);
         return fail(this.source, `no reply within ${this.timeoutMs}ms (reconnecting)`);
       }
-      return parseQueueSample(this.source, reply);
+      const sample = parseQueueSample(this.source, reply);
+      if (!sample.ok) return sample;
+      const { feed, batch } = nextRejectFeed(this.rejectFeed, sample.value.events, sample.value.queue.stats);
+      this.rejectFeed = feed;
+      this.rejects = joinRejectBatches(this.rejects, batch);
+      return ok(sample.value.queue);
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       // Script cache flushed (SCRIPT FLUSH, a restart we raced): load it for the next sample.
@@ -344,6 +416,13 @@ export class QueueReader {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /** The gate's reject lines read since the last call (NO_REJECTS when none). */
+  takeRejects(): RejectBatch {
+    const rejects = this.rejects;
+    this.rejects = NO_REJECTS;
+    return rejects;
   }
 
   /** Safe to call twice. */
@@ -356,10 +435,16 @@ export class QueueReader {
 
 const isBuffers = (v: unknown): v is Buffer[] => Array.isArray(v) && v.every((x) => Buffer.isBuffer(x));
 
-/** The script's reply → QueueRaw; anything unexpected is a failed reading, never a guess. */
-export function parseQueueSample(source: string, reply: unknown): Reading<QueueRaw> {
-  if (!Array.isArray(reply) || reply.length !== 8) return fail(source, "queue sample script: unexpected reply");
-  const [len, head, admitted, statsFlat, working, candidates, scanned, mode] = reply as unknown[];
+/** One queue sample script reply: the sample's queue readings, and what it read of `<q>:events`. */
+export interface QueueSampleReply {
+  queue: QueueRaw;
+  events: RejectEventsRaw;
+}
+
+/** The script's reply → QueueRaw and the events read; anything unexpected is a failed reading, never a guess. */
+export function parseQueueSample(source: string, reply: unknown): Reading<QueueSampleReply> {
+  if (!Array.isArray(reply) || reply.length !== 11) return fail(source, "queue sample script: unexpected reply");
+  const [len, head, admitted, statsFlat, working, candidates, scanned, mode, tip, rejects, beyond] = reply as unknown[];
   if (typeof len !== "number") return fail(source, "LLEN: unexpected reply");
   if (head !== null && !Buffer.isBuffer(head)) return fail(source, "LINDEX: unexpected reply");
   if (mode !== null && !Buffer.isBuffer(mode)) return fail(source, "GET mode: unexpected reply");
@@ -368,5 +453,8 @@ export function parseQueueSample(source: string, reply: unknown): Reading<QueueR
   }
   const stats: Record<string, string> = {};
   for (let i = 0; i + 1 < statsFlat.length; i += 2) stats[statsFlat[i]!.toString("utf8")] = statsFlat[i + 1]!.toString("utf8");
-  return ok({ source, queueLen: len, head: head ?? null, admitted, working, workingScanned: scanned === 1, retryCandidates: candidates, stats, mode: mode === null ? null : mode.toString("utf8") });
+  const events = parseRejectEvents(tip, rejects, beyond);
+  if (events === null) return fail(source, "events: unexpected reply");
+  const queue: QueueRaw = { source, queueLen: len, head: head ?? null, admitted, working, workingScanned: scanned === 1, retryCandidates: candidates, stats, mode: mode === null ? null : mode.toString("utf8") };
+  return ok({ queue, events });
 }

@@ -1,14 +1,16 @@
 import type { ChalkInstance } from "chalk";
 import { formatBytes, formatDuration } from "../units.js";
 import type { AlarmEvent } from "./alarms.js";
+import { formatMoreRejects, NO_REJECTS, type RejectBatch } from "./rejects.js";
 import type { Sample } from "./step.js";
 
 /**
  * What an operator sees. On a TTY: a small live view redrawn in place, at
  * most 80 columns wide, with trends for PSI, slack and cgroup memory, and
- * alarm lines scrolling above it. On a narrower or shorter terminal it drops
- * the trends, then its least urgent rows, rather than let a line wrap (a
- * wrapped line breaks the redraw in place). Piped: one plain line per sample and the alarm lines,
+ * alarm lines scrolling above it, the gate's last reject lines in it. On a
+ * narrower or shorter terminal it drops the trends, then its least urgent
+ * rows, rather than let a line wrap (a wrapped line breaks the redraw in
+ * place). Piped: one plain line per sample, after the reject and alarm lines,
  * no colour and no cursor movement, so `| grep PAGE` works.
  */
 
@@ -131,6 +133,8 @@ interface Row {
   /** Rows dropped first (highest number) when the terminal has fewer lines than the frame. */
   priority: number;
   style?: (line: string) => string;
+  /** Each segment a line of its own (a reject line), words that do not fit going on under it. */
+  linePerSegment?: boolean;
 }
 
 const GAP = "  ";
@@ -152,11 +156,23 @@ function pack(segments: string[], width: number): string[] {
   return lines;
 }
 
+/** A line of words in lines of at most `width`, the ones after the first indented: a reject line kept whole. */
+function wrapWords(text: string, width: number): string[] {
+  const [first = "", ...rest] = text.split(" ");
+  const lines = [cut(first, width)];
+  for (const word of rest) {
+    const last = lines[lines.length - 1]!;
+    if (last.length + 1 + word.length <= width) lines[lines.length - 1] = `${last} ${word}`;
+    else lines.push(cut(`  ${word}`, width));
+  }
+  return lines;
+}
+
 function layoutRow(row: Row, width: number, trends: boolean): string[] {
   const label = row.label === "" ? 0 : LABEL;
   const trend = trends && row.trend !== undefined ? row.trend : undefined;
   const bodyWidth = Math.max(1, width - label - (trend === undefined ? 0 : SPARK + 1));
-  const bodies = pack(row.segments, bodyWidth);
+  const bodies = row.linePerSegment ? row.segments.flatMap((segment) => wrapWords(segment, bodyWidth)) : pack(row.segments, bodyWidth);
   const lines = bodies.map((body, i) => {
     const head = (i === 0 ? row.label : "").padEnd(label);
     const tail = i === 0 && trend !== undefined ? `${body.padEnd(bodyWidth)} ${trend}` : body;
@@ -167,6 +183,8 @@ function layoutRow(row: Row, width: number, trends: boolean): string[] {
 
 /** Below this many columns the trends go: the values need the room. */
 const TRENDS_FROM = WIDTH;
+/** Reject lines in the frame: enough to read the figures, few enough to keep the frame on a 24-line terminal. */
+const RECENT_REJECTS = 3;
 
 /** The in-place TTY view; keeps the history its trends need. */
 export class LiveView {
@@ -178,6 +196,9 @@ export class LiveView {
   private last: Sample | null = null;
   /** The last alarm lines, shown again above the frame when a resize clears the screen. */
   private readonly recentAlarms: string[] = [];
+  /** The gate's last reject lines, in the frame; and how many the batch they came in did not show. */
+  private readonly recentRejects: string[] = [];
+  private recentRejectsMore = 0;
 
   constructor(
     private readonly header: LiveViewHeader,
@@ -214,6 +235,10 @@ export class LiveView {
       { label: "jobs", segments: [`tokens_out ${s.tokens_out ?? "n/a"}`, `retries ${s.retry_count ?? "n/a"}`, `admitted ${s.admitted ?? "n/a"}`], priority: 4 },
       // The gate's lever beside what it rejected: reject_all explains a wall of rejects (QA 6).
       { label: "gate", segments: [`mode ${s.gate_mode ?? "n/a"}`, ...rejectedSegments(s.rejected)], priority: 2, style: s.gate_mode === "reject_all" ? (l) => c.yellow(l) : undefined },
+      // Under the counters, the figures behind them: the gate's own last reject lines (none yet: no row).
+      ...(this.recentRejects.length === 0 && this.recentRejectsMore === 0
+        ? []
+        : [{ label: "rejects", segments: this.recentRejectsMore > 0 ? [...this.recentRejects, formatMoreRejects(this.recentRejectsMore)] : this.recentRejects, priority: 3, linePerSegment: true }]),
       s.alarm.length === 0 ? { label: "alarms", segments: ["none"], priority: 1 } : { label: "alarms", segments: s.alarm, priority: 1, style: (l) => c.red.bold(l) },
     ];
     if (missing.length > 0) rows.push({ label: "missing", segments: [`${missing.length}: ${missing[0]}`, ...missing.slice(1)], priority: 5, style: (l) => c.dim(l) });
@@ -243,8 +268,17 @@ export class LiveView {
     return this.layout(s, size);
   }
 
-  /** Moves back over the last frame and clears it, prints alarm lines (they scroll), then the new frame. */
-  redraw(s: Sample, events: AlarmEvent[], size?: ViewSize): string {
+  /** Keeps the last few reject lines for the frame, with the count of the newest batch's unshown ones. */
+  private rememberRejects(rejects: RejectBatch): void {
+    if (rejects.lines.length === 0 && rejects.more === 0) return;
+    this.recentRejects.push(...rejects.lines.slice(-RECENT_REJECTS));
+    this.recentRejects.splice(0, Math.max(0, this.recentRejects.length - RECENT_REJECTS));
+    this.recentRejectsMore = rejects.more;
+  }
+
+  /** Moves back over the last frame and clears it, prints alarm lines (they scroll), then the new frame with the reject lines. */
+  redraw(s: Sample, events: AlarmEvent[], size?: ViewSize, rejects: RejectBatch = NO_REJECTS): string {
+    this.rememberRejects(rejects);
     const erase = this.erase();
     const frame = this.frame(s, size);
     this.drawnLines = frame.length;
