@@ -14,7 +14,7 @@ import { queueKeys, validateKeyPart } from "../queue/keys.js";
 import { defaultAlarmConfig, type AlarmConfig, type AlarmEvent } from "../sampler/alarms.js";
 import { runSidecar } from "../sampler/loop.js";
 import { QueueReader, readSample } from "../sampler/read.js";
-import { rejectBatchLines } from "../sampler/rejects.js";
+import { NO_REJECTS, rejectBatchLines } from "../sampler/rejects.js";
 import { LiveView, formatAlarmEvent, formatSampleLine, type ViewSize } from "../sampler/render.js";
 import type { ParentSpec } from "../cgroup/names.js";
 import { parseDuration, parsePositiveDuration, parsePsiLimit, parsePercent, parsePositiveInt } from "../units.js";
@@ -242,7 +242,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
         if (recordFd !== null) writeSync(recordFd, line);
         if (g.json) {
           // stdout stays one sample a line: the reject lines go to stderr, as the alarm lines do.
-          for (const reject of rejectBatchLines(rejects)) output.err(reject);
+          if (rejects !== NO_REJECTS) for (const reject of rejectBatchLines(rejects)) output.err(reject);
           process.stdout.write(line);
           for (const event of events) output.err(event.line);
         } else if (live) {
@@ -250,7 +250,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
           keyboard?.take();
           process.stdout.write(live.redraw(sample, events, size(), rejects));
         } else {
-          for (const reject of rejectBatchLines(rejects)) output.out(reject);
+          if (rejects !== NO_REJECTS) for (const reject of rejectBatchLines(rejects)) output.out(reject);
           for (const event of events) output.out(formatAlarmEvent(event, output.color));
           output.out(formatSampleLine(sample));
         }

@@ -18,6 +18,7 @@ import {
   initialRejectFeed,
   joinRejectBatches,
   nextRejectFeed,
+  NO_NEW_EVENTS,
   NO_REJECTS,
   parseRejectEvents,
   REJECT_LINES_PER_SAMPLE,
@@ -234,7 +235,8 @@ export const WORKING_SCAN_MAX_KEYS = 100_000;
  * → {LLEN ready, LINDEX ready 0, LRANGE admitted, HGETALL stats (flat),
  *    payloads of every `<q>:working:*` list, retry candidates,
  *    1 when found by SCAN | 0 when from the registry only, GET mode,
- *    newest events id read, reject entries' fields, rejects past the line cap}
+ *    newest events id read (nil: nothing after the cursor), reject entries'
+ *    fields, rejects past the line cap}
  * The retry candidates are jobs in ready/admitted that mention this host
  * class with an attempt other than 0: a text pre-filter to save bytes; the
  * sampler decodes and checks each one.
@@ -284,7 +286,7 @@ local function newest(default)
   if last then return last[1] end
   return default
 end
-local tip, rejects, beyond = cursor, {}, 0
+local tip, rejects, beyond = false, {}, 0
 if cursor == '' then
   tip = newest('0-0')
 else
@@ -306,6 +308,8 @@ end
 return {redis.call('LLEN', ready), redis.call('LINDEX', ready, 0), admitted, redis.call('HGETALL', stats_key), working, candidates, scanned, redis.call('GET', KEYS[5]), tip, rejects, beyond}
 `;
 const QUEUE_SAMPLE_SHA = createHash("sha1").update(QUEUE_SAMPLE_LUA).digest("hex");
+const REJECT_LINES_ARG = String(REJECT_LINES_PER_SAMPLE);
+const EVENTS_SCANNED_ARG = String(EVENTS_SCANNED_PER_SAMPLE);
 
 /**
  * The sidecar's Redis reader. Redis being down must not stop the kernel
@@ -393,8 +397,8 @@ export class QueueReader {
         this.hostClass,
         WORKING_SCAN_MAX_KEYS,
         this.rejectFeed.cursor ?? "",
-        REJECT_LINES_PER_SAMPLE,
-        EVENTS_SCANNED_PER_SAMPLE,
+        REJECT_LINES_ARG,
+        EVENTS_SCANNED_ARG,
       );
       const reply = await Promise.race([call, timeout]);
       if (reply === "timeout") {
@@ -404,9 +408,11 @@ export class QueueReader {
       }
       const sample = parseQueueSample(this.source, reply);
       if (!sample.ok) return sample;
-      const { feed, batch } = nextRejectFeed(this.rejectFeed, sample.value.events, sample.value.queue.stats);
-      this.rejectFeed = feed;
-      this.rejects = joinRejectBatches(this.rejects, batch);
+      if (sample.value.events !== NO_NEW_EVENTS) {
+        const { feed, batch } = nextRejectFeed(this.rejectFeed, sample.value.events, sample.value.queue.stats);
+        this.rejectFeed = feed;
+        this.rejects = joinRejectBatches(this.rejects, batch);
+      }
       return ok(sample.value.queue);
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);

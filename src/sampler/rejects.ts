@@ -19,10 +19,13 @@ export const EVENTS_SCANNED_PER_SAMPLE = 500;
 
 /** What one sample script call says about `<q>:events`. */
 export interface RejectEventsRaw {
-  /** The newest entry id read (`0-0`: no stream yet), where the next read starts after. */
-  tip: Buffer;
+  /**
+   * The newest entry id read (`0-0`: no stream yet), where the next read
+   * starts after; null when there was nothing after the cursor.
+   */
+  tip: Buffer | null;
   /** The gate's lines of the reject entries read, oldest first, at most REJECT_LINES_PER_SAMPLE. */
-  lines: string[];
+  lines: readonly string[];
   /** Reject entries read past that cap. */
   beyond: number;
 }
@@ -35,20 +38,29 @@ export interface RejectBatch {
 
 export const NO_REJECTS: RejectBatch = Object.freeze({ lines: Object.freeze([]), more: 0 });
 
-/** Where the feed is: null before the first reading, whose entries are history (`drill report`), not live lines. */
+/**
+ * Where the feed is: null before the first reading, whose entries are
+ * history (`drill report`), not live lines. A string: one Buffer argument
+ * would switch ioredis to building every sample's command as a Buffer.
+ */
 export interface RejectFeed {
-  cursor: Buffer | null;
+  cursor: string | null;
   /** The sum of the `<q>:stats` reject_* counters at the cursor: counts the rejects the script did not reach. */
   rejectTotal: number;
 }
 
 export const initialRejectFeed: RejectFeed = { cursor: null, rejectTotal: 0 };
 
+/** Nothing after the cursor: what almost every sample reads, shared so that it allocates nothing. */
+export const NO_NEW_EVENTS: RejectEventsRaw = Object.freeze({ tip: null, lines: Object.freeze([]), beyond: 0 });
+
 const isBuffers = (v: unknown): v is Buffer[] => Array.isArray(v) && v.every((x) => Buffer.isBuffer(x));
 
 /** The script's events elements → lines; null when unexpected (the whole reading fails, never a guess). */
 export function parseRejectEvents(tip: unknown, entries: unknown, beyond: unknown): RejectEventsRaw | null {
-  if (!Buffer.isBuffer(tip) || !Array.isArray(entries) || typeof beyond !== "number" || !Number.isInteger(beyond) || beyond < 0) return null;
+  if ((tip !== null && !Buffer.isBuffer(tip)) || !Array.isArray(entries) || typeof beyond !== "number" || !Number.isInteger(beyond) || beyond < 0) return null;
+  // New entries always move the tip: entries or a count with no tip is not this script's reply.
+  if (tip === null) return entries.length === 0 && beyond === 0 ? NO_NEW_EVENTS : null;
   const lines: string[] = [];
   for (const entry of entries as unknown[]) {
     // One entry's fields as XRANGE returns them: field, value, field, value…
@@ -85,18 +97,20 @@ export function rejectTotal(stats: Record<string, string>): number {
  * One reading's step of the feed. The first reading only sets where the feed
  * starts. Then: the lines read, and as `more` every reject the lines do not
  * show: past the line cap, or past the scan cap (the stats counters moved by
- * more than the lines read). Nothing new: the same feed and NO_REJECTS, so an
- * idle sample allocates nothing here.
+ * more than the lines read). Nothing new (NO_NEW_EVENTS): the reader does
+ * not call this at all.
  */
 export function nextRejectFeed(prev: RejectFeed, raw: RejectEventsRaw, stats: Record<string, string>): { feed: RejectFeed; batch: RejectBatch } {
-  if (prev.cursor === null) return { feed: { cursor: raw.tip, rejectTotal: rejectTotal(stats) }, batch: NO_REJECTS };
-  if (raw.lines.length === 0 && raw.beyond === 0 && raw.tip.equals(prev.cursor)) return { feed: prev, batch: NO_REJECTS };
+  if (raw.tip === null) return { feed: prev, batch: NO_REJECTS };
+  // Stream ids are ASCII (`1764480000000-0`).
+  const cursor = raw.tip.toString("latin1");
+  if (prev.cursor === null) return { feed: { cursor, rejectTotal: rejectTotal(stats) }, batch: NO_REJECTS };
   const total = rejectTotal(stats);
   // Counters lower than before were reset (the stats key deleted): count from 0.
   const counted = total >= prev.rejectTotal ? total - prev.rejectTotal : total;
   const more = Math.max(raw.beyond, counted - raw.lines.length);
   const batch = raw.lines.length === 0 && more === 0 ? NO_REJECTS : { lines: raw.lines, more };
-  return { feed: { cursor: raw.tip, rejectTotal: total }, batch };
+  return { feed: { cursor, rejectTotal: total }, batch };
 }
 
 /** Two batches not yet shown as one, still at most REJECT_LINES_PER_SAMPLE lines. */

@@ -6,6 +6,7 @@ import {
   initialRejectFeed,
   joinRejectBatches,
   nextRejectFeed,
+  NO_NEW_EVENTS,
   NO_REJECTS,
   parseRejectEvents,
   REJECT_LINES_PER_SAMPLE,
@@ -56,8 +57,13 @@ describe("parseRejectEvents", () => {
     const entry = (id: string) => ["reason", "reject_host_pressure", "job", id, "figures", "psi=12.40 route=retry", "ts", "1", "gate", "g", "attempt", "0"].map(b);
     expect(parseRejectEvents(b("9-0"), [entry("1"), entry("2")], 3)).toEqual({ tip: b("9-0"), lines: ["reject_host_pressure job=1 psi=12.40", "reject_host_pressure job=2 psi=12.40"], beyond: 3 });
   });
+  it("nothing after the cursor (no tip): the shared NO_NEW_EVENTS", () => {
+    expect(parseRejectEvents(null, [], 0)).toBe(NO_NEW_EVENTS);
+  });
   it.each([
-    ["tip not a string", [null, [], 0]],
+    ["tip not a string", [5, [], 0]],
+    ["entries without a tip", [null, [["reason", "reject_x"].map(b)], 0]],
+    ["a count without a tip", [null, [], 2]],
     ["entries not a list", [b("1-0"), null, 0]],
     ["entry not strings", [b("1-0"), [["reason"]], 0]],
     ["odd fields", [b("1-0"), [[b("reason"), b("x"), b("job")]], 0]],
@@ -68,26 +74,28 @@ describe("parseRejectEvents", () => {
 });
 
 describe("nextRejectFeed", () => {
-  const raw = (tip: string, lines: string[] = [], beyond = 0): RejectEventsRaw => ({ tip: b(tip), lines, beyond });
+  const raw = (tip: string | null, lines: string[] = [], beyond = 0): RejectEventsRaw => ({ tip: tip === null ? null : b(tip), lines, beyond });
   const stats = (n: number) => ({ admitted: "40", reject_host_pressure: String(n), tokens_out: "9" });
 
   it("the first reading only marks where the feed starts: what is there already is history", () => {
     const { feed, batch } = nextRejectFeed(initialRejectFeed, raw("5-0"), stats(12));
-    expect(feed).toEqual({ cursor: b("5-0"), rejectTotal: 12 });
+    expect(feed).toEqual({ cursor: "5-0", rejectTotal: 12 });
     expect(batch).toBe(NO_REJECTS);
   });
 
-  it("nothing new: the same feed and no batch, nothing allocated", () => {
+  it("nothing new: the same feed and no batch", () => {
     const start = nextRejectFeed(initialRejectFeed, raw("5-0"), stats(12)).feed;
-    const next = nextRejectFeed(start, raw("5-0"), stats(12));
+    const next = nextRejectFeed(start, NO_NEW_EVENTS, stats(12));
     expect(next.feed).toBe(start);
     expect(next.batch).toBe(NO_REJECTS);
+    // Not started and nothing read: still not started.
+    expect(nextRejectFeed(initialRejectFeed, NO_NEW_EVENTS, stats(12)).feed).toBe(initialRejectFeed);
   });
 
   it("new entries, only admits among them: the cursor moves on, no lines", () => {
     const start = nextRejectFeed(initialRejectFeed, raw("5-0"), stats(12)).feed;
     const next = nextRejectFeed(start, raw("8-0"), stats(12));
-    expect(next.feed).toEqual({ cursor: b("8-0"), rejectTotal: 12 });
+    expect(next.feed).toEqual({ cursor: "8-0", rejectTotal: 12 });
     expect(next.batch).toBe(NO_REJECTS);
   });
 
@@ -102,7 +110,7 @@ describe("nextRejectFeed", () => {
     const start = nextRejectFeed(initialRejectFeed, raw("5-0"), stats(12)).feed;
     const next = nextRejectFeed(start, raw("2000-0", ["reject_host_pressure job=1 psi=12.40"]), stats(512));
     expect(next.batch).toEqual({ lines: ["reject_host_pressure job=1 psi=12.40"], more: 499 });
-    expect(next.feed).toEqual({ cursor: b("2000-0"), rejectTotal: 512 });
+    expect(next.feed).toEqual({ cursor: "2000-0", rejectTotal: 512 });
   });
 
   it("counters reset (stats key gone): counted from 0, never negative", () => {

@@ -209,6 +209,8 @@ describe("parseQueueSample", () => {
       },
     });
     expect(parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null, ...noEvents])).toMatchObject({ ok: true, value: { queue: { mode: null } } });
+    // Nothing after the cursor: no tip.
+    expect(parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null, null, [], 0])).toMatchObject({ ok: true, value: { events: { tip: null, lines: [], beyond: 0 } } });
   });
   it("maps the reject entries to the gate's lines", () => {
     const entry = ["reason", "reject_packed_tokens", "job", "7", "figures", "packed=36012 limit=32000 route=retry", "ts", "1", "gate", "g", "attempt", "0"].map(b);
