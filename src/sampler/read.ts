@@ -16,6 +16,7 @@ import { workerKeys } from "../worker/scripts.js";
 import {
   EVENTS_SCANNED_PER_SAMPLE,
   initialRejectFeed,
+  isBuffers,
   joinRejectBatches,
   nextRejectFeed,
   NO_NEW_EVENTS,
@@ -439,7 +440,6 @@ export class QueueReader {
   }
 }
 
-const isBuffers = (v: unknown): v is Buffer[] => Array.isArray(v) && v.every((x) => Buffer.isBuffer(x));
 
 /** One queue sample script reply: the sample's queue readings, and what it read of `<q>:events`. */
 export interface QueueSampleReply {

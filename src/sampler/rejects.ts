@@ -54,7 +54,8 @@ export const initialRejectFeed: RejectFeed = { cursor: null, rejectTotal: 0 };
 /** Nothing after the cursor: what almost every sample reads, shared so that it allocates nothing. */
 export const NO_NEW_EVENTS: RejectEventsRaw = Object.freeze({ tip: null, lines: Object.freeze([]), beyond: 0 });
 
-const isBuffers = (v: unknown): v is Buffer[] => Array.isArray(v) && v.every((x) => Buffer.isBuffer(x));
+/** Every element a Buffer: the shape of a Redis array reply read with callBuffer. */
+export const isBuffers = (v: unknown): v is Buffer[] => Array.isArray(v) && v.every((x) => Buffer.isBuffer(x));
 
 /** The script's events elements → lines; null when unexpected (the whole reading fails, never a guess). */
 export function parseRejectEvents(tip: unknown, entries: unknown, beyond: unknown): RejectEventsRaw | null {
