@@ -440,7 +440,6 @@ export class QueueReader {
   }
 }
 
-
 /** One queue sample script reply: the sample's queue readings, and what it read of `<q>:events`. */
 export interface QueueSampleReply {
   queue: QueueRaw;
