@@ -12,7 +12,7 @@ import path from "node:path";
 import { createInterface } from "node:readline";
 import { execa, type ResultPromise } from "execa";
 import type { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { spawnInCgroup } from "../../src/cgroup/join.js";
 import type { WorkerCgroup } from "../../src/cgroup/paths.js";
 import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
@@ -185,6 +185,14 @@ afterAll(async () => {
   }
 });
 
+// A test that fails midway leaves its worker running (up to its --duration) with its weights file
+// in weightsDir, and every later test's "weights dir empty" check would fail on it: stop them here.
+afterEach(async () => {
+  const running = [...children];
+  for (const child of running) child.kill("SIGTERM");
+  await Promise.all(running.map((child) => ("then" in child ? child.catch(() => undefined) : child.exitCode !== null || child.signalCode !== null ? undefined : new Promise((resolve) => child.once("exit", resolve)))));
+});
+
 describe.skipIf(reason)("drill worker (real cgroup, real redis)", () => {
   it("processes admitted jobs inside the cgroup: done records, stats, inflight released, malformed to dead, nothing lost", async () => {
     const queue = "w1";
@@ -249,9 +257,11 @@ describe.skipIf(reason)("drill worker (real cgroup, real redis)", () => {
     const hog = spawnInCgroup(cg, cmd.file, cmd.args, { stdio: ["ignore", "pipe", "inherit"] });
     children.add(hog);
     try {
+      // Admit only once the hog is thrashing: its first `reads` line comes about a second into the
+      // random passes after `packed`, when the weights have been pushed out at least once.
       await new Promise<void>((resolve, reject) => {
-        createInterface({ input: hog.stdout! }).on("line", (line) => line.startsWith("packed") && resolve());
-        hog.once("exit", (code) => reject(new Error(`hog exited ${code} before it packed`)));
+        createInterface({ input: hog.stdout! }).on("line", (line) => line.startsWith("reads") && resolve());
+        hog.once("exit", (code) => reject(new Error(`hog exited ${code} before it thrashed`)));
       });
       await admit(queue, pressed);
       await waitFor("the jobs under pressure", async () => (await redis.llen(k.done)) === calm.length + pressed.length, 40_000);
