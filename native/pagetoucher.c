@@ -90,7 +90,9 @@
 #define EXIT_USAGE 2
 #define EXIT_REFUSED 3
 #define DEFAULT_MAX_LIFETIME_MS 3600000ULL
-#define MAX_MS (7ULL * 24 * 3600 * 1000)
+/* drill's longest duration; a lifetime is a hold plus a self-exit grace, so it gets a day more */
+#define MAX_HOLD_MS (7ULL * 24 * 3600 * 1000)
+#define MAX_LIFETIME_MS (8ULL * 24 * 3600 * 1000)
 #define PROGRESS_US 100000ULL
 #define CHECK_EVERY_PAGES 256u
 #define FILL_CHUNK (1u << 20)
@@ -313,13 +315,13 @@ static int parse_args(int argc, char **argv, struct options *o)
 				return usage_error("--hold-ms given twice");
 			if (o->mode == MODE_SERVE)
 				return usage_error("--hold-ms is not valid for serve (it runs until quit or EOF)");
-			if (parse_u64(value, &o->hold_ms) != 0 || o->hold_ms > MAX_MS)
+			if (parse_u64(value, &o->hold_ms) != 0 || o->hold_ms > MAX_HOLD_MS)
 				return usage_error("--hold-ms: \"%s\" is not whole milliseconds up to 7 days", value);
 		} else if (!strcmp(flag, "--max-lifetime-ms")) {
 			if (o->have_lifetime++)
 				return usage_error("--max-lifetime-ms given twice");
-			if (parse_u64(value, &o->max_lifetime_ms) != 0 || o->max_lifetime_ms == 0 || o->max_lifetime_ms > MAX_MS)
-				return usage_error("--max-lifetime-ms: \"%s\" is not whole milliseconds from 1 to 7 days", value);
+			if (parse_u64(value, &o->max_lifetime_ms) != 0 || o->max_lifetime_ms == 0 || o->max_lifetime_ms > MAX_LIFETIME_MS)
+				return usage_error("--max-lifetime-ms: \"%s\" is not whole milliseconds from 1 to 8 days", value);
 		} else if (!strcmp(flag, "--file")) {
 			if (o->file)
 				return usage_error("--file given twice");

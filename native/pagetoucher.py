@@ -15,7 +15,9 @@ import time
 
 EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED = 1, 2, 3
 DEFAULT_MAX_LIFETIME_MS = 3_600_000
-MAX_MS = 7 * 24 * 3600 * 1000
+# drill's longest duration; a lifetime is a hold plus a self-exit grace, so it gets a day more
+MAX_HOLD_MS = 7 * 24 * 3600 * 1000
+MAX_LIFETIME_MS = 8 * 24 * 3600 * 1000
 PROGRESS_S = 0.1
 CHECK_EVERY_PAGES = 256
 FILL_CHUNK = 1 << 20
@@ -160,16 +162,16 @@ def parse_args(argv):
             try:
                 o["hold_ms"] = parse_u64(value)
             except ValueError:
-                o["hold_ms"] = MAX_MS + 1
-            if o["hold_ms"] > MAX_MS:
+                o["hold_ms"] = MAX_HOLD_MS + 1
+            if o["hold_ms"] > MAX_HOLD_MS:
                 raise Usage('--hold-ms: "%s" is not whole milliseconds up to 7 days' % value)
         elif flag == "--max-lifetime-ms":
             try:
                 o["max_lifetime_ms"] = parse_u64(value)
             except ValueError:
                 o["max_lifetime_ms"] = 0
-            if o["max_lifetime_ms"] == 0 or o["max_lifetime_ms"] > MAX_MS:
-                raise Usage('--max-lifetime-ms: "%s" is not whole milliseconds from 1 to 7 days' % value)
+            if o["max_lifetime_ms"] == 0 or o["max_lifetime_ms"] > MAX_LIFETIME_MS:
+                raise Usage('--max-lifetime-ms: "%s" is not whole milliseconds from 1 to 8 days' % value)
         elif flag == "--file":
             if mode == "anon":
                 raise Usage("--file is not valid for anon (it maps anonymous memory)")

@@ -77,12 +77,24 @@ const DURATION_UNITS: Record<string, number> = {
   h: 3_600_000,
 };
 
+/**
+ * The longest duration a flag or drill file may give: 7 days (168h). Each one
+ * ends up in a timer, where Node fires at once past 24.8 days (2^31 ms; a
+ * gate told `--duration 600h` stopped as it started, a watch at `--interval
+ * 600h` sampled back to back), in the page toucher's lifetime (its own cap is
+ * this plus its self-exit grace), or beside a job's deadline, capped the same
+ * (job.ts). `--since` looks back instead, and a job's deadline and upstream
+ * age are checked by the job schema with the job's other fields: they pass no cap.
+ */
+export const MAX_DURATION_MS = 7 * 24 * 3_600_000;
+
 /** `8s`, `1500ms`, `10m`, `1h` → milliseconds. A bare number is refused: seconds or ms? */
-export function parseDuration(text: string, flag: string): number {
+export function parseDuration(text: string, flag: string, maxMs = MAX_DURATION_MS): number {
   const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$/.exec(text);
   if (!match) throw new UsageError(`${flag}: "${text}" is not a duration (use e.g. 8s, 1500ms, 10m)`);
   const ms = Math.round(Number(match[1]) * DURATION_UNITS[match[2]!]!);
   if (!Number.isSafeInteger(ms)) throw new UsageError(`${flag}: "${text}" is too large`);
+  if (ms > maxMs) throw new UsageError(`${flag}: "${text}" must be at most ${maxMs / 3_600_000}h`);
   return ms;
 }
 
@@ -91,8 +103,8 @@ export function parseDuration(text: string, flag: string): number {
  * before exiting, how far back to report. `--duration 0s` would start and
  * stop at once (exit 0, nothing done); `--since 0s` reported an empty window.
  */
-export function parsePositiveDuration(text: string, flag: string): number {
-  const ms = parseDuration(text, flag);
+export function parsePositiveDuration(text: string, flag: string, maxMs = MAX_DURATION_MS): number {
+  const ms = parseDuration(text, flag, maxMs);
   if (ms === 0) throw new UsageError(`${flag}: "${text}" must be more than 0`);
   return ms;
 }

@@ -33,7 +33,8 @@ export function parseRate(text: string, flag: string): number {
 
 export function resolvePackOptions(raw: RawPackOptions, nowMs: number = Date.now()): PackOptions {
   const jobs = parsePositiveInt(raw.jobs, "--jobs");
-  const deadlineMs = parsePositiveDuration(raw.deadline, "--deadline");
+  // Job fields, not timers: the job schema (checkAgainstJobSchema) says what is too long, with every other offending flag.
+  const deadlineMs = parsePositiveDuration(raw.deadline, "--deadline", Number.MAX_SAFE_INTEGER);
   const options: PackOptions = {
     queue: validateKeyPart(raw.queue, "--queue"),
     jobs,
@@ -42,7 +43,7 @@ export function resolvePackOptions(raw: RawPackOptions, nowMs: number = Date.now
     completionTokens: parseWholeNumber(raw.completionTokens, "--completion-tokens"),
     deadlineMs,
     rate: raw.rate === undefined ? null : parseRate(raw.rate, "--rate"),
-    upstreamAgeMs: parseDuration(raw.upstreamAge, "--upstream-age"),
+    upstreamAgeMs: parseDuration(raw.upstreamAge, "--upstream-age", Number.MAX_SAFE_INTEGER),
     hostClass: validateKeyPart(raw.hostClass, "--host-class"),
   };
   checkAgainstJobSchema(options, raw, nowMs);

@@ -8,7 +8,8 @@ import { parsePositiveDuration } from "../units.js";
 import { resolveFormat, type RawReportOptions } from "./report.js";
 
 export async function reportAction(g: GlobalOptions, raw: RawReportOptions): Promise<void> {
-  const sinceMs = parsePositiveDuration(raw.since, "--since");
+  // A look back, not a timer: as far back as the records go.
+  const sinceMs = parsePositiveDuration(raw.since, "--since", Number.MAX_SAFE_INTEGER);
   const format = resolveFormat(raw.format, g.json);
   const queue = raw.queue === undefined ? undefined : validateKeyPart(raw.queue, "--queue");
   const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: raw.name, queue, redisUrl: g.redisUrl, sinceMs, roots: hostRoots(g) });

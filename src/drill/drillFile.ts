@@ -27,10 +27,11 @@ const size = (what: string) =>
     }
   });
 
-const duration = (what: string) =>
+/** maxMs: a job field passes none, and the job schema's own rule (job.ts) says what is too long. */
+const duration = (what: string, maxMs?: number) =>
   z.string().transform((value, ctx) => {
     try {
-      return parseDuration(value, what);
+      return parseDuration(value, what, maxMs);
     } catch (err) {
       ctx.addIssue({ code: "custom", message: (err as Error).message.replace(/^[^:]*: /, "") });
       return z.NEVER;
@@ -78,13 +79,13 @@ const packStep = z.strictObject({
   // The job's own rule (job.ts; pack --completion-tokens checks the same): 0 is a job that only needs its first token.
   completion_tokens: jobSchema.shape.completion_tokens.default(256),
   // A job's deadline_ms is 1 ms to 7 days (job.ts): outside it, every job goes to dead.
-  deadline: duration("deadline")
+  deadline: duration("deadline", Number.MAX_SAFE_INTEGER)
     .refine((ms) => ms > 0, { message: "must be more than 0" })
     .refine((ms) => ms <= MAX_DEADLINE_MS, { message: `must be at most ${MAX_DEADLINE_MS / 3_600_000}h` })
     .prefault("8s"),
   // A job's enqueue_ts is now − upstream_age, and the job's own rule (job.ts; pack --upstream-age checks
   // the same) takes only a positive one. Checked now: the drill packs later, when it is only larger.
-  upstream_age: duration("upstream_age")
+  upstream_age: duration("upstream_age", Number.MAX_SAFE_INTEGER)
     .superRefine((ms, ctx) => {
       const enqueueTs = Date.now() - ms;
       const result = jobSchema.shape.enqueue_ts.safeParse(enqueueTs);

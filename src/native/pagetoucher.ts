@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import { joinArgv } from "../cgroup/join.js";
 import { DrillError, UsageError } from "../errors.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
+import { MAX_DURATION_MS } from "../units.js";
 
 export type PageToucherImpl =
   | { kind: "native"; binary: string }
@@ -105,12 +106,15 @@ function checkBytes(value: number, flag: string): string {
   return String(value);
 }
 
-// The helper's own cap (7 days); refusing here names the drill's flag instead.
-const MAX_MS = 7 * 24 * 3600 * 1000;
+// The helper's own caps (native/pagetoucher.c): a hold as long as any drill
+// duration, a lifetime a day more for the self-exit grace. Refusing here
+// names the drill's flag instead.
+const MAX_HOLD_MS = MAX_DURATION_MS;
+const MAX_LIFETIME_MS = MAX_DURATION_MS + 24 * 3_600_000;
 
-function checkMs(value: number, flag: string, min = 0): string {
-  if (!Number.isSafeInteger(value) || value < min || value > MAX_MS) {
-    throw new UsageError(`${flag}: ${value} is not whole milliseconds from ${min} to 7 days`);
+function checkMs(value: number, flag: string, min: number, max: number): string {
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw new UsageError(`${flag}: ${value} is not whole milliseconds from ${min} to ${max / 86_400_000} days`);
   }
   return String(value);
 }
@@ -159,8 +163,8 @@ export function anonCommand(impl: PageToucherImpl, options: AnonOptions): PageTo
   return command(impl, [
     "anon",
     "--size", checkBytes(options.sizeBytes, "--size"),
-    "--hold-ms", checkMs(options.holdMs, "--hold"),
-    "--max-lifetime-ms", checkMs(lifetime, "--max-lifetime", 1),
+    "--hold-ms", checkMs(options.holdMs, "--hold", 0, MAX_HOLD_MS),
+    "--max-lifetime-ms", checkMs(lifetime, "--max-lifetime", 1, MAX_LIFETIME_MS),
   ]);
 }
 
@@ -170,10 +174,10 @@ export function thrashCommand(impl: PageToucherImpl, options: ThrashOptions): Pa
     "thrash",
     "--file", checkFile(options.file, "--file"),
     "--size", checkBytes(options.sizeBytes, "--size"),
-    "--hold-ms", checkMs(options.holdMs, "--hold"),
+    "--hold-ms", checkMs(options.holdMs, "--hold", 0, MAX_HOLD_MS),
     "--order", options.order ?? "random",
     "--advice", options.advice ?? "normal",
-    "--max-lifetime-ms", checkMs(lifetime, "--max-lifetime", 1),
+    "--max-lifetime-ms", checkMs(lifetime, "--max-lifetime", 1, MAX_LIFETIME_MS),
   ];
   if (options.seed !== undefined) args.push("--seed", checkSeed(options.seed, "--seed"));
   return command(impl, args);
@@ -185,7 +189,7 @@ export function serveCommand(impl: PageToucherImpl, options: ServeOptions): Page
     "--file", checkFile(options.file, "--file"),
     "--size", checkBytes(options.sizeBytes, "--size"),
     "--advice", options.advice ?? "normal",
-    "--max-lifetime-ms", checkMs(options.maxLifetimeMs ?? DEFAULT_SERVE_LIFETIME_MS, "--max-lifetime", 1),
+    "--max-lifetime-ms", checkMs(options.maxLifetimeMs ?? DEFAULT_SERVE_LIFETIME_MS, "--max-lifetime", 1, MAX_LIFETIME_MS),
   ];
   if (options.seed !== undefined) args.push("--seed", checkSeed(options.seed, "--seed"));
   return command(impl, args);

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
+import { MAX_DURATION_MS } from "../units.js";
 
 /**
  * One packed job as the packer pushes it:
@@ -13,8 +14,8 @@ export const MAX_JSON_DEPTH = 8;
 /** A producer clock ahead of ours by more than this is a bad payload, not a long deadline. */
 export const MAX_FUTURE_SKEW_MS = 60_000;
 
-/** The longest deadline a job may carry (7 days): a longer one is a bad payload. */
-export const MAX_DEADLINE_MS = 7 * 24 * 3_600_000;
+/** The longest deadline a job may carry (7 days, as any drill duration): a longer one is a bad payload. */
+export const MAX_DEADLINE_MS = MAX_DURATION_MS;
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/;
 const count = (max: number) => z.int().min(0).max(max);

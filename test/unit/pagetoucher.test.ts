@@ -29,6 +29,11 @@ describe("argv builders", () => {
     });
   });
 
+  it("the longest drill hold (7 days) gets its lifetime: 5 min past the helper's old 7-day cap", () => {
+    const args = anonCommand(native, { sizeBytes: 4096, holdMs: 7 * 86_400_000 }).args;
+    expect(args.slice(-2)).toEqual(["--max-lifetime-ms", String(7 * 86_400_000 + 300_000)]);
+  });
+
   it("thrash: defaults to random order, normal advice; seed only when given", () => {
     const cmd = thrashCommand(native, { file: "/var/tmp/hog", sizeBytes: 256 << 20, holdMs: 10_000 });
     expect(cmd.args).toEqual([
@@ -55,7 +60,7 @@ describe("argv builders", () => {
     ["zero size", () => anonCommand(native, { sizeBytes: 0, holdMs: 1 }), /--size/],
     ["fractional size", () => anonCommand(native, { sizeBytes: 1.5, holdMs: 1 }), /--size/],
     ["negative hold", () => anonCommand(native, { sizeBytes: 4096, holdMs: -1 }), /--hold/],
-    ["hold past 7 days", () => anonCommand(native, { sizeBytes: 4096, holdMs: 8 * 86_400_000 }), /--hold/],
+    ["hold past 7 days", () => anonCommand(native, { sizeBytes: 4096, holdMs: 7 * 86_400_000 + 1 }), /--hold/],
     ["relative file", () => thrashCommand(native, { file: "hog", sizeBytes: 4096, holdMs: 1 }), /--file/],
     ["zero lifetime", () => serveCommand(native, { file: "/var/tmp/w", sizeBytes: 4096, maxLifetimeMs: 0 }), /--max-lifetime/],
     ["negative seed", () => serveCommand(native, { file: "/var/tmp/w", sizeBytes: 4096, seed: -1 }), /--seed/],
@@ -233,6 +238,8 @@ for (const [name, impl] of implementations) {
       [["anon", "--size", "1M", "--file", "/var/tmp/x"]],
       [["anon", "--size", "1M", "--hold-ms", "-5"]],
       [["anon", "--size", "1M", "--max-lifetime-ms", "0"]],
+      [["anon", "--size", "1M", "--hold-ms", String(7 * 86_400_000 + 1)]],
+      [["anon", "--size", "1M", "--max-lifetime-ms", String(8 * 86_400_000 + 1)]],
       [["anon", "--size", "1M", "--bogus", "1"]],
       [["thrash", "--size", "1M"]],
       [["thrash", "--file", "/var/tmp/x", "--size", "1M", "--order", "zigzag"]],
@@ -265,6 +272,12 @@ for (const [name, impl] of implementations) {
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
+    });
+
+    it("takes the lifetime of drill's longest hold: 7 days plus the self-exit grace", () => {
+      const result = run(["anon", "--size", "1M", "--hold-ms", "0", "--max-lifetime-ms", String(7 * 86_400_000 + 300_000)]);
+      expect(result.stderr).toBe("");
+      expect(result.status).toBe(0);
     });
 
     it("anon packs, holds and says why it exited", () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ExitCode, UsageError } from "../../src/errors.js";
 import { parseRate } from "../../src/commands/pack.run.js";
-import { formatPlainDecimal, MAX_MAP_BYTES, mapSizeProblem, memoryMaxProblem, parseDuration, parseNumber, parsePercent, parsePositiveDuration, parsePositiveInt, parsePsiLimit, parseSize, parseWholeNumber } from "../../src/units.js";
+import { formatPlainDecimal, MAX_DURATION_MS, MAX_MAP_BYTES, mapSizeProblem, memoryMaxProblem, parseDuration, parseNumber, parsePercent, parsePositiveDuration, parsePositiveInt, parsePsiLimit, parseSize, parseWholeNumber } from "../../src/units.js";
 
 describe("parseSize (IEC, powers of 1024)", () => {
   it.each([
@@ -153,6 +153,16 @@ describe("parseDuration", () => {
 
   it.each(["8", "", "s", "-1s", "8 sec", "8d", "1e3ms"])("refuses %j naming the flag", (text) => {
     expect(() => parseDuration(text, "--deadline")).toThrow(/^--deadline: /);
+  });
+  it("stops at 7 days: past 2^31 ms Node fires a timer at once", () => {
+    expect(parseDuration("168h", "--duration")).toBe(MAX_DURATION_MS);
+    expect(() => parseDuration("10081m", "--duration")).toThrow('--duration: "10081m" must be at most 168h');
+    expect(() => parseDuration("600h", "--interval")).toThrow('--interval: "600h" must be at most 168h');
+  });
+
+  it("takes a cap of its own (a look back is not a timer)", () => {
+    expect(parsePositiveDuration("720h", "--since", Number.MAX_SAFE_INTEGER)).toBe(720 * 3_600_000);
+    expect(() => parseDuration("2h", "--x", 3_600_000)).toThrow('--x: "2h" must be at most 1h');
   });
 });
 
