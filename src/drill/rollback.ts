@@ -321,6 +321,11 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         drained = await drainQueue(queue.redis, queue.keys, "all");
         result.drainLength = drained.drainLength;
         return describeDrain(drained, queue.keys.drain);
+      }, (err) => {
+        // Not a complete rollback: what the worker and the gates held may still
+        // sit in their lists, where nothing will take it once they are stopped.
+        const held = [queue.keys.admitted, queue.keys.processingPattern, queue.keys.workingPattern].join(", ");
+        result.left.push(`re-drain failed (${err instanceof Error ? err.message : String(err)}): jobs in ${held} may not be in ${queue.keys.drain} (run drill rollback again)`);
       });
     } else if (!noRedis) {
       result.left.push(`drain pending: redis at ${state.redis.url} unreachable; ${state.queue} and its lists not moved to ${state.queue}_drain nor exported (run drill rollback again)`);
@@ -421,7 +426,7 @@ async function redrainComplete(state: DrillState, options: RollbackOptions): Pro
       const drained = await drainQueue(redis, queue.keys, "ready");
       result.drainLength = drained.drainLength;
       return `${describeDrain(drained, queue.keys.drain)} (pushed after the last rollback)`;
-    });
+    }, (err) => result.left.push(`drain failed (${err instanceof Error ? err.message : String(err)}): jobs pushed after the last rollback are still in ${queue.keys.ready} (run drill rollback again)`));
     return result;
   } finally {
     await closeRedis(redis);

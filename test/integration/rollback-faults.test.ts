@@ -219,6 +219,46 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
         client.disconnect();
       }
     }, 120_000);
+
+    it("a re-drain (or a later drain of late pushes) that fails is not a complete rollback: exit 4 naming it, and the next rollback drains what is left", async () => {
+      const stateDir = stateDirFor("redrain-fails");
+      const started = await up(stateDir, ["--redis", redis.url, "--json"]);
+      expect(started.exitCode, started.stderr).toBe(0);
+      const pushed = (JSON.parse(started.stdout.trim().split("\n").pop()!) as { pushed_ids: string[] }).pushed_ids;
+      const before = readState(stateDir, "tiny") as DrillState;
+      const client = new Redis(redis.url);
+      try {
+        // A key under the worker lists' pattern that is not a list: LMOVE from it fails mid re-drain.
+        await client.set("jobs:working:zz-not-a-list", "x");
+        const first = await rollback(stateDir);
+        expect(first.exitCode, first.stdout + first.stderr).toBe(4);
+        expect(first.stderr).toMatch(/re-drain failed \(WRONGTYPE[^)]*\): jobs in jobs:admitted, jobs:processing:\*, jobs:working:\* may not be in jobs_drain/);
+        for (const dir of before.cgroup?.dirs ?? []) expect(existsSync(dir), dir).toBe(false);
+        expect(readState(stateDir, "tiny")?.phase).not.toBe("complete");
+
+        await client.del("jobs:working:zz-not-a-list");
+        const second = await rollback(stateDir);
+        expect(second.exitCode, second.stdout + second.stderr).toBe(0);
+        assertHostClean(stateDir, "tiny", before);
+        await assertNoJobLost(client, "jobs", pushed);
+
+        // The same for the drain of what producers pushed after a complete rollback (15): a Redis out of
+        // memory refuses the LMOVE; exit 4, and the next rollback (memory back) appends it to the drain.
+        const late = await new DrillQueue(client, "jobs").push({ promptTokens: 10, completionTokens: 1, files: 1, deadlineMs: 8000, hostClass: "shared-free" });
+        await client.config("SET", "maxmemory", "1");
+        const third = await rollback(stateDir);
+        await client.config("SET", "maxmemory", "0");
+        expect(third.exitCode, third.stdout + third.stderr).toBe(4);
+        expect(third.stderr).toMatch(/drain failed \(OOM[^)]*\): jobs pushed after the last rollback are still in jobs \(run drill rollback again\)/);
+        const fourth = await rollback(stateDir);
+        expect(fourth.exitCode, fourth.stdout + fourth.stderr).toBe(0);
+        expect(await client.llen("jobs")).toBe(0);
+        await assertNoJobLost(client, "jobs", [...pushed, late.id]);
+        await client.flushall();
+      } finally {
+        client.disconnect();
+      }
+    }, 120_000);
   });
 });
 
