@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { closeSync, existsSync, mkdirSync, openSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readSync, writeSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
@@ -205,6 +205,28 @@ function stateBeforeLock(stateDir: string, name: string): DrillState | null {
   }
 }
 
+/** The warnings up says before a drill starts (doctor's, and the cgroup's): --detach repeats them from the log. */
+const isWarning = (line: string): boolean => /^(doctor|cgroup): warning: /.test(line);
+
+/** This run's lines of the background up's log: from `start` (past its header), read once. */
+function runLog(logFile: string, start: number): string[] {
+  let fd: number;
+  try {
+    fd = openSync(logFile, "r");
+  } catch {
+    return []; // the log went away: the state and the exit code still say what happened
+  }
+  try {
+    const size = fstatSync(fd).size;
+    if (size <= start) return [];
+    const buffer = Buffer.alloc(Math.min(size - start, 1 << 20));
+    const n = readSync(fd, buffer, 0, buffer.length, start);
+    return buffer.subarray(0, n).toString("utf8").split("\n");
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /**
  * --detach: run the same `drill up` in its own session (it is the packer and
  * the schedule), wait until its state says running, then return.
@@ -219,12 +241,14 @@ async function detach(drill: DrillFile, drillFile: string, stateDir: string, dri
   // Here too: the background up says it only in its log.
   if (reclaimNote) log(reclaimNote);
   let fd: number;
+  let runStart: number;
   try {
     // A first run on a fresh --state-dir: the log goes there before the background up makes it.
     mkdirSync(stateDir, { recursive: true, mode: 0o700 });
     fd = openSync(logFile, "a");
     // One log for every run of this drill: each starts with a line saying so.
     writeSync(fd, `==== drill up --detach ${drill.name} at ${new Date().toISOString()}\n`);
+    runStart = fstatSync(fd).size;
   } catch (err) {
     throw stateDirError("write the log of the background up", logFile, err);
   }
@@ -241,13 +265,22 @@ async function detach(drill: DrillFile, drillFile: string, stateDir: string, dri
   while (Date.now() < deadline) {
     const state = readState(stateDir, drill.name);
     if (state && state.runId !== before?.runId && (state.phase === "running" || state.phase === "stopped")) {
+      const warnings = runLog(logFile, runStart).filter(isWarning);
+      for (const warning of warnings) log(warning);
       log(`drill ${drill.name} is up in the background (pid ${child.pid}, run ${state.runId}); log ${logFile}, state ${dir}`);
       log(`redis: ${state.redis.embedded ? "embedded redis-server" : "given"} at ${redactUrl(state.redis.url)}, queue ${state.queue}; deny-all by hand: \`${leverCommand(state.redis.url, state.queue, "reject_all")}\``);
       log(`run \`${drillCmd} rollback --name ${drill.name}\` before walking away`);
-      return { name: drill.name, verdict: "detached" as const, run_id: state.runId, pid: child.pid ?? null, log: logFile, state: path.join(dir, "state.json"), redis: redactUrl(state.redis.url), queue: state.queue };
+      return { name: drill.name, verdict: "detached" as const, run_id: state.runId, pid: child.pid ?? null, log: logFile, state: path.join(dir, "state.json"), redis: redactUrl(state.redis.url), queue: state.queue, warnings };
     }
     if (exitCode !== undefined) {
-      throw new DrillError(`drill up exited with code ${exitCode} before the drill ran; see ${logFile}`, exitCode === 3 ? 3 : exitCode === 2 ? 2 : 1);
+      // What the background up said before it stopped: its warnings, and its error line (`drill: ...`).
+      const lines = runLog(logFile, runStart);
+      for (const warning of lines.filter(isWarning)) log(warning);
+      const said = lines.findLast((line) => line.startsWith("drill: "));
+      const why = said === undefined ? "" : `: ${said.slice("drill: ".length)}`;
+      const message = `drill up exited with code ${exitCode} before the drill ran${why}; see ${logFile}`;
+      // A refusal is up's refusal (with --json, its "refused" document) as in the foreground.
+      throw exitCode === 3 ? new RefusedError(message) : new DrillError(message, exitCode === 2 ? 2 : 1);
     }
     await sleep(200);
   }

@@ -34,8 +34,8 @@ describe("drill up: doctor's warnings are said before the drill starts", () => {
   });
 
   const host = (stateDir: string) => ["--procfs", procfs, "--sysfs", sysfs, "--state-dir", path.join(root, stateDir)];
-  const up = (stateDir: string, json = false) =>
-    runDrill([...host(stateDir), ...(json ? ["--json"] : []), "up", "--drill", path.join(root, "smoke.yaml"), "--parent", "self", "--name", "doctorwarncg", "--file-dir", root]);
+  const up = (stateDir: string, json = false, extra: string[] = []) =>
+    runDrill([...host(stateDir), ...(json ? ["--json"] : []), "up", "--drill", path.join(root, "smoke.yaml"), "--parent", "self", "--name", "doctorwarncg", "--file-dir", root, ...extra]);
 
   /** doctor's own warn rows on the same fake host, as up words them. */
   async function doctorWarnings(stateDir: string): Promise<string[]> {
@@ -66,5 +66,17 @@ describe("drill up: doctor's warnings are said before the drill starts", () => {
     const doc = JSON.parse(r.stdout) as Record<string, unknown>;
     expect(doc).toMatchObject({ name: "smoke", verdict: "refused" });
     expect(r.stdout).not.toContain("warning");
+  });
+
+  it("--detach: the background up's warnings and its refusal are said where the operator ran it, not only in its log", async () => {
+    const r = await up("detach", false, ["--detach"]);
+    expect(r.exitCode, r.stdout + r.stderr).toBe(3);
+    expect(r.stdout.split("\n").filter((l) => l.startsWith("doctor: warning: "))).toEqual(await doctorWarnings("detach"));
+    expect(r.stderr).toMatch(/^drill: drill up exited with code 3 before the drill ran: doctor refused: .*; see .*smoke-up\.log$/m);
+ 
+    const json = await up("detach-json", true, ["--detach"]);
+    expect(json.exitCode, json.stdout + json.stderr).toBe(3);
+    expect(JSON.parse(json.stdout)).toMatchObject({ name: "smoke", verdict: "refused", reason: expect.stringMatching(/doctor refused: /) });
+    expect(json.stderr).toContain("doctor: warning: host PSI: ");
   });
 });
