@@ -255,15 +255,26 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
 }
 
 /**
+ * doctor's value column, which its table shows beside the detail (the PSI
+ * figure, the Redis policy, the file looked for): a line without it names a
+ * problem but not the figure. A text the detail already says is not repeated.
+ */
+function valueNotSaid(c: Check): string {
+  if (c.value === null) return "";
+  if (typeof c.value === "string" && c.detail.includes(c.value)) return "";
+  return ` (${c.name} = ${String(c.value)})`;
+}
+
+/**
  * doctor's checks as up says them: a line for each warning, in doctor's words
  * (up runs with them, as doctor says "ready, read the warnings above"; an
  * operator who never ran doctor reads them here), and the refusal when a check
  * fails. Warnings are said on a refusal too: they are what doctor would print.
  */
 export function doctorOutcome(checks: Check[]): { warnings: string[]; refusal: string | null } {
-  const warnings = checks.filter((c) => c.status === "warn").map((c) => `doctor: warning: ${c.name}: ${c.detail}`);
+  const warnings = checks.filter((c) => c.status === "warn").map((c) => `doctor: warning: ${c.name}: ${c.detail}${valueNotSaid(c)}`);
   const fails = checks.filter((c) => c.status === "fail");
-  return { warnings, refusal: fails.length > 0 ? `doctor refused: ${fails.map((c) => `${c.name}: ${c.detail}`).join("; ")}` : null };
+  return { warnings, refusal: fails.length > 0 ? `doctor refused: ${fails.map((c) => `${c.name}: ${c.detail}${valueNotSaid(c)}`).join("; ")}` : null };
 }
 
 /** The state on disk is this run's, and a rollback has taken it over. */

@@ -2,6 +2,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Check } from "../../src/doctor/checks.js";
+import { doctorOutcome } from "../../src/drill/up.js";
 import { repoRoot, runDrill } from "../helpers/cli.js";
 
 const smoke = readFileSync(path.join(repoRoot, "drills", "smoke.yaml"), "utf8");
@@ -40,8 +42,8 @@ describe("drill up: doctor's warnings are said before the drill starts", () => {
   /** doctor's own warn rows on the same fake host, as up words them. */
   async function doctorWarnings(stateDir: string): Promise<string[]> {
     const r = await runDrill([...host(stateDir), "--json", "doctor", "--parent", "self", "--file-dir", root]);
-    const doc = JSON.parse(r.stdout) as { checks: Array<{ name: string; status: string; detail: string }> };
-    return doc.checks.filter((c) => c.status === "warn").map((c) => `doctor: warning: ${c.name}: ${c.detail}`);
+    const doc = JSON.parse(r.stdout) as { checks: Check[] };
+    return doc.checks.filter((c) => c.status === "warn").map((c) => doctorOutcome([c]).warnings[0]!);
   }
 
   it("each warn check one line, in doctor's words, after the host check and before the refusal; exit code unchanged", async () => {
@@ -50,7 +52,7 @@ describe("drill up: doctor's warnings are said before the drill starts", () => {
     const lines = r.stdout.split("\n");
     const warnings = lines.filter((l) => l.startsWith("doctor: warning: "));
     expect(warnings).toContain(
-      `doctor: warning: host PSI: ${path.join(procfs, "pressure", "memory")}: some avg10 is already ≥ 1.00 before the drill: neighbours will confound its numbers, and gate mode admit will refuse`,
+      `doctor: warning: host PSI: ${path.join(procfs, "pressure", "memory")}: some avg10 is already ≥ 1.00 before the drill: neighbours will confound its numbers, and gate mode admit will refuse (host PSI = 3)`,
     );
     expect(warnings).toEqual(await doctorWarnings("text"));
     expect(lines.indexOf(warnings[0]!)).toBeGreaterThan(lines.indexOf("doctor: checking the host"));

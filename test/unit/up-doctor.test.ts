@@ -33,6 +33,23 @@ describe("doctorOutcome: doctor's checks as up says them", () => {
     });
   });
 
+  it("doctor's value column when the detail does not say it: the figure, not only the problem", () => {
+    const checks: Check[] = [
+      { name: "host PSI", status: "warn", value: 3, detail: "/proc/pressure/memory: some avg10 is already ≥ 1.00 before the drill" },
+      { name: "redis maxmemory-policy", status: "warn", value: "allkeys-lru", detail: "anything but noeviction can evict queued jobs" },
+      { name: "cgroup PSI", status: "warn", value: "/sys/fs/cgroup/x/memory.pressure", detail: "/sys/fs/cgroup/x/memory.pressure: absent" },
+      { name: "hog file system", status: "fail", value: "/dev/shm (tmpfs)", detail: "tmpfs pages are shmem" },
+    ];
+    expect(doctorOutcome(checks)).toEqual({
+      warnings: [
+        "doctor: warning: host PSI: /proc/pressure/memory: some avg10 is already ≥ 1.00 before the drill (host PSI = 3)",
+        "doctor: warning: redis maxmemory-policy: anything but noeviction can evict queued jobs (redis maxmemory-policy = allkeys-lru)",
+        "doctor: warning: cgroup PSI: /sys/fs/cgroup/x/memory.pressure: absent",
+      ],
+      refusal: "doctor refused: hog file system: tmpfs pages are shmem (hog file system = /dev/shm (tmpfs))",
+    });
+  });
+
   it("all pass: nothing to say", () => {
     expect(doctorOutcome([check("root", "pass", "running as root")])).toEqual({ warnings: [], refusal: null });
   });
