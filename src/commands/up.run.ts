@@ -73,7 +73,9 @@ async function runInForeground(
   const output = consoleOutput(g.color);
   // Said before anything, as --detach does: the running up's lock would only say "another drill up holds up.lock".
   refuseWhileUp(stateBeforeLock(g.stateDir, drill.name), drill.name, drillCmd);
-  log(`drill ${drill.name}: ${drill.description} — ${drillFile}; every number below is a lab expectation from a declared drill, not observed production`);
+  // description is optional in a drill file: without one, the line starts at the file.
+  const described = drill.description.trim() === "" ? "" : `${drill.description.trim()} — `;
+  log(`drill ${drill.name}: ${described}${drillFile}; every number below is a lab expectation from a declared drill, not observed production`);
   if (reclaimNote) log(reclaimNote);
   const interrupt = onInterrupt();
   try {

@@ -64,4 +64,13 @@ describe("drill up: memory_max below the worker's weights is said, not refused",
     expect(r.exitCode, r.stdout + r.stderr).toBe(3);
     expect(r.stdout).toContain("note: --memory-max 32.0MiB is below worker.weights 64.0MiB: ");
   });
+
+  it("a drill file without a description: its first line names the file, with no empty description before it", async () => {
+    const bare = smoke.replace(/^description:.*\n/m, "");
+    expect(bare).not.toContain("description:");
+    writeFileSync(path.join(root, "bare.yaml"), bare);
+    const r = await up("bare", "bare.yaml");
+    expect(r.exitCode, r.stdout + r.stderr).toBe(3);
+    expect(r.stdout.split("\n")[0]).toBe(`drill smoke: ${path.join(root, "bare.yaml")}; every number below is a lab expectation from a declared drill, not observed production`);
+  });
 });
