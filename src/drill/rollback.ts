@@ -15,7 +15,7 @@ import { DrillQueue } from "../queue/queue.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
 import { drainQueue, exportKeys, type DrainResult } from "./drain.js";
 import { isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
-import { acquireDrillLock } from "./lock.js";
+import { acquireDrillLock, type DrillLock } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
 import { drillDir, readState, writeState, type DrillState, type ProcessRole, type StateEntry } from "./state.js";
 import { drillRunFromEnviron, findByCwd, findByRunId, findDrillRunProcesses, listCwds, type StrayProcess } from "./strays.js";
@@ -339,7 +339,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     const url = options.redisUrl ?? state.redis.url;
     const exportable = queue !== null && result.drainLength !== null;
     if (queue && exportable) {
-      const file = path.join(drillDir(options.stateDir, name), `final-${new Date().toISOString().replace(/[:.]/g, "-")}.jsonl`);
+      const file = finalExportFile(options.stateDir, name);
       const kept = state.redis.embedded
         ? "the embedded Redis keeps running with the drain"
         : `every key of queue ${state.queue} is still in the given Redis ${redactUrl(url)}, nothing deleted`;
@@ -398,8 +398,10 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
 
 /**
  * A finished drill on a Redis that outlives it: producers may have pushed
- * since. Deny-all again and append what arrived to the drain; nothing else
- * is left to do (RELIABILITY 15).
+ * since. Deny-all again, append what arrived to the drain, and export again:
+ * once the operator removes the keys, the export is the only record of those
+ * jobs (report reads it). A drain longer than the last export says (an export
+ * that failed last time) is exported again too (RELIABILITY 15).
  */
 async function redrainComplete(state: DrillState, options: RollbackOptions): Promise<DrillRollback | null> {
   const url = options.redisUrl ?? state.redis.url;
@@ -410,10 +412,15 @@ async function redrainComplete(state: DrillState, options: RollbackOptions): Pro
   } catch {
     return null; // nothing reachable to drain, and the host side is already clean
   }
+  let lock: DrillLock | null = null;
   try {
     const queue = new DrillQueue(redis, state.queue);
     const waiting = await redis.llen(queue.keys.ready);
-    if (waiting === 0) return null;
+    const exportedDrain = state.rollback?.drained;
+    const unexported = exportedDrain !== undefined && (await redis.llen(queue.keys.drain)) > exportedDrain;
+    if (waiting === 0 && !unexported) return null;
+    // As a rollback of a running drill does: a second rollback at the same time is refused, not a second export beside this one.
+    lock = acquireDrillLock(drillDir(options.stateDir, state.name), "rollback");
     const result: DrillRollback = { name: state.name, runId: state.runId, steps: [], drainLength: null, exported: null, left: [] };
     options.onStart?.(result);
     const record = (step: string, ok: boolean, detail: string) => {
@@ -427,10 +434,26 @@ async function redrainComplete(state: DrillState, options: RollbackOptions): Pro
       result.drainLength = drained.drainLength;
       return `${describeDrain(drained, queue.keys.drain)} (pushed after the last rollback)`;
     }, (err) => result.left.push(`drain failed (${err instanceof Error ? err.message : String(err)}): jobs pushed after the last rollback are still in ${queue.keys.ready} (run drill rollback again)`));
+    if (result.drainLength !== null) {
+      const file = finalExportFile(options.stateDir, state.name);
+      await guard(record, "export", async () => {
+        const exported = await exportKeys(redis, queue.keys, file);
+        result.exported = exported.file;
+        state.rollback = { at: new Date().toISOString(), exported: exported.file, drained: result.drainLength ?? undefined, left: [] };
+        writeState(options.stateDir, state);
+        return `${exported.keys} keys to ${exported.file}`;
+      }, (err) => result.left.push(`export to ${file} failed (${err instanceof Error ? err.message : String(err)}); every key of queue ${state.queue} is still in the given Redis ${redactUrl(url)}, nothing deleted (run drill rollback again)`));
+    }
     return result;
   } finally {
+    lock?.release();
     await closeRedis(redis);
   }
+}
+
+/** `<state-dir>/<name>/final-<ts>.jsonl`: a new file each export, never one written over. */
+function finalExportFile(stateDir: string, name: string): string {
+  return path.join(drillDir(stateDir, name), `final-${new Date().toISOString().replace(/[:.]/g, "-")}.jsonl`);
 }
 
 async function guard(

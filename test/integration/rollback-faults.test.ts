@@ -254,6 +254,14 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
         expect(fourth.exitCode, fourth.stdout + fourth.stderr).toBe(0);
         expect(await client.llen("jobs")).toBe(0);
         await assertNoJobLost(client, "jobs", [...pushed, late.id]);
+        // Exported again with the late job: once the operator removes the keys, the export is its only record.
+        const exported = readState(stateDir, "tiny")?.rollback?.exported;
+        expect(fourth.stdout + fourth.stderr).toContain(`keys to ${exported}`);
+        assertNoJobLostInExport(exported!, "jobs", [...pushed, late.id]);
+        // Nothing new since: the next rollback has nothing to do.
+        const fifth = await rollback(stateDir);
+        expect(fifth.exitCode).toBe(0);
+        expect(readState(stateDir, "tiny")?.rollback?.exported).toBe(exported);
         await client.flushall();
       } finally {
         client.disconnect();
