@@ -4,7 +4,7 @@ import type { Redis } from "ioredis";
 import type { GateMode, RejectKind } from "../gate/policy.js";
 import { decodeJob, encodeJob, type Job } from "./job.js";
 import { queueKeys, type QueueKeys } from "./keys.js";
-import { admitScript, deadScript, pushScript, recoverScript, rejectScript, releaseScript } from "./scripts.js";
+import { admitScript, deadScript, pushScript, recoverScript, rejectScript, releaseScript, setModeScript } from "./scripts.js";
 import { runScript } from "./redis.js";
 
 /** What the packer asks for; the queue adds id, enqueue_ts, attempt. */
@@ -219,14 +219,9 @@ export class DrillQueue {
 
   /** Returns the mode it replaced: null when none was set (a flip must not claim an `admit` nobody set). */
   async setMode(mode: GateMode, meta: { forced: boolean; psi: string; nowMs?: number }): Promise<GateMode | null> {
-    const previous = await this.storedMode();
     const ts = String(meta.nowMs ?? Date.now());
-    await this.redis
-      .multi()
-      .set(this.keys.mode, mode)
-      .xadd(this.keys.events, "MAXLEN", "~", "100000", "*", "reason", "mode", "job", "", "figures", `mode=${mode} previous=${previous ?? "unset"} psi=${meta.psi}${meta.forced ? " forced=1" : ""}`, "ts", ts)
-      .exec();
-    return previous;
+    const stored = await runScript(this.redis, setModeScript, [this.keys.mode, this.keys.events], [mode, meta.psi, meta.forced ? "1" : "0", ts]);
+    return stored === null ? null : String(stored) === "reject_all" ? "reject_all" : "admit";
   }
 
   /** Sum of in-flight packed prompt tokens (a snapshot; the admit script decides). */

@@ -217,3 +217,27 @@ if tokens then redis.call('HDEL', KEYS[1], ARGV[1]) end
 return tokens
 `,
 );
+
+/**
+ * The gate's lever, flipped in one step with its event: the mode it replaced is
+ * the one the event names, even with two flips at once (a rollback's deny-all
+ * beside `gate mode`). `previous` as the gate read it: anything but reject_all
+ * admits.
+ * KEYS: mode events · ARGV: mode psi forced(0|1) ts → the stored mode it replaced, nil when unset.
+ */
+export const setModeScript = script(
+  "set_mode",
+  2,
+  `
+local previous = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], ARGV[1])
+local shown = 'unset'
+if previous then
+  if previous == 'reject_all' then shown = 'reject_all' else shown = 'admit' end
+end
+local figures = 'mode=' .. ARGV[1] .. ' previous=' .. shown .. ' psi=' .. ARGV[2]
+if ARGV[3] == '1' then figures = figures .. ' forced=1' end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', '100000', '*', 'reason', 'mode', 'job', '', 'figures', figures, 'ts', ARGV[4])
+return previous
+`,
+);

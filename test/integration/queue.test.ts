@@ -359,4 +359,35 @@ describe("DrillQueue against a real redis-server", () => {
     await assertNoJobLost(redis, queue.keys.queue, ids);
     expect(ids.at(-1)).toBe("6");
   });
+
+  it("setMode: two flips at once each name the mode the other left, in the mode events too (one step, not GET then SET)", async () => {
+    const queue = freshQueue();
+    const other = await connectRedis(server.url, { name: "test-queue-2" });
+    try {
+      const otherQueue = new DrillQueue(other, queue.keys.queue);
+      expect(await queue.setMode("admit", { forced: false, psi: "0.00" })).toBeNull();
+      for (let round = 0; round < 30; round++) {
+        // Both start from admit; one of the two must see the other's reject_all.
+        await queue.setMode("admit", { forced: false, psi: "0.00" });
+        const [a, b] = await Promise.all([
+          queue.setMode("reject_all", { forced: false, psi: "0.00" }),
+          otherQueue.setMode("reject_all", { forced: true, psi: "0.00" }),
+        ]);
+        expect([a, b].sort(), `round ${round}`).toEqual(["admit", "reject_all"]);
+      }
+      const events = await redis.xrange(queue.keys.events, "-", "+");
+      const figures = events.map(([, fields]) => fields[fields.indexOf("figures") + 1]);
+      expect(figures[0]).toBe("mode=admit previous=unset psi=0.00");
+      // Each event's previous is the mode the event before it set.
+      for (let k = 1; k < figures.length; k++) {
+        const before = /^mode=(\S+)/.exec(figures[k - 1]!)![1];
+        expect(figures[k], `event ${k}`).toMatch(new RegExp(`^mode=\\S+ previous=${before} psi=0\\.00( forced=1)?$`));
+      }
+      // Garbage in the key: the gate admits, and the event says so.
+      await redis.set(queue.keys.mode, "nonsense");
+      expect(await queue.setMode("reject_all", { forced: false, psi: "1.00" })).toBe("admit");
+    } finally {
+      await closeRedis(other);
+    }
+  });
 });
