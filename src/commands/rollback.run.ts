@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { writeErr } from "../closedStdout.js";
 import { drillCommandFor, hostRoots, leverCommand, type GlobalOptions } from "../context.js";
-import { describeRunningDrill, findRunningDrills, listDrills, rollbackDrill, rollbackHint, unknownDrillProblem, type DrillRollback, type RunningDrill } from "../drill/rollback.js";
+import { describeRunningDrill, findRunningDrills, listDrills, rollbackDrill, rollbackHint, rollbackStandaloneCgroups, unknownDrillProblem, type CgroupRollback, type DrillRollback, type RunningDrill } from "../drill/rollback.js";
 import { validateDrillName } from "../drill/names.js";
 import { readState, readStateEntries, statePath } from "../drill/state.js";
 import { ExitCode, RollbackIncompleteError, UsageError } from "../errors.js";
@@ -15,30 +15,34 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   const named = flags.name === undefined ? undefined : validateDrillName(flags.name);
   const names = named === undefined ? listDrills(g.stateDir) : existsSync(statePath(g.stateDir, named)) ? [named] : [];
   const results: DrillRollback[] = [];
+  /** Cgroups `drill cgroup setup` made outside any drill, and what ran in them. */
+  let cgroups: CgroupRollback[] = [];
   /** Drills an earlier rollback completed: nothing to do (RELIABILITY 8). */
   const complete: Array<{ name: string; completed_at: string | null }> = [];
   // Stopped half-way, a rollback leaves the host half rolled back: the first
   // Ctrl-C only says so; a second one (or SIGTERM) stops, naming where.
   const drillCmd = drillCommandFor(g.stateDir);
-  let current: { name: string; lastStep: string; result: DrillRollback | null } = { name: "", lastStep: "", result: null };
+  // name "" with cgroups: the cgroups of drill cgroup setup, rolled back after every drill.
+  let current: { name: string; lastStep: string; result: DrillRollback | null; cgroups?: true } = { name: "", lastStep: "", result: null };
   const interrupts = finishDespiteInterrupt(
     () => writeErr(`drill: SIGINT: finishing the rollback (stopping now would leave it half done); Ctrl-C again to stop anyway\n`),
     (signal) => {
       const afterStep = current.lastStep === "" ? null : current.lastStep;
       const where = afterStep === null ? "before its first step" : `after step "${afterStep}"`;
-      const command = `${drillCmd} rollback --name ${current.name}`;
+      const command = current.cgroups ? `${drillCmd} rollback` : `${drillCmd} rollback --name ${current.name}`;
+      const what = current.cgroups ? "the cgroups drill cgroup setup made" : current.name;
       // A script needs the steps done and what is left most when the rollback did not finish.
       if (g.json) {
         const drills = current.result === null || results.includes(current.result) ? results : [...results, current.result];
-        const notStarted = names.slice(names.indexOf(current.name) + 1);
+        const notStarted = current.cgroups ? [] : names.slice(names.indexOf(current.name) + 1);
         const left = [
           ...leftOf(drills),
-          `${current.name}: rollback interrupted by ${signal} ${where}; run ${command} again to finish it`,
+          `${what}: rollback interrupted by ${signal} ${where}; run ${command} again to finish it`,
           ...notStarted.map((name) => `${name}: not rolled back (interrupted before it); run ${drillCmd} rollback --name ${name}`),
         ];
-        output.json(rollbackDocument(drills, complete, [], left, { signal, drill: current.name, after_step: afterStep, command }));
+        output.json(rollbackDocument(drills, complete, cgroups, [], left, { signal, drill: current.name, after_step: afterStep, command }));
       }
-      writeErr(`drill: interrupted by ${signal} during the rollback of ${current.name} ${where}; run \`${command}\` again to finish it\n`);
+      writeErr(`drill: interrupted by ${signal} during the rollback of ${what} ${where}; run \`${command}\` again to finish it\n`);
       process.exit(signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
     },
   );
@@ -46,6 +50,14 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     for (const name of names) {
       current = { name, lastStep: "", result: null };
       await rollbackOne(name);
+    }
+    current = { name: "", lastStep: "", result: null, cgroups: true };
+    cgroups = await rollbackStandaloneCgroups(hostRoots(g), g.stateDir, named);
+    if (!g.json) {
+      for (const c of cgroups) {
+        output.out(`rollback cgroup ${c.name} (made by drill cgroup setup, in no drill):`);
+        output.out(`  ${c.step.ok ? "ok  " : output.color.red("FAIL")} ${c.step.step}: ${c.step.detail}`);
+      }
     }
   } finally {
     interrupts.dispose();
@@ -74,7 +86,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   // Nothing here is not nothing on the host: a wrong --state-dir (or sudo
   // dropping DRILL_STATE_DIR) must not pass a running drill for rolled back.
   const running = results.length === 0 ? findRunningDrills(hostRoots(g), named) : [];
-  if (named !== undefined && names.length === 0 && running.length === 0) {
+  if (named !== undefined && names.length === 0 && running.length === 0 && cgroups.length === 0) {
     // A name that is no drill here, beside drills that are: a wrong name (often
     // up's --name, the worker cgroup), not "nothing to roll back" (exit 2, like report).
     const others = readStateEntries(g.stateDir, listDrills(g.stateDir));
@@ -82,19 +94,23 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   }
   const nothingHere =
     named !== undefined && names.length === 0 ? `no drill ${named}` : complete.length > 0 ? `${complete.map((c) => c.name).join(", ")} already rolled back (complete)` : "no drill";
-  const left = [...leftOf(results), ...running.map((r) => `${describeRunningDrill(r)}; ${rollbackHint(r)}`)];
+  const left = [
+    ...leftOf(results),
+    ...cgroups.filter((c) => !c.step.ok).map((c) => `cgroup ${c.name}: ${c.step.detail}`),
+    ...running.map((r) => `${describeRunningDrill(r)}; ${rollbackHint(r)}`),
+  ];
   if (g.json) {
-    output.json(rollbackDocument(results, complete, running, left, null));
+    output.json(rollbackDocument(results, complete, cgroups, running, left, null));
   } else if (running.length > 0) {
     output.out(`not rolled back: ${nothingHere} in ${g.stateDir}, but drill processes run on this host:`);
     for (const r of running) {
       output.out(`  ${describeRunningDrill(r)}`);
       output.out(`    ${r.stateDir !== null && !r.complete && !r.stateMissing ? "roll it back: " : ""}${rollbackHint(r)}`);
     }
-  } else if (results.length === 0) {
+  } else if (results.length === 0 && cgroups.length === 0) {
     const what = named !== undefined ? `no process of drill ${named}` : "no drill process";
     output.out(`nothing to roll back: ${nothingHere} in ${g.stateDir}, and ${what} on this host`);
-  } else {
+  } else if (results.length > 0) {
     for (const r of results) {
       const drain = r.drainLength !== null ? `LLEN ${r.drainLength} in the drain` : r.left.some((l) => l.startsWith("drain pending")) ? "drain pending" : "no queue to drain";
       output.out(`${r.name}: ${drain}${r.exported ? `; keys exported to ${r.exported}` : ""}`);
@@ -115,11 +131,19 @@ interface Interruption {
 }
 
 /** `drill --json rollback`'s one document, finished or interrupted (then `interrupted` says where). */
-function rollbackDocument(drills: DrillRollback[], complete: Array<{ name: string; completed_at: string | null }>, running: RunningDrill[], left: string[], interrupted: Interruption | null) {
+function rollbackDocument(
+  drills: DrillRollback[],
+  complete: Array<{ name: string; completed_at: string | null }>,
+  cgroups: CgroupRollback[],
+  running: RunningDrill[],
+  left: string[],
+  interrupted: Interruption | null,
+) {
   return snakeCaseKeys({
     drills,
     complete,
-    nothing_to_roll_back: drills.length === 0 && running.length === 0 && interrupted === null,
+    cgroups,
+    nothing_to_roll_back: drills.length === 0 && cgroups.length === 0 && running.length === 0 && interrupted === null,
     running: running.map((r) => ({ ...r, hint: rollbackHint(r) })),
     left,
     interrupted,

@@ -4,7 +4,8 @@ import type { Redis } from "ioredis";
 import { requireLayout } from "../cgroup/layout.js";
 import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, workerCgroupFromDirs } from "../cgroup/paths.js";
-import { teardownWorkerCgroup } from "../cgroup/teardown.js";
+import { teardownWorkerCgroup, type TeardownResult } from "../cgroup/teardown.js";
+import { listMarkers } from "../cgroup/stateFiles.js";
 import { DrillError, RefusedError, RollbackIncompleteError } from "../errors.js";
 import { previousModeText } from "../gate/policy.js";
 import type { HostRoots } from "../host/kernelFile.js";
@@ -295,9 +296,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
             `cgroup ${computed.dirs.map((d) => d.dir).join(" and ")} not removed, yet it holds this drill's own tasks ${own.map((t) => `${t.pid} (${t.comm})`).join(", ")} (run ${state.runId}; stopped by pid below): ${err.message}`,
           );
         }
-        if (torn.kind === "nothing") return `nothing at ${torn.looked.join(", ")}`;
-        const killed = torn.killed.map((t) => `${t.pid} (${t.comm ?? "?"})`).join(", ");
-        return `killed ${torn.killed.length}${killed ? `: ${killed}` : ""} via ${torn.method.join("+")}; removed ${[...torn.removed, ...torn.alreadyGone].join(", ")}`;
+        return describeTeardown(torn);
       }, (err) => result.left.push(err instanceof Error ? err.message : String(err)));
     } else {
       record("kill and remove cgroup", true, "no cgroup recorded");
@@ -394,6 +393,49 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
   } finally {
     lock.release();
   }
+}
+
+/** A cgroup teardown as a rollback step says it. */
+function describeTeardown(torn: TeardownResult): string {
+  if (torn.kind === "nothing") return `nothing at ${torn.looked.join(", ")}`;
+  const killed = torn.killed.map((t) => `${t.pid} (${t.comm ?? "?"})`).join(", ");
+  return `killed ${torn.killed.length}${killed ? `: ${killed}` : ""} via ${torn.method.join("+")}; removed ${[...torn.removed, ...torn.alreadyGone].join(", ")}`;
+}
+
+/** What a rollback did with a cgroup `drill cgroup setup` made outside any drill. */
+export interface CgroupRollback {
+  name: string;
+  /** The dirs its marker records. */
+  dirs: string[];
+  step: RollbackStep;
+}
+
+/**
+ * The cgroups `drill cgroup setup` made in this state dir outside any drill
+ * (a marker with no owner), with what inject and worker started in them: the
+ * runbook's step-by-step path (setup, inject --detach, worker) leaves those
+ * running, and "host clean" must hold after a rollback of that path too.
+ * Torn down as `drill cgroup teardown` does it (refused, and named, when a
+ * drill that is up holds one). `name`: only the cgroup of that name.
+ */
+export async function rollbackStandaloneCgroups(roots: HostRoots, stateDir: string, name?: string): Promise<CgroupRollback[]> {
+  const markers = listMarkers(stateDir).filter(({ marker }) => marker.owner === undefined && (name === undefined || marker.name === name));
+  const done: CgroupRollback[] = [];
+  for (const { file, marker } of markers) {
+    const dirs = marker.dirs.map((d) => d.dir);
+    const record = (ok: boolean, detail: string) => done.push({ name: marker.name, dirs, step: { step: "kill and remove cgroup", ok, detail } });
+    try {
+      const computed = workerCgroupFromDirs(requireLayout(roots), marker.name, dirs);
+      if (computed === null) {
+        record(false, `marker ${file} names no dir of this host's cgroup hierarchies (${dirs.join(", ") || "none"}); left alone`);
+        continue;
+      }
+      record(true, describeTeardown(await teardownWorkerCgroup(roots, computed, { stateDir, timeoutMs: 10_000 })));
+    } catch (err) {
+      record(false, err instanceof Error ? err.message : String(err));
+    }
+  }
+  return done;
 }
 
 /**

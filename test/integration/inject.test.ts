@@ -144,6 +144,29 @@ describe.skipIf(skipReason)("inject on real cgroups (--parent self)", () => {
     expect(cgroupDirsLeft(cg)).toEqual([]);
   });
 
+  it("the runbook's step-by-step path (cgroup setup, inject --detach) and then rollback: the hog killed, the cgroup removed; a second rollback has nothing to do", async () => {
+    const cg = cgroupWithLimit(96 * M);
+    const result = await drill(["--json", "inject", "--name", cg.name, "--parent", "self", "--size", "32M", "--mode", "thrash", "--hold", "60s", "--detach"]);
+    expect(result.exitCode, result.stderr).toBe(0);
+    const report = JSON.parse(result.stdout) as InjectDocument;
+    expect(existsSync(`/proc/${report.pid}`)).toBe(true);
+
+    // No drill in this state dir: rollback said "nothing to roll back" and left the hog running.
+    const rollback = await drill(["rollback"]);
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    expect(rollback.stdout).toContain(`rollback cgroup ${cg.name} (made by drill cgroup setup, in no drill):`);
+    expect(rollback.stdout).toMatch(new RegExp(`ok {3}kill and remove cgroup: killed 1: ${report.pid} \\(pagetoucher\\)`));
+    expect(rollback.stdout).not.toContain("nothing to roll back");
+    expect(cgroupDirsLeft(cg)).toEqual([]);
+    expect(existsSync(report.file!)).toBe(false);
+    expect(existsSync(report.state_file!)).toBe(false);
+    expect(readdirSync(path.join(stateDir, "cgroups")).filter((f) => f.startsWith(cg.name))).toEqual([]);
+
+    const again = await drill(["--json", "rollback"]);
+    expect(again.exitCode, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({ cgroups: [], nothing_to_roll_back: true, left: [] });
+  });
+
   it("inject without a cgroup says to set it up", async () => {
     const result = await drill(["inject", "--name", `absent${process.pid}`, "--parent", "self", "--size", "16M"]);
     expect(result.exitCode).toBe(1);
