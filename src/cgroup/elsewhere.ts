@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import type { HostRoots } from "../host/kernelFile.js";
+import type { HostRoots, Reading } from "../host/kernelFile.js";
 import { detectLayout } from "./layout.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "./paths.js";
 import { markedWorkerCgroup } from "./teardown.js";
@@ -27,4 +27,22 @@ export function sameNameUnderSelf(roots: HostRoots, asked: WorkerCgroup, stateDi
   }
   if (candidate.limits.dir === asked.limits.dir) return null;
   return existsSync(candidate.limits.dir) ? candidate : null;
+}
+
+/**
+ * One stderr line when the worker cgroup is not there: without it the gate
+ * decides on host signals alone and watch's cg_* fields read null, with
+ * nothing saying where they looked (a --parent slip looks just like a cgroup
+ * not set up yet). `who` says it, `stays` is what that means for it. Null
+ * when the cgroup is there.
+ */
+export function absentCgroupHint(who: string, stays: string, roots: HostRoots, stateDir: string, name: string, cgroup: Reading<WorkerCgroup>): string | null {
+  if (!cgroup.ok) return `${who}: no cgroup ${name} to sample: ${cgroup.file}: ${cgroup.reason}; ${stays}`;
+  if (existsSync(cgroup.value.limits.dir)) return null;
+  const looked = cgroup.value.dirs.map((d) => d.dir).join(", ");
+  const underSelf = sameNameUnderSelf(roots, cgroup.value, stateDir);
+  const next = underSelf
+    ? `${underSelf.limits.dir} exists under your own cgroup: add --parent self`
+    : "check --name and --parent (default: the hierarchy's root; self: your own cgroup), or set it up";
+  return `${who}: no cgroup ${name} at ${looked} (yet): ${stays} until it appears; ${next}`;
 }

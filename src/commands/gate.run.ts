@@ -7,7 +7,7 @@ import { runGate, type GateOptions } from "../gate/loop.js";
 import { onInterrupt } from "../interrupt.js";
 import { defaultAdmissionConfig, formatPsi, MIN_GATE_INTERVAL_MS, previousModeText, type AdmissionConfig, type GateMode } from "../gate/policy.js";
 import type { WorkerCgroupProbe } from "../gate/signals.js";
-import { resolveWorkerProbe } from "../gate/workerCgroup.js";
+import { gateSignalsHint, resolveWorkerProbe } from "../gate/workerCgroup.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { DrillQueue } from "../queue/queue.js";
 import { closeRedis, connectRedis } from "../queue/redis.js";
@@ -78,6 +78,8 @@ export async function gateAction(g: GlobalOptions, raw: RawGateOptions, resolveW
   const lifetime = new AbortController();
   const lifetimeTimer = lifetimeMs === null ? null : setTimeout(() => lifetime.abort(), lifetimeMs);
   const signal = AbortSignal.any([interrupt.signal, lifetime.signal]);
+  const hint = gateSignalsHint(hostRoots(g), g.stateDir, target);
+  if (hint !== null) process.stderr.write(`${hint}\n`);
   try {
     await runGate(options, {
       redisUrl,

@@ -1,9 +1,9 @@
-import { closeSync, existsSync, openSync, writeSync } from "node:fs";
+import { closeSync, openSync, writeSync } from "node:fs";
 import { detectLayout } from "../cgroup/layout.js";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
 import { markedWorkerCgroup } from "../cgroup/teardown.js";
-import { sameNameUnderSelf } from "../cgroup/elsewhere.js";
+import { absentCgroupHint } from "../cgroup/elsewhere.js";
 import { commandRedisUrl, hostRoots, type GlobalOptions } from "../context.js";
 import { DrillError, InterruptedError, UsageError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
@@ -34,22 +34,6 @@ function workerCgroup(roots: HostRoots, stateDir: string, name: string, parent: 
 }
 
 const USAGE_OPEN_ERRORS = new Set(["ENOENT", "ENOTDIR", "EISDIR", "EACCES", "EPERM", "EROFS", "ENAMETOOLONG", "ELOOP"]);
-
-/**
- * One stderr line when the worker cgroup is not there: its cg_* fields would
- * otherwise read n/a with nothing saying where watch looked (a --parent slip
- * looks just like a cgroup not set up yet). Null when it is there.
- */
-export function absentCgroupHint(roots: HostRoots, stateDir: string, name: string, cgroup: Reading<WorkerCgroup>): string | null {
-  if (!cgroup.ok) return `watch: no cgroup ${name} to sample: ${cgroup.file}: ${cgroup.reason}; its cg_* fields stay null`;
-  if (existsSync(cgroup.value.limits.dir)) return null;
-  const looked = cgroup.value.dirs.map((d) => d.dir).join(", ");
-  const underSelf = sameNameUnderSelf(roots, cgroup.value, stateDir);
-  const next = underSelf
-    ? `${underSelf.limits.dir} exists under your own cgroup: add --parent self`
-    : "check --name and --parent (default: the hierarchy's root; self: your own cgroup), or set it up";
-  return `watch: no cgroup ${name} at ${looked} (yet): its cg_* fields stay null until it appears; ${next}`;
-}
 
 /**
  * Says on stderr once when the Redis reading starts failing (the URL,
@@ -190,7 +174,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   }
 
   // After the flags are known good; stderr, so --json stdout stays one sample a line.
-  const hint = absentCgroupHint(roots, g.stateDir, name, cgroup);
+  const hint = absentCgroupHint("watch", "its cg_* fields stay null", roots, g.stateDir, name, cgroup);
   if (hint !== null) output.err(hint);
 
   const redisTimeoutMs = Math.min(2000, Math.max(250, intervalMs));

@@ -4,7 +4,8 @@ import { readCgroupSwap } from "../cgroup/memoryFiles.js";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
 import { markedWorkerCgroup } from "../cgroup/teardown.js";
-import type { HostRoots } from "../host/kernelFile.js";
+import { fail, ok, type HostRoots } from "../host/kernelFile.js";
+import { absentCgroupHint } from "../cgroup/elsewhere.js";
 import { readPsiFile } from "../host/psi.js";
 import { pressureFileProbe, type WorkerCgroupProbe } from "./signals.js";
 
@@ -48,4 +49,21 @@ export function resolveWorkerProbe(
   if (target.pressureFile) return pressureFileProbe(target.pressureFile);
   const cgroup = locateWorkerCgroup(roots, stateDir, target.name, target.parent);
   return cgroup ? workerCgroupProbe(cgroup) : null;
+}
+
+/**
+ * One stderr line at the gate's start when it will decide on host signals
+ * alone: the --cgroup-pressure file does not read, or the worker cgroup is
+ * not there (a --parent slip after `up --parent self` looks just like a
+ * cgroup not set up yet). Both are allowed (the file or cgroup may come
+ * later) but never silent. Null when the worker's own signals are there.
+ */
+export function gateSignalsHint(roots: HostRoots, stateDir: string, target: { name: string; parent: string | undefined; pressureFile: string | undefined }): string | null {
+  if (target.pressureFile) {
+    const reading = readPsiFile(target.pressureFile);
+    return reading.ok ? null : `gate: --cgroup-pressure ${target.pressureFile}: ${reading.reason}; it decides on host signals alone until the file reads`;
+  }
+  const cgroup = locateWorkerCgroup(roots, stateDir, target.name, target.parent);
+  const reading = cgroup ? ok(cgroup) : fail(roots.proc("self", "cgroup"), "no memory cgroup hierarchy, or --parent does not resolve");
+  return absentCgroupHint("gate", "it decides on host signals alone", roots, stateDir, target.name, reading);
 }
