@@ -17,7 +17,7 @@ export function buildProgram(): Command {
     .showHelpAfterError("(run drill --help for usage)")
     .configureOutput({ outputError: (str, write) => write(str) });
 
-  const globals: GlobalsFn = () => resolveGlobalOptions(program.opts());
+  const globals: GlobalsFn = () => resolveGlobalOptions({ ...program.opts(), redisSource: program.getOptionValueSource("redis") });
 
   for (const factory of commandFactories) program.addCommand(factory(globals));
   addHelpCommand(program);

@@ -25,6 +25,8 @@ export interface GlobalOptions {
 
 export function resolveGlobalOptions(raw: {
   redis?: string;
+  /** Commander's source of `redis`: "env" when its .env() read DRILL_REDIS_URL into the flag. */
+  redisSource?: string;
   procfs?: string;
   sysfs?: string;
   stateDir?: string;
@@ -32,7 +34,8 @@ export function resolveGlobalOptions(raw: {
   color?: boolean;
 }, env: NodeJS.ProcessEnv = process.env): GlobalOptions {
   const redisUrl = raw.redis ?? env.DRILL_REDIS_URL ?? undefined;
-  if (redisUrl !== undefined) checkRedisUrl(redisUrl, raw.redis !== undefined ? "--redis" : "DRILL_REDIS_URL");
+  // The operator fixes what the message names: the variable when the flag was not typed.
+  if (redisUrl !== undefined) checkRedisUrl(redisUrl, raw.redis !== undefined && raw.redisSource !== "env" ? "--redis" : "DRILL_REDIS_URL");
   // Absolute from here on: up's children, the embedded redis-server's --dir
   // and a rollback run from another directory all read these paths.
   const dir = (given: string | undefined, fromEnv: string | undefined, flag: string, variable: string, fallback: string): string => {
@@ -82,16 +85,42 @@ export async function commandRedisUrl(
 
 /** ioredis takes redis:// and rediss:// URLs (or a unix socket path); anything else would crash deep inside it. */
 function checkRedisUrl(url: string, source: string): void {
-  if (url.startsWith("/")) return;
+  if (!url.startsWith("/")) {
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      throw new UsageError(`${source}: not a URL: "${redactUrl(url)}" (e.g. redis://127.0.0.1:6379)`);
+    }
+    if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") {
+      throw new UsageError(`${source}: "${parsed.protocol}" is not redis: or rediss: (e.g. redis://127.0.0.1:6379)`);
+    }
+  }
+  redisDatabase(url, source);
+}
+
+/**
+ * The database a Redis URL selects: its path (`redis://host:6379/2`), else
+ * its `?db=` (ioredis reads both), else 0. ioredis parseInt()s whatever is
+ * there: `/abc` became SELECT NaN and `/1.5` db 1, so anything but a whole
+ * number is exit 2 naming `source`, before any connection.
+ */
+export function redisDatabase(url: string, source = "--redis"): number {
   let parsed: URL;
   try {
-    parsed = new URL(url);
+    // A socket path takes its database from the query, as ioredis reads it.
+    parsed = new URL(url.startsWith("/") ? `redis://${url}` : url);
   } catch {
-    throw new UsageError(`${source}: not a URL: "${url}" (e.g. redis://127.0.0.1:6379)`);
+    throw new UsageError(`${source}: not a URL: "${redactUrl(url)}" (e.g. redis://127.0.0.1:6379)`);
   }
-  if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") {
-    throw new UsageError(`${source}: "${parsed.protocol}" is not redis: or rediss: (e.g. redis://127.0.0.1:6379)`);
+  const fromPath = url.startsWith("/") || parsed.pathname === "" || parsed.pathname === "/" ? null : parsed.pathname.slice(1);
+  const given = fromPath ?? parsed.searchParams.get("db");
+  if (given === null) return 0;
+  const db = /^\d+$/.test(given) ? Number(given) : NaN;
+  if (!Number.isSafeInteger(db)) {
+    throw new UsageError(`${source}: database "${given}" in ${redactUrl(url)} is not a whole number (e.g. redis://127.0.0.1:6379/2, or no path for db 0)`);
   }
+  return db;
 }
 
 /** The deny-all lever as an operator types it elsewhere: the drill's Redis named, its queue when not the default. */

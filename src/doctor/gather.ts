@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, rmdirSync, statfsSync } from "node:fs";
 import path from "node:path";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
+import { databaseRefusal, openRedis } from "../queue/redis.js";
 import { detectLayout, type CgroupLayout } from "../cgroup/layout.js";
 import type { ParentSpec } from "../cgroup/names.js";
 import { assembleWorkerCgroup, requireParentDirs, resolveWorkerCgroup, twinName, type WorkerCgroup } from "../cgroup/paths.js";
@@ -133,7 +134,7 @@ function readSwapTotal(roots: HostRoots): number | null {
 }
 
 async function redisFact(url: string): Promise<DoctorFacts["redis"]> {
-  const redis = new Redis(url, { lazyConnect: true, connectTimeout: 1500, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  const redis = openRedis(url, { lazyConnect: true, connectTimeout: 1500, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
   redis.on("error", () => {}); // reported through the rejected command below
   try {
     await redis.connect();
@@ -141,7 +142,7 @@ async function redisFact(url: string): Promise<DoctorFacts["redis"]> {
     const [policy, aof] = await Promise.all([configGet(redis, "maxmemory-policy"), configGet(redis, "appendonly")]);
     return { given: true, url, reachable: true, maxmemoryPolicy: policy, appendonly: aof };
   } catch (err) {
-    return { given: true, url, reachable: false, error: (err as Error).message };
+    return { given: true, url, reachable: false, error: (databaseRefusal(redis) ?? (err as Error)).message };
   } finally {
     redis.disconnect();
   }

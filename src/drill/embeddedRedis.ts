@@ -2,7 +2,8 @@ import { spawn } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
+import { openRedis } from "../queue/redis.js";
 import { DrillError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessStat } from "../host/process.js";
@@ -127,7 +128,7 @@ async function serverPid(url: string): Promise<number> {
 
 /** A client for one question to a server that may not be there: no retries, no queueing, errors surface through the call. */
 function probeClient(url: string, connectTimeoutMs: number): Redis {
-  const redis = new Redis(url, { lazyConnect: true, connectTimeout: connectTimeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  const redis = openRedis(url, { lazyConnect: true, connectTimeout: connectTimeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
   redis.on("error", () => {});
   return redis;
 }

@@ -1,10 +1,50 @@
-import { Redis } from "ioredis";
+import { Redis, type RedisOptions } from "ioredis";
 import { DrillError, ExitCode } from "../errors.js";
 import type { LuaScript } from "./scripts.js";
-// Both live with the global --redis option (context.ts loads no client), so state-file code can use them.
-import { DEFAULT_REDIS_URL, redactUrl } from "../context.js";
+// These live with the global --redis option (context.ts loads no client), so state-file code can use them.
+import { DEFAULT_REDIS_URL, redactUrl, redisDatabase } from "../context.js";
 
 export { DEFAULT_REDIS_URL, redactUrl };
+
+/** The server has no such database (an index past its `databases`): a bad --redis, exit 2. */
+export class DatabaseRefused extends DrillError {
+  constructor(url: string, db: number, answer: Error) {
+    super(`--redis ${redactUrl(url)}: SELECT ${db} refused: ${answer.message}`, ExitCode.usage, { cause: answer });
+    this.name = "DatabaseRefused";
+  }
+}
+
+const refusals = new WeakMap<Redis, DatabaseRefused>();
+
+/** Why the server refused this client's database, if it did (the reason a closed connection does not say). */
+export function databaseRefusal(redis: Redis): DatabaseRefused | undefined {
+  return refusals.get(redis);
+}
+
+/**
+ * Every Redis client drill opens is made here. ioredis SELECTs the URL's
+ * database on each (re)connect, but when the server refuses it (db 99 of the
+ * default 16) it only emits an error and carries on in db 0, where our keys
+ * would be read and written. The refusal is answered before the INFO of the
+ * ready check, so dropping the connection here ends the socket before ioredis
+ * flushes a queued command on it. Refused on the first connection, the
+ * client ends (connectRedis() turns the refusal into the command's error; a
+ * client left reconnecting would keep the process alive); refused after a
+ * reconnect (the server restarted with fewer databases), it tries again and
+ * fails again until the server has the database.
+ */
+export function openRedis(url: string, options: RedisOptions): Redis {
+  const db = redisDatabase(url);
+  const redis = new Redis(url, options);
+  let everReady = false;
+  redis.once("ready", () => (everReady = true));
+  redis.on("error", (err: Error & { command?: { name?: string } }) => {
+    if (err.command?.name !== "select") return;
+    refusals.set(redis, new DatabaseRefused(url, db, err));
+    redis.disconnect(everReady);
+  });
+  return redis;
+}
 
 export interface ConnectOptions {
   /** CLIENT SETNAME, so `CLIENT LIST` shows which drill part holds a connection. */
@@ -21,7 +61,7 @@ export interface ConnectOptions {
  * every script is a no-op when re-run.
  */
 export function createRedis(url: string, options: ConnectOptions): Redis {
-  const redis = new Redis(url, {
+  const redis = openRedis(url, {
     lazyConnect: true,
     connectionName: options.name,
     enableOfflineQueue: true,
@@ -45,9 +85,20 @@ export async function connectRedis(url: string, options: ConnectOptions): Promis
   redis.on("error", onError);
   try {
     await redis.connect();
+    const refused = databaseRefusal(redis);
+    if (refused) throw refused;
+    // Once more, explicitly: the command learns the server's answer from this reply, not from an event.
+    const db = redisDatabase(url);
+    if (db !== 0) {
+      await redis.select(db).catch((err: unknown) => {
+        throw databaseRefusal(redis) ?? new DatabaseRefused(url, db, err instanceof Error ? err : new Error(String(err)));
+      });
+    }
     return redis;
   } catch (err) {
     redis.disconnect();
+    const refused = databaseRefusal(redis) ?? (err instanceof DatabaseRefused ? err : undefined);
+    if (refused) throw refused;
     const detail = (cause ?? (err instanceof Error ? err : new Error(String(err)))).message;
     // Where the URL came from is the caller's to know: name only the default, the one URL nobody may have meant.
     const hint = url === DEFAULT_REDIS_URL ? ` (${DEFAULT_REDIS_URL} is the default when no --redis, DRILL_REDIS_URL or drill up in the state dir names one)` : "";
@@ -139,7 +190,8 @@ export class BlockingMover {
           settled = true;
           clearTimeout(timer);
           this.drop(connection);
-          reject(err instanceof Error ? err : new Error(String(err)));
+          // "Connection is closed." alone would hide a refused database.
+          reject(databaseRefusal(connection) ?? (err instanceof Error ? err : new Error(String(err))));
         },
       );
     });
@@ -151,7 +203,7 @@ export class BlockingMover {
   }
 
   private open(): Redis {
-    const redis = new Redis(this.url, {
+    const redis = openRedis(this.url, {
       lazyConnect: true,
       connectionName: this.options.name,
       enableOfflineQueue: true,

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { closeSync, openSync, readSync, statSync } from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import { OOM_KILL_KEYS, oomKillIn, parseCounter, parseFlatKeyed, parseLimit, V1_SWAP_STAT_KEYS, v1SwapInUse, v1SwapLimit, type Limit } from "../cgroup/memoryFiles.js";
 import type { WorkerCgroup } from "../cgroup/paths.js";
 import { parseProcStatCpu } from "../host/cpu.js";
@@ -11,7 +11,7 @@ import { scanKeyedCounters } from "../host/keyedCounters.js";
 import { parsePsi, type Psi } from "../host/psi.js";
 import { parseVmstatCounters, SWAP_COUNTER_NAMES, type Vmstat } from "../host/vmstat.js";
 import type { QueueKeys } from "../queue/keys.js";
-import { redactUrl } from "../queue/redis.js";
+import { databaseRefusal, openRedis, redactUrl } from "../queue/redis.js";
 import { workerKeys } from "../worker/scripts.js";
 import {
   EVENTS_SCANNED_PER_SAMPLE,
@@ -341,7 +341,7 @@ export class QueueReader {
   ) {
     this.source = redactUrl(url);
     this.workersKey = workerKeys(keys.queue).workers;
-    this.redis = new Redis(url, {
+    this.redis = openRedis(url, {
       lazyConnect: true,
       connectTimeout: timeoutMs,
       enableOfflineQueue: false,
@@ -353,7 +353,8 @@ export class QueueReader {
     });
     // Surfaced through the failed reading: `not connected` alone would not say why.
     this.redis.on("error", (err: Error) => {
-      this.lastError = err.message;
+      const refused = databaseRefusal(this.redis);
+      this.lastError = (refused?.cause === err ? refused : err).message;
     });
     // EVALSHA keeps the script text off the wire each sample; (re)loaded on every connect.
     this.redis.on("ready", () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import path from "node:path";
-import { resolveGlobalOptions } from "../../src/context.js";
+import { redisDatabase, resolveGlobalOptions } from "../../src/context.js";
 import { UsageError } from "../../src/errors.js";
 
 describe("resolveGlobalOptions: the Redis URL", () => {
@@ -19,6 +19,40 @@ describe("resolveGlobalOptions: the Redis URL", () => {
   });
   it("names DRILL_REDIS_URL when the bad URL came from the environment", () => {
     expect(() => resolveGlobalOptions({}, { DRILL_REDIS_URL: "redis://[::1" })).toThrow("DRILL_REDIS_URL");
+  });
+  // QA: commander's .env() puts DRILL_REDIS_URL into the flag; the message said --redis.
+  it("names DRILL_REDIS_URL when commander read it into --redis from the environment", () => {
+    expect(() => resolveGlobalOptions({ redis: "notaurl", redisSource: "env" }, {})).toThrow(/^DRILL_REDIS_URL: not a URL: "notaurl"/);
+    expect(() => resolveGlobalOptions({ redis: "notaurl", redisSource: "cli" }, {})).toThrow(/^--redis: not a URL/);
+  });
+  it("keeps a password out of the message", () => {
+    expect(() => resolveGlobalOptions({ redis: "redis://:hunter2@h:1:2" }, {})).toThrow(/^--redis: not a URL: "redis:\/\/:\*\*\*@h:1:2"/);
+  });
+});
+
+describe("redisDatabase: the database a Redis URL selects", () => {
+  it.each([
+    ["redis://127.0.0.1:6379", 0],
+    ["redis://127.0.0.1:6379/", 0],
+    ["redis://127.0.0.1:6379/3", 3],
+    ["rediss://user:pw@cache:6380/15", 15],
+    ["redis://127.0.0.1:6379/?db=4", 4],
+    ["redis://127.0.0.1:6379/5?db=4", 5],
+    ["/run/redis.sock", 0],
+    ["/run/redis.sock?db=2", 2],
+  ])("%s is db %d", (url, db) => {
+    expect(redisDatabase(url)).toBe(db);
+  });
+  // ioredis parseInt()s it: /abc was SELECT NaN, /1.5 db 1, /1/2 db 1.
+  it.each(["abc", "1.5", "-1", "1/2", "1e3", "0x1", "99999999999999999999"])("/%s is exit 2 naming the flag, before any connection", (db) => {
+    expect(() => resolveGlobalOptions({ redis: `redis://:hunter2@127.0.0.1:6379/${db}` }, {})).toThrow(UsageError);
+    expect(() => resolveGlobalOptions({ redis: `redis://:hunter2@127.0.0.1:6379/${db}` }, {})).toThrow(
+      `--redis: database "${db}" in redis://:***@127.0.0.1:6379/${db} is not a whole number`,
+    );
+    expect(() => resolveGlobalOptions({}, { DRILL_REDIS_URL: `redis://127.0.0.1:6379/${db}` })).toThrow(/^DRILL_REDIS_URL: database/);
+  });
+  it("checks ?db= of a socket path too", () => {
+    expect(() => resolveGlobalOptions({ redis: "/run/redis.sock?db=x" }, {})).toThrow(/^--redis: database "x"/);
   });
 });
 
