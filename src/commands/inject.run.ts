@@ -223,13 +223,14 @@ const processSignals = (handler: (signal: "SIGINT" | "SIGTERM") => void): (() =>
 
 export async function injectAction(globals: GlobalOptions, flags: InjectFlags, output: Output = consoleOutput(globals.color), deps: InjectDeps = {}): Promise<InjectReport> {
   const settings = parseInjectFlags(flags, readHostMemoryBytes(hostRoots(globals)));
+  // The flag first: a bad --file-dir is wrong whatever state the cgroup is in.
+  if (settings.mode === "thrash") checkThrashDir(settings.fileDir, settings.sizeBytes);
   const { roots, cgroup: computed } = resolveCgroupTarget(globals, flags);
   const cgroup = requireReadyCgroup(roots, computed, globals.stateDir);
   const impl = locatePageToucher();
 
   let file: string | null = null;
   if (settings.mode === "thrash") {
-    checkThrashDir(settings.fileDir, settings.sizeBytes);
     file = path.join(settings.fileDir, `drill-hog-${cgroup.name}-${randomBytes(4).toString("hex")}.bin`);
   }
   const cmd = settings.mode === "anon"

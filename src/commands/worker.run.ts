@@ -14,6 +14,7 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { readHostMemoryBytes } from "../host/meminfo.js";
 import { formatBytes } from "../units.js";
 import { defaultWorkerId } from "../worker/plan.js";
+import { checkWeightsDir } from "../worker/weightsFile.js";
 import { runWorker, type WorkerSummary } from "../worker/run.js";
 import { cgroupFromEnv, resolveWorkerFlags, WORKER_CGROUP_ENV, WORKER_LIFELINE_ENV, type RawWorkerFlags } from "./worker.js";
 
@@ -136,6 +137,8 @@ async function runInside(redisUrl: string, roots: HostRoots, cgroup: WorkerCgrou
 
 export async function workerAction(g: GlobalOptions, raw: RawWorkerFlags): Promise<void> {
   const options = resolveWorkerFlags(raw, g.json, readHostMemoryBytes(hostRoots(g)));
+  // Before the join: a bad --weights-dir is the operator's to fix, not a worker that starts and dies inside.
+  checkWeightsDir(options.weightsDir, options.config.weightsBytes);
   const passed = cgroupFromEnv(process.env[WORKER_CGROUP_ENV]);
   const { roots, cgroup } = passed ? { roots: hostRoots(g), cgroup: passed } : requireWorkerCgroup(g, raw);
   // Chosen once, by the launcher (the run inside gets it as DRILL_REDIS_URL, so it does not choose again).
