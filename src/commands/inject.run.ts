@@ -1,4 +1,4 @@
-import { closeSync, existsSync, openSync, readSync, rmSync, writeSync } from "node:fs";
+import { closeSync, openSync, readSync, rmSync, writeSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { createInterface } from "node:readline";
@@ -13,14 +13,13 @@ import { checkThrashDir, classifyHogExit, summarizeStall, type HogMode, type Hog
 import { spawnInCgroup, verifyJoined, JOIN_FAILED_EXIT } from "../cgroup/join.js";
 import { parseCounter, readCgroupMemory, readOomKillCount } from "../cgroup/memoryFiles.js";
 import type { CgroupDir, WorkerCgroup } from "../cgroup/paths.js";
-import { sameNameUnderSelf } from "../cgroup/elsewhere.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { cgroupKey, newHogRecordFile, removeHogRecord, writeHogRecord, type HogRecord } from "../cgroup/stateFiles.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { signalVerified } from "../cgroup/tasks.js";
 import { readHostMemoryBytes } from "../host/meminfo.js";
 import { readProcessStat } from "../host/process.js";
-import { markedWorkerCgroup } from "../cgroup/teardown.js";
+import { requireSetUpCgroup, setupAdvice } from "../cgroup/ready.js";
 import { anonCommand, describePageToucherExit, locatePageToucher, parsePageToucherLine, thrashCommand, type PageToucherLine } from "../native/pagetoucher.js";
 import type { InjectFlags } from "./inject.js";
 
@@ -79,22 +78,14 @@ export function parseInjectFlags(flags: InjectFlags, hostMemoryBytes: number | n
 }
 
 /** The cgroup inject may use: drill's dirs (marker first), all present, with a limit, or a refusal naming why. */
-function requireReadyCgroup(roots: HostRoots, computed: WorkerCgroup, stateDir: string): WorkerCgroup {
-  const cgroup = markedWorkerCgroup(computed, stateDir) ?? computed;
-  const absent = cgroup.dirs.filter((d) => !existsSync(d.dir)).map((d) => d.dir);
-  if (absent.length > 0) {
-    const underSelf = sameNameUnderSelf(roots, cgroup, stateDir);
-    const next = underSelf
-      ? `but ${underSelf.limits.dir} exists under your own cgroup: add --parent self`
-      : `run drill cgroup setup --name ${cgroup.name} first`;
-    throw new DrillError(`cgroup ${cgroup.name} is not set up: no ${absent.join(", no ")}; ${next}`);
-  }
+function requireReadyCgroup(roots: HostRoots, computed: WorkerCgroup, stateDir: string, parent: string | undefined): WorkerCgroup {
+  const cgroup = requireSetUpCgroup(roots, computed, stateDir, parent);
   const memory = readCgroupMemory(cgroup.limits);
   if (memory.effectiveLimit === null) {
     throw new DrillError(`cannot read the memory limit of ${cgroup.limits.dir}: ${memory.missing.map((m) => `${m.file} ${m.reason}`).join("; ")}`);
   }
   if (memory.effectiveLimit === "max") {
-    throw new RefusedError(`${cgroup.limits.dir} has no memory limit (nor has any ancestor): the hog would pressure the whole host; run drill cgroup setup --memory-max first`);
+    throw new RefusedError(`${cgroup.limits.dir} has no memory limit (nor has any ancestor): the hog would pressure the whole host; ${setupAdvice(roots, computed, stateDir, parent, " --memory-max <size>")}`);
   }
   return cgroup;
 }
@@ -223,13 +214,14 @@ const processSignals = (handler: (signal: "SIGINT" | "SIGTERM") => void): (() =>
 
 export async function injectAction(globals: GlobalOptions, flags: InjectFlags, output: Output = consoleOutput(globals.color), deps: InjectDeps = {}): Promise<InjectReport> {
   const settings = parseInjectFlags(flags, readHostMemoryBytes(hostRoots(globals)));
+  // The flag first: a bad --file-dir is wrong whatever state the cgroup is in.
+  if (settings.mode === "thrash") checkThrashDir(settings.fileDir, settings.sizeBytes);
   const { roots, cgroup: computed } = resolveCgroupTarget(globals, flags);
-  const cgroup = requireReadyCgroup(roots, computed, globals.stateDir);
+  const cgroup = requireReadyCgroup(roots, computed, globals.stateDir, flags.parent);
   const impl = locatePageToucher();
 
   let file: string | null = null;
   if (settings.mode === "thrash") {
-    checkThrashDir(settings.fileDir, settings.sizeBytes);
     file = path.join(settings.fileDir, `drill-hog-${cgroup.name}-${randomBytes(4).toString("hex")}.bin`);
   }
   const cmd = settings.mode === "anon"

@@ -1,9 +1,9 @@
-import { statSync } from "node:fs";
 import path from "node:path";
 import { Command } from "commander";
 import type { DrillFile } from "../drill/drillFile.js";
 import { formatBytes, formatDuration, memoryMaxProblem, parseDuration, parsePsiLimit, parsePercent, parsePositiveInt, parseSize } from "../units.js";
 import { UsageError } from "../errors.js";
+import { requireDirectory } from "../host/filesystem.js";
 import type { CommandFactory } from "./index.js";
 
 export interface UpFlags {
@@ -82,14 +82,7 @@ export function weightsReclaimNote(drill: Pick<DrillFile, "cgroup" | "worker">, 
 export function resolveFileDir(raw: string, cwd: string = process.cwd()): string {
   if (raw === "") throw new UsageError("--file-dir: is empty");
   const dir = path.resolve(cwd, raw);
-  let isDirectory: boolean;
-  try {
-    isDirectory = statSync(dir).isDirectory();
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new UsageError(`--file-dir: ${dir} ${code === "ENOENT" ? "does not exist" : `cannot be read (${code ?? (err as Error).message})`}; give an existing directory on a disk filesystem`);
-  }
-  if (!isDirectory) throw new UsageError(`--file-dir: ${dir} is not a directory`);
+  requireDirectory(dir, "--file-dir");
   return dir;
 }
 

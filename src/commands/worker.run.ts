@@ -1,11 +1,10 @@
 import type { ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
 import net from "node:net";
 import { spawnInCgroup, verifyJoined, JOIN_FAILED_EXIT } from "../cgroup/join.js";
 import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import type { WorkerCgroup } from "../cgroup/paths.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
-import { markedWorkerCgroup } from "../cgroup/teardown.js";
+import { requireSetUpCgroup } from "../cgroup/ready.js";
 import { writeErr, writeOut } from "../closedStdout.js";
 import { commandRedisUrl, hostRoots, type GlobalOptions } from "../context.js";
 import { DrillError, InterruptedError } from "../errors.js";
@@ -14,19 +13,14 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { readHostMemoryBytes } from "../host/meminfo.js";
 import { formatBytes } from "../units.js";
 import { defaultWorkerId } from "../worker/plan.js";
+import { checkWeightsDir } from "../worker/weightsFile.js";
 import { runWorker, type WorkerSummary } from "../worker/run.js";
 import { cgroupFromEnv, resolveWorkerFlags, WORKER_CGROUP_ENV, WORKER_LIFELINE_ENV, type RawWorkerFlags } from "./worker.js";
 
-/** The cgroup as drill set it up (marker first), every dir present, or an error naming the missing dir. */
+/** The cgroup as drill set it up (marker first), every dir present, or an error saying what to do. */
 export function requireWorkerCgroup(globals: Pick<GlobalOptions, "procfs" | "sysfs" | "stateDir">, raw: { name?: string; parent?: string }): { roots: HostRoots; cgroup: WorkerCgroup } {
   const { roots, cgroup: computed } = resolveCgroupTarget(globals, raw);
-  const cgroup = markedWorkerCgroup(computed, globals.stateDir) ?? computed;
-  const absent = cgroup.dirs.filter((d) => !existsSync(d.dir)).map((d) => d.dir);
-  if (absent.length > 0) {
-    const parent = raw.parent === undefined ? "" : ` --parent ${raw.parent}`;
-    throw new DrillError(`cgroup ${cgroup.name} does not exist: no ${absent.join(", no ")}; create it first with drill cgroup setup --name ${cgroup.name}${parent}`);
-  }
-  return { roots, cgroup };
+  return { roots, cgroup: requireSetUpCgroup(roots, computed, globals.stateDir, raw.parent) };
 }
 
 export interface SelfCommand {
@@ -136,6 +130,8 @@ async function runInside(redisUrl: string, roots: HostRoots, cgroup: WorkerCgrou
 
 export async function workerAction(g: GlobalOptions, raw: RawWorkerFlags): Promise<void> {
   const options = resolveWorkerFlags(raw, g.json, readHostMemoryBytes(hostRoots(g)));
+  // Before the join: a bad --weights-dir is the operator's to fix, not a worker that starts and dies inside.
+  checkWeightsDir(options.weightsDir, options.config.weightsBytes);
   const passed = cgroupFromEnv(process.env[WORKER_CGROUP_ENV]);
   const { roots, cgroup } = passed ? { roots: hostRoots(g), cgroup: passed } : requireWorkerCgroup(g, raw);
   // Chosen once, by the launcher (the run inside gets it as DRILL_REDIS_URL, so it does not choose again).

@@ -34,6 +34,7 @@ export interface DoctorFacts {
     | { given: false }
     | { given: true; url: string; reachable: boolean; error?: string; maxmemoryPolicy?: string | null; appendonly?: string | null };
   redisServerPath: string | null;
+  /** error: why the dir cannot take the files, naming it (directoryProblem). */
   hogDir: { dir: string; fsType: string | null; freeBytes: number | null; error?: string; neededBytes: number };
   stateDir: { dir: string; fsType: string | null; error?: string };
 }
@@ -156,7 +157,8 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
 
   const hog = f.hogDir;
   if (hog.error || hog.fsType === null) {
-    add("hog file system", "fail", hog.dir, `cannot stat ${hog.dir}: ${hog.error ?? "unknown"}`);
+    // inject and worker would refuse it (exit 2) at their start, mid-drill.
+    add("hog file system", "fail", hog.dir, `${hog.error ?? `cannot stat ${hog.dir}`}: give --file-dir an existing directory on a disk filesystem`);
   } else if (isMemoryFilesystem(hog.fsType)) {
     add("hog file system", "fail", `${hog.dir} (${hog.fsType})`, "tmpfs pages are shmem, not reclaimable without swap: thrash becomes an OOM. Use --file-dir on a disk filesystem");
   } else {

@@ -5,7 +5,7 @@ import { databaseRefusal, openRedis } from "../queue/redis.js";
 import { detectLayout, type CgroupLayout } from "../cgroup/layout.js";
 import type { ParentSpec } from "../cgroup/names.js";
 import { assembleWorkerCgroup, requireParentDirs, resolveWorkerCgroup, twinName, type WorkerCgroup } from "../cgroup/paths.js";
-import { filesystemName } from "../host/filesystem.js";
+import { directoryProblem, filesystemName } from "../host/filesystem.js";
 import { readKernelText, type HostRoots } from "../host/kernelFile.js";
 import { readHostPsi } from "../host/psi.js";
 import { readVmstat, swapCounters } from "../host/vmstat.js";
@@ -39,7 +39,7 @@ export async function gatherFacts(options: GatherOptions): Promise<DoctorFacts> 
     cgroupKill: { file: null, present: false, freezer: false },
     redis: options.redisUrl ? await redisFact(options.redisUrl) : { given: false },
     redisServerPath: findOnPath("redis-server", options.env ?? process.env),
-    hogDir: { dir: options.hogDir, ...filesystemOf(options.hogDir), neededBytes: options.hogBytes },
+    hogDir: { dir: options.hogDir, ...hogDirFact(options.hogDir), neededBytes: options.hogBytes },
     stateDir: { dir: options.stateDir, ...filesystemOf(nearestExisting(options.stateDir)) },
   };
 
@@ -174,6 +174,14 @@ function filesystemOf(dir: string): { fsType: string | null; freeBytes: number |
   } catch (err) {
     return { fsType: null, freeBytes: null, error: (err as NodeJS.ErrnoException).code ?? (err as Error).message };
   }
+}
+
+/** The hog's dir as inject and worker check it (statfs alone passes a regular file), then its filesystem. */
+function hogDirFact(dir: string): { fsType: string | null; freeBytes: number | null; error?: string } {
+  const problem = directoryProblem(dir);
+  if (problem) return { fsType: null, freeBytes: null, error: problem };
+  const fs = filesystemOf(dir);
+  return fs.error ? { ...fs, error: `cannot stat ${dir}: ${fs.error}` } : fs;
 }
 
 /** The state dir may not exist yet: judge the filesystem it will be created on. */

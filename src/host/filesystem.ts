@@ -1,4 +1,4 @@
-import { statfsSync } from "node:fs";
+import { statfsSync, statSync } from "node:fs";
 import path from "node:path";
 import { RefusedError, UsageError } from "../errors.js";
 import { formatBytes } from "../units.js";
@@ -37,12 +37,35 @@ export interface FileDirCheck {
 }
 
 /**
- * A directory for a hog's or the worker's file: absolute, on a disk
- * filesystem (reclaimable page cache), with room for the file and a margin.
- * `flag` names the option at fault in every error; `what` the file.
+ * Why `dir` cannot hold drill's files, or null when it is an existing
+ * directory. statfs alone answers for a regular file too (its filesystem), so
+ * without this a file given as the dir fails only once the hog or worker runs.
+ */
+export function directoryProblem(dir: string): string | null {
+  try {
+    return statSync(dir).isDirectory() ? null : `${dir} is not a directory`;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    // ENOTDIR: a file on the way (`/etc/passwd/x`); there is no such dir either.
+    return `${dir} ${code === "ENOENT" || code === "ENOTDIR" ? "does not exist" : `cannot be read (${code ?? (err as Error).message})`}`;
+  }
+}
+
+/** `dir` is an existing directory, else exit 2 naming `flag`. */
+export function requireDirectory(dir: string, flag: string): void {
+  const problem = directoryProblem(dir);
+  if (problem) throw new UsageError(`${flag}: ${problem}; give an existing directory on a disk filesystem`);
+}
+
+/**
+ * A directory for a hog's or the worker's file: absolute, an existing
+ * directory, on a disk filesystem (reclaimable page cache), with room for the
+ * file and a margin. `flag` names the option at fault in every error; `what`
+ * the file.
  */
 export function checkFileDir(dir: string, sizeBytes: number, flag: string, what: string): FileDirCheck {
   if (!path.isAbsolute(dir)) throw new UsageError(`${flag}: "${dir}" must be an absolute path`);
+  requireDirectory(dir, flag);
   let stats: ReturnType<typeof statfsSync>;
   try {
     stats = statfsSync(dir);

@@ -38,7 +38,7 @@ import {
   workerKeys,
   type WorkerKeys,
 } from "./scripts.js";
-import { checkWeightsDir, removeStaleWeightsFiles, weightsFileName } from "./weightsFile.js";
+import { removeStaleWeightsFiles, weightsFileName } from "./weightsFile.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
 /**
@@ -54,6 +54,7 @@ export interface WorkerOptions {
   queue: string;
   workerId: string;
   config: WorkerConfig;
+  /** Checked by workerAction (checkWeightsDir) before the worker joins its cgroup. */
   weightsDir: string;
   maxJobs: number | null;
   idleExitMs: number | null;
@@ -150,7 +151,6 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
     else deps.out(line);
   };
 
-  checkWeightsDir(options.weightsDir, config.weightsBytes);
   const self = readProcessStat(deps.roots, "self");
   const startTime = self.ok ? self.value.startTime : 0;
   const token = `${os.hostname()}:${process.pid}:${startTime}:${randomBytes(4).toString("hex")}`;

@@ -103,6 +103,25 @@ describe("drill doctor", () => {
     expect(doc.checks.find((c) => c.name === "memory controller writable")).toMatchObject({ status: "pass", value: path.join(host.sysfs, "fs", "cgroup", "drills") });
   });
 
+  // statfs answers for a regular file too: the row passed, and inject and worker failed on it mid-drill.
+  it("--file-dir that is a regular file: the hog file system row fails saying it is not a directory (exit 3)", async () => {
+    const host = fakeHost({});
+    roots.push(host.root);
+    const plain = path.join(host.root, "plain-file");
+    writeFileSync(plain, "");
+    const r = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--state-dir", path.join(host.root, "state"), "doctor", "--json", "--file-dir", plain]);
+    const doc = JSON.parse(r.stdout) as { checks: Array<{ name: string; status: string; value: unknown; detail: string }>; verdict: string };
+    expect(doc.checks.find((c) => c.name === "hog file system")).toEqual({
+      name: "hog file system",
+      status: "fail",
+      value: plain,
+      detail: `${plain} is not a directory: give --file-dir an existing directory on a disk filesystem`,
+    });
+    expect(doc.verdict).toBe("refused");
+    expect(r.exitCode).toBe(3);
+    expect(r.stderr).toMatch(new RegExp(`^drill: doctor refused: .*hog file system: ${plain.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} is not a directory`, "m"));
+  });
+
   it("prints a table and the serving verdict on this machine", async () => {
     const r = await runDrill(["doctor"]);
     expect([0, 3]).toContain(r.exitCode);

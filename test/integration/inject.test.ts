@@ -167,9 +167,9 @@ describe.skipIf(skipReason)("inject on real cgroups (--parent self)", () => {
     expect(JSON.parse(again.stdout)).toMatchObject({ cgroups: [], nothing_to_roll_back: true, left: [] });
   });
 
-  it("inject without a cgroup says to set it up", async () => {
+  it("inject without a cgroup says to set it up where it looked (its --parent and state dir)", async () => {
     const result = await drill(["inject", "--name", `absent${process.pid}`, "--parent", "self", "--size", "16M"]);
     expect(result.exitCode).toBe(1);
-    expect(result.stderr).toMatch(/run drill cgroup setup/);
+    expect(result.stderr).toContain(`run drill --state-dir ${stateDir} cgroup setup --name absent${process.pid} --parent self first`);
   });
 });

@@ -1,0 +1,43 @@
+import { existsSync } from "node:fs";
+import { drillCommandFor } from "../context.js";
+import { DrillError } from "../errors.js";
+import type { HostRoots } from "../host/kernelFile.js";
+import { sameNameUnderSelf } from "./elsewhere.js";
+import type { WorkerCgroup } from "./paths.js";
+import { decideOwnership, inspectForSetup } from "./setup.js";
+import { readMarker } from "./stateFiles.js";
+import { markedWorkerCgroup } from "./teardown.js";
+
+/**
+ * The `drill cgroup setup` that makes the worker cgroup where a command looked
+ * for it: with that command's --name, --parent and --state-dir, since copied
+ * without them it would make another cgroup (at the hierarchy's root, with
+ * its marker elsewhere). `flags`: what else to give. When setup would refuse
+ * (a cgroup drill did not create, another drill's, one recreated since), why.
+ */
+export function setupAdvice(roots: HostRoots, computed: WorkerCgroup, stateDir: string, parent: string | undefined, flags = ""): string {
+  const ownership = decideOwnership(inspectForSetup(roots, computed, stateDir));
+  if (ownership.kind === "refuse") return `drill cgroup setup would refuse it: ${ownership.reason}`;
+  const where = parent === undefined ? "" : ` --parent ${parent}`;
+  return `run ${drillCommandFor(stateDir)} cgroup setup --name ${computed.name}${where}${flags} first`;
+}
+
+/**
+ * The worker cgroup as drill set it up (marker first), every dir present;
+ * else an error saying what to do: add --parent self (the same name is under
+ * the caller's own cgroup), set it up, or, for dirs drill did not create
+ * (`cgroup status`: "not created by drill"), why setup would not.
+ */
+export function requireSetUpCgroup(roots: HostRoots, computed: WorkerCgroup, stateDir: string, parent: string | undefined): WorkerCgroup {
+  const cgroup = markedWorkerCgroup(computed, stateDir) ?? computed;
+  const present = cgroup.dirs.filter((d) => existsSync(d.dir));
+  if (present.length === cgroup.dirs.length) return cgroup;
+  const absent = `no ${cgroup.dirs.filter((d) => !present.includes(d)).map((d) => d.dir).join(", no ")}`;
+  const underSelf = sameNameUnderSelf(roots, cgroup, stateDir);
+  if (underSelf) throw new DrillError(`cgroup ${cgroup.name} is not set up: ${absent}; but ${underSelf.limits.dir} exists under your own cgroup: add --parent self`);
+  const advice = setupAdvice(roots, computed, stateDir, parent);
+  if (present.length > 0 && readMarker(stateDir, computed) === null) {
+    throw new DrillError(`cgroup ${cgroup.name} exists but was not created by drill (${absent}); ${advice}`);
+  }
+  throw new DrillError(`cgroup ${cgroup.name} is not set up: ${absent}; ${advice}`);
+}
