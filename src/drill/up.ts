@@ -376,8 +376,12 @@ async function runSchedule(
   };
   for (const child of core) {
     void child.exited.then((code) => {
-      const logFile = path.join(dir, `${child.record.key}.log`);
-      stopEarly({ key: child.record.key, how: `exited (${code === null ? "killed by a signal" : `code ${code}`})`, code, log: logFile, lastLine: lastLogLine(logFile), cause: "exited" });
+      // Its error line when it wrote one; else (killed, no word on stderr) the last thing it did on stdout.
+      const errLog = path.join(dir, `${child.record.key}.log`);
+      const outLog = path.join(dir, outputName(child.record.key));
+      const said = lastLogLine(errLog);
+      const did = said === null ? lastLogLine(outLog) : null;
+      stopEarly({ key: child.record.key, how: `exited (${code === null ? "killed by a signal" : `code ${code}`})`, code, log: did === null ? errLog : outLog, lastLine: said ?? did, cause: "exited" });
     });
   }
   const embeddedRedis = state.redis.embedded ? state.processes.find((p) => p.role === "redis") : undefined;

@@ -104,7 +104,8 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     expect(result.exitCode, out).toBe(1);
     // It stopped, rather than packing into a queue no gate serves until 20 s.
     expect(elapsedMs, out).toBeLessThan(DECLARED_MS);
-    expect(result.stderr).toMatch(/^gate: exited \(killed by a signal\) \d+s into the drill.*; the drill stops here \(log: \S+gate\.log\)$/m);
+    // SIGKILLed, it wrote no error line: the last thing it did (its last decision, on gate.out) is said instead.
+    expect(result.stderr).toMatch(/^gate: exited \(killed by a signal\) \d+s into the drill: (admit|reject_\w+) job=\S+.*; the drill stops here \(log: \S+gate\.out\)$/m);
     expect(result.stderr).toMatch(/phase 1: packed (\d+) of 20 jobs; (\d+) not packed: the drill stopped before its end/);
     expect(result.stderr).not.toMatch(/phase 2: pack/);
     expect(result.stderr).toMatch(/^phase 2: not started: the drill stopped before 12s; 1 jobs not packed$/m);
@@ -116,6 +117,7 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     const summary = JSON.parse(result.stdout.trim().split("\n").pop()!) as Summary;
     expect(summary.verdict).toBe("stopped_early");
     expect(summary.stopped_early.map((e) => e.process)).toEqual(["gate"]);
+    expect(summary.stopped_early[0]).toMatchObject({ log: expect.stringMatching(/gate\.out$/), last_line: expect.stringMatching(/^(admit|reject_\w+) job=/) });
     // Every job of every phase is pushed or counted as not packed, the one that never started too.
     expect(summary.pushed_ids.length + summary.not_packed).toBe(2 + 20 + 1);
     expect(summary.not_packed).toBeGreaterThan(0);
