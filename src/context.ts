@@ -1,3 +1,4 @@
+import { statSync } from "node:fs";
 import path from "node:path";
 import { UsageError } from "./errors.js";
 import { HostRoots } from "./host/kernelFile.js";
@@ -40,8 +41,19 @@ export function resolveGlobalOptions(raw: {
   // and a rollback run from another directory all read these paths.
   const dir = (given: string | undefined, fromEnv: string | undefined, flag: string, variable: string, fallback: string): string => {
     const value = given ?? fromEnv ?? fallback;
-    if (value === "") throw new UsageError(`${given !== undefined ? flag : variable}: empty path`);
-    return path.resolve(value);
+    const source = given !== undefined ? flag : variable;
+    if (value === "") throw new UsageError(`${source}: empty path`);
+    const resolved = path.resolve(value);
+    // A file where a dir belongs fails later as ENOTDIR deep in whatever reads it (or as "nothing to roll back"):
+    // said here, naming the flag. A dir not there yet is fine: the state dir is made on first use.
+    let isDirectory = true;
+    try {
+      isDirectory = statSync(resolved).isDirectory();
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOTDIR") isDirectory = false;
+    }
+    if (!isDirectory) throw new UsageError(`${source}: ${resolved} is not a directory`);
+    return resolved;
   };
   return {
     redisUrl,

@@ -1,5 +1,7 @@
-import { describe, expect, it } from "vitest";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { redisDatabase, resolveGlobalOptions } from "../../src/context.js";
 import { UsageError } from "../../src/errors.js";
 
@@ -68,5 +70,27 @@ describe("resolveGlobalOptions: paths", () => {
   it("an empty path is bad usage naming where it came from", () => {
     expect(() => resolveGlobalOptions({ stateDir: "" }, {})).toThrow("--state-dir");
     expect(() => resolveGlobalOptions({}, { DRILL_SYSFS: "" })).toThrow("DRILL_SYSFS");
+  });
+});
+
+describe("resolveGlobalOptions: --state-dir, --procfs, --sysfs are directories", () => {
+  let tmp = "";
+  beforeAll(() => {
+    tmp = mkdtempSync(path.join(tmpdir(), "drill-context-"));
+    writeFileSync(path.join(tmp, "file"), "");
+  });
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+  it("a regular file is exit 2 naming the flag (rollback said nothing to roll back; up and setup failed with ENOTDIR)", () => {
+    const file = path.join(tmp, "file");
+    expect(() => resolveGlobalOptions({ stateDir: file }, {})).toThrow(new UsageError(`--state-dir: ${file} is not a directory`));
+    expect(() => resolveGlobalOptions({}, { DRILL_STATE_DIR: file })).toThrow(`DRILL_STATE_DIR: ${file} is not a directory`);
+    expect(() => resolveGlobalOptions({ procfs: file }, {})).toThrow(`--procfs: ${file} is not a directory`);
+    expect(() => resolveGlobalOptions({ stateDir: path.join(file, "below") }, {})).toThrow(`--state-dir: ${path.join(file, "below")} is not a directory`);
+  });
+
+  it("a dir not there yet is fine: the state dir is made on first use", () => {
+    expect(resolveGlobalOptions({ stateDir: path.join(tmp, "new", "state") }, {}).stateDir).toBe(path.join(tmp, "new", "state"));
+    expect(resolveGlobalOptions({ stateDir: tmp }, {}).stateDir).toBe(tmp);
   });
 });
