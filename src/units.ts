@@ -1,5 +1,18 @@
 import { UsageError } from "./errors.js";
 
+/**
+ * A number as an operator types it: decimal digits with at most one point
+ * (`12`, `12.5`, `.5`, `0`), nothing around them. Number() also takes `0x10`
+ * (16), `1e1` (10), `0b11`, ` 5 ` and `Infinity`: a typo would run the drill
+ * on a limit nobody wrote. Flags and drill-file numbers all pass through this.
+ */
+export const PLAIN_DECIMAL = String.raw`(?:\d+(?:\.\d+)?|\.\d+)`;
+const PLAIN_DECIMAL_ONLY = new RegExp(`^${PLAIN_DECIMAL}$`);
+export const isPlainDecimal = (text: string): boolean => PLAIN_DECIMAL_ONLY.test(text);
+/** A size or a duration: a plain decimal and its unit (`.5G`, `1.5s`, `512M`). */
+const SIZE = new RegExp(String.raw`^\s*(${PLAIN_DECIMAL})\s*([a-zA-Z]*)\s*$`);
+const DURATION = new RegExp(String.raw`^\s*(${PLAIN_DECIMAL})\s*(ms|s|m|h)\s*$`);
+
 const SIZE_UNITS: Record<string, number> = {
   "": 1,
   b: 1,
@@ -18,7 +31,7 @@ const AMBIGUOUS_UNITS = new Set(["kb", "mb", "gb", "tb"]);
 
 /** `2G`, `2GiB`, `512M`, `2147483648` → bytes (IEC: powers of 1024). */
 export function parseSize(text: string, flag: string): number {
-  const match = /^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$/.exec(text);
+  const match = SIZE.exec(text);
   if (match && AMBIGUOUS_UNITS.has(match[2]!.toLowerCase())) {
     const iec = match[2]![0]!.toUpperCase();
     throw new UsageError(`${flag}: "${text}" is ambiguous (decimal or binary?); use ${match[1]}${iec} or ${match[1]}${iec}iB (powers of 1024)`);
@@ -90,7 +103,7 @@ export const MAX_DURATION_MS = 7 * 24 * 3_600_000;
 
 /** `8s`, `1500ms`, `10m`, `1h` → milliseconds. A bare number is refused: seconds or ms? */
 export function parseDuration(text: string, flag: string, maxMs = MAX_DURATION_MS): number {
-  const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$/.exec(text);
+  const match = DURATION.exec(text);
   if (!match) throw new UsageError(`${flag}: "${text}" is not a duration (use e.g. 8s, 1500ms, 10m)`);
   const ms = Math.round(Number(match[1]) * DURATION_UNITS[match[2]!]!);
   if (!Number.isSafeInteger(ms)) throw new UsageError(`${flag}: "${text}" is too large`);
@@ -109,15 +122,6 @@ export function parsePositiveDuration(text: string, flag: string, maxMs = MAX_DU
   return ms;
 }
 
-/**
- * A number as an operator types it: decimal digits with at most one point
- * (`12`, `12.5`, `.5`, `0`), nothing around them. Number() also takes `0x10`
- * (16), `1e1` (10), `0b11`, ` 5 ` and `Infinity`: a typo would run the drill
- * on a limit nobody wrote. Flags and drill-file numbers all pass through this.
- */
-export const PLAIN_DECIMAL = String.raw`(?:\d+(?:\.\d+)?|\.\d+)`;
-const PLAIN_DECIMAL_ONLY = new RegExp(`^${PLAIN_DECIMAL}$`);
-export const isPlainDecimal = (text: string): boolean => PLAIN_DECIMAL_ONLY.test(text);
 
 /**
  * A number as text a flag takes back (`up` hands drill-file values to gate,

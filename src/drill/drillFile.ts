@@ -8,7 +8,7 @@ import { readHostMemoryBytes } from "../host/meminfo.js";
 import { MIN_GATE_INTERVAL_MS } from "../gate/policy.js";
 import { jobSchema, MAX_DEADLINE_MS } from "../queue/job.js";
 import { isValidKeyPart } from "../queue/keys.js";
-import { isPlainDecimal, mapSizeProblem, memoryMaxProblem, parseDuration, parseSize } from "../units.js";
+import { isPlainDecimal, mapSizeProblem, memoryMaxProblem, parseDuration, parsePercent, parseSize } from "../units.js";
 import { defaultWorkerConfig } from "../worker/plan.js";
 
 /**
@@ -47,6 +47,17 @@ const count = z.number().int().positive();
  */
 /** PSI avg10 and stall rates are percentages: a limit over 100 never trips. */
 const percent = z.number().nonnegative().max(100);
+/** A stall-rate percentage as --psi-rate-limit takes it: `10` or `10%` (YAML reads `10%` as text). */
+const ratePercent = (what: string) =>
+  z.union([percent, z.string()]).transform((value, ctx) => {
+    if (typeof value === "number") return value;
+    try {
+      return parsePercent(value, what);
+    } catch (err) {
+      ctx.addIssue({ code: "custom", message: (err as Error).message.replace(/^[^:]*: /, "") });
+      return z.NEVER;
+    }
+  });
 /** A name inside Redis keys (`<q>:retry:<class>`), as validateKeyPart checks it. */
 const keyPart = z.string().refine(isValidKeyPart, { message: "letters, digits, '_', '.', '-' (at most 100), starting with a letter or digit" });
 /** The check of cgroup setup and up --memory-max (units.ts), on cgroup.memory_max. */
@@ -142,7 +153,7 @@ export const buildDrillFileSchema = (hostMemoryBytes: number | null) => z.strict
   gate: z
     .strictObject({
       psi_limit: percent.default(10),
-      psi_rate_limit: percent.default(10),
+      psi_rate_limit: ratePercent("psi_rate_limit").default(10),
       slack_limit: duration("slack_limit").prefault("1500ms"),
       packed_token_limit: count.default(32000),
       interval: duration("interval")
@@ -276,7 +287,7 @@ function nonDecimalNumbers(doc: Document): Problem[] {
         if (isSeq(ancestor)) return [String(ancestor.items.indexOf(path[i + 1] ?? node))];
         return [];
       });
-      problems.push({ field: field.join(".") || "(top level)", message: `"${node.source}" is not a plain decimal number (write e.g. 10 or 2.5)` });
+      problems.push({ field: field.join(".") || "(top level)", message: `"${node.source}" is not a plain decimal number (write e.g. 10 or 2.5; a size or a duration takes its unit: 512M, 8s)` });
     },
   });
   return problems;

@@ -49,6 +49,9 @@ describe("drill files", () => {
   it("plain decimal numbers are read as written: 12, 12.5, .5, 0", () => {
     const d = parseDrillFile(smoke.replace("psi_limit: 10", "psi_limit: 12.5").replace("psi_rate_limit: 5", "psi_rate_limit: .5").replace("decode_tokens_per_s: 200", "decode_tokens_per_s: 0"), "x.yaml");
     expect([d.gate.psi_limit, d.gate.psi_rate_limit, d.worker.decode_tokens_per_s]).toEqual([12.5, 0.5, 0]);
+    // As --psi-rate-limit takes it: `5%` (YAML text) is 5, and `150%` is still over 100.
+    expect(parseDrillFile(smoke.replace("psi_rate_limit: 5", "psi_rate_limit: 5%"), "x.yaml").gate.psi_rate_limit).toBe(5);
+    expect(() => parseDrillFile(smoke.replace("psi_rate_limit: 5", "psi_rate_limit: 150%"), "x.yaml")).toThrow(/^x\.yaml: gate\.psi_rate_limit: "150%" is a percentage \(0-100\)/);
   });
 
   // QA: pack --completion-tokens 0 was accepted and the same job in a drill file refused: one rule, the job schema's.
@@ -143,7 +146,7 @@ describe("drill files", () => {
     ["not a mapping", "- just\n- a list\n", /^x\.yaml: not a drill: a YAML mapping/],
     ["inject size under a page", smoke.replace("size: 256M", "size: 0"), /^x\.yaml: phases\.2\.inject\.size: is less than one page/],
     // YAML reads these as numbers: `psi_limit: 0x10` was a limit of 16 nobody wrote.
-    ["hex psi_limit", smoke.replace("psi_limit: 10", "psi_limit: 0x10"), /^x\.yaml: gate\.psi_limit: "0x10" is not a plain decimal number \(write e\.g\. 10 or 2\.5\)$/],
+    ["hex psi_limit", smoke.replace("psi_limit: 10", "psi_limit: 0x10"), /^x\.yaml: gate\.psi_limit: "0x10" is not a plain decimal number \(write e\.g\. 10 or 2\.5; a size or a duration takes its unit: 512M, 8s\)$/],
     ["exponent psi_rate_limit", smoke.replace("psi_rate_limit: 5", "psi_rate_limit: 1e1"), /^x\.yaml: gate\.psi_rate_limit: "1e1" is not a plain decimal number/],
     ["octal jobs", smoke.replace("jobs: 3,", "jobs: 0o3,"), /^x\.yaml: phases\.0\.pack\.jobs: "0o3" is not a plain decimal number/],
     ["hex memory_max in bytes", smoke.replace("memory_max: 160M", "memory_max: 0x10000000"), /^x\.yaml: cgroup\.memory_max: "0x10000000" is not a plain decimal number/],
@@ -193,8 +196,8 @@ describe("drill file errors: every problem, each named", () => {
     const text = smoke.replace("psi_limit: 10", "psi_limit: 0x10").replace("prompt_tokens: 24000", "prompt_tokens: 2.4e4").replace("memory_max: 160M", "memory_max: 0");
     expect(message(text).split("\n")).toEqual([
       "x.yaml: 3 problems:",
-      '  gate.psi_limit: "0x10" is not a plain decimal number (write e.g. 10 or 2.5)',
-      '  phases.0.pack.prompt_tokens: "2.4e4" is not a plain decimal number (write e.g. 10 or 2.5)',
+      '  gate.psi_limit: "0x10" is not a plain decimal number (write e.g. 10 or 2.5; a size or a duration takes its unit: 512M, 8s)',
+      '  phases.0.pack.prompt_tokens: "2.4e4" is not a plain decimal number (write e.g. 10 or 2.5; a size or a duration takes its unit: 512M, 8s)',
       '  cgroup.memory_max: is below one page (4096 bytes): every task in the cgroup would be OOM-killed at its first page (0 is not "no limit")',
     ]);
   });

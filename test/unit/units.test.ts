@@ -13,6 +13,7 @@ describe("parseSize (IEC, powers of 1024)", () => {
     ["2147483648", 2147483648],
     ["0", 0],
     ["1.5G", 1.5 * 1024 ** 3],
+    [".5G", 0.5 * 1024 ** 3], // a plain decimal, as every number flag takes it
   ])("%s", (text, bytes) => expect(parseSize(text, "--memory-max")).toBe(bytes));
 
   it.each(["", "G", "-1G", "2X", "2 G B", "1e9", "0x10", "two"])("refuses %j naming the flag, exit 2", (text) => {
@@ -149,6 +150,7 @@ describe("parseDuration", () => {
     ["10m", 600_000],
     ["1h", 3_600_000],
     ["0.5s", 500],
+    [".5s", 500], // a plain decimal, as every number flag takes it
   ])("%s", (text, ms) => expect(parseDuration(text, "--deadline")).toBe(ms));
 
   it.each(["8", "", "s", "-1s", "8 sec", "8d", "1e3ms"])("refuses %j naming the flag", (text) => {
