@@ -2,7 +2,7 @@ import { mkdirSync, rmdirSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { drillCommandFor } from "../context.js";
 import { isDrillUp, readState, statePath, type DrillState } from "../drill/state.js";
-import { DrillError, RefusedError, kernelWriteError } from "../errors.js";
+import { DrillError, ExitCode, RefusedError, kernelWriteError } from "../errors.js";
 import { readKernelText, type HostRoots } from "../host/kernelFile.js";
 import { formatBytes } from "../units.js";
 import { effectiveLimitFrom, parseLimit, readPids, type Limit } from "./memoryFiles.js";
@@ -351,6 +351,28 @@ export function enableMemoryError(file: string, parentDir: string, err: unknown)
   return kernelWriteError(file, err);
 }
 
+/**
+ * A v1 limit lowered below what the cgroup holds: the kernel tries to reclaim
+ * down to it and, failing (anon pages, no swap), answers EBUSY rather than
+ * OOM-kill as v2 does. Said as that, with the usage and what the limit still is.
+ */
+export function limitWriteError(file: string, value: string, err: unknown): DrillError {
+  if ((err as NodeJS.ErrnoException).code !== "EBUSY" || !/limit_in_bytes$/.test(file)) return kernelWriteError(file, err);
+  const dir = path.dirname(file);
+  const read = (name: string): string | null => {
+    const text = readKernelText(path.join(dir, name));
+    return text.ok ? text.value.trim() : null;
+  };
+  const bytes = (text: string | null): string => (text !== null && /^\d+$/.test(text) ? formatBytes(Number(text)) : "unknown");
+  const usage = bytes(read(file.endsWith("memsw.limit_in_bytes") ? "memory.memsw.usage_in_bytes" : "memory.usage_in_bytes"));
+  return new DrillError(
+    `cannot lower ${file} to ${bytes(value)}: EBUSY: the cgroup holds ${usage} and the kernel could not reclaim it below the new limit ` +
+      `(v1 refuses instead of OOM-killing); stop what runs in it (a hog, the worker) or give a limit above its usage. ${path.basename(file)} is still ${bytes(read(path.basename(file)))}`,
+    ExitCode.failed,
+    { cause: err },
+  );
+}
+
 /** The one kernel write setup makes; injectable so tests can play EBUSY/EACCES on a fake tree. */
 export type KernelWriter = (file: string, value: string) => void;
 const writeToKernel: KernelWriter = (file, value) => writeFileSync(file, value);
@@ -443,7 +465,7 @@ function applyJudged(plan: SetupPlan, current: CgroupMarker | null, stateDir: st
         try {
           writeKernel(step.file, step.value);
         } catch (err) {
-          if (step.bestEffort === null) throw kernelWriteError(step.file, err);
+          if (step.bestEffort === null) throw limitWriteError(step.file, step.value, err);
           const code = (err as NodeJS.ErrnoException).code ?? "error";
           writes.push({ file: step.file, wrote: step.value, readBack: null, skipped: `${code}: ${step.bestEffort}` });
           warnings.push(`${step.bestEffort} (${code} writing ${step.file})`);

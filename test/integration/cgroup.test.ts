@@ -120,6 +120,20 @@ describe.skipIf(skipReason)("real cgroups under the test's own cgroup (--parent 
     expect(again.stdout).toMatch(/nothing to tear down/);
   });
 
+  it("v1: a limit lowered below what the cgroup holds is said as that (its usage, the limit it keeps), not a bare EBUSY", async (ctx) => {
+    const name = uniqueName();
+    const cg = track(name);
+    if (cg.memory === null) ctx.skip(); // v2 reclaims, then OOM-kills: no EBUSY to explain
+    expect((await drill(["cgroup", "setup", "--name", name, "--parent", "self", "--memory-max", "128M", "--swap-max", "0"])).exitCode).toBe(0);
+    const hog = await drill(["inject", "--name", name, "--parent", "self", "--mode", "anon", "--size", "64M", "--hold", "30s", "--detach"]);
+    expect(hog.exitCode, hog.stderr).toBe(0);
+    const lower = await drill(["cgroup", "setup", "--name", name, "--parent", "self", "--memory-max", "16M", "--swap-max", "0"]);
+    expect(lower.exitCode).toBe(1);
+    expect(lower.stderr).toMatch(
+      /^drill: cannot lower \S+\/memory\.limit_in_bytes to 16(\.0)?MiB: EBUSY: the cgroup holds 6\d(\.\d)?MiB and the kernel could not reclaim it below the new limit .*; stop what runs in it .* memory\.limit_in_bytes is still 128(\.0)?MiB$/m,
+    );
+  });
+
   it("RELIABILITY 2: an existing cgroup with a foreign task is refused by setup and teardown, never adopted", async () => {
     const name = uniqueName();
     const cg = track(name);
