@@ -42,6 +42,15 @@ export interface StallSample {
   stallPct: number | null;
 }
 
+/**
+ * Pure: the phase of a sample covering [intervalStartMs, now), times since the
+ * hog started. A hold second is one held from its start: the second the
+ * filling ended in is still fill (counted as hold, an 8 s hold showed 9).
+ */
+export function samplePhase(packedAtMs: number | null, intervalStartMs: number): StallSample["phase"] {
+  return packedAtMs !== null && packedAtMs <= intervalStartMs ? "hold" : "fill";
+}
+
 export interface StallSummary {
   holdSeconds: number;
   holdMedianPct: number | null;

@@ -9,7 +9,7 @@ import { readKernelText } from "../host/kernelFile.js";
 import { parsePsi, stallRatePct } from "../host/psi.js";
 import { consoleOutput, snakeCaseKeys, type Output } from "../output.js";
 import { formatBytes, formatDuration, mapSizeProblem, parseDuration, parseSize } from "../units.js";
-import { checkThrashDir, classifyHogExit, summarizeStall, type HogMode, type HogOutcome, type StallSample, type StallSummary } from "../cgroup/hog.js";
+import { checkThrashDir, classifyHogExit, samplePhase, summarizeStall, type HogMode, type HogOutcome, type StallSample, type StallSummary } from "../cgroup/hog.js";
 import { spawnInCgroup, verifyJoined, JOIN_FAILED_EXIT } from "../cgroup/join.js";
 import { parseCounter, readCgroupMemory, readOomKillCount } from "../cgroup/memoryFiles.js";
 import type { CgroupDir, WorkerCgroup } from "../cgroup/paths.js";
@@ -328,11 +328,12 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     const now = Date.now();
     const total = readPsiSomeTotal(cgroup.pressureFile);
     const stallPct = prevTotal !== null && total !== null ? stallRatePct(prevTotal, total, now - prevAt) : null;
+    const prevAtBefore = prevAt;
     prevTotal = total;
     prevAt = now;
     const sample: StallSample = {
       tMs: now - startedAt,
-      phase: state.packed === null ? "fill" : "hold",
+      phase: samplePhase(state.packedAtMs, prevAtBefore - startedAt),
       touchedBytes: state.touched,
       cgUsageBytes: readUsage(cgroup),
       stallPct: stallPct === null ? null : Math.round(stallPct * 100) / 100,

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { JOIN_FAILED_EXIT, joinArgv, spawnInCgroup } from "../../src/cgroup/join.js";
-import { classifyHogExit, summarizeStall, checkThrashDir, type StallSample } from "../../src/cgroup/hog.js";
+import { classifyHogExit, samplePhase, summarizeStall, checkThrashDir, type StallSample } from "../../src/cgroup/hog.js";
 
 let dir = "";
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
@@ -70,6 +70,14 @@ describe("hog outcome", () => {
       holdSecondsOver: 2,
       thresholdPct: 5,
     });
+  });
+
+  it("a hold second is one held from its start: the second the filling ended in is fill (an 8 s hold counted 9)", () => {
+    // Packed 2.5 s in: the sample over [2 s, 3 s) is still filling, the one over [3 s, 4 s) holds.
+    expect(samplePhase(2500, 2000)).toBe("fill");
+    expect(samplePhase(2500, 3000)).toBe("hold");
+    expect(samplePhase(2500, 2500)).toBe("hold");
+    expect(samplePhase(null, 9000)).toBe("fill");
   });
 
   it("refuses a relative --file-dir", () => expect(() => checkThrashDir("var/tmp", 1)).toThrow(/absolute/));
