@@ -2,7 +2,7 @@ import { DrillError, InterruptedError, UsageError } from "../errors.js";
 import { commandRedisUrl, type GlobalOptions } from "../context.js";
 import { onInterrupt } from "../interrupt.js";
 import { validateKeyPart } from "../queue/keys.js";
-import { jobSchema, type Job } from "../queue/job.js";
+import { jobSchema, MAX_JOBS_PER_PACK, type Job } from "../queue/job.js";
 import { DrillQueue, pushFailure, pushScope, pushUntilTaken, unnumberedJob } from "../queue/queue.js";
 import { closeRedis, connectRedis } from "../queue/redis.js";
 import { PLAIN_DECIMAL, parseDuration, parsePositiveDuration, parsePositiveInt, parseWholeNumber } from "../units.js";
@@ -33,6 +33,7 @@ export function parseRate(text: string, flag: string): number {
 
 export function resolvePackOptions(raw: RawPackOptions, nowMs: number = Date.now()): PackOptions {
   const jobs = parsePositiveInt(raw.jobs, "--jobs");
+  if (jobs > MAX_JOBS_PER_PACK) throw new UsageError(`--jobs: ${jobs} is more than one pack pushes (at most ${MAX_JOBS_PER_PACK})`);
   // Job fields, not timers: the job schema (checkAgainstJobSchema) says what is too long, with every other offending flag.
   const deadlineMs = parsePositiveDuration(raw.deadline, "--deadline", Number.MAX_SAFE_INTEGER);
   const options: PackOptions = {

@@ -6,7 +6,7 @@ import { UsageError } from "../errors.js";
 import { HostRoots } from "../host/kernelFile.js";
 import { readHostMemoryBytes } from "../host/meminfo.js";
 import { MIN_GATE_INTERVAL_MS } from "../gate/policy.js";
-import { jobSchema, MAX_DEADLINE_MS } from "../queue/job.js";
+import { jobSchema, MAX_DEADLINE_MS, MAX_JOBS_PER_PACK } from "../queue/job.js";
 import { isValidKeyPart } from "../queue/keys.js";
 import { isPlainDecimal, mapSizeProblem, memoryMaxProblem, parseDuration, parsePercent, parseSize } from "../units.js";
 import { defaultWorkerConfig } from "../worker/plan.js";
@@ -82,7 +82,7 @@ const parent = z.string().superRefine((value, ctx) => {
 });
 
 const packStep = z.strictObject({
-  jobs: count,
+  jobs: count.max(MAX_JOBS_PER_PACK, { message: `more than one pack pushes (at most ${MAX_JOBS_PER_PACK})` }),
   // At least 1 (as pack's flags), then the job's own rule (job.ts; pack checks the same):
   // over its cap, every job of the pack goes to dead.
   files: count.pipe(jobSchema.shape.files).default(8),

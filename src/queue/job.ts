@@ -17,6 +17,13 @@ export const MAX_FUTURE_SKEW_MS = 60_000;
 /** The longest deadline a job may carry (7 days, as any drill duration): a longer one is a bad payload. */
 export const MAX_DEADLINE_MS = MAX_DURATION_MS;
 
+/**
+ * The most jobs one pack (pack --jobs, a drill file's phase) pushes: a
+ * rehearsal needs thousands at most, and a typo of a few zeros would push for
+ * hours into a Redis nobody sized for it.
+ */
+export const MAX_JOBS_PER_PACK = 1_000_000;
+
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/;
 const count = (max: number) => z.int().min(0).max(max);
 

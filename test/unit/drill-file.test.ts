@@ -134,6 +134,7 @@ describe("drill files", () => {
     // What up hands its children must pass their flag checks: a value gate or
     // watch refuses with exit 2 left a drill running without its gate (up exit 0).
     ["psi_rate_limit over 100", smoke.replace("psi_rate_limit: 5", "psi_rate_limit: 150"), /^x\.yaml: gate\.psi_rate_limit: /],
+    ["a pack of more jobs than one pack pushes", smoke.replace("jobs: 3,", "jobs: 100000000,"), /^x\.yaml: phases\.0\.pack\.jobs: more than one pack pushes \(at most 1000000\)/],
     ["psi_limit over 100", smoke.replace("psi_limit: 10", "psi_limit: 150"), /^x\.yaml: gate\.psi_limit: /],
     ["gate interval under the gate's minimum", smoke.replace("interval: 1s", "interval: 10ms"), /^x\.yaml: gate\.interval: must be at least 50ms/],
     ["retry_host_class not a key name", smoke.replace("packed_token_limit: 32000", "packed_token_limit: 32000\n  retry_host_class: 'a:b'"), /^x\.yaml: gate\.retry_host_class: /],

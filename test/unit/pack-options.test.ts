@@ -27,6 +27,11 @@ function usageMessage(overrides: Partial<RawPackOptions>): string {
 }
 
 describe("resolvePackOptions against the job schema", () => {
+  it("--jobs stops at a million: a typo of a few zeros would push for hours", () => {
+    expect(resolvePackOptions({ ...defaults, jobs: "1000000" }, NOW).jobs).toBe(1_000_000);
+    expect(usageMessage({ jobs: "100000000" })).toBe("--jobs: 100000000 is more than one pack pushes (at most 1000000)");
+  });
+
   it("accepts the defaults and the schema's own edges", () => {
     expect(resolvePackOptions(defaults, NOW).promptTokens).toBe(24000);
     expect(resolvePackOptions({ ...defaults, promptTokens: "10000000", deadline: "168h", files: "1000000" }, NOW).deadlineMs).toBe(168 * 3_600_000);
