@@ -1,5 +1,6 @@
 import { FREE_MARGIN_BYTES, isMemoryFilesystem } from "../host/filesystem.js";
 import { formatBytes } from "../units.js";
+import { redactUrl } from "../context.js";
 
 /**
  * Doctor's decisions, pure: facts gathered from the host in, one row per check
@@ -122,7 +123,9 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
 
   if (f.redis.given) {
     const r = f.redis;
-    add("redis reachable", r.reachable ? "pass" : "fail", r.url, r.reachable ? "PING answered" : `cannot reach ${r.url}: ${r.error ?? "no answer"}`);
+    // Doctor's table goes into tickets and chat: a password in the URL stays out of it.
+    const url = redactUrl(r.url);
+    add("redis reachable", r.reachable ? "pass" : "fail", url, r.reachable ? "PING answered" : `cannot reach ${url}: ${r.error ?? "no answer"}`);
     if (r.reachable) {
       const policy = r.maxmemoryPolicy ?? null;
       add(

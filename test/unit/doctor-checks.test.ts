@@ -79,6 +79,11 @@ describe("doctor checks", () => {
     expect(status(lossy, "redis appendonly")).toBe("warn");
     const down: DoctorFacts = { ...healthy, redis: { given: true, url: "redis://127.0.0.1:1", reachable: false, error: "ECONNREFUSED" } };
     expect(status(down, "redis reachable")).toBe("fail");
+    // A password in the URL stays out of the table (it goes into tickets and chat).
+    const secret: DoctorFacts = { ...healthy, redis: { given: true, url: "redis://:hunter2@127.0.0.1:1", reachable: false, error: "ECONNREFUSED" } };
+    const row = evaluateChecks(secret).find((c) => c.name === "redis reachable")!;
+    expect(JSON.stringify(row)).not.toContain("hunter2");
+    expect(row).toMatchObject({ value: "redis://:***@127.0.0.1:1", detail: "cannot reach redis://:***@127.0.0.1:1: ECONNREFUSED" });
     // with a Redis given, the embedded server is optional
     expect(status({ ...lossy, redisServerPath: null }, "redis-server on PATH")).toBe("warn");
   });
