@@ -33,12 +33,13 @@ describe.skipIf(skip !== null)("inject and worker: the setup hint names --parent
 
   const commands: Record<string, () => string[]> = {
     inject: () => ["inject", "--parent", "self", "--name", name, "--mode", "anon", "--size", "16M", "--hold", "1s"],
+    "cgroup status": () => ["cgroup", "status", "--parent", "self", "--name", name],
     worker: () => ["--redis", redis.url, "worker", "--parent", "self", "--name", name, "--weights", "16M", "--idle-exit", "1s"],
   };
   it.each(Object.keys(commands))("%s: exit 1, the hint sets up the cgroup it looked for", async (command) => {
     const r = await runDrill(["--state-dir", stateDir, ...commands[command]!()]);
     expect(r.exitCode, r.stdout + r.stderr).toBe(1);
-    expect(r.stderr).toMatch(new RegExp(`^drill: cgroup ${name} is not set up: no `));
+    expect(r.stderr).toMatch(new RegExp(`^drill: cgroup ${name} (is not set up: no |does not exist \\(looked at )`));
     expect(r.stderr).toContain(`; run drill --state-dir ${stateDir} cgroup setup --name ${name} --parent self first`);
     expect(r.stderr.trim().split("\n")).toHaveLength(1);
     expect(cgroupDirsLeft(realWorkerCgroup(name))).toEqual([]);
