@@ -117,6 +117,9 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     }
     output.out("Re-enable admission only once PSI avg10 stays under 1.00 (gate mode admit refuses otherwise):");
     for (const r of results) output.out(`  ${readmitHint(r, g)}`);
+    // The runbook's last word: the reject summary for the incident notes (report reads the export once Redis is gone).
+    output.out("For the incident notes:");
+    for (const r of results) output.out(`  ${drillCmd} report --name ${r.name} --format md`);
   }
   if (left.length > 0) throw new RollbackIncompleteError(`rollback incomplete; left: ${left.join("; ")}`);
 }

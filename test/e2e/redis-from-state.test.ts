@@ -304,6 +304,7 @@ describe.skipIf(skip !== null)("up --detach, then the deny-all lever with no --r
     expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
     expect(rollback.stdout).toMatch(/rfs: nothing to re-admit, its embedded Redis stopped with the drill \(every key in .*final-.*\.jsonl\)/);
     expect(rollback.stdout).not.toMatch(/^.*: drill gate mode admit/m);
+    expect(rollback.stdout).toContain(`For the incident notes:\n  drill --state-dir ${stateDir} report --name rfs --format md`);
     assertHostClean(stateDir, "rfs", state);
   }, 240_000);
 });
