@@ -100,6 +100,8 @@ const DURATION_UNITS: Record<string, number> = {
  * age are checked by the job schema with the job's other fields: they pass no cap.
  */
 export const MAX_DURATION_MS = 7 * 24 * 3_600_000;
+/** The cap of a duration that is no timer (a look back, a job field the job schema checks). */
+export const NO_DURATION_CAP = Number.MAX_SAFE_INTEGER;
 
 /** `8s`, `1500ms`, `10m`, `1h` → milliseconds. A bare number is refused: seconds or ms? */
 export function parseDuration(text: string, flag: string, maxMs = MAX_DURATION_MS): number {

@@ -33,11 +33,17 @@ export function requireSetUpCgroup(roots: HostRoots, computed: WorkerCgroup, sta
   const present = cgroup.dirs.filter((d) => existsSync(d.dir));
   if (present.length === cgroup.dirs.length) return cgroup;
   const absent = `no ${cgroup.dirs.filter((d) => !present.includes(d)).map((d) => d.dir).join(", no ")}`;
-  const underSelf = sameNameUnderSelf(roots, cgroup, stateDir);
-  if (underSelf) throw new DrillError(`cgroup ${cgroup.name} is not set up: ${absent}; but ${underSelf.limits.dir} exists under your own cgroup: add --parent self`);
-  const advice = setupAdvice(roots, computed, stateDir, parent);
-  if (present.length > 0 && readMarker(stateDir, computed) === null) {
-    throw new DrillError(`cgroup ${cgroup.name} exists but was not created by drill (${absent}); ${advice}`);
-  }
-  throw new DrillError(`cgroup ${cgroup.name} is not set up: ${absent}; ${advice}`);
+  const next = absentCgroupNext(roots, computed, stateDir, parent);
+  const foreign = present.length > 0 && readMarker(stateDir, computed) === null;
+  throw new DrillError(`cgroup ${cgroup.name} ${foreign ? `exists but was not created by drill (${absent})` : `is not set up: ${absent}`}; ${next}`);
+}
+
+/**
+ * What to do about a worker cgroup that is not there where a command looked:
+ * add --parent self when that name is under the caller's own cgroup (the usual
+ * slip after `setup --parent self`), else the setup that makes it there.
+ */
+export function absentCgroupNext(roots: HostRoots, computed: WorkerCgroup, stateDir: string, parent: string | undefined): string {
+  const underSelf = sameNameUnderSelf(roots, markedWorkerCgroup(computed, stateDir) ?? computed, stateDir);
+  return underSelf ? `but ${underSelf.limits.dir} exists under your own cgroup: add --parent self` : setupAdvice(roots, computed, stateDir, parent);
 }

@@ -8,8 +8,7 @@ import { readCgroupStatus, type CgroupStatus } from "../cgroup/status.js";
 import { validateParent } from "../cgroup/names.js";
 import { requireParentDirs } from "../cgroup/paths.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
-import { sameNameUnderSelf } from "../cgroup/elsewhere.js";
-import { setupAdvice } from "../cgroup/ready.js";
+import { absentCgroupNext } from "../cgroup/ready.js";
 import { teardownWorkerCgroup, type TeardownResult } from "../cgroup/teardown.js";
 import type { SetupFlags, TargetFlags, TeardownFlags } from "./cgroup.js";
 
@@ -49,10 +48,7 @@ export async function cgroupStatusAction(globals: GlobalOptions, flags: TargetFl
   if (globals.json) output.json(snakeCaseKeys(status));
   else renderStatus(status, output);
   if (!status.exists) {
-    // The setup that makes the cgroup status looked at (its --parent and --state-dir), or --parent self when it is there.
-    const underSelf = sameNameUnderSelf(roots, cgroup, globals.stateDir);
-    const next = underSelf ? `but ${underSelf.limits.dir} exists under your own cgroup: add --parent self` : setupAdvice(roots, cgroup, globals.stateDir, flags.parent);
-    throw new DrillError(`cgroup ${status.name} does not exist (looked at ${status.dirs[0]?.dir ?? "?"}); ${next}`);
+    throw new DrillError(`cgroup ${status.name} does not exist (looked at ${status.dirs[0]?.dir ?? "?"}); ${absentCgroupNext(roots, cgroup, globals.stateDir, flags.parent)}`);
   }
   return status;
 }

@@ -5,7 +5,7 @@ import { validateKeyPart } from "../queue/keys.js";
 import { jobSchema, MAX_JOBS_PER_PACK, type Job } from "../queue/job.js";
 import { DrillQueue, pushFailure, pushScope, pushUntilTaken, unnumberedJob } from "../queue/queue.js";
 import { closeRedis, connectRedis } from "../queue/redis.js";
-import { PLAIN_DECIMAL, parseDuration, parsePositiveDuration, parsePositiveInt, parseWholeNumber } from "../units.js";
+import { NO_DURATION_CAP, PLAIN_DECIMAL, parseDuration, parsePositiveDuration, parsePositiveInt, parseWholeNumber } from "../units.js";
 import type { RawPackOptions } from "./pack.js";
 
 export interface PackOptions {
@@ -35,7 +35,7 @@ export function resolvePackOptions(raw: RawPackOptions, nowMs: number = Date.now
   const jobs = parsePositiveInt(raw.jobs, "--jobs");
   if (jobs > MAX_JOBS_PER_PACK) throw new UsageError(`--jobs: ${jobs} is more than one pack pushes (at most ${MAX_JOBS_PER_PACK})`);
   // Job fields, not timers: the job schema (checkAgainstJobSchema) says what is too long, with every other offending flag.
-  const deadlineMs = parsePositiveDuration(raw.deadline, "--deadline", Number.MAX_SAFE_INTEGER);
+  const deadlineMs = parsePositiveDuration(raw.deadline, "--deadline", NO_DURATION_CAP);
   const options: PackOptions = {
     queue: validateKeyPart(raw.queue, "--queue"),
     jobs,
@@ -44,7 +44,7 @@ export function resolvePackOptions(raw: RawPackOptions, nowMs: number = Date.now
     completionTokens: parseWholeNumber(raw.completionTokens, "--completion-tokens"),
     deadlineMs,
     rate: raw.rate === undefined ? null : parseRate(raw.rate, "--rate"),
-    upstreamAgeMs: parseDuration(raw.upstreamAge, "--upstream-age", Number.MAX_SAFE_INTEGER),
+    upstreamAgeMs: parseDuration(raw.upstreamAge, "--upstream-age", NO_DURATION_CAP),
     hostClass: validateKeyPart(raw.hostClass, "--host-class"),
   };
   checkAgainstJobSchema(options, raw, nowMs);

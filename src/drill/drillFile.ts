@@ -8,7 +8,7 @@ import { readHostMemoryBytes } from "../host/meminfo.js";
 import { MIN_GATE_INTERVAL_MS } from "../gate/policy.js";
 import { jobSchema, MAX_DEADLINE_MS, MAX_JOBS_PER_PACK } from "../queue/job.js";
 import { isValidKeyPart } from "../queue/keys.js";
-import { isPlainDecimal, mapSizeProblem, memoryMaxProblem, parseDuration, parsePercent, parseSize } from "../units.js";
+import { isPlainDecimal, mapSizeProblem, NO_DURATION_CAP, memoryMaxProblem, parseDuration, parsePercent, parseSize } from "../units.js";
 import { defaultWorkerConfig } from "../worker/plan.js";
 
 /**
@@ -17,26 +17,28 @@ import { defaultWorkerConfig } from "../worker/plan.js";
  * expectation ("rewrite the thresholds, not the story"), and flags override it.
  */
 
-const size = (what: string) =>
-  z.union([z.string(), z.number().int().nonnegative()]).transform((value, ctx) => {
+/**
+ * A flag's parser on a drill-file field: its UsageError becomes the field's
+ * issue, without the flag's name (the error names the file and the field).
+ */
+const byFlagParser =
+  <T>(parse: (value: string) => T) =>
+  (value: string, ctx: z.RefinementCtx): T => {
     try {
-      return typeof value === "number" ? value : parseSize(value, what);
+      return parse(value);
     } catch (err) {
       ctx.addIssue({ code: "custom", message: (err as Error).message.replace(/^[^:]*: /, "") });
       return z.NEVER;
     }
-  });
+  };
+
+const size = (what: string) => {
+  const parse = byFlagParser((v) => parseSize(v, what));
+  return z.union([z.string(), z.number().int().nonnegative()]).transform((value, ctx) => (typeof value === "number" ? value : parse(value, ctx)));
+};
 
 /** maxMs: a job field passes none, and the job schema's own rule (job.ts) says what is too long. */
-const duration = (what: string, maxMs?: number) =>
-  z.string().transform((value, ctx) => {
-    try {
-      return parseDuration(value, what, maxMs);
-    } catch (err) {
-      ctx.addIssue({ code: "custom", message: (err as Error).message.replace(/^[^:]*: /, "") });
-      return z.NEVER;
-    }
-  });
+const duration = (what: string, maxMs?: number) => z.string().transform(byFlagParser((v) => parseDuration(v, what, maxMs)));
 
 const count = z.number().int().positive();
 
@@ -48,16 +50,10 @@ const count = z.number().int().positive();
 /** PSI avg10 and stall rates are percentages: a limit over 100 never trips. */
 const percent = z.number().nonnegative().max(100);
 /** A stall-rate percentage as --psi-rate-limit takes it: `10` or `10%` (YAML reads `10%` as text). */
-const ratePercent = (what: string) =>
-  z.union([percent, z.string()]).transform((value, ctx) => {
-    if (typeof value === "number") return value;
-    try {
-      return parsePercent(value, what);
-    } catch (err) {
-      ctx.addIssue({ code: "custom", message: (err as Error).message.replace(/^[^:]*: /, "") });
-      return z.NEVER;
-    }
-  });
+const ratePercent = (what: string) => {
+  const parse = byFlagParser((v) => parsePercent(v, what));
+  return z.union([percent, z.string()]).transform((value, ctx) => (typeof value === "number" ? value : parse(value, ctx)));
+};
 /** A name inside Redis keys (`<q>:retry:<class>`), as validateKeyPart checks it. */
 const keyPart = z.string().refine(isValidKeyPart, { message: "letters, digits, '_', '.', '-' (at most 100), starting with a letter or digit" });
 /** The check of cgroup setup and up --memory-max (units.ts), on cgroup.memory_max. */
@@ -90,13 +86,13 @@ const packStep = z.strictObject({
   // The job's own rule (job.ts; pack --completion-tokens checks the same): 0 is a job that only needs its first token.
   completion_tokens: jobSchema.shape.completion_tokens.default(256),
   // A job's deadline_ms is 1 ms to 7 days (job.ts): outside it, every job goes to dead.
-  deadline: duration("deadline", Number.MAX_SAFE_INTEGER)
+  deadline: duration("deadline", NO_DURATION_CAP)
     .refine((ms) => ms > 0, { message: "must be more than 0" })
     .refine((ms) => ms <= MAX_DEADLINE_MS, { message: `must be at most ${MAX_DEADLINE_MS / 3_600_000}h` })
     .prefault("8s"),
   // A job's enqueue_ts is now − upstream_age, and the job's own rule (job.ts; pack --upstream-age checks
   // the same) takes only a positive one. Checked now: the drill packs later, when it is only larger.
-  upstream_age: duration("upstream_age", Number.MAX_SAFE_INTEGER)
+  upstream_age: duration("upstream_age", NO_DURATION_CAP)
     .superRefine((ms, ctx) => {
       const enqueueTs = Date.now() - ms;
       const result = jobSchema.shape.enqueue_ts.safeParse(enqueueTs);

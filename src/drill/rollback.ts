@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync, rmdirSync, unlinkSync } from "node:fs";
 import path from "node:path";
 import type { Redis } from "ioredis";
-import { requireLayout } from "../cgroup/layout.js";
+import { requireLayout, type CgroupLayout } from "../cgroup/layout.js";
 import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, workerCgroupFromDirs } from "../cgroup/paths.js";
 import { teardownWorkerCgroup, type TeardownResult } from "../cgroup/teardown.js";
@@ -421,11 +421,23 @@ export interface CgroupRollback {
 export async function rollbackStandaloneCgroups(roots: HostRoots, stateDir: string, name?: string): Promise<CgroupRollback[]> {
   const markers = listMarkers(stateDir).filter(({ marker }) => marker.owner === undefined && (name === undefined || marker.name === name));
   const done: CgroupRollback[] = [];
+  if (markers.length === 0) return done;
+  // Read once; without a hierarchy each marker is left, and says why.
+  let layout: CgroupLayout | Error;
+  try {
+    layout = requireLayout(roots);
+  } catch (err) {
+    layout = err instanceof Error ? err : new Error(String(err));
+  }
   for (const { file, marker } of markers) {
     const dirs = marker.dirs.map((d) => d.dir);
     const record = (ok: boolean, detail: string) => done.push({ name: marker.name, dirs, step: { step: "kill and remove cgroup", ok, detail } });
+    if (layout instanceof Error) {
+      record(false, layout.message);
+      continue;
+    }
     try {
-      const computed = workerCgroupFromDirs(requireLayout(roots), marker.name, dirs);
+      const computed = workerCgroupFromDirs(layout, marker.name, dirs);
       if (computed === null) {
         record(false, `marker ${file} names no dir of this host's cgroup hierarchies (${dirs.join(", ") || "none"}); left alone`);
         continue;
