@@ -9,9 +9,13 @@ import { UsageError } from "./errors.js";
 export const PLAIN_DECIMAL = String.raw`(?:\d+(?:\.\d+)?|\.\d+)`;
 const PLAIN_DECIMAL_ONLY = new RegExp(`^${PLAIN_DECIMAL}$`);
 export const isPlainDecimal = (text: string): boolean => PLAIN_DECIMAL_ONLY.test(text);
-/** A size or a duration: a plain decimal and its unit (`.5G`, `1.5s`, `512M`). */
-const SIZE = new RegExp(String.raw`^\s*(${PLAIN_DECIMAL})\s*([a-zA-Z]*)\s*$`);
-const DURATION = new RegExp(String.raw`^\s*(${PLAIN_DECIMAL})\s*(ms|s|m|h)\s*$`);
+/**
+ * A size or a duration: a plain decimal and its unit (`.5G`, `1.5s`, `512M`),
+ * nothing around or between them, as every other number (` 8 s `, `64 M` are
+ * typos the way ` 5 ` is).
+ */
+const SIZE = new RegExp(String.raw`^(${PLAIN_DECIMAL})([a-zA-Z]*)$`);
+const DURATION = new RegExp(String.raw`^(${PLAIN_DECIMAL})(ms|s|m|h)$`);
 
 const SIZE_UNITS: Record<string, number> = {
   "": 1,
@@ -40,6 +44,8 @@ export function parseSize(text: string, flag: string): number {
   if (!match || unit === undefined) {
     throw new UsageError(`${flag}: "${text}" is not a size (use e.g. 2G, 2GiB, 512M or bytes)`);
   }
+  // `.5G` rounds to the byte; a count of bytes with a fraction (`2.5`, `67108864.5`) is a typo, not a size.
+  if (unit === 1 && !Number.isInteger(Number(match[1]))) throw new UsageError(`${flag}: "${text}" is not a whole number of bytes`);
   const bytes = Math.round(Number(match[1]) * unit);
   if (!Number.isSafeInteger(bytes)) throw new UsageError(`${flag}: "${text}" is too large`);
   return bytes;

@@ -34,7 +34,8 @@ const byFlagParser =
 
 const size = (what: string) => {
   const parse = byFlagParser((v) => parseSize(v, what));
-  return z.union([z.string(), z.number().int().nonnegative()]).transform((value, ctx) => (typeof value === "number" ? value : parse(value, ctx)));
+  // A YAML number is read as the flag would read its digits: `134217728.5` or `-1` gets the flag's reason, not zod's "Invalid input".
+  return z.union([z.string(), z.number()]).transform((value, ctx) => parse(String(value), ctx));
 };
 
 /** maxMs: a job field passes none, and the job schema's own rule (job.ts) says what is too long. */

@@ -153,6 +153,10 @@ describe("drill files", () => {
     ["hex memory_max in bytes", smoke.replace("memory_max: 160M", "memory_max: 0x10000000"), /^x\.yaml: cgroup\.memory_max: "0x10000000" is not a plain decimal number/],
     ["infinite decode rate", smoke.replace("decode_tokens_per_s: 200", "decode_tokens_per_s: .inf"), /^x\.yaml: worker\.decode_tokens_per_s: "\.inf" is not a plain decimal number/],
     ["trailing point", smoke.replace("kv_bytes_per_token: 256", "kv_bytes_per_token: 256."), /^x\.yaml: worker\.kv_bytes_per_token: "256\." is not a plain decimal number/],
+    // Was zod's bare "Invalid input", and " 128 M " passed as 128M while --memory-max " 5 " style typos are exit 2.
+    ["fractional bytes", smoke.replace("memory_max: 160M", "memory_max: 134217728.5"), /^x\.yaml: cgroup\.memory_max: "134217728\.5" is not a whole number of bytes$/],
+    ["negative bytes", smoke.replace("memory_max: 160M", "memory_max: -1"), /^x\.yaml: cgroup\.memory_max: "-1" is not a size/],
+    ["size with spaces", smoke.replace("memory_max: 160M", 'memory_max: " 128 M "'), /^x\.yaml: cgroup\.memory_max: " 128 M " is not a size/],
     ["parent through an interface file", smoke.replace("  swap_max: 0\n", "  swap_max: 0\n  parent: /drills/memory.max\n"), /^x\.yaml: cgroup\.parent: component "memory\.max"/],
   ])("%s is exit 2 naming file and field", (_n, text, message) => {
     try {

@@ -16,7 +16,7 @@ describe("parseSize (IEC, powers of 1024)", () => {
     [".5G", 0.5 * 1024 ** 3], // a plain decimal, as every number flag takes it
   ])("%s", (text, bytes) => expect(parseSize(text, "--memory-max")).toBe(bytes));
 
-  it.each(["", "G", "-1G", "2X", "2 G B", "1e9", "0x10", "two"])("refuses %j naming the flag, exit 2", (text) => {
+  it.each(["", "G", "-1G", "2X", "2 G B", "1e9", "0x10", "two", " 64 M ", "64 M", " 64M", "64M ", "2.5", "67108864.5", "4096.5B"])("refuses %j naming the flag, exit 2", (text) => {
     try {
       parseSize(text, "--memory-max");
       expect.unreachable();
@@ -47,6 +47,10 @@ describe("parseSize: decimal-looking units are refused, not taken as IEC", () =>
   });
 
   it("bytes spelled with B stay bytes", () => expect(parseSize("4096B", "--size")).toBe(4096));
+  it("a count of bytes with a fraction says so (a unit's fraction rounds to the byte)", () => {
+    expect(() => parseSize("2.5", "--size")).toThrow('--size: "2.5" is not a whole number of bytes');
+    expect(parseSize("1.3K", "--size")).toBe(1331);
+  });
 });
 
 describe("parsePercent (help shows <pct>)", () => {
@@ -153,7 +157,7 @@ describe("parseDuration", () => {
     [".5s", 500], // a plain decimal, as every number flag takes it
   ])("%s", (text, ms) => expect(parseDuration(text, "--deadline")).toBe(ms));
 
-  it.each(["8", "", "s", "-1s", "8 sec", "8d", "1e3ms"])("refuses %j naming the flag", (text) => {
+  it.each(["8", "", "s", "-1s", "8 sec", "8d", "1e3ms", " 8 s ", "8 s", " 8s", "8s "])("refuses %j naming the flag", (text) => {
     expect(() => parseDuration(text, "--deadline")).toThrow(/^--deadline: /);
   });
   it("stops at 7 days: past 2^31 ms Node fires a timer at once", () => {
