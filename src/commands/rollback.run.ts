@@ -115,11 +115,22 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       const drain = r.drainLength !== null ? `LLEN ${r.drainLength} in the drain` : r.left.some((l) => l.startsWith("drain pending")) ? "drain pending" : "no queue to drain";
       output.out(`${r.name}: ${drain}${r.exported ? `; keys exported to ${r.exported}` : ""}`);
     }
-    output.out("Re-enable admission only once PSI avg10 stays under 1.00 (gate mode admit refuses otherwise):");
-    for (const r of results) output.out(`  ${readmitHint(r, g)}`);
-    // The runbook's last word: the reject summary for the incident notes (report reads the export once Redis is gone).
-    output.out("For the incident notes:");
-    for (const r of results) output.out(`  ${drillCmd} report --name ${r.name} --format md`);
+    // Re-admitting is the rollback's last step (the runbook's serving path): a
+    // drill whose deny-all or drain did not happen gets the rollback to run
+    // again, not a re-admit on top of jobs still waiting to drain.
+    const finished = results.filter((r) => r.left.length === 0);
+    const unfinished = results.filter((r) => r.left.length > 0);
+    if (unfinished.length > 0) {
+      output.out("Not rolled back yet: admission stays as it is; run the rollback again once what is left above is fixed:");
+      for (const r of unfinished) output.out(`  ${drillCmd} rollback --name ${r.name}`);
+    }
+    if (finished.length > 0) {
+      output.out("Re-enable admission only once PSI avg10 stays under 1.00 (gate mode admit refuses otherwise):");
+      for (const r of finished) output.out(`  ${readmitHint(r, g)}`);
+      // The runbook's last word: the reject summary for the incident notes (report reads the export once Redis is gone).
+      output.out("For the incident notes:");
+      for (const r of finished) output.out(`  ${drillCmd} report --name ${r.name} --format md`);
+    }
   }
   if (left.length > 0) throw new RollbackIncompleteError(`rollback incomplete; left: ${left.join("; ")}`);
 }

@@ -196,11 +196,17 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
       const first = await rollback(stateDir);
       expect(first.exitCode).toBe(4);
       expect(first.stderr).toMatch(/drain pending/);
+      // deny-all and the drain did not happen: the next step is the rollback again, not a re-admit
+      expect(first.stdout).toMatch(/Not rolled back yet: admission stays as it is/);
+      expect(first.stdout).toContain("rollback --name tiny");
+      expect(first.stdout).not.toMatch(/Re-enable admission|gate mode admit|report --name/);
       // processes and cgroup are gone even though the drain could not run
       for (const dir of before.cgroup?.dirs ?? []) expect(existsSync(dir), dir).toBe(false);
       await redis.restart();
       const second = await rollback(stateDir);
       expect(second.exitCode, second.stdout + second.stderr).toBe(0);
+      expect(second.stdout).toMatch(/Re-enable admission only once/);
+      expect(second.stdout).not.toMatch(/Not rolled back yet/);
       assertHostClean(stateDir, "tiny", before);
       const client = new Redis(redis.url);
       try {
