@@ -207,15 +207,17 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
       },
       intervalMs,
       alarmConfig,
-      // --once: the first reading only seeds the rates.
-      maxReadings: options.once ? 2 : count,
+      // The first reading only seeds the rates (--once and streaming alike): a
+      // first line with every rate null and listed in missing would read as
+      // signals that failed, and page whatever alerts on missing, at each start.
+      maxReadings: options.once ? 2 : count === undefined ? undefined : count + 1,
       durationMs,
       signal: AbortSignal.any([interrupt.signal, quit.signal]),
       onSample: (sample, stepEvents, index) => {
-        // --once shows one sample: alarms raised by the seeding reading are printed with it.
+        // Alarms raised by the seeding reading are printed with the first sample.
         const events = [...heldEvents, ...stepEvents];
         heldEvents = [];
-        if (options.once && index === 0) {
+        if (index === 0) {
           heldEvents = events;
           return;
         }

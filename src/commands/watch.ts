@@ -28,7 +28,7 @@ export const watchCommand: CommandFactory = (globals) =>
     .option("--psi-limit <n>", "psi avg10 over this is pressure (alarm reclaim_not_underload)", "10")
     .option("--psi-rate-limit <pct>", "stall % over the last interval over this is pressure", "10")
     .option("--host-class <class>", "this host's class: a retried job of this class pages retry_worker_idle", "shared-free")
-    .option("--count <n>", "stop after n samples")
+    .option("--count <n>", "stop after n samples (the first one interval in: a reading at the start seeds the rates)")
     .option("--duration <duration>", "stop after this long")
     .action(async (options: WatchOptions) => {
       const { watchAction } = await import("./watch.run.js");

@@ -284,6 +284,19 @@ describe("drill watch: streams", () => {
     expect(out[2]).toMatch(/ psi=12\.40 .*cg_oom_kill=1 /);
   });
 
+  it("the first streamed sample already has its rates: the first reading only seeds them, so missing lists only what could not be read", async () => {
+    const host = fakeHost("v2");
+    const r = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "--json", "watch", "--count", "2", "--interval", "100ms", "--queue", "e2e-first"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const samples = r.stdout.trim().split("\n").map((line) => JSON.parse(line) as Sample);
+    expect(samples).toHaveLength(2);
+    for (const s of samples) {
+      // (the fake /proc/stat never ticks: its CPU split is missing for that reason, not for being first)
+      expect(s.missing.filter((m) => m.reason === "first sample" || m.reason === "no previous reading")).toEqual([]);
+      expect(s).toMatchObject({ psi_mem_some_rate: 0, cg_psi_mem_some_rate: 0, si: 0, so: 0, refault_rate: 0 });
+    }
+  });
+
   it("a worker cgroup that shows up with a kill already counted pages oom_kill: watch saw it absent, so it is new and counts from 0", async () => {
     const host = fakeHost("v2");
     const infer = path.join(host.sysfs, "fs", "cgroup", "infer");
