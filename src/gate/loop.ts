@@ -1,4 +1,5 @@
 import type { HostRoots } from "../host/kernelFile.js";
+import { checkDecisionRecord } from "../queue/decisionRecord.js";
 import { decodeJob, type Job } from "../queue/job.js";
 import { DrillQueue, type StoredOutcome } from "../queue/queue.js";
 import { BlockingMover, closeRedis, connectRedis, WatchdogTimeout } from "../queue/redis.js";
@@ -192,22 +193,35 @@ async function decideOne(
   emit(options, deps, decisionJson(decision, job, gateId, routeNote !== ""), `${formatDecisionLine(decision, job)}${routeNote}`);
 }
 
-/** --dry-run: one pass over the ready list as it stands, deciding without moving anything. */
+/**
+ * --dry-run: one pass over the ready list as it stands, deciding without
+ * moving anything, as the gate would: each job first meets its id's decision
+ * record, the stored one or the one a copy earlier in this pass would have left.
+ */
 async function dryRunPass(queue: DrillQueue, sampler: GateSampler, options: GateOptions, deps: GateDeps, summary: GateSummary, nowMs: number): Promise<void> {
   const payloads = await queue.redis.lrangeBuffer(queue.keys.ready, 0, (options.maxJobs ?? 1000) - 1);
+  const decodedJobs = payloads.map((payload) => decodeJob(payload, nowMs));
   const mode = await queue.getMode();
   let inflight = await queue.inflightTokens();
-  for (const payload of payloads) {
-    const decoded = decodeJob(payload, nowMs);
+  // <q>:decisions as the decision scripts would leave it after each job of this pass.
+  const records = await queue.decisionRecords(decodedJobs.flatMap((decoded) => (decoded.ok ? [decoded.job.id] : [])));
+  for (const decoded of decodedJobs) {
     if (!decoded.ok) {
       record(summary, "dead");
-      emitDead(options, deps, decoded.id, decoded.reason, " dry_run=1");
+      emitDead(options, deps, decoded.id, decoded.reason);
       continue;
     }
-    const decision = decideAdmission(decoded.job, admissionSignals(sampler.state, mode, inflight), options.config, nowMs);
-    if (decision.kind === "admit") inflight += decoded.job.prompt_tokens; // as if admitted, for the next job's packed figure
+    const { job, fingerprint } = decoded;
+    const seen = checkDecisionRecord(records.get(job.id) ?? null, fingerprint, job.attempt);
+    if (seen.kind !== "fresh") {
+      emitStored(options, deps, summary, job, seen);
+      continue;
+    }
+    const decision = decideAdmission(job, admissionSignals(sampler.state, mode, inflight), options.config, nowMs);
+    if (decision.kind === "admit") inflight += job.prompt_tokens; // as if admitted, for the next job's packed figure
+    records.set(job.id, { fingerprint, attempt: String(job.attempt), kind: decision.kind, figures: decisionFigures(decision) });
     record(summary, decision.kind);
-    emit(options, deps, { ...decisionJson(decision, decoded.job, options.gateId, false), dry_run: true }, `${formatDecisionLine(decision, decoded.job)} dry_run=1`);
+    emit(options, deps, decisionJson(decision, job, options.gateId, false), formatDecisionLine(decision, job));
   }
 }
 
@@ -241,10 +255,10 @@ function emitStored(options: GateOptions, deps: GateDeps, summary: GateSummary, 
   );
 }
 
-function emitDead(options: GateOptions, deps: GateDeps, id: string | null, reason: string, suffix = ""): void {
+function emitDead(options: GateOptions, deps: GateDeps, id: string | null, reason: string): void {
   const [cause, ...rest] = reason.split(" ");
   const detail = rest.length > 0 ? ` detail=${JSON.stringify(rest.join(" "))}` : "";
-  emit(options, deps, { event: "dead", job: id, reason, gate: options.gateId }, `dead job=${id ?? "-"} reason=${cause ?? reason}${detail}${suffix}`);
+  emit(options, deps, { event: "dead", job: id, reason, gate: options.gateId }, `dead job=${id ?? "-"} reason=${cause ?? reason}${detail}`);
 }
 
 function decisionJson(decision: AdmissionDecision, job: Job, gate: string, routedDead: boolean): Record<string, unknown> {
@@ -267,9 +281,10 @@ function decisionJson(decision: AdmissionDecision, job: Job, gate: string, route
   return base;
 }
 
+/** A dry run marks every line and object it prints: none of it was applied. */
 function emit(options: GateOptions, deps: GateDeps, json: Record<string, unknown>, line: string): void {
-  if (options.json) deps.out(JSON.stringify({ ts: new Date((deps.now ?? Date.now)()).toISOString(), ...json }));
-  else deps.out(line);
+  if (options.json) deps.out(JSON.stringify({ ts: new Date((deps.now ?? Date.now)()).toISOString(), ...json, ...(options.dryRun ? { dry_run: true } : {}) }));
+  else deps.out(options.dryRun ? `${line} dry_run=1` : line);
 }
 
 /** Every payload handled counts towards --max-jobs, dead and redelivered ones included. */

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
 import type { GateMode, RejectKind } from "../gate/policy.js";
+import { parseDecisionRecord, type DecisionRecord } from "./decisionRecord.js";
 import { decodeJob, encodeJob, type Job } from "./job.js";
 import { queueKeys, type QueueKeys } from "./keys.js";
 import { admitScript, deadScript, pushScript, recoverScript, rejectScript, releaseScript, setModeScript } from "./scripts.js";
@@ -323,6 +324,19 @@ export class DrillQueue {
   }
 
   // ---- decisions ------------------------------------------------------------
+
+  /** The decision records of these ids as they stand (read-only): id → record, absent when none. */
+  async decisionRecords(ids: string[]): Promise<Map<string, DecisionRecord>> {
+    const records = new Map<string, DecisionRecord>();
+    const unique = [...new Set(ids)];
+    if (unique.length === 0) return records; // HMGET needs a field
+    const texts = await this.redis.hmget(this.keys.decisions, ...unique);
+    unique.forEach((id, i) => {
+      const record = parseDecisionRecord(texts[i] ?? null);
+      if (record !== null) records.set(id, record);
+    });
+    return records;
+  }
 
   /** Admit if the packed-token cap allows, checked and changed in one script. */
   async admit(ctx: DecisionContext, limit: number): Promise<AdmitOutcome> {

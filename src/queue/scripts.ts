@@ -23,6 +23,8 @@ function script(name: string, numberOfKeys: number, body: string): LuaScript {
 
 // Decision record (hash <q>:decisions, field = job id):
 //   fingerprint \t attempt \t kind \t figures
+// check_record is the rule; checkDecisionRecord (decisionRecord.ts) mirrors it
+// for gate --dry-run: change both together.
 const PREAMBLE = `
 local function parse_record(rec)
   if not rec then return nil end

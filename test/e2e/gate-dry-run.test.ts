@@ -1,0 +1,125 @@
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { execa } from "execa";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { closeRedis, connectRedis } from "../../src/queue/redis.js";
+import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+import { CALM_PSI } from "../helpers/psiText.js";
+
+// QA: `gate --dry-run` counted an identical second copy of a job as a second
+// admit (its tokens twice, later packed figures off) where the gate re-applies
+// the stored decision. The dry run must print what the gate then does.
+
+const root = path.resolve(import.meta.dirname, "../..");
+
+let server: RedisServer;
+let redis: Redis;
+let tmp: string;
+let procfs: string;
+let n = 0;
+
+beforeAll(async () => {
+  // The binary runs dist/, built by test/globalSetup.ts.
+  expect(existsSync(path.join(root, "dist", "commands", "gate.js"))).toBe(true);
+  server = await startRedisServer();
+  redis = await connectRedis(server.url, { name: "test-e2e-dry-run" });
+  tmp = mkdtempSync(path.join(os.tmpdir(), "drill-dry-run-"));
+  procfs = path.join(tmp, "proc");
+  mkdirSync(path.join(procfs, "pressure"), { recursive: true });
+  writeFileSync(path.join(procfs, "pressure", "memory"), CALM_PSI);
+}, 120_000);
+afterAll(async () => {
+  await closeRedis(redis);
+  await server?.stop();
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+
+/** A job in DESIGN.md's format; a deadline far enough that slack never decides here. */
+function job(id: string, promptTokens: number, attempt = 0): string {
+  return JSON.stringify({ id, prompt_tokens: promptTokens, completion_tokens: 1, files: 1, enqueue_ts: Date.now(), deadline_ms: 600_000, attempt, host_class: "shared-free" });
+}
+
+async function gate(queue: string, extra: string[], json = false): Promise<string[]> {
+  const args = ["--state-dir", path.join(tmp, "state"), "--procfs", procfs, ...(json ? ["--json"] : []), "gate", "--queue", queue, "--interval", "200ms", ...extra];
+  const result = await execa("node", ["bin/drill.js", ...args], { cwd: root, reject: false, timeout: 30_000, env: { FORCE_COLOR: "0", DRILL_REDIS_URL: server.url } });
+  expect(result.exitCode, String(result.stderr)).toBe(0);
+  return String(result.stdout).split("\n").filter((l) => l !== "");
+}
+
+/** Everything the gate reads or writes for a queue, to show the dry run moved nothing. */
+async function snapshot(queue: string): Promise<unknown> {
+  return {
+    ready: await redis.lrange(queue, 0, -1),
+    decisions: await redis.hgetall(`${queue}:decisions`),
+    inflight: await redis.hgetall(`${queue}:inflight`),
+    admitted: await redis.lrange(`${queue}:admitted`, 0, -1),
+    dead: await redis.llen(`${queue}:dead`),
+  };
+}
+
+/** The dry run on the queue as it stands, then the real gate on the same queue. */
+async function dryRunThenGate(queue: string): Promise<{ dry: string[]; real: string[] }> {
+  const before = await snapshot(queue);
+  const dry = await gate(queue, ["--dry-run"]);
+  expect(await snapshot(queue)).toEqual(before);
+  expect(dry.every((l) => l.endsWith(" dry_run=1")), dry.join("\n")).toBe(true);
+  const real = await gate(queue, ["--idle-exit", "1s"]);
+  expect(await redis.llen(queue)).toBe(0);
+  return { dry, real };
+}
+
+const undry = (lines: string[]) => lines.map((l) => l.replace(/ dry_run=1$/, ""));
+
+describe("gate --dry-run predicts the gate's decisions (built binary)", () => {
+  it("two identical copies of a job: one admit, then a redelivery of it; its tokens counted once", async () => {
+    const queue = `d${++n}`;
+    const copy = job("50", 100);
+    await redis.rpush(queue, copy, copy, job("51", 100));
+    const json = (await gate(queue, ["--dry-run"], true)).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(json.map((d) => [d.decision, d.job, d.redelivery ?? false, d.dry_run])).toEqual([
+      ["admit", "50", false, true],
+      ["admit", "50", true, true],
+      ["admit", "51", false, true],
+    ]);
+    const { dry, real } = await dryRunThenGate(queue);
+    expect(real).toEqual(["admit job=50 packed=100 limit=32000", "admit job=50 packed=100 limit=32000 redelivery=1", "admit job=51 packed=200 limit=32000"]);
+    expect(undry(dry)).toEqual(real);
+  });
+
+  it("an id reused with a different payload: dead, naming the first decision", async () => {
+    const queue = `d${++n}`;
+    await redis.rpush(queue, job("60", 100), job("60", 300), job("61", 100));
+    const { dry, real } = await dryRunThenGate(queue);
+    expect(real).toEqual([
+      "admit job=60 packed=100 limit=32000",
+      'dead job=60 reason=id_reused_with_different_payload detail="first=admit"',
+      "admit job=61 packed=200 limit=32000",
+    ]);
+    expect(undry(dry)).toEqual(real);
+  });
+
+  it("records an earlier gate run left: a stored admit re-applied at any attempt, a stored reject at its attempt, a new attempt of a reject decided afresh, a different payload dead", async () => {
+    const queue = `d${++n}`;
+    const small = job("70", 100);
+    const big = job("71", 40_000);
+    await redis.rpush(queue, small, big);
+    expect(await gate(queue, ["--idle-exit", "1s"])).toEqual(["admit job=70 packed=100 limit=32000", "reject_packed_tokens job=71 packed=40100 limit=32000"]);
+
+    // The same jobs again, as a redelivery, a recovered copy (attempt bumped) and a retry would bring them.
+    const bigRetry = JSON.stringify({ ...(JSON.parse(big) as object), attempt: 1 });
+    const smallRecovered = JSON.stringify({ ...(JSON.parse(small) as object), attempt: 1 });
+    await redis.rpush(queue, small, smallRecovered, job("70", 500), big, bigRetry, job("72", 100));
+    const { dry, real } = await dryRunThenGate(queue);
+    expect(real).toEqual([
+      "admit job=70 packed=100 limit=32000 redelivery=1",
+      "admit job=70 packed=100 limit=32000 redelivery=1",
+      'dead job=70 reason=id_reused_with_different_payload detail="first=admit"',
+      "reject_packed_tokens job=71 packed=40100 limit=32000 redelivery=1",
+      "reject_packed_tokens job=71 packed=40100 limit=32000 attempt=1",
+      "admit job=72 packed=200 limit=32000",
+    ]);
+    expect(undry(dry)).toEqual(real);
+  });
+});
