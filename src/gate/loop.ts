@@ -1,7 +1,7 @@
 import type { HostRoots } from "../host/kernelFile.js";
 import { checkDecisionRecord } from "../queue/decisionRecord.js";
 import { decodeJob, type Job } from "../queue/job.js";
-import { DrillQueue, type StoredOutcome } from "../queue/queue.js";
+import { DrillQueue, rejectDeadReason, type StoredOutcome } from "../queue/queue.js";
 import { BlockingMover, closeRedis, connectRedis, WatchdogTimeout } from "../queue/redis.js";
 import { decideAdmission, decisionFigures, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
 import { admissionSignals, GateSampler, type WorkerCgroupProbe } from "./signals.js";
@@ -220,8 +220,10 @@ async function dryRunPass(queue: DrillQueue, sampler: GateSampler, options: Gate
     const decision = decideAdmission(job, admissionSignals(sampler.state, mode, inflight), options.config, nowMs);
     if (decision.kind === "admit") inflight += job.prompt_tokens; // as if admitted, for the next job's packed figure
     records.set(job.id, { fingerprint, attempt: String(job.attempt), kind: decision.kind, figures: decisionFigures(decision) });
+    // Where the reject would send it, as queue.reject routes it.
+    const routedDead = decision.kind !== "admit" && rejectDeadReason(job, decision.kind, { retryHostClass: options.retryHostClass, retryBudget: options.retryBudget }) !== null;
     record(summary, decision.kind);
-    emit(options, deps, decisionJson(decision, job, options.gateId, false), formatDecisionLine(decision, job));
+    emit(options, deps, decisionJson(decision, job, options.gateId, routedDead), `${formatDecisionLine(decision, job)}${routedDead ? " route=dead" : ""}`);
   }
 }
 

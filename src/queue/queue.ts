@@ -172,6 +172,17 @@ export interface RecoveredJob {
 }
 
 /** The drill's Redis queue: every key derived from one name (DESIGN.md's table). */
+/**
+ * Why a rejected job goes to the dead list instead of a retry list, or null:
+ * past the retry budget, or already on the class it would be retried on (a
+ * nack never goes back to where it was rejected).
+ */
+export function rejectDeadReason(job: Job, kind: RejectKind, route: { retryHostClass: string; retryBudget: number }): string | null {
+  if (job.attempt + 1 > route.retryBudget) return `retry_budget_exceeded budget=${route.retryBudget} last=${kind}`;
+  if (job.host_class === route.retryHostClass) return `retry_same_host_class host_class=${job.host_class} last=${kind}`;
+  return null;
+}
+
 export class DrillQueue {
   readonly keys: QueueKeys;
   constructor(
@@ -369,12 +380,7 @@ export class DrillQueue {
     let target = k.retry(route.retryHostClass);
     let routeName: "retry" | "dead" = "retry";
     let routed: Buffer = encodeJob({ ...ctx.job, attempt, reason: kind.replace(/^reject_/, ""), host_class: route.retryHostClass });
-    const deadReason =
-      attempt > route.retryBudget
-        ? `retry_budget_exceeded budget=${route.retryBudget} last=${kind}`
-        : ctx.job.host_class === route.retryHostClass
-          ? `retry_same_host_class host_class=${ctx.job.host_class} last=${kind}`
-          : null;
+    const deadReason = rejectDeadReason(ctx.job, kind, route);
     if (deadReason !== null) {
       target = k.dead;
       routeName = "dead";

@@ -122,4 +122,17 @@ describe("gate --dry-run predicts the gate's decisions (built binary)", () => {
     ]);
     expect(undry(dry)).toEqual(real);
   });
+
+  it("a reject the gate routes to the dead list (past the retry budget, or already on the retry class) says route=dead in the dry run too", async () => {
+    const queue = `d${++n}`;
+    const onRetryClass = JSON.stringify({ ...(JSON.parse(job("80", 40_000)) as object), host_class: "dedicated" });
+    await redis.rpush(queue, onRetryClass, job("81", 40_000, 5), job("82", 40_000));
+    const { dry, real } = await dryRunThenGate(queue);
+    expect(real).toEqual([
+      "reject_packed_tokens job=80 packed=40000 limit=32000 route=dead",
+      "reject_packed_tokens job=81 packed=40000 limit=32000 attempt=5 route=dead",
+      "reject_packed_tokens job=82 packed=40000 limit=32000",
+    ]);
+    expect(undry(dry)).toEqual(real);
+  });
 });
