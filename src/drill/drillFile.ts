@@ -290,6 +290,22 @@ function nonDecimalNumbers(doc: Document): Problem[] {
   return problems;
 }
 
+/**
+ * Where a YAML error is, and its message's first line. yaml reports an error
+ * at the end of the input (an unclosed `[`, say) on the line after the last
+ * one when the file ends with a newline, or on a trailing blank line: there
+ * the last line with text is the one to look at. Other errors keep the
+ * library's line and message.
+ */
+function yamlErrorAt(text: string, err: YAMLParseError): { line: number | null; message: string } {
+  const message = err.message.split("\n")[0]!;
+  if (!err.linePos) return { line: null, message };
+  const lastLine = text.trimEnd().split("\n").length; // yaml counts lines by \n, as here
+  const { line } = err.linePos[0];
+  if (line <= lastLine) return { line, message };
+  return { line: lastLine, message: message.replace(/ at line \d+, column \d+:?$/, ` at the end of the file (line ${lastLine})`) };
+}
+
 /** Parses and validates; the error names the file and every field that is wrong. */
 export function parseDrillFile(text: string, file: string, limits: DrillFileLimits = {}): DrillFile {
   let raw: unknown;
@@ -300,8 +316,8 @@ export function parseDrillFile(text: string, file: string, limits: DrillFileLimi
     if (doc.errors.length > 0) throw doc.errors[0]!;
     raw = doc.toJS({ maxAliasCount: 10 });
   } catch (err) {
-    const where = err instanceof YAMLParseError && err.linePos ? `:${err.linePos[0].line}` : "";
-    throw new UsageError(`${file}${where}: not valid YAML: ${(err as Error).message.split("\n")[0]}`);
+    const at = err instanceof YAMLParseError ? yamlErrorAt(text, err) : { line: null, message: (err as Error).message.split("\n")[0] };
+    throw new UsageError(`${file}${at.line === null ? "" : `:${at.line}`}: not valid YAML: ${at.message}`);
   }
   if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
     throw new UsageError(`${file}: not a drill: a YAML mapping with name, duration, cgroup, worker and phases`);

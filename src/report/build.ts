@@ -172,16 +172,21 @@ export interface Report {
     head_age_ms: number | null;
     drain_len: number | null;
     rejects_in_window: number | null;
-    /** Finished jobs per hour at the window's pace, and the hours `queue + drain` would take at it. */
+    /**
+     * Finished jobs per hour at the window's pace, and the hours `queue + drain`
+     * would take at it; null (the reason in notes) from fewer than 2 finished
+     * jobs or a span under 10 s (paceOf).
+     */
     done_per_hour: number | null;
     backlog_hours: number | null;
     /**
-     * The span the pace is taken over: from the window's start (or the run's
-     * creation), to now while the run is going, else to its last decision or
-     * finished job, so a report on a finished run says the same whenever it runs.
+     * The span the pace is taken over: the first finished job's start (its
+     * admit, else its enqueue_ts; not before the window) to the last one's
+     * finish. Data only, never now: the same jobs give the same pace whenever
+     * and wherever (live, AOF, export) the report is read. null: no job finished.
      */
-    pace_from: string;
-    pace_to: string;
+    pace_from: string | null;
+    pace_to: string | null;
   };
   /** Every list of the queue that holds jobs, with counts: "no job lost" checked from the report. */
   jobs_where: JobsWhere | null;
@@ -330,25 +335,58 @@ function doneTime(d: DoneEntry): number | null {
   return d.doneTs ?? d.firstTokenTs ?? null;
 }
 
-/** Phases after which the run does no more work of its own (up returned, or rollback ran). */
-const FINISHED_PHASES = new Set(["stopped", "rolling_back", "complete"]);
+/**
+ * When a finished job started holding its worker slot: its last admit at or
+ * before its finish (a retried job was admitted again), else its enqueue_ts.
+ */
+function slotStart(d: DoneEntry, admitAt: ReadonlyMap<string, number[]>): number | null {
+  const end = doneTime(d);
+  const admits = d.id === null ? [] : (admitAt.get(d.id) ?? []).filter((t) => end === null || t <= end);
+  return admits.length > 0 ? Math.max(...admits) : d.enqueueTs;
+}
+
+/** One job's time is a latency, not a rate (QA: 3308.8/h from the one job of an up stopped 7 s in). */
+export const PACE_MIN_JOBS = 2;
+/**
+ * Under about one job's deadline (the runbook's is 8 s) the finished jobs are
+ * one packed batch the worker ran together, and an hourly rate from it is
+ * that batch's latency turned upside down, not a drain pace.
+ */
+export const PACE_MIN_SPAN_MS = 10_000;
+
+export interface Pace {
+  fromMs: number | null;
+  toMs: number | null;
+  perHour: number | null;
+  /** Why perHour is null (for the notes); null when there is a pace. */
+  naReason: string | null;
+}
 
 /**
- * Where the pace's span ends: now while the run is going (or unknown), else
- * at its last decision or finished job in the window, so a report on a
- * finished run gives one pace whenever it is made. Not at the last sample:
- * the sidecar goes on recording until rollback (or 5 minutes) after the run.
+ * Finished jobs per hour, over the span they were worked: from the first
+ * one's slot start (not before the window: a sliding window counts its own
+ * part) to the last one's finish. It ends at the last finish, not now nor the
+ * last event, for live and finished drills alike: after it the drill stopped
+ * (up returned, rollback's deny-all and the rejects that follow it) or the
+ * worker had nothing to do, and a span running on would make the figure
+ * depend on when the report is read. It starts at work, not at the run's
+ * creation: setup and a phase's `at` offset are not drain time.
  */
-function paceEnd(inputs: ReportInputs, events: DecisionEvent[] | null, done: DoneEntry[] | null, nowMs: number): number {
-  const finished = inputs.source.kind !== "live" || (inputs.drill?.phase != null && FINISHED_PHASES.has(inputs.drill.phase));
-  if (!finished) return nowMs;
-  let last: number | null = null;
-  for (const e of events ?? []) if (e.tsMs !== null && e.tsMs <= nowMs && (last === null || e.tsMs > last)) last = e.tsMs;
-  for (const d of done ?? []) {
-    const t = doneTime(d);
-    if (t !== null && t <= nowMs && (last === null || t > last)) last = t;
+export function paceOf(jobs: ReadonlyArray<{ start: number | null; end: number }>, windowFromMs: number): Pace {
+  if (jobs.length === 0) return { fromMs: null, toMs: null, perHour: null, naReason: "no job finished in the window" };
+  const starts = jobs.map((j) => j.start).filter((t): t is number => t !== null);
+  // Without any job's start (no admit, no enqueue_ts) the window's start is the best bound.
+  const fromMs = Math.max(windowFromMs, starts.length > 0 ? Math.min(...starts) : windowFromMs);
+  const toMs = Math.max(...jobs.map((j) => j.end));
+  const spanMs = toMs - fromMs;
+  const span = `${(Math.max(spanMs, 0) / 1000).toFixed(1)} s`;
+  if (jobs.length < PACE_MIN_JOBS) {
+    return { fromMs, toMs, perHour: null, naReason: `only ${jobs.length} job finished in the window (${span} from its start to its finish): one job's time is a latency, not a rate (a pace needs at least ${PACE_MIN_JOBS})` };
   }
-  return last ?? nowMs;
+  if (spanMs < PACE_MIN_SPAN_MS) {
+    return { fromMs, toMs, perHour: null, naReason: `the ${jobs.length} finished jobs span ${span} from the first one's start to the last one's finish, under ${PACE_MIN_SPAN_MS / 1000} s: one batch, not a rate to extrapolate to hours` };
+  }
+  return { fromMs, toMs, perHour: Math.round(((jobs.length * 3_600_000) / spanMs) * 10) / 10, naReason: null };
 }
 
 const ROLE_TEXT: Record<string, string> = {
@@ -566,19 +604,20 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     alarms: [...alarmCounts.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([alarm, n]) => ({ alarm, samples: n })),
   };
 
+  // Admits from the whole stream, not the window: a job finished in it may have been admitted before it.
+  const admitAt = new Map<string, number[]>();
+  for (const e of inputs.events ?? []) {
+    if (e.reason === "admit" && e.tsMs !== null) (admitAt.get(e.job) ?? admitAt.set(e.job, []).get(e.job)!).push(e.tsMs);
+  }
+
   // cost_proxy per finished job
   let costProxy: Report["cost_proxy"] = null;
   if (done !== null) {
-    const admitAt = new Map<string, number[]>();
-    for (const e of inputs.events ?? []) {
-      if (e.reason === "admit" && e.tsMs !== null) (admitAt.get(e.job) ?? admitAt.set(e.job, []).get(e.job)!).push(e.tsMs);
-    }
     const recorded = inputs.recording?.samples ?? [];
     const jobs = done.map((d): JobCost => {
       const completion = d.completionTokens ?? d.tokensOut;
       const end = doneTime(d);
-      const admits = d.id === null ? [] : (admitAt.get(d.id) ?? []).filter((t) => end === null || t <= end);
-      const start = admits.length > 0 ? Math.max(...admits) : d.enqueueTs;
+      const start = slotStart(d, admitAt);
       const stall = start !== null && end !== null ? stallMsBetween(recorded, start, end) : null;
       const stallMs = stall?.stallMs ?? null;
       const cost =
@@ -629,17 +668,22 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
   } else if (inputs.queueLen === 0) {
     headAgeMs = 0; // an empty queue: nothing waits
   }
-  // The pace is taken over the part of the window the drill existed, not before it was created.
-  const paceFromMs = Number.isFinite(runStartMs) ? Math.max(fromMs, runStartMs) : fromMs;
-  const paceToMs = paceEnd(inputs, events, done, nowMs);
-  const paceSpanMs = paceToMs - paceFromMs;
-  const finishedInWindow = done?.filter((d) => doneTime(d) !== null).length ?? null;
-  const donePerHour = finishedInWindow === null || paceSpanMs <= 0 ? null : Math.round(((finishedInWindow * 3_600_000) / paceSpanMs) * 10) / 10;
+  // Undated finished jobs cannot be placed in the span: left out of the pace.
+  const dated = done?.flatMap((d) => {
+    const end = doneTime(d);
+    return end === null ? [] : [{ start: slotStart(d, admitAt), end }];
+  });
+  const pace = dated === undefined ? null : paceOf(dated, fromMs);
+  const donePerHour = pace?.perHour ?? null;
   const backlog = inputs.queueLen !== null && inputs.drainLen !== null ? inputs.queueLen + inputs.drainLen : null;
-  const backlogHours = backlog === null || donePerHour === null ? null : backlog === 0 ? 0 : donePerHour === 0 ? null : Math.round((backlog / donePerHour) * 100) / 100;
+  const backlogHours = backlog === null ? null : backlog === 0 ? 0 : donePerHour === null ? null : Math.round((backlog / donePerHour) * 100) / 100;
+  if (pace?.naReason) {
+    const hours = backlogHours === null && backlog !== null ? `, and so are the hours for the ${backlog} job(s) on ${inputs.queue} + ${inputs.queue}_drain` : "";
+    notes.push(`finished per hour at the window's pace is n/a${hours}: ${pace.naReason}`);
+  }
 
   if (inputs.events === null) notes.push(`decision stream ${inputs.queue}:events unreadable: decisions are n/a`);
-  if (inputs.done === null) notes.push(`${inputs.queue}:done unreadable: first-token figures and cost_proxy are n/a`);
+  if (inputs.done === null) notes.push(`${inputs.queue}:done unreadable: first-token figures, cost_proxy and the pace are n/a`);
 
   const source: Report["source"] =
     inputs.source.kind === "live"
@@ -693,8 +737,8 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       rejects_in_window: rejectsInWindow,
       done_per_hour: donePerHour,
       backlog_hours: backlogHours,
-      pace_from: new Date(paceFromMs).toISOString(),
-      pace_to: new Date(paceToMs).toISOString(),
+      pace_from: iso(pace?.fromMs ?? null),
+      pace_to: iso(pace?.toMs ?? null),
     },
     jobs_where: jobsWhere(inputs, notes),
     notes,

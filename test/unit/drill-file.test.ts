@@ -180,6 +180,22 @@ describe("drill file errors: every problem, each named", () => {
     return expect.unreachable();
   }
 
+  // QA: a one-line `name: [unclosed` file was "x.yaml:2: … at line 2, column 1": yaml's end of input, one past the last line.
+  it.each([
+    ["a one-line file ending in a newline", "name: [unclosed\n", 1],
+    ["trailing blank lines", "name: ok\nphases: [unclosed\n\n  \n", 2],
+    ["CRLF line ends", "name: ok\r\nphases: [unclosed\r\n", 2],
+  ])("YAML that ends unclosed (%s) points at the file's last line with text", (_n, text, line) => {
+    expect(message(text)).toBe(`x.yaml:${line}: not valid YAML: Flow sequence in block collection must be sufficiently indented and end with a ] at the end of the file (line ${line})`);
+  });
+
+  it.each([
+    ["an error inside the file", "a: b: c\nname: x\n", "x.yaml:1: not valid YAML: Nested mappings are not allowed in compact mappings at line 1, column 4:"],
+    ["the end of input on the last line (no newline)", "name: [unclosed", "x.yaml:1: not valid YAML: Flow sequence in block collection must be sufficiently indented and end with a ] at line 1, column 16:"],
+  ])("YAML errors within the file keep yaml's line and message (%s)", (_n, text, want) => {
+    expect(message(text)).toBe(want);
+  });
+
   it("lists every problem, not only the first", () => {
     const text = smoke
       .replace("memory_max: 160M", "memory_max: 0")

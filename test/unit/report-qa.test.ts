@@ -198,19 +198,19 @@ describe("QA 13: the pace of a finished run does not move with the clock", () =>
       queueLen: 2,
     });
 
-  it("stopped: the same pace at the drill's end and a minute later, over created → last finished job", () => {
+  it("stopped: the same pace at the drill's end and a minute later, over the first admit → last finished job", () => {
     const atEnd = buildReport(finishedRun("stopped"), created + 61_000, 10 * MIN);
     const later = buildReport(finishedRun("stopped"), created + 121_000, 10 * MIN);
-    expect(atEnd.drain.done_per_hour).toBe(600); // 10 jobs in 60 s
+    expect(atEnd.drain.done_per_hour).toBe(654.5); // 10 jobs in 55 s
     expect(later.drain.done_per_hour).toBe(atEnd.drain.done_per_hour);
     expect(later.drain.backlog_hours).toBe(atEnd.drain.backlog_hours);
-    expect(later.drain).toMatchObject({ pace_from: new Date(created).toISOString(), pace_to: new Date(created + 60_000).toISOString() });
+    expect(later.drain).toMatchObject({ pace_from: new Date(created + 5000).toISOString(), pace_to: new Date(created + 60_000).toISOString() });
   });
 
-  it("a running run: the pace runs to now", () => {
+  it("a running run: the same span; the time since its last finished job does not dilute it", () => {
     const r = buildReport(finishedRun("running"), created + 120_000, 10 * MIN);
-    expect(r.drain.done_per_hour).toBe(300);
-    expect(r.drain.pace_to).toBe(new Date(created + 120_000).toISOString());
+    expect(r.drain.done_per_hour).toBe(654.5);
+    expect(r.drain.pace_to).toBe(new Date(created + 60_000).toISOString());
   });
 });
 

@@ -7,7 +7,7 @@ import { drillDir, writeState, type DrillState } from "../../src/drill/state.js"
 import { UsageError } from "../../src/errors.js";
 import { buildReport, modeFlip } from "../../src/report/build.js";
 import { resolveDrillName, sameRedis } from "../../src/report/gather.js";
-import type { DecisionEvent, ReportInputs } from "../../src/report/inputs.js";
+import type { DecisionEvent, DoneEntry, ReportInputs } from "../../src/report/inputs.js";
 import { renderJson, renderMarkdown, renderText } from "../../src/report/render.js";
 
 /**
@@ -45,13 +45,15 @@ function otherQueue(): ReportInputs {
 
 describe("report --queue that is not the drill's run's queue", () => {
   it("is not clipped to that run: the window is the default, every decision counted, and it says why", () => {
-    const r = buildReport(otherQueue(), NOW, 10 * MIN);
+    // Jobs 1 and 2 finished on qa2q4 before the drill's run was created: their pace is not clipped to it either.
+    const finished = (id: string, doneTs: number): DoneEntry => ({ id, firstTokenMs: 900, deadlineMs: 8000, late: false, tokensOut: 8, promptTokens: 1000, completionTokens: 8, attempt: 0, enqueueTs: NOW - 5 * MIN - 1000, firstTokenTs: doneTs - 100, doneTs });
+    const r = buildReport({ ...otherQueue(), done: [finished("1", NOW - 4 * MIN), finished("2", NOW - 3 * MIN)] }, NOW, 10 * MIN);
     expect(r.window).toMatchObject({ from: new Date(NOW - 10 * MIN).toISOString(), run_start: null, clipped_to_run: false });
     expect(r.decisions?.total).toBe(5);
     expect(r.notes.join("\n")).not.toMatch(/predate|left out of the window/);
     expect(r.notes).toContain("queue qa2q4 is not run qa2-3's queue (qa2q9): the window is not clipped to the run");
     expect(renderText(r, plain)).toContain("window: last 10 min (not clipped to run qa2-3: its queue is qa2q9)");
-    expect(r.drain.pace_from).toBe(new Date(NOW - 10 * MIN).toISOString());
+    expect(r.drain.pace_from).toBe(new Date(NOW - 5 * MIN).toISOString()); // job 1's admit
   });
 
   it("the run's own queue is still clipped to the run", () => {

@@ -342,17 +342,17 @@ describe("drain math check", () => {
   it("head age from enqueue_ts, backlog at the window's pace", () => {
     const head = encodeJob({ id: "9", prompt_tokens: 24000, completion_tokens: 256, files: 8, enqueue_ts: NOW - 4200, deadline_ms: 8000, attempt: 0, host_class: "shared-free" });
     const r = build({ queueLen: 3, queueHead: head, drainLen: 7, done: [done("1", 900, { doneTs: NOW - MIN }), done("2", 900, { doneTs: NOW - MIN })] });
-    // 2 finished in 10 min = 12/h; 10 waiting → 0.83 h
+    // 2 finished in the 4 min from their enqueue_ts (no admit recorded) to their finish = 30/h; 10 waiting → 0.33 h
     expect(r.drain).toEqual({
       queue_len: 3,
       head_job: "9",
       head_age_ms: 4200,
       drain_len: 7,
       rejects_in_window: 0,
-      done_per_hour: 12,
-      backlog_hours: 0.83,
-      pace_from: new Date(NOW - 10 * MIN).toISOString(),
-      pace_to: new Date(NOW).toISOString(),
+      done_per_hour: 30,
+      backlog_hours: 0.33,
+      pace_from: new Date(NOW - 5 * MIN).toISOString(),
+      pace_to: new Date(NOW - MIN).toISOString(),
     });
   });
 
@@ -363,9 +363,11 @@ describe("drain math check", () => {
   });
 
   it("the pace counts only the time the drill existed", () => {
-    const created = new Date(NOW - 5 * MIN).toISOString();
-    const r = build({ drill: { name: "d", runId: null, drillFile: null, createdAt: created, phase: null }, done: [done("1", 1, { doneTs: NOW - MIN })] });
-    expect(r.drain.done_per_hour).toBe(12);
+    // Both jobs were enqueued 5 min ago (done()), before the run was created 3 min ago: the span starts at its creation.
+    const created = new Date(NOW - 3 * MIN).toISOString();
+    const r = build({ drill: { name: "d", runId: null, drillFile: null, createdAt: created, phase: null }, done: [done("1", 1, { doneTs: NOW - 2 * MIN }), done("2", 1, { doneTs: NOW - MIN })] });
+    expect(r.drain.pace_from).toBe(created);
+    expect(r.drain.done_per_hour).toBe(60); // 2 jobs in 2 min
   });
 });
 
