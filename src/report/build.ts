@@ -353,6 +353,8 @@ export const PACE_MIN_JOBS = 2;
  * that batch's latency turned upside down, not a drain pace.
  */
 export const PACE_MIN_SPAN_MS = 10_000;
+/** No finish for this long while jobs wait: the pace is history, and the notes say so. */
+export const PACE_STALE_MS = 60_000;
 
 export interface Pace {
   fromMs: number | null;
@@ -677,6 +679,11 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
   const donePerHour = pace?.perHour ?? null;
   const backlog = inputs.queueLen !== null && inputs.drainLen !== null ? inputs.queueLen + inputs.drainLen : null;
   const backlogHours = backlog === null ? null : backlog === 0 ? 0 : donePerHour === null ? null : Math.round((backlog / donePerHour) * 100) / 100;
+  // The pace ends at the last finish: a worker that stopped finishing while
+  // jobs wait would keep its earlier pace, so the notes say since when.
+  if (pace?.toMs != null && inputs.queueLen !== null && inputs.queueLen > 0 && nowMs - pace.toMs > PACE_STALE_MS) {
+    notes.push(`no job finished since ${iso(pace.toMs)} (${Math.round((nowMs - pace.toMs) / 1000)} s before this report) while ${inputs.queueLen} wait on ${inputs.queue}: the pace is of before that`);
+  }
   if (pace?.naReason) {
     const hours = backlogHours === null && backlog !== null ? `, and so are the hours for the ${backlog} job(s) on ${inputs.queue} + ${inputs.queue}_drain` : "";
     notes.push(`finished per hour at the window's pace is n/a${hours}: ${pace.naReason}`);

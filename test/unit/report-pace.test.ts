@@ -138,3 +138,14 @@ describe("the normal case", () => {
     expect(r.drain.done_per_hour).toBe(514.3); // 4 jobs in 28 s
   });
 });
+
+describe("a worker that stopped finishing while jobs wait", () => {
+  it("keeps its earlier pace (data only) and the notes say since when", () => {
+    const stalled = buildReport(inputs({ queueLen: 3 }), T0 + 5 * MIN, 10 * MIN);
+    expect(stalled.drain.done_per_hour).toBe(480);
+    expect(stalled.notes).toContain(`no job finished since ${new Date(T0 + 33 * SEC).toISOString()} (267 s before this report) while 3 wait on pjobs: the pace is of before that`);
+    // a minute is not yet a stall; an empty queue (drained by rollback) has nobody waiting
+    expect(buildReport(inputs({ queueLen: 3 }), T0 + 80 * SEC, 10 * MIN).notes.filter((n) => n.startsWith("no job finished since"))).toEqual([]);
+    expect(buildReport(inputs({ queueLen: 0 }), T0 + 5 * MIN, 10 * MIN).notes.filter((n) => n.startsWith("no job finished since"))).toEqual([]);
+  });
+});
