@@ -35,7 +35,10 @@ export function databaseRefusal(redis: Redis): DatabaseRefused | undefined {
  */
 export function openRedis(url: string, options: RedisOptions): Redis {
   const db = redisDatabase(url);
-  const redis = new Redis(url, options);
+  // ioredis's 2 s disconnectTimeout kept a command alive 2 s after a refused
+  // connection (a timer for a socket that never opened); a socket that did open
+  // closes on loopback in well under this.
+  const redis = new Redis(url, { disconnectTimeout: 200, ...options });
   let everReady = false;
   redis.once("ready", () => (everReady = true));
   redis.on("error", (err: Error & { command?: { name?: string } }) => {

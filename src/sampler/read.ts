@@ -348,8 +348,6 @@ export class QueueReader {
       maxRetriesPerRequest: 0,
       autoResendUnfulfilledCommands: false, // a stale reply is worse than a missing one
       retryStrategy: () => Math.max(timeoutMs, 500),
-      // Its 2 s default keeps the process alive after a refused connection.
-      disconnectTimeout: 200,
     });
     // Surfaced through the failed reading: `not connected` alone would not say why.
     this.redis.on("error", (err: Error) => {
