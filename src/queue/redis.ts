@@ -6,10 +6,14 @@ import { DEFAULT_REDIS_URL, redactUrl, redisDatabase } from "../context.js";
 
 export { DEFAULT_REDIS_URL, redactUrl };
 
-/** The server has no such database (an index past its `databases`): a bad --redis, exit 2. */
+/**
+ * The server has no such database (an index past its `databases`): a bad URL,
+ * exit 2. Named by the URL, not a flag: it may have come from --redis,
+ * DRILL_REDIS_URL or the drill's state.json.
+ */
 export class DatabaseRefused extends DrillError {
   constructor(url: string, db: number, answer: Error) {
-    super(`--redis ${redactUrl(url)}: SELECT ${db} refused: ${answer.message}`, ExitCode.usage, { cause: answer });
+    super(`redis ${redactUrl(url)}: SELECT ${db} refused: ${answer.message}`, ExitCode.usage, { cause: answer });
     this.name = "DatabaseRefused";
   }
 }

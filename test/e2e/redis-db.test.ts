@@ -28,14 +28,21 @@ afterAll(async () => {
 const drill = (args: string[], env: Record<string, string> = {}) => runDrill(["--state-dir", stateDir, ...args], { env });
 
 describe("the database of a --redis URL", () => {
-  it("a database the server does not have: exit 2 naming --redis and the server's answer, nothing pushed into db 0", async () => {
+  it("a database the server does not have: exit 2 naming the URL and the server's answer, nothing pushed into db 0", async () => {
     const r = await drill(["--redis", `redis://:hunter2@127.0.0.1:${server.port}/99`, "pack", "--queue", "q99", "--prompt-tokens", "100"]);
     // (ioredis's own [WARN] about a password the server does not need may come first.)
-    expect(r.stderr.split("\n").at(-1)).toBe(`drill: --redis redis://:***@127.0.0.1:${server.port}/99: SELECT 99 refused: ERR DB index is out of range`);
+    expect(r.stderr.split("\n").at(-1)).toBe(`drill: redis redis://:***@127.0.0.1:${server.port}/99: SELECT 99 refused: ERR DB index is out of range`);
     expect(r.stderr).not.toContain("hunter2");
     expect(r.stderr).not.toMatch(/^\s+at /m);
     expect(r.exitCode).toBe(2);
     expect(await db0.llen(queueKeys("q99").ready)).toBe(0);
+    expect(await db0.dbsize()).toBe(0);
+  });
+
+  it("the same refusal from DRILL_REDIS_URL names the URL, not a --redis nobody gave", async () => {
+    const r = await drill(["pack", "--queue", "q99", "--prompt-tokens", "100"], { DRILL_REDIS_URL: `redis://127.0.0.1:${server.port}/99` });
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr.split("\n").at(-1)).toBe(`drill: redis redis://127.0.0.1:${server.port}/99: SELECT 99 refused: ERR DB index is out of range`);
     expect(await db0.dbsize()).toBe(0);
   });
 

@@ -36,7 +36,7 @@ describe("a database the server does not have", () => {
     const failure = connectRedis(`redis://:hunter2@127.0.0.1:${server.port}/99`, { name: "test-db" });
     await expect(failure).rejects.toThrow(DatabaseRefused);
     const err = (await failure.catch((e: unknown) => e)) as DatabaseRefused;
-    expect(err.message).toBe(`--redis redis://:***@127.0.0.1:${server.port}/99: SELECT 99 refused: ERR DB index is out of range`);
+    expect(err.message).toBe(`redis redis://:***@127.0.0.1:${server.port}/99: SELECT 99 refused: ERR DB index is out of range`);
     expect(err.exitCode).toBe(ExitCode.usage);
   });
 
