@@ -33,7 +33,16 @@ export interface DoctorFacts {
   cgroupKill: { file: string | null; present: boolean; freezer: boolean };
   redis:
     | { given: false }
-    | { given: true; url: string; reachable: boolean; error?: string; maxmemoryPolicy?: string | null; appendonly?: string | null };
+    | {
+        given: true;
+        url: string;
+        reachable: boolean;
+        error?: string;
+        /** The server answered but has no database of the URL's index: a bad URL (exit 2), not an unsafe host. */
+        databaseRefused?: boolean;
+        maxmemoryPolicy?: string | null;
+        appendonly?: string | null;
+      };
   redisServerPath: string | null;
   /** error: why the dir cannot take the files, naming it (directoryProblem). */
   hogDir: { dir: string; fsType: string | null; freeBytes: number | null; error?: string; neededBytes: number };

@@ -142,7 +142,8 @@ async function redisFact(url: string): Promise<DoctorFacts["redis"]> {
     const [policy, aof] = await Promise.all([configGet(redis, "maxmemory-policy"), configGet(redis, "appendonly")]);
     return { given: true, url, reachable: true, maxmemoryPolicy: policy, appendonly: aof };
   } catch (err) {
-    return { given: true, url, reachable: false, error: (databaseRefusal(redis) ?? (err as Error)).message };
+    const refused = databaseRefusal(redis);
+    return { given: true, url, reachable: false, error: (refused ?? (err as Error)).message, ...(refused ? { databaseRefused: true } : {}) };
   } finally {
     redis.disconnect();
   }

@@ -10,7 +10,7 @@ import { resolveWorkerCgroup } from "../cgroup/paths.js";
 import { applySetup, inspectForSetup, planSetup } from "../cgroup/setup.js";
 import { evaluateChecks, type Check } from "../doctor/checks.js";
 import { gatherFacts } from "../doctor/gather.js";
-import { RefusedError } from "../errors.js";
+import { RefusedError, UsageError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { isSameProcess, readProcessStat } from "../host/process.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
@@ -115,6 +115,8 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       hogBytes: fileDirBytes(drill),
       stateDir,
     });
+    // A database the server does not have is a wrong --redis (exit 2, as every other command says), not a host doctor refuses.
+    if (facts.redis.given && facts.redis.databaseRefused) throw new UsageError(facts.redis.error ?? `redis ${facts.redis.url}: database refused`);
     const doctor = doctorOutcome(evaluateChecks(facts));
     for (const warning of doctor.warnings) log(warning);
     if (doctor.refusal !== null) throw new RefusedError(doctor.refusal);

@@ -8,6 +8,8 @@ import { closeRedis, connectRedis } from "../../src/queue/redis.js";
 import { runDrill } from "../helpers/cli.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 
+const repoRoot = path.resolve(import.meta.dirname, "../..");
+
 // QA: `--redis redis://host:port/99` (16 databases) exited 0 with the jobs in
 // db 0, and `/abc` set the mode in db 0, then crashed on `select NaN`.
 let server: RedisServer;
@@ -43,6 +45,14 @@ describe("the database of a --redis URL", () => {
     const r = await drill(["pack", "--queue", "q99", "--prompt-tokens", "100"], { DRILL_REDIS_URL: `redis://127.0.0.1:${server.port}/99` });
     expect(r.exitCode).toBe(2);
     expect(r.stderr.split("\n").at(-1)).toBe(`drill: redis redis://127.0.0.1:${server.port}/99: SELECT 99 refused: ERR DB index is out of range`);
+    expect(await db0.dbsize()).toBe(0);
+  });
+
+  it("drill up on a database the server does not have: exit 2 like every other command, before anything is set up", async () => {
+    const drillFile = path.join(repoRoot, "drills", "smoke.yaml");
+    const r = await drill(["--redis", `redis://127.0.0.1:${server.port}/99`, "up", "--drill", drillFile, "--parent", "self", "--name", `rdb${process.pid}`, "--file-dir", stateDir]);
+    expect(r.stderr.split("\n").at(-1)).toBe(`drill: redis redis://127.0.0.1:${server.port}/99: SELECT 99 refused: ERR DB index is out of range`);
+    expect(r.exitCode).toBe(2);
     expect(await db0.dbsize()).toBe(0);
   });
 
