@@ -410,7 +410,9 @@ function jobsWhere(inputs: ReportInputs, notes: string[]): JobsWhere | null {
   const rows = places.lists.map((list): JobListRow => {
     let note = ROLE_TEXT[list.role] ?? list.role;
     if (list.holder !== null) note += ` ${list.holder}`;
-    if (list.holderAlive === false && list.count !== 0) {
+    if (list.holderExitedPid != null && list.count !== 0) {
+      note += `: DEAD, worker pid ${list.holderExitedPid} exited (its heartbeat ${inputs.queue}:workers:${list.holder} runs out by itself); a running worker moves these jobs back to ${inputs.queue}:admitted, else rollback drains them`;
+    } else if (list.holderAlive === false && list.count !== 0) {
       note +=
         list.role === "processing"
           ? `: DEAD, heartbeat ${inputs.queue}:gates:${list.holder} gone${when}; a running gate moves these jobs back to ${inputs.queue}, else rollback drains them`
@@ -438,7 +440,7 @@ function jobsWhere(inputs: ReportInputs, notes: string[]): JobsWhere | null {
     for (let id = 1; id <= places.seq; id++) if (!where.has(String(id))) notFound.push(String(id));
   }
   const duplicates = [...where].filter(([, keys]) => keys.length > 1).map(([id, keys]) => ({ id, keys }));
-  if (heldByDead > 0) notes.push(`${heldByDead} job(s) are held by a gate or worker whose heartbeat is gone (see "Where the jobs are")`);
+  if (heldByDead > 0) notes.push(`${heldByDead} job(s) are held by a gate or worker whose heartbeat is gone or whose process exited (see "Where the jobs are")`);
   if (notFound.length > 0) {
     // drill's pack and up take the id and queue the job in one script (a re-send takes no second id):
     // an id on no list left the lists, or was taken by a producer that INCRs and pushes in two steps.

@@ -12,6 +12,7 @@ import { DrillError, RefusedError, UsageError } from "../errors.js";
 import { queueKeys, type QueueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
 import { scanKeys } from "../drill/drain.js";
+import { holderExited, parseWorkerToken } from "../worker/heartbeatToken.js";
 import { parseExport, exportTimeMs, queueOfKey } from "./exportFile.js";
 import {
   eventFromEntry,
@@ -351,7 +352,7 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
         } else {
           await checkQueueLive(redis, keys, url, notes, queueAsked);
           const nowMs = now();
-          const live = await readLive(redis, keys, nowMs - options.sinceMs, notes);
+          const live = await readLive(redis, keys, nowMs - options.sinceMs, notes, options.roots ?? new HostRoots());
           const source: ReportInputs["source"] = revived ? { kind: "aof", url, aofDir: state!.redis.embedded!.dir } : { kind: "live", url };
           return { inputs: { ...base, source, ...live }, nowMs };
         }
@@ -462,7 +463,7 @@ async function holdsQueue(redis: Redis, keys: QueueKeys): Promise<boolean> {
 type LiveFigures = Pick<ReportInputs, "events" | "done" | "stats" | "queueLen" | "queueHead" | "drainLen" | "jobPlaces">;
 
 /** Each read on its own: a key of the wrong type makes that figure null, not the report fail. */
-async function readLive(redis: Redis, keys: QueueKeys, fromMs: number, notes: string[]): Promise<LiveFigures> {
+async function readLive(redis: Redis, keys: QueueKeys, fromMs: number, notes: string[], roots: HostRoots): Promise<LiveFigures> {
   const attempt = async <T>(what: string, read: () => Promise<T>): Promise<T | null> => {
     try {
       return await read();
@@ -472,7 +473,7 @@ async function readLive(redis: Redis, keys: QueueKeys, fromMs: number, notes: st
     }
   };
   return {
-    jobPlaces: await attempt("the job lists", () => readJobPlaces(redis, keys)),
+    jobPlaces: await attempt("the job lists", () => readJobPlaces(redis, keys, roots)),
     events: await attempt(keys.events, () => readEvents(redis, keys.events, fromMs)),
     done: await attempt(keys.done, () => readDone(redis, keys.done, notes)),
     stats: await attempt(keys.stats, () => redis.hgetall(keys.stats)),
@@ -483,7 +484,7 @@ async function readLive(redis: Redis, keys: QueueKeys, fromMs: number, notes: st
 }
 
 /** Every job list of the queue (the fixed ones and the SCANned processing/working/retry lists), with each entry's id. */
-async function readJobPlaces(redis: Redis, keys: QueueKeys): Promise<JobPlaces> {
+async function readJobPlaces(redis: Redis, keys: QueueKeys, roots: HostRoots): Promise<JobPlaces> {
   const names = new Set(FIXED_JOB_LISTS.map((role) => fixedJobListKey(keys.queue, role)));
   for (const pattern of [keys.processingPattern, keys.workingPattern, keys.retryPattern]) for (const key of await scanKeys(redis, pattern)) names.add(key);
   const lists: JobList[] = [];
@@ -492,9 +493,14 @@ async function readJobPlaces(redis: Redis, keys: QueueKeys): Promise<JobPlaces> 
     if (where === null) continue;
     const type = await redis.type(key);
     const heartbeat = holderHeartbeatKey(keys.queue, where.role, where.holder);
-    const holderAlive = heartbeat === null ? null : (await redis.exists(heartbeat)) === 1;
+    const token = heartbeat === null ? null : await redis.get(heartbeat);
+    // A worker SIGKILLed (the OOM killer) leaves its heartbeat for up to its TTL: the process says it is gone first.
+    const holder = where.role === "working" && token !== null ? parseWorkerToken(token) : null;
+    const exited = holder !== null && holderExited(roots, holder);
+    const holderAlive = heartbeat === null ? null : token !== null && !exited;
+    const holderExitedPid = exited ? holder.pid : null;
     if (type !== "list" && type !== "none") {
-      lists.push({ key, ...where, count: null, ids: null, holderAlive });
+      lists.push({ key, ...where, count: null, ids: null, holderAlive, holderExitedPid });
       continue;
     }
     const ids: Array<string | null> = [];
@@ -503,7 +509,7 @@ async function readJobPlaces(redis: Redis, keys: QueueKeys): Promise<JobPlaces> 
       for (const entry of batch) ids.push(jobIdOf(entry));
       if (batch.length < BATCH) break;
     }
-    lists.push({ key, ...where, count: ids.length, ids, holderAlive });
+    lists.push({ key, ...where, count: ids.length, ids, holderAlive, holderExitedPid });
   }
   const seqText = await redis.get(keys.seq).catch(() => "");
   return { lists: sortJobLists(lists), seq: seqText === null ? 0 : /^\d+$/.test(seqText) ? Number(seqText) : null };

@@ -109,6 +109,8 @@ export interface JobList {
    * source is one; null for the other lists.
    */
   holderAlive: boolean | null;
+  /** A working list's worker ran on this host and its process is gone (its heartbeat still counts down): its pid. */
+  holderExitedPid?: number | null;
 }
 
 /** Every list of the queue that holds jobs, and the id counter: "no job lost" checked from the report. */

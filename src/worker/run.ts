@@ -1,10 +1,10 @@
-import { randomBytes } from "node:crypto";
 import os from "node:os";
 import path from "node:path";
 import type { Redis } from "ioredis";
 import { DrillError, RefusedError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
-import { isSameProcess, readProcessStat } from "../host/process.js";
+import { readProcessStat } from "../host/process.js";
+import { holderExited, parseWorkerToken, workerToken } from "./heartbeatToken.js";
 import { WeightsToucher, type PageToucherLine } from "../native/pagetoucher.js";
 import { decodeJob, type Job } from "../queue/job.js";
 import { deadEntry } from "../queue/queue.js";
@@ -153,7 +153,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
 
   const self = readProcessStat(deps.roots, "self");
   const startTime = self.ok ? self.value.startTime : 0;
-  const token = `${os.hostname()}:${process.pid}:${startTime}:${randomBytes(4).toString("hex")}`;
+  const token = workerToken(process.pid, startTime);
   const info = { pid: process.pid, start_time: startTime, host: os.hostname(), token, started: startedAt, where: deps.where, concurrency: config.concurrency };
 
   const redis = await connectRedis(deps.redisUrl, { name: `drill-worker:${workerId}` });
@@ -433,11 +433,10 @@ async function claimWorkerId(redis: Redis, keys: WorkerKeys, workerId: string, t
       await redis.hset(keys.workers, workerId, JSON.stringify(info));
       return;
     }
-    const [host, pidText, startText] = (holder ?? "").split(":");
-    const pid = Number(pidText);
-    const start = Number(startText);
-    const sameHost = host === os.hostname();
-    if (sameHost && Number.isSafeInteger(pid) && Number.isSafeInteger(start) && !isSameProcess(roots, pid, start)) {
+    const parsed = parseWorkerToken(holder ?? "");
+    const pid = parsed?.pid ?? Number.NaN;
+    const sameHost = parsed?.host === os.hostname();
+    if (holderExited(roots, parsed)) {
       stale = holder ?? "";
       continue;
     }
