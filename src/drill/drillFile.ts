@@ -298,7 +298,8 @@ function nonDecimalNumbers(doc: Document): Problem[] {
  * library's line and message.
  */
 function yamlErrorAt(text: string, err: YAMLParseError): { line: number | null; message: string } {
-  const message = err.message.split("\n")[0]!;
+  // (the library ends its first line with ":" before the excerpt it prints below)
+  const message = err.message.split("\n")[0]!.replace(/:$/, "");
   if (!err.linePos) return { line: null, message };
   const lastLine = text.trimEnd().split("\n").length; // yaml counts lines by \n, as here
   const { line } = err.linePos[0];

@@ -190,8 +190,8 @@ describe("drill file errors: every problem, each named", () => {
   });
 
   it.each([
-    ["an error inside the file", "a: b: c\nname: x\n", "x.yaml:1: not valid YAML: Nested mappings are not allowed in compact mappings at line 1, column 4:"],
-    ["the end of input on the last line (no newline)", "name: [unclosed", "x.yaml:1: not valid YAML: Flow sequence in block collection must be sufficiently indented and end with a ] at line 1, column 16:"],
+    ["an error inside the file", "a: b: c\nname: x\n", "x.yaml:1: not valid YAML: Nested mappings are not allowed in compact mappings at line 1, column 4"],
+    ["the end of input on the last line (no newline)", "name: [unclosed", "x.yaml:1: not valid YAML: Flow sequence in block collection must be sufficiently indented and end with a ] at line 1, column 16"],
   ])("YAML errors within the file keep yaml's line and message (%s)", (_n, text, want) => {
     expect(message(text)).toBe(want);
   });
