@@ -55,6 +55,8 @@ export interface UpOptions {
   /** A stage once everything runs (`--detach` waits for it). */
   onRunning?: (state: DrillState) => void;
   crashAt?: string;
+  /** The pid of the `up --detach` that holds up.lock for this (background) up, which takes it over. */
+  lockFrom?: number;
 }
 
 export interface UpResult {
@@ -98,7 +100,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
   // blamed on where it came from: the flag wins over the file.
   const parent = options.parent ?? drill.cgroup.parent;
   const parentSpec = validateParent(parent, options.parent !== undefined ? "--parent" : `${options.drillFile}: cgroup.parent`);
-  const lock = acquireDrillLock(drillDir(stateDir, name), "up");
+  const lock = acquireDrillLock(drillDir(stateDir, name), "up", "up", undefined, options.lockFrom ?? null);
   const crash = (step: string) => {
     if (options.crashAt === step) process.kill(process.pid, "SIGKILL");
   };
