@@ -23,11 +23,15 @@ export interface HogExitFacts {
   oomKillAfter: number | null;
 }
 
+/** Pure: whether the cgroup's oom_kill count rose over the hog's run; null when either count is unknown. */
+export function oomKillRose(before: number | null, after: number | null): boolean | null {
+  return before === null || after === null ? null : after > before;
+}
+
 /** Pure: the outcome from how the hog exited and what the cgroup counted. */
 export function classifyHogExit(facts: HogExitFacts): HogOutcome {
   if (facts.interrupted) return "interrupted";
-  const oomRose = facts.oomKillBefore !== null && facts.oomKillAfter !== null && facts.oomKillAfter > facts.oomKillBefore;
-  if (facts.signal === "SIGKILL" && oomRose) return "oom_killed";
+  if (facts.signal === "SIGKILL" && oomKillRose(facts.oomKillBefore, facts.oomKillAfter) === true) return "oom_killed";
   if (facts.code === 0 && facts.packedSeen) return "packed";
   return "failed";
 }

@@ -199,16 +199,25 @@ export interface LockSeams {
  * than taken for stale. A lock whose holder is gone (pid and start time no
  * longer match) is stale and taken over, by one taker only (replaceStale).
  * `refuse` words the refusal for the caller: holder null when another taker
- * kept getting there first.
+ * kept getting there first. `takeFrom`: a live holder that hands its lock to
+ * this process (up --detach to the background up it started), taken over as
+ * a stale one is, so there is no moment without a lock.
  */
-export function holdLockFile(file: string, fields: { what?: string }, refuse: (holder: LockHolder | null) => RefusedError, seams: LockSeams = {}): { release(): void } {
+export function holdLockFile(
+  file: string,
+  fields: { what?: string },
+  refuse: (holder: LockHolder | null) => RefusedError,
+  seams: LockSeams = {},
+  takeFrom: number | null = null,
+): { release(): void } {
   const self = readProcessStat(ownProc, process.pid);
   const record: LockHolder = { pid: process.pid, startTime: self.ok ? self.value.startTime : null, ...fields };
+  const mine = JSON.stringify(record);
   const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
   try {
     const fd = openSync(tmp, "wx", 0o600);
     try {
-      writeFileSync(fd, JSON.stringify(record));
+      writeFileSync(fd, mine);
       fsyncSync(fd);
     } finally {
       closeSync(fd);
@@ -224,7 +233,8 @@ export function holdLockFile(file: string, fields: { what?: string }, refuse: (h
   const held = {
     release: () => {
       try {
-        rmSync(file, { force: true });
+        // Handed over (takeFrom) it is another process's lock now: left to it.
+        if (readText(file) === mine) rmSync(file, { force: true });
       } catch {
         // left behind, it is stale once this process is gone
       }
@@ -236,8 +246,8 @@ export function holdLockFile(file: string, fields: { what?: string }, refuse: (h
       const judged = readText(file);
       if (judged === null) continue; // released meanwhile
       const holder = judgeLock(file, judged);
-      if (holder !== null) throw refuse(holder);
-      seams.foundStale?.();
+      if (holder !== null && (takeFrom === null || holder.pid !== takeFrom)) throw refuse(holder);
+      if (holder === null) seams.foundStale?.();
       if (replaceStale(file, judged, tmp)) return held;
     }
     throw refuse(null);

@@ -9,7 +9,7 @@ import { readKernelText } from "../host/kernelFile.js";
 import { parsePsi, stallRatePct } from "../host/psi.js";
 import { consoleOutput, snakeCaseKeys, type Output } from "../output.js";
 import { formatBytes, formatDuration, mapSizeProblem, parseDuration, parseSize } from "../units.js";
-import { checkThrashDir, classifyHogExit, samplePhase, summarizeStall, type HogMode, type HogOutcome, type StallSample, type StallSummary } from "../cgroup/hog.js";
+import { checkThrashDir, classifyHogExit, oomKillRose, samplePhase, summarizeStall, type HogMode, type HogOutcome, type StallSample, type StallSummary } from "../cgroup/hog.js";
 import { spawnInCgroup, verifyJoined, JOIN_FAILED_EXIT } from "../cgroup/join.js";
 import { parseCounter, readCgroupMemory, readOomKillCount } from "../cgroup/memoryFiles.js";
 import type { CgroupDir, WorkerCgroup } from "../cgroup/paths.js";
@@ -401,7 +401,9 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
   }
 
   const stall = summarizeStall(samples);
-  const exitInfo = exit ? { ...exit, description: describePageToucherExit(exit.code, exit.signal) } : null;
+  // The counts read around this run say whether a SIGKILL was the OOM killer's (or a rollback's, a teardown's, a kill -9).
+  const rose = oomKillRose(oomBefore.ok ? oomBefore.value : null, oomAfter.ok ? oomAfter.value : null);
+  const exitInfo = exit ? { ...exit, description: describePageToucherExit(exit.code, exit.signal, rose) } : null;
   const report: InjectReport = {
     outcome,
     name: cgroup.name,

@@ -7,6 +7,7 @@ import { stateDirError } from "../cgroup/stateFiles.js";
 import { drillCommandFor, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState, type DrillState } from "../drill/state.js";
+import { acquireDrillLock } from "../drill/lock.js";
 import { refuseWhileUp, runUp } from "../drill/up.js";
 import { DrillError, InterruptedError, RefusedError, UsageError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
@@ -94,6 +95,8 @@ async function runInForeground(
       signal: interrupt.signal,
       log,
       crashAt: process.env.DRILL_CRASH_AT,
+      // The up --detach that started this one holds up.lock until this one takes it.
+      lockFrom: process.env[BACKGROUND_ENV] === "1" ? process.ppid : undefined,
     });
     const redisTrouble = result.exitedEarly.find((e) => e.key === "redis")?.cause ?? null;
     const summary = {
@@ -230,6 +233,15 @@ function runLog(logFile: string, start: number): string[] {
 }
 
 /**
+ * The background up this --detach started runs: a new run whose state names
+ * that up as its owner. Another up's run (the state is shared by name) is
+ * never taken for ours.
+ */
+export function isOwnRun(state: DrillState, before: DrillState | null, childPid: number | undefined): boolean {
+  return state.runId !== before?.runId && state.owner.pid === childPid && (state.phase === "running" || state.phase === "stopped");
+}
+
+/**
  * --detach: run the same `drill up` in its own session (it is the packer and
  * the schedule), wait until its state says running, then return.
  */
@@ -238,8 +250,22 @@ async function detach(drill: DrillFile, drillFile: string, stateDir: string, dri
   const before = stateBeforeLock(stateDir, drill.name);
   const logFile = path.join(stateDir, `${drill.name}-up.log`);
   // Refused here, before the log: a second up's refusal appended to the log of
-  // the drill that runs reads as that drill's. (The lock still decides a race.)
+  // the drill that runs reads as that drill's.
   refuseWhileUp(before, drill.name, drillCmd, `; log ${logFile}`);
+  // A race of two --detach is decided here too, before either writes the log
+  // or starts a background up: the loser is refused (exit 3), the winner hands
+  // the lock to its background up, which takes it over (lockFrom).
+  const lock = acquireDrillLock(dir, "up", "up --detach");
+  try {
+    return await startInBackground(drill, stateDir, before, logFile, drillCmd, reclaimNote, log);
+  } finally {
+    // Left alone once the background up took it over.
+    lock.release();
+  }
+}
+
+async function startInBackground(drill: DrillFile, stateDir: string, before: DrillState | null, logFile: string, drillCmd: string, reclaimNote: string | null, log: (line: string) => void) {
+  const dir = drillDir(stateDir, drill.name);
   // Here too: the background up says it only in its log.
   if (reclaimNote) log(reclaimNote);
   let fd: number;
@@ -266,7 +292,7 @@ async function detach(drill: DrillFile, drillFile: string, stateDir: string, dri
   const deadline = Date.now() + 120_000;
   while (Date.now() < deadline) {
     const state = readState(stateDir, drill.name);
-    if (state && state.runId !== before?.runId && (state.phase === "running" || state.phase === "stopped")) {
+    if (state && isOwnRun(state, before, child.pid)) {
       const warnings = runLog(logFile, runStart).filter(isWarning);
       for (const warning of warnings) log(warning);
       log(`drill ${drill.name} is up in the background (pid ${child.pid}, run ${state.runId}); log ${logFile}, state ${dir}`);

@@ -21,8 +21,9 @@ export interface DrillLock {
  * went into it: an `up` refused before its first state write (doctor, a
  * cgroup another drill owns, a queue in use) leaves no empty `<state-dir>/<name>/`
  * behind, which `report` and rollback would take for a drill.
+ * `takeFrom`: the pid of a live holder handing its lock over (holdLockFile).
  */
-export function acquireDrillLock(dir: string, what: "up" | "rollback", holder: string = what, seams?: LockSeams): DrillLock {
+export function acquireDrillLock(dir: string, what: "up" | "rollback", holder: string = what, seams?: LockSeams, takeFrom: number | null = null): DrillLock {
   for (let attempt = 0; ; attempt++) {
     let made: boolean;
     try {
@@ -40,6 +41,7 @@ export function acquireDrillLock(dir: string, what: "up" | "rollback", holder: s
             ? new RefusedError(`another drill ${what} with the same name is starting (${file})`)
             : new RefusedError(`another drill ${owner.what ?? what} (pid ${owner.pid}) holds ${file}; one at a time per drill name`),
         seams,
+        takeFrom,
       );
       return {
         file,

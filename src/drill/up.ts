@@ -4,6 +4,7 @@ import { closeSync, mkdirSync, openSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
+import type { HogOutcome } from "../cgroup/hog.js";
 import { requireLayout } from "../cgroup/layout.js";
 import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup } from "../cgroup/paths.js";
@@ -55,6 +56,8 @@ export interface UpOptions {
   /** A stage once everything runs (`--detach` waits for it). */
   onRunning?: (state: DrillState) => void;
   crashAt?: string;
+  /** The pid of the `up --detach` that holds up.lock for this (background) up, which takes it over. */
+  lockFrom?: number;
 }
 
 export interface UpResult {
@@ -98,7 +101,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
   // blamed on where it came from: the flag wins over the file.
   const parent = options.parent ?? drill.cgroup.parent;
   const parentSpec = validateParent(parent, options.parent !== undefined ? "--parent" : `${options.drillFile}: cgroup.parent`);
-  const lock = acquireDrillLock(drillDir(stateDir, name), "up");
+  const lock = acquireDrillLock(drillDir(stateDir, name), "up", "up", undefined, options.lockFrom ?? null);
   const crash = (step: string) => {
     if (options.crashAt === step) process.kill(process.pid, "SIGKILL");
   };
@@ -417,7 +420,7 @@ async function runSchedule(
     while (next < phases.length && phases[next]!.at <= now) {
       const phase = phases[next++]!;
       if (phase.pack) packing.push(pack(queue, phase.pack, phase.index, { log, pushed, signal: stopPacking.signal, elapsed, durationMs: drill.duration, runId: state.runId, pushFailed }));
-      if (phase.inject) inject({ ...phase, inject: phase.inject }, drill.duration, state, spawnChild, target, log);
+      if (phase.inject) inject({ ...phase, inject: phase.inject }, drill.duration, state, spawnChild, target, dir, log);
     }
     checkRedis();
     if (now >= drill.duration || exitedEarly.length > 0) break;
@@ -597,6 +600,7 @@ function inject(
   state: DrillState,
   spawnChild: (role: ProcessRole, key: string, args: string[], files?: string[]) => { record: ProcessRecord; exited: Promise<number | null> },
   target: string[],
+  dir: string,
   log: (l: string) => void,
 ): void {
   const { inject: step, index } = phase;
@@ -607,7 +611,42 @@ function inject(
   const { exited } = spawnChild("hog", key, [
     "--json", "inject", ...target, "--size", String(step.size), "--mode", step.mode, "--hold", `${holdMs}ms`, "--file-dir", state.fileDir ?? "/var/tmp",
   ]);
-  void exited.then((code) => log(`phase ${index}: hog exited (${code === null ? "signal" : `code ${code}`}); outcome in ${key}.out`));
+  // inject exits 0 on an OOM kill too (the anon drill's expected end): its document says which.
+  void exited.then((code) => log(hogExitLine(index, key, code, hogOutcomeIn(readTextQuietly(path.join(dir, outputName(key)))))));
+}
+
+function readTextQuietly(file: string): string {
+  try {
+    return readFileSync(file, "utf8");
+  } catch {
+    return ""; // no document: the exit code is all there is
+  }
+}
+
+/** Pure: the outcome in `drill --json inject`'s output (its last document), or null when it wrote none. */
+export function hogOutcomeIn(text: string): HogOutcome | null {
+  const lines = text.split("\n").filter((line) => line.trim() !== "");
+  for (const line of lines.reverse()) {
+    try {
+      const outcome = (JSON.parse(line) as { outcome?: unknown }).outcome;
+      if (outcome === "packed" || outcome === "oom_killed" || outcome === "interrupted" || outcome === "failed") return outcome;
+    } catch {
+      // not a document (a line cut short by a kill)
+    }
+  }
+  return null;
+}
+
+/** Pure: up's line when a phase's hog is done, from the outcome inject wrote; its exit code alone when it wrote none. */
+export function hogExitLine(index: number, key: string, code: number | null, outcome: HogOutcome | null): string {
+  const how = code === null ? "killed by a signal" : `code ${code}`;
+  const said =
+    outcome === "oom_killed" ? `hog OOM-killed by the cgroup's OOM killer (inject ${how})`
+    : outcome === "packed" ? `hog packed and held, then exited (${how})`
+    : outcome === "interrupted" ? `hog interrupted (${how})`
+    : outcome === "failed" ? `hog failed (${how})`
+    : `hog exited (${how})`;
+  return `phase ${index}: ${said}; outcome in ${key}.out`;
 }
 
 function parseSample(line: string): Sample | null {

@@ -305,9 +305,18 @@ function parseHello(line: string, pairs: string[]): PageToucherLine {
   return { kind: "hello", impl, mode, pid, pageSize, sizeBytes, order, advice, seed };
 }
 
-/** How the helper ended, in words an operator can act on (execa-style: fields, then a sentence). */
-export function describePageToucherExit(code: number | null, signal: NodeJS.Signals | null): string {
-  if (signal === "SIGKILL") return "killed by SIGKILL: likely the OOM killer (check the cgroup's oom_kill count); its file, if any, is left for the caller to unlink";
+/**
+ * How the helper ended, in words an operator can act on (execa-style: fields, then a sentence).
+ * `oomKillRose`: whether the cgroup's oom_kill count moved over the run, null when not read.
+ * A SIGKILL it did not count is not the OOM killer's.
+ */
+export function describePageToucherExit(code: number | null, signal: NodeJS.Signals | null, oomKillRose: boolean | null = null): string {
+  if (signal === "SIGKILL") {
+    const left = "its file, if any, is left for the caller to unlink";
+    if (oomKillRose === true) return `killed by SIGKILL: the OOM killer (the cgroup's oom_kill count rose); ${left}`;
+    if (oomKillRose === false) return `killed by SIGKILL (oom_kill unchanged: not the OOM killer; a rollback, teardown or kill -9); ${left}`;
+    return `killed by SIGKILL: likely the OOM killer (check the cgroup's oom_kill count); ${left}`;
+  }
   if (signal !== null) return `killed by ${signal}`;
   switch (code) {
     case 0: return "exited 0";

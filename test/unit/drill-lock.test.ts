@@ -98,6 +98,21 @@ describe("acquireDrillLock", () => {
     expect(readdirSync(dir)).toEqual([]);
   });
 
+  // up --detach holds up.lock while its background up starts (two --detach at
+  // once: the loser is refused there), then hands it over: never a moment without.
+  it("a live holder's lock is taken over only by the process it hands it to (takeFrom); the holder's release then leaves it", () => {
+    const file = path.join(dir, "up.lock");
+    const parent = acquireDrillLock(dir, "up", "up --detach");
+    expect(refusal(() => acquireDrillLock(dir, "up")).message).toMatch(/another drill up --detach \(pid \d+\) holds/);
+    expect(refusal(() => acquireDrillLock(dir, "up", "up", undefined, process.pid + 1)).exitCode).toBe(3);
+    const background = acquireDrillLock(dir, "up", "up", undefined, process.pid);
+    expect(JSON.parse(readFileSync(file, "utf8"))).toEqual({ pid: process.pid, startTime: ownStartTime(), what: "up" });
+    parent.release();
+    expect(readdirSync(dir)).toEqual(["up.lock"]);
+    background.release();
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
   // QA: `up` refused ("refusing to share it with drill smoke") left an empty
   // <state-dir>/smoke2/, and `report --name smoke2` took it for a drill.
   it("a drill dir the lock made is removed at release when nothing else went in (an up refused before its state)", () => {

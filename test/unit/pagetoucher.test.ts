@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DrillError, UsageError } from "../../src/errors.js";
+import { oomKillRose } from "../../src/cgroup/hog.js";
 import {
   anonCommand,
   describePageToucherExit,
@@ -193,6 +194,18 @@ describe("describePageToucherExit", () => {
     expect(describePageToucherExit(null, "SIGKILL")).toMatch(/OOM killer/);
     expect(describePageToucherExit(143, null)).toMatch(/SIGTERM, file unlinked/);
     expect(describePageToucherExit(2, null)).toMatch(/bad arguments/);
+  });
+
+  // QA: a hog a rollback killed mid-hold was "killed by SIGKILL: likely the OOM killer" beside cg_oom_kill 0 → 0.
+  it("a SIGKILL the cgroup's oom_kill count did not move for is not blamed on the OOM killer; one it rose for is", () => {
+    const unchanged = describePageToucherExit(null, "SIGKILL", oomKillRose(0, 0));
+    expect(unchanged).toMatch(/^killed by SIGKILL \(oom_kill unchanged: not the OOM killer; a rollback, teardown or kill -9\)/);
+    expect(unchanged).not.toMatch(/likely the OOM killer/);
+    expect(describePageToucherExit(null, "SIGKILL", oomKillRose(0, 1))).toMatch(/^killed by SIGKILL: the OOM killer \(the cgroup's oom_kill count rose\)/);
+    // Counts not read: it may still have been the OOM killer.
+    expect(describePageToucherExit(null, "SIGKILL", oomKillRose(null, 1))).toMatch(/^killed by SIGKILL: likely the OOM killer \(check/);
+    expect(oomKillRose(3, 3)).toBe(false);
+    expect(oomKillRose(3, null)).toBeNull();
   });
 });
 

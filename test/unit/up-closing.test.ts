@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { closingLines, refusedSummary, type ClosingFacts } from "../../src/commands/up.run.js";
+import { closingLines, isOwnRun, refusedSummary, type ClosingFacts } from "../../src/commands/up.run.js";
+import type { DrillState } from "../../src/drill/state.js";
 import { RefusedError } from "../../src/errors.js";
 
 const facts: ClosingFacts = {
@@ -55,5 +56,22 @@ describe("up --json when it refuses", () => {
       run_id: null,
       state: "/var/lib/drill/smoke/state.json",
     });
+  });
+});
+
+describe("isOwnRun: what up --detach takes for its background up running", () => {
+  const state = (runId: string, pid: number, phase: DrillState["phase"] = "running") => ({ runId, phase, owner: { pid, startTime: 1 } }) as DrillState;
+
+  it("a new run owned by its own child, running or already stopped", () => {
+    expect(isOwnRun(state("r2", 42), state("r1", 7, "complete"), 42)).toBe(true);
+    expect(isOwnRun(state("r2", 42, "stopped"), null, 42)).toBe(true);
+  });
+
+  // QA: two --detach at once both said "detached" with the winner's run: the loser's child was refused and gone.
+  it("not another up's run (the state is shared by name), nor the run that was there before, nor one still starting", () => {
+    expect(isOwnRun(state("r2", 43), null, 42)).toBe(false);
+    expect(isOwnRun(state("r1", 42), state("r1", 42, "complete"), 42)).toBe(false);
+    expect(isOwnRun(state("r2", 42, "starting"), null, 42)).toBe(false);
+    expect(isOwnRun(state("r2", 42), null, undefined)).toBe(false);
   });
 });

@@ -6,7 +6,7 @@ import { applyOverrides, resolveFileDir, weightsReclaimNote } from "../../src/co
 import { resolveDrillPath } from "../../src/commands/up.run.js";
 import { UsageError } from "../../src/errors.js";
 import { parseDrillFile } from "../../src/drill/drillFile.js";
-import { outputName } from "../../src/drill/up.js";
+import { hogExitLine, hogOutcomeIn, outputName } from "../../src/drill/up.js";
 import { repoRoot } from "../helpers/cli.js";
 
 const smoke = parseDrillFile(readFileSync(path.join(repoRoot, "drills", "smoke.yaml"), "utf8"), "smoke.yaml");
@@ -133,5 +133,25 @@ describe("--file-dir is made absolute before anything records it", () => {
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
+  });
+});
+
+// QA: "phase 1: hog exited (code 0); outcome in hog-1.out" while hog-1.out said "outcome":"oom_killed".
+describe("up's line when a phase's hog is done", () => {
+  const oomDocument = `${JSON.stringify({ outcome: "oom_killed", exit: { code: null, signal: "SIGKILL" }, cg_oom_kill_before: 0, cg_oom_kill_after: 1 })}\n`;
+
+  it("an OOM-killed hog (inject exits 0 all the same) is said OOM-killed, from the document inject wrote", () => {
+    expect(hogOutcomeIn(oomDocument)).toBe("oom_killed");
+    const line = hogExitLine(1, "hog-1", 0, hogOutcomeIn(oomDocument));
+    expect(line).toBe("phase 1: hog OOM-killed by the cgroup's OOM killer (inject code 0); outcome in hog-1.out");
+    expect(line).not.toMatch(/hog exited/);
+  });
+
+  it("the other outcomes by name; without a document (inject killed), the exit code or signal alone", () => {
+    expect(hogExitLine(2, "hog-2", 0, hogOutcomeIn(`${JSON.stringify({ outcome: "packed" })}\n`))).toBe("phase 2: hog packed and held, then exited (code 0); outcome in hog-2.out");
+    expect(hogExitLine(2, "hog-2", 1, "failed")).toBe("phase 2: hog failed (code 1); outcome in hog-2.out");
+    expect(hogOutcomeIn("")).toBeNull();
+    expect(hogOutcomeIn('{"outcome":"pack')).toBeNull();
+    expect(hogExitLine(3, "hog-3", null, null)).toBe("phase 3: hog exited (killed by a signal); outcome in hog-3.out");
   });
 });
