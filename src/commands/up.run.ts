@@ -120,7 +120,7 @@ async function runInForeground(
         const sinceMs = Date.now() - Date.parse(result.state.createdAt) + 1000;
         try {
           // An embedded Redis is found from the state file, as `drill report` finds it: read on its AOF if it is gone.
-          const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: drill.name, queue: flags.queue, redisUrl: g.redisUrl, sinceMs });
+          const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: drill.name, queue: flags.queue, redisUrl: g.redisUrl, sinceMs, roots: hostRoots(g) });
           output.out(renderReport(buildReport(inputs, nowMs, sinceMs), "text", output.color));
         } catch (err) {
           log(`summary unavailable: ${err instanceof Error ? err.message : String(err)}; \`${reportCmd}\` tries again`);

@@ -1,7 +1,7 @@
 import { percentile } from "../util/stats.js";
 import { decodeJob } from "../queue/job.js";
 import { redactUrl } from "../queue/redis.js";
-import type { DecisionEvent, DoneEntry, ReportInputs, WatchSample } from "./inputs.js";
+import type { CgroupNow, DecisionEvent, DoneEntry, ReportInputs, WatchSample } from "./inputs.js";
 
 /**
  * The incident-note summary, pure: inputs, the moment they describe and the
@@ -310,6 +310,39 @@ function counterIncrease(readings: ReadonlyArray<{ value: number | null; absent:
   return seen ? rise : null;
 }
 
+/**
+ * OOM kills in the window: the recorded oom_kill readings, then the counter
+ * read now when the worker cgroup is still there and the read is later than
+ * the last sample (up stops the instant the worker dies, before watch's next
+ * sample: the kill that ended the drill is only in the live read). The notes
+ * say where the figure came from when the read changes it.
+ */
+function oomKills(samples: readonly WatchSample[], now: CgroupNow | null, fromMs: number, notes: string[]): { end: number | null; inWindow: number | null } {
+  const readings = samples.map((s) => ({ value: s.cg_oom_kill, absent: s.cg_absent }));
+  const recordedEnd = samples.map((s) => s.cg_oom_kill).filter((v): v is number => v !== null).at(-1) ?? null;
+  const recorded = { end: recordedEnd, inWindow: counterIncrease(readings) };
+  const lastTs = samples.at(-1)?.tsMs ?? null;
+  if (now === null || now.tsMs < fromMs || (lastTs !== null && now.tsMs <= lastTs)) return recorded;
+  const at = new Date(now.tsMs).toISOString();
+  if (now.oomKill === null) {
+    notes.push(`the worker cgroup's oom_kill could not be read at ${at} (${now.file}: ${now.reason ?? "unreadable"}): OOM kills are the recording's, up to its last sample`);
+    return recorded;
+  }
+  if (recorded.inWindow === null) {
+    // No recorded reading to count from: the counter alone says kills since the cgroup was made, not in the window.
+    notes.push(`OOM kills in the window are n/a: no recorded oom_kill reading to count from; ${now.file} says oom_kill=${now.oomKill} at ${at}`);
+    return { end: now.oomKill, inWindow: null };
+  }
+  const live = { end: now.oomKill, inWindow: counterIncrease([...readings, { value: now.oomKill, absent: false }]) };
+  if (live.inWindow !== recorded.inWindow || live.end !== recorded.end) {
+    notes.push(
+      `OOM kills counted to ${at} from ${now.file} read then (oom_kill=${now.oomKill}): ${live.inWindow} in the window, ` +
+        `where the recording's last sample (${iso(lastTs)}) said oom_kill=${recorded.end ?? "n/a"}, ${recorded.inWindow} in the window`,
+    );
+  }
+  return live;
+}
+
 const isDecisionReason = (reason: string) => reason === "admit" || reason === "dead" || reason.startsWith("reject_");
 
 /**
@@ -585,8 +618,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     const why = odd === 0 ? "" : ` (${odd} of them held a value no sample can have: ${(inputs.recording.implausibleExamples ?? []).join(", ")}${odd > 3 ? ", …" : ""})`;
     notes.push(`${inputs.recording.badLines} line(s) of ${inputs.recording.file} were not samples: skipped${why}`);
   }
-  const oomValues = samples.map((s) => s.cg_oom_kill).filter((v): v is number => v !== null);
-  const oomReadings = samples.map((s) => ({ value: s.cg_oom_kill, absent: s.cg_absent }));
+  const oom = oomKills(samples, inputs.cgroupNow ?? null, fromMs, notes);
   const alarmCounts = new Map<string, number>();
   for (const s of samples) for (const a of s.alarm) bump(alarmCounts, a);
   const lastMax = [...samples].reverse().find((s) => s.cg_mem_max !== null)?.cg_mem_max ?? null;
@@ -601,8 +633,8 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     peak_cg_mem_peak: peak(samples, (s) => s.cg_mem_peak),
     peak_cg_mem_current: peak(samples, (s) => s.cg_mem_current),
     cg_mem_max: lastMax,
-    cg_oom_kill_end: oomValues.at(-1) ?? null,
-    oom_kills_in_window: counterIncrease(oomReadings),
+    cg_oom_kill_end: oom.end,
+    oom_kills_in_window: oom.inWindow,
     alarms: [...alarmCounts.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([alarm, n]) => ({ alarm, samples: n })),
   };
 

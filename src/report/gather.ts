@@ -6,6 +6,9 @@ import { isEmbeddedRedis, reviveEmbeddedRedis } from "../drill/embeddedRedis.js"
 import { drillCommandFor } from "../context.js";
 import { listDrills, unknownDrillProblem, type KnownDrill } from "../drill/rollback.js";
 import { HostRoots } from "../host/kernelFile.js";
+import { detectLayout } from "../cgroup/layout.js";
+import { readOomKillCount } from "../cgroup/memoryFiles.js";
+import { workerCgroupFromDirs } from "../cgroup/paths.js";
 import { validateDrillName } from "../drill/names.js";
 import { drillDir, readState, readStateEntries, runDir, type DrillState } from "../drill/state.js";
 import { DrillError, RefusedError, UsageError } from "../errors.js";
@@ -23,6 +26,7 @@ import {
   parseDoneEntry,
   parseRecording,
   sortJobLists,
+  type CgroupNow,
   type DecisionEvent,
   type DoneEntry,
   type DrillInfo,
@@ -228,6 +232,24 @@ function readRecording(file: string, notes: string[]): Recording | null {
   return parseRecording(file, text);
 }
 
+/**
+ * The drill's worker cgroup's oom_kill now, when the cgroup up recorded is
+ * still there and not rolled back: the recording's last sample can precede
+ * the kill that ended the drill. null: nothing to read (no cgroup recorded,
+ * removed, or a layout that does not fit the recorded dirs).
+ */
+export function readCgroupNow(roots: HostRoots, state: DrillState | null, nowMs: number): CgroupNow | null {
+  const cg = state?.cgroup ?? null;
+  if (state === null || cg === null || cg.dirs.length === 0 || state.phase === "complete") return null;
+  const layout = detectLayout(roots);
+  if (!layout.ok) return null;
+  const cgroup = workerCgroupFromDirs(layout.value, cg.name, cg.dirs);
+  if (cgroup === null || !existsSync(cgroup.limits.dir)) return null;
+  const reading = readOomKillCount(cgroup.limits);
+  const file = path.join(cgroup.limits.dir, cgroup.limits.version === 2 ? "memory.events" : "memory.oom_control");
+  return reading.ok ? { tsMs: nowMs, file, oomKill: reading.value, reason: null } : { tsMs: nowMs, file: reading.file, oomKill: null, reason: reading.reason };
+}
+
 /** How long the drill's own Redis gets to accept a connection before the export is used. */
 const PROBE_TIMEOUT_MS = 1000;
 
@@ -353,7 +375,8 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
           const nowMs = now();
           const live = await readLive(redis, keys, nowMs - options.sinceMs, notes);
           const source: ReportInputs["source"] = revived ? { kind: "aof", url, aofDir: state!.redis.embedded!.dir } : { kind: "live", url };
-          return { inputs: { ...base, source, ...live }, nowMs };
+          const cgroupNow = queueAsked ? null : readCgroupNow(options.roots ?? new HostRoots(), state, now());
+          return { inputs: { ...base, source, ...live, cgroupNow }, nowMs };
         }
       } finally {
         await closeRedis(redis);

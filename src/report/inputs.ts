@@ -139,6 +139,22 @@ export interface ReportInputs {
   recordingLooked: string | null;
   /** What the gatherer noticed on the way (unparseable records, fallbacks taken). */
   gatherNotes: string[];
+  /**
+   * The drill's worker cgroup's oom_kill read at gather time, when the cgroup
+   * still exists: up stops the instant the worker dies, before watch's next
+   * sample, so the recording can miss the kill that ended it. Absent: not read
+   * (no cgroup recorded, gone, or an export).
+   */
+  cgroupNow?: CgroupNow | null;
+}
+
+/** One read of the worker cgroup's oom_kill counter (v2 memory.events, v1 memory.oom_control). */
+export interface CgroupNow {
+  tsMs: number;
+  file: string;
+  /** null: the cgroup is there but the counter could not be read (`reason` says why). */
+  oomKill: number | null;
+  reason: string | null;
 }
 
 // ---- tolerant readers -------------------------------------------------------

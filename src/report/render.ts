@@ -116,7 +116,11 @@ function sections(r: Report): Section[] {
   // Pressure
   const p = r.pressure;
   const peakRow = (label: string, peak: Peak, show: (v: number | null) => string): Cell[] => [label, noRecording ?? show(peak.value), peak.ts ?? ""];
-  const oom = noRecording ?? (p.oom_kills_in_window === null ? NA : `${p.oom_kills_in_window} in window (memory.events oom_kill=${int(p.cg_oom_kill_end)})`);
+  // A live read of the worker cgroup gives the counter even without a recording.
+  const oom =
+    p.oom_kills_in_window !== null ? `${p.oom_kills_in_window} in window (memory.events oom_kill=${int(p.cg_oom_kill_end)})`
+    : p.cg_oom_kill_end !== null ? `n/a in window (memory.events oom_kill=${int(p.cg_oom_kill_end)} now)`
+    : (noRecording ?? NA);
   const alarms = noRecording ?? (p.alarms.length === 0 ? "none" : p.alarms.map((a) => `${a.alarm} (${a.samples} sample${a.samples === 1 ? "" : "s"})`).join(", "));
   out.push({
     title: "Pressure (sidecar recording)",
