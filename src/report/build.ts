@@ -1,7 +1,7 @@
 import { percentile } from "../util/stats.js";
 import { decodeJob } from "../queue/job.js";
 import { redactUrl } from "../queue/redis.js";
-import type { CgroupNow, DecisionEvent, DoneEntry, ReportInputs, WatchSample } from "./inputs.js";
+import type { CgroupNow, DecisionEvent, DoneEntry, JobTiming, ReportInputs, WatchSample } from "./inputs.js";
 
 /**
  * The incident-note summary, pure: inputs, the moment they describe and the
@@ -135,8 +135,14 @@ export interface Report {
     deadline_ms: { min: number; max: number } | null;
     /** p99 − deadline (the longest deadline when they differ): positive = over. */
     p99_over_deadline_ms: number | null;
+    /** Finished late, plus admitted jobs that got no first token before their deadline (late_finished + late_unfinished). */
     late: number;
     late_jobs: string[];
+    late_finished: number;
+    /** Admitted in the window, not finished, deadline passed without a first token; null: their lists were not read. */
+    late_unfinished: number | null;
+    /** Of with_first_token, the unfinished jobs' (from `<q>:first_token`); null: not read. */
+    unfinished_with_first_token: number | null;
   } | null;
   totals: { tokens_out: number | null; retry_count: number | null; jobs_done: number | null; jobs_late: number | null } | null;
   pressure: {
@@ -341,6 +347,51 @@ function oomKills(samples: readonly WatchSample[], now: CgroupNow | null, fromMs
     );
   }
   return live;
+}
+
+/** An admitted job that has not finished, judged against its deadline. */
+interface UnfinishedJob {
+  id: string;
+  deadlineMs: number;
+  /** enqueue → the first token, from `<q>:first_token` (else the payload's mark); null: none yet. */
+  firstTokenMs: number | null;
+  late: boolean;
+}
+
+/**
+ * The jobs admitted in the window that are not on `<q>:done`, wherever they
+ * are now (admitted, working, retry, drained, back on ready). Late: the first
+ * token came after enqueue_ts + deadline_ms, or none came and that moment is
+ * past `nowMs` (now, or the export's time: a drained job left at the latest then).
+ * `read` false: the lists or the first-token hash were not read (older callers, a failed read).
+ */
+function unfinishedAdmitted(inputs: ReportInputs, events: readonly DecisionEvent[] | null, nowMs: number): { jobs: UnfinishedJob[]; unplaced: number; read: boolean } {
+  const lists = inputs.unfinished ?? null;
+  const firstTokens = inputs.firstTokens ?? null;
+  if (events === null || lists === null || firstTokens === null || inputs.done === null) return { jobs: [], unplaced: 0, read: false };
+  const finished = new Set(inputs.done.map((d) => d.id).filter((id): id is string => id !== null));
+  const admitted = new Set(events.filter((e) => e.reason === "admit" && e.job !== "" && !finished.has(e.job)).map((e) => e.job));
+  const timing = new Map<string, JobTiming>();
+  for (const t of lists) if (t.enqueueTs !== null && t.deadlineMs !== null && !timing.has(t.id)) timing.set(t.id, t);
+  const jobs: UnfinishedJob[] = [];
+  let unplaced = 0;
+  for (const id of admitted) {
+    const t = timing.get(id);
+    if (t === undefined) {
+      unplaced++;
+      continue;
+    }
+    const dueAt = t.enqueueTs! + t.deadlineMs!;
+    const tokenAt = firstTokens[id] ?? t.firstTokenTs;
+    jobs.push({
+      id,
+      deadlineMs: t.deadlineMs!,
+      firstTokenMs: tokenAt === null ? null : tokenAt - t.enqueueTs!,
+      late: tokenAt === null ? dueAt < nowMs : tokenAt > dueAt,
+    });
+  }
+  jobs.sort((a, b) => byJobId({ job: a.id }, { job: b.id }));
+  return { jobs, unplaced, read: true };
 }
 
 const isDecisionReason = (reason: string) => reason === "admit" || reason === "dead" || reason.startsWith("reject_");
@@ -573,12 +624,21 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     if (last) lastReject = { ts: iso(last.tsMs), line: rejectLine(last) };
   }
 
-  // First token of admitted jobs against the deadline
+  // First token of admitted jobs against the deadline: the finished ones, and
+  // the admitted ones that never finished (a rollback drains exactly the jobs
+  // that blew their deadline): their deadline passed without a first token.
   let firstToken: Report["first_token"] = null;
   if (done !== null) {
     const times = done.map((d) => d.firstTokenMs).filter((v): v is number => v !== null);
     const deadlines = done.map((d) => d.deadlineMs).filter((v): v is number => v !== null);
-    const lateJobs = done.filter((d) => d.late ?? (d.firstTokenMs !== null && d.deadlineMs !== null ? d.firstTokenMs > d.deadlineMs : false));
+    const lateFinished = done.filter((d) => d.late ?? (d.firstTokenMs !== null && d.deadlineMs !== null ? d.firstTokenMs > d.deadlineMs : false));
+    const unfinished = unfinishedAdmitted(inputs, events, nowMs);
+    for (const u of unfinished.jobs) {
+      deadlines.push(u.deadlineMs);
+      if (u.firstTokenMs !== null) times.push(u.firstTokenMs);
+    }
+    const lateUnfinished = unfinished.jobs.filter((u) => u.late).map((u) => u.id);
+    const lateIds = [...lateFinished.map((d) => d.id ?? "?"), ...lateUnfinished];
     const p99 = percentile(times, 99);
     const deadline = deadlines.length === 0 ? null : { min: Math.min(...deadlines), max: Math.max(...deadlines) };
     firstToken = {
@@ -590,10 +650,20 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       max_ms: times.length === 0 ? null : Math.max(...times),
       deadline_ms: deadline,
       p99_over_deadline_ms: p99 !== null && deadline !== null ? p99 - deadline.max : null,
-      late: lateJobs.length,
-      late_jobs: lateJobs.map((d) => d.id ?? "?"),
+      late: lateIds.length,
+      late_jobs: lateIds,
+      late_finished: lateFinished.length,
+      late_unfinished: unfinished.read ? lateUnfinished.length : null,
+      unfinished_with_first_token: unfinished.read ? unfinished.jobs.filter((u) => u.firstTokenMs !== null).length : null,
     };
-    if (times.length < done.length) notes.push(`${done.length - times.length} finished job(s) have no first_token_ms: left out of p50/p99`);
+    const noFirstToken = done.filter((d) => d.firstTokenMs === null).length;
+    if (noFirstToken > 0) notes.push(`${noFirstToken} finished job(s) have no first_token_ms: left out of p50/p99`);
+    if (unfinished.unplaced > 0) {
+      notes.push(`${unfinished.unplaced} job(s) admitted in the window are on no list with their enqueue_ts and deadline_ms (dead, or lost): not judged late or on time`);
+    }
+    if (!unfinished.read && events !== null && (events.some((e) => e.reason === "admit"))) {
+      notes.push(`the unfinished jobs' lists or ${inputs.queue}:first_token could not be read: late jobs and first-token percentiles count finished jobs only`);
+    }
   }
 
   // Totals from the stats hash (whole drill, not windowed)

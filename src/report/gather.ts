@@ -20,18 +20,22 @@ import {
   eventFromEntry,
   FIXED_JOB_LISTS,
   fixedJobListKey,
+  firstTokenTimes,
   holderHeartbeatKey,
   jobIdOf,
   jobListRole,
+  jobTimingOf,
   parseDoneEntry,
   parseRecording,
   sortJobLists,
+  UNFINISHED_ROLES,
   type CgroupNow,
   type DecisionEvent,
   type DoneEntry,
   type DrillInfo,
   type JobList,
   type JobPlaces,
+  type JobTiming,
   type Recording,
   type ReportInputs,
 } from "./inputs.js";
@@ -425,6 +429,8 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
       queueHead: exported.queueHead,
       drainLen: exported.drainLen,
       jobPlaces: exported.jobPlaces,
+      unfinished: exported.unfinished,
+      firstTokens: exported.firstTokens,
     },
     nowMs: Math.round(nowMs),
   };
@@ -482,7 +488,7 @@ async function holdsQueue(redis: Redis, keys: QueueKeys): Promise<boolean> {
   return false;
 }
 
-type LiveFigures = Pick<ReportInputs, "events" | "done" | "stats" | "queueLen" | "queueHead" | "drainLen" | "jobPlaces">;
+type LiveFigures = Pick<ReportInputs, "events" | "done" | "stats" | "queueLen" | "queueHead" | "drainLen" | "jobPlaces" | "unfinished" | "firstTokens">;
 
 /** Each read on its own: a key of the wrong type makes that figure null, not the report fail. */
 async function readLive(redis: Redis, keys: QueueKeys, fromMs: number, notes: string[]): Promise<LiveFigures> {
@@ -494,8 +500,13 @@ async function readLive(redis: Redis, keys: QueueKeys, fromMs: number, notes: st
       return null;
     }
   };
+  const unfinished: JobTiming[] = [];
+  const jobPlaces = await attempt("the job lists", () => readJobPlaces(redis, keys, unfinished));
+  const firstTokenKey = `${keys.queue}:first_token`;
   return {
-    jobPlaces: await attempt("the job lists", () => readJobPlaces(redis, keys)),
+    jobPlaces,
+    unfinished: jobPlaces === null ? null : unfinished,
+    firstTokens: await attempt(firstTokenKey, async () => firstTokenTimes(await redis.hgetall(firstTokenKey))),
     events: await attempt(keys.events, () => readEvents(redis, keys.events, fromMs)),
     done: await attempt(keys.done, () => readDone(redis, keys.done, notes)),
     stats: await attempt(keys.stats, () => redis.hgetall(keys.stats)),
@@ -506,7 +517,7 @@ async function readLive(redis: Redis, keys: QueueKeys, fromMs: number, notes: st
 }
 
 /** Every job list of the queue (the fixed ones and the SCANned processing/working/retry lists), with each entry's id. */
-async function readJobPlaces(redis: Redis, keys: QueueKeys): Promise<JobPlaces> {
+async function readJobPlaces(redis: Redis, keys: QueueKeys, unfinished: JobTiming[]): Promise<JobPlaces> {
   const names = new Set(FIXED_JOB_LISTS.map((role) => fixedJobListKey(keys.queue, role)));
   for (const pattern of [keys.processingPattern, keys.workingPattern, keys.retryPattern]) for (const key of await scanKeys(redis, pattern)) names.add(key);
   const lists: JobList[] = [];
@@ -523,7 +534,11 @@ async function readJobPlaces(redis: Redis, keys: QueueKeys): Promise<JobPlaces> 
     const ids: Array<string | null> = [];
     for (let offset = 0; ; offset += BATCH) {
       const batch = await redis.lrangeBuffer(key, offset, offset + BATCH - 1);
-      for (const entry of batch) ids.push(jobIdOf(entry));
+      for (const entry of batch) {
+        ids.push(jobIdOf(entry));
+        const timing = UNFINISHED_ROLES.includes(where.role) ? jobTimingOf(entry, where.role) : null;
+        if (timing) unfinished.push(timing);
+      }
       if (batch.length < BATCH) break;
     }
     lists.push({ key, ...where, count: ids.length, ids, holderAlive });

@@ -96,13 +96,19 @@ function sections(r: Report): Section[] {
     const deadline = ft.deadline_ms === null ? NA : ft.deadline_ms.min === ft.deadline_ms.max ? ms(ft.deadline_ms.max) : `${ms(ft.deadline_ms.min)} – ${ms(ft.deadline_ms.max)}`;
     const over = ft.p99_over_deadline_ms === null ? NA : ft.p99_over_deadline_ms > 0 ? `over by ${ms(ft.p99_over_deadline_ms)}` : `within, ${ms(-ft.p99_over_deadline_ms)} to spare`;
     const shown = ft.late_jobs.slice(0, 20).map((id) => `job=${id}`).join(" ");
-    const lateText = ft.late === 0 ? "0" : `${ft.late} (${shown}${ft.late_jobs.length > 20 ? ` … ${ft.late_jobs.length - 20} more` : ""})`;
+    const which =
+      ft.late_unfinished === null
+        ? `finished late; unfinished jobs not read`
+        : `${ft.late_finished} finished late, ${ft.late_unfinished} admitted and never got a first token before their deadline`;
+    const lateText = ft.late === 0 ? `0 (${which})` : `${ft.late} (${which}: ${shown}${ft.late_jobs.length > 20 ? ` … ${ft.late_jobs.length - 20} more` : ""})`;
+    const withToken = ft.unfinished_with_first_token === null ? String(ft.with_first_token) : `${ft.with_first_token} (${ft.unfinished_with_first_token} of them not finished)`;
     out.push({
       title: "First token of admitted jobs",
       header: ["figure", "value"],
       rows: [
         ["admitted in window", int(ft.admitted)],
         ["finished in window", String(ft.finished)],
+        ["with a first token", withToken],
         ["first token p50", ms(ft.p50_ms)],
         ["first token p99", ms(ft.p99_ms)],
         ["first token max", ms(ft.max_ms)],

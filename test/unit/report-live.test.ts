@@ -2,7 +2,9 @@ import { describe, expect, it } from "vitest";
 import { buildReport } from "../../src/report/build.js";
 import { Chalk } from "chalk";
 import { renderReport } from "../../src/report/render.js";
-import type { ReportInputs, WatchSample } from "../../src/report/inputs.js";
+import { parseExport } from "../../src/report/exportFile.js";
+import { queueKeys } from "../../src/queue/keys.js";
+import type { DecisionEvent, DoneEntry, JobTiming, ReportInputs, WatchSample } from "../../src/report/inputs.js";
 
 const NOW = Date.parse("2025-11-30T12:00:00.000Z");
 const MIN = 60_000;
@@ -71,3 +73,72 @@ describe("OOM kills with the worker cgroup read now (up stops before watch's nex
   });
 });
 
+
+describe("late jobs and first-token percentiles count every job admitted in the window, not only finished ones", () => {
+  const enq = NOW - 60_000;
+  const admit = (job: string, tsMs: number): DecisionEvent => ({ id: `${tsMs}-${job}`, reason: "admit", job, figures: "slack=5000", tsMs, gate: "g1", attempt: 0 });
+  const timing = (id: string, role: JobTiming["role"], over: Partial<JobTiming> = {}): JobTiming => ({ id, role, enqueueTs: enq, deadlineMs: 8000, firstTokenTs: null, ...over });
+  const finished: DoneEntry = {
+    id: "1", firstTokenMs: 900, deadlineMs: 8000, late: false, tokensOut: 256, promptTokens: 24000, completionTokens: 256, attempt: 0,
+    enqueueTs: enq, firstTokenTs: enq + 900, doneTs: enq + 5000,
+  };
+  const build = (over: Partial<ReportInputs>) =>
+    buildReport(inputs({ events: [admit("1", enq + 100), admit("2", enq + 200), admit("3", enq + 300), admit("4", NOW - 1000)], done: [finished], ...over }), NOW, 10 * MIN);
+
+  it("an admitted job past its deadline without a first token is late; a drained one with a first token is in p99; one within its deadline is not late", () => {
+    const r = build({
+      unfinished: [
+        timing("2", "admitted"), // due at enq + 8 s, long past, no first token: late
+        timing("3", "drain"), // drained after its first token at 12 s: in the percentiles, and late
+        timing("4", "working", { enqueueTs: NOW - 2000 }), // due 6 s from now: on time so far
+      ],
+      firstTokens: { "3": enq + 12_000 },
+    });
+    const ft = r.first_token!;
+    expect(ft.late_jobs).toEqual(["2", "3"]);
+    expect(ft.late).toBe(2);
+    expect(ft.late_finished).toBe(0);
+    expect(ft.late_unfinished).toBe(2);
+    expect(ft.with_first_token).toBe(2);
+    expect(ft.unfinished_with_first_token).toBe(1);
+    expect(ft.p99_ms).toBe(12_000);
+    expect(ft.p50_ms).toBe(900);
+    const text = renderReport(r, "text", new Chalk({ level: 0 }));
+    expect(text).toContain("2 (0 finished late, 2 admitted and never got a first token before their deadline: job=2 job=3)");
+  });
+
+  it("drained jobs alone (nothing finished) give the first-token percentiles from <q>:first_token", () => {
+    const r = build({
+      done: [],
+      unfinished: [timing("1", "drain"), timing("2", "drain"), timing("3", "drain")],
+      firstTokens: { "1": enq + 3000, "2": enq + 4000 },
+    });
+    expect(r.first_token!.p50_ms).toBe(3000);
+    expect(r.first_token!.p99_ms).toBe(4000);
+    expect(r.first_token!.late_jobs).toEqual(["3"]);
+  });
+
+  it("without the lists read (an older caller), only finished jobs count, and the text says so", () => {
+    const r = build({});
+    expect(r.first_token!.late_unfinished).toBeNull();
+    expect(renderReport(r, "text", new Chalk({ level: 0 }))).toContain("unfinished jobs not read");
+  });
+});
+
+describe("rollback's export carries what the late count needs", () => {
+  it("reads the drained payloads' times and <q>:first_token", () => {
+    const payload = (id: string) => ({ utf8: JSON.stringify({ id, enqueue_ts: 1000, deadline_ms: 8000, prompt_tokens: 10 }) });
+    const text = [
+      { key: "jobs_drain", type: "list", ttl_ms: null, value: [payload("2"), payload("3"), { utf8: "nope" }] },
+      { key: "jobs:first_token", type: "hash", ttl_ms: null, value: { "2": { utf8: "4000" }, "9": { utf8: "x" } } },
+    ]
+      .map((l) => JSON.stringify(l))
+      .join("\n");
+    const exported = parseExport(text, queueKeys("jobs"));
+    expect(exported.unfinished.map((t) => [t.id, t.role, t.enqueueTs, t.deadlineMs])).toEqual([
+      ["2", "drain", 1000, 8000],
+      ["3", "drain", 1000, 8000],
+    ]);
+    expect(exported.firstTokens).toEqual({ "2": 4000 });
+  });
+});
