@@ -63,6 +63,8 @@ export interface GatherOptions {
   now?: () => number;
   /** Where /proc is: the drill lock and a restarted embedded Redis are checked there. */
   roots?: HostRoots;
+  /** --recording: a `watch --record` file used instead of the drill's own (the step-by-step path has none in a run dir). */
+  recordingFile?: string;
 }
 
 export interface Gathered {
@@ -224,6 +226,25 @@ function drillInfo(name: string, state: DrillState | null): DrillInfo {
   };
 }
 
+/**
+ * --recording: the operator named it, so a file that cannot be read or holds
+ * no sample is bad input (exit 2 naming the flag), never a silent "n/a".
+ */
+function givenRecording(file: string): Recording {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new UsageError(`--recording: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? message(err)}`);
+  }
+  const recording = parseRecording(file, text);
+  if (recording.samples.length === 0) {
+    const skipped = recording.badLines > 0 ? ` (${recording.badLines} line(s), none a sample)` : " (it is empty)";
+    throw new UsageError(`--recording: ${file} holds no watch sample${skipped}; give the file \`drill watch --record\` wrote`);
+  }
+  return recording;
+}
+
 function readRecording(file: string, notes: string[]): Recording | null {
   let text: string;
   try {
@@ -303,15 +324,19 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   const candidates = logDir === null ? [] : RECORDING_FILES.map((f) => path.join(logDir, f));
   const exports = dir === null ? { own: [], earlier: [] } : runExportFiles(dir, state);
   let recording: Recording | null = null;
-  for (const file of candidates) {
-    recording = readRecording(file, notes);
-    if (recording !== null) break;
+  if (options.recordingFile !== undefined) {
+    recording = givenRecording(options.recordingFile);
+  } else {
+    for (const file of candidates) {
+      recording = readRecording(file, notes);
+      if (recording !== null) break;
+    }
   }
   const base = {
     queue: keys.queue,
     drill: name === null ? null : drillInfo(name, state),
     recording,
-    recordingLooked: candidates.length === 0 ? null : candidates.join(" or "),
+    recordingLooked: options.recordingFile !== undefined ? options.recordingFile : candidates.length === 0 ? null : candidates.join(" or "),
     gatherNotes: notes,
   };
 

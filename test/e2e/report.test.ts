@@ -203,6 +203,28 @@ describe("drill report (built binary)", () => {
     expect(report.notes.join("\n")).toContain("no recording");
   });
 
+  it("--recording: the step-by-step path's `watch --record` file gives the pressure rows and cost_proxy; a file without samples is exit 2 naming the flag (M4)", async () => {
+    const empty = path.join(tmp, "state-empty");
+    const file = path.join(drillDir(stateDir, "lab"), "watch.jsonl");
+    const r = await drill(["--state-dir", empty, "--redis", server.url, "report", "--queue", queue, "--recording", file, "--format", "json"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout) as ReportDocument;
+    expect(report.pressure.recording).toBe(file);
+    expect(report.pressure.peak_psi_mem_some_avg10.value).toBe(12.4);
+    expect(report.cost_proxy?.jobs_costed).toBe(1);
+    expect(report.notes.join("\n")).not.toContain("no recording");
+
+    const none = path.join(tmp, "none.jsonl");
+    const missing = await drill(["--state-dir", empty, "--redis", server.url, "report", "--queue", queue, "--recording", none]);
+    expect(missing.exitCode).toBe(2);
+    expect(missing.stderr).toContain(`--recording: cannot read ${none}: ENOENT`);
+    const junk = path.join(tmp, "junk.jsonl");
+    writeFileSync(junk, "not a sample\n");
+    const noSample = await drill(["--state-dir", empty, "--redis", server.url, "report", "--queue", queue, "--recording", junk]);
+    expect(noSample.exitCode).toBe(2);
+    expect(noSample.stderr).toContain(`--recording: ${junk} holds no watch sample`);
+  });
+
   it("after rollback: the export file, no Redis at all", async () => {
     const dead = `redis://127.0.0.1:${await freePort()}`;
     const gone = path.join(tmp, "state-gone");
