@@ -7,7 +7,7 @@ import { stateDirError } from "../cgroup/stateFiles.js";
 import { drillCommandFor, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState, type DrillState } from "../drill/state.js";
-import { refuseWhileUp, runUp } from "../drill/up.js";
+import { refuseWhileUp, runUp, upVerdict } from "../drill/up.js";
 import { DrillError, InterruptedError, RefusedError, UsageError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
@@ -98,7 +98,7 @@ async function runInForeground(
     const redisTrouble = result.exitedEarly.find((e) => e.key === "redis")?.cause ?? null;
     const summary = {
       name: drill.name,
-      verdict: result.interrupted ? "interrupted" : result.exitedEarly.length > 0 ? "stopped_early" : "ran",
+      verdict: upVerdict(result),
       run_id: result.state.runId,
       pushed: result.pushed.length,
       pushed_ids: result.pushed,

@@ -21,6 +21,40 @@ export const STALL_MS_SOURCE =
   "integrated from the recording's per-interval stall rates: cg_psi_mem_some_rate (the worker cgroup), psi_mem_some_rate (host) where the cgroup's is not recorded; " +
   "workers_held = 1 (one slot of the worker per job); retry_count = the job's attempt";
 
+/** How the drill ended, for the header: a drill cut short must not read like a clean run. */
+export interface DrillEndedFacts {
+  /** up's verdict (ran, stopped_early, interrupted), or rolled_back when a rollback stopped up before it recorded one. */
+  verdict: string;
+  /** What stopped it (`gate exited (code 143)`); null: ran to its end. */
+  reason: string | null;
+  at: string | null;
+  /** ms from the run's creation to the end. */
+  after_ms: number | null;
+  pushed: number | null;
+  not_packed: number | null;
+  /** A rollback of the run, when one ran. */
+  rolled_back_at: string | null;
+}
+
+/** The drill state's end record → the header's facts; null when nothing says how it ended. */
+export function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedFacts | null {
+  const created = drill.createdAt === null ? NaN : Date.parse(drill.createdAt);
+  const after = (at: string | null) => {
+    const ms = at === null ? NaN : Date.parse(at) - created;
+    return Number.isFinite(ms) ? Math.max(0, ms) : null;
+  };
+  const rollbackAt = drill.rollbackAt ?? null;
+  const ended = drill.ended ?? null;
+  if (ended) {
+    return { verdict: ended.verdict, reason: ended.reason, at: ended.at, after_ms: after(ended.at), pushed: ended.pushed, not_packed: ended.notPacked, rolled_back_at: rollbackAt };
+  }
+  // No verdict from up, and a rollback: it stopped up mid-drill (or up had died).
+  if (rollbackAt !== null) {
+    return { verdict: "rolled_back", reason: "a rollback took the drill over before up recorded an end", at: rollbackAt, after_ms: after(rollbackAt), pushed: null, not_packed: null, rolled_back_at: rollbackAt };
+  }
+  return null;
+}
+
 export interface Peak {
   value: number | null;
   ts: string | null;
@@ -110,7 +144,16 @@ export interface Report {
   label: string;
   /** When this report was made (now), whatever the source; the figures' moment is window.to. */
   generated_at: string;
-  drill: { name: string; run_id: string | null; drill_file: string | null; created_at: string | null; phase: string | null; queue: string | null } | null;
+  drill: {
+    name: string;
+    run_id: string | null;
+    drill_file: string | null;
+    created_at: string | null;
+    phase: string | null;
+    queue: string | null;
+    /** How the drill ended: up's verdict, or a rollback that took it over; null: not known (still running, or an older state). */
+    ended: DrillEndedFacts | null;
+  } | null;
   queue: string;
   /** live: a running Redis; aof: the drill's embedded Redis restarted on its AOF for this report; export: rollback's file. */
   source: { kind: "live" | "aof" | "export"; where: string };
@@ -813,6 +856,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
           created_at: inputs.drill.createdAt,
           phase: inputs.drill.phase,
           queue: inputs.drill.queue ?? null,
+          ended: drillEndedFacts(inputs.drill),
         }
       : null,
     queue: inputs.queue,

@@ -223,6 +223,8 @@ function drillInfo(name: string, state: DrillState | null): DrillInfo {
     createdAt: state?.createdAt ?? null,
     phase: state?.phase ?? null,
     queue: state?.queue ?? null,
+    ended: state?.ended ?? null,
+    rollbackAt: state?.rollback?.at ?? null,
   };
 }
 

@@ -1,3 +1,4 @@
+import type { DrillEnded } from "../drill/state.js";
 import { CGROUP_ABSENT_REASON } from "../sampler/step.js";
 
 /**
@@ -80,6 +81,10 @@ export interface DrillInfo {
   phase: string | null;
   /** The queue the run packed on (state.json); absent from older callers. Only a report on it is the run's. */
   queue?: string | null;
+  /** up's verdict as state.json records it; null: none recorded (up still running, stopped by a rollback, or died). */
+  ended?: DrillEnded | null;
+  /** When a rollback of the run last ran (state.json); null: none. */
+  rollbackAt?: string | null;
 }
 
 /** Where the Redis figures came from. */

@@ -1,7 +1,7 @@
 import type { ChalkInstance } from "chalk";
 import { snakeCaseKeys, type SnakeCased } from "../output.js";
 import { formatBytes } from "../units.js";
-import { byJobId, COST_PROXY_FORMULA, type JobCost, type Peak, type Report } from "./build.js";
+import { byJobId, COST_PROXY_FORMULA, type DrillEndedFacts, type JobCost, type Peak, type Report } from "./build.js";
 
 /**
  * Three views of one Report: `md` pastes into an incident doc (GitHub tables,
@@ -253,6 +253,16 @@ function windowSpan(r: Report): string {
   return since;
 }
 
+/** `ended: stopped_early — gate exited (code 143) 7 s into the drill; 6 of 12 jobs not packed`. */
+export function endedText(e: DrillEndedFacts): string {
+  const when = e.after_ms === null ? (e.at === null ? "" : ` at ${e.at}`) : ` ${Math.round(e.after_ms / 1000)} s into the drill`;
+  const what = e.reason === null ? `ran to its end${e.after_ms === null ? "" : ` (${Math.round(e.after_ms / 1000)} s)`}` : `${e.reason}${when}`;
+  const total = e.pushed !== null && e.not_packed !== null ? e.pushed + e.not_packed : null;
+  const packed = total === null ? "" : e.not_packed! > 0 ? `; ${e.not_packed} of ${total} jobs not packed` : `; all ${total} jobs packed`;
+  const rollback = e.rolled_back_at !== null && e.verdict !== "rolled_back" ? `; rolled back at ${e.rolled_back_at}` : "";
+  return `ended: ${e.verdict} — ${what}${packed}${rollback}`;
+}
+
 function sourceText(r: Report): string {
   switch (r.source.kind) {
     case "live":
@@ -271,6 +281,7 @@ function heading(r: Report): { title: string; facts: string[] } {
     `source: ${sourceText(r)}, queue ${r.queue}`,
   ];
   if (r.drill) facts.push(`run ${r.drill.run_id ?? NA}, drill file ${r.drill.drill_file ?? NA}, created ${r.drill.created_at ?? NA}, phase ${r.drill.phase ?? NA}`);
+  if (r.drill?.ended) facts.push(endedText(r.drill.ended));
   facts.push(`generated ${r.generated_at}`);
   return { title: `drill report: ${name}`, facts };
 }

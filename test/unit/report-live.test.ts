@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { buildReport } from "../../src/report/build.js";
+import { drillEnded } from "../../src/drill/up.js";
 import { Chalk } from "chalk";
-import { renderReport } from "../../src/report/render.js";
+import { endedText, renderReport } from "../../src/report/render.js";
 import { parseExport } from "../../src/report/exportFile.js";
 import { queueKeys } from "../../src/queue/keys.js";
 import type { DecisionEvent, DoneEntry, JobTiming, ReportInputs, WatchSample } from "../../src/report/inputs.js";
@@ -140,5 +141,41 @@ describe("rollback's export carries what the late count needs", () => {
       ["3", "drain", 1000, 8000],
     ]);
     expect(exported.firstTokens).toEqual({ "2": 4000 });
+  });
+});
+
+describe("the header says how the drill ended (M3)", () => {
+  const created = new Date(NOW - 5 * MIN).toISOString();
+  const drillWith = (over: Partial<NonNullable<ReportInputs["drill"]>>): ReportInputs["drill"] => ({ name: "smoke", runId: "r1", drillFile: "d.yaml", createdAt: created, phase: "stopped", ...over });
+
+  it("up's stopped_early verdict with its reason, how far in, and what was not packed: text, md and json", () => {
+    const ended = drillEnded(
+      {
+        interrupted: false,
+        exitedEarly: [{ key: "gate", how: "exited (code 143)", code: 143, log: null, cause: "exited", lastLine: null }],
+        pushed: ["1", "2", "3", "4", "5", "6"],
+        notPacked: 6,
+      },
+      NOW - 5 * MIN + 7000,
+    );
+    expect(ended).toMatchObject({ verdict: "stopped_early", reason: "gate exited (code 143)", pushed: 6, notPacked: 6 });
+    const r = buildReport(inputs({ drill: drillWith({ ended }) }), NOW, 10 * MIN);
+    expect(r.drill?.ended).toMatchObject({ verdict: "stopped_early", after_ms: 7000, not_packed: 6 });
+    const line = "ended: stopped_early — gate exited (code 143) 7 s into the drill; 6 of 12 jobs not packed";
+    expect(renderReport(r, "text", new Chalk({ level: 0 }))).toContain(line);
+    expect(renderReport(r, "md", new Chalk({ level: 0 }))).toContain(line);
+    expect((JSON.parse(renderReport(r, "json", new Chalk({ level: 0 }))) as { drill: { ended: { verdict: string } } }).drill.ended.verdict).toBe("stopped_early");
+  });
+
+  it("interrupted, a clean run, and a rollback that stopped up before it recorded a verdict", () => {
+    const interrupted = drillEnded({ interrupted: true, exitedEarly: [], pushed: ["1"], notPacked: 0 }, NOW - 4 * MIN);
+    expect(endedText(buildReport(inputs({ drill: drillWith({ ended: interrupted }) }), NOW, 10 * MIN).drill!.ended!)).toBe(
+      "ended: interrupted — up was stopped by a signal (SIGINT/SIGTERM) 60 s into the drill; all 1 jobs packed",
+    );
+    const ran = drillEnded({ interrupted: false, exitedEarly: [], pushed: ["1", "2"], notPacked: 0 }, NOW - 3 * MIN);
+    expect(endedText(buildReport(inputs({ drill: drillWith({ ended: ran }) }), NOW, 10 * MIN).drill!.ended!)).toBe("ended: ran — ran to its end (120 s); all 2 jobs packed");
+    const rolled = buildReport(inputs({ drill: drillWith({ phase: "complete", ended: null, rollbackAt: new Date(NOW - 4 * MIN).toISOString() }) }), NOW, 10 * MIN);
+    expect(endedText(rolled.drill!.ended!)).toBe("ended: rolled_back — a rollback took the drill over before up recorded an end 60 s into the drill");
+    expect(buildReport(inputs({ drill: drillWith({ phase: "running" }) }), NOW, 10 * MIN).drill!.ended).toBeNull();
   });
 });
