@@ -1,4 +1,10 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { describe, expect, it } from "vitest";
+import type { DrillState } from "../../src/drill/state.js";
+import { HostRoots } from "../../src/host/kernelFile.js";
+import { readCgroupNow } from "../../src/report/gather.js";
 import { buildReport } from "../../src/report/build.js";
 import { drillEnded } from "../../src/drill/up.js";
 import { Chalk } from "chalk";
@@ -177,5 +183,28 @@ describe("the header says how the drill ended (M3)", () => {
     const rolled = buildReport(inputs({ drill: drillWith({ phase: "complete", ended: null, rollbackAt: new Date(NOW - 4 * MIN).toISOString() }) }), NOW, 10 * MIN);
     expect(endedText(rolled.drill!.ended!)).toBe("ended: rolled_back — a rollback took the drill over before up recorded an end 60 s into the drill");
     expect(buildReport(inputs({ drill: drillWith({ phase: "running" }) }), NOW, 10 * MIN).drill!.ended).toBeNull();
+  });
+});
+
+describe("readCgroupNow: the worker cgroup up recorded, read at gather time (fake v2 tree)", () => {
+  const sys = mkdtempSync(path.join(tmpdir(), "drill-report-cg-"));
+  const root = path.join(sys, "fs", "cgroup");
+  const dir = path.join(root, "x", "infer");
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(path.join(root, "cgroup.controllers"), "memory\n");
+  writeFileSync(path.join(dir, "memory.events"), "low 0\nhigh 0\nmax 4\noom 2\noom_kill 2\n");
+  const roots = new HostRoots("/proc", sys);
+  const state = (over: Partial<DrillState> = {}): DrillState => ({
+    version: 1, name: "smoke", runId: "r1", drillFile: "d.yaml", createdAt: new Date(NOW).toISOString(), phase: "stopped", queue: "jobs",
+    redis: { url: "redis://127.0.0.1:1", embedded: null }, cgroup: { name: "infer", parent: "self", dirs: [dir] }, processes: [], fileDir: null,
+    owner: { pid: 1, startTime: null }, ...over,
+  });
+
+  it("reads oom_kill from memory.events while the cgroup is there; nothing once it is gone or rolled back", () => {
+    expect(readCgroupNow(roots, state(), NOW)).toEqual({ tsMs: NOW, file: path.join(dir, "memory.events"), oomKill: 2, reason: null });
+    expect(readCgroupNow(roots, state({ phase: "complete" }), NOW)).toBeNull();
+    expect(readCgroupNow(roots, state({ cgroup: { name: "gone", parent: "self", dirs: [path.join(root, "x", "gone")] } }), NOW)).toBeNull();
+    expect(readCgroupNow(roots, state({ cgroup: null }), NOW)).toBeNull();
+    rmSync(sys, { recursive: true, force: true });
   });
 });
