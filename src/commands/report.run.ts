@@ -12,7 +12,7 @@ export async function reportAction(g: GlobalOptions, raw: RawReportOptions): Pro
   const sinceMs = parsePositiveDuration(raw.since, "--since", NO_DURATION_CAP);
   const format = resolveFormat(raw.format, g.json);
   const queue = raw.queue === undefined ? undefined : validateKeyPart(raw.queue, "--queue");
-  const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: raw.name, queue, redisUrl: g.redisUrl, sinceMs, roots: hostRoots(g) });
+  const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: raw.name, queue, redisUrl: g.redisUrl, sinceMs, roots: hostRoots(g), recordingFile: raw.recording });
   const report = buildReport(inputs, nowMs, sinceMs, { sinceGiven: raw.sinceGiven });
   const output = consoleOutput(g.color && format === "text");
   output.out(renderReport(report, format, output.color));

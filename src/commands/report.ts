@@ -10,6 +10,7 @@ export interface RawReportOptions {
   format?: string;
   name?: string;
   queue?: string;
+  recording?: string;
 }
 
 const FORMATS: readonly ReportFormat[] = ["text", "md", "json"];
@@ -29,6 +30,7 @@ export const reportCommand: CommandFactory = (globals) =>
     .option("--format <format>", "text | md (paste into an incident doc) | json (one document); default text, json with --json")
     .option("--name <drill>", "the drill under the state dir (default: the only one there)")
     .option("--queue <name>", "Redis queue (default: the drill's, else jobs)")
+    .option("--recording <file>", "a `watch --record` file for the pressure rows and cost_proxy, instead of the drill's own watch.jsonl/watch.out (the step-by-step path has none)")
     .action(async (raw: RawReportOptions, command: Command) => {
       const { reportAction } = await import("./report.run.js");
       await reportAction(globals(), { ...raw, sinceGiven: command.getOptionValueSource("since") === "cli" });

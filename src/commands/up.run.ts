@@ -8,7 +8,7 @@ import { drillCommandFor, hostRoots, leverCommand, redactUrl, type GlobalOptions
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState, type DrillState } from "../drill/state.js";
 import { acquireDrillLock } from "../drill/lock.js";
-import { refuseWhileUp, runUp } from "../drill/up.js";
+import { refuseWhileUp, runUp, upVerdict } from "../drill/up.js";
 import { DrillError, InterruptedError, RefusedError, UsageError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
@@ -101,7 +101,7 @@ async function runInForeground(
     const redisTrouble = result.exitedEarly.find((e) => e.key === "redis")?.cause ?? null;
     const summary = {
       name: drill.name,
-      verdict: result.interrupted ? "interrupted" : result.exitedEarly.length > 0 ? "stopped_early" : "ran",
+      verdict: upVerdict(result),
       run_id: result.state.runId,
       pushed: result.pushed.length,
       pushed_ids: result.pushed,
@@ -123,7 +123,7 @@ async function runInForeground(
         const sinceMs = Date.now() - Date.parse(result.state.createdAt) + 1000;
         try {
           // An embedded Redis is found from the state file, as `drill report` finds it: read on its AOF if it is gone.
-          const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: drill.name, queue: flags.queue, redisUrl: g.redisUrl, sinceMs });
+          const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: drill.name, queue: flags.queue, redisUrl: g.redisUrl, sinceMs, roots: hostRoots(g) });
           output.out(renderReport(buildReport(inputs, nowMs, sinceMs), "text", output.color));
         } catch (err) {
           log(`summary unavailable: ${err instanceof Error ? err.message : String(err)}; \`${reportCmd}\` tries again`);

@@ -40,8 +40,20 @@ export interface DrillState {
   /** The `drill up` process itself, so rollback can stop a foreground up. */
   owner: { pid: number; startTime: number | null };
   completedAt?: string;
+  /** How up's schedule ended, written when up decides its verdict; absent: up did not get there (a rollback stopped it, or it died). */
+  ended?: DrillEnded;
   /** Rollback's notes: what it found, did, and left. */
   rollback?: { at: string; exported?: string; drained?: number; left: string[] };
+}
+
+/** up's verdict on the run, for the report's header: a drill cut short must not read as a clean run. */
+export interface DrillEnded {
+  verdict: "ran" | "stopped_early" | "interrupted";
+  at: string;
+  /** What stopped it (`gate exited (code 143)`); null for a run to its end. */
+  reason: string | null;
+  pushed: number;
+  notPacked: number;
 }
 
 export function drillDir(stateDir: string, name: string): string {

@@ -27,7 +27,7 @@ import { scanKeys } from "./drain.js";
 import { freePort, startEmbeddedRedis } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
 import { drillCommandFor, leverCommand } from "../context.js";
-import { drillDir, intendProcess, isDrillUp, readState, runDir, statePath, writeState, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
+import { drillDir, intendProcess, isDrillUp, readState, runDir, statePath, writeState, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
@@ -70,6 +70,22 @@ export interface UpResult {
   exitedEarly: EarlyExit[];
   /** A rollback of this run started while it ran (it stops `up` as its second step). */
   rollbackUnderWay: boolean;
+}
+
+/** up's verdict: a signal to up first, then a child or the Redis gone, else the drill ran to its end. */
+export function upVerdict(result: Pick<UpResult, "interrupted" | "exitedEarly">): DrillEnded["verdict"] {
+  return result.interrupted ? "interrupted" : result.exitedEarly.length > 0 ? "stopped_early" : "ran";
+}
+
+/** The state's record of how the schedule ended (pure: the moment is given). */
+export function drillEnded(result: Pick<UpResult, "interrupted" | "exitedEarly" | "pushed" | "notPacked">, nowMs: number): DrillEnded {
+  const verdict = upVerdict(result);
+  const gone = result.exitedEarly.map((e) => `${e.key} ${e.how}`).join(", ");
+  const reason =
+    verdict === "interrupted" ? `up was stopped by a signal (SIGINT/SIGTERM)${gone === "" ? "" : `; ${gone}`}`
+    : verdict === "stopped_early" ? gone
+    : null;
+  return { verdict, at: new Date(nowMs).toISOString(), reason, pushed: result.pushed.length, notPacked: result.notPacked };
 }
 
 /** What stopped the drill before its end: a child gone, or the Redis it packs into. */
@@ -248,6 +264,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       const rollbackUnderWay = rollbackOwnsState(readStateQuietly(stateDir, name), runId);
       if (!rollbackUnderWay) {
         state.phase = "stopped";
+        state.ended = drillEnded(result, Date.now());
         writeState(stateDir, state);
       }
       return { state, interrupted: result.interrupted, pushed: result.pushed, notPacked: result.notPacked, exitedEarly: result.exitedEarly, rollbackUnderWay };

@@ -1,7 +1,7 @@
 import { percentile } from "../util/stats.js";
 import { decodeJob } from "../queue/job.js";
 import { redactUrl } from "../queue/redis.js";
-import type { DecisionEvent, DoneEntry, ReportInputs, WatchSample } from "./inputs.js";
+import type { CgroupNow, DecisionEvent, DoneEntry, JobTiming, ReportInputs, WatchSample } from "./inputs.js";
 
 /**
  * The incident-note summary, pure: inputs, the moment they describe and the
@@ -20,6 +20,40 @@ export const STALL_MS_SOURCE =
   "stall_ms = memory PSI `some` stall time while the job held its worker slot (from its admit event, else its enqueue_ts, to done_ts), " +
   "integrated from the recording's per-interval stall rates: cg_psi_mem_some_rate (the worker cgroup), psi_mem_some_rate (host) where the cgroup's is not recorded; " +
   "workers_held = 1 (one slot of the worker per job); retry_count = the job's attempt";
+
+/** How the drill ended, for the header: a drill cut short must not read like a clean run. */
+export interface DrillEndedFacts {
+  /** up's verdict (ran, stopped_early, interrupted), or rolled_back when a rollback stopped up before it recorded one. */
+  verdict: string;
+  /** What stopped it (`gate exited (code 143)`); null: ran to its end. */
+  reason: string | null;
+  at: string | null;
+  /** ms from the run's creation to the end. */
+  after_ms: number | null;
+  pushed: number | null;
+  not_packed: number | null;
+  /** A rollback of the run, when one ran. */
+  rolled_back_at: string | null;
+}
+
+/** The drill state's end record → the header's facts; null when nothing says how it ended. */
+export function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedFacts | null {
+  const created = drill.createdAt === null ? NaN : Date.parse(drill.createdAt);
+  const after = (at: string | null) => {
+    const ms = at === null ? NaN : Date.parse(at) - created;
+    return Number.isFinite(ms) ? Math.max(0, ms) : null;
+  };
+  const rollbackAt = drill.rollbackAt ?? null;
+  const ended = drill.ended ?? null;
+  if (ended) {
+    return { verdict: ended.verdict, reason: ended.reason, at: ended.at, after_ms: after(ended.at), pushed: ended.pushed, not_packed: ended.notPacked, rolled_back_at: rollbackAt };
+  }
+  // No verdict from up, and a rollback: it stopped up mid-drill (or up had died).
+  if (rollbackAt !== null) {
+    return { verdict: "rolled_back", reason: "a rollback took the drill over before up recorded an end", at: rollbackAt, after_ms: after(rollbackAt), pushed: null, not_packed: null, rolled_back_at: rollbackAt };
+  }
+  return null;
+}
 
 export interface Peak {
   value: number | null;
@@ -110,7 +144,16 @@ export interface Report {
   label: string;
   /** When this report was made (now), whatever the source; the figures' moment is window.to. */
   generated_at: string;
-  drill: { name: string; run_id: string | null; drill_file: string | null; created_at: string | null; phase: string | null; queue: string | null } | null;
+  drill: {
+    name: string;
+    run_id: string | null;
+    drill_file: string | null;
+    created_at: string | null;
+    phase: string | null;
+    queue: string | null;
+    /** How the drill ended: up's verdict, or a rollback that took it over; null: not known (still running, or an older state). */
+    ended: DrillEndedFacts | null;
+  } | null;
   queue: string;
   /** live: a running Redis; aof: the drill's embedded Redis restarted on its AOF for this report; export: rollback's file. */
   source: { kind: "live" | "aof" | "export"; where: string };
@@ -135,8 +178,14 @@ export interface Report {
     deadline_ms: { min: number; max: number } | null;
     /** p99 − deadline (the longest deadline when they differ): positive = over. */
     p99_over_deadline_ms: number | null;
+    /** Finished late, plus admitted jobs that got no first token before their deadline (late_finished + late_unfinished). */
     late: number;
     late_jobs: string[];
+    late_finished: number;
+    /** Admitted in the window, not finished, deadline passed without a first token; null: their lists were not read. */
+    late_unfinished: number | null;
+    /** Of with_first_token, the unfinished jobs' (from `<q>:first_token`); null: not read. */
+    unfinished_with_first_token: number | null;
   } | null;
   totals: { tokens_out: number | null; retry_count: number | null; jobs_done: number | null; jobs_late: number | null } | null;
   pressure: {
@@ -308,6 +357,84 @@ function counterIncrease(readings: ReadonlyArray<{ value: number | null; absent:
     seen = true;
   }
   return seen ? rise : null;
+}
+
+/**
+ * OOM kills in the window: the recorded oom_kill readings, then the counter
+ * read now when the worker cgroup is still there and the read is later than
+ * the last sample (up stops the instant the worker dies, before watch's next
+ * sample: the kill that ended the drill is only in the live read). The notes
+ * say where the figure came from when the read changes it.
+ */
+function oomKills(samples: readonly WatchSample[], now: CgroupNow | null, fromMs: number, notes: string[]): { end: number | null; inWindow: number | null } {
+  const readings = samples.map((s) => ({ value: s.cg_oom_kill, absent: s.cg_absent }));
+  const recordedEnd = samples.map((s) => s.cg_oom_kill).filter((v): v is number => v !== null).at(-1) ?? null;
+  const recorded = { end: recordedEnd, inWindow: counterIncrease(readings) };
+  const lastTs = samples.at(-1)?.tsMs ?? null;
+  if (now === null || now.tsMs < fromMs || (lastTs !== null && now.tsMs <= lastTs)) return recorded;
+  const at = new Date(now.tsMs).toISOString();
+  if (now.oomKill === null) {
+    notes.push(`the worker cgroup's oom_kill could not be read at ${at} (${now.file}: ${now.reason ?? "unreadable"}): OOM kills are the recording's, up to its last sample`);
+    return recorded;
+  }
+  if (recorded.inWindow === null) {
+    // No recorded reading to count from: the counter alone says kills since the cgroup was made, not in the window.
+    notes.push(`OOM kills in the window are n/a: no recorded oom_kill reading to count from; ${now.file} says oom_kill=${now.oomKill} at ${at}`);
+    return { end: now.oomKill, inWindow: null };
+  }
+  const live = { end: now.oomKill, inWindow: counterIncrease([...readings, { value: now.oomKill, absent: false }]) };
+  if (live.inWindow !== recorded.inWindow || live.end !== recorded.end) {
+    notes.push(
+      `OOM kills counted to ${at} from ${now.file} read then (oom_kill=${now.oomKill}): ${live.inWindow} in the window, ` +
+        `where the recording's last sample (${iso(lastTs)}) said oom_kill=${recorded.end ?? "n/a"}, ${recorded.inWindow} in the window`,
+    );
+  }
+  return live;
+}
+
+/** An admitted job that has not finished, judged against its deadline. */
+interface UnfinishedJob {
+  id: string;
+  deadlineMs: number;
+  /** enqueue → the first token, from `<q>:first_token` (else the payload's mark); null: none yet. */
+  firstTokenMs: number | null;
+  late: boolean;
+}
+
+/**
+ * The jobs admitted in the window that are not on `<q>:done`, wherever they
+ * are now (admitted, working, retry, drained, back on ready). Late: the first
+ * token came after enqueue_ts + deadline_ms, or none came and that moment is
+ * past `nowMs` (now, or the export's time: a drained job left at the latest then).
+ * `read` false: the lists or the first-token hash were not read (older callers, a failed read).
+ */
+function unfinishedAdmitted(inputs: ReportInputs, events: readonly DecisionEvent[] | null, nowMs: number): { jobs: UnfinishedJob[]; unplaced: number; read: boolean } {
+  const lists = inputs.unfinished ?? null;
+  const firstTokens = inputs.firstTokens ?? null;
+  if (events === null || lists === null || firstTokens === null || inputs.done === null) return { jobs: [], unplaced: 0, read: false };
+  const finished = new Set(inputs.done.map((d) => d.id).filter((id): id is string => id !== null));
+  const admitted = new Set(events.filter((e) => e.reason === "admit" && e.job !== "" && !finished.has(e.job)).map((e) => e.job));
+  const timing = new Map<string, JobTiming>();
+  for (const t of lists) if (t.enqueueTs !== null && t.deadlineMs !== null && !timing.has(t.id)) timing.set(t.id, t);
+  const jobs: UnfinishedJob[] = [];
+  let unplaced = 0;
+  for (const id of admitted) {
+    const t = timing.get(id);
+    if (t === undefined) {
+      unplaced++;
+      continue;
+    }
+    const dueAt = t.enqueueTs! + t.deadlineMs!;
+    const tokenAt = firstTokens[id] ?? t.firstTokenTs;
+    jobs.push({
+      id,
+      deadlineMs: t.deadlineMs!,
+      firstTokenMs: tokenAt === null ? null : tokenAt - t.enqueueTs!,
+      late: tokenAt === null ? dueAt < nowMs : tokenAt > dueAt,
+    });
+  }
+  jobs.sort((a, b) => byJobId({ job: a.id }, { job: b.id }));
+  return { jobs, unplaced, read: true };
 }
 
 const isDecisionReason = (reason: string) => reason === "admit" || reason === "dead" || reason.startsWith("reject_");
@@ -542,12 +669,21 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     if (last) lastReject = { ts: iso(last.tsMs), line: rejectLine(last) };
   }
 
-  // First token of admitted jobs against the deadline
+  // First token of admitted jobs against the deadline: the finished ones, and
+  // the admitted ones that never finished (a rollback drains exactly the jobs
+  // that blew their deadline): their deadline passed without a first token.
   let firstToken: Report["first_token"] = null;
   if (done !== null) {
     const times = done.map((d) => d.firstTokenMs).filter((v): v is number => v !== null);
     const deadlines = done.map((d) => d.deadlineMs).filter((v): v is number => v !== null);
-    const lateJobs = done.filter((d) => d.late ?? (d.firstTokenMs !== null && d.deadlineMs !== null ? d.firstTokenMs > d.deadlineMs : false));
+    const lateFinished = done.filter((d) => d.late ?? (d.firstTokenMs !== null && d.deadlineMs !== null ? d.firstTokenMs > d.deadlineMs : false));
+    const unfinished = unfinishedAdmitted(inputs, events, nowMs);
+    for (const u of unfinished.jobs) {
+      deadlines.push(u.deadlineMs);
+      if (u.firstTokenMs !== null) times.push(u.firstTokenMs);
+    }
+    const lateUnfinished = unfinished.jobs.filter((u) => u.late).map((u) => u.id);
+    const lateIds = [...lateFinished.map((d) => d.id ?? "?"), ...lateUnfinished];
     const p99 = percentile(times, 99);
     const deadline = deadlines.length === 0 ? null : { min: Math.min(...deadlines), max: Math.max(...deadlines) };
     firstToken = {
@@ -559,10 +695,20 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       max_ms: times.length === 0 ? null : Math.max(...times),
       deadline_ms: deadline,
       p99_over_deadline_ms: p99 !== null && deadline !== null ? p99 - deadline.max : null,
-      late: lateJobs.length,
-      late_jobs: lateJobs.map((d) => d.id ?? "?"),
+      late: lateIds.length,
+      late_jobs: lateIds,
+      late_finished: lateFinished.length,
+      late_unfinished: unfinished.read ? lateUnfinished.length : null,
+      unfinished_with_first_token: unfinished.read ? unfinished.jobs.filter((u) => u.firstTokenMs !== null).length : null,
     };
-    if (times.length < done.length) notes.push(`${done.length - times.length} finished job(s) have no first_token_ms: left out of p50/p99`);
+    const noFirstToken = done.filter((d) => d.firstTokenMs === null).length;
+    if (noFirstToken > 0) notes.push(`${noFirstToken} finished job(s) have no first_token_ms: left out of p50/p99`);
+    if (unfinished.unplaced > 0) {
+      notes.push(`${unfinished.unplaced} job(s) admitted in the window are on no list with their enqueue_ts and deadline_ms (dead, or lost): not judged late or on time`);
+    }
+    if (!unfinished.read && events !== null && (events.some((e) => e.reason === "admit"))) {
+      notes.push(`the unfinished jobs' lists or ${inputs.queue}:first_token could not be read: late jobs and first-token percentiles count finished jobs only`);
+    }
   }
 
   // Totals from the stats hash (whole drill, not windowed)
@@ -587,8 +733,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     const why = odd === 0 ? "" : ` (${odd} of them held a value no sample can have: ${(inputs.recording.implausibleExamples ?? []).join(", ")}${odd > 3 ? ", …" : ""})`;
     notes.push(`${inputs.recording.badLines} line(s) of ${inputs.recording.file} were not samples: skipped${why}`);
   }
-  const oomValues = samples.map((s) => s.cg_oom_kill).filter((v): v is number => v !== null);
-  const oomReadings = samples.map((s) => ({ value: s.cg_oom_kill, absent: s.cg_absent }));
+  const oom = oomKills(samples, inputs.cgroupNow ?? null, fromMs, notes);
   const alarmCounts = new Map<string, number>();
   for (const s of samples) for (const a of s.alarm) bump(alarmCounts, a);
   const lastMax = [...samples].reverse().find((s) => s.cg_mem_max !== null)?.cg_mem_max ?? null;
@@ -603,8 +748,8 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     peak_cg_mem_peak: peak(samples, (s) => s.cg_mem_peak),
     peak_cg_mem_current: peak(samples, (s) => s.cg_mem_current),
     cg_mem_max: lastMax,
-    cg_oom_kill_end: oomValues.at(-1) ?? null,
-    oom_kills_in_window: counterIncrease(oomReadings),
+    cg_oom_kill_end: oom.end,
+    oom_kills_in_window: oom.inWindow,
     alarms: [...alarmCounts.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([alarm, n]) => ({ alarm, samples: n })),
   };
 
@@ -713,6 +858,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
           created_at: inputs.drill.createdAt,
           phase: inputs.drill.phase,
           queue: inputs.drill.queue ?? null,
+          ended: drillEndedFacts(inputs.drill),
         }
       : null,
     queue: inputs.queue,

@@ -5,14 +5,18 @@ import {
   FIXED_JOB_LISTS,
   fixedJobListKey,
   holderHeartbeatKey,
+  firstTokenTimes,
   jobIdOf,
   jobListRole,
+  jobTimingOf,
   parseDoneEntry,
   sortJobLists,
   type DecisionEvent,
   type DoneEntry,
   type JobList,
   type JobPlaces,
+  type JobTiming,
+  UNFINISHED_ROLES,
 } from "./inputs.js";
 
 /**
@@ -34,6 +38,9 @@ export interface ExportedQueue {
   badLines: number;
   /** Every job list of the queue in the file, and `<q>:seq`. */
   jobPlaces: JobPlaces;
+  /** Payloads of the unfinished jobs' lists, and `<q>:first_token` (empty when absent). */
+  unfinished: JobTiming[];
+  firstTokens: Record<string, number>;
   /** Keys of this queue in the file (`<q>`, `<q>:*`, `<q>_drain`): 0 means the file holds none of it. */
   queueKeyCount: number;
   /** The queues the file holds keys of, by name (what a wrong --queue should have been). */
@@ -105,14 +112,19 @@ export function parseExport(text: string, keys: QueueKeys): ExportedQueue {
     else badDone++;
   }
 
-  const stats: Record<string, string> = {};
-  const statsLine = byKey.get(keys.stats);
-  if (statsLine && statsLine.type === "hash" && typeof statsLine.value === "object" && statsLine.value !== null) {
-    for (const [field, value] of Object.entries(statsLine.value as Record<string, unknown>)) {
-      const bytes = valueBytes(value);
-      if (bytes) stats[field] = bytes.toString("utf8");
+  const hashOf = (line: ExportLine | undefined): Record<string, string> => {
+    const out: Record<string, string> = {};
+    if (line && line.type === "hash" && typeof line.value === "object" && line.value !== null) {
+      for (const [field, value] of Object.entries(line.value as Record<string, unknown>)) {
+        const bytes = valueBytes(value);
+        if (bytes) out[field] = bytes.toString("utf8");
+      }
     }
-  }
+    return out;
+  };
+  const stats = hashOf(byKey.get(keys.stats));
+  const firstTokens = firstTokenTimes(hashOf(byKey.get(`${keys.queue}:first_token`)));
+  const unfinished: JobTiming[] = [];
 
   const lists: JobList[] = [];
   const seen = new Set<string>();
@@ -122,6 +134,12 @@ export function parseExport(text: string, keys: QueueKeys): ExportedQueue {
     seen.add(line.key);
     const isList = line.type === "list" && Array.isArray(line.value);
     const heartbeat = holderHeartbeatKey(keys.queue, where.role, where.holder);
+    if (isList && UNFINISHED_ROLES.includes(where.role)) {
+      for (const b of listValues(line)) {
+        const timing = jobTimingOf(b, where.role);
+        if (timing) unfinished.push(timing);
+      }
+    }
     lists.push({
       key: line.key,
       ...where,
@@ -155,6 +173,8 @@ export function parseExport(text: string, keys: QueueKeys): ExportedQueue {
     drainLen: listValues(byKey.get(keys.drain)).length,
     badLines,
     jobPlaces: { lists: sortJobLists(lists), seq: /^\d+$/.test(seqText) ? Number(seqText) : null },
+    unfinished,
+    firstTokens,
     queueKeyCount,
     queues: [...queues].sort(),
   };

@@ -6,6 +6,9 @@ import { isEmbeddedRedis, reviveEmbeddedRedis } from "../drill/embeddedRedis.js"
 import { drillCommandFor } from "../context.js";
 import { listDrills, unknownDrillProblem, type KnownDrill } from "../drill/rollback.js";
 import { HostRoots } from "../host/kernelFile.js";
+import { detectLayout } from "../cgroup/layout.js";
+import { readOomKillCount } from "../cgroup/memoryFiles.js";
+import { workerCgroupFromDirs } from "../cgroup/paths.js";
 import { validateDrillName } from "../drill/names.js";
 import { drillDir, readState, readStateEntries, runDir, type DrillState } from "../drill/state.js";
 import { DrillError, RefusedError, UsageError } from "../errors.js";
@@ -18,17 +21,22 @@ import {
   eventFromEntry,
   FIXED_JOB_LISTS,
   fixedJobListKey,
+  firstTokenTimes,
   holderHeartbeatKey,
   jobIdOf,
   jobListRole,
+  jobTimingOf,
   parseDoneEntry,
   parseRecording,
   sortJobLists,
+  UNFINISHED_ROLES,
+  type CgroupNow,
   type DecisionEvent,
   type DoneEntry,
   type DrillInfo,
   type JobList,
   type JobPlaces,
+  type JobTiming,
   type Recording,
   type ReportInputs,
 } from "./inputs.js";
@@ -56,6 +64,8 @@ export interface GatherOptions {
   now?: () => number;
   /** Where /proc is: the drill lock and a restarted embedded Redis are checked there. */
   roots?: HostRoots;
+  /** --recording: a `watch --record` file used instead of the drill's own (the step-by-step path has none in a run dir). */
+  recordingFile?: string;
 }
 
 export interface Gathered {
@@ -214,7 +224,28 @@ function drillInfo(name: string, state: DrillState | null): DrillInfo {
     createdAt: state?.createdAt ?? null,
     phase: state?.phase ?? null,
     queue: state?.queue ?? null,
+    ended: state?.ended ?? null,
+    rollbackAt: state?.rollback?.at ?? null,
   };
+}
+
+/**
+ * --recording: the operator named it, so a file that cannot be read or holds
+ * no sample is bad input (exit 2 naming the flag), never a silent "n/a".
+ */
+function givenRecording(file: string): Recording {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new UsageError(`--recording: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? message(err)}`);
+  }
+  const recording = parseRecording(file, text);
+  if (recording.samples.length === 0) {
+    const skipped = recording.badLines > 0 ? ` (${recording.badLines} line(s), none a sample)` : " (it is empty)";
+    throw new UsageError(`--recording: ${file} holds no watch sample${skipped}; give the file \`drill watch --record\` wrote`);
+  }
+  return recording;
 }
 
 function readRecording(file: string, notes: string[]): Recording | null {
@@ -227,6 +258,24 @@ function readRecording(file: string, notes: string[]): Recording | null {
     return null;
   }
   return parseRecording(file, text);
+}
+
+/**
+ * The drill's worker cgroup's oom_kill now, when the cgroup up recorded is
+ * still there and not rolled back: the recording's last sample can precede
+ * the kill that ended the drill. null: nothing to read (no cgroup recorded,
+ * removed, or a layout that does not fit the recorded dirs).
+ */
+export function readCgroupNow(roots: HostRoots, state: DrillState | null, nowMs: number): CgroupNow | null {
+  const cg = state?.cgroup ?? null;
+  if (state === null || cg === null || cg.dirs.length === 0 || state.phase === "complete") return null;
+  const layout = detectLayout(roots);
+  if (!layout.ok) return null;
+  const cgroup = workerCgroupFromDirs(layout.value, cg.name, cg.dirs);
+  if (cgroup === null || !existsSync(cgroup.limits.dir)) return null;
+  const reading = readOomKillCount(cgroup.limits);
+  const file = path.join(cgroup.limits.dir, cgroup.limits.version === 2 ? "memory.events" : "memory.oom_control");
+  return reading.ok ? { tsMs: nowMs, file, oomKill: reading.value, reason: null } : { tsMs: nowMs, file: reading.file, oomKill: null, reason: reading.reason };
 }
 
 /** How long the drill's own Redis gets to accept a connection before the export is used. */
@@ -278,15 +327,19 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   const candidates = logDir === null ? [] : RECORDING_FILES.map((f) => path.join(logDir, f));
   const exports = dir === null ? { own: [], earlier: [] } : runExportFiles(dir, state);
   let recording: Recording | null = null;
-  for (const file of candidates) {
-    recording = readRecording(file, notes);
-    if (recording !== null) break;
+  if (options.recordingFile !== undefined) {
+    recording = givenRecording(options.recordingFile);
+  } else {
+    for (const file of candidates) {
+      recording = readRecording(file, notes);
+      if (recording !== null) break;
+    }
   }
   const base = {
     queue: keys.queue,
     drill: name === null ? null : drillInfo(name, state),
     recording,
-    recordingLooked: candidates.length === 0 ? null : candidates.join(" or "),
+    recordingLooked: options.recordingFile !== undefined ? options.recordingFile : candidates.length === 0 ? null : candidates.join(" or "),
     gatherNotes: notes,
   };
 
@@ -354,7 +407,8 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
           const nowMs = now();
           const live = await readLive(redis, keys, nowMs - options.sinceMs, notes, options.roots ?? new HostRoots());
           const source: ReportInputs["source"] = revived ? { kind: "aof", url, aofDir: state!.redis.embedded!.dir } : { kind: "live", url };
-          return { inputs: { ...base, source, ...live }, nowMs };
+          const cgroupNow = queueAsked ? null : readCgroupNow(options.roots ?? new HostRoots(), state, now());
+          return { inputs: { ...base, source, ...live, cgroupNow }, nowMs };
         }
       } finally {
         await closeRedis(redis);
@@ -403,6 +457,8 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
       queueHead: exported.queueHead,
       drainLen: exported.drainLen,
       jobPlaces: exported.jobPlaces,
+      unfinished: exported.unfinished,
+      firstTokens: exported.firstTokens,
     },
     nowMs: Math.round(nowMs),
   };
@@ -460,7 +516,7 @@ async function holdsQueue(redis: Redis, keys: QueueKeys): Promise<boolean> {
   return false;
 }
 
-type LiveFigures = Pick<ReportInputs, "events" | "done" | "stats" | "queueLen" | "queueHead" | "drainLen" | "jobPlaces">;
+type LiveFigures = Pick<ReportInputs, "events" | "done" | "stats" | "queueLen" | "queueHead" | "drainLen" | "jobPlaces" | "unfinished" | "firstTokens">;
 
 /** Each read on its own: a key of the wrong type makes that figure null, not the report fail. */
 async function readLive(redis: Redis, keys: QueueKeys, fromMs: number, notes: string[], roots: HostRoots): Promise<LiveFigures> {
@@ -472,8 +528,13 @@ async function readLive(redis: Redis, keys: QueueKeys, fromMs: number, notes: st
       return null;
     }
   };
+  const unfinished: JobTiming[] = [];
+  const jobPlaces = await attempt("the job lists", () => readJobPlaces(redis, keys, roots, unfinished));
+  const firstTokenKey = `${keys.queue}:first_token`;
   return {
-    jobPlaces: await attempt("the job lists", () => readJobPlaces(redis, keys, roots)),
+    jobPlaces,
+    unfinished: jobPlaces === null ? null : unfinished,
+    firstTokens: await attempt(firstTokenKey, async () => firstTokenTimes(await redis.hgetall(firstTokenKey))),
     events: await attempt(keys.events, () => readEvents(redis, keys.events, fromMs)),
     done: await attempt(keys.done, () => readDone(redis, keys.done, notes)),
     stats: await attempt(keys.stats, () => redis.hgetall(keys.stats)),
@@ -484,7 +545,7 @@ async function readLive(redis: Redis, keys: QueueKeys, fromMs: number, notes: st
 }
 
 /** Every job list of the queue (the fixed ones and the SCANned processing/working/retry lists), with each entry's id. */
-async function readJobPlaces(redis: Redis, keys: QueueKeys, roots: HostRoots): Promise<JobPlaces> {
+async function readJobPlaces(redis: Redis, keys: QueueKeys, roots: HostRoots, unfinished: JobTiming[]): Promise<JobPlaces> {
   const names = new Set(FIXED_JOB_LISTS.map((role) => fixedJobListKey(keys.queue, role)));
   for (const pattern of [keys.processingPattern, keys.workingPattern, keys.retryPattern]) for (const key of await scanKeys(redis, pattern)) names.add(key);
   const lists: JobList[] = [];
@@ -506,7 +567,11 @@ async function readJobPlaces(redis: Redis, keys: QueueKeys, roots: HostRoots): P
     const ids: Array<string | null> = [];
     for (let offset = 0; ; offset += BATCH) {
       const batch = await redis.lrangeBuffer(key, offset, offset + BATCH - 1);
-      for (const entry of batch) ids.push(jobIdOf(entry));
+      for (const entry of batch) {
+        ids.push(jobIdOf(entry));
+        const timing = UNFINISHED_ROLES.includes(where.role) ? jobTimingOf(entry, where.role) : null;
+        if (timing) unfinished.push(timing);
+      }
       if (batch.length < BATCH) break;
     }
     lists.push({ key, ...where, count: ids.length, ids, holderAlive, holderExitedPid });

@@ -1,3 +1,4 @@
+import type { DrillEnded } from "../drill/state.js";
 import { CGROUP_ABSENT_REASON } from "../sampler/step.js";
 
 /**
@@ -80,6 +81,10 @@ export interface DrillInfo {
   phase: string | null;
   /** The queue the run packed on (state.json); absent from older callers. Only a report on it is the run's. */
   queue?: string | null;
+  /** up's verdict as state.json records it; null: none recorded (up still running, stopped by a rollback, or died). */
+  ended?: DrillEnded | null;
+  /** When a rollback of the run last ran (state.json); null: none. */
+  rollbackAt?: string | null;
 }
 
 /** Where the Redis figures came from. */
@@ -141,6 +146,68 @@ export interface ReportInputs {
   recordingLooked: string | null;
   /** What the gatherer noticed on the way (unparseable records, fallbacks taken). */
   gatherNotes: string[];
+  /**
+   * The drill's worker cgroup's oom_kill read at gather time, when the cgroup
+   * still exists: up stops the instant the worker dies, before watch's next
+   * sample, so the recording can miss the kill that ended it. Absent: not read
+   * (no cgroup recorded, gone, or an export).
+   */
+  cgroupNow?: CgroupNow | null;
+  /**
+   * The job payloads on every list but done and dead (ready, processing,
+   * admitted, working, retry, drain), with their times: an admitted job that
+   * never finished (drained by a rollback, say) can still be late. null: not read.
+   */
+  unfinished?: JobTiming[] | null;
+  /** HGETALL `<q>:first_token` (the worker's job id → first-token ts, ms); null: unreadable. */
+  firstTokens?: Record<string, number> | null;
+}
+
+/** A job payload's id and times, wherever it is now. */
+export interface JobTiming {
+  id: string;
+  role: JobListRole;
+  enqueueTs: number | null;
+  deadlineMs: number | null;
+  /** The worker's mark on the payload in its working list, when it has one. */
+  firstTokenTs: number | null;
+}
+
+/** A list entry (a job payload) → its timing; null when it is not a JSON object with an id. */
+export function jobTimingOf(entry: Buffer | string, role: JobListRole): JobTiming | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(typeof entry === "string" ? entry : entry.toString("utf8"));
+  } catch {
+    return null;
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return null;
+  const r = value as Record<string, unknown>;
+  const id = stringOrNull(r.id);
+  if (id === null || id === "") return null;
+  return { id, role, enqueueTs: finiteOrNull(r.enqueue_ts), deadlineMs: finiteOrNull(r.deadline_ms), firstTokenTs: finiteOrNull(r.first_token_ts) };
+}
+
+/** The roles whose payloads are unfinished jobs (done holds records, dead wraps what never ran). */
+export const UNFINISHED_ROLES: readonly JobListRole[] = ["ready", "processing", "admitted", "working", "retry", "drain"];
+
+/** A `<q>:first_token` hash → id → ts; fields that are not a time are left out. */
+export function firstTokenTimes(hash: Record<string, string>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [id, text] of Object.entries(hash)) {
+    const ts = finiteOrNull(text);
+    if (ts !== null) out[id] = ts;
+  }
+  return out;
+}
+
+/** One read of the worker cgroup's oom_kill counter (v2 memory.events, v1 memory.oom_control). */
+export interface CgroupNow {
+  tsMs: number;
+  file: string;
+  /** null: the cgroup is there but the counter could not be read (`reason` says why). */
+  oomKill: number | null;
+  reason: string | null;
 }
 
 // ---- tolerant readers -------------------------------------------------------

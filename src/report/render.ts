@@ -1,7 +1,7 @@
 import type { ChalkInstance } from "chalk";
 import { snakeCaseKeys, type SnakeCased } from "../output.js";
 import { formatBytes } from "../units.js";
-import { byJobId, COST_PROXY_FORMULA, type JobCost, type Peak, type Report } from "./build.js";
+import { byJobId, COST_PROXY_FORMULA, type DrillEndedFacts, type JobCost, type Peak, type Report } from "./build.js";
 
 /**
  * Three views of one Report: `md` pastes into an incident doc (GitHub tables,
@@ -96,13 +96,19 @@ function sections(r: Report): Section[] {
     const deadline = ft.deadline_ms === null ? NA : ft.deadline_ms.min === ft.deadline_ms.max ? ms(ft.deadline_ms.max) : `${ms(ft.deadline_ms.min)} – ${ms(ft.deadline_ms.max)}`;
     const over = ft.p99_over_deadline_ms === null ? NA : ft.p99_over_deadline_ms > 0 ? `over by ${ms(ft.p99_over_deadline_ms)}` : `within, ${ms(-ft.p99_over_deadline_ms)} to spare`;
     const shown = ft.late_jobs.slice(0, 20).map((id) => `job=${id}`).join(" ");
-    const lateText = ft.late === 0 ? "0" : `${ft.late} (${shown}${ft.late_jobs.length > 20 ? ` … ${ft.late_jobs.length - 20} more` : ""})`;
+    const which =
+      ft.late_unfinished === null
+        ? `finished late; unfinished jobs not read`
+        : `${ft.late_finished} finished late, ${ft.late_unfinished} admitted and never got a first token before their deadline`;
+    const lateText = ft.late === 0 ? `0 (${which})` : `${ft.late} (${which}: ${shown}${ft.late_jobs.length > 20 ? ` … ${ft.late_jobs.length - 20} more` : ""})`;
+    const withToken = ft.unfinished_with_first_token === null ? String(ft.with_first_token) : `${ft.with_first_token} (${ft.unfinished_with_first_token} of them not finished)`;
     out.push({
       title: "First token of admitted jobs",
       header: ["figure", "value"],
       rows: [
         ["admitted in window", int(ft.admitted)],
         ["finished in window", String(ft.finished)],
+        ["with a first token", withToken],
         ["first token p50", ms(ft.p50_ms)],
         ["first token p99", ms(ft.p99_ms)],
         ["first token max", ms(ft.max_ms)],
@@ -116,7 +122,11 @@ function sections(r: Report): Section[] {
   // Pressure
   const p = r.pressure;
   const peakRow = (label: string, peak: Peak, show: (v: number | null) => string): Cell[] => [label, noRecording ?? show(peak.value), peak.ts ?? ""];
-  const oom = noRecording ?? (p.oom_kills_in_window === null ? NA : `${p.oom_kills_in_window} in window (memory.events oom_kill=${int(p.cg_oom_kill_end)})`);
+  // A live read of the worker cgroup gives the counter even without a recording.
+  const oom =
+    p.oom_kills_in_window !== null ? `${p.oom_kills_in_window} in window (memory.events oom_kill=${int(p.cg_oom_kill_end)})`
+    : p.cg_oom_kill_end !== null ? `n/a in window (memory.events oom_kill=${int(p.cg_oom_kill_end)} now)`
+    : (noRecording ?? NA);
   const alarms = noRecording ?? (p.alarms.length === 0 ? "none" : p.alarms.map((a) => `${a.alarm} (${a.samples} sample${a.samples === 1 ? "" : "s"})`).join(", "));
   out.push({
     title: "Pressure (sidecar recording)",
@@ -243,6 +253,16 @@ function windowSpan(r: Report): string {
   return since;
 }
 
+/** `ended: stopped_early — gate exited (code 143) 7 s into the drill; 6 of 12 jobs not packed`. */
+export function endedText(e: DrillEndedFacts): string {
+  const when = e.after_ms === null ? (e.at === null ? "" : ` at ${e.at}`) : ` ${Math.round(e.after_ms / 1000)} s into the drill`;
+  const what = e.reason === null ? `ran to its end${e.after_ms === null ? "" : ` (${Math.round(e.after_ms / 1000)} s)`}` : `${e.reason}${when}`;
+  const total = e.pushed !== null && e.not_packed !== null ? e.pushed + e.not_packed : null;
+  const packed = total === null ? "" : e.not_packed! > 0 ? `; ${e.not_packed} of ${total} jobs not packed` : `; all ${total} jobs packed`;
+  const rollback = e.rolled_back_at !== null && e.verdict !== "rolled_back" ? `; rolled back at ${e.rolled_back_at}` : "";
+  return `ended: ${e.verdict} — ${what}${packed}${rollback}`;
+}
+
 function sourceText(r: Report): string {
   switch (r.source.kind) {
     case "live":
@@ -261,6 +281,7 @@ function heading(r: Report): { title: string; facts: string[] } {
     `source: ${sourceText(r)}, queue ${r.queue}`,
   ];
   if (r.drill) facts.push(`run ${r.drill.run_id ?? NA}, drill file ${r.drill.drill_file ?? NA}, created ${r.drill.created_at ?? NA}, phase ${r.drill.phase ?? NA}`);
+  if (r.drill?.ended) facts.push(endedText(r.drill.ended));
   facts.push(`generated ${r.generated_at}`);
   return { title: `drill report: ${name}`, facts };
 }

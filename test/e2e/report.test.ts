@@ -146,7 +146,7 @@ describe("drill report (built binary)", () => {
     expect(md).toMatch(/\| last \| \S+ \| `reject_host_pressure job=6 psi=12.40` \|/);
     expect(md).toContain("| first token p99 | 9120 ms |");
     expect(md).toContain("| p99 against deadline | over by 1120 ms |");
-    expect(md).toContain("| late jobs | 1 (job=1) |");
+    expect(md).toContain("| late jobs | 1 (1 finished late, 0 admitted and never got a first token before their deadline: job=1) |");
     expect(md).toMatch(/\| psi_mem_some_avg10 \(host\) \| 12\.40 \| \S+ \|/);
     expect(md).toMatch(/\| OOM kills \| 1 in window \(memory.events oom_kill=1\) \|/);
     expect(md).toContain("| `LLEN " + queue + "` | 1 |"); // job 7 still waits
@@ -201,6 +201,28 @@ describe("drill report (built binary)", () => {
     expect(report.pressure.recording).toBeNull();
     expect(report.pressure.peak_psi_mem_some_avg10.value).toBeNull();
     expect(report.notes.join("\n")).toContain("no recording");
+  });
+
+  it("--recording: the step-by-step path's `watch --record` file gives the pressure rows and cost_proxy; a file without samples is exit 2 naming the flag (M4)", async () => {
+    const empty = path.join(tmp, "state-empty");
+    const file = path.join(drillDir(stateDir, "lab"), "watch.jsonl");
+    const r = await drill(["--state-dir", empty, "--redis", server.url, "report", "--queue", queue, "--recording", file, "--format", "json"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout) as ReportDocument;
+    expect(report.pressure.recording).toBe(file);
+    expect(report.pressure.peak_psi_mem_some_avg10.value).toBe(12.4);
+    expect(report.cost_proxy?.jobs_costed).toBe(1);
+    expect(report.notes.join("\n")).not.toContain("no recording");
+
+    const none = path.join(tmp, "none.jsonl");
+    const missing = await drill(["--state-dir", empty, "--redis", server.url, "report", "--queue", queue, "--recording", none]);
+    expect(missing.exitCode).toBe(2);
+    expect(missing.stderr).toContain(`--recording: cannot read ${none}: ENOENT`);
+    const junk = path.join(tmp, "junk.jsonl");
+    writeFileSync(junk, "not a sample\n");
+    const noSample = await drill(["--state-dir", empty, "--redis", server.url, "report", "--queue", queue, "--recording", junk]);
+    expect(noSample.exitCode).toBe(2);
+    expect(noSample.stderr).toContain(`--recording: ${junk} holds no watch sample`);
   });
 
   it("after rollback: the export file, no Redis at all", async () => {

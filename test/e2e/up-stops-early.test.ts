@@ -121,7 +121,12 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     // Every job of every phase is pushed or counted as not packed, the one that never started too.
     expect(summary.pushed_ids.length + summary.not_packed).toBe(2 + 20 + 1);
     expect(summary.not_packed).toBeGreaterThan(0);
+    // up records its verdict where the report reads it (M3): the report no longer reads like a clean run.
+    expect(readState(stateDir, "upearly")?.ended).toMatchObject({ verdict: "stopped_early", reason: "gate exited (killed by a signal)", notPacked: summary.not_packed });
     await rollbackLosesNothing(stateDir, state, summary.pushed_ids);
+    const report = await runDrill(["--state-dir", stateDir, "report", "--name", "upearly", "--format", "md"], { timeout: 60_000 });
+    expect(report.exitCode, report.stderr).toBe(0);
+    expect(report.stdout).toMatch(new RegExp(`^- ended: stopped_early — gate exited \\(killed by a signal\\) \\d+ s into the drill; ${summary.not_packed} of 23 jobs not packed; rolled back at \\S+$`, "m"));
   }, 180_000);
 
   it("the embedded redis-server SIGKILLed: no crash, exit 1 naming redis; rollback restarts it on its AOF and loses nothing", async () => {

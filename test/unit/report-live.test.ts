@@ -1,0 +1,210 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import type { DrillState } from "../../src/drill/state.js";
+import { HostRoots } from "../../src/host/kernelFile.js";
+import { readCgroupNow } from "../../src/report/gather.js";
+import { buildReport } from "../../src/report/build.js";
+import { drillEnded } from "../../src/drill/up.js";
+import { Chalk } from "chalk";
+import { endedText, renderReport } from "../../src/report/render.js";
+import { parseExport } from "../../src/report/exportFile.js";
+import { queueKeys } from "../../src/queue/keys.js";
+import type { DecisionEvent, DoneEntry, JobTiming, ReportInputs, WatchSample } from "../../src/report/inputs.js";
+
+const NOW = Date.parse("2025-11-30T12:00:00.000Z");
+const MIN = 60_000;
+
+function sample(tsMs: number, over: Partial<WatchSample> = {}): WatchSample {
+  return {
+    tsMs,
+    psi_mem_some_avg10: 1,
+    psi_mem_some_rate: 5,
+    cg_psi_mem_some_avg10: null,
+    cg_psi_mem_some_rate: null,
+    cg_mem_current: 1_000_000,
+    cg_mem_peak: 1_500_000,
+    cg_mem_max: 2 * 1024 ** 3,
+    cg_oom_kill: 0,
+    cg_absent: false,
+    stall_ms_p99: 100,
+    alarm: [],
+    ...over,
+  };
+}
+
+function inputs(over: Partial<ReportInputs> = {}): ReportInputs {
+  return {
+    queue: "jobs",
+    source: { kind: "live", url: "redis://127.0.0.1:6390" },
+    drill: { name: "smoke", runId: "r1", drillFile: "drills/smoke.yaml", createdAt: new Date(NOW - 5 * MIN).toISOString(), phase: "stopped" },
+    events: [],
+    done: [],
+    stats: {},
+    queueLen: 0,
+    queueHead: null,
+    drainLen: 0,
+    recording: { file: "/s/smoke/watch.out", samples: [], badLines: 0 },
+    recordingLooked: "/s/smoke/watch.out",
+    gatherNotes: [],
+    ...over,
+  };
+}
+
+describe("OOM kills with the worker cgroup read now (up stops before watch's next sample)", () => {
+  const samples = [sample(NOW - 4 * MIN, { cg_oom_kill: 0 }), sample(NOW - 10_000, { cg_oom_kill: 0 })];
+  const file = "/sys/fs/cgroup/x/infer/memory.events";
+
+  it("counts the kills read after the last sample, and says where the figure came from", () => {
+    const r = buildReport(inputs({ recording: { file: "/s/smoke/watch.out", samples, badLines: 0 }, cgroupNow: { tsMs: NOW, file, oomKill: 2, reason: null } }), NOW, 10 * MIN);
+    expect(r.pressure.oom_kills_in_window).toBe(2);
+    expect(r.pressure.cg_oom_kill_end).toBe(2);
+    expect(r.notes.join("\n")).toContain(`OOM kills counted to ${new Date(NOW).toISOString()} from ${file}`);
+    expect(renderReport(r, "text", new Chalk({ level: 0 }))).toContain("2 in window (memory.events oom_kill=2)");
+  });
+
+  it("a read that agrees with the recording adds no note; an unreadable one keeps the recording's figure", () => {
+    const same = buildReport(inputs({ recording: { file: "w", samples, badLines: 0 }, cgroupNow: { tsMs: NOW, file, oomKill: 0, reason: null } }), NOW, 10 * MIN);
+    expect(same.pressure.oom_kills_in_window).toBe(0);
+    expect(same.notes.join("\n")).not.toContain("OOM kills counted");
+    const bad = buildReport(inputs({ recording: { file: "w", samples, badLines: 0 }, cgroupNow: { tsMs: NOW, file, oomKill: null, reason: "EACCES" } }), NOW, 10 * MIN);
+    expect(bad.pressure.oom_kills_in_window).toBe(0);
+    expect(bad.notes.join("\n")).toContain("could not be read");
+  });
+
+  it("with no recorded reading, the counter is shown but the window's kills stay n/a (no baseline), never 0", () => {
+    const r = buildReport(inputs({ recording: null, cgroupNow: { tsMs: NOW, file, oomKill: 2, reason: null } }), NOW, 10 * MIN);
+    expect(r.pressure.oom_kills_in_window).toBeNull();
+    expect(r.pressure.cg_oom_kill_end).toBe(2);
+  });
+});
+
+
+describe("late jobs and first-token percentiles count every job admitted in the window, not only finished ones", () => {
+  const enq = NOW - 60_000;
+  const admit = (job: string, tsMs: number): DecisionEvent => ({ id: `${tsMs}-${job}`, reason: "admit", job, figures: "slack=5000", tsMs, gate: "g1", attempt: 0 });
+  const timing = (id: string, role: JobTiming["role"], over: Partial<JobTiming> = {}): JobTiming => ({ id, role, enqueueTs: enq, deadlineMs: 8000, firstTokenTs: null, ...over });
+  const finished: DoneEntry = {
+    id: "1", firstTokenMs: 900, deadlineMs: 8000, late: false, tokensOut: 256, promptTokens: 24000, completionTokens: 256, attempt: 0,
+    enqueueTs: enq, firstTokenTs: enq + 900, doneTs: enq + 5000,
+  };
+  const build = (over: Partial<ReportInputs>) =>
+    buildReport(inputs({ events: [admit("1", enq + 100), admit("2", enq + 200), admit("3", enq + 300), admit("4", NOW - 1000)], done: [finished], ...over }), NOW, 10 * MIN);
+
+  it("an admitted job past its deadline without a first token is late; a drained one with a first token is in p99; one within its deadline is not late", () => {
+    const r = build({
+      unfinished: [
+        timing("2", "admitted"), // due at enq + 8 s, long past, no first token: late
+        timing("3", "drain"), // drained after its first token at 12 s: in the percentiles, and late
+        timing("4", "working", { enqueueTs: NOW - 2000 }), // due 6 s from now: on time so far
+      ],
+      firstTokens: { "3": enq + 12_000 },
+    });
+    const ft = r.first_token!;
+    expect(ft.late_jobs).toEqual(["2", "3"]);
+    expect(ft.late).toBe(2);
+    expect(ft.late_finished).toBe(0);
+    expect(ft.late_unfinished).toBe(2);
+    expect(ft.with_first_token).toBe(2);
+    expect(ft.unfinished_with_first_token).toBe(1);
+    expect(ft.p99_ms).toBe(12_000);
+    expect(ft.p50_ms).toBe(900);
+    const text = renderReport(r, "text", new Chalk({ level: 0 }));
+    expect(text).toContain("2 (0 finished late, 2 admitted and never got a first token before their deadline: job=2 job=3)");
+  });
+
+  it("drained jobs alone (nothing finished) give the first-token percentiles from <q>:first_token", () => {
+    const r = build({
+      done: [],
+      unfinished: [timing("1", "drain"), timing("2", "drain"), timing("3", "drain")],
+      firstTokens: { "1": enq + 3000, "2": enq + 4000 },
+    });
+    expect(r.first_token!.p50_ms).toBe(3000);
+    expect(r.first_token!.p99_ms).toBe(4000);
+    expect(r.first_token!.late_jobs).toEqual(["3"]);
+  });
+
+  it("without the lists read (an older caller), only finished jobs count, and the text says so", () => {
+    const r = build({});
+    expect(r.first_token!.late_unfinished).toBeNull();
+    expect(renderReport(r, "text", new Chalk({ level: 0 }))).toContain("unfinished jobs not read");
+  });
+});
+
+describe("rollback's export carries what the late count needs", () => {
+  it("reads the drained payloads' times and <q>:first_token", () => {
+    const payload = (id: string) => ({ utf8: JSON.stringify({ id, enqueue_ts: 1000, deadline_ms: 8000, prompt_tokens: 10 }) });
+    const text = [
+      { key: "jobs_drain", type: "list", ttl_ms: null, value: [payload("2"), payload("3"), { utf8: "nope" }] },
+      { key: "jobs:first_token", type: "hash", ttl_ms: null, value: { "2": { utf8: "4000" }, "9": { utf8: "x" } } },
+    ]
+      .map((l) => JSON.stringify(l))
+      .join("\n");
+    const exported = parseExport(text, queueKeys("jobs"));
+    expect(exported.unfinished.map((t) => [t.id, t.role, t.enqueueTs, t.deadlineMs])).toEqual([
+      ["2", "drain", 1000, 8000],
+      ["3", "drain", 1000, 8000],
+    ]);
+    expect(exported.firstTokens).toEqual({ "2": 4000 });
+  });
+});
+
+describe("the header says how the drill ended (M3)", () => {
+  const created = new Date(NOW - 5 * MIN).toISOString();
+  const drillWith = (over: Partial<NonNullable<ReportInputs["drill"]>>): ReportInputs["drill"] => ({ name: "smoke", runId: "r1", drillFile: "d.yaml", createdAt: created, phase: "stopped", ...over });
+
+  it("up's stopped_early verdict with its reason, how far in, and what was not packed: text, md and json", () => {
+    const ended = drillEnded(
+      {
+        interrupted: false,
+        exitedEarly: [{ key: "gate", how: "exited (code 143)", code: 143, log: null, cause: "exited", lastLine: null }],
+        pushed: ["1", "2", "3", "4", "5", "6"],
+        notPacked: 6,
+      },
+      NOW - 5 * MIN + 7000,
+    );
+    expect(ended).toMatchObject({ verdict: "stopped_early", reason: "gate exited (code 143)", pushed: 6, notPacked: 6 });
+    const r = buildReport(inputs({ drill: drillWith({ ended }) }), NOW, 10 * MIN);
+    expect(r.drill?.ended).toMatchObject({ verdict: "stopped_early", after_ms: 7000, not_packed: 6 });
+    const line = "ended: stopped_early — gate exited (code 143) 7 s into the drill; 6 of 12 jobs not packed";
+    expect(renderReport(r, "text", new Chalk({ level: 0 }))).toContain(line);
+    expect(renderReport(r, "md", new Chalk({ level: 0 }))).toContain(line);
+    expect((JSON.parse(renderReport(r, "json", new Chalk({ level: 0 }))) as { drill: { ended: { verdict: string } } }).drill.ended.verdict).toBe("stopped_early");
+  });
+
+  it("interrupted, a clean run, and a rollback that stopped up before it recorded a verdict", () => {
+    const interrupted = drillEnded({ interrupted: true, exitedEarly: [], pushed: ["1"], notPacked: 0 }, NOW - 4 * MIN);
+    expect(endedText(buildReport(inputs({ drill: drillWith({ ended: interrupted }) }), NOW, 10 * MIN).drill!.ended!)).toBe(
+      "ended: interrupted — up was stopped by a signal (SIGINT/SIGTERM) 60 s into the drill; all 1 jobs packed",
+    );
+    const ran = drillEnded({ interrupted: false, exitedEarly: [], pushed: ["1", "2"], notPacked: 0 }, NOW - 3 * MIN);
+    expect(endedText(buildReport(inputs({ drill: drillWith({ ended: ran }) }), NOW, 10 * MIN).drill!.ended!)).toBe("ended: ran — ran to its end (120 s); all 2 jobs packed");
+    const rolled = buildReport(inputs({ drill: drillWith({ phase: "complete", ended: null, rollbackAt: new Date(NOW - 4 * MIN).toISOString() }) }), NOW, 10 * MIN);
+    expect(endedText(rolled.drill!.ended!)).toBe("ended: rolled_back — a rollback took the drill over before up recorded an end 60 s into the drill");
+    expect(buildReport(inputs({ drill: drillWith({ phase: "running" }) }), NOW, 10 * MIN).drill!.ended).toBeNull();
+  });
+});
+
+describe("readCgroupNow: the worker cgroup up recorded, read at gather time (fake v2 tree)", () => {
+  const sys = mkdtempSync(path.join(tmpdir(), "drill-report-cg-"));
+  const root = path.join(sys, "fs", "cgroup");
+  const dir = path.join(root, "x", "infer");
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(path.join(root, "cgroup.controllers"), "memory\n");
+  writeFileSync(path.join(dir, "memory.events"), "low 0\nhigh 0\nmax 4\noom 2\noom_kill 2\n");
+  const roots = new HostRoots("/proc", sys);
+  const state = (over: Partial<DrillState> = {}): DrillState => ({
+    version: 1, name: "smoke", runId: "r1", drillFile: "d.yaml", createdAt: new Date(NOW).toISOString(), phase: "stopped", queue: "jobs",
+    redis: { url: "redis://127.0.0.1:1", embedded: null }, cgroup: { name: "infer", parent: "self", dirs: [dir] }, processes: [], fileDir: null,
+    owner: { pid: 1, startTime: null }, ...over,
+  });
+
+  it("reads oom_kill from memory.events while the cgroup is there; nothing once it is gone or rolled back", () => {
+    expect(readCgroupNow(roots, state(), NOW)).toEqual({ tsMs: NOW, file: path.join(dir, "memory.events"), oomKill: 2, reason: null });
+    expect(readCgroupNow(roots, state({ phase: "complete" }), NOW)).toBeNull();
+    expect(readCgroupNow(roots, state({ cgroup: { name: "gone", parent: "self", dirs: [path.join(root, "x", "gone")] } }), NOW)).toBeNull();
+    expect(readCgroupNow(roots, state({ cgroup: null }), NOW)).toBeNull();
+    rmSync(sys, { recursive: true, force: true });
+  });
+});
