@@ -173,16 +173,21 @@ export interface JobTiming {
   firstTokenTs: number | null;
 }
 
-/** A list entry (a job payload) → its timing; null when it is not a JSON object with an id. */
-export function jobTimingOf(entry: Buffer | string, role: JobListRole): JobTiming | null {
+/** A list entry parsed as a JSON object; null when it is not one. */
+function entryObject(entry: Buffer | string): Record<string, unknown> | null {
   let value: unknown;
   try {
     value = JSON.parse(typeof entry === "string" ? entry : entry.toString("utf8"));
   } catch {
     return null;
   }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) return null;
-  const r = value as Record<string, unknown>;
+  return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+}
+
+/** A list entry (a job payload) → its timing; null when it is not a JSON object with an id. */
+export function jobTimingOf(entry: Buffer | string, role: JobListRole): JobTiming | null {
+  const r = entryObject(entry);
+  if (r === null) return null;
   const id = stringOrNull(r.id);
   if (id === null || id === "") return null;
   return { id, role, enqueueTs: finiteOrNull(r.enqueue_ts), deadlineMs: finiteOrNull(r.deadline_ms), firstTokenTs: finiteOrNull(r.first_token_ts) };
@@ -257,14 +262,8 @@ export function sortJobLists(lists: JobList[]): JobList[] {
  * entry's `id` (else the id of the payload it wraps); null when it carries none.
  */
 export function jobIdOf(entry: Buffer | string): string | null {
-  let value: unknown;
-  try {
-    value = JSON.parse(typeof entry === "string" ? entry : entry.toString("utf8"));
-  } catch {
-    return null;
-  }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) return null;
-  const record = value as { id?: unknown; payload?: unknown };
+  const record = entryObject(entry);
+  if (record === null) return null;
   if (typeof record.id === "string" && record.id !== "") return record.id;
   if (typeof record.id === "number" && Number.isFinite(record.id)) return String(record.id);
   if (typeof record.payload === "string") return jobIdOf(record.payload);
