@@ -95,7 +95,8 @@ export interface SetupInspection {
   /** drill as the operator runs it on this --state-dir: a suggested command works as typed. */
   drillCmd: string;
   /** v1: the current limits of the memory dir (kernel defaults, unlimited, when it does not exist yet). */
-  v1: { limit: Limit; memsw: Limit; memswSupported: boolean } | null;
+  /** swappiness: the memory dir's own (null when it does not exist yet or does not read), and its parent's. */
+  v1: { limit: Limit; memsw: Limit; memswSupported: boolean; swappiness?: number | null; parentSwappiness?: number | null } | null;
   /** v2: the parent's controllers and subtree_control. */
   v2Parent: { dir: string; controllers: string[] | null; subtreeControl: string[] | null } | null;
   /** The tightest limit above the new cgroup. */
@@ -267,8 +268,17 @@ export function planSetup(cgroup: WorkerCgroup, inspection: SetupInspection, opt
         value: "0",
         bestEffort: "memory.swappiness could not be set (older kernels refuse it under use_hierarchy); swap-off relies on memsw alone",
       });
+      notes.push("v1: swap-off is best effort (memsw = limit caps memory+swap together; swappiness=0 keeps anon pages in RAM)");
+    } else if (v1.parentSwappiness != null && v1.swappiness != null && v1.swappiness !== v1.parentSwappiness) {
+      // Swap allowed: an earlier swap-off setup of this cgroup left swappiness 0,
+      // which keeps anon pages in RAM whatever memsw allows. Back to the parent's.
+      steps.push({
+        kind: "write",
+        file: file("memory.swappiness"),
+        value: String(v1.parentSwappiness),
+        bestEffort: "memory.swappiness could not be set (older kernels refuse it under use_hierarchy): an earlier swap-off's 0 may stay",
+      });
     }
-    notes.push("v1: swap-off is best effort (memsw = limit caps memory+swap together; swappiness=0 keeps anon pages in RAM)");
   }
   if (inspection.hostHasSwap === false) notes.push("host has no swap: nothing can swap whatever the cgroup says");
 
@@ -315,9 +325,14 @@ export function inspectForSetup(roots: HostRoots, cgroup: WorkerCgroup, stateDir
     };
     const memsw = read("memory.memsw.limit_in_bytes");
     // A new v1 cgroup starts unlimited in both, whatever its parent says.
+    const swappinessIn = (dir: string): number | null => {
+      const text = readKernelText(path.join(dir, "memory.swappiness"));
+      return text.ok && /^\d+\n?$/.test(text.value) ? Number(text.value) : null;
+    };
+    const parentSwappiness = swappinessIn(parentDir);
     v1 = existsNow
-      ? { limit: read("memory.limit_in_bytes") ?? "max", memsw: memsw ?? "max", memswSupported: memsw !== null }
-      : { limit: "max", memsw: "max", memswSupported: memsw !== null };
+      ? { limit: read("memory.limit_in_bytes") ?? "max", memsw: memsw ?? "max", memswSupported: memsw !== null, swappiness: swappinessIn(limits.dir), parentSwappiness }
+      : { limit: "max", memsw: "max", memswSupported: memsw !== null, swappiness: null, parentSwappiness };
   }
   const v2Parent = limits.version === 2
     ? { dir: parentDir, controllers: readList(path.join(parentDir, "cgroup.controllers")), subtreeControl: readList(path.join(parentDir, "cgroup.subtree_control")) }

@@ -87,6 +87,18 @@ describe("planSetup / applySetup on fake trees", () => {
     ]);
   });
 
+  // QA: setup with --swap-max 32M over an earlier swap-off setup kept swappiness 0 (anon pages never swap).
+  it("swap allowed again on v1 after a swap-off setup: swappiness back to the parent's, no swap-off note", () => {
+    host = makeFakeHost("v1");
+    const cg = hybridTarget(host);
+    writeFileSync(path.join(path.dirname(cg.limits.dir), "memory.swappiness"), "60\n");
+    setupWorkerCgroup(host.roots, cg, host.stateDir, { memoryMax: 256 * M, swapMax: 0 });
+    expect(readFileSync(path.join(cg.limits.dir, "memory.swappiness"), "utf8").trim()).toBe("0");
+    const plan = planSetup(cg, inspectForSetup(host.roots, cg, host.stateDir), { memoryMax: 256 * M, swapMax: 64 * M });
+    expect(plan.steps.filter((st) => st.kind === "write").map((st) => st.kind === "write" && [path.basename(st.file), st.value])).toContainEqual(["memory.swappiness", "60"]);
+    expect(plan.notes.join("\n")).not.toMatch(/swap-off/);
+  });
+
   it("v1 without memsw (swapaccount=0): limit only, and says swap-off is best effort", () => {
     host = makeFakeHost("v1", { memsw: false });
     const cg = hybridTarget(host);
