@@ -24,15 +24,27 @@ export interface TeardownOptions {
    * that is up (refused without it: its worker and hog die mid-drill).
    */
   force?: boolean;
+  /** How long SIGTERM is given before the kill (TERM_GRACE_MS). */
+  termGraceMs?: number;
 }
 
 /** How the cgroup was emptied; `drill cgroup teardown --json` prints these in `method`, rollback joins them with `+`. */
-export type TeardownMethod = "cgroup.kill" | "freeze-kill-thaw" | "sigkill-by-pid" | "empty";
+export type TeardownMethod = "sigterm" | "cgroup.kill" | "freeze-kill-thaw" | "sigkill-by-pid" | "empty";
 
 /** Sends SIGKILL, throwing like process.kill (ESRCH once the pid is gone); tests inject one. */
 export type SendSigkill = (pid: number) => void;
 
 const sendSigkill: SendSigkill = (pid) => process.kill(pid, "SIGKILL");
+const sendSigterm: SendSigkill = (pid) => process.kill(pid, "SIGTERM");
+
+/**
+ * How long teardown waits after SIGTERM before the kill. A worker gives its
+ * working list back to admitted, and it and a hog unlink their files (the
+ * worker's weights, the hog's map: /var/tmp, up to the host's RAM) on
+ * SIGTERM; SIGKILL skips all of it, and only the caller that recorded a file
+ * can unlink it after. Short: a task stuck in reclaim gets the kill.
+ */
+export const TERM_GRACE_MS = 3_000;
 
 /**
  * How long one sweep waits for cgroup.events `frozen 1`: a task in D state
@@ -157,6 +169,7 @@ export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgr
 
   const killed: KilledTask[] = [];
   const method = new Set<TeardownMethod>();
+  await stopGracefully(roots, present, Math.min(deadline, Date.now() + (options.termGraceMs ?? TERM_GRACE_MS)), killed, method);
   const leftovers = await killUntilEmpty(roots, present, deadline, killed, method);
   if (leftovers.length > 0) {
     throw new RollbackIncompleteError(
@@ -231,7 +244,8 @@ export async function killUntilEmpty(
   method: Set<TeardownMethod>,
   send: SendSigkill = sendSigkill,
 ): Promise<KilledTask[]> {
-  const seen = new Set<number>();
+  // Tasks reported already (a SIGTERM before) are not listed twice.
+  const seen = new Set<number>(killed.map((t) => t.pid));
   let wait = 20;
   for (;;) {
     // Walked again each sweep: a task may have made a child cgroup since.
@@ -265,6 +279,32 @@ export async function killUntilEmpty(
       method.add("sigkill-by-pid");
     }
     await sleep(wait);
+    wait = Math.min(wait * 2, 200);
+  }
+}
+
+/**
+ * SIGTERM to every task inside (each checked to still be in its cgroup), then
+ * waits until the cgroup is empty or `until`: the stop a service manager gives
+ * before its kill (TERM_GRACE_MS). Nothing leaves the cgroup meanwhile, so its
+ * limit still holds; what is left is killUntilEmpty's.
+ */
+export async function stopGracefully(
+  roots: HostRoots,
+  dirs: CgroupDir[],
+  until: number,
+  stopped: KilledTask[],
+  method: Set<TeardownMethod>,
+  send: SendSigkill = sendSigterm,
+): Promise<void> {
+  const subtree = withDescendants(dirs);
+  const inside = listInside(roots, subtree);
+  // drill inside its own cgroup: killUntilEmpty refuses it, before any signal.
+  if (inside.length === 0 || inside.some((t) => t.pid === process.pid)) return;
+  if (sigkillEach(roots, subtree, inside, send, new Set(stopped.map((t) => t.pid)), stopped)) method.add("sigterm");
+  let wait = 20;
+  while (Date.now() < until && listInside(roots, withDescendants(dirs)).length > 0) {
+    await sleep(Math.min(wait, Math.max(until - Date.now(), 1)));
     wait = Math.min(wait * 2, 200);
   }
 }

@@ -99,6 +99,8 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
     output.out(`cgroup ${cgroup.name}: nothing to tear down (no ${result.looked.join(", no ")})`);
   } else {
     for (const task of result.killed) output.out(`killed ${task.pid} (${task.comm ?? "?"}) in ${task.dir}`);
+    // SIGTERM first: what ended with it gave its jobs back and unlinked its files; the kill got the rest.
+    if (result.killed.length > 0) output.out(`how: ${result.method.join(", then ")}`);
     for (const dir of result.removed) output.out(`removed ${dir}`);
     for (const dir of result.alreadyGone) output.out(`already gone ${dir}`);
     for (const file of result.unlinked) output.out(`unlinked ${file}`);

@@ -55,7 +55,11 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     cgroups = await rollbackStandaloneCgroups(hostRoots(g), g.stateDir, named);
     if (!g.json) {
       for (const c of cgroups) {
-        output.out(`rollback cgroup ${c.name} (made by drill cgroup setup, in no drill):`);
+        output.out(
+          c.step.step === "stop hog"
+            ? `rollback hog of cgroup ${c.name} (drill inject --detach recorded here, in no drill):`
+            : `rollback cgroup ${c.name} (made by drill cgroup setup, in no drill):`,
+        );
         output.out(`  ${c.step.ok ? "ok  " : output.color.red("FAIL")} ${c.step.step}: ${c.step.detail}`);
       }
     }

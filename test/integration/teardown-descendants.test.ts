@@ -72,8 +72,9 @@ function removeByHand(dir: string): void {
   }
 }
 
-async function sleeperIn(procs: string): Promise<ChildProcess> {
-  const child = spawn("sleep", ["1000"], { stdio: "ignore" });
+/** A `sleep` moved into `procs`; `ignoreTerm`: it ignores SIGTERM (inherited across exec), so only the kill ends it. */
+async function sleeperIn(procs: string, ignoreTerm = false): Promise<ChildProcess> {
+  const child = ignoreTerm ? spawn("sh", ["-c", "trap '' TERM; exec sleep 1000"], { stdio: "ignore" }) : spawn("sleep", ["1000"], { stdio: "ignore" });
   children.push(child);
   await new Promise((r) => child.once("spawn", r));
   writeFileSync(procs, String(child.pid));
@@ -98,7 +99,8 @@ describe.skipIf(skipReason)("teardown of a drill-made cgroup with child cgroups 
     const down = await runDrill(["--state-dir", stateDir, "cgroup", "teardown", "--parent", "self", "--name", name], { timeout: 60_000 });
     expect(down.exitCode, down.stdout + down.stderr).toBe(0);
     expect(down.stdout).toContain(`killed ${sleeper.pid} (sleep) in ${deeper}`);
-    expect(await exited(sleeper)).toBe("SIGKILL");
+    // SIGTERM first (a worker gives its jobs back, a hog unlinks its file): a plain sleep ends there.
+    expect(await exited(sleeper)).toBe("SIGTERM");
     expect(cgroupDirsLeft(cg)).toEqual([]);
   });
 
@@ -110,9 +112,11 @@ describe.skipIf(skipReason)("teardown of a drill-made cgroup with child cgroups 
     setupWorkerCgroup(realRoots(), cg, stateDir, { memoryMax: 64 * M, swapMax: 0 });
     const sub = path.join(cg.unified!.dir, "sub");
     mkdirSync(sub);
-    const sleeper = await sleeperIn(path.join(sub, "cgroup.procs"));
+    // Deaf to SIGTERM: the kill after the grace ends it.
+    const sleeper = await sleeperIn(path.join(sub, "cgroup.procs"), true);
+    await new Promise((r) => setTimeout(r, 100)); // past the exec, so comm is sleep
 
-    const torn = await teardownWorkerCgroup(realRoots(), cg, { stateDir, timeoutMs: 10_000 });
+    const torn = await teardownWorkerCgroup(realRoots(), cg, { stateDir, timeoutMs: 10_000, termGraceMs: 300 });
     expect(torn.kind).toBe("removed");
     if (torn.kind === "removed") expect(torn.killed).toContainEqual({ pid: sleeper.pid, comm: "sleep", dir: sub });
     expect(await exited(sleeper)).toBe("SIGKILL");

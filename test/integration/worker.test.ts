@@ -410,4 +410,39 @@ describe.skipIf(reason)("drill worker (real cgroup, real redis)", () => {
     await assertNoJobLost(redis, queue, [...lost, taken].map((j) => j.id));
     expect(readdirSync(weightsDir)).toEqual([]);
   });
+
+  // QA: `cgroup teardown` (and rollback's cgroup step) SIGKILLed the worker and
+  // its weights toucher together: the jobs it held stayed in its working list
+  // (their tokens in flight, so the next gate rejected good jobs) and its
+  // weights file stayed in the weights dir. SIGTERM first, then the kill.
+  it("cgroup teardown stops a worker as SIGTERM would: its jobs back on admitted, its weights file unlinked, then the cgroup removed", async () => {
+    const queue = "w7";
+    const k = queueKeys(queue);
+    const wk = workerKeys(queue);
+    const name = `wkt${process.pid}`;
+    const env = { FORCE_COLOR: "0", NO_COLOR: "1", DRILL_STATE_DIR: stateDir };
+    const setup = await execa("node", [drillBin, "cgroup", "setup", "--parent", "self", "--name", name, "--memory-max", "160M"], { reject: false, env });
+    expect(setup.exitCode, setup.stderr).toBe(0);
+    const jobs = Array.from({ length: 2 }, () => job({ completion_tokens: 1000 }));
+    await admit(queue, jobs);
+    const worker = execa("node", [drillBin, "--json", "--redis", server.url, "worker", "--name", name, "--parent", "self", "--queue", queue, "--worker-id", "t7",
+      "--weights-dir", weightsDir, "--weights", "32M", "--kv-bytes-per-token", "256", "--decode-tokens-per-s", "20"], { reject: false, env, timeout: 60_000, buffer: true });
+    children.add(worker);
+    try {
+      await waitFor("both jobs past their first token", async () => (await redis.hlen(wk.firstToken)) === 2);
+      await waitFor("the weights file", () => readdirSync(weightsDir).find((n) => n.startsWith("drill-weights-t7-")) ?? null);
+      const teardown = await execa("node", [drillBin, "cgroup", "teardown", "--parent", "self", "--name", name], { reject: false, env, timeout: 60_000 });
+      expect(teardown.exitCode, teardown.stdout + teardown.stderr).toBe(0);
+      await worker;
+      expect(await redis.llen(k.working("t7"))).toBe(0);
+      expect((await redis.lrange(k.admitted, 0, -1)).map((p) => (JSON.parse(p) as Job).id).sort()).toEqual(jobs.map((j) => j.id).sort());
+      expect(readdirSync(weightsDir).filter((n) => n.startsWith("drill-weights-t7-"))).toEqual([]);
+      expect(teardown.stdout).toMatch(/^how: sigterm/m);
+      await assertNoJobLost(redis, queue, jobs.map((j) => j.id));
+    } finally {
+      children.delete(worker);
+      await execa("node", [drillBin, "cgroup", "teardown", "--parent", "self", "--name", name], { reject: false, env });
+      await redis.del(k.admitted, k.inflight);
+    }
+  });
 });
