@@ -1,6 +1,7 @@
 import type { ChildProcess } from "node:child_process";
 import net from "node:net";
 import { spawnInCgroup, verifyJoined, JOIN_FAILED_EXIT } from "../cgroup/join.js";
+import { oomKillRose } from "../cgroup/hog.js";
 import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import type { WorkerCgroup } from "../cgroup/paths.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
@@ -74,8 +75,13 @@ export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, er
   if (result.code !== null) return result.code;
   const oomAfter = readOomKillCount(cgroup.limits);
   const oom = oomBefore.ok && oomAfter.ok ? ` (cgroup oom_kill ${oomBefore.value} → ${oomAfter.value})` : "";
-  const likely = result.signal === "SIGKILL" ? (oomBefore.ok && oomAfter.ok && oomAfter.value > oomBefore.value ? ": the OOM killer" : ": likely the OOM killer, or someone's kill -9") : "";
-  err(`drill: worker pid ${child.pid ?? "?"} was killed by ${result.signal}${likely}${oom}; its working list is given back by the next worker with the same --worker-id, or drained by rollback`);
+  // As the hog's exit is judged (cgroup/hog.ts): a SIGKILL the cgroup did not count is not the OOM killer's.
+  const rose = oomKillRose(oomBefore.ok ? oomBefore.value : null, oomAfter.ok ? oomAfter.value : null);
+  const likely = result.signal !== "SIGKILL" ? "" : rose === true ? ": the OOM killer" : rose === false ? ": not the OOM killer (oom_kill unchanged): a teardown, rollback or kill -9" : ": likely the OOM killer, or someone's kill -9";
+  err(
+    `drill: worker pid ${child.pid ?? "?"} was killed by ${result.signal}${likely}${oom}; its working list is given back by the next worker with the same --worker-id, ` +
+      `or drained by the rollback of the drill up that started it`,
+  );
   return 1;
 }
 

@@ -301,6 +301,8 @@ describe.skipIf(reason)("drill worker (real cgroup, real redis)", () => {
     const killed = await first;
     expect(killed.exitCode).toBe(1);
     expect(killed.stderr).toMatch(/killed by SIGKILL/);
+    // our kill -9, which the cgroup's oom_kill did not count: not blamed on the OOM killer
+    expect(killed.stderr).toMatch(/not the OOM killer \(oom_kill unchanged\)/);
     // The serve coprocess sees EOF on its stdin and unlinks its file.
     await waitFor("the weights file to be unlinked", () => !existsSync(path.join(weightsDir, weightsFile)), 10_000);
     expect(await redis.llen(k.working("t3"))).toBe(2);
