@@ -3,6 +3,7 @@ import { buildReport, LAB_LABEL, percentile, rejectLine, stallMsBetween, type Re
 import { eventFromEntry, parseDoneEntry, parseRecording, parseSampleLine, type DecisionEvent, type DoneEntry, type ReportInputs, type WatchSample } from "../../src/report/inputs.js";
 import { decisionFigures, formatDecisionLine, type AdmissionDecision } from "../../src/gate/policy.js";
 import { encodeJob } from "../../src/queue/job.js";
+import { watchSample } from "../helpers/watchSample.js";
 
 const NOW = Date.parse("2025-11-30T12:00:00.000Z");
 const MIN = 60_000;
@@ -30,23 +31,7 @@ function done(id: string, firstTokenMs: number | null, over: Partial<DoneEntry> 
   };
 }
 
-function sample(tsMs: number, over: Partial<WatchSample> = {}): WatchSample {
-  return {
-    tsMs,
-    psi_mem_some_avg10: 1,
-    psi_mem_some_rate: 5,
-    cg_psi_mem_some_avg10: null,
-    cg_psi_mem_some_rate: null,
-    cg_mem_current: 1_000_000,
-    cg_mem_peak: 1_500_000,
-    cg_mem_max: 2 * 1024 ** 3,
-    cg_oom_kill: 0,
-    cg_absent: false,
-    stall_ms_p99: 100,
-    alarm: [],
-    ...over,
-  };
-}
+const sample = watchSample;
 
 function inputs(over: Partial<ReportInputs> = {}): ReportInputs {
   return {
