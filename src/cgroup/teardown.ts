@@ -5,9 +5,10 @@ import { drillCommandFor } from "../context.js";
 import { RefusedError, RollbackIncompleteError, kernelWriteError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readPids } from "./memoryFiles.js";
-import { assembleWorkerCgroup, type CgroupDir, type WorkerCgroup } from "./paths.js";
+import { requireLayout } from "./layout.js";
+import { assembleWorkerCgroup, workerCgroupFromDirs, type CgroupDir, type WorkerCgroup } from "./paths.js";
 import { readUpHolder, upHolderRefusal, type UpHolder } from "./setup.js";
-import { listHogRecords, markerFile, readMarker, removeHogRecord, removeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
+import { listHogRecords, listMarkers, markerFile, readMarker, removeHogRecord, removeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
 import { isInCgroup, readComm } from "./tasks.js";
 
 export interface TeardownOptions {
@@ -169,6 +170,9 @@ export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgr
 
   const killed: KilledTask[] = [];
   const method = new Set<TeardownMethod>();
+  const nested = await teardownNested(roots, cgroup, present, options);
+  killed.push(...nested.killed);
+  for (const m of nested.method) method.add(m);
   await stopGracefully(roots, present, Math.min(deadline, Date.now() + (options.termGraceMs ?? TERM_GRACE_MS)), killed, method);
   const leftovers = await killUntilEmpty(roots, present, deadline, killed, method);
   if (leftovers.length > 0) {
@@ -212,13 +216,43 @@ export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgr
   if (method.size === 0) method.add("empty");
   return {
     kind: "removed",
-    removed,
+    removed: [...nested.removed, ...removed],
     alreadyGone: cgroup.dirs.filter((d) => !present.includes(d)).map((d) => d.dir),
     killed,
-    unlinked,
+    unlinked: [...nested.unlinked, ...unlinked],
     method: [...method],
     forced: upHolder,
   };
+}
+
+/**
+ * Drill cgroups set up inside this one (`cgroup setup --parent` this cgroup,
+ * the same state dir), torn down first and whole: removing this tree takes
+ * their v1 dirs with it, but not their hybrid twins (flat under the unified
+ * root), their markers or their hogs' files.
+ */
+async function teardownNested(
+  roots: HostRoots,
+  cgroup: WorkerCgroup,
+  present: CgroupDir[],
+  options: TeardownOptions,
+): Promise<{ killed: KilledTask[]; removed: string[]; unlinked: string[]; method: TeardownMethod[] }> {
+  const done = { killed: [] as KilledTask[], removed: [] as string[], unlinked: [] as string[], method: [] as TeardownMethod[] };
+  const inside = (dir: string): boolean => present.some((p) => dir.startsWith(p.dir + path.sep));
+  const nested = listMarkers(options.stateDir).filter(({ marker }) => marker.dirs.some((d) => inside(d.dir)));
+  if (nested.length === 0) return done;
+  const layout = requireLayout(roots);
+  for (const { marker } of nested) {
+    const child = workerCgroupFromDirs(layout, marker.name, marker.dirs.map((d) => d.dir));
+    if (child === null) continue;
+    const torn = await teardownWorkerCgroup(roots, child, options);
+    if (torn.kind !== "removed") continue;
+    done.killed.push(...torn.killed);
+    done.removed.push(...torn.removed);
+    done.unlinked.push(...torn.unlinked);
+    done.method.push(...torn.method.filter((m) => m !== "empty"));
+  }
+  return done;
 }
 
 /**

@@ -3,7 +3,8 @@ import { existsSync, mkdirSync, readdirSync, rmdirSync, rmSync, writeFileSync } 
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { readPids } from "../../src/cgroup/memoryFiles.js";
-import type { WorkerCgroup } from "../../src/cgroup/paths.js";
+import { requireLayout } from "../../src/cgroup/layout.js";
+import { resolveWorkerCgroup, type WorkerCgroup } from "../../src/cgroup/paths.js";
 import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
 import { teardownWorkerCgroup } from "../../src/cgroup/teardown.js";
 import { cgroupDirsLeft, forceCleanup, realCgroupSkipReason, realRoots, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
@@ -121,5 +122,30 @@ describe.skipIf(skipReason)("teardown of a drill-made cgroup with child cgroups 
     if (torn.kind === "removed") expect(torn.killed).toContainEqual({ pid: sleeper.pid, comm: "sleep", dir: sub });
     expect(await exited(sleeper)).toBe("SIGKILL");
     expect(cgroupDirsLeft(cg)).toEqual([]);
+  });
+
+  // QA: a drill cgroup set up inside another (--parent that cgroup) lost its v1 dir
+  // with the parent's teardown, but its unified twin and its marker stayed, while
+  // teardown said "torn down".
+  it.skipIf(!hybrid)("a drill cgroup set up inside this one goes first and whole: its twin and marker too", async () => {
+    const parent = realWorkerCgroup(uniqueName());
+    made.push(parent);
+    const setupParent = await runDrill(["--state-dir", stateDir, "cgroup", "setup", "--parent", "self", "--name", parent.name, "--memory-max", "64M"]);
+    expect(setupParent.exitCode, setupParent.stderr).toBe(0);
+    const childName = uniqueName();
+    // Cleaned up after a failure too: its twin is not under the parent.
+    made.push(resolveWorkerCgroup(realRoots(), requireLayout(realRoots()), childName, { kind: "path", path: parent.limits.cgroupPath }));
+    const setupChild = await runDrill(["--state-dir", stateDir, "cgroup", "setup", "--parent", parent.limits.cgroupPath, "--name", childName, "--memory-max", "32M"]);
+    expect(setupChild.exitCode, setupChild.stderr).toBe(0);
+    const childStatus = await runDrill(["--state-dir", stateDir, "--json", "cgroup", "status", "--parent", parent.limits.cgroupPath, "--name", childName]);
+    const childDirs = (JSON.parse(childStatus.stdout) as { dirs: Array<{ dir: string }> }).dirs.map((d) => d.dir);
+    expect(childDirs.length).toBe(2);
+    for (const dir of childDirs) expect(existsSync(dir), dir).toBe(true);
+
+    const down = await runDrill(["--state-dir", stateDir, "cgroup", "teardown", "--parent", "self", "--name", parent.name], { timeout: 60_000 });
+    expect(down.exitCode, down.stdout + down.stderr).toBe(0);
+    for (const dir of childDirs) expect(existsSync(dir), `${dir} left behind`).toBe(false);
+    expect(readdirSync(path.join(stateDir, "cgroups")).filter((f) => f.startsWith(childName))).toEqual([]);
+    expect(cgroupDirsLeft(parent)).toEqual([]);
   });
 });
