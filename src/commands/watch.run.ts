@@ -1,5 +1,6 @@
 import { closeSync, openSync, writeSync } from "node:fs";
 import { detectLayout } from "../cgroup/layout.js";
+import { effectiveLimitFrom } from "../cgroup/memoryFiles.js";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
 import { markedWorkerCgroup } from "../cgroup/teardown.js";
@@ -17,7 +18,7 @@ import { QueueReader, readSample } from "../sampler/read.js";
 import { NO_REJECTS, rejectBatchLines } from "../sampler/rejects.js";
 import { LiveView, formatAlarmEvent, formatSampleLine, type ViewSize } from "../sampler/render.js";
 import type { ParentSpec } from "../cgroup/names.js";
-import { parseDuration, parsePositiveDuration, parsePsiLimit, parsePercent, parsePositiveInt } from "../units.js";
+import { formatBytes, parseDuration, parsePositiveDuration, parsePsiLimit, parsePercent, parsePositiveInt } from "../units.js";
 import type { WatchOptions } from "./watch.js";
 
 /** The worker cgroup to watch; its absence (or no hierarchy at all) is a missing signal, not an error. */
@@ -31,6 +32,19 @@ function workerCgroup(roots: HostRoots, stateDir: string, name: string, parent: 
   } catch (err) {
     return fail(roots.proc("self", "cgroup"), err instanceof Error ? err.message : String(err));
   }
+}
+
+/**
+ * cg_mem_max is the cgroup's own limit; an ancestor's tighter one is where the
+ * OOM killer acts (cgroup status's effective limit). Said once at the start:
+ * the sample stays one read of one file per field.
+ */
+function tighterAncestorLimit(cgroup: WorkerCgroup): string | null {
+  const { dir, mount, version } = cgroup.limits;
+  const own = effectiveLimitFrom(dir, dir, version).limit;
+  const effective = effectiveLimitFrom(dir, mount, version);
+  if (effective.limit === "max" || effective.dir === null || effective.dir === dir || (own !== "max" && own <= effective.limit)) return null;
+  return `watch: cg_mem_max is ${dir}'s own limit (${own === "max" ? "max" : formatBytes(own)}); ancestor ${effective.dir} limits it to ${formatBytes(effective.limit)}, the effective limit where the OOM killer acts`;
 }
 
 const USAGE_OPEN_ERRORS = new Set(["ENOENT", "ENOTDIR", "EISDIR", "EACCES", "EPERM", "EROFS", "ENAMETOOLONG", "ELOOP"]);
@@ -176,6 +190,8 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   // After the flags are known good; stderr, so --json stdout stays one sample a line.
   const hint = absentCgroupHint("watch", "its cg_* fields stay null", roots, g.stateDir, name, cgroup);
   if (hint !== null) output.err(hint);
+  const ancestor = cgroup.ok ? tighterAncestorLimit(cgroup.value) : null;
+  if (ancestor !== null) output.err(ancestor);
 
   const redisTimeoutMs = Math.min(2000, Math.max(250, intervalMs));
   const queueReader = new QueueReader(redisUrl, keys, alarmConfig.hostClass, redisTimeoutMs);

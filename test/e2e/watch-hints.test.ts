@@ -85,3 +85,24 @@ describe("drill watch --record", () => {
     expect(r.stdout).toBe("");
   });
 });
+
+// QA: with an ancestor's limit tighter than the cgroup's own, cg_mem_max showed headroom that
+// did not exist (the OOM came at the ancestor's limit; cgroup status said "effective").
+describe("drill watch: an ancestor's tighter limit", () => {
+  it("is said once on stderr at the start; cg_mem_max stays the cgroup's own; no word when the own limit is the tightest", async () => {
+    const me = path.join(host.cg, "user.slice", "me");
+    write(path.join(me, "memory.max"), "33554432\n");
+    try {
+      const r = await watchOnce(["--parent", "self", "--name", "qa-inj"]);
+      expect(r.exitCode, r.stderr).toBe(0);
+      expect(r.stderr.split("\n").filter((l) => l.includes("ancestor"))).toEqual([
+        `watch: cg_mem_max is ${path.join(me, "qa-inj")}'s own limit (64.0MiB); ancestor ${me} limits it to 32.0MiB, the effective limit where the OOM killer acts`,
+      ]);
+      expect(JSON.parse(r.stdout.trim())).toMatchObject({ cg_mem_max: 67108864 });
+    } finally {
+      rmSync(path.join(me, "memory.max"));
+    }
+    const calm = await watchOnce(["--parent", "self", "--name", "qa-inj"]);
+    expect(calm.stderr).not.toContain("ancestor");
+  });
+});
