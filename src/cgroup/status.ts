@@ -6,7 +6,7 @@ import { readCgroupMemory, readPids, type CgroupMemory, type MissingFile } from 
 import type { WorkerCgroup } from "./paths.js";
 import { readMarker } from "./stateFiles.js";
 import { readComm } from "./tasks.js";
-import { markedWorkerCgroup } from "./teardown.js";
+import { markedWorkerCgroup, withDescendants } from "./teardown.js";
 
 export interface CgroupStatus {
   name: string;
@@ -48,7 +48,9 @@ export function readCgroupStatus(roots: HostRoots, computed: WorkerCgroup, state
   }
 
   const byPid = new Map<number, string[]>();
-  for (const d of dirs.filter((x) => x.exists)) {
+  // Child cgroups' tasks too (a task moved below the drill's cgroup): teardown kills them as well.
+  const present = cgroup.dirs.filter((d) => existsSync(d.dir));
+  for (const d of withDescendants(present)) {
     const pids = readPids(path.join(d.dir, "cgroup.procs"));
     if (!pids.ok) {
       missing.push({ file: pids.file, reason: pids.reason });

@@ -364,7 +364,7 @@ function descendants(dir: CgroupDir): CgroupDir[] {
 }
 
 /** The dirs and every cgroup below them. cgroup.kill and cgroup.freeze act on a v2 subtree; v1 tasks are signalled dir by dir. */
-function withDescendants(dirs: CgroupDir[]): CgroupDir[] {
+export function withDescendants(dirs: CgroupDir[]): CgroupDir[] {
   return dirs.flatMap((d) => [d, ...descendants(d)]);
 }
 

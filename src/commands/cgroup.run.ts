@@ -75,10 +75,17 @@ function renderStatus(status: CgroupStatus, output: Output): void {
     const { some, full } = status.pressure;
     output.out(`  pressure some avg10=${some.avg10.toFixed(2)} total=${some.total}us` + (full ? `  full avg10=${full.avg10.toFixed(2)} total=${full.total}us` : ""));
   } else {
-    const why = status.pressureFile === null ? " (no per-cgroup PSI on legacy v1)" : status.dirs.some((d) => !d.exists) ? " (twin absent: not created by drill cgroup setup)" : "";
+    const why = status.pressureFile === null ? " (no per-cgroup PSI on legacy v1)" : status.dirs.some((d) => !d.exists)
+        ? status.createdByDrill
+          ? " (twin absent: removed since drill cgroup setup made it; setup again makes it)"
+          : " (twin absent: not created by drill cgroup setup)"
+        : "";
     output.out(`  pressure n/a${why}`);
   }
-  output.out(`  tasks    ${status.tasks.length === 0 ? "none" : status.tasks.map((t) => `${t.pid} ${t.comm ?? "?"}`).join(", ")}`);
+  // A task in a child cgroup says where: teardown kills it with the rest.
+  const own = new Set(status.dirs.map((d) => d.dir));
+  const where = (dirs: string[]): string => (dirs.every((d) => own.has(d)) ? "" : ` (in ${dirs.filter((d) => !own.has(d)).join(", ")})`);
+  output.out(`  tasks    ${status.tasks.length === 0 ? "none" : status.tasks.map((t) => `${t.pid} ${t.comm ?? "?"}${where(t.dirs)}`).join(", ")}`);
   for (const miss of status.missing) output.err(`missing: ${miss.file}: ${miss.reason}`);
 }
 
