@@ -396,10 +396,11 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
 }
 
 /** A cgroup teardown as a rollback step says it. */
-function describeTeardown(torn: TeardownResult): string {
+export function describeTeardown(torn: TeardownResult): string {
   if (torn.kind === "nothing") return `nothing at ${torn.looked.join(", ")}`;
   const killed = torn.killed.map((t) => `${t.pid} (${t.comm ?? "?"})`).join(", ");
-  return `killed ${torn.killed.length}${killed ? `: ${killed}` : ""} via ${torn.method.join("+")}; removed ${[...torn.removed, ...torn.alreadyGone].join(", ")}`;
+  const gone = torn.alreadyGone.length > 0 ? `; already gone ${torn.alreadyGone.join(", ")}` : "";
+  return `killed ${torn.killed.length}${killed ? `: ${killed}` : ""} via ${torn.method.join("+")}; removed ${torn.removed.join(", ") || "none"}${gone}`;
 }
 
 /** What a rollback did with a cgroup `drill cgroup setup` made outside any drill. */

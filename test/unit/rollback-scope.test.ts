@@ -1,7 +1,7 @@
 import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { drillOfRunId, embeddedRedisDrill, findRunningDrills, rollbackHint, unknownDrillProblem, type RunningDrill } from "../../src/drill/rollback.js";
+import { describeTeardown, drillOfRunId, embeddedRedisDrill, findRunningDrills, rollbackHint, unknownDrillProblem, type RunningDrill } from "../../src/drill/rollback.js";
 import { writeState, type DrillState } from "../../src/drill/state.js";
 import { drillRunFromEnviron } from "../../src/drill/strays.js";
 import { fakeProcStat, makeFakeHost, type FakeHost } from "../helpers/cgroupFixtures.js";
@@ -135,3 +135,11 @@ describe("unknownDrillProblem: rollback --name of no drill, beside drills that a
   });
 });
 
+
+// QA: a twin someone had removed by hand was reported "removed" by rollback.
+describe("rollback's cgroup step line", () => {
+  it("says which dirs it removed and which were already gone", () => {
+    const line = describeTeardown({ kind: "removed", removed: ["/sys/fs/cgroup/memory/a"], alreadyGone: ["/sys/fs/cgroup/unified/drill-a-1"], killed: [], unlinked: [], method: ["empty"], forced: null });
+    expect(line).toBe("killed 0 via empty; removed /sys/fs/cgroup/memory/a; already gone /sys/fs/cgroup/unified/drill-a-1");
+  });
+});
