@@ -37,6 +37,8 @@ export interface InjectReport {
   joined: boolean | null;
   touched_bytes: number;
   packed_bytes: number | null;
+  /** ms from the hog's start to its packed line: how long the fill took (null: it never packed). */
+  fill_ms: number | null;
   passes: number;
   cgroup: string;
   cg_mem_max: number | "max" | null;
@@ -416,6 +418,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     joined: state.joined,
     touched_bytes: state.touched,
     packed_bytes: state.packed,
+    fill_ms: state.packedAtMs,
     passes: state.passes,
     cgroup: cgroup.limits.dir,
     cg_mem_max: memory.limit,
@@ -456,12 +459,14 @@ export function describeOutcome(r: InjectReport, stderrTail = ""): string {
   const oom = `cgroup oom_kill ${r.cg_oom_kill_before ?? "n/a"} → ${r.cg_oom_kill_after ?? "n/a"}`;
   const stall = r.stall.holdMedianPct === null
     ? ""
-    : `; cgroup stall during the hold: median ${r.stall.holdMedianPct.toFixed(1)}%, ≥${r.stall.thresholdPct}% in ${r.stall.holdSecondsOver}/${r.stall.holdSeconds} s`;
+    : `; cgroup stall during the hold: median ${r.stall.holdMedianPct.toFixed(1)}%, ≥${r.stall.thresholdPct}% in ${r.stall.holdSecondsOver}/${r.stall.holdSeconds} whole s of it`;
+  // The second the fill ended in counts as fill: a hold of N s has N - 1 whole seconds of its own.
+  const filled = r.fill_ms === null ? "" : ` in ${(r.fill_ms / 1000).toFixed(1)} s`;
   switch (r.outcome) {
     case "packed":
       return r.detached
         ? `packed: ${formatBytes(r.packed_bytes)} touched in ${r.cgroup}; hog pid ${r.pid} holds for ${formatDuration(r.hold_ms)} and exits by itself (record ${r.state_file})`
-        : `packed: ${formatBytes(r.packed_bytes)} touched and held ${formatDuration(r.hold_ms)}; ${describeRunPeak(r)}; ${oom}${stall}`;
+        : `packed: ${formatBytes(r.packed_bytes)} touched${filled} and held ${formatDuration(r.hold_ms)}; ${describeRunPeak(r)}; ${oom}${stall}`;
     case "oom_killed": {
       // Progress lines come every 100 ms; an anonymous fill can hit the limit before the first.
       const exactPeak = r.run_peak_bytes !== null && r.run_peak_basis !== "sampled";

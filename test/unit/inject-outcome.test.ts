@@ -17,7 +17,7 @@ describe("runPeak: this run's cgroup peak, never the lifetime one passed off as 
 function report(overrides: Partial<InjectReport>): InjectReport {
   return {
     outcome: "packed", name: "qa-inj", mode: "anon", size_bytes: 32 * M, hold_ms: 1000, detached: false, pid: 4242, start_time: 1, joined: true,
-    touched_bytes: 32 * M, packed_bytes: 32 * M, passes: 0, cgroup: "/sys/fs/cgroup/qa-inj", cg_mem_max: 64 * M, cg_mem_max_effective: 64 * M,
+    touched_bytes: 32 * M, packed_bytes: 32 * M, fill_ms: null, passes: 0, cgroup: "/sys/fs/cgroup/qa-inj", cg_mem_max: 64 * M, cg_mem_max_effective: 64 * M,
     cg_mem_peak: 64 * M, run_peak_bytes: 32.4 * M, run_peak_basis: "sampled", cg_oom_kill_before: 1, cg_oom_kill_after: 1, stall_rates_pct: [], samples: [],
     stall: { holdSeconds: 0, holdMedianPct: null, holdMaxPct: null, holdSecondsOver: 0, thresholdPct: 5 },
     pressure_file: null, file: null, state_file: null, exit: { code: 0, signal: null, description: "exited 0" }, message: "",
@@ -35,6 +35,13 @@ describe("describeOutcome", () => {
     const killed = { outcome: "oom_killed" as const, size_bytes: 128 * M, touched_bytes: 0, packed_bytes: null };
     expect(describeOutcome(report({ ...killed, run_peak_bytes: 64 * M, run_peak_basis: "lifetime_peak_rose" }))).toContain("OOM-killed at about 64.0MiB (this run's cgroup peak) of 128MiB (cgroup limit 64.0MiB)");
     expect(describeOutcome(report({ ...killed, run_peak_bytes: 3 * M, run_peak_basis: "sampled" }))).toContain("OOM-killed at an unknown size (before its first progress line) of 128MiB");
+  });
+
+  // QA: a 3 s hold said "≥5% in 0/2 s" and nowhere how long the fill took.
+  it("packed says how long the fill took, and that the stall counts the hold's whole seconds", () => {
+    const text = describeOutcome(report({ fill_ms: 180, hold_ms: 3000, stall: { holdSeconds: 2, holdMedianPct: 1.2, holdMaxPct: 2, holdSecondsOver: 0, thresholdPct: 5 } }));
+    expect(text).toContain("packed: 32.0MiB touched in 0.2 s and held 3s;");
+    expect(text).toContain("≥5% in 0/2 whole s of it");
   });
 
   it("packed after an earlier OOM: this run's peak, the lifetime one labelled as such", () => {
