@@ -156,7 +156,8 @@ function sections(r: Report): Section[] {
       ["finished after a retry (attempt > 0)", int(r.retries.finished_after_retry)],
       ["tokens_out (stats)", int(t?.tokens_out ?? null)],
       ["jobs_done (stats)", int(t?.jobs_done ?? null)],
-      ["jobs_late (stats)", int(t?.jobs_late ?? null)],
+      // The worker counts a job late when it finishes; "late jobs" above also counts admitted jobs that never got a first token.
+      ["jobs_late (stats: finished late, whole drill)", int(t?.jobs_late ?? null)],
     ],
   });
 
