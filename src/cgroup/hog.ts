@@ -12,7 +12,8 @@ export type HogMode = "anon" | "thrash";
  * - interrupted: the operator stopped inject (SIGINT/SIGTERM);
  * - failed: anything else (could not join, bad arguments, refused, died otherwise).
  */
-export type HogOutcome = "packed" | "oom_killed" | "interrupted" | "failed";
+export const HOG_OUTCOMES = ["packed", "oom_killed", "interrupted", "failed"] as const;
+export type HogOutcome = (typeof HOG_OUTCOMES)[number];
 
 export interface HogExitFacts {
   code: number | null;

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import { closeSync, fsyncSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { DrillError, RefusedError } from "../errors.js";
 import { HostRoots } from "../host/kernelFile.js";
@@ -360,6 +360,19 @@ export function writeHogRecord(file: string, record: HogRecord): void {
 
 export function removeHogRecord(file: string): void {
   rmSync(file, { force: true });
+}
+
+/**
+ * A hog done with: its file unlinked if it is still there (the hog unlinks it
+ * on every exit but SIGKILL), its log and its record removed. Returns the file
+ * it unlinked, or null.
+ */
+export function discardHogRecord(file: string, record: HogRecord): string | null {
+  const unlinked = record.file !== null && existsSync(record.file) ? record.file : null;
+  if (unlinked !== null) rmSync(unlinked, { force: true });
+  if (record.logFile) rmSync(record.logFile, { force: true });
+  removeHogRecord(file);
+  return unlinked;
 }
 
 /** Hog records, all or those of one cgroup. */

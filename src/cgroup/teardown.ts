@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmdirSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { drillCommandFor } from "../context.js";
@@ -8,7 +8,7 @@ import { readPids } from "./memoryFiles.js";
 import { requireLayout } from "./layout.js";
 import { assembleWorkerCgroup, workerCgroupFromDirs, type CgroupDir, type WorkerCgroup } from "./paths.js";
 import { readUpHolder, upHolderRefusal, type UpHolder } from "./setup.js";
-import { listHogRecords, listMarkers, markerFile, readMarker, removeHogRecord, removeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
+import { discardHogRecord, listHogRecords, listMarkers, markerFile, readMarker, removeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
 import { isInCgroup, readComm } from "./tasks.js";
 
 export interface TeardownOptions {
@@ -203,15 +203,7 @@ export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgr
   }
 
   // The hog unlinks its thrash file on every exit but SIGKILL: finish its job.
-  const unlinked: string[] = [];
-  for (const { file, record } of listHogRecords(options.stateDir, computed)) {
-    if (record.file && existsSync(record.file)) {
-      rmSync(record.file, { force: true });
-      unlinked.push(record.file);
-    }
-    if (record.logFile) rmSync(record.logFile, { force: true });
-    removeHogRecord(file);
-  }
+  const unlinked = listHogRecords(options.stateDir, computed).flatMap(({ file, record }) => discardHogRecord(file, record) ?? []);
   removeMarker(options.stateDir, computed);
   if (method.size === 0) method.add("empty");
   return {
@@ -307,9 +299,9 @@ export async function killUntilEmpty(
       await whileFrozen(freezable, Math.min(deadline, Date.now() + FREEZE_WAIT_MS), () => {
         // Read again once frozen: now the list is every task, none can fork.
         const frozenTree = withDescendants(dirs);
-        if (sigkillEach(roots, frozenTree, listInside(roots, frozenTree), send, seen, killed)) method.add("freeze-kill-thaw");
+        if (signalEach(roots, frozenTree, listInside(roots, frozenTree), send, seen, killed)) method.add("freeze-kill-thaw");
       });
-    } else if (sigkillEach(roots, subtree, inside, send, seen, killed)) {
+    } else if (signalEach(roots, subtree, inside, send, seen, killed)) {
       method.add("sigkill-by-pid");
     }
     await sleep(wait);
@@ -335,7 +327,7 @@ export async function stopGracefully(
   const inside = listInside(roots, subtree);
   // drill inside its own cgroup: killUntilEmpty refuses it, before any signal.
   if (inside.length === 0 || inside.some((t) => t.pid === process.pid)) return;
-  if (sigkillEach(roots, subtree, inside, send, new Set(stopped.map((t) => t.pid)), stopped)) method.add("sigterm");
+  if (signalEach(roots, subtree, inside, send, new Set(stopped.map((t) => t.pid)), stopped)) method.add("sigterm");
   let wait = 20;
   while (Date.now() < until && listInside(roots, withDescendants(dirs)).length > 0) {
     await sleep(Math.min(wait, Math.max(until - Date.now(), 1)));
@@ -399,7 +391,7 @@ function listInside(roots: HostRoots, dirs: CgroupDir[]): KilledTask[] {
 }
 
 /** SIGKILLs each task still in its cgroup; true when at least one signal was sent. */
-function sigkillEach(roots: HostRoots, dirs: CgroupDir[], tasks: KilledTask[], send: SendSigkill, seen: Set<number>, killed: KilledTask[]): boolean {
+function signalEach(roots: HostRoots, dirs: CgroupDir[], tasks: KilledTask[], send: SendSigkill, seen: Set<number>, killed: KilledTask[]): boolean {
   let sent = false;
   for (const task of tasks) {
     // Reported whether cgroup.kill or the SIGKILL below ends it.

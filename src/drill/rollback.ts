@@ -1,11 +1,11 @@
-import { existsSync, readdirSync, readFileSync, rmdirSync, rmSync, unlinkSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmdirSync, unlinkSync } from "node:fs";
 import path from "node:path";
 import type { Redis } from "ioredis";
 import { requireLayout, type CgroupLayout } from "../cgroup/layout.js";
 import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, workerCgroupFromDirs } from "../cgroup/paths.js";
 import { TERM_GRACE_MS, teardownWorkerCgroup, type TeardownResult } from "../cgroup/teardown.js";
-import { listHogRecords, listMarkers, removeHogRecord } from "../cgroup/stateFiles.js";
+import { discardHogRecord, listHogRecords, listMarkers } from "../cgroup/stateFiles.js";
 import { DrillError, RefusedError, RollbackIncompleteError } from "../errors.js";
 import { previousModeText } from "../gate/policy.js";
 import type { HostRoots } from "../host/kernelFile.js";
@@ -422,10 +422,6 @@ export interface CgroupRollback {
 export async function rollbackStandaloneCgroups(roots: HostRoots, stateDir: string, name?: string): Promise<CgroupRollback[]> {
   const markers = listMarkers(stateDir).filter(({ marker }) => marker.owner === undefined && (name === undefined || marker.name === name));
   const done: CgroupRollback[] = [];
-  if (markers.length === 0) {
-    done.push(...(await stopStrayHogs(roots, stateDir, name)));
-    return done;
-  }
   // Read once; without a hierarchy each marker is left, and says why.
   let layout: CgroupLayout | Error;
   try {
@@ -464,19 +460,17 @@ export async function rollbackStandaloneCgroups(roots: HostRoots, stateDir: stri
  */
 async function stopStrayHogs(roots: HostRoots, stateDir: string, name?: string): Promise<CgroupRollback[]> {
   const done: CgroupRollback[] = [];
-  const owned = new Set(listMarkers(stateDir).filter(({ marker }) => marker.owner !== undefined).map(({ marker }) => marker.name));
+  // A marker's file is named by its cgroup's key, as a hog record names its cgroup.
+  const owned = new Set(listMarkers(stateDir).filter(({ marker }) => marker.owner !== undefined).map(({ file }) => path.basename(file, ".json")));
   for (const { file, record } of listHogRecords(stateDir)) {
     // A drill's own hogs are its rollback's (up's records carry its cgroup's marker).
-    if ((name !== undefined && record.name !== name) || owned.has(record.name)) continue;
+    if ((name !== undefined && record.name !== name) || owned.has(record.cgroupKey)) continue;
     const outcome = await stopRecordedProcess(roots, { pid: record.pid, startTime: record.startTime }, TERM_GRACE_MS);
     if (outcome === "alive") {
       done.push({ name: record.name, dirs: [], step: { step: "stop hog", ok: false, detail: `hog pid ${record.pid} survived SIGKILL; its record ${file} kept` } });
       continue;
     }
-    const unlinked = record.file !== null && existsSync(record.file) ? record.file : null;
-    if (unlinked) rmSync(unlinked, { force: true });
-    if (record.logFile) rmSync(record.logFile, { force: true });
-    removeHogRecord(file);
+    const unlinked = discardHogRecord(file, record);
     const what = outcome === "stopped" ? `stopped hog pid ${record.pid} (SIGTERM)` : outcome === "killed" ? `killed hog pid ${record.pid} (SIGKILL after ${TERM_GRACE_MS / 1000} s)` : `hog pid ${record.pid ?? "?"} already gone`;
     done.push({ name: record.name, dirs: [], step: { step: "stop hog", ok: true, detail: `${what} (detached inject recorded in ${file}, its cgroup set up elsewhere)${unlinked ? `; unlinked ${unlinked}` : ""}` } });
   }

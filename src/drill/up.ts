@@ -4,7 +4,7 @@ import { closeSync, mkdirSync, openSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
-import type { HogOutcome } from "../cgroup/hog.js";
+import { HOG_OUTCOMES, type HogOutcome } from "../cgroup/hog.js";
 import { requireLayout } from "../cgroup/layout.js";
 import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup } from "../cgroup/paths.js";
@@ -12,7 +12,7 @@ import { applySetup, inspectForSetup, planSetup } from "../cgroup/setup.js";
 import { evaluateChecks, type Check } from "../doctor/checks.js";
 import { gatherFacts } from "../doctor/gather.js";
 import { RefusedError, UsageError } from "../errors.js";
-import type { HostRoots } from "../host/kernelFile.js";
+import { readKernelText, type HostRoots } from "../host/kernelFile.js";
 import { isSameProcess, readProcessStat } from "../host/process.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
 import type { Job } from "../queue/job.js";
@@ -629,15 +629,11 @@ function inject(
     "--json", "inject", ...target, "--size", String(step.size), "--mode", step.mode, "--hold", `${holdMs}ms`, "--file-dir", state.fileDir ?? "/var/tmp",
   ]);
   // inject exits 0 on an OOM kill too (the anon drill's expected end): its document says which.
-  void exited.then((code) => log(hogExitLine(index, key, code, hogOutcomeIn(readTextQuietly(path.join(dir, outputName(key)))))));
-}
-
-function readTextQuietly(file: string): string {
-  try {
-    return readFileSync(file, "utf8");
-  } catch {
-    return ""; // no document: the exit code is all there is
-  }
+  void exited.then((code) => {
+    // No document (unreadable): the exit code is all there is.
+    const output = readKernelText(path.join(dir, outputName(key)));
+    log(hogExitLine(index, key, code, hogOutcomeIn(output.ok ? output.value : "")));
+  });
 }
 
 /** Pure: the outcome in `drill --json inject`'s output (its last document), or null when it wrote none. */
@@ -646,7 +642,7 @@ export function hogOutcomeIn(text: string): HogOutcome | null {
   for (const line of lines.reverse()) {
     try {
       const outcome = (JSON.parse(line) as { outcome?: unknown }).outcome;
-      if (outcome === "packed" || outcome === "oom_killed" || outcome === "interrupted" || outcome === "failed") return outcome;
+      if (HOG_OUTCOMES.includes(outcome as HogOutcome)) return outcome as HogOutcome;
     } catch {
       // not a document (a line cut short by a kill)
     }

@@ -171,7 +171,6 @@ export interface RecoveredJob {
   route: "ready" | "dead";
 }
 
-/** The drill's Redis queue: every key derived from one name (DESIGN.md's table). */
 /**
  * Why a rejected job goes to the dead list instead of a retry list, or null:
  * past the retry budget, or already on the class it would be retried on (a
@@ -183,6 +182,7 @@ export function rejectDeadReason(job: Job, kind: RejectKind, route: { retryHostC
   return null;
 }
 
+/** The drill's Redis queue: every key derived from one name (DESIGN.md's table). */
 export class DrillQueue {
   readonly keys: QueueKeys;
   constructor(

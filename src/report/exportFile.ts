@@ -18,6 +18,7 @@ import {
   type JobTiming,
   UNFINISHED_ROLES,
 } from "./inputs.js";
+import { workerKeys } from "../worker/scripts.js";
 
 /**
  * Rollback's export (src/drill/drain.ts exportKeys), one JSON line per key:
@@ -123,7 +124,7 @@ export function parseExport(text: string, keys: QueueKeys): ExportedQueue {
     return out;
   };
   const stats = hashOf(byKey.get(keys.stats));
-  const firstTokens = firstTokenTimes(hashOf(byKey.get(`${keys.queue}:first_token`)));
+  const firstTokens = firstTokenTimes(hashOf(byKey.get(workerKeys(keys.queue).firstToken)));
   const unfinished: JobTiming[] = [];
 
   const lists: JobList[] = [];

@@ -16,6 +16,7 @@ import { queueKeys, type QueueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
 import { scanKeys } from "../drill/drain.js";
 import { holderExited, parseWorkerToken } from "../worker/heartbeatToken.js";
+import { workerKeys } from "../worker/scripts.js";
 import { parseExport, exportTimeMs, queueOfKey } from "./exportFile.js";
 import {
   eventFromEntry,
@@ -405,9 +406,10 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
         } else {
           await checkQueueLive(redis, keys, url, notes, queueAsked);
           const nowMs = now();
-          const live = await readLive(redis, keys, nowMs - options.sinceMs, notes, options.roots ?? new HostRoots());
+          const roots = options.roots ?? new HostRoots();
+          const live = await readLive(redis, keys, nowMs - options.sinceMs, notes, roots);
           const source: ReportInputs["source"] = revived ? { kind: "aof", url, aofDir: state!.redis.embedded!.dir } : { kind: "live", url };
-          const cgroupNow = queueAsked ? null : readCgroupNow(options.roots ?? new HostRoots(), state, now());
+          const cgroupNow = queueAsked ? null : readCgroupNow(roots, state, now());
           return { inputs: { ...base, source, ...live, cgroupNow }, nowMs };
         }
       } finally {
@@ -530,7 +532,7 @@ async function readLive(redis: Redis, keys: QueueKeys, fromMs: number, notes: st
   };
   const unfinished: JobTiming[] = [];
   const jobPlaces = await attempt("the job lists", () => readJobPlaces(redis, keys, roots, unfinished));
-  const firstTokenKey = `${keys.queue}:first_token`;
+  const firstTokenKey = workerKeys(keys.queue).firstToken;
   return {
     jobPlaces,
     unfinished: jobPlaces === null ? null : unfinished,
@@ -565,11 +567,12 @@ async function readJobPlaces(redis: Redis, keys: QueueKeys, roots: HostRoots, un
       continue;
     }
     const ids: Array<string | null> = [];
+    const timed = UNFINISHED_ROLES.includes(where.role);
     for (let offset = 0; ; offset += BATCH) {
       const batch = await redis.lrangeBuffer(key, offset, offset + BATCH - 1);
       for (const entry of batch) {
         ids.push(jobIdOf(entry));
-        const timing = UNFINISHED_ROLES.includes(where.role) ? jobTimingOf(entry, where.role) : null;
+        const timing = timed ? jobTimingOf(entry, where.role) : null;
         if (timing) unfinished.push(timing);
       }
       if (batch.length < BATCH) break;

@@ -28,7 +28,7 @@ const children: ChildProcess[] = [];
 
 const uniqueName = () => `tdesc${process.pid}x${counter++}`;
 const hybrid = skipReason === null && realWorkerCgroup("probe").layout === "hybrid";
-if (skipReason === null && !hybrid) console.warn("skipping the hybrid-twin child case: this host is not hybrid (the cgroup2 twin exists only there)");
+if (skipReason === null && !hybrid) console.warn("skipping the hybrid-twin cases (a task in a child of the twin, a drill cgroup set up inside another): this host is not hybrid (the cgroup2 twin exists only there)");
 const alive = (c: ChildProcess) => c.exitCode === null && c.signalCode === null;
 const exited = (c: ChildProcess): Promise<NodeJS.Signals | null> =>
   !alive(c) ? Promise.resolve(c.signalCode) : new Promise((resolve) => c.once("exit", (_code, signal) => resolve(signal)));
