@@ -215,6 +215,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   const keyboard = live ? liveKeys(quit, repaint) : null;
   try {
     await queueReader.connect();
+    if (live) process.stdout.write(live.waiting(size()));
     await runSidecar({
       read: async () => {
         const raw = await readSample({ roots, cgroup }, queueReader);

@@ -276,6 +276,20 @@ export class LiveView {
     this.recentRejectsMore = rejects.more;
   }
 
+  /**
+   * Drawn at the start, until the first frame replaces it: the first sample
+   * comes one interval later (the first reading only seeds the rates), and a
+   * blank terminal for that long reads as a hung command.
+   */
+  waiting(size: ViewSize = { columns: WIDTH, rows: Infinity }): string {
+    const width = Math.max(1, Math.min(WIDTH, size.columns));
+    const every = formatDuration(this.header.intervalMs);
+    const row: Row = { label: "", segments: ["drill watch", `cgroup ${this.header.cgroup}`, `queue ${this.header.queue}`, `first sample in ${every}`], priority: 1, style: (l) => this.color.dim(l) };
+    const lines = layoutRow(row, width, false);
+    this.drawnLines = lines.length;
+    return `${lines.join("\n")}\n`;
+  }
+
   /** Moves back over the last frame and clears it, prints alarm lines (they scroll), then the new frame with the reject lines. */
   redraw(s: Sample, events: AlarmEvent[], size?: ViewSize, rejects: RejectBatch = NO_REJECTS): string {
     this.rememberRejects(rejects);

@@ -129,6 +129,19 @@ describe("render", () => {
     expect(view.redraw(sample, [])).not.toContain("\x1b[");
   });
 
+  it("before the first sample a line says when it comes; the first frame draws over it", () => {
+    const view = new LiveView({ cgroup: "infer (hybrid)", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    const waiting = view.waiting({ columns: 80, rows: 24 });
+    expect(waiting).toBe("drill watch  cgroup infer (hybrid)  queue jobs  first sample in 1s\n");
+    expect(view.redraw(sample, []).startsWith("\x1b[1F\x1b[J")).toBe(true);
+    // Narrow terminals: wrapped, never wider, and the first frame moves back over every line of it.
+    const narrow = new LiveView({ cgroup: "infer (hybrid)", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    const lines = narrow.waiting({ columns: 30, rows: 24 }).trimEnd().split("\n");
+    expect(lines.length).toBeGreaterThan(1);
+    for (const line of lines) expect([...line].length, line).toBeLessThanOrEqual(30);
+    expect(narrow.redraw(sample, [], { columns: 30, rows: 24 }).startsWith(`\x1b[${lines.length}F\x1b[J`)).toBe(true);
+  });
+
   it("redraw moves back over the previous frame only from the second frame on", () => {
     const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
     expect(view.redraw(sample, [])).not.toContain("\x1b[");
