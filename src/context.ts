@@ -65,9 +65,18 @@ export function resolveGlobalOptions(raw: {
   };
 }
 
-/** `redis://:secret@host` → `redis://:***@host`, for messages. */
+/**
+ * `redis://:secret@host` → `redis://:***@host`, for messages. Up to the last
+ * `@`: a password typed with an `@` or `/` in it (not percent-encoded) is
+ * hidden whole; an `@` in a path is over-redacted, never a password shown.
+ */
 export function redactUrl(url: string): string {
-  return url.replace(/\/\/([^@/]*)@/, (_m, auth: string) => `//${auth.includes(":") ? `${auth.split(":")[0]}:***` : "***"}@`);
+  const start = url.indexOf("//");
+  const at = url.lastIndexOf("@");
+  if (start < 0 || at < start) return url;
+  const auth = url.slice(start + 2, at);
+  const colon = auth.indexOf(":");
+  return `${url.slice(0, start + 2)}${colon < 0 ? "***" : `${auth.slice(0, colon)}:***`}${url.slice(at)}`;
 }
 
 /**

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { redisDatabase, resolveGlobalOptions } from "../../src/context.js";
+import { redactUrl, redisDatabase, resolveGlobalOptions } from "../../src/context.js";
 import { UsageError } from "../../src/errors.js";
 
 describe("resolveGlobalOptions: the Redis URL", () => {
@@ -92,5 +92,19 @@ describe("resolveGlobalOptions: --state-dir, --procfs, --sysfs are directories",
   it("a dir not there yet is fine: the state dir is made on first use", () => {
     expect(resolveGlobalOptions({ stateDir: path.join(tmp, "new", "state") }, {}).stateDir).toBe(path.join(tmp, "new", "state"));
     expect(resolveGlobalOptions({ stateDir: tmp }, {}).stateDir).toBe(tmp);
+  });
+});
+
+describe("redactUrl", () => {
+  it("hides the password whole, also one typed with an @ or a / in it", () => {
+    expect(redactUrl("redis://:secret@127.0.0.1:6379/2")).toBe("redis://:***@127.0.0.1:6379/2");
+    expect(redactUrl("rediss://user:pw@cache:6380")).toBe("rediss://user:***@cache:6380");
+    expect(redactUrl("redis://u:p@ss@127.0.0.1:6379")).toBe("redis://u:***@127.0.0.1:6379");
+    expect(redactUrl("redis://:se/cret@127.0.0.1:6379")).toBe("redis://:***@127.0.0.1:6379");
+    expect(redactUrl("redis://token@127.0.0.1")).toBe("redis://***@127.0.0.1");
+  });
+
+  it("leaves a URL without credentials as it is", () => {
+    for (const url of ["redis://127.0.0.1:6379", "redis://127.0.0.1:6379/3", "/run/redis.sock", "not a url"]) expect(redactUrl(url)).toBe(url);
   });
 });
