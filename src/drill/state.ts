@@ -1,4 +1,4 @@
-import { readFileSync, unlinkSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { writeJsonDurably } from "../cgroup/stateFiles.js";
 import { DrillError, UsageError } from "../errors.js";
@@ -95,14 +95,6 @@ export function readState(stateDir: string, name: string): DrillState | null {
     return state;
   } catch (err) {
     throw new DrillError(`${file} is not a drill state file (${(err as Error).message}); move it aside to continue`);
-  }
-}
-
-export function removeState(stateDir: string, name: string): void {
-  try {
-    unlinkSync(statePath(stateDir, name));
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
   }
 }
 

@@ -1,4 +1,4 @@
-import { fail, ok, readKernelText, type HostRoots, type Reading } from "./kernelFile.js";
+import { fail, ok, type Reading } from "./kernelFile.js";
 
 /** Aggregate jiffies from the `cpu` line of /proc/stat. */
 export interface CpuTimes {
@@ -51,12 +51,6 @@ function aggregateCpuLine(text: string): string | null {
     at = eol + 1;
   }
   return null;
-}
-
-export function readCpuTimes(roots: HostRoots): Reading<CpuTimes> {
-  const file = roots.proc("stat");
-  const text = readKernelText(file);
-  return text.ok ? parseProcStatCpu(text.value, file) : text;
 }
 
 export interface CpuUsage {

@@ -10,16 +10,6 @@ export type Reading<T> = { ok: true; value: T } | { ok: false; file: string; rea
 export const ok = <T>(value: T): Reading<T> => ({ ok: true, value });
 export const fail = <T = never>(file: string, reason: string): Reading<T> => ({ ok: false, file, reason });
 
-/** The value of a reading, or null when it could not be read (signals are null, never 0). */
-export function valueOrNull<T>(reading: Reading<T>): T | null {
-  return reading.ok ? reading.value : null;
-}
-
-/** Applies a parser to a reading of text, keeping the failed file's name. */
-export function mapReading<T, U>(reading: Reading<T>, parse: (value: T, file: string) => Reading<U>, file: string): Reading<U> {
-  return reading.ok ? parse(reading.value, file) : reading;
-}
-
 /** One open, one read: the sidecar must not perturb the host it measures. */
 export function readKernelText(file: string): Reading<string> {
   try {

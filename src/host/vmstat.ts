@@ -68,8 +68,3 @@ export function parseVmstatCounters(text: string, file: string, names: readonly 
   return scanKeyedCounters(text, file, names, parseVmstat);
 }
 
-/** /proc/vmstat with only `names` kept (see parseVmstatCounters). */
-export function readVmstatCounters(file: string, names: readonly string[] = SWAP_COUNTER_NAMES): Reading<Vmstat> {
-  const text = readKernelText(file);
-  return text.ok ? parseVmstatCounters(text.value, file, names) : text;
-}
