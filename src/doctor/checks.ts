@@ -179,7 +179,7 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
     add(
       "hog file system",
       enough ? "pass" : "fail",
-      `${hog.dir} (${hog.fsType}, ${hog.freeBytes === null ? "?" : formatGiB(hog.freeBytes)} free)`,
+      `${hog.dir} (${hog.fsType}, ${hog.freeBytes === null ? "?" : formatBytes(hog.freeBytes)} free)`,
       enough
         ? "disk filesystem: file pages can be reclaimed and refaulted"
         : `needs ${formatBytes(hog.neededBytes)} for the hog and weights files plus ${formatBytes(FREE_MARGIN_BYTES)} to spare: inject and worker would refuse to start; use --file-dir on a larger disk, or a smaller --size`,
@@ -227,6 +227,3 @@ export function servingVerdict(f: DoctorFacts): ServingVerdict {
   return { refuse: reasons.some((r) => r.holds === true), reasons };
 }
 
-function formatGiB(bytes: number): string {
-  return `${(bytes / 1024 ** 3).toFixed(1)}GiB`;
-}

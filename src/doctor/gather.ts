@@ -6,7 +6,8 @@ import { detectLayout, type CgroupLayout } from "../cgroup/layout.js";
 import type { ParentSpec } from "../cgroup/names.js";
 import { assembleWorkerCgroup, requireParentDirs, resolveWorkerCgroup, twinName, type WorkerCgroup } from "../cgroup/paths.js";
 import { directoryProblem, filesystemName } from "../host/filesystem.js";
-import { readKernelText, type HostRoots } from "../host/kernelFile.js";
+import type { HostRoots } from "../host/kernelFile.js";
+import { readMeminfo } from "../host/meminfo.js";
 import { readHostPsi } from "../host/psi.js";
 import { readVmstat, swapCounters } from "../host/vmstat.js";
 import type { DoctorFacts } from "./checks.js";
@@ -32,7 +33,7 @@ export async function gatherFacts(options: GatherOptions): Promise<DoctorFacts> 
     layout: layout?.kind ?? "none",
     memoryWritable: { ok: false, where: layoutReading.ok ? "" : layoutReading.file, error: layoutReading.ok ? undefined : layoutReading.reason },
     swapControl: { file: null, present: false },
-    hostSwapTotalBytes: readSwapTotal(roots),
+    hostSwapTotalBytes: readMeminfo(roots)?.swapTotalBytes ?? null,
     hostPsi: psiFact(roots),
     cgroupPsi: { file: null, present: false },
     vmstatSwapIn: vmstatFact(roots),
@@ -123,14 +124,6 @@ function vmstatFact(roots: HostRoots): DoctorFacts["vmstatSwapIn"] {
   const file = roots.proc("vmstat");
   if (!vmstat.ok) return { ok: false, file, reason: vmstat.reason };
   return swapCounters(vmstat.value).pswpin === null ? { ok: false, file, reason: "no pswpin counter" } : { ok: true, file };
-}
-
-/** SwapTotal from /proc/meminfo (`SwapTotal:        0 kB`), or null if unreadable. */
-function readSwapTotal(roots: HostRoots): number | null {
-  const text = readKernelText(roots.proc("meminfo"));
-  if (!text.ok) return null;
-  const match = /^SwapTotal:\s+(\d+) kB$/m.exec(text.value);
-  return match ? Number(match[1]) * 1024 : null;
 }
 
 async function redisFact(url: string): Promise<DoctorFacts["redis"]> {

@@ -1,15 +1,28 @@
 import { readKernelText, type HostRoots } from "./kernelFile.js";
 
-/**
- * MemTotal + SwapTotal of /proc/meminfo in bytes: the most memory this host
- * could ever hold for one process. Null if unreadable (a fake --procfs without
- * meminfo): then no bound is applied rather than a guessed one.
- */
-export function readHostMemoryBytes(roots: HostRoots): number | null {
+export interface Meminfo {
+  memTotalBytes: number | null;
+  swapTotalBytes: number | null;
+}
+
+/** MemTotal and SwapTotal of /proc/meminfo (`SwapTotal:        0 kB`) in bytes, each null when absent; null if unreadable. */
+export function readMeminfo(roots: HostRoots): Meminfo | null {
   const text = readKernelText(roots.proc("meminfo"));
   if (!text.ok) return null;
-  const mem = /^MemTotal:\s+(\d+) kB$/m.exec(text.value);
-  if (!mem) return null;
-  const swap = /^SwapTotal:\s+(\d+) kB$/m.exec(text.value);
-  return (Number(mem[1]) + (swap ? Number(swap[1]) : 0)) * 1024;
+  const kb = (field: string): number | null => {
+    const match = new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(text.value);
+    return match ? Number(match[1]) * 1024 : null;
+  };
+  return { memTotalBytes: kb("MemTotal"), swapTotalBytes: kb("SwapTotal") };
+}
+
+/**
+ * MemTotal + SwapTotal in bytes: the most memory this host could ever hold
+ * for one process. Null if unreadable (a fake --procfs without meminfo):
+ * then no bound is applied rather than a guessed one.
+ */
+export function readHostMemoryBytes(roots: HostRoots): number | null {
+  const meminfo = readMeminfo(roots);
+  if (meminfo === null || meminfo.memTotalBytes === null) return null;
+  return meminfo.memTotalBytes + (meminfo.swapTotalBytes ?? 0);
 }

@@ -1,4 +1,9 @@
-import { describe, expect, it } from "vitest";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { HostRoots } from "../../src/host/kernelFile.js";
+import { readHostMemoryBytes, readMeminfo } from "../../src/host/meminfo.js";
 import { cpuUsageBetween, parseProcStatCpu } from "../../src/host/cpu.js";
 import { parseProcessStat } from "../../src/host/process.js";
 import { parseVmstat, parseVmstatCounters, SWAP_COUNTER_NAMES, swapCounters } from "../../src/host/vmstat.js";
@@ -115,5 +120,32 @@ describe("parseProcessStat", () => {
     ["bad pid", "x (node) " + tail],
   ])("rejects %s", (_n, text) => {
     expect(parseProcessStat(text, "f").ok).toBe(false);
+  });
+});
+
+describe("readMeminfo", () => {
+  const procWith = (text: string | null): HostRoots => {
+    const root = mkdtempSync(path.join(tmpdir(), "drill-meminfo-"));
+    cleanup.push(root);
+    if (text !== null) writeFileSync(path.join(root, "meminfo"), text);
+    return new HostRoots(root, root);
+  };
+  const cleanup: string[] = [];
+  afterAll(() => {
+    for (const dir of cleanup) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("reads MemTotal and SwapTotal in bytes; the host bound is their sum", () => {
+    const roots = procWith("MemTotal:       24576000 kB\nMemFree:        20000000 kB\nSwapTotal:        1024 kB\n");
+    expect(readMeminfo(roots)).toEqual({ memTotalBytes: 24576000 * 1024, swapTotalBytes: 1024 * 1024 });
+    expect(readHostMemoryBytes(roots)).toBe((24576000 + 1024) * 1024);
+  });
+
+  it("an absent field is null, an unreadable file null: never a guessed 0", () => {
+    const noSwap = procWith("MemTotal:       1024 kB\n");
+    expect(readMeminfo(noSwap)).toEqual({ memTotalBytes: 1024 * 1024, swapTotalBytes: null });
+    expect(readHostMemoryBytes(noSwap)).toBe(1024 * 1024);
+    expect(readMeminfo(procWith(null))).toBeNull();
+    expect(readHostMemoryBytes(procWith("SwapTotal: 0 kB\n"))).toBeNull();
   });
 });
