@@ -11,7 +11,7 @@ import { resolveWorkerCgroup } from "../cgroup/paths.js";
 import { applySetup, inspectForSetup, planSetup } from "../cgroup/setup.js";
 import { evaluateChecks, type Check } from "../doctor/checks.js";
 import { gatherFacts } from "../doctor/gather.js";
-import { RefusedError, UsageError } from "../errors.js";
+import { DrillError, RefusedError, UsageError } from "../errors.js";
 import { readKernelText, type HostRoots } from "../host/kernelFile.js";
 import { isSameProcess, readProcessStat } from "../host/process.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
@@ -221,7 +221,12 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       const selfExitMs = drill.duration + SELF_EXIT_GRACE_MS;
       const globalArgs = ["--redis", state.redis.url, "--procfs", options.procfs, "--sysfs", options.sysfs, "--state-dir", stateDir];
       const target = ["--name", options.cgroupName, ...(parent ? ["--parent", parent] : [])];
-      const spawnChild = (role: ProcessRole, key: string, args: string[], files: string[] = []) => {
+      const takenOver = (): boolean => rollbackOwnsState(readStateQuietly(stateDir, name), runId);
+      const spawnChild = (role: ProcessRole, key: string, args: string[], files: string[] = []): SpawnedChild | null => {
+        // A rollback that took the drill over (before its step 2 stops this up)
+        // owns state.json: a hog spawned now would write "running" over its
+        // "rolling_back", and its record would be lost to the rollback's own copy.
+        if (takenOver()) return null;
         const record = intendProcess(state, role, key, files);
         writeState(stateDir, state);
         const child = spawnDrill([...globalArgs, ...args], path.join(dir, outputName(key)), path.join(dir, `${key}.log`), env);
@@ -254,6 +259,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       ]);
       log(`started gate, worker (in the cgroup) and watch; logs in ${dir}`);
 
+      if (takenOver()) throw new DrillError(`drill rollback took ${name} over while it was starting (${statePath(stateDir, name)} says rolling_back): nothing more is started here; the rollback finishes it`);
       state.phase = "running";
       writeState(stateDir, state);
       options.onRunning?.(state);
@@ -299,6 +305,13 @@ export function doctorOutcome(checks: Check[]): { warnings: string[]; refusal: s
   return { warnings, refusal: fails.length > 0 ? `doctor refused: ${fails.map((c) => `${c.name}: ${c.detail}${valueNotSaid(c)}`).join("; ")}` : null };
 }
 
+/** A child up started (its state record and its exit), or null when a rollback has taken the drill over: nothing is started then. */
+type SpawnChild = (role: ProcessRole, key: string, args: string[], files?: string[]) => SpawnedChild | null;
+interface SpawnedChild {
+  record: ProcessRecord;
+  exited: Promise<number | null>;
+}
+
 /** The state on disk is this run's, and a rollback has taken it over. */
 export function rollbackOwnsState(onDisk: DrillState | null, runId: string): boolean {
   return onDisk !== null && onDisk.runId === runId && (onDisk.phase === "rolling_back" || onDisk.phase === "complete");
@@ -333,7 +346,7 @@ async function runSchedule(
   options: UpOptions,
   state: DrillState,
   queue: DrillQueue,
-  spawnChild: (role: ProcessRole, key: string, args: string[], files?: string[]) => { record: ProcessRecord; exited: Promise<number | null> },
+  spawnChild: SpawnChild,
   target: string[],
   dir: string,
   core: ReadonlyArray<{ record: ProcessRecord; exited: Promise<number | null> }>,
@@ -615,7 +628,7 @@ function inject(
   phase: ScheduledPhase & { inject: InjectStep },
   durationMs: number,
   state: DrillState,
-  spawnChild: (role: ProcessRole, key: string, args: string[], files?: string[]) => { record: ProcessRecord; exited: Promise<number | null> },
+  spawnChild: SpawnChild,
   target: string[],
   dir: string,
   log: (l: string) => void,
@@ -625,11 +638,15 @@ function inject(
   const until = clipped ? ` (cut from ${formatDuration(step.hold)}: the drill ends at ${formatDuration(durationMs)})` : "";
   log(`phase ${index}: inject ${step.mode} ${formatBytes(step.size)} for ${formatDuration(holdMs)}${until}${step.label ? ` (${step.label})` : ""}`);
   const key = `hog-${index}`;
-  const { exited } = spawnChild("hog", key, [
+  const spawned = spawnChild("hog", key, [
     "--json", "inject", ...target, "--size", String(step.size), "--mode", step.mode, "--hold", `${holdMs}ms`, "--file-dir", state.fileDir ?? "/var/tmp",
   ]);
+  if (spawned === null) {
+    log(`phase ${index}: inject not started: drill rollback has taken this drill over and stops this up next`);
+    return;
+  }
   // inject exits 0 on an OOM kill too (the anon drill's expected end): its document says which.
-  void exited.then((code) => {
+  void spawned.exited.then((code) => {
     // No document (unreadable): the exit code is all there is.
     const output = readKernelText(path.join(dir, outputName(key)));
     log(hogExitLine(index, key, code, hogOutcomeIn(output.ok ? output.value : "")));
