@@ -12,7 +12,7 @@ import { refuseWhileUp, runUp, upVerdict } from "../drill/up.js";
 import { DrillError, InterruptedError, RefusedError, UsageError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
-import { buildReport } from "../report/build.js";
+import { buildReport, LAB_LABEL } from "../report/build.js";
 import { gatherReport } from "../report/gather.js";
 import { renderReport } from "../report/render.js";
 import { consoleOutput } from "../output.js";
@@ -101,6 +101,7 @@ async function runInForeground(
     const redisTrouble = result.exitedEarly.find((e) => e.key === "redis")?.cause ?? null;
     const summary = {
       name: drill.name,
+      label: LAB_LABEL,
       verdict: upVerdict(result),
       run_id: result.state.runId,
       pushed: result.pushed.length,
@@ -298,7 +299,7 @@ async function startInBackground(drill: DrillFile, stateDir: string, before: Dri
       log(`drill ${drill.name} is up in the background (pid ${child.pid}, run ${state.runId}); log ${logFile}, state ${dir}`);
       log(`redis: ${state.redis.embedded ? "embedded redis-server" : "given"} at ${redactUrl(state.redis.url)}, queue ${state.queue}; deny-all by hand: \`${leverCommand(state.redis.url, state.queue, "reject_all")}\``);
       log(`run \`${drillCmd} rollback --name ${drill.name}\` before walking away`);
-      return { name: drill.name, verdict: "detached" as const, run_id: state.runId, pid: child.pid ?? null, log: logFile, state: path.join(dir, "state.json"), redis: redactUrl(state.redis.url), queue: state.queue, warnings };
+      return { name: drill.name, label: LAB_LABEL, verdict: "detached" as const, run_id: state.runId, pid: child.pid ?? null, log: logFile, state: path.join(dir, "state.json"), redis: redactUrl(state.redis.url), queue: state.queue, warnings };
     }
     if (exitCode !== undefined) {
       // What the background up said before it stopped: its warnings, and its error line (`drill: ...`).

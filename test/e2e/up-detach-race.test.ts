@@ -45,7 +45,7 @@ describe.skipIf(skip !== null)("two drill up --detach at once (real cgroup, embe
     expect(winners.length, said).toBe(1);
     expect(losers.length, said).toBe(1);
     const won = JSON.parse(winners[0]!.stdout) as { verdict: string; run_id: string; pid: number };
-    expect(won).toMatchObject({ name: "detachrace", verdict: "detached", run_id: expect.stringMatching(/^detachrace-/), pid: expect.any(Number) });
+    expect(won).toMatchObject({ name: "detachrace", label: "lab expectation from a declared drill, not observed production", verdict: "detached", run_id: expect.stringMatching(/^detachrace-/), pid: expect.any(Number) });
     expect(JSON.parse(losers[0]!.stdout)).toMatchObject({ name: "detachrace", verdict: "refused", run_id: null, state: path.join(stateDir, "detachrace", "state.json") });
     expect(losers[0]!.stderr).not.toMatch(/is up in the background/);
     // The pid reported is the up that runs the drill, and it is alive.

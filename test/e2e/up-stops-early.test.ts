@@ -38,6 +38,7 @@ const skip = realDrillSkipReason();
 if (skip) console.warn(`skipping drill up stops early: ${skip}`);
 
 interface Summary {
+  label: string;
   verdict: string;
   pushed_ids: string[];
   not_packed: number;
@@ -116,6 +117,8 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     expect(result.stderr).toContain(`drill upearly stopped before its end: gate exited (killed by a signal)`);
     const summary = JSON.parse(result.stdout.trim().split("\n").pop()!) as Summary;
     expect(summary.verdict).toBe("stopped_early");
+    // DESIGN: every number printed from a drill is labeled a lab expectation, the JSON document's too.
+    expect(summary.label).toBe("lab expectation from a declared drill, not observed production");
     expect(summary.stopped_early.map((e) => e.process)).toEqual(["gate"]);
     expect(summary.stopped_early[0]).toMatchObject({ log: expect.stringMatching(/gate\.out$/), last_line: expect.stringMatching(/^(admit|reject_\w+) job=/) });
     // Every job of every phase is pushed or counted as not packed, the one that never started too.
