@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, mkdirSync, openSync, readFileSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, readFileSync, rmdirSync, rmSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
@@ -26,6 +26,7 @@ import type { DrillFile, InjectStep, PackStep } from "./drillFile.js";
 import { scanKeys } from "./drain.js";
 import { freePort, startEmbeddedRedis } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
+import { stopRecordedProcess } from "./processes.js";
 import { drillCommandFor, leverCommand } from "../context.js";
 import { drillDir, intendProcess, isDrillUp, readState, runDir, statePath, writeState, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
@@ -123,7 +124,9 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
   };
   const children: Array<{ record: ProcessRecord; exited: Promise<number | null> }> = [];
   try {
-    refuseWhileUp(readState(stateDir, name), name, drillCommandFor(stateDir));
+    // The drill's last run, put back if this start is refused after its first state write.
+    const previous = readState(stateDir, name);
+    refuseWhileUp(previous, name, drillCommandFor(stateDir));
 
     log(`doctor: checking the host`);
     const facts = await gatherFacts({
@@ -198,18 +201,28 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     const redis = await connectRedis(state.redis.url, { name: "drill-up", commandTimeoutMs: 5000 });
     try {
       const queue = new DrillQueue(redis, options.queue);
-      await queue.setMode("admit", { forced: false, psi: facts.hostPsi.avg10?.toFixed(2) ?? "missing" });
 
       // The worker cgroup, judged again (the host moved on while Redis started).
       // A refusal (judged here, or by applySetup under the cgroup's lock) records
       // no cgroup: this drill's rollback must never tear down the one it was
       // refused. Once claimed, intent first; setup writes its own marker before mkdir.
-      const plan = planSetup(cgroup, inspectForSetup(roots, cgroup, stateDir), setupOptions);
-      const setup = applySetup(plan, stateDir, undefined, () => {
-        state.cgroup = { name: options.cgroupName, parent: parent ?? "/", dirs: cgroup.dirs.map((d) => d.dir) };
-        writeState(stateDir, state);
-      });
+      let setup;
+      try {
+        const plan = planSetup(cgroup, inspectForSetup(roots, cgroup, stateDir), setupOptions);
+        setup = applySetup(plan, stateDir, undefined, () => {
+          state.cgroup = { name: options.cgroupName, parent: parent ?? "/", dirs: cgroup.dirs.map((d) => d.dir) };
+          writeState(stateDir, state);
+        });
+      } catch (err) {
+        // Refused (another drill took the cgroup while Redis started): nothing
+        // of this run may stay behind, or its refusal would leave a Redis
+        // running and a "starting" state in place of the drill's last run.
+        if (err instanceof RefusedError && state.cgroup === null) await undoRefusedStart(roots, stateDir, state, previous, dir);
+        throw err;
+      }
       crash("cgroup");
+      // After the cgroup is claimed: a refused start wrote nothing into a given Redis.
+      await queue.setMode("admit", { forced: false, psi: facts.hostPsi.avg10?.toFixed(2) ?? "missing" });
       log(`cgroup: ${cgroup.limits.dir} memory.max ${formatBytes(drill.cgroup.memory_max)}, swap ${formatBytes(drill.cgroup.swap_max)} (lab expectation)`);
       for (const warning of setup.warnings) log(`cgroup: warning: ${warning}`);
 
@@ -303,6 +316,25 @@ export function doctorOutcome(checks: Check[]): { warnings: string[]; refusal: s
   const warnings = checks.filter((c) => c.status === "warn").map((c) => `doctor: warning: ${c.name}: ${c.detail}${valueNotSaid(c)}`);
   const fails = checks.filter((c) => c.status === "fail");
   return { warnings, refusal: fails.length > 0 ? `doctor refused: ${fails.map((c) => `${c.name}: ${c.detail}${valueNotSaid(c)}`).join("; ")}` : null };
+}
+
+/**
+ * Undoes a start refused before it claimed the cgroup: stops the embedded
+ * Redis it started, removes its run dir, and puts the drill's last state
+ * back (or none), so the refusal leaves nothing to roll back and the last
+ * run's report reads as before. Called under up.lock.
+ */
+export async function undoRefusedStart(roots: HostRoots, stateDir: string, state: DrillState, previous: DrillState | null, dir: string): Promise<void> {
+  const redis = state.processes.find((p) => p.role === "redis");
+  if (redis) await stopRecordedProcess(roots, redis, 3000);
+  rmSync(dir, { recursive: true, force: true });
+  try {
+    rmdirSync(path.dirname(dir)); // runs/, when this was the drill's first run
+  } catch {
+    // holds earlier runs: theirs to keep
+  }
+  if (previous) writeState(stateDir, previous);
+  else rmSync(statePath(stateDir, state.name), { force: true });
 }
 
 /** A child up started (its state record and its exit), or null when a rollback has taken the drill over: nothing is started then. */
