@@ -295,6 +295,13 @@ function replaceStale(target: string, stale: string, tmp: string, depth = 0): bo
   }
 }
 
+/** The live holder of the lock `file`, or null: no lock, a gone holder's, or no lock drill wrote. */
+export function liveLockHolder(file: string): LockHolder | null {
+  const text = readText(file);
+  const holder = text === null ? null : parseLockHolder(text);
+  return holder !== null && holder.startTime !== null && isSameProcess(ownProc, holder.pid, holder.startTime) ? holder : null;
+}
+
 /** The live holder of a lock file's content, or null when it is gone (stale); refused when it is no lock drill wrote. */
 function judgeLock(file: string, text: string): LockHolder | null {
   const holder = parseLockHolder(text);

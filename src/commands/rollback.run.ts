@@ -3,6 +3,7 @@ import { writeErr } from "../closedStdout.js";
 import { drillCommandFor, hostRoots, leverCommand, type GlobalOptions } from "../context.js";
 import { describeRunningDrill, findRunningDrills, listDrills, rollbackDrill, rollbackHint, rollbackStandaloneCgroups, unknownDrillProblem, type CgroupRollback, type DrillRollback, type RunningDrill } from "../drill/rollback.js";
 import { validateDrillName } from "../drill/names.js";
+import { stopStartingUps, type StartingUp } from "../drill/startingUp.js";
 import { readState, readStateEntries, statePath } from "../drill/state.js";
 import { ExitCode, RollbackIncompleteError, UsageError } from "../errors.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
@@ -13,6 +14,9 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   const output = consoleOutput(g.color);
   // `--name ""` is not "every drill", and `../other/smoke` is not under --state-dir.
   const named = flags.name === undefined ? undefined : validateDrillName(flags.name);
+  // An up still starting (no state of its run yet) first: then what it recorded is rolled back below.
+  const startingUps = await stopStartingUps(hostRoots(g), g.stateDir, named);
+  if (!g.json) for (const up of startingUps) output.out(describeStartingUp(up));
   const names = named === undefined ? listDrills(g.stateDir) : existsSync(statePath(g.stateDir, named)) ? [named] : [];
   const results: DrillRollback[] = [];
   /** Cgroups `drill cgroup setup` made outside any drill, and what ran in them. */
@@ -40,7 +44,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
           `${what}: rollback interrupted by ${signal} ${where}; run ${command} again to finish it`,
           ...notStarted.map((name) => `${name}: not rolled back (interrupted before it); run ${drillCmd} rollback --name ${name}`),
         ];
-        output.json(rollbackDocument(drills, complete, cgroups, [], left, { signal, drill: current.name, after_step: afterStep, command }));
+        output.json(rollbackDocument(drills, complete, cgroups, [], left, { signal, drill: current.name, after_step: afterStep, command }, startingUps));
       }
       writeErr(`drill: interrupted by ${signal} during the rollback of ${what} ${where}; run \`${command}\` again to finish it\n`);
       process.exit(signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
@@ -99,19 +103,20 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   const nothingHere =
     named !== undefined && names.length === 0 ? `no drill ${named}` : complete.length > 0 ? `${complete.map((c) => c.name).join(", ")} already rolled back (complete)` : "no drill";
   const left = [
+    ...startingUps.filter((u) => u.outcome === "alive").map((u) => `${u.name}: drill up pid ${u.pid} was starting and survived SIGKILL; stop it, then run ${drillCmd} rollback --name ${u.name}`),
     ...leftOf(results),
     ...cgroups.filter((c) => !c.step.ok).map((c) => `cgroup ${c.name}: ${c.step.detail}`),
     ...running.map((r) => `${describeRunningDrill(r)}; ${rollbackHint(r)}`),
   ];
   if (g.json) {
-    output.json(rollbackDocument(results, complete, cgroups, running, left, null));
+    output.json(rollbackDocument(results, complete, cgroups, running, left, null, startingUps));
   } else if (running.length > 0) {
     output.out(`not rolled back: ${nothingHere} in ${g.stateDir}, but drill processes run on this host:`);
     for (const r of running) {
       output.out(`  ${describeRunningDrill(r)}`);
       output.out(`    ${r.stateDir !== null && !r.complete && !r.stateMissing ? "roll it back: " : ""}${rollbackHint(r)}`);
     }
-  } else if (results.length === 0 && cgroups.length === 0) {
+  } else if (results.length === 0 && cgroups.length === 0 && startingUps.length === 0) {
     const what = named !== undefined ? `no process of drill ${named}` : "no drill process";
     output.out(`nothing to roll back: ${nothingHere} in ${g.stateDir}, and ${what} on this host`);
   } else if (results.length > 0) {
@@ -156,16 +161,24 @@ function rollbackDocument(
   running: RunningDrill[],
   left: string[],
   interrupted: Interruption | null,
+  startingUps: StartingUp[] = [],
 ) {
   return snakeCaseKeys({
     drills,
     complete,
     cgroups,
-    nothing_to_roll_back: drills.length === 0 && cgroups.length === 0 && running.length === 0 && interrupted === null,
+    startingUps,
+    nothing_to_roll_back: drills.length === 0 && cgroups.length === 0 && running.length === 0 && startingUps.length === 0 && interrupted === null,
     running: running.map((r) => ({ ...r, hint: rollbackHint(r) })),
     left,
     interrupted,
   });
+}
+
+/** The line for an up stopped while it started: what it recorded by then, if anything, was rolled back after it. */
+function describeStartingUp(up: StartingUp): string {
+  const how = up.outcome === "alive" ? "still alive after SIGKILL" : up.outcome === "gone" ? "gone before the signal" : up.outcome;
+  return `drill up of ${up.name} (pid ${up.pid}) was starting, no run of it recorded yet: ${how}`;
 }
 
 function leftOf(drills: DrillRollback[]): string[] {

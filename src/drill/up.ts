@@ -119,9 +119,12 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
   const parent = options.parent ?? drill.cgroup.parent;
   const parentSpec = validateParent(parent, options.parent !== undefined ? "--parent" : `${options.drillFile}: cgroup.parent`);
   const lock = acquireDrillLock(drillDir(stateDir, name), "up", "up", undefined, options.lockFrom ?? null);
+  // DRILL_CRASH_AT (fault tests): `<step>` SIGKILLs up there, `<step>:stop` stops it (a wedged up).
   const crash = (step: string) => {
     if (options.crashAt === step) process.kill(process.pid, "SIGKILL");
+    else if (options.crashAt === `${step}:stop`) process.kill(process.pid, "SIGSTOP");
   };
+  crash("lock");
   const children: Array<{ record: ProcessRecord; exited: Promise<number | null> }> = [];
   try {
     // The drill's last run, put back if this start is refused after its first state write.

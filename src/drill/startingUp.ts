@@ -1,0 +1,79 @@
+import { existsSync, readdirSync } from "node:fs";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { liveLockHolder, type LockHolder } from "../cgroup/stateFiles.js";
+import { signalVerified } from "../cgroup/tasks.js";
+import type { HostRoots } from "../host/kernelFile.js";
+import { waitGone, type StopOutcome } from "./processes.js";
+import { drillDir, readState } from "./state.js";
+
+/** An `up` a rollback stopped before it had recorded its run. */
+export interface StartingUp {
+  name: string;
+  pid: number;
+  outcome: StopOutcome;
+}
+
+/**
+ * `up` holds `<state-dir>/<name>/up.lock` from its first step but records its
+ * run only after doctor, about a second later: a rollback in between found no
+ * state and no process of the drill (up carries no DRILL_RUN_ID), said
+ * "nothing to roll back", and the drill came up behind it (QA). Such an up is
+ * stopped first (SIGTERM, and SIGCONT for one that is stopped); what it
+ * recorded by then is rolled back as usual. An up whose run is recorded is
+ * the packer, stopped by the rollback's own step 2.
+ */
+export async function stopStartingUps(roots: HostRoots, stateDir: string, named: string | undefined, graceMs = 5000): Promise<StartingUp[]> {
+  const stopped: StartingUp[] = [];
+  // `up --detach` hands its lock to the background up it started: stopping the
+  // parent leaves the child to take it, so look again after a stop.
+  for (let round = 0; round < 3; round++) {
+    const found = await stopRound(roots, stateDir, named, graceMs);
+    stopped.push(...found);
+    if (found.length === 0) break;
+    await sleep(HANDOVER_MS);
+  }
+  return stopped;
+}
+
+/** How long a background up takes to start and take the lock its parent hands over. */
+const HANDOVER_MS = 1000;
+
+async function stopRound(roots: HostRoots, stateDir: string, named: string | undefined, graceMs: number): Promise<StartingUp[]> {
+  const stopped: StartingUp[] = [];
+  for (const name of named === undefined ? drillDirsWithUpLock(stateDir) : [named]) {
+    const holder = liveLockHolder(path.join(drillDir(stateDir, name), "up.lock"));
+    if (holder === null || holder.startTime === null || holdsRecordedRun(stateDir, name, holder)) continue;
+    const id = { pid: holder.pid, startTime: holder.startTime };
+    let outcome: StopOutcome = signalVerified(roots, id, "SIGTERM") === "signalled" ? "stopped" : "gone";
+    if (outcome === "stopped") {
+      signalVerified(roots, id, "SIGCONT");
+      if (!(await waitGone(roots, id, graceMs))) {
+        signalVerified(roots, id, "SIGKILL");
+        outcome = (await waitGone(roots, id, 2000)) ? "killed" : "alive";
+      }
+    }
+    stopped.push({ name, pid: holder.pid, outcome });
+  }
+  return stopped;
+}
+
+function holdsRecordedRun(stateDir: string, name: string, holder: LockHolder): boolean {
+  try {
+    const state = readState(stateDir, name);
+    return state !== null && state.phase !== "complete" && state.owner.pid === holder.pid && state.owner.startTime === holder.startTime;
+  } catch {
+    return false; // unreadable: rollbackDrill says so
+  }
+}
+
+function drillDirsWithUpLock(stateDir: string): string[] {
+  try {
+    return readdirSync(stateDir, { withFileTypes: true })
+      .filter((e) => e.isDirectory() && existsSync(path.join(stateDir, e.name, "up.lock")))
+      .map((e) => e.name)
+      .sort();
+  } catch {
+    return [];
+  }
+}
