@@ -1,6 +1,6 @@
-import { p99, percentileOf } from "../util/stats.js";
 import type { HostRoots, Reading } from "../host/kernelFile.js";
 import { readHostPsi, readPsiFile, stallRatePct, type Psi } from "../host/psi.js";
+import { emptyStallWindow, nextStallWindow, stallMsP99, stallReading, type StallWindow } from "../host/stallWindow.js";
 import {
   initialPressureState,
   nextPressureState,
@@ -19,8 +19,6 @@ import {
 
 /** avg10 lags (the kernel updates it every 2 s); the `total` delta over 3 s does not. */
 export const FAST_WINDOW_MS = 3000;
-/** stall_ms_p99 is the p99 of per-second stall ms over the last 60 s. */
-export const P99_WINDOW_MS = 60_000;
 
 export interface WorkerCgroupReading {
   /** The worker cgroup's memory.pressure (null: unreadable right now). */
@@ -46,11 +44,6 @@ interface TotalSample {
   totalUs: number;
 }
 
-interface StallSample {
-  atMs: number;
-  stallMsPerS: number;
-}
-
 export interface SignalState {
   readings: PressureReadings;
   psiSomeAvg60: number | null;
@@ -58,7 +51,8 @@ export interface SignalState {
   psiMissingReason: string | null;
   hostWindow: TotalSample[];
   cgWindow: TotalSample[];
-  stallWindow: StallSample[];
+  /** stall_ms_p99's window: the sidecar's step, so watch shows what the gate decides on. */
+  stall: StallWindow;
   stallMsP99: number | null;
   pressure: PressureState;
   lastAtMs: number | null;
@@ -72,7 +66,7 @@ export function initialSignalState(): SignalState {
     psiMissingReason: "not sampled yet",
     hostWindow: [],
     cgWindow: [],
-    stallWindow: [],
+    stall: emptyStallWindow,
     stallMsP99: null,
     pressure: initialPressureState,
     lastAtMs: null,
@@ -89,11 +83,10 @@ export function nextSignals(prev: SignalState, raw: RawSample, config: Admission
   const cgPsi = raw.cgroup?.pressure ?? null;
   const cgWindow = cgPsi ? advanceWindow(gap ? [] : prev.cgWindow, raw.atMs, cgPsi.some.total, config.intervalMs) : [];
 
-  // stall_ms_p99 follows the worker cgroup when it exists, else the host.
-  const stallSource = cgPsi ? cgWindow : hostWindow;
-  const stallWindow = (gap ? [] : prev.stallWindow).filter((s) => raw.atMs - s.atMs <= P99_WINDOW_MS);
-  const perSecond = lastStallPerSecond(stallSource);
-  if (perSecond !== null) stallWindow.push({ atMs: raw.atMs, stallMsPerS: perSecond });
+  // stall_ms_p99 follows the worker cgroup when it exists, else the host. No
+  // reset on a gap: its points stay valid for 60 s, and the point across the
+  // gap is that time's mean stall, as the sidecar takes it.
+  const stall = nextStallWindow(prev.stall, stallReading(cgPsi ? cgPsi.some.total : null, host ? host.some.total : null, raw.atMs));
 
   const readings: PressureReadings = {
     psiSomeAvg10: host ? host.some.avg10 : null,
@@ -109,8 +102,8 @@ export function nextSignals(prev: SignalState, raw: RawSample, config: Admission
     psiMissingReason: raw.hostPsi.ok ? null : `${raw.hostPsi.file}: ${raw.hostPsi.reason}`,
     hostWindow,
     cgWindow,
-    stallWindow,
-    stallMsP99: percentileOf(stallWindow, (s) => s.stallMsPerS, 99),
+    stall,
+    stallMsP99: stallMsP99(stall),
     pressure: nextPressureState(prev.pressure, readings, config, raw.atMs),
     lastAtMs: raw.atMs,
   };
@@ -131,17 +124,6 @@ function windowRate(window: TotalSample[]): number | null {
   if (first === undefined || last === undefined || first === last) return null;
   return stallRatePct(first.totalUs, last.totalUs, last.atMs - first.atMs);
 }
-
-function lastStallPerSecond(window: TotalSample[]): number | null {
-  const prev = window[window.length - 2];
-  const last = window[window.length - 1];
-  if (prev === undefined || last === undefined) return null;
-  const pct = stallRatePct(prev.totalUs, last.totalUs, last.atMs - prev.atMs);
-  return pct === null ? null : pct * 10; // % of a second → ms per second
-}
-
-/** Nearest-rank p99; null with no samples ("when known"). */
-export { p99 };
 
 /** The policy's view: signals plus what only Redis knows (mode, in-flight tokens). */
 export function admissionSignals(state: SignalState, mode: GateMode, inflightTokens: number | null): AdmissionSignals {

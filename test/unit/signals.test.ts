@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { fail, ok } from "../../src/host/kernelFile.js";
 import type { Psi } from "../../src/host/psi.js";
 import { defaultAdmissionConfig } from "../../src/gate/policy.js";
-import { initialSignalState, nextSignals, p99, type RawSample } from "../../src/gate/signals.js";
+import { initialSignalState, nextSignals, type RawSample } from "../../src/gate/signals.js";
 
 const config = { ...defaultAdmissionConfig, intervalMs: 1000 };
 const psi = (avg10: number, total: number): Psi => ({ some: { avg10, avg60: 0, avg300: 0, total }, full: null });
@@ -46,11 +46,5 @@ describe("nextSignals", () => {
     expect(state.readings.cgStallRatePct).toBeCloseTo(40, 5);
     expect(state.readings.stallRatePct).toBe(0);
     expect(state.pressure.tripped).toBe(true);
-  });
-
-  it("p99 is nearest-rank and null with no samples", () => {
-    expect(p99([])).toBeNull();
-    expect(p99(Array.from({ length: 100 }, (_, i) => i + 1))).toBe(99);
-    expect(p99([5])).toBe(5);
   });
 });
