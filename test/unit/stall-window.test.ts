@@ -24,7 +24,7 @@ function walk(seconds: Second[]): { gate: (number | null)[]; watch: (number | nu
   const watch: (number | null)[] = [];
   seconds.forEach(({ hostUs, cgUs }, i) => {
     const monoMs = i * 1000;
-    gateState = nextSignals(gateState, { atMs: monoMs, hostPsi: ok(psi(hostUs)), cgroup: cgUs === null ? null : { pressure: psi(cgUs), swapLeak: false } }, config);
+    gateState = nextSignals(gateState, { monoMs, hostPsi: ok(psi(hostUs)), cgroup: cgUs === null ? null : { pressure: psi(cgUs), swapLeak: false } }, config);
     gate.push(gateState.stallMsP99 === null ? null : Math.round(gateState.stallMsP99 * 100) / 100);
     const step = nextSample(watchState, sidecarRaw(monoMs, hostUs, cgUs), 1_764_480_000_000 + monoMs);
     watchState = step.state;
