@@ -77,7 +77,7 @@ export function initialSignalState(): SignalState {
 
 export function nextSignals(prev: SignalState, raw: RawSample, config: AdmissionConfig): SignalState {
   // A gap of more than two intervals (gate paused, event loop stalled) resets
-  // the windows: the next rate starts fresh instead of averaging over the gap.
+  // the fast windows: the next rate starts fresh instead of averaging over the gap.
   const gap = prev.lastMonoMs !== null && raw.monoMs - prev.lastMonoMs > 2 * config.intervalMs;
 
   const host = raw.hostPsi.ok ? raw.hostPsi.value : null;
