@@ -259,12 +259,12 @@ export function readCgroupSwap(cgroup: CgroupDir): { swapLimit: Limit | null; sw
   const limit = read("memory.limit_in_bytes", parseLimit);
   const memsw = read("memory.memsw.limit_in_bytes", parseLimit);
   const swapLimit = memsw === null || limit === null ? null : v1SwapLimit(memsw, limit);
+  // memory.stat only, as the sidecar reads it (sampler/read.ts): no fallback
+  // to memsw.usage − usage, whose flicker would be a swap leak to the gate.
   const stat = read("memory.stat", parseFlatKeyed);
-  const statSwap = stat === null ? undefined : v1SwapInUse(stat);
-  if (statSwap !== undefined) return { swapLimit, swapCurrent: statSwap, missing };
-  const memswUsage = read("memory.memsw.usage_in_bytes", parseCounter);
-  const usage = read("memory.usage_in_bytes", parseCounter);
-  return { swapLimit, swapCurrent: memswUsage === null || usage === null ? null : Math.max(0, memswUsage - usage), missing };
+  const swapCurrent = stat === null ? null : (v1SwapInUse(stat) ?? null);
+  if (stat !== null && swapCurrent === null) missing.push({ file: path.join(cgroup.dir, "memory.stat"), reason: "no swap line (swap accounting off)" });
+  return { swapLimit, swapCurrent, missing };
 }
 
 /** Just the oom_kill count (v2 memory.events, v1 memory.oom_control), for before/after checks. */

@@ -4,7 +4,7 @@ import { decodeJob, type Job } from "../queue/job.js";
 import { DrillQueue, rejectDeadReason, type StoredOutcome } from "../queue/queue.js";
 import { BlockingMover, closeRedis, connectRedis, WatchdogTimeout } from "../queue/redis.js";
 import { decideAdmission, decisionFigures, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
-import { admissionSignals, GateSampler, type WorkerCgroupProbe } from "./signals.js";
+import { GateSampler, type WorkerCgroupProbe } from "./signals.js";
 
 /**
  * The admission loop (admitd): heartbeat, recover dead gates' lists, take one
@@ -40,7 +40,10 @@ export interface GateDeps {
   out: (line: string) => void;
   err: (line: string) => void;
   signal: AbortSignal;
+  /** Wall clock (epoch ms): job slack, heartbeats, timestamps other processes compare. */
   now?: () => number;
+  /** Monotonic clock: sample times, PSI age, idle and outage durations. */
+  monoNow?: () => number;
   /** DRILL_CRASH_AT: `gate:after-take` SIGKILLs the gate between take and decision (fault tests). */
   crashAt?: string | undefined;
 }
@@ -55,9 +58,10 @@ export interface GateSummary {
 
 export async function runGate(options: GateOptions, deps: GateDeps): Promise<GateSummary> {
   const now = deps.now ?? Date.now;
+  const monoNow = deps.monoNow ?? (() => performance.now());
   const { config, gateId } = options;
   const summary: GateSummary = { decided: 0, byKind: {}, recovered: 0, watchdogFires: 0, stoppedBy: "signal" };
-  const sampler = new GateSampler(deps.roots, config, deps.workerCgroup, now);
+  const sampler = new GateSampler(deps.roots, config, deps.workerCgroup, monoNow);
   sampler.sample();
 
   const redis = await connectRedis(deps.redisUrl, { name: `drill-gate:${gateId}` });
@@ -76,7 +80,7 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
   const mover = new BlockingMover(deps.redisUrl, { name: `drill-gate-take:${gateId}`, watchdogMarginMs: options.watchdogMarginMs ?? 2000 });
   const ttlMs = options.heartbeatTtlMs ?? Math.max(3 * config.intervalMs, 1000);
   const info = { pid: process.pid, started: now(), interval_ms: config.intervalMs };
-  const outage = new OutageLog(deps.err, now);
+  const outage = new OutageLog(deps.err, monoNow);
 
   // Say once when host PSI goes missing (the gate now fails closed) and once when it is back.
   let psiMissing = sampler.state.psiMissingReason;
@@ -91,8 +95,8 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
     queue.heartbeat(gateId, ttlMs, info).catch(() => {}); // an outage shows in the loop's own errors
   }, Math.max(100, Math.floor(ttlMs / 3)));
 
-  let lastJobAt = now();
-  let lastRecoveryAt = 0;
+  let lastJobAt = monoNow();
+  let lastRecoveryAt: number | null = null;
   // At start (a restart of this gate id) and after any error: a BLMOVE whose
   // reply was lost, or a decision that failed, leaves its job in our list.
   let processingMayHoldJob = true;
@@ -104,8 +108,8 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
         break;
       }
       try {
-        if (now() - lastRecoveryAt >= config.intervalMs) {
-          lastRecoveryAt = now();
+        if (lastRecoveryAt === null || monoNow() - lastRecoveryAt >= config.intervalMs) {
+          lastRecoveryAt = monoNow();
           for (const job of await queue.recoverExpiredGates(gateId, options.retryBudget, now())) {
             summary.recovered++;
             emit(options, deps, { event: "recovered", job: job.id, from_gate: job.fromGate, attempt: job.attempt, route: job.route }, `recovered job=${job.id ?? "-"} from_gate=${job.fromGate} attempt=${job.attempt ?? "-"} route=${job.route}`);
@@ -116,18 +120,18 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
         const undecided = processingMayHoldJob ? await queue.processingHead(gateId) : null;
         processingMayHoldJob = false;
         // Block no longer than the idle time left, so --idle-exit 200ms means 200 ms, not one whole block.
-        const idleLeftMs = options.idleExitMs === null ? blockMs : options.idleExitMs - (now() - lastJobAt);
+        const idleLeftMs = options.idleExitMs === null ? blockMs : options.idleExitMs - (monoNow() - lastJobAt);
         const waitMs = Math.min(blockMs, Math.max(MIN_BLOCK_MS, idleLeftMs));
         const payload = undecided ?? (await mover.move(queue.keys.ready, queue.keys.processing(gateId), waitMs));
         outage.recovered();
         if (payload === null) {
-          if (options.idleExitMs !== null && now() - lastJobAt >= options.idleExitMs) {
+          if (options.idleExitMs !== null && monoNow() - lastJobAt >= options.idleExitMs) {
             summary.stoppedBy = "idle";
             break;
           }
           continue;
         }
-        lastJobAt = now();
+        lastJobAt = monoNow();
         if (deps.crashAt === "gate:after-take") process.kill(process.pid, "SIGKILL");
         await decideOne(queue, sampler, payload, options, deps, summary, now());
         outage.recovered();
@@ -168,7 +172,7 @@ async function decideOne(
   }
   const { job, fingerprint } = decoded;
   const [mode, inflight] = await Promise.all([queue.getMode(), queue.inflightTokens()]);
-  let decision = decideAdmission(job, admissionSignals(sampler.state, mode, inflight), config, nowMs);
+  let decision = decideAdmission(job, sampler.signals(mode, inflight), config, nowMs);
   const ctx = { gate: gateId, payload, job, fingerprint, nowMs };
 
   // The cap is checked again and changed in the admit script, so two gates
@@ -217,7 +221,7 @@ async function dryRunPass(queue: DrillQueue, sampler: GateSampler, options: Gate
       emitStored(options, deps, summary, job, seen);
       continue;
     }
-    const decision = decideAdmission(job, admissionSignals(sampler.state, mode, inflight), options.config, nowMs);
+    const decision = decideAdmission(job, sampler.signals(mode, inflight), options.config, nowMs);
     if (decision.kind === "admit") inflight += job.prompt_tokens; // as if admitted, for the next job's packed figure
     records.set(job.id, { fingerprint, attempt: String(job.attempt), kind: decision.kind, figures: decisionFigures(decision) });
     // Where the reject would send it, as queue.reject routes it.

@@ -76,8 +76,8 @@ export interface PressureReadings {
 
 export interface AdmissionSignals extends PressureReadings {
   mode: GateMode;
-  /** When host memory PSI was last read successfully (null: never / now unreadable). */
-  psiSampledAtMs: number | null;
+  /** How long ago host memory PSI last read, on a monotonic clock (null: never). */
+  psiAgeMs: number | null;
   /** Why host PSI is missing, when it is. */
   psiMissingReason: string | null;
   stallMsP99: number | null;
@@ -141,20 +141,22 @@ function isCalm(readings: PressureReadings, config: AdmissionConfig): boolean {
  * every reading stayed below half its limit for pressureClearMs, so the gate
  * does not flap around the threshold. While host PSI is unknown the latch
  * keeps its state and the calm clock starts over once it is read again.
+ * `monoMs` is monotonic: a wall clock stepped back would hold the latch.
  */
 export function nextPressureState(
   prev: PressureState,
   readings: PressureReadings,
   config: AdmissionConfig,
-  nowMs: number,
+  monoMs: number,
 ): PressureState {
   if (pressureTrigger(readings, config) !== null) return { tripped: true, calmSinceMs: null };
   if (!isCalm(readings, config)) return { tripped: prev.tripped, calmSinceMs: null };
-  const calmSinceMs = prev.calmSinceMs ?? nowMs;
-  if (prev.tripped && nowMs - calmSinceMs < config.pressureClearMs) return { tripped: true, calmSinceMs };
+  const calmSinceMs = prev.calmSinceMs ?? monoMs;
+  if (prev.tripped && monoMs - calmSinceMs < config.pressureClearMs) return { tripped: true, calmSinceMs };
   return { tripped: false, calmSinceMs };
 }
 
+/** `nowMs` is the wall clock (epoch ms, as `enqueue_ts`), for the job's slack only. */
 export function decideAdmission(
   job: Pick<Job, "prompt_tokens" | "enqueue_ts" | "deadline_ms">,
   signals: AdmissionSignals,
@@ -165,12 +167,11 @@ export function decideAdmission(
   if (signals.mode === "reject_all") return { kind: "reject_host_pressure", psi, trigger: "reject_all", figure: null };
 
   // Fail closed on host PSI: without it we cannot see reclaim at all.
-  if (signals.psiSomeAvg10 === null || signals.psiSampledAtMs === null) {
+  if (signals.psiSomeAvg10 === null || signals.psiAgeMs === null) {
     return { kind: "reject_host_pressure", psi: "missing", trigger: "psi_missing", figure: null };
   }
-  const ageMs = nowMs - signals.psiSampledAtMs;
-  if (ageMs > 2 * config.intervalMs) {
-    return { kind: "reject_host_pressure", psi: "missing", trigger: "psi_stale", figure: ageMs };
+  if (signals.psiAgeMs > 2 * config.intervalMs) {
+    return { kind: "reject_host_pressure", psi: "missing", trigger: "psi_stale", figure: signals.psiAgeMs };
   }
 
   const trigger = pressureTrigger(signals, config);

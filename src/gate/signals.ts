@@ -1,6 +1,6 @@
-import { p99, percentileOf } from "../util/stats.js";
 import type { HostRoots, Reading } from "../host/kernelFile.js";
 import { readHostPsi, readPsiFile, stallRatePct, type Psi } from "../host/psi.js";
+import { emptyStallWindow, nextStallWindow, stallMsP99, stallReading, type StallWindow } from "../host/stallWindow.js";
 import {
   initialPressureState,
   nextPressureState,
@@ -19,8 +19,6 @@ import {
 
 /** avg10 lags (the kernel updates it every 2 s); the `total` delta over 3 s does not. */
 export const FAST_WINDOW_MS = 3000;
-/** stall_ms_p99 is the p99 of per-second stall ms over the last 60 s. */
-export const P99_WINDOW_MS = 60_000;
 
 export interface WorkerCgroupReading {
   /** The worker cgroup's memory.pressure (null: unreadable right now). */
@@ -36,64 +34,61 @@ export interface WorkerCgroupReading {
 export type WorkerCgroupProbe = () => WorkerCgroupReading | null;
 
 export interface RawSample {
-  atMs: number;
+  /** Monotonic clock (performance.now()): a wall-clock step must not null a rate or freeze PSI's age. */
+  monoMs: number;
   hostPsi: Reading<Psi>;
   cgroup: WorkerCgroupReading | null;
 }
 
 interface TotalSample {
-  atMs: number;
+  monoMs: number;
   totalUs: number;
-}
-
-interface StallSample {
-  atMs: number;
-  stallMsPerS: number;
 }
 
 export interface SignalState {
   readings: PressureReadings;
   psiSomeAvg60: number | null;
-  psiSampledAtMs: number | null;
+  /** When host memory PSI last read (monotonic; null: never). */
+  psiReadMonoMs: number | null;
   psiMissingReason: string | null;
   hostWindow: TotalSample[];
   cgWindow: TotalSample[];
-  stallWindow: StallSample[];
+  /** stall_ms_p99's window: the sidecar's step, so watch shows what the gate decides on. */
+  stall: StallWindow;
   stallMsP99: number | null;
   pressure: PressureState;
-  lastAtMs: number | null;
+  lastMonoMs: number | null;
 }
 
 export function initialSignalState(): SignalState {
   return {
     readings: { psiSomeAvg10: null, stallRatePct: null, cgPsiSomeAvg10: null, cgStallRatePct: null, cgSwapLeak: false },
     psiSomeAvg60: null,
-    psiSampledAtMs: null,
+    psiReadMonoMs: null,
     psiMissingReason: "not sampled yet",
     hostWindow: [],
     cgWindow: [],
-    stallWindow: [],
+    stall: emptyStallWindow,
     stallMsP99: null,
     pressure: initialPressureState,
-    lastAtMs: null,
+    lastMonoMs: null,
   };
 }
 
 export function nextSignals(prev: SignalState, raw: RawSample, config: AdmissionConfig): SignalState {
   // A gap of more than two intervals (gate paused, event loop stalled) resets
-  // the windows: the next rate starts fresh instead of averaging over the gap.
-  const gap = prev.lastAtMs !== null && raw.atMs - prev.lastAtMs > 2 * config.intervalMs;
+  // the fast windows: the next rate starts fresh instead of averaging over the gap.
+  const gap = prev.lastMonoMs !== null && raw.monoMs - prev.lastMonoMs > 2 * config.intervalMs;
 
   const host = raw.hostPsi.ok ? raw.hostPsi.value : null;
-  const hostWindow = host ? advanceWindow(gap ? [] : prev.hostWindow, raw.atMs, host.some.total, config.intervalMs) : [];
+  const hostWindow = host ? advanceWindow(gap ? [] : prev.hostWindow, raw.monoMs, host.some.total, config.intervalMs) : [];
   const cgPsi = raw.cgroup?.pressure ?? null;
-  const cgWindow = cgPsi ? advanceWindow(gap ? [] : prev.cgWindow, raw.atMs, cgPsi.some.total, config.intervalMs) : [];
+  const cgWindow = cgPsi ? advanceWindow(gap ? [] : prev.cgWindow, raw.monoMs, cgPsi.some.total, config.intervalMs) : [];
 
-  // stall_ms_p99 follows the worker cgroup when it exists, else the host.
-  const stallSource = cgPsi ? cgWindow : hostWindow;
-  const stallWindow = (gap ? [] : prev.stallWindow).filter((s) => raw.atMs - s.atMs <= P99_WINDOW_MS);
-  const perSecond = lastStallPerSecond(stallSource);
-  if (perSecond !== null) stallWindow.push({ atMs: raw.atMs, stallMsPerS: perSecond });
+  // stall_ms_p99 follows the worker cgroup when it exists, else the host. No
+  // reset on a gap: its points stay valid for 60 s, and the point across the
+  // gap is that time's mean stall, as the sidecar takes it.
+  const stall = nextStallWindow(prev.stall, stallReading(cgPsi ? cgPsi.some.total : null, host ? host.some.total : null, raw.monoMs));
 
   const readings: PressureReadings = {
     psiSomeAvg10: host ? host.some.avg10 : null,
@@ -105,50 +100,42 @@ export function nextSignals(prev: SignalState, raw: RawSample, config: Admission
   return {
     readings,
     psiSomeAvg60: host ? host.some.avg60 : null,
-    psiSampledAtMs: host ? raw.atMs : prev.psiSampledAtMs,
+    psiReadMonoMs: host ? raw.monoMs : prev.psiReadMonoMs,
     psiMissingReason: raw.hostPsi.ok ? null : `${raw.hostPsi.file}: ${raw.hostPsi.reason}`,
     hostWindow,
     cgWindow,
-    stallWindow,
-    stallMsP99: percentileOf(stallWindow, (s) => s.stallMsPerS, 99),
-    pressure: nextPressureState(prev.pressure, readings, config, raw.atMs),
-    lastAtMs: raw.atMs,
+    stall,
+    stallMsP99: stallMsP99(stall),
+    pressure: nextPressureState(prev.pressure, readings, config, raw.monoMs),
+    lastMonoMs: raw.monoMs,
   };
 }
 
-function advanceWindow(window: TotalSample[], atMs: number, totalUs: number, intervalMs: number): TotalSample[] {
+function advanceWindow(window: TotalSample[], monoMs: number, totalUs: number, intervalMs: number): TotalSample[] {
   const last = window[window.length - 1];
   // A counter that went backwards is a recreated cgroup: start over.
   const kept = last !== undefined && totalUs < last.totalUs ? [] : window;
   // Keep one sample at the window's far edge (+ half an interval of jitter).
   const horizon = FAST_WINDOW_MS + intervalMs / 2;
-  return [...kept.filter((s) => atMs - s.atMs <= horizon), { atMs, totalUs }];
+  return [...kept.filter((s) => monoMs - s.monoMs <= horizon), { monoMs, totalUs }];
 }
 
 function windowRate(window: TotalSample[]): number | null {
   const first = window[0];
   const last = window[window.length - 1];
   if (first === undefined || last === undefined || first === last) return null;
-  return stallRatePct(first.totalUs, last.totalUs, last.atMs - first.atMs);
+  return stallRatePct(first.totalUs, last.totalUs, last.monoMs - first.monoMs);
 }
 
-function lastStallPerSecond(window: TotalSample[]): number | null {
-  const prev = window[window.length - 2];
-  const last = window[window.length - 1];
-  if (prev === undefined || last === undefined) return null;
-  const pct = stallRatePct(prev.totalUs, last.totalUs, last.atMs - prev.atMs);
-  return pct === null ? null : pct * 10; // % of a second → ms per second
-}
-
-/** Nearest-rank p99; null with no samples ("when known"). */
-export { p99 };
-
-/** The policy's view: signals plus what only Redis knows (mode, in-flight tokens). */
-export function admissionSignals(state: SignalState, mode: GateMode, inflightTokens: number | null): AdmissionSignals {
+/**
+ * The policy's view: signals plus what only Redis knows (mode, in-flight
+ * tokens). PSI's age is taken here, on the sampler's monotonic clock.
+ */
+export function admissionSignals(state: SignalState, mode: GateMode, inflightTokens: number | null, monoNowMs: number): AdmissionSignals {
   return {
     ...state.readings,
     mode,
-    psiSampledAtMs: state.psiSampledAtMs,
+    psiAgeMs: state.psiReadMonoMs === null ? null : monoNowMs - state.psiReadMonoMs,
     psiMissingReason: state.psiMissingReason,
     stallMsP99: state.stallMsP99,
     inflightTokens,
@@ -165,30 +152,37 @@ export function pressureFileProbe(file: string): WorkerCgroupProbe {
   };
 }
 
-export function readRawSample(roots: HostRoots, probe: WorkerCgroupProbe | null, atMs: number): RawSample {
+export function readRawSample(roots: HostRoots, probe: WorkerCgroupProbe | null, monoMs: number): RawSample {
   let cgroup: WorkerCgroupReading | null = null;
   try {
     cgroup = probe ? probe() : null;
   } catch {
     cgroup = null; // the worker cgroup is optional: a failing probe must not stop admission
   }
-  return { atMs, hostPsi: readHostPsi(roots, "memory"), cgroup };
+  return { monoMs, hostPsi: readHostPsi(roots, "memory"), cgroup };
 }
 
-/** Holds the latest state; the gate loop calls sample() on its own interval. */
+/**
+ * Holds the latest state; the gate loop calls sample() on its own interval.
+ * Sample times are monotonic; the wall clock is only for a job's slack.
+ */
 export class GateSampler {
   private current: SignalState = initialSignalState();
   constructor(
     private readonly roots: HostRoots,
     private readonly config: AdmissionConfig,
     private readonly probe: WorkerCgroupProbe | null = null,
-    private readonly now: () => number = Date.now,
+    private readonly monoNow: () => number = () => performance.now(),
   ) {}
   sample(): SignalState {
-    this.current = nextSignals(this.current, readRawSample(this.roots, this.probe, this.now()), this.config);
+    this.current = nextSignals(this.current, readRawSample(this.roots, this.probe, this.monoNow()), this.config);
     return this.current;
   }
   get state(): SignalState {
     return this.current;
+  }
+  /** The signals a decision made now sees. */
+  signals(mode: GateMode, inflightTokens: number | null): AdmissionSignals {
+    return admissionSignals(this.current, mode, inflightTokens, this.monoNow());
   }
 }

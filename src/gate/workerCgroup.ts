@@ -35,8 +35,9 @@ export function workerCgroupProbe(cgroup: WorkerCgroup): WorkerCgroupProbe {
     if (!existsSync(cgroup.limits.dir)) return null;
     const pressure = cgroup.pressureFile ? readPsiFile(cgroup.pressureFile) : null;
     const swap = readCgroupSwap(cgroup.limits);
-    // Swap used inside a cgroup whose swap is off means the limit leaked (read from the cgroup, not host si).
-    const swapLeak = swap.swapLimit === 0 && (swap.swapCurrent ?? 0) > 0;
+    // Swap used inside a cgroup whose swap is off means the limit leaked (read from the cgroup, not host si);
+    // swap in use unreadable is no leak seen, as for the sidecar's swap_leak alarm.
+    const swapLeak = swap.swapLimit === 0 && swap.swapCurrent !== null && swap.swapCurrent > 0;
     return { pressure: pressure?.ok ? pressure.value : null, swapLeak };
   };
 }

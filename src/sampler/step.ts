@@ -4,7 +4,7 @@ import type { Reading } from "../host/kernelFile.js";
 import { stallRatePct, type Psi } from "../host/psi.js";
 import { swapCounters, type Vmstat } from "../host/vmstat.js";
 import { decodeJob, deadlineSlackMs, type Job } from "../queue/job.js";
-import { percentileOf } from "../util/stats.js";
+import { emptyStallWindow, nextStallWindow, stallMsP99, stallReading, type StallWindow } from "../host/stallWindow.js";
 
 /**
  * The sidecar's pure step (oomd's `next(prev, raw, dt)`): raw readings of one
@@ -12,9 +12,6 @@ import { percentileOf } from "../util/stats.js";
  * counters become rates against the previous state; a signal that cannot be
  * read or computed is null with an entry in `missing`, never 0.
  */
-
-/** stall_ms_p99 covers the last 60 s of per-interval stall rates. */
-export const STALL_WINDOW_MS = 60_000;
 
 /** The worker cgroup's files of one sample (v1 or v2 already mapped to one shape). */
 export interface CgroupRaw {
@@ -135,11 +132,6 @@ export interface SampleFacts {
   cgPsiExpected: boolean;
 }
 
-interface StallPoint {
-  monoMs: number;
-  stallMsPerS: number;
-}
-
 export interface SamplerState {
   monoMs: number;
   pswpin: number | null;
@@ -148,9 +140,8 @@ export interface SamplerState {
   hostPsiTotalUs: number | null;
   cgPsiTotalUs: number | null;
   cpu: CpuTimes | null;
-  /** Which PSI total feeds stall_ms_p99; a change of source restarts the window. */
-  stallSource: "cgroup" | "host" | null;
-  stallWindow: StallPoint[];
+  /** stall_ms_p99's window, the gate's step (host/stallWindow.ts). */
+  stall: StallWindow;
   /**
    * Valid jobs decoded last sample, by payload bytes: the same payloads come
    * back every second and a full decode each time is most of a sample's CPU.
@@ -247,25 +238,12 @@ export function nextSample(prev: SamplerState | null, raw: RawReadings, nowMs: n
   }
 
   // stall_ms_p99: the worker cgroup's PSI when readable, else the host's.
-  const stallSource: SamplerState["stallSource"] = cgPsi ? "cgroup" : hostPsi ? "host" : null;
-  const stallTotal = cgPsi ? cgPsi.some.total : hostPsi ? hostPsi.some.total : null;
-  const prevStallTotal = stallSource === "cgroup" ? (prev?.cgPsiTotalUs ?? null) : (prev?.hostPsiTotalUs ?? null);
-  // A new array (prev stays as it was), built in one pass: this runs every sample.
-  const stallWindow: StallPoint[] = [];
-  if (prev !== null && prev.stallSource === stallSource) {
-    // Indexed, not for-of: up to 240 points at 250 ms, and an iterator result per point is garbage.
-    const window = prev.stallWindow;
-    for (let k = 0; k < window.length; k++) if (raw.monoMs - window[k]!.monoMs < STALL_WINDOW_MS) stallWindow.push(window[k]!);
-  }
-  if (stallTotal !== null && prev !== null && prev.stallSource === stallSource && prevStallTotal !== null) {
-    const pct = stallRatePct(prevStallTotal, stallTotal, elapsedMs);
-    if (pct === null) stallWindow.length = 0; // counter reset: the cgroup was recreated
-    else stallWindow.push({ monoMs: raw.monoMs, stallMsPerS: pct * 10 });
-  }
-  const stallP99 = percentileOf(stallWindow, (p) => p.stallMsPerS, 99);
+  const stallNow = stallReading(cgPsi ? cgPsi.some.total : null, hostPsi ? hostPsi.some.total : null, raw.monoMs);
+  const stall = nextStallWindow(prev?.stall ?? emptyStallWindow, stallNow);
+  const stallP99 = stallMsP99(stall);
   if (stallP99 === null) {
-    const file = stallSource === "cgroup" && cg ? cg.pressureFile : raw.files.hostPsi;
-    lack("stall_ms_p99", file, stallSource === null ? "no PSI readable" : prev === null ? "first sample" : "no stall rate in the window yet");
+    const file = stallNow?.source === "cgroup" && cg ? cg.pressureFile : raw.files.hostPsi;
+    lack("stall_ms_p99", file, stallNow === null ? "no PSI readable" : prev === null ? "first sample" : "no stall rate in the window yet");
   }
 
   // Queue (one Redis round trip; null + missing when Redis is unreachable)
@@ -323,8 +301,7 @@ export function nextSample(prev: SamplerState | null, raw: RawReadings, nowMs: n
     hostPsiTotalUs: hostPsi ? hostPsi.some.total : null,
     cgPsiTotalUs: cgPsi ? cgPsi.some.total : null,
     cpu: raw.cpu.ok ? raw.cpu.value : null,
-    stallSource,
-    stallWindow,
+    stall,
     decodedJobs,
   };
   const swapMax = cg && cg.swapMax.ok ? cg.swapMax.value : null;

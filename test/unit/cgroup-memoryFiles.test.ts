@@ -1,7 +1,9 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { chmodSync, rmSync } from "node:fs";
 import path from "node:path";
-import { parseCounter, parseFlatKeyed, parseLimit, parsePids, readCgroupMemory, readOomKillCount } from "../../src/cgroup/memoryFiles.js";
+import { parseCounter, parseFlatKeyed, parseLimit, parsePids, readCgroupMemory, readCgroupSwap, readOomKillCount } from "../../src/cgroup/memoryFiles.js";
+import type { WorkerCgroup } from "../../src/cgroup/paths.js";
+import { workerCgroupProbe } from "../../src/gate/workerCgroup.js";
 import { makeFakeHost, v1MemoryFiles, v2MemoryFiles, type FakeHost } from "../helpers/cgroupFixtures.js";
 
 let host: FakeHost | undefined;
@@ -38,7 +40,7 @@ describe("memory file parsers", () => {
 });
 
 describe("readCgroupMemory", () => {
-  it("v1: memsw − limit is the swap limit, memsw usage − usage the swap in use, oom_kill from oom_control", () => {
+  it("v1: memsw − limit is the swap limit, memory.stat's total_swap the swap in use, oom_kill from oom_control", () => {
     host = makeFakeHost("v1");
     host.cgroup("memory", "/process_api", v1MemoryFiles({ "memory.limit_in_bytes": "134217728\n" }));
     const dir = host.cgroup("memory", "/process_api/t1", v1MemoryFiles({
@@ -48,6 +50,7 @@ describe("readCgroupMemory", () => {
       "memory.memsw.usage_in_bytes": "106954752\n",
       "memory.max_usage_in_bytes": "268435456\n",
       "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
+      "memory.stat": "cache 1024\nrss 4096\nswap 2097152\ntotal_cache 1024\ntotal_rss 4096\ntotal_swap 2097152\n",
       "memory.failcnt": "77\n",
       "cgroup.procs": "100\n101\n",
     }));
@@ -78,6 +81,31 @@ describe("readCgroupMemory", () => {
     }));
     const m = readCgroupMemory({ version: 1, mount: path.join(host.cgroupRoot, "memory"), cgroupPath: "/t2", dir });
     expect(m.swapCurrent).toBe(0);
+  });
+
+  it.each([
+    ["no swap line in memory.stat", { "memory.stat": "cache 1024\nrss 4096\n" }, "no swap line (swap accounting off)"],
+    ["memory.stat unreadable", { "memory.stat": null }, "missing"],
+  ] as const)("v1, %s: swap in use is null with its file in missing, never memsw usage − usage", (_name, files, reason) => {
+    host = makeFakeHost("v1");
+    const all: Record<string, string> = v1MemoryFiles({
+      "memory.limit_in_bytes": "268435456\n",
+      "memory.memsw.limit_in_bytes": "268435456\n",
+      "memory.usage_in_bytes": "104857600\n",
+      "memory.memsw.usage_in_bytes": "106954752\n", // 2 MiB apart: the flicker, or real swap; memsw cannot tell
+    });
+    for (const [name, text] of Object.entries(files)) {
+      if (text === null) delete all[name];
+      else all[name] = text;
+    }
+    const limits = { version: 1 as const, mount: path.join(host.cgroupRoot, "memory"), cgroupPath: "/t3", dir: host.cgroup("memory", "/t3", all) };
+    const swap = readCgroupSwap(limits);
+    expect(swap).toMatchObject({ swapLimit: 0, swapCurrent: null });
+    expect(swap.missing).toContainEqual({ file: path.join(limits.dir, "memory.stat"), reason: expect.stringContaining(reason) });
+    expect(readCgroupMemory(limits).swapCurrent).toBeNull();
+    // The gate's probe: no swap in use read, so no swap leak (a reject_host_pressure) made up from memsw.
+    const probe = workerCgroupProbe({ name: "t3", layout: "v1", memory: limits, unified: null, limits, procsFiles: [], pressureFile: null, killFile: null, dirs: [limits] } satisfies WorkerCgroup);
+    expect(probe()).toEqual({ pressure: null, swapLeak: false });
   });
 
   it("v1: a parent with use_hierarchy=0 does not limit its child", () => {

@@ -22,7 +22,7 @@ function signals(overrides: Partial<AdmissionSignals> = {}): AdmissionSignals {
     cgPsiSomeAvg10: null,
     cgStallRatePct: null,
     cgSwapLeak: false,
-    psiSampledAtMs: NOW - 200,
+    psiAgeMs: 200,
     psiMissingReason: null,
     stallMsP99: null,
     inflightTokens: 0,
@@ -43,9 +43,9 @@ describe("decideAdmission: the seed's order", () => {
     { name: "worker cgroup psi", signals: { cgPsiSomeAvg10: 15 }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=0.40 cg_psi=15.00" },
     { name: "worker cgroup stall rate", signals: { cgStallRatePct: 30 }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=0.40 cg_stall_rate=30.00" },
     { name: "swap used with swap disabled", signals: { cgSwapLeak: true }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=0.40 swap_leak=1" },
-    { name: "psi missing fails closed", signals: { psiSomeAvg10: null, psiSampledAtMs: null }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=missing" },
-    { name: "psi older than 2 intervals", signals: { psiSampledAtMs: NOW - 2500 }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=missing stale_ms=2500" },
-    { name: "psi 2 intervals old is still fresh", signals: { psiSampledAtMs: NOW - 2000 }, kind: "admit", line: "admit job=7 packed=24000 limit=32000" },
+    { name: "psi missing fails closed", signals: { psiSomeAvg10: null, psiAgeMs: null }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=missing" },
+    { name: "psi older than 2 intervals", signals: { psiAgeMs: 2500 }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=missing stale_ms=2500" },
+    { name: "psi 2 intervals old is still fresh", signals: { psiAgeMs: 2000 }, kind: "admit", line: "admit job=7 packed=24000 limit=32000" },
     { name: "reject_all first", signals: { mode: "reject_all", psiSomeAvg10: 0.4 }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=0.40 mode=reject_all" },
     { name: "reject_all beats missing psi", signals: { mode: "reject_all", psiSomeAvg10: null }, kind: "reject_host_pressure", line: "reject_host_pressure job=7 psi=missing mode=reject_all" },
     { name: "slack under 1500", signals: {}, job: { enqueue_ts: NOW - 7580 }, kind: "reject_deadline_slack", line: "reject_deadline_slack job=7 slack_ms=420" },
@@ -110,7 +110,7 @@ describe("nextPressureState: trips at once, clears after 5 s below half", () => 
     expect(state.calmSinceMs).toBeNull(); // no calm time was seen
     state = nextPressureState(state, between, config, 11_000);
     expect(state.tripped).toBe(true);
-    const decision = decideAdmission(job, signals({ psiSomeAvg10: 7, psiSampledAtMs: NOW, pressure: state }), config, NOW);
+    const decision = decideAdmission(job, signals({ psiSomeAvg10: 7, psiAgeMs: 0, pressure: state }), config, NOW);
     expect(formatDecisionLine(decision, job)).toBe("reject_host_pressure job=7 psi=7.00 hysteresis=1");
   });
 

@@ -146,7 +146,7 @@ describe("nextSample: counter reset → null + missing", () => {
       sample = step.sample;
     });
     expect(sample!.stall_ms_p99).toBeNull();
-    expect(state!.stallWindow).toEqual([]);
+    expect(state!.stall.points).toEqual([]);
   });
 });
 
@@ -221,7 +221,7 @@ describe("nextSample: stall_ms_p99 over the last 60 s", () => {
     expect(p99At[1]).toBe(900);
     expect(p99At[60]).toBe(900); // the burst at t=1 s is 59 s old
     expect(p99At[61]).toBe(10); // 60 s old: out
-    expect(state!.stallWindow.length).toBe(60);
+    expect(state!.stall.points.length).toBe(60);
   });
 
   it.each([
