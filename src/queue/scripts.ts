@@ -178,7 +178,7 @@ return {'applied'}
  * (or it is the gate itself stopping, which deletes its heartbeat first).
  * Jobs go to the HEAD of the ready list in their original order.
  * KEYS: heartbeat processing ready dead events stats gates
- * ARGV: ts from_gate by_gate, then triples (old_payload, new_payload, route 'ready'|'dead', id, attempt)
+ * ARGV: ts from_gate by_gate, then five per job (old_payload, new_payload, route 'ready'|'dead', id, attempt)
  * → number of jobs moved, or -1 when the gate is alive.
  */
 export const recoverScript = script(
