@@ -331,7 +331,14 @@ export class DrillQueue {
     }
     const k = this.keys;
     const moved = await runScript(this.redis, recoverScript, [k.gateHeartbeat(gate), k.processing(gate), k.ready, k.dead, k.events, k.stats, k.gates], args);
-    return moved === -1 ? [] : jobs;
+    if (moved === -1) return [];
+    // Only what this run moved: another gate recovering the same list at once moved the rest.
+    if (!Array.isArray(moved)) throw new Error(`unexpected recover script reply ${String(moved)}`);
+    return moved.map((position) => {
+      const job = jobs[Number(position)];
+      if (job === undefined) throw new Error(`unexpected recover script reply: position ${String(position)}`);
+      return job;
+    });
   }
 
   // ---- decisions ------------------------------------------------------------

@@ -179,7 +179,9 @@ return {'applied'}
  * Jobs go to the HEAD of the ready list in their original order.
  * KEYS: heartbeat processing ready dead events stats gates
  * ARGV: ts from_gate by_gate, then five per job (old_payload, new_payload, route 'ready'|'dead', id, attempt)
- * → number of jobs moved, or -1 when the gate is alive.
+ * → the 0-based positions (in ARGV order) of the jobs this run moved, or -1
+ *   when the gate is alive. A job another recoverer moved first is not in
+ *   the list: its LREM found nothing here.
  */
 export const recoverScript = script(
   "recover",
@@ -188,7 +190,7 @@ export const recoverScript = script(
 local heartbeat, processing, ready, dead, events, stats, gates = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local ts, from_gate, by_gate = ARGV[1], ARGV[2], ARGV[3]
 if redis.call('EXISTS', heartbeat) == 1 then return -1 end
-local moved = 0
+local moved = {}
 -- Backwards, so LPUSH leaves the oldest-taken job first at the head.
 for i = #ARGV - 4, 4, -5 do
   local old, new, route, id, attempt = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
@@ -201,7 +203,7 @@ for i = #ARGV - 4, 4, -5 do
     end
     event(events, 'recovered', id, 'from_gate=' .. from_gate .. ' route=' .. route, ts, by_gate, attempt)
     redis.call('HINCRBY', stats, 'recovered', 1)
-    moved = moved + 1
+    table.insert(moved, 1, (i - 4) / 5)
   end
 end
 if redis.call('LLEN', processing) == 0 then redis.call('HDEL', gates, from_gate) end

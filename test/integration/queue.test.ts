@@ -285,6 +285,26 @@ describe("DrillQueue against a real redis-server", () => {
     await assertNoJobLost(redis, queue.keys.queue, ids);
   });
 
+  it("two gates recovering the same expired gate at once: each reports only the jobs it moved", async () => {
+    const queue = freshQueue();
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await queue.push(spec)).id);
+    // No heartbeat: an expired gate holding all three.
+    for (let i = 0; i < 3; i++) await redis.lmove(queue.keys.ready, queue.keys.processing("deadgate"), "LEFT", "RIGHT");
+    const other = await connectRedis(server.url, { name: "test-queue-b" });
+    try {
+      const qb = new DrillQueue(other, queue.keys.queue);
+      const [a, b] = await Promise.all([queue.recoverExpiredGates("gA", 3), qb.recoverExpiredGates("gB", 3)]);
+      const reported = [...a, ...b].map((r) => r.id).sort();
+      expect(reported).toEqual(ids);
+      expect(await redis.llen(queue.keys.ready)).toBe(3);
+      expect(await redis.hget(queue.keys.stats, "recovered")).toBe("3");
+    } finally {
+      await closeRedis(other);
+    }
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
   it("malformed payloads go to dead with the reason, in-flight tokens unchanged", async () => {
     const queue = freshQueue();
     await redis.hset(queue.keys.inflight, "42", "24000");
