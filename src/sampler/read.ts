@@ -3,7 +3,7 @@ import { closeSync, openSync, readSync, statSync } from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import type { Redis } from "ioredis";
-import { OOM_KILL_KEYS, oomKillIn, parseCounter, parseFlatKeyed, parseLimit, V1_SWAP_STAT_KEYS, v1SwapInUse, v1SwapLimit, type Limit } from "../cgroup/memoryFiles.js";
+import { OOM_KILL_KEYS, oomKillIn, parseCounter, parseFlatKeyed, parseLimit, V1_SWAP_STAT_KEYS, v1SwapInUse, v1SwapLimit } from "../cgroup/memoryFiles.js";
 import type { WorkerCgroup } from "../cgroup/paths.js";
 import { parseProcStatCpu } from "../host/cpu.js";
 import { fail, ok, type HostRoots, type Reading } from "../host/kernelFile.js";
@@ -205,7 +205,7 @@ export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
   const memswLimit = readParsed(files.swapMax, parseLimit);
   const stat = readParsed(files.swapCurrent, parseV1SwapKeys);
   const statSwap = stat.ok ? v1SwapInUse(stat.value) : undefined;
-  const swapCurrent: Reading<Limit> = !stat.ok ? stat : statSwap === undefined ? fail(files.swapCurrent, "no swap line (swap accounting off)") : ok(statSwap);
+  const swapCurrent: Reading<number> = !stat.ok ? stat : statSwap === undefined ? fail(files.swapCurrent, "no swap line (swap accounting off)") : ok(statSwap);
   return ok({
     dir,
     pressure,
@@ -215,7 +215,7 @@ export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
     max: limit,
     peak: readParsed(files.peak, parseCounter),
     oomKill: oomKillFrom(files.oomKill),
-    swapCurrent: swapCurrent.ok ? ok(swapCurrent.value === "max" ? 0 : swapCurrent.value) : swapCurrent,
+    swapCurrent,
     swapMax: !memswLimit.ok ? memswLimit : !limit.ok ? limit : ok(v1SwapLimit(memswLimit.value, limit.value)),
   });
 }
