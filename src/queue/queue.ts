@@ -182,6 +182,11 @@ export function rejectDeadReason(job: Job, kind: RejectKind, route: { retryHostC
   return null;
 }
 
+/** The reason a nack carries (runbook: reason=host_pressure). */
+export function nackReason(kind: RejectKind): string {
+  return kind.replace(/^reject_/, "");
+}
+
 /** The drill's Redis queue: every key derived from one name (DESIGN.md's table). */
 export class DrillQueue {
   readonly keys: QueueKeys;
@@ -386,7 +391,7 @@ export class DrillQueue {
     const attempt = ctx.job.attempt + 1;
     let target = k.retry(route.retryHostClass);
     let routeName: "retry" | "dead" = "retry";
-    let routed: Buffer = encodeJob({ ...ctx.job, attempt, reason: kind.replace(/^reject_/, ""), host_class: route.retryHostClass });
+    let routed: Buffer = encodeJob({ ...ctx.job, attempt, reason: nackReason(kind), host_class: route.retryHostClass });
     const deadReason = rejectDeadReason(ctx.job, kind, route);
     if (deadReason !== null) {
       target = k.dead;
