@@ -241,10 +241,18 @@ export class DrillQueue {
     return stored === null ? null : String(stored) === "reject_all" ? "reject_all" : "admit";
   }
 
-  /** Sum of in-flight packed prompt tokens (a snapshot; the admit script decides). */
+  /**
+   * Sum of in-flight packed prompt tokens (a snapshot; the admit script decides).
+   * Throws on an entry that is not a count, as the admit script refuses: the cap is unknowable, never 0.
+   */
   async inflightTokens(): Promise<number> {
-    const values = await this.redis.hvals(this.keys.inflight);
-    return values.reduce((sum, v) => sum + (Number(v) || 0), 0);
+    const entries = await this.redis.hgetall(this.keys.inflight);
+    let sum = 0;
+    for (const [id, tokens] of Object.entries(entries)) {
+      if (!/^\d+$/.test(tokens)) throw new Error(`${this.keys.inflight} entry ${id} is not a token count ("${tokens.slice(0, 20)}"): the packed-token cap cannot be checked`);
+      sum += Number(tokens);
+    }
+    return sum;
   }
 
   /** The worker calls this when a job's prompt no longer holds memory. Returns the tokens released. */

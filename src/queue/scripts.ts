@@ -97,6 +97,8 @@ return {id, 'pushed'}
  *   | {'gone'|'conflict'|'redelivery', stored_kind, stored_figures}
  * Only an admit changes anything besides conflict/redelivery: a reject is
  * applied by the reject script with the nack payload the caller builds.
+ * An inflight entry that is not a count is an error reply (fail closed: the
+ * job stays in its processing list, the caller sees which entry).
  */
 export const admitScript = script(
   "admit",
@@ -113,8 +115,12 @@ if redis.call('GET', mode) == 'reject_all' then return {'reject_all'} end
 local packed = tokens
 local entries = redis.call('HGETALL', inflight)
 for i = 1, #entries, 2 do
+  -- A corrupt entry makes the cap unknowable: refuse (nothing changed) rather than count it as 0.
+  if not string.match(entries[i + 1], '^%d+$') then
+    return redis.error_reply(inflight .. ' entry ' .. entries[i] .. ' is not a token count ("' .. string.sub(entries[i + 1], 1, 20) .. '"): the packed-token cap cannot be checked, nothing admitted')
+  end
   -- Its own entry, if one is left without an admit record, is replaced, not added to.
-  if entries[i] ~= id then packed = packed + (tonumber(entries[i + 1]) or 0) end
+  if entries[i] ~= id then packed = packed + tonumber(entries[i + 1]) end
 end
 if packed > limit then return {'reject_packed_tokens', tostring(packed)} end
 local figures = 'packed=' .. packed .. ' limit=' .. limit
