@@ -182,6 +182,11 @@ export function rejectDeadReason(job: Job, kind: RejectKind, route: { retryHostC
   return null;
 }
 
+/** The reason a nack carries (runbook: reason=host_pressure). */
+export function nackReason(kind: RejectKind): string {
+  return kind.replace(/^reject_/, "");
+}
+
 /** The drill's Redis queue: every key derived from one name (DESIGN.md's table). */
 export class DrillQueue {
   readonly keys: QueueKeys;
@@ -236,10 +241,18 @@ export class DrillQueue {
     return stored === null ? null : String(stored) === "reject_all" ? "reject_all" : "admit";
   }
 
-  /** Sum of in-flight packed prompt tokens (a snapshot; the admit script decides). */
+  /**
+   * Sum of in-flight packed prompt tokens (a snapshot; the admit script decides).
+   * Throws on an entry that is not a count, as the admit script refuses: the cap is unknowable, never 0.
+   */
   async inflightTokens(): Promise<number> {
-    const values = await this.redis.hvals(this.keys.inflight);
-    return values.reduce((sum, v) => sum + (Number(v) || 0), 0);
+    const entries = await this.redis.hgetall(this.keys.inflight);
+    let sum = 0;
+    for (const [id, tokens] of Object.entries(entries)) {
+      if (!/^\d+$/.test(tokens)) throw new Error(`${this.keys.inflight} entry ${id} is not a token count ("${tokens.slice(0, 20)}"): the packed-token cap cannot be checked`);
+      sum += Number(tokens);
+    }
+    return sum;
   }
 
   /** The worker calls this when a job's prompt no longer holds memory. Returns the tokens released. */
@@ -331,7 +344,14 @@ export class DrillQueue {
     }
     const k = this.keys;
     const moved = await runScript(this.redis, recoverScript, [k.gateHeartbeat(gate), k.processing(gate), k.ready, k.dead, k.events, k.stats, k.gates], args);
-    return moved === -1 ? [] : jobs;
+    if (moved === -1) return [];
+    // Only what this run moved: another gate recovering the same list at once moved the rest.
+    if (!Array.isArray(moved)) throw new Error(`unexpected recover script reply ${String(moved)}`);
+    return moved.map((position) => {
+      const job = jobs[Number(position)];
+      if (job === undefined) throw new Error(`unexpected recover script reply: position ${String(position)}`);
+      return job;
+    });
   }
 
   // ---- decisions ------------------------------------------------------------
@@ -379,7 +399,7 @@ export class DrillQueue {
     const attempt = ctx.job.attempt + 1;
     let target = k.retry(route.retryHostClass);
     let routeName: "retry" | "dead" = "retry";
-    let routed: Buffer = encodeJob({ ...ctx.job, attempt, reason: kind.replace(/^reject_/, ""), host_class: route.retryHostClass });
+    let routed: Buffer = encodeJob({ ...ctx.job, attempt, reason: nackReason(kind), host_class: route.retryHostClass });
     const deadReason = rejectDeadReason(ctx.job, kind, route);
     if (deadReason !== null) {
       target = k.dead;

@@ -97,6 +97,8 @@ return {id, 'pushed'}
  *   | {'gone'|'conflict'|'redelivery', stored_kind, stored_figures}
  * Only an admit changes anything besides conflict/redelivery: a reject is
  * applied by the reject script with the nack payload the caller builds.
+ * An inflight entry that is not a count is an error reply (fail closed: the
+ * job stays in its processing list, the caller sees which entry).
  */
 export const admitScript = script(
   "admit",
@@ -113,8 +115,12 @@ if redis.call('GET', mode) == 'reject_all' then return {'reject_all'} end
 local packed = tokens
 local entries = redis.call('HGETALL', inflight)
 for i = 1, #entries, 2 do
+  -- A corrupt entry makes the cap unknowable: refuse (nothing changed) rather than count it as 0.
+  if not string.match(entries[i + 1], '^%d+$') then
+    return redis.error_reply(inflight .. ' entry ' .. entries[i] .. ' is not a token count ("' .. string.sub(entries[i + 1], 1, 20) .. '"): the packed-token cap cannot be checked, nothing admitted')
+  end
   -- Its own entry, if one is left without an admit record, is replaced, not added to.
-  if entries[i] ~= id then packed = packed + (tonumber(entries[i + 1]) or 0) end
+  if entries[i] ~= id then packed = packed + tonumber(entries[i + 1]) end
 end
 if packed > limit then return {'reject_packed_tokens', tostring(packed)} end
 local figures = 'packed=' .. packed .. ' limit=' .. limit
@@ -178,8 +184,10 @@ return {'applied'}
  * (or it is the gate itself stopping, which deletes its heartbeat first).
  * Jobs go to the HEAD of the ready list in their original order.
  * KEYS: heartbeat processing ready dead events stats gates
- * ARGV: ts from_gate by_gate, then triples (old_payload, new_payload, route 'ready'|'dead', id, attempt)
- * → number of jobs moved, or -1 when the gate is alive.
+ * ARGV: ts from_gate by_gate, then five per job (old_payload, new_payload, route 'ready'|'dead', id, attempt)
+ * → the 0-based positions (in ARGV order) of the jobs this run moved, or -1
+ *   when the gate is alive. A job another recoverer moved first is not in
+ *   the list: its LREM found nothing here.
  */
 export const recoverScript = script(
   "recover",
@@ -188,7 +196,7 @@ export const recoverScript = script(
 local heartbeat, processing, ready, dead, events, stats, gates = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local ts, from_gate, by_gate = ARGV[1], ARGV[2], ARGV[3]
 if redis.call('EXISTS', heartbeat) == 1 then return -1 end
-local moved = 0
+local moved = {}
 -- Backwards, so LPUSH leaves the oldest-taken job first at the head.
 for i = #ARGV - 4, 4, -5 do
   local old, new, route, id, attempt = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
@@ -201,7 +209,7 @@ for i = #ARGV - 4, 4, -5 do
     end
     event(events, 'recovered', id, 'from_gate=' .. from_gate .. ' route=' .. route, ts, by_gate, attempt)
     redis.call('HINCRBY', stats, 'recovered', 1)
-    moved = moved + 1
+    table.insert(moved, 1, (i - 4) / 5)
   end
 end
 if redis.call('LLEN', processing) == 0 then redis.call('HDEL', gates, from_gate) end

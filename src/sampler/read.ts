@@ -3,7 +3,7 @@ import { closeSync, openSync, readSync, statSync } from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import type { Redis } from "ioredis";
-import { OOM_KILL_KEYS, oomKillIn, parseCounter, parseFlatKeyed, parseLimit, V1_SWAP_STAT_KEYS, v1SwapInUse, v1SwapLimit, type Limit } from "../cgroup/memoryFiles.js";
+import { OOM_KILL_KEYS, oomKillIn, parseCounter, parseFlatKeyed, parseLimit, V1_SWAP_STAT_KEYS, v1SwapInUse, v1SwapLimit } from "../cgroup/memoryFiles.js";
 import type { WorkerCgroup } from "../cgroup/paths.js";
 import { parseProcStatCpu } from "../host/cpu.js";
 import { fail, ok, type HostRoots, type Reading } from "../host/kernelFile.js";
@@ -205,7 +205,7 @@ export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
   const memswLimit = readParsed(files.swapMax, parseLimit);
   const stat = readParsed(files.swapCurrent, parseV1SwapKeys);
   const statSwap = stat.ok ? v1SwapInUse(stat.value) : undefined;
-  const swapCurrent: Reading<Limit> = !stat.ok ? stat : statSwap === undefined ? fail(files.swapCurrent, "no swap line (swap accounting off)") : ok(statSwap);
+  const swapCurrent: Reading<number> = !stat.ok ? stat : statSwap === undefined ? fail(files.swapCurrent, "no swap line (swap accounting off)") : ok(statSwap);
   return ok({
     dir,
     pressure,
@@ -215,7 +215,7 @@ export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
     max: limit,
     peak: readParsed(files.peak, parseCounter),
     oomKill: oomKillFrom(files.oomKill),
-    swapCurrent: swapCurrent.ok ? ok(swapCurrent.value === "max" ? 0 : swapCurrent.value) : swapCurrent,
+    swapCurrent,
     swapMax: !memswLimit.ok ? memswLimit : !limit.ok ? limit : ok(v1SwapLimit(memswLimit.value, limit.value)),
   });
 }
@@ -227,20 +227,51 @@ export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
 export const WORKING_SCAN_MAX_KEYS = 100_000;
 
 /**
+ * The most entries of the ready list and of the admitted list one sample
+ * reads. A full LRANGE of a 500 000-job ready list took ~0.5 s inside Redis
+ * every sample, stalling the gate's and worker's commands (and past the
+ * reader's timeout the reader reconnected and sent it again while Redis was
+ * still running it). Up to the cap every field is exact; queue_len,
+ * queue_age_ms and queue_head_slack_ms (LLEN, LINDEX 0) are exact at any size.
+ * Beyond it (QueueScan says so):
+ * - admitted list longer than the cap (only with jobs of a few prompt tokens:
+ *   each admitted job holds its tokens against the packed-token cap):
+ *   deadline_slack_ms is the smallest slack over its first (oldest) cap jobs
+ *   and the working lists, so a smaller slack further back is not seen;
+ * - ready list longer than the cap: retry candidates come from its first and
+ *   last cap/2 jobs only, where a retried job arrives (gate recovery LPUSHes
+ *   to the head, a push goes to the tail) and where it waits for the gate;
+ *   one in between is not seen.
+ */
+export const SAMPLE_LIST_SCAN_CAP = 2000;
+
+/** How much of the ready and admitted lists one sample read; `…Scanned < …Len` is a truncated scan. */
+export interface QueueScan {
+  readyLen: number;
+  readyScanned: number;
+  admittedLen: number;
+  admittedScanned: number;
+}
+
+/** A queue reading and how much of the lists it read (the sample must not pass a truncated scan off as exact). */
+export type QueueReading = QueueRaw & { scan: QueueScan };
+
+/**
  * The whole queue sample as one script: one round trip, and an atomic
  * snapshot (a job moving from admitted to a worker between two reads would
  * otherwise be counted twice or not at all). Cheaper on the client than a
  * five-command pipeline, which matters at one sample a second forever.
  * KEYS: ready admitted stats workers mode events; ARGV: working pattern,
- * host class, scan cap, events cursor ('' at start), reject line cap, events scan cap.
- * → {LLEN ready, LINDEX ready 0, LRANGE admitted, HGETALL stats (flat),
- *    payloads of every `<q>:working:*` list, retry candidates,
- *    1 when found by SCAN | 0 when from the registry only, GET mode,
+ * host class, scan cap, events cursor ('' at start), reject line cap, events
+ * scan cap, list scan cap (SAMPLE_LIST_SCAN_CAP).
+ * → {LLEN ready, LINDEX ready 0, LRANGE admitted (at most the list cap),
+ *    HGETALL stats (flat), payloads of every `<q>:working:*` list, retry
+ *    candidates, 1 when found by SCAN | 0 when from the registry only, GET mode,
  *    newest events id read (nil: nothing after the cursor), reject entries'
- *    fields, rejects past the line cap}
- * The retry candidates are jobs in ready/admitted that mention this host
- * class with an attempt other than 0: a text pre-filter to save bytes; the
- * sampler decodes and checks each one.
+ *    fields, rejects past the line cap, ready entries scanned, LLEN admitted}
+ * The retry candidates are jobs in ready/admitted (as far as scanned) that
+ * mention this host class with an attempt other than 0: a text pre-filter to
+ * save bytes; the sampler decodes and checks each one.
  * The events part (src/sampler/rejects.ts): the `<q>:events` entries after
  * the cursor, at most the scan cap of them, of which only the reject entries
  * are sent back; with no cursor yet only the newest id (what is there already
@@ -250,7 +281,8 @@ export const WORKING_SCAN_MAX_KEYS = 100_000;
  */
 const QUEUE_SAMPLE_LUA = `
 local ready, admitted_key, stats_key, workers_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local admitted = redis.call('LRANGE', admitted_key, 0, -1)
+local list_cap = tonumber(ARGV[7])
+local admitted = redis.call('LRANGE', admitted_key, 0, list_cap - 1)
 local working = {}
 local function hold(key)
   if redis.call('TYPE', key).ok == 'list' then
@@ -279,7 +311,16 @@ local function consider(payloads)
     end
   end
 end
-consider(redis.call('LRANGE', ready, 0, -1))
+local ready_len = redis.call('LLEN', ready)
+local ready_scanned = ready_len
+if ready_len <= list_cap then
+  consider(redis.call('LRANGE', ready, 0, -1))
+else
+  local head = math.floor(list_cap / 2)
+  consider(redis.call('LRANGE', ready, 0, head - 1))
+  consider(redis.call('LRANGE', ready, head - list_cap, -1))
+  ready_scanned = list_cap
+end
 consider(admitted)
 local events, cursor, line_cap, events_cap = KEYS[6], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local function newest(default)
@@ -306,11 +347,12 @@ else
   if #entries > 0 then tip = entries[#entries][1] end
   if #entries == events_cap then tip = newest(tip) end
 end
-return {redis.call('LLEN', ready), redis.call('LINDEX', ready, 0), admitted, redis.call('HGETALL', stats_key), working, candidates, scanned, redis.call('GET', KEYS[5]), tip, rejects, beyond}
+return {ready_len, redis.call('LINDEX', ready, 0), admitted, redis.call('HGETALL', stats_key), working, candidates, scanned, redis.call('GET', KEYS[5]), tip, rejects, beyond, ready_scanned, redis.call('LLEN', admitted_key)}
 `;
 const QUEUE_SAMPLE_SHA = createHash("sha1").update(QUEUE_SAMPLE_LUA).digest("hex");
 const REJECT_LINES_ARG = String(REJECT_LINES_PER_SAMPLE);
 const EVENTS_SCANNED_ARG = String(EVENTS_SCANNED_PER_SAMPLE);
+const LIST_SCAN_ARG = String(SAMPLE_LIST_SCAN_CAP);
 
 /**
  * The sidecar's Redis reader. Redis being down must not stop the kernel
@@ -374,7 +416,7 @@ export class QueueReader {
     }
   }
 
-  async read(): Promise<Reading<QueueRaw>> {
+  async read(): Promise<Reading<QueueReading>> {
     if (this.redis.status !== "ready") return fail(this.source, `not connected (${this.redis.status})${this.lastError === null ? "" : `: ${this.lastError}`}`);
     const k = this.keys;
     let timer: NodeJS.Timeout | undefined;
@@ -399,6 +441,7 @@ export class QueueReader {
         this.rejectFeed.cursor ?? "",
         REJECT_LINES_ARG,
         EVENTS_SCANNED_ARG,
+        LIST_SCAN_ARG,
       );
       const reply = await Promise.race([call, timeout]);
       if (reply === "timeout") {
@@ -441,15 +484,16 @@ export class QueueReader {
 
 /** One queue sample script reply: the sample's queue readings, and what it read of `<q>:events`. */
 export interface QueueSampleReply {
-  queue: QueueRaw;
+  queue: QueueReading;
   events: RejectEventsRaw;
 }
 
 /** The script's reply → QueueRaw and the events read; anything unexpected is a failed reading, never a guess. */
 export function parseQueueSample(source: string, reply: unknown): Reading<QueueSampleReply> {
-  if (!Array.isArray(reply) || reply.length !== 11) return fail(source, "queue sample script: unexpected reply");
-  const [len, head, admitted, statsFlat, working, candidates, scanned, mode, tip, rejects, beyond] = reply as unknown[];
+  if (!Array.isArray(reply) || reply.length !== 13) return fail(source, "queue sample script: unexpected reply");
+  const [len, head, admitted, statsFlat, working, candidates, scanned, mode, tip, rejects, beyond, readyScanned, admittedLen] = reply as unknown[];
   if (typeof len !== "number") return fail(source, "LLEN: unexpected reply");
+  if (typeof readyScanned !== "number" || typeof admittedLen !== "number") return fail(source, "queue sample script: unexpected reply");
   if (head !== null && !Buffer.isBuffer(head)) return fail(source, "LINDEX: unexpected reply");
   if (mode !== null && !Buffer.isBuffer(mode)) return fail(source, "GET mode: unexpected reply");
   if (!isBuffers(admitted) || !isBuffers(statsFlat) || !isBuffers(working) || !isBuffers(candidates)) {
@@ -459,6 +503,7 @@ export function parseQueueSample(source: string, reply: unknown): Reading<QueueS
   for (let i = 0; i + 1 < statsFlat.length; i += 2) stats[statsFlat[i]!.toString("utf8")] = statsFlat[i + 1]!.toString("utf8");
   const events = parseRejectEvents(tip, rejects, beyond);
   if (events === null) return fail(source, "events: unexpected reply");
-  const queue: QueueRaw = { source, queueLen: len, head: head ?? null, admitted, working, workingScanned: scanned === 1, retryCandidates: candidates, stats, mode: mode === null ? null : mode.toString("utf8") };
+  const scan: QueueScan = { readyLen: len, readyScanned, admittedLen, admittedScanned: admitted.length };
+  const queue: QueueReading = { source, queueLen: len, head: head ?? null, admitted, working, workingScanned: scanned === 1, retryCandidates: candidates, stats, mode: mode === null ? null : mode.toString("utf8"), scan };
   return ok({ queue, events });
 }

@@ -285,6 +285,45 @@ describe("DrillQueue against a real redis-server", () => {
     await assertNoJobLost(redis, queue.keys.queue, ids);
   });
 
+  it("two gates recovering the same expired gate at once: each reports only the jobs it moved", async () => {
+    const queue = freshQueue();
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await queue.push(spec)).id);
+    // No heartbeat: an expired gate holding all three.
+    for (let i = 0; i < 3; i++) await redis.lmove(queue.keys.ready, queue.keys.processing("deadgate"), "LEFT", "RIGHT");
+    const other = await connectRedis(server.url, { name: "test-queue-b" });
+    try {
+      const qb = new DrillQueue(other, queue.keys.queue);
+      const [a, b] = await Promise.all([queue.recoverExpiredGates("gA", 3), qb.recoverExpiredGates("gB", 3)]);
+      const reported = [...a, ...b].map((r) => r.id).sort();
+      expect(reported).toEqual(ids);
+      expect(await redis.llen(queue.keys.ready)).toBe(3);
+      expect(await redis.hget(queue.keys.stats, "recovered")).toBe("3");
+    } finally {
+      await closeRedis(other);
+    }
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
+  it("an inflight entry that is not a token count fails the admit closed, naming it (it counted as 0 against the cap)", async () => {
+    const queue = freshQueue();
+    await redis.hset(queue.keys.inflight, "42", "lots");
+    const id = (await queue.push(spec)).id;
+    const mover = new BlockingMover(server.url, { name: "t" });
+    const ctx = await take(queue, mover, "g");
+    mover.close();
+    await expect(queue.inflightTokens()).rejects.toThrow(/entry 42 is not a token count \("lots"\)/);
+    await expect(queue.admit(ctx!, 32_000)).rejects.toThrow(/entry 42 is not a token count \("lots"\): the packed-token cap cannot be checked, nothing admitted/);
+    // Nothing changed: the job still waits in the gate's list, nothing admitted or counted.
+    expect(await redis.lrange(queue.keys.processing("g"), 0, -1)).toHaveLength(1);
+    expect(await redis.llen(queue.keys.admitted)).toBe(0);
+    expect(await redis.hgetall(queue.keys.inflight)).toEqual({ "42": "lots" });
+    await redis.hset(queue.keys.inflight, "42", "8000");
+    expect(await queue.inflightTokens()).toBe(8000);
+    expect(await queue.admit(ctx!, 32_000)).toEqual({ kind: "admit", packed: 32_000 });
+    expect(await redis.hget(queue.keys.inflight, id)).toBe("24000");
+  });
+
   it("malformed payloads go to dead with the reason, in-flight tokens unchanged", async () => {
     const queue = freshQueue();
     await redis.hset(queue.keys.inflight, "42", "24000");

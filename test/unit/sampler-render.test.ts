@@ -210,24 +210,36 @@ describe("render", () => {
 
 describe("parseQueueSample", () => {
   const b = (text: string) => Buffer.from(text);
-  // The events part of a reply: newest id read, reject entries' fields, rejects past the cap.
-  const noEvents = [b("0-0"), [], 0];
+  // The events part of a reply: newest id read, reject entries' fields, rejects past the cap;
+  // then the list scan: ready entries scanned, LLEN admitted.
+  const noEvents = [b("0-0"), [], 0, 0, 0];
   it("maps the script's reply", () => {
-    const r = parseQueueSample("redis://h:1", [2, b("{}"), [b("a")], [b("tokens_out"), b("7"), b("admitted"), b("1")], [b("w")], [], 1, b("reject_all"), ...noEvents]);
+    const r = parseQueueSample("redis://h:1", [2, b("{}"), [b("a")], [b("tokens_out"), b("7"), b("admitted"), b("1")], [b("w")], [], 1, b("reject_all"), b("0-0"), [], 0, 2, 5]);
     expect(r).toEqual({
       ok: true,
       value: {
-        queue: { source: "redis://h:1", queueLen: 2, head: b("{}"), admitted: [b("a")], working: [b("w")], workingScanned: true, retryCandidates: [], stats: { tokens_out: "7", admitted: "1" }, mode: "reject_all" },
+        queue: {
+          source: "redis://h:1",
+          queueLen: 2,
+          head: b("{}"),
+          admitted: [b("a")],
+          working: [b("w")],
+          workingScanned: true,
+          retryCandidates: [],
+          stats: { tokens_out: "7", admitted: "1" },
+          mode: "reject_all",
+          scan: { readyLen: 2, readyScanned: 2, admittedLen: 5, admittedScanned: 1 },
+        },
         events: { tip: b("0-0"), lines: [], beyond: 0 },
       },
     });
     expect(parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null, ...noEvents])).toMatchObject({ ok: true, value: { queue: { mode: null } } });
     // Nothing after the cursor: no tip.
-    expect(parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null, null, [], 0])).toMatchObject({ ok: true, value: { events: { tip: null, lines: [], beyond: 0 } } });
+    expect(parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null, null, [], 0, 0, 0])).toMatchObject({ ok: true, value: { events: { tip: null, lines: [], beyond: 0 } } });
   });
   it("maps the reject entries to the gate's lines", () => {
     const entry = ["reason", "reject_packed_tokens", "job", "7", "figures", "packed=36012 limit=32000 route=retry", "ts", "1", "gate", "g", "attempt", "0"].map(b);
-    const r = parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null, b("17-3"), [entry], 4]);
+    const r = parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null, b("17-3"), [entry], 4, 0, 0]);
     expect(r).toMatchObject({ ok: true, value: { events: { tip: b("17-3"), lines: ["reject_packed_tokens job=7 packed=36012 limit=32000"], beyond: 4 } } });
   });
   it.each([
@@ -239,12 +251,14 @@ describe("parseQueueSample", () => {
     ["bad mode", [0, null, [], [], [], [], 1, 5, ...noEvents]],
     ["no mode (the script before gate_mode)", [0, null, [], [], [], [], 1]],
     ["no events (the script before reject lines)", [0, null, [], [], [], [], 1, null]],
-    ["bad events tip", [0, null, [], [], [], [], 1, null, 5, [], 0]],
-    ["events entries not a list", [0, null, [], [], [], [], 1, null, b("1-0"), b("x"), 0]],
-    ["an entry not a list of strings", [0, null, [], [], [], [], 1, null, b("1-0"), [[1, 2]], 0]],
-    ["an entry with an odd field count", [0, null, [], [], [], [], 1, null, b("1-0"), [[b("reason")]], 0]],
-    ["bad count past the cap", [0, null, [], [], [], [], 1, null, b("1-0"), [], "3"]],
-    ["negative count past the cap", [0, null, [], [], [], [], 1, null, b("1-0"), [], -1]],
+    ["bad events tip", [0, null, [], [], [], [], 1, null, 5, [], 0, 0, 0]],
+    ["events entries not a list", [0, null, [], [], [], [], 1, null, b("1-0"), b("x"), 0, 0, 0]],
+    ["an entry not a list of strings", [0, null, [], [], [], [], 1, null, b("1-0"), [[1, 2]], 0, 0, 0]],
+    ["an entry with an odd field count", [0, null, [], [], [], [], 1, null, b("1-0"), [[b("reason")]], 0, 0, 0]],
+    ["bad count past the cap", [0, null, [], [], [], [], 1, null, b("1-0"), [], "3", 0, 0]],
+    ["no list scan (the script before the scan cap)", [0, null, [], [], [], [], 1, null, b("0-0"), [], 0]],
+    ["bad list scan", [0, null, [], [], [], [], 1, null, b("0-0"), [], 0, "2", 0]],
+    ["negative count past the cap", [0, null, [], [], [], [], 1, null, b("1-0"), [], -1, 0, 0]],
   ])("unexpected reply (%s) is a failed reading", (_name, reply) => {
     expect(parseQueueSample("redis://h:1", reply).ok).toBe(false);
   });

@@ -1,0 +1,82 @@
+// The sidecar's queue sample against a real redis-server: its work per sample
+// is bounded by SAMPLE_LIST_SCAN_CAP, not by the queue (a full LRANGE of a
+// 500 000-job ready list took ~0.5 s inside Redis every sample), and a
+// truncated scan says so.
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DrillQueue } from "../../src/queue/queue.js";
+import { closeRedis, connectRedis } from "../../src/queue/redis.js";
+import { QueueReader, SAMPLE_LIST_SCAN_CAP, type QueueReading } from "../../src/sampler/read.js";
+import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+
+let server: RedisServer;
+let redis: Redis;
+let n = 0;
+const readers: QueueReader[] = [];
+
+beforeAll(async () => {
+  server = await startRedisServer();
+  redis = await connectRedis(server.url, { name: "test-watch-scan" });
+});
+afterAll(async () => {
+  for (const reader of readers) reader.close();
+  await closeRedis(redis);
+  await server?.stop();
+});
+
+const job = (id: string, attempt: number) =>
+  JSON.stringify({ id, prompt_tokens: 10, completion_tokens: 1, files: 0, enqueue_ts: Date.now(), deadline_ms: 60_000, attempt, host_class: "shared-free" });
+
+/** `count` first-attempt jobs RPUSHed to `key` in one call, ids `<prefix><i>`. */
+async function fill(key: string, prefix: string, count: number): Promise<void> {
+  await redis.eval(
+    `for i = 1, tonumber(ARGV[2]) do
+       redis.call('RPUSH', KEYS[1], '{"id":"' .. ARGV[1] .. i .. '","prompt_tokens":10,"completion_tokens":1,"files":0,"enqueue_ts":' .. ARGV[3] .. ',"deadline_ms":60000,"attempt":0,"host_class":"shared-free"}')
+     end`,
+    1,
+    key,
+    prefix,
+    count,
+    Date.now(),
+  );
+}
+
+async function sample(queue: DrillQueue): Promise<QueueReading> {
+  const r = new QueueReader(server.url, queue.keys, "shared-free", 5_000);
+  readers.push(r);
+  await r.connect();
+  const reading = await r.read();
+  if (!reading.ok) throw new Error(reading.reason);
+  return reading.value;
+}
+
+const retriedIds = (q: QueueReading) => q.retryCandidates.map((p) => (JSON.parse(p.toString()) as { id: string }).id).sort();
+
+describe("the queue sample's list scan", () => {
+  it("reads whole lists up to the cap: every retried job seen, nothing truncated", async () => {
+    const queue = new DrillQueue(redis, `ws${++n}`);
+    await fill(queue.keys.ready, "r", 100);
+    await redis.lset(queue.keys.ready, 50, job("mid", 1));
+    await fill(queue.keys.admitted, "a", 10);
+    const q = await sample(queue);
+    expect(q.scan).toEqual({ readyLen: 100, readyScanned: 100, admittedLen: 10, admittedScanned: 10 });
+    expect(q.admitted).toHaveLength(10);
+    expect(retriedIds(q)).toEqual(["mid"]);
+  });
+
+  it("a ready list and an admitted list far past the cap: the sample reads the cap, and says it truncated", async () => {
+    const queue = new DrillQueue(redis, `ws${++n}`);
+    const readyLen = 50 * SAMPLE_LIST_SCAN_CAP;
+    await fill(queue.keys.ready, "r", readyLen - 2);
+    await redis.lpush(queue.keys.ready, job("recovered", 1)); // gate recovery: to the head
+    await redis.rpush(queue.keys.ready, job("pushed", 1)); // a push: to the tail
+    await redis.lset(queue.keys.ready, readyLen / 2, job("middle", 1)); // beyond both ends: not seen (approximate)
+    await fill(queue.keys.admitted, "a", 3 * SAMPLE_LIST_SCAN_CAP);
+    const q = await sample(queue);
+    expect(q.queueLen).toBe(readyLen); // LLEN: exact at any size
+    expect(q.scan).toEqual({ readyLen, readyScanned: SAMPLE_LIST_SCAN_CAP, admittedLen: 3 * SAMPLE_LIST_SCAN_CAP, admittedScanned: SAMPLE_LIST_SCAN_CAP });
+    expect(q.admitted).toHaveLength(SAMPLE_LIST_SCAN_CAP);
+    expect(JSON.parse(q.admitted[0]!.toString())).toMatchObject({ id: "a1" }); // the oldest first
+    expect(retriedIds(q)).toEqual(["pushed", "recovered"]);
+  });
+});
