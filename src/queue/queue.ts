@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
-import type { GateMode, RejectKind } from "../gate/policy.js";
+import { nackReason, type GateMode, type RejectKind } from "../gate/policy.js";
 import { parseDecisionRecord, type DecisionRecord } from "./decisionRecord.js";
 import { decodeJob, encodeJob, type Job } from "./job.js";
 import { queueKeys, type QueueKeys } from "./keys.js";
@@ -180,11 +180,6 @@ export function rejectDeadReason(job: Job, kind: RejectKind, route: { retryHostC
   if (job.attempt + 1 > route.retryBudget) return `retry_budget_exceeded budget=${route.retryBudget} last=${kind}`;
   if (job.host_class === route.retryHostClass) return `retry_same_host_class host_class=${job.host_class} last=${kind}`;
   return null;
-}
-
-/** The reason a nack carries (runbook: reason=host_pressure). */
-export function nackReason(kind: RejectKind): string {
-  return kind.replace(/^reject_/, "");
 }
 
 /** The drill's Redis queue: every key derived from one name (DESIGN.md's table). */
