@@ -63,6 +63,12 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
   const summary: GateSummary = { decided: 0, byKind: {}, recovered: 0, watchdogFires: 0, stoppedBy: "signal" };
   const sampler = new GateSampler(deps.roots, config, deps.workerCgroup, monoNow);
   sampler.sample();
+  // One sample gives avg10 alone: no stall rate, no stall p99. avg10 lags and
+  // may never cross its limit (DESIGN), so a gate started during reclaim
+  // would admit its backlog on it for a whole interval: the first decision
+  // (and a dry run's) waits for the second sample.
+  await sleep(config.intervalMs, deps.signal);
+  sampler.sample();
 
   const redis = await connectRedis(deps.redisUrl, { name: `drill-gate:${gateId}` });
   const queue = new DrillQueue(redis, options.queue);
