@@ -21,6 +21,7 @@ import { readHostMemoryBytes } from "../host/meminfo.js";
 import { readProcessStat } from "../host/process.js";
 import { requireSetUpCgroup, setupAdvice } from "../cgroup/ready.js";
 import { anonCommand, describePageToucherExit, locatePageToucher, parsePageToucherLine, thrashCommand, type PageToucherLine } from "../native/pagetoucher.js";
+import { followLines } from "../drill/tail.js";
 import type { InjectFlags } from "./inject.js";
 
 /** The outcome document (`--json` prints it as is). */
@@ -165,39 +166,6 @@ function readUsage(cgroup: WorkerCgroup): number | null {
   return parsed?.ok ? parsed.value : null;
 }
 
-/** Follows a detached hog's log file line by line (its stdout must not be a pipe that dies with us). */
-function tailLines(file: string, onLine: (line: string) => void): () => void {
-  let offset = 0;
-  let partial = "";
-  const buffer = Buffer.alloc(64 * 1024);
-  const poll = (): void => {
-    let fd: number;
-    try {
-      fd = openSync(file, "r");
-    } catch {
-      return;
-    }
-    try {
-      for (;;) {
-        const n = readSync(fd, buffer, 0, buffer.length, offset);
-        if (n <= 0) break;
-        offset += n;
-        partial += buffer.subarray(0, n).toString("utf8");
-        const lines = partial.split("\n");
-        partial = lines.pop() ?? "";
-        for (const line of lines) onLine(line);
-      }
-    } finally {
-      closeSync(fd);
-    }
-  };
-  const timer = setInterval(poll, 100);
-  return () => {
-    clearInterval(timer);
-    poll();
-  };
-}
-
 export interface InjectDeps {
   /** Registers SIGINT/SIGTERM handling; returns the unregister function. Injectable for tests. */
   onSignal?: (handler: (signal: "SIGINT" | "SIGTERM") => void) => () => void;
@@ -311,7 +279,8 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
   };
   let stopTail: () => void = () => undefined;
   if (logFile) {
-    stopTail = tailLines(logFile, onLine);
+    // Its log file, not a pipe: a detached hog's stdout must not die with us.
+    stopTail = followLines(logFile, onLine);
   } else {
     createInterface({ input: child.stdout! }).on("line", onLine);
     child.stderr!.setEncoding("utf8");
