@@ -17,6 +17,7 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { cgroupKey, newHogRecordFile, removeHogRecord, writeHogRecord, type HogRecord } from "../cgroup/stateFiles.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { signalVerified } from "../cgroup/tasks.js";
+import { TERM_GRACE_MS } from "../cgroup/teardown.js";
 import { readHostMemoryBytes } from "../host/meminfo.js";
 import { readProcessStat } from "../host/process.js";
 import { requireSetUpCgroup, setupAdvice } from "../cgroup/ready.js";
@@ -164,6 +165,16 @@ function readUsage(cgroup: WorkerCgroup): number | null {
   const text = readKernelText(file);
   const parsed = text.ok ? parseCounter(text.value, file) : null;
   return parsed?.ok ? parsed.value : null;
+}
+
+/** True when `exited` settles within graceMs. Its timer goes with it: a hog that stops at once must not keep inject alive for the rest of the grace. */
+export async function exitsWithin(exited: Promise<unknown>, graceMs: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([exited.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), graceMs)))]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 export interface InjectDeps {
@@ -323,8 +334,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     state.interrupted = true;
     if (pid === null || startTime === null) return;
     signalVerified(roots, { pid, startTime }, signal === "SIGINT" ? "SIGINT" : "SIGTERM");
-    const graceful = await Promise.race([exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 3000))]);
-    if (!graceful) signalVerified(roots, { pid, startTime }, "SIGKILL");
+    if (!(await exitsWithin(exited, TERM_GRACE_MS))) signalVerified(roots, { pid, startTime }, "SIGKILL");
   };
   let interruptedBy: "SIGINT" | "SIGTERM" | null = null;
   const unregister = (deps.onSignal ?? processSignals)((signal) => {
