@@ -17,10 +17,12 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { cgroupKey, newHogRecordFile, removeHogRecord, writeHogRecord, type HogRecord } from "../cgroup/stateFiles.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { signalVerified } from "../cgroup/tasks.js";
+import { TERM_GRACE_MS } from "../cgroup/teardown.js";
 import { readHostMemoryBytes } from "../host/meminfo.js";
 import { readProcessStat } from "../host/process.js";
 import { requireSetUpCgroup, setupAdvice } from "../cgroup/ready.js";
 import { anonCommand, describePageToucherExit, locatePageToucher, parsePageToucherLine, thrashCommand, type PageToucherLine } from "../native/pagetoucher.js";
+import { followLines } from "../drill/tail.js";
 import type { InjectFlags } from "./inject.js";
 
 /** The outcome document (`--json` prints it as is). */
@@ -165,37 +167,14 @@ function readUsage(cgroup: WorkerCgroup): number | null {
   return parsed?.ok ? parsed.value : null;
 }
 
-/** Follows a detached hog's log file line by line (its stdout must not be a pipe that dies with us). */
-function tailLines(file: string, onLine: (line: string) => void): () => void {
-  let offset = 0;
-  let partial = "";
-  const buffer = Buffer.alloc(64 * 1024);
-  const poll = (): void => {
-    let fd: number;
-    try {
-      fd = openSync(file, "r");
-    } catch {
-      return;
-    }
-    try {
-      for (;;) {
-        const n = readSync(fd, buffer, 0, buffer.length, offset);
-        if (n <= 0) break;
-        offset += n;
-        partial += buffer.subarray(0, n).toString("utf8");
-        const lines = partial.split("\n");
-        partial = lines.pop() ?? "";
-        for (const line of lines) onLine(line);
-      }
-    } finally {
-      closeSync(fd);
-    }
-  };
-  const timer = setInterval(poll, 100);
-  return () => {
-    clearInterval(timer);
-    poll();
-  };
+/** True when `exited` settles within graceMs. Its timer goes with it: a hog that stops at once must not keep inject alive for the rest of the grace. */
+export async function exitsWithin(exited: Promise<unknown>, graceMs: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([exited.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), graceMs)))]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 export interface InjectDeps {
@@ -311,7 +290,8 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
   };
   let stopTail: () => void = () => undefined;
   if (logFile) {
-    stopTail = tailLines(logFile, onLine);
+    // Its log file, not a pipe: a detached hog's stdout must not die with us.
+    stopTail = followLines(logFile, onLine);
   } else {
     createInterface({ input: child.stdout! }).on("line", onLine);
     child.stderr!.setEncoding("utf8");
@@ -354,8 +334,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     state.interrupted = true;
     if (pid === null || startTime === null) return;
     signalVerified(roots, { pid, startTime }, signal === "SIGINT" ? "SIGINT" : "SIGTERM");
-    const graceful = await Promise.race([exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 3000))]);
-    if (!graceful) signalVerified(roots, { pid, startTime }, "SIGKILL");
+    if (!(await exitsWithin(exited, TERM_GRACE_MS))) signalVerified(roots, { pid, startTime }, "SIGKILL");
   };
   let interruptedBy: "SIGINT" | "SIGTERM" | null = null;
   const unregister = (deps.onSignal ?? processSignals)((signal) => {

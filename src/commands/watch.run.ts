@@ -1,4 +1,4 @@
-import { closeSync, openSync, writeSync } from "node:fs";
+import { closeSync, openSync, writeFileSync } from "node:fs";
 import { detectLayout } from "../cgroup/layout.js";
 import { effectiveLimitFrom } from "../cgroup/memoryFiles.js";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
@@ -242,7 +242,14 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
         const rejects = queueReader.takeRejects();
         const line = recordFd !== null || g.json ? `${JSON.stringify(sample)}\n` : "";
         // One write per sample: the line reaches the file even if we are killed next.
-        if (recordFd !== null) writeSync(recordFd, line);
+        // writeFileSync, not writeSync: that may write part (disk full, file size limit) and say nothing.
+        if (recordFd !== null) {
+          try {
+            writeFileSync(recordFd, line);
+          } catch (err) {
+            throw new DrillError(`--record: cannot write ${options.record}: ${(err as Error).message}`, undefined, { cause: err });
+          }
+        }
         if (g.json) {
           // stdout stays one sample a line: the reject lines go to stderr, as the alarm lines do.
           if (rejects !== NO_REJECTS) for (const reject of rejectBatchLines(rejects)) output.err(reject);

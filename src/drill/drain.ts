@@ -1,6 +1,8 @@
 import type { Redis } from "ioredis";
 import { closeSync, fsyncSync, linkSync, openSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
+import path from "node:path";
 import { decodeJob } from "../queue/job.js";
+import { fsyncDir } from "../util/fsyncDir.js";
 import type { QueueKeys } from "../queue/keys.js";
 
 /**
@@ -77,7 +79,7 @@ function exportValue(buf: Buffer): ExportedValue {
 
 /**
  * Writes every key of the drill (`<queue>`, `<queue>:*`, `<queue>_drain`) to a
- * JSONL file, fsynced, before an embedded Redis is stopped: the drain outlives
+ * JSONL file, fsynced with its directory, before an embedded Redis is stopped: the drain outlives
  * the server that held it. Written as `<file>.partial` and linked to `file`
  * once complete: a failed export (disk full, EFBIG) leaves no truncated file
  * under the name of a finished one, which report and operators take as whole.
@@ -89,6 +91,8 @@ export async function exportKeys(redis: Redis, keys: QueueKeys, file: string): P
     // link, not rename: an export already there is never replaced
     linkSync(partial, file);
     unlinkSync(partial);
+    // The name too must be on disk before the embedded Redis that held the keys is stopped.
+    fsyncDir(path.dirname(file));
     return { keys: count, file };
   } catch (err) {
     rmSync(partial, { force: true });

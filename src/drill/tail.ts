@@ -1,9 +1,13 @@
 import { closeSync, openSync, readSync } from "node:fs";
 
-/** Follows a file that another process appends to, one complete line at a time. */
+/**
+ * Follows a file that another process appends to, one complete line at a
+ * time. The bytes after the last newline wait as bytes: a UTF-8 character the
+ * writer had only half written when we read decodes whole on the next read.
+ */
 export class LineTail {
   private offset = 0;
-  private partial = "";
+  private partial: Buffer = Buffer.alloc(0);
   constructor(readonly file: string) {}
 
   /** New complete lines since the last call; [] when the file is not there yet. */
@@ -15,7 +19,7 @@ export class LineTail {
       return [];
     }
     try {
-      const chunks: Buffer[] = [];
+      const chunks: Buffer[] = [this.partial];
       const buf = Buffer.alloc(64 * 1024);
       for (;;) {
         const n = readSync(fd, buf, 0, buf.length, this.offset);
@@ -23,12 +27,27 @@ export class LineTail {
         this.offset += n;
         chunks.push(Buffer.from(buf.subarray(0, n)));
       }
-      const text = this.partial + Buffer.concat(chunks).toString("utf8");
-      const lines = text.split("\n");
-      this.partial = lines.pop() ?? "";
-      return lines.filter((l) => l.length > 0);
+      const bytes = Buffer.concat(chunks);
+      // 0x0a never occurs inside a multi-byte UTF-8 character.
+      const end = bytes.lastIndexOf(0x0a);
+      this.partial = bytes.subarray(end + 1);
+      if (end < 0) return [];
+      return bytes.subarray(0, end).toString("utf8").split("\n").filter((l) => l.length > 0);
     } finally {
       closeSync(fd);
     }
   }
+}
+
+/** Calls onLine for each new line of `file` every 100 ms; the returned stop reads what is left first. */
+export function followLines(file: string, onLine: (line: string) => void, everyMs = 100): () => void {
+  const tail = new LineTail(file);
+  const poll = (): void => {
+    for (const line of tail.read()) onLine(line);
+  };
+  const timer = setInterval(poll, everyMs);
+  return () => {
+    clearInterval(timer);
+    poll();
+  };
 }

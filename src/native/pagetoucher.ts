@@ -305,6 +305,9 @@ function parseHello(line: string, pairs: string[]): PageToucherLine {
   return { kind: "hello", impl, mode, pid, pageSize, sizeBytes, order, advice, seed };
 }
 
+/** The helper's exit status when it refused its --file (it exists, tmpfs/ramfs, no room): it never made it. */
+const EXIT_REFUSED = 3;
+
 /**
  * How the helper ended, in words an operator can act on (execa-style: fields, then a sentence).
  * `oomKillRose`: whether the cgroup's oom_kill count moved over the run, null when not read.
@@ -322,7 +325,7 @@ export function describePageToucherExit(code: number | null, signal: NodeJS.Sign
     case 0: return "exited 0";
     case 1: return "exited 1: failed (see its stderr)";
     case 2: return "exited 2: bad arguments";
-    case 3: return "exited 3: refused (file exists, tmpfs/ramfs, or not enough free space)";
+    case EXIT_REFUSED: return "exited 3: refused (file exists, tmpfs/ramfs, or not enough free space)";
     case 125: return "exited 125: could not join the cgroup before exec";
     case 130: return "exited 130: stopped by SIGINT, file unlinked";
     case 129: return "exited 129: stopped by SIGHUP, file unlinked";
@@ -356,7 +359,8 @@ interface Pending {
  * The worker's mmapped weights: a `serve` coprocess. `pass()` faults every
  * page once and resolves with the microseconds it took, so a worker's token
  * rate slows through real refaults. `close()` is safe to call twice and always
- * leaves the file gone.
+ * leaves the file gone (but one it refused: never its own). A `start()` that
+ * fails stops the helper and unlinks the file too: its caller has nothing to close.
  */
 export class WeightsToucher {
   readonly pid: number;
@@ -405,8 +409,14 @@ export class WeightsToucher {
     });
     if (spawned) throw new DrillError(`cannot start page toucher ${cmd.file}: ${spawned.message}`, undefined, { cause: spawned });
     const toucher = new WeightsToucher(child, options, cmd.fallback);
-    await toucher.waitReady(options.readyTimeoutMs ?? 120_000, options.onLine);
-    return toucher;
+    const notReady = await toucher.waitReady(options.readyTimeoutMs ?? 120_000, options.onLine);
+    if (notReady === null) return toucher;
+    // The caller gets no toucher to close: a partly filled file must not outlive this call.
+    const unlinked = await toucher.close().then(
+      (exit) => (exit.code === EXIT_REFUSED ? "" : "; file unlinked"),
+      (err: unknown) => `; file not unlinked: ${err instanceof Error ? err.message : String(err)}`,
+    );
+    throw toucher.failure(notReady, unlinked);
   }
 
   /** Null while running. */
@@ -414,19 +424,17 @@ export class WeightsToucher {
     return this.exitInfo;
   }
 
-  private failure(what: string): DrillError {
+  private failure(what: string, after = ""): DrillError {
     const exit = this.exitInfo ? `: ${this.exitInfo.description}` : "";
     const stderr = this.stderrTail.trim() === "" ? "" : ` (stderr: ${this.stderrTail.trim().split("\n").slice(-3).join(" | ")})`;
-    return new DrillError(`weights page toucher for ${this.file} ${what}${exit}${stderr}`);
+    return new DrillError(`weights page toucher for ${this.file} ${what}${exit}${after}${stderr}`);
   }
 
-  private waitReady(timeoutMs: number, onLine?: (line: PageToucherLine) => void): Promise<void> {
-    return new Promise((resolve, reject) => {
+  /** Null once ready, else what happened instead (start stops it and says so). */
+  private waitReady(timeoutMs: number, onLine?: (line: PageToucherLine) => void): Promise<string | null> {
+    return new Promise((resolve) => {
       let ready = false;
-      const timer = setTimeout(() => {
-        reject(this.failure(`was not ready within ${timeoutMs} ms`));
-        void this.close();
-      }, timeoutMs);
+      const timer = setTimeout(() => resolve(`was not ready within ${timeoutMs} ms`), timeoutMs);
       const lines = createInterface({ input: this.child.stdout });
       lines.on("line", (text) => {
         const line = parsePageToucherLine(text);
@@ -434,7 +442,7 @@ export class WeightsToucher {
         if (line.kind === "ready" && !ready) {
           ready = true;
           clearTimeout(timer);
-          resolve();
+          resolve(null);
         } else if (line.kind === "done") {
           this.pending.shift()?.resolve(line.us);
         } else if (line.kind === "err") {
@@ -443,7 +451,7 @@ export class WeightsToucher {
       });
       void this.exitPromise.then(() => {
         clearTimeout(timer);
-        if (!ready) reject(this.failure("exited before it was ready"));
+        if (!ready) resolve("exited before it was ready");
       });
     });
   }
@@ -474,8 +482,9 @@ export class WeightsToucher {
       }
     }
     const exit = await this.exitPromise;
-    // SIGKILL (ours or the OOM killer's) leaves the file: unlink it here.
-    rmSync(this.file, { force: true });
+    // SIGKILL (ours or the OOM killer's) leaves the file: unlink it here. Not
+    // after a refusal: the path it refused may be another program's file.
+    if (exit.code !== EXIT_REFUSED) rmSync(this.file, { force: true });
     return exit;
   }
 }

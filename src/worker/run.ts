@@ -402,7 +402,11 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
     }
     summary.passes = batcher?.passes ?? 0;
     summary.passUsTotal = batcher?.passUsTotal ?? 0;
-    if (weights) await weights.close();
+    // The steps after it run whatever it throws (an unlink refused, EACCES).
+    if (weights) {
+      const file = weights.file;
+      await weights.close().catch((err: unknown) => deps.err(`${tag}: could not remove its weights ${file} (${message(err)}); remove it by hand`));
+    }
     deps.signal.removeEventListener("abort", onSignal);
     deps.supervisorGone?.removeEventListener("abort", onSupervisorGone);
     await closeRedis(redis);

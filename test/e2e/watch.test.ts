@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -282,6 +283,20 @@ describe("drill watch: streams", () => {
     expect(out).toHaveLength(3);
     expect(r.stdout).not.toMatch(/\x1b\[/); // eslint-disable-line no-control-regex
     expect(out[2]).toMatch(/ psi=12\.40 .*cg_oom_kill=1 /);
+  });
+
+  // RLIMIT_FSIZE binds root too and node ignores SIGXFSZ: write() past it is short, then EFBIG.
+  it.skipIf(spawnSync("prlimit", ["--version"]).error !== undefined)("--record that can take only part of a sample (file size limit): watch fails naming the file, not exit 0 with a cut line", async () => {
+    const host = fakeHost("v2");
+    const record = path.join(host.root, "cut.jsonl");
+    const r = await execa("prlimit", ["--fsize=100", "--", "node", drillBin, "--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--once", "--interval", "100ms", "--record", record, "--queue", "e2e-cut"], {
+      reject: false,
+      timeout: 60_000,
+      env: { FORCE_COLOR: "0", NO_COLOR: "1" },
+    });
+    expect(readFileSync(record).length).toBe(100); // the kernel took that much of the line
+    expect(r.exitCode, String(r.stderr)).not.toBe(0);
+    expect(String(r.stderr)).toContain(`--record: cannot write ${record}: EFBIG`);
   });
 
   it("the first streamed sample already has its rates: the first reading only seeds them, so missing lists only what could not be read", async () => {

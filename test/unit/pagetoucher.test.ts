@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -336,3 +336,38 @@ for (const [name, impl] of implementations) {
     });
   });
 }
+
+describe("WeightsToucher.start that fails", () => {
+  let dir = "";
+  beforeAll(() => {
+    dir = mkdtempSync(path.join("/var/tmp", "pt-unit-start-"));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** A stand-in helper: creates its --file as serve does, then runs `then`. */
+  function fakeHelper(name: string, then: string): PageToucherImpl {
+    const binary = path.join(dir, name);
+    writeFileSync(binary, `#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = --file ] && f=$2; shift; done\nprintf partly > "$f"\n${then}\n`);
+    chmodSync(binary, 0o755);
+    return { kind: "native", binary };
+  }
+
+  it("killed (SIGKILL, the OOM killer) before ready: rejects and its partly filled file is gone (the caller gets nothing to close)", async () => {
+    const file = path.join(dir, "weights-killed");
+    const start = WeightsToucher.start({ impl: fakeHelper("killed.sh", "kill -9 $$"), file, sizeBytes: 8192, readyTimeoutMs: 20_000 });
+    await expect(start).rejects.toThrow(/exited before it was ready: killed by SIGKILL.*; file unlinked/);
+    expect(existsSync(file)).toBe(false);
+  });
+
+  it("refused (exit 3, the path exists): rejects and leaves that file alone", async () => {
+    const file = path.join(dir, "weights-refused");
+    writeFileSync(file, "keep me");
+    const impl: PageToucherImpl = { kind: "native", binary: path.join(dir, "refuses.sh") };
+    writeFileSync(impl.binary, "#!/bin/sh\necho 'error: file exists' >&2\nexit 3\n");
+    chmodSync(impl.binary, 0o755);
+    const start = WeightsToucher.start({ impl, file, sizeBytes: 8192, readyTimeoutMs: 20_000 });
+    await expect(start).rejects.toThrow(/exited 3: refused/);
+    await expect(start).rejects.not.toThrow(/unlinked/);
+    expect(readFileSync(file, "utf8")).toBe("keep me");
+  });
+});

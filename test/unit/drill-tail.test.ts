@@ -1,0 +1,43 @@
+import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
+import { followLines, LineTail } from "../../src/drill/tail.js";
+
+const dir = mkdtempSync(path.join(tmpdir(), "drill-tail-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+afterEach(() => vi.useRealTimers());
+
+// inject's own summary line; "≥" is e2 89 a5 in UTF-8.
+const LINE = "cgroup peak ≥32.2MiB";
+const bytes = Buffer.from(`${LINE}\n`);
+const cut = bytes.indexOf(0xe2) + 1; // after the first byte of "≥"
+
+describe("LineTail", () => {
+  it("a character the writer had half written when read comes out whole on the next read", () => {
+    const file = path.join(dir, "half-char.log");
+    const tail = new LineTail(file);
+    expect(tail.read()).toEqual([]); // not there yet
+    appendFileSync(file, bytes.subarray(0, cut));
+    expect(tail.read()).toEqual([]);
+    appendFileSync(file, Buffer.concat([bytes.subarray(cut), Buffer.from("next\n")]));
+    expect(tail.read()).toEqual([LINE, "next"]);
+    expect(tail.read()).toEqual([]);
+  });
+});
+
+describe("followLines (inject's detached hog log)", () => {
+  it("a line split inside a character across two polls is passed on once, whole", () => {
+    vi.useFakeTimers();
+    const file = path.join(dir, "follow.log");
+    const seen: string[] = [];
+    const stop = followLines(file, (line) => seen.push(line), 100);
+    appendFileSync(file, Buffer.concat([Buffer.from("touched 4096\n"), bytes.subarray(0, cut)]));
+    vi.advanceTimersByTime(100);
+    expect(seen).toEqual(["touched 4096"]);
+    appendFileSync(file, bytes.subarray(cut));
+    stop(); // reads what is left
+    expect(seen).toEqual(["touched 4096", LINE]);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+});
