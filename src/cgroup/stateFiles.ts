@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { fsyncDir } from "../util/fsyncDir.js";
 import { DrillError, RefusedError } from "../errors.js";
 import { HostRoots } from "../host/kernelFile.js";
 import { isSameProcess, readProcessStat } from "../host/process.js";
@@ -85,12 +86,7 @@ export function writeJsonDurably(file: string, value: unknown): void {
       closeSync(fd);
     }
     renameSync(tmp, file);
-    const dirFd = openSync(dir, "r");
-    try {
-      fsyncSync(dirFd);
-    } finally {
-      closeSync(dirFd);
-    }
+    fsyncDir(dir);
   } catch (err) {
     throw stateDirError("write state file", file, err);
   }
