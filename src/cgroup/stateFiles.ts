@@ -93,9 +93,18 @@ export function writeJsonDurably(file: string, value: unknown): void {
 }
 
 /** One line naming the path and what to do, not a stack trace (a non-root run lands here). */
-export function stateDirError(action: string, file: string, err: unknown): DrillError {
+export function stateDirError(action: string, file: string, err: unknown, isRoot = process.geteuid?.() === 0): DrillError {
   const code = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
-  return new DrillError(`cannot ${action} ${file}: ${code} (run as root, or give --state-dir a directory you can write)`, undefined, { cause: err });
+  return new DrillError(`cannot ${action} ${file}: ${code} (${stateDirAdvice(code, isRoot)})`, undefined, { cause: err });
+}
+
+/** What to do about a state dir that refused a write: "run as root" only to a process that is not. */
+function stateDirAdvice(code: string, isRoot: boolean): string {
+  if (code === "EROFS") return "a read-only filesystem: give --state-dir a writable directory";
+  if (code === "ENOSPC" || code === "EDQUOT") return "no space left there: free some, or give --state-dir a directory on another disk";
+  if ((code === "EACCES" || code === "EPERM") && isRoot) return "refused to root too: a read-only or restricted mount, an immutable file or a security policy; give --state-dir a directory you can write";
+  if (code === "EACCES" || code === "EPERM") return "run as root, or give --state-dir a directory you can write";
+  return "give --state-dir a directory you can write";
 }
 
 function readJson(file: string): unknown {
