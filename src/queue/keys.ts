@@ -33,6 +33,8 @@ export interface QueueKeys {
   pushes: string;
 }
 
+const DRAIN_SUFFIX = "_drain";
+
 // Names end up inside keys and SCAN patterns: no glob characters, no colons.
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/;
 
@@ -49,6 +51,10 @@ export function validateKeyPart(name: string, flag: string): string {
 
 export function queueKeys(queue: string): QueueKeys {
   validateKeyPart(queue, "--queue");
+  // `<q>_drain` is queue q's rollback drain: a gate or worker on it would re-admit what rollback drained.
+  if (queue.endsWith(DRAIN_SUFFIX)) {
+    throw new UsageError(`--queue: "${queue}" is the rollback drain of queue "${queue.slice(0, -DRAIN_SUFFIX.length)}" (its jobs wait there for the operator, not for a gate); pick a name that does not end in ${DRAIN_SUFFIX}`);
+  }
   return {
     queue,
     ready: queue,
@@ -64,7 +70,7 @@ export function queueKeys(queue: string): QueueKeys {
     retry: (hostClass) => `${queue}:retry:${validateKeyPart(hostClass, "--retry-host-class")}`,
     retryPattern: `${queue}:retry:*`,
     dead: `${queue}:dead`,
-    drain: `${queue}_drain`,
+    drain: `${queue}${DRAIN_SUFFIX}`,
     mode: `${queue}:mode`,
     inflight: `${queue}:inflight`,
     events: `${queue}:events`,
