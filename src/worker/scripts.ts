@@ -66,8 +66,9 @@ export const doneScript = script(
 if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 0 then return 0 end
 redis.call('RPUSH', KEYS[2], ARGV[2])
 redis.call('HINCRBY', KEYS[3], 'jobs_done', 1)
-if ARGV[4] == '1' then redis.call('HINCRBY', KEYS[3], 'jobs_late', 1) end
-if ARGV[5] == '1' then redis.call('HINCRBY', KEYS[3], 'retry_count', 1) end
+-- By 0 too: every field of DESIGN's stats hash exists once a job is done (HGET jobs_late is 0, not nil).
+redis.call('HINCRBY', KEYS[3], 'jobs_late', ARGV[4] == '1' and 1 or 0)
+redis.call('HINCRBY', KEYS[3], 'retry_count', ARGV[5] == '1' and 1 or 0)
 redis.call('HDEL', KEYS[4], ARGV[3])
 redis.call('HDEL', KEYS[5], ARGV[3])
 return 1
