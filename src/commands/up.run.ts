@@ -11,6 +11,8 @@ import { acquireDrillLock } from "../drill/lock.js";
 import { refuseWhileUp, runUp, upVerdict } from "../drill/up.js";
 import { DrillError, InterruptedError, RefusedError, UsageError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
+import { isSameProcess } from "../host/process.js";
+import type { HostRoots } from "../host/kernelFile.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
 import { buildReport, LAB_LABEL } from "../report/build.js";
 import { gatherReport } from "../report/gather.js";
@@ -143,6 +145,7 @@ async function runInForeground(
       stoppedEarly: result.interrupted || result.exitedEarly.length > 0,
       redisGone: redisTrouble === "gone",
       rollbackUnderWay: result.rollbackUnderWay,
+      running: runningRoles(hostRoots(g), result.state),
     })) {
       log(line);
     }
@@ -171,6 +174,21 @@ export interface ClosingFacts {
   redisGone: boolean;
   /** A rollback of this run stopped up: it is running now. */
   rollbackUnderWay: boolean;
+  /** The drill's processes still alive as up ends, by role (gate, worker, watch, hog), in that order. */
+  running: string[];
+}
+
+/** "gate, worker and watch keep" / "the worker keeps"; null when none runs any more. */
+function stillRunning(running: string[]): string | null {
+  if (running.length === 0) return null;
+  if (running.length === 1) return `the ${running[0]} keeps`;
+  return `${running.slice(0, -1).join(", ")} and ${running.at(-1)} keep`;
+}
+
+/** The roles of the drill's children alive now (pid and start time as recorded), each once. */
+function runningRoles(roots: HostRoots, state: DrillState): string[] {
+  const alive = new Set(state.processes.filter((p) => p.pid !== null && p.startTime !== null && isSameProcess(roots, p.pid, p.startTime)).map((p) => p.role));
+  return (["gate", "worker", "watch", "hog"] as const).filter((role) => alive.has(role));
 }
 
 /** up's last lines: what was packed, then what the operator does next, as things stand now. */
@@ -183,16 +201,20 @@ export function closingLines(f: ClosingFacts): string[] {
     lines.push(`A rollback of this drill is under way (it stopped this up): it stops gate, worker, watch and hog, drains and exports the queue; its own output says what it found.`);
     return lines;
   }
+  const keep = stillRunning(f.running);
+  // Said from what is alive now: a gate that just died does not "keep running".
+  const running = keep === null ? "none of its processes runs any more, its cgroup and files stay until then" : `${keep} running until then`;
   if (f.redisGone) {
     lines.push(
       `Run ${rollback} before walking away: the embedded Redis is gone, so nothing is admitted meanwhile; rollback starts it again on its AOF (every job it took is there) to drain and export it. ` +
-        `Gate, worker, watch and hog keep running until then (they exit by themselves 5 minutes after the drill's end).`,
+        `${running.charAt(0).toUpperCase()}${running.slice(1)}${keep === null ? "" : " (they exit by themselves 5 minutes after the drill's end)"}.`,
     );
     return lines;
   }
   if (f.redisUrl !== "") lines.push(`Deny-all by hand: \`${leverCommand(f.redisUrl, f.queue, "reject_all")}\`.`);
-  const selfExit = f.embeddedRedis ? "they exit by themselves 5 minutes after the drill's end, the embedded Redis 30 s later with every job in its AOF" : "they exit by themselves 5 minutes after the drill's end";
-  lines.push(`Run ${rollback} before walking away: gate, worker, watch and hog keep running until then (${selfExit}).`);
+  const selfExit = keep === null ? (f.embeddedRedis ? "the embedded Redis exits by itself 5.5 minutes after the drill's end, with every job in its AOF" : null)
+    : f.embeddedRedis ? "they exit by themselves 5 minutes after the drill's end, the embedded Redis 30 s later with every job in its AOF" : "they exit by themselves 5 minutes after the drill's end";
+  lines.push(`Run ${rollback} before walking away: ${running}${selfExit === null ? "" : ` (${selfExit})`}.`);
   return lines;
 }
 

@@ -14,6 +14,7 @@ const facts: ClosingFacts = {
   stoppedEarly: false,
   redisGone: false,
   rollbackUnderWay: false,
+  running: ["gate", "worker", "watch", "hog"],
 };
 
 // QA: after an early stop up named a dead Redis URL for deny-all, and told
@@ -38,6 +39,20 @@ describe("up's closing lines say what to do next, as things stand", () => {
     const lines = closingLines({ ...facts, rollbackUnderWay: true, stoppedEarly: true });
     expect(lines.join("\n")).not.toMatch(/Run `|Deny-all|keep running until then/);
     expect(lines[1]).toMatch(/^A rollback of this drill is under way \(it stopped this up\)/);
+  });
+
+  // QA: after the gate was SIGKILLed (and the hog had exited), up still said "gate, worker, watch and hog keep running".
+  it("names only what is still alive", () => {
+    expect(closingLines({ ...facts, running: ["worker", "watch"], stoppedEarly: true }).at(-1)).toBe(
+      "Run `drill rollback --name smoke` before walking away: worker and watch keep running until then (they exit by themselves 5 minutes after the drill's end, the embedded Redis 30 s later with every job in its AOF).",
+    );
+    expect(closingLines({ ...facts, running: ["watch"], embeddedRedis: false }).at(-1)).toBe(
+      "Run `drill rollback --name smoke` before walking away: the watch keeps running until then (they exit by themselves 5 minutes after the drill's end).",
+    );
+    expect(closingLines({ ...facts, running: [], embeddedRedis: false }).at(-1)).toBe(
+      "Run `drill rollback --name smoke` before walking away: none of its processes runs any more, its cgroup and files stay until then.",
+    );
+    expect(closingLines({ ...facts, running: [], redisGone: true }).at(-1)).toMatch(/AOF \(every job it took is there\) to drain and export it\. None of its processes runs any more, its cgroup and files stay until then\.$/);
   });
 
   it("a given Redis: no embedded Redis to exit by itself", () => {
