@@ -217,11 +217,20 @@ export async function isEmbeddedRedis(redis: Redis, dir: string): Promise<boolea
  * Before restarting the drill's Redis on `dir`: the dir must exist (else an
  * empty server would report, or export, an empty queue as fact) and no
  * redis-server may still run in it (two servers on one AOF corrupt it; one
- * that runs but does not answer is for a human to look at).
+ * that runs but does not answer is for a human to look at, and a stopped one,
+ * SIGSTOP, is named as such: it answers again once resumed).
  */
 export function requireRestartable(roots: HostRoots, dir: string): void {
   if (!existsSync(dir)) throw new DrillError(`no Redis data dir ${dir} to restart from`);
   const running = findByCwd(roots, dir).filter((p) => p.comm.startsWith("redis-server"));
+  const stopped = running.filter((p) => {
+    const stat = readProcessStat(roots, p.pid);
+    return stat.ok && (stat.value.state === "T" || stat.value.state === "t");
+  });
+  if (stopped.length > 0) {
+    const pids = stopped.map((p) => p.pid);
+    throw new DrillError(`redis-server pid ${pids.join(", ")} in ${dir} is stopped (SIGSTOP) and answers nothing: resume it (kill -CONT ${pids.join(" ")}); not starting a second server on its AOF`);
+  }
   if (running.length > 0) {
     throw new DrillError(`redis-server pid ${running.map((p) => p.pid).join(", ")} still runs in ${dir} but is not the one answering: not starting a second server on its AOF`);
   }

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Redis } from "ioredis";
@@ -10,7 +10,7 @@ import { isSameProcess, readProcessStat } from "../../src/host/process.js";
 import { cgroupDirsLeft, realCgroupSkipReason, realWorkerCgroup } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
 import { assertHostClean } from "../helpers/hostClean.js";
-import { assertNoJobLost } from "../helpers/invariants.js";
+import { assertNoJobLost, assertNoJobLostInExport } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 import { pack, tinyDrill } from "../helpers/drills.js";
 
@@ -127,6 +127,27 @@ describe.skipIf(skip !== null)("rollback with its Redis paused (RELIABILITY 13, 
       }
     }, 180_000);
   });
+
+  it("the embedded Redis paused: the same, and rollback names the stopped server instead of starting a second one on its AOF", async () => {
+    const stateDir = stateDirFor("embedded");
+    const started = await up(stateDir);
+    expect(started.exitCode, started.stderr).toBe(0);
+    const pushed = (JSON.parse(started.stdout.trim().split("\n").pop()!) as { pushed_ids: string[] }).pushed_ids;
+    const before = readState(stateDir, DRILL) as DrillState;
+    const server = before.processes.find((p) => p.role === "redis" && p.pid !== null)!;
+    pause(server.pid!);
+    const first = await rollback(stateDir);
+    expectDrainPending(first);
+    expect(first.stdout).toContain(`FAIL connect redis: redis-server pid ${server.pid} in ${before.redis.embedded!.dir} is stopped (SIGSTOP)`);
+    assertCleanButRedis(before);
+
+    resume(server.pid!);
+    const second = await rollback(stateDir);
+    expect(second.exitCode, second.stdout + second.stderr).toBe(0);
+    assertHostClean(stateDir, DRILL, before);
+    const exports = readdirSync(path.join(stateDir, DRILL)).filter((f) => f.startsWith("final-")).sort();
+    assertNoJobLostInExport(path.join(stateDir, DRILL, exports.at(-1)!), "jobs", pushed);
+  }, 180_000);
 });
 
 describe("a client with no command timeout and a paused Redis (RELIABILITY 13)", () => {
