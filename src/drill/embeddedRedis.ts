@@ -126,9 +126,20 @@ async function serverPid(url: string): Promise<number> {
   }
 }
 
-/** A client for one question to a server that may not be there: no retries, no queueing, errors surface through the call. */
-function probeClient(url: string, connectTimeoutMs: number): Redis {
-  const redis = openRedis(url, { lazyConnect: true, connectTimeout: connectTimeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+/**
+ * A client for one question to a server that may not be there, or paused
+ * (SIGSTOP: it accepts TCP and never answers): no retries, no queueing, the
+ * connection and each command bounded by `timeoutMs`, errors surface through the call.
+ */
+function probeClient(url: string, timeoutMs: number): Redis {
+  const redis = openRedis(url, {
+    lazyConnect: true,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    enableOfflineQueue: false,
+  });
   redis.on("error", () => {});
   return redis;
 }
@@ -137,12 +148,16 @@ export async function waitForPing(url: string, timeoutMs: number): Promise<void>
   const deadline = Date.now() + timeoutMs;
   let lastError = "no answer";
   while (Date.now() < deadline) {
-    const redis = probeClient(url, 500);
+    // Each try ends by the deadline: a paused server makes every try last its whole bound.
+    const redis = probeClient(url, Math.max(50, Math.min(500, deadline - Date.now())));
+    // connect() rejects with "Connection is closed."; why (refused, no reply) came as an error event first.
+    let cause: Error | null = null;
+    redis.on("error", (err: Error) => (cause ??= err));
     try {
       await redis.connect();
       if ((await redis.ping()) === "PONG") return;
     } catch (err) {
-      lastError = (err as Error).message;
+      lastError = (cause ?? (err as Error)).message;
     } finally {
       redis.disconnect();
     }
@@ -202,11 +217,20 @@ export async function isEmbeddedRedis(redis: Redis, dir: string): Promise<boolea
  * Before restarting the drill's Redis on `dir`: the dir must exist (else an
  * empty server would report, or export, an empty queue as fact) and no
  * redis-server may still run in it (two servers on one AOF corrupt it; one
- * that runs but does not answer is for a human to look at).
+ * that runs but does not answer is for a human to look at, and a stopped one,
+ * SIGSTOP, is named as such: it answers again once resumed).
  */
 export function requireRestartable(roots: HostRoots, dir: string): void {
   if (!existsSync(dir)) throw new DrillError(`no Redis data dir ${dir} to restart from`);
   const running = findByCwd(roots, dir).filter((p) => p.comm.startsWith("redis-server"));
+  const stopped = running.filter((p) => {
+    const stat = readProcessStat(roots, p.pid);
+    return stat.ok && (stat.value.state === "T" || stat.value.state === "t");
+  });
+  if (stopped.length > 0) {
+    const pids = stopped.map((p) => p.pid);
+    throw new DrillError(`redis-server pid ${pids.join(", ")} in ${dir} is stopped (SIGSTOP) and answers nothing: resume it (kill -CONT ${pids.join(" ")}); not starting a second server on its AOF`);
+  }
   if (running.length > 0) {
     throw new DrillError(`redis-server pid ${running.map((p) => p.pid).join(", ")} still runs in ${dir} but is not the one answering: not starting a second server on its AOF`);
   }

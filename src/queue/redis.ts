@@ -43,6 +43,7 @@ export function openRedis(url: string, options: RedisOptions): Redis {
   // connection (a timer for a socket that never opened); a socket that did open
   // closes on loopback in well under this.
   const redis = new Redis(url, { disconnectTimeout: 200, ...options });
+  boundUntilReady(redis, options.connectTimeout ?? DEFAULT_CONNECT_TIMEOUT_MS);
   let everReady = false;
   redis.once("ready", () => (everReady = true));
   redis.on("error", (err: Error & { command?: { name?: string } }) => {
@@ -51,6 +52,42 @@ export function openRedis(url: string, options: RedisOptions): Redis {
     redis.disconnect(everReady);
   });
   return redis;
+}
+
+/** ioredis's own default connectTimeout. */
+const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+
+class NoReplyOnConnect extends Error {
+  constructor(ms: number) {
+    super(`connected, but no reply within ${ms} ms (server paused, e.g. SIGSTOP, or not Redis)`);
+    this.name = "NoReplyOnConnect";
+  }
+}
+
+/**
+ * ioredis's connectTimeout ends at the TCP connect, but the kernel accepts TCP
+ * for a paused (SIGSTOPped) server: the CLIENT SETNAME/SETINFO and the ready
+ * check's INFO that follow then wait without limit on a client with no
+ * commandTimeout, and connect() with them. So connectTimeout bounds the
+ * connection until it is ready; past it the socket is dropped as one that
+ * timed out connecting is, and the client's retryStrategy decides.
+ */
+function boundUntilReady(redis: Redis, ms: number): void {
+  if (!(ms > 0)) return; // 0: no limit, as ioredis reads it
+  redis.on("connect", () => {
+    const stream = redis.stream;
+    const timer = setTimeout(() => {
+      redis.emit("error", new NoReplyOnConnect(ms));
+      stream.destroy();
+    }, ms);
+    const settled = () => {
+      clearTimeout(timer);
+      redis.off("ready", settled);
+      redis.off("close", settled);
+    };
+    redis.once("ready", settled);
+    redis.once("close", settled);
+  });
 }
 
 export interface ConnectOptions {
