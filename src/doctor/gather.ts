@@ -127,7 +127,7 @@ function vmstatFact(roots: HostRoots): DoctorFacts["vmstatSwapIn"] {
 }
 
 async function redisFact(url: string): Promise<DoctorFacts["redis"]> {
-  const redis = openRedis(url, { lazyConnect: true, connectTimeout: 1500, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  const redis = openRedis(url, { lazyConnect: true, connectTimeout: 1500, commandTimeout: 1500, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
   redis.on("error", () => {}); // reported through the rejected command below
   try {
     await redis.connect();
