@@ -7,7 +7,7 @@ export function onInterrupt(): { signal: AbortSignal; received: () => "SIGINT" |
   let received: "SIGINT" | "SIGTERM" | null = null;
   const handler = (sig: "SIGINT" | "SIGTERM") => () => {
     received ??= sig;
-    controller.abort();
+    controller.abort(sig); // the reason names it, for whoever records how a run ended
   };
   const onInt = handler("SIGINT");
   const onTerm = handler("SIGTERM");

@@ -79,11 +79,11 @@ export function upVerdict(result: Pick<UpResult, "interrupted" | "exitedEarly">)
 }
 
 /** The state's record of how the schedule ended (pure: the moment is given). */
-export function drillEnded(result: Pick<UpResult, "interrupted" | "exitedEarly" | "pushed" | "notPacked">, nowMs: number): DrillEnded {
+export function drillEnded(result: Pick<UpResult, "interrupted" | "exitedEarly" | "pushed" | "notPacked">, nowMs: number, signal: string | null = null): DrillEnded {
   const verdict = upVerdict(result);
   const gone = result.exitedEarly.map((e) => `${e.key} ${e.how}`).join(", ");
   const reason =
-    verdict === "interrupted" ? `up was stopped by a signal (SIGINT/SIGTERM)${gone === "" ? "" : `; ${gone}`}`
+    verdict === "interrupted" ? `up was stopped by ${signal ?? "a signal (SIGINT/SIGTERM)"}${gone === "" ? "" : `; ${gone}`}`
     : verdict === "stopped_early" ? gone
     : null;
   return { verdict, at: new Date(nowMs).toISOString(), reason, pushed: result.pushed.length, notPacked: result.notPacked };
@@ -286,7 +286,8 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       const rollbackUnderWay = rollbackOwnsState(readStateQuietly(stateDir, name), runId);
       if (!rollbackUnderWay) {
         state.phase = "stopped";
-        state.ended = drillEnded(result, Date.now());
+        // onInterrupt aborts with the signal's name: the report says which (Ctrl-C, or a supervisor's SIGTERM).
+        state.ended = drillEnded(result, Date.now(), typeof options.signal.reason === "string" ? options.signal.reason : null);
         writeState(stateDir, state);
       }
       return { state, interrupted: result.interrupted, pushed: result.pushed, notPacked: result.notPacked, exitedEarly: result.exitedEarly, rollbackUnderWay };

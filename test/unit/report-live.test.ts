@@ -163,6 +163,11 @@ describe("the header says how the drill ended (M3)", () => {
     expect(endedText(buildReport(inputs({ drill: drillWith({ ended: interrupted }) }), NOW, 10 * MIN).drill!.ended!)).toBe(
       "ended: interrupted — up was stopped by a signal (SIGINT/SIGTERM) 60 s into the drill; all 1 jobs packed",
     );
+    // QA: it never said which; up records the signal it got.
+    const byCtrlC = drillEnded({ interrupted: true, exitedEarly: [], pushed: ["1"], notPacked: 2 }, NOW - 4 * MIN, "SIGINT");
+    expect(endedText(buildReport(inputs({ drill: drillWith({ ended: byCtrlC }) }), NOW, 10 * MIN).drill!.ended!)).toBe(
+      "ended: interrupted — up was stopped by SIGINT 60 s into the drill; 2 of 3 jobs not packed",
+    );
     const ran = drillEnded({ interrupted: false, exitedEarly: [], pushed: ["1", "2"], notPacked: 0 }, NOW - 3 * MIN);
     expect(endedText(buildReport(inputs({ drill: drillWith({ ended: ran }) }), NOW, 10 * MIN).drill!.ended!)).toBe("ended: ran — ran to its end (120 s); all 2 jobs packed");
     const rolled = buildReport(inputs({ drill: drillWith({ phase: "complete", ended: null, rollbackAt: new Date(NOW - 4 * MIN).toISOString() }) }), NOW, 10 * MIN);
