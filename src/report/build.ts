@@ -52,6 +52,10 @@ export function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): Dril
   if (rollbackAt !== null) {
     return { verdict: "rolled_back", reason: "a rollback took the drill over before up recorded an end", at: rollbackAt, after_ms: after(rollbackAt), pushed: null, not_packed: null, rolled_back_at: rollbackAt };
   }
+  // Still "running" on disk with its up gone: the packer died mid-drill (SIGKILL, a reboot); when is not known.
+  if (drill.upGone) {
+    return { verdict: "up_gone", reason: `drill up (pid ${drill.upGone.pid}) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback`, at: null, after_ms: null, pushed: null, not_packed: null, rolled_back_at: null };
+  }
   return null;
 }
 

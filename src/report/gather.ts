@@ -6,6 +6,7 @@ import { isEmbeddedRedis, reviveEmbeddedRedis } from "../drill/embeddedRedis.js"
 import { drillCommandFor } from "../context.js";
 import { listDrills, unknownDrillProblem, type KnownDrill } from "../drill/rollback.js";
 import { HostRoots } from "../host/kernelFile.js";
+import { isSameProcess } from "../host/process.js";
 import { detectLayout } from "../cgroup/layout.js";
 import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import { workerCgroupFromDirs } from "../cgroup/paths.js";
@@ -217,7 +218,7 @@ export function runExportFiles(dir: string, state: DrillState | null): { own: st
   return { own: all.filter((f) => at(f) >= createdMs), earlier: all.filter((f) => at(f) < createdMs) };
 }
 
-function drillInfo(name: string, state: DrillState | null): DrillInfo {
+function drillInfo(name: string, state: DrillState | null, roots: HostRoots): DrillInfo {
   return {
     name,
     runId: state?.runId ?? null,
@@ -227,7 +228,15 @@ function drillInfo(name: string, state: DrillState | null): DrillInfo {
     queue: state?.queue ?? null,
     ended: state?.ended ?? null,
     rollbackAt: state?.rollback?.at ?? null,
+    upGone: state !== null && upDiedUnrecorded(roots, state) ? { pid: state.owner.pid } : null,
   };
+}
+
+/** The up of a run still starting or running is gone, and recorded no end: SIGKILLed, or the host rebooted. */
+export function upDiedUnrecorded(roots: HostRoots, state: DrillState): boolean {
+  if ((state.phase !== "starting" && state.phase !== "running") || state.ended) return false;
+  const { pid, startTime } = state.owner;
+  return startTime !== null && !isSameProcess(roots, pid, startTime);
 }
 
 /**
@@ -338,7 +347,7 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   }
   const base = {
     queue: keys.queue,
-    drill: name === null ? null : drillInfo(name, state),
+    drill: name === null ? null : drillInfo(name, state, options.roots ?? new HostRoots()),
     recording,
     recordingLooked: options.recordingFile !== undefined ? options.recordingFile : candidates.length === 0 ? null : candidates.join(" or "),
     gatherNotes: notes,

@@ -85,6 +85,8 @@ export interface DrillInfo {
   ended?: DrillEnded | null;
   /** When a rollback of the run last ran (state.json); null: none. */
   rollbackAt?: string | null;
+  /** The run's up is gone (pid and start time no longer match) with the run still starting or running and no end recorded. */
+  upGone?: { pid: number } | null;
 }
 
 /** Where the Redis figures came from. */

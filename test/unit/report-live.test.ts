@@ -4,7 +4,8 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import type { DrillState } from "../../src/drill/state.js";
 import { HostRoots } from "../../src/host/kernelFile.js";
-import { readCgroupNow } from "../../src/report/gather.js";
+import { readCgroupNow, upDiedUnrecorded } from "../../src/report/gather.js";
+import { readProcessStat } from "../../src/host/process.js";
 import { buildReport } from "../../src/report/build.js";
 import { drillEnded } from "../../src/drill/up.js";
 import { Chalk } from "chalk";
@@ -173,6 +174,34 @@ describe("the header says how the drill ended (M3)", () => {
     const rolled = buildReport(inputs({ drill: drillWith({ phase: "complete", ended: null, rollbackAt: new Date(NOW - 4 * MIN).toISOString() }) }), NOW, 10 * MIN);
     expect(endedText(rolled.drill!.ended!)).toBe("ended: rolled_back — a rollback took the drill over before up recorded an end 60 s into the drill");
     expect(buildReport(inputs({ drill: drillWith({ phase: "running" }) }), NOW, 10 * MIN).drill!.ended).toBeNull();
+  });
+
+  // QA: after `kill -9` of up the report still read "phase running", 26 s into a 20 s drill, with no word of it.
+  it("up gone without an end recorded: said, in place of nothing", () => {
+    const gone = buildReport(inputs({ drill: drillWith({ phase: "running", upGone: { pid: 4242 } }) }), NOW, 10 * MIN).drill!.ended!;
+    expect(endedText(gone)).toBe(
+      "ended: up_gone — drill up (pid 4242) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback",
+    );
+  });
+});
+
+describe("upDiedUnrecorded: the run's up, by pid and start time", () => {
+  const roots = new HostRoots();
+  const self = readProcessStat(roots, process.pid);
+  const state = (over: Partial<DrillState>): DrillState =>
+    ({ phase: "running", ended: undefined, owner: { pid: process.pid, startTime: self.ok ? self.value.startTime : null }, ...over }) as DrillState;
+
+  it("alive: not gone; gone (another start time): gone; a run that ended or is stopped: never", () => {
+    expect(self.ok).toBe(true);
+    expect(upDiedUnrecorded(roots, state({}))).toBe(false);
+    const dead = state({ owner: { pid: process.pid, startTime: 1 } });
+    expect(upDiedUnrecorded(roots, dead)).toBe(true);
+    expect(upDiedUnrecorded(roots, { ...dead, phase: "starting" })).toBe(true);
+    expect(upDiedUnrecorded(roots, { ...dead, phase: "stopped" })).toBe(false);
+    expect(upDiedUnrecorded(roots, { ...dead, phase: "complete" })).toBe(false);
+    expect(upDiedUnrecorded(roots, { ...dead, ended: { verdict: "ran", at: "x", reason: null, pushed: 1, notPacked: 0 } })).toBe(false);
+    // No start time recorded: it cannot be told from a reused pid, so it is not called gone.
+    expect(upDiedUnrecorded(roots, state({ owner: { pid: 999_999_999, startTime: null } }))).toBe(false);
   });
 });
 
