@@ -31,14 +31,21 @@ afterAll(async () => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
+/** pressure/memory as a directory: there, but unreadable (EISDIR). */
+const UNREADABLE = Symbol("unreadable");
+
 /** A fake procfs with pressure/memory holding `text` (null: no file). */
-function fakeProc(text: string | null): { roots: HostRoots; write: (t: string | null) => void } {
+function fakeProc(text: string | null): { roots: HostRoots; file: string; write: (t: string | null | typeof UNREADABLE) => void } {
   const procfs = path.join(tmp, `proc${++n}`);
   mkdirSync(path.join(procfs, "pressure"), { recursive: true });
   const file = path.join(procfs, "pressure", "memory");
-  const write = (t: string | null) => (t === null ? rmSync(file, { force: true }) : writeFileSync(file, t));
+  const write = (t: string | null | typeof UNREADABLE) => {
+    rmSync(file, { recursive: true, force: true });
+    if (t === UNREADABLE) mkdirSync(file);
+    else if (t !== null) writeFileSync(file, t);
+  };
   write(text);
-  return { roots: new HostRoots(procfs, path.join(tmp, "sys")), write };
+  return { roots: new HostRoots(procfs, path.join(tmp, "sys")), file, write };
 }
 
 interface RunningGate {
@@ -47,6 +54,8 @@ interface RunningGate {
   done: Promise<GateSummary>;
   stop: () => Promise<GateSummary>;
   waitFor: (pattern: RegExp, count?: number, timeoutMs?: number) => Promise<string[]>;
+  /** The same on its stderr lines. */
+  waitForError: (pattern: RegExp, count?: number, timeoutMs?: number) => Promise<string[]>;
 }
 
 function startGate(queue: string, roots: HostRoots, overrides: Partial<GateOptions> = {}, probe: ReturnType<typeof pressureFileProbe> | null = null): RunningGate {
@@ -68,17 +77,20 @@ function startGate(queue: string, roots: HostRoots, overrides: Partial<GateOptio
     ...overrides,
   };
   const done = runGate(options, { redisUrl: server.url, roots, workerCgroup: probe, out: (l) => lines.push(l), err: (l) => errors.push(l), signal: controller.signal });
-  const waitFor = async (pattern: RegExp, count = 1, timeoutMs = 10_000) => {
+  const waitIn = (seen: string[]) => async (pattern: RegExp, count = 1, timeoutMs = 10_000) => {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const matched = lines.filter((l) => pattern.test(l));
+      const matched = seen.filter((l) => pattern.test(l));
       if (matched.length >= count) return matched;
       if (Date.now() > deadline) throw new Error(`timed out waiting for ${count}× ${pattern}; lines: ${lines.join(" | ")}; errors: ${errors.join(" | ")}`);
       await new Promise((r) => setTimeout(r, 25));
     }
   };
-  return { lines, errors, done, waitFor, stop: () => (controller.abort(), done) };
+  return { lines, errors, done, waitFor: waitIn(lines), waitForError: waitIn(errors), stop: () => (controller.abort(), done) };
 }
+
+/** `text` matched as it is in a RegExp. */
+const literal = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 async function pushJobs(queue: DrillQueue, count: number, extra: Partial<JobSpec> = {}): Promise<string[]> {
   const ids: string[] = [];
@@ -147,25 +159,43 @@ describe("gate against a real redis-server and a fake procfs", () => {
     await assertNoJobLost(redis, queue.keys.queue, ids);
   });
 
-  it("host PSI missing, empty or garbage fails closed with psi=missing, and recovers when the file returns", async () => {
+  it("host PSI missing, empty, garbage or unreadable fails closed with psi=missing and recovers each time the file returns; a some line without full is decided on some (RELIABILITY 16)", async () => {
     const queue = new DrillQueue(redis, `g${++n}`);
-    const { roots, write } = fakeProc(null);
+    const { roots, file, write } = fakeProc(null);
     const gate = startGate(queue.keys.queue, roots);
     const ids: string[] = [];
+    // One small job, decided: only PSI can reject it; an admitted one gives its tokens back.
+    const decided = async (line: (id: string) => string) => {
+      const { id } = await queue.push({ ...spec, promptTokens: 1000 });
+      ids.push(id);
+      await gate.waitFor(new RegExp(`^${line(id)}$`));
+      await queue.releaseTokens(id);
+    };
+    const someOnly = (avg10: string) => `some avg10=${avg10} avg60=0.00 avg300=0.00 total=0\n`; // no full line: valid
     try {
-      for (const broken of [null, "", "garbage\n", "some avg10=0.22=55 avg60=0 avg300=0 total=1\n"]) {
-        write(broken);
-        await new Promise((r) => setTimeout(r, 300)); // one sample
-        ids.push(...(await pushJobs(queue, 1)));
-        await gate.waitFor(new RegExp(`^reject_host_pressure job=${ids.at(-1)} psi=missing$`));
+      const broken: [string | null | typeof UNREADABLE, string][] = [
+        [null, "missing"],
+        ["", "empty"],
+        ["garbage\n", "no some line"],
+        ["some avg10=0.22=55 avg60=0 avg300=0 total=1\n", 'bad field "avg10=0.22=55" in some line'],
+        [UNREADABLE, "EISDIR"],
+      ];
+      for (const [i, [text, reason]] of broken.entries()) {
+        // Each state is in once the gate says so (its sampler has read it), not after a guessed sleep.
+        write(text);
+        await gate.waitForError(new RegExp(`^gate: host memory PSI unreadable \\(${literal(`${file}: ${reason}`)}\\): rejecting with psi=missing$`));
+        await decided((id) => `reject_host_pressure job=${id} psi=missing`);
+        // The file returns: the next job is decided on it again.
+        write(i < broken.length - 1 ? someOnly("0.00") : someOnly("12.40"));
+        await gate.waitForError(/^gate: host memory PSI readable again$/, i + 1);
+        if (i < broken.length - 1) await decided((id) => `admit job=${id} packed=1000 limit=32000`);
       }
-      write("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"); // no full line: valid, decide on some
-      await new Promise((r) => setTimeout(r, 300));
-      ids.push(...(await pushJobs(queue, 1)));
-      await gate.waitFor(new RegExp(`^admit job=${ids.at(-1)} packed=24000 limit=32000$`));
+      // Hot with no full line: rejected on some (a missing full read as 0 and decided on would admit).
+      await decided((id) => `reject_host_pressure job=${id} psi=12.40`);
     } finally {
       await gate.stop();
     }
+    expect(gate.errors.filter((e) => e.includes("unreadable"))).toHaveLength(5);
     await assertNoJobLost(redis, queue.keys.queue, ids);
   });
 
