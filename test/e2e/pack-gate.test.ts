@@ -103,12 +103,17 @@ describe("drill pack + drill gate (built binary)", () => {
     await assertNoJobLost(redis, queue, ["1", "2", "3"]);
   });
 
-  it("--upstream-age 7s with --deadline 8s: reject_deadline_slack", async () => {
+  it("--upstream-age 7s with --deadline 8s: reject_deadline_slack; 60s (the deadline already past): a negative slack_ms", async () => {
     const queue = `e${++n}`;
     await drill(["pack", "--jobs", "1", "--upstream-age", "7s", "--deadline", "8s", "--queue", queue]);
-    const gate = await drill(["--procfs", fakeProc(CALM_PSI), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "1"]);
-    expect(lines(gate.stdout)[0]).toMatch(/^reject_deadline_slack job=1 slack_ms=-?\d+$/);
-    await assertNoJobLost(redis, queue, ["1"]);
+    await drill(["pack", "--jobs", "1", "--upstream-age", "60s", "--deadline", "8s", "--queue", queue]);
+    const gate = await drill(["--procfs", fakeProc(CALM_PSI), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "2"]);
+    const decided = lines(gate.stdout);
+    // Under 1 s left (negative on a host slow enough to eat the last second).
+    expect(decided[0]).toMatch(/^reject_deadline_slack job=1 slack_ms=(\d{1,3}|-\d+)$/);
+    // 52 s past, and the time since.
+    expect(decided[1]).toMatch(/^reject_deadline_slack job=2 slack_ms=-5\d{4}$/);
+    await assertNoJobLost(redis, queue, ["1", "2"]);
   });
 
   it("host PSI file missing: reject_host_pressure psi=missing", async () => {
