@@ -7,10 +7,11 @@ import { HostRoots } from "../../src/host/kernelFile.js";
 import { runGate, type GateOptions, type GateSummary } from "../../src/gate/loop.js";
 import { defaultAdmissionConfig } from "../../src/gate/policy.js";
 import { pressureFileProbe } from "../../src/gate/signals.js";
-import { encodeJob } from "../../src/queue/job.js";
+import { decodeJob, encodeJob } from "../../src/queue/job.js";
 import { DrillQueue, pushScope, pushUntilTaken, unnumberedJob, type JobSpec } from "../../src/queue/queue.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
-import { assertNoJobLost } from "../helpers/invariants.js";
+import { assertNoJobLost, collectJobIds } from "../helpers/invariants.js";
+import { fuzzPayloads } from "../fuzzPayloads.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 import { CALM_PSI, HOT_PSI } from "../helpers/psiText.js";
 
@@ -31,14 +32,21 @@ afterAll(async () => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
+/** pressure/memory as a directory: there, but unreadable (EISDIR). */
+const UNREADABLE = Symbol("unreadable");
+
 /** A fake procfs with pressure/memory holding `text` (null: no file). */
-function fakeProc(text: string | null): { roots: HostRoots; write: (t: string | null) => void } {
+function fakeProc(text: string | null): { roots: HostRoots; file: string; write: (t: string | null | typeof UNREADABLE) => void } {
   const procfs = path.join(tmp, `proc${++n}`);
   mkdirSync(path.join(procfs, "pressure"), { recursive: true });
   const file = path.join(procfs, "pressure", "memory");
-  const write = (t: string | null) => (t === null ? rmSync(file, { force: true }) : writeFileSync(file, t));
+  const write = (t: string | null | typeof UNREADABLE) => {
+    rmSync(file, { recursive: true, force: true });
+    if (t === UNREADABLE) mkdirSync(file);
+    else if (t !== null) writeFileSync(file, t);
+  };
   write(text);
-  return { roots: new HostRoots(procfs, path.join(tmp, "sys")), write };
+  return { roots: new HostRoots(procfs, path.join(tmp, "sys")), file, write };
 }
 
 interface RunningGate {
@@ -47,6 +55,8 @@ interface RunningGate {
   done: Promise<GateSummary>;
   stop: () => Promise<GateSummary>;
   waitFor: (pattern: RegExp, count?: number, timeoutMs?: number) => Promise<string[]>;
+  /** The same on its stderr lines. */
+  waitForError: (pattern: RegExp, count?: number, timeoutMs?: number) => Promise<string[]>;
 }
 
 function startGate(queue: string, roots: HostRoots, overrides: Partial<GateOptions> = {}, probe: ReturnType<typeof pressureFileProbe> | null = null): RunningGate {
@@ -68,17 +78,20 @@ function startGate(queue: string, roots: HostRoots, overrides: Partial<GateOptio
     ...overrides,
   };
   const done = runGate(options, { redisUrl: server.url, roots, workerCgroup: probe, out: (l) => lines.push(l), err: (l) => errors.push(l), signal: controller.signal });
-  const waitFor = async (pattern: RegExp, count = 1, timeoutMs = 10_000) => {
+  const waitIn = (seen: string[]) => async (pattern: RegExp, count = 1, timeoutMs = 10_000) => {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const matched = lines.filter((l) => pattern.test(l));
+      const matched = seen.filter((l) => pattern.test(l));
       if (matched.length >= count) return matched;
       if (Date.now() > deadline) throw new Error(`timed out waiting for ${count}× ${pattern}; lines: ${lines.join(" | ")}; errors: ${errors.join(" | ")}`);
       await new Promise((r) => setTimeout(r, 25));
     }
   };
-  return { lines, errors, done, waitFor, stop: () => (controller.abort(), done) };
+  return { lines, errors, done, waitFor: waitIn(lines), waitForError: waitIn(errors), stop: () => (controller.abort(), done) };
 }
+
+/** `text` matched as it is in a RegExp. */
+const literal = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 async function pushJobs(queue: DrillQueue, count: number, extra: Partial<JobSpec> = {}): Promise<string[]> {
   const ids: string[] = [];
@@ -131,6 +144,22 @@ describe("gate against a real redis-server and a fake procfs", () => {
     await assertNoJobLost(redis, queue.keys.queue, ids);
   });
 
+  it("a deadline already past is not malformed: reject_deadline_slack with a negative slack_ms, nacked to retry, not dead (RELIABILITY 12)", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    // Waited 60 s upstream of an 8 s deadline: 52 s past it.
+    const ids = await pushJobs(queue, 1, { upstreamAgeMs: 60_000 });
+    const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { maxJobs: 1 });
+    await gate.done;
+    expect(gate.lines).toEqual([expect.stringMatching(new RegExp(`^reject_deadline_slack job=${ids[0]} slack_ms=-\\d+$`))]);
+    const slack = Number(/slack_ms=(-?\d+)/.exec(gate.lines[0] ?? "")?.[1]);
+    expect(slack).toBeLessThanOrEqual(-52_000);
+    expect(slack).toBeGreaterThan(-62_000);
+    expect(await redis.llen(queue.keys.dead)).toBe(0);
+    const retried = (await redis.lrange(queue.keys.retry("dedicated"), 0, -1)).map((p) => JSON.parse(p) as { id: string; reason: string; attempt: number });
+    expect(retried).toEqual([expect.objectContaining({ id: ids[0], reason: "deadline_slack", attempt: 1 })]);
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
   it("no worker cgroup: decides on host signals; a hot worker cgroup rejects on its own PSI", async () => {
     const queue = new DrillQueue(redis, `g${++n}`);
     const ids = await pushJobs(queue, 2);
@@ -147,25 +176,43 @@ describe("gate against a real redis-server and a fake procfs", () => {
     await assertNoJobLost(redis, queue.keys.queue, ids);
   });
 
-  it("host PSI missing, empty or garbage fails closed with psi=missing, and recovers when the file returns", async () => {
+  it("host PSI missing, empty, garbage or unreadable fails closed with psi=missing and recovers each time the file returns; a some line without full is decided on some (RELIABILITY 16)", async () => {
     const queue = new DrillQueue(redis, `g${++n}`);
-    const { roots, write } = fakeProc(null);
+    const { roots, file, write } = fakeProc(null);
     const gate = startGate(queue.keys.queue, roots);
     const ids: string[] = [];
+    // One small job, decided: only PSI can reject it; an admitted one gives its tokens back.
+    const decided = async (line: (id: string) => string) => {
+      const { id } = await queue.push({ ...spec, promptTokens: 1000 });
+      ids.push(id);
+      await gate.waitFor(new RegExp(`^${line(id)}$`));
+      await queue.releaseTokens(id);
+    };
+    const someOnly = (avg10: string) => `some avg10=${avg10} avg60=0.00 avg300=0.00 total=0\n`; // no full line: valid
     try {
-      for (const broken of [null, "", "garbage\n", "some avg10=0.22=55 avg60=0 avg300=0 total=1\n"]) {
-        write(broken);
-        await new Promise((r) => setTimeout(r, 300)); // one sample
-        ids.push(...(await pushJobs(queue, 1)));
-        await gate.waitFor(new RegExp(`^reject_host_pressure job=${ids.at(-1)} psi=missing$`));
+      const broken: [string | null | typeof UNREADABLE, string][] = [
+        [null, "missing"],
+        ["", "empty"],
+        ["garbage\n", "no some line"],
+        ["some avg10=0.22=55 avg60=0 avg300=0 total=1\n", 'bad field "avg10=0.22=55" in some line'],
+        [UNREADABLE, "EISDIR"],
+      ];
+      for (const [i, [text, reason]] of broken.entries()) {
+        // Each state is in once the gate says so (its sampler has read it), not after a guessed sleep.
+        write(text);
+        await gate.waitForError(new RegExp(`^gate: host memory PSI unreadable \\(${literal(`${file}: ${reason}`)}\\): rejecting with psi=missing$`));
+        await decided((id) => `reject_host_pressure job=${id} psi=missing`);
+        // The file returns: the next job is decided on it again.
+        write(i < broken.length - 1 ? someOnly("0.00") : someOnly("12.40"));
+        await gate.waitForError(/^gate: host memory PSI readable again$/, i + 1);
+        if (i < broken.length - 1) await decided((id) => `admit job=${id} packed=1000 limit=32000`);
       }
-      write("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"); // no full line: valid, decide on some
-      await new Promise((r) => setTimeout(r, 300));
-      ids.push(...(await pushJobs(queue, 1)));
-      await gate.waitFor(new RegExp(`^admit job=${ids.at(-1)} packed=24000 limit=32000$`));
+      // Hot with no full line: rejected on some (a missing full read as 0 and decided on would admit).
+      await decided((id) => `reject_host_pressure job=${id} psi=12.40`);
     } finally {
       await gate.stop();
     }
+    expect(gate.errors.filter((e) => e.includes("unreadable"))).toHaveLength(5);
     await assertNoJobLost(redis, queue.keys.queue, ids);
   });
 
@@ -197,51 +244,97 @@ describe("gate against a real redis-server and a fake procfs", () => {
     const good = await pushJobs(queue, 1);
     const now = Date.now();
     const base = { id: "x1", prompt_tokens: 1, completion_tokens: 1, files: 1, enqueue_ts: now, deadline_ms: 8000, attempt: 0, host_class: "shared-free" };
-    const bad: Buffer[] = [
-      Buffer.from("not json"),
-      Buffer.alloc(10 * 1024 * 1024, 0x5b),
-      Buffer.from(`${"[".repeat(100)}${"]".repeat(100)}`),
-      Buffer.from(`{"__proto__":{"x":1},"id":"x2"}`),
-      Buffer.from(JSON.stringify({ ...base, id: "x3" }).replace('"prompt_tokens":1', '"prompt_tokens":NaN')),
-      Buffer.from(JSON.stringify({ ...base, id: "x4", prompt_tokens: -1 })),
-      Buffer.from(JSON.stringify({ ...base, id: "x5" }).replace('"prompt_tokens":1', '"prompt_tokens":1e309')),
-      Buffer.from(JSON.stringify({ ...base, id: "x6", deadline_ms: 0 })),
-      Buffer.from(JSON.stringify({ ...base, id: "x7", enqueue_ts: now + 3_600_000 })),
-      Buffer.from(JSON.stringify({ ...base, id: undefined })),
-      Buffer.from(JSON.stringify({ ...base, id: good[0], prompt_tokens: 5 })), // same id, different payload
-      Buffer.concat([Buffer.from('{"id":"x8","p":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]),
+    const job = (fields: Record<string, unknown>) => JSON.stringify({ ...base, ...fields });
+    // Not JSON at all: the bare text takes the place of a count.
+    const withText = (id: string, field: string, text: string) => job({ id }).replace(`"${field}":1`, `"${field}":${text}`);
+    // Each payload, the start of the dead entry's reason (naming the field), and the id it carries.
+    const bad: [Buffer, string, string | null][] = [
+      [Buffer.from("not json"), "not_json", null],
+      [Buffer.alloc(10 * 1024 * 1024, 0x5b), "too_large", null],
+      [Buffer.from(`${"[".repeat(100)}${"]".repeat(100)}`), "too_deep", null],
+      [Buffer.from(`{"__proto__":{"x":1},"id":"x2"}`), "forbidden_key __proto__", "x2"],
+      [Buffer.from(withText("x3", "prompt_tokens", "NaN")), "not_json", null],
+      [Buffer.from(job({ id: "x4", prompt_tokens: -1 })), "invalid_field prompt_tokens:", "x4"],
+      [Buffer.from(withText("x5", "prompt_tokens", "1e309")), "invalid_field prompt_tokens:", "x5"],
+      [Buffer.from(withText("x9", "completion_tokens", "NaN")), "not_json", null],
+      [Buffer.from(job({ id: "x10", completion_tokens: -1 })), "invalid_field completion_tokens:", "x10"],
+      [Buffer.from(withText("x11", "completion_tokens", "1e309")), "invalid_field completion_tokens:", "x11"],
+      [Buffer.from(job({ id: "x6", deadline_ms: 0 })), "invalid_field deadline_ms:", "x6"],
+      [Buffer.from(job({ id: "x12", deadline_ms: -8000 })), "invalid_field deadline_ms:", "x12"],
+      [Buffer.from(job({ id: "x7", enqueue_ts: now + 3_600_000 })), "enqueue_ts_in_future", "x7"],
+      [Buffer.from(job({ id: undefined })), "invalid_field id:", null],
+      [Buffer.from(job({ id: good[0], prompt_tokens: 5 })), "id_reused_with_different_payload", good[0] ?? ""], // same id, different payload
+      [Buffer.concat([Buffer.from('{"id":"x8","p":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]), "invalid_utf8", null],
     ];
-    for (const payload of bad) await queue.pushRaw(payload);
+    for (const [payload] of bad) await queue.pushRaw(payload);
     const later = await pushJobs(queue, 1);
     const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { maxJobs: bad.length + 2 });
     const summary = await gate.done;
     expect(summary.decided).toBe(bad.length + 2);
     expect(gate.lines[0]).toBe(`admit job=${good[0]} packed=25000 limit=32000`);
-    const deadLines = gate.lines.filter((l) => l.startsWith("dead "));
-    expect(deadLines).toHaveLength(bad.length);
-    expect(deadLines.map((l) => /reason=(\S+)/.exec(l)?.[1])).toEqual([
-      "not_json",
-      "too_large",
-      "too_deep",
-      "forbidden_key",
-      "not_json",
-      "invalid_field",
-      "invalid_field",
-      "invalid_field",
-      "enqueue_ts_in_future",
-      "invalid_field",
-      "id_reused_with_different_payload",
-      "invalid_utf8",
-    ]);
+    // One line per payload, in order, naming its id (or -) and the cause.
+    expect(gate.lines.slice(1, -1)).toEqual(bad.map(([, reason, id]) => expect.stringMatching(new RegExp(`^dead job=${id ?? "-"} reason=${reason.split(" ")[0]}( |$)`))));
     expect(gate.lines.at(-1)).toBe(`reject_packed_tokens job=${later[0]} packed=49000 limit=32000`);
-    const dead = (await redis.lrange(queue.keys.dead, 0, -1)).map((e) => JSON.parse(e) as { reason: string });
-    expect(dead).toHaveLength(bad.length);
-    expect(dead.every((d) => d.reason.length > 0)).toBe(true);
-    expect(await redis.hget(queue.keys.inflight, "outside")).toBe("1000");
-    expect(await queue.inflightTokens()).toBe(25_000);
+    const dead = (await redis.lrange(queue.keys.dead, 0, -1)).map((e) => JSON.parse(e) as { reason: string; id: string | null });
+    expect(dead.map((d) => [d.reason, d.id])).toEqual(bad.map(([, reason, id]) => [expect.stringMatching(new RegExp(`^${literal(reason)}( |$)`)), id]));
+    expect(await redis.hgetall(queue.keys.inflight)).toEqual({ outside: "1000", [good[0] ?? ""]: "24000" });
     await assertNoJobLost(redis, queue.keys.queue, [...good, ...later], {
-      extraIds: ["x2", "x4", "x5", "x6", "x7"],
+      extraIds: bad.flatMap(([, , id]) => (id === null ? [] : [id])),
       allowDuplicate: (id, places) => id === good[0] && places.includes(queue.keys.dead),
+    });
+  });
+
+  it("a fuzz run of 400 generated payloads through the gate: each one dead with its reason or decided, in order; the gate stays up; in-flight tokens only from admits (RELIABILITY 12)", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    await redis.hset(queue.keys.inflight, "outside", "1000");
+    const now = Date.now();
+    // A long deadline and no cap to speak of: a good payload is admitted unless its fields were bent.
+    const good = { id: "7", prompt_tokens: 2400, completion_tokens: 256, files: 8, enqueue_ts: now, deadline_ms: 600_000, attempt: 0, host_class: "shared-free" };
+    const payloads = fuzzPayloads(20251201, 400, good);
+    const push = redis.pipeline();
+    for (const payload of payloads) push.rpush(queue.keys.ready, payload);
+    await push.exec();
+    const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { config: { ...defaultAdmissionConfig, intervalMs: 200, packedTokenLimit: 1_000_000_000 } });
+    let after = "";
+    try {
+      await gate.waitFor(/./, payloads.length, 30_000);
+      // Still up: a good job pushed after the fuzz is decided.
+      after = (await queue.push({ ...spec, deadlineMs: 600_000 })).id;
+      await gate.waitFor(new RegExp(`^admit job=${after} `));
+    } finally {
+      await gate.stop();
+    }
+    expect(gate.errors.filter((e) => !e.startsWith("gate: gave "))).toEqual([]);
+    const lines = gate.lines.slice(0, payloads.length);
+    // Payload i → line i: one refused by decodeJob is dead with its cause and its id (or -); a job is decided.
+    const decoded = payloads.map((payload) => decodeJob(payload, Date.now()));
+    expect(lines).toEqual(
+      decoded.map((d) =>
+        expect.stringMatching(d.ok ? new RegExp(`^[a-z_]+ job=${literal(d.job.id)} `) : new RegExp(`^dead job=${literal(d.id ?? "-")} reason=${literal(d.reason.split(" ")[0] ?? "")}( |$)`)),
+      ),
+    );
+    // Every payload is accounted for: dead (with a reason), nacked to retry, admitted, or a dropped redelivery.
+    const deadLines = lines.filter((l) => l.startsWith("dead ") || l.endsWith(" route=dead"));
+    const retried = lines.filter((l) => l.startsWith("reject_") && !l.endsWith(" route=dead") && !l.endsWith(" redelivery=1"));
+    const admitted = lines.filter((l) => l.startsWith("admit ") && !l.endsWith(" redelivery=1"));
+    const redelivered = lines.filter((l) => l.endsWith(" redelivery=1"));
+    expect(deadLines.length + retried.length + admitted.length + redelivered.length).toBe(payloads.length);
+    expect(decoded.filter((d) => !d.ok).length).toBeGreaterThan(100);
+    expect(admitted.length).toBeGreaterThan(20);
+    const dead = (await redis.lrange(queue.keys.dead, 0, -1)).map((e) => JSON.parse(e) as { reason: string });
+    expect(dead).toHaveLength(deadLines.length);
+    expect(dead.every((d) => d.reason.length > 0)).toBe(true);
+    expect(await redis.llen(queue.keys.retry("dedicated"))).toBe(retried.length);
+    // In flight: what was there before, plus each admitted job's own tokens; nothing from the dead ones.
+    const admittedJobs = (await redis.lrangeBuffer(queue.keys.admitted, 0, -1)).map((p) => decodeJob(p, Date.now()));
+    expect(admittedJobs).toHaveLength(admitted.length + 1);
+    const tokens = Object.fromEntries(admittedJobs.map((d) => (d.ok ? [d.job.id, String(d.job.prompt_tokens)] : ["undecodable", "?"])));
+    expect(await redis.hgetall(queue.keys.inflight)).toEqual({ outside: "1000", ...tokens });
+    // None lost: every job that decoded is somewhere, one live copy at most; the dead list holds the rest.
+    const { places } = await collectJobIds(redis, queue.keys.queue);
+    await assertNoJobLost(redis, queue.keys.queue, [...decoded.flatMap((d) => (d.ok ? [d.job.id] : [])), after], {
+      extraIds: [...places].filter(([, where]) => where.every((w) => w === queue.keys.dead)).map(([id]) => id),
+      allowDuplicate: (_id, where) => where.filter((w) => w !== queue.keys.dead).length <= 1,
     });
   });
 
