@@ -61,6 +61,10 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
   const monoNow = deps.monoNow ?? (() => performance.now());
   const { config, gateId } = options;
   const summary: GateSummary = { decided: 0, byKind: {}, recovered: 0, watchdogFires: 0, stoppedBy: "signal" };
+  const redis = await connectRedis(deps.redisUrl, { name: `drill-gate:${gateId}` });
+  const queue = new DrillQueue(redis, options.queue);
+
+  // After the connect, however long it took, so the first decision's PSI is fresh.
   const sampler = new GateSampler(deps.roots, config, deps.workerCgroup, monoNow);
   sampler.sample();
   // One sample gives avg10 alone: no stall rate, no stall p99. avg10 lags and
@@ -69,9 +73,6 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
   // (and a dry run's) waits for the second sample.
   await sleep(config.intervalMs, deps.signal);
   sampler.sample();
-
-  const redis = await connectRedis(deps.redisUrl, { name: `drill-gate:${gateId}` });
-  const queue = new DrillQueue(redis, options.queue);
   if (options.dryRun) {
     try {
       await dryRunPass(queue, sampler, options, deps, summary, now());
