@@ -10,7 +10,7 @@ import { isSameProcess, readProcessStat } from "../../src/host/process.js";
 import { DrillQueue } from "../../src/queue/queue.js";
 import { cgroupDirsLeft, realCgroupSkipReason, realWorkerCgroup } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
-import { assertHostClean, processesNaming } from "../helpers/hostClean.js";
+import { assertHostClean, processesNaming, startBystander, type Bystander } from "../helpers/hostClean.js";
 import { assertNoJobLost, assertNoJobLostInExport } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 import { pack, tinyDrill } from "../helpers/drills.js";
@@ -30,12 +30,16 @@ const TINY = tinyDrill("tiny", {
 describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14, 15, 17)", () => {
   let root: string;
   let drillFile: string;
-  beforeAll(() => {
+  // Unrelated, yet `pgrep -f packed` (or a match on the drill's names) would pick it: every rollback must leave it alive.
+  let bystander: Bystander;
+  beforeAll(async () => {
     root = mkdtempSync(path.join(tmpdir(), "drill-faults-"));
     drillFile = path.join(root, "tiny.yaml");
     writeFileSync(drillFile, TINY);
+    bystander = await startBystander("tiny", "tinycg");
   });
   afterAll(() => {
+    bystander?.stop();
     rmSync(root, { recursive: true, force: true });
     // Every case rolled back; a cgroup left now would make the next run refuse it as foreign.
     const left = cgroupDirsLeft(realWorkerCgroup("tinycg"));
@@ -46,6 +50,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
   const up = (stateDir: string, extra: string[] = [], env: Record<string, string> = {}) =>
     runDrill(["--state-dir", stateDir, ...extra, "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], { env, timeout: 60_000 });
   const rollback = (stateDir: string, extra: string[] = []) => runDrill(["--state-dir", stateDir, ...extra, "rollback"], { timeout: 60_000 });
+  const hostClean = (stateDir: string, before: DrillState) => assertHostClean(stateDir, "tiny", before, { cgroupName: "tinycg", bystanders: [bystander] });
 
   it("rollback with no drill at all exits 0, three times", async () => {
     const stateDir = stateDirFor("none");
@@ -68,7 +73,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
       expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
       // Before the Redis existed there is nothing to drain, and no default URL is tried.
       if (step === "state") expect(rb.stdout).toMatch(/up stopped before it set up a Redis/);
-      assertHostClean(stateDir, "tiny", before as DrillState);
+      hostClean(stateDir, before as DrillState);
     },
     90_000,
   );
@@ -85,7 +90,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
       expect(crashed.exitCode).not.toBe(0);
       const rb = await rollback(stateDir);
       expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
-      assertHostClean(stateDir, "tiny", before);
+      hostClean(stateDir, before);
       const exports = readdirSync(path.join(stateDir, "tiny")).filter((f) => f.startsWith("final-")).sort();
       expect(exports.length).toBeGreaterThan(0);
       assertNoJobLostInExport(path.join(stateDir, "tiny", exports.at(-1)!), "jobs", pushed);
@@ -107,7 +112,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
     expect(["running", "stopped"]).toContain(before.phase);
     const rb = await rollback(stateDir);
     expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
-    assertHostClean(stateDir, "tiny", before);
+    hostClean(stateDir, before);
   }, 90_000);
 
   it("the embedded Redis exits by itself at duration + 5 min and another Redis takes its port: report and rollback use the AOF and leave the other alone", async () => {
@@ -157,7 +162,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
       expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
       expect(rb.stdout).toMatch(/not the drill's embedded Redis/);
       expect(rb.stdout).toMatch(/restarted on its AOF/);
-      assertHostClean(stateDir, "tiny", before);
+      hostClean(stateDir, before);
       const exports = readdirSync(path.join(stateDir, "tiny")).filter((f) => f.startsWith("final-")).sort();
       assertNoJobLostInExport(path.join(stateDir, "tiny", exports.at(-1)!), "jobs", pushed);
       // Neither flipped, drained nor exported the other server's queue.
@@ -176,7 +181,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
     expect([a.stderr, b.stderr].join("\n")).toMatch(/another drill|already up/);
     const before = readState(stateDir, "tiny") as DrillState;
     expect((await rollback(stateDir)).exitCode).toBe(0);
-    assertHostClean(stateDir, "tiny", before);
+    hostClean(stateDir, before);
   }, 90_000);
 
   describe("with a Redis the drill does not own", () => {
@@ -207,7 +212,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
       expect(second.exitCode, second.stdout + second.stderr).toBe(0);
       expect(second.stdout).toMatch(/Re-enable admission only once/);
       expect(second.stdout).not.toMatch(/Not rolled back yet/);
-      assertHostClean(stateDir, "tiny", before);
+      hostClean(stateDir, before);
       const client = new Redis(redis.url);
       try {
         await assertNoJobLost(client, "jobs", pushed);
@@ -245,7 +250,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
         await client.del("jobs:working:zz-not-a-list");
         const second = await rollback(stateDir);
         expect(second.exitCode, second.stdout + second.stderr).toBe(0);
-        assertHostClean(stateDir, "tiny", before);
+        hostClean(stateDir, before);
         await assertNoJobLost(client, "jobs", pushed);
 
         // The same for the drain of what producers pushed after a complete rollback (15): a Redis out of
