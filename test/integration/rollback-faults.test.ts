@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { execa } from "execa";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readState, type DrillState } from "../../src/drill/state.js";
@@ -9,7 +10,7 @@ import { HostRoots } from "../../src/host/kernelFile.js";
 import { isSameProcess, readProcessStat } from "../../src/host/process.js";
 import { DrillQueue } from "../../src/queue/queue.js";
 import { cgroupDirsLeft, realCgroupSkipReason, realWorkerCgroup } from "../helpers/cgroupFixtures.js";
-import { runDrill } from "../helpers/cli.js";
+import { drillBin, runDrill } from "../helpers/cli.js";
 import { assertHostClean, processesNaming, startBystander, type Bystander } from "../helpers/hostClean.js";
 import { assertNoJobLost, assertNoJobLostInExport } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
@@ -50,7 +51,25 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
   const up = (stateDir: string, extra: string[] = [], env: Record<string, string> = {}) =>
     runDrill(["--state-dir", stateDir, ...extra, "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], { env, timeout: 60_000 });
   const rollback = (stateDir: string, extra: string[] = []) => runDrill(["--state-dir", stateDir, ...extra, "rollback"], { timeout: 60_000 });
+  // runDrill maps a signal to exit -1: a crash test must see the SIGKILL itself, not any failure before the step.
+  const crashed = async (args: string[], step: string) => {
+    const r = await execa("node", [drillBin, "--state-dir", args[0]!, ...args.slice(1)], { reject: false, timeout: 60_000, env: { NO_COLOR: "1", DRILL_CRASH_AT: step } });
+    expect(r.signal, `${args.join(" ")} at ${step}: exit ${r.exitCode} ${String(r.stderr)}`).toBe("SIGKILL");
+  };
   const hostClean = (stateDir: string, before: DrillState) => assertHostClean(stateDir, "tiny", before, { cgroupName: "tinycg", bystanders: [bystander] });
+  // Every id the drill's queue ever gave (1..jobs:seq), read from rollback's export: the ids of a drill that never printed them.
+  const exportedRun = (stateDir: string) => {
+    const exports = readdirSync(path.join(stateDir, "tiny")).filter((f) => f.startsWith("final-")).sort();
+    if (exports.length === 0) return null;
+    const file = path.join(stateDir, "tiny", exports.at(-1)!);
+    const seqLine = readFileSync(file, "utf8")
+      .split("\n")
+      .filter((l) => l.trim() !== "")
+      .map((l) => JSON.parse(l) as { key: string; value: { utf8?: string } })
+      .find((e) => e.key === "jobs:seq");
+    const seq = Number(seqLine?.value.utf8 ?? "0");
+    return { file, ids: Array.from({ length: seq }, (_, i) => String(i + 1)) };
+  };
 
   it("rollback with no drill at all exits 0, three times", async () => {
     const stateDir = stateDirFor("none");
@@ -65,8 +84,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
     "up SIGKILLed at %s: the next rollback reaches host clean",
     async (step) => {
       const stateDir = stateDirFor(`crash-${step}`);
-      const r = await up(stateDir, [], { DRILL_CRASH_AT: step });
-      expect(r.exitCode).not.toBe(0);
+      await crashed([stateDir, "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], step);
       const before = readState(stateDir, "tiny");
       expect(before, "intent was written before the act").not.toBeNull();
       const rb = await rollback(stateDir);
@@ -74,6 +92,11 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
       // Before the Redis existed there is nothing to drain, and no default URL is tried.
       if (step === "state") expect(rb.stdout).toMatch(/up stopped before it set up a Redis/);
       hostClean(stateDir, before as DrillState);
+      const exported = exportedRun(stateDir);
+      if (step === "state") expect(exported).toBeNull();
+      else assertNoJobLostInExport(exported!.file, "jobs", exported!.ids);
+      // At the second phase's hog the first phase's three jobs are out: the gate and worker had them.
+      if (step === "hog-1-spawn") expect(exported!.ids.length).toBeGreaterThanOrEqual(3);
     },
     90_000,
   );
@@ -86,8 +109,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
       expect(started.exitCode, started.stderr).toBe(0);
       const pushed = (JSON.parse(started.stdout.trim().split("\n").pop()!) as { pushed_ids: string[] }).pushed_ids;
       const before = readState(stateDir, "tiny") as DrillState;
-      const crashed = await runDrill(["--state-dir", stateDir, "rollback"], { env: { DRILL_CRASH_AT: step } });
-      expect(crashed.exitCode).not.toBe(0);
+      await crashed([stateDir, "rollback"], step);
       const rb = await rollback(stateDir);
       expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
       hostClean(stateDir, before);
@@ -97,6 +119,27 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
     },
     90_000,
   );
+
+  it("rollback SIGKILLed at stop-packer, with up still running its schedule: the next rollback reaches both invariants", async () => {
+    const stateDir = stateDirFor("rb-stop-packer");
+    const child = spawn("node", [drillBin, "--state-dir", stateDir, "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], { stdio: "ignore" });
+    const upExit = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    try {
+      await waitFor(() => readState(stateDir, "tiny")?.phase === "running", 30_000);
+      const before = readState(stateDir, "tiny") as DrillState;
+      expect(isSameProcess(new HostRoots(), before.owner.pid, before.owner.startTime!), "up (the packer) still running").toBe(true);
+      await crashed([stateDir, "rollback"], "stop-packer");
+      const rb = await rollback(stateDir);
+      expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
+      await upExit;
+      hostClean(stateDir, before);
+      const exported = exportedRun(stateDir)!;
+      expect(exported.ids.length).toBeGreaterThanOrEqual(3);
+      assertNoJobLostInExport(exported.file, "jobs", exported.ids);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  }, 90_000);
 
   it.each([
     ["SIGINT", 130],
