@@ -144,6 +144,29 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
   it.each([
     ["SIGINT", 130],
     ["SIGTERM", 143],
+  ] as const)("%s during up's starting phase exits %d; the rollback after it reaches both invariants", async (signal, code) => {
+    const stateDir = stateDirFor(`sig-start-${signal}`);
+    const child = spawn("node", [drillBin, "--state-dir", stateDir, "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], { stdio: "ignore" });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)));
+    try {
+      await waitFor(() => readState(stateDir, "tiny")?.phase === "starting", 30_000, 5);
+      child.kill(signal);
+      expect(await exited).toBe(code);
+      const before = readState(stateDir, "tiny") as DrillState;
+      expect(before.phase).not.toBe("complete");
+      const rb = await rollback(stateDir);
+      expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
+      hostClean(stateDir, before);
+      const exported = exportedRun(stateDir);
+      if (exported) assertNoJobLostInExport(exported.file, "jobs", exported.ids);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  }, 90_000);
+
+  it.each([
+    ["SIGINT", 130],
+    ["SIGTERM", 143],
   ] as const)("%s during up exits %d and leaves a resumable state", async (signal, code) => {
     const stateDir = stateDirFor(`sig-${signal}`);
     const child = spawn("node", ["bin/drill.js", "--state-dir", stateDir, "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], { stdio: "ignore" });
@@ -324,10 +347,10 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
   });
 });
 
-async function waitFor(condition: () => boolean, timeoutMs: number): Promise<void> {
+async function waitFor(condition: () => boolean, timeoutMs: number, everyMs = 100): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!condition()) {
     if (Date.now() > deadline) throw new Error("timed out waiting");
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, everyMs));
   }
 }
