@@ -6,6 +6,7 @@ import { execa } from "execa";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readState, type DrillState } from "../../src/drill/state.js";
+import { findByRunId } from "../../src/drill/strays.js";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { isSameProcess, readProcessStat } from "../../src/host/process.js";
 import { DrillQueue } from "../../src/queue/queue.js";
@@ -273,6 +274,11 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
       expect(first.stdout).not.toMatch(/Re-enable admission|gate mode admit|report --name/);
       // processes and cgroup are gone even though the drain could not run
       for (const dir of before.cgroup?.dirs ?? []) expect(existsSync(dir), dir).toBe(false);
+      const roots = new HostRoots();
+      const children = before.processes.filter((p) => ["gate", "watch", "worker", "hog"].includes(p.role) && p.pid !== null && p.startTime !== null);
+      expect(children.map((p) => p.role)).toEqual(expect.arrayContaining(["gate", "watch"]));
+      for (const p of children) expect(isSameProcess(roots, p.pid!, p.startTime!), `${p.role} pid ${p.pid} alive after the exit-4 rollback`).toBe(false);
+      expect(findByRunId(roots, before.runId), "a process with this run's DRILL_RUN_ID").toEqual([]);
       await redis.restart();
       const second = await rollback(stateDir);
       expect(second.exitCode, second.stdout + second.stderr).toBe(0);
