@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { execa } from "execa";
 import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { readState, type DrillState } from "../../src/drill/state.js";
 import { findByRunId } from "../../src/drill/strays.js";
 import { HostRoots } from "../../src/host/kernelFile.js";
@@ -48,7 +48,19 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
     expect(left, `left behind: ${left.join(", ")}`).toEqual([]);
   });
 
-  const stateDirFor = (label: string) => mkdtempSync(path.join(root, `${label}-`));
+  // A case that failed half-way leaves its drill up: roll it back before the next case, whose up would refuse tinycg.
+  const made: string[] = [];
+  const stateDirFor = (label: string) => {
+    const dir = mkdtempSync(path.join(root, `${label}-`));
+    made.push(dir);
+    return dir;
+  };
+  afterEach(async () => {
+    for (const dir of made.splice(0)) {
+      const state = readState(dir, "tiny");
+      if (state && state.phase !== "complete") await runDrill(["--state-dir", dir, "rollback"], { timeout: 60_000 });
+    }
+  }, 120_000);
   const up = (stateDir: string, extra: string[] = [], env: Record<string, string> = {}) =>
     runDrill(["--state-dir", stateDir, ...extra, "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], { env, timeout: 60_000 });
   const rollback = (stateDir: string, extra: string[] = []) => runDrill(["--state-dir", stateDir, ...extra, "rollback"], { timeout: 60_000 });
