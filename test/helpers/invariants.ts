@@ -39,7 +39,12 @@ export async function collectJobIds(redis: Redis, queue: string, drainFile?: str
     places.set(id, [...(places.get(id) ?? []), place]);
   };
   for (const key of lists) {
-    if ((await redis.type(key)) !== "list") continue;
+    // Every key named here or matched by these patterns is a list (src/queue/keys.ts, DESIGN.md's table);
+    // "none" is a list that is empty or was moved away between SCAN and TYPE. Anything else could hold
+    // jobs this check would not see.
+    const type = await redis.type(key);
+    if (type === "none") continue;
+    if (type !== "list") throw new Error(`no-job-lost check on queue ${queue}: ${key} is a ${type}, not a list: its jobs cannot be counted`);
     for (const entry of await redis.lrangeBuffer(key, 0, -1)) add(idOf(entry.toString("utf8")), key);
   }
   if (drainFile !== undefined) {
@@ -66,7 +71,9 @@ export function assertNoJobLostInExport(exportFile: string, queue: string, pushe
   for (const line of readFileSync(exportFile, "utf8").split("\n")) {
     if (line.trim() === "") continue;
     const entry = JSON.parse(line) as { key: string; type: string; value: Array<{ utf8?: string; base64?: string }> };
-    if (entry.type !== "list" || !isJobList(entry.key)) continue;
+    if (!isJobList(entry.key)) continue;
+    // as in collectJobIds: a job key that is not a list holds jobs this check cannot count
+    if (entry.type !== "list") throw new Error(`no-job-lost check on queue ${queue} in ${exportFile}: ${entry.key} is a ${entry.type}, not a list: its jobs cannot be counted`);
     for (const item of entry.value) {
       const id = idOf(item.utf8 ?? Buffer.from(item.base64 ?? "", "base64").toString("utf8"));
       if (id === null) anonymous++;

@@ -2,15 +2,17 @@ import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { execa } from "execa";
 import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { readState, type DrillState } from "../../src/drill/state.js";
+import { findByRunId } from "../../src/drill/strays.js";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { isSameProcess, readProcessStat } from "../../src/host/process.js";
 import { DrillQueue } from "../../src/queue/queue.js";
 import { cgroupDirsLeft, realCgroupSkipReason, realWorkerCgroup } from "../helpers/cgroupFixtures.js";
-import { runDrill } from "../helpers/cli.js";
-import { assertHostClean, processesNaming } from "../helpers/hostClean.js";
+import { drillBin, runDrill } from "../helpers/cli.js";
+import { assertHostClean, processesNaming, startBystander, type Bystander } from "../helpers/hostClean.js";
 import { assertNoJobLost, assertNoJobLostInExport } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 import { pack, tinyDrill } from "../helpers/drills.js";
@@ -30,22 +32,57 @@ const TINY = tinyDrill("tiny", {
 describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14, 15, 17)", () => {
   let root: string;
   let drillFile: string;
-  beforeAll(() => {
+  // Unrelated, yet `pgrep -f packed` (or a match on the drill's names) would pick it: every rollback must leave it alive.
+  let bystander: Bystander;
+  beforeAll(async () => {
     root = mkdtempSync(path.join(tmpdir(), "drill-faults-"));
     drillFile = path.join(root, "tiny.yaml");
     writeFileSync(drillFile, TINY);
+    bystander = await startBystander("tiny", "tinycg");
   });
   afterAll(() => {
+    bystander?.stop();
     rmSync(root, { recursive: true, force: true });
     // Every case rolled back; a cgroup left now would make the next run refuse it as foreign.
     const left = cgroupDirsLeft(realWorkerCgroup("tinycg"));
     expect(left, `left behind: ${left.join(", ")}`).toEqual([]);
   });
 
-  const stateDirFor = (label: string) => mkdtempSync(path.join(root, `${label}-`));
+  // A case that failed half-way leaves its drill up: roll it back before the next case, whose up would refuse tinycg.
+  const made: string[] = [];
+  const stateDirFor = (label: string) => {
+    const dir = mkdtempSync(path.join(root, `${label}-`));
+    made.push(dir);
+    return dir;
+  };
+  afterEach(async () => {
+    for (const dir of made.splice(0)) {
+      const state = readState(dir, "tiny");
+      if (state && state.phase !== "complete") await runDrill(["--state-dir", dir, "rollback"], { timeout: 60_000 });
+    }
+  }, 120_000);
   const up = (stateDir: string, extra: string[] = [], env: Record<string, string> = {}) =>
     runDrill(["--state-dir", stateDir, ...extra, "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], { env, timeout: 60_000 });
   const rollback = (stateDir: string, extra: string[] = []) => runDrill(["--state-dir", stateDir, ...extra, "rollback"], { timeout: 60_000 });
+  // runDrill maps a signal to exit -1: a crash test must see the SIGKILL itself, not any failure before the step.
+  const crashed = async (args: string[], step: string) => {
+    const r = await execa("node", [drillBin, "--state-dir", args[0]!, ...args.slice(1)], { reject: false, timeout: 60_000, env: { NO_COLOR: "1", DRILL_CRASH_AT: step } });
+    expect(r.signal, `${args.join(" ")} at ${step}: exit ${r.exitCode} ${String(r.stderr)}`).toBe("SIGKILL");
+  };
+  const hostClean = (stateDir: string, before: DrillState) => assertHostClean(stateDir, "tiny", before, { cgroupName: "tinycg", bystanders: [bystander] });
+  // Every id the drill's queue ever gave (1..jobs:seq), read from rollback's export: the ids of a drill that never printed them.
+  const exportedRun = (stateDir: string) => {
+    const exports = readdirSync(path.join(stateDir, "tiny")).filter((f) => f.startsWith("final-")).sort();
+    if (exports.length === 0) return null;
+    const file = path.join(stateDir, "tiny", exports.at(-1)!);
+    const seqLine = readFileSync(file, "utf8")
+      .split("\n")
+      .filter((l) => l.trim() !== "")
+      .map((l) => JSON.parse(l) as { key: string; value: { utf8?: string } })
+      .find((e) => e.key === "jobs:seq");
+    const seq = Number(seqLine?.value.utf8 ?? "0");
+    return { file, ids: Array.from({ length: seq }, (_, i) => String(i + 1)) };
+  };
 
   it("rollback with no drill at all exits 0, three times", async () => {
     const stateDir = stateDirFor("none");
@@ -60,15 +97,19 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
     "up SIGKILLed at %s: the next rollback reaches host clean",
     async (step) => {
       const stateDir = stateDirFor(`crash-${step}`);
-      const r = await up(stateDir, [], { DRILL_CRASH_AT: step });
-      expect(r.exitCode).not.toBe(0);
+      await crashed([stateDir, "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], step);
       const before = readState(stateDir, "tiny");
       expect(before, "intent was written before the act").not.toBeNull();
       const rb = await rollback(stateDir);
       expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
       // Before the Redis existed there is nothing to drain, and no default URL is tried.
       if (step === "state") expect(rb.stdout).toMatch(/up stopped before it set up a Redis/);
-      assertHostClean(stateDir, "tiny", before as DrillState);
+      hostClean(stateDir, before as DrillState);
+      const exported = exportedRun(stateDir);
+      if (step === "state") expect(exported).toBeNull();
+      else assertNoJobLostInExport(exported!.file, "jobs", exported!.ids);
+      // At the second phase's hog the first phase's three jobs are out: the gate and worker had them.
+      if (step === "hog-1-spawn") expect(exported!.ids.length).toBeGreaterThanOrEqual(3);
     },
     90_000,
   );
@@ -81,17 +122,60 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
       expect(started.exitCode, started.stderr).toBe(0);
       const pushed = (JSON.parse(started.stdout.trim().split("\n").pop()!) as { pushed_ids: string[] }).pushed_ids;
       const before = readState(stateDir, "tiny") as DrillState;
-      const crashed = await runDrill(["--state-dir", stateDir, "rollback"], { env: { DRILL_CRASH_AT: step } });
-      expect(crashed.exitCode).not.toBe(0);
+      await crashed([stateDir, "rollback"], step);
       const rb = await rollback(stateDir);
       expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
-      assertHostClean(stateDir, "tiny", before);
+      hostClean(stateDir, before);
       const exports = readdirSync(path.join(stateDir, "tiny")).filter((f) => f.startsWith("final-")).sort();
       expect(exports.length).toBeGreaterThan(0);
       assertNoJobLostInExport(path.join(stateDir, "tiny", exports.at(-1)!), "jobs", pushed);
     },
     90_000,
   );
+
+  it("rollback SIGKILLed at stop-packer, with up still running its schedule: the next rollback reaches both invariants", async () => {
+    const stateDir = stateDirFor("rb-stop-packer");
+    const child = spawn("node", [drillBin, "--state-dir", stateDir, "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], { stdio: "ignore" });
+    const upExit = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    try {
+      await waitFor(() => readState(stateDir, "tiny")?.phase === "running", 30_000);
+      const before = readState(stateDir, "tiny") as DrillState;
+      expect(isSameProcess(new HostRoots(), before.owner.pid, before.owner.startTime!), "up (the packer) still running").toBe(true);
+      await crashed([stateDir, "rollback"], "stop-packer");
+      const rb = await rollback(stateDir);
+      expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
+      await upExit;
+      hostClean(stateDir, before);
+      const exported = exportedRun(stateDir)!;
+      expect(exported.ids.length).toBeGreaterThanOrEqual(3);
+      assertNoJobLostInExport(exported.file, "jobs", exported.ids);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  }, 90_000);
+
+  it.each([
+    ["SIGINT", 130],
+    ["SIGTERM", 143],
+  ] as const)("%s during up's starting phase exits %d; the rollback after it reaches both invariants", async (signal, code) => {
+    const stateDir = stateDirFor(`sig-start-${signal}`);
+    const child = spawn("node", [drillBin, "--state-dir", stateDir, "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], { stdio: "ignore" });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)));
+    try {
+      await waitFor(() => readState(stateDir, "tiny")?.phase === "starting", 30_000, 5);
+      child.kill(signal);
+      expect(await exited).toBe(code);
+      const before = readState(stateDir, "tiny") as DrillState;
+      expect(before.phase).not.toBe("complete");
+      const rb = await rollback(stateDir);
+      expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
+      hostClean(stateDir, before);
+      const exported = exportedRun(stateDir);
+      if (exported) assertNoJobLostInExport(exported.file, "jobs", exported.ids);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  }, 90_000);
 
   it.each([
     ["SIGINT", 130],
@@ -107,7 +191,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
     expect(["running", "stopped"]).toContain(before.phase);
     const rb = await rollback(stateDir);
     expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
-    assertHostClean(stateDir, "tiny", before);
+    hostClean(stateDir, before);
   }, 90_000);
 
   it("the embedded Redis exits by itself at duration + 5 min and another Redis takes its port: report and rollback use the AOF and leave the other alone", async () => {
@@ -157,7 +241,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
       expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
       expect(rb.stdout).toMatch(/not the drill's embedded Redis/);
       expect(rb.stdout).toMatch(/restarted on its AOF/);
-      assertHostClean(stateDir, "tiny", before);
+      hostClean(stateDir, before);
       const exports = readdirSync(path.join(stateDir, "tiny")).filter((f) => f.startsWith("final-")).sort();
       assertNoJobLostInExport(path.join(stateDir, "tiny", exports.at(-1)!), "jobs", pushed);
       // Neither flipped, drained nor exported the other server's queue.
@@ -176,7 +260,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
     expect([a.stderr, b.stderr].join("\n")).toMatch(/another drill|already up/);
     const before = readState(stateDir, "tiny") as DrillState;
     expect((await rollback(stateDir)).exitCode).toBe(0);
-    assertHostClean(stateDir, "tiny", before);
+    hostClean(stateDir, before);
   }, 90_000);
 
   describe("with a Redis the drill does not own", () => {
@@ -202,12 +286,17 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
       expect(first.stdout).not.toMatch(/Re-enable admission|gate mode admit|report --name/);
       // processes and cgroup are gone even though the drain could not run
       for (const dir of before.cgroup?.dirs ?? []) expect(existsSync(dir), dir).toBe(false);
+      const roots = new HostRoots();
+      const children = before.processes.filter((p) => ["gate", "watch", "worker", "hog"].includes(p.role) && p.pid !== null && p.startTime !== null);
+      expect(children.map((p) => p.role)).toEqual(expect.arrayContaining(["gate", "watch"]));
+      for (const p of children) expect(isSameProcess(roots, p.pid!, p.startTime!), `${p.role} pid ${p.pid} alive after the exit-4 rollback`).toBe(false);
+      expect(findByRunId(roots, before.runId), "a process with this run's DRILL_RUN_ID").toEqual([]);
       await redis.restart();
       const second = await rollback(stateDir);
       expect(second.exitCode, second.stdout + second.stderr).toBe(0);
       expect(second.stdout).toMatch(/Re-enable admission only once/);
       expect(second.stdout).not.toMatch(/Not rolled back yet/);
-      assertHostClean(stateDir, "tiny", before);
+      hostClean(stateDir, before);
       const client = new Redis(redis.url);
       try {
         await assertNoJobLost(client, "jobs", pushed);
@@ -223,6 +312,51 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
         await client.flushall();
       } finally {
         client.disconnect();
+      }
+    }, 120_000);
+
+    it("producers keep pushing during a rollback and after it: the second rollback drains the rest, no job lost, none twice (15)", async () => {
+      const stateDir = stateDirFor("producer");
+      const started = await up(stateDir, ["--redis", redis.url, "--json"]);
+      expect(started.exitCode, started.stderr).toBe(0);
+      const pushed = (JSON.parse(started.stdout.trim().split("\n").pop()!) as { pushed_ids: string[] }).pushed_ids;
+      const before = readState(stateDir, "tiny") as DrillState;
+      const client = new Redis(redis.url);
+      const producerClient = new Redis(redis.url);
+      try {
+        // A producer the way the packer pushes (ids from jobs:seq), one job every ~50 ms, until told to stop.
+        const produced: string[] = [];
+        let producing = true;
+        const producer = (async () => {
+          const queue = new DrillQueue(producerClient, "jobs");
+          while (producing) {
+            produced.push((await queue.push({ promptTokens: 10, completionTokens: 1, files: 1, deadlineMs: 8000, hostClass: "shared-free" })).id);
+            await new Promise((r) => setTimeout(r, 50));
+          }
+        })();
+        await waitFor(() => produced.length > 0, 10_000, 20);
+        const atStart = produced.length;
+        const first = await rollback(stateDir);
+        const atEnd = produced.length;
+        expect(first.exitCode, first.stdout + first.stderr).toBe(0);
+        expect(atEnd - atStart, "pushes while the rollback ran").toBeGreaterThan(0);
+        // and after it: these sit in jobs until the next rollback
+        await waitFor(() => produced.length > atEnd + 3, 10_000, 20);
+        const drainBefore = await client.lrangeBuffer("jobs_drain", 0, -1);
+        producing = false;
+        await producer;
+        const second = await rollback(stateDir);
+        expect(second.exitCode, second.stdout + second.stderr).toBe(0);
+        const drainAfter = await client.lrangeBuffer("jobs_drain", 0, -1);
+        expect(drainAfter.slice(0, drainBefore.length), "the second rollback rewrote the drain").toEqual(drainBefore);
+        expect(await client.llen("jobs"), "pushes left in jobs after the second rollback").toBe(0);
+        hostClean(stateDir, before);
+        // No duplicates allowed: across drain, retry, done and dead each id is in one place.
+        await assertNoJobLost(client, "jobs", [...pushed, ...produced]);
+        await client.flushall();
+      } finally {
+        client.disconnect();
+        producerClient.disconnect();
       }
     }, 120_000);
 
@@ -245,7 +379,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
         await client.del("jobs:working:zz-not-a-list");
         const second = await rollback(stateDir);
         expect(second.exitCode, second.stdout + second.stderr).toBe(0);
-        assertHostClean(stateDir, "tiny", before);
+        hostClean(stateDir, before);
         await assertNoJobLost(client, "jobs", pushed);
 
         // The same for the drain of what producers pushed after a complete rollback (15): a Redis out of
@@ -276,10 +410,10 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
   });
 });
 
-async function waitFor(condition: () => boolean, timeoutMs: number): Promise<void> {
+async function waitFor(condition: () => boolean, timeoutMs: number, everyMs = 100): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!condition()) {
     if (Date.now() > deadline) throw new Error("timed out waiting");
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, everyMs));
   }
 }
