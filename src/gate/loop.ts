@@ -130,7 +130,8 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
         const idleLeftMs = options.idleExitMs === null ? blockMs : options.idleExitMs - (monoNow() - lastJobAt);
         const waitMs = Math.min(blockMs, Math.max(MIN_BLOCK_MS, idleLeftMs));
         const payload = undecided ?? (await mover.move(queue.keys.ready, queue.keys.processing(gateId), waitMs));
-        outage.recovered();
+        // A job taken is not yet progress: a decision that keeps failing on it is one outage, said once.
+        if (payload === null) outage.recovered();
         if (payload === null) {
           if (options.idleExitMs !== null && monoNow() - lastJobAt >= options.idleExitMs) {
             summary.stoppedBy = "idle";
@@ -309,6 +310,8 @@ function record(summary: GateSummary, kind: string): void {
 /** One stderr line when Redis goes away and one when it is back, not one per retry. */
 class OutageLog {
   private since: number | null = null;
+  /** Redis answered, with an error or content drill never writes: the decision failed, Redis is not gone. */
+  private answered = false;
   private failures = 0;
   constructor(
     private readonly err: (line: string) => void,
@@ -319,12 +322,15 @@ class OutageLog {
     if (error instanceof WatchdogTimeout) this.err(`gate: watchdog: ${error.message}`);
     if (this.since === null) {
       this.since = this.now();
-      this.err(`gate: redis unavailable (${message(error)}); retrying`);
+      // A reply that is an error (a script refusing a corrupt entry) is Redis answering, not Redis gone.
+      this.answered = error instanceof Error && (error.name === "ReplyError" || error.name === "CorruptKeyError");
+      this.err(this.answered ? `gate: decision failed: redis answered ${message(error)}; retrying` : `gate: redis unavailable (${message(error)}); retrying`);
     }
   }
   recovered(): void {
     if (this.since === null) return;
-    this.err(`gate: redis back after ${((this.now() - this.since) / 1000).toFixed(1)} s`);
+    const after = `${((this.now() - this.since) / 1000).toFixed(1)} s`;
+    this.err(this.answered ? `gate: deciding again after ${after}` : `gate: redis back after ${after}`);
     this.since = null;
     this.failures = 0;
   }

@@ -182,6 +182,11 @@ export function rejectDeadReason(job: Job, kind: RejectKind, route: { retryHostC
   return null;
 }
 
+/** A key of the queue holds what drill never writes there: Redis answered, its content is wrong. */
+export class CorruptKeyError extends Error {
+  override name = "CorruptKeyError";
+}
+
 /** The drill's Redis queue: every key derived from one name (DESIGN.md's table). */
 export class DrillQueue {
   readonly keys: QueueKeys;
@@ -244,7 +249,7 @@ export class DrillQueue {
     const entries = await this.redis.hgetall(this.keys.inflight);
     let sum = 0;
     for (const [id, tokens] of Object.entries(entries)) {
-      if (!/^\d+$/.test(tokens)) throw new Error(`${this.keys.inflight} entry ${id} is not a token count ("${tokens.slice(0, 20)}"): the packed-token cap cannot be checked`);
+      if (!/^\d+$/.test(tokens)) throw new CorruptKeyError(`${this.keys.inflight} entry ${id} is not a token count ("${tokens.slice(0, 20)}"): the packed-token cap cannot be checked`);
       sum += Number(tokens);
     }
     return sum;

@@ -119,6 +119,28 @@ describe("gate against a real redis-server and a fake procfs", () => {
     await assertNoJobLost(redis, queue.keys.queue, ids);
   });
 
+  // An in-flight entry that is not a token count fails each admit closed (the cap cannot be checked):
+  // the gate said "redis unavailable" for a Redis that answered every call.
+  it("a corrupt in-flight entry: nothing admitted, the job kept, and the gate says Redis answered with the refusal", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const ids = await pushJobs(queue, 1);
+    await redis.hset(queue.keys.inflight, "42", "lots");
+    const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots);
+    try {
+      await gate.waitForError(/^gate: decision failed: redis answered .*42.* not a token count/);
+      // Said once, not once per retry, and never "redis back" while every decision still fails.
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(gate.errors.filter((e) => e.startsWith("gate: ")), gate.errors.join("\n")).toEqual([expect.stringMatching(/^gate: decision failed: redis answered .*42.* not a token count/)]);
+      expect(gate.lines).toEqual([]);
+      await redis.hset(queue.keys.inflight, "42", "100");
+      await gate.waitFor(/^admit job=/);
+      expect(gate.errors.at(-1)).toMatch(/^gate: deciding again after \d+\.\d s$/);
+    } finally {
+      await gate.stop();
+    }
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
   it("host PSI avg10 12.40: every job gets reject_host_pressure psi=12.40", async () => {
     const queue = new DrillQueue(redis, `g${++n}`);
     const ids = await pushJobs(queue, 4);
