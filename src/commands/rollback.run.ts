@@ -1,9 +1,10 @@
 import { existsSync } from "node:fs";
 import { writeErr } from "../closedStdout.js";
-import { drillCommandFor, hostRoots, leverCommand, type GlobalOptions } from "../context.js";
-import { describeRunningDrill, findRunningDrills, listDrills, rollbackDrill, rollbackHint, rollbackStandaloneCgroups, unknownDrillProblem, type CgroupRollback, type DrillRollback, type RunningDrill } from "../drill/rollback.js";
+import { DEFAULT_REDIS_URL, drillCommandFor, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
+import { describeRunningDrill, findRunningDrills, listDrills, rollbackDrill, rollbackHint, rollbackQueue, rollbackStandaloneCgroups, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
 import { validateDrillName } from "../drill/names.js";
 import { stopStartingUps, type StartingUp } from "../drill/startingUp.js";
+import { queueKeys } from "../queue/keys.js";
 import { readState, readStateEntries, statePath } from "../drill/state.js";
 import { ExitCode, RollbackIncompleteError, UsageError } from "../errors.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
@@ -17,6 +18,21 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   // An up still starting (no state of its run yet) first: then what it recorded is rolled back below.
   const startingUps = await stopStartingUps(hostRoots(g), g.stateDir, named);
   if (!g.json) for (const up of startingUps) output.out(describeStartingUp(up));
+  // --queue: the step-by-step path's queue, deny-all first as in every rollback (a drill's own is its rollback's).
+  const queues: QueueRollback[] = [];
+  if (flags.queue !== undefined) {
+    const queueName = queueKeys(flags.queue).queue;
+    const url = g.redisUrl ?? DEFAULT_REDIS_URL;
+    const owner = drillOnQueue(g.stateDir, queueName, url);
+    if (owner !== null) {
+      if (!g.json) output.out(`queue ${queueName} on ${redactUrl(url)}: drill ${owner}'s queue, rolled back with it below`);
+    } else {
+      if (!g.json) output.out(`rollback queue ${queueName} on ${redactUrl(url)} (--queue; what runs by hand is not stopped):`);
+      queues.push(await rollbackQueue(url, queueName, hostRoots(g), (step) => {
+        if (!g.json) output.out(`  ${step.ok ? "ok  " : output.color.red("FAIL")} ${step.step}: ${step.detail}`);
+      }));
+    }
+  }
   const names = named === undefined ? listDrills(g.stateDir) : existsSync(statePath(g.stateDir, named)) ? [named] : [];
   const results: DrillRollback[] = [];
   /** Cgroups `drill cgroup setup` made outside any drill, and what ran in them. */
@@ -103,23 +119,26 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   const nothingHere =
     named !== undefined && names.length === 0 ? `no drill ${named}` : complete.length > 0 ? `${complete.map((c) => c.name).join(", ")} already rolled back (complete)` : "no drill";
   const left = [
+    ...queues.flatMap((q) => q.left),
     ...startingUps.filter((u) => u.outcome === "alive").map((u) => `${u.name}: drill up pid ${u.pid} was starting and survived SIGKILL; stop it, then run ${drillCmd} rollback --name ${u.name}`),
     ...leftOf(results),
     ...cgroups.filter((c) => !c.step.ok).map((c) => `cgroup ${c.name}: ${c.step.detail}`),
     ...running.map((r) => `${describeRunningDrill(r)}; ${rollbackHint(r)}`),
   ];
   if (g.json) {
-    output.json(rollbackDocument(results, complete, cgroups, running, left, null, startingUps));
+    output.json(rollbackDocument(results, complete, cgroups, running, left, null, startingUps, queues));
   } else if (running.length > 0) {
     output.out(`not rolled back: ${nothingHere} in ${g.stateDir}, but drill processes run on this host:`);
     for (const r of running) {
       output.out(`  ${describeRunningDrill(r)}`);
       output.out(`    ${r.stateDir !== null && !r.complete && !r.stateMissing ? "roll it back: " : ""}${rollbackHint(r)}`);
     }
-  } else if (results.length === 0 && cgroups.length === 0 && startingUps.length === 0) {
+  } else if (results.length === 0 && cgroups.length === 0 && startingUps.length === 0 && queues.length === 0) {
     const what = named !== undefined ? `no process of drill ${named}` : "no drill process";
     output.out(`nothing to roll back: ${nothingHere} in ${g.stateDir}, and ${what} on this host`);
-  } else if (results.length > 0) {
+  }
+  if (!g.json && running.length === 0) for (const q of queues) queueClosingLines(q, g.redisUrl ?? DEFAULT_REDIS_URL, drillCmd).forEach((line) => output.out(line));
+  if (!g.json && running.length === 0 && results.length > 0) {
     for (const r of results) {
       const drain = r.drainLength !== null ? `LLEN ${r.drainLength} in the drain` : r.left.some((l) => l.startsWith("drain pending")) ? "drain pending" : "no queue to drain";
       output.out(`${r.name}: ${drain}${r.exported ? `; keys exported to ${r.exported}` : ""}`);
@@ -162,17 +181,42 @@ function rollbackDocument(
   left: string[],
   interrupted: Interruption | null,
   startingUps: StartingUp[] = [],
+  queues: QueueRollback[] = [],
 ) {
   return snakeCaseKeys({
     drills,
     complete,
     cgroups,
     startingUps,
-    nothing_to_roll_back: drills.length === 0 && cgroups.length === 0 && running.length === 0 && startingUps.length === 0 && interrupted === null,
+    queues,
+    nothing_to_roll_back: drills.length === 0 && cgroups.length === 0 && running.length === 0 && startingUps.length === 0 && queues.length === 0 && interrupted === null,
     running: running.map((r) => ({ ...r, hint: rollbackHint(r) })),
     left,
     interrupted,
   });
+}
+
+/** A drill of the state dir, not rolled back yet, whose queue this is on this Redis; null: none. */
+function drillOnQueue(stateDir: string, queue: string, url: string): string | null {
+  for (const entry of readStateEntries(stateDir, listDrills(stateDir))) {
+    if ("state" in entry && entry.state.phase !== "complete" && entry.state.queue === queue && entry.state.redis.url === url) return entry.name;
+  }
+  return null;
+}
+
+/** After a queue's rollback: its drain, then the rollback again or the re-admit and the report, as for a drill. */
+function queueClosingLines(q: QueueRollback, url: string, drillCmd: string): string[] {
+  const where = `${url === DEFAULT_REDIS_URL ? "" : `--redis ${redactUrl(url)} `}`;
+  const again = `${drillCmd} ${where}rollback --queue ${q.queue}`;
+  const lines = [`queue ${q.queue}: ${q.drainLength === null ? "drain pending" : `LLEN ${q.drainLength} in ${queueKeys(q.queue).drain}`}`];
+  if (q.left.length > 0) return [...lines, `Not rolled back yet: run ${again} once its Redis answers`];
+  return [
+    ...lines,
+    "Re-enable admission only once PSI avg10 stays under 1.00 (gate mode admit refuses otherwise):",
+    `  ${leverCommand(url, q.queue, "admit")}`,
+    "For the incident notes:",
+    `  ${drillCmd} ${where}report --queue ${q.queue} --format md`,
+  ];
 }
 
 /** The line for an up stopped while it started: what it recorded by then, if anything, was rolled back after it. */

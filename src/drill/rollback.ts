@@ -13,6 +13,7 @@ import { readProcessStat } from "../host/process.js";
 import { readPids } from "../cgroup/memoryFiles.js";
 import { readHostPsi } from "../host/psi.js";
 import { DrillQueue } from "../queue/queue.js";
+import { queueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
 import { drainQueue, exportKeys, type DrainResult } from "./drain.js";
 import { isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
@@ -249,11 +250,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
 
     // 1. deny-all
     if (queue) {
-      const psi = readHostPsi(roots, "memory");
-      await guard(record, "deny-all", async () => {
-        const previous = await queue.setMode("reject_all", { forced: false, psi: psi.ok ? psi.value.some.avg10.toFixed(2) : "missing" });
-        return `mode reject_all (was ${previousModeText(previous)}), reason host_pressure`;
-      });
+      await guard(record, "deny-all", () => denyAll(queue, roots));
     } else if (!noRedis) {
       record("deny-all", false, "redis unreachable: admission not flipped");
     }
@@ -535,6 +532,69 @@ async function redrainComplete(state: DrillState, options: RollbackOptions): Pro
 /** `<state-dir>/<name>/final-<ts>.jsonl`: a new file each export, never one written over. */
 function finalExportFile(stateDir: string, name: string): string {
   return path.join(drillDir(stateDir, name), `final-${new Date().toISOString().replace(/[:.]/g, "-")}.jsonl`);
+}
+
+/** Step 1 of every rollback: the gate's lever to reject_all, with the host PSI it was pulled at. */
+async function denyAll(queue: DrillQueue, roots: HostRoots): Promise<string> {
+  const psi = readHostPsi(roots, "memory");
+  const previous = await queue.setMode("reject_all", { forced: false, psi: psi.ok ? psi.value.some.avg10.toFixed(2) : "missing" });
+  return `mode reject_all (was ${previousModeText(previous)}), reason host_pressure`;
+}
+
+/** A queue rolled back by name (`rollback --queue`), outside any drill of the state dir. */
+export interface QueueRollback {
+  queue: string;
+  /** Password redacted. */
+  url: string;
+  steps: RollbackStep[];
+  drainLength: number | null;
+  left: string[];
+}
+
+/**
+ * The step-by-step path (`pack`, `gate`, `worker` run by hand, no `up`): no
+ * state records its queue, so the operator names it. Rolled back as far as a
+ * Redis lets: deny-all, then the jobs still waiting appended to its drain.
+ * The processes started by hand are not drill's to find (no DRILL_RUN_ID, and
+ * never by name); their cgroup's teardown stops the worker and the hog. The
+ * keys stay on that Redis for `report`: nothing of it is stopped.
+ */
+export async function rollbackQueue(url: string, queueName: string, roots: HostRoots, log: (step: RollbackStep) => void): Promise<QueueRollback> {
+  const keys = queueKeys(queueName);
+  const result: QueueRollback = { queue: queueName, url: redactUrl(url), steps: [], drainLength: null, left: [] };
+  const record = (step: string, ok: boolean, detail: string) => {
+    const entry = { step, ok, detail };
+    result.steps.push(entry);
+    log(entry);
+  };
+  const pending = (what: string) => (err: unknown) =>
+    result.left.push(`queue ${queueName} on ${result.url}: ${what} not done (${err instanceof Error ? err.message : String(err)}); run this rollback again`);
+  let redis: Redis;
+  try {
+    await waitForPing(url, 1500);
+    redis = await connectRedis(url, { name: "drill-rollback", commandTimeoutMs: 5000 });
+  } catch (err) {
+    record("connect redis", false, err instanceof Error ? err.message : String(err));
+    pending("deny-all and drain")(err);
+    return result;
+  }
+  try {
+    const queue = new DrillQueue(redis, keys.queue);
+    await guard(record, "deny-all", () => denyAll(queue, roots), pending("deny-all"));
+    await guard(
+      record,
+      "drain",
+      async () => {
+        const drained = await drainQueue(redis, keys, "ready");
+        result.drainLength = drained.drainLength;
+        return describeDrain(drained, keys.drain);
+      },
+      pending("drain"),
+    );
+  } finally {
+    await closeRedis(redis);
+  }
+  return result;
 }
 
 async function guard(

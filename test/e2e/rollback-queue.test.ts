@@ -1,0 +1,72 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { closeRedis, connectRedis } from "../../src/queue/redis.js";
+import { runDrill } from "../helpers/cli.js";
+import { freePort } from "../../src/drill/embeddedRedis.js";
+import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+
+// QA: the step-by-step path (cgroup setup, pack, gate, worker by hand, no
+// `up`): `drill rollback` tore down the cgroup and left the queue admitting
+// with its jobs waiting; `rollback --queue` was "unknown option".
+
+let server: RedisServer;
+let redis: Redis;
+let root: string;
+beforeAll(async () => {
+  server = await startRedisServer();
+  redis = await connectRedis(server.url, { name: "test-rollback-queue" });
+  root = mkdtempSync(path.join(tmpdir(), "drill-rollback-queue-"));
+}, 60_000);
+afterAll(async () => {
+  await closeRedis(redis);
+  await server?.stop();
+  rmSync(root, { recursive: true, force: true });
+});
+
+const drill = (args: string[], url = server.url) => runDrill(["--redis", url, "--state-dir", path.join(root, "state"), ...args], { timeout: 30_000 });
+
+describe("drill rollback --queue (built binary, own redis-server)", () => {
+  it("deny-all and the waiting jobs appended to the drain; again: nothing moved, the drain kept; then the re-admit and report commands", async () => {
+    const pack = await drill(["pack", "--queue", "sbs", "--jobs", "3"]);
+    expect(pack.exitCode, pack.stderr).toBe(0);
+    const first = await drill(["rollback", "--queue", "sbs"]);
+    expect(first.exitCode, first.stdout + first.stderr).toBe(0);
+    expect(first.stdout).toContain(`rollback queue sbs on ${server.url} (--queue; what runs by hand is not stopped):`);
+    expect(first.stdout).toMatch(/ok {3}deny-all: mode reject_all \(was .*\), reason host_pressure/);
+    expect(first.stdout).toContain("ok   drain: moved 3 from sbs; LLEN sbs_drain = 3");
+    expect(first.stdout).toContain(`drill --redis ${server.url} gate mode admit --queue sbs`);
+    expect(first.stdout).toContain(`report --queue sbs --format md`);
+    expect(first.stdout).not.toMatch(/nothing to roll back/);
+    expect(await redis.get("sbs:mode")).toBe("reject_all");
+    expect(await redis.llen("sbs")).toBe(0);
+    const ids = (await redis.lrange("sbs_drain", 0, -1)).map((p) => (JSON.parse(p) as { id: string }).id);
+    expect(ids).toEqual(["1", "2", "3"]);
+
+    // A producer pushed after it: a second rollback appends, never overwrites (RELIABILITY 15).
+    expect((await drill(["pack", "--queue", "sbs", "--jobs", "1"])).exitCode).toBe(0);
+    const second = await drill(["--json", "rollback", "--queue", "sbs"]);
+    expect(second.exitCode, second.stderr).toBe(0);
+    const doc = JSON.parse(second.stdout) as { queues: Array<{ queue: string; drain_length: number; left: string[] }>; nothing_to_roll_back: boolean };
+    expect(doc.queues).toEqual([expect.objectContaining({ queue: "sbs", drain_length: 4, left: [] })]);
+    expect(doc.nothing_to_roll_back).toBe(false);
+    expect((await redis.lrange("sbs_drain", 0, -1)).map((p) => (JSON.parse(p) as { id: string }).id)).toEqual(["1", "2", "3", "4"]);
+  });
+
+  it("its Redis down: exit 4, saying the deny-all and drain are pending and to run it again", async () => {
+    const url = `redis://127.0.0.1:${await freePort()}`;
+    const r = await drill(["rollback", "--queue", "sbs"], url);
+    expect(r.exitCode, r.stdout + r.stderr).toBe(4);
+    expect(r.stdout).toContain("FAIL connect redis");
+    expect(r.stdout).toContain(`Not rolled back yet: run drill --state-dir ${path.join(root, "state")} --redis ${url} rollback --queue sbs once its Redis answers`);
+    expect(r.stderr).toMatch(/queue sbs on .*: deny-all and drain not done .*; run this rollback again/);
+  });
+
+  it("a queue name that is not one: exit 2 before anything", async () => {
+    const r = await drill(["rollback", "--queue", "sbs_drain"]);
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toMatch(/--queue: "sbs_drain" is the rollback drain of queue "sbs"/);
+  });
+});
