@@ -39,7 +39,11 @@ const size = (what: string) => {
 };
 
 /** maxMs: a job field passes none, and the job schema's own rule (job.ts) says what is too long. */
-const duration = (what: string, maxMs?: number) => z.string().transform(byFlagParser((v) => parseDuration(v, what, maxMs)));
+// A YAML number too, read as the flag reads its digits: `duration: 20` gets the flag's "use e.g. 8s", not zod's "expected string".
+const duration = (what: string, maxMs?: number) => {
+  const parse = byFlagParser((v) => parseDuration(v, what, maxMs));
+  return z.union([z.string(), z.number()]).transform((value, ctx) => parse(String(value), ctx));
+};
 
 const count = z.number().int().positive();
 

@@ -156,6 +156,8 @@ describe("drill files", () => {
     // Was zod's bare "Invalid input", and " 128 M " passed as 128M while --memory-max " 5 " style typos are exit 2.
     ["fractional bytes", smoke.replace("memory_max: 160M", "memory_max: 134217728.5"), /^x\.yaml: cgroup\.memory_max: "134217728\.5" is not a whole number of bytes$/],
     ["negative bytes", smoke.replace("memory_max: 160M", "memory_max: -1"), /^x\.yaml: cgroup\.memory_max: "-1" is not a size/],
+    // QA: a bare number got zod's "expected string, received number"; the flag's reason says what to write.
+    ["bare number for a duration", smoke.replace(/^duration: .*$/m, "duration: 20"), /^x\.yaml: duration: "20" is not a duration \(use e\.g\. 8s, 1500ms, 10m\)$/],
     ["size with spaces", smoke.replace("memory_max: 160M", 'memory_max: " 128 M "'), /^x\.yaml: cgroup\.memory_max: " 128 M " is not a size/],
     ["parent through an interface file", smoke.replace("  swap_max: 0\n", "  swap_max: 0\n  parent: /drills/memory.max\n"), /^x\.yaml: cgroup\.parent: component "memory\.max"/],
   ])("%s is exit 2 naming file and field", (_n, text, message) => {
