@@ -217,14 +217,19 @@ export type RollbackOutcome =
   | { kind: "rolled_back"; result: DrillRollback };
 
 export async function rollbackDrill(name: string, options: RollbackOptions): Promise<RollbackOutcome> {
-  const state = readState(options.stateDir, name);
-  if (!state) return { kind: "absent" };
-  if (state.phase === "complete") {
-    const redrained = state.redis.embedded ? null : await redrainComplete(state, options);
-    return redrained ? { kind: "rolled_back", result: redrained } : { kind: "complete", completedAt: state.completedAt ?? null };
-  }
+  const first = readState(options.stateDir, name);
+  if (!first) return { kind: "absent" };
+  if (first.phase === "complete") return completeOutcome(first, options);
   const { roots } = options;
   const lock = acquireDrillLock(drillDir(options.stateDir, name), "rollback");
+  // Read again under the lock: a rollback that finished between the first
+  // read and the lock leaves this one nothing to redo (it would restart the
+  // embedded Redis on its AOF and export a second time).
+  const state = readState(options.stateDir, name);
+  if (!state || state.phase === "complete") {
+    lock.release();
+    return state ? completeOutcome(state, options) : { kind: "absent" };
+  }
   const result: DrillRollback = { name, runId: state.runId, steps: [], drainLength: null, exported: null, left: [] };
   options.onStart?.(result);
   const record = (step: string, ok: boolean, detail: string) => {
@@ -259,6 +264,10 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     // 2. stop the packer (and a foreground up that runs the schedule)
     await stopRoles(state, ["packer"], roots, record, "stop packer");
     crash("stop-packer");
+    // What up recorded before it saw the takeover (a child spawned in that
+    // moment) is in its own last write, not in this copy: merged, so the rest
+    // of the rollback stops it and unlinks its files.
+    adoptRecordedSince(state, readState(options.stateDir, name));
 
     // 3. drain what waits
     let drained: DrainResult | null = null;
@@ -595,6 +604,19 @@ export async function rollbackQueue(url: string, queueName: string, roots: HostR
     await closeRedis(redis);
   }
   return result;
+}
+
+/** A complete drill: nothing to do, unless producers pushed onto its given Redis since (then that drain). */
+async function completeOutcome(state: DrillState, options: RollbackOptions): Promise<RollbackOutcome> {
+  const redrained = state.redis.embedded ? null : await redrainComplete(state, options);
+  return redrained ? { kind: "rolled_back", result: redrained } : { kind: "complete", completedAt: state.completedAt ?? null };
+}
+
+/** Process records of this run on disk that `state` lacks, added to it (by key). */
+export function adoptRecordedSince(state: DrillState, onDisk: DrillState | null): void {
+  if (onDisk === null || onDisk.runId !== state.runId) return;
+  const known = new Set(state.processes.map((p) => p.key));
+  state.processes.push(...onDisk.processes.filter((p) => !known.has(p.key)));
 }
 
 async function guard(
