@@ -33,10 +33,10 @@ export interface TeardownOptions {
 export type TeardownMethod = "sigterm" | "cgroup.kill" | "freeze-kill-thaw" | "sigkill-by-pid" | "empty";
 
 /** Sends SIGKILL, throwing like process.kill (ESRCH once the pid is gone); tests inject one. */
-export type SendSigkill = (pid: number) => void;
+export type SendSignal = (pid: number) => void;
 
-const sendSigkill: SendSigkill = (pid) => process.kill(pid, "SIGKILL");
-const sendSigterm: SendSigkill = (pid) => process.kill(pid, "SIGTERM");
+const sendSigkill: SendSignal = (pid) => process.kill(pid, "SIGKILL");
+const sendSigterm: SendSignal = (pid) => process.kill(pid, "SIGTERM");
 
 /**
  * How long teardown waits after SIGTERM before the kill. A worker gives its
@@ -268,7 +268,7 @@ export async function killUntilEmpty(
   deadline: number,
   killed: KilledTask[],
   method: Set<TeardownMethod>,
-  send: SendSigkill = sendSigkill,
+  send: SendSignal = sendSigkill,
 ): Promise<KilledTask[]> {
   // Tasks reported already (a SIGTERM before) are not listed twice.
   const seen = new Set<number>(killed.map((t) => t.pid));
@@ -321,7 +321,7 @@ export async function stopGracefully(
   until: number,
   stopped: KilledTask[],
   method: Set<TeardownMethod>,
-  send: SendSigkill = sendSigterm,
+  send: SendSignal = sendSigterm,
 ): Promise<void> {
   const subtree = withDescendants(dirs);
   const inside = listInside(roots, subtree);
@@ -390,8 +390,8 @@ function listInside(roots: HostRoots, dirs: CgroupDir[]): KilledTask[] {
   return inside;
 }
 
-/** SIGKILLs each task still in its cgroup; true when at least one signal was sent. */
-function signalEach(roots: HostRoots, dirs: CgroupDir[], tasks: KilledTask[], send: SendSigkill, seen: Set<number>, killed: KilledTask[]): boolean {
+/** Sends `send`'s signal (SIGTERM first, then SIGKILL) to each task still in its cgroup, noting each once in `killed`; true when at least one signal was sent. */
+function signalEach(roots: HostRoots, dirs: CgroupDir[], tasks: KilledTask[], send: SendSignal, seen: Set<number>, killed: KilledTask[]): boolean {
   let sent = false;
   for (const task of tasks) {
     // Reported whether cgroup.kill or the SIGKILL below ends it.
