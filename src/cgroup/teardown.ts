@@ -32,7 +32,7 @@ export interface TeardownOptions {
 /** How the cgroup was emptied; `drill cgroup teardown --json` prints these in `method`, rollback joins them with `+`. */
 export type TeardownMethod = "sigterm" | "cgroup.kill" | "freeze-kill-thaw" | "sigkill-by-pid" | "empty";
 
-/** Sends SIGKILL, throwing like process.kill (ESRCH once the pid is gone); tests inject one. */
+/** Sends a signal (SIGTERM or SIGKILL), throwing like process.kill (ESRCH once the pid is gone); tests inject one. */
 export type SendSignal = (pid: number) => void;
 
 const sendSigkill: SendSignal = (pid) => process.kill(pid, "SIGKILL");
