@@ -17,6 +17,3 @@ export function percentileOf<T>(items: readonly T[], figure: (item: T) => number
   return sorted[Math.min(sorted.length, rank) - 1] ?? null;
 }
 
-export function p99(values: readonly number[]): number | null {
-  return percentile(values, 99);
-}

@@ -3,7 +3,7 @@ import { parseProcStatCpu } from "../../src/host/cpu.js";
 import { fail, ok } from "../../src/host/kernelFile.js";
 import { parsePsi } from "../../src/host/psi.js";
 import { parseVmstat } from "../../src/host/vmstat.js";
-import { p99 } from "../../src/util/stats.js";
+import { percentile } from "../../src/util/stats.js";
 import { nextSample, type CgroupRaw, type QueueRaw, type RawReadings, type Sample, type SamplerState } from "../../src/sampler/step.js";
 
 const NOW = 1_764_480_000_000;
@@ -230,7 +230,7 @@ describe("nextSample: stall_ms_p99 over the last 60 s", () => {
     [Array.from({ length: 100 }, (_, i) => i + 1), 99],
     [Array.from({ length: 200 }, (_, i) => i + 1), 198],
   ])("p99 nearest rank (%#)", (values, expected) => {
-    expect(p99(values)).toBe(expected);
+    expect(percentile(values, 99)).toBe(expected);
   });
 });
 
