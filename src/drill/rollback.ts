@@ -686,7 +686,7 @@ function redisPids(state: DrillState): number[] {
  * the same tasks) that are this drill run's: a recorded process (pid and
  * start time) or one carrying its DRILL_RUN_ID.
  */
-export function ownTasksIn(roots: HostRoots, dirs: string[], state: DrillState): StrayProcess[] {
+function ownTasksIn(roots: HostRoots, dirs: string[], state: DrillState): StrayProcess[] {
   const pids = new Set(dirs.flatMap((dir) => {
     const read = readPids(path.join(dir, "cgroup.procs"));
     return read.ok ? read.value : [];
