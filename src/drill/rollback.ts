@@ -255,7 +255,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
 
     // 1. deny-all
     if (queue) {
-      await guard(record, "deny-all", () => denyAll(queue, roots));
+      await guard(record, "deny-all", () => denyAll(queue, roots), (err) => result.left.push(denyAllFailed(queue, err)));
     } else if (!noRedis) {
       record("deny-all", false, "redis unreachable: admission not flipped");
     }
@@ -515,7 +515,7 @@ async function redrainComplete(state: DrillState, options: RollbackOptions): Pro
       result.steps.push(entry);
       options.log(entry);
     };
-    await guard(record, "deny-all", async () => `mode reject_all (was ${previousModeText(await queue.setMode("reject_all", { forced: false, psi: "n/a" }))}), reason host_pressure`);
+    await guard(record, "deny-all", () => denyAll(queue, options.roots), (err) => result.left.push(denyAllFailed(queue, err)));
     await guard(record, "drain", async () => {
       const drained = await drainQueue(redis, queue.keys, "ready");
       result.drainLength = drained.drainLength;
@@ -548,6 +548,11 @@ async function denyAll(queue: DrillQueue, roots: HostRoots): Promise<string> {
   const psi = readHostPsi(roots, "memory");
   const previous = await queue.setMode("reject_all", { forced: false, psi: psi.ok ? psi.value.some.avg10.toFixed(2) : "missing" });
   return `mode reject_all (was ${previousModeText(previous)}), reason host_pressure`;
+}
+
+/** A deny-all that did not happen is a rollback not done: a gate still running may admit, and re-admitting is no next step. */
+function denyAllFailed(queue: DrillQueue, err: unknown): string {
+  return `deny-all failed (${err instanceof Error ? err.message : String(err)}): ${queue.keys.mode} is not reject_all, a gate still running admits (run drill rollback again)`;
 }
 
 /** A queue rolled back by name (`rollback --queue`), outside any drill of the state dir. */
