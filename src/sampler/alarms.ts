@@ -228,6 +228,9 @@ const CGROUP_GONE = "worker cgroup gone";
 /** Swap used by a cgroup whose swap is disabled: read from the cgroup, not host si. */
 function swapLeak(s: Sample, facts: SampleFacts): Verdict {
   const line = `PAGE swap_leak: cg_swap_current=${s.cg_swap_current ?? "n/a"} swap_max=0${facts.cgDir ? ` cgroup=${facts.cgDir}` : ""}`;
+  // A gone cgroup uses no swap; only an unreadable one is unknown (else a watch
+  // that outlives teardown lists the alarm forever).
+  if (facts.cgAbsent) return { firing: false, line, calm: CGROUP_GONE };
   if (facts.cgSwapMax === null) return { firing: null, line };
   if (facts.cgSwapMax !== 0) return { firing: false, line, calm: `swap allowed in the cgroup (swap_max=${facts.cgSwapMax})` }; // not a leak
   if (s.cg_swap_current === null) return { firing: null, line };

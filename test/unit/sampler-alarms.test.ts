@@ -220,6 +220,18 @@ describe("swap_leak: swap used by a cgroup whose swap is disabled", () => {
     expect(events.map((e) => `${e.kind} ${e.name}`)).toEqual(["raised swap_leak", "cleared swap_leak"]);
     expect(events[0]?.line).toBe("PAGE swap_leak: cg_swap_current=8192 swap_max=0 cgroup=/sys/fs/cgroup/infer");
   });
+  it("the worker cgroup gone (a watch that outlives teardown): it clears, saying so, and is listed no more", () => {
+    const gone: [Partial<Sample>, Partial<SampleFacts>] = [{ cg_swap_current: null }, { cgAbsent: true, cgDir: null, cgSwapMax: null, cgPsiExpected: false }];
+    const { events, active } = run([[{ cg_swap_current: 8192 }], ...Array.from({ length: 10 }, () => gone)]);
+    expect(events.map((e) => e.line)).toEqual(["PAGE swap_leak: cg_swap_current=8192 swap_max=0 cgroup=/sys/fs/cgroup/infer", "CLEAR swap_leak after 6.0s: worker cgroup gone"]);
+    expect(active.at(-1)).toEqual([]);
+  });
+  it("the cgroup there with its swap files unreadable: it holds", () => {
+    const blind: [Partial<Sample>, Partial<SampleFacts>] = [{ cg_swap_current: null }, { cgSwapMax: null }];
+    const { events, active } = run([[{ cg_swap_current: 8192 }], ...Array.from({ length: 10 }, () => blind)]);
+    expect(events.map((e) => e.kind)).toEqual(["raised"]);
+    expect(active.every((a) => a.includes("swap_leak"))).toBe(true);
+  });
 });
 
 describe("oom_kill: the cgroup's oom_kill count rose", () => {
