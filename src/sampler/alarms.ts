@@ -43,9 +43,9 @@ export const defaultAlarmConfig: AlarmConfig = {
 };
 
 export interface AlarmState {
-  /** Active alarms and when each was raised (ms). */
+  /** Active alarms and when each was raised (monotonic ms). */
   since: Partial<Record<AlarmName, number>>;
-  /** Active alarms whose condition is false, and since when (ms). */
+  /** Active alarms whose condition is false, and since when (monotonic ms). */
   calmSince: Partial<Record<AlarmName, number>>;
   /**
    * The oom_kill count kills are counted from: the last one seen, 0 once the
@@ -71,6 +71,7 @@ export interface AlarmEvent {
  */
 type Verdict = { firing: boolean | null; line: string; calm?: string };
 
+/** `nowMs` is monotonic (the reading's monoMs): holds and clear delays are durations, not wall time. */
 export function nextAlarms(
   prev: AlarmState,
   sample: Sample,
