@@ -43,9 +43,9 @@ export const defaultAlarmConfig: AlarmConfig = {
 };
 
 export interface AlarmState {
-  /** Active alarms and when each was raised (ms). */
+  /** Active alarms and when each was raised (monotonic ms). */
   since: Partial<Record<AlarmName, number>>;
-  /** Active alarms whose condition is false, and since when (ms). */
+  /** Active alarms whose condition is false, and since when (monotonic ms). */
   calmSince: Partial<Record<AlarmName, number>>;
   /**
    * The oom_kill count kills are counted from: the last one seen, 0 once the
@@ -71,6 +71,7 @@ export interface AlarmEvent {
  */
 type Verdict = { firing: boolean | null; line: string; calm?: string };
 
+/** `nowMs` is monotonic (the reading's monoMs): holds and clear delays are durations, not wall time. */
 export function nextAlarms(
   prev: AlarmState,
   sample: Sample,
@@ -97,11 +98,7 @@ export function nextAlarms(
     reclaim_not_underload: reclaimNotUnderload(sample, facts, config),
     retry_worker_idle: retryWorkerIdle(sample, facts, config),
     swap_leak: swapLeak(sample, facts),
-    oom_kill: {
-      firing: lastRise !== null && nowMs - lastRise < config.oomKillHoldMs,
-      line: `PAGE oom_kill: cg_oom_kill=${sample.cg_oom_kill ?? "n/a"} (+${oomRise}) admission was already late${facts.cgDir ? ` cgroup=${facts.cgDir}` : ""}`,
-      calm: `no new kill for ${formatSeconds(config.oomKillHoldMs)} (cg_oom_kill=${sample.cg_oom_kill ?? "n/a"})`,
-    },
+    oom_kill: oomKill(sample, facts, oomRise, lastRise !== null && nowMs - lastRise < config.oomKillHoldMs, config),
   };
 
   const since: AlarmState["since"] = { ...prev.since };
@@ -226,13 +223,32 @@ function retryWorkerIdle(s: Sample, facts: SampleFacts, config: AlarmConfig): Ve
   return { firing: s.queue_len === null ? null : here.length > 0, line, calm: `no retried job of host_class=${config.hostClass} queued or admitted` };
 }
 
+/** The CLEAR reason of an alarm about the worker cgroup once it is gone (torn down, say). */
+const CGROUP_GONE = "worker cgroup gone";
+
 /** Swap used by a cgroup whose swap is disabled: read from the cgroup, not host si. */
 function swapLeak(s: Sample, facts: SampleFacts): Verdict {
   const line = `PAGE swap_leak: cg_swap_current=${s.cg_swap_current ?? "n/a"} swap_max=0${facts.cgDir ? ` cgroup=${facts.cgDir}` : ""}`;
+  // A gone cgroup uses no swap; only an unreadable one is unknown (else a watch
+  // that outlives teardown lists the alarm forever).
+  if (facts.cgAbsent) return { firing: false, line, calm: CGROUP_GONE };
   if (facts.cgSwapMax === null) return { firing: null, line };
   if (facts.cgSwapMax !== 0) return { firing: false, line, calm: `swap allowed in the cgroup (swap_max=${facts.cgSwapMax})` }; // not a leak
   if (s.cg_swap_current === null) return { firing: null, line };
   return { firing: s.cg_swap_current > 0, line, calm: `cg_swap_current=${s.cg_swap_current}` };
+}
+
+/**
+ * A rise of the cgroup's oom_kill count pages and holds for oomKillHoldMs
+ * (`held`). After that an unreadable count cannot tell "no new kill"
+ * (n/a is not calm); a gone cgroup kills nothing more.
+ */
+function oomKill(s: Sample, facts: SampleFacts, rise: number, held: boolean, config: AlarmConfig): Verdict {
+  const line = `PAGE oom_kill: cg_oom_kill=${s.cg_oom_kill ?? "n/a"} (+${rise}) admission was already late${facts.cgDir ? ` cgroup=${facts.cgDir}` : ""}`;
+  if (held) return { firing: true, line };
+  if (facts.cgAbsent) return { firing: false, line, calm: CGROUP_GONE };
+  if (s.cg_oom_kill === null) return { firing: null, line };
+  return { firing: false, line, calm: `no new kill for ${formatSeconds(config.oomKillHoldMs)} (cg_oom_kill=${s.cg_oom_kill})` };
 }
 
 function formatSeconds(ms: number): string {

@@ -10,7 +10,12 @@ export interface SidecarState {
 
 export const initialSidecarState: SidecarState = { sampler: null, alarms: initialAlarmState };
 
-/** Pure: readings → sample with its active alarms, plus the alarm transitions. */
+/**
+ * Pure: readings → sample with its active alarms, plus the alarm transitions.
+ * `nowMs` (wall) is the sample's `ts` and job ages; the alarms' holds and
+ * clear delays run on the reading's monotonic clock, as rates do: an NTP step
+ * must not clear an alarm or end an oom_kill hold.
+ */
 export function sidecarStep(
   prev: SidecarState,
   raw: RawReadings,
@@ -18,7 +23,7 @@ export function sidecarStep(
   alarmConfig: AlarmConfig,
 ): { state: SidecarState; sample: Sample; events: AlarmEvent[] } {
   const { state: sampler, sample, facts } = nextSample(prev.sampler, raw, nowMs);
-  const { state: alarms, events, active } = nextAlarms(prev.alarms, sample, facts, nowMs, alarmConfig);
+  const { state: alarms, events, active } = nextAlarms(prev.alarms, sample, facts, raw.monoMs, alarmConfig);
   return { state: { sampler, alarms }, sample: { ...sample, alarm: active }, events };
 }
 

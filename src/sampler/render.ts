@@ -89,8 +89,8 @@ export function formatSampleLine(s: Sample): string {
 export function formatStatusLine(s: Sample): string {
   return [
     `psi=${num(s.psi_mem_some_avg10)}`,
-    `rate=${pct(s.psi_mem_some_rate)}`,
-    `cg_rate=${pct(s.cg_psi_mem_some_rate)}`,
+    `rate=${rate(s.psi_mem_some_rate)}`,
+    `cg_rate=${rate(s.cg_psi_mem_some_rate)}`,
     `cg_mem=${bytes(s.cg_mem_current)}/${bytes(s.cg_mem_max)}`,
     `slack=${ms(s.deadline_slack_ms)}`,
     `queue_age=${ms(s.queue_age_ms)}`,

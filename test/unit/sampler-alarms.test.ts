@@ -220,6 +220,18 @@ describe("swap_leak: swap used by a cgroup whose swap is disabled", () => {
     expect(events.map((e) => `${e.kind} ${e.name}`)).toEqual(["raised swap_leak", "cleared swap_leak"]);
     expect(events[0]?.line).toBe("PAGE swap_leak: cg_swap_current=8192 swap_max=0 cgroup=/sys/fs/cgroup/infer");
   });
+  it("the worker cgroup gone (a watch that outlives teardown): it clears, saying so, and is listed no more", () => {
+    const gone: [Partial<Sample>, Partial<SampleFacts>] = [{ cg_swap_current: null }, { cgAbsent: true, cgDir: null, cgSwapMax: null, cgPsiExpected: false }];
+    const { events, active } = run([[{ cg_swap_current: 8192 }], ...Array.from({ length: 10 }, () => gone)]);
+    expect(events.map((e) => e.line)).toEqual(["PAGE swap_leak: cg_swap_current=8192 swap_max=0 cgroup=/sys/fs/cgroup/infer", "CLEAR swap_leak after 6.0s: worker cgroup gone"]);
+    expect(active.at(-1)).toEqual([]);
+  });
+  it("the cgroup there with its swap files unreadable: it holds", () => {
+    const blind: [Partial<Sample>, Partial<SampleFacts>] = [{ cg_swap_current: null }, { cgSwapMax: null }];
+    const { events, active } = run([[{ cg_swap_current: 8192 }], ...Array.from({ length: 10 }, () => blind)]);
+    expect(events.map((e) => e.kind)).toEqual(["raised"]);
+    expect(active.every((a) => a.includes("swap_leak"))).toBe(true);
+  });
 });
 
 describe("oom_kill: the cgroup's oom_kill count rose", () => {
@@ -253,5 +265,28 @@ describe("oom_kill: the cgroup's oom_kill count rose", () => {
   });
   it("an unreadable count does not page", () => {
     expect(run([[{ cg_oom_kill: 1 }], [{ cg_oom_kill: null }], [{ cg_oom_kill: 1 }]]).events).toEqual([]);
+  });
+  it("an unreadable count (cgroup there) is not calm: the alarm holds past its hold, and clears on the next readable count", () => {
+    const unreadable = Array.from({ length: 70 }, (): [Partial<Sample>] => [{ cg_oom_kill: null }]);
+    const { events, active } = run([[{ cg_oom_kill: 0 }], [{ cg_oom_kill: 1 }], ...unreadable, [{ cg_oom_kill: 1 }]]);
+    expect(events.map((e) => e.line)).toEqual([
+      "PAGE oom_kill: cg_oom_kill=1 (+1) admission was already late cgroup=/sys/fs/cgroup/infer",
+      "CLEAR oom_kill after 71s: no new kill for 60s (cg_oom_kill=1)",
+    ]);
+    expect(active.map((a) => a.includes("oom_kill"))).toEqual([false, ...Array<boolean>(71).fill(true), false]);
+  });
+  it("a kill while the count turns unreadable still pages for its hold", () => {
+    const config = { ...defaultAlarmConfig, oomKillHoldMs: 3000 };
+    const { active } = run([[{ cg_oom_kill: 0 }], [{ cg_oom_kill: 1 }], [{ cg_oom_kill: null }], [{ cg_oom_kill: null }]], config);
+    expect(active.map((a) => a.includes("oom_kill"))).toEqual([false, true, true, true]);
+  });
+  it("the worker cgroup gone: the alarm clears when its hold ends, saying so (not 'no new kill' with n/a)", () => {
+    const gone = Array.from({ length: 61 }, () => absent);
+    const { events, active } = run([[{ cg_oom_kill: 0 }], [{ cg_oom_kill: 1 }], ...gone]);
+    expect(events.map((e) => e.line)).toEqual([
+      "PAGE oom_kill: cg_oom_kill=1 (+1) admission was already late cgroup=/sys/fs/cgroup/infer",
+      "CLEAR oom_kill after 60s: worker cgroup gone",
+    ]);
+    expect(active.at(-1)).toEqual([]);
   });
 });

@@ -1,7 +1,7 @@
 import { Chalk } from "chalk";
 import { describe, expect, it } from "vitest";
 import { parseQueueSample } from "../../src/sampler/read.js";
-import { LiveView, formatSampleLine, sparkline } from "../../src/sampler/render.js";
+import { LiveView, formatSampleLine, formatStatusLine, sparkline } from "../../src/sampler/render.js";
 import type { Sample } from "../../src/sampler/step.js";
 
 const sample: Sample = {
@@ -198,6 +198,13 @@ describe("render", () => {
     const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
     const shown = view.frame({ ...sample, cg_mem_current: 26451968, stall_ms_p99: 206.53, psi_mem_some_rate: 23.28, cg_psi_mem_some_rate: 28.44 }).join("\n");
     for (const same of ["25.2MiB", "207ms", "23.3%", "28.4%"]) expect(shown).toContain(same);
+  });
+
+  // Rounded to whole percent, 9.6 read as the gate's 10.00 limit and a real 0.4 stall as none.
+  it("drill up's status line gives stall rates to one decimal, as watch does", () => {
+    const line = formatStatusLine({ ...sample, psi_mem_some_rate: 9.6, cg_psi_mem_some_rate: 0.4 });
+    expect(line.split(" ")).toEqual(expect.arrayContaining(["rate=9.6%", "cg_rate=0.4%"]));
+    expect(formatStatusLine({ ...sample, psi_mem_some_rate: null, cg_psi_mem_some_rate: null })).toContain(" rate=n/a cg_rate=n/a ");
   });
 
   it("the piped line has the runbook's names and no colour", () => {
