@@ -128,6 +128,17 @@ describe("readCgroupMemory", () => {
     expect(readOomKillCount({ version: 2, mount: host.cgroupRoot, cgroupPath: "/t1", dir })).toEqual({ ok: true, value: 1 });
   });
 
+  // QA: an ancestor's memory.max "abc" was skipped as if it were max: cgroup status said
+  // effective_limit "max" with nothing missing.
+  it("v2: an ancestor's limit that does not read leaves the effective limit null, with that file in missing", () => {
+    host = makeFakeHost("v2", { selfPath: "/p" });
+    host.cgroup("", "/p", v2MemoryFiles({ "memory.max": "abc\n" }));
+    const dir = host.cgroup("", "/p/t1", v2MemoryFiles({ "memory.max": "max\n" }));
+    const m = readCgroupMemory({ version: 2, mount: host.cgroupRoot, cgroupPath: "/p/t1", dir });
+    expect(m).toMatchObject({ limit: "max", effectiveLimit: null, effectiveLimitDir: null });
+    expect(m.missing).toEqual([{ file: path.join(host.cgroupRoot, "p", "memory.max"), reason: 'not a limit: "abc"' }]);
+  });
+
   it("unreadable or missing files are null with the file named, never 0", () => {
     host = makeFakeHost("v2");
     const dir = host.cgroup("", "/t1", v2MemoryFiles({ "memory.current": "garbage\n" }));
