@@ -189,7 +189,8 @@ export function readCgroupMemory(cgroup: CgroupDir): CgroupMemory {
   const usage = read(v2 ? "memory.current" : "memory.usage_in_bytes", parseCounter);
   const peak = read(v2 ? "memory.peak" : "memory.max_usage_in_bytes", parseCounter);
   const swap = readCgroupSwap(cgroup);
-  missing.push(...swap.missing);
+  // v1 swap reads memory.limit_in_bytes again: one entry per file.
+  missing.push(...swap.missing.filter((s) => !missing.some((m) => m.file === s.file)));
   const { swapLimit, swapCurrent } = swap;
   const events: CgroupMemory["events"] = { oom: null, oomKill: null, max: null, underOom: null, failcnt: null };
   if (v2) {

@@ -139,6 +139,15 @@ describe("readCgroupMemory", () => {
     expect(m.missing).toEqual([{ file: path.join(host.cgroupRoot, "p", "memory.max"), reason: 'not a limit: "abc"' }]);
   });
 
+  // QA: v1 listed memory.limit_in_bytes twice (read for the limit, and again for memsw − limit).
+  it("v1: an own limit file that does not read is one missing entry", () => {
+    host = makeFakeHost("v1");
+    const dir = host.cgroup("memory", "/t4", v1MemoryFiles({ "memory.limit_in_bytes": "abc\n", "memory.stat": "rss 4096\nswap 0\ntotal_rss 4096\ntotal_swap 0\n" }));
+    const m = readCgroupMemory({ version: 1, mount: path.join(host.cgroupRoot, "memory"), cgroupPath: "/t4", dir });
+    expect(m).toMatchObject({ limit: null, effectiveLimit: null, swapLimit: null });
+    expect(m.missing).toEqual([{ file: path.join(dir, "memory.limit_in_bytes"), reason: 'not a limit: "abc"' }]);
+  });
+
   it("unreadable or missing files are null with the file named, never 0", () => {
     host = makeFakeHost("v2");
     const dir = host.cgroup("", "/t1", v2MemoryFiles({ "memory.current": "garbage\n" }));
