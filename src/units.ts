@@ -67,7 +67,10 @@ export const MAX_MAP_BYTES = (2 ** 32 - 1) * PAGE_BYTES;
  * takes it, and every task that joins is OOM-killed at its first page.
  */
 export function memoryMaxProblem(bytes: number): string | null {
-  if (bytes < PAGE_BYTES) return `is below one page (${PAGE_BYTES} bytes): every task in the cgroup would be OOM-killed at its first page (0 is not "no limit")`;
+  if (bytes < PAGE_BYTES) {
+    const why = bytes === 0 ? '0 is not "no limit"' : `a size without a unit is bytes: write ${bytes}M for MiB`;
+    return `is below one page (${PAGE_BYTES} bytes): every task in the cgroup would be OOM-killed at its first page (${why})`;
+  }
   return null;
 }
 

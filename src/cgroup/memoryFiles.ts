@@ -124,19 +124,31 @@ export function limitFileName(version: 1 | 2): string {
   return version === 2 ? "memory.max" : "memory.limit_in_bytes";
 }
 
+/** The tightest readable limit on a walk, and the limit files on it that could not be read. */
+export interface LimitWalk {
+  limit: Limit;
+  dir: string | null;
+  /** A limit file that is there but garbled or unreadable: the real limit may be tighter than `limit`. */
+  unreadable: MissingFile[];
+}
+
 /**
  * The tightest limit from `dir` up to the hierarchy's mount. Ancestors without
  * a limit file (v2 root, or memory not enabled there) do not count; on v1 the
  * walk stops at a parent with use_hierarchy=0, whose limit does not apply below.
+ * A limit file that does not read is not "max": it is in `unreadable`.
  */
-export function effectiveLimitFrom(dir: string, mount: string, version: 1 | 2): { limit: Limit; dir: string | null } {
+export function effectiveLimitFrom(dir: string, mount: string, version: 1 | 2): LimitWalk {
   let limit: Limit = "max";
   let tightest: string | null = null;
+  const unreadable: MissingFile[] = [];
   let current = path.resolve(dir);
   const top = path.resolve(mount);
   for (;;) {
-    const reading = readKernelText(path.join(current, limitFileName(version)));
-    const parsed = reading.ok ? parseLimit(reading.value, current) : null;
+    const file = path.join(current, limitFileName(version));
+    const reading = readKernelText(file);
+    const parsed = reading.ok ? parseLimit(reading.value, file) : reading.reason === "missing" ? null : reading;
+    if (parsed && !parsed.ok) unreadable.push({ file: parsed.file, reason: parsed.reason });
     if (parsed?.ok && parsed.value !== "max" && (limit === "max" || parsed.value < limit)) {
       limit = parsed.value;
       tightest = current;
@@ -149,7 +161,7 @@ export function effectiveLimitFrom(dir: string, mount: string, version: 1 | 2): 
     }
     current = parent;
   }
-  return { limit, dir: tightest };
+  return { limit, dir: tightest, unreadable };
 }
 
 /** Reads a cgroup's memory files (either version) into one shape. */
@@ -177,7 +189,8 @@ export function readCgroupMemory(cgroup: CgroupDir): CgroupMemory {
   const usage = read(v2 ? "memory.current" : "memory.usage_in_bytes", parseCounter);
   const peak = read(v2 ? "memory.peak" : "memory.max_usage_in_bytes", parseCounter);
   const swap = readCgroupSwap(cgroup);
-  missing.push(...swap.missing);
+  // v1 swap reads memory.limit_in_bytes again: one entry per file.
+  missing.push(...swap.missing.filter((s) => !missing.some((m) => m.file === s.file)));
   const { swapLimit, swapCurrent } = swap;
   const events: CgroupMemory["events"] = { oom: null, oomKill: null, max: null, underOom: null, failcnt: null };
   if (v2) {
@@ -193,7 +206,10 @@ export function readCgroupMemory(cgroup: CgroupDir): CgroupMemory {
     events.failcnt = read("memory.failcnt", parseCounter);
   }
   const tasks = read("cgroup.procs", parsePids);
-  const effective = limit === null ? null : effectiveLimitFrom(cgroup.dir, cgroup.mount, cgroup.version);
+  const walk = effectiveLimitFrom(cgroup.dir, cgroup.mount, cgroup.version);
+  // The own limit file is in missing already; an ancestor's that does not read leaves the effective limit unknown.
+  missing.push(...walk.unreadable.filter((u) => !missing.some((m) => m.file === u.file)));
+  const effective = limit === null || walk.unreadable.length > 0 ? null : walk;
 
   return {
     version: cgroup.version,

@@ -5,7 +5,7 @@ import { isDrillUp, readState, statePath, type DrillState } from "../drill/state
 import { DrillError, ExitCode, RefusedError, kernelWriteError } from "../errors.js";
 import { readKernelText, type HostRoots } from "../host/kernelFile.js";
 import { formatBytes } from "../units.js";
-import { effectiveLimitFrom, parseLimit, readPids, type Limit } from "./memoryFiles.js";
+import { effectiveLimitFrom, parseLimit, readPids, type Limit, type LimitWalk } from "./memoryFiles.js";
 import type { CgroupDir, WorkerCgroup } from "./paths.js";
 import { lockMarker, markerFile, readMarker, removeMarker, writeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
 import { readComm } from "./tasks.js";
@@ -99,8 +99,8 @@ export interface SetupInspection {
   v1: { limit: Limit; memsw: Limit; memswSupported: boolean; swappiness?: number | null; parentSwappiness?: number | null } | null;
   /** v2: the parent's controllers and subtree_control. */
   v2Parent: { dir: string; controllers: string[] | null; subtreeControl: string[] | null } | null;
-  /** The tightest limit above the new cgroup. */
-  parentLimit: { limit: Limit; dir: string | null };
+  /** The tightest limit above the new cgroup, and the ancestors' limit files that did not read. */
+  parentLimit: LimitWalk;
   /** From <procfs>/swaps; null when unreadable. */
   hostHasSwap: boolean | null;
 }
@@ -287,6 +287,9 @@ export function planSetup(cgroup: WorkerCgroup, inspection: SetupInspection, opt
     warnings.push(
       `ancestor ${parentLimit.dir} limits memory to ${formatBytes(parentLimit.limit)}, tighter than --memory-max ${formatBytes(options.memoryMax)}: the effective limit is ${formatBytes(parentLimit.limit)}`,
     );
+  }
+  for (const { file, reason } of parentLimit.unreadable) {
+    warnings.push(`ancestor limit ${file} could not be read (${reason}): it may be tighter than --memory-max ${formatBytes(options.memoryMax)}, and the effective limit is unknown`);
   }
   const owner = options.owner ?? (ownership.kind === "ours" ? ownerOf(inspection.marker) : null);
   return { cgroup, ownership: ownership.kind, owner, judgedMarker: inspection.marker, steps, warnings, notes };

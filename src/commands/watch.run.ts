@@ -1,6 +1,7 @@
 import { closeSync, openSync, writeFileSync } from "node:fs";
+import path from "node:path";
 import { detectLayout } from "../cgroup/layout.js";
-import { effectiveLimitFrom } from "../cgroup/memoryFiles.js";
+import { effectiveLimitFrom, limitFileName, parseLimit } from "../cgroup/memoryFiles.js";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
 import { markedWorkerCgroup } from "../cgroup/teardown.js";
@@ -41,10 +42,19 @@ function workerCgroup(roots: HostRoots, stateDir: string, name: string, parent: 
  */
 function tighterAncestorLimit(cgroup: WorkerCgroup): string | null {
   const { dir, mount, version } = cgroup.limits;
-  const own = effectiveLimitFrom(dir, dir, version).limit;
+  const ownFile = path.join(dir, limitFileName(version));
+  const ownText = readKernelText(ownFile);
+  const own = ownText.ok ? parseLimit(ownText.value, ownFile) : ownText;
   const effective = effectiveLimitFrom(dir, mount, version);
-  if (effective.limit === "max" || effective.dir === null || effective.dir === dir || (own !== "max" && own <= effective.limit)) return null;
-  return `watch: cg_mem_max is ${dir}'s own limit (${own === "max" ? "max" : formatBytes(own)}); ancestor ${effective.dir} limits it to ${formatBytes(effective.limit)}, the effective limit where the OOM killer acts`;
+  const ancestorUnreadable = effective.unreadable.find((u) => u.file !== ownFile);
+  if (ancestorUnreadable) {
+    return `watch: ancestor limit ${ancestorUnreadable.file} could not be read (${ancestorUnreadable.reason}): the effective limit where the OOM killer acts is unknown`;
+  }
+  if (effective.limit === "max" || effective.dir === null || effective.dir === dir) return null;
+  if (own.ok && own.value !== "max" && own.value <= effective.limit) return null;
+  // An own limit that does not read is not "max": cg_mem_max is null (with its file in missing).
+  const ownLimit = !own.ok ? `could not be read: ${own.reason}` : own.value === "max" ? "max" : formatBytes(own.value);
+  return `watch: cg_mem_max is ${dir}'s own limit (${ownLimit}); ancestor ${effective.dir} limits it to ${formatBytes(effective.limit)}, the effective limit where the OOM killer acts`;
 }
 
 const USAGE_OPEN_ERRORS = new Set(["ENOENT", "ENOTDIR", "EISDIR", "EACCES", "EPERM", "EROFS", "ENAMETOOLONG", "ELOOP"]);

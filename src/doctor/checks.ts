@@ -26,7 +26,8 @@ export interface DoctorFacts {
   /** The probe cgroup had the file that disables swap (v2 memory.swap.max, v1 memory.memsw.limit_in_bytes). */
   swapControl: { file: string | null; present: boolean };
   hostSwapTotalBytes: number | null;
-  hostPsi: { ok: boolean; file: string; reason?: string; avg10?: number };
+  /** absent: the file is not there (ENOENT), as on a kernel without PSI; otherwise it is there and does not read. */
+  hostPsi: { ok: boolean; file: string; reason?: string; avg10?: number; absent?: boolean };
   cgroupPsi: { file: string | null; present: boolean };
   vmstatSwapIn: { ok: boolean; file: string; reason?: string };
   /** freezer: the probe's cgroup2 dir (v2, or the hybrid twin) has cgroup.freeze, which teardown uses without cgroup.kill. */
@@ -76,8 +77,11 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
     f.memoryWritable.ok ? "created and removed a probe cgroup" : `cannot create a cgroup there: ${f.memoryWritable.error ?? "unknown"}`,
   );
 
+  // Without the probe cgroup (not writable, or its place not resolved) its files were never looked at.
+  const notProbed = f.memoryWritable.ok ? null : `not checked: the probe cgroup could not be made (${f.memoryWritable.error ?? "unknown"})`;
   const noHostSwap = f.hostSwapTotalBytes === 0;
-  add(
+  if (notProbed) add("swap disabled in cgroup", "warn", null, notProbed);
+  else add(
     "swap disabled in cgroup",
     f.swapControl.present ? "pass" : noHostSwap ? "pass" : f.layout === "v1" || f.layout === "hybrid" ? "warn" : "fail",
     f.swapControl.file,
@@ -99,10 +103,13 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
       ? busyHost
         ? `${f.hostPsi.file}: some avg10 is already ≥ 1.00 before the drill: neighbours will confound its numbers, and gate mode admit will refuse`
         : `${f.hostPsi.file} readable (some avg10 shown)`
-      : `${f.hostPsi.file}: ${f.hostPsi.reason ?? "unreadable"}; the gate would reject every job (psi=missing). Boot with psi=1 (CONFIG_PSI)`,
+      : f.hostPsi.absent
+        ? `${f.hostPsi.file}: ${f.hostPsi.reason ?? "missing"}; the gate would reject every job (psi=missing). Boot with psi=1 (CONFIG_PSI)`
+        : `${f.hostPsi.file} is there but unreadable or garbled: ${f.hostPsi.reason ?? "unreadable"}; the gate would reject every job (psi=missing)`,
   );
 
-  add(
+  if (notProbed) add("cgroup PSI", "warn", null, notProbed);
+  else add(
     "cgroup PSI",
     f.cgroupPsi.present ? "pass" : "warn",
     f.cgroupPsi.file,
@@ -118,7 +125,8 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
     f.vmstatSwapIn.ok ? "pswpin readable on the same interval as PSI (host-wide)" : `${f.vmstatSwapIn.reason ?? "unreadable"}: si will be null`,
   );
 
-  add(
+  if (notProbed) add("cgroup.kill", "warn", null, notProbed);
+  else add(
     "cgroup.kill",
     f.cgroupKill.present ? "pass" : "warn",
     f.cgroupKill.file,
@@ -218,8 +226,10 @@ export function servingVerdict(f: DoctorFacts): ServingVerdict {
     { rule: "The prompt working set can exceed memory.max", holds: true, why: "packed long contexts can always outgrow a fixed limit; the drill proves the gate" },
     {
       rule: "You cannot disable swap inside the worker cgroup",
-      holds: !f.swapControl.present && f.hostSwapTotalBytes !== 0,
-      why: f.swapControl.present ? `${f.swapControl.file ?? "swap control"} is available` : f.hostSwapTotalBytes === 0 ? "host has no swap" : "no swap control file",
+      holds: f.hostSwapTotalBytes === 0 || f.swapControl.present ? false : f.memoryWritable.ok ? true : null,
+      why: f.swapControl.present
+        ? `${f.swapControl.file ?? "swap control"} is available`
+        : f.hostSwapTotalBytes === 0 ? "host has no swap" : f.memoryWritable.ok ? "no swap control file" : "not checked: the probe cgroup could not be made",
     },
     { rule: "Retries reenter the same packed process", holds: false, why: "drill nacks to jobs:retry:<host_class>, never back to the same queue" },
     { rule: "You lack PSI and si on the same scrape interval", holds: !psiAndSi, why: psiAndSi ? "both readable" : "host PSI or /proc/vmstat unreadable" },

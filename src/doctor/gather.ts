@@ -116,7 +116,8 @@ function probeCgroup(probe: WorkerCgroup, facts: DoctorFacts): void {
 function psiFact(roots: HostRoots): DoctorFacts["hostPsi"] {
   const psi = readHostPsi(roots, "memory");
   const file = roots.proc("pressure", "memory");
-  return psi.ok ? { ok: true, file, avg10: psi.value.some.avg10 } : { ok: false, file, reason: psi.reason };
+  // readKernelText's "missing" is ENOENT: a parse failure's reason is never that bare word.
+  return psi.ok ? { ok: true, file, avg10: psi.value.some.avg10 } : { ok: false, file, reason: psi.reason, absent: psi.reason === "missing" };
 }
 
 function vmstatFact(roots: HostRoots): DoctorFacts["vmstatSwapIn"] {

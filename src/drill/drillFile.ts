@@ -35,14 +35,18 @@ const byFlagParser =
 const size = (what: string) => {
   const parse = byFlagParser((v) => parseSize(v, what));
   // A YAML number is read as the flag would read its digits: `134217728.5` or `-1` gets the flag's reason, not zod's "Invalid input".
-  return z.union([z.string(), z.number()]).transform((value, ctx) => parse(String(value), ctx));
+  return z
+    .union([z.string(), z.number()], { error: (issue) => `${shown(issue.input)} is not a size (use e.g. 0, 512M, 2G)` })
+    .transform((value, ctx) => parse(String(value), ctx));
 };
 
 /** maxMs: a job field passes none, and the job schema's own rule (job.ts) says what is too long. */
 // A YAML number too, read as the flag reads its digits: `duration: 20` gets the flag's "use e.g. 8s", not zod's "expected string".
 const duration = (what: string, maxMs?: number) => {
   const parse = byFlagParser((v) => parseDuration(v, what, maxMs));
-  return z.union([z.string(), z.number()]).transform((value, ctx) => parse(String(value), ctx));
+  return z
+    .union([z.string(), z.number()], { error: (issue) => `${shown(issue.input)} is not a duration (use e.g. 8s, 1500ms, 10m)` })
+    .transform((value, ctx) => parse(String(value), ctx));
 };
 
 const count = z.number().int().positive();
@@ -57,7 +61,9 @@ const percent = z.number().nonnegative().max(100);
 /** A stall-rate percentage as --psi-rate-limit takes it: `10` or `10%` (YAML reads `10%` as text). */
 const ratePercent = (what: string) => {
   const parse = byFlagParser((v) => parsePercent(v, what));
-  return z.union([percent, z.string()]).transform((value, ctx) => (typeof value === "number" ? value : parse(value, ctx)));
+  return z
+    .union([percent, z.string()], { error: (issue) => `${shown(issue.input)} is not a percentage (use e.g. 10 or 10%)` })
+    .transform((value, ctx) => (typeof value === "number" ? value : parse(value, ctx)));
 };
 /** A name inside Redis keys (`<q>:retry:<class>`), as validateKeyPart checks it. */
 const keyPart = z.string().refine(isValidKeyPart, { message: "letters, digits, '_', '.', '-' (at most 100), starting with a letter or digit" });
@@ -163,7 +169,7 @@ export const buildDrillFileSchema = (hostMemoryBytes: number | null) => z.strict
       retry_host_class: keyPart.default("dedicated"),
     })
     .prefault({}),
-  phases: z.array(phase(hostMemoryBytes)).min(1),
+  phases: z.array(phase(hostMemoryBytes)).min(1, { message: "at least one phase (a pack or an inject)" }),
 });
 
 export const drillFileSchema = buildDrillFileSchema(null);
@@ -181,9 +187,42 @@ interface Problem {
   message: string;
 }
 
-/** A field left out reads "missing (required)", not zod's "expected object, received undefined". */
-const missingIsRequired: z.core.$ZodErrorMap = (issue) =>
-  issue.code === "invalid_type" && issue.input === undefined ? "missing (required)" : undefined;
+/** A value as the file has it, in an error: `null`, `2.5`, `"ten"`, `binary data` (a `!!binary` tag). */
+function shown(input: unknown): string {
+  if (input === null || input === undefined) return "null";
+  if (input instanceof Uint8Array) return "binary data";
+  if (typeof input === "string") return JSON.stringify(input.length > 40 ? `${input.slice(0, 40)}…` : input);
+  if (typeof input === "number" || typeof input === "boolean") return String(input);
+  return Array.isArray(input) ? "a list" : "a mapping";
+}
+
+const TYPE_WORDS: Record<string, string> = { string: "text", number: "a number", boolean: "true or false", object: "a mapping", array: "a list" };
+
+/**
+ * zod's issues in the file's words, in one place: what the key takes and the
+ * value it got (`2.5 is not a whole number`, `must be at least 0, not -1`),
+ * not zod's "Invalid input: expected int, received number". A field left out
+ * reads "missing (required)". A schema's own message (a size, a duration, a
+ * key name) goes first: this map only words what zod would.
+ */
+const drillFileErrors: z.core.$ZodErrorMap = (issue) => {
+  const got = shown(issue.input);
+  switch (issue.code) {
+    case "invalid_type":
+      if (issue.input === undefined) return "missing (required)";
+      if (issue.expected === "int") return `${got} is not a whole number`;
+      return `takes ${TYPE_WORDS[issue.expected] ?? issue.expected}, not ${got}`;
+    case "too_small":
+      if (issue.origin === "array") return `needs at least ${String(issue.minimum)} item${issue.minimum === 1 ? "" : "s"}`;
+      return `must be ${issue.inclusive ? "at least" : "more than"} ${String(issue.minimum)}, not ${got}`;
+    case "too_big":
+      return `must be ${issue.inclusive ? "at most" : "less than"} ${String(issue.maximum)}, not ${got}`;
+    case "invalid_value":
+      return `takes ${issue.values.map((v) => JSON.stringify(v)).join(" or ")}, not ${got}`;
+    default:
+      return undefined;
+  }
+};
 
 /** zod's definition of a schema, as far as keysAt walks it. */
 interface WalkableDef {
@@ -328,7 +367,7 @@ export function parseDrillFile(text: string, file: string, limits: DrillFileLimi
     throw new UsageError(`${file}: not a drill: a YAML mapping with name, duration, cgroup, worker and phases`);
   }
   const schema = buildDrillFileSchema(limits.hostMemoryBytes ?? null);
-  const result = schema.safeParse(raw, { error: missingIsRequired });
+  const result = schema.safeParse(raw, { error: drillFileErrors });
   const literal = nonDecimalNumbers(doc);
   // The field's literal is the problem: not also "expected number, received Infinity".
   const schemaProblems = result.success ? [] : describeIssues(schema, raw, result.error.issues).filter((p) => !literal.some((l) => l.field === p.field));

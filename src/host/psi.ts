@@ -17,13 +17,16 @@ export interface Psi {
 export type PsiResource = "memory" | "cpu" | "io";
 
 const PSI_FIELDS = ["avg10", "avg60", "avg300", "total"] as const;
+/** avg10/avg60/avg300 are the share of time stalled: a percentage, never above 100. */
+const MAX_AVG_PCT = 100;
 
 /**
  * Parses /proc/pressure/<resource> or a cgroup's <resource>.pressure:
  *   some avg10=0.22 avg60=0.17 avg300=1.11 total=58761459
  *   full avg10=0.00 avg60=0.00 avg300=0.00 total=0
  * Bad text is an error value (systemd's test-psi-util table): garbage,
- * `avg10=0.22=55`, a duplicated field, a missing field. Extra fields are
+ * `avg10=0.22=55`, a duplicated field, a missing field, an avg above 100 (a
+ * percentage). Extra fields are
  * tolerated; a missing `full` line is fine.
  */
 export function parsePsi(text: string, file: string): Reading<Psi> {
@@ -56,6 +59,7 @@ export function parsePsiStrictly(text: string, file: string): Reading<Psi> {
     for (const name of PSI_FIELDS) {
       const value = fields.get(name);
       if (value === undefined) return fail(file, `missing ${name} in ${kind} line`);
+      if (name !== "total" && value > MAX_AVG_PCT) return fail(file, `${name}=${value.toFixed(2)} above 100% in ${kind} line`);
       parsed[name] = value;
     }
     if (kind === "some") {
@@ -78,7 +82,7 @@ const USUAL_FIELDS = [" avg10=", " avg60=", " avg300=", " total="] as const;
  * string per field: the sidecar reads two PSI files a sample for the whole
  * drill, and its short-lived strings are most of its page faults and
  * scavenges. Returns null for anything else (blanks, extra fields or lines,
- * bad numbers), which parsePsiStrictly then accepts or names.
+ * bad numbers, an avg above 100), which parsePsiStrictly then accepts or names.
  */
 export function scanUsualPsi(text: string): Psi | null {
   let some: PsiLine | null = null;
@@ -106,6 +110,7 @@ export function scanUsualPsi(text: string): Psi | null {
         if (i === fraction) return null;
       }
       values[f] = Number(text.slice(start, i));
+      if (f < 3 && values[f]! > MAX_AVG_PCT) return null;
     }
     if (i !== eol) return null;
     const line: PsiLine = { avg10: values[0]!, avg60: values[1]!, avg300: values[2]!, total: values[3]! };

@@ -63,6 +63,37 @@ describe("drill doctor", () => {
     expect(r.stderr).toMatch(/^drill: doctor refused: .*host PSI/m);
   });
 
+  // QA: a garbled PSI file was blamed on the kernel ("Boot with psi=1"), which only fits a missing one.
+  it.each([
+    ["missing", null, /: missing; the gate would reject every job \(psi=missing\)\. Boot with psi=1 \(CONFIG_PSI\)$/],
+    ["a negative avg10", "some avg10=-1.00 avg60=0.00 avg300=0.00 total=0\n", /memory is there but unreadable or garbled: bad number avg10=-1\.00 in some line; the gate would reject every job \(psi=missing\)$/],
+    ["an avg10 above 100", "some avg10=999.00 avg60=0.00 avg300=0.00 total=0\n", /memory is there but unreadable or garbled: avg10=999\.00 above 100% in some line; the gate/],
+  ])("host PSI %s: the boot advice only for a missing file", async (_name, psi, detail) => {
+    const host = fakeHost({ psi });
+    roots.push(host.root);
+    const r = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--state-dir", path.join(host.root, "state"), "doctor", "--json", "--file-dir", host.root]);
+    const doc = JSON.parse(r.stdout) as { checks: Array<{ name: string; status: string; detail: string }> };
+    const row = doc.checks.find((c) => c.name === "host PSI");
+    expect(row?.status).toBe("fail");
+    expect(row?.detail).toMatch(detail);
+    if (psi !== null) expect(row?.detail).not.toContain("psi=1");
+  });
+
+  // QA: with /proc/self/cgroup garbage, the probe cgroup was never made, yet 'swap disabled in cgroup'
+  // passed ("the host has no swap at all") and 'cgroup PSI' warned "no per-cgroup memory.pressure".
+  it("--parent self with a garbage /proc/self/cgroup: the probe's rows say they were not checked, and why", async () => {
+    const host = fakeHost({});
+    roots.push(host.root);
+    writeFileSync(path.join(host.procfs, "self", "cgroup"), "garbage here\n");
+    const r = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--state-dir", path.join(host.root, "state"), "doctor", "--json", "--parent", "self", "--file-dir", host.root]);
+    const doc = JSON.parse(r.stdout) as { checks: Array<{ name: string; status: string; value: unknown; detail: string }> };
+    const notChecked = `not checked: the probe cgroup could not be made (cannot read ${path.join(host.procfs, "self", "cgroup")}: unparseable line "garbage here"`;
+    for (const name of ["swap disabled in cgroup", "cgroup PSI", "cgroup.kill"]) {
+      expect(doc.checks.find((c) => c.name === name)).toMatchObject({ status: "warn", value: null, detail: expect.stringContaining(notChecked) });
+    }
+    expect(r.exitCode).toBe(3);
+  });
+
   it("no cgroup.kill, and only a v1 freezer hierarchy (teardown uses cgroup.freeze): the row says rollback SIGKILLs by pid, not that it freezes", async () => {
     const host = fakeHost({});
     roots.push(host.root);

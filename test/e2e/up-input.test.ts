@@ -52,7 +52,7 @@ describe("drill up: bad input is caught before anything starts", () => {
     // --parent self and --file-dir: were the file accepted, the drill would run under this test's own cgroup.
     const r = await runDrill(["--state-dir", stateDir, "up", "--drill", file, "--parent", "self", "--name", "upinputcg", "--file-dir", root], { timeout: 60_000 });
     expect(r.exitCode, r.stdout + r.stderr).toBe(2);
-    expect(r.stderr).toContain(`${file}: phases.0.pack.prompt_tokens: Too big: expected number to be <=10000000`);
+    expect(r.stderr).toContain(`${file}: phases.0.pack.prompt_tokens: must be at most 10000000, not 20000000`);
     expect(r.stdout).not.toMatch(/redis:/);
     expect(existsSync(path.join(stateDir, "smoke")), "state written for a drill that never started").toBe(false);
   });

@@ -106,3 +106,36 @@ describe("drill watch: an ancestor's tighter limit", () => {
     expect(calm.stderr).not.toContain("ancestor");
   });
 });
+
+// QA: an own memory.max that does not read was called "max" in the start notice (the sample
+// itself said null with the file in missing); an ancestor's that does not read was skipped as no limit.
+describe("drill watch: a limit file that does not read", () => {
+  const me = () => path.join(host.cg, "user.slice", "me");
+  const own = () => path.join(me(), "qa-inj", "memory.max");
+  it.each(["abc\n", "", "-1\n"])("own memory.max %j with an ancestor at 160MiB: 'could not be read', not 'max'", async (text) => {
+    write(path.join(me(), "memory.max"), "167772160\n");
+    write(own(), text);
+    try {
+      const r = await watchOnce(["--parent", "self", "--name", "qa-inj"]);
+      expect(r.exitCode, r.stderr).toBe(0);
+      const notice = r.stderr.split("\n").filter((l) => l.includes("ancestor"));
+      expect(notice).toEqual([expect.stringMatching(new RegExp(`^watch: cg_mem_max is ${path.join(me(), "qa-inj")}'s own limit \\(could not be read: not a limit: .*\\); ancestor ${me()} limits it to 160MiB`))]);
+      expect(JSON.parse(r.stdout.trim())).toMatchObject({ cg_mem_max: null });
+    } finally {
+      rmSync(path.join(me(), "memory.max"));
+      write(own(), "67108864\n");
+    }
+  });
+  it("an ancestor's memory.max 'abc': the effective limit is said to be unknown", async () => {
+    write(path.join(me(), "memory.max"), "abc\n");
+    try {
+      const r = await watchOnce(["--parent", "self", "--name", "qa-inj"]);
+      expect(r.exitCode, r.stderr).toBe(0);
+      expect(r.stderr.split("\n").filter((l) => l.includes("ancestor"))).toEqual([
+        `watch: ancestor limit ${path.join(me(), "memory.max")} could not be read (not a limit: "abc"): the effective limit where the OOM killer acts is unknown`,
+      ]);
+    } finally {
+      rmSync(path.join(me(), "memory.max"));
+    }
+  });
+});

@@ -128,6 +128,26 @@ describe("readCgroupMemory", () => {
     expect(readOomKillCount({ version: 2, mount: host.cgroupRoot, cgroupPath: "/t1", dir })).toEqual({ ok: true, value: 1 });
   });
 
+  // QA: an ancestor's memory.max "abc" was skipped as if it were max: cgroup status said
+  // effective_limit "max" with nothing missing.
+  it("v2: an ancestor's limit that does not read leaves the effective limit null, with that file in missing", () => {
+    host = makeFakeHost("v2", { selfPath: "/p" });
+    host.cgroup("", "/p", v2MemoryFiles({ "memory.max": "abc\n" }));
+    const dir = host.cgroup("", "/p/t1", v2MemoryFiles({ "memory.max": "max\n" }));
+    const m = readCgroupMemory({ version: 2, mount: host.cgroupRoot, cgroupPath: "/p/t1", dir });
+    expect(m).toMatchObject({ limit: "max", effectiveLimit: null, effectiveLimitDir: null });
+    expect(m.missing).toEqual([{ file: path.join(host.cgroupRoot, "p", "memory.max"), reason: 'not a limit: "abc"' }]);
+  });
+
+  // QA: v1 listed memory.limit_in_bytes twice (read for the limit, and again for memsw − limit).
+  it("v1: an own limit file that does not read is one missing entry", () => {
+    host = makeFakeHost("v1");
+    const dir = host.cgroup("memory", "/t4", v1MemoryFiles({ "memory.limit_in_bytes": "abc\n", "memory.stat": "rss 4096\nswap 0\ntotal_rss 4096\ntotal_swap 0\n" }));
+    const m = readCgroupMemory({ version: 1, mount: path.join(host.cgroupRoot, "memory"), cgroupPath: "/t4", dir });
+    expect(m).toMatchObject({ limit: null, effectiveLimit: null, swapLimit: null });
+    expect(m.missing).toEqual([{ file: path.join(dir, "memory.limit_in_bytes"), reason: 'not a limit: "abc"' }]);
+  });
+
   it("unreadable or missing files are null with the file named, never 0", () => {
     host = makeFakeHost("v2");
     const dir = host.cgroup("", "/t1", v2MemoryFiles({ "memory.current": "garbage\n" }));

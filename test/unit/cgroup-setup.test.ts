@@ -150,6 +150,17 @@ describe("planSetup / applySetup on fake trees", () => {
     expect(plan.warnings.join("\n")).toMatch(/ancestor .*process_api\/abc limits memory to 128MiB, tighter than --memory-max 256MiB/);
   });
 
+  // QA: an ancestor's limit that did not read was taken for no limit, and the warning skipped.
+  it("warns when an ancestor's limit could not be read", () => {
+    host = makeFakeHost("hybrid");
+    host.cgroup("memory", "/process_api/abc", { "memory.limit_in_bytes": "abc\n" });
+    const cg = hybridTarget(host);
+    const plan = planSetup(cg, inspectForSetup(host.roots, cg, host.stateDir), { memoryMax: 256 * M, swapMax: 0 });
+    expect(plan.warnings).toContain(
+      `ancestor limit ${path.join(host.cgroupRoot, "memory/process_api/abc/memory.limit_in_bytes")} could not be read (not a limit: "abc"): it may be tighter than --memory-max 256MiB, and the effective limit is unknown`,
+    );
+  });
+
   it("v2: enables +memory in the parent's subtree_control, then memory.max and memory.swap.max", () => {
     host = makeFakeHost("v2", { selfPath: "/drills" });
     const cg = hybridTarget(host);

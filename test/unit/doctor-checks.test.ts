@@ -49,6 +49,14 @@ describe("doctor checks", () => {
     expect(drillVerdict(evaluateChecks(facts))).toBe(expected === "fail" ? "refused" : "ready_with_warnings");
   });
 
+  it("a probe cgroup never made: its rows say not checked (not a pass from 'no host swap'), and the serving swap rule is unknown", () => {
+    const facts: DoctorFacts = { ...healthy, memoryWritable: { ok: false, where: "self", error: "EACCES: run as root" }, swapControl: { file: null, present: false }, cgroupPsi: { file: null, present: false }, cgroupKill: { file: null, present: false, freezer: false }, hostSwapTotalBytes: 1e9 };
+    for (const name of ["swap disabled in cgroup", "cgroup PSI", "cgroup.kill"]) {
+      expect(evaluateChecks(facts).find((c) => c.name === name)).toEqual({ name, status: "warn", value: null, detail: "not checked: the probe cgroup could not be made (EACCES: run as root)" });
+    }
+    expect(servingVerdict(facts).reasons.find((r) => r.rule.startsWith("You cannot disable swap"))).toMatchObject({ holds: null });
+  });
+
   it("room for the files and the 64 MiB margin passes", () => {
     expect(status({ ...healthy, hogDir: { dir: "/var/tmp", fsType: "ext4", freeBytes: 1e9 + 64 * 1024 * 1024, neededBytes: 1e9 } }, "hog file system")).toBe("pass");
   });

@@ -79,7 +79,7 @@ describe("drill files", () => {
       expect(() => parseDrillFile(withCount(bad), "x.yaml"), bad).toThrow(new RegExp(`^x\\.yaml: phases\\.0\\.pack\\.${field}: `));
       expect(() => resolvePackOptions({ ...packDefaults, [rawKey]: bad }), bad).toThrow(new RegExp(`^${flag}: `));
     }
-    expect(() => parseDrillFile(withCount(String(max + 1)), "x.yaml")).toThrow(`x.yaml: phases.0.pack.${field}: Too big: expected number to be <=${max}`);
+    expect(() => parseDrillFile(withCount(String(max + 1)), "x.yaml")).toThrow(`x.yaml: phases.0.pack.${field}: must be at most ${max}, not ${max + 1}`);
   });
 
   // pack --upstream-age refused an age past the epoch (enqueue_ts <= 0 is a dead job); the drill file took it.
@@ -158,6 +158,23 @@ describe("drill files", () => {
     ["negative bytes", smoke.replace("memory_max: 160M", "memory_max: -1"), /^x\.yaml: cgroup\.memory_max: "-1" is not a size/],
     // QA: a bare number got zod's "expected string, received number"; the flag's reason says what to write.
     ["bare number for a duration", smoke.replace(/^duration: .*$/m, "duration: 20"), /^x\.yaml: duration: "20" is not a duration \(use e\.g\. 8s, 1500ms, 10m\)$/],
+    // QA: zod's own words, which did not say what the key takes ("Invalid input", "expected int, received number",
+    // "Too small: expected array to have >=1 items", "received Buffer"): the file's words from one error map.
+    ["a null size", smoke.replace("swap_max: 0", "swap_max: ~"), /^x\.yaml: cgroup\.swap_max: null is not a size \(use e\.g\. 0, 512M, 2G\)$/],
+    ["a fractional count", smoke.replace("jobs: 3,", "jobs: 2.5,"), /^x\.yaml: phases\.0\.pack\.jobs: 2\.5 is not a whole number$/],
+    ["no phases", smoke.replace(/^phases:\n[\s\S]*$/m, "phases: []\n"), /^x\.yaml: phases: at least one phase \(a pack or an inject\)$/],
+    ["a binary duration", smoke.replace(/^duration: .*$/m, "duration: !!binary aGVsbG8="), /^x\.yaml: duration: binary data is not a duration \(use e\.g\. 8s, 1500ms, 10m\)$/],
+    ["a null duration", smoke.replace(/^duration: .*$/m, "duration: ~"), /^x\.yaml: duration: null is not a duration/],
+    ["a mapping for a percentage", smoke.replace("psi_rate_limit: 5", "psi_rate_limit: { a: 1 }"), /^x\.yaml: gate\.psi_rate_limit: a mapping is not a percentage \(use e\.g\. 10 or 10%\)$/],
+    ["text for a number", smoke.replace("psi_limit: 10", "psi_limit: ten"), /^x\.yaml: gate\.psi_limit: takes a number, not "ten"$/],
+    ["a negative number", smoke.replace("kv_bytes_per_token: 256", "kv_bytes_per_token: -1"), /^x\.yaml: worker\.kv_bytes_per_token: must be at least 0, not -1$/],
+    ["a rate of 0", smoke.replace("deadline: 8s, rate: 1, label: jobs during reclaim }\n  - at: 24s", "deadline: 8s, rate: 0, label: jobs during reclaim }\n  - at: 24s"), /^x\.yaml: phases\.3\.pack\.rate: must be more than 0, not 0$/],
+    ["a psi_limit over 100", smoke.replace("psi_limit: 10", "psi_limit: 150"), /^x\.yaml: gate\.psi_limit: must be at most 100, not 150$/],
+    ["an unknown inject mode", smoke.replace("mode: thrash", "mode: foo"), /^x\.yaml: phases\.2\.inject\.mode: takes "anon" or "thrash", not "foo"$/],
+    ["a null section", smoke.replace(/^cgroup:\n( {2}.*\n)+/m, "cgroup: ~\n"), /^x\.yaml: cgroup: takes a mapping, not null$/],
+    ["a number for the name", smoke.replace("name: smoke", "name: 5"), /^x\.yaml: name: takes text, not 5$/],
+    // QA: "(0 is not \"no limit\")" on a value of 160: a size without a unit is bytes.
+    ["memory_max 160 in bytes", smoke.replace("memory_max: 160M", "memory_max: !!int 160"), /^x\.yaml: cgroup\.memory_max: is below one page \(4096 bytes\): every task in the cgroup would be OOM-killed at its first page \(a size without a unit is bytes: write 160M for MiB\)$/],
     ["size with spaces", smoke.replace("memory_max: 160M", 'memory_max: " 128 M "'), /^x\.yaml: cgroup\.memory_max: " 128 M " is not a size/],
     ["parent through an interface file", smoke.replace("  swap_max: 0\n", "  swap_max: 0\n  parent: /drills/memory.max\n"), /^x\.yaml: cgroup\.parent: component "memory\.max"/],
   ])("%s is exit 2 naming file and field", (_n, text, message) => {

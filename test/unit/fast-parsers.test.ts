@@ -81,6 +81,7 @@ describe("parsePsi's in-place scan", () => {
     "some avg10=. avg60=0.17 avg300=1.11 total=5\n",
     "some avg10=0.22 avg60=0.17 avg300=1.11 total=5.5\n",
     "some avg10=0.22 avg60=0.17 total=5\n",
+    "some avg10=999.00 avg60=0.17 avg300=1.11 total=5\n", // an avg above 100%: strict names it
     "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n", // no some line
     "garbage\n",
     "",

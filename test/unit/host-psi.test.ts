@@ -40,6 +40,10 @@ describe("parsePsi", () => {
     ["missing total", "some avg10=0.22 avg60=0.17 avg300=1.11\n", /missing total/],
     ["negative", "some avg10=-1 avg60=0.17 avg300=1.11 total=5\n", /bad number/],
     ["NaN", "some avg10=NaN avg60=0.17 avg300=1.11 total=5\n", /bad number/],
+    // QA: avg10=999.00 was taken (psi_mem_some_avg10 999): an avg is a percentage
+    ["avg10 above 100", "some avg10=999.00 avg60=0.17 avg300=1.11 total=5\n", /avg10=999.00 above 100% in some line/],
+    ["avg300 above 100", "some avg10=0.22 avg60=0.17 avg300=100.01 total=5\n", /avg300=100.01 above 100% in some line/],
+    ["full avg60 above 100", "some avg10=1 avg60=1 avg300=1 total=1\nfull avg10=0.00 avg60=250.00 avg300=0.00 total=1\n", /avg60=250.00 above 100% in full line/],
     ["empty value", "some avg10= avg60=0.17 avg300=1.11 total=5\n", /bad field/],
     ["only full", "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n", /no some line/],
     ["bad full line", "some avg10=1 avg60=1 avg300=1 total=1\nfull avg10=x avg60=1 avg300=1 total=1\n", /bad number/],
