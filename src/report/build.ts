@@ -165,8 +165,11 @@ export interface Report {
    * `from` is the later of `to − since_ms` and the run's start (`run_start`,
    * the state's createdAt), unless --since was given (`clipped_to_run` false):
    * a queue may hold an earlier run's data, and the note is about this run.
+   * `to` is now, the export's time, or without --since the run's end
+   * (`anchored: run_end`, runEndMs): a report read long after the run still
+   * covers it.
    */
-  window: { since_ms: number; from: string; to: string; anchored: "now" | "export"; run_start: string | null; clipped_to_run: boolean };
+  window: { since_ms: number; from: string; to: string; anchored: "now" | "export" | "run_end"; run_start: string | null; clipped_to_run: boolean };
   decisions: { rows: DecisionRow[]; total: number; rejects: number } | null;
   first_reject: RejectLine | null;
   last_reject: RejectLine | null;
@@ -462,7 +465,48 @@ function earlierRunNotes(inputs: ReportInputs, runStartMs: number, fromMs: numbe
   ];
 }
 
-function doneTime(d: DoneEntry): number | null {
+/**
+ * When the run stopped working, for a window that ends with it: up's
+ * recorded end (else the rollback that took it over), or later the last
+ * decision or finish before any rollback (gate and worker run on for a while
+ * after up returns, finishing what was admitted). A run over (or its up
+ * gone) without a record: its last decision or finish. null: the run still
+ * runs, or nothing dates its end (now).
+ */
+export function runEndMs(inputs: Pick<ReportInputs, "drill" | "events" | "done">, runStartMs: number): number | null {
+  const drill = inputs.drill;
+  if (!drill) return null;
+  const parse = (at: string | null | undefined) => {
+    const ms = at == null ? NaN : Date.parse(at);
+    return Number.isFinite(ms) ? ms : null;
+  };
+  const recorded = parse(drill.ended?.at ?? drill.rollbackAt);
+  const runs = drill.phase === null || drill.phase === "starting" || drill.phase === "running";
+  if (recorded === null && runs && !drill.upGone) return null;
+  const rollbackMs = parse(drill.rollbackAt) ?? Infinity;
+  // A loop, not Math.max(...): the stream and `<q>:done` may hold more entries than a call takes arguments.
+  let end = recorded ?? -Infinity;
+  const seen = (t: number | null) => {
+    if (t !== null && t >= runStartMs && t <= rollbackMs && t > end) end = t;
+  };
+  for (const e of inputs.events ?? []) if (isDecisionReason(e.reason)) seen(e.tsMs);
+  for (const d of inputs.done ?? []) seen(doneTime(d));
+  return Number.isFinite(end) ? end : null;
+}
+
+/** The run's decisions the window leaves out (a --since shorter than the run, or a run longer than the window): counted, so a 0 is not read as "nothing happened". */
+function outsideWindowNote(inputs: ReportInputs, runStartMs: number, fromMs: number, toMs: number, sinceGiven: boolean): string | null {
+  if (!Number.isFinite(runStartMs) || inputs.events === null) return null;
+  const runs = inputs.events.filter((e) => e.tsMs !== null && e.tsMs >= runStartMs && isDecisionReason(e.reason)).map((e) => e.tsMs!);
+  const before = runs.filter((t) => t < fromMs).length;
+  const after = runs.filter((t) => t > toMs).length;
+  if (before + after === 0) return null;
+  const where = [before > 0 ? `${before} before its start` : "", after > 0 ? `${after} after its end` : ""].filter(Boolean).join(", ");
+  const why = sinceGiven ? " (the window is --since's; without it the report covers the run's last --since up to the run's end)" : "";
+  return `${before + after} of run ${inputs.drill?.runId ?? "?"}'s ${runs.length} decision(s) fall outside the window (${where}): not counted${why}`;
+}
+
+export function doneTime(d: DoneEntry): number | null {
   return d.doneTs ?? d.firstTokenTs ?? null;
 }
 
@@ -593,22 +637,30 @@ export interface WindowOptions {
 }
 
 export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number, options: WindowOptions = {}): Report {
-  const askedFromMs = nowMs - sinceMs;
   // The run's start bounds a report on the run's own queue only: another queue
   // (report --queue) holds no data of the run, and clipping would hide its own.
   const runsQueue = inputs.drill?.queue ?? null;
   const otherQueue = runsQueue !== null && runsQueue !== inputs.queue;
   const createdAt = otherQueue ? null : (inputs.drill?.createdAt ?? null);
   const runStartMs = createdAt === null ? NaN : Date.parse(createdAt);
-  const clippedToRun = Number.isFinite(runStartMs) && options.sinceGiven !== true && runStartMs > askedFromMs;
+  const ofRun = Number.isFinite(runStartMs) && options.sinceGiven !== true;
+  // Without --since the window is the run's last `since`, whenever it is read: it ends when the run did.
+  const runEnd = ofRun ? runEndMs(inputs, runStartMs) : null;
+  const toMs = runEnd === null ? nowMs : Math.min(nowMs, runEnd);
+  const askedFromMs = toMs - sinceMs;
+  const clippedToRun = ofRun && runStartMs > askedFromMs;
   const fromMs = clippedToRun ? runStartMs : askedFromMs;
   const notes: string[] = [...inputs.gatherNotes];
   if (otherQueue) notes.push(`queue ${inputs.queue} is not run ${inputs.drill?.runId ?? "?"}'s queue (${runsQueue}): the window is not clipped to the run`);
   notes.push(...earlierRunNotes(inputs, runStartMs, fromMs));
-  const inWindow = (ts: number | null) => ts !== null && ts >= fromMs;
+  // Bounded above by the run's end only: a done_ts a little past now (another clock) is still in.
+  const untilMs = runEnd ?? Infinity;
+  const inWindow = (ts: number | null) => ts !== null && ts >= fromMs && ts <= untilMs;
+  const outside = outsideWindowNote(inputs, runStartMs, fromMs, untilMs, options.sinceGiven === true);
+  if (outside !== null) notes.push(outside);
 
   const events = inputs.events === null ? null : inputs.events.filter((e) => inWindow(e.tsMs));
-  const samples = inputs.recording === null ? [] : inputs.recording.samples.filter((s) => s.tsMs >= fromMs);
+  const samples = inputs.recording === null ? [] : inputs.recording.samples.filter((s) => inWindow(s.tsMs));
 
   let done: DoneEntry[] | null = null;
   if (inputs.done !== null) {
@@ -849,7 +901,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       : inputs.source.kind === "aof"
         ? { kind: "aof", where: inputs.source.aofDir }
         : { kind: "export", where: inputs.source.file };
-  if (inputs.source.kind === "export") notes.push(`read from rollback's export ${inputs.source.file} (the drill's Redis, or its queue there, is gone); the window ends at the export`);
+  if (inputs.source.kind === "export") notes.push(`read from rollback's export ${inputs.source.file} (the drill's Redis, or its queue there, is gone); the window ends at ${toMs < nowMs ? "the run's end, before the export" : "the export"}`);
 
   return {
     label: LAB_LABEL,
@@ -870,8 +922,8 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     window: {
       since_ms: sinceMs,
       from: new Date(fromMs).toISOString(),
-      to: new Date(nowMs).toISOString(),
-      anchored: inputs.source.kind === "export" ? "export" : "now",
+      to: new Date(toMs).toISOString(),
+      anchored: toMs < nowMs ? "run_end" : inputs.source.kind === "export" ? "export" : "now",
       run_start: Number.isFinite(runStartMs) ? new Date(runStartMs).toISOString() : null,
       clipped_to_run: clippedToRun,
     },

@@ -416,7 +416,8 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
           await checkQueueLive(redis, keys, url, notes, queueAsked);
           const nowMs = now();
           const roots = options.roots ?? new HostRoots();
-          const live = await readLive(redis, keys, nowMs - options.sinceMs, notes, roots);
+          const runStartMs = queueAsked ? null : Date.parse(state!.createdAt);
+          const live = await readLive(redis, keys, { nowMs, sinceMs: options.sinceMs, runStartMs }, notes, roots);
           const source: ReportInputs["source"] = revived ? { kind: "aof", url, aofDir: state!.redis.embedded!.dir } : { kind: "live", url };
           const cgroupNow = queueAsked ? null : readCgroupNow(roots, state, now());
           return { inputs: { ...base, source, ...live, cgroupNow }, nowMs };
@@ -529,8 +530,20 @@ async function holdsQueue(redis: Redis, keys: QueueKeys): Promise<boolean> {
 
 type LiveFigures = Pick<ReportInputs, "events" | "done" | "stats" | "queueLen" | "queueHead" | "drainLen" | "jobPlaces" | "unfinished" | "firstTokens">;
 
+/**
+ * Where the live read of `<q>:events` starts: an export holds every event,
+ * and a live read must give the same report. The window is never earlier
+ * than `now − since` or the run's creation (without --since it ends at the
+ * run's end, however long ago: from its creation on).
+ */
+export function eventsReadFromMs(at: { nowMs: number; sinceMs: number; runStartMs: number | null }): number {
+  const runStart = at.runStartMs !== null && Number.isFinite(at.runStartMs) ? at.runStartMs : Infinity;
+  const earliest = Math.min(at.nowMs - at.sinceMs, runStart);
+  return Math.max(0, earliest);
+}
+
 /** Each read on its own: a key of the wrong type makes that figure null, not the report fail. */
-async function readLive(redis: Redis, keys: QueueKeys, fromMs: number, notes: string[], roots: HostRoots): Promise<LiveFigures> {
+async function readLive(redis: Redis, keys: QueueKeys, at: { nowMs: number; sinceMs: number; runStartMs: number | null }, notes: string[], roots: HostRoots): Promise<LiveFigures> {
   const attempt = async <T>(what: string, read: () => Promise<T>): Promise<T | null> => {
     try {
       return await read();
@@ -542,12 +555,13 @@ async function readLive(redis: Redis, keys: QueueKeys, fromMs: number, notes: st
   const unfinished: JobTiming[] = [];
   const jobPlaces = await attempt("the job lists", () => readJobPlaces(redis, keys, roots, unfinished));
   const firstTokenKey = workerKeys(keys.queue).firstToken;
+  const done = await attempt(keys.done, () => readDone(redis, keys.done, notes));
   return {
     jobPlaces,
     unfinished: jobPlaces === null ? null : unfinished,
     firstTokens: await attempt(firstTokenKey, async () => firstTokenTimes(await redis.hgetall(firstTokenKey))),
-    events: await attempt(keys.events, () => readEvents(redis, keys.events, fromMs)),
-    done: await attempt(keys.done, () => readDone(redis, keys.done, notes)),
+    events: await attempt(keys.events, () => readEvents(redis, keys.events, eventsReadFromMs(at))),
+    done,
     stats: await attempt(keys.stats, () => redis.hgetall(keys.stats)),
     queueLen: await attempt(`LLEN ${keys.ready}`, () => redis.llen(keys.ready)),
     queueHead: await attempt(`LINDEX ${keys.ready} 0`, () => redis.lindexBuffer(keys.ready, 0)),
@@ -592,7 +606,7 @@ async function readJobPlaces(redis: Redis, keys: QueueKeys, roots: HostRoots, un
   return { lists: sortJobLists(lists), seq: seqText === null ? 0 : /^\d+$/.test(seqText) ? Number(seqText) : null };
 }
 
-/** XRANGE from the window's start (stream ids carry the time), in batches. */
+/** XRANGE from `fromMs` (stream ids carry the time), in batches. */
 async function readEvents(redis: Redis, key: string, fromMs: number): Promise<DecisionEvent[]> {
   const events: DecisionEvent[] = [];
   let start = `${Math.max(0, Math.floor(fromMs))}-0`;
