@@ -809,7 +809,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     alarms: [...alarmCounts.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([alarm, n]) => ({ alarm, samples: n })),
   };
 
-  // Admits from the whole stream, not the window: a job finished in it may have been admitted before it.
+  // Admits from every event read, not the window's: a job finished in it may have been admitted before it (gather reads them back to the finished jobs' enqueue_ts).
   const admitAt = new Map<string, number[]>();
   for (const e of inputs.events ?? []) {
     if (e.reason === "admit" && e.tsMs !== null) (admitAt.get(e.job) ?? admitAt.set(e.job, []).get(e.job)!).push(e.tsMs);

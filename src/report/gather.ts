@@ -19,6 +19,7 @@ import { scanKeys } from "../drill/drain.js";
 import { holderExited, parseWorkerToken } from "../worker/heartbeatToken.js";
 import { workerKeys } from "../worker/scripts.js";
 import { parseExport, exportTimeMs, queueOfKey } from "./exportFile.js";
+import { doneTime } from "./build.js";
 import {
   eventFromEntry,
   FIXED_JOB_LISTS,
@@ -534,12 +535,17 @@ type LiveFigures = Pick<ReportInputs, "events" | "done" | "stats" | "queueLen" |
  * Where the live read of `<q>:events` starts: an export holds every event,
  * and a live read must give the same report. The window is never earlier
  * than `now − since` or the run's creation (without --since it ends at the
- * run's end, however long ago: from its creation on).
+ * run's end, however long ago: from its creation on); and a finished job's
+ * slot starts at its admit, which may precede the window (its enqueue_ts
+ * bounds that).
  */
-export function eventsReadFromMs(at: { nowMs: number; sinceMs: number; runStartMs: number | null }): number {
+export function eventsReadFromMs(at: { nowMs: number; sinceMs: number; runStartMs: number | null }, done: readonly DoneEntry[] | null): number {
   const runStart = at.runStartMs !== null && Number.isFinite(at.runStartMs) ? at.runStartMs : Infinity;
   const earliest = Math.min(at.nowMs - at.sinceMs, runStart);
-  return Math.max(0, earliest);
+  // A loop, not Math.min(...): `<q>:done` may hold more entries than a call takes arguments.
+  let from = earliest;
+  for (const d of done ?? []) if (d.enqueueTs !== null && d.enqueueTs < from && (doneTime(d) ?? Infinity) >= earliest) from = d.enqueueTs;
+  return Math.max(0, from);
 }
 
 /** Each read on its own: a key of the wrong type makes that figure null, not the report fail. */
@@ -560,7 +566,7 @@ async function readLive(redis: Redis, keys: QueueKeys, at: { nowMs: number; sinc
     jobPlaces,
     unfinished: jobPlaces === null ? null : unfinished,
     firstTokens: await attempt(firstTokenKey, async () => firstTokenTimes(await redis.hgetall(firstTokenKey))),
-    events: await attempt(keys.events, () => readEvents(redis, keys.events, eventsReadFromMs(at))),
+    events: await attempt(keys.events, () => readEvents(redis, keys.events, eventsReadFromMs(at, done))),
     done,
     stats: await attempt(keys.stats, () => redis.hgetall(keys.stats)),
     queueLen: await attempt(`LLEN ${keys.ready}`, () => redis.llen(keys.ready)),

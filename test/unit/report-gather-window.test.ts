@@ -11,7 +11,9 @@ import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 /**
  * The live read of `<q>:events` must hold what the window and the figures
  * need, as an export does: a report read 15 min after the run (QA: 0
- * decisions, the read began at now − 10m).
+ * decisions, the read began at now − 10m), and the admit of a job that
+ * finished in the window but was admitted before it (QA: its slot was
+ * measured from enqueue_ts, queue waiting counted as stall).
  */
 
 const SEC = 1000;
@@ -67,5 +69,21 @@ describe("report's live read of the decision stream", () => {
       expect(r.decisions).toMatchObject({ total: 3, rejects: 2 });
       expect(r.first_token?.finished).toBe(1);
     }
+  });
+
+  it("a job admitted before the window and finished in it: its slot from its admit, as from an export", async () => {
+    await redis.del("sjobs:events", "sjobs:done");
+    // enqueued at 0, admitted at 8 s, done at 20 s; the window (--since 15s, now 25 s) starts at 10 s.
+    await xadd("sjobs:events", T0 + 8 * SEC, "admit", "1", "packed=1000 limit=32000");
+    await redis.rpush("sjobs:done", doneJson("1", T0, T0 + 20 * SEC));
+    const { inputs, nowMs } = await gatherReport({ stateDir, name: undefined, queue: "sjobs", redisUrl: server.url, sinceMs: 15 * SEC, now: () => T0 + 25 * SEC });
+    expect(inputs.events?.map((e) => e.job)).toEqual(["1"]);
+    const samples = [0, 5, 10, 15, 20].map((s) => ({
+      tsMs: T0 + s * SEC, psi_mem_some_avg10: 0, psi_mem_some_rate: 50, cg_psi_mem_some_avg10: null, cg_psi_mem_some_rate: null,
+      cg_mem_current: 1, cg_mem_peak: 1, cg_mem_max: 2, cg_oom_kill: 0, cg_absent: false, stall_ms_p99: 1, alarm: [],
+    }));
+    const r = buildReport({ ...inputs, recording: { file: "w.jsonl", samples, badLines: 0 } }, nowMs, 15 * SEC, { sinceGiven: true });
+    // 12 s held (8 → 20 s) at 50 %: 6000 ms, not 10000 (from the enqueue).
+    expect(r.cost_proxy?.jobs[0]).toMatchObject({ job: "1", stall_ms: 6000 });
   });
 });
