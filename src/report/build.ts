@@ -1,6 +1,7 @@
 import { percentile } from "../util/stats.js";
 import { decodeJob } from "../queue/job.js";
 import { redactUrl } from "../queue/redis.js";
+import { formatRejectEvent } from "../sampler/rejects.js";
 import type { CgroupNow, DecisionEvent, DoneEntry, JobTiming, ReportInputs, WatchSample } from "./inputs.js";
 
 /**
@@ -269,19 +270,9 @@ function peak(samples: readonly WatchSample[], pick: (s: WatchSample) => number 
   return { value, ts: best ? iso(best.tsMs) : null };
 }
 
-/**
- * The gate's stdout line for a stored decision: `formatDecisionLine()` is
- * `<kind> job=<id> <decisionFigures>[ attempt=N]`, and the gate appends
- * ` route=dead` when the nack went to the dead list. The stream stores
- * decisionFigures() verbatim followed by ` route=retry|dead`; so the line is
- * rebuilt from the stored figures, not re-formatted from numbers.
- */
+/** The gate's stdout line for a stored decision: the one rebuild of it, which `drill watch` prints too (formatRejectEvent). */
 export function rejectLine(event: Pick<DecisionEvent, "reason" | "job" | "figures" | "attempt">): string {
-  const route = / route=(\w+)$/.exec(event.figures);
-  const figures = route ? event.figures.slice(0, route.index) : event.figures;
-  const attempt = event.attempt !== null && event.attempt > 0 ? ` attempt=${event.attempt}` : "";
-  const dead = route?.[1] === "dead" ? " route=dead" : "";
-  return `${event.reason} job=${event.job} ${figures}${attempt}${dead}`;
+  return formatRejectEvent({ reason: event.reason, job: event.job, figures: event.figures, attempt: event.attempt === null ? undefined : String(event.attempt) });
 }
 
 /** What tripped a reject_host_pressure, read from its stored figures. */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { buildReport, LAB_LABEL, percentile, rejectLine, stallMsBetween, type Report } from "../../src/report/build.js";
+import { formatRejectEvent } from "../../src/sampler/rejects.js";
 import { eventFromEntry, parseDoneEntry, parseRecording, parseSampleLine, type DecisionEvent, type DoneEntry, type ReportInputs, type WatchSample } from "../../src/report/inputs.js";
 import { decisionFigures, formatDecisionLine, type AdmissionDecision } from "../../src/gate/policy.js";
 import { encodeJob } from "../../src/queue/job.js";
@@ -108,6 +109,18 @@ describe("reject lines in the seed format", () => {
     expect(rejectLine(stored)).toBe(want);
     // …which is the gate's own stdout line.
     expect(rejectLine(stored)).toBe(`${formatDecisionLine(decision, { id: "7", attempt })}${route === "dead" ? " route=dead" : ""}`);
+  });
+
+  it("the same line as drill watch's for any entry (one rebuild of the gate's line): a missing job id, a route the gate never writes", () => {
+    const entries = [
+      event("reject_host_pressure", "", "psi=12.40 route=retry", NOW, 0),
+      event("reject_host_pressure", "7", "psi=12.40 route=other", NOW, 1),
+      event("reject_packed_tokens", "8", "", NOW, null),
+    ];
+    for (const e of entries) {
+      expect(rejectLine(e)).toBe(formatRejectEvent({ reason: e.reason, job: e.job, figures: e.figures, attempt: e.attempt === null ? undefined : String(e.attempt) }));
+    }
+    expect(rejectLine(entries[0]!)).toBe("reject_host_pressure job=- psi=12.40");
   });
 
   it("first and last reject of the window, admits and mode flips skipped", () => {
