@@ -2,6 +2,7 @@ import { percentile } from "../util/stats.js";
 import { decodeJob } from "../queue/job.js";
 import { redactUrl } from "../queue/redis.js";
 import { formatRejectEvent } from "../sampler/rejects.js";
+import { counterRise, parseCount } from "../util/counters.js";
 import type { CgroupNow, DecisionEvent, DoneEntry, JobTiming, ReportInputs, WatchSample } from "./inputs.js";
 
 /**
@@ -307,7 +308,7 @@ function bump(map: Map<string, number>, key: string): void {
 function statCount(stats: Record<string, string>, field: string): number | null {
   const text = stats[field];
   if (text === undefined) return 0;
-  return /^-?\d+$/.test(text) ? Number(text) : null;
+  return parseCount(text);
 }
 
 /**
@@ -350,7 +351,7 @@ function counterIncrease(readings: ReadonlyArray<{ value: number | null; absent:
       if (absent) base = 0;
       continue;
     }
-    if (base !== null) rise += value >= base ? value - base : value;
+    if (base !== null) rise += counterRise(base, value);
     base = value;
     seen = true;
   }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { buildReport, LAB_LABEL, percentile, rejectLine, stallMsBetween, type Report } from "../../src/report/build.js";
 import { formatRejectEvent } from "../../src/sampler/rejects.js";
+import { counterRise, parseCount } from "../../src/util/counters.js";
 import { eventFromEntry, parseDoneEntry, parseRecording, parseSampleLine, type DecisionEvent, type DoneEntry, type ReportInputs, type WatchSample } from "../../src/report/inputs.js";
 import { decisionFigures, formatDecisionLine, type AdmissionDecision } from "../../src/gate/policy.js";
 import { encodeJob } from "../../src/queue/job.js";
@@ -333,6 +334,20 @@ describe("missing sources are null, not 0", () => {
   it("stats fields never incremented are 0 (Redis semantics), garbage is null", () => {
     const r = build({ stats: { tokens_out: "5120", retry_count: "x" } });
     expect(r.totals).toEqual({ tokens_out: 5120, retry_count: null, jobs_done: 0, jobs_late: 0 });
+  });
+
+  it("a negative stats value is not a count, as drill watch reads it (parseCount)", () => {
+    const r = build({ stats: { jobs_done: "-3", tokens_out: "+4" } });
+    expect(r.totals).toMatchObject({ jobs_done: null, tokens_out: null });
+  });
+});
+
+describe("counters shared with the sidecar", () => {
+  it("parseCount: digits only", () => {
+    expect(["0", "12", "-1", "+1", "1.5", "", " 1"].map(parseCount)).toEqual([0, 12, null, null, null, null, null]);
+  });
+  it("counterRise: a drop is a recreated cgroup, its whole count new", () => {
+    expect([counterRise(2, 5), counterRise(5, 5), counterRise(5, 1), counterRise(5, 0)]).toEqual([3, 0, 1, 0]);
   });
 });
 
