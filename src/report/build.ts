@@ -39,7 +39,7 @@ export interface DrillEndedFacts {
 }
 
 /** The drill state's end record → the header's facts; null when nothing says how it ended. */
-export function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedFacts | null {
+function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedFacts | null {
   const created = drill.createdAt === null ? NaN : Date.parse(drill.createdAt);
   const after = (at: string | null) => {
     const ms = at === null ? NaN : Date.parse(at) - created;
@@ -253,9 +253,6 @@ export interface Report {
 
 // ---- small pure helpers -----------------------------------------------------
 
-/** Nearest-rank percentile (as the sampler's p99); null with no values. */
-export { percentile };
-
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
 function peak(samples: readonly WatchSample[], pick: (s: WatchSample) => number | null): Peak {
@@ -285,7 +282,6 @@ function hostPressureCause(figures: string): string | null {
   return null;
 }
 
-/** `3 × mode=reject_all, 1 × held by hysteresis`: the count first, so a `k=v` cause never runs into it. */
 /** Job ids in numeric order (`2` before `10`); ids that are not numbers after, by text. */
 export function byJobId(a: { job: string }, b: { job: string }): number {
   const na = /^\d+$/.test(a.job) ? Number(a.job) : Infinity;
@@ -293,6 +289,7 @@ export function byJobId(a: { job: string }, b: { job: string }): number {
   return na !== nb ? na - nb : a.job.localeCompare(b.job);
 }
 
+/** `3 × mode=reject_all, 1 × held by hysteresis`: the count first, so a `k=v` cause never runs into it. */
 function countNote(counts: Map<string, number>, prefix = ""): string {
   return [...counts.entries()]
     .sort(([a], [b]) => a.localeCompare(b))
@@ -465,7 +462,7 @@ function earlierRunNotes(inputs: ReportInputs, runStartMs: number, fromMs: numbe
  * gone) without a record: its last decision or finish. null: the run still
  * runs, or nothing dates its end (now).
  */
-export function runEndMs(inputs: Pick<ReportInputs, "drill" | "events" | "done">, runStartMs: number): number | null {
+function runEndMs(inputs: Pick<ReportInputs, "drill" | "events" | "done">, runStartMs: number): number | null {
   const drill = inputs.drill;
   if (!drill) return null;
   const parse = (at: string | null | undefined) => {
@@ -523,7 +520,7 @@ export const PACE_MIN_SPAN_MS = 10_000;
 /** No finish for this long while jobs wait: the pace is history, and the notes say so. */
 export const PACE_STALE_MS = 60_000;
 
-export interface Pace {
+interface Pace {
   fromMs: number | null;
   toMs: number | null;
   perHour: number | null;
@@ -541,7 +538,7 @@ export interface Pace {
  * depend on when the report is read. It starts at work, not at the run's
  * creation: setup and a phase's `at` offset are not drain time.
  */
-export function paceOf(jobs: ReadonlyArray<{ start: number | null; end: number }>, windowFromMs: number): Pace {
+function paceOf(jobs: ReadonlyArray<{ start: number | null; end: number }>, windowFromMs: number): Pace {
   if (jobs.length === 0) return { fromMs: null, toMs: null, perHour: null, naReason: "no job finished in the window" };
   const starts = jobs.map((j) => j.start).filter((t): t is number => t !== null);
   // Without any job's start (no admit, no enqueue_ts) the window's start is the best bound.

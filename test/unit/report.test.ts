@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { buildReport, LAB_LABEL, percentile, rejectLine, stallMsBetween, type Report } from "../../src/report/build.js";
+import { buildReport, LAB_LABEL, rejectLine, stallMsBetween, type Report } from "../../src/report/build.js";
+import { percentile } from "../../src/util/stats.js";
 import { formatRejectEvent } from "../../src/sampler/rejects.js";
 import { counterRise, parseCount } from "../../src/util/counters.js";
 import { eventFromEntry, parseDoneEntry, parseRecording, parseSampleLine, type DecisionEvent, type DoneEntry, type ReportInputs, type WatchSample } from "../../src/report/inputs.js";
