@@ -1,6 +1,8 @@
 import { percentile } from "../util/stats.js";
 import { decodeJob } from "../queue/job.js";
 import { redactUrl } from "../queue/redis.js";
+import { formatRejectEvent } from "../sampler/rejects.js";
+import { counterRise, parseCount } from "../util/counters.js";
 import type { CgroupNow, DecisionEvent, DoneEntry, JobTiming, ReportInputs, WatchSample } from "./inputs.js";
 
 /**
@@ -37,7 +39,7 @@ export interface DrillEndedFacts {
 }
 
 /** The drill state's end record → the header's facts; null when nothing says how it ended. */
-export function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedFacts | null {
+function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedFacts | null {
   const created = drill.createdAt === null ? NaN : Date.parse(drill.createdAt);
   const after = (at: string | null) => {
     const ms = at === null ? NaN : Date.parse(at) - created;
@@ -165,8 +167,11 @@ export interface Report {
    * `from` is the later of `to − since_ms` and the run's start (`run_start`,
    * the state's createdAt), unless --since was given (`clipped_to_run` false):
    * a queue may hold an earlier run's data, and the note is about this run.
+   * `to` is now, the export's time, or without --since the run's end
+   * (`anchored: run_end`, runEndMs): a report read long after the run still
+   * covers it.
    */
-  window: { since_ms: number; from: string; to: string; anchored: "now" | "export"; run_start: string | null; clipped_to_run: boolean };
+  window: { since_ms: number; from: string; to: string; anchored: "now" | "export" | "run_end"; run_start: string | null; clipped_to_run: boolean };
   decisions: { rows: DecisionRow[]; total: number; rejects: number } | null;
   first_reject: RejectLine | null;
   last_reject: RejectLine | null;
@@ -248,9 +253,6 @@ export interface Report {
 
 // ---- small pure helpers -----------------------------------------------------
 
-/** Nearest-rank percentile (as the sampler's p99); null with no values. */
-export { percentile };
-
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
 function peak(samples: readonly WatchSample[], pick: (s: WatchSample) => number | null): Peak {
@@ -266,19 +268,9 @@ function peak(samples: readonly WatchSample[], pick: (s: WatchSample) => number 
   return { value, ts: best ? iso(best.tsMs) : null };
 }
 
-/**
- * The gate's stdout line for a stored decision: `formatDecisionLine()` is
- * `<kind> job=<id> <decisionFigures>[ attempt=N]`, and the gate appends
- * ` route=dead` when the nack went to the dead list. The stream stores
- * decisionFigures() verbatim followed by ` route=retry|dead`; so the line is
- * rebuilt from the stored figures, not re-formatted from numbers.
- */
+/** The gate's stdout line for a stored decision: the one rebuild of it, which `drill watch` prints too (formatRejectEvent). */
 export function rejectLine(event: Pick<DecisionEvent, "reason" | "job" | "figures" | "attempt">): string {
-  const route = / route=(\w+)$/.exec(event.figures);
-  const figures = route ? event.figures.slice(0, route.index) : event.figures;
-  const attempt = event.attempt !== null && event.attempt > 0 ? ` attempt=${event.attempt}` : "";
-  const dead = route?.[1] === "dead" ? " route=dead" : "";
-  return `${event.reason} job=${event.job} ${figures}${attempt}${dead}`;
+  return formatRejectEvent({ reason: event.reason, job: event.job, figures: event.figures, attempt: event.attempt === null ? undefined : String(event.attempt) });
 }
 
 /** What tripped a reject_host_pressure, read from its stored figures. */
@@ -290,7 +282,6 @@ function hostPressureCause(figures: string): string | null {
   return null;
 }
 
-/** `3 × mode=reject_all, 1 × held by hysteresis`: the count first, so a `k=v` cause never runs into it. */
 /** Job ids in numeric order (`2` before `10`); ids that are not numbers after, by text. */
 export function byJobId(a: { job: string }, b: { job: string }): number {
   const na = /^\d+$/.test(a.job) ? Number(a.job) : Infinity;
@@ -298,6 +289,7 @@ export function byJobId(a: { job: string }, b: { job: string }): number {
   return na !== nb ? na - nb : a.job.localeCompare(b.job);
 }
 
+/** `3 × mode=reject_all, 1 × held by hysteresis`: the count first, so a `k=v` cause never runs into it. */
 function countNote(counts: Map<string, number>, prefix = ""): string {
   return [...counts.entries()]
     .sort(([a], [b]) => a.localeCompare(b))
@@ -313,7 +305,7 @@ function bump(map: Map<string, number>, key: string): void {
 function statCount(stats: Record<string, string>, field: string): number | null {
   const text = stats[field];
   if (text === undefined) return 0;
-  return /^-?\d+$/.test(text) ? Number(text) : null;
+  return parseCount(text);
 }
 
 /**
@@ -356,7 +348,7 @@ function counterIncrease(readings: ReadonlyArray<{ value: number | null; absent:
       if (absent) base = 0;
       continue;
     }
-    if (base !== null) rise += value >= base ? value - base : value;
+    if (base !== null) rise += counterRise(base, value);
     base = value;
     seen = true;
   }
@@ -462,7 +454,48 @@ function earlierRunNotes(inputs: ReportInputs, runStartMs: number, fromMs: numbe
   ];
 }
 
-function doneTime(d: DoneEntry): number | null {
+/**
+ * When the run stopped working, for a window that ends with it: up's
+ * recorded end (else the rollback that took it over), or later the last
+ * decision or finish before any rollback (gate and worker run on for a while
+ * after up returns, finishing what was admitted). A run over (or its up
+ * gone) without a record: its last decision or finish. null: the run still
+ * runs, or nothing dates its end (now).
+ */
+function runEndMs(inputs: Pick<ReportInputs, "drill" | "events" | "done">, runStartMs: number): number | null {
+  const drill = inputs.drill;
+  if (!drill) return null;
+  const parse = (at: string | null | undefined) => {
+    const ms = at == null ? NaN : Date.parse(at);
+    return Number.isFinite(ms) ? ms : null;
+  };
+  const recorded = parse(drill.ended?.at ?? drill.rollbackAt);
+  const runs = drill.phase === null || drill.phase === "starting" || drill.phase === "running";
+  if (recorded === null && runs && !drill.upGone) return null;
+  const rollbackMs = parse(drill.rollbackAt) ?? Infinity;
+  // A loop, not Math.max(...): the stream and `<q>:done` may hold more entries than a call takes arguments.
+  let end = recorded ?? -Infinity;
+  const seen = (t: number | null) => {
+    if (t !== null && t >= runStartMs && t <= rollbackMs && t > end) end = t;
+  };
+  for (const e of inputs.events ?? []) if (isDecisionReason(e.reason)) seen(e.tsMs);
+  for (const d of inputs.done ?? []) seen(doneTime(d));
+  return Number.isFinite(end) ? end : null;
+}
+
+/** The run's decisions the window leaves out (a --since shorter than the run, or a run longer than the window): counted, so a 0 is not read as "nothing happened". */
+function outsideWindowNote(inputs: ReportInputs, runStartMs: number, fromMs: number, toMs: number, sinceGiven: boolean): string | null {
+  if (!Number.isFinite(runStartMs) || inputs.events === null) return null;
+  const runs = inputs.events.filter((e) => e.tsMs !== null && e.tsMs >= runStartMs && isDecisionReason(e.reason)).map((e) => e.tsMs!);
+  const before = runs.filter((t) => t < fromMs).length;
+  const after = runs.filter((t) => t > toMs).length;
+  if (before + after === 0) return null;
+  const where = [before > 0 ? `${before} before its start` : "", after > 0 ? `${after} after its end` : ""].filter(Boolean).join(", ");
+  const why = sinceGiven ? " (the window is --since's; without it the report covers the run's last --since up to the run's end)" : "";
+  return `${before + after} of run ${inputs.drill?.runId ?? "?"}'s ${runs.length} decision(s) fall outside the window (${where}): not counted${why}`;
+}
+
+export function doneTime(d: DoneEntry): number | null {
   return d.doneTs ?? d.firstTokenTs ?? null;
 }
 
@@ -487,7 +520,7 @@ export const PACE_MIN_SPAN_MS = 10_000;
 /** No finish for this long while jobs wait: the pace is history, and the notes say so. */
 export const PACE_STALE_MS = 60_000;
 
-export interface Pace {
+interface Pace {
   fromMs: number | null;
   toMs: number | null;
   perHour: number | null;
@@ -505,7 +538,7 @@ export interface Pace {
  * depend on when the report is read. It starts at work, not at the run's
  * creation: setup and a phase's `at` offset are not drain time.
  */
-export function paceOf(jobs: ReadonlyArray<{ start: number | null; end: number }>, windowFromMs: number): Pace {
+function paceOf(jobs: ReadonlyArray<{ start: number | null; end: number }>, windowFromMs: number): Pace {
   if (jobs.length === 0) return { fromMs: null, toMs: null, perHour: null, naReason: "no job finished in the window" };
   const starts = jobs.map((j) => j.start).filter((t): t is number => t !== null);
   // Without any job's start (no admit, no enqueue_ts) the window's start is the best bound.
@@ -593,22 +626,30 @@ export interface WindowOptions {
 }
 
 export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number, options: WindowOptions = {}): Report {
-  const askedFromMs = nowMs - sinceMs;
   // The run's start bounds a report on the run's own queue only: another queue
   // (report --queue) holds no data of the run, and clipping would hide its own.
   const runsQueue = inputs.drill?.queue ?? null;
   const otherQueue = runsQueue !== null && runsQueue !== inputs.queue;
   const createdAt = otherQueue ? null : (inputs.drill?.createdAt ?? null);
   const runStartMs = createdAt === null ? NaN : Date.parse(createdAt);
-  const clippedToRun = Number.isFinite(runStartMs) && options.sinceGiven !== true && runStartMs > askedFromMs;
+  const ofRun = Number.isFinite(runStartMs) && options.sinceGiven !== true;
+  // Without --since the window is the run's last `since`, whenever it is read: it ends when the run did.
+  const runEnd = ofRun ? runEndMs(inputs, runStartMs) : null;
+  const toMs = runEnd === null ? nowMs : Math.min(nowMs, runEnd);
+  const askedFromMs = toMs - sinceMs;
+  const clippedToRun = ofRun && runStartMs > askedFromMs;
   const fromMs = clippedToRun ? runStartMs : askedFromMs;
   const notes: string[] = [...inputs.gatherNotes];
   if (otherQueue) notes.push(`queue ${inputs.queue} is not run ${inputs.drill?.runId ?? "?"}'s queue (${runsQueue}): the window is not clipped to the run`);
   notes.push(...earlierRunNotes(inputs, runStartMs, fromMs));
-  const inWindow = (ts: number | null) => ts !== null && ts >= fromMs;
+  // Bounded above by the run's end only: a done_ts a little past now (another clock) is still in.
+  const untilMs = runEnd ?? Infinity;
+  const inWindow = (ts: number | null) => ts !== null && ts >= fromMs && ts <= untilMs;
+  const outside = outsideWindowNote(inputs, runStartMs, fromMs, untilMs, options.sinceGiven === true);
+  if (outside !== null) notes.push(outside);
 
   const events = inputs.events === null ? null : inputs.events.filter((e) => inWindow(e.tsMs));
-  const samples = inputs.recording === null ? [] : inputs.recording.samples.filter((s) => s.tsMs >= fromMs);
+  const samples = inputs.recording === null ? [] : inputs.recording.samples.filter((s) => inWindow(s.tsMs));
 
   let done: DoneEntry[] | null = null;
   if (inputs.done !== null) {
@@ -757,7 +798,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     alarms: [...alarmCounts.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([alarm, n]) => ({ alarm, samples: n })),
   };
 
-  // Admits from the whole stream, not the window: a job finished in it may have been admitted before it.
+  // Admits from every event read, not the window's: a job finished in it may have been admitted before it (gather reads them back to the finished jobs' enqueue_ts).
   const admitAt = new Map<string, number[]>();
   for (const e of inputs.events ?? []) {
     if (e.reason === "admit" && e.tsMs !== null) (admitAt.get(e.job) ?? admitAt.set(e.job, []).get(e.job)!).push(e.tsMs);
@@ -849,7 +890,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       : inputs.source.kind === "aof"
         ? { kind: "aof", where: inputs.source.aofDir }
         : { kind: "export", where: inputs.source.file };
-  if (inputs.source.kind === "export") notes.push(`read from rollback's export ${inputs.source.file} (the drill's Redis, or its queue there, is gone); the window ends at the export`);
+  if (inputs.source.kind === "export") notes.push(`read from rollback's export ${inputs.source.file} (the drill's Redis, or its queue there, is gone); the window ends at ${toMs < nowMs ? "the run's end, before the export" : "the export"}`);
 
   return {
     label: LAB_LABEL,
@@ -870,8 +911,8 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     window: {
       since_ms: sinceMs,
       from: new Date(fromMs).toISOString(),
-      to: new Date(nowMs).toISOString(),
-      anchored: inputs.source.kind === "export" ? "export" : "now",
+      to: new Date(toMs).toISOString(),
+      anchored: toMs < nowMs ? "run_end" : inputs.source.kind === "export" ? "export" : "now",
       run_start: Number.isFinite(runStartMs) ? new Date(runStartMs).toISOString() : null,
       clipped_to_run: clippedToRun,
     },

@@ -19,6 +19,7 @@ import { scanKeys } from "../drill/drain.js";
 import { holderExited, parseWorkerToken } from "../worker/heartbeatToken.js";
 import { workerKeys } from "../worker/scripts.js";
 import { parseExport, exportTimeMs, queueOfKey } from "./exportFile.js";
+import { doneTime } from "./build.js";
 import {
   eventFromEntry,
   FIXED_JOB_LISTS,
@@ -416,7 +417,8 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
           await checkQueueLive(redis, keys, url, notes, queueAsked);
           const nowMs = now();
           const roots = options.roots ?? new HostRoots();
-          const live = await readLive(redis, keys, nowMs - options.sinceMs, notes, roots);
+          const runStartMs = queueAsked ? null : Date.parse(state!.createdAt);
+          const live = await readLive(redis, keys, { nowMs, sinceMs: options.sinceMs, runStartMs }, notes, roots);
           const source: ReportInputs["source"] = revived ? { kind: "aof", url, aofDir: state!.redis.embedded!.dir } : { kind: "live", url };
           const cgroupNow = queueAsked ? null : readCgroupNow(roots, state, now());
           return { inputs: { ...base, source, ...live, cgroupNow }, nowMs };
@@ -529,8 +531,25 @@ async function holdsQueue(redis: Redis, keys: QueueKeys): Promise<boolean> {
 
 type LiveFigures = Pick<ReportInputs, "events" | "done" | "stats" | "queueLen" | "queueHead" | "drainLen" | "jobPlaces" | "unfinished" | "firstTokens">;
 
+/**
+ * Where the live read of `<q>:events` starts: an export holds every event,
+ * and a live read must give the same report. The window is never earlier
+ * than `now − since` or the run's creation (without --since it ends at the
+ * run's end, however long ago: from its creation on); and a finished job's
+ * slot starts at its admit, which may precede the window (its enqueue_ts
+ * bounds that).
+ */
+export function eventsReadFromMs(at: { nowMs: number; sinceMs: number; runStartMs: number | null }, done: readonly DoneEntry[] | null): number {
+  const runStart = at.runStartMs !== null && Number.isFinite(at.runStartMs) ? at.runStartMs : Infinity;
+  const earliest = Math.min(at.nowMs - at.sinceMs, runStart);
+  // A loop, not Math.min(...): `<q>:done` may hold more entries than a call takes arguments.
+  let from = earliest;
+  for (const d of done ?? []) if (d.enqueueTs !== null && d.enqueueTs < from && (doneTime(d) ?? Infinity) >= earliest) from = d.enqueueTs;
+  return Math.max(0, from);
+}
+
 /** Each read on its own: a key of the wrong type makes that figure null, not the report fail. */
-async function readLive(redis: Redis, keys: QueueKeys, fromMs: number, notes: string[], roots: HostRoots): Promise<LiveFigures> {
+async function readLive(redis: Redis, keys: QueueKeys, at: { nowMs: number; sinceMs: number; runStartMs: number | null }, notes: string[], roots: HostRoots): Promise<LiveFigures> {
   const attempt = async <T>(what: string, read: () => Promise<T>): Promise<T | null> => {
     try {
       return await read();
@@ -542,12 +561,13 @@ async function readLive(redis: Redis, keys: QueueKeys, fromMs: number, notes: st
   const unfinished: JobTiming[] = [];
   const jobPlaces = await attempt("the job lists", () => readJobPlaces(redis, keys, roots, unfinished));
   const firstTokenKey = workerKeys(keys.queue).firstToken;
+  const done = await attempt(keys.done, () => readDone(redis, keys.done, notes));
   return {
     jobPlaces,
     unfinished: jobPlaces === null ? null : unfinished,
     firstTokens: await attempt(firstTokenKey, async () => firstTokenTimes(await redis.hgetall(firstTokenKey))),
-    events: await attempt(keys.events, () => readEvents(redis, keys.events, fromMs)),
-    done: await attempt(keys.done, () => readDone(redis, keys.done, notes)),
+    events: await attempt(keys.events, () => readEvents(redis, keys.events, eventsReadFromMs(at, done))),
+    done,
     stats: await attempt(keys.stats, () => redis.hgetall(keys.stats)),
     queueLen: await attempt(`LLEN ${keys.ready}`, () => redis.llen(keys.ready)),
     queueHead: await attempt(`LINDEX ${keys.ready} 0`, () => redis.lindexBuffer(keys.ready, 0)),
@@ -592,7 +612,7 @@ async function readJobPlaces(redis: Redis, keys: QueueKeys, roots: HostRoots, un
   return { lists: sortJobLists(lists), seq: seqText === null ? 0 : /^\d+$/.test(seqText) ? Number(seqText) : null };
 }
 
-/** XRANGE from the window's start (stream ids carry the time), in batches. */
+/** XRANGE from `fromMs` (stream ids carry the time), in batches. */
 async function readEvents(redis: Redis, key: string, fromMs: number): Promise<DecisionEvent[]> {
   const events: DecisionEvent[] = [];
   let start = `${Math.max(0, Math.floor(fromMs))}-0`;

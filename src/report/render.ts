@@ -245,14 +245,19 @@ function costRow(j: JobCost): Cell[] {
   ];
 }
 
-/** What the window covers: the last --since, or this run since it was created when that is later. */
+/** What the window covers: the last --since, or this run since it was created when that is later; up to the run's end when it ended. */
 function windowSpan(r: Report): string {
   const since = `last ${humanDuration(r.window.since_ms)}`;
-  if (r.drill?.queue != null && r.drill.queue !== r.queue) return `${since} (not clipped to run ${r.drill.run_id ?? NA}: its queue is ${r.drill.queue})`;
-  if (r.window.clipped_to_run) return `run ${r.drill?.run_id ?? NA} from its creation (within the ${since})`;
-  if (r.window.run_start !== null && r.window.from < r.window.run_start) return `${since}, from before run ${r.drill?.run_id ?? NA} was created`;
+  const run = `run ${r.drill?.run_id ?? NA}`;
+  if (r.drill?.queue != null && r.drill.queue !== r.queue) return `${since} (not clipped to ${run}: its queue is ${r.drill.queue})`;
+  const toEnd = r.window.anchored === "run_end";
+  if (r.window.clipped_to_run) return `${run} from its creation${toEnd ? " to its end" : ""} (within the ${since})`;
+  if (toEnd) return `${since} of ${run}, to its end`;
+  if (r.window.run_start !== null && r.window.from < r.window.run_start) return `${since}, from before ${run} was created`;
   return since;
 }
+
+const WINDOW_END: Record<Report["window"]["anchored"], string> = { now: "", export: " (ends at the export)", run_end: " (ends at the run's end)" };
 
 /** `ended: stopped_early — gate exited (code 143) 7 s into the drill; 6 of 12 jobs not packed`. */
 export function endedText(e: DrillEndedFacts): string {
@@ -278,7 +283,7 @@ function sourceText(r: Report): string {
 function heading(r: Report): { title: string; facts: string[] } {
   const name = r.drill?.name ?? "(no drill state)";
   const facts = [
-    `window: ${windowSpan(r)}, ${r.window.from} → ${r.window.to}${r.window.anchored === "export" ? " (ends at the export)" : ""}`,
+    `window: ${windowSpan(r)}, ${r.window.from} → ${r.window.to}${WINDOW_END[r.window.anchored]}`,
     `source: ${sourceText(r)}, queue ${r.queue}`,
   ];
   if (r.drill) facts.push(`run ${r.drill.run_id ?? NA}, drill file ${r.drill.drill_file ?? NA}, created ${r.drill.created_at ?? NA}, phase ${r.drill.phase ?? NA}`);

@@ -1,4 +1,5 @@
 import type { Sample, SampleFacts } from "./step.js";
+import { counterRise } from "../util/counters.js";
 
 /**
  * The sidecar's alarms, pure. Each alarm is raised once when its condition
@@ -87,7 +88,7 @@ export function nextAlarms(
   let oomRise = 0;
   const kills = sample.cg_oom_kill;
   if (kills !== null) {
-    if (oomKillCount !== null) oomRise = kills >= oomKillCount ? kills - oomKillCount : kills;
+    if (oomKillCount !== null) oomRise = counterRise(oomKillCount, kills);
     if (oomRise > 0) lastRise = nowMs;
     oomKillCount = kills;
   } else if (facts.cgAbsent) {

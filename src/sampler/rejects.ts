@@ -7,6 +7,8 @@
  * the sample. Pure: the script's reply in, lines out.
  */
 
+import { parseCount } from "../util/counters.js";
+
 /** At most this many reject lines a sample: a storm is one `(N more)` line, not a flooded terminal. */
 export const REJECT_LINES_PER_SAMPLE = 100;
 /**
@@ -90,7 +92,7 @@ export function formatRejectEvent(fields: Record<string, string | undefined>): s
 /** Sum of the reject_* counters (as src/sampler/step.ts reads them: a value that is not a count is left out). */
 export function rejectTotal(stats: Record<string, string>): number {
   let total = 0;
-  for (const key in stats) if (key.startsWith("reject_") && /^\d+$/.test(stats[key]!)) total += Number(stats[key]);
+  for (const key in stats) if (key.startsWith("reject_")) total += parseCount(stats[key]!) ?? 0;
   return total;
 }
 

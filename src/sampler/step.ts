@@ -5,6 +5,7 @@ import { stallRatePct, type Psi } from "../host/psi.js";
 import { swapCounters, type Vmstat } from "../host/vmstat.js";
 import { decodeJob, deadlineSlackMs, type Job } from "../queue/job.js";
 import { emptyStallWindow, nextStallWindow, stallMsP99, stallReading, type StallWindow } from "../host/stallWindow.js";
+import { parseCount } from "../util/counters.js";
 
 /**
  * The sidecar's pure step (oomd's `next(prev, raw, dt)`): raw readings of one
@@ -404,11 +405,12 @@ function readQueueFields(
   const stat = (field: string, key: string): number | null => {
     const text = q.stats[key];
     if (text === undefined) return 0;
-    return /^\d+$/.test(text) ? Number(text) : lack(field, statsFile, `${key} is not a count: "${text.slice(0, 20)}"`);
+    return parseCount(text) ?? lack(field, statsFile, `${key} is not a count: "${text.slice(0, 20)}"`);
   };
   const rejected: Record<string, number> = {};
   for (const [key, value] of Object.entries(q.stats).sort(([a], [b]) => a.localeCompare(b))) {
-    if (key.startsWith("reject_") && /^\d+$/.test(value)) rejected[key] = Number(value);
+    const count = key.startsWith("reject_") ? parseCount(value) : null;
+    if (count !== null) rejected[key] = count;
   }
   // As the gate reads it (src/queue/queue.ts getMode): no key is admit. Anything
   // else is not a mode: the gate would admit, but say what is there.

@@ -244,7 +244,10 @@ describe("drill report (built binary)", () => {
 
     const json = JSON.parse((await drill(["--state-dir", gone, "report", "--format", "json"])).stdout) as ReportDocument;
     expect(json.source).toEqual({ kind: "export", where: file });
-    expect(json.window.anchored).toBe("export");
+    // The run is over (complete) with no end recorded: the window ends at its last decision or finish, before the export.
+    expect(json.window.anchored).toBe("run_end");
+    expect(json.notes.join("\n")).toContain("the window ends at the run's end, before the export");
+    expect(md.stdout).toContain("(ends at the run's end)");
     expect(json.drain).toMatchObject({ queue_len: 1, head_job: "7", rejects_in_window: 5 });
     expect(json.cost_proxy?.jobs[0]?.stall_ms).toBeNull();
     expect(json.cost_proxy?.total).toBeNull();

@@ -99,7 +99,8 @@ describe("report window: the drill's current run", () => {
     expect(r.notes.join("\n")).toContain("5 decision(s) on jobs predate run smoke-2");
     expect(r.notes.join("\n")).toContain("jobs:stats are not windowed");
     const text = renderText(r, plain);
-    expect(text).toContain(`window: run smoke-2 from its creation (within the last 10 min), ${new Date(CREATED).toISOString()} →`);
+    // phase stopped: the window ends at the run's last decision or finish, not now.
+    expect(text).toContain(`window: run smoke-2 from its creation to its end (within the last 10 min), ${new Date(CREATED).toISOString()} → ${new Date(CREATED + 3000).toISOString()} (ends at the run's end)`);
   });
 
   it("--since given and reaching before the run: what it asks for, and the header says it reaches before the run", () => {
@@ -128,6 +129,78 @@ describe("report window: the drill's current run", () => {
     const r = buildReport(only, NOW, 10 * MIN);
     expect(r.decisions?.total).toBe(3);
     expect(r.notes.join("\n")).not.toMatch(/predate|not windowed/);
+  });
+});
+
+/**
+ * QA: without --since a report read more than 10 minutes after the run (an
+ * incident note written after `drill rollback`) showed 0 decisions and no
+ * word why: the window ended at now. It ends at the run's end now.
+ */
+describe("report window: read long after the run ended", () => {
+  const T0 = NOW - 30 * MIN;
+  const run = (drill: Partial<NonNullable<ReportInputs["drill"]>>): ReportInputs => ({
+    queue: "jobs",
+    source: { kind: "live", url: "redis://127.0.0.1:6390" },
+    drill: { name: "smoke", runId: "smoke-1", drillFile: "drills/smoke.yaml", createdAt: new Date(T0 - 5000).toISOString(), phase: "stopped", queue: "jobs", ...drill },
+    events: [
+      event("admit", "1", "packed=24000 limit=32000", T0 + 1000),
+      event("reject_host_pressure", "2", "psi=12.40 route=retry", T0 + 2000),
+      event("reject_host_pressure", "3", "psi=12.40 route=retry", T0 + 3000),
+    ],
+    done: [doneAt("1", T0 + 3500)],
+    stats: {},
+    queueLen: 0,
+    queueHead: null,
+    drainLen: 0,
+    recording: null,
+    recordingLooked: null,
+    gatherNotes: [],
+  });
+  const ended = { verdict: "ran" as const, at: new Date(T0 + 4000).toISOString(), reason: null, pushed: 3, notPacked: 0 };
+
+  it.each([
+    ["up's recorded end", { ended }],
+    ["a rollback that took it over", { phase: "complete", rollbackAt: new Date(T0 + 5000).toISOString() }],
+    ["up recorded an end, rolled back much later", { ended, phase: "complete", rollbackAt: new Date(T0 + 25 * MIN).toISOString() }],
+    ["up gone without a record", { phase: "running", upGone: { pid: 4242 } }],
+  ])("%s: the same figures 2 min and 15 min after the run", (_, drill) => {
+    for (const now of [T0 + 2 * MIN, T0 + 15 * MIN]) {
+      const r = buildReport(run(drill), now, 10 * MIN);
+      expect(r.decisions).toMatchObject({ total: 3, rejects: 2 });
+      expect(r.first_token?.finished).toBe(1);
+      expect(r.window).toMatchObject({ from: new Date(T0 - 5000).toISOString(), clipped_to_run: true });
+      expect(r.notes.join("\n")).not.toContain("no job finished in the window");
+      expect(r.notes.join("\n")).not.toContain("fall outside the window");
+    }
+    const late = buildReport(run(drill), T0 + 15 * MIN, 10 * MIN);
+    expect(late.window.anchored).toBe("run_end");
+    expect(Date.parse(late.window.to)).toBeGreaterThanOrEqual(T0 + 3500);
+    expect(Date.parse(late.window.to)).toBeLessThan(T0 + 6 * MIN);
+    expect(renderText(late, plain)).toMatch(/window: run smoke-1 from its creation to its end \(within the last 10 min\), \S+ → \S+ \(ends at the run's end\)/);
+  });
+
+  it("a run longer than --since's default: its last 10 min up to its end, and the decisions before them counted in a note", () => {
+    const long = run({ ended: { ...ended, at: new Date(T0 + 20 * MIN).toISOString() }, createdAt: new Date(T0 - 20 * MIN).toISOString() });
+    long.events!.push(event("admit", "9", "packed=1 limit=32000", T0 + 15 * MIN));
+    const r = buildReport(long, T0 + 60 * MIN, 10 * MIN);
+    expect(r.window).toMatchObject({ from: new Date(T0 + 10 * MIN).toISOString(), to: new Date(T0 + 20 * MIN).toISOString(), anchored: "run_end", clipped_to_run: false });
+    expect(r.decisions?.total).toBe(1);
+    expect(r.notes).toContain("3 of run smoke-1's 4 decision(s) fall outside the window (3 before its start): not counted");
+    expect(renderText(r, plain)).toContain(`window: last 10 min of run smoke-1, to its end, ${new Date(T0 + 10 * MIN).toISOString()} → ${new Date(T0 + 20 * MIN).toISOString()} (ends at the run's end)`);
+  });
+
+  it("--since given keeps its meaning (ends now), and a note counts the run's decisions outside it", () => {
+    const r = buildReport(run({ ended }), T0 + 15 * MIN, 10 * MIN, { sinceGiven: true });
+    expect(r.window).toMatchObject({ to: new Date(T0 + 15 * MIN).toISOString(), anchored: "now" });
+    expect(r.decisions?.total).toBe(0);
+    expect(r.notes.join("\n")).toContain("3 of run smoke-1's 3 decision(s) fall outside the window (3 before its start): not counted (the window is --since's");
+  });
+
+  it("a running drill still ends at now", () => {
+    const r = buildReport(run({ phase: "running" }), T0 + 2 * MIN, 10 * MIN);
+    expect(r.window).toMatchObject({ to: new Date(T0 + 2 * MIN).toISOString(), anchored: "now" });
+    expect(r.decisions?.total).toBe(3);
   });
 });
 

@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { buildReport, LAB_LABEL, percentile, rejectLine, stallMsBetween, type Report } from "../../src/report/build.js";
+import { buildReport, LAB_LABEL, rejectLine, stallMsBetween, type Report } from "../../src/report/build.js";
+import { percentile } from "../../src/util/stats.js";
+import { formatRejectEvent } from "../../src/sampler/rejects.js";
+import { counterRise, parseCount } from "../../src/util/counters.js";
 import { eventFromEntry, parseDoneEntry, parseRecording, parseSampleLine, type DecisionEvent, type DoneEntry, type ReportInputs, type WatchSample } from "../../src/report/inputs.js";
 import { decisionFigures, formatDecisionLine, type AdmissionDecision } from "../../src/gate/policy.js";
 import { encodeJob } from "../../src/queue/job.js";
@@ -108,6 +111,18 @@ describe("reject lines in the seed format", () => {
     expect(rejectLine(stored)).toBe(want);
     // …which is the gate's own stdout line.
     expect(rejectLine(stored)).toBe(`${formatDecisionLine(decision, { id: "7", attempt })}${route === "dead" ? " route=dead" : ""}`);
+  });
+
+  it("the same line as drill watch's for any entry (one rebuild of the gate's line): a missing job id, a route the gate never writes", () => {
+    const entries = [
+      event("reject_host_pressure", "", "psi=12.40 route=retry", NOW, 0),
+      event("reject_host_pressure", "7", "psi=12.40 route=other", NOW, 1),
+      event("reject_packed_tokens", "8", "", NOW, null),
+    ];
+    for (const e of entries) {
+      expect(rejectLine(e)).toBe(formatRejectEvent({ reason: e.reason, job: e.job, figures: e.figures, attempt: e.attempt === null ? undefined : String(e.attempt) }));
+    }
+    expect(rejectLine(entries[0]!)).toBe("reject_host_pressure job=- psi=12.40");
   });
 
   it("first and last reject of the window, admits and mode flips skipped", () => {
@@ -320,6 +335,20 @@ describe("missing sources are null, not 0", () => {
   it("stats fields never incremented are 0 (Redis semantics), garbage is null", () => {
     const r = build({ stats: { tokens_out: "5120", retry_count: "x" } });
     expect(r.totals).toEqual({ tokens_out: 5120, retry_count: null, jobs_done: 0, jobs_late: 0 });
+  });
+
+  it("a negative stats value is not a count, as drill watch reads it (parseCount)", () => {
+    const r = build({ stats: { jobs_done: "-3", tokens_out: "+4" } });
+    expect(r.totals).toMatchObject({ jobs_done: null, tokens_out: null });
+  });
+});
+
+describe("counters shared with the sidecar", () => {
+  it("parseCount: digits only", () => {
+    expect(["0", "12", "-1", "+1", "1.5", "", " 1"].map(parseCount)).toEqual([0, 12, null, null, null, null, null]);
+  });
+  it("counterRise: a drop is a recreated cgroup, its whole count new", () => {
+    expect([counterRise(2, 5), counterRise(5, 5), counterRise(5, 1), counterRise(5, 0)]).toEqual([3, 0, 1, 0]);
   });
 });
 
