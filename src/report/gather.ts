@@ -143,6 +143,13 @@ export function resolveDrillName(stateDir: string, name: string | undefined, red
       on.length > 1 ? [`drills ${on.join(", ")} in ${stateDir} all ran on queue ${queue} of this Redis: reported as the queue, not as one run (give --name for one)`] : [];
     return { name: null, notes };
   }
+  if (redisUrl !== undefined && drills.length > 0) {
+    // --redis alone: a drill of the state dir only if it ran on that Redis. The only
+    // drill there, run on another, put its header and recording over this Redis's figures (QA).
+    const on = readStateEntries(stateDir, drills).flatMap((e) => ("state" in e && sameRedis(e.state.redis.url, redisUrl) ? [e.name] : []));
+    if (on.length === 1) return { name: on[0]!, notes: [] };
+    if (on.length === 0) return { name: null, notes: [`no drill of ${stateDir} ran on ${redactUrl(redisUrl)} (${drills.join(", ")} did not): reported as its queue alone; give --name to report a drill`] };
+  }
   if (drills.length === 1) return { name: drills[0]!, notes: [] };
   if (drills.length > 1) {
     throw new UsageError(

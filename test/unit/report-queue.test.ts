@@ -108,6 +108,18 @@ describe("which drill a report is about", () => {
     expect(both.notes[0]).toContain("drills b, c in");
   });
 
+  // QA: the only drill of the state dir, run on another Redis, gave its header and recording to this Redis's figures.
+  it("--redis alone: the drill that ran on that Redis; none there: the queue alone, saying why", () => {
+    writeState(stateDir, stateOf("a", "jobs"));
+    expect(resolveDrillName(stateDir, undefined, URL, undefined)).toEqual({ name: "a", notes: [] });
+    const other = resolveDrillName(stateDir, undefined, "redis://127.0.0.1:6392", undefined);
+    expect(other.name).toBeNull();
+    expect(other.notes).toEqual([`no drill of ${stateDir} ran on redis://127.0.0.1:6392 (a did not): reported as its queue alone; give --name to report a drill`]);
+    // Two on that Redis: still a choice.
+    writeState(stateDir, stateOf("b", "qb"));
+    expect(() => resolveDrillName(stateDir, undefined, URL, undefined)).toThrow(/several drills in .*: a, b; pick one with --name/);
+  });
+
   it("one drill on another queue: --redis --queue reports the queue, not that drill's run", () => {
     writeState(stateDir, stateOf("qa2", "qa2q9"));
     expect(resolveDrillName(stateDir, undefined, URL, "qa2q4").name).toBeNull();
