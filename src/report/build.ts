@@ -207,6 +207,11 @@ export interface Report {
     peak_stall_ms_p99: Peak;
     peak_cg_mem_peak: Peak;
     peak_cg_mem_current: Peak;
+    /** The smallest deadline_slack_ms: the slack that ran out while queue age looked fine. */
+    lowest_deadline_slack_ms: Peak;
+    peak_si: Peak;
+    /** The sample with the highest stall rate (worker cgroup's, else host's), with what sat beside it: the runbook's "idle CPU plus shrinking slack". */
+    at_worst_stall: WorstStall | null;
     cg_mem_max: number | "max" | null;
     /** memory.events oom_kill at the last sample, and how much it rose in the window. */
     cg_oom_kill_end: number | null;
@@ -254,6 +259,29 @@ export interface Report {
 // ---- small pure helpers -----------------------------------------------------
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
+
+export interface WorstStall {
+  ts: string;
+  /** cg_psi_mem_some_rate, or psi_mem_some_rate where the cgroup's was not read. */
+  stall_rate_pct: number;
+  source: "worker cgroup" | "host";
+  cpu_idle_pct: number | null;
+  queue_age_ms: number | null;
+  deadline_slack_ms: number | null;
+}
+
+function worstStall(samples: readonly WatchSample[]): WorstStall | null {
+  let worst: WorstStall | null = null;
+  for (const s of samples) {
+    const cg = s.cg_psi_mem_some_rate;
+    const rate = cg ?? s.psi_mem_some_rate;
+    if (rate === null || (worst !== null && rate <= worst.stall_rate_pct)) continue;
+    worst = { ts: new Date(s.tsMs).toISOString(), stall_rate_pct: rate, source: cg !== null ? "worker cgroup" : "host", cpu_idle_pct: s.cpu_idle_pct, queue_age_ms: s.queue_age_ms, deadline_slack_ms: s.deadline_slack_ms };
+  }
+  return worst;
+}
+
+const negated = (p: Peak): Peak => ({ value: p.value === null ? null : -p.value, ts: p.ts });
 
 function peak(samples: readonly WatchSample[], pick: (s: WatchSample) => number | null): Peak {
   let best: WatchSample | null = null;
@@ -792,6 +820,10 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     peak_stall_ms_p99: peak(samples, (s) => s.stall_ms_p99),
     peak_cg_mem_peak: peak(samples, (s) => s.cg_mem_peak),
     peak_cg_mem_current: peak(samples, (s) => s.cg_mem_current),
+    // The lowest slack is the peak of its negation.
+    lowest_deadline_slack_ms: negated(peak(samples, (s) => (s.deadline_slack_ms === null ? null : -s.deadline_slack_ms))),
+    peak_si: peak(samples, (s) => s.si),
+    at_worst_stall: worstStall(samples),
     cg_mem_max: lastMax,
     cg_oom_kill_end: oom.end,
     oom_kills_in_window: oom.inWindow,
@@ -890,6 +922,9 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       : inputs.source.kind === "aof"
         ? { kind: "aof", where: inputs.source.aofDir }
         : { kind: "export", where: inputs.source.file };
+  // Admission opened on a host already under pressure: doctor warned at up, and the incident note must say it too.
+  const opened = modeFlips?.find((m) => m.mode === "admit" && m.psi !== null && m.psi >= 1);
+  if (opened) notes.push(`admission opened at ${opened.ts ?? "?"} with host PSI avg10 already ${opened.psi!.toFixed(2)} (>= 1.00): neighbours' pressure is in these figures, not only the drill's`);
   if (inputs.source.kind === "export") notes.push(`read from rollback's export ${inputs.source.file} (the drill's Redis, or its queue there, is gone); the window ends at ${toMs < nowMs ? "the run's end, before the export" : "the export"}`);
 
   return {

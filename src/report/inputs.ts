@@ -60,6 +60,11 @@ export interface WatchSample {
   /** watch saw no worker cgroup (its `missing` says so): one recorded later is new, its counters start at 0. */
   cg_absent: boolean;
   stall_ms_p99: number | null;
+  /** The seed's contradiction, beside the stall: idle CPU, queue age that looks fine, slack running out, swap-in. */
+  cpu_idle_pct: number | null;
+  queue_age_ms: number | null;
+  deadline_slack_ms: number | null;
+  si: number | null;
   alarm: string[];
 }
 
@@ -352,6 +357,10 @@ const PLAUSIBLE: ReadonlyArray<[keyof WatchSample, number, number]> = [
   ["cg_mem_max", 0, Number.MAX_SAFE_INTEGER],
   ["cg_oom_kill", 0, Number.MAX_SAFE_INTEGER],
   ["stall_ms_p99", 0, Number.MAX_SAFE_INTEGER],
+  ["cpu_idle_pct", 0, 100],
+  ["queue_age_ms", 0, Number.MAX_SAFE_INTEGER],
+  ["deadline_slack_ms", -Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER],
+  ["si", 0, Number.MAX_SAFE_INTEGER],
 ];
 
 /** The first field of a sample outside what it can be, as `field=value`; null when all are plausible. */
@@ -387,6 +396,10 @@ export function parseSampleLine(line: string): WatchSample | null {
     cg_oom_kill: finiteOrNull(r.cg_oom_kill),
     cg_absent: Array.isArray(r.missing) && r.missing.some((m) => isCgroupAbsent(m)),
     stall_ms_p99: finiteOrNull(r.stall_ms_p99),
+    cpu_idle_pct: finiteOrNull(r.cpu_idle_pct),
+    queue_age_ms: finiteOrNull(r.queue_age_ms),
+    deadline_slack_ms: finiteOrNull(r.deadline_slack_ms),
+    si: finiteOrNull(r.si),
     alarm: Array.isArray(r.alarm) ? r.alarm.filter((a): a is string => typeof a === "string") : [],
   };
 }

@@ -1,7 +1,7 @@
 import type { ChalkInstance } from "chalk";
 import { snakeCaseKeys, type SnakeCased } from "../output.js";
 import { formatBytes } from "../units.js";
-import { byJobId, COST_PROXY_FORMULA, type DrillEndedFacts, type JobCost, type Peak, type Report } from "./build.js";
+import { byJobId, COST_PROXY_FORMULA, type DrillEndedFacts, type JobCost, type Peak, type Report, type WorstStall } from "./build.js";
 
 /**
  * Three views of one Report: `md` pastes into an incident doc (GitHub tables,
@@ -54,6 +54,12 @@ const ms = (v: number | null): string => (v === null ? NA : `${Math.round(v)} ms
 const num = (v: number | null, digits = 2): string => (v === null ? NA : v.toFixed(digits));
 const int = (v: number | null): string => (v === null ? NA : String(v));
 const pct = (v: number | null): string => (v === null ? NA : `${v.toFixed(2)}%`);
+
+/** `stall 26.33% (worker cgroup) with cpu idle 50.0%, queue age 180 ms, slack -230 ms`. */
+function worstStallText(w: WorstStall | null): string {
+  if (w === null) return NA;
+  return `stall ${pct(w.stall_rate_pct)} (${w.source}) with cpu idle ${w.cpu_idle_pct === null ? NA : `${w.cpu_idle_pct.toFixed(1)}%`}, queue age ${ms(w.queue_age_ms)}, slack ${ms(w.deadline_slack_ms)}`;
+}
 const bytes = (v: number | "max" | null): string => (v === "max" ? "max" : v === null ? NA : formatBytes(v));
 
 function sections(r: Report): Section[] {
@@ -140,6 +146,10 @@ function sections(r: Report): Section[] {
       peakRow("stall_ms_p99", p.peak_stall_ms_p99, ms),
       peakRow("cgroup memory.peak", p.peak_cg_mem_peak, (v) => `${bytes(v)} (limit ${bytes(p.cg_mem_max)})`),
       peakRow("cgroup memory.current", p.peak_cg_mem_current, (v) => bytes(v)),
+      peakRow("deadline_slack_ms (lowest)", p.lowest_deadline_slack_ms, ms),
+      peakRow("si (swap-in, pages/s)", p.peak_si, (v) => num(v, 1)),
+      // The runbook's contradiction at its worst moment: the stall beside idle CPU and a queue age that looks fine.
+      ["at the worst stall", noRecording ?? worstStallText(p.at_worst_stall), p.at_worst_stall?.ts ?? ""],
       ["OOM kills", oom, ""],
       ["alarms", alarms, ""],
     ],

@@ -14,6 +14,10 @@ export function watchSample(tsMs: number, over: Partial<WatchSample> = {}): Watc
     cg_oom_kill: 0,
     cg_absent: false,
     stall_ms_p99: 100,
+    cpu_idle_pct: 90,
+    queue_age_ms: 0,
+    deadline_slack_ms: null,
+    si: 0,
     alarm: [],
     ...over,
   };

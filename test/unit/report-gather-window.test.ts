@@ -3,6 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { watchSample } from "../helpers/watchSample.js";
 import { writeState, type DrillState } from "../../src/drill/state.js";
 import { buildReport } from "../../src/report/build.js";
 import { gatherReport } from "../../src/report/gather.js";
@@ -78,10 +79,7 @@ describe("report's live read of the decision stream", () => {
     await redis.rpush("sjobs:done", doneJson("1", T0, T0 + 20 * SEC));
     const { inputs, nowMs } = await gatherReport({ stateDir, name: undefined, queue: "sjobs", redisUrl: server.url, sinceMs: 15 * SEC, now: () => T0 + 25 * SEC });
     expect(inputs.events?.map((e) => e.job)).toEqual(["1"]);
-    const samples = [0, 5, 10, 15, 20].map((s) => ({
-      tsMs: T0 + s * SEC, psi_mem_some_avg10: 0, psi_mem_some_rate: 50, cg_psi_mem_some_avg10: null, cg_psi_mem_some_rate: null,
-      cg_mem_current: 1, cg_mem_peak: 1, cg_mem_max: 2, cg_oom_kill: 0, cg_absent: false, stall_ms_p99: 1, alarm: [],
-    }));
+    const samples = [0, 5, 10, 15, 20].map((s) => watchSample(T0 + s * SEC, { psi_mem_some_avg10: 0, psi_mem_some_rate: 50, cg_mem_current: 1, cg_mem_peak: 1, cg_mem_max: 2, stall_ms_p99: 1 }));
     const r = buildReport({ ...inputs, recording: { file: "w.jsonl", samples, badLines: 0 } }, nowMs, 15 * SEC, { sinceGiven: true });
     // 12 s held (8 → 20 s) at 50 %: 6000 ms, not 10000 (from the enqueue).
     expect(r.cost_proxy?.jobs[0]).toMatchObject({ job: "1", stall_ms: 6000 });

@@ -227,3 +227,31 @@ describe("readCgroupNow: the worker cgroup up recorded, read at gather time (fak
     rmSync(sys, { recursive: true, force: true });
   });
 });
+
+// QA: the md report could not tell the runbook's story: peaks only, no idle
+// CPU, no slack, no swap-in, and no word that neighbours were already pressing.
+describe("the pressure section tells the seed's contradiction", () => {
+  const samples = [
+    watchSample(NOW - 4 * MIN, { cg_psi_mem_some_rate: 2, cpu_idle_pct: 95, deadline_slack_ms: 6409, si: 0 }),
+    watchSample(NOW - 3 * MIN, { cg_psi_mem_some_rate: 26.33, cpu_idle_pct: 50, queue_age_ms: 180, deadline_slack_ms: -230, si: 12 }),
+    watchSample(NOW - 2 * MIN, { cg_psi_mem_some_rate: 11, cpu_idle_pct: 60, deadline_slack_ms: 418, si: 3 }),
+  ];
+  const at = (ms: number) => new Date(ms).toISOString();
+
+  it("the lowest slack, the peak swap-in, and idle CPU and queue age at the worst stall: json and text", () => {
+    const r = buildReport(inputs({ recording: { file: "w", samples, badLines: 0 } }), NOW, 10 * MIN);
+    expect(r.pressure.lowest_deadline_slack_ms).toEqual({ value: -230, ts: at(NOW - 3 * MIN) });
+    expect(r.pressure.peak_si).toEqual({ value: 12, ts: at(NOW - 3 * MIN) });
+    expect(r.pressure.at_worst_stall).toEqual({ ts: at(NOW - 3 * MIN), stall_rate_pct: 26.33, source: "worker cgroup", cpu_idle_pct: 50, queue_age_ms: 180, deadline_slack_ms: -230 });
+    const text = renderReport(r, "text", new Chalk({ level: 0 }));
+    expect(text).toMatch(/deadline_slack_ms \(lowest\)\s+-230 ms/);
+    expect(text).toContain("stall 26.33% (worker cgroup) with cpu idle 50.0%, queue age 180 ms, slack -230 ms");
+  });
+
+  it("admission opened on a host already at PSI >= 1.00: a note says neighbours are in the figures", () => {
+    const mode = (psi: string): DecisionEvent => ({ id: `${NOW - 5 * MIN}-0`, tsMs: NOW - 5 * MIN, reason: "mode", job: "", figures: `mode=admit previous=unset psi=${psi}`, gate: "", attempt: null });
+    const noisy = buildReport(inputs({ events: [mode("7.39")] }), NOW, 10 * MIN);
+    expect(noisy.notes.join("\n")).toContain(`admission opened at ${at(NOW - 5 * MIN)} with host PSI avg10 already 7.39 (>= 1.00): neighbours' pressure is in these figures`);
+    expect(buildReport(inputs({ events: [mode("0.12")] }), NOW, 10 * MIN).notes.join("\n")).not.toMatch(/neighbours/);
+  });
+});

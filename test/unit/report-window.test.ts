@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { watchSample } from "../helpers/watchSample.js";
 import { drillDir, runDir, writeState, type DrillState } from "../../src/drill/state.js";
 import { freePort } from "../../src/drill/embeddedRedis.js";
 import { buildReport } from "../../src/report/build.js";
@@ -40,20 +41,7 @@ const doneAt = (id: string, doneTs: number): DoneEntry => ({
   doneTs,
 });
 
-const sampleAt = (tsMs: number, psi: number): WatchSample => ({
-  tsMs,
-  psi_mem_some_avg10: psi,
-  psi_mem_some_rate: 1,
-  cg_psi_mem_some_avg10: null,
-  cg_psi_mem_some_rate: null,
-  cg_mem_current: 1,
-  cg_mem_peak: 1,
-  cg_mem_max: 2,
-  cg_oom_kill: 0,
-  cg_absent: false,
-  stall_ms_p99: 1,
-  alarm: [],
-});
+const sampleAt = (tsMs: number, psi: number): WatchSample => watchSample(tsMs, { psi_mem_some_avg10: psi, psi_mem_some_rate: 1, cg_mem_current: 1, cg_mem_peak: 1, cg_mem_max: 2, stall_ms_p99: 1 });
 
 /** An earlier run on the same queue 6 minutes ago (5 decisions), then this run (3). */
 function queueOfTwoRuns(): ReportInputs {
