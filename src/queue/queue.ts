@@ -67,6 +67,11 @@ export type PushFailure =
   /** No connection: the server is down or restarting. */
   | "unreachable";
 
+/** A script refused a key holding what drill never writes there (it names the key): a send again gets the same answer. */
+export function isKeyRefusal(err: unknown): boolean {
+  return err instanceof Error && err.name === "ReplyError" && err.message.includes(KEY_REFUSAL_MARK);
+}
+
 export function pushFailure(err: unknown): PushFailure {
   if (err instanceof Error && /command timed out/i.test(err.message)) return "no_reply";
   if (err instanceof Error && err.name === "ReplyError") return "refused";
@@ -101,6 +106,7 @@ export async function pushUntilTaken(queue: DrillQueue, job: UnnumberedJob, toke
     } catch (err) {
       failures++;
       retry.onFailure?.(err, failures);
+      if (isKeyRefusal(err)) return { ok: false, error: err, failures };
       const delay = retry.delayMs(failures);
       if (retry.signal.aborted || !retry.sendAgain(failures, delay)) return { ok: false, error: err, failures };
       await sleep(delay, undefined, { signal: retry.signal }).catch(() => {});

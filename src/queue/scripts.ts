@@ -102,7 +102,7 @@ end
  * KEYS: seq ready pushes
  * ARGV: token payload_before_id payload_after_id ttl_ms
  * → {id, 'pushed'} | {id, 'again'} (this token's push already ran: nothing done)
- * A key of the wrong type is an error reply naming it.
+ * A key of the wrong type, or a seq that is not an id, is an error reply naming it.
  * `pushes` (hash token → id) expires ttl_ms after the last push, so a send
  * that waited in a paused server's socket still finds its token.
  */
@@ -116,7 +116,13 @@ local bad = wrong_type(seq, 'string', ready, 'list', pushes, 'hash')
 if bad then return bad end
 local id = redis.call('HGET', pushes, token)
 if id then return {id, 'again'} end
-id = tostring(redis.call('INCR', seq))
+-- Ids are exact integers (a double's tostring turns 1e14 into '1e+14'): past
+-- 2^53 they are not, so refuse rather than issue one twice.
+local last = redis.call('GET', seq)
+if last and (not string.match(last, '^%d+$') or tonumber(last) >= 2^53) then
+  return redis.error_reply(seq .. ' is "' .. string.sub(last, 1, 30) .. '", not a job id under 2^53 ${KEY_REFUSAL_MARK}: nothing pushed')
+end
+id = string.format('%d', redis.call('INCR', seq))
 redis.call('RPUSH', ready, before .. id .. after)
 redis.call('HSET', pushes, token, id)
 redis.call('PEXPIRE', pushes, ttl)

@@ -182,6 +182,17 @@ describe("drill pack + drill gate (built binary)", () => {
     expect(await redis.get(`${queue}:mode`)).toBe("reject_all");
   });
 
+  // QA: pack sent a push ten times into 'ERR value is not an integer' and never named the key.
+  it("pack onto a <q>:seq that is not an id: exit 2 at once, naming the key and its value", async () => {
+    const queue = `e${++n}`;
+    await redis.set(`${queue}:seq`, "abc");
+    const pack = await drill(["pack", "--jobs", "2", "--queue", queue]);
+    expect(pack.exitCode, String(pack.stderr)).toBe(2);
+    expect(String(pack.stderr)).toContain(`could not push job 1 of 2: ${queue}:seq is "abc", not a job id under 2^53`);
+    expect(String(pack.stderr)).not.toMatch(/send\(s\)/);
+    expect(await redis.llen(queue)).toBe(0);
+  });
+
   // A script asked why `gate mode admit --json` refused with no JSON. The
   // project's rule (README): --json stdout carries a command's result; a
   // refusal to act or an error before any result is one `drill: ` line on

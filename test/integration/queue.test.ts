@@ -468,6 +468,27 @@ describe("DrillQueue against a real redis-server", () => {
     expect(await redis.llen(queue.keys.admitted)).toBe(0);
   });
 
+  // QA: a double's tostring made id 1e14 '1e+14', twice; a seq that is not a number was retried and never named.
+  it("push ids are exact integers; a <q>:seq that is not an id under 2^53 is refused by name, nothing pushed", async () => {
+    const queue = freshQueue();
+    await redis.set(queue.keys.seq, "99999999999999");
+    expect((await queue.push(spec)).id).toBe("100000000000000");
+    expect((await queue.push(spec)).id).toBe("100000000000001");
+    expect((await redis.lrange(queue.keys.ready, 0, -1)).map((p) => JSON.parse(p).id)).toEqual(["100000000000000", "100000000000001"]);
+    await redis.set(queue.keys.seq, String(2 ** 53 - 1));
+    expect((await queue.push(spec)).id).toBe(String(2 ** 53));
+    for (const bad of [String(2 ** 53), "abc", "-3"]) {
+      await redis.set(queue.keys.seq, bad);
+      await expect(queue.push(spec)).rejects.toThrow(`${queue.keys.seq} is "${bad}", not a job id under 2^53`);
+    }
+    expect(await redis.llen(queue.keys.ready)).toBe(3);
+    // Not sent again: the same answer would come back.
+    let failures = 0;
+    const outcome = await pushUntilTaken(queue, unnumberedJob(spec), `${pushScope("test")}.0`, { signal: new AbortController().signal, delayMs: () => 1, sendAgain: () => true, onFailure: () => failures++ });
+    expect(outcome.ok).toBe(false);
+    expect(failures).toBe(1);
+  });
+
   // Redis keeps a script's writes made before a command in it fails: each script checks every key it writes first.
   it("a key of the wrong type stops each script before its first write, naming the key and its type", async () => {
     const queue = freshQueue();
