@@ -9,6 +9,7 @@ import { defaultAdmissionConfig, formatPsi, MIN_GATE_INTERVAL_MS, previousModeTe
 import type { WorkerCgroupProbe } from "../gate/signals.js";
 import { gateSignalsHint, resolveWorkerProbe } from "../gate/workerCgroup.js";
 import { validateKeyPart } from "../queue/keys.js";
+import { gateModeOf, modeValueField, modeWarning } from "../queue/mode.js";
 import { DrillQueue } from "../queue/queue.js";
 import { closeRedis, connectRedis } from "../queue/redis.js";
 import { parseDuration, parsePositiveDuration, parsePsiLimit, parsePercent, parsePositiveInt, parseWholeNumber } from "../units.js";
@@ -114,10 +115,17 @@ export async function gateModeAction(g: GlobalOptions, modeText: string, flags: 
   try {
     const queue = new DrillQueue(redis, queueName);
     const forced = mode === "admit" && !calm;
-    const previous = await queue.setMode(mode, { forced, psi: psi.ok ? formatPsi(psi.value.some.avg10) : "missing" });
+    const flip = await queue.flipMode(mode, { forced, psi: psi.ok ? formatPsi(psi.value.some.avg10) : "missing" });
+    const previous = flip.previous.type === "none" ? null : gateModeOf(flip.previous);
     if (forced) process.stderr.write(`drill: forced re-admit while host memory PSI is ${psiText} (over 1.00)\n`);
-    const line = `mode ${mode} queue=${queueName} previous=${previousModeText(previous)} psi ${psiText}${forced ? " forced=1" : ""}`;
-    process.stdout.write(g.json ? `${JSON.stringify({ mode, queue: queueName, previous, forced, psi: psi.ok ? psi.value.some : null })}\n` : `${line}\n`);
+    // The lever moved whatever the key held; say what that was when it was no mode (the gate read it as reject_all).
+    const mistake = modeWarning(queue.keys.mode, flip.previous, "the gate read it as reject_all; overwritten");
+    if (mistake !== null) process.stderr.write(`drill: ${mistake}\n`);
+    if (!flip.recorded) process.stderr.write(`drill: ${queue.keys.events} is not a stream: this flip is not recorded there\n`);
+    const field = modeValueField(flip.previous);
+    const line = `mode ${mode} queue=${queueName} previous=${previousModeText(previous)}${field === null ? "" : ` previous_${field}`} psi ${psiText}${forced ? " forced=1" : ""}`;
+    const json = { mode, queue: queueName, previous, ...(mistake === null ? {} : { previous_stored: flip.previous }), forced, psi: psi.ok ? psi.value.some : null };
+    process.stdout.write(g.json ? `${JSON.stringify(json)}\n` : `${line}\n`);
   } finally {
     await closeRedis(redis);
   }

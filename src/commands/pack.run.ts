@@ -1,9 +1,9 @@
-import { DrillError, InterruptedError, UsageError } from "../errors.js";
+import { DrillError, ExitCode, InterruptedError, UsageError } from "../errors.js";
 import { commandRedisUrl, type GlobalOptions } from "../context.js";
 import { onInterrupt } from "../interrupt.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { jobSchema, MAX_JOBS_PER_PACK, type Job } from "../queue/job.js";
-import { DrillQueue, pushFailure, pushScope, pushUntilTaken, unnumberedJob } from "../queue/queue.js";
+import { DrillQueue, isKeyRefusal, pushFailure, pushScope, pushUntilTaken, unnumberedJob } from "../queue/queue.js";
 import { closeRedis, connectRedis } from "../queue/redis.js";
 import { NO_DURATION_CAP, PLAIN_DECIMAL, parseDuration, parsePositiveDuration, parsePositiveInt, parseWholeNumber } from "../units.js";
 import type { RawPackOptions } from "./pack.js";
@@ -140,6 +140,8 @@ async function pushWithRetry(queue: DrillQueue, options: PackOptions, token: str
   if (outcome.ok) return outcome.job;
   if (run.signal.aborted) return null;
   const why = outcome.error instanceof Error ? outcome.error.message : String(outcome.error);
+  // A key holding what drill never writes: the operator's to fix, not Redis's to recover from.
+  if (isKeyRefusal(outcome.error)) throw new DrillError(`pack: could not push job ${run.index + 1} of ${options.jobs}: ${why}`, ExitCode.usage);
   const pending = pushFailure(outcome.error) === "no_reply" ? "; Redis may still run the last send when it answers: that job is then queued under the next id" : "";
   throw new DrillError(`pack: could not push job ${run.index + 1} of ${options.jobs} in ${outcome.failures} send(s): ${why}${pending}`);
 }

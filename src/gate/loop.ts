@@ -1,6 +1,8 @@
+import { DrillError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { checkDecisionRecord } from "../queue/decisionRecord.js";
 import { decodeJob, type Job } from "../queue/job.js";
+import { gateModeOf, modeValueField, modeWarning, type StoredMode } from "../queue/mode.js";
 import { DrillQueue, rejectDeadReason, type StoredOutcome } from "../queue/queue.js";
 import { BlockingMover, closeRedis, connectRedis, WatchdogTimeout } from "../queue/redis.js";
 import { decideAdmission, decisionFigures, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
@@ -73,11 +75,16 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
   // (and a dry run's) waits for the second sample.
   await sleep(config.intervalMs, deps.signal);
   sampler.sample();
+  const modeSeen = modeNotice(queue.keys.mode, deps.err);
   if (options.dryRun) {
     try {
-      await dryRunPass(queue, sampler, options, deps, summary, now());
+      await dryRunPass(queue, sampler, options, deps, summary, now(), modeSeen);
       summary.stoppedBy = "dry_run";
       return summary;
+    } catch (err) {
+      // Redis answered, with a key drill never writes that way: say which, not a stack trace.
+      if (err instanceof Error && (err.name === "ReplyError" || err.name === "CorruptKeyError")) throw new DrillError(`gate --dry-run: redis answered ${err.message}`);
+      throw err;
     } finally {
       await closeRedis(redis);
     }
@@ -141,7 +148,7 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
         }
         lastJobAt = monoNow();
         if (deps.crashAt === "gate:after-take") process.kill(process.pid, "SIGKILL");
-        await decideOne(queue, sampler, payload, options, deps, summary, now());
+        await decideOne(queue, sampler, payload, options, deps, summary, now(), modeSeen);
         outage.recovered();
       } catch (err) {
         processingMayHoldJob = true;
@@ -168,6 +175,7 @@ async function decideOne(
   deps: GateDeps,
   summary: GateSummary,
   nowMs: number,
+  modeSeen: (stored: StoredMode) => void,
 ): Promise<void> {
   const { gateId, config } = options;
   const decoded = decodeJob(payload, nowMs);
@@ -179,8 +187,10 @@ async function decideOne(
     return;
   }
   const { job, fingerprint } = decoded;
-  const [mode, inflight] = await Promise.all([queue.getMode(), queue.inflightTokens()]);
-  let decision = decideAdmission(job, sampler.signals(mode, inflight), config, nowMs);
+  const [stored, inflight] = await Promise.all([queue.readMode(), queue.inflightTokens()]);
+  modeSeen(stored);
+  let modeField = modeValueField(stored);
+  let decision = decideAdmission(job, sampler.signals(gateModeOf(stored), inflight), config, nowMs);
   const ctx = { gate: gateId, payload, job, fingerprint, nowMs };
 
   // The cap is checked again and changed in the admit script, so two gates
@@ -192,17 +202,38 @@ async function decideOne(
     if (outcome.kind === "admit") decision = { kind: "admit", packed: outcome.packed, limit: config.packedTokenLimit };
     else if (outcome.kind === "reject_packed_tokens") decision = { kind: "reject_packed_tokens", packed: outcome.packed, limit: config.packedTokenLimit };
     else if (outcome.kind === "reject_all") {
+      modeSeen(outcome.stored);
+      modeField = modeValueField(outcome.stored);
       decision = { kind: "reject_host_pressure", psi: sampler.state.readings.psiSomeAvg10 ?? "missing", trigger: "reject_all", figure: null };
     } else return emitStored(options, deps, summary, job, outcome);
   }
+  // A lever that is not a mode rejects (fail closed); its line says what the key held.
+  const modeNote = decision.kind === "reject_host_pressure" && decision.trigger === "reject_all" && modeField !== null ? ` ${modeField}` : "";
   let routeNote = "";
   if (decision.kind !== "admit") {
-    const outcome = await queue.reject(ctx, decision.kind, decisionFigures(decision), { retryHostClass: options.retryHostClass, retryBudget: options.retryBudget });
+    const outcome = await queue.reject(ctx, decision.kind, decisionFigures(decision) + modeNote, { retryHostClass: options.retryHostClass, retryBudget: options.retryBudget });
     if (outcome.kind !== "applied") return emitStored(options, deps, summary, job, outcome);
     if (outcome.route === "dead") routeNote = " route=dead";
   }
   record(summary, decision.kind);
-  emit(options, deps, decisionJson(decision, job, gateId, routeNote !== ""), `${formatDecisionLine(decision, job)}${routeNote}`);
+  emit(options, deps, { ...decisionJson(decision, job, gateId, routeNote !== ""), ...modeJson(modeNote) }, `${formatDecisionLine(decision, job)}${modeNote}${routeNote}`);
+}
+
+/** ` mode_value=banana` → {mode_value: "banana"} for --json. */
+function modeJson(modeNote: string): Record<string, string> {
+  const [k, ...v] = modeNote.trim().split("=");
+  return k === undefined || k === "" ? {} : { [k]: v.join("=") };
+}
+
+/** Says once on stderr when the lever is not a mode (and so rejects everything), and once when it is one again. */
+function modeNotice(key: string, err: (line: string) => void): (stored: StoredMode) => void {
+  let said: string | null = null;
+  return (stored) => {
+    const warning = modeWarning(key, stored, "the gate reads it as reject_all and rejects every job (set admit or reject_all with `drill gate mode`)");
+    if (warning !== null && warning !== said) err(`gate: ${warning}`);
+    if (warning === null && said !== null) err(`gate: ${key} holds a mode again`);
+    said = warning;
+  };
 }
 
 /**
@@ -210,10 +241,21 @@ async function decideOne(
  * moving anything, as the gate would: each job first meets its id's decision
  * record, the stored one or the one a copy earlier in this pass would have left.
  */
-async function dryRunPass(queue: DrillQueue, sampler: GateSampler, options: GateOptions, deps: GateDeps, summary: GateSummary, nowMs: number): Promise<void> {
+async function dryRunPass(
+  queue: DrillQueue,
+  sampler: GateSampler,
+  options: GateOptions,
+  deps: GateDeps,
+  summary: GateSummary,
+  nowMs: number,
+  modeSeen: (stored: StoredMode) => void,
+): Promise<void> {
   const payloads = await queue.redis.lrangeBuffer(queue.keys.ready, 0, (options.maxJobs ?? 1000) - 1);
   const decodedJobs = payloads.map((payload) => decodeJob(payload, nowMs));
-  const mode = await queue.getMode();
+  const stored = await queue.readMode();
+  modeSeen(stored);
+  const mode = gateModeOf(stored);
+  const modeField = modeValueField(stored);
   let inflight = await queue.inflightTokens();
   // <q>:decisions as the decision scripts would leave it after each job of this pass.
   const records = await queue.decisionRecords(decodedJobs.flatMap((decoded) => (decoded.ok ? [decoded.job.id] : [])));
@@ -231,11 +273,12 @@ async function dryRunPass(queue: DrillQueue, sampler: GateSampler, options: Gate
     }
     const decision = decideAdmission(job, sampler.signals(mode, inflight), options.config, nowMs);
     if (decision.kind === "admit") inflight += job.prompt_tokens; // as if admitted, for the next job's packed figure
-    records.set(job.id, { fingerprint, attempt: String(job.attempt), kind: decision.kind, figures: decisionFigures(decision) });
+    const modeNote = decision.kind === "reject_host_pressure" && decision.trigger === "reject_all" && modeField !== null ? ` ${modeField}` : "";
+    records.set(job.id, { fingerprint, attempt: String(job.attempt), kind: decision.kind, figures: decisionFigures(decision) + modeNote });
     // Where the reject would send it, as queue.reject routes it.
     const routedDead = decision.kind !== "admit" && rejectDeadReason(job, decision.kind, { retryHostClass: options.retryHostClass, retryBudget: options.retryBudget }) !== null;
     record(summary, decision.kind);
-    emit(options, deps, decisionJson(decision, job, options.gateId, routedDead), `${formatDecisionLine(decision, job)}${routedDead ? " route=dead" : ""}`);
+    emit(options, deps, { ...decisionJson(decision, job, options.gateId, routedDead), ...modeJson(modeNote) }, `${formatDecisionLine(decision, job)}${modeNote}${routedDead ? " route=dead" : ""}`);
   }
 }
 

@@ -5,7 +5,8 @@ import { nackReason, type GateMode, type RejectKind } from "../gate/policy.js";
 import { parseDecisionRecord, type DecisionRecord } from "./decisionRecord.js";
 import { decodeJob, encodeJob, type Job } from "./job.js";
 import { queueKeys, type QueueKeys } from "./keys.js";
-import { admitScript, deadScript, pushScript, recoverScript, rejectScript, releaseScript, setModeScript } from "./scripts.js";
+import { gateModeOf, type StoredMode } from "./mode.js";
+import { admitScript, deadScript, KEY_REFUSAL_MARK, pushScript, readModeScript, recoverScript, rejectScript, releaseScript, setModeScript } from "./scripts.js";
 import { runScript } from "./redis.js";
 
 /** What the packer asks for; the queue adds id, enqueue_ts, attempt. */
@@ -66,6 +67,11 @@ export type PushFailure =
   /** No connection: the server is down or restarting. */
   | "unreachable";
 
+/** A script refused a key holding what drill never writes there (it names the key): a send again gets the same answer. */
+export function isKeyRefusal(err: unknown): boolean {
+  return err instanceof Error && err.name === "ReplyError" && err.message.includes(KEY_REFUSAL_MARK);
+}
+
 export function pushFailure(err: unknown): PushFailure {
   if (err instanceof Error && /command timed out/i.test(err.message)) return "no_reply";
   if (err instanceof Error && err.name === "ReplyError") return "refused";
@@ -100,6 +106,7 @@ export async function pushUntilTaken(queue: DrillQueue, job: UnnumberedJob, toke
     } catch (err) {
       failures++;
       retry.onFailure?.(err, failures);
+      if (isKeyRefusal(err)) return { ok: false, error: err, failures };
       const delay = retry.delayMs(failures);
       if (retry.signal.aborted || !retry.sendAgain(failures, delay)) return { ok: false, error: err, failures };
       await sleep(delay, undefined, { signal: retry.signal }).catch(() => {});
@@ -143,7 +150,8 @@ export function deadEntry(reason: string, payload: Buffer, meta: { id: string | 
 export type AdmitOutcome =
   | { kind: "admit"; packed: number }
   | { kind: "reject_packed_tokens"; packed: number }
-  | { kind: "reject_all" }
+  /** The lever, read in the script, is not admit: `stored` is what it holds. */
+  | { kind: "reject_all"; stored: StoredMode }
   | StoredOutcome;
 
 /**
@@ -223,22 +231,28 @@ export class DrillQueue {
     await this.redis.rpush(this.keys.ready, payload);
   }
 
-  /** What the gate goes by: anything but reject_all admits, an unset key too. */
+  /** What the gate goes by (gateModeOf): unset or `admit` admits, anything else rejects. */
   async getMode(): Promise<GateMode> {
-    return (await this.storedMode()) ?? "admit";
+    return gateModeOf(await this.readMode());
   }
 
-  /** The mode as stored: null when `<q>:mode` was never set. */
-  async storedMode(): Promise<GateMode | null> {
-    const stored = await this.redis.get(this.keys.mode);
-    return stored === null ? null : stored === "reject_all" ? "reject_all" : "admit";
+  /** What `<q>:mode` holds, whatever its type (a hash there must not be a WRONGTYPE). */
+  async readMode(): Promise<StoredMode> {
+    return storedMode(await runScript(this.redis, readModeScript, [this.keys.mode], []));
   }
 
-  /** Returns the mode it replaced: null when none was set (a flip must not claim an `admit` nobody set). */
+  /** Returns the mode it replaced as the gate read it: null when none was set (a flip must not claim an `admit` nobody set). */
   async setMode(mode: GateMode, meta: { forced: boolean; psi: string; nowMs?: number }): Promise<GateMode | null> {
+    const { previous } = await this.flipMode(mode, meta);
+    return previous.type === "none" ? null : gateModeOf(previous);
+  }
+
+  /** The flip with what the key held before, and whether <q>:events recorded it (not when it is of the wrong type). */
+  async flipMode(mode: GateMode, meta: { forced: boolean; psi: string; nowMs?: number }): Promise<{ previous: StoredMode; recorded: boolean }> {
     const ts = String(meta.nowMs ?? Date.now());
-    const stored = await runScript(this.redis, setModeScript, [this.keys.mode, this.keys.events], [mode, meta.psi, meta.forced ? "1" : "0", ts]);
-    return stored === null ? null : String(stored) === "reject_all" ? "reject_all" : "admit";
+    const reply = await runScript(this.redis, setModeScript, [this.keys.mode, this.keys.events], [mode, meta.psi, meta.forced ? "1" : "0", ts]);
+    const recorded = Array.isArray(reply) && Number(reply[2]) === 1;
+    return { previous: storedMode(reply), recorded };
   }
 
   /**
@@ -246,7 +260,7 @@ export class DrillQueue {
    * Throws on an entry that is not a count, as the admit script refuses: the cap is unknowable, never 0.
    */
   async inflightTokens(): Promise<number> {
-    const entries = await this.redis.hgetall(this.keys.inflight);
+    const entries = await this.redis.hgetall(this.keys.inflight).catch((err: unknown) => this.rethrowNamed(err, this.keys.inflight, "hash"));
     let sum = 0;
     for (const [id, tokens] of Object.entries(entries)) {
       if (!/^\d+$/.test(tokens)) throw new CorruptKeyError(`${this.keys.inflight} entry ${id} is not a token count ("${tokens.slice(0, 20)}"): the packed-token cap cannot be checked`);
@@ -361,7 +375,7 @@ export class DrillQueue {
     const records = new Map<string, DecisionRecord>();
     const unique = [...new Set(ids)];
     if (unique.length === 0) return records; // HMGET needs a field
-    const texts = await this.redis.hmget(this.keys.decisions, ...unique);
+    const texts = await this.redis.hmget(this.keys.decisions, ...unique).catch((err: unknown) => this.rethrowNamed(err, this.keys.decisions, "hash"));
     unique.forEach((id, i) => {
       const record = parseDecisionRecord(texts[i] ?? null);
       if (record !== null) records.set(id, record);
@@ -380,7 +394,7 @@ export class DrillQueue {
     );
     const [kind, a, b] = replyStrings(reply);
     if (kind === "admit" || kind === "reject_packed_tokens") return { kind, packed: Number(a) };
-    if (kind === "reject_all") return { kind };
+    if (kind === "reject_all") return { kind, stored: { type: a ?? "none", value: a === "string" ? (b ?? "") : null } };
     return storedOutcome(kind, a, b);
   }
 
@@ -426,9 +440,24 @@ export class DrillQueue {
     return replyStrings(reply)[0] === "applied" ? "applied" : "gone";
   }
 
+  /** A bare WRONGTYPE names no key: say which, and what it is, as the scripts' refusals do. */
+  private async rethrowNamed(err: unknown, key: string, want: string): Promise<never> {
+    if (!(err instanceof Error) || !err.message.startsWith("WRONGTYPE")) throw err;
+    const found = await this.redis.type(key).catch(() => "key of another type");
+    throw new CorruptKeyError(`${key} is a ${found}, not a ${want} ${KEY_REFUSAL_MARK}`);
+  }
+
   private conflictEntry(ctx: DecisionContext): Buffer {
     return deadEntry("id_reused_with_different_payload", ctx.payload, { id: ctx.job.id, gate: ctx.gate, ts: ctx.nowMs, attempt: ctx.job.attempt });
   }
+}
+
+/** {type, value} from read_mode; value is false (nil) unless the key is a string. */
+function storedMode(reply: unknown): StoredMode {
+  if (!Array.isArray(reply) || reply.length < 1) throw new Error(`unexpected mode script reply ${String(reply)}`);
+  const [type, value] = reply as unknown[];
+  const text = (v: unknown) => (Buffer.isBuffer(v) ? v.toString("utf8") : String(v));
+  return { type: text(type), value: value === null || value === undefined ? null : text(value) };
 }
 
 function replyStrings(reply: unknown): string[] {

@@ -16,7 +16,11 @@ export interface LuaScript {
   sha1: string;
 }
 
-function script(name: string, numberOfKeys: number, body: string): LuaScript {
+/** The words every script's refusal of a key ends its reason with (isKeyRefusal): sending again cannot help. */
+export const KEY_REFUSAL_MARK = "(drill never writes that there)";
+
+/** Every drill script, the worker's too, is built here: all of them start with PREAMBLE. */
+export function script(name: string, numberOfKeys: number, body: string): LuaScript {
   const source = `${PREAMBLE}\n${body}`;
   return { name, numberOfKeys, source, sha1: createHash("sha1").update(source).digest("hex") };
 }
@@ -26,6 +30,33 @@ function script(name: string, numberOfKeys: number, body: string): LuaScript {
 // check_record is the rule; checkDecisionRecord (decisionRecord.ts) mirrors it
 // for gate --dry-run: change both together.
 const PREAMBLE = `
+-- Redis does not undo a script's writes when a later command in it errors, so
+-- a key holding what drill never writes there (WRONGTYPE) must stop a script
+-- before its first write: each script passes every key it writes, with the
+-- type drill keeps there, and returns the first refusal before writing
+-- (nothing moved). Absent keys are fine. Pairs: key, type, key, type...
+local function wrong_type(...)
+  local wanted = {...}
+  for i = 1, #wanted, 2 do
+    local found = redis.call('TYPE', wanted[i])['ok']
+    if found ~= 'none' and found ~= wanted[i + 1] then
+      return redis.error_reply(wanted[i] .. ' is a ' .. found .. ', not a ' .. wanted[i + 1] .. ' ${KEY_REFUSAL_MARK}')
+    end
+  end
+  return nil
+end
+-- The gate's lever as it reads it (mode.ts gateModeOf is the same rule: change
+-- both together): unset or exactly 'admit' admits; anything else, a mistyped
+-- value or a key of another type, is deny-all (fail closed).
+-- → mode, the key's type, its value (false unless a string)
+local function read_mode(key)
+  local found = redis.call('TYPE', key)['ok']
+  if found == 'none' then return 'admit', found, false end
+  if found ~= 'string' then return 'reject_all', found, false end
+  local value = redis.call('GET', key)
+  if value == 'admit' then return 'admit', found, value end
+  return 'reject_all', found, value
+end
 local function parse_record(rec)
   if not rec then return nil end
   local fp, attempt, kind, figures = string.match(rec, '^([^\\t]*)\\t([^\\t]*)\\t([^\\t]*)\\t(.*)$')
@@ -71,6 +102,7 @@ end
  * KEYS: seq ready pushes
  * ARGV: token payload_before_id payload_after_id ttl_ms
  * → {id, 'pushed'} | {id, 'again'} (this token's push already ran: nothing done)
+ * A key of the wrong type, or a seq that is not an id, is an error reply naming it.
  * `pushes` (hash token → id) expires ttl_ms after the last push, so a send
  * that waited in a paused server's socket still finds its token.
  */
@@ -80,9 +112,17 @@ export const pushScript = script(
   `
 local seq, ready, pushes = KEYS[1], KEYS[2], KEYS[3]
 local token, before, after, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local bad = wrong_type(seq, 'string', ready, 'list', pushes, 'hash')
+if bad then return bad end
 local id = redis.call('HGET', pushes, token)
 if id then return {id, 'again'} end
-id = tostring(redis.call('INCR', seq))
+-- Ids are exact integers (a double's tostring turns 1e14 into '1e+14'): past
+-- 2^53 they are not, so refuse rather than issue one twice.
+local last = redis.call('GET', seq)
+if last and (not string.match(last, '^%d+$') or tonumber(last) >= 2^53) then
+  return redis.error_reply(seq .. ' is "' .. string.sub(last, 1, 30) .. '", not a job id under 2^53 ${KEY_REFUSAL_MARK}: nothing pushed')
+end
+id = string.format('%d', redis.call('INCR', seq))
 redis.call('RPUSH', ready, before .. id .. after)
 redis.call('HSET', pushes, token, id)
 redis.call('PEXPIRE', pushes, ttl)
@@ -93,7 +133,7 @@ return {id, 'pushed'}
 /**
  * KEYS: processing admitted inflight decisions events stats mode dead
  * ARGV: payload id fingerprint attempt prompt_tokens limit ts gate conflict_entry
- * → {'admit', packed} | {'reject_packed_tokens', packed} | {'reject_all'}
+ * → {'admit', packed} | {'reject_packed_tokens', packed} | {'reject_all', mode_type, mode_value}
  *   | {'gone'|'conflict'|'redelivery', stored_kind, stored_figures}
  * Only an admit changes anything besides conflict/redelivery: a reject is
  * applied by the reject script with the nack payload the caller builds.
@@ -108,10 +148,13 @@ local processing, admitted, inflight, decisions, events, stats, mode, dead =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local payload, id, fp, attempt, tokens, limit, ts, gate, conflict_entry =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9]
+local bad = wrong_type(processing, 'list', admitted, 'list', inflight, 'hash', decisions, 'hash', events, 'stream', stats, 'hash', dead, 'list')
+if bad then return bad end
 if not redis.call('LPOS', processing, payload) then return gone(decisions, id) end
 local seen = check_record(processing, dead, decisions, events, stats, payload, id, fp, attempt, ts, gate, conflict_entry)
 if seen then return seen end
-if redis.call('GET', mode) == 'reject_all' then return {'reject_all'} end
+local lever, mode_type, mode_value = read_mode(mode)
+if lever ~= 'admit' then return {'reject_all', mode_type, mode_value or ''} end
 local packed = tokens
 local entries = redis.call('HGETALL', inflight)
 for i = 1, #entries, 2 do
@@ -147,6 +190,8 @@ export const rejectScript = script(
 local processing, target, decisions, events, stats, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local payload, id, fp, attempt, kind, figures, ts, gate, routed, route, conflict_entry =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
+local bad = wrong_type(processing, 'list', target, 'list', decisions, 'hash', events, 'stream', stats, 'hash', dead, 'list')
+if bad then return bad end
 if not redis.call('LPOS', processing, payload) then return gone(decisions, id) end
 local seen = check_record(processing, dead, decisions, events, stats, payload, id, fp, attempt, ts, gate, conflict_entry)
 if seen then return seen end
@@ -171,6 +216,8 @@ export const deadScript = script(
   `
 local processing, dead, events, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local payload, entry, job, cause, ts, gate = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local bad = wrong_type(processing, 'list', dead, 'list', events, 'stream', stats, 'hash')
+if bad then return bad end
 if redis.call('LREM', processing, 1, payload) == 0 then return {'gone'} end
 redis.call('RPUSH', dead, entry)
 event(events, 'dead', job, 'cause=' .. cause, ts, gate, '')
@@ -196,6 +243,8 @@ export const recoverScript = script(
 local heartbeat, processing, ready, dead, events, stats, gates = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local ts, from_gate, by_gate = ARGV[1], ARGV[2], ARGV[3]
 if redis.call('EXISTS', heartbeat) == 1 then return -1 end
+local bad = wrong_type(processing, 'list', ready, 'list', dead, 'list', events, 'stream', stats, 'hash', gates, 'hash')
+if bad then return bad end
 local moved = {}
 -- Backwards, so LPUSH leaves the oldest-taken job first at the head.
 for i = #ARGV - 4, 4, -5 do
@@ -231,23 +280,39 @@ return tokens
 /**
  * The gate's lever, flipped in one step with its event: the mode it replaced is
  * the one the event names, even with two flips at once (a rollback's deny-all
- * beside `gate mode`). `previous` as the gate read it: anything but reject_all
- * admits.
- * KEYS: mode events · ARGV: mode psi forced(0|1) ts → the stored mode it replaced, nil when unset.
+ * beside `gate mode`). `previous` as the gate read it (read_mode), with what
+ * the key held when that was not a mode. The lever always moves: SET
+ * overwrites a key of any type, and an events key of the wrong type only
+ * leaves the flip unrecorded.
+ * KEYS: mode events · ARGV: mode psi forced(0|1) ts
+ * → {previous_type, previous_value (false unless a string), recorded 1|0}
  */
 export const setModeScript = script(
   "set_mode",
   2,
   `
-local previous = redis.call('GET', KEYS[1])
+local previous, previous_type, previous_value = read_mode(KEYS[1])
 redis.call('SET', KEYS[1], ARGV[1])
-local shown = 'unset'
-if previous then
-  if previous == 'reject_all' then shown = 'reject_all' else shown = 'admit' end
-end
+local shown = previous
+if previous_type == 'none' then shown = 'unset' end
 local figures = 'mode=' .. ARGV[1] .. ' previous=' .. shown .. ' psi=' .. ARGV[2]
 if ARGV[3] == '1' then figures = figures .. ' forced=1' end
+if previous_type ~= 'none' and previous_type ~= 'string' then figures = figures .. ' previous_type=' .. previous_type end
+if previous_value and previous_value ~= 'admit' and previous_value ~= 'reject_all' then
+  figures = figures .. ' previous_value=' .. string.gsub(string.sub(previous_value, 1, 40), '%s', '_')
+end
+if wrong_type(KEYS[2], 'stream') then return {previous_type, previous_value, 0} end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', '100000', '*', 'reason', 'mode', 'job', '', 'figures', figures, 'ts', ARGV[4])
-return previous
+return {previous_type, previous_value, 1}
+`,
+);
+
+/** KEYS: mode → {type, value (false unless a string)}: what the lever holds, whatever its type. */
+export const readModeScript = script(
+  "read_mode",
+  1,
+  `
+local _, found, value = read_mode(KEYS[1])
+return {found, value}
 `,
 );

@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import { closeSync, openSync, readSync, statSync } from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
@@ -12,6 +11,7 @@ import { parsePsi, type Psi } from "../host/psi.js";
 import { parseVmstatCounters, SWAP_COUNTER_NAMES, type Vmstat } from "../host/vmstat.js";
 import type { QueueKeys } from "../queue/keys.js";
 import { databaseRefusal, openRedis, redactUrl } from "../queue/redis.js";
+import { script } from "../queue/scripts.js";
 import { workerKeys } from "../worker/scripts.js";
 import {
   EVENTS_SCANNED_PER_SAMPLE,
@@ -279,8 +279,14 @@ export type QueueReading = QueueRaw & { scan: QueueScan };
  * scan cap since the last sample: it jumps to the newest, so watch stays live
  * and the cost bounded (the stats counters say how many it did not read).
  */
-const QUEUE_SAMPLE_LUA = `
+const QUEUE_SAMPLE = script(
+  "queue-sample",
+  6,
+  `
 local ready, admitted_key, stats_key, workers_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- A key holding what drill never writes there: say which (a bare WRONGTYPE names none).
+local bad = wrong_type(ready, 'list', admitted_key, 'list', stats_key, 'hash', workers_key, 'hash', KEYS[6], 'stream')
+if bad then return bad end
 local list_cap = tonumber(ARGV[7])
 local admitted = redis.call('LRANGE', admitted_key, 0, list_cap - 1)
 local working = {}
@@ -347,9 +353,14 @@ else
   if #entries > 0 then tip = entries[#entries][1] end
   if #entries == events_cap then tip = newest(tip) end
 end
-return {ready_len, redis.call('LINDEX', ready, 0), admitted, redis.call('HGETALL', stats_key), working, candidates, scanned, redis.call('GET', KEYS[5]), tip, rejects, beyond, ready_scanned, redis.call('LLEN', admitted_key)}
-`;
-const QUEUE_SAMPLE_SHA = createHash("sha1").update(QUEUE_SAMPLE_LUA).digest("hex");
+-- The lever of any type: a hash there reads as its type, which the gate rejects on (read_mode).
+local _, mode_type, mode_value = read_mode(KEYS[5])
+if mode_type ~= 'none' and mode_type ~= 'string' then mode_value = '(a ' .. mode_type .. ')' end
+return {ready_len, redis.call('LINDEX', ready, 0), admitted, redis.call('HGETALL', stats_key), working, candidates, scanned, mode_value, tip, rejects, beyond, ready_scanned, redis.call('LLEN', admitted_key)}
+`,
+);
+const QUEUE_SAMPLE_LUA = QUEUE_SAMPLE.source;
+const QUEUE_SAMPLE_SHA = QUEUE_SAMPLE.sha1;
 const REJECT_LINES_ARG = String(REJECT_LINES_PER_SAMPLE);
 const EVENTS_SCANNED_ARG = String(EVENTS_SCANNED_PER_SAMPLE);
 const LIST_SCAN_ARG = String(SAMPLE_LIST_SCAN_CAP);

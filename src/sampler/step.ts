@@ -412,12 +412,12 @@ function readQueueFields(
     const count = key.startsWith("reject_") ? parseCount(value) : null;
     if (count !== null) rejected[key] = count;
   }
-  // As the gate reads it (src/queue/queue.ts getMode): no key is admit. Anything
-  // else is not a mode: the gate would admit, but say what is there.
+  // As the gate reads it (src/queue/mode.ts gateModeOf): no key is admit. Anything
+  // else is not a mode: the gate rejects every job on it (fail closed); say what is there.
   let gateMode: GateModeField | null = null;
   if (q.mode === null || q.mode === "admit") gateMode = "admit";
   else if (q.mode === "reject_all") gateMode = "reject_all";
-  else lack("gate_mode", `${q.source} mode`, `not admit|reject_all: "${q.mode.slice(0, 20)}" (the gate admits)`);
+  else lack("gate_mode", `${q.source} mode`, `not admit|reject_all: "${q.mode.slice(0, 20)}" (the gate rejects every job as reject_all)`);
   return {
     queueLen: q.queueLen,
     queueAgeMs,

@@ -1,5 +1,4 @@
-import { createHash } from "node:crypto";
-import type { LuaScript } from "../queue/scripts.js";
+import { script } from "../queue/scripts.js";
 import { queueKeys, validateKeyPart, type QueueKeys } from "../queue/keys.js";
 
 /**
@@ -30,10 +29,6 @@ export function workerKeys(queue: string): WorkerKeys {
   };
 }
 
-function script(name: string, numberOfKeys: number, source: string): LuaScript {
-  return { name, numberOfKeys, source, sha1: createHash("sha1").update(source).digest("hex") };
-}
-
 /**
  * First token: mark the payload in the working list and record the time.
  * KEYS: working first_token · ARGV: payload marked id ts
@@ -43,6 +38,8 @@ export const firstTokenScript = script(
   "worker-first-token",
   2,
   `
+local bad = wrong_type(KEYS[1], 'list', KEYS[2], 'hash')
+if bad then return bad end
 local i = redis.call('LPOS', KEYS[1], ARGV[1])
 if not i then return 0 end
 redis.call('LSET', KEYS[1], i, ARGV[2])
@@ -63,6 +60,8 @@ export const doneScript = script(
   "worker-done",
   5,
   `
+local bad = wrong_type(KEYS[1], 'list', KEYS[2], 'list', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'hash')
+if bad then return bad end
 if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 0 then return 0 end
 redis.call('RPUSH', KEYS[2], ARGV[2])
 redis.call('HINCRBY', KEYS[3], 'jobs_done', 1)
@@ -83,6 +82,8 @@ export const workerDeadScript = script(
   "worker-dead",
   3,
   `
+local bad = wrong_type(KEYS[1], 'list', KEYS[2], 'list', KEYS[3], 'hash')
+if bad then return bad end
 if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 0 then return 0 end
 redis.call('RPUSH', KEYS[2], ARGV[2])
 redis.call('HINCRBY', KEYS[3], 'dead', 1)
@@ -108,6 +109,8 @@ local heartbeat, working, admitted, first_token, stats, workers = KEYS[1], KEYS[
 local token, worker = ARGV[1], ARGV[2]
 local alive = redis.call('GET', heartbeat)
 if alive and alive ~= token then return -1 end
+local bad = wrong_type(working, 'list', admitted, 'list', first_token, 'hash', stats, 'hash', workers, 'hash')
+if bad then return bad end
 local moved = 0
 for i = #ARGV - 2, 3, -3 do
   local old, new, id = ARGV[i], ARGV[i + 1], ARGV[i + 2]

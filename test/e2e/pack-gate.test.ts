@@ -171,6 +171,28 @@ describe("drill pack + drill gate (built binary)", () => {
     expect(lines(calm.stdout)[0]).toMatch(new RegExp(`^mode admit queue=${queue} previous=admit psi `));
   });
 
+  // QA: a <q>:mode hash made `gate mode reject_all` die with WRONGTYPE and a stack trace: the lever must always move.
+  it("gate mode over a <q>:mode of another type: the lever moves, exit 0, and says what the key held", async () => {
+    const queue = `e${++n}`;
+    await redis.hset(`${queue}:mode`, "x", "1");
+    const flip = await drill(["--procfs", fakeProc(HOT_PSI), "gate", "mode", "reject_all", "--queue", queue]);
+    expect(flip.exitCode, String(flip.stderr)).toBe(0);
+    expect(lines(flip.stdout)).toEqual([expect.stringMatching(new RegExp(`^mode reject_all queue=${queue} previous=reject_all previous_mode_type=hash psi avg10=12.40`))]);
+    expect(lines(flip.stderr)).toEqual([`drill: ${queue}:mode is a hash, not a string: the gate read it as reject_all; overwritten`]);
+    expect(await redis.get(`${queue}:mode`)).toBe("reject_all");
+  });
+
+  // QA: pack sent a push ten times into 'ERR value is not an integer' and never named the key.
+  it("pack onto a <q>:seq that is not an id: exit 2 at once, naming the key and its value", async () => {
+    const queue = `e${++n}`;
+    await redis.set(`${queue}:seq`, "abc");
+    const pack = await drill(["pack", "--jobs", "2", "--queue", queue]);
+    expect(pack.exitCode, String(pack.stderr)).toBe(2);
+    expect(String(pack.stderr)).toContain(`could not push job 1 of 2: ${queue}:seq is "abc", not a job id under 2^53`);
+    expect(String(pack.stderr)).not.toMatch(/send\(s\)/);
+    expect(await redis.llen(queue)).toBe(0);
+  });
+
   // A script asked why `gate mode admit --json` refused with no JSON. The
   // project's rule (README): --json stdout carries a command's result; a
   // refusal to act or an error before any result is one `drill: ` line on

@@ -51,6 +51,7 @@ function fakeProc(text: string | null): { roots: HostRoots; file: string; write:
 
 interface RunningGate {
   lines: string[];
+  gateIdForTest: string;
   errors: string[];
   done: Promise<GateSummary>;
   stop: () => Promise<GateSummary>;
@@ -87,7 +88,7 @@ function startGate(queue: string, roots: HostRoots, overrides: Partial<GateOptio
       await new Promise((r) => setTimeout(r, 25));
     }
   };
-  return { lines, errors, done, waitFor: waitIn(lines), waitForError: waitIn(errors), stop: () => (controller.abort(), done) };
+  return { lines, errors, done, gateIdForTest: options.gateId, waitFor: waitIn(lines), waitForError: waitIn(errors), stop: () => (controller.abort(), done) };
 }
 
 /** `text` matched as it is in a RegExp. */
@@ -430,6 +431,97 @@ describe("gate against a real redis-server and a fake procfs", () => {
       server.kill("SIGCONT");
       const summary = await gate.stop();
       expect(summary.watchdogFires).toBeGreaterThanOrEqual(1);
+    }
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+  // QA: the admit and reject scripts moved the job and wrote its decision, then
+  // failed on HINCRBY <q>:stats (a string): Redis keeps a script's writes, so
+  // every job was admitted with no line, and --max-jobs never counted one.
+  it.each([
+    ["admit", CALM_PSI, /^admit job=1 /],
+    ["reject", HOT_PSI, /^reject_host_pressure job=1 /],
+  ] as const)("<q>:stats a string on the %s path: nothing moves, nothing is decided, the gate names the key once", async (_path, psi, decided) => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const ids = await pushJobs(queue, 3);
+    await redis.set(queue.keys.stats, "hello");
+    const gate = startGate(queue.keys.queue, fakeProc(psi).roots, { maxJobs: 1 });
+    const said = new RegExp(`^gate: decision failed: redis answered ${literal(queue.keys.stats)} is a string, not a hash`);
+    try {
+      await gate.waitForError(said);
+      expect(gate.lines).toEqual([]);
+      const k = queue.keys;
+      expect(await redis.llen(k.admitted)).toBe(0);
+      expect(await redis.exists(k.inflight, k.decisions, k.events, k.retry("dedicated"), k.dead)).toBe(0);
+      expect(await redis.llen(k.ready)).toBe(2);
+      expect(await redis.llen(k.processing(gate.gateIdForTest))).toBe(1);
+      expect(gate.errors.filter((e) => e.startsWith("gate: ")), gate.errors.join("\n")).toEqual([expect.stringMatching(said)]);
+      await redis.del(queue.keys.stats);
+      await gate.waitFor(decided);
+      expect(await gate.done).toMatchObject({ decided: 1, stoppedBy: "max_jobs" });
+    } finally {
+      await gate.stop();
+    }
+    expect(gate.lines).toHaveLength(1);
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
+  // QA: anything but exactly reject_all admitted, so a mistyped deny-all admitted everything in silence.
+  it.each([
+    ["reject-all", "mode_value=reject-all", 'holds "reject-all", not admit or reject_all'],
+    ["REJECT_ALL", "mode_value=REJECT_ALL", 'holds "REJECT_ALL", not admit or reject_all'],
+    ["banana", "mode_value=banana", 'holds "banana", not admit or reject_all'],
+    [{ hash: "1" }, "mode_type=hash", "is a hash, not a string"],
+  ] as const)("<q>:mode %j is no mode: every job rejected as reject_all (fail closed), the line says what the key held, stderr once", async (stored, field, what) => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const ids = await pushJobs(queue, 2);
+    if (typeof stored === "string") await redis.set(queue.keys.mode, stored);
+    else await redis.hset(queue.keys.mode, stored);
+    const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { maxJobs: 2 });
+    await gate.done;
+    expect(gate.lines).toEqual([`reject_host_pressure job=1 psi=0.00 mode=reject_all ${field}`, `reject_host_pressure job=2 psi=0.00 mode=reject_all ${field}`]);
+    const warnings = gate.errors.filter((e) => e.includes(queue.keys.mode));
+    expect(warnings).toEqual([`gate: ${queue.keys.mode} ${what}: the gate reads it as reject_all and rejects every job (set admit or reject_all with \`drill gate mode\`)`]);
+    expect(await redis.llen(queue.keys.admitted)).toBe(0);
+    expect(await redis.llen(queue.keys.retry("dedicated"))).toBe(2);
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
+  it("exactly admit, or no key, admits", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    await pushJobs(queue, 2);
+    const first = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { maxJobs: 1 });
+    await first.done;
+    await redis.set(queue.keys.mode, "admit");
+    const second = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { maxJobs: 1 });
+    await second.done;
+    expect([...first.lines, ...second.lines]).toEqual(["admit job=1 packed=24000 limit=32000", "reject_packed_tokens job=2 packed=48000 limit=32000"]);
+    expect([...first.errors, ...second.errors].filter((e) => e.includes(":mode"))).toEqual([]);
+  });
+
+  // QA: GET on a hash there made the dry run die with a WRONGTYPE stack trace.
+  it("--dry-run over a <q>:mode hash: names the key and its type, and shows the rejects the gate would make", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    await pushJobs(queue, 1);
+    await redis.hset(queue.keys.mode, "x", "1");
+    const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { dryRun: true });
+    expect(await gate.done).toMatchObject({ stoppedBy: "dry_run" });
+    expect(gate.lines).toEqual(["reject_host_pressure job=1 psi=0.00 mode=reject_all mode_type=hash dry_run=1"]);
+    expect(gate.errors).toContainEqual(expect.stringMatching(new RegExp(`^gate: ${literal(queue.keys.mode)} is a hash, not a string`)));
+  });
+
+  it("<q>:inflight a string: the gate and its dry run name the key and its type, not a bare WRONGTYPE", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const ids = await pushJobs(queue, 1);
+    await redis.set(queue.keys.inflight, "x");
+    const said = `${queue.keys.inflight} is a string, not a hash`;
+    const dry = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { dryRun: true });
+    await expect(dry.done).rejects.toThrow(`gate --dry-run: redis answered ${said}`);
+    const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots);
+    try {
+      await gate.waitForError(new RegExp(`^gate: decision failed: redis answered ${literal(said)}`));
+      expect(gate.lines).toEqual([]);
+    } finally {
+      await gate.stop();
     }
     await assertNoJobLost(redis, queue.keys.queue, ids);
   });

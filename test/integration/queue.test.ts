@@ -2,7 +2,8 @@ import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeJob, encodeJob } from "../../src/queue/job.js";
 import { DrillQueue, pushScope, pushUntilTaken, unnumberedJob, type JobSpec } from "../../src/queue/queue.js";
-import { BlockingMover, closeRedis, connectRedis, WatchdogTimeout } from "../../src/queue/redis.js";
+import { BlockingMover, closeRedis, connectRedis, runScript, WatchdogTimeout } from "../../src/queue/redis.js";
+import { doneScript, firstTokenScript, recoverWorkingScript, workerDeadScript, workerKeys } from "../../src/worker/scripts.js";
 import { assertNoJobLost } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 
@@ -21,6 +22,12 @@ afterAll(async () => {
   await closeRedis(redis); // safe twice
   await server?.stop();
 });
+
+/** Every key of a queue with its type and content, to see that nothing changed. */
+async function dump(queue: string): Promise<[string, string, string][]> {
+  const keys = [queue, ...(await redis.keys(`${queue}:*`))].sort();
+  return Promise.all(keys.map(async (key) => [key, await redis.type(key), (await redis.dumpBuffer(key))?.toString("base64") ?? ""] as [string, string, string]));
+}
 
 /** A unique queue per test: keys never collide, nothing to clean between tests. */
 function freshQueue(): DrillQueue {
@@ -422,11 +429,85 @@ describe("DrillQueue against a real redis-server", () => {
         const before = /^mode=(\S+)/.exec(figures[k - 1]!)![1];
         expect(figures[k], `event ${k}`).toMatch(new RegExp(`^mode=\\S+ previous=${before} psi=0\\.00( forced=1)?$`));
       }
-      // Garbage in the key: the gate admits, and the event says so.
+      // Garbage in the key: the gate rejects on it (fail closed), and the event says what was there.
       await redis.set(queue.keys.mode, "nonsense");
-      expect(await queue.setMode("reject_all", { forced: false, psi: "1.00" })).toBe("admit");
+      expect(await queue.setMode("reject_all", { forced: false, psi: "1.00" })).toBe("reject_all");
+      const last = (await redis.xrevrange(queue.keys.events, "+", "-", "COUNT", 1))[0]![1];
+      expect(last[last.indexOf("figures") + 1]).toBe("mode=reject_all previous=reject_all psi=1.00 previous_value=nonsense");
     } finally {
       await closeRedis(other);
     }
+  });
+  // QA: `gate mode reject_all` over a <q>:mode hash died with WRONGTYPE: the deny-all lever must always move.
+  it("setMode over a <q>:mode of another type: the lever moves, the previous is named by its type", async () => {
+    const queue = freshQueue();
+    await redis.hset(queue.keys.mode, "x", "1");
+    expect(await queue.readMode()).toEqual({ type: "hash", value: null });
+    expect(await queue.flipMode("reject_all", { forced: false, psi: "0.00" })).toEqual({ previous: { type: "hash", value: null }, recorded: true });
+    expect(await redis.get(queue.keys.mode)).toBe("reject_all");
+    const last = (await redis.xrevrange(queue.keys.events, "+", "-", "COUNT", 1))[0]![1];
+    expect(last[last.indexOf("figures") + 1]).toBe("mode=reject_all previous=reject_all psi=0.00 previous_type=hash");
+    // An events key of the wrong type leaves the flip unrecorded, never unflipped.
+    await redis.del(queue.keys.events);
+    await redis.set(queue.keys.events, "x");
+    expect(await queue.flipMode("admit", { forced: false, psi: "0.00" })).toEqual({ previous: { type: "string", value: "reject_all" }, recorded: false });
+    expect(await redis.get(queue.keys.mode)).toBe("admit");
+  });
+
+  it("the admit script reads the lever as the gate does: a mistyped deny-all rejects, with what the key held", async () => {
+    const queue = freshQueue();
+    await queue.push(spec);
+    const mover = new BlockingMover(server.url, { name: "t" });
+    const ctx = await take(queue, mover, "g1");
+    mover.close();
+    await redis.set(queue.keys.mode, "reject-all");
+    expect(await queue.admit(ctx!, 32000)).toEqual({ kind: "reject_all", stored: { type: "string", value: "reject-all" } });
+    await redis.del(queue.keys.mode);
+    await redis.hset(queue.keys.mode, "x", "1");
+    expect(await queue.admit(ctx!, 32000)).toEqual({ kind: "reject_all", stored: { type: "hash", value: null } });
+    expect(await redis.llen(queue.keys.admitted)).toBe(0);
+  });
+
+  // QA: a double's tostring made id 1e14 '1e+14', twice; a seq that is not a number was retried and never named.
+  it("push ids are exact integers; a <q>:seq that is not an id under 2^53 is refused by name, nothing pushed", async () => {
+    const queue = freshQueue();
+    await redis.set(queue.keys.seq, "99999999999999");
+    expect((await queue.push(spec)).id).toBe("100000000000000");
+    expect((await queue.push(spec)).id).toBe("100000000000001");
+    expect((await redis.lrange(queue.keys.ready, 0, -1)).map((p) => JSON.parse(p).id)).toEqual(["100000000000000", "100000000000001"]);
+    await redis.set(queue.keys.seq, String(2 ** 53 - 1));
+    expect((await queue.push(spec)).id).toBe(String(2 ** 53));
+    for (const bad of [String(2 ** 53), "abc", "-3"]) {
+      await redis.set(queue.keys.seq, bad);
+      await expect(queue.push(spec)).rejects.toThrow(`${queue.keys.seq} is "${bad}", not a job id under 2^53`);
+    }
+    expect(await redis.llen(queue.keys.ready)).toBe(3);
+    // Not sent again: the same answer would come back.
+    let failures = 0;
+    const outcome = await pushUntilTaken(queue, unnumberedJob(spec), `${pushScope("test")}.0`, { signal: new AbortController().signal, delayMs: () => 1, sendAgain: () => true, onFailure: () => failures++ });
+    expect(outcome.ok).toBe(false);
+    expect(failures).toBe(1);
+  });
+
+  // Redis keeps a script's writes made before a command in it fails: each script checks every key it writes first.
+  it("a key of the wrong type stops each script before its first write, naming the key and its type", async () => {
+    const queue = freshQueue();
+    const k = queue.keys;
+    const w = workerKeys(k.queue);
+    await queue.push(spec);
+    await redis.lmove(k.ready, k.working("w1"), "LEFT", "RIGHT");
+    const payload = (await redis.lindexBuffer(k.working("w1"), 0))!;
+    await redis.hset(k.inflight, "1", "24000");
+    await redis.set(k.stats, "hello");
+    const before = await dump(k.queue);
+    await expect(runScript(redis, doneScript, [k.working("w1"), k.done, k.stats, k.inflight, w.firstToken], [payload, "{}", "1", "0", "0"])).rejects.toThrow(`${k.stats} is a string, not a hash`);
+    await expect(runScript(redis, workerDeadScript, [k.working("w1"), k.dead, k.stats], [payload, "{}"])).rejects.toThrow(`${k.stats} is a string, not a hash`);
+    await redis.del(k.stats);
+    await redis.set(w.firstToken, "x");
+    const again = await dump(k.queue);
+    await expect(runScript(redis, firstTokenScript, [k.working("w1"), w.firstToken], [payload, "{}", "1", "5"])).rejects.toThrow(`${w.firstToken} is a string, not a hash`);
+    await expect(runScript(redis, recoverWorkingScript, [w.heartbeat("w1"), k.working("w1"), k.admitted, w.firstToken, k.stats, w.workers], ["t", "w1", payload, payload, "1"])).rejects.toThrow(`${w.firstToken} is a string, not a hash`);
+    expect(await dump(k.queue)).toEqual(again);
+    expect(before.filter(([key]) => key !== k.stats)).toEqual(again.filter(([key]) => key !== w.firstToken));
   });
 });

@@ -79,4 +79,18 @@ describe("the queue sample's list scan", () => {
     expect(JSON.parse(q.admitted[0]!.toString())).toMatchObject({ id: "a1" }); // the oldest first
     expect(retriedIds(q)).toEqual(["pushed", "recovered"]);
   });
+  // QA: a wrong-typed key made the sample fail with a bare WRONGTYPE (which key?) under 'unreachable'.
+  it("a key of the wrong type: the failed reading names it and its type; a <q>:mode hash reads as its type, not a failure", async () => {
+    const queue = new DrillQueue(redis, `ws${++n}`);
+    await fill(queue.keys.ready, "r", 3);
+    await redis.hset(queue.keys.mode, "x", "1");
+    expect((await sample(queue)).mode).toBe("(a hash)");
+    await redis.set(queue.keys.stats, "hello");
+    const r = new QueueReader(server.url, queue.keys, "shared-free", 5_000);
+    readers.push(r);
+    await r.connect();
+    const reading = await r.read();
+    expect(reading.ok).toBe(false);
+    expect(reading.ok ? "" : reading.reason).toMatch(new RegExp(`^${queue.keys.stats} is a string, not a hash`));
+  });
 });

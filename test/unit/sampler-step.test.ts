@@ -282,7 +282,7 @@ describe("nextSample: queue fields", () => {
   it("a <q>:mode that is not a mode: gate_mode null + missing, saying what is there", () => {
     const sample = nextSample(null, raw(0, { queue: ok(queue({ mode: "reject-all" })) }), NOW).sample;
     expect(sample.gate_mode).toBeNull();
-    expect(reasonOf(sample, "gate_mode")).toBe('not admit|reject_all: "reject-all" (the gate admits)');
+    expect(reasonOf(sample, "gate_mode")).toBe('not admit|reject_all: "reject-all" (the gate rejects every job as reject_all)');
   });
 
   it("retried jobs are passed to the alarms", () => {
