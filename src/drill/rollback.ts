@@ -19,7 +19,7 @@ import { drainQueue, exportKeys, type DrainResult } from "./drain.js";
 import { isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
 import { acquireDrillLock, type DrillLock } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
-import { drillDir, readState, writeState, type DrillState, type ProcessRole, type StateEntry } from "./state.js";
+import { drillDir, readState, upDiedUnrecorded, writeState, type DrillState, type ProcessRole, type StateEntry } from "./state.js";
 import { drillRunFromEnviron, findByCwd, findByRunId, findDrillRunProcesses, listCwds, type StrayProcess } from "./strays.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
@@ -243,6 +243,17 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
   // A foreground `drill up` whose owner is still alive keeps running its
   // schedule otherwise: it is the packer, stopped in step 2.
   try {
+    // up killed before it recorded an end: said now, while it can be told, or
+    // the report would read this rollback as what stopped the drill.
+    if (upDiedUnrecorded(roots, state)) {
+      state.ended = {
+        verdict: "up_gone",
+        at: new Date().toISOString(),
+        reason: `drill up (pid ${state.owner.pid}) found gone by the rollback, with no end recorded (killed, or the host rebooted): the packing had stopped before`,
+        pushed: null,
+        notPacked: null,
+      };
+    }
     state.phase = "rolling_back";
     writeState(options.stateDir, state);
 

@@ -3,6 +3,8 @@ import path from "node:path";
 import { writeJsonDurably } from "../cgroup/stateFiles.js";
 import { DrillError, UsageError } from "../errors.js";
 import { redactUrl } from "../context.js";
+import type { HostRoots } from "../host/kernelFile.js";
+import { isSameProcess } from "../host/process.js";
 
 /**
  * `<state-dir>/<name>/state.json`: what `drill up` intends and what exists.
@@ -48,12 +50,13 @@ export interface DrillState {
 
 /** up's verdict on the run, for the report's header: a drill cut short must not read as a clean run. */
 export interface DrillEnded {
-  verdict: "ran" | "stopped_early" | "interrupted";
+  /** up_gone: written by a rollback that found up gone with no end of its own recorded (SIGKILL, a reboot). */
+  verdict: "ran" | "stopped_early" | "interrupted" | "up_gone";
   at: string;
   /** What stopped it (`gate exited (code 143)`); null for a run to its end. */
   reason: string | null;
-  pushed: number;
-  notPacked: number;
+  pushed: number | null;
+  notPacked: number | null;
 }
 
 export function drillDir(stateDir: string, name: string): string {
@@ -198,4 +201,11 @@ export function readStateEntries(stateDir: string, names: readonly string[]): St
       return [{ name, unreadable: err instanceof Error ? err.message : String(err) }];
     }
   });
+}
+
+/** The up of a run still starting or running is gone, and recorded no end: SIGKILLed, or the host rebooted. */
+export function upDiedUnrecorded(roots: HostRoots, state: DrillState): boolean {
+  if ((state.phase !== "starting" && state.phase !== "running") || state.ended) return false;
+  const { pid, startTime } = state.owner;
+  return startTime !== null && !isSameProcess(roots, pid, startTime);
 }

@@ -6,12 +6,11 @@ import { isEmbeddedRedis, reviveEmbeddedRedis } from "../drill/embeddedRedis.js"
 import { drillCommandFor } from "../context.js";
 import { listDrills, unknownDrillProblem, type KnownDrill } from "../drill/rollback.js";
 import { HostRoots } from "../host/kernelFile.js";
-import { isSameProcess } from "../host/process.js";
 import { detectLayout } from "../cgroup/layout.js";
 import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import { workerCgroupFromDirs } from "../cgroup/paths.js";
 import { validateDrillName } from "../drill/names.js";
-import { drillDir, readState, readStateEntries, runDir, type DrillState } from "../drill/state.js";
+import { drillDir, readState, readStateEntries, runDir, upDiedUnrecorded, type DrillState } from "../drill/state.js";
 import { DrillError, RefusedError, UsageError } from "../errors.js";
 import { queueKeys, type QueueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
@@ -240,12 +239,6 @@ function drillInfo(name: string, state: DrillState | null, roots: HostRoots): Dr
   };
 }
 
-/** The up of a run still starting or running is gone, and recorded no end: SIGKILLed, or the host rebooted. */
-export function upDiedUnrecorded(roots: HostRoots, state: DrillState): boolean {
-  if ((state.phase !== "starting" && state.phase !== "running") || state.ended) return false;
-  const { pid, startTime } = state.owner;
-  return startTime !== null && !isSameProcess(roots, pid, startTime);
-}
 
 /**
  * --recording: the operator named it, so a file that cannot be read or holds
