@@ -19,6 +19,8 @@ export async function stopRecordedProcess(
   const target = { pid: id.pid, startTime: id.startTime };
   const first = signalVerified(roots, target, "SIGTERM");
   if (first !== "signalled") return first;
+  // A stopped process (SIGSTOP, Ctrl-Z) handles SIGTERM only once continued.
+  signalVerified(roots, target, "SIGCONT");
   if (await waitGone(roots, target, graceMs)) return "stopped";
   signalVerified(roots, target, "SIGKILL");
   return (await waitGone(roots, target, 2000)) ? "killed" : "alive";

@@ -254,6 +254,8 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         notPacked: null,
       };
     }
+    // An up still starting opens admission as its last step before running.
+    const upWasStarting = state.phase === "starting";
     state.phase = "rolling_back";
     writeState(options.stateDir, state);
 
@@ -273,12 +275,14 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     crash("deny-all");
 
     // 2. stop the packer (and a foreground up that runs the schedule)
-    await stopRoles(state, ["packer"], roots, record, "stop packer");
+    const upWasAlive = await stopRoles(state, ["packer"], roots, record, "stop packer");
     crash("stop-packer");
-    // What up recorded before it saw the takeover (a child spawned in that
-    // moment) is in its own last write, not in this copy: merged, so the rest
-    // of the rollback stops it and unlinks its files.
+    // What up recorded before it saw the takeover (a child spawned, or, while
+    // it started, its cgroup or file dir) is in its own last write, not in
+    // this copy: merged, so the rest of the rollback stops and removes it.
     adoptRecordedSince(state, readState(options.stateDir, name));
+    // An up stopped while it started may have opened admission after step 1.
+    if (upWasAlive && upWasStarting && queue) await guard(record, "deny-all again", () => denyAll(queue, roots), (err) => result.left.push(denyAllFailed(queue, err)));
 
     // 3. drain what waits
     let drained: DrainResult | null = null;
@@ -628,11 +632,18 @@ async function completeOutcome(state: DrillState, options: RollbackOptions): Pro
   return redrained ? { kind: "rolled_back", result: redrained } : { kind: "complete", completedAt: state.completedAt ?? null };
 }
 
-/** Process records of this run on disk that `state` lacks, added to it (by key). */
+/**
+ * What up recorded on disk that `state` lacks, added to it: process records
+ * (by key), and the cgroup, file dir and Redis of an up stopped while it
+ * started (recorded after this rollback read the state).
+ */
 export function adoptRecordedSince(state: DrillState, onDisk: DrillState | null): void {
   if (onDisk === null || onDisk.runId !== state.runId) return;
   const known = new Set(state.processes.map((p) => p.key));
   state.processes.push(...onDisk.processes.filter((p) => !known.has(p.key)));
+  state.cgroup ??= onDisk.cgroup;
+  state.fileDir ??= onDisk.fileDir;
+  if (state.redis.url === "") state.redis = onDisk.redis;
 }
 
 async function guard(
@@ -669,19 +680,22 @@ async function stopRoles(
   roots: HostRoots,
   record: (step: string, ok: boolean, detail: string) => void,
   step: string,
-): Promise<void> {
+): Promise<boolean> {
   const targets = state.processes.filter((p) => roles.includes(p.role));
   if (roles.includes("packer") && state.owner.pid !== process.pid) {
     targets.push({ role: "packer", key: "up", pid: state.owner.pid, startTime: state.owner.startTime, files: [], intendedAt: state.createdAt });
   }
   const done: string[] = [];
   let ok = true;
+  let wasAlive = false;
   for (const target of targets) {
     const outcome = await stopRecordedProcess(roots, target);
     if (outcome === "alive") ok = false;
+    if (outcome === "stopped" || outcome === "killed" || outcome === "alive") wasAlive = true;
     if (outcome !== "not_started") done.push(`${target.key} ${target.pid ?? "-"}: ${STOP_OUTCOME_TEXT[outcome]}`);
   }
   record(step, ok, done.length === 0 ? "nothing running" : done.join(", "));
+  return wasAlive;
 }
 
 /** The embedded redis-server, found by its working directory (its --dir), recorded pid or not. */

@@ -174,6 +174,18 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     };
     writeState(stateDir, state);
     crash("state");
+    // A rollback that took the drill over while it starts (its "rolling_back"
+    // on disk, before its step 2 stops this up) owns state.json: nothing more
+    // is recorded or started. Each act's intent is written first, so a refused
+    // write stops the act too.
+    const takenOver = (): boolean => rollbackOwnsState(readStateQuietly(stateDir, name), runId);
+    const stopIfTakenOver = (): void => {
+      if (takenOver()) throw new DrillError(`drill rollback took ${name} over while it was starting (${statePath(stateDir, name)} says rolling_back): nothing more is started here; the rollback finishes it`);
+    };
+    const save = (): void => {
+      stopIfTakenOver();
+      writeState(stateDir, state);
+    };
     // Never an existing dir (EEXIST): a run dir is nobody else's.
     mkdirSync(path.dirname(dir), { recursive: true, mode: 0o700 });
     mkdirSync(dir, { mode: 0o700 });
@@ -187,14 +199,14 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       const port = await freePort();
       state.redis = { url: `redis://127.0.0.1:${port}`, embedded: { dir: redisDir, port } };
       const record = intendProcess(state, "redis", "redis");
-      writeState(stateDir, state);
+      save();
       // It holds the drain and stops last, as in rollback: the children, gone at
       // duration + 5 min, never find it gone (or somebody else's on its port).
       const embedded = await startEmbeddedRedis({ dir: redisDir, port, detached: true, env, lifetimeMs: drill.duration + SELF_EXIT_GRACE_MS + REDIS_STOPS_LAST_MS });
       crash("redis-spawn");
       fillPid(roots, record, embedded.pid);
       state.redis = { url: embedded.url, embedded: { dir: redisDir, port: embedded.port } };
-      writeState(stateDir, state);
+      save();
       log(`redis: embedded redis-server pid ${embedded.pid} at ${embedded.url} (appendonly, appendfsync always) in ${redisDir}`);
     } else {
       log(`redis: ${options.redisUrl}`);
@@ -214,7 +226,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
         const plan = planSetup(cgroup, inspectForSetup(roots, cgroup, stateDir), setupOptions);
         setup = applySetup(plan, stateDir, undefined, () => {
           state.cgroup = { name: options.cgroupName, parent: parent ?? "/", dirs: cgroup.dirs.map((d) => d.dir) };
-          writeState(stateDir, state);
+          save();
         });
       } catch (err) {
         // Refused (another drill took the cgroup while Redis started): nothing
@@ -225,19 +237,20 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       }
       crash("cgroup");
       // After the cgroup is claimed: a refused start wrote nothing into a given Redis.
+      // Never over a rollback's deny-all (it pulls the lever again once it has stopped this up).
+      stopIfTakenOver();
       await queue.setMode("admit", { forced: false, psi: facts.hostPsi.avg10?.toFixed(2) ?? "missing" });
       log(`cgroup: ${cgroup.limits.dir} memory.max ${formatBytes(drill.cgroup.memory_max)}, swap ${formatBytes(drill.cgroup.swap_max)} (lab expectation)`);
       for (const warning of setup.warnings) log(`cgroup: warning: ${warning}`);
 
       // Files of the hog and the worker: one directory per run, removed by rollback.
       state.fileDir = path.join(options.fileDir, `drill-${runId}`);
-      writeState(stateDir, state);
+      save();
       mkdirSync(state.fileDir, { recursive: true, mode: 0o700 });
 
       const selfExitMs = drill.duration + SELF_EXIT_GRACE_MS;
       const globalArgs = ["--redis", state.redis.url, "--procfs", options.procfs, "--sysfs", options.sysfs, "--state-dir", stateDir];
       const target = ["--name", options.cgroupName, ...(parent ? ["--parent", parent] : [])];
-      const takenOver = (): boolean => rollbackOwnsState(readStateQuietly(stateDir, name), runId);
       const spawnChild = (role: ProcessRole, key: string, args: string[], files: string[] = []): SpawnedChild | null => {
         // A rollback that took the drill over (before its step 2 stops this up)
         // owns state.json: a hog spawned now would write "running" over its
@@ -275,7 +288,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       ]);
       log(`started gate, worker (in the cgroup) and watch; logs in ${dir}`);
 
-      if (takenOver()) throw new DrillError(`drill rollback took ${name} over while it was starting (${statePath(stateDir, name)} says rolling_back): nothing more is started here; the rollback finishes it`);
+      stopIfTakenOver();
       state.phase = "running";
       writeState(stateDir, state);
       options.onRunning?.(state);
