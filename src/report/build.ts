@@ -210,7 +210,7 @@ export interface Report {
     /** The smallest deadline_slack_ms: the slack that ran out while queue age looked fine. */
     lowest_deadline_slack_ms: Peak;
     peak_si: Peak;
-    /** The sample with the highest stall rate (worker cgroup's, else host's), with what sat beside it: the runbook's "idle CPU plus shrinking slack". */
+    /** The sample with the highest stall rate (worker cgroup's or host's), with what sat beside it: the runbook's "idle CPU plus shrinking slack". */
     at_worst_stall: WorstStall | null;
     cg_mem_max: number | "max" | null;
     /** memory.events oom_kill at the last sample, and how much it rose in the window. */
@@ -262,7 +262,7 @@ const iso = (ms: number | null): string | null => (ms === null ? null : new Date
 
 export interface WorstStall {
   ts: string;
-  /** cg_psi_mem_some_rate, or psi_mem_some_rate where the cgroup's was not read. */
+  /** The larger of cg_psi_mem_some_rate and psi_mem_some_rate (either alone where the other was not read). */
   stall_rate_pct: number;
   source: "worker cgroup" | "host";
   cpu_idle_pct: number | null;
@@ -273,10 +273,13 @@ export interface WorstStall {
 function worstStall(samples: readonly WatchSample[]): WorstStall | null {
   let worst: WorstStall | null = null;
   for (const s of samples) {
+    // The larger of the two: a worker cgroup at 0 % beside a host at 26 % is the host's moment.
     const cg = s.cg_psi_mem_some_rate;
-    const rate = cg ?? s.psi_mem_some_rate;
+    const host = s.psi_mem_some_rate;
+    const fromCgroup = cg !== null && (host === null || cg >= host);
+    const rate = fromCgroup ? cg : host;
     if (rate === null || (worst !== null && rate <= worst.stall_rate_pct)) continue;
-    worst = { ts: new Date(s.tsMs).toISOString(), stall_rate_pct: rate, source: cg !== null ? "worker cgroup" : "host", cpu_idle_pct: s.cpu_idle_pct, queue_age_ms: s.queue_age_ms, deadline_slack_ms: s.deadline_slack_ms };
+    worst = { ts: new Date(s.tsMs).toISOString(), stall_rate_pct: rate, source: fromCgroup ? "worker cgroup" : "host", cpu_idle_pct: s.cpu_idle_pct, queue_age_ms: s.queue_age_ms, deadline_slack_ms: s.deadline_slack_ms };
   }
   return worst;
 }

@@ -249,6 +249,13 @@ describe("the pressure section tells the seed's contradiction", () => {
     expect(text).toContain("stall 26.33% (worker cgroup) with cpu idle 50.0%, queue age 180 ms, slack -230 ms");
   });
 
+  // QA: a worker cgroup at 0 % all along pointed the row at the first sample while the host stalled 26 %.
+  it("the host's stall when it is the larger", () => {
+    const hostOnly = [watchSample(NOW - 4 * MIN, { cg_psi_mem_some_rate: 0, psi_mem_some_rate: 1 }), watchSample(NOW - 3 * MIN, { cg_psi_mem_some_rate: 0, psi_mem_some_rate: 26.04, cpu_idle_pct: 34 })];
+    const r = buildReport(inputs({ recording: { file: "w", samples: hostOnly, badLines: 0 } }), NOW, 10 * MIN);
+    expect(r.pressure.at_worst_stall).toMatchObject({ ts: at(NOW - 3 * MIN), stall_rate_pct: 26.04, source: "host", cpu_idle_pct: 34 });
+  });
+
   it("admission opened on a host already at PSI >= 1.00: a note says neighbours are in the figures", () => {
     const mode = (psi: string): DecisionEvent => ({ id: `${NOW - 5 * MIN}-0`, tsMs: NOW - 5 * MIN, reason: "mode", job: "", figures: `mode=admit previous=unset psi=${psi}`, gate: "", attempt: null });
     const noisy = buildReport(inputs({ events: [mode("7.39")] }), NOW, 10 * MIN);
