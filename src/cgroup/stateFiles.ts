@@ -304,8 +304,11 @@ function replaceStale(target: string, stale: string, tmp: string, depth = 0): bo
 export function liveLockHolder(file: string): LockHolder | null {
   const text = readText(file);
   const holder = text === null ? null : parseLockHolder(text);
-  return holder !== null && holder.startTime !== null && isSameProcess(ownProc, holder.pid, holder.startTime) ? holder : null;
+  return holder !== null && isAlive(holder) ? holder : null;
 }
+
+/** The writer of a lock is alive: same pid, same start time (without one it cannot be told from a reused pid). */
+const isAlive = (holder: LockHolder): boolean => holder.startTime !== null && isSameProcess(ownProc, holder.pid, holder.startTime);
 
 /** The live holder of a lock file's content, or null when it is gone (stale); refused when it is no lock drill wrote. */
 function judgeLock(file: string, text: string): LockHolder | null {
@@ -315,7 +318,7 @@ function judgeLock(file: string, text: string): LockHolder | null {
       `${file} is not a lock drill wrote (empty or cut short; drill's appear whole): another program's, or an older drill's still being written. Check that no drill of this name runs, then remove it and retry`,
     );
   }
-  return holder.startTime !== null && isSameProcess(ownProc, holder.pid, holder.startTime) ? holder : null;
+  return isAlive(holder) ? holder : null;
 }
 
 function linkUnlessExists(from: string, to: string): boolean {
