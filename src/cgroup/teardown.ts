@@ -412,6 +412,36 @@ function signalEach(roots: HostRoots, dirs: CgroupDir[], tasks: KilledTask[], se
 }
 
 /**
+ * The cgroup.freeze files a teardown in this process froze and has not thawed
+ * yet: the wait for `frozen 1` is async, so an exit (rollback's second
+ * Ctrl-C) can come in between, and must thaw these first.
+ */
+const frozenNow = new Set<string>();
+
+/**
+ * Thaws what a teardown in this process froze and did not thaw yet: for an
+ * exit in the middle of freeze → kill → thaw (a cgroup left frozen keeps its
+ * tasks stopped for good). Synchronous, so it can run right before exit.
+ */
+export function thawWhatTeardownFroze(): { thawed: string[]; stuck: string[] } {
+  const thawed: string[] = [];
+  const stuck: string[] = [];
+  for (const file of frozenNow) {
+    try {
+      writeFileSync(file, "0");
+      thawed.push(path.dirname(file));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
+        stuck.push(`${file} (${(err as Error).message})`);
+        continue;
+      }
+    }
+    frozenNow.delete(file);
+  }
+  return { thawed, stuck };
+}
+
+/**
  * Freezes the dirs, waits (until `waitUntil`) for cgroup.events `frozen 1`,
  * runs `body`, and thaws every dir it froze whatever happened in between.
  */
@@ -424,6 +454,7 @@ async function whileFrozen(dirs: CgroupDir[], waitUntil: number, body: () => voi
       try {
         writeFileSync(file, "1");
         frozen.push(file);
+        frozenNow.add(file);
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw kernelWriteError(file, err);
       }
@@ -437,8 +468,10 @@ async function whileFrozen(dirs: CgroupDir[], waitUntil: number, body: () => voi
   for (const file of frozen) {
     try {
       writeFileSync(file, "0");
+      frozenNow.delete(file);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "ENOENT") stuck.push(`${file} (${(err as Error).message})`);
+      else frozenNow.delete(file);
     }
   }
   if (stuck.length > 0) {

@@ -7,6 +7,7 @@ import { stopStartingUps, type StartingUp } from "../drill/startingUp.js";
 import { queueKeys } from "../queue/keys.js";
 import { readState, readStateEntries, statePath } from "../drill/state.js";
 import { ExitCode, RollbackIncompleteError, UsageError } from "../errors.js";
+import { thawWhatTeardownFroze } from "../cgroup/teardown.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
 import { consoleOutput, snakeCaseKeys } from "../output.js";
 import type { RollbackFlags } from "./rollback.js";
@@ -47,6 +48,13 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   const interrupts = finishDespiteInterrupt(
     () => writeErr(`drill: SIGINT: finishing the rollback (stopping now would leave it half done); Ctrl-C again to stop anyway\n`),
     (signal) => {
+      // Stopping is the operator's choice; a cgroup left frozen is not (its tasks stay stopped for good).
+      const { thawed, stuck } = thawWhatTeardownFroze();
+      const stillFrozen = stuck.map((file) => `could not thaw ${file}: its tasks stay stopped until 0 is written there`);
+      const thawNotes = [
+        ...(thawed.length > 0 ? [`thawed ${thawed.join(", ")} (frozen to kill its tasks) before stopping: what is still inside runs until the rollback is run again`] : []),
+        ...stillFrozen,
+      ];
       const afterStep = current.lastStep === "" ? null : current.lastStep;
       const where = afterStep === null ? "before its first step" : `after step "${afterStep}"`;
       const command = current.cgroups ? `${drillCmd} rollback` : `${drillCmd} rollback --name ${current.name}`;
@@ -57,11 +65,13 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
         const notStarted = current.cgroups ? [] : names.slice(names.indexOf(current.name) + 1);
         const left = [
           ...leftOf(drills),
+          ...stillFrozen,
           `${what}: rollback interrupted by ${signal} ${where}; run ${command} again to finish it`,
           ...notStarted.map((name) => `${name}: not rolled back (interrupted before it); run ${drillCmd} rollback --name ${name}`),
         ];
         output.json(rollbackDocument(drills, complete, cgroups, [], left, { signal, drill: current.name, after_step: afterStep, command }, startingUps));
       }
+      for (const note of thawNotes) writeErr(`drill: ${note}\n`);
       writeErr(`drill: interrupted by ${signal} during the rollback of ${what} ${where}; run \`${command}\` again to finish it\n`);
       process.exit(signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
     },

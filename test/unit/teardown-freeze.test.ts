@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { requireLayout } from "../../src/cgroup/layout.js";
 import { resolveWorkerCgroup, type CgroupDir, type WorkerCgroup } from "../../src/cgroup/paths.js";
 import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
-import { killUntilEmpty, teardownWorkerCgroup, type KilledTask, type TeardownMethod } from "../../src/cgroup/teardown.js";
+import { killUntilEmpty, teardownWorkerCgroup, thawWhatTeardownFroze, type KilledTask, type TeardownMethod } from "../../src/cgroup/teardown.js";
 import { RollbackIncompleteError } from "../../src/errors.js";
 import { makeFakeHost, type FakeHost } from "../helpers/cgroupFixtures.js";
 
@@ -165,6 +165,24 @@ describe("teardown without cgroup.kill: freeze → kill → thaw (DESIGN: cgroup
     expect(new Set(freezeAtKill)).toEqual(new Set(["1"]));
     expect(read(path.join(twin.dir, "cgroup.freeze")).trim()).toBe("0");
     expect([...method]).toEqual(["freeze-kill-thaw"]);
+  });
+
+  it("an exit while it waits for `frozen 1` (rollback's second Ctrl-C) can thaw what it froze; nothing is left to thaw after", async () => {
+    host = makeFakeHost("v2");
+    const cgPath = "/process_api/abc/drill-t7";
+    // cgroup.events stays `frozen 0`: the wait lasts FREEZE_WAIT_MS, with the cgroup frozen.
+    const dir = fakeCgroup(host, "", cgPath, 2, { "cgroup.freeze": "0\n", "cgroup.events": "populated 1\nfrozen 0\n" }, [31341]);
+    placeInProcfs(host, 31341, `0::${cgPath}\n`);
+    const freeze = () => read(path.join(dir.dir, "cgroup.freeze")).trim();
+    const sweep = killUntilEmpty(host.roots, [dir], Date.now() + 20_000, [], new Set(), () => writeFileSync(path.join(dir.dir, "cgroup.procs"), ""));
+    const deadline = Date.now() + 5_000;
+    while (freeze() !== "1" && Date.now() < deadline) await new Promise((r) => setTimeout(r, 2));
+    expect(freeze()).toBe("1");
+    expect(thawWhatTeardownFroze()).toEqual({ thawed: [dir.dir], stuck: [] });
+    expect(freeze()).toBe("0");
+    expect(await sweep).toEqual([]);
+    expect(freeze()).toBe("0");
+    expect(thawWhatTeardownFroze()).toEqual({ thawed: [], stuck: [] });
   });
 
   it("with cgroup.kill it writes that and never freezes", async () => {
