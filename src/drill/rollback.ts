@@ -16,10 +16,10 @@ import { DrillQueue } from "../queue/queue.js";
 import { queueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
 import { drainQueue, exportKeys, type DrainResult } from "./drain.js";
-import { isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
+import { freePort, isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
 import { acquireDrillLock, type DrillLock } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
-import { drillDir, readState, upDiedUnrecorded, writeState, type DrillState, type ProcessRole, type StateEntry } from "./state.js";
+import { drillDir, readState, upDiedUnrecorded, writeState, type DrillState, type ProcessRecord, type ProcessRole, type StateEntry } from "./state.js";
 import { drillRunFromEnviron, findByCwd, findByRunId, findDrillRunProcesses, listCwds, type StrayProcess } from "./strays.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
@@ -262,7 +262,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     // `up` died before it had a Redis: there is no queue to flip or drain. (Never
     // fall back to a default URL: that is somebody else's Redis.)
     const noRedis = !options.redisUrl && state.redis.url === "";
-    const redis = noRedis ? null : await connectDrillRedis(state, options, record);
+    const redis = noRedis ? null : await connectDrillRedis(state, options, record, crash);
     const queue = redis ? new DrillQueue(redis, state.queue) : null;
     if (noRedis) record("connect redis", true, "up stopped before it set up a Redis: no queue to flip or drain");
 
@@ -782,6 +782,7 @@ async function connectDrillRedis(
   state: DrillState,
   options: RollbackOptions,
   record: (step: string, ok: boolean, detail: string) => void,
+  crash: (step: string) => void,
 ): Promise<Redis | null> {
   const url = options.redisUrl ?? state.redis.url;
   try {
@@ -799,12 +800,20 @@ async function connectDrillRedis(
   try {
     const embedded = state.redis.embedded;
     requireRestartable(options.roots, embedded.dir);
+    // Intent before the act, as up does: the port written first, so a rollback
+    // killed right after the spawn leaves the next one a Redis it can reach
+    // (and stop), not one on the drill's AOF that it must refuse to start beside.
+    const port = await freePort();
+    const intended: ProcessRecord = { role: "redis", key: "redis", pid: null, startTime: null, files: [], intendedAt: new Date().toISOString() };
+    state.redis = { url: `redis://127.0.0.1:${port}`, embedded: { dir: embedded.dir, port } };
+    state.processes = [...state.processes.filter((p) => p.role !== "redis"), intended];
+    writeState(options.stateDir, state);
     // If this rollback dies half-way, the restarted server still exits by itself.
-    const restarted = await startEmbeddedRedis({ dir: embedded.dir, detached: true, env: { ...process.env, DRILL_RUN_ID: state.runId }, lifetimeMs: SELF_EXIT_GRACE_MS });
+    const restarted = await startEmbeddedRedis({ dir: embedded.dir, port, detached: true, env: { ...process.env, DRILL_RUN_ID: state.runId }, lifetimeMs: SELF_EXIT_GRACE_MS });
+    crash("redis-restart");
     const stat = readProcessStat(options.roots, restarted.pid);
-    state.redis = { url: restarted.url, embedded: { dir: restarted.dir, port: restarted.port } };
-    state.processes = state.processes.filter((p) => p.role !== "redis");
-    state.processes.push({ role: "redis", key: "redis", pid: restarted.pid, startTime: stat.ok ? stat.value.startTime : null, files: [], intendedAt: new Date().toISOString() });
+    intended.pid = restarted.pid;
+    intended.startTime = stat.ok ? stat.value.startTime : null;
     writeState(options.stateDir, state);
     record("connect redis", true, `embedded redis was down; restarted on its AOF in ${embedded.dir} at ${restarted.url}`);
     return await connectRedis(restarted.url, { name: "drill-rollback", commandTimeoutMs: 5000 });

@@ -133,6 +133,30 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
     90_000,
   );
 
+  // The embedded Redis died before the rollback: rollback restarts it on its AOF to finish the drain.
+  // SIGKILLed right after that restart, the next rollback must find that server (its port was written
+  // before the spawn), drain and export from it, and stop it: not refuse a second server on its AOF.
+  it("rollback SIGKILLed at redis-restart (the embedded Redis it restarted): the next rollback reaches both invariants", async () => {
+    const stateDir = stateDirFor("rb-redis-restart");
+    const started = await up(stateDir, ["--json"]);
+    expect(started.exitCode, started.stderr).toBe(0);
+    const pushed = (JSON.parse(started.stdout.trim().split("\n").pop()!) as { pushed_ids: string[] }).pushed_ids;
+    const before = readState(stateDir, "tiny") as DrillState;
+    const server = before.processes.find((p) => p.role === "redis")!;
+    const roots = new HostRoots();
+    process.kill(server.pid!, "SIGKILL"); // appendfsync always: every job is in its AOF
+    await waitFor(() => !isSameProcess(roots, server.pid!, server.startTime!), 10_000);
+    await crashed([stateDir, "rollback"], "redis-restart");
+    const restarted = readState(stateDir, "tiny") as DrillState;
+    expect(restarted.redis.url, "the restarted Redis's port, written before its spawn").not.toBe(before.redis.url);
+    const rb = await rollback(stateDir);
+    expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
+    hostClean(stateDir, before);
+    expect(processesNaming(before.redis.embedded!.dir), "a redis-server left on the drill's AOF").toEqual([]);
+    const exports = readdirSync(path.join(stateDir, "tiny")).filter((f) => f.startsWith("final-")).sort();
+    assertNoJobLostInExport(path.join(stateDir, "tiny", exports.at(-1)!), "jobs", pushed);
+  }, 90_000);
+
   it("rollback SIGKILLed at stop-packer, with up still running its schedule: the next rollback reaches both invariants", async () => {
     const stateDir = stateDirFor("rb-stop-packer");
     const child = spawn("node", [drillBin, "--state-dir", stateDir, "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], { stdio: "ignore" });
