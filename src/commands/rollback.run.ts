@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { writeErr } from "../closedStdout.js";
 import { DEFAULT_REDIS_URL, drillCommandFor, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
 import { describeRunningDrill, findRunningDrills, listDrills, rollbackDrill, rollbackHint, rollbackQueue, rollbackStandaloneCgroups, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
+import { reachesEmbeddedRedis } from "../drill/embeddedRedis.js";
 import { validateDrillName } from "../drill/names.js";
 import { stopStartingUps, type StartingUp } from "../drill/startingUp.js";
 import { queueKeys } from "../queue/keys.js";
@@ -248,7 +249,9 @@ function readmitHint(r: DrillRollback, g: GlobalOptions): string {
     state = null;
   }
   const url = g.redisUrl ?? state?.redis.url ?? "";
-  if (g.redisUrl === undefined && state?.redis.embedded && r.exported !== null) {
+  const embedded = state?.redis.embedded ?? null;
+  // Exported, the embedded Redis was stopped: also when --redis named it, there is nothing to re-admit on.
+  if (embedded && r.exported !== null && (g.redisUrl === undefined || reachesEmbeddedRedis(g.redisUrl, embedded))) {
     return `${r.name}: nothing to re-admit, its embedded Redis stopped with the drill (every key in ${r.exported}); the next drill up admits from the start`;
   }
   if (url === "") return `${r.name}: no Redis was set up, nothing to re-admit`;
