@@ -8,7 +8,7 @@ import { resolveCgroupTarget } from "../cgroup/target.js";
 import { requireSetUpCgroup } from "../cgroup/ready.js";
 import { writeErr, writeOut } from "../closedStdout.js";
 import { commandRedisUrl, hostRoots, type GlobalOptions } from "../context.js";
-import { DrillError, InterruptedError } from "../errors.js";
+import { DrillError, ExitCode, InterruptedError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readHostMemoryBytes } from "../host/meminfo.js";
@@ -131,7 +131,8 @@ async function runInside(redisUrl: string, roots: HostRoots, cgroup: WorkerCgrou
   printSummary(summary, err);
   const received = interrupt.received();
   if (received) throw new InterruptedError(received);
-  if (summary.stoppedBy === "supervisor_gone") throw new InterruptedError("SIGTERM");
+  // Stopped as on SIGTERM (exit 143), but nobody sent one: the log says who went away.
+  if (summary.stoppedBy === "supervisor_gone") throw new DrillError("stopped: its launcher (`drill worker` outside the cgroup) is gone; unfinished jobs were given back", ExitCode.terminated);
 }
 
 export async function workerAction(g: GlobalOptions, raw: RawWorkerFlags): Promise<void> {

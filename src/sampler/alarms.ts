@@ -26,6 +26,12 @@ export interface AlarmConfig {
   /** An oom_kill alarm clears after this long without a new kill. */
   oomKillHoldMs: number;
   /**
+   * A retry_worker_idle alarm raised by a rise of the worker's retry_count (a
+   * retried job ran here between two samples) clears after this long without
+   * another.
+   */
+  retryHoldMs: number;
+  /**
    * A raised alarm clears only after its condition stayed false this long:
    * one sample of a neighbour's CPU burst must not clear and re-page the same
    * incident (the gate's pressure verdict has the same hysteresis).
@@ -40,6 +46,7 @@ export const defaultAlarmConfig: AlarmConfig = {
   idlePctAbove: 30,
   queueAgeBelowMs: 500,
   oomKillHoldMs: 60_000,
+  retryHoldMs: 60_000,
   clearAfterMs: 5000,
 };
 
@@ -55,9 +62,33 @@ export interface AlarmState {
    */
   oomKillCount: number | null;
   lastOomKillRiseMs: number | null;
+  /**
+   * The worker's retry_count (jobs finished with attempt > 0), counted the
+   * same way: a retried job the worker picks up and finishes between two
+   * samples is never seen queued or admitted, only as this rise.
+   */
+  retryCount: number | null;
+  lastRetryRiseMs: number | null;
 }
 
-export const initialAlarmState: AlarmState = { since: {}, calmSince: {}, oomKillCount: null, lastOomKillRiseMs: null };
+export const initialAlarmState: AlarmState = { since: {}, calmSince: {}, oomKillCount: null, lastOomKillRiseMs: null, retryCount: null, lastRetryRiseMs: null };
+
+/**
+ * A counter's rise since the last reading, and when it last rose: the first
+ * reading is a baseline (what happened before watch is history), a drop is a
+ * recreated counter whose whole count is new, and an unreadable reading keeps
+ * the baseline. `reset`: the counter's owner is gone, so any count seen later is new.
+ */
+function counterSince(
+  prev: { count: number | null; lastRiseMs: number | null },
+  value: number | null,
+  reset: boolean,
+  nowMs: number,
+): { count: number | null; lastRiseMs: number | null; rise: number } {
+  if (value === null) return { count: reset ? 0 : prev.count, lastRiseMs: prev.lastRiseMs, rise: 0 };
+  const rise = prev.count === null ? 0 : counterRise(prev.count, value);
+  return { count: value, lastRiseMs: rise > 0 ? nowMs : prev.lastRiseMs, rise };
+}
 
 export interface AlarmEvent {
   name: AlarmName;
@@ -80,26 +111,17 @@ export function nextAlarms(
   nowMs: number,
   config: AlarmConfig = defaultAlarmConfig,
 ): { state: AlarmState; events: AlarmEvent[]; active: AlarmName[] } {
-  // oom_kill: a rise of the counter since the last reading. A drop is a
-  // recreated cgroup, so all it counts are new kills, like the count of one
-  // that appears after watch saw it absent.
-  let oomKillCount = prev.oomKillCount;
-  let lastRise = prev.lastOomKillRiseMs;
-  let oomRise = 0;
-  const kills = sample.cg_oom_kill;
-  if (kills !== null) {
-    if (oomKillCount !== null) oomRise = counterRise(oomKillCount, kills);
-    if (oomRise > 0) lastRise = nowMs;
-    oomKillCount = kills;
-  } else if (facts.cgAbsent) {
-    oomKillCount = 0;
-  }
+  // oom_kill: a rise of the cgroup's count; one that appears after watch saw
+  // it absent counts all its kills as new.
+  const kills = counterSince({ count: prev.oomKillCount, lastRiseMs: prev.lastOomKillRiseMs }, sample.cg_oom_kill, facts.cgAbsent, nowMs);
+  const retries = counterSince({ count: prev.retryCount ?? null, lastRiseMs: prev.lastRetryRiseMs ?? null }, sample.retry_count, false, nowMs);
+  const held = (lastRiseMs: number | null, holdMs: number) => lastRiseMs !== null && nowMs - lastRiseMs < holdMs;
 
   const verdicts: Record<AlarmName, Verdict> = {
     reclaim_not_underload: reclaimNotUnderload(sample, facts, config),
-    retry_worker_idle: retryWorkerIdle(sample, facts, config),
+    retry_worker_idle: retryWorkerIdle(sample, facts, retries.rise, held(retries.lastRiseMs, config.retryHoldMs), config),
     swap_leak: swapLeak(sample, facts),
-    oom_kill: oomKill(sample, facts, oomRise, lastRise !== null && nowMs - lastRise < config.oomKillHoldMs, config),
+    oom_kill: oomKill(sample, facts, kills.rise, held(kills.lastRiseMs, config.oomKillHoldMs), config),
   };
 
   const since: AlarmState["since"] = { ...prev.since };
@@ -128,7 +150,11 @@ export function nextAlarms(
     }
   }
   const active = ALARM_NAMES.filter((name) => since[name] !== undefined);
-  return { state: { since, calmSince, oomKillCount, lastOomKillRiseMs: lastRise }, events, active };
+  return {
+    state: { since, calmSince, oomKillCount: kills.count, lastOomKillRiseMs: kills.lastRiseMs, retryCount: retries.count, lastRetryRiseMs: retries.lastRiseMs },
+    events,
+    active,
+  };
 }
 
 /**
@@ -215,13 +241,21 @@ function pressureOver(
   return { over: unknown ? null : false, worst: null, highest: top };
 }
 
-/** The runbook's `retry worker_idle=1`: a retried job reached this host class, so the gate failed. */
-function retryWorkerIdle(s: Sample, facts: SampleFacts, config: AlarmConfig): Verdict {
+/**
+ * The runbook's `retry worker_idle=1`: a retried job reached this host class,
+ * so the gate failed. Seen queued, admitted or held by the worker; or, when
+ * the worker took and finished it between two samples, as a rise of its
+ * retry_count, held for retryHoldMs.
+ */
+function retryWorkerIdle(s: Sample, facts: SampleFacts, rise: number, held: boolean, config: AlarmConfig): Verdict {
   const here = facts.retriedJobs.filter((job) => job.host_class === config.hostClass && job.attempt > 0);
   const first = here[0];
-  const line = `PAGE retry worker_idle=1 host_class=${config.hostClass} jobs=${here.length}${first ? ` job=${first.id} attempt=${first.attempt}` : ""}`;
+  const ran = rise > 0 ? ` retry_count=${s.retry_count} (+${rise} finished here)` : "";
+  const line = `PAGE retry worker_idle=1 host_class=${config.hostClass} jobs=${here.length}${first ? ` job=${first.id} attempt=${first.attempt}` : ""}${ran}`;
+  const calm = `no retried job of host_class=${config.hostClass} queued, admitted or running, none finished for ${formatSeconds(config.retryHoldMs)}`;
+  if (here.length > 0 || held) return { firing: true, line };
   // No queue reading (Redis unreachable): cannot tell.
-  return { firing: s.queue_len === null ? null : here.length > 0, line, calm: `no retried job of host_class=${config.hostClass} queued or admitted` };
+  return { firing: s.queue_len === null ? null : false, line, calm };
 }
 
 /** The CLEAR reason of an alarm about the worker cgroup once it is gone (torn down, say). */

@@ -269,8 +269,8 @@ export type QueueReading = QueueRaw & { scan: QueueScan };
  *    candidates, 1 when found by SCAN | 0 when from the registry only, GET mode,
  *    newest events id read (nil: nothing after the cursor), reject entries'
  *    fields, rejects past the line cap, ready entries scanned, LLEN admitted}
- * The retry candidates are jobs in ready/admitted (as far as scanned) that
- * mention this host class with an attempt other than 0: a text pre-filter to
+ * The retry candidates are jobs in ready/admitted (as far as scanned) or held
+ * by a worker that mention this host class with an attempt other than 0: a text pre-filter to
  * save bytes; the sampler decodes and checks each one.
  * The events part (src/sampler/rejects.ts): the `<q>:events` entries after
  * the cursor, at most the scan cap of them, of which only the reject entries
@@ -328,6 +328,7 @@ else
   ready_scanned = list_cap
 end
 consider(admitted)
+consider(working)
 local events, cursor, line_cap, events_cap = KEYS[6], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local function newest(default)
   local last = redis.call('XREVRANGE', events, '+', '-', 'COUNT', 1)[1]

@@ -190,6 +190,17 @@ describe("drill watch --once --json", () => {
     expect(r.stderr).toContain("PAGE retry worker_idle=1");
   });
 
+  // QA: an idle worker takes a retried job at once; seen only in its working list, it paged nothing.
+  it("retry_worker_idle: a retried job the worker holds pages", async () => {
+    const q = "e2e-retry-held";
+    const held = { id: "9", prompt_tokens: 1000, completion_tokens: 16, files: 1, enqueue_ts: Date.now(), deadline_ms: 8000, attempt: 1, host_class: "shared-free" };
+    await client.rpush(`${q}:working:w1`, JSON.stringify(held));
+    const r = await kernelOnce(fakeHost("v2"), q);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(parseOne(r.stdout).alarm).toContain("retry_worker_idle");
+    expect(r.stderr).toContain("PAGE retry worker_idle=1 host_class=shared-free jobs=1 job=9 attempt=1");
+  });
+
   // QA 6: after `gate mode reject_all` neither watch's view nor its JSON had a mode.
   it("gate_mode: what `gate mode` set, read in the same script call", async () => {
     const q = "e2e-mode";

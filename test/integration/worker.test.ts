@@ -342,6 +342,9 @@ describe.skipIf(reason)("drill worker (real cgroup, real redis)", () => {
         return true;
       }
     }, 15_000);
+    // QA: it said "interrupted by SIGTERM", which nobody had sent.
+    await waitFor("the inner worker's last line", () => /launcher .* is gone/.test(stderr), 5000);
+    expect(stderr).not.toMatch(/interrupted by SIGTERM/);
     expect(await redis.llen(k.admitted)).toBe(2);
     expect(await redis.exists(k.working("t4"), wk.heartbeat("t4"))).toBe(0);
     expect(await redis.hlen(wk.firstToken)).toBe(0);

@@ -194,7 +194,7 @@ describe("retry_worker_idle: a retried job reached this host class", () => {
   const retried = { retriedJobs: [{ id: "7", attempt: 1, host_class: "shared-free" }] };
   it("pages `retry worker_idle=1` once and clears once", () => {
     const { events } = run([[{}], [{}, retried], [{}, retried], [{}]], noClearDelay);
-    expect(events.map((e) => e.line)).toEqual(["PAGE retry worker_idle=1 host_class=shared-free jobs=1 job=7 attempt=1", "CLEAR retry_worker_idle after 2.0s: no retried job of host_class=shared-free queued or admitted"]);
+    expect(events.map((e) => e.line)).toEqual(["PAGE retry worker_idle=1 host_class=shared-free jobs=1 job=7 attempt=1", "CLEAR retry_worker_idle after 2.0s: no retried job of host_class=shared-free queued, admitted or running, none finished for 60s"]);
   });
   it("a retry on another host class is where it belongs", () => {
     expect(run([[{}, { retriedJobs: [{ id: "7", attempt: 1, host_class: "dedicated" }] }]]).active[0]).toEqual([]);
@@ -202,6 +202,21 @@ describe("retry_worker_idle: a retried job reached this host class", () => {
   it("Redis unreachable holds it", () => {
     const { events } = run([[{}, retried], [{ queue_len: null }, { retriedJobs: [] }]]);
     expect(events.map((e) => e.kind)).toEqual(["raised"]);
+  });
+  // QA: an idle worker takes a retried job and finishes it between two samples:
+  // it is never seen queued or admitted, only as the worker's retry_count rising.
+  it("a retried job the worker ran between two samples pages through retry_count, held, then clears once", () => {
+    const config = { ...defaultAlarmConfig, retryHoldMs: 3000, clearAfterMs: 1000 };
+    const { events, active } = run([[{ retry_count: 2 }], [{ retry_count: 3 }], ...Array.from({ length: 6 }, (): [Partial<Sample>] => [{ retry_count: 3 }])], config);
+    expect(events.map((e) => e.line)).toEqual([
+      "PAGE retry worker_idle=1 host_class=shared-free jobs=0 retry_count=3 (+1 finished here)",
+      "CLEAR retry_worker_idle after 4.0s: no retried job of host_class=shared-free queued, admitted or running, none finished for 3.0s",
+    ]);
+    // raised at 1 s, held until 4 s, calm for clearAfterMs, cleared at 5 s
+    expect(active.map((a) => a.includes("retry_worker_idle"))).toEqual([false, true, true, true, true, false, false, false]);
+  });
+  it("retry_count on watch's first sample is history, and an unreadable one is no retry", () => {
+    expect(run([[{ retry_count: 4 }], [{ retry_count: 4 }], [{ retry_count: null, queue_len: null }], [{ retry_count: 4 }]]).events).toEqual([]);
   });
 });
 
