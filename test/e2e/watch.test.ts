@@ -202,6 +202,29 @@ describe("drill watch --once --json", () => {
     expect(piped.stdout).toContain(" gate_mode=reject_all ");
   });
 
+  // QA: `jobs` a string made watch say "Redis unreachable" and null every queue field.
+  it("a queue key of the wrong type: named on stderr (not unreachable), only its fields null and in missing, the rest read", async () => {
+    const q = "e2e-wrongtype";
+    await client.set(q, "hello");
+    await client.hset(`${q}:stats`, { tokens_out: 1234, admitted: 5 });
+    const ready = await kernelOnce(fakeHost("v2"), q);
+    expect(ready.exitCode, ready.stderr).toBe(0);
+    const s = parseOne(ready.stdout);
+    expect(s).toMatchObject({ queue_len: null, queue_age_ms: null, queue_head_slack_ms: null, tokens_out: 1234, admitted: 5, retry_count: 0, gate_mode: "admit" });
+    expect(s.missing.filter((m) => m.reason.startsWith("redis key")).map((m) => m.field)).toEqual(["queue_len", "queue_age_ms", "queue_head_slack_ms"]);
+    expect(s.missing.find((m) => m.field === "queue_len")?.reason).toBe(`redis key ${q} is a string, not a list (drill never writes that there)`);
+    expect(ready.stderr).not.toContain("unreachable");
+    expect(ready.stderr.split("\n").filter((l) => l.startsWith("watch: redis key"))).toEqual([
+      `watch: redis key ${q} is a string, not a list (drill never writes that there); queue_len, queue_age_ms, queue_head_slack_ms stay null (listed in missing) until it is fixed`,
+    ]);
+    await client.del(q, `${q}:stats`);
+    await client.rpush(q, JSON.stringify({ id: "1", prompt_tokens: 1, completion_tokens: 1, files: 0, enqueue_ts: Date.now(), deadline_ms: 8000, attempt: 0, host_class: "shared-free" }));
+    await client.rpush(`${q}:stats`, "x");
+    const stats = parseOne((await kernelOnce(fakeHost("v2"), q)).stdout);
+    expect(stats).toMatchObject({ queue_len: 1, tokens_out: null, retry_count: null, admitted: null, rejected: null });
+    expect(stats.missing.find((m) => m.field === "tokens_out")?.reason).toBe(`redis key ${q}:stats is a list, not a hash (drill never writes that there)`);
+  });
+
   it("Redis unreachable: Redis fields null and missing, kernel signals still sampled, exit 0", async () => {
     const closed = await freePort();
     const r = await runDrill(["--procfs", fakeHost("v2").procfs, "--sysfs", path.join(roots.at(-1)!, "sys"), "--redis", `redis://127.0.0.1:${closed}`, "watch", "--once", "--json", "--interval", "100ms"]);
