@@ -5,6 +5,7 @@ import { stallRatePct, type Psi } from "../host/psi.js";
 import { swapCounters, type Vmstat } from "../host/vmstat.js";
 import { decodeJob, deadlineSlackMs, type Job } from "../queue/job.js";
 import { emptyStallWindow, nextStallWindow, stallMsP99, stallReading, type StallWindow } from "../host/stallWindow.js";
+import { gateModeOf, modeValueField, UNSET_MODE, type StoredMode } from "../queue/mode.js";
 import { parseCount } from "../util/counters.js";
 
 /**
@@ -366,6 +367,19 @@ function stallRate(
   return pct === null ? lack(field, file, "no rate") : round2(pct);
 }
 
+/**
+ * How gate_mode's `missing` reason starts when <q>:mode is not a mode: the gate
+ * rejects every job on it (fail closed). The text views show reject_all from it.
+ */
+export const MODE_FAILS_CLOSED = "the gate reads it as reject_all (fail closed):";
+
+/** The sample script's <q>:mode (read.ts) as read_mode saw it: null unset, `(a hash)` a key of another type, else its string. */
+function storedModeOf(mode: string | null): StoredMode {
+  if (mode === null) return UNSET_MODE;
+  const other = /^\(a (\w+)\)$/.exec(mode);
+  return other ? { type: other[1]!, value: null } : { type: "string", value: mode };
+}
+
 interface QueueFields {
   queueLen: number | null;
   queueAgeMs: number | null;
@@ -455,12 +469,11 @@ function readQueueFields(
     const count = key.startsWith("reject_") ? parseCount(value) : null;
     if (count !== null) rejected[key] = count;
   }
-  // As the gate reads it (src/queue/mode.ts gateModeOf): no key is admit. Anything
-  // else is not a mode: the gate rejects every job on it (fail closed); say what is there.
-  let gateMode: GateModeField | null = null;
-  if (q.mode === null || q.mode === "admit") gateMode = "admit";
-  else if (q.mode === "reject_all") gateMode = "reject_all";
-  else lack("gate_mode", `${q.source} mode`, `not admit|reject_all: "${q.mode.slice(0, 20)}" (the gate rejects every job as reject_all)`);
+  // As the gate reads it (gateModeOf): no key is admit. Anything else is not a
+  // mode: null, and the reason says what the gate does with it, in its words.
+  const stored = storedModeOf(q.mode);
+  const notAMode = modeValueField(stored);
+  const gateMode = notAMode === null ? gateModeOf(stored) : lack("gate_mode", `${q.source} mode`, `${MODE_FAILS_CLOSED} ${notAMode}`);
   return {
     queueLen: unlessWrong("queue_len", q.queueLen),
     queueAgeMs: unlessWrong("queue_age_ms", queueAgeMs),

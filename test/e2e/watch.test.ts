@@ -202,6 +202,22 @@ describe("drill watch --once --json", () => {
     expect(piped.stdout).toContain(" gate_mode=reject_all ");
   });
 
+  // QA: a <q>:mode the gate fails closed on (mistyped, or a hash) showed `mode n/a`.
+  it("gate_mode over a lever that is not a mode: the text says reject_all with what the key holds, as the gate does", async () => {
+    const q = "e2e-mode-closed";
+    await client.set(`${q}:mode`, "reject-all");
+    const json = parseOne((await kernelOnce(fakeHost("v2"), q)).stdout);
+    expect(json.gate_mode).toBeNull();
+    expect(json.missing.find((m) => m.field === "gate_mode")?.reason).toBe("the gate reads it as reject_all (fail closed): mode_value=reject-all");
+    const host = fakeHost("v2");
+    const piped = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--once", "--interval", "100ms", "--queue", q]);
+    expect(piped.stdout).toContain(" gate_mode=reject_all mode_value=reject-all ");
+    await client.del(`${q}:mode`);
+    await client.hset(`${q}:mode`, "x", "1");
+    const hashed = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--once", "--interval", "100ms", "--queue", q]);
+    expect(hashed.stdout).toContain(" gate_mode=reject_all mode_type=hash ");
+  });
+
   // QA: `jobs` a string made watch say "Redis unreachable" and null every queue field.
   it("a queue key of the wrong type: named on stderr (not unreachable), only its fields null and in missing, the rest read", async () => {
     const q = "e2e-wrongtype";

@@ -185,6 +185,14 @@ describe("render", () => {
     expect(view.frame({ ...sample, gate_mode: "reject_all" }).join("\n")).toMatch(/^gate {5}mode reject_all {2}rejected host_pressure=123456 {2}deadline_slack=123456/m);
     expect(view.frame({ ...sample, gate_mode: "reject_all" }, { columns: 60, rows: 12 }).join("\n")).toMatch(/^gate {5}mode reject_all/m);
     expect(view.frame({ ...sample, gate_mode: null, rejected: null })).toContain("gate     mode n/a  rejected n/a");
+    // QA: a lever the gate fails closed on showed `mode n/a`; it shows what the gate does, in the gate's words.
+    const closed = { ...sample, gate_mode: null, missing: [{ field: "gate_mode", file: "redis://h:1 mode", reason: "the gate reads it as reject_all (fail closed): mode_type=hash" }] };
+    expect(view.frame(closed).join("\n")).toMatch(/^gate {5}mode reject_all mode_type=hash {2}rejected /m);
+    expect(formatSampleLine(closed)).toContain(" gate_mode=reject_all mode_type=hash ");
+    // Redis not read: unknown, not a guess.
+    const unread = { ...sample, gate_mode: null, missing: [{ field: "gate_mode", file: "redis://h:1", reason: "not connected (reconnecting)" }] };
+    expect(view.frame(unread).join("\n")).toMatch(/^gate {5}mode n\/a {2}rejected /m);
+    expect(formatSampleLine(unread)).toContain(" gate_mode=n/a ");
     expect(formatSampleLine({ ...sample, gate_mode: "reject_all" })).toContain(" gate_mode=reject_all ");
   });
 

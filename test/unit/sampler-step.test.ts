@@ -279,10 +279,15 @@ describe("nextSample: queue fields", () => {
     expect(missingFields(sample)).not.toContain("gate_mode");
   });
 
-  it("a <q>:mode that is not a mode: gate_mode null + missing, saying what is there", () => {
-    const sample = nextSample(null, raw(0, { queue: ok(queue({ mode: "reject-all" })) }), NOW).sample;
+  // The gate's words for a lever that is not a mode (modeValueField): mode_value=…, mode_type=….
+  it.each([
+    ["reject-all", "mode_value=reject-all"],
+    ["(a hash)", "mode_type=hash"],
+    ["", 'mode_value=""'],
+  ])("a <q>:mode that is not a mode (%j): gate_mode null + missing, saying the gate fails closed and what is there", (mode, held) => {
+    const sample = nextSample(null, raw(0, { queue: ok(queue({ mode })) }), NOW).sample;
     expect(sample.gate_mode).toBeNull();
-    expect(reasonOf(sample, "gate_mode")).toBe('not admit|reject_all: "reject-all" (the gate rejects every job as reject_all)');
+    expect(reasonOf(sample, "gate_mode")).toBe(`the gate reads it as reject_all (fail closed): ${held}`);
   });
 
   // QA: `jobs` a string (or jobs:stats a list) made watch call Redis unreachable and null every queue field.
