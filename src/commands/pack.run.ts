@@ -140,7 +140,7 @@ async function pushWithRetry(queue: DrillQueue, options: PackOptions, token: str
   if (outcome.ok) return outcome.job;
   if (run.signal.aborted) return null;
   const why = outcome.error instanceof Error ? outcome.error.message : String(outcome.error);
-  // A key holding what drill never writes: the operator's to fix, not Redis's to recover from.
+  // A key holding what drill never writes, or a seq with no id left: the operator's to fix, not Redis's to recover from.
   if (isKeyRefusal(outcome.error)) throw new DrillError(`pack: could not push job ${run.index + 1} of ${options.jobs}: ${why}`, ExitCode.usage);
   const pending = pushFailure(outcome.error) === "no_reply" ? "; Redis may still run the last send when it answers: that job is then queued under the next id" : "";
   throw new DrillError(`pack: could not push job ${run.index + 1} of ${options.jobs} in ${outcome.failures} send(s): ${why}${pending}`);

@@ -16,6 +16,7 @@ import { queueKeys, validateKeyPart } from "../queue/keys.js";
 import { defaultAlarmConfig, type AlarmConfig, type AlarmEvent } from "../sampler/alarms.js";
 import { runSidecar } from "../sampler/loop.js";
 import { QueueReader, readSample } from "../sampler/read.js";
+import { fieldsOfKey, type QueueRaw } from "../sampler/step.js";
 import { NO_REJECTS, rejectBatchLines } from "../sampler/rejects.js";
 import { LiveView, formatAlarmEvent, formatSampleLine, type ViewSize } from "../sampler/render.js";
 import type { ParentSpec } from "../cgroup/names.js";
@@ -74,6 +75,29 @@ export function redisWatch(source: string, say: (line: string) => void): (readin
       say(`watch: Redis ${source} answering again after ${formatSeconds(monoMs - downSince)}; queue fields are back`);
       downSince = null;
     }
+  };
+}
+
+/**
+ * Says on stderr once when a queue key starts holding what drill never writes
+ * there (the key, its type, the fields that go null for it) and once when it
+ * reads again: Redis answers, so it is not "unreachable", and the other keys'
+ * fields still come through.
+ */
+export function wrongKeyWatch(say: (line: string) => void): (reading: Reading<QueueRaw>) => void {
+  let said = new Map<string, string>();
+  return (reading) => {
+    if (!reading.ok) return; // redisWatch speaks for a failed reading
+    const now = new Map(reading.value.wrongTyped.map((w) => [w.key, w.reason]));
+    for (const wrong of reading.value.wrongTyped) {
+      if (said.get(wrong.key) === wrong.reason) continue;
+      const fields = fieldsOfKey(wrong.role, reading.value.workingScanned);
+      const effect =
+        fields.length > 0 ? `${fields.join(", ")} stay null (listed in missing)` : wrong.role === "events" ? "the gate's reject lines are not shown" : "no field is read from it now";
+      say(`watch: redis key ${wrong.reason}; ${effect} until it is fixed`);
+    }
+    for (const key of said.keys()) if (!now.has(key)) say(`watch: redis key ${key} reads again`);
+    said = now;
   };
 }
 
@@ -212,6 +236,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
     output.err(line);
   };
   const redisState = redisWatch(queueReader.source, notice);
+  const wrongKeys = wrongKeyWatch(notice);
   const interrupt = onInterrupt();
   // The view is laid out for the terminal's size, and drawn again at once when it changes.
   const size = (): ViewSize => ({ columns: process.stdout.columns || 80, rows: process.stdout.rows || Infinity });
@@ -230,6 +255,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
       read: async () => {
         const raw = await readSample({ roots, cgroup }, queueReader);
         redisState(raw.queue, raw.monoMs);
+        wrongKeys(raw.queue);
         return raw;
       },
       intervalMs,

@@ -6,7 +6,7 @@ import { parseDecisionRecord, type DecisionRecord } from "./decisionRecord.js";
 import { decodeJob, encodeJob, type Job } from "./job.js";
 import { queueKeys, type QueueKeys } from "./keys.js";
 import { gateModeOf, type StoredMode } from "./mode.js";
-import { admitScript, deadScript, KEY_REFUSAL_MARK, pushScript, readModeScript, recoverScript, rejectScript, releaseScript, setModeScript } from "./scripts.js";
+import { admitScript, deadScript, KEY_REFUSAL_MARK, pushScript, readModeScript, recoverScript, rejectScript, releaseScript, SEQ_EXHAUSTED_MARK, setModeScript } from "./scripts.js";
 import { runScript } from "./redis.js";
 
 /** What the packer asks for; the queue adds id, enqueue_ts, attempt. */
@@ -67,9 +67,9 @@ export type PushFailure =
   /** No connection: the server is down or restarting. */
   | "unreachable";
 
-/** A script refused a key holding what drill never writes there (it names the key): a send again gets the same answer. */
+/** A script refused a key (it names it): one holding what drill never writes there, or a <q>:seq with no id left. A send again gets the same answer. */
 export function isKeyRefusal(err: unknown): boolean {
-  return err instanceof Error && err.name === "ReplyError" && err.message.includes(KEY_REFUSAL_MARK);
+  return err instanceof Error && err.name === "ReplyError" && (err.message.includes(KEY_REFUSAL_MARK) || err.message.includes(SEQ_EXHAUSTED_MARK));
 }
 
 export function pushFailure(err: unknown): PushFailure {

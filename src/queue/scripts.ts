@@ -19,6 +19,9 @@ export interface LuaScript {
 /** The words every script's refusal of a key ends its reason with (isKeyRefusal): sending again cannot help. */
 export const KEY_REFUSAL_MARK = "(drill never writes that there)";
 
+/** The push script's refusal of a <q>:seq at the last exact id (isKeyRefusal): sending again cannot help either. */
+export const SEQ_EXHAUSTED_MARK = "no job id left on this queue";
+
 /** Every drill script, the worker's too, is built here: all of them start with PREAMBLE. */
 export function script(name: string, numberOfKeys: number, body: string): LuaScript {
   const source = `${PREAMBLE}\n${body}`;
@@ -116,11 +119,16 @@ local bad = wrong_type(seq, 'string', ready, 'list', pushes, 'hash')
 if bad then return bad end
 local id = redis.call('HGET', pushes, token)
 if id then return {id, 'again'} end
--- Ids are exact integers (a double's tostring turns 1e14 into '1e+14'): past
--- 2^53 they are not, so refuse rather than issue one twice.
+-- Ids are exact integers (a double's tostring turns 1e14 into '1e+14'), and
+-- Lua's numbers are doubles, exact only up to 2^53-1 (2^53+1 reads as 2^53):
+-- 2^53-1 is the last id, checked before the INCR that would pass it, so no
+-- id is issued twice and the refused push queues nothing.
 local last = redis.call('GET', seq)
-if last and (not string.match(last, '^%d+$') or tonumber(last) >= 2^53) then
+if last and (not string.match(last, '^%d+$') or tonumber(last) > 2^53 - 1) then
   return redis.error_reply(seq .. ' is "' .. string.sub(last, 1, 30) .. '", not a job id under 2^53 ${KEY_REFUSAL_MARK}: nothing pushed')
+end
+if last and tonumber(last) == 2^53 - 1 then
+  return redis.error_reply(seq .. ' is at ' .. last .. ', the last exact job id (2^53-1): ${SEQ_EXHAUSTED_MARK}, nothing pushed')
 end
 id = string.format('%d', redis.call('INCR', seq))
 redis.call('RPUSH', ready, before .. id .. after)

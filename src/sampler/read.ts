@@ -27,7 +27,7 @@ import {
   type RejectEventsRaw,
   type RejectFeed,
 } from "./rejects.js";
-import { CGROUP_ABSENT_REASON, type CgroupRaw, type QueueRaw, type RawReadings } from "./step.js";
+import { CGROUP_ABSENT_REASON, isQueueKeyRole, type CgroupRaw, type QueueRaw, type RawReadings, type WrongTypedKey } from "./step.js";
 
 /**
  * The sidecar's I/O, kept thin: every kernel file once per sample (one open
@@ -268,7 +268,10 @@ export type QueueReading = QueueRaw & { scan: QueueScan };
  *    HGETALL stats (flat), payloads of every `<q>:working:*` list, retry
  *    candidates, 1 when found by SCAN | 0 when from the registry only, GET mode,
  *    newest events id read (nil: nothing after the cursor), reject entries'
- *    fields, rejects past the line cap, ready entries scanned, LLEN admitted}
+ *    fields, rejects past the line cap, ready entries scanned, LLEN admitted,
+ *    wrong-typed keys: role, key, wrong_type's reason, role, key, reason...}
+ * A key of the wrong type is named by the scripts' own check (wrong_type) and
+ * read as empty, so only the fields that come from it go null (step.ts).
  * The retry candidates are jobs in ready/admitted (as far as scanned) or held
  * by a worker that mention this host class with an attempt other than 0: a text pre-filter to
  * save bytes; the sampler decodes and checks each one.
@@ -284,11 +287,25 @@ const QUEUE_SAMPLE = script(
   6,
   `
 local ready, admitted_key, stats_key, workers_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
--- A key holding what drill never writes there: say which (a bare WRONGTYPE names none).
-local bad = wrong_type(ready, 'list', admitted_key, 'list', stats_key, 'hash', workers_key, 'hash', KEYS[6], 'stream')
-if bad then return bad end
+-- A key holding what drill never writes there: named (a bare WRONGTYPE names
+-- none) and read as empty, so the other keys' fields still come through.
+local wrong = {}
+local function usable(role, key, wanted)
+  local bad = wrong_type(key, wanted)
+  if not bad then return true end
+  wrong[#wrong + 1] = role
+  wrong[#wrong + 1] = key
+  wrong[#wrong + 1] = bad.err
+  return false
+end
+local ready_ok = usable('ready', ready, 'list')
+local admitted_ok = usable('admitted', admitted_key, 'list')
+local stats_ok = usable('stats', stats_key, 'hash')
+local workers_ok = usable('workers', workers_key, 'hash')
+local events_ok = usable('events', KEYS[6], 'stream')
 local list_cap = tonumber(ARGV[7])
-local admitted = redis.call('LRANGE', admitted_key, 0, list_cap - 1)
+local admitted = {}
+if admitted_ok then admitted = redis.call('LRANGE', admitted_key, 0, list_cap - 1) end
 local working = {}
 local function hold(key)
   if redis.call('TYPE', key).ok == 'list' then
@@ -304,7 +321,7 @@ if redis.call('DBSIZE') <= tonumber(ARGV[3]) then
     cursor = page[1]
     for _, key in ipairs(page[2]) do hold(key) end
   until cursor == '0'
-else
+elseif workers_ok then
   local prefix = string.sub(ARGV[1], 1, -2)
   for _, worker in ipairs(redis.call('HKEYS', workers_key)) do hold(prefix .. worker) end
 end
@@ -317,9 +334,11 @@ local function consider(payloads)
     end
   end
 end
-local ready_len = redis.call('LLEN', ready)
+local ready_len = 0
+if ready_ok then ready_len = redis.call('LLEN', ready) end
 local ready_scanned = ready_len
-if ready_len <= list_cap then
+if not ready_ok then
+elseif ready_len <= list_cap then
   consider(redis.call('LRANGE', ready, 0, -1))
 else
   local head = math.floor(list_cap / 2)
@@ -336,7 +355,8 @@ local function newest(default)
   return default
 end
 local tip, rejects, beyond = false, {}, 0
-if cursor == '' then
+if not events_ok then
+elseif cursor == '' then
   tip = newest('0-0')
 else
   local entries = redis.call('XRANGE', events, '(' .. cursor, '+', 'COUNT', events_cap)
@@ -357,7 +377,11 @@ end
 -- The lever of any type: a hash there reads as its type, which the gate rejects on (read_mode).
 local _, mode_type, mode_value = read_mode(KEYS[5])
 if mode_type ~= 'none' and mode_type ~= 'string' then mode_value = '(a ' .. mode_type .. ')' end
-return {ready_len, redis.call('LINDEX', ready, 0), admitted, redis.call('HGETALL', stats_key), working, candidates, scanned, mode_value, tip, rejects, beyond, ready_scanned, redis.call('LLEN', admitted_key)}
+local head, stats, admitted_len = false, {}, 0
+if ready_ok then head = redis.call('LINDEX', ready, 0) end
+if stats_ok then stats = redis.call('HGETALL', stats_key) end
+if admitted_ok then admitted_len = redis.call('LLEN', admitted_key) end
+return {ready_len, head, admitted, stats, working, candidates, scanned, mode_value, tip, rejects, beyond, ready_scanned, admitted_len, wrong}
 `,
 );
 const QUEUE_SAMPLE_LUA = QUEUE_SAMPLE.source;
@@ -502,20 +526,26 @@ export interface QueueSampleReply {
 
 /** The script's reply → QueueRaw and the events read; anything unexpected is a failed reading, never a guess. */
 export function parseQueueSample(source: string, reply: unknown): Reading<QueueSampleReply> {
-  if (!Array.isArray(reply) || reply.length !== 13) return fail(source, "queue sample script: unexpected reply");
-  const [len, head, admitted, statsFlat, working, candidates, scanned, mode, tip, rejects, beyond, readyScanned, admittedLen] = reply as unknown[];
+  if (!Array.isArray(reply) || reply.length !== 14) return fail(source, "queue sample script: unexpected reply");
+  const [len, head, admitted, statsFlat, working, candidates, scanned, mode, tip, rejects, beyond, readyScanned, admittedLen, wrongFlat] = reply as unknown[];
   if (typeof len !== "number") return fail(source, "LLEN: unexpected reply");
   if (typeof readyScanned !== "number" || typeof admittedLen !== "number") return fail(source, "queue sample script: unexpected reply");
   if (head !== null && !Buffer.isBuffer(head)) return fail(source, "LINDEX: unexpected reply");
   if (mode !== null && !Buffer.isBuffer(mode)) return fail(source, "GET mode: unexpected reply");
-  if (!isBuffers(admitted) || !isBuffers(statsFlat) || !isBuffers(working) || !isBuffers(candidates)) {
+  if (!isBuffers(admitted) || !isBuffers(statsFlat) || !isBuffers(working) || !isBuffers(candidates) || !isBuffers(wrongFlat) || wrongFlat.length % 3 !== 0) {
     return fail(source, "queue sample script: unexpected reply");
+  }
+  const wrongTyped: WrongTypedKey[] = [];
+  for (let i = 0; i + 2 < wrongFlat.length; i += 3) {
+    const role = wrongFlat[i]!.toString("utf8");
+    if (!isQueueKeyRole(role)) return fail(source, "queue sample script: unexpected reply");
+    wrongTyped.push({ role, key: wrongFlat[i + 1]!.toString("utf8"), reason: wrongFlat[i + 2]!.toString("utf8") });
   }
   const stats: Record<string, string> = {};
   for (let i = 0; i + 1 < statsFlat.length; i += 2) stats[statsFlat[i]!.toString("utf8")] = statsFlat[i + 1]!.toString("utf8");
   const events = parseRejectEvents(tip, rejects, beyond);
   if (events === null) return fail(source, "events: unexpected reply");
   const scan: QueueScan = { readyLen: len, readyScanned, admittedLen, admittedScanned: admitted.length };
-  const queue: QueueReading = { source, queueLen: len, head: head ?? null, admitted, working, workingScanned: scanned === 1, retryCandidates: candidates, stats, mode: mode === null ? null : mode.toString("utf8"), scan };
+  const queue: QueueReading = { source, queueLen: len, head: head ?? null, admitted, working, workingScanned: scanned === 1, retryCandidates: candidates, stats, mode: mode === null ? null : mode.toString("utf8"), wrongTyped, scan };
   return ok({ queue, events });
 }

@@ -2,7 +2,7 @@ import type { ChalkInstance } from "chalk";
 import { formatBytes, formatDuration } from "../units.js";
 import type { AlarmEvent } from "./alarms.js";
 import { formatMoreRejects, NO_REJECTS, type RejectBatch } from "./rejects.js";
-import type { Sample } from "./step.js";
+import { MODE_FAILS_CLOSED, type Sample } from "./step.js";
 
 /**
  * What an operator sees. On a TTY: a small live view redrawn in place, at
@@ -57,6 +57,18 @@ function rejectedSegments(rejected: Record<string, number> | null): string[] {
 }
 
 /**
+ * What the gate does with its lever: gate_mode, or, when <q>:mode is not a
+ * mode, reject_all (it fails closed) with what the key holds in the gate's own
+ * words (`reject_all mode_value=reject-all`, `reject_all mode_type=hash`).
+ * Null when unknown (Redis not read).
+ */
+export function gateModeShown(s: Sample): string | null {
+  if (s.gate_mode !== null) return s.gate_mode;
+  const closed = s.missing.find((m) => m.field === "gate_mode" && m.reason.startsWith(MODE_FAILS_CLOSED));
+  return closed ? `reject_all ${closed.reason.slice(MODE_FAILS_CLOSED.length).trim()}` : null;
+}
+
+/**
  * One line per sample for pipes and logs: k=v in the runbook's names, in the
  * live view's units (memory in KiB/MiB/GiB, stall rates in % to one decimal,
  * ms whole); the exact figures are in --json and --record.
@@ -78,7 +90,7 @@ export function formatSampleLine(s: Sample): string {
     `cpu_idle=${pct(s.cpu_idle_pct)}`,
     `stall_ms_p99=${int(s.stall_ms_p99)}`,
     `tokens_out=${s.tokens_out ?? "n/a"}`,
-    `gate_mode=${s.gate_mode ?? "n/a"}`,
+    `gate_mode=${gateModeShown(s) ?? "n/a"}`,
     `alarm=${s.alarm.length === 0 ? "none" : s.alarm.join(",")}`,
   ];
   if (s.missing.length > 0) fields.push(`missing=${[...new Set(s.missing.map((m) => m.field))].join(",")}`);
@@ -224,6 +236,7 @@ export class LiveView {
     const pending = (f: string): boolean => s.missing.every((m) => m.field !== f || m.reason === "first sample");
     const fields = [...new Set(s.missing.map((m) => m.field))];
     const missing = fields.filter((f) => !pending(f));
+    const gateMode = gateModeShown(s);
     const rows: Row[] = [
       { label: "", segments: ["drill watch", `cgroup ${this.header.cgroup}`, `queue ${this.header.queue}`, `every ${formatDuration(this.header.intervalMs)}`, `${time}Z`], priority: 1, style: (l) => c.bold(l) },
       { label: "queue", segments: [`len ${s.queue_len ?? "n/a"}`, `age ${ms(s.queue_age_ms)}`, `head slack ${ms(s.queue_head_slack_ms)}`, `slack ${ms(s.deadline_slack_ms)}`], trend: sparkline(this.slack), priority: 2 },
@@ -234,7 +247,7 @@ export class LiveView {
       { label: "host", segments: [`idle ${pct(s.cpu_idle_pct)}`, `iowait ${pct(s.cpu_iowait_pct)}`, `si ${perSecond(s.si)}`, `so ${perSecond(s.so)}`, `refault ${perSecond(s.refault_rate)}`], priority: 3 },
       { label: "jobs", segments: [`tokens_out ${s.tokens_out ?? "n/a"}`, `retries ${s.retry_count ?? "n/a"}`, `admitted ${s.admitted ?? "n/a"}`], priority: 4 },
       // The gate's lever beside what it rejected: reject_all explains a wall of rejects (QA 6).
-      { label: "gate", segments: [`mode ${s.gate_mode ?? "n/a"}`, ...rejectedSegments(s.rejected)], priority: 2, style: s.gate_mode === "reject_all" ? (l) => c.yellow(l) : undefined },
+      { label: "gate", segments: [`mode ${gateMode ?? "n/a"}`, ...rejectedSegments(s.rejected)], priority: 2, style: gateMode?.startsWith("reject_all") ? (l) => c.yellow(l) : undefined },
       // Under the counters, the figures behind them: the gate's own last reject lines (none yet: no row).
       ...(this.recentRejects.length === 0 && this.recentRejectsMore === 0
         ? []

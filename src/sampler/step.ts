@@ -5,6 +5,7 @@ import { stallRatePct, type Psi } from "../host/psi.js";
 import { swapCounters, type Vmstat } from "../host/vmstat.js";
 import { decodeJob, deadlineSlackMs, type Job } from "../queue/job.js";
 import { emptyStallWindow, nextStallWindow, stallMsP99, stallReading, type StallWindow } from "../host/stallWindow.js";
+import { gateModeOf, modeValueField, UNSET_MODE, type StoredMode } from "../queue/mode.js";
 import { parseCount } from "../util/counters.js";
 
 /**
@@ -51,6 +52,41 @@ export interface QueueRaw {
   stats: Record<string, string>;
   /** GET <q>:mode (`gate mode` sets it), null when the key is not there. */
   mode: string | null;
+  /** Keys holding what drill never writes there: read as empty, their fields null (fieldsOfKey). */
+  wrongTyped: WrongTypedKey[];
+}
+
+/** The queue keys a sample reads besides the lever (which fails closed on any type: gateModeOf). */
+export type QueueKeyRole = "ready" | "admitted" | "stats" | "workers" | "events";
+
+export const isQueueKeyRole = (role: string): role is QueueKeyRole => ["ready", "admitted", "stats", "workers", "events"].includes(role);
+
+/** A queue key of the wrong type; `reason` is the scripts' wrong_type words, `jobs is a string, not a list (…)`. */
+export interface WrongTypedKey {
+  role: QueueKeyRole;
+  key: string;
+  reason: string;
+}
+
+/**
+ * The sample fields that come from a key: a key of the wrong type nulls only
+ * these. The worker registry feeds deadline_slack_ms only when the working
+ * lists come from it (huge keyspace); the events stream feeds the reject
+ * lines, no field.
+ */
+export function fieldsOfKey(role: QueueKeyRole, workingScanned: boolean): string[] {
+  switch (role) {
+    case "ready":
+      return ["queue_len", "queue_age_ms", "queue_head_slack_ms"];
+    case "admitted":
+      return ["deadline_slack_ms"];
+    case "workers":
+      return workingScanned ? [] : ["deadline_slack_ms"];
+    case "stats":
+      return ["tokens_out", "retry_count", "admitted", "rejected"];
+    case "events":
+      return [];
+  }
 }
 
 export interface RawReadings {
@@ -331,6 +367,19 @@ function stallRate(
   return pct === null ? lack(field, file, "no rate") : round2(pct);
 }
 
+/**
+ * How gate_mode's `missing` reason starts when <q>:mode is not a mode: the gate
+ * rejects every job on it (fail closed). The text views show reject_all from it.
+ */
+export const MODE_FAILS_CLOSED = "the gate reads it as reject_all (fail closed):";
+
+/** The sample script's <q>:mode (read.ts) as read_mode saw it: null unset, `(a hash)` a key of another type, else its string. */
+function storedModeOf(mode: string | null): StoredMode {
+  if (mode === null) return UNSET_MODE;
+  const other = /^\(a (\w+)\)$/.exec(mode);
+  return other ? { type: other[1]!, value: null } : { type: "string", value: mode };
+}
+
 interface QueueFields {
   queueLen: number | null;
   queueAgeMs: number | null;
@@ -368,6 +417,14 @@ function readQueueFields(
     };
   }
   const q = reading.value;
+  const wrongFields = new Set<string>();
+  for (const wrong of q.wrongTyped) {
+    for (const field of fieldsOfKey(wrong.role, q.workingScanned)) {
+      wrongFields.add(field);
+      lack(field, q.source, `redis key ${wrong.reason}`);
+    }
+  }
+  const unlessWrong = <T>(field: string, value: T): T | null => (wrongFields.has(field) ? null : value);
   // An empty queue has no waiting work: age 0 (it "looks fine"), no head slack.
   let queueAgeMs: number | null = 0;
   let queueHeadSlackMs: number | null = null;
@@ -412,21 +469,20 @@ function readQueueFields(
     const count = key.startsWith("reject_") ? parseCount(value) : null;
     if (count !== null) rejected[key] = count;
   }
-  // As the gate reads it (src/queue/mode.ts gateModeOf): no key is admit. Anything
-  // else is not a mode: the gate rejects every job on it (fail closed); say what is there.
-  let gateMode: GateModeField | null = null;
-  if (q.mode === null || q.mode === "admit") gateMode = "admit";
-  else if (q.mode === "reject_all") gateMode = "reject_all";
-  else lack("gate_mode", `${q.source} mode`, `not admit|reject_all: "${q.mode.slice(0, 20)}" (the gate rejects every job as reject_all)`);
+  // As the gate reads it (gateModeOf): no key is admit. Anything else is not a
+  // mode: null, and the reason says what the gate does with it, in its words.
+  const stored = storedModeOf(q.mode);
+  const notAMode = modeValueField(stored);
+  const gateMode = notAMode === null ? gateModeOf(stored) : lack("gate_mode", `${q.source} mode`, `${MODE_FAILS_CLOSED} ${notAMode}`);
   return {
-    queueLen: q.queueLen,
-    queueAgeMs,
-    queueHeadSlackMs,
-    deadlineSlackMs: slack,
-    tokensOut: stat("tokens_out", "tokens_out"),
-    retryCount: stat("retry_count", "retry_count"),
-    admitted: stat("admitted", "admitted"),
-    rejected,
+    queueLen: unlessWrong("queue_len", q.queueLen),
+    queueAgeMs: unlessWrong("queue_age_ms", queueAgeMs),
+    queueHeadSlackMs: unlessWrong("queue_head_slack_ms", queueHeadSlackMs),
+    deadlineSlackMs: unlessWrong("deadline_slack_ms", slack),
+    tokensOut: unlessWrong("tokens_out", stat("tokens_out", "tokens_out")),
+    retryCount: unlessWrong("retry_count", stat("retry_count", "retry_count")),
+    admitted: unlessWrong("admitted", stat("admitted", "admitted")),
+    rejected: unlessWrong("rejected", rejected),
     gateMode,
     retriedJobs,
   };

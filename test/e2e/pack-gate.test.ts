@@ -193,6 +193,18 @@ describe("drill pack + drill gate (built binary)", () => {
     expect(await redis.llen(queue)).toBe(0);
   });
 
+  // QA: pack handed out job 9007199254740992 (2^53), which a double cannot tell from 2^53+1.
+  it("pack past the last exact job id: job 2^53-1 is pushed, the next is refused naming the key, exit 2, nothing else pushed", async () => {
+    const queue = `e${++n}`;
+    await redis.set(`${queue}:seq`, String(2 ** 53 - 2));
+    const pack = await drill(["pack", "--jobs", "3", "--queue", queue]);
+    expect(pack.exitCode, String(pack.stderr)).toBe(2);
+    expect(String(pack.stderr)).toContain(`could not push job 2 of 3: ${queue}:seq is at 9007199254740991, the last exact job id (2^53-1)`);
+    expect(String(pack.stderr)).not.toMatch(/send\(s\)/);
+    expect((await redis.lrange(queue, 0, -1)).map((p) => JSON.parse(p).id)).toEqual(["9007199254740991"]);
+    expect(await redis.get(`${queue}:seq`)).toBe("9007199254740991");
+  });
+
   // A script asked why `gate mode admit --json` refused with no JSON. The
   // project's rule (README): --json stdout carries a command's result; a
   // refusal to act or an error before any result is one `drill: ` line on

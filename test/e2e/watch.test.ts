@@ -213,6 +213,45 @@ describe("drill watch --once --json", () => {
     expect(piped.stdout).toContain(" gate_mode=reject_all ");
   });
 
+  // QA: a <q>:mode the gate fails closed on (mistyped, or a hash) showed `mode n/a`.
+  it("gate_mode over a lever that is not a mode: the text says reject_all with what the key holds, as the gate does", async () => {
+    const q = "e2e-mode-closed";
+    await client.set(`${q}:mode`, "reject-all");
+    const json = parseOne((await kernelOnce(fakeHost("v2"), q)).stdout);
+    expect(json.gate_mode).toBeNull();
+    expect(json.missing.find((m) => m.field === "gate_mode")?.reason).toBe("the gate reads it as reject_all (fail closed): mode_value=reject-all");
+    const host = fakeHost("v2");
+    const piped = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--once", "--interval", "100ms", "--queue", q]);
+    expect(piped.stdout).toContain(" gate_mode=reject_all mode_value=reject-all ");
+    await client.del(`${q}:mode`);
+    await client.hset(`${q}:mode`, "x", "1");
+    const hashed = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--once", "--interval", "100ms", "--queue", q]);
+    expect(hashed.stdout).toContain(" gate_mode=reject_all mode_type=hash ");
+  });
+
+  // QA: `jobs` a string made watch say "Redis unreachable" and null every queue field.
+  it("a queue key of the wrong type: named on stderr (not unreachable), only its fields null and in missing, the rest read", async () => {
+    const q = "e2e-wrongtype";
+    await client.set(q, "hello");
+    await client.hset(`${q}:stats`, { tokens_out: 1234, admitted: 5 });
+    const ready = await kernelOnce(fakeHost("v2"), q);
+    expect(ready.exitCode, ready.stderr).toBe(0);
+    const s = parseOne(ready.stdout);
+    expect(s).toMatchObject({ queue_len: null, queue_age_ms: null, queue_head_slack_ms: null, tokens_out: 1234, admitted: 5, retry_count: 0, gate_mode: "admit" });
+    expect(s.missing.filter((m) => m.reason.startsWith("redis key")).map((m) => m.field)).toEqual(["queue_len", "queue_age_ms", "queue_head_slack_ms"]);
+    expect(s.missing.find((m) => m.field === "queue_len")?.reason).toBe(`redis key ${q} is a string, not a list (drill never writes that there)`);
+    expect(ready.stderr).not.toContain("unreachable");
+    expect(ready.stderr.split("\n").filter((l) => l.startsWith("watch: redis key"))).toEqual([
+      `watch: redis key ${q} is a string, not a list (drill never writes that there); queue_len, queue_age_ms, queue_head_slack_ms stay null (listed in missing) until it is fixed`,
+    ]);
+    await client.del(q, `${q}:stats`);
+    await client.rpush(q, JSON.stringify({ id: "1", prompt_tokens: 1, completion_tokens: 1, files: 0, enqueue_ts: Date.now(), deadline_ms: 8000, attempt: 0, host_class: "shared-free" }));
+    await client.rpush(`${q}:stats`, "x");
+    const stats = parseOne((await kernelOnce(fakeHost("v2"), q)).stdout);
+    expect(stats).toMatchObject({ queue_len: 1, tokens_out: null, retry_count: null, admitted: null, rejected: null });
+    expect(stats.missing.find((m) => m.field === "tokens_out")?.reason).toBe(`redis key ${q}:stats is a list, not a hash (drill never writes that there)`);
+  });
+
   it("Redis unreachable: Redis fields null and missing, kernel signals still sampled, exit 0", async () => {
     const closed = await freePort();
     const r = await runDrill(["--procfs", fakeHost("v2").procfs, "--sysfs", path.join(roots.at(-1)!, "sys"), "--redis", `redis://127.0.0.1:${closed}`, "watch", "--once", "--json", "--interval", "100ms"]);

@@ -475,13 +475,18 @@ describe("DrillQueue against a real redis-server", () => {
     expect((await queue.push(spec)).id).toBe("100000000000000");
     expect((await queue.push(spec)).id).toBe("100000000000001");
     expect((await redis.lrange(queue.keys.ready, 0, -1)).map((p) => JSON.parse(p).id)).toEqual(["100000000000000", "100000000000001"]);
-    await redis.set(queue.keys.seq, String(2 ** 53 - 1));
-    expect((await queue.push(spec)).id).toBe(String(2 ** 53));
+    // QA: at 2^53-1 it handed out 2^53, which a double cannot tell from 2^53+1: the last id is 2^53-1.
+    await redis.set(queue.keys.seq, String(2 ** 53 - 2));
+    expect((await queue.push(spec)).id).toBe(String(Number.MAX_SAFE_INTEGER));
+    await expect(queue.push(spec)).rejects.toThrow(`${queue.keys.seq} is at ${Number.MAX_SAFE_INTEGER}, the last exact job id (2^53-1)`);
+    expect(await redis.get(queue.keys.seq)).toBe(String(Number.MAX_SAFE_INTEGER));
     for (const bad of [String(2 ** 53), "abc", "-3"]) {
       await redis.set(queue.keys.seq, bad);
       await expect(queue.push(spec)).rejects.toThrow(`${queue.keys.seq} is "${bad}", not a job id under 2^53`);
     }
     expect(await redis.llen(queue.keys.ready)).toBe(3);
+    expect(JSON.parse((await redis.lindex(queue.keys.ready, -1))!).id).toBe(String(Number.MAX_SAFE_INTEGER));
+    await redis.set(queue.keys.seq, String(Number.MAX_SAFE_INTEGER));
     // Not sent again: the same answer would come back.
     let failures = 0;
     const outcome = await pushUntilTaken(queue, unnumberedJob(spec), `${pushScope("test")}.0`, { signal: new AbortController().signal, delayMs: () => 1, sendAgain: () => true, onFailure: () => failures++ });

@@ -79,18 +79,29 @@ describe("the queue sample's list scan", () => {
     expect(JSON.parse(q.admitted[0]!.toString())).toMatchObject({ id: "a1" }); // the oldest first
     expect(retriedIds(q)).toEqual(["pushed", "recovered"]);
   });
-  // QA: a wrong-typed key made the sample fail with a bare WRONGTYPE (which key?) under 'unreachable'.
-  it("a key of the wrong type: the failed reading names it and its type; a <q>:mode hash reads as its type, not a failure", async () => {
+  // QA: a wrong-typed key made the sample fail with a bare WRONGTYPE (which key?) under 'unreachable',
+  // then failed the whole reading: every queue field went null for one key.
+  it("a key of the wrong type: named with its type and read as empty, the other keys still read; a <q>:mode hash reads as its type", async () => {
     const queue = new DrillQueue(redis, `ws${++n}`);
     await fill(queue.keys.ready, "r", 3);
+    await fill(queue.keys.admitted, "a", 2);
     await redis.hset(queue.keys.mode, "x", "1");
     expect((await sample(queue)).mode).toBe("(a hash)");
     await redis.set(queue.keys.stats, "hello");
-    const r = new QueueReader(server.url, queue.keys, "shared-free", 5_000);
-    readers.push(r);
-    await r.connect();
-    const reading = await r.read();
-    expect(reading.ok).toBe(false);
-    expect(reading.ok ? "" : reading.reason).toMatch(new RegExp(`^${queue.keys.stats} is a string, not a hash`));
+    const stats = await sample(queue);
+    expect(stats.wrongTyped).toEqual([{ role: "stats", key: queue.keys.stats, reason: `${queue.keys.stats} is a string, not a hash (drill never writes that there)` }]);
+    expect(stats.queueLen).toBe(3);
+    expect(stats.admitted).toHaveLength(2);
+    await redis.del(queue.keys.stats, queue.keys.ready);
+    await redis.hset(queue.keys.stats, "tokens_out", "7");
+    await redis.set(queue.keys.ready, "hello");
+    await redis.set(queue.keys.events, "x");
+    const ready = await sample(queue);
+    expect(ready.wrongTyped).toEqual([
+      { role: "ready", key: queue.keys.ready, reason: `${queue.keys.ready} is a string, not a list (drill never writes that there)` },
+      { role: "events", key: queue.keys.events, reason: `${queue.keys.events} is a string, not a stream (drill never writes that there)` },
+    ]);
+    expect(ready).toMatchObject({ queueLen: 0, head: null, stats: { tokens_out: "7" } });
+    expect(ready.admitted).toHaveLength(2);
   });
 });

@@ -185,6 +185,14 @@ describe("render", () => {
     expect(view.frame({ ...sample, gate_mode: "reject_all" }).join("\n")).toMatch(/^gate {5}mode reject_all {2}rejected host_pressure=123456 {2}deadline_slack=123456/m);
     expect(view.frame({ ...sample, gate_mode: "reject_all" }, { columns: 60, rows: 12 }).join("\n")).toMatch(/^gate {5}mode reject_all/m);
     expect(view.frame({ ...sample, gate_mode: null, rejected: null })).toContain("gate     mode n/a  rejected n/a");
+    // QA: a lever the gate fails closed on showed `mode n/a`; it shows what the gate does, in the gate's words.
+    const closed = { ...sample, gate_mode: null, missing: [{ field: "gate_mode", file: "redis://h:1 mode", reason: "the gate reads it as reject_all (fail closed): mode_type=hash" }] };
+    expect(view.frame(closed).join("\n")).toMatch(/^gate {5}mode reject_all mode_type=hash {2}rejected /m);
+    expect(formatSampleLine(closed)).toContain(" gate_mode=reject_all mode_type=hash ");
+    // Redis not read: unknown, not a guess.
+    const unread = { ...sample, gate_mode: null, missing: [{ field: "gate_mode", file: "redis://h:1", reason: "not connected (reconnecting)" }] };
+    expect(view.frame(unread).join("\n")).toMatch(/^gate {5}mode n\/a {2}rejected /m);
+    expect(formatSampleLine(unread)).toContain(" gate_mode=n/a ");
     expect(formatSampleLine({ ...sample, gate_mode: "reject_all" })).toContain(" gate_mode=reject_all ");
   });
 
@@ -218,10 +226,10 @@ describe("render", () => {
 describe("parseQueueSample", () => {
   const b = (text: string) => Buffer.from(text);
   // The events part of a reply: newest id read, reject entries' fields, rejects past the cap;
-  // then the list scan: ready entries scanned, LLEN admitted.
-  const noEvents = [b("0-0"), [], 0, 0, 0];
+  // then the list scan: ready entries scanned, LLEN admitted; then the wrong-typed keys.
+  const noEvents = [b("0-0"), [], 0, 0, 0, []];
   it("maps the script's reply", () => {
-    const r = parseQueueSample("redis://h:1", [2, b("{}"), [b("a")], [b("tokens_out"), b("7"), b("admitted"), b("1")], [b("w")], [], 1, b("reject_all"), b("0-0"), [], 0, 2, 5]);
+    const r = parseQueueSample("redis://h:1", [2, b("{}"), [b("a")], [b("tokens_out"), b("7"), b("admitted"), b("1")], [b("w")], [], 1, b("reject_all"), b("0-0"), [], 0, 2, 5, []]);
     expect(r).toEqual({
       ok: true,
       value: {
@@ -235,18 +243,25 @@ describe("parseQueueSample", () => {
           retryCandidates: [],
           stats: { tokens_out: "7", admitted: "1" },
           mode: "reject_all",
+          wrongTyped: [],
           scan: { readyLen: 2, readyScanned: 2, admittedLen: 5, admittedScanned: 1 },
         },
         events: { tip: b("0-0"), lines: [], beyond: 0 },
       },
     });
     expect(parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null, ...noEvents])).toMatchObject({ ok: true, value: { queue: { mode: null } } });
+    // A key of the wrong type: named with its role, the rest of the reply still read.
+    const wrong = [b("stats"), b("jobs:stats"), b("jobs:stats is a list, not a hash (drill never writes that there)")];
+    expect(parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null, b("0-0"), [], 0, 0, 0, wrong])).toMatchObject({
+      ok: true,
+      value: { queue: { wrongTyped: [{ role: "stats", key: "jobs:stats", reason: "jobs:stats is a list, not a hash (drill never writes that there)" }] } },
+    });
     // Nothing after the cursor: no tip.
-    expect(parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null, null, [], 0, 0, 0])).toMatchObject({ ok: true, value: { events: { tip: null, lines: [], beyond: 0 } } });
+    expect(parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null, null, [], 0, 0, 0, []])).toMatchObject({ ok: true, value: { events: { tip: null, lines: [], beyond: 0 } } });
   });
   it("maps the reject entries to the gate's lines", () => {
     const entry = ["reason", "reject_packed_tokens", "job", "7", "figures", "packed=36012 limit=32000 route=retry", "ts", "1", "gate", "g", "attempt", "0"].map(b);
-    const r = parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null, b("17-3"), [entry], 4, 0, 0]);
+    const r = parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null, b("17-3"), [entry], 4, 0, 0, []]);
     expect(r).toMatchObject({ ok: true, value: { events: { tip: b("17-3"), lines: ["reject_packed_tokens job=7 packed=36012 limit=32000"], beyond: 4 } } });
   });
   it.each([
@@ -258,14 +273,17 @@ describe("parseQueueSample", () => {
     ["bad mode", [0, null, [], [], [], [], 1, 5, ...noEvents]],
     ["no mode (the script before gate_mode)", [0, null, [], [], [], [], 1]],
     ["no events (the script before reject lines)", [0, null, [], [], [], [], 1, null]],
-    ["bad events tip", [0, null, [], [], [], [], 1, null, 5, [], 0, 0, 0]],
-    ["events entries not a list", [0, null, [], [], [], [], 1, null, b("1-0"), b("x"), 0, 0, 0]],
-    ["an entry not a list of strings", [0, null, [], [], [], [], 1, null, b("1-0"), [[1, 2]], 0, 0, 0]],
-    ["an entry with an odd field count", [0, null, [], [], [], [], 1, null, b("1-0"), [[b("reason")]], 0, 0, 0]],
-    ["bad count past the cap", [0, null, [], [], [], [], 1, null, b("1-0"), [], "3", 0, 0]],
+    ["bad events tip", [0, null, [], [], [], [], 1, null, 5, [], 0, 0, 0, []]],
+    ["events entries not a list", [0, null, [], [], [], [], 1, null, b("1-0"), b("x"), 0, 0, 0, []]],
+    ["an entry not a list of strings", [0, null, [], [], [], [], 1, null, b("1-0"), [[1, 2]], 0, 0, 0, []]],
+    ["an entry with an odd field count", [0, null, [], [], [], [], 1, null, b("1-0"), [[b("reason")]], 0, 0, 0, []]],
+    ["bad count past the cap", [0, null, [], [], [], [], 1, null, b("1-0"), [], "3", 0, 0, []]],
     ["no list scan (the script before the scan cap)", [0, null, [], [], [], [], 1, null, b("0-0"), [], 0]],
-    ["bad list scan", [0, null, [], [], [], [], 1, null, b("0-0"), [], 0, "2", 0]],
-    ["negative count past the cap", [0, null, [], [], [], [], 1, null, b("1-0"), [], -1, 0, 0]],
+    ["bad list scan", [0, null, [], [], [], [], 1, null, b("0-0"), [], 0, "2", 0, []]],
+    ["no wrong-typed keys (the script before it named them)", [0, null, [], [], [], [], 1, null, b("0-0"), [], 0, 0, 0]],
+    ["a wrong-typed key of no known role", [0, null, [], [], [], [], 1, null, b("0-0"), [], 0, 0, 0, [b("mode"), b("jobs:mode"), b("x")]]],
+    ["a wrong-typed key without its reason", [0, null, [], [], [], [], 1, null, b("0-0"), [], 0, 0, 0, [b("ready"), b("jobs")]]],
+    ["negative count past the cap", [0, null, [], [], [], [], 1, null, b("1-0"), [], -1, 0, 0, []]],
   ])("unexpected reply (%s) is a failed reading", (_name, reply) => {
     expect(parseQueueSample("redis://h:1", reply).ok).toBe(false);
   });

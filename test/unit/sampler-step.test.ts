@@ -42,7 +42,7 @@ function job(fields: Record<string, unknown>): Buffer {
 }
 
 function queue(over: Partial<QueueRaw> = {}): QueueRaw {
-  return { source: "redis://127.0.0.1:6400", queueLen: 0, head: null, admitted: [], working: [], workingScanned: true, retryCandidates: [], stats: {}, mode: null, ...over };
+  return { source: "redis://127.0.0.1:6400", queueLen: 0, head: null, admitted: [], working: [], workingScanned: true, retryCandidates: [], stats: {}, mode: null, wrongTyped: [], ...over };
 }
 
 function raw(monoMs: number, over: Partial<RawReadings> = {}): RawReadings {
@@ -279,10 +279,49 @@ describe("nextSample: queue fields", () => {
     expect(missingFields(sample)).not.toContain("gate_mode");
   });
 
-  it("a <q>:mode that is not a mode: gate_mode null + missing, saying what is there", () => {
-    const sample = nextSample(null, raw(0, { queue: ok(queue({ mode: "reject-all" })) }), NOW).sample;
+  // The gate's words for a lever that is not a mode (modeValueField): mode_value=…, mode_type=….
+  it.each([
+    ["reject-all", "mode_value=reject-all"],
+    ["(a hash)", "mode_type=hash"],
+    ["", 'mode_value=""'],
+  ])("a <q>:mode that is not a mode (%j): gate_mode null + missing, saying the gate fails closed and what is there", (mode, held) => {
+    const sample = nextSample(null, raw(0, { queue: ok(queue({ mode })) }), NOW).sample;
     expect(sample.gate_mode).toBeNull();
-    expect(reasonOf(sample, "gate_mode")).toBe('not admit|reject_all: "reject-all" (the gate rejects every job as reject_all)');
+    expect(reasonOf(sample, "gate_mode")).toBe(`the gate reads it as reject_all (fail closed): ${held}`);
+  });
+
+  // QA: `jobs` a string (or jobs:stats a list) made watch call Redis unreachable and null every queue field.
+  it.each([
+    ["ready", "jobs is a string, not a list", ["queue_len", "queue_age_ms", "queue_head_slack_ms"]],
+    ["stats", "jobs:stats is a list, not a hash", ["tokens_out", "retry_count", "admitted", "rejected"]],
+    ["admitted", "jobs:admitted is a hash, not a list", ["deadline_slack_ms"]],
+    ["events", "jobs:events is a string, not a stream", []],
+  ] as const)("a wrong-typed %s key: only its fields are null, in missing naming the key; the rest still read", (role, reason, fields) => {
+    const key = reason.split(" ")[0]!;
+    const q = queue({
+      queueLen: 2,
+      head: job({ enqueue_ts: NOW - 180, deadline_ms: 8000 }),
+      admitted: [job({ id: "a", enqueue_ts: NOW - 1000, deadline_ms: 8000 })],
+      stats: { tokens_out: "1234", admitted: "5", reject_host_pressure: "3" },
+      mode: "reject_all",
+      wrongTyped: [{ role, key, reason: `${reason} (drill never writes that there)` }],
+    });
+    const sample = nextSample(null, raw(0, { queue: ok(q) }), NOW).sample;
+    const all = { queue_len: 2, queue_age_ms: 180, queue_head_slack_ms: 7820, deadline_slack_ms: 7000, tokens_out: 1234, retry_count: 0, admitted: 5, rejected: { reject_host_pressure: 3 }, gate_mode: "reject_all" };
+    const expected: Record<string, unknown> = { ...all };
+    for (const field of fields) expected[field] = null;
+    expect(sample).toMatchObject(expected);
+    const queueMissing = sample.missing.filter((m) => m.field in all);
+    expect(queueMissing).toEqual(fields.map((field) => ({ field, file: "redis://127.0.0.1:6400", reason: `redis key ${reason} (drill never writes that there)` })));
+  });
+
+  it("a wrong-typed worker registry nulls deadline_slack_ms only when the working lists come from it", () => {
+    const wrongTyped = [{ role: "workers" as const, key: "jobs:workers", reason: "jobs:workers is a string, not a hash (drill never writes that there)" }];
+    const admitted = [job({ id: "a", enqueue_ts: NOW - 1000, deadline_ms: 8000 })];
+    expect(nextSample(null, raw(0, { queue: ok(queue({ admitted, wrongTyped, workingScanned: true })) }), NOW).sample.deadline_slack_ms).toBe(7000);
+    const registry = nextSample(null, raw(0, { queue: ok(queue({ admitted, wrongTyped, workingScanned: false })) }), NOW).sample;
+    expect(registry.deadline_slack_ms).toBeNull();
+    expect(reasonOf(registry, "deadline_slack_ms")).toBe("redis key jobs:workers is a string, not a hash (drill never writes that there)");
   });
 
   it("retried jobs are passed to the alarms", () => {
