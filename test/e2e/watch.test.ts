@@ -402,10 +402,20 @@ describe("drill watch: streams", () => {
     const host = fakeHost("v2");
     const record = path.join(host.root, "int.jsonl");
     const child = execa("node", [drillBin, "--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--json", "--interval", "100ms", "--record", record, "--queue", "e2e-int"], { reject: false, timeout: 20_000 });
-    await new Promise((resolve) => setTimeout(resolve, 1200));
+    // After its first sample line (its handlers are up by then): a fixed wait
+    // sent SIGINT before node had started on a loaded host.
+    await new Promise<void>((resolve) => {
+      const onData = (chunk: Buffer) => {
+        if (!chunk.toString().includes("\n")) return;
+        child.stdout!.off("data", onData);
+        resolve();
+      };
+      child.stdout!.on("data", onData);
+      void child.finally(() => resolve());
+    });
     child.kill("SIGINT");
     const r = await child;
-    expect(r.exitCode).toBe(130);
+    expect(r.exitCode, r.stderr).toBe(130);
     expect(r.stderr).toContain("interrupted by SIGINT");
     const recorded = readFileSync(record, "utf8").trim().split("\n");
     expect(recorded.length).toBeGreaterThan(0);
