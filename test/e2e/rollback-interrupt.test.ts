@@ -43,6 +43,21 @@ describe.skipIf(skip !== null)("rollback stopped from outside: Ctrl-C, a closed 
     return { stateDir, before: readState(stateDir, "rbint") as DrillState, pushed };
   }
 
+  /**
+   * `count` signals, each after the rollback acknowledged the one before: two
+   * sent 20 ms apart to a process not yet scheduled merge into one pending
+   * signal on a loaded host, and the rollback then finished (exit 0).
+   */
+  async function signalOneByOne(child: ReturnType<typeof execa>, signal: "SIGINT" | "SIGTERM", count: number) {
+    let stderr = "";
+    child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    for (let i = 0; i < count; i++) {
+      child.kill(signal);
+      if (i + 1 === count) break;
+      while (!stderr.includes("finishing the rollback") && child.exitCode === null) await sleep(5);
+    }
+  }
+
   /** A rollback that gets `count` SIGINTs as soon as it has said which drill it rolls back. */
   async function interruptedRollback(stateDir: string, count: number) {
     const child = execa("node", [drillBin, "--state-dir", stateDir, "rollback", "--name", "rbint"], { reject: false, timeout: 90_000, env: { FORCE_COLOR: "0", NO_COLOR: "1" } });
@@ -52,10 +67,7 @@ describe.skipIf(skip !== null)("rollback stopped from outside: Ctrl-C, a closed 
       if (child.exitCode !== null) break;
       await sleep(5);
     }
-    for (let i = 0; i < count; i++) {
-      child.kill("SIGINT");
-      await sleep(20);
-    }
+    await signalOneByOne(child, "SIGINT", count);
     const result = await child;
     return { exitCode: result.exitCode, stdout: String(result.stdout), stderr: String(result.stderr) };
   }
@@ -101,10 +113,7 @@ describe.skipIf(skip !== null)("rollback stopped from outside: Ctrl-C, a closed 
     const child = execa("node", [drillBin, "--state-dir", stateDir, "--json", "rollback", "--name", "rbint"], { reject: false, timeout: 90_000, env: { FORCE_COLOR: "0", NO_COLOR: "1" } });
     // --json prints nothing as it goes: the state file says the rollback has begun.
     while (readState(stateDir, "rbint")?.phase !== "rolling_back" && child.exitCode === null) await sleep(5);
-    for (let i = 0; i < count; i++) {
-      child.kill(signal);
-      await sleep(20);
-    }
+    await signalOneByOne(child, signal, count);
     const r = await child;
     expect(r.exitCode, String(r.stdout) + String(r.stderr)).toBe(code);
     const doc = JSON.parse(String(r.stdout)) as {
