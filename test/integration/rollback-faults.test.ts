@@ -84,7 +84,8 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
     const stateDir = stateDirFor("none");
     for (let i = 0; i < 3; i++) {
       const r = await rollback(stateDir);
-      expect(r.exitCode).toBe(0);
+      // exit 4 when another drill runs on this host (rollback names it): the output says which.
+      expect(r.exitCode, r.stdout + r.stderr).toBe(0);
       expect(r.stdout).toMatch(/nothing to roll back/);
     }
   });
