@@ -3,9 +3,11 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readState } from "../../src/drill/state.js";
+import { readState, type DrillState } from "../../src/drill/state.js";
 import { cgroupDirsLeft, realDrillSkipReason, realWorkerCgroup } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
+import { assertHostClean } from "../helpers/hostClean.js";
+import { assertNoJobLostInExport, idsGivenByQueue } from "../helpers/invariants.js";
 import { pack, tinyDrill } from "../helpers/drills.js";
 
 const CGROUP = "startstatecg";
@@ -44,16 +46,18 @@ describe.skipIf(skip !== null)("drill rollback while up is mid-start (real cgrou
       env: { DRILL_CRASH_AT: "cgroup:stop" },
     });
     const deadline = Date.now() + 30_000;
-    let pid = 0;
-    while (pid === 0) {
+    let before: DrillState | null = null;
+    while (before === null) {
       if (Date.now() > deadline) throw new Error("up did not stop after claiming its cgroup");
       await sleep(50);
       const state = readState(stateDir, "startstate");
       if (state?.cgroup) {
         const stat = readFileSync(`/proc/${state.owner.pid}/stat`, "utf8");
-        if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("T")) pid = state.owner.pid;
+        if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("T")) before = state;
       }
     }
+    // The ids its queue gave, read live while up is stopped: what the rollback's export must hold, and only that.
+    const given = await idsGivenByQueue(before.redis.url, before.queue);
     const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "startstate"], { timeout: 60_000 });
     const said = rollback.stdout + rollback.stderr;
     expect(rollback.exitCode, said).toBe(0);
@@ -70,5 +74,7 @@ describe.skipIf(skip !== null)("drill rollback while up is mid-start (real cgrou
     const mode = readFileSync(exported!, "utf8").split("\n").filter((l) => l.includes(":mode")).join("\n");
     expect(mode, said).toMatch(/reject_all/);
     expect(mode).not.toMatch(/"admit"/);
+    assertHostClean(stateDir, "startstate", before, { cgroupName: CGROUP });
+    assertNoJobLostInExport(exported!, before.queue, given);
   });
 });

@@ -1,11 +1,16 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readState } from "../../src/drill/state.js";
+import { findDrillRunProcesses } from "../../src/drill/strays.js";
+import { HostRoots } from "../../src/host/kernelFile.js";
+import { isSameProcess, readProcessStat } from "../../src/host/process.js";
 import { cgroupDirsLeft, realDrillSkipReason, realWorkerCgroup } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
+import { assertHostClean, drillCgroupDirsOnHost } from "../helpers/hostClean.js";
+import { assertNoJobLostInExport } from "../helpers/invariants.js";
 import { pack, tinyDrill } from "../helpers/drills.js";
 
 const CGROUP = "startingupcg";
@@ -68,6 +73,7 @@ describe.skipIf(skip !== null)("drill rollback while an up is still starting (re
 
   it("stops the up first and says so, instead of 'nothing to roll back'; the drill never comes up", async () => {
     const { up, pid } = await wedgedUp();
+    const upStart = startTimeOf(pid);
     const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "startup"], { timeout: 60_000 });
     const said = rollback.stdout + rollback.stderr;
     expect(rollback.exitCode, said).toBe(0);
@@ -77,15 +83,46 @@ describe.skipIf(skip !== null)("drill rollback while an up is still starting (re
     // What it recorded before the signal reached it (its state, maybe its Redis) is rolled back with it.
     expect(readState(stateDir, "startup")?.phase ?? "complete", said).toBe("complete");
     expect(cgroupDirsLeft(realWorkerCgroup(CGROUP))).toEqual([]);
+    assertStartingUpRolledBack(pid, upStart, said);
   });
 
   it("without --name, and in --json: the stopped up is in the document, which is not 'nothing to roll back'", async () => {
     const { up, pid } = await wedgedUp();
+    const upStart = startTimeOf(pid);
     const rollback = await runDrill(["--state-dir", stateDir, "--json", "rollback"], { timeout: 60_000 });
     expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
     const doc = JSON.parse(rollback.stdout) as { starting_ups: unknown[]; nothing_to_roll_back: boolean };
     expect(doc.starting_ups).toEqual([{ name: "startup", pid, outcome: "stopped" }]);
     expect(doc.nothing_to_roll_back).toBe(false);
     expect((await up).exitCode).toBe(143);
+    assertStartingUpRolledBack(pid, upStart, rollback.stdout + rollback.stderr);
   });
+
+  function startTimeOf(pid: number): number {
+    const stat = readProcessStat(new HostRoots(), pid);
+    if (!stat.ok) throw new Error(`wedged up ${pid}: ${stat.reason}`);
+    return stat.value.startTime;
+  }
+
+  /**
+   * Host clean (and no job lost) after the rollback of an up stopped before it
+   * recorded a run: whatever it recorded once the signal let it go on (a state,
+   * maybe a Redis) is the "before"; either way the up is gone, no drill cgroup,
+   * no process of a run from this state dir, no file dir left.
+   */
+  function assertStartingUpRolledBack(upPid: number, upStart: number, said: string): void {
+    const roots = new HostRoots();
+    expect(isSameProcess(roots, upPid, upStart), `up ${upPid} alive`).toBe(false);
+    expect(drillCgroupDirsOnHost(CGROUP), said).toEqual([]);
+    expect(findDrillRunProcesses(roots).filter((p) => p.stateDir === stateDir), said).toEqual([]);
+    expect(readdirSync(path.join(root, "files")), said).toEqual([]);
+    const recorded = readState(stateDir, "startup");
+    if (recorded === null) return;
+    assertHostClean(stateDir, "startup", recorded, { cgroupName: CGROUP });
+    // Stopped before its schedule: it pushed nothing, and its Redis (if it got one) was exported with nothing in it.
+    if (recorded.redis.embedded !== null) {
+      expect(typeof recorded.rollback?.exported, said).toBe("string");
+      assertNoJobLostInExport(recorded.rollback!.exported!, recorded.queue, []);
+    }
+  }
 });

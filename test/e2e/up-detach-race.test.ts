@@ -1,14 +1,18 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readState, type DrillState } from "../../src/drill/state.js";
+import { findDrillRunProcesses } from "../../src/drill/strays.js";
+import { HostRoots } from "../../src/host/kernelFile.js";
 import { cgroupDirsLeft, realDrillSkipReason, realWorkerCgroup } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
 import { assertHostClean } from "../helpers/hostClean.js";
+import { assertNoJobLostInExport, idsGivenByQueue } from "../helpers/invariants.js";
 import { pack, tinyDrill } from "../helpers/drills.js";
 
-const DRILL = tinyDrill("detachrace", { duration: "10s", phases: [["0s", pack(2)]] });
+const JOBS = 2;
+const DRILL = tinyDrill("detachrace", { duration: "10s", phases: [["0s", pack(JOBS)]] });
 const CGROUP = "detachracecg";
 
 const skip = realDrillSkipReason();
@@ -57,8 +61,18 @@ describe.skipIf(skip !== null)("two drill up --detach at once (real cgroup, embe
     const log = readFileSync(path.join(stateDir, "detachrace-up.log"), "utf8");
     expect(log.match(/^==== drill up --detach/gm)?.length, log).toBe(1);
     expect(log).not.toMatch(/refused|holds .*up\.lock/);
+    // The loser owns nothing: one run dir (the winner's), no process of another run from this state dir.
+    expect(readdirSync(path.join(stateDir, "detachrace", "runs"))).toEqual([won.run_id]);
+    const others = findDrillRunProcesses(new HostRoots()).filter((p) => p.stateDir === stateDir && p.runId !== won.run_id);
+    expect(others, "a process of the loser's run").toEqual([]);
+    // The winner's pack (JOBS jobs at 0s), read live from its Redis: the ids the export must hold, and only those.
+    const given = await idsGivenByQueue(state.redis.url, state.queue, JOBS);
+    expect(given).toEqual(Array.from({ length: JOBS }, (_, i) => String(i + 1)));
     const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "detachrace"], { timeout: 90_000 });
     expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
     assertHostClean(stateDir, "detachrace", state);
+    const exported = readState(stateDir, "detachrace")?.rollback?.exported;
+    expect(typeof exported, rollback.stdout).toBe("string");
+    assertNoJobLostInExport(exported!, state.queue, given);
   }, 180_000);
 });

@@ -6,6 +6,7 @@ import { readState, type DrillState } from "../../src/drill/state.js";
 import { realDrillSkipReason } from "../helpers/cgroupFixtures.js";
 import { repoRoot, runDrill } from "../helpers/cli.js";
 import { assertHostClean } from "../helpers/hostClean.js";
+import { assertNoJobLostInExport, idsGivenByQueue } from "../helpers/invariants.js";
 import { pack, tinyDrill } from "../helpers/drills.js";
 
 const smoke = readFileSync(path.join(repoRoot, "drills", "smoke.yaml"), "utf8");
@@ -112,9 +113,14 @@ describe.skipIf(skip !== null)("drill up --file-dir relative (real cgroup, embed
     const before = readState(stateDir, "tinyin") as DrillState;
     expect(before.fileDir).toBe(path.join(root, "files", `drill-${before.runId}`));
     expect(existsSync(before.fileDir!)).toBe(true);
+    // The ids its queue gave, read live (up, the packer, is dead): what the rollback's export must hold, and only that.
+    const given = await idsGivenByQueue(before.redis.url, before.queue);
 
     const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "tinyin"], { cwd: repoRoot, timeout: 60_000 });
     expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
-    assertHostClean(stateDir, "tinyin", before);
+    assertHostClean(stateDir, "tinyin", before, { cgroupName: "tinyincg" });
+    const exported = readState(stateDir, "tinyin")?.rollback?.exported;
+    expect(typeof exported, rollback.stdout).toBe("string");
+    assertNoJobLostInExport(exported!, before.queue, given);
   }, 90_000);
 });

@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import type { Redis } from "ioredis";
+import { Redis } from "ioredis";
 import { queueKeys } from "../../src/queue/keys.js";
 
 /**
@@ -96,6 +96,28 @@ function checkPlaces(places: Map<string, string[]>, anonymous: number, queue: st
   if (forbidden.length > 0) problems.push(`duplicated: ${forbidden.map((d) => `${d.id} in ${d.places.join("+")}`).join("; ")}`);
   if (problems.length > 0) throw new Error(`no-job-lost invariant broken on queue ${queue}: ${problems.join(" | ")}`);
   return { places, duplicates, anonymous };
+}
+
+/**
+ * Every id a queue has given so far (1..<q>:seq), read live from its Redis:
+ * the pushed ids of a drill that never printed them, taken apart from the
+ * export later checked against them (an id list read from that export would
+ * let an empty export pass). `atLeast`: wait (up to 10 s) for a packer still
+ * pushing to get there.
+ */
+export async function idsGivenByQueue(url: string, queue: string, atLeast = 0): Promise<string[]> {
+  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 3000, retryStrategy: () => null });
+  try {
+    await redis.connect();
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const seq = Number((await redis.get(queueKeys(queue).seq)) ?? "0");
+      if (seq >= atLeast || Date.now() > deadline) return Array.from({ length: seq }, (_, i) => String(i + 1));
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } finally {
+    redis.disconnect();
+  }
 }
 
 async function scanLists(redis: Redis, pattern: string): Promise<string[]> {

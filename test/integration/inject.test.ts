@@ -27,6 +27,17 @@ function drill(args: string[]) {
   });
 }
 
+/**
+ * A path a detached inject reported (its hog's file, its record): a string
+ * naming a file that exists now, so that "gone after teardown" proves
+ * something (existsSync(undefined) is false too).
+ */
+function existingPath(reported: string | null | undefined, what: string): string {
+  expect(typeof reported, `${what} reported`).toBe("string");
+  expect(existsSync(reported!), `${what} ${reported} exists before teardown`).toBe(true);
+  return reported!;
+}
+
 /** A fresh drill cgroup under the test's own cgroup, always torn down after the test. */
 function cgroupWithLimit(memoryMax: number): WorkerCgroup {
   const cg = realWorkerCgroup(`inj${process.pid}x${counter++}`);
@@ -135,13 +146,13 @@ describe.skipIf(skipReason)("inject on real cgroups (--parent self)", () => {
     expect(Date.now() - started).toBeLessThan(30_000);
     const report = JSON.parse(result.stdout) as InjectDocument;
     expect(report).toMatchObject({ outcome: "packed", detached: true });
-    expect(report.state_file).not.toBeNull();
-    expect(existsSync(report.file!)).toBe(true);
+    const stateFile = existingPath(report.state_file, "state_file");
+    const hogFile = existingPath(report.file, "file");
     const down = await drill(["cgroup", "teardown", "--name", cg.name, "--parent", "self"]);
     expect(down.exitCode, down.stderr).toBe(0);
     expect(down.stdout).toContain(`killed ${report.pid} (pagetoucher)`);
-    expect(existsSync(report.file!)).toBe(false);
-    expect(existsSync(report.state_file!)).toBe(false);
+    expect(existsSync(hogFile)).toBe(false);
+    expect(existsSync(stateFile)).toBe(false);
     expect(cgroupDirsLeft(cg)).toEqual([]);
   });
 
@@ -151,6 +162,8 @@ describe.skipIf(skipReason)("inject on real cgroups (--parent self)", () => {
     expect(result.exitCode, result.stderr).toBe(0);
     const report = JSON.parse(result.stdout) as InjectDocument;
     expect(existsSync(`/proc/${report.pid}`)).toBe(true);
+    const stateFile = existingPath(report.state_file, "state_file");
+    const hogFile = existingPath(report.file, "file");
 
     // No drill in this state dir: rollback said "nothing to roll back" and left the hog running.
     const rollback = await drill(["rollback"]);
@@ -159,8 +172,8 @@ describe.skipIf(skipReason)("inject on real cgroups (--parent self)", () => {
     expect(rollback.stdout).toMatch(new RegExp(`ok {3}kill and remove cgroup: killed 1: ${report.pid} \\(pagetoucher\\)`));
     expect(rollback.stdout).not.toContain("nothing to roll back");
     expect(cgroupDirsLeft(cg)).toEqual([]);
-    expect(existsSync(report.file!)).toBe(false);
-    expect(existsSync(report.state_file!)).toBe(false);
+    expect(existsSync(hogFile)).toBe(false);
+    expect(existsSync(stateFile)).toBe(false);
     expect(readdirSync(path.join(stateDir, "cgroups")).filter((f) => f.startsWith(cg.name))).toEqual([]);
 
     const again = await drill(["--json", "rollback"]);
@@ -181,6 +194,8 @@ describe.skipIf(skipReason)("inject on real cgroups (--parent self)", () => {
       expect(result.exitCode, result.stderr).toBe(0);
       const report = JSON.parse(result.stdout) as InjectDocument;
       expect(existsSync(`/proc/${report.pid}`)).toBe(true);
+      const stateFile = existingPath(report.state_file, "state_file");
+      const hogFile = existingPath(report.file, "file");
 
       const rollback = await inOther(["rollback"]);
       expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
@@ -190,8 +205,8 @@ describe.skipIf(skipReason)("inject on real cgroups (--parent self)", () => {
       // Gone, or a zombie its (re)parent has yet to reap.
       const stat = readProcessStat(realRoots(), report.pid!);
       expect(!stat.ok || stat.value.state === "Z").toBe(true);
-      expect(existsSync(report.file!)).toBe(false);
-      expect(existsSync(report.state_file!)).toBe(false);
+      expect(existsSync(hogFile)).toBe(false);
+      expect(existsSync(stateFile)).toBe(false);
 
       const setupSide = await drill(["rollback"]);
       expect(setupSide.exitCode, setupSide.stdout + setupSide.stderr).toBe(0);

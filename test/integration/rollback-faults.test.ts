@@ -13,7 +13,7 @@ import { DrillQueue } from "../../src/queue/queue.js";
 import { cgroupDirsLeft, realCgroupSkipReason, realWorkerCgroup } from "../helpers/cgroupFixtures.js";
 import { drillBin, runDrill } from "../helpers/cli.js";
 import { assertHostClean, processesNaming, startBystander, type Bystander } from "../helpers/hostClean.js";
-import { assertNoJobLost, assertNoJobLostInExport } from "../helpers/invariants.js";
+import { assertNoJobLost, assertNoJobLostInExport, idsGivenByQueue } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 import { pack, tinyDrill } from "../helpers/drills.js";
 
@@ -21,6 +21,8 @@ const skip = realCgroupSkipReason();
 if (skip) console.warn(`skipping rollback fault tests: ${skip}`);
 
 // A tiny drill: every phase early, small sizes, a few seconds long.
+// A full run pushes 3 + 2 jobs.
+const TINY_JOBS = 5;
 const TINY = tinyDrill("tiny", {
   phases: [
     ["0s", pack(3, 20000)],
@@ -70,25 +72,20 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
     expect(r.signal, `${args.join(" ")} at ${step}: exit ${r.exitCode} ${String(r.stderr)}`).toBe("SIGKILL");
   };
   const hostClean = (stateDir: string, before: DrillState) => assertHostClean(stateDir, "tiny", before, { cgroupName: "tinycg", bystanders: [bystander] });
-  // Every id the drill's queue ever gave (1..jobs:seq), read from rollback's export: the ids of a drill that never printed them.
-  const exportedRun = (stateDir: string) => {
+  // rollback's latest export (final-<ts>.jsonl), or null when it wrote none.
+  const latestExport = (stateDir: string) => {
     const exports = readdirSync(path.join(stateDir, "tiny")).filter((f) => f.startsWith("final-")).sort();
-    if (exports.length === 0) return null;
-    const file = path.join(stateDir, "tiny", exports.at(-1)!);
-    const seqLine = readFileSync(file, "utf8")
-      .split("\n")
-      .filter((l) => l.trim() !== "")
-      .map((l) => JSON.parse(l) as { key: string; value: { utf8?: string } })
-      .find((e) => e.key === "jobs:seq");
-    const seq = Number(seqLine?.value.utf8 ?? "0");
-    return { file, ids: Array.from({ length: seq }, (_, i) => String(i + 1)) };
+    return exports.length === 0 ? null : path.join(stateDir, "tiny", exports.at(-1)!);
   };
+  // up's --json document (its last stdout line): the ids it pushed, said by the packer itself.
+  const pushedIds = (stdout: string) => (JSON.parse(stdout.trim().split("\n").pop()!) as { pushed_ids: string[] }).pushed_ids;
 
   it("rollback with no drill at all exits 0, three times", async () => {
     const stateDir = stateDirFor("none");
     for (let i = 0; i < 3; i++) {
       const r = await rollback(stateDir);
-      expect(r.exitCode).toBe(0);
+      // exit 4 when another drill runs on this host (rollback names it): the output says which.
+      expect(r.exitCode, r.stdout + r.stderr).toBe(0);
       expect(r.stdout).toMatch(/nothing to roll back/);
     }
   });
@@ -100,16 +97,24 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
       await crashed([stateDir, "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], step);
       const before = readState(stateDir, "tiny");
       expect(before, "intent was written before the act").not.toBeNull();
+      // The embedded Redis is recorded (port and dir) before its spawn: from redis-spawn on, its state names it.
+      if (step === "state") expect(before!.redis.embedded).toBeNull();
+      else expect(before!.redis.embedded, "embedded Redis recorded").not.toBeNull();
+      // The packer died with up: the ids its queue gave, read live now, are all the export may and must hold.
+      const given = before!.redis.embedded ? await idsGivenByQueue(before!.redis.url, "jobs") : [];
       const rb = await rollback(stateDir);
       expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
       // Before the Redis existed there is nothing to drain, and no default URL is tried.
       if (step === "state") expect(rb.stdout).toMatch(/up stopped before it set up a Redis/);
       hostClean(stateDir, before as DrillState);
-      const exported = exportedRun(stateDir);
+      const exported = latestExport(stateDir);
       if (step === "state") expect(exported).toBeNull();
-      else assertNoJobLostInExport(exported!.file, "jobs", exported!.ids);
+      else {
+        expect(exported, `no export of the recorded embedded Redis: ${rb.stdout}`).not.toBeNull();
+        assertNoJobLostInExport(exported!, "jobs", given);
+      }
       // At the second phase's hog the first phase's three jobs are out: the gate and worker had them.
-      if (step === "hog-1-spawn") expect(exported!.ids.length).toBeGreaterThanOrEqual(3);
+      if (step === "hog-1-spawn") expect(given.length).toBeGreaterThanOrEqual(3);
     },
     90_000,
   );
@@ -120,7 +125,8 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
       const stateDir = stateDirFor(`rb-${step}`);
       const started = await up(stateDir, ["--json"]);
       expect(started.exitCode, started.stderr).toBe(0);
-      const pushed = (JSON.parse(started.stdout.trim().split("\n").pop()!) as { pushed_ids: string[] }).pushed_ids;
+      const pushed = pushedIds(started.stdout);
+      expect(pushed).toHaveLength(TINY_JOBS);
       const before = readState(stateDir, "tiny") as DrillState;
       await crashed([stateDir, "rollback"], step);
       const rb = await rollback(stateDir);
@@ -159,8 +165,10 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
 
   it("rollback SIGKILLed at stop-packer, with up still running its schedule: the next rollback reaches both invariants", async () => {
     const stateDir = stateDirFor("rb-stop-packer");
-    const child = spawn("node", [drillBin, "--state-dir", stateDir, "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], { stdio: "ignore" });
-    const upExit = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    const child = spawn("node", [drillBin, "--state-dir", stateDir, "--json", "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], { stdio: ["ignore", "pipe", "ignore"] });
+    let upStdout = "";
+    child.stdout.on("data", (chunk: Buffer) => (upStdout += chunk.toString()));
+    const upExit = new Promise<void>((resolve) => child.once("close", () => resolve()));
     try {
       await waitFor(() => readState(stateDir, "tiny")?.phase === "running", 30_000);
       const before = readState(stateDir, "tiny") as DrillState;
@@ -170,9 +178,12 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
       expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
       await upExit;
       hostClean(stateDir, before);
-      const exported = exportedRun(stateDir)!;
-      expect(exported.ids.length).toBeGreaterThanOrEqual(3);
-      assertNoJobLostInExport(exported.file, "jobs", exported.ids);
+      // The ids up itself says it pushed (its --json document once the rollback stopped it), not the export's jobs:seq.
+      const pushed = pushedIds(upStdout);
+      expect(pushed.length, upStdout).toBeGreaterThanOrEqual(3);
+      const exported = latestExport(stateDir);
+      expect(exported, rb.stdout).not.toBeNull();
+      assertNoJobLostInExport(exported!, "jobs", pushed);
     } finally {
       child.kill("SIGKILL");
     }
@@ -194,8 +205,13 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
       const rb = await rollback(stateDir);
       expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
       hostClean(stateDir, before);
-      const exported = exportedRun(stateDir);
-      if (exported) assertNoJobLostInExport(exported.file, "jobs", exported.ids);
+      // Stopped while starting, up never reached its schedule: no id was pushed, and none may appear.
+      const exported = latestExport(stateDir);
+      if (before.redis.embedded === null) expect(exported, rb.stdout).toBeNull();
+      else {
+        expect(exported, `no export of the recorded embedded Redis: ${rb.stdout}`).not.toBeNull();
+        assertNoJobLostInExport(exported!, "jobs", []);
+      }
     } finally {
       child.kill("SIGKILL");
     }
@@ -206,23 +222,32 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
     ["SIGTERM", 143],
   ] as const)("%s during up exits %d and leaves a resumable state", async (signal, code) => {
     const stateDir = stateDirFor(`sig-${signal}`);
-    const child = spawn("node", ["bin/drill.js", "--state-dir", stateDir, "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], { stdio: "ignore" });
+    const child = spawn("node", ["bin/drill.js", "--state-dir", stateDir, "--json", "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], { stdio: ["ignore", "pipe", "ignore"] });
+    let upStdout = "";
+    child.stdout.on("data", (chunk: Buffer) => (upStdout += chunk.toString()));
     await waitFor(() => readState(stateDir, "tiny")?.phase === "running", 30_000);
     child.kill(signal);
-    const exitCode = await new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)));
+    const exitCode = await new Promise<number | null>((resolve) => child.once("close", (c) => resolve(c)));
     expect(exitCode).toBe(code);
     const before = readState(stateDir, "tiny") as DrillState;
     expect(["running", "stopped"]).toContain(before.phase);
+    // Two sources apart from the export: what up says it pushed, and the ids its queue gave (read live; up, the packer, is gone).
+    const pushed = pushedIds(upStdout);
+    expect((await idsGivenByQueue(before.redis.url, "jobs")).sort()).toEqual([...pushed].sort());
     const rb = await rollback(stateDir);
     expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
     hostClean(stateDir, before);
+    const exported = latestExport(stateDir);
+    expect(exported, rb.stdout).not.toBeNull();
+    assertNoJobLostInExport(exported!, "jobs", pushed);
   }, 90_000);
 
   it("the embedded Redis exits by itself at duration + 5 min and another Redis takes its port: report and rollback use the AOF and leave the other alone", async () => {
     const stateDir = stateDirFor("redis-lifetime");
     const started = await up(stateDir, ["--json"]);
     expect(started.exitCode, started.stderr).toBe(0);
-    const pushed = (JSON.parse(started.stdout.trim().split("\n").pop()!) as { pushed_ids: string[] }).pushed_ids;
+    const pushed = pushedIds(started.stdout);
+    expect(pushed).toHaveLength(TINY_JOBS);
     const before = readState(stateDir, "tiny") as DrillState;
     const embedded = before.redis.embedded!;
     const server = before.processes.find((p) => p.role === "redis")!;
@@ -278,13 +303,25 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
   }, 90_000);
   it("two drill up with the same name at once: exactly one proceeds", async () => {
     const stateDir = stateDirFor("twice");
-    const [a, b] = await Promise.all([up(stateDir), up(stateDir)]);
+    const [a, b] = await Promise.all([up(stateDir, ["--json"]), up(stateDir, ["--json"])]);
     const codes = [a.exitCode, b.exitCode].sort();
     expect(codes).toEqual([0, 3]);
     expect([a.stderr, b.stderr].join("\n")).toMatch(/another drill|already up/);
+    const [winner, loser] = a.exitCode === 0 ? [a, b] : [b, a];
+    const won = JSON.parse(winner.stdout.trim().split("\n").pop()!) as { run_id: string; pushed_ids: string[] };
+    expect(won.pushed_ids).toHaveLength(TINY_JOBS);
+    // The loser ran no drill: no run, no pushes; the state (and all it records) is the winner's.
+    expect(JSON.parse(loser.stdout.trim().split("\n").pop()!)).toMatchObject({ verdict: "refused", run_id: null });
+    expect(loser.stdout).not.toMatch(/pushed_ids/);
     const before = readState(stateDir, "tiny") as DrillState;
-    expect((await rollback(stateDir)).exitCode).toBe(0);
+    expect(before.runId).toBe(won.run_id);
+    const rb = await rollback(stateDir);
+    expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
     hostClean(stateDir, before);
+    // Exactly the winner's pushes in its Redis: a job the loser pushed would be "never pushed".
+    const exported = latestExport(stateDir);
+    expect(exported, rb.stdout).not.toBeNull();
+    assertNoJobLostInExport(exported!, "jobs", won.pushed_ids);
   }, 90_000);
 
   describe("with a Redis the drill does not own", () => {

@@ -9,6 +9,7 @@ import { readProcessStat } from "../../src/host/process.js";
 import { cgroupDirsLeft, forceCleanup, realCgroupSkipReason, realWorkerCgroup } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
 import { assertHostClean } from "../helpers/hostClean.js";
+import { assertNoJobLostInExport, idsGivenByQueue } from "../helpers/invariants.js";
 import { pack, tinyDrill } from "../helpers/drills.js";
 
 /**
@@ -110,6 +111,8 @@ describe("rollback with no drill in its state dir while a drill runs elsewhere",
     const up = await runDrill(["--state-dir", stateDir, "up", "--drill", drillFile, "--parent", "self", "--name", "scopecg"], { env: { DRILL_CRASH_AT: "watch-spawn" }, timeout: 60_000 });
     expect(up.exitCode).not.toBe(0);
     const before = readState(stateDir, "scope") as DrillState;
+    // The ids its queue gave, read live (up, the packer, is dead): what the rollback's export must hold, and only that.
+    const given = await idsGivenByQueue(before.redis.url, before.queue);
     try {
       const gate = before.processes.find((p) => p.role === "gate")!;
       expect(alive(gate.pid!, gate.startTime!)).toBe(true);
@@ -130,8 +133,11 @@ describe("rollback with no drill in its state dir while a drill runs elsewhere",
       const rb = await runDrill(["--state-dir", stateDir, "rollback", "--name", "scope"], { timeout: 60_000 });
       expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
     }
-    assertHostClean(stateDir, "scope", before);
+    assertHostClean(stateDir, "scope", before, { cgroupName: "scopecg" });
     expect(cgroupDirsLeft(realWorkerCgroup("scopecg"))).toEqual([]);
+    const exported = readState(stateDir, "scope")?.rollback?.exported;
+    expect(typeof exported, "rollback exported the embedded Redis").toBe("string");
+    assertNoJobLostInExport(exported!, before.queue, given);
   }, 120_000);
 });
 
