@@ -146,6 +146,43 @@ export function modeFlip(event: Pick<DecisionEvent, "tsMs" | "figures">): ModeFl
   return { ts: iso(event.tsMs), mode, previous, unchanged: mode === null || previous === null ? null : mode === previous, forced: field("forced") === "1", psi };
 }
 
+/**
+ * The rollback's deny-all (runbook rollback step 1, "Flip admitd to
+ * reject_all"): the `<q>:events` mode event that cut admission off last
+ * before the run's rollback record (state.json rollback.at). A run that ended
+ * before its rollback has it after the window, which ends at the run's end.
+ */
+export interface RollbackDenyAll extends ModeFlip {
+  /** Where it falls against the report's window: `after` when the run ended before its rollback. */
+  window: "before" | "in" | "after";
+}
+
+/**
+ * The last mode event at or before the rollback's record that set reject_all
+ * over another mode (a repeat, such as rollback's "deny-all again", cut
+ * nothing off); a repeat only when no event changed it. rollback writes no
+ * marker into the stream: the rollback's record bounds it, and its deny-all
+ * is its first step, seconds before that record.
+ */
+export function rollbackDenyAll(events: readonly DecisionEvent[], runStartMs: number, rollbackAtMs: number): ModeFlip | null {
+  let cut: ModeFlip | null = null;
+  let repeat: ModeFlip | null = null;
+  for (const e of events) {
+    if (e.reason !== "mode" || e.tsMs === null || e.tsMs < runStartMs || e.tsMs > rollbackAtMs) continue;
+    const flip = modeFlip(e);
+    if (flip.mode !== "reject_all") {
+      cut = null;
+      repeat = null;
+    } else if (flip.unchanged === true) {
+      repeat ??= flip;
+    } else {
+      cut = flip;
+      repeat = null;
+    }
+  }
+  return cut ?? repeat;
+}
+
 export interface Report {
   label: string;
   /** When this report was made (now), whatever the source; the figures' moment is window.to. */
@@ -175,8 +212,10 @@ export interface Report {
   decisions: { rows: DecisionRow[]; total: number; rejects: number } | null;
   first_reject: RejectLine | null;
   last_reject: RejectLine | null;
-  /** Every mode event (`gate mode`, up, rollback's deny-all), repeats included: the lever's history. */
+  /** Every mode event (`gate mode`, up, rollback's deny-all) in the window, repeats included: the lever's history. */
   mode_flips: ModeFlip[] | null;
+  /** When the run's rollback cut admission off, also outside the window; null: no rollback recorded, or no reject_all event of it read. */
+  rollback_deny_all: RollbackDenyAll | null;
   first_token: {
     admitted: number | null;
     finished: number;
@@ -925,6 +964,11 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       : inputs.source.kind === "aof"
         ? { kind: "aof", where: inputs.source.aofDir }
         : { kind: "export", where: inputs.source.file };
+  // The rollback's deny-all of the run on its own queue: after a run that ended first, it is past the window's end (QA).
+  const rollbackAtMs = otherQueue || inputs.drill?.rollbackAt == null ? NaN : Date.parse(inputs.drill.rollbackAt);
+  const cut = inputs.events !== null && Number.isFinite(runStartMs) && Number.isFinite(rollbackAtMs) ? rollbackDenyAll(inputs.events, runStartMs, rollbackAtMs) : null;
+  const cutMs = cut?.ts == null ? NaN : Date.parse(cut.ts);
+  const denyAll: RollbackDenyAll | null = cut === null ? null : { ...cut, window: cutMs < fromMs ? "before" : cutMs > untilMs ? "after" : "in" };
   // Admission opened on a host already under pressure: doctor warned at up, and the incident note must say it too.
   const opened = modeFlips?.find((m) => m.mode === "admit" && m.psi !== null && m.psi >= 1);
   if (opened) notes.push(`admission opened at ${opened.ts ?? "?"} with host PSI avg10 already ${opened.psi!.toFixed(2)} (>= 1.00): neighbours' pressure is in these figures, not only the drill's`);
@@ -958,6 +1002,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     first_reject: firstReject,
     last_reject: lastReject,
     mode_flips: modeFlips,
+    rollback_deny_all: denyAll,
     first_token: firstToken,
     totals,
     pressure,

@@ -1,7 +1,7 @@
 import type { ChalkInstance } from "chalk";
 import { snakeCaseKeys, type SnakeCased } from "../output.js";
 import { formatBytes } from "../units.js";
-import { byJobId, COST_PROXY_FORMULA, type DrillEndedFacts, type JobCost, type Peak, type Report, type WorstStall } from "./build.js";
+import { byJobId, COST_PROXY_FORMULA, type DrillEndedFacts, type JobCost, type ModeFlip, type Peak, type Report, type RollbackDenyAll, type WorstStall } from "./build.js";
 
 /**
  * Three views of one Report: `md` pastes into an incident doc (GitHub tables,
@@ -81,17 +81,23 @@ function sections(r: Report): Section[] {
         ? { title: "First and last reject", before: ["no reject in the window"] }
         : { title: "First and last reject", header: ["", "at", "line"], rows: rejectRows },
     );
-    if (r.mode_flips && r.mode_flips.length > 0) {
-      // Every `gate mode` set is the lever's history; a set to the mode already there flipped nothing, and says so.
-      const rows = r.mode_flips.map((m): Cell[] => [
-        m.ts ?? NA,
-        m.mode ?? NA,
-        m.previous ?? NA,
-        m.psi === null ? NA : m.psi.toFixed(2),
-        [m.unchanged === true ? "(unchanged)" : "", m.forced ? "forced over PSI" : ""].filter(Boolean).join(", "),
-      ]);
-      out.push({ title: "Mode flips", header: ["at", "mode", "previous", "psi avg10", "note"], right: [3], rows });
+    // Every `gate mode` set is the lever's history; a set to the mode already there flipped nothing, and says so.
+    const flipRow = (m: ModeFlip, note: string[] = []): Cell[] => [
+      m.ts ?? NA,
+      m.mode ?? NA,
+      m.previous ?? NA,
+      m.psi === null ? NA : m.psi.toFixed(2),
+      [m.unchanged === true ? "(unchanged)" : "", m.forced ? "forced over PSI" : "", ...note].filter(Boolean).join(", "),
+    ];
+    const flipRows = (r.mode_flips ?? []).map((m) => flipRow(m));
+    // The rollback's deny-all outside the window still closes the lever's history, marked as such.
+    const denyAll = r.rollback_deny_all;
+    if (denyAll !== null && denyAll.window !== "in") {
+      const row = flipRow(denyAll, [`rollback's deny-all, ${denyAll.window} the window`]);
+      if (denyAll.window === "after") flipRows.push(row);
+      else flipRows.unshift(row);
     }
+    if (flipRows.length > 0) out.push({ title: "Mode flips", header: ["at", "mode", "previous", "psi avg10", "note"], right: [3], rows: flipRows });
   }
 
   // First token
@@ -279,6 +285,13 @@ export function endedText(e: DrillEndedFacts): string {
   return `ended: ${e.verdict} — ${what}${packed}${rollback}`;
 }
 
+/** `rollback: deny-all at <ts> (reject_all, was admit, psi avg10 6.69), after the window`: when admission was cut off. */
+export function denyAllText(d: RollbackDenyAll): string {
+  const psi = d.psi === null ? NA : d.psi.toFixed(2);
+  const where = d.window === "in" ? "in the window" : `${d.window} the window`;
+  return `rollback: deny-all at ${d.ts ?? NA} (${d.mode ?? NA}, was ${d.previous ?? NA}${d.unchanged === true ? ", unchanged" : ""}, psi avg10 ${psi}), ${where}`;
+}
+
 function sourceText(r: Report): string {
   switch (r.source.kind) {
     case "live":
@@ -298,6 +311,7 @@ function heading(r: Report): { title: string; facts: string[] } {
   ];
   if (r.drill) facts.push(`run ${r.drill.run_id ?? NA}, drill file ${r.drill.drill_file ?? NA}, created ${r.drill.created_at ?? NA}, phase ${r.drill.phase ?? NA}`);
   if (r.drill?.ended) facts.push(endedText(r.drill.ended));
+  if (r.rollback_deny_all) facts.push(denyAllText(r.rollback_deny_all));
   facts.push(`generated ${r.generated_at}`);
   return { title: `drill report: ${name}`, facts };
 }
