@@ -275,9 +275,9 @@ export interface Report {
     drain_len: number | null;
     rejects_in_window: number | null;
     /**
-     * Finished jobs per hour at the window's pace, and the hours `queue + drain`
-     * would take at it; null (the reason in notes) from fewer than 2 finished
-     * jobs or a span under 10 s (paceOf).
+     * Finished jobs per hour while jobs ran (over pace_from → pace_to, not the
+     * whole window), and the hours `queue + drain` would take at it; null (the
+     * reason in notes) from fewer than 2 finished jobs or a span under 10 s (paceOf).
      */
     done_per_hour: number | null;
     backlog_hours: number | null;
@@ -607,6 +607,11 @@ interface Pace {
  * worker had nothing to do, and a span running on would make the figure
  * depend on when the report is read. It starts at work, not at the run's
  * creation: setup and a phase's `at` offset are not drain time.
+ * Not over the window, on purpose: the runbook's one-hour drain math check
+ * asks whether `queue + drain` clears within the hour at the rate the worker
+ * finishes jobs when it has them; the idle minutes of a window (before the
+ * pack, after the last finish) would read as a slower worker, and 2 jobs in
+ * a 15 min window as 8/h however fast they ran. The report labels it so.
  */
 function paceOf(jobs: ReadonlyArray<{ start: number | null; end: number }>, windowFromMs: number): Pace {
   if (jobs.length === 0) return { fromMs: null, toMs: null, perHour: null, naReason: "no job finished in the window" };
@@ -952,7 +957,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
   }
   if (pace?.naReason) {
     const hours = backlogHours === null && backlog !== null ? `, and so are the hours for the ${backlog} job(s) on ${inputs.queue} + ${inputs.queue}_drain` : "";
-    notes.push(`finished per hour at the window's pace is n/a${hours}: ${pace.naReason}`);
+    notes.push(`finished per hour while jobs ran is n/a${hours}: ${pace.naReason}`);
   }
 
   if (inputs.events === null) notes.push(`decision stream ${inputs.queue}:events unreadable: decisions are n/a`);

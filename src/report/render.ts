@@ -231,13 +231,26 @@ function sections(r: Report): Section[] {
       [{ code: `LINDEX ${r.queue} 0` }, `head age ${head}`],
       [{ code: `LLEN ${r.queue}_drain` }, int(d.drain_len)],
       ["rejects in window", int(d.rejects_in_window)],
-      ["finished per hour at the window's pace", d.done_per_hour === null ? NA : String(d.done_per_hour)],
+      [paceLabel(r), d.done_per_hour === null ? NA : String(d.done_per_hour)],
       [`${r.queue} + ${r.queue}_drain at that pace`, backlog],
     ],
   });
 
   if (r.notes.length > 0) out.push({ title: "Notes", after: r.notes });
   return out;
+}
+
+/**
+ * What the pace is (QA: "at the window's pace" over 2 jobs done early in a
+ * 15 min window): jobs per hour while they ran, the span it was taken over,
+ * and the window beside it when they differ.
+ */
+function paceLabel(r: Report): string {
+  const label = "finished per hour while jobs ran";
+  const { pace_from: from, pace_to: to } = r.drain;
+  if (r.drain.done_per_hour === null || from === null || to === null) return label;
+  const windowMs = Date.parse(r.window.to) - Date.parse(r.window.from);
+  return `${label} (first admit → last finish, ${humanDuration(Date.parse(to) - Date.parse(from))}, of a ${humanDuration(windowMs)} window)`;
 }
 
 function jobList(ids: string[]): string {
