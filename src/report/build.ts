@@ -146,6 +146,43 @@ export function modeFlip(event: Pick<DecisionEvent, "tsMs" | "figures">): ModeFl
   return { ts: iso(event.tsMs), mode, previous, unchanged: mode === null || previous === null ? null : mode === previous, forced: field("forced") === "1", psi };
 }
 
+/**
+ * The rollback's deny-all (runbook rollback step 1, "Flip admitd to
+ * reject_all"): the `<q>:events` mode event that cut admission off last
+ * before the run's rollback record (state.json rollback.at). A run that ended
+ * before its rollback has it after the window, which ends at the run's end.
+ */
+export interface RollbackDenyAll extends ModeFlip {
+  /** Where it falls against the report's window: `after` when the run ended before its rollback. */
+  window: "before" | "in" | "after";
+}
+
+/**
+ * The last mode event at or before the rollback's record that set reject_all
+ * over another mode (a repeat, such as rollback's "deny-all again", cut
+ * nothing off); a repeat only when no event changed it. rollback writes no
+ * marker into the stream: the rollback's record bounds it, and its deny-all
+ * is its first step, seconds before that record.
+ */
+export function rollbackDenyAll(events: readonly DecisionEvent[], runStartMs: number, rollbackAtMs: number): ModeFlip | null {
+  let cut: ModeFlip | null = null;
+  let repeat: ModeFlip | null = null;
+  for (const e of events) {
+    if (e.reason !== "mode" || e.tsMs === null || e.tsMs < runStartMs || e.tsMs > rollbackAtMs) continue;
+    const flip = modeFlip(e);
+    if (flip.mode !== "reject_all") {
+      cut = null;
+      repeat = null;
+    } else if (flip.unchanged === true) {
+      repeat ??= flip;
+    } else {
+      cut = flip;
+      repeat = null;
+    }
+  }
+  return cut ?? repeat;
+}
+
 export interface Report {
   label: string;
   /** When this report was made (now), whatever the source; the figures' moment is window.to. */
@@ -175,8 +212,10 @@ export interface Report {
   decisions: { rows: DecisionRow[]; total: number; rejects: number } | null;
   first_reject: RejectLine | null;
   last_reject: RejectLine | null;
-  /** Every mode event (`gate mode`, up, rollback's deny-all), repeats included: the lever's history. */
+  /** Every mode event (`gate mode`, up, rollback's deny-all) in the window, repeats included: the lever's history. */
   mode_flips: ModeFlip[] | null;
+  /** When the run's rollback cut admission off, also outside the window; null: no rollback recorded, or no reject_all event of it read. */
+  rollback_deny_all: RollbackDenyAll | null;
   first_token: {
     admitted: number | null;
     finished: number;
@@ -236,9 +275,9 @@ export interface Report {
     drain_len: number | null;
     rejects_in_window: number | null;
     /**
-     * Finished jobs per hour at the window's pace, and the hours `queue + drain`
-     * would take at it; null (the reason in notes) from fewer than 2 finished
-     * jobs or a span under 10 s (paceOf).
+     * Finished jobs per hour while jobs ran (over pace_from → pace_to, not the
+     * whole window), and the hours `queue + drain` would take at it; null (the
+     * reason in notes) from fewer than 2 finished jobs or a span under 10 s (paceOf).
      */
     done_per_hour: number | null;
     backlog_hours: number | null;
@@ -568,6 +607,11 @@ interface Pace {
  * worker had nothing to do, and a span running on would make the figure
  * depend on when the report is read. It starts at work, not at the run's
  * creation: setup and a phase's `at` offset are not drain time.
+ * Not over the window, on purpose: the runbook's one-hour drain math check
+ * asks whether `queue + drain` clears within the hour at the rate the worker
+ * finishes jobs when it has them; the idle minutes of a window (before the
+ * pack, after the last finish) would read as a slower worker, and 2 jobs in
+ * a 15 min window as 8/h however fast they ran. The report labels it so.
  */
 function paceOf(jobs: ReadonlyArray<{ start: number | null; end: number }>, windowFromMs: number): Pace {
   if (jobs.length === 0) return { fromMs: null, toMs: null, perHour: null, naReason: "no job finished in the window" };
@@ -913,7 +957,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
   }
   if (pace?.naReason) {
     const hours = backlogHours === null && backlog !== null ? `, and so are the hours for the ${backlog} job(s) on ${inputs.queue} + ${inputs.queue}_drain` : "";
-    notes.push(`finished per hour at the window's pace is n/a${hours}: ${pace.naReason}`);
+    notes.push(`finished per hour while jobs ran is n/a${hours}: ${pace.naReason}`);
   }
 
   if (inputs.events === null) notes.push(`decision stream ${inputs.queue}:events unreadable: decisions are n/a`);
@@ -925,6 +969,11 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       : inputs.source.kind === "aof"
         ? { kind: "aof", where: inputs.source.aofDir }
         : { kind: "export", where: inputs.source.file };
+  // The rollback's deny-all of the run on its own queue: after a run that ended first, it is past the window's end (QA).
+  const rollbackAtMs = otherQueue || inputs.drill?.rollbackAt == null ? NaN : Date.parse(inputs.drill.rollbackAt);
+  const cut = inputs.events !== null && Number.isFinite(runStartMs) && Number.isFinite(rollbackAtMs) ? rollbackDenyAll(inputs.events, runStartMs, rollbackAtMs) : null;
+  const cutMs = cut?.ts == null ? NaN : Date.parse(cut.ts);
+  const denyAll: RollbackDenyAll | null = cut === null ? null : { ...cut, window: cutMs < fromMs ? "before" : cutMs > untilMs ? "after" : "in" };
   // Admission opened on a host already under pressure: doctor warned at up, and the incident note must say it too.
   const opened = modeFlips?.find((m) => m.mode === "admit" && m.psi !== null && m.psi >= 1);
   if (opened) notes.push(`admission opened at ${opened.ts ?? "?"} with host PSI avg10 already ${opened.psi!.toFixed(2)} (>= 1.00): neighbours' pressure is in these figures, not only the drill's`);
@@ -958,6 +1007,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     first_reject: firstReject,
     last_reject: lastReject,
     mode_flips: modeFlips,
+    rollback_deny_all: denyAll,
     first_token: firstToken,
     totals,
     pressure,

@@ -1,7 +1,7 @@
 import type { ChalkInstance } from "chalk";
 import { snakeCaseKeys, type SnakeCased } from "../output.js";
 import { formatBytes } from "../units.js";
-import { byJobId, COST_PROXY_FORMULA, type DrillEndedFacts, type JobCost, type Peak, type Report, type WorstStall } from "./build.js";
+import { byJobId, COST_PROXY_FORMULA, type DrillEndedFacts, type JobCost, type ModeFlip, type Peak, type Report, type RollbackDenyAll, type WorstStall } from "./build.js";
 
 /**
  * Three views of one Report: `md` pastes into an incident doc (GitHub tables,
@@ -81,17 +81,23 @@ function sections(r: Report): Section[] {
         ? { title: "First and last reject", before: ["no reject in the window"] }
         : { title: "First and last reject", header: ["", "at", "line"], rows: rejectRows },
     );
-    if (r.mode_flips && r.mode_flips.length > 0) {
-      // Every `gate mode` set is the lever's history; a set to the mode already there flipped nothing, and says so.
-      const rows = r.mode_flips.map((m): Cell[] => [
-        m.ts ?? NA,
-        m.mode ?? NA,
-        m.previous ?? NA,
-        m.psi === null ? NA : m.psi.toFixed(2),
-        [m.unchanged === true ? "(unchanged)" : "", m.forced ? "forced over PSI" : ""].filter(Boolean).join(", "),
-      ]);
-      out.push({ title: "Mode flips", header: ["at", "mode", "previous", "psi avg10", "note"], right: [3], rows });
+    // Every `gate mode` set is the lever's history; a set to the mode already there flipped nothing, and says so.
+    const flipRow = (m: ModeFlip, note: string[] = []): Cell[] => [
+      m.ts ?? NA,
+      m.mode ?? NA,
+      m.previous ?? NA,
+      m.psi === null ? NA : m.psi.toFixed(2),
+      [m.unchanged === true ? "(unchanged)" : "", m.forced ? "forced over PSI" : "", ...note].filter(Boolean).join(", "),
+    ];
+    const flipRows = (r.mode_flips ?? []).map((m) => flipRow(m));
+    // The rollback's deny-all outside the window still closes the lever's history, marked as such.
+    const denyAll = r.rollback_deny_all;
+    if (denyAll !== null && denyAll.window !== "in") {
+      const row = flipRow(denyAll, [`rollback's deny-all, ${denyAll.window} the window`]);
+      if (denyAll.window === "after") flipRows.push(row);
+      else flipRows.unshift(row);
     }
+    if (flipRows.length > 0) out.push({ title: "Mode flips", header: ["at", "mode", "previous", "psi avg10", "note"], right: [3], rows: flipRows });
   }
 
   // First token
@@ -225,13 +231,26 @@ function sections(r: Report): Section[] {
       [{ code: `LINDEX ${r.queue} 0` }, `head age ${head}`],
       [{ code: `LLEN ${r.queue}_drain` }, int(d.drain_len)],
       ["rejects in window", int(d.rejects_in_window)],
-      ["finished per hour at the window's pace", d.done_per_hour === null ? NA : String(d.done_per_hour)],
+      [paceLabel(r), d.done_per_hour === null ? NA : String(d.done_per_hour)],
       [`${r.queue} + ${r.queue}_drain at that pace`, backlog],
     ],
   });
 
   if (r.notes.length > 0) out.push({ title: "Notes", after: r.notes });
   return out;
+}
+
+/**
+ * What the pace is (QA: "at the window's pace" over 2 jobs done early in a
+ * 15 min window): jobs per hour while they ran, the span it was taken over,
+ * and the window beside it when they differ.
+ */
+function paceLabel(r: Report): string {
+  const label = "finished per hour while jobs ran";
+  const { pace_from: from, pace_to: to } = r.drain;
+  if (r.drain.done_per_hour === null || from === null || to === null) return label;
+  const windowMs = Date.parse(r.window.to) - Date.parse(r.window.from);
+  return `${label} (first admit → last finish, ${humanDuration(Date.parse(to) - Date.parse(from))}, of a ${humanDuration(windowMs)} window)`;
 }
 
 function jobList(ids: string[]): string {
@@ -279,6 +298,13 @@ export function endedText(e: DrillEndedFacts): string {
   return `ended: ${e.verdict} — ${what}${packed}${rollback}`;
 }
 
+/** `rollback: deny-all at <ts> (reject_all, was admit, psi avg10 6.69), after the window`: when admission was cut off. */
+export function denyAllText(d: RollbackDenyAll): string {
+  const psi = d.psi === null ? NA : d.psi.toFixed(2);
+  const where = d.window === "in" ? "in the window" : `${d.window} the window`;
+  return `rollback: deny-all at ${d.ts ?? NA} (${d.mode ?? NA}, was ${d.previous ?? NA}${d.unchanged === true ? ", unchanged" : ""}, psi avg10 ${psi}), ${where}`;
+}
+
 function sourceText(r: Report): string {
   switch (r.source.kind) {
     case "live":
@@ -298,6 +324,7 @@ function heading(r: Report): { title: string; facts: string[] } {
   ];
   if (r.drill) facts.push(`run ${r.drill.run_id ?? NA}, drill file ${r.drill.drill_file ?? NA}, created ${r.drill.created_at ?? NA}, phase ${r.drill.phase ?? NA}`);
   if (r.drill?.ended) facts.push(endedText(r.drill.ended));
+  if (r.rollback_deny_all) facts.push(denyAllText(r.rollback_deny_all));
   facts.push(`generated ${r.generated_at}`);
   return { title: `drill report: ${name}`, facts };
 }

@@ -1,6 +1,8 @@
+import { Chalk } from "chalk";
 import { describe, expect, it } from "vitest";
 import { buildReport, PACE_MIN_SPAN_MS } from "../../src/report/build.js";
 import type { DecisionEvent, DoneEntry, ReportInputs } from "../../src/report/inputs.js";
+import { renderMarkdown, renderText } from "../../src/report/render.js";
 
 /**
  * QA: "finished per hour at the window's pace" said 320.6/h in up's closing
@@ -62,7 +64,7 @@ function inputs(over: Partial<ReportInputs> = {}): ReportInputs {
   };
 }
 
-const paceNotes = (notes: string[]) => notes.filter((n) => n.includes("pace"));
+const paceNotes = (notes: string[]) => notes.filter((n) => n.includes("pace") || n.startsWith("finished per hour"));
 
 describe("the pace does not move with the clock, the phase or the source", () => {
   it("the same inputs read at two nows after the last event: one pace, over the first job's admit to the last finish", () => {
@@ -101,7 +103,7 @@ describe("too few finished jobs: n/a with the reason, never an extrapolation", (
     expect(r.drain.done_per_hour).toBeNull();
     expect(r.drain.backlog_hours).toBeNull();
     expect(paceNotes(r.notes)).toEqual([
-      "finished per hour at the window's pace is n/a, and so are the hours for the 6 job(s) on pjobs + pjobs_drain: only 1 job finished in the window (5.0 s from its start to its finish): one job's time is a latency, not a rate (a pace needs at least 2)",
+      "finished per hour while jobs ran is n/a, and so are the hours for the 6 job(s) on pjobs + pjobs_drain: only 1 job finished in the window (5.0 s from its start to its finish): one job's time is a latency, not a rate (a pace needs at least 2)",
     ]);
   });
 
@@ -115,7 +117,7 @@ describe("too few finished jobs: n/a with the reason, never an extrapolation", (
   it("no finished job: n/a, not 0/h; an empty backlog still takes 0 h", () => {
     const r = buildReport(inputs({ done: [], drainLen: 0 }), T0 + MIN, 10 * MIN);
     expect(r.drain).toMatchObject({ done_per_hour: null, backlog_hours: 0, pace_from: null, pace_to: null });
-    expect(paceNotes(r.notes)).toEqual(["finished per hour at the window's pace is n/a: no job finished in the window"]);
+    expect(paceNotes(r.notes)).toEqual(["finished per hour while jobs ran is n/a: no job finished in the window"]);
   });
 });
 
@@ -136,6 +138,22 @@ describe("the normal case", () => {
     const r = buildReport(inputs(), T0 + MIN, 55 * SEC, { sinceGiven: true }); // from T0 + 5 s: jobs 1 and 2 started before it
     expect(r.drain.pace_from).toBe(new Date(T0 + 5 * SEC).toISOString());
     expect(r.drain.done_per_hour).toBe(514.3); // 4 jobs in 28 s
+  });
+});
+
+// QA: 2 jobs done early in a 15-minute window read "85.1 at the window's pace": the figure is the pace while they ran.
+describe("the label says what the pace is", () => {
+  it("while jobs ran, first admit → last finish, with that span; not the window's", () => {
+    const r = buildReport(inputs(), T0 + 15 * MIN, 15 * MIN, { sinceGiven: true });
+    expect(r.drain).toMatchObject({ done_per_hour: 480, pace_from: new Date(T0 + 3 * SEC).toISOString(), pace_to: new Date(T0 + 33 * SEC).toISOString() });
+    const label = `finished per hour while jobs ran (first admit → last finish, 30 s, of a 15 min window)`;
+    expect(renderText(r, new Chalk({ level: 0 }))).toContain(`${label}  480`);
+    expect(renderMarkdown(r)).toContain(`| ${label} | 480 |`);
+    expect(renderMarkdown(r)).not.toContain("window's pace");
+    // n/a says the same
+    const none = buildReport(inputs({ done: [] }), T0 + MIN, 10 * MIN);
+    expect(renderMarkdown(none)).toContain("| finished per hour while jobs ran | n/a |");
+    expect(paceNotes(none.notes)).toEqual(["finished per hour while jobs ran is n/a, and so are the hours for the 6 job(s) on pjobs + pjobs_drain: no job finished in the window"]);
   });
 });
 

@@ -9,7 +9,7 @@ import { freePort } from "../../src/drill/embeddedRedis.js";
 import { buildReport } from "../../src/report/build.js";
 import { gatherReport } from "../../src/report/gather.js";
 import type { DecisionEvent, DoneEntry, ReportInputs, WatchSample } from "../../src/report/inputs.js";
-import { renderText } from "../../src/report/render.js";
+import { renderJson, renderMarkdown, renderText } from "../../src/report/render.js";
 
 /**
  * QA: a queue that held an earlier run's data was reported under the current
@@ -183,6 +183,30 @@ describe("report window: read long after the run ended", () => {
     expect(r.window).toMatchObject({ to: new Date(T0 + 15 * MIN).toISOString(), anchored: "now" });
     expect(r.decisions?.total).toBe(0);
     expect(r.notes.join("\n")).toContain("3 of run smoke-1's 3 decision(s) fall outside the window (3 before its start): not counted (the window is --since's");
+  });
+
+  // QA: the default report of a rolled-back run left out the rollback's deny-all, seconds after the window's end; only --since 30m showed it.
+  it("rolled back after its end: the rollback's deny-all is said, after the window, in text, md and json", () => {
+    const rolledBack = run({ ended, phase: "complete", rollbackAt: new Date(T0 + 25 * MIN).toISOString() });
+    const cutAt = T0 + 25 * MIN - 3000;
+    rolledBack.events!.unshift(event("mode", "", "mode=admit previous=unset psi=0.00", T0 + 500));
+    // rollback's deny-all, then its "deny-all again" (a repeat: it cut nothing off)
+    rolledBack.events!.push(event("mode", "", "mode=reject_all previous=admit psi=5.30", cutAt), event("mode", "", "mode=reject_all previous=reject_all psi=5.10", cutAt + 500));
+    const r = buildReport(rolledBack, T0 + 26 * MIN, 10 * MIN);
+    expect(r.window.anchored).toBe("run_end");
+    expect(r.mode_flips?.map((m) => m.mode)).toEqual(["admit"]); // the window's own, as before
+    expect(r.rollback_deny_all).toEqual({ ts: new Date(cutAt).toISOString(), mode: "reject_all", previous: "admit", unchanged: false, forced: false, psi: 5.3, window: "after" });
+    const line = `rollback: deny-all at ${new Date(cutAt).toISOString()} (reject_all, was admit, psi avg10 5.30), after the window`;
+    const text = renderText(r, plain);
+    expect(text).toContain(line);
+    expect(text).toMatch(new RegExp(`${new Date(cutAt).toISOString()}  reject_all  admit\\s+5.30  rollback's deny-all, after the window`));
+    const md = renderMarkdown(r);
+    expect(md).toContain(`- ${line}`);
+    expect(md).toContain(`| ${new Date(cutAt).toISOString()} | reject_all | admit | 5.30 | rollback's deny-all, after the window |`);
+    expect((JSON.parse(renderJson(r)) as { rollback_deny_all: unknown }).rollback_deny_all).toMatchObject({ ts: new Date(cutAt).toISOString(), window: "after" });
+    // With --since reaching it, it is in the window and in the table already; no rollback recorded: none.
+    expect(buildReport(rolledBack, T0 + 26 * MIN, 30 * MIN, { sinceGiven: true }).rollback_deny_all?.window).toBe("in");
+    expect(buildReport(run({ ended }), T0 + 26 * MIN, 10 * MIN).rollback_deny_all).toBeNull();
   });
 
   it("a running drill still ends at now", () => {
