@@ -9,6 +9,7 @@ import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState, type DrillState } from "../drill/state.js";
 import { acquireDrillLock } from "../drill/lock.js";
 import { refuseWhileUp, runUp, upVerdict } from "../drill/up.js";
+import { readyTimeoutMs } from "../drill/ready.js";
 import { DrillError, InterruptedError, RefusedError, UsageError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
 import { isSameProcess } from "../host/process.js";
@@ -113,6 +114,8 @@ async function runInForeground(
       interrupted: result.interrupted,
       stopped_early: result.exitedEarly.map((e) => ({ process: e.key, how: e.how, code: e.code, log: e.log, last_line: e.lastLine })),
       rollback_under_way: result.rollbackUnderWay,
+      // How long gate and worker took to be ready before the schedule's clock started (null: stopped first).
+      ready_ms: result.readyMs,
     };
     const reportCmd = `${drillCmd} report --name ${drill.name} --format md`;
     if (!g.json) {
@@ -312,7 +315,9 @@ async function startInBackground(drill: DrillFile, stateDir: string, before: Dri
   child.unref();
   let exitCode: number | null | undefined;
   child.once("exit", (code) => (exitCode = code ?? -1));
-  const deadline = Date.now() + 120_000;
+  // Running comes after gate and worker are ready: the weights' time on top of the start.
+  const waitMs = 120_000 + readyTimeoutMs(drill.worker.weights, drill.gate.interval);
+  const deadline = Date.now() + waitMs;
   while (Date.now() < deadline) {
     const state = readState(stateDir, drill.name);
     if (state && isOwnRun(state, before, child.pid)) {
@@ -335,5 +340,5 @@ async function startInBackground(drill: DrillFile, stateDir: string, before: Dri
     }
     await sleep(200);
   }
-  throw new DrillError(`drill up did not reach running within 120 s; see ${logFile}, then drill rollback --name ${drill.name}`);
+  throw new DrillError(`drill up did not reach running within ${Math.round(waitMs / 1000)} s; see ${logFile}, then drill rollback --name ${drill.name}`);
 }

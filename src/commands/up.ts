@@ -101,6 +101,13 @@ export const upCommand: CommandFactory = (globals) =>
     .option("--psi-rate-limit <pct>", "override gate.psi_rate_limit")
     .option("--slack-limit <duration>", "override gate.slack_limit")
     .option("--packed-token-limit <n>", "override gate.packed_token_limit")
+    .addHelpText(
+      "after",
+      "\nThe schedule's clock starts once the gate decides (after its first pressure samples) and the\n" +
+        "worker has written its weights: up waits for both, bounded, and the phases' `at:` count from\n" +
+        "then, so queue age and first-token latency are the drill's, not the tooling's start-up.\n" +
+        "--json: ready_ms is that wait (null when the drill stopped while waiting).",
+    )
     .action(async (flags: UpFlags) => {
       const { upAction } = await import("./up.run.js");
       await upAction(globals(), flags);

@@ -31,6 +31,7 @@ import { drillCommandFor, leverCommand } from "../context.js";
 import { drillDir, intendProcess, isDrillUp, readState, runDir, statePath, writeState, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
+import { notReadyText, readReadiness, readyTimeoutMs, type Readiness } from "./ready.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
 /** The embedded Redis outlives the children's self-exit by this much. */
@@ -71,6 +72,8 @@ export interface UpResult {
   exitedEarly: EarlyExit[];
   /** A rollback of this run started while it ran (it stops `up` as its second step). */
   rollbackUnderWay: boolean;
+  /** How long up waited for gate and worker before the schedule's clock started; null when it stopped first. */
+  readyMs: number | null;
 }
 
 /** up's verdict: a signal to up first, then a child or the Redis gone, else the drill ran to its end. */
@@ -99,8 +102,8 @@ export interface EarlyExit {
   code: number | null;
   /** Its log; null when there is none worth reading (a given Redis, a stopped one). */
   log: string | null;
-  /** A child exited; the embedded Redis is gone; or a push Redis never took (why). */
-  cause: "exited" | "gone" | PushFailure;
+  /** A child exited; the embedded Redis is gone; a push Redis never took (why); or gate or worker never got ready. */
+  cause: "exited" | "gone" | PushFailure | "not_ready";
   /** The last line it wrote to its log (the usual reason), or the error seen. */
   lastLine: string | null;
 }
@@ -287,13 +290,20 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
         "--psi-limit", formatPlainDecimal(g.psi_limit), "--psi-rate-limit", formatPlainDecimal(g.psi_rate_limit), "--duration", `${selfExitMs}ms`,
       ]);
       log(`started gate, worker (in the cgroup) and watch; logs in ${dir}`);
-
       stopIfTakenOver();
-      state.phase = "running";
-      writeState(stateDir, state);
-      options.onRunning?.(state);
 
-      const result = await runSchedule(options, state, queue, spawnChild, target, dir, [...children]);
+      const gatePid = children.find((c) => c.record.role === "gate")?.record.pid ?? null;
+      const result = await runSchedule(options, state, queue, spawnChild, target, dir, [...children], {
+        timeoutMs: readyTimeoutMs(drill.worker.weights, drill.gate.interval),
+        read: () => readReadiness(redis, options.queue, gatePid, options.cgroupName),
+        stopIfTakenOver,
+        onReady: () => {
+          stopIfTakenOver();
+          state.phase = "running";
+          writeState(stateDir, state);
+          options.onRunning?.(state);
+        },
+      });
       // A rollback that stopped this up (its step 2) owns the state file now:
       // "stopped" written over its "rolling_back" would hide that it runs.
       const rollbackUnderWay = rollbackOwnsState(readStateQuietly(stateDir, name), runId);
@@ -303,7 +313,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
         state.ended = drillEnded(result, Date.now(), typeof options.signal.reason === "string" ? options.signal.reason : null);
         writeState(stateDir, state);
       }
-      return { state, interrupted: result.interrupted, pushed: result.pushed, notPacked: result.notPacked, exitedEarly: result.exitedEarly, rollbackUnderWay };
+      return { state, interrupted: result.interrupted, pushed: result.pushed, notPacked: result.notPacked, exitedEarly: result.exitedEarly, rollbackUnderWay, readyMs: result.readyMs };
     } finally {
       await closeRedis(redis);
     }
@@ -391,6 +401,16 @@ export function refuseWhileUp(existing: DrillState | null, name: string, drillCm
   }
 }
 
+/** What the schedule waits for before its clock starts (ready.ts). */
+interface ReadyWait {
+  timeoutMs: number;
+  read: () => Promise<Readiness>;
+  /** Throws when a rollback has taken the drill over: nothing is pushed then. */
+  stopIfTakenOver: () => void;
+  /** Gate and worker are ready: the drill runs from here. */
+  onReady: () => void;
+}
+
 async function runSchedule(
   options: UpOptions,
   state: DrillState,
@@ -399,9 +419,12 @@ async function runSchedule(
   target: string[],
   dir: string,
   core: ReadonlyArray<{ record: ProcessRecord; exited: Promise<number | null> }>,
-): Promise<{ interrupted: boolean; pushed: string[]; notPacked: number; exitedEarly: EarlyExit[] }> {
+  ready: ReadyWait,
+): Promise<{ interrupted: boolean; pushed: string[]; notPacked: number; exitedEarly: EarlyExit[]; readyMs: number | null }> {
   const { drill, log, signal, roots } = options;
-  const start = Date.now();
+  // Set again when gate and worker are ready: the phases' `at:` count from there.
+  let start = Date.now();
+  let clockStarted = false;
   const elapsed = () => Date.now() - start;
   const pushed: string[] = [];
   const decided = new Set<string>();
@@ -456,7 +479,8 @@ async function runSchedule(
     exitedEarly.push(early);
     stopPacking.abort();
     follow();
-    log(`${early.key}: ${early.how} ${Math.round(elapsed() / 1000)}s into the drill${early.lastLine ? `: ${early.lastLine}` : ""}; the drill stops here${early.log ? ` (log: ${early.log})` : ""}`);
+    const when = clockStarted ? `${Math.round(elapsed() / 1000)}s into the drill` : "before the schedule started (up was waiting for gate and worker to be ready)";
+    log(`${early.key}: ${early.how} ${when}${early.lastLine ? `: ${early.lastLine}` : ""}; the drill stops here${early.log ? ` (log: ${early.log})` : ""}`);
   };
   for (const child of core) {
     void child.exited.then((code) => {
@@ -493,8 +517,23 @@ async function runSchedule(
       cause: failure,
     });
   };
+  let readyMs: number | null;
+  try {
+    readyMs = await untilReady(ready, dir, log, signal, () => signal.aborted || exitedEarly.length > 0, stopEarly, checkRedis);
+    if (readyMs !== null) ready.onReady();
+  } catch (err) {
+    // Taken over by a rollback: up says only that (a child it stops next is no news).
+    scheduleOver = true;
+    signal.removeEventListener("abort", onInterrupt);
+    throw err;
+  }
+  if (readyMs !== null) {
+    start = Date.now();
+    clockStarted = true;
+  }
   const packing: Promise<number>[] = [];
-  while (!signal.aborted) {
+  // Not ready (stopped while waiting): no phase starts, each is said not started below.
+  while (readyMs !== null && !signal.aborted) {
     const now = elapsed();
     while (next < phases.length && phases[next]!.at <= now) {
       const phase = phases[next++]!;
@@ -546,7 +585,62 @@ async function runSchedule(
   }
   scheduleOver = true;
   signal.removeEventListener("abort", onInterrupt);
-  return { interrupted: signal.aborted, pushed, notPacked, exitedEarly };
+  return { interrupted: signal.aborted, pushed, notPacked, exitedEarly, readyMs };
+}
+
+/** How often up polls gate and worker for readiness: a job pushed later waits at most this long for no reason. */
+const READY_POLL_MS = 100;
+
+/**
+ * Waits until gate and worker are ready, bounded (ready.timeoutMs): a job
+ * pushed before would wait for their start-up, and that wait would read as
+ * the drill's queue age and first-token latency. Returns how long it took,
+ * or null when the drill stopped first: up interrupted, a child or the Redis
+ * gone (`stopped`), or the timeout (said as the early stop of what is not
+ * ready). A rollback that took the drill over throws, as before running.
+ */
+async function untilReady(
+  ready: ReadyWait,
+  dir: string,
+  log: (line: string) => void,
+  signal: AbortSignal,
+  stopped: () => boolean,
+  stopEarly: (early: EarlyExit) => void,
+  checkRedis: () => void,
+): Promise<number | null> {
+  const waitStart = Date.now();
+  log(`waiting for gate and worker to be ready (the gate's first pressure samples, the worker's weights written; up to ${formatDuration(ready.timeoutMs)}): the schedule's clock starts then`);
+  let readiness: Readiness = { gate: false, worker: false };
+  let saidAt = waitStart;
+  for (;;) {
+    checkRedis();
+    if (stopped()) return null;
+    ready.stopIfTakenOver();
+    try {
+      readiness = await ready.read();
+    } catch {
+      // A Redis that stalls: checkRedis says when it is gone, the timeout bounds the rest.
+    }
+    if (stopped()) return null;
+    const waited = Date.now() - waitStart;
+    if (readiness.gate && readiness.worker) {
+      log(`gate and worker ready after ${(waited / 1000).toFixed(1)} s: the schedule's clock starts now (phase offsets count from here)`);
+      return waited;
+    }
+    if (waited >= ready.timeoutMs) {
+      for (const key of (["gate", "worker"] as const).filter((k) => !readiness[k])) {
+        const errLog = path.join(dir, `${key}.log`);
+        stopEarly({ key, how: `not ready within ${formatDuration(ready.timeoutMs)}`, code: null, log: errLog, lastLine: lastLogLine(errLog), cause: "not_ready" });
+      }
+      return null;
+    }
+    if (Date.now() - saidAt >= STATUS_EVERY_MS) {
+      saidAt = Date.now();
+      const workerSaid = readiness.worker ? null : lastLogLine(path.join(dir, "worker.log"));
+      log(`still waiting for ${notReadyText(readiness)} after ${Math.round(waited / 1000)}s${workerSaid === null ? "" : ` (worker.log: ${workerSaid})`}`);
+    }
+    await sleep(READY_POLL_MS, undefined, { signal }).catch(() => {});
+  }
 }
 
 /** The last line a child wrote to its log (its error, when it died of one), cut to fit a log line. */

@@ -115,7 +115,9 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
   // reply was lost, or a decision that failed, leaves its job in our list.
   let processingMayHoldJob = true;
   try {
-    await queue.heartbeat(gateId, ttlMs, info); // registered before anything is taken
+    // Registered before anything is taken, after the cold-start samples: `drill
+    // up` reads this key as "the gate decides" before its schedule starts.
+    await queue.heartbeat(gateId, ttlMs, info);
     while (!deps.signal.aborted) {
       if (options.maxJobs !== null && summary.decided >= options.maxJobs) {
         summary.stoppedBy = "max_jobs";

@@ -264,3 +264,8 @@ export function defaultWorkerId(cgroupName: string): string {
 
 /** Why the worker stopped; `signal` and `supervisor_gone` give in-flight jobs back. */
 export type StopReason = "max_jobs" | "idle" | "duration" | "signal" | "supervisor_gone" | "failed";
+
+/** How long writing the weights may take before the worker gives up: 16 MiB/s at worst, at least 2 min. */
+export function weightsReadyTimeoutMs(sizeBytes: number): number {
+  return Math.max(120_000, Math.ceil(sizeBytes / (16 * 1024 * 1024)) * 1000);
+}

@@ -24,6 +24,7 @@ import {
   prefillKvSlice,
   strayPayloads,
   unmarkFirstToken,
+  weightsReadyTimeoutMs,
   type StopReason,
   type WorkerConfig,
 } from "./plan.js";
@@ -230,6 +231,8 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
       `${tag}: weights ready in ${((now() - fillStarted) / 1000).toFixed(1)} s (toucher pid ${weights.pid}${weights.fallback ? ", python fallback: weaker stall" : ""});` +
         ` taking jobs from ${q.admitted} into ${working}, concurrency ${config.concurrency}`,
     );
+    // Ready to take jobs: said in the registry, so `drill up` starts its schedule's clock only now.
+    await markReady(redis, keys, workerId, { ...info, ready_at: now() }, stopJobs.signal);
     const passes = new PassBatcher(weights);
     batcher = passes;
 
@@ -417,9 +420,20 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
 }
 
 async function defaultStartWeights(file: string, sizeBytes: number, maxLifetimeMs: number, onLine: (line: PageToucherLine) => void): Promise<Weights> {
-  // Filling counts against the ready timeout: allow 16 MiB/s at worst, at least 2 min.
-  const readyTimeoutMs = Math.max(120_000, Math.ceil(sizeBytes / (16 * 1024 * 1024)) * 1000);
-  return await WeightsToucher.start({ file, sizeBytes, maxLifetimeMs, readyTimeoutMs, onLine });
+  return await WeightsToucher.start({ file, sizeBytes, maxLifetimeMs, readyTimeoutMs: weightsReadyTimeoutMs(sizeBytes), onLine });
+}
+
+/**
+ * The worker's registry entry (`<q>:workers`) with `ready_at`: the weights are
+ * written and it takes jobs next. Retried through a Redis outage; a stop
+ * meanwhile skips it (nobody waits for a worker that is stopping).
+ */
+async function markReady(redis: Redis, keys: WorkerKeys, workerId: string, entry: Record<string, unknown>, signal: AbortSignal): Promise<void> {
+  try {
+    await retrying(() => redis.hset(keys.workers, workerId, JSON.stringify(entry)), signal, false);
+  } catch (err) {
+    if (!signal.aborted) throw err;
+  }
 }
 
 /**

@@ -10,7 +10,9 @@ import { queueKeys, validateKeyPart, type QueueKeys } from "../queue/keys.js";
  * - `<q>:workers:<worker>` string with a TTL: the worker's heartbeat; its
  *   value is the running instance's token. Only a worker whose heartbeat is
  *   gone has its working list recovered by another.
- * - `<q>:workers` hash: worker id → JSON {pid, start_time, host, token, ...}.
+ * - `<q>:workers` hash: worker id → JSON {pid, start_time, host, token, ...},
+ *   with `ready_at` (ms) once its weights are written and it takes jobs
+ *   (what `drill up` waits for before its schedule starts).
  */
 export interface WorkerKeys {
   queue: QueueKeys;

@@ -22,6 +22,7 @@ import { queueKeys } from "../../src/queue/keys.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
 import type { DoneRecord } from "../../src/worker/plan.js";
 import { workerKeys } from "../../src/worker/scripts.js";
+import { workerEntryReady } from "../../src/drill/ready.js";
 import { forceCleanup, realDrillSkipReason, realRoots, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
 import { drillBin } from "../helpers/cli.js";
 import { assertNoJobLost } from "../helpers/invariants.js";
@@ -296,6 +297,11 @@ describe.skipIf(reason)("drill worker (real cgroup, real redis)", () => {
     const pid = Number(/worker t3: pid (\d+) in /.exec(stderr)?.[1]);
     expect(pid).toBeGreaterThan(0);
     const weightsFile = await waitFor("the weights file", () => readdirSync(weightsDir).find((n) => n.startsWith("drill-weights-t3-")) ?? null);
+    // Taking jobs: its registry entry says ready (what `drill up` waits for), under its live heartbeat.
+    const entry = await redis.hget(wk.workers, "t3");
+    expect(workerEntryReady(entry, await redis.get(wk.heartbeat("t3"))), entry ?? "no entry").toBe(true);
+    const { ready_at: readyAt, started } = JSON.parse(entry!) as { ready_at: number; started: number };
+    expect(readyAt).toBeGreaterThanOrEqual(started);
 
     process.kill(pid, "SIGKILL"); // what the OOM killer does
     const killed = await first;
