@@ -32,6 +32,8 @@ export interface DrillState {
   runId: string;
   drillFile: string;
   createdAt: string;
+  /** When gate and worker were ready and the schedule's clock started (the phases' `at:` count from here); absent before. */
+  scheduleStartedAt?: string;
   phase: "starting" | "running" | "stopped" | "rolling_back" | "complete";
   queue: string;
   redis: { url: string; embedded: { dir: string; port: number } | null };

@@ -300,6 +300,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
         onReady: () => {
           stopIfTakenOver();
           state.phase = "running";
+          state.scheduleStartedAt = new Date().toISOString();
           writeState(stateDir, state);
           options.onRunning?.(state);
         },

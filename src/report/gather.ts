@@ -231,6 +231,7 @@ function drillInfo(name: string, state: DrillState | null, roots: HostRoots): Dr
     runId: state?.runId ?? null,
     drillFile: state?.drillFile ?? null,
     createdAt: state?.createdAt ?? null,
+    scheduleStartedAt: state?.scheduleStartedAt ?? null,
     phase: state?.phase ?? null,
     queue: state?.queue ?? null,
     ended: state?.ended ?? null,

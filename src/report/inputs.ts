@@ -83,6 +83,8 @@ export interface DrillInfo {
   runId: string | null;
   drillFile: string | null;
   createdAt: string | null;
+  /** When up's schedule clock started (gate and worker ready); null: not recorded (an older run, or it never started). */
+  scheduleStartedAt?: string | null;
   phase: string | null;
   /** The queue the run packed on (state.json); absent from older callers. Only a report on it is the run's. */
   queue?: string | null;

@@ -160,6 +160,13 @@ describe("the header says how the drill ended (M3)", () => {
     expect((JSON.parse(renderReport(r, "json", new Chalk({ level: 0 }))) as { drill: { ended: { verdict: string } } }).drill.ended.verdict).toBe("stopped_early");
   });
 
+  // up counts "N s into the drill" from when gate and worker were ready; the report counted from the run's creation (5.6 s apart in a packing run).
+  it("counts from the schedule's clock start when up recorded it, as up's own line does", () => {
+    const ended = drillEnded({ interrupted: false, exitedEarly: [], pushed: [], notPacked: 0 }, NOW - 5 * MIN + 9000);
+    const r = buildReport(inputs({ drill: drillWith({ ended, scheduleStartedAt: new Date(NOW - 5 * MIN + 4000).toISOString() }) }), NOW, 10 * MIN);
+    expect(r.drill?.ended?.after_ms).toBe(5000);
+  });
+
   it("interrupted, a clean run, and a rollback that stopped up before it recorded a verdict", () => {
     const interrupted = drillEnded({ interrupted: true, exitedEarly: [], pushed: ["1"], notPacked: 0 }, NOW - 4 * MIN);
     expect(endedText(buildReport(inputs({ drill: drillWith({ ended: interrupted }) }), NOW, 10 * MIN).drill!.ended!)).toBe(
