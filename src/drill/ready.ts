@@ -1,5 +1,6 @@
 import type { Redis } from "ioredis";
 import { queueKeys } from "../queue/keys.js";
+import { jsonObjectOf } from "../util/jsonObject.js";
 import { defaultWorkerId, weightsReadyTimeoutMs } from "../worker/plan.js";
 import { workerKeys } from "../worker/scripts.js";
 
@@ -58,10 +59,5 @@ export function notReadyText(readiness: Readiness): string {
 }
 
 function jsonField(text: string, field: string): unknown {
-  try {
-    const parsed: unknown = JSON.parse(text);
-    return typeof parsed === "object" && parsed !== null ? (parsed as Record<string, unknown>)[field] : undefined;
-  } catch {
-    return undefined; // not an entry drill wrote
-  }
+  return jsonObjectOf(text)?.[field]; // undefined: not an entry drill wrote
 }

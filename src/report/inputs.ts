@@ -1,3 +1,4 @@
+import { jsonObjectOf } from "../util/jsonObject.js";
 import type { DrillEnded } from "../drill/state.js";
 import { CGROUP_ABSENT_REASON } from "../sampler/step.js";
 
@@ -182,20 +183,9 @@ export interface JobTiming {
   firstTokenTs: number | null;
 }
 
-/** A list entry parsed as a JSON object; null when it is not one. */
-function entryObject(entry: Buffer | string): Record<string, unknown> | null {
-  let value: unknown;
-  try {
-    value = JSON.parse(typeof entry === "string" ? entry : entry.toString("utf8"));
-  } catch {
-    return null;
-  }
-  return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
-}
-
 /** A list entry (a job payload) → its timing; null when it is not a JSON object with an id. */
 export function jobTimingOf(entry: Buffer | string, role: JobListRole): JobTiming | null {
-  const r = entryObject(entry);
+  const r = jsonObjectOf(entry);
   if (r === null) return null;
   const id = stringOrNull(r.id);
   if (id === null || id === "") return null;
@@ -271,7 +261,7 @@ export function sortJobLists(lists: JobList[]): JobList[] {
  * entry's `id` (else the id of the payload it wraps); null when it carries none.
  */
 export function jobIdOf(entry: Buffer | string): string | null {
-  const record = entryObject(entry);
+  const record = jsonObjectOf(entry);
   if (record === null) return null;
   if (typeof record.id === "string" && record.id !== "") return record.id;
   if (typeof record.id === "number" && Number.isFinite(record.id)) return String(record.id);
