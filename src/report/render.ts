@@ -172,7 +172,13 @@ function sections(r: Report): Section[] {
       ["retry_count (stats, whole drill)", int(r.retries.retry_count_total)],
       ["nacked to a retry host class in window", int(r.retries.nacked_to_retry_in_window)],
       ["finished after a retry (attempt > 0)", int(r.retries.finished_after_retry)],
-      ["tokens_out (stats)", int(t?.tokens_out ?? null)],
+      // Stats count every token decoded, runs given back included; the finished records only the runs that finished.
+      ["tokens_out (stats: every token decoded, whole drill)", int(t?.tokens_out ?? null)],
+      ["tokens_out over the finished records (whole drill)", int(r.tokens_out_split?.finished ?? null)],
+      [
+        `decoded by runs given back and run again (worker_recovered ${int(r.tokens_out_split?.worker_recovered ?? null)}), or not finished`,
+        r.tokens_out_split?.unknown_because ? `${NA}: ${r.tokens_out_split.unknown_because}` : int(r.tokens_out_split?.given_back ?? null),
+      ],
       ["jobs_done (stats)", int(t?.jobs_done ?? null)],
       // The worker counts a job late when it finishes; "late jobs" above also counts admitted jobs that never got a first token.
       ["jobs_late (stats: finished late, whole drill)", int(t?.jobs_late ?? null)],
