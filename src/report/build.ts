@@ -238,6 +238,15 @@ export interface Report {
     unfinished_with_first_token: number | null;
   } | null;
   totals: { tokens_out: number | null; retry_count: number | null; jobs_done: number | null; jobs_late: number | null } | null;
+  /**
+   * Whole drill. The worker adds to tokens_out as it decodes, and a run given
+   * back (SIGTERM, launcher gone, a dead worker's list recovered) keeps what it
+   * decoded: compute spent, the runbook's retry cost. `decoded` is the stats
+   * count, `finished` the sum over every `<q>:done` record, `given_back` the
+   * difference: runs given back and run again, or not finished yet. null when
+   * it cannot be told (`unknown_because` says why), never a wrong 0.
+   */
+  tokens_out_split: TokensOutSplit | null;
   pressure: {
     recording: string | null;
     samples: number;
@@ -371,6 +380,44 @@ function countNote(counts: Map<string, number>, prefix = ""): string {
 
 function bump(map: Map<string, number>, key: string): void {
   map.set(key, (map.get(key) ?? 0) + 1);
+}
+
+export interface TokensOutSplit {
+  decoded: number | null;
+  finished: number | null;
+  given_back: number | null;
+  worker_recovered: number | null;
+  unknown_because: string | null;
+}
+
+/**
+ * tokens_out as the stats count it beside the finished records' sum. The
+ * records are whole only when there is one per jobs_done (the done script
+ * pushes one and counts it in one step): fewer means some were skipped or
+ * the export is short, and the difference would be wrong.
+ */
+export function tokensOutSplit(stats: Record<string, string>, done: readonly DoneEntry[] | null): TokensOutSplit {
+  const decoded = statCount(stats, "tokens_out");
+  const jobsDone = statCount(stats, "jobs_done");
+  const workerRecovered = statCount(stats, "worker_recovered");
+  const split = (finished: number | null, why: string | null): TokensOutSplit => ({
+    decoded,
+    finished,
+    given_back: why === null && decoded !== null && finished !== null ? decoded - finished : null,
+    worker_recovered: workerRecovered,
+    unknown_because: why,
+  });
+  if (done === null) return split(null, "the finished records could not be read");
+  const missing = done.filter((d) => d.tokensOut === null).length;
+  const finished = missing > 0 ? null : done.reduce((sum, d) => sum + d.tokensOut!, 0);
+  if (missing > 0) return split(null, `${missing} finished record(s) without tokens_out`);
+  if (decoded === null) return split(finished, "the stats' tokens_out is not a count");
+  if (jobsDone === null || jobsDone !== done.length) {
+    return split(finished, `${done.length} of the ${jobsDone ?? "?"} finished jobs (stats jobs_done) have a readable record: the rest's tokens are not known`);
+  }
+  // The worker flushes its count every 100 ms: a report read just after a finish may see the record first.
+  if (finished! > decoded) return split(finished, "the stats are behind the finished records (the worker's last tokens not flushed yet)");
+  return split(finished, null);
 }
 
 /** Counter from the stats hash: absent = never incremented = 0; not a count = null. */
@@ -1012,6 +1059,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     rollback_deny_all: denyAll,
     first_token: firstToken,
     totals,
+    tokens_out_split: inputs.stats === null ? null : tokensOutSplit(inputs.stats, inputs.done),
     pressure,
     retries: {
       retry_count_total: totals?.retry_count ?? null,

@@ -107,12 +107,14 @@ function sections(r: Report): Section[] {
   } else {
     const deadline = ft.deadline_ms === null ? NA : ft.deadline_ms.min === ft.deadline_ms.max ? ms(ft.deadline_ms.max) : `${ms(ft.deadline_ms.min)} – ${ms(ft.deadline_ms.max)}`;
     const over = ft.p99_over_deadline_ms === null ? NA : ft.p99_over_deadline_ms > 0 ? `over by ${ms(ft.p99_over_deadline_ms)}` : `within, ${ms(-ft.p99_over_deadline_ms)} to spare`;
-    const shown = ft.late_jobs.slice(0, 20).map((id) => `job=${id}`).join(" ");
-    const which =
+    // late_jobs holds the finished-late ids, then the never-got-a-first-token ones: each list goes beside its own count.
+    const idList = (ids: string[]) => (ids.length === 0 ? "" : `: ${ids.slice(0, 20).map((id) => `job=${id}`).join(" ")}${ids.length > 20 ? ` … ${ids.length - 20} more` : ""}`);
+    const finishedLate = `${ft.late_finished} finished late${idList(ft.late_jobs.slice(0, ft.late_finished))}`;
+    const neverFirst =
       ft.late_unfinished === null
-        ? `finished late; unfinished jobs not read`
-        : `${ft.late_finished} finished late, ${ft.late_unfinished} admitted and never got a first token before their deadline`;
-    const lateText = ft.late === 0 ? `0 (${which})` : `${ft.late} (${which}: ${shown}${ft.late_jobs.length > 20 ? ` … ${ft.late_jobs.length - 20} more` : ""})`;
+        ? "unfinished jobs not read"
+        : `${ft.late_unfinished} admitted and never got a first token before their deadline${idList(ft.late_jobs.slice(ft.late_finished))}`;
+    const lateText = `${ft.late} (${finishedLate}; ${neverFirst})`;
     const withToken = ft.unfinished_with_first_token === null ? String(ft.with_first_token) : `${ft.with_first_token} (${ft.unfinished_with_first_token} of them not finished)`;
     out.push({
       title: "First token of admitted jobs",
@@ -170,7 +172,13 @@ function sections(r: Report): Section[] {
       ["retry_count (stats, whole drill)", int(r.retries.retry_count_total)],
       ["nacked to a retry host class in window", int(r.retries.nacked_to_retry_in_window)],
       ["finished after a retry (attempt > 0)", int(r.retries.finished_after_retry)],
-      ["tokens_out (stats)", int(t?.tokens_out ?? null)],
+      // Stats count every token decoded, runs given back included; the finished records only the runs that finished.
+      ["tokens_out (stats: every token decoded, whole drill)", int(t?.tokens_out ?? null)],
+      ["tokens_out over the finished records (whole drill)", int(r.tokens_out_split?.finished ?? null)],
+      [
+        `decoded by runs given back and run again (worker_recovered ${int(r.tokens_out_split?.worker_recovered ?? null)}), or not finished`,
+        r.tokens_out_split?.unknown_because ? `${NA}: ${r.tokens_out_split.unknown_because}` : int(r.tokens_out_split?.given_back ?? null),
+      ],
       ["jobs_done (stats)", int(t?.jobs_done ?? null)],
       // The worker counts a job late when it finishes; "late jobs" above also counts admitted jobs that never got a first token.
       ["jobs_late (stats: finished late, whole drill)", int(t?.jobs_late ?? null)],

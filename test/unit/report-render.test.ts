@@ -155,3 +155,40 @@ describe("rollback export file", () => {
     expect(exportTimeMs(name)).toBe(want);
   });
 });
+
+describe("late jobs: each id list beside its own count", () => {
+  const lateOf = (late_finished: number, late_unfinished: number | null, ids: string[]) => {
+    const r = report();
+    return renderText({ ...r, first_token: { ...r.first_token!, late: ids.length, late_jobs: ids, late_finished, late_unfinished } }, new Chalk({ level: 0 }))
+      .split("\n")
+      .find((l) => l.includes("late jobs"))!;
+  };
+  it("finished-late ids follow the finished count, not the never-got-a-first-token one", () => {
+    const line = lateOf(2, 0, ["33", "31"]);
+    expect(line).toContain("2 finished late: job=33 job=31; 0 admitted and never got a first token before their deadline");
+  });
+  it("both sets named", () => {
+    expect(lateOf(1, 2, ["33", "40", "41"])).toContain("1 finished late: job=33; 2 admitted and never got a first token before their deadline: job=40 job=41");
+  });
+  it("unfinished jobs not read", () => {
+    expect(lateOf(1, null, ["33"])).toContain("1 finished late: job=33; unfinished jobs not read");
+  });
+});
+
+describe("tokens_out split in every format", () => {
+  const r = report({ stats: { tokens_out: "478", jobs_done: "1", worker_recovered: "1" }, done: [{ id: "1", firstTokenMs: 900, deadlineMs: 8000, late: false, tokensOut: 300, promptTokens: 1000, completionTokens: 300, attempt: 0, enqueueTs: NOW - 9000, firstTokenTs: NOW - 8100, doneTs: NOW - 1000 }] });
+  it("text and markdown name the difference", () => {
+    for (const out of [renderText(r, new Chalk({ level: 0 })), renderMarkdown(r)]) {
+      expect(out).toMatch(/tokens_out \(stats: every token decoded, whole drill\)\D+478/);
+      expect(out).toMatch(/tokens_out over the finished records \(whole drill\)\D+300/);
+      expect(out).toMatch(/decoded by runs given back and run again \(worker_recovered 1\), or not finished\D+178/);
+    }
+  });
+  it("json carries it", () => {
+    expect(JSON.parse(renderJson(r)).tokens_out_split).toEqual({ decoded: 478, finished: 300, given_back: 178, worker_recovered: 1, unknown_because: null });
+  });
+  it("n/a with the reason when the records are incomplete", () => {
+    const text = renderText(report({ stats: { tokens_out: "478", jobs_done: "2" }, done: [] }), new Chalk({ level: 0 }));
+    expect(text).toMatch(/or not finished\s+n\/a: 0 of the 2 finished jobs/);
+  });
+});

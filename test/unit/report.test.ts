@@ -443,3 +443,32 @@ describe("tolerant parsers", () => {
     expect(parseSampleLine(line([null, 3]))?.cg_absent).toBe(false);
   });
 });
+
+describe("tokens_out: every token decoded (stats) beside the finished records'", () => {
+  // The soak: one job of 300 tokens, its first run given back at SIGTERM after 178 tokens and run again.
+  it("the gap to the finished records is named: decoded by runs given back and run again", () => {
+    const r = build({ stats: { tokens_out: "478", jobs_done: "1", worker_recovered: "1" }, done: [done("1", 900, { tokensOut: 300 })] });
+    expect(r.tokens_out_split).toEqual({ decoded: 478, finished: 300, given_back: 178, worker_recovered: 1, unknown_because: null });
+  });
+
+  it("counts every finished record, not only the window's", () => {
+    const old = done("1", 900, { tokensOut: 300, doneTs: NOW - 30 * MIN });
+    const r = build({ stats: { tokens_out: "600", jobs_done: "2" }, done: [old, done("2", 900, { tokensOut: 300 })] }, 1 * MIN);
+    expect(r.tokens_out_split).toMatchObject({ finished: 600, given_back: 0 });
+  });
+
+  it.each([
+    { name: "fewer records than jobs_done (skipped, or the export short)", stats: { tokens_out: "900", jobs_done: "3" }, records: 2, why: /2 of the 3/ },
+    { name: "a record without tokens_out", stats: { tokens_out: "900", jobs_done: "2" }, records: 2, noTokens: true, why: /without tokens_out/ },
+    { name: "stats behind the records (tokens not flushed yet)", stats: { tokens_out: "100", jobs_done: "2" }, records: 2, why: /not flushed/ },
+  ])("$name: the difference is null, and says why", ({ stats, records, noTokens, why }) => {
+    const recs = Array.from({ length: records }, (_, i) => done(String(i + 1), 900, { tokensOut: noTokens && i === 0 ? null : 300 }));
+    const split = build({ stats, done: recs }).tokens_out_split;
+    expect(split?.given_back).toBeNull();
+    expect(split?.unknown_because).toMatch(why);
+  });
+
+  it("unreadable done list: finished and difference null", () => {
+    expect(build({ stats: { tokens_out: "5" }, done: null }).tokens_out_split).toMatchObject({ decoded: 5, finished: null, given_back: null });
+  });
+});
