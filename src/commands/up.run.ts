@@ -264,7 +264,10 @@ function runLog(logFile: string, start: number): string[] {
  * never taken for ours.
  */
 export function isOwnRun(state: DrillState, before: DrillState | null, childPid: number | undefined): boolean {
-  return state.runId !== before?.runId && state.owner.pid === childPid && (state.phase === "running" || state.phase === "stopped");
+  // Stopped counts only once its schedule started: one stopped while waiting for
+  // gate and worker never ran, and its exit says why.
+  const ran = state.phase === "running" || (state.phase === "stopped" && state.scheduleStartedAt !== undefined);
+  return state.runId !== before?.runId && state.owner.pid === childPid && ran;
 }
 
 /**

@@ -75,11 +75,17 @@ describe("up --json when it refuses", () => {
 });
 
 describe("isOwnRun: what up --detach takes for its background up running", () => {
-  const state = (runId: string, pid: number, phase: DrillState["phase"] = "running") => ({ runId, phase, owner: { pid, startTime: 1 } }) as DrillState;
+  const state = (runId: string, pid: number, phase: DrillState["phase"] = "running") =>
+    ({ runId, phase, owner: { pid, startTime: 1 }, scheduleStartedAt: phase === "starting" ? undefined : "2026-12-01T20:00:00.000Z" }) as DrillState;
 
   it("a new run owned by its own child, running or already stopped", () => {
     expect(isOwnRun(state("r2", 42), state("r1", 7, "complete"), 42)).toBe(true);
     expect(isOwnRun(state("r2", 42, "stopped"), null, 42)).toBe(true);
+  });
+
+  // It said "up in the background" for a drill that stopped while waiting for gate and worker.
+  it("not a run that stopped before its schedule started", () => {
+    expect(isOwnRun({ ...state("r2", 42, "stopped"), scheduleStartedAt: undefined }, null, 42)).toBe(false);
   });
 
   // QA: two --detach at once both said "detached" with the winner's run: the loser's child was refused and gone.
