@@ -125,10 +125,10 @@ if id then return {id, 'again'} end
 -- id is issued twice and the refused push queues nothing.
 local last = redis.call('GET', seq)
 if last and (not string.match(last, '^%d+$') or tonumber(last) > 2^53 - 1) then
-  return redis.error_reply(seq .. ' is "' .. string.sub(last, 1, 30) .. '", not a job id under 2^53 ${KEY_REFUSAL_MARK}: nothing pushed')
+  return redis.error_reply(seq .. ' is "' .. string.sub(last, 1, 30) .. '", not a job id under 2^53 ${KEY_REFUSAL_MARK}: this job not pushed')
 end
 if last and tonumber(last) == 2^53 - 1 then
-  return redis.error_reply(seq .. ' is at ' .. last .. ', the last exact job id (2^53-1): ${SEQ_EXHAUSTED_MARK}, nothing pushed')
+  return redis.error_reply(seq .. ' is at ' .. last .. ', the last exact job id (2^53-1): ${SEQ_EXHAUSTED_MARK}, this job not pushed')
 end
 id = string.format('%d', redis.call('INCR', seq))
 redis.call('RPUSH', ready, before .. id .. after)

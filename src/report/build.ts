@@ -40,8 +40,9 @@ export interface DrillEndedFacts {
 
 /** The drill state's end record → the header's facts; null when nothing says how it ended. */
 function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedFacts | null {
-  // "N s into the drill" as up says it: from the schedule's clock start (gate and worker ready), else the run's creation.
-  const startedAt = drill.scheduleStartedAt ?? drill.createdAt;
+  // "N s into the drill" as up says it: from the schedule's clock start (gate and worker ready). A run
+  // that stopped before it (or one recorded before up waited for readiness) says when, not how far in.
+  const startedAt = drill.scheduleStartedAt ?? null;
   const created = startedAt === null ? NaN : Date.parse(startedAt);
   const after = (at: string | null) => {
     const ms = at === null ? NaN : Date.parse(at) - created;

@@ -27,7 +27,7 @@ describe("rollback of a drill whose up was killed (built binary, own redis-serve
     const createdAt = new Date(Date.now() - 20_000).toISOString();
     // A running drill whose up (a pid that is not alive: start time 1) left no end.
     writeState(stateDir, {
-      version: 1, name: "gone", runId: "gone-r1", drillFile: "d.yaml", createdAt, phase: "running", queue: "ug",
+      version: 1, name: "gone", runId: "gone-r1", drillFile: "d.yaml", createdAt, scheduleStartedAt: createdAt, phase: "running", queue: "ug",
       redis: { url: server.url, embedded: null }, cgroup: null, processes: [], fileDir: null, owner: { pid: 999_999_999, startTime: 1 },
     });
     const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "gone"], { timeout: 60_000 });

@@ -139,7 +139,7 @@ describe("rollback's export carries what the late count needs", () => {
 
 describe("the header says how the drill ended (M3)", () => {
   const created = new Date(NOW - 5 * MIN).toISOString();
-  const drillWith = (over: Partial<NonNullable<ReportInputs["drill"]>>): ReportInputs["drill"] => ({ name: "smoke", runId: "r1", drillFile: "d.yaml", createdAt: created, phase: "stopped", ...over });
+  const drillWith = (over: Partial<NonNullable<ReportInputs["drill"]>>): ReportInputs["drill"] => ({ name: "smoke", runId: "r1", drillFile: "d.yaml", createdAt: created, scheduleStartedAt: created, phase: "stopped", ...over });
 
   it("up's stopped_early verdict with its reason, how far in, and what was not packed: text, md and json", () => {
     const ended = drillEnded(
@@ -165,6 +165,16 @@ describe("the header says how the drill ended (M3)", () => {
     const ended = drillEnded({ interrupted: false, exitedEarly: [], pushed: [], notPacked: 0 }, NOW - 5 * MIN + 9000);
     const r = buildReport(inputs({ drill: drillWith({ ended, scheduleStartedAt: new Date(NOW - 5 * MIN + 4000).toISOString() }) }), NOW, 10 * MIN);
     expect(r.drill?.ended?.after_ms).toBe(5000);
+  });
+
+  // QA: a gate killed while up waited for readiness read "1 s into the drill"; up said "before the schedule started".
+  it("a run that stopped before its schedule started says when, not how far in", () => {
+    const ended = drillEnded({ interrupted: false, exitedEarly: [{ key: "gate", how: "exited (killed by a signal)", code: null, log: null, cause: "exited", lastLine: null }], pushed: [], notPacked: 5 }, NOW - 5 * MIN + 1044);
+    const r = buildReport(inputs({ drill: drillWith({ ended, scheduleStartedAt: null }) }), NOW, 10 * MIN);
+    expect(r.drill?.ended?.after_ms).toBeNull();
+    const text = renderReport(r, "text", new Chalk({ level: 0 }));
+    expect(text).toContain(`gate exited (killed by a signal) at ${ended.at}`);
+    expect(text).not.toContain("into the drill");
   });
 
   it("interrupted, a clean run, and a rollback that stopped up before it recorded a verdict", () => {
