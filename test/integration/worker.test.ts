@@ -330,25 +330,25 @@ describe.skipIf(reason)("drill worker (real cgroup, real redis)", () => {
   // RELIABILITY 2 through real memory pressure, not a kill -9: a job whose KV
   // cannot fit the cgroup gets the worker OOM-killed mid-job; its list is recovered.
   it("OOM-killed mid-job by the kernel loses nothing: the cgroup's oom_kill rises, a new worker recovers the job", async () => {
-    const queue = "w7";
+    const queue = "w8";
     const k = queueKeys(queue);
     const oomBefore = readOomKillCount(cg.limits);
     expect(oomBefore.ok).toBe(true);
     // 60 000 tokens x 4096 B of KV = 234M in a 160M cgroup.
     const big = job({ prompt_tokens: 60_000, completion_tokens: 8 });
     await admit(queue, [big]);
-    const killed = await startWorker(queue, "t7", ["--weights", "16M", "--kv-bytes-per-token", "4096", "--decode-tokens-per-s", "0"]);
+    const killed = await startWorker(queue, "t8", ["--weights", "16M", "--kv-bytes-per-token", "4096", "--decode-tokens-per-s", "0"]);
     expect(killed.exitCode, killed.stderr).toBe(1);
     const oomAfter = readOomKillCount(cg.limits);
     expect(oomAfter.ok && oomBefore.ok && oomAfter.value > oomBefore.value, `oom_kill ${JSON.stringify(oomBefore)} -> ${JSON.stringify(oomAfter)}`).toBe(true);
     expect(killed.stderr).toMatch(/killed by SIGKILL: the OOM killer/);
-    expect(await redis.llen(k.working("t7"))).toBe(1);
+    expect(await redis.llen(k.working("t8"))).toBe(1);
     await assertNoJobLost(redis, queue, [big.id]);
 
     // The same job on a worker whose KV fits: recovered, run once, finished.
-    const second = await startWorker(queue, "t7", ["--weights", "16M", "--kv-bytes-per-token", "1024", "--decode-tokens-per-s", "0", "--max-jobs", "1"]);
+    const second = await startWorker(queue, "t8", ["--weights", "16M", "--kv-bytes-per-token", "1024", "--decode-tokens-per-s", "0", "--max-jobs", "1"]);
     expect(second.exitCode, second.stderr).toBe(0);
-    expect(second.stderr).toMatch(/gave 1 job\(s\) left in w7:working:t7 by a previous run back to the head of w7:admitted/);
+    expect(second.stderr).toMatch(/gave 1 job\(s\) left in w8:working:t8 by a previous run back to the head of w8:admitted/);
     expect((await doneRecords(queue)).map((r) => r.id)).toEqual([big.id]);
     expect(await redis.hlen(k.inflight)).toBe(0);
     await assertNoJobLost(redis, queue, [big.id]);
