@@ -1,5 +1,5 @@
 // The floor under a native sidecar: floor.mjs's `sidecar` mode without a
-// JavaScript runtime. Same kernel files (open, read into one buffer, close;
+// JavaScript runtime. Same kernel files (held open, pread into one buffer;
 // the first number of each, nothing validated), the same script on the same
 // raw socket (SCRIPT LOAD once, then one EVALSHA a sample; the reply read to
 // its end, blocking), and a JSON line with drill's sample keys. No alarms,
@@ -72,12 +72,11 @@ static size_t resp_command(char *out, size_t size, int argc, const char **argv) 
 
 static char text[64 * 1024];
 
-static long long first_number(const char *file) {
-  int fd = open(file, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) die(file);
+// Held open and read from offset 0 each sample, as drill's sampler reads kernel files.
+static long long first_number(const char *file, int *held) {
+  if (*held < 0 && (*held = open(file, O_RDONLY | O_CLOEXEC)) < 0) die(file);
   size_t length = 0;
-  for (ssize_t n; (n = read(fd, text + length, sizeof text - length)) > 0;) length += (size_t)n;
-  close(fd);
+  for (ssize_t n; (n = pread(*held, text + length, sizeof text - length, (off_t)length)) > 0;) length += (size_t)n;
   size_t i = 0;
   while (i < length && (text[i] < '0' || text[i] > '9')) i++;
   long long value = 0;
@@ -110,13 +109,15 @@ int main(int argc, char **argv) {
   size_t evalsha_len = resp_command(request, sizeof request, 6, evalsha);
 
   long long numbers[256];
+  int held[256];
+  for (int f = 0; f < 256; f++) held[f] = -1;
   if (nfiles > 256) nfiles = 256;
   static char line[16 * 1024];
   struct timespec next;
   clock_gettime(CLOCK_MONOTONIC, &next);
   for (int i = 0; i < count; i++) {
     if (write(sock, request, evalsha_len) != (ssize_t)evalsha_len) die("write");
-    for (int f = 0; f < nfiles; f++) numbers[f] = first_number(files[f]);
+    for (int f = 0; f < nfiles; f++) numbers[f] = first_number(files[f], &held[f]);
     reply_len = 0;
     do {
       ssize_t n = read(sock, reply + reply_len, sizeof reply - reply_len);

@@ -5,14 +5,14 @@
 // - timer:   a timer wake-up and one line written per sample;
 // - redis:   plus one ioredis round trip (LLEN);
 // - sidecar: the least a Node sidecar can do and still read what drill reads:
-//   the same kernel files (FLOOR_FILES, a JSON array; open, read into one
-//   buffer, close; the first number of each scanned, nothing validated), one
+//   the same kernel files (FLOOR_FILES, a JSON array; opened once, read from
+//   offset 0 into one buffer each sample; the first number of each scanned, nothing validated), one
 //   round trip on a raw socket with a pre-encoded EVALSHA (no client library)
 //   and a JSON line with drill's sample keys (FLOOR_KEYS). No alarms, no
 //   nulls, no rates: what drill adds over this is its own cost.
 // usage: node bench/floor.mjs timer|redis|sidecar <redis port> <interval e.g. 250ms> <count>
 import { createHash } from "node:crypto";
-import { closeSync, openSync, readSync, writeSync } from "node:fs";
+import { openSync, readSync, writeSync } from "node:fs";
 import net from "node:net";
 import { Redis } from "ioredis";
 
@@ -62,11 +62,13 @@ async function sidecar() {
   await loaded;
 
   const buffer = Buffer.allocUnsafe(64 * 1024);
+  // Held open and read from offset 0 each sample, as drill's sampler reads kernel files.
+  const held = new Map();
   const firstNumber = (file) => {
-    const fd = openSync(file, "r");
+    let fd = held.get(file);
+    if (fd === undefined) held.set(file, (fd = openSync(file, "r")));
     let length = 0;
-    for (let n; (n = readSync(fd, buffer, length, buffer.length - length, null)) > 0; ) length += n;
-    closeSync(fd);
+    for (let n; (n = readSync(fd, buffer, length, buffer.length - length, length)) > 0; ) length += n;
     let i = 0;
     while (i < length && (buffer[i] < 48 || buffer[i] > 57)) i++;
     let value = 0;

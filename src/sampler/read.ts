@@ -1,4 +1,4 @@
-import { closeSync, openSync, readSync, statSync } from "node:fs";
+import { closeSync, openSync, readSync, statfsSync, statSync } from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import type { Redis } from "ioredis";
@@ -30,8 +30,8 @@ import {
 import { CGROUP_ABSENT_REASON, isQueueKeyRole, type CgroupRaw, type QueueRaw, type RawReadings, type WrongTypedKey } from "./step.js";
 
 /**
- * The sidecar's I/O, kept thin: every kernel file once per sample (one open
- * each, no child processes), and one Redis round trip (one script call).
+ * The sidecar's I/O, kept thin: every kernel file once per sample (held open
+ * between samples, no child processes), and one Redis round trip (one script call).
  */
 
 export interface KernelTargets {
@@ -79,38 +79,89 @@ export async function readSample(targets: KernelTargets, queue: Pick<QueueReader
 // a v1 memory.stat) are a few KiB; a longer file is read in several chunks.
 const textBuffer = Buffer.allocUnsafe(64 * 1024);
 
+// procfs, sysfs and both cgroup filesystems (statfs f_type): their files
+// regenerate on a read from offset 0 and turn ENODEV once removed (a cgroup's
+// rmdir succeeds with them open), so the sampler keeps them open.
+const KERNEL_FS_MAGIC = new Set([0x9fa0, 0x62656572, 0x27e0eb, 0x63677270]);
+
+/** Kernel files held open between samples, by path (bounded: the sampler's fixed set of files). */
+const heldFiles = new Map<string, number>();
+
 /**
  * readKernelText's Reading (same failure reasons) for a file read every
- * sample: open, read into the shared buffer until EOF, close. No fstat (procfs
- * and cgroupfs report size 0) and no fresh buffers to concatenate.
+ * sample. A kernel file is opened once and read with pread from offset 0 each
+ * sample: one or two syscalls where open, read to EOF and close were four.
+ * When its read fails (ENODEV: the cgroup was removed, maybe made again under
+ * the same name) it is closed and opened afresh, so a cgroup that went away
+ * reads as missing. Any other file (a fake tree under --procfs/--sysfs) is
+ * opened every sample: a held one would still read after it was deleted or
+ * replaced. No fstat (procfs and cgroupfs report size 0) and no fresh buffers
+ * to concatenate.
  */
 function readSampleText(file: string): Reading<string> {
+  const held = heldFiles.get(file);
+  if (held !== undefined) {
+    try {
+      return ok(readFromStart(held));
+    } catch {
+      heldFiles.delete(file);
+      closeSync(held); // gone under us: open it again below, which says how
+    }
+  }
   let fd: number;
   try {
     fd = openSync(file, "r");
   } catch (err) {
     return readFailure(file, err);
   }
+  let text: string;
   try {
-    let length = 0;
-    let chunks: Buffer[] | null = null; // only for a file longer than the buffer
-    for (;;) {
-      const n = readSync(fd, textBuffer, length, textBuffer.length - length, null);
-      if (n === 0) break;
-      length += n;
-      if (length === textBuffer.length) {
-        (chunks ??= []).push(Buffer.from(textBuffer));
-        length = 0;
-      }
-    }
-    if (chunks === null) return ok(textBuffer.toString("utf8", 0, length));
-    chunks.push(textBuffer.subarray(0, length));
-    return ok(Buffer.concat(chunks).toString("utf8"));
+    text = readFromStart(fd);
   } catch (err) {
+    closeSync(fd);
     return readFailure(file, err);
-  } finally {
+  }
+  if (isKernelFile(file)) heldFiles.set(file, fd);
+  else closeSync(fd);
+  return ok(text);
+}
+
+/** A cgroup found gone: close what is held of it now, not when (if ever) it comes back. */
+function releaseHeldUnder(dir: string): void {
+  const prefix = `${dir}${path.sep}`;
+  for (const [file, fd] of heldFiles) {
+    if (!file.startsWith(prefix)) continue;
+    heldFiles.delete(file);
     closeSync(fd);
   }
+}
+
+function isKernelFile(file: string): boolean {
+  try {
+    return KERNEL_FS_MAGIC.has(statfsSync(file).type);
+  } catch {
+    return false;
+  }
+}
+
+/** The whole file from offset 0 (pread: a held file needs no seek), through the shared buffer. */
+function readFromStart(fd: number): string {
+  let length = 0;
+  let position = 0;
+  let chunks: Buffer[] | null = null; // only for a file longer than the buffer
+  for (;;) {
+    const n = readSync(fd, textBuffer, length, textBuffer.length - length, position);
+    if (n === 0) break;
+    length += n;
+    position += n;
+    if (length === textBuffer.length) {
+      (chunks ??= []).push(Buffer.from(textBuffer));
+      length = 0;
+    }
+  }
+  if (chunks === null) return textBuffer.toString("utf8", 0, length);
+  chunks.push(textBuffer.subarray(0, length));
+  return Buffer.concat(chunks).toString("utf8");
 }
 
 function readFailure(file: string, err: unknown): Reading<never> {
@@ -182,6 +233,8 @@ export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
   // is there costs no stat at all.
   const current = readParsed(files.current, parseCounter);
   if (!current.ok && current.reason === "missing" && !statSync(dir, { throwIfNoEntry: false })?.isDirectory()) {
+    releaseHeldUnder(dir);
+    if (cgroup.pressureFile) releaseHeldUnder(path.dirname(cgroup.pressureFile));
     return fail(dir, CGROUP_ABSENT_REASON);
   }
   const pressure = cgroup.pressureFile
