@@ -27,7 +27,15 @@ export interface TeardownOptions {
   force?: boolean;
   /** How long SIGTERM is given before the kill (TERM_GRACE_MS). */
   termGraceMs?: number;
+  /**
+   * Told as the teardown of each cgroup (this one, or one set up inside it)
+   * reaches a stage: for a command stopped in the middle to say where.
+   */
+  onStage?: (stage: TeardownStage, cgroupName: string) => void;
 }
+
+/** Where a teardown is: giving its tasks SIGTERM's grace, killing what is left, removing the dirs. */
+export type TeardownStage = "sigterm" | "kill" | "remove";
 
 /** How the cgroup was emptied; `drill cgroup teardown --json` prints these in `method`, rollback joins them with `+`. */
 export type TeardownMethod = "sigterm" | "cgroup.kill" | "freeze-kill-thaw" | "sigkill-by-pid" | "empty";
@@ -173,7 +181,9 @@ export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgr
   const nested = await teardownNested(roots, cgroup, present, options);
   killed.push(...nested.killed);
   for (const m of nested.method) method.add(m);
+  options.onStage?.("sigterm", cgroup.name);
   await stopGracefully(roots, present, Math.min(deadline, Date.now() + (options.termGraceMs ?? TERM_GRACE_MS)), killed, method);
+  options.onStage?.("kill", cgroup.name);
   const leftovers = await killUntilEmpty(roots, present, deadline, killed, method);
   if (leftovers.length > 0) {
     throw new RollbackIncompleteError(
@@ -183,6 +193,7 @@ export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgr
     );
   }
 
+  options.onStage?.("remove", cgroup.name);
   const removed: string[] = [];
   const notRemoved: string[] = [];
   for (const dir of present) {
@@ -439,6 +450,24 @@ export function thawWhatTeardownFroze(): { thawed: string[]; stuck: string[] } {
     frozenNow.delete(file);
   }
   return { thawed, stuck };
+}
+
+/**
+ * For a command that exits in the middle of a teardown (a second Ctrl-C, or
+ * SIGTERM: rollback, cgroup teardown): thaws what it froze, since stopping is
+ * the operator's choice but a cgroup left frozen is not (its tasks stay
+ * stopped for good). One line each to print before exiting; `stillFrozen`
+ * also names what could not be thawed. `rerun`: what finishes the job ("the
+ * rollback"), until which what is still inside runs.
+ */
+export function thawBeforeExit(rerun: string): { notes: string[]; stillFrozen: string[] } {
+  const { thawed, stuck } = thawWhatTeardownFroze();
+  const stillFrozen = stuck.map((file) => `could not thaw ${file}: its tasks stay stopped until 0 is written there`);
+  const notes = [
+    ...(thawed.length > 0 ? [`thawed ${thawed.join(", ")} (frozen to kill its tasks) before stopping: what is still inside runs until ${rerun} is run again`] : []),
+    ...stillFrozen,
+  ];
+  return { notes, stillFrozen };
 }
 
 /**

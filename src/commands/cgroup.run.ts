@@ -1,4 +1,6 @@
-import { DrillError, UsageError } from "../errors.js";
+import { DrillError, ExitCode, UsageError } from "../errors.js";
+import { writeErr } from "../closedStdout.js";
+import { finishDespiteInterrupt } from "../interrupt.js";
 import { drillCommandFor, type GlobalOptions } from "../context.js";
 import { consoleOutput, snakeCaseKeys, type Output } from "../output.js";
 import { formatBytes, memoryMaxProblem, parseSize } from "../units.js";
@@ -9,7 +11,7 @@ import { validateParent } from "../cgroup/names.js";
 import { requireParentDirs } from "../cgroup/paths.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { absentCgroupNext } from "../cgroup/ready.js";
-import { teardownWorkerCgroup, type TeardownResult } from "../cgroup/teardown.js";
+import { teardownWorkerCgroup, thawBeforeExit, type TeardownResult, type TeardownStage } from "../cgroup/teardown.js";
 import type { SetupFlags, TargetFlags, TeardownFlags } from "./cgroup.js";
 
 export async function cgroupSetupAction(globals: GlobalOptions, flags: SetupFlags, output: Output = consoleOutput(globals.color)): Promise<SetupResult> {
@@ -91,7 +93,32 @@ function renderStatus(status: CgroupStatus, output: Output): void {
 
 export async function cgroupTeardownAction(globals: GlobalOptions, flags: TeardownFlags, output: Output = consoleOutput(globals.color)): Promise<TeardownResult> {
   const { roots, cgroup } = resolveCgroupTarget(globals, flags);
-  const result = await teardownWorkerCgroup(roots, cgroup, { stateDir: globals.stateDir, force: flags.force });
+  // Stopped half-way, a teardown leaves tasks half killed and the cgroup in
+  // place, frozen if it stopped during freeze → kill → thaw: as for rollback,
+  // the first Ctrl-C only says so; a second one (or SIGTERM) thaws what it
+  // froze and stops, naming where and the command that finishes it.
+  const command = `${drillCommandFor(globals.stateDir)} cgroup teardown --name ${cgroup.name}${flags.parent === undefined ? "" : ` --parent ${flags.parent}`}${flags.force ? " --force" : ""}`;
+  let stage: { stage: TeardownStage; name: string } | null = null;
+  const interrupts = finishDespiteInterrupt(
+    () => writeErr(`drill: SIGINT: finishing the teardown of cgroup ${cgroup.name} (stopping now would leave it half torn down); Ctrl-C again to stop anyway\n`),
+    (signal) => {
+      for (const note of thawBeforeExit("the teardown").notes) writeErr(`drill: ${note}\n`);
+      writeErr(`drill: interrupted by ${signal} during the teardown of cgroup ${cgroup.name}, ${describeStage(stage, cgroup.name)}; run \`${command}\` again to finish it\n`);
+      process.exit(signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
+    },
+  );
+  let result: TeardownResult;
+  try {
+    result = await teardownWorkerCgroup(roots, cgroup, {
+      stateDir: globals.stateDir,
+      force: flags.force,
+      onStage: (s, name) => {
+        stage = { stage: s, name };
+      },
+    });
+  } finally {
+    interrupts.dispose();
+  }
   if (result.kind === "removed" && result.forced) {
     // --force says so, as gate mode --force does: the drill is not over, only its cgroup.
     const { drill, runId, phase } = result.forced;
@@ -114,4 +141,18 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
     output.out(`cgroup ${cgroup.name} torn down${result.removed.length === 0 ? " (nothing was left)" : ""}`);
   }
   return result;
+}
+
+/** Where an interrupted teardown stopped; `name` differs from `top` for a drill cgroup set up inside it (torn down first). */
+function describeStage(at: { stage: TeardownStage; name: string } | null, top: string): string {
+  if (at === null) return "before it signalled any task";
+  const which = at.name === top ? "it" : `cgroup ${at.name} (set up inside it)`;
+  switch (at.stage) {
+    case "sigterm":
+      return `while waiting for the tasks in ${which} to exit on drill's SIGTERM`;
+    case "kill":
+      return `while killing the tasks left in ${which}`;
+    case "remove":
+      return `while removing the directories of ${which}, its tasks killed`;
+  }
 }

@@ -8,7 +8,7 @@ import { stopStartingUps, type StartingUp } from "../drill/startingUp.js";
 import { queueKeys } from "../queue/keys.js";
 import { readState, readStateEntries, statePath } from "../drill/state.js";
 import { ExitCode, RollbackIncompleteError, UsageError } from "../errors.js";
-import { thawWhatTeardownFroze } from "../cgroup/teardown.js";
+import { thawBeforeExit } from "../cgroup/teardown.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
 import { consoleOutput, snakeCaseKeys } from "../output.js";
 import type { RollbackFlags } from "./rollback.js";
@@ -50,12 +50,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     () => writeErr(`drill: SIGINT: finishing the rollback (stopping now would leave it half done); Ctrl-C again to stop anyway\n`),
     (signal) => {
       // Stopping is the operator's choice; a cgroup left frozen is not (its tasks stay stopped for good).
-      const { thawed, stuck } = thawWhatTeardownFroze();
-      const stillFrozen = stuck.map((file) => `could not thaw ${file}: its tasks stay stopped until 0 is written there`);
-      const thawNotes = [
-        ...(thawed.length > 0 ? [`thawed ${thawed.join(", ")} (frozen to kill its tasks) before stopping: what is still inside runs until the rollback is run again`] : []),
-        ...stillFrozen,
-      ];
+      const { notes: thawNotes, stillFrozen } = thawBeforeExit("the rollback");
       const afterStep = current.lastStep === "" ? null : current.lastStep;
       const where = afterStep === null ? "before its first step" : `after step "${afterStep}"`;
       const command = current.cgroups ? `${drillCmd} rollback` : `${drillCmd} rollback --name ${current.name}`;

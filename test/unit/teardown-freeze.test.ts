@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { requireLayout } from "../../src/cgroup/layout.js";
 import { resolveWorkerCgroup, type CgroupDir, type WorkerCgroup } from "../../src/cgroup/paths.js";
 import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
-import { killUntilEmpty, teardownWorkerCgroup, thawWhatTeardownFroze, type KilledTask, type TeardownMethod } from "../../src/cgroup/teardown.js";
+import { killUntilEmpty, teardownWorkerCgroup, thawBeforeExit, thawWhatTeardownFroze, type KilledTask, type TeardownMethod, type TeardownStage } from "../../src/cgroup/teardown.js";
 import { RollbackIncompleteError } from "../../src/errors.js";
 import { makeFakeHost, type FakeHost } from "../helpers/cgroupFixtures.js";
 
@@ -185,6 +185,25 @@ describe("teardown without cgroup.kill: freeze → kill → thaw (DESIGN: cgroup
     expect(thawWhatTeardownFroze()).toEqual({ thawed: [], stuck: [] });
   });
 
+  it("thawBeforeExit (a command's second Ctrl-C or SIGTERM mid-teardown) thaws what it froze and says so, naming what finishes the job", async () => {
+    host = makeFakeHost("v2");
+    const cgPath = "/process_api/abc/drill-t8";
+    const dir = fakeCgroup(host, "", cgPath, 2, { "cgroup.freeze": "0\n", "cgroup.events": "populated 1\nfrozen 0\n" }, [31342]);
+    placeInProcfs(host, 31342, `0::${cgPath}\n`);
+    const freeze = () => read(path.join(dir.dir, "cgroup.freeze")).trim();
+    const sweep = killUntilEmpty(host.roots, [dir], Date.now() + 20_000, [], new Set(), () => writeFileSync(path.join(dir.dir, "cgroup.procs"), ""));
+    const deadline = Date.now() + 5_000;
+    while (freeze() !== "1" && Date.now() < deadline) await new Promise((r) => setTimeout(r, 2));
+    expect(freeze()).toBe("1");
+    expect(thawBeforeExit("the teardown")).toEqual({
+      notes: [`thawed ${dir.dir} (frozen to kill its tasks) before stopping: what is still inside runs until the teardown is run again`],
+      stillFrozen: [],
+    });
+    expect(freeze()).toBe("0");
+    expect(await sweep).toEqual([]);
+    expect(thawBeforeExit("the teardown")).toEqual({ notes: [], stillFrozen: [] });
+  });
+
   it("with cgroup.kill it writes that and never freezes", async () => {
     host = makeFakeHost("v2");
     const cgPath = "/process_api/abc/drill-t5";
@@ -279,6 +298,15 @@ describe("teardownWorkerCgroup with child cgroups (fake v2 tree)", () => {
     const torn = await teardownWorkerCgroup(host.roots, cg, { stateDir: host.stateDir, timeoutMs: 500 });
     expect(torn.kind).toBe("removed");
     expect(existsSync(cg.limits.dir)).toBe(false);
+  });
+
+  it("tells onStage where it is (for a command stopped in the middle to say): SIGTERM's grace, the kill, the rmdir", async () => {
+    host = makeFakeHost("v2");
+    const cg = setUp(host);
+    const stages: Array<[TeardownStage, string]> = [];
+    const torn = await teardownWorkerCgroup(host.roots, cg, { stateDir: host.stateDir, timeoutMs: 500, onStage: (stage, name) => stages.push([stage, name]) });
+    expect(torn.kind).toBe("removed");
+    expect(stages).toEqual([["sigterm", "d3"], ["kill", "d3"], ["remove", "d3"]]);
   });
 
   it("a task that stays in a child cgroup is named with its pid and the child's dir", async () => {
