@@ -3,7 +3,7 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { checkDecisionRecord } from "../queue/decisionRecord.js";
 import { decodeJob, type Job } from "../queue/job.js";
 import { gateModeOf, modeValueField, modeWarning, type StoredMode } from "../queue/mode.js";
-import { DrillQueue, rejectDeadReason, type StoredOutcome } from "../queue/queue.js";
+import { DrillQueue, isKeyRefusal, rejectDeadReason, type StoredOutcome } from "../queue/queue.js";
 import { BlockingMover, closeRedis, connectRedis, WatchdogTimeout } from "../queue/redis.js";
 import { decideAdmission, decisionFigures, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
 import { GateSampler, type WorkerCgroupProbe } from "./signals.js";
@@ -284,12 +284,28 @@ async function dryRunPass(
   }
 }
 
-/** On stop: our heartbeat goes first, then whatever we hold goes back to the head of the ready list. */
+/**
+ * On stop: our heartbeat goes first, then whatever we hold goes back to the
+ * head of the ready list. Every stop after a take ends here. When the recover
+ * script refuses a key it records in (the wrong type, as the decision that
+ * held the job was refused), the job goes back unrecorded: the same key
+ * refuses any other gate's recovery too, so it would wait in our list until a
+ * rollback's re-drain.
+ */
 async function giveBack(queue: DrillQueue, gateId: string, retryBudget: number, err: (line: string) => void): Promise<void> {
   try {
     await queue.redis.del(queue.keys.gateHeartbeat(gateId));
-    const back = await queue.recoverGate(gateId, { by: gateId, countAttempt: false, retryBudget });
-    if (back.length > 0) err(`gate: gave ${back.length} undecided job(s) back to the head of ${queue.keys.ready}`);
+    let back: number;
+    let note = "";
+    try {
+      back = (await queue.recoverGate(gateId, { by: gateId, countAttempt: false, retryBudget })).length;
+    } catch (e) {
+      if (!isKeyRefusal(e)) throw e;
+      // The refusal wrote nothing; the return writes only our list and the ready list.
+      back = await queue.returnUnrecorded(gateId);
+      note = ` as taken, unrecorded (${message(e)})`;
+    }
+    if (back > 0) err(`gate: gave ${back} undecided job(s) back to the head of ${queue.keys.ready}${note}`);
   } catch (e) {
     err(`gate: could not give back ${queue.keys.processing(gateId)} (${message(e)}); another gate recovers it once the heartbeat expires`);
   }

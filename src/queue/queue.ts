@@ -6,7 +6,7 @@ import { parseDecisionRecord, type DecisionRecord } from "./decisionRecord.js";
 import { decodeJob, encodeJob, type Job } from "./job.js";
 import { queueKeys, type QueueKeys } from "./keys.js";
 import { gateModeOf, type StoredMode } from "./mode.js";
-import { admitScript, deadScript, KEY_REFUSAL_MARK, pushScript, readModeScript, recoverScript, rejectScript, releaseScript, SEQ_EXHAUSTED_MARK, setModeScript } from "./scripts.js";
+import { admitScript, deadScript, KEY_REFUSAL_MARK, pushScript, readModeScript, recoverScript, rejectScript, releaseScript, returnScript, SEQ_EXHAUSTED_MARK, setModeScript } from "./scripts.js";
 import { runScript } from "./redis.js";
 
 /** What the packer asks for; the queue adds id, enqueue_ts, attempt. */
@@ -366,6 +366,18 @@ export class DrillQueue {
       if (job === undefined) throw new Error(`unexpected recover script reply: position ${String(position)}`);
       return job;
     });
+  }
+
+  /**
+   * A stopping gate's own list back to the head of the ready list as taken,
+   * recording nothing (returnScript): only for when recoverGate was refused a
+   * key it records in. Only once its heartbeat is gone. → how many moved.
+   */
+  async returnUnrecorded(gate: string): Promise<number> {
+    const k = this.keys;
+    const moved = await runScript(this.redis, returnScript, [k.gateHeartbeat(gate), k.processing(gate), k.ready], []);
+    if (typeof moved !== "number") throw new Error(`unexpected return script reply ${String(moved)}`);
+    return Math.max(moved, 0);
   }
 
   // ---- decisions ------------------------------------------------------------

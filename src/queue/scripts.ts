@@ -274,6 +274,32 @@ return moved
 `,
 );
 
+/**
+ * A stopping gate's give-back when the recover script refused a key it
+ * records in (<q>:events, <q>:stats, <q>:dead, <q>:gates of the wrong type):
+ * the processing list goes back to the head of the ready list as it was
+ * taken (same payloads, attempt unchanged, oldest-taken first), recording
+ * nothing, so no job waits in a list nobody reads. It writes only the two
+ * lists, checked first. Like recover, only once the heartbeat is gone; each
+ * LMOVE takes what is still there, so a job another recoverer moved first is
+ * not moved again.
+ * KEYS: heartbeat processing ready → how many moved, or -1 when the gate is alive
+ */
+export const returnScript = script(
+  "return",
+  3,
+  `
+local heartbeat, processing, ready = KEYS[1], KEYS[2], KEYS[3]
+if redis.call('EXISTS', heartbeat) == 1 then return -1 end
+local bad = wrong_type(processing, 'list', ready, 'list')
+if bad then return bad end
+local moved = 0
+-- Newest-taken first onto the head: the oldest-taken ends up first, as recover leaves it.
+while redis.call('LMOVE', processing, ready, 'RIGHT', 'LEFT') do moved = moved + 1 end
+return moved
+`,
+);
+
 /** KEYS: inflight · ARGV: id → the tokens released, or nil when none were held. */
 export const releaseScript = script(
   "release",

@@ -124,6 +124,28 @@ describe("drill pack + drill gate (built binary)", () => {
     await assertNoJobLost(redis, queue, ["1", "2"]);
   });
 
+  // QA: the gate held the job it took while <q>:stats was a string; when it
+  // stopped, its give-back was refused on the same key: exit 0, the job left in
+  // <q>:processing:<gate>, which nobody reads, until a rollback's re-drain.
+  it("gate over a <q>:stats string: names the key, exits as before, and the job it held is back at the head of <q> once, attempt unchanged", async () => {
+    const queue = `e${++n}`;
+    const k = queueKeys(queue);
+    expect((await drill(["pack", "--jobs", "2", "--queue", queue])).exitCode).toBe(0);
+    const [first] = await redis.lrange(k.ready, 0, 0);
+    await redis.set(k.stats, "hello");
+    const gate = await drill(["--procfs", fakeProc(CALM_PSI), "gate", "--queue", queue, "--gate-id", `g${n}`, "--interval", "200ms", "--duration", "1500ms"]);
+    expect(gate.exitCode, String(gate.stderr)).toBe(0);
+    expect(lines(gate.stdout)).toEqual([]);
+    expect(String(gate.stderr)).toContain(`gate: decision failed: redis answered ${k.stats} is a string, not a hash (drill never writes that there); retrying`);
+    expect(String(gate.stderr)).toMatch(new RegExp(`^gate: gave 1 undecided job\\(s\\) back to the head of ${queue} as taken, unrecorded`, "m"));
+    expect(await redis.llen(k.processing(`g${n}`))).toBe(0);
+    const ready = await redis.lrange(k.ready, 0, -1);
+    expect(ready).toHaveLength(2);
+    expect(ready[0]).toBe(first);
+    await redis.del(k.stats);
+    await assertNoJobLost(redis, queue, ["1", "2"]);
+  });
+
   it("redis-cli, a client nobody here wrote, enqueues jobs by hand in the documented format; LRANGE jobs 0 0 shows the oldest; the gate decides them", async () => {
     const queue = `e${++n}`;
     const now = Date.now();

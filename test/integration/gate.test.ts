@@ -465,6 +465,44 @@ describe("gate against a real redis-server and a fake procfs", () => {
     await assertNoJobLost(redis, queue.keys.queue, ids);
   });
 
+  // The gate holds the job it took while a key it writes is of the wrong type; it
+  // stopped (here: its signal) and its give-back, the recover script, refused the
+  // same key: the job waited in <q>:processing:<gate>, a list nobody reads, until
+  // a rollback's re-drain. Now it goes back to the head of <q> as it was taken.
+  it.each([
+    ["stats", "string", (k: DrillQueue["keys"]) => redis.set(k.stats, "hello")],
+    ["events", "string", (k: DrillQueue["keys"]) => redis.set(k.events, "hello")],
+    ["dead", "hash", (k: DrillQueue["keys"]) => redis.hset(k.dead, "x", "1")],
+    ["admitted", "string", (k: DrillQueue["keys"]) => redis.set(k.admitted, "hello")],
+  ] as const)("<q>:%s a %s: the gate stops naming it, and the job it held is back at the head of <q>, attempt unchanged, once", async (name, type, corrupt) => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const k = queue.keys;
+    const ids = await pushJobs(queue, 2);
+    const [first] = await redis.lrange(k.ready, 0, 0);
+    await corrupt(k);
+    const gate = startGate(k.queue, fakeProc(CALM_PSI).roots);
+    const key = `${k.queue}:${name}`;
+    try {
+      await gate.waitForError(new RegExp(`^gate: decision failed: redis answered ${literal(key)} is a ${type}, not a`));
+      expect(await redis.llen(k.processing(gate.gateIdForTest))).toBe(1);
+    } finally {
+      await gate.stop();
+    }
+    expect(gate.lines).toEqual([]);
+    expect(await redis.llen(k.processing(gate.gateIdForTest))).toBe(0);
+    const ready = await redis.lrange(k.ready, 0, -1);
+    expect(ready).toHaveLength(2);
+    expect(ready[0]).toBe(first); // the same bytes: attempt 0, at the head
+    expect(ready.filter((p) => p === first)).toHaveLength(1);
+    expect(gate.errors.filter((e) => !e.startsWith("gate: decision failed: ")), gate.errors.join("\n")).toEqual([expect.stringMatching(new RegExp(`^gate: gave 1 undecided job\\(s\\) back to the head of ${literal(k.ready)}`))]);
+    // A gate started next recovers nothing and decides each job once.
+    await redis.del(key);
+    const next = startGate(k.queue, fakeProc(CALM_PSI).roots, { maxJobs: 2 });
+    expect(await next.done).toMatchObject({ decided: 2, recovered: 0 });
+    expect(next.lines).toEqual(["admit job=1 packed=24000 limit=32000", "reject_packed_tokens job=2 packed=48000 limit=32000"]);
+    await assertNoJobLost(redis, k.queue, ids);
+  });
+
   // QA: anything but exactly reject_all admitted, so a mistyped deny-all admitted everything in silence.
   it.each([
     ["reject-all", "mode_value=reject-all", 'holds "reject-all", not admit or reject_all'],

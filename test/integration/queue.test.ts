@@ -312,6 +312,28 @@ describe("DrillQueue against a real redis-server", () => {
     await assertNoJobLost(redis, queue.keys.queue, ids);
   });
 
+  it("returnUnrecorded: when recover is refused a key it records in, a stopped gate's list goes back to the head as taken, in order, once", async () => {
+    const queue = freshQueue();
+    const k = queue.keys;
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await queue.push(spec)).id);
+    for (let i = 0; i < 2; i++) await redis.lmove(k.ready, k.processing("g"), "LEFT", "RIGHT");
+    const taken = await redis.lrange(k.processing("g"), 0, -1);
+    await redis.set(k.stats, "hello");
+    await expect(queue.recoverGate("g", { by: "g", countAttempt: false, retryBudget: 3 })).rejects.toThrow(`${k.stats} is a string, not a hash`);
+    await queue.heartbeat("g", 60_000, { pid: 1 });
+    expect(await queue.returnUnrecorded("g")).toBe(0); // alive: not ours to move
+    await redis.del(k.gateHeartbeat("g"));
+    expect(await queue.returnUnrecorded("g")).toBe(2);
+    expect(await queue.returnUnrecorded("g")).toBe(0);
+    expect((await redis.lrange(k.ready, 0, -1)).slice(0, 2)).toEqual(taken);
+    expect(await redis.llen(k.ready)).toBe(3);
+    expect(await redis.exists(k.processing("g"), k.events)).toBe(0);
+    expect(await redis.get(k.stats)).toBe("hello");
+    await redis.del(k.stats);
+    await assertNoJobLost(redis, k.queue, ids);
+  });
+
   it("an inflight entry that is not a token count fails the admit closed, naming it (it counted as 0 against the cap)", async () => {
     const queue = freshQueue();
     await redis.hset(queue.keys.inflight, "42", "lots");
