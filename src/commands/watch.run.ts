@@ -94,7 +94,8 @@ export function wrongKeyWatch(say: (line: string) => void): (reading: Reading<Qu
       const fields = fieldsOfKey(wrong.role, reading.value.workingScanned);
       const effect =
         fields.length > 0 ? `${fields.join(", ")} stay null (listed in missing)` : wrong.role === "events" ? "the gate's reject lines are not shown" : "no field is read from it now";
-      say(`watch: redis key ${wrong.reason}; ${effect} until it is fixed`);
+      const lost = wrong.role === "working" ? "the jobs that worker holds are not counted: " : "";
+      say(`watch: redis key ${wrong.reason}; ${lost}${effect} until it is fixed`);
     }
     for (const key of said.keys()) if (!now.has(key)) say(`watch: redis key ${key} reads again`);
     said = now;

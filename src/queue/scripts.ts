@@ -122,10 +122,13 @@ if id then return {id, 'again'} end
 -- Ids are exact integers (a double's tostring turns 1e14 into '1e+14'), and
 -- Lua's numbers are doubles, exact only up to 2^53-1 (2^53+1 reads as 2^53):
 -- 2^53-1 is the last id, checked before the INCR that would pass it, so no
--- id is issued twice and the refused push queues nothing.
+-- id is issued twice and the refused push queues nothing. INCR reads only
+-- an integer as Redis writes one (string2ll): it refuses '007', '00', '+5',
+-- ' 5', '5 ' ("not an integer"), so a seq it would refuse is refused here,
+-- by name, not sent again: '0', or digits with no leading zero.
 local last = redis.call('GET', seq)
-if last and (not string.match(last, '^%d+$') or tonumber(last) > 2^53 - 1) then
-  return redis.error_reply(seq .. ' is "' .. string.sub(last, 1, 30) .. '", not a job id under 2^53 ${KEY_REFUSAL_MARK}: this job not pushed')
+if last and (not (last == '0' or string.match(last, '^[1-9]%d*$')) or tonumber(last) > 2^53 - 1) then
+  return redis.error_reply(seq .. ' is "' .. string.sub(last, 1, 30) .. '", not a job id under 2^53 (0, or digits with no leading zero) ${KEY_REFUSAL_MARK}: this job not pushed')
 end
 if last and tonumber(last) == 2^53 - 1 then
   return redis.error_reply(seq .. ' is at ' .. last .. ', the last exact job id (2^53-1): ${SEQ_EXHAUSTED_MARK}, this job not pushed')

@@ -360,8 +360,10 @@ local list_cap = tonumber(ARGV[7])
 local admitted = {}
 if admitted_ok then admitted = redis.call('LRANGE', admitted_key, 0, list_cap - 1) end
 local working = {}
+-- A worker's list of another type is named too (role working): its jobs are
+-- not counted, and skipping it silently would not say why.
 local function hold(key)
-  if redis.call('TYPE', key).ok == 'list' then
+  if usable('working', key, 'list') then
     for _, payload in ipairs(redis.call('LRANGE', key, 0, -1)) do working[#working + 1] = payload end
   end
 end

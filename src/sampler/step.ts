@@ -56,10 +56,10 @@ export interface QueueRaw {
   wrongTyped: WrongTypedKey[];
 }
 
-/** The queue keys a sample reads besides the lever (which fails closed on any type: gateModeOf). */
-export type QueueKeyRole = "ready" | "admitted" | "stats" | "workers" | "events";
+/** The queue keys a sample reads besides the lever (which fails closed on any type: gateModeOf); `working`: any `<q>:working:<worker>`. */
+export type QueueKeyRole = "ready" | "admitted" | "stats" | "workers" | "events" | "working";
 
-export const isQueueKeyRole = (role: string): role is QueueKeyRole => ["ready", "admitted", "stats", "workers", "events"].includes(role);
+export const isQueueKeyRole = (role: string): role is QueueKeyRole => ["ready", "admitted", "stats", "workers", "events", "working"].includes(role);
 
 /** A queue key of the wrong type; `reason` is the scripts' wrong_type words, `jobs is a string, not a list (…)`. */
 export interface WrongTypedKey {
@@ -71,14 +71,16 @@ export interface WrongTypedKey {
 /**
  * The sample fields that come from a key: a key of the wrong type nulls only
  * these. The worker registry feeds deadline_slack_ms only when the working
- * lists come from it (huge keyspace); the events stream feeds the reject
- * lines, no field.
+ * lists come from it (huge keyspace); a working list feeds it always (its
+ * jobs are not counted: the smallest slack is not known); the events stream
+ * feeds the reject lines, no field.
  */
 export function fieldsOfKey(role: QueueKeyRole, workingScanned: boolean): string[] {
   switch (role) {
     case "ready":
       return ["queue_len", "queue_age_ms", "queue_head_slack_ms"];
     case "admitted":
+    case "working":
       return ["deadline_slack_ms"];
     case "workers":
       return workingScanned ? [] : ["deadline_slack_ms"];

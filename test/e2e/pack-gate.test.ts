@@ -215,6 +215,18 @@ describe("drill pack + drill gate (built binary)", () => {
     expect(await redis.llen(queue)).toBe(0);
   });
 
+  // QA: a <q>:seq of "007" passed pack's check, INCR refused it ("not an integer") and pack sent the push 10 times.
+  it("pack onto a <q>:seq with a leading zero, which INCR refuses: exit 2 at once, naming the key and its value, nothing pushed", async () => {
+    const queue = `e${++n}`;
+    await redis.set(`${queue}:seq`, "007");
+    const pack = await drill(["pack", "--jobs", "2", "--queue", queue]);
+    expect(pack.exitCode, String(pack.stderr)).toBe(2);
+    expect(String(pack.stderr)).toContain(`could not push job 1 of 2: ${queue}:seq is "007", not a job id under 2^53`);
+    expect(String(pack.stderr)).not.toMatch(/send\(s\)|not an integer/);
+    expect(await redis.llen(queue)).toBe(0);
+    expect(await redis.get(`${queue}:seq`)).toBe("007");
+  });
+
   // QA: pack handed out job 9007199254740992 (2^53), which a double cannot tell from 2^53+1.
   it("pack past the last exact job id: job 2^53-1 is pushed, the next is refused naming the key, exit 2, nothing else pushed", async () => {
     const queue = `e${++n}`;

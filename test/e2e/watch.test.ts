@@ -252,6 +252,30 @@ describe("drill watch --once --json", () => {
     expect(stats.missing.find((m) => m.field === "tokens_out")?.reason).toBe(`redis key ${q}:stats is a list, not a hash (drill never writes that there)`);
   });
 
+  // QA: a <q>:working:<id> that is not a list was skipped in silence: that worker's jobs were not counted, and nothing said why.
+  it("a worker's working list of the wrong type: named on stderr and in missing (deadline_slack_ms null), the other workers' lists and the rest still read", async () => {
+    const q = "e2e-wrongtype-working";
+    const held = { id: "9", prompt_tokens: 1000, completion_tokens: 16, files: 1, enqueue_ts: Date.now(), deadline_ms: 8000, attempt: 1, host_class: "shared-free" };
+    await client.set(`${q}:working:w1`, "hello");
+    await client.rpush(`${q}:working:w2`, JSON.stringify(held));
+    await client.rpush(q, JSON.stringify({ ...held, id: "10", attempt: 0 }));
+    await client.hset(`${q}:stats`, { tokens_out: 1234, admitted: 5 });
+    const r = await kernelOnce(fakeHost("v2"), q);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const s = parseOne(r.stdout);
+    expect(s).toMatchObject({ queue_len: 1, deadline_slack_ms: null, tokens_out: 1234, admitted: 5, retry_count: 0, gate_mode: "admit" });
+    expect(typeof s.queue_age_ms).toBe("number");
+    expect(s.missing.filter((m) => m.reason.startsWith("redis key"))).toEqual([
+      { field: "deadline_slack_ms", file: redis.url, reason: `redis key ${q}:working:w1 is a string, not a list (drill never writes that there)` },
+    ]);
+    // w2's list is still read: the retried job it holds pages.
+    expect(s.alarm).toContain("retry_worker_idle");
+    expect(r.stderr).not.toContain("unreachable");
+    expect(r.stderr.split("\n").filter((l) => l.startsWith("watch: redis key"))).toEqual([
+      `watch: redis key ${q}:working:w1 is a string, not a list (drill never writes that there); the jobs that worker holds are not counted: deadline_slack_ms stay null (listed in missing) until it is fixed`,
+    ]);
+  });
+
   it("Redis unreachable: Redis fields null and missing, kernel signals still sampled, exit 0", async () => {
     const closed = await freePort();
     const r = await runDrill(["--procfs", fakeHost("v2").procfs, "--sysfs", path.join(roots.at(-1)!, "sys"), "--redis", `redis://127.0.0.1:${closed}`, "watch", "--once", "--json", "--interval", "100ms"]);

@@ -502,9 +502,13 @@ describe("DrillQueue against a real redis-server", () => {
     expect((await queue.push(spec)).id).toBe(String(Number.MAX_SAFE_INTEGER));
     await expect(queue.push(spec)).rejects.toThrow(`${queue.keys.seq} is at ${Number.MAX_SAFE_INTEGER}, the last exact job id (2^53-1)`);
     expect(await redis.get(queue.keys.seq)).toBe(String(Number.MAX_SAFE_INTEGER));
-    for (const bad of [String(2 ** 53), "abc", "-3"]) {
+    // QA: INCR refuses a leading zero ('007'), which this check passed: the push was sent again 10 times.
+    // Whatever INCR refuses is refused here by name, before it; the seq is left as it was.
+    for (const bad of [String(2 ** 53), "abc", "-3", "007", "00", "0".repeat(25) + "5", "+5", " 5", "5 ", "5\n", "1e3", ""]) {
       await redis.set(queue.keys.seq, bad);
-      await expect(queue.push(spec)).rejects.toThrow(`${queue.keys.seq} is "${bad}", not a job id under 2^53`);
+      // An error reply cannot carry a newline: Redis sends it as a space.
+      await expect(queue.push(spec)).rejects.toThrow(`${queue.keys.seq} is "${bad.slice(0, 30).replace("\n", " ")}", not a job id under 2^53`);
+      expect(await redis.get(queue.keys.seq)).toBe(bad);
     }
     expect(await redis.llen(queue.keys.ready)).toBe(3);
     expect(JSON.parse((await redis.lindex(queue.keys.ready, -1))!).id).toBe(String(Number.MAX_SAFE_INTEGER));
@@ -514,6 +518,13 @@ describe("DrillQueue against a real redis-server", () => {
     const outcome = await pushUntilTaken(queue, unnumberedJob(spec), `${pushScope("test")}.0`, { signal: new AbortController().signal, delayMs: () => 1, sendAgain: () => true, onFailure: () => failures++ });
     expect(outcome.ok).toBe(false);
     expect(failures).toBe(1);
+    await redis.set(queue.keys.seq, "007");
+    const zero = await pushUntilTaken(queue, unnumberedJob(spec), `${pushScope("test")}.0`, { signal: new AbortController().signal, delayMs: () => 1, sendAgain: () => true, onFailure: () => failures++ });
+    expect(zero.ok).toBe(false);
+    expect(failures).toBe(2);
+    // '0' is an integer to INCR: the next id is 1.
+    await redis.set(queue.keys.seq, "0");
+    expect((await queue.push(spec)).id).toBe("1");
   });
 
   // Redis keeps a script's writes made before a command in it fails: each script checks every key it writes first.

@@ -6,7 +6,8 @@ import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DrillQueue } from "../../src/queue/queue.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
-import { QueueReader, SAMPLE_LIST_SCAN_CAP, type QueueReading } from "../../src/sampler/read.js";
+import { QueueReader, SAMPLE_LIST_SCAN_CAP, WORKING_SCAN_MAX_KEYS, type QueueReading } from "../../src/sampler/read.js";
+import { workerKeys } from "../../src/worker/scripts.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 
 let server: RedisServer;
@@ -103,5 +104,36 @@ describe("the queue sample's list scan", () => {
     ]);
     expect(ready).toMatchObject({ queueLen: 0, head: null, stats: { tokens_out: "7" } });
     expect(ready.admitted).toHaveLength(2);
+  });
+
+  // QA: a <q>:working:<id> that is not a list was skipped in silence: that worker's jobs were not counted, and nothing said why.
+  it("a worker's working list of the wrong type: named (role working) and read as empty, the other workers' lists still read", async () => {
+    const queue = new DrillQueue(redis, `ws${++n}`);
+    await fill(queue.keys.ready, "r", 3);
+    await redis.set(queue.keys.working("w1"), "hello");
+    await redis.hset(queue.keys.working("w3"), "x", "1");
+    await redis.rpush(queue.keys.working("w2"), job("held", 1));
+    const q = await sample(queue);
+    expect([...q.wrongTyped].sort((a, b) => a.key.localeCompare(b.key))).toEqual([
+      { role: "working", key: queue.keys.working("w1"), reason: `${queue.keys.working("w1")} is a string, not a list (drill never writes that there)` },
+      { role: "working", key: queue.keys.working("w3"), reason: `${queue.keys.working("w3")} is a hash, not a list (drill never writes that there)` },
+    ]);
+    expect(q.working.map((p) => (JSON.parse(p.toString()) as { id: string }).id)).toEqual(["held"]);
+    expect(retriedIds(q)).toEqual(["held"]);
+    expect(q.queueLen).toBe(3);
+    expect(q.workingScanned).toBe(true);
+
+    // A keyspace too big to SCAN: the lists of the workers in the registry, named the same way.
+    await redis.hset(workerKeys(queue.keys.queue).workers, { w1: "t", w2: "t" });
+    const filler = `ws${n}-filler:`;
+    await redis.eval(`for i = 1, tonumber(ARGV[2]) do redis.call('SET', ARGV[1] .. i, '1') end`, 0, filler, WORKING_SCAN_MAX_KEYS);
+    try {
+      const registry = await sample(queue);
+      expect(registry.workingScanned).toBe(false);
+      expect(registry.wrongTyped).toEqual([{ role: "working", key: queue.keys.working("w1"), reason: `${queue.keys.working("w1")} is a string, not a list (drill never writes that there)` }]);
+      expect(retriedIds(registry)).toEqual(["held"]);
+    } finally {
+      await redis.eval(`for i = 1, tonumber(ARGV[2]) do redis.call('DEL', ARGV[1] .. i) end`, 0, filler, WORKING_SCAN_MAX_KEYS);
+    }
   });
 });

@@ -256,6 +256,12 @@ describe("parseQueueSample", () => {
       ok: true,
       value: { queue: { wrongTyped: [{ role: "stats", key: "jobs:stats", reason: "jobs:stats is a list, not a hash (drill never writes that there)" }] } },
     });
+    // A worker's list of another type: role working, the other workers' jobs still read.
+    const working = [b("working"), b("jobs:working:w1"), b("jobs:working:w1 is a string, not a list (drill never writes that there)")];
+    expect(parseQueueSample("redis://h:1", [0, null, [], [], [b("w")], [], 1, null, b("0-0"), [], 0, 0, 0, working])).toMatchObject({
+      ok: true,
+      value: { queue: { working: [b("w")], wrongTyped: [{ role: "working", key: "jobs:working:w1", reason: "jobs:working:w1 is a string, not a list (drill never writes that there)" }] } },
+    });
     // Nothing after the cursor: no tip.
     expect(parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null, null, [], 0, 0, 0, []])).toMatchObject({ ok: true, value: { events: { tip: null, lines: [], beyond: 0 } } });
   });

@@ -296,6 +296,8 @@ describe("nextSample: queue fields", () => {
     ["stats", "jobs:stats is a list, not a hash", ["tokens_out", "retry_count", "admitted", "rejected"]],
     ["admitted", "jobs:admitted is a hash, not a list", ["deadline_slack_ms"]],
     ["events", "jobs:events is a string, not a stream", []],
+    // QA: a worker's list of another type was skipped in silence; its jobs are not counted, so the smallest slack is not known.
+    ["working", "jobs:working:w1 is a string, not a list", ["deadline_slack_ms"]],
   ] as const)("a wrong-typed %s key: only its fields are null, in missing naming the key; the rest still read", (role, reason, fields) => {
     const key = reason.split(" ")[0]!;
     const q = queue({
