@@ -1,12 +1,9 @@
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { execa, type ResultPromise } from "execa";
 import { afterEach, describe, expect, it } from "vitest";
-import { requireLayout } from "../../src/cgroup/layout.js";
-import { resolveWorkerCgroup } from "../../src/cgroup/paths.js";
-import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
-import { makeFakeHost, type FakeHost } from "../helpers/cgroupFixtures.js";
+import { makeFakeHost, stuckFakeCgroup, type FakeHost } from "../helpers/cgroupFixtures.js";
 import { drillBin } from "../helpers/cli.js";
 
 /**
@@ -22,9 +19,6 @@ import { drillBin } from "../helpers/cli.js";
  * the cgroup frozen for FREEZE_WAIT_MS, and the signals arrive while it is.
  */
 
-const M = 1024 * 1024;
-/** Above pid_max: listed in the fake cgroup, never a real process to signal. */
-const STUCK_PID = 4194305;
 
 let host: FakeHost | undefined;
 let child: ResultPromise | undefined;
@@ -35,17 +29,9 @@ afterEach(() => {
   host = undefined;
 });
 
-/** A drill cgroup (marker) on a fake v2 tree without cgroup.kill, a task inside that never leaves. */
+/** The fake cgroup, with no cgroup.kill (the freeze path). */
 function stuckCgroup(h: FakeHost, name: string): string {
-  const cg = resolveWorkerCgroup(h.roots, requireLayout(h.roots), name, { kind: "self" });
-  setupWorkerCgroup(h.roots, cg, h.stateDir, { memoryMax: 256 * M, swapMax: 0 });
-  const dir = cg.limits.dir;
-  writeFileSync(path.join(dir, "cgroup.freeze"), "0\n");
-  writeFileSync(path.join(dir, "cgroup.events"), "populated 1\nfrozen 0\n");
-  writeFileSync(path.join(dir, "cgroup.procs"), `${STUCK_PID}\n`);
-  mkdirSync(path.join(h.procfs, String(STUCK_PID)), { recursive: true });
-  writeFileSync(path.join(h.procfs, String(STUCK_PID), "cgroup"), `0::${cg.limits.cgroupPath}\n`);
-  writeFileSync(path.join(h.procfs, String(STUCK_PID), "comm"), "hog\n");
+  const dir = stuckFakeCgroup(h, name);
   expect(readdirSync(dir)).not.toContain("cgroup.kill");
   return dir;
 }

@@ -1,12 +1,9 @@
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { execa } from "execa";
 import { afterEach, describe, expect, it } from "vitest";
-import { requireLayout } from "../../src/cgroup/layout.js";
-import { resolveWorkerCgroup } from "../../src/cgroup/paths.js";
-import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
-import { makeFakeHost, type FakeHost } from "../helpers/cgroupFixtures.js";
+import { makeFakeHost, STUCK_PID, stuckFakeCgroup, type FakeHost } from "../helpers/cgroupFixtures.js";
 import { drillBin } from "../helpers/cli.js";
 
 /**
@@ -20,9 +17,6 @@ import { drillBin } from "../helpers/cli.js";
  * arrive while it is.
  */
 
-const M = 1024 * 1024;
-/** Above pid_max: listed in the fake cgroup, never a real process to signal. */
-const STUCK_PID = 4194305;
 
 let host: FakeHost | undefined;
 afterEach(() => {
@@ -34,15 +28,7 @@ describe("rollback stopped by a second Ctrl-C while the cgroup is frozen (fake v
   it("exits 130 saying to run rollback again, and leaves the cgroup thawed", async () => {
     host = makeFakeHost("v2");
     const h = host;
-    const cg = resolveWorkerCgroup(h.roots, requireLayout(h.roots), "frz", { kind: "self" });
-    setupWorkerCgroup(h.roots, cg, h.stateDir, { memoryMax: 256 * M, swapMax: 0 });
-    const dir = cg.limits.dir;
-    writeFileSync(path.join(dir, "cgroup.freeze"), "0\n");
-    writeFileSync(path.join(dir, "cgroup.events"), "populated 1\nfrozen 0\n");
-    writeFileSync(path.join(dir, "cgroup.procs"), `${STUCK_PID}\n`);
-    mkdirSync(path.join(h.procfs, String(STUCK_PID)), { recursive: true });
-    writeFileSync(path.join(h.procfs, String(STUCK_PID), "cgroup"), `0::${cg.limits.cgroupPath}\n`);
-    writeFileSync(path.join(h.procfs, String(STUCK_PID), "comm"), "hog\n");
+    const dir = stuckFakeCgroup(h, "frz");
     expect(readdirSync(dir)).not.toContain("cgroup.kill");
 
     const child = execa("node", [drillBin, "--sysfs", h.sysfs, "--procfs", h.procfs, "--state-dir", h.stateDir, "rollback"], {
@@ -55,8 +41,13 @@ describe("rollback stopped by a second Ctrl-C while the cgroup is frozen (fake v
     const deadline = Date.now() + 20_000;
     while (freeze() !== "1" && child.exitCode === null && Date.now() < deadline) await sleep(5);
     expect(freeze(), "rollback never froze the cgroup").toBe("1");
+    let err = "";
+    child.stderr!.on("data", (chunk: Buffer) => (err += chunk.toString()));
     child.kill("SIGINT");
-    await sleep(20);
+    // Two signals a few ms apart can arrive as one: the second only once the first is acknowledged.
+    const acked = Date.now() + 20_000;
+    while (!err.includes("Ctrl-C again to stop anyway") && child.exitCode === null && Date.now() < acked) await sleep(5);
+    expect(err, "the first Ctrl-C was not acknowledged").toContain("Ctrl-C again to stop anyway");
     child.kill("SIGINT");
     const r = await child;
 

@@ -3,9 +3,10 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, wr
 import os from "node:os";
 import path from "node:path";
 import { HostRoots } from "../../src/host/kernelFile.js";
-import { detectLayout, readProcessCgroups } from "../../src/cgroup/layout.js";
+import { detectLayout, readProcessCgroups, requireLayout } from "../../src/cgroup/layout.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../../src/cgroup/paths.js";
 import { readPids } from "../../src/cgroup/memoryFiles.js";
+import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
 import { teardownWorkerCgroup } from "../../src/cgroup/teardown.js";
 import { locatePageToucher } from "../../src/native/pagetoucher.js";
 
@@ -116,6 +117,29 @@ export function makeFakeHost(layout: FakeLayout, options: { selfPath?: string; m
     cgroup,
     cleanup: () => rmSync(root, { recursive: true, force: true }),
   };
+}
+
+/** Above pid_max: listed in a fake cgroup, never a real process to signal. */
+export const STUCK_PID = 4194305;
+
+/**
+ * A drill cgroup `name` (with its marker) on a fake v2 tree without
+ * cgroup.kill, a task inside that never leaves, and a freeze that never
+ * completes (cgroup.events never says `frozen 1`, as with a task in D state):
+ * every sweep of teardown's freeze → kill → thaw holds it frozen for
+ * FREEZE_WAIT_MS, so signals sent to drill arrive while it is. → its dir.
+ */
+export function stuckFakeCgroup(h: FakeHost, name: string): string {
+  const cg = resolveWorkerCgroup(h.roots, requireLayout(h.roots), name, { kind: "self" });
+  setupWorkerCgroup(h.roots, cg, h.stateDir, { memoryMax: 256 * 1024 * 1024, swapMax: 0 });
+  const dir = cg.limits.dir;
+  writeFileSync(path.join(dir, "cgroup.freeze"), "0\n");
+  writeFileSync(path.join(dir, "cgroup.events"), "populated 1\nfrozen 0\n");
+  writeFileSync(path.join(dir, "cgroup.procs"), `${STUCK_PID}\n`);
+  mkdirSync(path.join(h.procfs, String(STUCK_PID)), { recursive: true });
+  writeFileSync(path.join(h.procfs, String(STUCK_PID), "cgroup"), `0::${cg.limits.cgroupPath}\n`);
+  writeFileSync(path.join(h.procfs, String(STUCK_PID), "comm"), "hog\n");
+  return dir;
 }
 
 /** A fake /proc/<pid>/stat line with the given comm and start time. */
