@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { spawn, type ChildProcess } from "node:child_process";
@@ -7,7 +7,7 @@ import { readState, type DrillState } from "../../src/drill/state.js";
 import { realCgroupSkipReason } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
 import { assertHostClean } from "../helpers/hostClean.js";
-import { assertNoJobLostInExport } from "../helpers/invariants.js";
+import { assertNoJobLostInExport, idsGivenByQueue } from "../helpers/invariants.js";
 
 const skip = realCgroupSkipReason();
 if (skip) console.warn(`skipping drill up/rollback end-to-end: ${skip}`);
@@ -71,7 +71,12 @@ describe.skipIf(skip !== null)("drill up → report → rollback (real cgroup, e
     expect(up.stdout).toMatch(/is up in the background/);
     const before = readState(stateDir, "thrash") as DrillState;
     expect(before.phase).toBe("running");
-    await new Promise((r) => setTimeout(r, 8000)); // let the hog fill and the packer push
+    // What the rollback then has to undo: the hog has filled the cgroup, the packer has pushed (phase 1 at 5 s).
+    expect(await idsGivenByQueue(before.redis.url, "jobs", 1), "the packer pushed nothing").not.toEqual([]);
+    const usage = before.cgroup!.dirs.map((d) => [path.join(d, "memory.usage_in_bytes"), path.join(d, "memory.current")]).flat().find((f) => existsSync(f))!;
+    const filled = Date.now() + 30_000;
+    while (Number(readFileSync(usage, "utf8")) < 0.9 * 256 * 1024 * 1024 && Date.now() < filled) await new Promise((r) => setTimeout(r, 100));
+    expect(Number(readFileSync(usage, "utf8")), `${usage}: the hog never filled the 256M cgroup`).toBeGreaterThanOrEqual(0.9 * 256 * 1024 * 1024);
     const first = await runDrill(["--state-dir", stateDir, "rollback", "--name", "thrash"], { timeout: 90_000 });
     expect(first.exitCode, first.stdout + first.stderr).toBe(0);
     const second = await runDrill(["--state-dir", stateDir, "rollback", "--name", "thrash"]);
