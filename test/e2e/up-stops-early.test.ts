@@ -9,7 +9,7 @@ import { realDrillSkipReason } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
 import { pack, tinyDrill } from "../helpers/drills.js";
 import { assertHostClean } from "../helpers/hostClean.js";
-import { assertNoJobLostInExport } from "../helpers/invariants.js";
+import { assertNoJobLostInExport, idsGivenByQueue } from "../helpers/invariants.js";
 
 // 20 s declared: a burst, a 2/s trickle from 1 s (10 s of it), one more at 12 s,
 // a small hog at 14 s. Something the drill needs dies about 2 s in; up must not carry on to 20 s.
@@ -81,10 +81,15 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     return { stateDir, up, state, startedAt };
   }
 
+  /** The trickle has started (the burst's 2 jobs and one more pushed): the drill is mid-way, not starting. */
+  async function trickleStarted(state: DrillState) {
+    expect((await idsGivenByQueue(state.redis.url, "jobs", 3)).length, "the trickle did not start").toBeGreaterThanOrEqual(3);
+  }
+
   /** Starts `up`, lets the trickle start, then kills what `victim` picks. */
   async function upAndKill(label: string, victim: (state: DrillState) => number) {
     const { stateDir, up, state, startedAt } = await startUp(label);
-    await sleep(2000);
+    await trickleStarted(state);
     process.kill(victim(state), "SIGKILL");
     const result = await up;
     return { stateDir, result, state, elapsedMs: Date.now() - startedAt };
@@ -156,7 +161,7 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
   it("the embedded redis-server stopped for 7 s (SIGSTOP) mid-drill: up sends the push again until it answers, and the drill runs to its end", async () => {
     const { stateDir, up, state } = await startUp("stall");
     const redis = state.processes.find((p) => p.role === "redis")!.pid!;
-    await sleep(2000);
+    await trickleStarted(state);
     process.kill(redis, "SIGSTOP");
     await sleep(7000);
     process.kill(redis, "SIGCONT");
@@ -183,7 +188,7 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
   it("the embedded redis-server stopped past the drill's end (--duration 8s): up names the stop, and no id is lost once it resumes", async () => {
     const { stateDir, up, state } = await startUp("stalled", { json: false, extra: ["--duration", "8s"] });
     const redis = state.processes.find((p) => p.role === "redis")!.pid!;
-    await sleep(2000);
+    await trickleStarted(state);
     process.kill(redis, "SIGSTOP");
     let result;
     try {
@@ -263,7 +268,7 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
   // QA: a rollback run while up ran stopped it (143), and up then told the operator to run a rollback.
   it("a rollback stops a running up: up exits 143 saying the rollback is under way, and the rollback finishes clean", async () => {
     const { stateDir, up, state } = await startUp("rolledback", { json: false });
-    await sleep(2000);
+    await trickleStarted(state);
     const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "upearly"], { timeout: 90_000 });
     expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
     const result = await up;
