@@ -420,7 +420,10 @@ describe("gate against a real redis-server and a fake procfs", () => {
     const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots);
     const ids: string[] = [];
     try {
-      await new Promise((r) => setTimeout(r, 400)); // blocked in BLMOVE
+      // Paused while the gate is blocked in BLMOVE (the watchdog's case), not before it got there.
+      const blocked = Date.now() + 10_000;
+      while (!/ cmd=blmove /.test(String(await redis.client("LIST"))) && Date.now() < blocked) await new Promise((r) => setTimeout(r, 20));
+      expect(String(await redis.client("LIST")), "the gate never blocked in BLMOVE").toMatch(/ cmd=blmove /);
       server.kill("SIGSTOP");
       await new Promise((r) => setTimeout(r, 2000));
       server.kill("SIGCONT");

@@ -290,7 +290,7 @@ describe.skipIf(reason !== null)("pagetoucher in a 128M memory cgroup (real PSI)
       await run.waitFor("packed");
       expect(existsSync(file)).toBe(true);
       expect(pidsIn(probe.v1).length).toBe(1); // the helper itself, joined before its first page
-      await sleep(500);
+      await run.waitFor("reads"); // mid-thrash: it has re-read pages since it packed
       run.kill("SIGTERM");
       expect(await run.exited).toEqual({ code: 143, signal: null });
       expect(run.lines.at(-1)).toEqual({ kind: "exit", reason: "signal SIGTERM" });
