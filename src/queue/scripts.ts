@@ -278,27 +278,46 @@ return moved
 );
 
 /**
- * A stopping gate's give-back when the recover script refused a key it
- * records in (<q>:events, <q>:stats, <q>:dead, <q>:gates of the wrong type):
- * the processing list goes back to the head of the ready list as it was
- * taken (same payloads, attempt unchanged, oldest-taken first), recording
- * nothing, so no job waits in a list nobody reads. It writes only the two
- * lists, checked first. Like recover, only once the heartbeat is gone; each
- * LMOVE takes what is still there, so a job another recoverer moved first is
- * not moved again.
- * KEYS: heartbeat processing ready → how many moved, or -1 when the gate is alive
+ * A stopping gate's or worker's give-back when its recover script refused a
+ * key it records in (<q>:events, <q>:stats, <q>:dead, <q>:gates,
+ * <q>:first_token, <q>:workers of the wrong type): its own list goes back to
+ * the head of the list it was taken from, as it was taken (oldest-taken
+ * first), recording nothing, so no job waits in a list nobody reads. It
+ * writes only the two lists, checked first. Like recover, only when no other
+ * instance can be holding the list: the heartbeat is gone, or (a worker) it
+ * still holds `token`, the caller's own. Each move takes what is still
+ * there, so a job another recoverer moved first is not moved again.
+ * Without pairs every entry is LMOVEd as it is (the gate's processing list
+ * holds payloads as taken); with pairs (listed, as_taken), oldest-taken
+ * first, each listed payload is removed and its as-taken bytes pushed (the
+ * worker strips its first-token mark), one entry per pair.
+ * KEYS: heartbeat from to · ARGV: [token ('' = none), then pairs (listed, as_taken)]
+ * → how many moved, or -1 when the heartbeat is another's (or any, without a token)
  */
 export const returnScript = script(
   "return",
   3,
   `
-local heartbeat, processing, ready = KEYS[1], KEYS[2], KEYS[3]
-if redis.call('EXISTS', heartbeat) == 1 then return -1 end
-local bad = wrong_type(processing, 'list', ready, 'list')
+local heartbeat, from, to = KEYS[1], KEYS[2], KEYS[3]
+local token = ARGV[1]
+if redis.call('EXISTS', heartbeat) == 1 then
+  if not token or token == '' or redis.call('TYPE', heartbeat)['ok'] ~= 'string' then return -1 end
+  if redis.call('GET', heartbeat) ~= token then return -1 end
+end
+local bad = wrong_type(from, 'list', to, 'list')
 if bad then return bad end
 local moved = 0
--- Newest-taken first onto the head: the oldest-taken ends up first, as recover leaves it.
-while redis.call('LMOVE', processing, ready, 'RIGHT', 'LEFT') do moved = moved + 1 end
+if #ARGV <= 1 then
+  -- Newest-taken first onto the head: the oldest-taken ends up first, as recover leaves it.
+  while redis.call('LMOVE', from, to, 'RIGHT', 'LEFT') do moved = moved + 1 end
+  return moved
+end
+for i = #ARGV - 1, 2, -2 do
+  if redis.call('LREM', from, 1, ARGV[i]) > 0 then
+    redis.call('LPUSH', to, ARGV[i + 1])
+    moved = moved + 1
+  end
+end
 return moved
 `,
 );

@@ -7,8 +7,9 @@ import { readProcessStat } from "../host/process.js";
 import { holderExited, parseWorkerToken, workerToken } from "./heartbeatToken.js";
 import { WeightsToucher, type PageToucherLine } from "../native/pagetoucher.js";
 import { decodeJob, type Job } from "../queue/job.js";
-import { deadEntry } from "../queue/queue.js";
+import { deadEntry, isKeyRefusal } from "../queue/queue.js";
 import { BlockingMover, closeRedis, connectRedis, runScript, WatchdogTimeout } from "../queue/redis.js";
+import { returnScript } from "../queue/scripts.js";
 import { formatBytes } from "../units.js";
 import { PassBatcher } from "./batch.js";
 import { KvCache } from "./kv.js";
@@ -397,8 +398,10 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
     // ...which goes back to the head of admitted, with the jobs still waiting for a slot
     // (past --max-jobs too) and any a lost BLMOVE reply left there.
     try {
-      summary.givenBackAtStop = await moveWorkingBack(redis, keys, workerId, token);
-      if (summary.givenBackAtStop > 0) deps.err(`${tag}: gave ${summary.givenBackAtStop} unfinished job(s) back to the head of ${q.admitted}`);
+      const back = await giveBackAtStop(redis, keys, workerId, token);
+      summary.givenBackAtStop = back.moved;
+      const note = back.refusal === null ? "" : ` as taken, unrecorded (${back.refusal})`;
+      if (summary.givenBackAtStop > 0) deps.err(`${tag}: gave ${summary.givenBackAtStop} unfinished job(s) back to the head of ${q.admitted}${note}`);
       await runScript(redis, releaseHeartbeatScript, [keys.heartbeat(workerId), working, keys.workers], [token, workerId]);
     } catch (err) {
       deps.err(`${tag}: could not give back ${working} (${message(err)}); another worker recovers it once ${keys.heartbeat(workerId)} expires, or rollback drains it`);
@@ -493,6 +496,39 @@ async function moveWorkingBack(redis: Redis, keys: WorkerKeys, workerId: string,
   }
   const moved = await runScript(redis, recoverWorkingScript, [keys.heartbeat(workerId), working, keys.queue.admitted, keys.firstToken, keys.queue.stats, keys.workers], args);
   return Number(moved) < 0 ? 0 : Number(moved);
+}
+
+/**
+ * Every stop's give-back: moveWorkingBack, or, when it is refused a key it
+ * records in (<q>:stats, <q>:first_token, <q>:workers of the wrong type),
+ * returnWorkingUnrecorded with the refusal. The same key refuses every other
+ * worker's recovery too, so the list would wait where nobody reads it until a
+ * rollback's re-drain. The refusal wrote nothing.
+ */
+async function giveBackAtStop(redis: Redis, keys: WorkerKeys, workerId: string, token: string): Promise<{ moved: number; refusal: string | null }> {
+  try {
+    return { moved: await moveWorkingBack(redis, keys, workerId, token), refusal: null };
+  } catch (err) {
+    if (!isKeyRefusal(err)) throw err;
+    return { moved: await returnWorkingUnrecorded(redis, keys, workerId, token), refusal: message(err) };
+  }
+}
+
+/**
+ * A stopping worker's own working list back to the head of admitted as taken
+ * (first-token marks stripped, order kept), recording nothing (returnScript):
+ * only for when moveWorkingBack was refused a key it records in. Only while
+ * the heartbeat is ours (`token`) or gone, as recovery. → how many moved.
+ */
+async function returnWorkingUnrecorded(redis: Redis, keys: WorkerKeys, workerId: string, token: string): Promise<number> {
+  const working = keys.queue.working(workerId);
+  const payloads = await redis.lrangeBuffer(working, 0, -1);
+  if (payloads.length === 0) return 0;
+  const args: (string | Buffer)[] = [token];
+  for (const payload of payloads) args.push(payload, unmarkFirstToken(payload));
+  const moved = await runScript(redis, returnScript, [keys.heartbeat(workerId), working, keys.queue.admitted], args);
+  if (typeof moved !== "number") throw new Error(`unexpected return script reply ${String(moved)}`);
+  return Math.max(moved, 0);
 }
 
 /** Working lists of other workers whose heartbeat expired: back to admitted. */

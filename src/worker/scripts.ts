@@ -173,7 +173,8 @@ export const releaseHeartbeatScript = script(
   `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
-if redis.call('LLEN', KEYS[2]) == 0 then redis.call('HDEL', KEYS[3], ARGV[2]) end
+-- An empty list does not exist. A registry of another type lists nobody to unlist.
+if redis.call('EXISTS', KEYS[2]) == 0 and redis.call('TYPE', KEYS[3])['ok'] == 'hash' then redis.call('HDEL', KEYS[3], ARGV[2]) end
 return 1
 `,
 );

@@ -6,8 +6,10 @@ import path from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { HostRoots } from "../../src/host/kernelFile.js";
+import { encodeJob } from "../../src/queue/job.js";
 import { defaultWorkerConfig } from "../../src/worker/plan.js";
 import { runWorker, type Weights } from "../../src/worker/run.js";
+import { workerKeys } from "../../src/worker/scripts.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 
 let server: RedisServer;
@@ -61,4 +63,47 @@ describe("runWorker's stop", () => {
     // closeRedis sent QUIT: the server drops the connection right after its reply.
     await waitFor(async () => !(await clientNames()).includes("drill-worker:w1"));
   });
+
+  // The recovery script records in <q>:stats, <q>:first_token and <q>:workers; one of
+  // the wrong type refused it, and the stop said 'could not give back' and left the
+  // jobs in <q>:working:<id>, a list nobody reads (every recovery is refused the same).
+  for (const [name, key] of [
+    ["stats", (queue: string) => workerKeys(queue).queue.stats],
+    ["first_token", (queue: string) => workerKeys(queue).firstToken],
+  ] as const) {
+    it(`a stop while <q>:${name} is a string gives the jobs back to the head of admitted as taken, in order, once, unrecorded`, async () => {
+      const queue = `strand-${name}`;
+      const wk = workerKeys(queue);
+      const k = wk.queue;
+      await client.set(key(queue), "hello");
+      const now = Date.now();
+      const payloads = ["1", "2"].map((id) =>
+        encodeJob({ id, prompt_tokens: 10, completion_tokens: 100_000, files: 1, enqueue_ts: now, deadline_ms: 600_000, attempt: 0, host_class: "shared-free" }),
+      );
+      for (const payload of payloads) await client.rpush(k.admitted, payload);
+      const stopped = new AbortController();
+      const weights: Weights = { pid: 1, file: path.join(weightsDir, `${name}.weights`), fallback: false, pass: () => new Promise((resolve) => setTimeout(() => resolve(1), 5)), close: () => Promise.resolve() };
+      const err: string[] = [];
+      const run = runWorker(
+        { queue, workerId: "s1", config: { ...defaultWorkerConfig, weightsBytes: 8192, kvBytesPerToken: 16, concurrency: 2 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false, blockMs: 100 },
+        { redisUrl: server.url, roots: new HostRoots(), where: "test", out: () => undefined, err: (line) => err.push(line), signal: stopped.signal, startWeights: () => Promise.resolve(weights) },
+      );
+      try {
+        await waitFor(async () => (await client.llen(k.working("s1"))) === 2);
+        // Both past their first token: marked in the working list where <q>:first_token allows it.
+        if (name === "first_token") await waitFor(() => Promise.resolve(err.filter((l) => l.includes("could not publish its first token")).length === 2));
+        else await waitFor(async () => (await client.hlen(wk.firstToken)) === 2);
+      } finally {
+        stopped.abort();
+      }
+      const summary = await run;
+      const said = err.join("\n");
+      expect(said).not.toContain("could not give back");
+      expect(said).toContain(`worker s1: gave 2 unfinished job(s) back to the head of ${k.admitted} as taken, unrecorded (${key(queue)} is a string, not a hash`);
+      expect(summary.givenBackAtStop).toBe(2);
+      expect(await client.lrangeBuffer(k.admitted, 0, -1)).toEqual(payloads);
+      expect(await client.exists(k.working("s1"), wk.heartbeat("s1"))).toBe(0);
+      expect(await client.get(key(queue))).toBe("hello");
+    });
+  }
 });
