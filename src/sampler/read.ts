@@ -93,7 +93,8 @@ const heldFiles = new Map<string, number>();
  * sample: one or two syscalls where open, read to EOF and close were four.
  * When its read fails (ENODEV: the cgroup was removed, maybe made again under
  * the same name) it is closed and opened afresh, so a cgroup that went away
- * reads as missing. Any other file (a fake tree under --procfs/--sysfs) is
+ * reads as missing; a renamed cgroup's files stay readable, which
+ * readCgroupRaw's stat of the dir catches (sameHeldDir). Any other file (a fake tree under --procfs/--sysfs) is
  * opened every sample: a held one would still read after it was deleted or
  * replaced. No fstat (procfs and cgroupfs report size 0) and no fresh buffers
  * to concatenate.
@@ -126,7 +127,27 @@ function readSampleText(file: string): Reading<string> {
   return ok(text);
 }
 
-/** A cgroup found gone: close what is held of it now, not when (if ever) it comes back. */
+/** The inode of each cgroup dir whose files are held, as when they were opened. */
+const heldDirs = new Map<string, number>();
+
+/**
+ * Whether `dir` is still the directory whose files are held: when it is gone
+ * or its inode changed (renamed away, another made under its name), what is
+ * held under it is closed (opened afresh by the reads that follow). → false
+ * when it is not a directory now.
+ */
+function sameHeldDir(dir: string): boolean {
+  const stat = statSync(dir, { throwIfNoEntry: false });
+  const ino = stat?.isDirectory() ? stat.ino : null;
+  if (heldDirs.get(dir) !== ino) {
+    releaseHeldUnder(dir);
+    if (ino === null) heldDirs.delete(dir);
+    else heldDirs.set(dir, ino);
+  }
+  return ino !== null;
+}
+
+/** A cgroup found gone or replaced: close what is held of it now, not when (if ever) it comes back. */
 function releaseHeldUnder(dir: string): void {
   const prefix = `${dir}${path.sep}`;
   for (const [file, fd] of heldFiles) {
@@ -228,15 +249,16 @@ function cgroupFiles(cgroup: WorkerCgroup): CgroupFiles {
 export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
   const files = cgroupFiles(cgroup);
   const { dir, pressureFile } = files;
-  // The usage file first: while the cgroup is not there (yet, or any more) its
-  // failed open and one stat replace six more failed opens, and a cgroup that
-  // is there costs no stat at all.
-  const current = readParsed(files.current, parseCounter);
-  if (!current.ok && current.reason === "missing" && !statSync(dir, { throwIfNoEntry: false })?.isDirectory()) {
-    releaseHeldUnder(dir);
-    if (cgroup.pressureFile) releaseHeldUnder(path.dirname(cgroup.pressureFile));
+  // One stat of each dir a sample: a cgroup that is not there (yet, or any
+  // more) is one failed stat, not seven failed opens; and a held file outlives
+  // a rename of its cgroup (readable, no ENODEV), so a dir whose inode changed
+  // is another cgroup now and what is held of it is let go.
+  if (!sameHeldDir(dir)) {
+    if (cgroup.pressureFile) sameHeldDir(path.dirname(cgroup.pressureFile));
     return fail(dir, CGROUP_ABSENT_REASON);
   }
+  if (cgroup.pressureFile && path.dirname(cgroup.pressureFile) !== dir) sameHeldDir(path.dirname(cgroup.pressureFile));
+  const current = readParsed(files.current, parseCounter);
   const pressure = cgroup.pressureFile
     ? readPsiText(cgroup.pressureFile)
     : fail(pressureFile, "legacy cgroup v1 has no per-cgroup PSI");

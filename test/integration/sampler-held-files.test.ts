@@ -1,4 +1,4 @@
-import { readdirSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readlinkSync, renameSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../../src/cgroup/paths.js";
@@ -30,14 +30,17 @@ const MiB = 1024 * 1024;
 /**
  * The sampler keeps kernel files open between samples (one pread each instead
  * of open, read, read, close): each sample must still see the kernel's value
- * of that moment, a removed cgroup must read as absent, and one made again
- * under the same name must be read afresh, not through the old files.
+ * of that moment, a removed or renamed cgroup must read as absent, and one
+ * made again under the same name must be read afresh, not through the old
+ * files.
  */
 describe.skipIf(skip !== null)("sampler: kernel files held open between samples (real cgroup)", () => {
   const name = `held${process.pid}`;
   const stateDir = tempStateDir();
   let cgroup: WorkerCgroup;
+  let renamed: string | null = null;
   afterAll(async () => {
+    if (renamed && existsSync(renamed)) rmdirSync(renamed); // empty: nothing ever ran in it
     if (cgroup) await forceCleanup(cgroup, stateDir);
     rmSync(stateDir, { recursive: true, force: true });
     if (cgroup) expect(cgroupDirsLeft(cgroup)).toEqual([]);
@@ -47,7 +50,7 @@ describe.skipIf(skip !== null)("sampler: kernel files held open between samples 
     expect(r.exitCode, r.stderr).toBe(0);
   };
 
-  it("reads the value of the moment, reads a removed cgroup as absent, and a remade one afresh", async () => {
+  it("reads the value of the moment, reads a removed or renamed cgroup as absent, and a remade one afresh", async () => {
     cgroup = realWorkerCgroup(name);
     await setup("64M");
     const limits = cgroup.limits.dir;
@@ -69,6 +72,15 @@ describe.skipIf(skip !== null)("sampler: kernel files held open between samples 
     // Made again under the same name: its own limit, through new files.
     await setup("96M");
     expect(maxOf(readCgroupRaw(cgroup))).toBe(96 * MiB);
+
+    // Renamed away (its held files stay readable, no ENODEV): absent, not its old figures; then a new one.
+    renamed = `${limits}-old`;
+    renameSync(limits, renamed);
+    const away = readCgroupRaw(cgroup);
+    expect(away.ok ? `read, max ${String(maxOf(away))}` : away.reason).toBe(CGROUP_ABSENT_REASON);
+    expect(fdsInto(renamed), "files of the renamed cgroup still held").toEqual([]);
+    await setup("80M");
+    expect(maxOf(readCgroupRaw(cgroup))).toBe(80 * MiB);
   });
 });
 
