@@ -38,6 +38,12 @@ const PREAMBLE = `
 -- before its first write: each script passes every key it writes, with the
 -- type drill keeps there, and returns the first refusal before writing
 -- (nothing moved). Absent keys are fine. Pairs: key, type, key, type...
+-- A value of the operator's in an error reply: Redis ends an error at a NUL
+-- (the refusal's mark after it would be lost, and the refusal read as a
+-- passing failure) and turns CR/LF into spaces, so control bytes show as '?'.
+local function shown(value, n)
+  return (string.gsub(string.sub(value, 1, n), '%c', '?'))
+end
 local function wrong_type(...)
   local wanted = {...}
   for i = 1, #wanted, 2 do
@@ -128,7 +134,7 @@ if id then return {id, 'again'} end
 -- by name, not sent again: '0', or digits with no leading zero.
 local last = redis.call('GET', seq)
 if last and (not (last == '0' or string.match(last, '^[1-9]%d*$')) or tonumber(last) > 2^53 - 1) then
-  return redis.error_reply(seq .. ' is "' .. string.sub(last, 1, 30) .. '", not a job id under 2^53 (0, or digits with no leading zero) ${KEY_REFUSAL_MARK}: this job not pushed')
+  return redis.error_reply(seq .. ' is "' .. shown(last, 30) .. '", not a job id under 2^53 (0, or digits with no leading zero) ${KEY_REFUSAL_MARK}: this job not pushed')
 end
 if last and tonumber(last) == 2^53 - 1 then
   return redis.error_reply(seq .. ' is at ' .. last .. ', the last exact job id (2^53-1): ${SEQ_EXHAUSTED_MARK}, this job not pushed')
@@ -171,7 +177,7 @@ local entries = redis.call('HGETALL', inflight)
 for i = 1, #entries, 2 do
   -- A corrupt entry makes the cap unknowable: refuse (nothing changed) rather than count it as 0.
   if not string.match(entries[i + 1], '^%d+$') then
-    return redis.error_reply(inflight .. ' entry ' .. entries[i] .. ' is not a token count ("' .. string.sub(entries[i + 1], 1, 20) .. '"): the packed-token cap cannot be checked, nothing admitted')
+    return redis.error_reply(inflight .. ' entry ' .. shown(entries[i], 40) .. ' is not a token count ("' .. shown(entries[i + 1], 20) .. '"): the packed-token cap cannot be checked, nothing admitted')
   end
   -- Its own entry, if one is left without an admit record, is replaced, not added to.
   if entries[i] ~= id then packed = packed + tonumber(entries[i + 1]) end

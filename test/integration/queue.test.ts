@@ -526,10 +526,11 @@ describe("DrillQueue against a real redis-server", () => {
     expect(await redis.get(queue.keys.seq)).toBe(String(Number.MAX_SAFE_INTEGER));
     // QA: INCR refuses a leading zero ('007'), which this check passed: the push was sent again 10 times.
     // Whatever INCR refuses is refused here by name, before it; the seq is left as it was.
-    for (const bad of [String(2 ** 53), "abc", "-3", "007", "00", "0".repeat(25) + "5", "+5", " 5", "5 ", "5\n", "1e3", ""]) {
+    for (const bad of [String(2 ** 53), "abc", "-3", "007", "00", "0".repeat(25) + "5", "+5", " 5", "5 ", "5\n", "1e3", "", "1\0", "\0", "ab\0cd"]) {
       await redis.set(queue.keys.seq, bad);
-      // An error reply cannot carry a newline: Redis sends it as a space.
-      await expect(queue.push(spec)).rejects.toThrow(`${queue.keys.seq} is "${bad.slice(0, 30).replace("\n", " ")}", not a job id under 2^53`);
+      // An error reply ends at a NUL (the refusal's mark with it, QA) and cannot carry a newline: control bytes show as '?'.
+      // eslint-disable-next-line no-control-regex
+      await expect(queue.push(spec)).rejects.toThrow(`${queue.keys.seq} is "${bad.slice(0, 30).replace(/[\x00-\x1f\x7f]/g, "?")}", not a job id under 2^53`);
       expect(await redis.get(queue.keys.seq)).toBe(bad);
     }
     expect(await redis.llen(queue.keys.ready)).toBe(3);
@@ -544,6 +545,10 @@ describe("DrillQueue against a real redis-server", () => {
     const zero = await pushUntilTaken(queue, unnumberedJob(spec), `${pushScope("test")}.0`, { signal: new AbortController().signal, delayMs: () => 1, sendAgain: () => true, onFailure: () => failures++ });
     expect(zero.ok).toBe(false);
     expect(failures).toBe(2);
+    await redis.set(queue.keys.seq, "1\0");
+    const nul = await pushUntilTaken(queue, unnumberedJob(spec), `${pushScope("test")}.0`, { signal: new AbortController().signal, delayMs: () => 1, sendAgain: () => true, onFailure: () => failures++ });
+    expect(nul.ok).toBe(false);
+    expect(failures, "a seq with a NUL was sent again").toBe(3);
     // '0' is an integer to INCR: the next id is 1.
     await redis.set(queue.keys.seq, "0");
     expect((await queue.push(spec)).id).toBe("1");
