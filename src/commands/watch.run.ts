@@ -93,7 +93,7 @@ export function wrongKeyWatch(say: (line: string) => void): (reading: Reading<Qu
       if (said.get(wrong.key) === wrong.reason) continue;
       const fields = fieldsOfKey(wrong.role, reading.value.workingScanned);
       const effect =
-        fields.length > 0 ? `${fields.join(", ")} stay null (listed in missing)` : wrong.role === "events" ? "the gate's reject lines are not shown" : "no field is read from it now";
+        fields.length > 0 ? `${fields.join(", ")} ${fields.length === 1 ? "stays" : "stay"} null (listed in missing)` : wrong.role === "events" ? "the gate's reject lines are not shown" : "no field is read from it now";
       const lost = wrong.role === "working" ? "the jobs that worker holds are not counted: " : "";
       say(`watch: redis key ${wrong.reason}; ${lost}${effect} until it is fixed`);
     }

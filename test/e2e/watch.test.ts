@@ -272,7 +272,7 @@ describe("drill watch --once --json", () => {
     expect(s.alarm).toContain("retry_worker_idle");
     expect(r.stderr).not.toContain("unreachable");
     expect(r.stderr.split("\n").filter((l) => l.startsWith("watch: redis key"))).toEqual([
-      `watch: redis key ${q}:working:w1 is a string, not a list (drill never writes that there); the jobs that worker holds are not counted: deadline_slack_ms stay null (listed in missing) until it is fixed`,
+      `watch: redis key ${q}:working:w1 is a string, not a list (drill never writes that there); the jobs that worker holds are not counted: deadline_slack_ms stays null (listed in missing) until it is fixed`,
     ]);
   });
 
