@@ -72,6 +72,23 @@ export function isKeyRefusal(err: unknown): boolean {
   return err instanceof Error && err.name === "ReplyError" && (err.message.includes(KEY_REFUSAL_MARK) || err.message.includes(SEQ_EXHAUSTED_MARK));
 }
 
+/**
+ * A WRONGTYPE from a command outside the scripts (the gate registry's HKEYS
+ * and HDEL), named the way the scripts' wrong_type names a key, so it reads
+ * as the same refusal (isKeyRefusal) and says which key to fix.
+ */
+async function namingWrongType<T>(redis: Redis, key: string, wanted: string, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    if (!(err instanceof Error) || !err.message.startsWith("WRONGTYPE")) throw err;
+    const found = await redis.type(key).catch(() => "key of another type");
+    const refusal = new Error(`${key} is a ${found}, not a ${wanted} ${KEY_REFUSAL_MARK}`);
+    refusal.name = "ReplyError";
+    throw refusal;
+  }
+}
+
 export function pushFailure(err: unknown): PushFailure {
   if (err instanceof Error && /command timed out/i.test(err.message)) return "no_reply";
   if (err instanceof Error && err.name === "ReplyError") return "refused";
@@ -291,7 +308,7 @@ export class DrillQueue {
 
   /** Gates known from the hash, plus any processing list whose gate never registered or was unlisted. */
   async knownGates(): Promise<string[]> {
-    const gates = new Set(await this.redis.hkeys(this.keys.gates));
+    const gates = new Set(await namingWrongType(this.redis, this.keys.gates, "hash", () => this.redis.hkeys(this.keys.gates)));
     const prefix = this.keys.processing("x").slice(0, -1);
     let cursor = "0";
     do {
@@ -333,7 +350,7 @@ export class DrillQueue {
     const nowMs = options.nowMs ?? Date.now();
     const payloads = await this.redis.lrangeBuffer(this.keys.processing(gate), 0, -1);
     if (payloads.length === 0) {
-      if (!(await this.gateIsAlive(gate))) await this.redis.hdel(this.keys.gates, gate);
+      if (!(await this.gateIsAlive(gate))) await namingWrongType(this.redis, this.keys.gates, "hash", () => this.redis.hdel(this.keys.gates, gate));
       return [];
     }
     const args: (string | Buffer)[] = [String(nowMs), gate, options.by];

@@ -506,6 +506,25 @@ describe("gate against a real redis-server and a fake procfs", () => {
     await assertNoJobLost(redis, k.queue, ids);
   });
 
+  // QA: a <q>:gates of another type failed every pass with a bare WRONGTYPE (no key named), and the
+  // stop said "could not give back" a processing list that held nothing.
+  it("<q>:gates a string: the gate names it while it retries, and its stop claims no give-back of a job it never held", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const k = queue.keys;
+    const ids = await pushJobs(queue, 2);
+    await redis.set(k.gates, "hello");
+    const gate = startGate(k.queue, fakeProc(CALM_PSI).roots);
+    try {
+      await gate.waitForError(new RegExp(`^gate: decision failed: redis answered ${literal(k.gates)} is a string, not a hash`));
+    } finally {
+      await gate.stop();
+    }
+    expect(gate.errors.filter((e) => !e.startsWith("gate: decision failed: ") && !e.startsWith("gate: deciding again")), gate.errors.join("\n")).toEqual([]);
+    expect(await redis.lrange(k.ready, 0, -1)).toHaveLength(2);
+    await redis.del(k.gates);
+    await assertNoJobLost(redis, k.queue, ids);
+  });
+
   // QA: anything but exactly reject_all admitted, so a mistyped deny-all admitted everything in silence.
   it.each([
     ["reject-all", "mode_value=reject-all", 'holds "reject-all", not admit or reject_all'],
