@@ -94,10 +94,10 @@ const heldFiles = new Map<string, number>();
  * When its read fails (ENODEV: the cgroup was removed, maybe made again under
  * the same name) it is closed and opened afresh, so a cgroup that went away
  * reads as missing; a renamed cgroup's files stay readable, which
- * readCgroupRaw's stat of the dir catches (sameHeldDir). Any other file (a fake tree under --procfs/--sysfs) is
- * opened every sample: a held one would still read after it was deleted or
- * replaced. No fstat (procfs and cgroupfs report size 0) and no fresh buffers
- * to concatenate.
+ * readCgroupRaw's stat of the dir catches (sameHeldDir). Any other file (a
+ * fake tree under --procfs/--sysfs) is opened every sample: a held one would
+ * still read after it was deleted or replaced. No fstat (procfs and cgroupfs
+ * report size 0) and no fresh buffers to concatenate.
  */
 function readSampleText(file: string): Reading<string> {
   const held = heldFiles.get(file);
@@ -253,11 +253,10 @@ export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
   // more) is one failed stat, not seven failed opens; and a held file outlives
   // a rename of its cgroup (readable, no ENODEV), so a dir whose inode changed
   // is another cgroup now and what is held of it is let go.
-  if (!sameHeldDir(dir)) {
-    if (cgroup.pressureFile) sameHeldDir(path.dirname(cgroup.pressureFile));
-    return fail(dir, CGROUP_ABSENT_REASON);
-  }
-  if (cgroup.pressureFile && path.dirname(cgroup.pressureFile) !== dir) sameHeldDir(path.dirname(cgroup.pressureFile));
+  const present = sameHeldDir(dir);
+  const pressureDir = cgroup.pressureFile === null ? dir : path.dirname(cgroup.pressureFile);
+  if (pressureDir !== dir) sameHeldDir(pressureDir); // hybrid: the unified twin
+  if (!present) return fail(dir, CGROUP_ABSENT_REASON);
   const current = readParsed(files.current, parseCounter);
   const pressure = cgroup.pressureFile
     ? readPsiText(cgroup.pressureFile)
