@@ -233,7 +233,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
         ` taking jobs from ${q.admitted} into ${working}, concurrency ${config.concurrency}`,
     );
     // Ready to take jobs: said in the registry, so `drill up` starts its schedule's clock only now.
-    await markReady(redis, keys, workerId, { ...info, ready_at: now() }, stopJobs.signal);
+    await markReady(redis, keys, workerId, { ...info, ready_at: now() }, stopJobs.signal, deps.err);
     const passes = new PassBatcher(weights);
     batcher = passes;
 
@@ -431,9 +431,16 @@ async function defaultStartWeights(file: string, sizeBytes: number, maxLifetimeM
  * written and it takes jobs next. Retried through a Redis outage; a stop
  * meanwhile skips it (nobody waits for a worker that is stopping).
  */
-async function markReady(redis: Redis, keys: WorkerKeys, workerId: string, entry: Record<string, unknown>, signal: AbortSignal): Promise<void> {
+async function markReady(redis: Redis, keys: WorkerKeys, workerId: string, entry: Record<string, unknown>, signal: AbortSignal, say: (line: string) => void): Promise<void> {
+  // An outage here would otherwise be silent for up to the ~30 s of retries.
+  let outageSince: number | null = null;
+  const onFirstFailure = (error: unknown): void => {
+    outageSince = Date.now();
+    say(`worker ${workerId}: redis unavailable (${message(error)}) marking it ready in ${keys.workers}; retrying`);
+  };
   try {
-    await retrying(() => redis.hset(keys.workers, workerId, JSON.stringify(entry)), signal, false);
+    await retrying(() => redis.hset(keys.workers, workerId, JSON.stringify(entry)), signal, false, onFirstFailure);
+    if (outageSince !== null) say(`worker ${workerId}: redis back after ${((Date.now() - outageSince) / 1000).toFixed(1)} s; marked ready`);
   } catch (err) {
     if (!signal.aborted) throw err;
   }
@@ -551,12 +558,13 @@ async function recoverDeadPeers(redis: Redis, keys: WorkerKeys, self: string): P
 }
 
 /** Re-runs an idempotent script through a Redis outage; gives up after ~30 s (or at once when stopping, unless `evenWhenStopping`). */
-async function retrying<T>(fn: () => Promise<T>, signal: AbortSignal, evenWhenStopping: boolean): Promise<T> {
+async function retrying<T>(fn: () => Promise<T>, signal: AbortSignal, evenWhenStopping: boolean, onFirstFailure?: (err: unknown) => void): Promise<T> {
   let lastError: unknown = null;
   for (let attempt = 0; attempt < 40; attempt++) {
     try {
       return await fn();
     } catch (err) {
+      if (attempt === 0) onFirstFailure?.(err);
       lastError = err;
       if (signal.aborted && !evenWhenStopping) break;
       if (signal.aborted && attempt >= 3) break;

@@ -106,4 +106,37 @@ describe("runWorker's stop", () => {
       expect(await client.get(key(queue))).toBe("hello");
     });
   }
+  // The registry's ready mark is retried through an outage for ~30 s; it said nothing
+  // meanwhile (the loop's "redis unavailable" comes only once it takes jobs).
+  it("an outage while it marks itself ready is said at once and its end too, and the mark lands", async () => {
+    const stopped = new AbortController();
+    const err: string[] = [];
+    const weights: Weights = { pid: 1, file: path.join(weightsDir, "r1.weights"), fallback: false, pass: () => Promise.resolve(1), close: () => Promise.resolve() };
+    const run = runWorker(
+      { queue: "ready-outage", workerId: "r1", config: { ...defaultWorkerConfig, weightsBytes: 8192 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false, blockMs: 100 },
+      {
+        redisUrl: server.url,
+        roots: new HostRoots(),
+        where: "test",
+        out: () => undefined,
+        err: (line) => err.push(line),
+        signal: stopped.signal,
+        // Redis dies between the weights and the ready mark.
+        startWeights: () => {
+          server.kill("SIGKILL");
+          return Promise.resolve(weights);
+        },
+      },
+    );
+    try {
+      await waitFor(() => Promise.resolve(err.some((l) => l.startsWith("worker r1: redis unavailable (") && l.endsWith("marking it ready in ready-outage:workers; retrying"))));
+      await server.restart();
+      await waitFor(() => Promise.resolve(err.some((l) => /^worker r1: redis back after \d+\.\d s; marked ready$/.test(l))));
+      const entry = JSON.parse((await client.hget("ready-outage:workers", "r1")) ?? "{}") as { ready_at?: number };
+      expect(entry.ready_at).toEqual(expect.any(Number));
+    } finally {
+      stopped.abort();
+    }
+    expect((await run).stoppedBy).toBe("signal");
+  });
 });

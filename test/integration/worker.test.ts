@@ -139,7 +139,10 @@ async function outageWithStrays(queue: string, workerId: string, worker: ResultP
   const k = queueKeys(queue);
   let stderr = "";
   worker.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-  await waitFor("the worker to take jobs", () => stderr.includes("taking jobs from"));
+  // Its ready mark is the last write before its loop: an outage earlier than that finds no
+  // BLMOVE to lose a reply of (and "taking jobs from" is said just before the mark).
+  const wk = workerKeys(queue);
+  await waitFor("the worker's ready mark", async () => workerEntryReady(await redis.hget(wk.workers, workerId), await redis.get(wk.heartbeat(workerId))));
   server.kill("SIGKILL");
   await waitFor("the worker to see the outage", () => stderr.includes("redis unavailable"));
   await whileDown(async (side) => {
