@@ -77,7 +77,7 @@ export function isKeyRefusal(err: unknown): boolean {
  * and HDEL), named the way the scripts' wrong_type names a key, so it reads
  * as the same refusal (isKeyRefusal) and says which key to fix.
  */
-async function namingWrongType<T>(redis: Redis, key: string, wanted: string, call: () => Promise<T>): Promise<T> {
+export async function namingWrongType<T>(redis: Redis, key: string, wanted: string, call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (err) {

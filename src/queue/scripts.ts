@@ -296,7 +296,8 @@ return moved
  * Without pairs every entry is LMOVEd as it is (the gate's processing list
  * holds payloads as taken); with pairs (listed, as_taken), oldest-taken
  * first, each listed payload is removed and its as-taken bytes pushed (the
- * worker strips its first-token mark), one entry per pair.
+ * worker strips its first-token mark), one entry per pair. (The worker no
+ * longer calls it: its recover script now writes past such a key, naming it.)
  * KEYS: heartbeat from to · ARGV: [token ('' = none), then pairs (listed, as_taken)]
  * → how many moved, or -1 when the heartbeat is another's (or any, without a token)
  */

@@ -1,15 +1,14 @@
 import os from "node:os";
 import path from "node:path";
 import type { Redis } from "ioredis";
-import { DrillError, RefusedError } from "../errors.js";
+import { DrillError, ExitCode, RefusedError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessStat } from "../host/process.js";
 import { holderExited, parseWorkerToken, workerToken } from "./heartbeatToken.js";
 import { WeightsToucher, type PageToucherLine } from "../native/pagetoucher.js";
 import { decodeJob, type Job } from "../queue/job.js";
-import { deadEntry, isKeyRefusal } from "../queue/queue.js";
+import { deadEntry, isKeyRefusal, namingWrongType } from "../queue/queue.js";
 import { BlockingMover, closeRedis, connectRedis, runScript, WatchdogTimeout } from "../queue/redis.js";
-import { returnScript } from "../queue/scripts.js";
 import { formatBytes } from "../units.js";
 import { PassBatcher } from "./batch.js";
 import { KvCache } from "./kv.js";
@@ -45,7 +44,8 @@ import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
 /**
  * The simulated inference worker's loop: claim the worker id (heartbeat),
- * give back what a previous run of this id left in its working list, map the
+ * give back what a previous run of this id left in its working list (and
+ * refuse to start when a key it records in has another type), map the
  * weights, then take admitted jobs (BLMOVE with a watchdog) up to the
  * concurrency and run each: prefill passes with its KV cache written, the
  * first token, decode passes at most at the rate cap, done in one script.
@@ -197,9 +197,16 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
   const waiting: Buffer[] = [];
   let batcher: PassBatcher | null = null;
   try {
-    await claimWorkerId(redis, keys, workerId, token, ttlMs, info, deps.roots);
-    summary.givenBackAtStart = await moveWorkingBack(redis, keys, workerId, token);
-    if (summary.givenBackAtStart > 0) deps.err(`${tag}: gave ${summary.givenBackAtStart} job(s) left in ${working} by a previous run back to the head of ${q.admitted}`);
+    await claimWorkerId(redis, keys, workerId, token, ttlMs, deps.roots);
+    const start = await giveBack(redis, keys, workerId, token);
+    summary.givenBackAtStart = start.moved;
+    if (start.moved > 0) deps.err(`${tag}: gave ${start.moved} job(s) left in ${working} by a previous run back to the head of ${q.admitted}${unrecordedNote(start)}`);
+    // Its previous run's jobs are back; with a key it records in of another type it
+    // could record no first token nor done (each refused): nothing taken.
+    if (start.unrecorded !== null) {
+      throw new DrillError(`${tag}: ${start.unrecorded}: it could not record the jobs it runs; nothing taken. Fix or delete that key, then start it again`, ExitCode.usage);
+    }
+    await redis.hset(keys.workers, workerId, JSON.stringify(info));
     for (const file of removeStaleWeightsFiles(deps.roots, options.weightsDir, workerId)) deps.err(`${tag}: removed ${file}, left by a worker that is gone`);
 
     timers.push(
@@ -329,6 +336,8 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
     mover = new BlockingMover(deps.redisUrl, { name: `drill-worker-take:${workerId}` });
     let lastActivity = now();
     let lastPeerCheck = 0;
+    // Dead peers' lists a key refusal keeps where they are: each said once, not every round.
+    const peerRefusals = new Set<string>();
     let outageSince: number | null = null;
     let failures = 0;
     const stopped = new Promise<void>((resolve) => stopJobs.signal.addEventListener("abort", () => resolve(), { once: true }));
@@ -352,9 +361,10 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
       try {
         if (now() - lastPeerCheck >= (options.peerRecoveryMs ?? 5000)) {
           lastPeerCheck = now();
-          for (const got of await recoverDeadPeers(redis, keys, workerId)) {
+          for (const got of await recoverDeadPeers(redis, keys, workerId, peerRefusals, (line) => deps.err(`${tag}: ${line}`))) {
             summary.recoveredFromPeers += got.moved;
             emit({ event: "recovered", from_worker: got.worker, jobs: got.moved, worker: workerId }, `recovered jobs=${got.moved} from_worker=${got.worker} to=${q.admitted}`);
+            if (got.unrecorded !== null) deps.err(`${tag}: gave ${got.moved} job(s) of dead worker ${got.worker} (${q.working(got.worker)}) back to the head of ${q.admitted}${unrecordedNote(got)}`);
           }
         }
         const payload = await mover.move(q.admitted, working, blockMs);
@@ -398,10 +408,9 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
     // ...which goes back to the head of admitted, with the jobs still waiting for a slot
     // (past --max-jobs too) and any a lost BLMOVE reply left there.
     try {
-      const back = await giveBackAtStop(redis, keys, workerId, token);
+      const back = await giveBack(redis, keys, workerId, token);
       summary.givenBackAtStop = back.moved;
-      const note = back.refusal === null ? "" : ` as taken, unrecorded (${back.refusal})`;
-      if (summary.givenBackAtStop > 0) deps.err(`${tag}: gave ${summary.givenBackAtStop} unfinished job(s) back to the head of ${q.admitted}${note}`);
+      if (back.moved > 0) deps.err(`${tag}: gave ${back.moved} unfinished job(s) back to the head of ${q.admitted}${unrecordedNote(back)}`);
       await runScript(redis, releaseHeartbeatScript, [keys.heartbeat(workerId), working, keys.workers], [token, workerId]);
     } catch (err) {
       deps.err(`${tag}: could not give back ${working} (${message(err)}); another worker recovers it once ${keys.heartbeat(workerId)} expires, or rollback drains it`);
@@ -451,16 +460,13 @@ async function markReady(redis: Redis, keys: WorkerKeys, workerId: string, entry
  * process (pid gone or reused) is taken over at once: a restarted worker
  * after an OOM kill should not wait out the TTL. A live one is refused.
  */
-async function claimWorkerId(redis: Redis, keys: WorkerKeys, workerId: string, token: string, ttlMs: number, info: Record<string, unknown>, roots: HostRoots): Promise<void> {
+async function claimWorkerId(redis: Redis, keys: WorkerKeys, workerId: string, token: string, ttlMs: number, roots: HostRoots): Promise<void> {
   const heartbeat = keys.heartbeat(workerId);
   let stale = "";
   for (let attempt = 0; attempt < 2; attempt++) {
     const reply = await runScript(redis, claimHeartbeatScript, [heartbeat], [token, String(ttlMs), stale]);
     const [kind, holder] = Array.isArray(reply) ? reply.map((v) => String(v)) : [String(reply)];
-    if (kind === "ok") {
-      await redis.hset(keys.workers, workerId, JSON.stringify(info));
-      return;
-    }
+    if (kind === "ok") return;
     const parsed = parseWorkerToken(holder ?? "");
     const pid = parsed?.pid ?? Number.NaN;
     const sameHost = parsed?.host === os.hostname();
@@ -487,61 +493,47 @@ async function strays(redis: Redis, working: string, holding: readonly Buffer[],
   return strayPayloads(await redis.lrangeBuffer(working, 0, -1), taken === null ? holding : [...holding, taken]);
 }
 
+/** A working list given back: how many moved, and the refusal of each key it records in left unwritten (null: all recorded). */
+interface GivenBack {
+  moved: number;
+  unrecorded: string | null;
+}
+
+/** " as taken, unrecorded (<refusal>)" after a give-back line when a key it records in was left unwritten. */
+function unrecordedNote(back: GivenBack): string {
+  return back.unrecorded === null ? "" : ` as taken, unrecorded (${back.unrecorded})`;
+}
+
 /**
  * A worker's working list back to the head of admitted, in the order taken,
- * first-token marks stripped: with `token` its own, with "" only when its
- * heartbeat is gone.
+ * first-token marks stripped: with `token` its own (at start and stop), with ""
+ * a dead peer's, only when its heartbeat is gone. Run even for an empty list:
+ * its reply says whether every key it records in has drill's type. A working
+ * list or admitted of another type throws a key refusal (isKeyRefusal).
  */
-async function moveWorkingBack(redis: Redis, keys: WorkerKeys, workerId: string, token: string): Promise<number> {
+async function giveBack(redis: Redis, keys: WorkerKeys, workerId: string, token: string): Promise<GivenBack> {
   const working = keys.queue.working(workerId);
-  const payloads = await redis.lrangeBuffer(working, 0, -1);
-  if (payloads.length === 0) return 0;
+  const payloads = await namingWrongType(redis, working, "list", () => redis.lrangeBuffer(working, 0, -1));
   const args: (string | Buffer)[] = [token, workerId];
   for (const payload of payloads) {
     const decoded = decodeJob(payload);
     args.push(payload, unmarkFirstToken(payload), decoded.ok ? decoded.job.id : (decoded.id ?? ""));
   }
-  const moved = await runScript(redis, recoverWorkingScript, [keys.heartbeat(workerId), working, keys.queue.admitted, keys.firstToken, keys.queue.stats, keys.workers], args);
-  return Number(moved) < 0 ? 0 : Number(moved);
+  const reply = await runScript(redis, recoverWorkingScript, [keys.heartbeat(workerId), working, keys.queue.admitted, keys.firstToken, keys.queue.stats, keys.workers], args);
+  if (!Array.isArray(reply) || reply.length !== 2) throw new Error(`unexpected recover script reply ${String(reply)}`);
+  const [moved, unrecorded] = reply as unknown[];
+  return { moved: Math.max(Number(moved), 0), unrecorded: unrecorded === "" ? null : String(unrecorded) };
 }
 
 /**
- * Every stop's give-back: moveWorkingBack, or, when it is refused a key it
- * records in (<q>:stats, <q>:first_token, <q>:workers of the wrong type),
- * returnWorkingUnrecorded with the refusal. The same key refuses every other
- * worker's recovery too, so the list would wait where nobody reads it until a
- * rollback's re-drain. The refusal wrote nothing.
+ * Working lists of other workers whose heartbeat expired: back to admitted.
+ * One a key refusal keeps there (its list or admitted of another type) is
+ * said once through `say` and skipped: not a Redis outage, and the others
+ * are still recovered.
  */
-async function giveBackAtStop(redis: Redis, keys: WorkerKeys, workerId: string, token: string): Promise<{ moved: number; refusal: string | null }> {
-  try {
-    return { moved: await moveWorkingBack(redis, keys, workerId, token), refusal: null };
-  } catch (err) {
-    if (!isKeyRefusal(err)) throw err;
-    return { moved: await returnWorkingUnrecorded(redis, keys, workerId, token), refusal: message(err) };
-  }
-}
-
-/**
- * A stopping worker's own working list back to the head of admitted as taken
- * (first-token marks stripped, order kept), recording nothing (returnScript):
- * only for when moveWorkingBack was refused a key it records in. Only while
- * the heartbeat is ours (`token`) or gone, as recovery. → how many moved.
- */
-async function returnWorkingUnrecorded(redis: Redis, keys: WorkerKeys, workerId: string, token: string): Promise<number> {
-  const working = keys.queue.working(workerId);
-  const payloads = await redis.lrangeBuffer(working, 0, -1);
-  if (payloads.length === 0) return 0;
-  const args: (string | Buffer)[] = [token];
-  for (const payload of payloads) args.push(payload, unmarkFirstToken(payload));
-  const moved = await runScript(redis, returnScript, [keys.heartbeat(workerId), working, keys.queue.admitted], args);
-  if (typeof moved !== "number") throw new Error(`unexpected return script reply ${String(moved)}`);
-  return Math.max(moved, 0);
-}
-
-/** Working lists of other workers whose heartbeat expired: back to admitted. */
-async function recoverDeadPeers(redis: Redis, keys: WorkerKeys, self: string): Promise<Array<{ worker: string; moved: number }>> {
+async function recoverDeadPeers(redis: Redis, keys: WorkerKeys, self: string, refusalsSaid: Set<string>, say: (line: string) => void): Promise<Array<{ worker: string } & GivenBack>> {
   const prefix = keys.queue.working("x").slice(0, -1);
-  const found: Array<{ worker: string; moved: number }> = [];
+  const found: Array<{ worker: string } & GivenBack> = [];
   let cursor = "0";
   do {
     const [next, names] = await redis.scan(cursor, "MATCH", keys.queue.workingPattern, "COUNT", 200);
@@ -549,9 +541,16 @@ async function recoverDeadPeers(redis: Redis, keys: WorkerKeys, self: string): P
     for (const name of names) {
       const worker = name.slice(prefix.length);
       if (worker === self || (await redis.exists(keys.heartbeat(worker))) === 1) continue;
-      // Token '' matches no live heartbeat: the script moves only when it is gone.
-      const moved = await moveWorkingBack(redis, keys, worker, "");
-      if (moved > 0) found.push({ worker, moved });
+      try {
+        // Token '' matches no live heartbeat: the script moves only when it is gone.
+        const back = await giveBack(redis, keys, worker, "");
+        if (back.moved > 0) found.push({ worker, ...back });
+      } catch (err) {
+        if (!isKeyRefusal(err)) throw err;
+        const said = `${worker}\n${message(err)}`;
+        if (!refusalsSaid.has(said)) say(`could not recover ${name} of dead worker ${worker} (${message(err)}); its jobs stay there until that key is fixed`);
+        refusalsSaid.add(said);
+      }
     }
   } while (cursor !== "0");
   return found;

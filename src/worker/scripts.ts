@@ -99,9 +99,15 @@ return 1
  * (the worker itself, starting or stopping). The first-token mark is
  * stripped (the job starts over and waits for its first token again); its
  * inflight tokens stay held: it is still admitted.
+ * Only working or admitted of another type refuse it. A key it only records
+ * in (first_token, stats, workers) of another type is left unwritten and named
+ * in the reply, the jobs going back as taken: refused, the list would wait
+ * where nobody reads it (every worker's recovery is refused the same) until a
+ * rollback's re-drain. The others are still written: no stale first_token.
  * KEYS: heartbeat working admitted first_token stats workers
- * ARGV: token worker_id, then pairs (payload_in_working, payload_for_admitted, id)
- * → number moved, or -1 when another instance's heartbeat is alive.
+ * ARGV: token worker_id, then triples (payload_in_working, payload_for_admitted, id)
+ * → {moved, unrecorded}: moved -1 when another instance's heartbeat is alive;
+ *   unrecorded '' or each refusal of a key left unwritten, '; '-joined.
  */
 export const recoverWorkingScript = script(
   "worker-recover",
@@ -110,21 +116,28 @@ export const recoverWorkingScript = script(
 local heartbeat, working, admitted, first_token, stats, workers = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local token, worker = ARGV[1], ARGV[2]
 local alive = redis.call('GET', heartbeat)
-if alive and alive ~= token then return -1 end
-local bad = wrong_type(working, 'list', admitted, 'list', first_token, 'hash', stats, 'hash', workers, 'hash')
+if alive and alive ~= token then return {-1, ''} end
+local bad = wrong_type(working, 'list', admitted, 'list')
 if bad then return bad end
+local unrecorded = {}
+local function records_in(key)
+  local refusal = wrong_type(key, 'hash')
+  if refusal then table.insert(unrecorded, (string.gsub(refusal.err, '^%-', ''))) end
+  return not refusal
+end
+local marks, counts, registry = records_in(first_token), records_in(stats), records_in(workers)
 local moved = 0
 for i = #ARGV - 2, 3, -3 do
   local old, new, id = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   if redis.call('LREM', working, 1, old) > 0 then
     redis.call('LPUSH', admitted, new)
-    if id ~= '' then redis.call('HDEL', first_token, id) end
+    if marks and id ~= '' then redis.call('HDEL', first_token, id) end
     moved = moved + 1
   end
 end
-if moved > 0 then redis.call('HINCRBY', stats, 'worker_recovered', moved) end
-if not alive and redis.call('LLEN', working) == 0 then redis.call('HDEL', workers, worker) end
-return moved
+if counts and moved > 0 then redis.call('HINCRBY', stats, 'worker_recovered', moved) end
+if registry and not alive and redis.call('LLEN', working) == 0 then redis.call('HDEL', workers, worker) end
+return {moved, table.concat(unrecorded, '; ')}
 `,
 );
 

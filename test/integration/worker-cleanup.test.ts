@@ -75,12 +75,10 @@ describe("runWorker's stop", () => {
       const queue = `strand-${name}`;
       const wk = workerKeys(queue);
       const k = wk.queue;
-      await client.set(key(queue), "hello");
       const now = Date.now();
       const payloads = ["1", "2"].map((id) =>
         encodeJob({ id, prompt_tokens: 10, completion_tokens: 100_000, files: 1, enqueue_ts: now, deadline_ms: 600_000, attempt: 0, host_class: "shared-free" }),
       );
-      for (const payload of payloads) await client.rpush(k.admitted, payload);
       const stopped = new AbortController();
       const weights: Weights = { pid: 1, file: path.join(weightsDir, `${name}.weights`), fallback: false, pass: () => new Promise((resolve) => setTimeout(() => resolve(1), 5)), close: () => Promise.resolve() };
       const err: string[] = [];
@@ -89,6 +87,10 @@ describe("runWorker's stop", () => {
         { redisUrl: server.url, roots: new HostRoots(), where: "test", out: () => undefined, err: (line) => err.push(line), signal: stopped.signal, startWeights: () => Promise.resolve(weights) },
       );
       try {
+        // The key goes bad while it runs (at its start it refuses), before it takes the jobs.
+        await waitFor(async () => ((await client.hget(wk.workers, "s1")) ?? "").includes("ready_at"));
+        await client.set(key(queue), "hello");
+        for (const payload of payloads) await client.rpush(k.admitted, payload);
         await waitFor(async () => (await client.llen(k.working("s1"))) === 2);
         // Both past their first token: marked in the working list where <q>:first_token allows it.
         if (name === "first_token") await waitFor(() => Promise.resolve(err.filter((l) => l.includes("could not publish its first token")).length === 2));
@@ -104,6 +106,125 @@ describe("runWorker's stop", () => {
       expect(await client.lrangeBuffer(k.admitted, 0, -1)).toEqual(payloads);
       expect(await client.exists(k.working("s1"), wk.heartbeat("s1"))).toBe(0);
       expect(await client.get(key(queue))).toBe("hello");
+      // Given back, they wait for their first token again: no entry left for watch or report to read as seen.
+      if (name === "stats") expect(await client.hlen(wk.firstToken)).toBe(0);
+    });
+  }
+
+  // A dead peer's list was recovered by the same script every 5 s: each refusal went
+  // to the take loop's catch, said as 'redis unavailable (...)' (Redis was fine), and
+  // the peer's jobs stayed in its working list, where nobody reads them.
+  for (const [name, key] of [
+    ["stats", (queue: string) => workerKeys(queue).queue.stats],
+    ["first_token", (queue: string) => workerKeys(queue).firstToken],
+    ["workers", (queue: string) => workerKeys(queue).workers],
+  ] as const) {
+    it(`a dead peer's list while <q>:${name} is a string goes back to the head of admitted as taken, the key named once, no outage said, and jobs still taken`, async () => {
+      const queue = `peer-${name}`;
+      const wk = workerKeys(queue);
+      const k = wk.queue;
+      const now = Date.now();
+      const payloads = ["1", "2"].map((id) =>
+        encodeJob({ id, prompt_tokens: 10, completion_tokens: 100_000, files: 1, enqueue_ts: now, deadline_ms: 600_000, attempt: 0, host_class: "shared-free" }),
+      );
+      const stopped = new AbortController();
+      const weights: Weights = { pid: 1, file: path.join(weightsDir, `peer-${name}.weights`), fallback: false, pass: () => new Promise((resolve) => setTimeout(() => resolve(1), 5)), close: () => Promise.resolve() };
+      const err: string[] = [];
+      const run = runWorker(
+        { queue, workerId: "p1", config: { ...defaultWorkerConfig, weightsBytes: 8192, kvBytesPerToken: 16, concurrency: 2 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false, blockMs: 100, peerRecoveryMs: 100 },
+        { redisUrl: server.url, roots: new HostRoots(), where: "test", out: () => undefined, err: (line) => err.push(line), signal: stopped.signal, startWeights: () => Promise.resolve(weights) },
+      );
+      const refusal = `${key(queue)} is a string, not a hash (drill never writes that there)`;
+      try {
+        await waitFor(async () => ((await client.hget(wk.workers, "p1")) ?? "").includes("ready_at"));
+        // The key goes bad while it runs; then a peer (no heartbeat: dead) is found holding two jobs, one past its first token.
+        await client.del(key(queue));
+        await client.set(key(queue), "hello");
+        if (name !== "first_token") await client.hset(wk.firstToken, "1", String(now));
+        await client.rpush(k.working("dead1"), ...payloads);
+        // Taken again by p1 from the head of admitted; several recovery rounds pass meanwhile.
+        await waitFor(async () => (await client.exists(k.working("dead1"))) === 0 && (await client.llen(k.working("p1"))) === 2, 5000);
+        await new Promise((resolve) => setTimeout(resolve, 600));
+      } finally {
+        stopped.abort();
+      }
+      await run;
+      const said = err.join("\n");
+      expect(said).not.toContain("redis unavailable");
+      expect(err.filter((l) => l.includes(`as taken, unrecorded (${refusal})`))).toEqual([
+        `worker p1: gave 2 job(s) of dead worker dead1 (${k.working("dead1")}) back to the head of ${k.admitted} as taken, unrecorded (${refusal})`,
+        `worker p1: gave 2 unfinished job(s) back to the head of ${k.admitted} as taken, unrecorded (${refusal})`,
+      ]);
+      expect(await client.lrangeBuffer(k.admitted, 0, -1)).toEqual(payloads);
+      expect(await client.exists(k.working("dead1"), k.working("p1"), wk.heartbeat("p1"))).toBe(0);
+      expect(await client.get(key(queue))).toBe("hello");
+      if (name !== "first_token") expect(await client.hlen(wk.firstToken)).toBe(0);
+      if (name !== "workers") expect(await client.hexists(wk.workers, "dead1")).toBe(0);
+    });
+  }
+
+  it("a dead peer's working list of another type is named once, not said as a Redis outage, and jobs are still taken", async () => {
+    const queue = "peer-list";
+    const wk = workerKeys(queue);
+    const k = wk.queue;
+    const payload = encodeJob({ id: "1", prompt_tokens: 10, completion_tokens: 100_000, files: 1, enqueue_ts: Date.now(), deadline_ms: 600_000, attempt: 0, host_class: "shared-free" });
+    const stopped = new AbortController();
+    const weights: Weights = { pid: 1, file: path.join(weightsDir, "peer-list.weights"), fallback: false, pass: () => new Promise((resolve) => setTimeout(() => resolve(1), 5)), close: () => Promise.resolve() };
+    const err: string[] = [];
+    await client.set(k.working("dead2"), "hello");
+    const run = runWorker(
+      { queue, workerId: "p2", config: { ...defaultWorkerConfig, weightsBytes: 8192, kvBytesPerToken: 16 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false, blockMs: 100, peerRecoveryMs: 100 },
+      { redisUrl: server.url, roots: new HostRoots(), where: "test", out: () => undefined, err: (line) => err.push(line), signal: stopped.signal, startWeights: () => Promise.resolve(weights) },
+    );
+    try {
+      await waitFor(async () => ((await client.hget(wk.workers, "p2")) ?? "").includes("ready_at"));
+      await client.rpush(k.admitted, payload);
+      await waitFor(async () => (await client.llen(k.working("p2"))) === 1, 5000);
+      await new Promise((resolve) => setTimeout(resolve, 600));
+    } finally {
+      stopped.abort();
+    }
+    await run;
+    expect(err.join("\n")).not.toContain("redis unavailable");
+    expect(err.filter((l) => l.includes("dead2"))).toEqual([
+      `worker p2: could not recover ${k.working("dead2")} of dead worker dead2 (${k.working("dead2")} is a string, not a list (drill never writes that there)); its jobs stay there until that key is fixed`,
+    ]);
+    expect(await client.lrangeBuffer(k.admitted, 0, -1)).toEqual([payload]);
+  });
+
+  // Its start-up give-back of a previous run's list was refused the same way and the
+  // error went out bare (WRONGTYPE for <q>:workers); a worker that started anyway could
+  // record no job done. Now: the list goes back unrecorded, then a refusal naming the key.
+  for (const [name, key] of [
+    ["stats", (queue: string) => workerKeys(queue).queue.stats],
+    ["first_token", (queue: string) => workerKeys(queue).firstToken],
+    ["workers", (queue: string) => workerKeys(queue).workers],
+  ] as const) {
+    it(`a start while <q>:${name} is a string gives the previous run's list back unrecorded, then refuses (exit 2) naming the key, nothing taken`, async () => {
+      const queue = `start-${name}`;
+      const wk = workerKeys(queue);
+      const k = wk.queue;
+      await client.set(key(queue), "hello");
+      const now = Date.now();
+      const payloads = ["1", "2"].map((id) =>
+        encodeJob({ id, prompt_tokens: 10, completion_tokens: 100_000, files: 1, enqueue_ts: now, deadline_ms: 600_000, attempt: 0, host_class: "shared-free" }),
+      );
+      await client.rpush(k.working("b1"), ...payloads);
+      if (name !== "first_token") await client.hset(wk.firstToken, "1", String(now));
+      const startWeights = vi.fn(() => Promise.resolve({ pid: 1, file: path.join(weightsDir, `start-${name}.weights`), fallback: false, pass: () => Promise.resolve(1), close: () => Promise.resolve() }));
+      const err: string[] = [];
+      const refusal = `${key(queue)} is a string, not a hash (drill never writes that there)`;
+      const run = runWorker(
+        { queue, workerId: "b1", config: { ...defaultWorkerConfig, weightsBytes: 8192 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false, blockMs: 100 },
+        { redisUrl: server.url, roots: new HostRoots(), where: "test", out: () => undefined, err: (line) => err.push(line), signal: new AbortController().signal, startWeights },
+      );
+      await expect(run).rejects.toMatchObject({ exitCode: 2, message: expect.stringContaining(`worker b1: ${refusal}`) as unknown });
+      expect(err).toContain(`worker b1: gave 2 job(s) left in ${k.working("b1")} by a previous run back to the head of ${k.admitted} as taken, unrecorded (${refusal})`);
+      expect(startWeights).not.toHaveBeenCalled();
+      expect(await client.lrangeBuffer(k.admitted, 0, -1)).toEqual(payloads);
+      expect(await client.exists(k.working("b1"), wk.heartbeat("b1"))).toBe(0);
+      expect(await client.get(key(queue))).toBe("hello");
+      if (name !== "first_token") expect(await client.hlen(wk.firstToken)).toBe(0);
     });
   }
   // The registry's ready mark is retried through an outage for ~30 s; it said nothing
