@@ -284,47 +284,27 @@ return moved
 );
 
 /**
- * A stopping gate's or worker's give-back when its recover script refused a
- * key it records in (<q>:events, <q>:stats, <q>:dead, <q>:gates,
- * <q>:first_token, <q>:workers of the wrong type): its own list goes back to
- * the head of the list it was taken from, as it was taken (oldest-taken
- * first), recording nothing, so no job waits in a list nobody reads. It
- * writes only the two lists, checked first. Like recover, only when no other
- * instance can be holding the list: the heartbeat is gone, or (a worker) it
- * still holds `token`, the caller's own. Each move takes what is still
- * there, so a job another recoverer moved first is not moved again.
- * Without pairs every entry is LMOVEd as it is (the gate's processing list
- * holds payloads as taken); with pairs (listed, as_taken), oldest-taken
- * first, each listed payload is removed and its as-taken bytes pushed (the
- * worker strips its first-token mark), one entry per pair. (The worker no
- * longer calls it: its recover script now writes past such a key, naming it.)
- * KEYS: heartbeat from to · ARGV: [token ('' = none), then pairs (listed, as_taken)]
- * → how many moved, or -1 when the heartbeat is another's (or any, without a token)
+ * A stopping gate's give-back when its recover script refused a key it
+ * records in (<q>:events, <q>:stats, <q>:dead, <q>:gates of the wrong type):
+ * its processing list goes back to the head of the list it was taken from,
+ * as taken (oldest-taken first), recording nothing, so no job waits in a list
+ * nobody reads. It writes only the two lists, checked first. Like recover,
+ * only when no other instance can be holding the list (the heartbeat is
+ * gone); each move takes what is still there, so a job another recoverer
+ * moved first is not moved again.
+ * KEYS: heartbeat from to → how many moved, or -1 while the heartbeat exists
  */
 export const returnScript = script(
   "return",
   3,
   `
 local heartbeat, from, to = KEYS[1], KEYS[2], KEYS[3]
-local token = ARGV[1]
-if redis.call('EXISTS', heartbeat) == 1 then
-  if not token or token == '' or redis.call('TYPE', heartbeat)['ok'] ~= 'string' then return -1 end
-  if redis.call('GET', heartbeat) ~= token then return -1 end
-end
+if redis.call('EXISTS', heartbeat) == 1 then return -1 end
 local bad = wrong_type(from, 'list', to, 'list')
 if bad then return bad end
+-- Newest-taken first onto the head: the oldest-taken ends up first, as recover leaves it.
 local moved = 0
-if #ARGV <= 1 then
-  -- Newest-taken first onto the head: the oldest-taken ends up first, as recover leaves it.
-  while redis.call('LMOVE', from, to, 'RIGHT', 'LEFT') do moved = moved + 1 end
-  return moved
-end
-for i = #ARGV - 1, 2, -2 do
-  if redis.call('LREM', from, 1, ARGV[i]) > 0 then
-    redis.call('LPUSH', to, ARGV[i + 1])
-    moved = moved + 1
-  end
-end
+while redis.call('LMOVE', from, to, 'RIGHT', 'LEFT') do moved = moved + 1 end
 return moved
 `,
 );

@@ -3,7 +3,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeJob, encodeJob } from "../../src/queue/job.js";
 import { DrillQueue, pushScope, pushUntilTaken, unnumberedJob, type JobSpec } from "../../src/queue/queue.js";
 import { BlockingMover, closeRedis, connectRedis, runScript, WatchdogTimeout } from "../../src/queue/redis.js";
-import { returnScript } from "../../src/queue/scripts.js";
 import { doneScript, firstTokenScript, recoverWorkingScript, workerDeadScript, workerKeys } from "../../src/worker/scripts.js";
 import { assertNoJobLost } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
@@ -333,27 +332,6 @@ describe("DrillQueue against a real redis-server", () => {
     expect(await redis.get(k.stats)).toBe("hello");
     await redis.del(k.stats);
     await assertNoJobLost(redis, k.queue, ids);
-  });
-
-  it("returnScript with a token and pairs (a stopping worker): only while the heartbeat is its own or gone, as-taken bytes pushed in order, each once", async () => {
-    const queue = freshQueue();
-    const wk = workerKeys(queue.keys.queue);
-    const working = queue.keys.working("w");
-    const heartbeat = wk.heartbeat("w");
-    await redis.rpush(working, "a-marked", "b");
-    const args = ["tok", "a-marked", "a", "b", "b"];
-    const keys = [heartbeat, working, queue.keys.admitted];
-    await redis.set(heartbeat, "other", "PX", 60_000);
-    expect(await runScript(redis, returnScript, keys, args)).toBe(-1); // another instance holds it
-    expect(await runScript(redis, returnScript, keys, [])).toBe(-1); // no token: alive is never ours
-    await redis.set(heartbeat, "tok", "PX", 60_000);
-    await redis.rpush(queue.keys.admitted, "c");
-    expect(await runScript(redis, returnScript, keys, args)).toBe(2);
-    expect(await runScript(redis, returnScript, keys, args)).toBe(0);
-    expect(await redis.lrange(queue.keys.admitted, 0, -1)).toEqual(["a", "b", "c"]);
-    expect(await redis.exists(working)).toBe(0);
-    expect(await redis.get(heartbeat)).toBe("tok");
-    await redis.del(heartbeat, queue.keys.admitted);
   });
 
   it("an inflight entry that is not a token count fails the admit closed, naming it (it counted as 0 against the cap)", async () => {
