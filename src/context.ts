@@ -6,9 +6,34 @@ import type { RedisWant } from "./drill/state.js";
 
 export const DEFAULT_STATE_DIR = "/var/lib/drill";
 
+export const DEFAULT_PROCFS = "/proc";
+export const DEFAULT_SYSFS = "/sys";
+
 /** `drill`, with --state-dir when not the default: a command suggested to the operator works as typed. */
 export function drillCommandFor(stateDir: string): string {
-  return stateDir === DEFAULT_STATE_DIR ? "drill" : `drill --state-dir ${stateDir}`;
+  return drillCommandAt({ stateDir });
+}
+
+/**
+ * `drill` with every global flag that selects what a suggested command acts
+ * on, when not the default: --state-dir, --sysfs and --procfs (a fake tree, a
+ * host mounted in a container), and --redis for a command that uses it. A
+ * rerun hint without them, copied by the operator, acts on another place:
+ * the real /sys instead of the tree the run was given.
+ */
+export function drillCommandAt(where: { stateDir: string; sysfs?: string; procfs?: string; redisUrl?: string }): string {
+  const flags = [
+    where.stateDir === DEFAULT_STATE_DIR ? [] : ["--state-dir", where.stateDir],
+    where.sysfs === undefined || where.sysfs === DEFAULT_SYSFS ? [] : ["--sysfs", where.sysfs],
+    where.procfs === undefined || where.procfs === DEFAULT_PROCFS ? [] : ["--procfs", where.procfs],
+    where.redisUrl === undefined ? [] : ["--redis", redactUrl(where.redisUrl)],
+  ].flat();
+  return ["drill", ...flags.map(shellWord)].join(" ");
+}
+
+/** A word as a POSIX shell reads it back: quoted only when it has to be. */
+function shellWord(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }
 
 /** Where a Redis command goes with no --redis, no DRILL_REDIS_URL and no drill at all up in the state dir. */
@@ -57,8 +82,8 @@ export function resolveGlobalOptions(raw: {
   };
   return {
     redisUrl,
-    procfs: dir(raw.procfs, env.DRILL_PROCFS, "--procfs", "DRILL_PROCFS", "/proc"),
-    sysfs: dir(raw.sysfs, env.DRILL_SYSFS, "--sysfs", "DRILL_SYSFS", "/sys"),
+    procfs: dir(raw.procfs, env.DRILL_PROCFS, "--procfs", "DRILL_PROCFS", DEFAULT_PROCFS),
+    sysfs: dir(raw.sysfs, env.DRILL_SYSFS, "--sysfs", "DRILL_SYSFS", DEFAULT_SYSFS),
     stateDir: dir(raw.stateDir, env.DRILL_STATE_DIR, "--state-dir", "DRILL_STATE_DIR", DEFAULT_STATE_DIR),
     json: raw.json ?? false,
     color: raw.color !== false && env.NO_COLOR === undefined && env.FORCE_COLOR !== "0",

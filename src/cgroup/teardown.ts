@@ -32,6 +32,26 @@ export interface TeardownOptions {
    * reaches a stage: for a command stopped in the middle to say where.
    */
   onStage?: (stage: TeardownStage, cgroupName: string) => void;
+  /** Filled as the teardown goes (newTeardownProgress): what a command stopped in the middle reports as done. */
+  progress?: TeardownProgress;
+}
+
+/**
+ * What a teardown has done so far, the cgroups set up inside it included:
+ * the fields of its result, kept up to date as it goes, so a command stopped
+ * half-way (cgroup teardown's second Ctrl-C) can say what it did.
+ */
+export interface TeardownProgress {
+  removed: string[];
+  alreadyGone: string[];
+  killed: KilledTask[];
+  unlinked: string[];
+  method: Set<TeardownMethod>;
+  forced: UpHolder | null;
+}
+
+export function newTeardownProgress(): TeardownProgress {
+  return { removed: [], alreadyGone: [], killed: [], unlinked: [], method: new Set(), forced: null };
 }
 
 /** Where a teardown is: giving its tasks SIGTERM's grace, killing what is left, removing the dirs. */
@@ -134,6 +154,11 @@ export function foreignOwner(marker: CgroupMarker, expected: CgroupOwner | undef
  * teardown), the worker cgroup of a drill that is up is refused too, unless `force`.
  */
 export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgroup, options: TeardownOptions): Promise<TeardownResult> {
+  return teardownInto(roots, computed, options, options.progress ?? newTeardownProgress(), true);
+}
+
+/** teardownWorkerCgroup, adding what it does to `done`; `top`: the cgroup asked for, not one set up inside it. */
+async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: TeardownOptions, done: TeardownProgress, top: boolean): Promise<TeardownResult> {
   const timeoutMs = options.timeoutMs ?? 10_000;
   const deadline = Date.now() + timeoutMs;
   const marker = readMarker(options.stateDir, computed);
@@ -176,11 +201,12 @@ export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgr
     }
   }
 
-  const killed: KilledTask[] = [];
-  const method = new Set<TeardownMethod>();
-  const nested = await teardownNested(roots, cgroup, present, options);
-  killed.push(...nested.killed);
-  for (const m of nested.method) method.add(m);
+  if (top) {
+    done.forced = upHolder;
+    done.alreadyGone.push(...cgroup.dirs.filter((d) => !present.includes(d)).map((d) => d.dir));
+  }
+  const { killed, method } = done;
+  await teardownNested(roots, present, options, done);
   options.onStage?.("sigterm", cgroup.name);
   await stopGracefully(roots, present, Math.min(deadline, Date.now() + (options.termGraceMs ?? TERM_GRACE_MS)), killed, method);
   options.onStage?.("kill", cgroup.name);
@@ -194,7 +220,6 @@ export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgr
   }
 
   options.onStage?.("remove", cgroup.name);
-  const removed: string[] = [];
   const notRemoved: string[] = [];
   for (const dir of present) {
     // Children first, deepest first: a cgroup with a child cannot be removed.
@@ -203,7 +228,7 @@ export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgr
       if (!(await rmdirWithBackoff(child.dir, deadline))) stuck.push(child.dir);
     }
     notRemoved.push(...stuck);
-    if (stuck.length === 0 && (await rmdirWithBackoff(dir.dir, deadline))) removed.push(dir.dir);
+    if (stuck.length === 0 && (await rmdirWithBackoff(dir.dir, deadline))) done.removed.push(dir.dir);
     else notRemoved.push(dir.dir);
   }
   if (notRemoved.length > 0) {
@@ -214,17 +239,17 @@ export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgr
   }
 
   // The hog unlinks its thrash file on every exit but SIGKILL: finish its job.
-  const unlinked = listHogRecords(options.stateDir, computed).flatMap(({ file, record }) => discardHogRecord(file, record) ?? []);
+  done.unlinked.push(...listHogRecords(options.stateDir, computed).flatMap(({ file, record }) => discardHogRecord(file, record) ?? []));
   removeMarker(options.stateDir, computed);
-  if (method.size === 0) method.add("empty");
   return {
     kind: "removed",
-    removed: [...nested.removed, ...removed],
-    alreadyGone: cgroup.dirs.filter((d) => !present.includes(d)).map((d) => d.dir),
-    killed,
-    unlinked: [...nested.unlinked, ...unlinked],
-    method: [...method],
-    forced: upHolder,
+    removed: [...done.removed],
+    alreadyGone: [...done.alreadyGone],
+    killed: [...done.killed],
+    unlinked: [...done.unlinked],
+    // "empty" only when nothing, nested cgroups included, needed a signal.
+    method: method.size === 0 ? ["empty"] : [...method],
+    forced: done.forced,
   };
 }
 
@@ -234,28 +259,15 @@ export async function teardownWorkerCgroup(roots: HostRoots, computed: WorkerCgr
  * their v1 dirs with it, but not their hybrid twins (flat under the unified
  * root), their markers or their hogs' files.
  */
-async function teardownNested(
-  roots: HostRoots,
-  cgroup: WorkerCgroup,
-  present: CgroupDir[],
-  options: TeardownOptions,
-): Promise<{ killed: KilledTask[]; removed: string[]; unlinked: string[]; method: TeardownMethod[] }> {
-  const done = { killed: [] as KilledTask[], removed: [] as string[], unlinked: [] as string[], method: [] as TeardownMethod[] };
+async function teardownNested(roots: HostRoots, present: CgroupDir[], options: TeardownOptions, done: TeardownProgress): Promise<void> {
   const inside = (dir: string): boolean => present.some((p) => dir.startsWith(p.dir + path.sep));
   const nested = listMarkers(options.stateDir).filter(({ marker }) => marker.dirs.some((d) => inside(d.dir)));
-  if (nested.length === 0) return done;
+  if (nested.length === 0) return;
   const layout = requireLayout(roots);
   for (const { marker } of nested) {
     const child = workerCgroupFromDirs(layout, marker.name, marker.dirs.map((d) => d.dir));
-    if (child === null) continue;
-    const torn = await teardownWorkerCgroup(roots, child, options);
-    if (torn.kind !== "removed") continue;
-    done.killed.push(...torn.killed);
-    done.removed.push(...torn.removed);
-    done.unlinked.push(...torn.unlinked);
-    done.method.push(...torn.method.filter((m) => m !== "empty"));
+    if (child !== null) await teardownInto(roots, child, options, done, false);
   }
-  return done;
 }
 
 /**

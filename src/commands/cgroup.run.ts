@@ -1,7 +1,7 @@
 import { DrillError, ExitCode, UsageError } from "../errors.js";
 import { writeErr } from "../closedStdout.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
-import { drillCommandFor, type GlobalOptions } from "../context.js";
+import { drillCommandAt, type GlobalOptions } from "../context.js";
 import { consoleOutput, snakeCaseKeys, type Output } from "../output.js";
 import { formatBytes, memoryMaxProblem, parseSize } from "../units.js";
 import type { Limit } from "../cgroup/memoryFiles.js";
@@ -11,7 +11,7 @@ import { validateParent } from "../cgroup/names.js";
 import { requireParentDirs } from "../cgroup/paths.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { absentCgroupNext } from "../cgroup/ready.js";
-import { teardownWorkerCgroup, thawBeforeExit, type TeardownResult, type TeardownStage } from "../cgroup/teardown.js";
+import { newTeardownProgress, teardownWorkerCgroup, thawBeforeExit, type TeardownProgress, type TeardownResult, type TeardownStage } from "../cgroup/teardown.js";
 import type { SetupFlags, TargetFlags, TeardownFlags } from "./cgroup.js";
 
 export async function cgroupSetupAction(globals: GlobalOptions, flags: SetupFlags, output: Output = consoleOutput(globals.color)): Promise<SetupResult> {
@@ -96,14 +96,24 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
   // Stopped half-way, a teardown leaves tasks half killed and the cgroup in
   // place, frozen if it stopped during freeze → kill → thaw: as for rollback,
   // the first Ctrl-C only says so; a second one (or SIGTERM) thaws what it
-  // froze and stops, naming where and the command that finishes it.
-  const command = `${drillCommandFor(globals.stateDir)} cgroup teardown --name ${cgroup.name}${flags.parent === undefined ? "" : ` --parent ${flags.parent}`}${flags.force ? " --force" : ""}`;
+  // froze and stops, naming where and the command that finishes it: on the
+  // same tree (--sysfs, --procfs), state dir and cgroup, or it acts elsewhere.
+  const drill = drillCommandAt({ stateDir: globals.stateDir, sysfs: globals.sysfs, procfs: globals.procfs });
+  const command = `${drill} cgroup teardown --name ${cgroup.name}${flags.parent === undefined ? "" : ` --parent ${flags.parent}`}${flags.force ? " --force" : ""}`;
   let stage: { stage: TeardownStage; name: string } | null = null;
+  const progress = newTeardownProgress();
   const interrupts = finishDespiteInterrupt(
     () => writeErr(`drill: SIGINT: finishing the teardown of cgroup ${cgroup.name} (stopping now would leave it half torn down); Ctrl-C again to stop anyway\n`),
     (signal) => {
-      for (const note of thawBeforeExit("the teardown").notes) writeErr(`drill: ${note}\n`);
-      writeErr(`drill: interrupted by ${signal} during the teardown of cgroup ${cgroup.name}, ${describeStage(stage, cgroup.name)}; run \`${command}\` again to finish it\n`);
+      const { notes, stillFrozen } = thawBeforeExit("the teardown");
+      const where = describeStage(stage, cgroup.name);
+      // A script needs what was done and what is left most when the teardown did not finish (as rollback --json).
+      if (globals.json) {
+        const left = [...stillFrozen, `cgroup ${cgroup.name}: teardown interrupted by ${signal} ${where}; run ${command} again to finish it`];
+        output.json(interruptedTeardownDocument(progress, left, { signal, cgroup: cgroup.name, stage: stage?.stage ?? null, stageCgroup: stage?.name ?? null, command }));
+      }
+      for (const note of notes) writeErr(`drill: ${note}\n`);
+      writeErr(`drill: interrupted by ${signal} during the teardown of cgroup ${cgroup.name}, ${where}; run \`${command}\` again to finish it\n`);
       process.exit(signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
     },
   );
@@ -112,6 +122,7 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
     result = await teardownWorkerCgroup(roots, cgroup, {
       stateDir: globals.stateDir,
       force: flags.force,
+      progress,
       onStage: (s, name) => {
         stage = { stage: s, name };
       },
@@ -124,11 +135,11 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
     const { drill, runId, phase } = result.forced;
     output.err(
       `warning: --force: tore down cgroup ${cgroup.name}, the worker cgroup of drill ${drill} (run ${runId}), which was ${phase === null ? "maybe up (state unreadable)" : `up (${phase})`}: ` +
-        `killed ${result.killed.length} of its tasks mid-drill. Run ${drillCommandFor(globals.stateDir)} rollback --name ${drill} to stop the rest and drain its queue`,
+        `killed ${result.killed.length} of its tasks mid-drill. Run ${drillCommandAt(globals)} rollback --name ${drill} to stop the rest and drain its queue`,
     );
   }
   if (globals.json) {
-    output.json(snakeCaseKeys(result));
+    output.json(snakeCaseKeys({ ...result, left: [], interrupted: null }));
   } else if (result.kind === "nothing") {
     output.out(`cgroup ${cgroup.name}: nothing to tear down (no ${result.looked.join(", no ")})`);
   } else {
@@ -141,6 +152,36 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
     output.out(`cgroup ${cgroup.name} torn down${result.removed.length === 0 ? " (nothing was left)" : ""}`);
   }
   return result;
+}
+
+/** Where a teardown stopped by a second Ctrl-C or SIGTERM was, and the command that finishes it. */
+interface TeardownInterruption {
+  signal: "SIGINT" | "SIGTERM";
+  cgroup: string;
+  /** The stage it was in; null before it signalled any task. */
+  stage: TeardownStage | null;
+  /** The cgroup that stage was in: `cgroup`, or one set up inside it (torn down first). */
+  stageCgroup: string | null;
+  command: string;
+}
+
+/**
+ * `drill --json cgroup teardown`'s document when stopped half-way: the fields
+ * of a finished one, as far as it got, `kind` "interrupted", and, as
+ * rollback's, `left` and `interrupted` (null in a finished one).
+ */
+function interruptedTeardownDocument(progress: TeardownProgress, left: string[], interrupted: TeardownInterruption) {
+  return snakeCaseKeys({
+    kind: "interrupted" as const,
+    removed: progress.removed,
+    alreadyGone: progress.alreadyGone,
+    killed: progress.killed,
+    unlinked: progress.unlinked,
+    method: [...progress.method],
+    forced: progress.forced,
+    left,
+    interrupted,
+  });
 }
 
 /** Where an interrupted teardown stopped; `name` differs from `top` for a drill cgroup set up inside it (torn down first). */

@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import { writeErr } from "../closedStdout.js";
-import { DEFAULT_REDIS_URL, drillCommandFor, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
+import { DEFAULT_REDIS_URL, drillCommandAt, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
 import { describeRunningDrill, findRunningDrills, listDrills, rollbackDrill, rollbackHint, rollbackQueue, rollbackStandaloneCgroups, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
 import { reachesEmbeddedRedis } from "../drill/embeddedRedis.js";
 import { validateDrillName } from "../drill/names.js";
@@ -42,8 +42,11 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   /** Drills an earlier rollback completed: nothing to do (RELIABILITY 8). */
   const complete: Array<{ name: string; completed_at: string | null }> = [];
   // Stopped half-way, a rollback leaves the host half rolled back: the first
-  // Ctrl-C only says so; a second one (or SIGTERM) stops, naming where.
-  const drillCmd = drillCommandFor(g.stateDir);
+  // Ctrl-C only says so; a second one (or SIGTERM) stops, naming where and
+  // the command that finishes it: on the same tree, state dir and Redis.
+  const rerunCmd = drillCommandAt(g);
+  // A drill's report reads its own Redis or export: a --redis given here (an embedded one, stopped now) would fail it.
+  const drillCmd = drillCommandAt({ ...g, redisUrl: undefined });
   // name "" with cgroups: the cgroups of drill cgroup setup, rolled back after every drill.
   let current: { name: string; lastStep: string; result: DrillRollback | null; cgroups?: true } = { name: "", lastStep: "", result: null };
   const interrupts = finishDespiteInterrupt(
@@ -53,7 +56,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       const { notes: thawNotes, stillFrozen } = thawBeforeExit("the rollback");
       const afterStep = current.lastStep === "" ? null : current.lastStep;
       const where = afterStep === null ? "before its first step" : `after step "${afterStep}"`;
-      const command = current.cgroups ? `${drillCmd} rollback` : `${drillCmd} rollback --name ${current.name}`;
+      const command = current.cgroups ? `${rerunCmd} rollback` : `${rerunCmd} rollback --name ${current.name}`;
       const what = current.cgroups ? "the cgroups drill cgroup setup made" : current.name;
       // A script needs the steps done and what is left most when the rollback did not finish.
       if (g.json) {
@@ -63,7 +66,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
           ...leftOf(drills),
           ...stillFrozen,
           `${what}: rollback interrupted by ${signal} ${where}; run ${command} again to finish it`,
-          ...notStarted.map((name) => `${name}: not rolled back (interrupted before it); run ${drillCmd} rollback --name ${name}`),
+          ...notStarted.map((name) => `${name}: not rolled back (interrupted before it); run ${rerunCmd} rollback --name ${name}`),
         ];
         output.json(rollbackDocument(drills, complete, cgroups, [], left, { signal, drill: current.name, after_step: afterStep, command }, startingUps));
       }
@@ -120,13 +123,13 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     // A name that is no drill here, beside drills that are: a wrong name (often
     // up's --name, the worker cgroup), not "nothing to roll back" (exit 2, like report).
     const others = readStateEntries(g.stateDir, listDrills(g.stateDir));
-    if (others.length > 0) throw new UsageError(unknownDrillProblem(named, g.stateDir, others, drillCmd));
+    if (others.length > 0) throw new UsageError(unknownDrillProblem(named, g.stateDir, others, rerunCmd));
   }
   const nothingHere =
     named !== undefined && names.length === 0 ? `no drill ${named}` : complete.length > 0 ? `${complete.map((c) => c.name).join(", ")} already rolled back (complete)` : "no drill";
   const left = [
     ...queues.flatMap((q) => q.left),
-    ...startingUps.filter((u) => u.outcome === "alive").map((u) => `${u.name}: drill up pid ${u.pid} was starting and survived SIGKILL; stop it, then run ${drillCmd} rollback --name ${u.name}`),
+    ...startingUps.filter((u) => u.outcome === "alive").map((u) => `${u.name}: drill up pid ${u.pid} was starting and survived SIGKILL; stop it, then run ${rerunCmd} rollback --name ${u.name}`),
     ...leftOf(results),
     ...cgroups.filter((c) => !c.step.ok).map((c) => `cgroup ${c.name}: ${c.step.detail}`),
     ...running.map((r) => `${describeRunningDrill(r)}; ${rollbackHint(r)}`),
@@ -143,7 +146,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     const what = named !== undefined ? `no process of drill ${named}` : "no drill process";
     output.out(`nothing to roll back: ${nothingHere} in ${g.stateDir}, and ${what} on this host`);
   }
-  if (!g.json && running.length === 0) for (const q of queues) queueClosingLines(q, g.redisUrl ?? DEFAULT_REDIS_URL, drillCmd).forEach((line) => output.out(line));
+  if (!g.json && running.length === 0) for (const q of queues) queueClosingLines(q, g.redisUrl ?? DEFAULT_REDIS_URL, rerunCmd).forEach((line) => output.out(line));
   if (!g.json && running.length === 0 && results.length > 0) {
     for (const r of results) {
       const drain = r.drainLength !== null ? `LLEN ${r.drainLength} in the drain` : r.left.some((l) => l.startsWith("drain pending")) ? "drain pending" : "no queue to drain";
@@ -156,7 +159,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     const unfinished = results.filter((r) => r.left.length > 0);
     if (unfinished.length > 0) {
       output.out("Not rolled back yet: admission stays as it is; run the rollback again once what is left above is fixed:");
-      for (const r of unfinished) output.out(`  ${drillCmd} rollback --name ${r.name}`);
+      for (const r of unfinished) output.out(`  ${rerunCmd} rollback --name ${r.name}`);
     }
     if (finished.length > 0) {
       output.out("Re-enable admission only once PSI avg10 stays under 1.00 (gate mode admit refuses otherwise):");
@@ -210,10 +213,9 @@ function drillOnQueue(stateDir: string, queue: string, url: string): string | nu
   return null;
 }
 
-/** After a queue's rollback: its drain, then the rollback again or the re-admit and the report, as for a drill. */
+/** After a queue's rollback: its drain, then the rollback again or the re-admit and the report, as for a drill. `drillCmd` names the Redis when one was given. */
 function queueClosingLines(q: QueueRollback, url: string, drillCmd: string): string[] {
-  const where = `${url === DEFAULT_REDIS_URL ? "" : `--redis ${redactUrl(url)} `}`;
-  const again = `${drillCmd} ${where}rollback --queue ${q.queue}`;
+  const again = `${drillCmd} rollback --queue ${q.queue}`;
   const lines = [`queue ${q.queue}: ${q.drainLength === null ? "drain pending" : `LLEN ${q.drainLength} in ${queueKeys(q.queue).drain}`}`];
   if (q.left.length > 0) return [...lines, `Not rolled back yet: run ${again} once its Redis answers`];
   return [
@@ -221,7 +223,7 @@ function queueClosingLines(q: QueueRollback, url: string, drillCmd: string): str
     "Re-enable admission only once PSI avg10 stays under 1.00 (gate mode admit refuses otherwise):",
     `  ${leverCommand(url, q.queue, "admit")}`,
     "For the incident notes:",
-    `  ${drillCmd} ${where}report --queue ${q.queue} --format md`,
+    `  ${drillCmd} report --queue ${q.queue} --format md`,
   ];
 }
 

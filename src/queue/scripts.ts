@@ -111,7 +111,8 @@ end
  * KEYS: seq ready pushes
  * ARGV: token payload_before_id payload_after_id ttl_ms
  * → {id, 'pushed'} | {id, 'again'} (this token's push already ran: nothing done)
- * A key of the wrong type, or a seq that is not an id, is an error reply naming it.
+ * A key of the wrong type, or a seq that is not an id, is an error reply naming it
+ * (parseSeq in seq.ts reads a seq the same way for report: change both together).
  * `pushes` (hash token → id) expires ttl_ms after the last push, so a send
  * that waited in a paused server's socket still finds its token.
  */

@@ -729,6 +729,7 @@ function jobsWhere(inputs: ReportInputs, notes: string[]): JobsWhere | null {
     for (let id = 1; id <= places.seq; id++) if (!where.has(String(id))) notFound.push(String(id));
   }
   const duplicates = [...where].filter(([, keys]) => keys.length > 1).map(([id, keys]) => ({ id, keys }));
+  if (places.seq === null) notes.push(`${inputs.queue}:seq ${places.seqProblem ?? "unreadable"}: ids issued are n/a, lost ids not checked`);
   if (heldByDead > 0) notes.push(`${heldByDead} job(s) are held by a gate or worker whose heartbeat is gone or whose process exited (see "Where the jobs are")`);
   if (notFound.length > 0) {
     // drill's pack and up take the id and queue the job in one script (a re-send takes no second id):

@@ -10,6 +10,7 @@ import {
   jobListRole,
   jobTimingOf,
   parseDoneEntry,
+  seqOfText,
   sortJobLists,
   type DecisionEvent,
   type DoneEntry,
@@ -154,7 +155,10 @@ export function parseExport(text: string, keys: QueueKeys): ExportedQueue {
     if (!seen.has(key)) lists.push({ key, role, holder: null, count: 0, ids: [], holderAlive: null });
   }
   const seqLine = byKey.get(keys.seq);
-  const seqText = seqLine === undefined ? "0" : seqLine.type === "string" ? (valueBytes(seqLine.value)?.toString("utf8") ?? "") : "";
+  const seq =
+    seqLine === undefined || seqLine.type === "string"
+      ? seqOfText(seqLine === undefined ? null : (valueBytes(seqLine.value)?.toString("utf8") ?? ""))
+      : { seq: null, seqProblem: `is a ${String(seqLine.type)}, not a string` };
   const queues = new Set<string>();
   let queueKeyCount = 0;
   for (const key of byKey.keys()) {
@@ -173,7 +177,7 @@ export function parseExport(text: string, keys: QueueKeys): ExportedQueue {
     queueHead: ready[0] ?? null,
     drainLen: listValues(byKey.get(keys.drain)).length,
     badLines,
-    jobPlaces: { lists: sortJobLists(lists), seq: /^\d+$/.test(seqText) ? Number(seqText) : null },
+    jobPlaces: { lists: sortJobLists(lists), ...seq },
     unfinished,
     firstTokens,
     queueKeyCount,

@@ -29,6 +29,7 @@ import {
   jobListRole,
   jobTimingOf,
   parseDoneEntry,
+  seqOfText,
   parseRecording,
   sortJobLists,
   UNFINISHED_ROLES,
@@ -609,8 +610,9 @@ async function readJobPlaces(redis: Redis, keys: QueueKeys, roots: HostRoots, un
     }
     lists.push({ key, ...where, count: ids.length, ids, holderAlive, holderExitedPid });
   }
-  const seqText = await redis.get(keys.seq).catch(() => "");
-  return { lists: sortJobLists(lists), seq: seqText === null ? 0 : /^\d+$/.test(seqText) ? Number(seqText) : null };
+  // WRONGTYPE (a key drill never writes as a list or hash) makes it unreadable, not the report fail.
+  const seq = await redis.get(keys.seq).then(seqOfText, (err: unknown) => ({ seq: null, seqProblem: `cannot be read (${message(err)})` }));
+  return { lists: sortJobLists(lists), ...seq };
 }
 
 /** XRANGE from `fromMs` (stream ids carry the time), in batches. */

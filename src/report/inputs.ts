@@ -1,6 +1,7 @@
 import { jsonObjectOf } from "../util/jsonObject.js";
 import type { DrillEnded } from "../drill/state.js";
 import { CGROUP_ABSENT_REASON } from "../sampler/step.js";
+import { parseSeq, SEQ_RULE } from "../queue/seq.js";
 
 /**
  * What `drill report` summarises, as plain values: the decision stream, the
@@ -133,6 +134,20 @@ export interface JobPlaces {
   lists: JobList[];
   /** `<q>:seq`: the last job id pack issued (0: none); null when unreadable. */
   seq: number | null;
+  /** Why `seq` is null (`is "007", not a job id …`), for the report's notes. */
+  seqProblem?: string | null;
+}
+
+/**
+ * `<q>:seq` read as drill pack reads it (parseSeq): absent (null) is 0, no id
+ * issued yet; text pack would refuse to push on is unreadable, never a count.
+ */
+export function seqOfText(text: string | null): Pick<JobPlaces, "seq" | "seqProblem"> {
+  if (text === null) return { seq: 0, seqProblem: null };
+  const seq = parseSeq(text);
+  if (seq !== null) return { seq, seqProblem: null };
+  const shown = text.length > 30 ? `${text.slice(0, 30)}…` : text;
+  return { seq: null, seqProblem: `is ${JSON.stringify(shown)}, not a job id (${SEQ_RULE})` };
 }
 
 export interface ReportInputs {

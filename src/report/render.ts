@@ -218,6 +218,8 @@ function sections(r: Report): Section[] {
     if (w.ids_issued !== null) {
       const lost = w.not_found.length === 0 ? "every one is on a list" : `${w.not_found.length} on no list: ${jobList(w.not_found)}`;
       after.push(`ids issued by ${r.queue}:seq: ${w.ids_issued}; distinct ids on the lists: ${w.distinct_ids}; ${lost}.`);
+    } else {
+      after.push(`ids issued by ${r.queue}:seq: ${NA} (unreadable, see notes); lost ids not checked.`);
     }
     if (w.duplicates.length > 0) {
       const shown = w.duplicates.slice(0, 10).map((d) => `job=${d.id} (${d.keys.join(" + ")})`).join(", ");

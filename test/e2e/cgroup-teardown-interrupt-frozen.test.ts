@@ -3,7 +3,7 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { execa, type ResultPromise } from "execa";
 import { afterEach, describe, expect, it } from "vitest";
-import { makeFakeHost, stuckFakeCgroup, type FakeHost } from "../helpers/cgroupFixtures.js";
+import { makeFakeHost, STUCK_PID, stuckFakeCgroup, type FakeHost } from "../helpers/cgroupFixtures.js";
 import { drillBin } from "../helpers/cli.js";
 
 /**
@@ -17,6 +17,13 @@ import { drillBin } from "../helpers/cli.js";
  * (--sysfs/--procfs), as in rollback-interrupt-frozen.test.ts: cgroup.events
  * never says `frozen 1` and the listed pid never leaves, so every sweep holds
  * the cgroup frozen for FREEZE_WAIT_MS, and the signals arrive while it is.
+ *
+ * The command it named to finish the teardown lacked --sysfs/--procfs: copied,
+ * it tore down the real /sys's cgroup of that name, not the tree the run was
+ * given. And with --json it printed nothing on stdout: a script got neither
+ * what was done nor that it was interrupted. Now the command carries every
+ * flag that selects the cgroup, and --json prints the teardown's document,
+ * `kind` "interrupted", with `left` and `interrupted` as rollback's.
  */
 
 
@@ -36,8 +43,9 @@ function stuckCgroup(h: FakeHost, name: string): string {
   return dir;
 }
 
-function startTeardown(h: FakeHost, name: string): { run: ResultPromise; stderr: () => string } {
-  const run = execa("node", [drillBin, "--sysfs", h.sysfs, "--procfs", h.procfs, "--state-dir", h.stateDir, "cgroup", "teardown", "--name", name, "--parent", "self"], {
+function startTeardown(h: FakeHost, name: string, json = false): { run: ResultPromise; stderr: () => string } {
+  const globals = ["--sysfs", h.sysfs, "--procfs", h.procfs, "--state-dir", h.stateDir, ...(json ? ["--json"] : [])];
+  const run = execa("node", [drillBin, ...globals, "cgroup", "teardown", "--name", name, "--parent", "self"], {
     reject: false,
     timeout: 60_000,
     env: { FORCE_COLOR: "0", NO_COLOR: "1" },
@@ -46,6 +54,9 @@ function startTeardown(h: FakeHost, name: string): { run: ResultPromise; stderr:
   run.stderr!.on("data", (chunk: Buffer) => (err += chunk.toString()));
   return { run, stderr: () => err };
 }
+
+/** The command that finishes the teardown: it selects the same fake tree, state dir and cgroup. */
+const rerun = (h: FakeHost, name: string) => `drill --state-dir ${h.stateDir} --sysfs ${h.sysfs} --procfs ${h.procfs} cgroup teardown --name ${name} --parent self`;
 
 /** Polls until `cond` or the teardown exited (or 20 s). */
 async function until(run: ResultPromise, cond: () => boolean): Promise<void> {
@@ -72,7 +83,8 @@ describe("drill cgroup teardown stopped while the cgroup is frozen (fake v2 tree
     const stderr = String(r.stderr);
     expect(stderr).toContain(`thawed ${dir}`);
     expect(stderr).toContain("interrupted by SIGTERM during the teardown of cgroup tdfrz, while killing the tasks left in it;");
-    expect(stderr).toContain(`run \`drill --state-dir ${h.stateDir} cgroup teardown --name tdfrz --parent self\` again to finish it`);
+    expect(stderr).toContain(`run \`${rerun(h, "tdfrz")}\` again to finish it`);
+    expect(String(r.stdout), "no --json, no document").toBe("");
   }, 60_000);
 
   it("Ctrl-C: the first is only acknowledged, the second exits 130 with the cgroup thawed", async () => {
@@ -97,6 +109,47 @@ describe("drill cgroup teardown stopped while the cgroup is frozen (fake v2 tree
     expect(r.exitCode, String(r.stdout) + String(r.stderr)).toBe(130);
     expect(freeze(), "the cgroup was left frozen").toBe("0");
     expect(String(r.stderr)).toContain(`thawed ${dir}`);
-    expect(String(r.stderr)).toContain(`run \`drill --state-dir ${h.stateDir} cgroup teardown --name tdfrz2 --parent self\` again to finish it`);
+    expect(String(r.stderr)).toContain(`run \`${rerun(h, "tdfrz2")}\` again to finish it`);
+  }, 60_000);
+
+  it.each([
+    ["SIGTERM", 143],
+    ["SIGINT", 130],
+  ] as const)("--json, stopped by %s: exit %d with the teardown's document, marked interrupted where it stopped, naming the command that finishes it", async (signal, code) => {
+    host = makeFakeHost("v2");
+    const h = host;
+    const name = signal === "SIGTERM" ? "tdfrzj" : "tdfrzj2";
+    const dir = stuckCgroup(h, name);
+    const freeze = () => readFileSync(path.join(dir, "cgroup.freeze"), "utf8").trim();
+    const { run, stderr } = startTeardown(h, name, true);
+    child = run;
+    await until(run, () => freeze() === "1");
+    expect(freeze(), "teardown never froze the cgroup").toBe("1");
+    run.kill(signal);
+    if (signal === "SIGINT") {
+      await until(run, () => stderr().includes("finishing the teardown"));
+      run.kill("SIGINT");
+    }
+    const r = await run;
+
+    expect(r.exitCode, String(r.stdout) + String(r.stderr)).toBe(code);
+    expect(freeze(), "the cgroup was left frozen").toBe("0");
+    const lines = String(r.stdout).trim().split("\n");
+    expect(lines, String(r.stdout)).toHaveLength(1);
+    const doc = JSON.parse(lines[0]!) as Record<string, unknown>;
+    const command = rerun(h, name);
+    expect(doc).toEqual({
+      kind: "interrupted",
+      removed: [],
+      already_gone: [],
+      // Listed (and sent SIGTERM, then SIGKILL) though it never left: the fake pid is no process.
+      killed: [{ pid: STUCK_PID, comm: "hog", dir }],
+      unlinked: [],
+      method: [],
+      forced: null,
+      left: [`cgroup ${name}: teardown interrupted by ${signal} while killing the tasks left in it; run ${command} again to finish it`],
+      interrupted: { signal, cgroup: name, stage: "kill", stage_cgroup: name, command },
+    });
+    expect(String(r.stderr)).toContain(`thawed ${dir}`);
   }, 60_000);
 });

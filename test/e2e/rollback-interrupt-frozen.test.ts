@@ -15,6 +15,10 @@ import { drillBin } from "../helpers/cli.js";
  * says `frozen 1` (a task in D state) and the listed pid never leaves, so
  * every sweep holds the cgroup frozen for FREEZE_WAIT_MS, and the signals
  * arrive while it is.
+ *
+ * The command it named to finish the rollback lacked --sysfs/--procfs (and
+ * --redis): copied, it rolled back the real host's cgroups, not the tree the
+ * run was given. Now it carries every flag that selects what to act on.
  */
 
 
@@ -25,13 +29,18 @@ afterEach(() => {
 });
 
 describe("rollback stopped by a second Ctrl-C while the cgroup is frozen (fake v2 tree without cgroup.kill)", () => {
-  it("exits 130 saying to run rollback again, and leaves the cgroup thawed", async () => {
+  // No drill and no --queue: this rollback never connects to the Redis named, only names it.
+  const redis = "redis://127.0.0.1:1/3";
+  it.each([
+    ["", []],
+    [" (--json, --redis)", ["--json", "--redis", redis]],
+  ] as const)("exits 130 saying to run rollback again on the same tree, and leaves the cgroup thawed%s", async (_label, extra) => {
     host = makeFakeHost("v2");
     const h = host;
     const dir = stuckFakeCgroup(h, "frz");
     expect(readdirSync(dir)).not.toContain("cgroup.kill");
 
-    const child = execa("node", [drillBin, "--sysfs", h.sysfs, "--procfs", h.procfs, "--state-dir", h.stateDir, "rollback"], {
+    const child = execa("node", [drillBin, "--sysfs", h.sysfs, "--procfs", h.procfs, "--state-dir", h.stateDir, ...extra, "rollback"], {
       reject: false,
       timeout: 60_000,
       env: { FORCE_COLOR: "0", NO_COLOR: "1" },
@@ -53,7 +62,9 @@ describe("rollback stopped by a second Ctrl-C while the cgroup is frozen (fake v
 
     expect(r.exitCode, String(r.stdout) + String(r.stderr)).toBe(130);
     expect(freeze(), "the cgroup was left frozen").toBe("0");
-    expect(String(r.stderr)).toContain(`run \`drill --state-dir ${h.stateDir} rollback\` again to finish it`);
+    const command = `drill --state-dir ${h.stateDir} --sysfs ${h.sysfs} --procfs ${h.procfs}${extra.length > 0 ? ` --redis ${redis}` : ""} rollback`;
+    expect(String(r.stderr)).toContain(`run \`${command}\` again to finish it`);
+    if (extra.length > 0) expect((JSON.parse(String(r.stdout)) as { interrupted: { command: string } }).interrupted.command).toBe(command);
     expect(String(r.stderr)).toContain(`thawed ${dir}`);
     rmSync(path.join(h.procfs, String(STUCK_PID)), { recursive: true, force: true });
   }, 60_000);

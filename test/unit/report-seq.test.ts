@@ -1,0 +1,82 @@
+import { Chalk } from "chalk";
+import { describe, expect, it } from "vitest";
+import { queueKeys } from "../../src/queue/keys.js";
+import { parseSeq } from "../../src/queue/seq.js";
+import { buildReport } from "../../src/report/build.js";
+import { parseExport } from "../../src/report/exportFile.js";
+import type { ReportInputs } from "../../src/report/inputs.js";
+import { renderText } from "../../src/report/render.js";
+
+/**
+ * report read `<q>:seq` with /^\d+$/, so "007" counted 7 issued ids (and
+ * called the ones on no list lost) although drill pack refuses to push on
+ * such a seq: no id was issued from it. Now report reads it as pack does
+ * (parseSeq): a seq pack would refuse is unreadable, null and said, never a count.
+ */
+
+const plain = new Chalk({ level: 0 });
+const NOW = Date.parse("2025-11-30T12:00:00.000Z");
+const keys = queueKeys("sqjobs");
+const payload = (id: string) => JSON.stringify({ id, prompt_tokens: 1000, completion_tokens: 8, files: 1, enqueue_ts: NOW - 60_000, deadline_ms: 8000, attempt: 0, host_class: "shared-free" });
+const exportWithSeq = (seq: string) =>
+  [
+    JSON.stringify({ key: keys.seq, type: "string", ttl_ms: null, value: { utf8: seq } }),
+    JSON.stringify({ key: keys.ready, type: "list", ttl_ms: null, value: [{ utf8: payload("1") }] }),
+  ].join("\n");
+
+function inputs(over: Partial<ReportInputs>): ReportInputs {
+  return {
+    queue: "sqjobs",
+    source: { kind: "export", file: "/s/sq/final-x.jsonl", atMs: NOW },
+    drill: null,
+    events: [],
+    done: [],
+    stats: {},
+    queueLen: 1,
+    queueHead: null,
+    drainLen: 0,
+    recording: null,
+    recordingLooked: null,
+    gatherNotes: [],
+    ...over,
+  };
+}
+
+describe("parseSeq: <q>:seq as drill pack reads it", () => {
+  it.each([
+    ["0", 0],
+    ["7", 7],
+    ["9007199254740991", 2 ** 53 - 1],
+  ])("%j is %d", (text, seq) => expect(parseSeq(text)).toBe(seq));
+
+  it.each(["007", "00", "+5", " 5", "5 ", "-1", "1e3", "1.0", "", "abc", "9007199254740992", "99999999999999999999"])("%j is refused (null)", (text) => {
+    expect(parseSeq(text)).toBeNull();
+  });
+});
+
+describe("report: a <q>:seq drill pack would refuse", () => {
+  it.each(["007", "+3", "9007199254740992"])("export with seq %j: ids issued null and said, no id called lost", (seq) => {
+    const exported = parseExport(exportWithSeq(seq), keys);
+    expect(exported.jobPlaces.seq).toBeNull();
+    const r = buildReport(inputs({ jobPlaces: exported.jobPlaces }), NOW, 600_000);
+    expect(r.jobs_where).toMatchObject({ ids_issued: null, not_found: [] });
+    expect(r.notes.join("\n")).toContain(`sqjobs:seq is "${seq}", not a job id (0, or digits with no leading zero, under 2^53: what drill pack pushes on): ids issued are n/a, lost ids not checked`);
+    expect(renderText(r, plain)).toContain("ids issued by sqjobs:seq: n/a (unreadable, see notes); lost ids not checked.");
+  });
+
+  it("export with seq \"1\": read as before", () => {
+    const exported = parseExport(exportWithSeq("1"), keys);
+    expect(exported.jobPlaces.seq).toBe(1);
+    const r = buildReport(inputs({ jobPlaces: exported.jobPlaces }), NOW, 600_000);
+    expect(r.jobs_where).toMatchObject({ ids_issued: 1, not_found: [] });
+    expect(r.notes.join("\n")).not.toContain("sqjobs:seq is");
+  });
+
+  it("export whose seq is no string: null and said", () => {
+    const text = JSON.stringify({ key: keys.seq, type: "list", ttl_ms: null, value: [{ utf8: "7" }] });
+    const exported = parseExport(text, keys);
+    expect(exported.jobPlaces.seq).toBeNull();
+    const r = buildReport(inputs({ jobPlaces: exported.jobPlaces }), NOW, 600_000);
+    expect(r.notes.join("\n")).toContain("sqjobs:seq is a list, not a string: ids issued are n/a, lost ids not checked");
+  });
+});
