@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { writeErr } from "../closedStdout.js";
 import { DEFAULT_REDIS_URL, drillCommandAt, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
-import { describeRunningDrill, findRunningDrills, listDrills, rollbackDrill, rollbackHint, rollbackQueue, rollbackStandaloneCgroups, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
+import { describeRunningDrill, findRunningDrills, listDrills, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
 import { reachesEmbeddedRedis } from "../drill/embeddedRedis.js";
 import { validateDrillName } from "../drill/names.js";
 import { stopStartingUps, type StartingUp } from "../drill/startingUp.js";
@@ -91,6 +91,13 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
         );
         output.out(`  ${c.step.ok ? "ok  " : output.color.red("FAIL")} ${c.step.step}: ${c.step.detail}`);
       }
+    }
+    // Workers stopped with those cgroups gave their jobs back to admitted: the queue's lists once more.
+    for (const q of queues) {
+      if (!g.json && q.left.length === 0) output.out(`rollback queue ${q.queue} (--queue), what nothing holds now:`);
+      await redrainQueue(q, g.redisUrl ?? DEFAULT_REDIS_URL, `${rerunCmd} rollback --queue ${q.queue}`, (step) => {
+        if (!g.json) output.out(`  ${step.ok ? "ok  " : output.color.red("FAIL")} ${step.step}: ${step.detail}`);
+      });
     }
   } finally {
     interrupts.dispose();
@@ -217,7 +224,7 @@ function drillOnQueue(stateDir: string, queue: string, url: string): string | nu
 function queueClosingLines(q: QueueRollback, url: string, drillCmd: string): string[] {
   const again = `${drillCmd} rollback --queue ${q.queue}`;
   const lines = [`queue ${q.queue}: ${q.drainLength === null ? "drain pending" : `LLEN ${q.drainLength} in ${queueKeys(q.queue).drain}`}`];
-  if (q.left.length > 0) return [...lines, `Not rolled back yet: run ${again} once its Redis answers`];
+  if (q.left.length > 0) return [...lines, `Not rolled back yet: run ${again} once ${q.left.some((l) => l.includes(" held by ")) ? "the gate or worker holding its jobs has stopped" : "its Redis answers"}`];
   return [
     ...lines,
     "Re-enable admission only once PSI avg10 stays under 1.00 (gate mode admit refuses otherwise):",

@@ -3,7 +3,8 @@ import { closeSync, fsyncSync, linkSync, openSync, rmSync, unlinkSync, writeFile
 import path from "node:path";
 import { decodeJob } from "../queue/job.js";
 import { fsyncDir } from "../util/fsyncDir.js";
-import type { QueueKeys } from "../queue/keys.js";
+import { isValidKeyPart, type QueueKeys } from "../queue/keys.js";
+import { workerKeys } from "../worker/scripts.js";
 
 /**
  * Rollback's drain: every waiting or stranded job goes to the END of
@@ -31,6 +32,53 @@ export async function drainQueue(redis: Redis, keys: QueueKeys, scope: DrainScop
     sources.push(keys.admitted);
     sources.push(...(await scanKeys(redis, keys.processingPattern)), ...(await scanKeys(redis, keys.workingPattern)));
   }
+  return await drainLists(redis, keys, sources);
+}
+
+/** A list a live gate or worker still holds: not drained, said. */
+export interface HeldList {
+  list: string;
+  jobs: number;
+  /** Heartbeat keys of the holders alive (any worker's for admitted). */
+  holders: string[];
+}
+
+/**
+ * The hand-run path's second drain, after rollback stopped what it could:
+ * admitted, processing and working lists go to the drain once nothing alive
+ * takes from them (no heartbeat: a gate's `<q>:gates:<g>`, a worker's
+ * `<q>:workers:<w>`, any worker's for admitted). A gate or worker the
+ * operator runs by hand, outside drill's cgroups, holds its lists: those stay
+ * and are returned as held, for the rollback to name.
+ */
+export async function drainUnheld(redis: Redis, keys: QueueKeys): Promise<DrainResult & { held: HeldList[] }> {
+  const workerHeartbeat = workerKeys(keys.queue).heartbeat;
+  const heartbeatPrefix = workerHeartbeat("x").slice(0, -1);
+  const liveWorkers = (await scanKeys(redis, `${heartbeatPrefix}*`)).filter((key) => isValidKeyPart(key.slice(heartbeatPrefix.length)));
+  const candidates: Array<{ list: string; holders: string[] }> = [{ list: keys.admitted, holders: liveWorkers }];
+  // A list under a name no gate or worker id can have (made by hand) has no holder.
+  const holder = async (id: string, heartbeatOf: (id: string) => string): Promise<string[]> =>
+    isValidKeyPart(id) && (await redis.exists(heartbeatOf(id))) === 1 ? [heartbeatOf(id)] : [];
+  for (const list of await scanKeys(redis, keys.processingPattern)) {
+    candidates.push({ list, holders: await holder(list.slice(keys.processing("x").length - 1), keys.gateHeartbeat) });
+  }
+  for (const list of await scanKeys(redis, keys.workingPattern)) {
+    candidates.push({ list, holders: await holder(list.slice(keys.working("x").length - 1), workerHeartbeat) });
+  }
+  const held: HeldList[] = [];
+  const sources: string[] = [];
+  for (const c of candidates) {
+    if (c.holders.length === 0) sources.push(c.list);
+    else {
+      const jobs = await redis.llen(c.list);
+      if (jobs > 0) held.push({ list: c.list, jobs, holders: c.holders });
+    }
+  }
+  return { ...(await drainLists(redis, keys, sources)), held };
+}
+
+/** Each source's jobs to the end of the drain, one LMOVE each; what leaves admitted or a gate's or worker's list releases its packed tokens. */
+async function drainLists(redis: Redis, keys: QueueKeys, sources: string[]): Promise<DrainResult> {
   const from: Record<string, number> = {};
   let moved = 0;
   for (const source of sources) {
@@ -39,7 +87,7 @@ export async function drainQueue(redis: Redis, keys: QueueKeys, scope: DrainScop
       const payload = await redis.lmoveBuffer(source, keys.drain, "LEFT", "RIGHT");
       if (payload === null) break;
       n++;
-      if (scope === "all" && source !== keys.ready) {
+      if (source !== keys.ready) {
         const decoded = decodeJob(payload);
         if (decoded.ok) await redis.hdel(keys.inflight, decoded.job.id);
       }

@@ -15,7 +15,7 @@ import { readHostPsi } from "../host/psi.js";
 import { DrillQueue } from "../queue/queue.js";
 import { queueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
-import { drainQueue, exportKeys, type DrainResult } from "./drain.js";
+import { drainQueue, drainUnheld, exportKeys, type DrainResult } from "./drain.js";
 import { freePort, isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
 import { acquireDrillLock, type DrillLock } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
@@ -624,6 +624,52 @@ export async function rollbackQueue(url: string, queueName: string, roots: HostR
     await closeRedis(redis);
   }
   return result;
+}
+
+/**
+ * The hand-run queue's second drain, after the cgroups `drill cgroup setup`
+ * made are torn down (a worker stopped there gave what it held back to
+ * admitted): admitted, processing and working lists that nothing alive holds
+ * join the drain, as a drill's re-drain does. Lists a gate or worker still
+ * running by hand holds (outside drill's cgroups, not stopped here) are left
+ * and named: the rollback is not complete while they run.
+ */
+export async function redrainQueue(result: QueueRollback, url: string, again: string, log: (step: RollbackStep) => void): Promise<void> {
+  if (result.left.length > 0) return; // the first pass did not get through: its rerun does both
+  const keys = queueKeys(result.queue);
+  const record = (step: string, ok: boolean, detail: string) => {
+    const entry = { step, ok, detail };
+    result.steps.push(entry);
+    log(entry);
+  };
+  let redis: Redis;
+  try {
+    redis = await connectRedis(url, { name: "drill-rollback", commandTimeoutMs: 5000 });
+  } catch (err) {
+    record("re-drain", false, err instanceof Error ? err.message : String(err));
+    result.left.push(`queue ${result.queue} on ${result.url}: re-drain of ${keys.admitted}, its processing and working lists not done (${err instanceof Error ? err.message : String(err)}); run ${again}`);
+    return;
+  }
+  try {
+    await guard(
+      record,
+      "re-drain",
+      async () => {
+        const drained = await drainUnheld(redis, keys);
+        result.drainLength = drained.drainLength;
+        for (const h of drained.held) {
+          result.left.push(
+            `queue ${result.queue} on ${result.url}: ${h.jobs} job(s) in ${h.list} held by ${h.holders.join(", ")} (a gate or worker run by hand, outside drill's cgroups: rollback does not stop it); stop it, then run ${again}`,
+          );
+        }
+        const held = drained.held.length === 0 ? "" : `; left ${drained.held.map((h) => `${h.jobs} in ${h.list}`).join(", ")} (held by a live gate or worker)`;
+        return `${describeDrain(drained, keys.drain)}${held}`;
+      },
+      (err) => result.left.push(`queue ${result.queue} on ${result.url}: re-drain failed (${err instanceof Error ? err.message : String(err)}); run ${again}`),
+    );
+  } finally {
+    await closeRedis(redis);
+  }
 }
 
 /** A complete drill: nothing to do, unless producers pushed onto its given Redis since (then that drain). */

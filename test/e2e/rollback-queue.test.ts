@@ -55,6 +55,41 @@ describe("drill rollback --queue (built binary, own redis-server)", () => {
     expect((await redis.lrange("sbs_drain", 0, -1)).map((p) => (JSON.parse(p) as { id: string }).id)).toEqual(["1", "2", "3", "4"]);
   });
 
+  // QA: jobs the hand-run gate had admitted stayed in <q>:admitted (and a stopped worker's in its
+  // working list) with exit 0 and "left: []": the next hand-run worker would still run them.
+  it("admitted, processing and working lists nothing alive holds join the drain, tokens released; a list a live gate or worker holds is named, exit 4, until it stops", async () => {
+    const job = (id: string) => JSON.stringify({ id, prompt_tokens: 10, completion_tokens: 8, files: 1, enqueue_ts: Date.now(), deadline_ms: 8000, attempt: 0, host_class: "shared-free" });
+    await redis.rpush("hq", job("1"));
+    await redis.rpush("hq:admitted", job("2"), job("3"));
+    await redis.rpush("hq:working:w-dead", job("4"));
+    await redis.rpush("hq:processing:g-live", job("5"));
+    await redis.hset("hq:inflight", { "2": "10", "3": "10", "4": "10", "5": "10" });
+    await redis.set("hq:gates:g-live", "tok", "PX", 60_000);
+
+    const first = await drill(["rollback", "--queue", "hq"]);
+    expect(first.exitCode, first.stdout + first.stderr).toBe(4);
+    expect(first.stdout).toContain("ok   drain: moved 1 from hq; LLEN hq_drain = 1");
+    expect(first.stdout).toContain("ok   re-drain: moved 2 from hq:admitted, 1 from hq:working:w-dead; LLEN hq_drain = 4; left 1 in hq:processing:g-live (held by a live gate or worker)");
+    expect(first.stdout + first.stderr).toContain(`1 job(s) in hq:processing:g-live held by hq:gates:g-live (a gate or worker run by hand, outside drill's cgroups: rollback does not stop it); stop it, then run drill --state-dir ${path.join(root, "state")} --redis ${server.url} rollback --queue hq`);
+    expect((await redis.lrange("hq_drain", 0, -1)).map((p) => (JSON.parse(p) as { id: string }).id)).toEqual(["1", "2", "3", "4"]);
+    expect(await redis.hgetall("hq:inflight")).toEqual({ "5": "10" }); // still held: its tokens still in flight
+    expect(await redis.lrange("hq:processing:g-live", 0, -1)).toHaveLength(1);
+
+    // A live worker heartbeat holds admitted too; once both are gone the rerun completes.
+    await redis.rpush("hq:admitted", job("6"));
+    await redis.set("hq:workers:w-live", "tok", "PX", 60_000);
+    const held = await drill(["--json", "rollback", "--queue", "hq"]);
+    expect(held.exitCode).toBe(4);
+    const heldDoc = JSON.parse(held.stdout) as { queues: Array<{ left: string[] }> };
+    expect(heldDoc.queues[0]!.left).toEqual([expect.stringContaining("1 job(s) in hq:admitted held by hq:workers:w-live"), expect.stringContaining("1 job(s) in hq:processing:g-live held by hq:gates:g-live")]);
+    await redis.del("hq:gates:g-live", "hq:workers:w-live");
+    const last = await drill(["--json", "rollback", "--queue", "hq"]);
+    expect(last.exitCode, last.stdout + last.stderr).toBe(0);
+    expect((JSON.parse(last.stdout) as { queues: Array<{ left: string[]; drain_length: number }> }).queues[0]).toMatchObject({ left: [], drain_length: 6 });
+    expect((await redis.lrange("hq_drain", 0, -1)).map((p) => (JSON.parse(p) as { id: string }).id).sort()).toEqual(["1", "2", "3", "4", "5", "6"]);
+    expect(await redis.hlen("hq:inflight")).toBe(0);
+  });
+
   it("its Redis down: exit 4, saying the deny-all and drain are pending and to run it again", async () => {
     const url = `redis://127.0.0.1:${await freePort()}`;
     const r = await drill(["rollback", "--queue", "sbs"], url);
