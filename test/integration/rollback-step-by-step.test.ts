@@ -1,0 +1,94 @@
+// The step-by-step path end to end (cgroup setup, a worker by hand, no `up`),
+// rolled back with `drill rollback --queue`: the worker is stopped with its
+// cgroup and gives what it held back to admitted, and the queue's re-drain
+// then takes admitted too. QA: the jobs it had admitted stayed in
+// <q>:admitted with exit 0 and `left: []`, for the next hand-run worker.
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { execa, type ResultPromise } from "execa";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { encodeJob, type Job } from "../../src/queue/job.js";
+import { queueKeys } from "../../src/queue/keys.js";
+import { closeRedis, connectRedis } from "../../src/queue/redis.js";
+import { workerKeys } from "../../src/worker/scripts.js";
+import { cgroupDirsLeft, forceCleanup, realDrillSkipReason, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
+import { drillBin } from "../helpers/cli.js";
+import { assertNoJobLost } from "../helpers/invariants.js";
+import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+
+const reason = realDrillSkipReason();
+if (reason) console.warn(`skipping the step-by-step rollback test: ${reason}`);
+
+let server: RedisServer;
+let redis: Redis;
+let stateDir = "";
+let weightsDir = "";
+const name = `sbs${process.pid}`;
+
+beforeAll(async () => {
+  if (reason) return;
+  stateDir = tempStateDir();
+  weightsDir = mkdtempSync("/var/tmp/drill-sbs-test-");
+  server = await startRedisServer();
+  redis = await connectRedis(server.url, { name: "test-sbs" });
+});
+
+afterAll(async () => {
+  if (reason) return;
+  try {
+    await forceCleanup(realWorkerCgroup(name), stateDir);
+  } finally {
+    await closeRedis(redis);
+    await server?.stop();
+    rmSync(weightsDir, { recursive: true, force: true });
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+});
+
+async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+describe.skipIf(reason)("rollback --queue of the step-by-step path (real cgroup, real worker, real redis)", () => {
+  it("the hand-run worker is stopped with its cgroup, its job and the admitted ones join the drain, tokens released, nothing lost, exit 0", async () => {
+    const env = { FORCE_COLOR: "0", NO_COLOR: "1", DRILL_STATE_DIR: stateDir };
+    const setup = await execa("node", [drillBin, "cgroup", "setup", "--parent", "self", "--name", name, "--memory-max", "160M"], { reject: false, env });
+    expect(setup.exitCode, setup.stderr).toBe(0);
+    const k = queueKeys("sbq");
+    const jobs: Job[] = ["1", "2", "3"].map((id) => ({ id, prompt_tokens: 256, completion_tokens: 1000, files: 1, enqueue_ts: Date.now(), deadline_ms: 60_000, attempt: 0, host_class: "shared-free" }));
+    for (const j of jobs) {
+      await redis.hset(k.inflight, j.id, j.prompt_tokens);
+      await redis.rpush(k.admitted, encodeJob(j));
+    }
+    let worker: ResultPromise | null = execa(
+      "node",
+      [drillBin, "--redis", server.url, "worker", "--name", name, "--parent", "self", "--queue", "sbq", "--worker-id", "h1", "--weights-dir", weightsDir, "--weights", "32M", "--kv-bytes-per-token", "256", "--decode-tokens-per-s", "20", "--concurrency", "1"],
+      { reject: false, env, timeout: 60_000 },
+    );
+    try {
+      // One job running (past its first token) in its working list, two waiting in admitted.
+      await waitFor("a first token", async () => (await redis.hlen(workerKeys("sbq").firstToken)) === 1);
+      // --name: the cgroup's, so that drills other tests or people run on this host stay out of it.
+      const rollback = await execa("node", [drillBin, "--redis", server.url, "rollback", "--queue", "sbq", "--name", name], { reject: false, env, timeout: 60_000 });
+      expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+      expect(rollback.stdout).toContain(`rollback cgroup ${name} (made by drill cgroup setup, in no drill):`);
+      expect(rollback.stdout).toContain("ok   re-drain: moved 3 from sbq:admitted; LLEN sbq_drain = 3");
+      await worker;
+      worker = null;
+      expect((await redis.lrange(k.drain, 0, -1)).map((p) => (JSON.parse(p) as Job).id).sort()).toEqual(["1", "2", "3"]);
+      expect(await redis.exists(k.admitted, k.working("h1"))).toBe(0);
+      expect(await redis.hlen(k.inflight)).toBe(0);
+      expect(await redis.get(k.mode)).toBe("reject_all");
+      expect(readdirSync(weightsDir)).toEqual([]);
+      expect(cgroupDirsLeft(realWorkerCgroup(name))).toEqual([]);
+      await assertNoJobLost(redis, "sbq", ["1", "2", "3"]);
+    } finally {
+      worker?.kill("SIGKILL");
+      await worker;
+    }
+  });
+});
