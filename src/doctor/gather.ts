@@ -129,7 +129,9 @@ function vmstatFact(roots: HostRoots): DoctorFacts["vmstatSwapIn"] {
 
 async function redisFact(url: string): Promise<DoctorFacts["redis"]> {
   const redis = openRedis(url, { lazyConnect: true, connectTimeout: 1500, commandTimeout: 1500, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
-  redis.on("error", () => {}); // reported through the rejected command below
+  // connect() rejects with "Connection is closed."; the reason (ECONNREFUSED, ENOTFOUND, TLS, auth) came as an error event first.
+  let cause: Error | null = null;
+  redis.on("error", (err: Error) => (cause ??= err));
   try {
     await redis.connect();
     await redis.ping();
@@ -137,7 +139,7 @@ async function redisFact(url: string): Promise<DoctorFacts["redis"]> {
     return { given: true, url, reachable: true, maxmemoryPolicy: policy, appendonly: aof };
   } catch (err) {
     const refused = databaseRefusal(redis);
-    return { given: true, url, reachable: false, error: (refused ?? (err as Error)).message, ...(refused ? { databaseRefused: true } : {}) };
+    return { given: true, url, reachable: false, error: (refused ?? cause ?? (err as Error)).message, ...(refused ? { databaseRefused: true } : {}) };
   } finally {
     redis.disconnect();
   }

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { runDrill } from "../helpers/cli.js";
+import { freePort } from "../helpers/redisServer.js";
 
 /** A fake host: a v2 cgroup root and /proc files in the real kernel formats. */
 function fakeHost(options: { psi?: string | null; vmstat?: string }): { procfs: string; sysfs: string; root: string } {
@@ -151,6 +152,16 @@ describe("drill doctor", () => {
     expect(doc.verdict).toBe("refused");
     expect(r.exitCode).toBe(3);
     expect(r.stderr).toMatch(new RegExp(`^drill: doctor refused: .*hog file system: ${plain.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} is not a directory`, "m"));
+  });
+
+  // QA: the row said "cannot reach redis://…: Connection is closed." (ioredis's), not why.
+  it("--redis nobody listens on: the redis row names the connection's error (ECONNREFUSED), not ioredis's 'Connection is closed.'", async () => {
+    const host = fakeHost({});
+    roots.push(host.root);
+    const url = `redis://127.0.0.1:${await freePort()}`;
+    const r = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--state-dir", path.join(host.root, "state"), "--redis", url, "doctor", "--json", "--file-dir", host.root]);
+    const doc = JSON.parse(r.stdout) as { checks: Array<{ name: string; status: string; detail: string }> };
+    expect(doc.checks.find((c) => c.name === "redis reachable")).toMatchObject({ status: "fail", detail: expect.stringMatching(new RegExp(`^cannot reach ${url}: connect ECONNREFUSED 127\\.0\\.0\\.1:\\d+$`)) });
   });
 
   it("prints a table and the serving verdict on this machine", async () => {
