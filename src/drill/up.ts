@@ -12,6 +12,7 @@ import { applySetup, inspectForSetup, planSetup } from "../cgroup/setup.js";
 import { evaluateChecks, type Check } from "../doctor/checks.js";
 import { gatherFacts } from "../doctor/gather.js";
 import { DrillError, RefusedError, UsageError } from "../errors.js";
+import { readOnlineCpus, vcpusMismatch } from "../host/cpu.js";
 import { readKernelText, type HostRoots } from "../host/kernelFile.js";
 import { isSameProcess, readProcessStat } from "../host/process.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
@@ -147,6 +148,8 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     if (facts.redis.given && facts.redis.databaseRefused) throw new UsageError(facts.redis.error ?? `redis ${facts.redis.url}: database refused`);
     const doctor = doctorOutcome(evaluateChecks(facts));
     for (const warning of doctor.warnings) log(warning);
+    const otherBox = vcpusMismatch(drill.host.vcpus, readOnlineCpus(roots), options.drillFile);
+    if (otherBox !== null) log(`drill file: warning: ${otherBox}`);
     if (doctor.refusal !== null) throw new RefusedError(doctor.refusal);
     if (options.redisUrl) await refuseQueueInUse(options.redisUrl, options.queue);
 

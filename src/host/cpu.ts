@@ -1,4 +1,4 @@
-import { fail, ok, type Reading } from "./kernelFile.js";
+import { fail, ok, readKernelText, type HostRoots, type Reading } from "./kernelFile.js";
 
 /** Aggregate jiffies from the `cpu` line of /proc/stat. */
 export interface CpuTimes {
@@ -68,4 +68,44 @@ export function cpuUsageBetween(prev: CpuTimes, next: CpuTimes): CpuUsage | null
   const iowait = Math.max(0, next.iowait - prev.iowait);
   if (total <= 0 || idle < 0) return null;
   return { idlePct: (idle / total) * 100, iowaitPct: (iowait / total) * 100 };
+}
+
+/**
+ * How many CPUs a kernel cpu list names (`0-3`, `0,2-5`, as in
+ * /sys/devices/system/cpu/online); null when it is not one.
+ */
+export function countCpuList(text: string): number | null {
+  const list = text.trim();
+  if (list === "") return null;
+  let count = 0;
+  for (const part of list.split(",")) {
+    const range = /^(\d+)(?:-(\d+))?$/.exec(part);
+    if (!range) return null;
+    const first = Number(range[1]);
+    const last = range[2] === undefined ? first : Number(range[2]);
+    if (last < first) return null;
+    count += last - first + 1;
+  }
+  return count;
+}
+
+/** The host's online CPUs, read from sysfs (the count the kernel schedules on, not the cgroup's quota). */
+export function readOnlineCpus(roots: HostRoots): Reading<number> {
+  const file = roots.sys("devices", "system", "cpu", "online");
+  const text = readKernelText(file);
+  if (!text.ok) return text;
+  const count = countCpuList(text.value);
+  return count === null ? fail(file, `not a cpu list: ${JSON.stringify(text.value.trim().slice(0, 40))}`) : ok(count);
+}
+
+/**
+ * The runbook's "if your box differs, rewrite the thresholds, not the story":
+ * a drill file that declares `host.vcpus` for another box than this one runs
+ * with thresholds written for that box. A warning, never a refusal (the
+ * thresholds may have been rewritten already); null when they agree or
+ * either side is unknown.
+ */
+export function vcpusMismatch(declared: number | undefined, online: Reading<number>, drillFile: string): string | null {
+  if (declared === undefined || !online.ok || online.value === declared) return null;
+  return `host.vcpus ${declared} in ${drillFile}, this host has ${online.value} online: its thresholds were written for ${declared} vCPU; if your box differs, rewrite the thresholds, not the story`;
 }

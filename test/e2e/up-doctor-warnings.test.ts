@@ -60,6 +60,24 @@ describe("drill up: doctor's warnings are said before the drill starts", () => {
     expect(r.stderr).not.toContain("warning");
   });
 
+  // QA: packing.yaml declares 4 vCPU and nothing said this 2-CPU host differs (the runbook: "if your box differs, rewrite the thresholds").
+  it("a drill file whose host.vcpus is not this host's online CPU count: said as a warning before the refusal, in the runbook's words", async () => {
+    mkdirSync(path.join(sysfs, "devices", "system", "cpu"), { recursive: true });
+    writeFileSync(path.join(sysfs, "devices", "system", "cpu", "online"), "0-1\n");
+    const file = path.join(root, "fourcpu.yaml");
+    writeFileSync(file, smoke.replace(/^host:\n/m, "host:\n  vcpus: 4\n"));
+    try {
+      const r = await runDrill([...host("vcpus"), "up", "--drill", file, "--parent", "self", "--name", "doctorwarncg", "--file-dir", root]);
+      expect(r.exitCode, r.stdout + r.stderr).toBe(3);
+      expect(r.stdout).toContain(`drill file: warning: host.vcpus 4 in ${file}, this host has 2 online: its thresholds were written for 4 vCPU; if your box differs, rewrite the thresholds, not the story`);
+      const same = path.join(root, "twocpu.yaml");
+      writeFileSync(same, smoke.replace(/^host:\n/m, "host:\n  vcpus: 2\n"));
+      expect((await runDrill([...host("vcpus2"), "up", "--drill", same, "--parent", "self", "--name", "doctorwarncg", "--file-dir", root])).stdout).not.toContain("host.vcpus");
+    } finally {
+      rmSync(path.join(sysfs, "devices"), { recursive: true, force: true });
+    }
+  });
+
   it("--json: the warnings are on stderr with up's other lines; stdout stays up's one document", async () => {
     const r = await up("json", true);
     expect(r.exitCode, r.stdout + r.stderr).toBe(3);
