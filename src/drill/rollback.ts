@@ -19,7 +19,7 @@ import { drainQueue, drainUnheld, exportKeys, type DrainResult } from "./drain.j
 import { freePort, isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
 import { acquireDrillLock, type DrillLock } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
-import { drillDir, readState, upDiedUnrecorded, writeState, type DrillState, type ProcessRecord, type ProcessRole, type StateEntry } from "./state.js";
+import { drillDir, readState, upDiedUnrecorded, writeState, type DrillState, type ProcessRecord, type ProcessRole, type RollbackRecord, type StateEntry } from "./state.js";
 import { drillRunFromEnviron, findByCwd, findByRunId, findDrillRunProcesses, listCwds, type StrayProcess } from "./strays.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
@@ -230,6 +230,8 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     lock.release();
     return state ? completeOutcome(state, options) : { kind: "absent" };
   }
+  // An earlier rollback's record (one that exited 4): it took the drill over, and its time stays the run's.
+  const earlier = state.rollback;
   const result: DrillRollback = { name, runId: state.runId, steps: [], drainLength: null, exported: null, left: [] };
   options.onStart?.(result);
   const record = (step: string, ok: boolean, detail: string) => {
@@ -366,7 +368,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
       await guard(record, "export", async () => {
         const exported = await exportKeys(queue.redis, queue.keys, file);
         result.exported = exported.file;
-        state.rollback = { at: new Date().toISOString(), exported: exported.file, drained: result.drainLength ?? undefined, left: [] };
+        state.rollback = rollbackRecord(earlier, new Date().toISOString(), { exported: exported.file, drained: result.drainLength ?? undefined, left: [] });
         writeState(options.stateDir, state);
         return `${exported.keys} keys to ${exported.file}`;
       }, (err) => result.left.push(`export to ${file} failed (${err instanceof Error ? err.message : String(err)}); ${kept} (run drill rollback again)`));
@@ -408,7 +410,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
       state.phase = "complete";
       state.completedAt = new Date().toISOString();
     }
-    state.rollback = { at: new Date().toISOString(), exported: result.exported ?? state.rollback?.exported, drained: result.drainLength ?? undefined, left: result.left };
+    state.rollback = rollbackRecord(earlier, new Date().toISOString(), { exported: result.exported ?? state.rollback?.exported, drained: result.drainLength ?? undefined, left: result.left });
     writeState(options.stateDir, state);
     return { kind: "rolled_back", result };
   } finally {
@@ -541,7 +543,9 @@ async function redrainComplete(state: DrillState, options: RollbackOptions): Pro
       await guard(record, "export", async () => {
         const exported = await exportKeys(redis, queue.keys, file);
         result.exported = exported.file;
-        state.rollback = { at: new Date().toISOString(), exported: exported.file, drained: result.drainLength ?? undefined, left: [] };
+        const at = new Date().toISOString();
+        const redrains = [...(state.rollback?.redrains ?? []), { at, drained: result.drainLength, exported: exported.file }];
+        state.rollback = { ...rollbackRecord(state.rollback, at, { exported: exported.file, drained: result.drainLength ?? undefined, left: [] }), redrains };
         writeState(options.stateDir, state);
         return `${exported.keys} keys to ${exported.file}`;
       }, (err) => result.left.push(`export to ${file} failed (${err instanceof Error ? err.message : String(err)}); every key of queue ${state.queue} is still in the given Redis ${redactUrl(url)}, nothing deleted (run drill rollback again)`));
@@ -551,6 +555,17 @@ async function redrainComplete(state: DrillState, options: RollbackOptions): Pro
     lock?.release();
     await closeRedis(redis);
   }
+}
+
+/**
+ * The run's rollback record after a rollback records at `at`: `before` is the
+ * record as this rollback found it. The first rollback's time stays `at` (it
+ * took the drill over; the report ends the run there, QA: a re-drain 19 s
+ * later moved "rolled back 14 s into the drill" to 33 s); a later one is `lastAt`.
+ */
+export function rollbackRecord(before: RollbackRecord | undefined, at: string, latest: Pick<RollbackRecord, "exported" | "drained" | "left">): RollbackRecord {
+  if (before === undefined) return { at, ...latest };
+  return { ...latest, at: before.at, lastAt: at, ...(before.redrains ? { redrains: before.redrains } : {}) };
 }
 
 /** `<state-dir>/<name>/final-<ts>.jsonl`: a new file each export, never one written over. */

@@ -47,7 +47,25 @@ export interface DrillState {
   /** How up's schedule ended, written when up decides its verdict; absent: up did not get there (a rollback stopped it, or it died). */
   ended?: DrillEnded;
   /** Rollback's notes: what it found, did, and left. */
-  rollback?: { at: string; exported?: string; drained?: number; left: string[] };
+  rollback?: RollbackRecord;
+}
+
+/**
+ * What rollbacks of the run recorded. `at` is the first one's (the rollback
+ * that took the drill over: the report's end of a run up recorded no end for);
+ * a later one (again after an exit 4, or a drain of jobs pushed after a
+ * complete one) keeps it and records `lastAt`, a re-drain also in `redrains`.
+ * `exported`, `drained` and `left` are the latest rollback's.
+ */
+export interface RollbackRecord {
+  at: string;
+  exported?: string;
+  drained?: number;
+  left: string[];
+  /** When the latest rollback recorded; absent: only the first one ran. */
+  lastAt?: string;
+  /** Drains of jobs pushed after a complete rollback (a given Redis), oldest first; `drained`: the drain's length after it. */
+  redrains?: Array<{ at: string; drained: number | null; exported: string | null }>;
 }
 
 /** up's verdict on the run, for the report's header: a drill cut short must not read as a clean run. */

@@ -34,8 +34,12 @@ export interface DrillEndedFacts {
   after_ms: number | null;
   pushed: number | null;
   not_packed: number | null;
-  /** A rollback of the run, when one ran. */
+  /** A rollback of the run, when one ran: the first one (it took the drill over), whatever ran after it. */
   rolled_back_at: string | null;
+  /** The latest rollback, when a later one ran (again after an exit 4, or a re-drain); null: only the first. */
+  last_rollback_at: string | null;
+  /** Drains of jobs pushed after the rollback (a given Redis that outlives the drill); they do not move when it ended. */
+  redrains: Array<{ at: string; drained: number | null }>;
 }
 
 /** The drill state's end record → the header's facts; null when nothing says how it ended. */
@@ -49,17 +53,18 @@ function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedF
     return Number.isFinite(ms) ? Math.max(0, ms) : null;
   };
   const rollbackAt = drill.rollbackAt ?? null;
+  const rollbacks = { rolled_back_at: rollbackAt, last_rollback_at: drill.lastRollbackAt ?? null, redrains: drill.redrains ?? [] };
   const ended = drill.ended ?? null;
   if (ended) {
-    return { verdict: ended.verdict, reason: ended.reason, at: ended.at, after_ms: after(ended.at), pushed: ended.pushed, not_packed: ended.notPacked, rolled_back_at: rollbackAt };
+    return { verdict: ended.verdict, reason: ended.reason, at: ended.at, after_ms: after(ended.at), pushed: ended.pushed, not_packed: ended.notPacked, ...rollbacks };
   }
   // No verdict from up, and a rollback: it stopped up mid-drill (or up had died).
   if (rollbackAt !== null) {
-    return { verdict: "rolled_back", reason: "a rollback took the drill over before up recorded an end", at: rollbackAt, after_ms: after(rollbackAt), pushed: null, not_packed: null, rolled_back_at: rollbackAt };
+    return { verdict: "rolled_back", reason: "a rollback took the drill over before up recorded an end", at: rollbackAt, after_ms: after(rollbackAt), pushed: null, not_packed: null, ...rollbacks };
   }
   // Still "running" on disk with its up gone: the packer died mid-drill (SIGKILL, a reboot); when is not known.
   if (drill.upGone) {
-    return { verdict: "up_gone", reason: `drill up (pid ${drill.upGone.pid}) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback`, at: null, after_ms: null, pushed: null, not_packed: null, rolled_back_at: null };
+    return { verdict: "up_gone", reason: `drill up (pid ${drill.upGone.pid}) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback`, at: null, after_ms: null, pushed: null, not_packed: null, rolled_back_at: null, last_rollback_at: null, redrains: [] };
   }
   return null;
 }
@@ -152,7 +157,8 @@ export function modeFlip(event: Pick<DecisionEvent, "tsMs" | "figures">): ModeFl
 /**
  * The rollback's deny-all (runbook rollback step 1, "Flip admitd to
  * reject_all"): the `<q>:events` mode event that cut admission off last
- * before the run's rollback record (state.json rollback.at). A run that ended
+ * before the run's latest rollback record (state.json rollback.lastAt, else
+ * rollback.at: a first rollback that could not reach Redis cut nothing off). A run that ended
  * before its rollback has it after the window, which ends at the run's end.
  */
 export interface RollbackDenyAll extends ModeFlip {
@@ -227,8 +233,12 @@ export interface Report {
     p99_ms: number | null;
     max_ms: number | null;
     deadline_ms: { min: number; max: number } | null;
-    /** p99 − deadline (the longest deadline when they differ): positive = over. */
+    /** p99 − deadline (the smallest deadline when they differ, `p99_deadline_ms`): positive = over. */
     p99_over_deadline_ms: number | null;
+    /** The deadline p99_over_deadline_ms compares with: the one deadline, else the smallest. */
+    p99_deadline_ms: number | null;
+    /** p99 over the jobs with a first token of (first token − the job's own deadline): positive = over. */
+    p99_over_own_deadline_ms: number | null;
     /** Finished late, plus admitted jobs that got no first token before their deadline (late_finished + late_unfinished). */
     late: number;
     late_jobs: string[];
@@ -521,10 +531,11 @@ interface UnfinishedJob {
  * The jobs admitted in the window that are not on `<q>:done`, wherever they
  * are now (admitted, working, retry, drained, back on ready). Late: the first
  * token came after enqueue_ts + deadline_ms, or none came and that moment is
- * past `nowMs` (now, or the export's time: a drained job left at the latest then).
+ * past `atMs`: when the run's rollback drained them, else the window's end
+ * (now for a live run).
  * `read` false: the lists or the first-token hash were not read (older callers, a failed read).
  */
-function unfinishedAdmitted(inputs: ReportInputs, events: readonly DecisionEvent[] | null, nowMs: number): { jobs: UnfinishedJob[]; unplaced: number; read: boolean } {
+function unfinishedAdmitted(inputs: ReportInputs, events: readonly DecisionEvent[] | null, atMs: number): { jobs: UnfinishedJob[]; unplaced: number; read: boolean } {
   const lists = inputs.unfinished ?? null;
   const firstTokens = inputs.firstTokens ?? null;
   if (events === null || lists === null || firstTokens === null || inputs.done === null) return { jobs: [], unplaced: 0, read: false };
@@ -546,7 +557,7 @@ function unfinishedAdmitted(inputs: ReportInputs, events: readonly DecisionEvent
       id,
       deadlineMs: t.deadlineMs!,
       firstTokenMs: tokenAt === null ? null : tokenAt - t.enqueueTs!,
-      late: tokenAt === null ? dueAt < nowMs : tokenAt > dueAt,
+      late: tokenAt === null ? dueAt < atMs : tokenAt > dueAt,
     });
   }
   jobs.sort((a, b) => byJobId({ job: a.id }, { job: b.id }));
@@ -627,6 +638,11 @@ function slotStart(d: DoneEntry, admitAt: ReadonlyMap<string, number[]>): number
   const end = doneTime(d);
   const admits = d.id === null ? [] : (admitAt.get(d.id) ?? []).filter((t) => end === null || t <= end);
   return admits.length > 0 ? Math.max(...admits) : d.enqueueTs;
+}
+
+/** Hours to 2 decimals, a smaller figure to 2 significant digits: jobs waiting never round to an empty queue's 0. */
+function roundHours(hours: number): number {
+  return hours >= 0.01 ? Math.round(hours * 100) / 100 : Number(hours.toPrecision(2));
 }
 
 /** One job's time is a latency, not a rate (QA: 3308.8/h from the one job of an up stopped 7 s in). */
@@ -847,11 +863,20 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
   if (done !== null) {
     const times = done.map((d) => d.firstTokenMs).filter((v): v is number => v !== null);
     const deadlines = done.map((d) => d.deadlineMs).filter((v): v is number => v !== null);
+    // Each job's first token against its own deadline: with mixed deadlines no one deadline judges them all.
+    const overOwn = done.flatMap((d) => (d.firstTokenMs !== null && d.deadlineMs !== null ? [d.firstTokenMs - d.deadlineMs] : []));
     const lateFinished = done.filter((d) => d.late ?? (d.firstTokenMs !== null && d.deadlineMs !== null ? d.firstTokenMs > d.deadlineMs : false));
-    const unfinished = unfinishedAdmitted(inputs, events, nowMs);
+    // Judged when the jobs stopped waiting: the run's first rollback drained them (it ended the run, or came after
+    // up's end); else at the window's end (now for a live run). Never the clock of a later read, which counted
+    // jobs drained before their deadline late (README: "however long after it is read").
+    const drainedMs = otherQueue || inputs.drill?.rollbackAt == null ? NaN : Date.parse(inputs.drill.rollbackAt);
+    const unfinished = unfinishedAdmitted(inputs, events, Number.isFinite(drainedMs) ? Math.min(nowMs, drainedMs) : toMs);
     for (const u of unfinished.jobs) {
       deadlines.push(u.deadlineMs);
-      if (u.firstTokenMs !== null) times.push(u.firstTokenMs);
+      if (u.firstTokenMs !== null) {
+        times.push(u.firstTokenMs);
+        overOwn.push(u.firstTokenMs - u.deadlineMs);
+      }
     }
     const lateUnfinished = unfinished.jobs.filter((u) => u.late).map((u) => u.id);
     const lateIds = [...lateFinished.map((d) => d.id ?? "?"), ...lateUnfinished];
@@ -865,7 +890,10 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       p99_ms: p99,
       max_ms: times.length === 0 ? null : Math.max(...times),
       deadline_ms: deadline,
-      p99_over_deadline_ms: p99 !== null && deadline !== null ? p99 - deadline.max : null,
+      // The smallest deadline when they differ (QA: 3 s jobs and one 60 s job read "within, 49378 ms to spare" beside 3 late).
+      p99_over_deadline_ms: p99 !== null && deadline !== null ? p99 - deadline.min : null,
+      p99_deadline_ms: deadline?.min ?? null,
+      p99_over_own_deadline_ms: percentile(overOwn, 99),
       late: lateIds.length,
       late_jobs: lateIds,
       late_finished: lateFinished.length,
@@ -1000,7 +1028,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
   const pace = dated === undefined ? null : paceOf(dated, fromMs);
   const donePerHour = pace?.perHour ?? null;
   const backlog = inputs.queueLen !== null && inputs.drainLen !== null ? inputs.queueLen + inputs.drainLen : null;
-  const backlogHours = backlog === null ? null : backlog === 0 ? 0 : donePerHour === null ? null : Math.round((backlog / donePerHour) * 100) / 100;
+  const backlogHours = backlog === null ? null : backlog === 0 ? 0 : donePerHour === null ? null : roundHours(backlog / donePerHour);
   // The pace ends at the last finish: a worker that stopped finishing while
   // jobs wait would keep its earlier pace, so the notes say since when.
   if (pace?.toMs != null && inputs.queueLen !== null && inputs.queueLen > 0 && nowMs - pace.toMs > PACE_STALE_MS) {
@@ -1021,7 +1049,9 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
         ? { kind: "aof", where: inputs.source.aofDir }
         : { kind: "export", where: inputs.source.file };
   // The rollback's deny-all of the run on its own queue: after a run that ended first, it is past the window's end (QA).
-  const rollbackAtMs = otherQueue || inputs.drill?.rollbackAt == null ? NaN : Date.parse(inputs.drill.rollbackAt);
+  // Up to the latest rollback: a first one that could not reach Redis (exit 4) took the drill over, and the next one cut admission off.
+  const lastRollbackAt = inputs.drill?.lastRollbackAt ?? inputs.drill?.rollbackAt ?? null;
+  const rollbackAtMs = otherQueue || lastRollbackAt === null ? NaN : Date.parse(lastRollbackAt);
   const cut = inputs.events !== null && Number.isFinite(runStartMs) && Number.isFinite(rollbackAtMs) ? rollbackDenyAll(inputs.events, runStartMs, rollbackAtMs) : null;
   const cutMs = cut?.ts == null ? NaN : Date.parse(cut.ts);
   const denyAll: RollbackDenyAll | null = cut === null ? null : { ...cut, window: cutMs < fromMs ? "before" : cutMs > untilMs ? "after" : "in" };

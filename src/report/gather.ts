@@ -237,6 +237,8 @@ function drillInfo(name: string, state: DrillState | null, roots: HostRoots): Dr
     queue: state?.queue ?? null,
     ended: state?.ended ?? null,
     rollbackAt: state?.rollback?.at ?? null,
+    lastRollbackAt: state?.rollback?.lastAt ?? null,
+    redrains: (state?.rollback?.redrains ?? []).map((r) => ({ at: r.at, drained: r.drained })),
     upGone: state !== null && upDiedUnrecorded(roots, state) ? { pid: state.owner.pid } : null,
   };
 }

@@ -92,8 +92,12 @@ export interface DrillInfo {
   queue?: string | null;
   /** up's verdict as state.json records it; null: none recorded (up still running, stopped by a rollback, or died). */
   ended?: DrillEnded | null;
-  /** When a rollback of the run last ran (state.json); null: none. */
+  /** When the first rollback of the run recorded (state.json rollback.at: the one that took the drill over); null: none. */
   rollbackAt?: string | null;
+  /** When the latest rollback recorded, when a later one ran (again after an exit 4, a re-drain); null or absent: only the first. */
+  lastRollbackAt?: string | null;
+  /** Drains of jobs pushed after a complete rollback: when, and the drain's length after it. */
+  redrains?: Array<{ at: string; drained: number | null }>;
   /** The run's up is gone (pid and start time no longer match) with the run still starting or running and no end recorded. */
   upGone?: { pid: number } | null;
 }

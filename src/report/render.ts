@@ -106,7 +106,14 @@ function sections(r: Report): Section[] {
     out.push({ title: "First token of admitted jobs", before: [`${NA}: ${r.queue}:done could not be read`] });
   } else {
     const deadline = ft.deadline_ms === null ? NA : ft.deadline_ms.min === ft.deadline_ms.max ? ms(ft.deadline_ms.max) : `${ms(ft.deadline_ms.min)} – ${ms(ft.deadline_ms.max)}`;
-    const over = ft.p99_over_deadline_ms === null ? NA : ft.p99_over_deadline_ms > 0 ? `over by ${ms(ft.p99_over_deadline_ms)}` : `within, ${ms(-ft.p99_over_deadline_ms)} to spare`;
+    const overBy = (v: number) => (v > 0 ? `over by ${ms(v)}` : `within, ${ms(-v)} to spare`);
+    const mixed = ft.deadline_ms !== null && ft.deadline_ms.min !== ft.deadline_ms.max;
+    // Mixed deadlines: the smallest one, and each job against its own (a p99 under the longest says nothing of the short jobs).
+    const over =
+      ft.p99_over_deadline_ms === null ? NA
+      : !mixed ? overBy(ft.p99_over_deadline_ms)
+      : `${ft.p99_over_deadline_ms > 0 ? `over the smallest deadline (${ms(ft.p99_deadline_ms)}) by ${ms(ft.p99_over_deadline_ms)}` : `within the smallest deadline (${ms(ft.p99_deadline_ms)}), ${ms(-ft.p99_over_deadline_ms)} to spare`}` +
+        `; each job's first token against its own deadline: p99 ${ft.p99_over_own_deadline_ms === null ? NA : overBy(ft.p99_over_own_deadline_ms)}`;
     // late_jobs holds the finished-late ids, then the never-got-a-first-token ones: each list goes beside its own count.
     const idList = (ids: string[]) => (ids.length === 0 ? "" : `: ${ids.slice(0, 20).map((id) => `job=${id}`).join(" ")}${ids.length > 20 ? ` … ${ids.length - 20} more` : ""}`);
     const finishedLate = `${ft.late_finished} finished late${idList(ft.late_jobs.slice(0, ft.late_finished))}`;
@@ -232,7 +239,12 @@ function sections(r: Report): Section[] {
   // Drain math check
   const d = r.drain;
   const head = d.head_age_ms === null ? NA : d.queue_len === 0 ? "0 ms (queue empty)" : `${ms(d.head_age_ms)}${d.head_job ? ` (job=${d.head_job})` : ""}`;
-  const backlog = d.backlog_hours === null ? NA : `${d.backlog_hours} h${d.backlog_hours > 1 ? " (over one hour)" : ""}`;
+  // Under 0.1 h as a duration first: 8 waiting jobs must never read as an empty queue's "0 h".
+  const waiting = d.queue_len !== null && d.drain_len !== null && d.done_per_hour ? ((d.queue_len + d.drain_len) / d.done_per_hour) * 3_600_000 : null;
+  const backlog =
+    d.backlog_hours === null ? NA
+    : d.backlog_hours > 0 && d.backlog_hours < 0.1 ? `${humanDuration(waiting ?? d.backlog_hours * 3_600_000)} (${d.backlog_hours} h)`
+    : `${d.backlog_hours} h${d.backlog_hours > 1 ? " (over one hour)" : ""}`;
   out.push({
     title: "Drain math check",
     header: ["check", "value"],
@@ -305,7 +317,10 @@ export function endedText(e: DrillEndedFacts): string {
   const total = e.pushed !== null && e.not_packed !== null ? e.pushed + e.not_packed : null;
   const packed = total === null ? "" : e.not_packed! > 0 ? `; ${e.not_packed} of ${total} jobs not packed` : `; all ${total} jobs packed`;
   const rollback = e.rolled_back_at !== null && e.verdict !== "rolled_back" ? `; rolled back at ${e.rolled_back_at}` : "";
-  return `ended: ${e.verdict} — ${what}${packed}${rollback}`;
+  // Said apart: jobs pushed after the rollback, drained by a later one, are not when the drill ended.
+  const redrains = (e.redrains ?? []).map((r) => `${r.at} (jobs pushed after the rollback${r.drained === null ? "" : `; drain length ${r.drained}`})`);
+  const redrained = redrains.length === 0 ? "" : `; re-drained at ${redrains.join(", ")}`;
+  return `ended: ${e.verdict} — ${what}${packed}${rollback}${redrained}`;
 }
 
 /** `rollback: deny-all at <ts> (reject_all, was admit, psi avg10 6.69), after the window`: when admission was cut off. */

@@ -436,10 +436,16 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
         expect(first.stderr).toMatch(/re-drain failed \(WRONGTYPE[^)]*\): jobs in jobs:admitted, jobs:processing:\*, jobs:working:\* may not be in jobs_drain/);
         for (const dir of before.cgroup?.dirs ?? []) expect(existsSync(dir), dir).toBe(false);
         expect(readState(stateDir, "tiny")?.phase).not.toBe("complete");
+        // QA: the first rollback took the drill over; a later one must not move when that was (report's "ended" and window).
+        const tookOver = readState(stateDir, "tiny")?.rollback?.at;
+        expect(tookOver).toMatch(/^\d{4}-/);
 
         await client.del("jobs:working:zz-not-a-list");
         const second = await rollback(stateDir);
         expect(second.exitCode, second.stdout + second.stderr).toBe(0);
+        const afterSecond = readState(stateDir, "tiny")!.rollback!;
+        expect(afterSecond.at, "the second rollback rewrote when the drill was rolled back").toBe(tookOver);
+        expect(Date.parse(afterSecond.lastAt!)).toBeGreaterThan(Date.parse(tookOver!));
         hostClean(stateDir, before);
         await assertNoJobLost(client, "jobs", pushed);
 
@@ -459,6 +465,17 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
         const exported = readState(stateDir, "tiny")?.rollback?.exported;
         expect(fourth.stdout + fourth.stderr).toContain(`keys to ${exported}`);
         assertNoJobLostInExport(exported!, "jobs", [...pushed, late.id]);
+        // The re-drain is recorded on its own, the takeover's time kept.
+        const afterRedrain = readState(stateDir, "tiny")!.rollback!;
+        expect(afterRedrain.at, "the re-drain rewrote when the drill was rolled back").toBe(tookOver);
+        expect(afterRedrain.redrains?.map((r) => r.exported)).toEqual([exported]);
+        expect(afterRedrain.lastAt).toBe(afterRedrain.redrains![0]!.at);
+        // And the report: the run ended (and was rolled back) at the first rollback; the re-drain said on its own.
+        const report = await runDrill(["--state-dir", stateDir, "--json", "report", "--name", "tiny"], { timeout: 60_000 });
+        expect(report.exitCode, report.stderr).toBe(0);
+        const ended = (JSON.parse(report.stdout) as { drill: { ended: { rolled_back_at: string; redrains: Array<{ at: string }> } } }).drill.ended;
+        expect(ended.rolled_back_at).toBe(tookOver);
+        expect(ended.redrains.map((r) => r.at)).toEqual([afterRedrain.redrains![0]!.at]);
         // Nothing new since: the next rollback has nothing to do.
         const fifth = await rollback(stateDir);
         expect(fifth.exitCode).toBe(0);
