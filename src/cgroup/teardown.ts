@@ -118,7 +118,27 @@ function inode(dir: string): number | null {
  */
 export function markedWorkerCgroup(cgroup: WorkerCgroup, stateDir: string): WorkerCgroup | null {
   const marker = readMarker(stateDir, cgroup);
-  if (!marker) return null;
+  return marker ? cgroupOfMarker(marker, cgroup) : null;
+}
+
+/**
+ * For the observers (watch, gate): markedWorkerCgroup, and with no --parent
+ * given, the one cgroup of that name drill made from this state dir under
+ * another parent (`cgroup setup --parent self`, a drill file's
+ * cgroup.parent), found by its name as they find the drill's Redis from the
+ * state dir (QA: `watch --name` without `--parent self` read every cg_* as
+ * null). Two of that name, or none there any more: not guessed.
+ */
+export function recordedWorkerCgroup(cgroup: WorkerCgroup, stateDir: string, parentGiven: boolean): WorkerCgroup | null {
+  const marked = markedWorkerCgroup(cgroup, stateDir);
+  if (marked !== null || parentGiven) return marked;
+  const named = listMarkers(stateDir)
+    .map(({ marker }) => marker)
+    .filter((m) => m.name === cgroup.name && m.layout === cgroup.layout && m.state === "created" && m.dirs.some((d) => existsSync(d.dir)));
+  return named.length === 1 ? cgroupOfMarker(named[0]!, cgroup) : null;
+}
+
+function cgroupOfMarker(marker: CgroupMarker, cgroup: WorkerCgroup): WorkerCgroup | null {
   const find = (version: 1 | 2): CgroupDir | null => marker.dirs.find((d) => d.version === version) ?? null;
   const memory = cgroup.layout === "v2" ? null : find(1);
   const unified = find(2);

@@ -4,7 +4,7 @@ import { detectLayout } from "../cgroup/layout.js";
 import { effectiveLimitFrom, limitFileName, parseLimit } from "../cgroup/memoryFiles.js";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
-import { markedWorkerCgroup } from "../cgroup/teardown.js";
+import { recordedWorkerCgroup } from "../cgroup/teardown.js";
 import { absentCgroupHint } from "../cgroup/elsewhere.js";
 import { commandRedisUrl, hostRoots, type GlobalOptions } from "../context.js";
 import { DrillError, InterruptedError, UsageError } from "../errors.js";
@@ -24,13 +24,13 @@ import { formatBytes, parseDuration, parsePositiveDuration, parsePsiLimit, parse
 import type { WatchOptions } from "./watch.js";
 
 /** The worker cgroup to watch; its absence (or no hierarchy at all) is a missing signal, not an error. */
-function workerCgroup(roots: HostRoots, stateDir: string, name: string, parent: ParentSpec): Reading<WorkerCgroup> {
+function workerCgroup(roots: HostRoots, stateDir: string, name: string, parent: ParentSpec, parentGiven: boolean): Reading<WorkerCgroup> {
   const layout = detectLayout(roots);
   if (!layout.ok) return layout;
   try {
     // drill's record of the cgroup first: the unified twin sits under whoever ran setup.
     const computed = resolveWorkerCgroup(roots, layout.value, name, parent);
-    return ok(markedWorkerCgroup(computed, stateDir) ?? computed);
+    return ok(recordedWorkerCgroup(computed, stateDir, parentGiven) ?? computed);
   } catch (err) {
     return fail(roots.proc("self", "cgroup"), err instanceof Error ? err.message : String(err));
   }
@@ -205,7 +205,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   const keys = queueKeys(options.queue);
   const redisUrl = await commandRedisUrl(g, { queue: keys.queue, cgroupName: name });
   const roots = hostRoots(g);
-  const cgroup = workerCgroup(roots, g.stateDir, name, parent);
+  const cgroup = workerCgroup(roots, g.stateDir, name, parent, options.parent !== undefined);
 
   const output = consoleOutput(g.color);
   const live = !g.json && output.isTTY ? new LiveView({ cgroup: cgroup.ok ? `${name} (${cgroup.value.layout})` : `${name} (none)`, queue: keys.queue, intervalMs }, output.color) : null;

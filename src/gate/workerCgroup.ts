@@ -3,7 +3,7 @@ import { detectLayout } from "../cgroup/layout.js";
 import { readCgroupSwap } from "../cgroup/memoryFiles.js";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
-import { markedWorkerCgroup } from "../cgroup/teardown.js";
+import { recordedWorkerCgroup } from "../cgroup/teardown.js";
 import { fail, ok, type HostRoots } from "../host/kernelFile.js";
 import { absentCgroupHint } from "../cgroup/elsewhere.js";
 import { readPsiFile } from "../host/psi.js";
@@ -19,7 +19,7 @@ export function locateWorkerCgroup(roots: HostRoots, stateDir: string, name: str
   if (!layout.ok) return null;
   try {
     const computed = resolveWorkerCgroup(roots, layout.value, validateCgroupName(name), validateParent(parent));
-    return markedWorkerCgroup(computed, stateDir) ?? computed;
+    return recordedWorkerCgroup(computed, stateDir, parent !== undefined) ?? computed;
   } catch {
     return null;
   }

@@ -65,6 +65,18 @@ describe("drill watch: a worker cgroup that is not there", () => {
     expect(r.stderr).toContain(`${path.join(host.cg, "user.slice", "me", "qa-inj")} exists under your own cgroup: add --parent self`);
   });
 
+  // QA: watch found the drill's Redis from the state dir but not its cgroup: without --parent self every cg_* was null.
+  it("no --parent: the one cgroup of that name drill set up from this state dir (--parent self) is the one sampled", async () => {
+    const setup = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--state-dir", path.join(host.root, "state"), "cgroup", "setup", "--parent", "self", "--name", "qa-mk", "--memory-max", "64M"]);
+    expect(setup.exitCode, setup.stderr).toBe(0);
+    const r = await watchOnce(["--name", "qa-mk"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stderr).not.toContain("watch: no cgroup");
+    expect(JSON.parse(r.stdout.trim())).toMatchObject({ cg_mem_max: 67108864 });
+    // --parent given is taken as said: the root's qa-mk, which is not there.
+    expect((await watchOnce(["--name", "qa-mk", "--parent", "/"])).stderr).toContain(`watch: no cgroup qa-mk at ${path.join(host.cg, "qa-mk")} (yet)`);
+  });
+
   it("no hint when the cgroup is there", async () => {
     const r = await watchOnce(["--name", "qa-inj", "--parent", "self"]);
     expect(r.exitCode, r.stderr).toBe(0);
