@@ -3,7 +3,7 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { checkDecisionRecord } from "../queue/decisionRecord.js";
 import { decodeJob, type Job } from "../queue/job.js";
 import { gateModeOf, modeValueField, modeWarning, type StoredMode } from "../queue/mode.js";
-import { DrillQueue, isKeyRefusal, rejectDeadReason, type StoredOutcome } from "../queue/queue.js";
+import { DrillQueue, rejectDeadReason, type DeadGatesRecovery, type StoredOutcome } from "../queue/queue.js";
 import { BlockingMover, closeRedis, connectRedis, WatchdogTimeout } from "../queue/redis.js";
 import { decideAdmission, decisionFigures, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
 import { GateSampler, type WorkerCgroupProbe } from "./signals.js";
@@ -114,6 +114,12 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
   // At start (a restart of this gate id) and after any error: a BLMOVE whose
   // reply was lost, or a decision that failed, leaves its job in our list.
   let processingMayHoldJob = true;
+  // A key refusal in the dead gates' recovery stays until the key is fixed: each said once, not every poll.
+  const said = new Set<string>();
+  const sayOnce = (line: string): void => {
+    if (!said.has(line)) deps.err(line);
+    said.add(line);
+  };
   try {
     // Registered before anything is taken, after the cold-start samples: `drill
     // up` reads this key as "the gate decides" before its schedule starts.
@@ -126,10 +132,14 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
       try {
         if (lastRecoveryAt === null || monoNow() - lastRecoveryAt >= config.intervalMs) {
           lastRecoveryAt = monoNow();
-          for (const job of await queue.recoverExpiredGates(gateId, options.retryBudget, now())) {
+          const recovery = await queue.recoverExpiredGates(gateId, options.retryBudget, now());
+          for (const job of recovery.jobs) {
             summary.recovered++;
             emit(options, deps, { event: "recovered", job: job.id, from_gate: job.fromGate, attempt: job.attempt, route: job.route }, `recovered job=${job.id ?? "-"} from_gate=${job.fromGate} attempt=${job.attempt ?? "-"} route=${job.route}`);
           }
+          const notes = recoveryNotes(queue, recovery);
+          for (const line of notes.standing) sayOnce(line);
+          for (const line of notes.moved) deps.err(line);
         }
         // A job we took but never decided (lost reply, watchdog, earlier error) comes first.
         // Only then can our processing list hold one: after a decision it is empty.
@@ -285,27 +295,36 @@ async function dryRunPass(
 }
 
 /**
+ * What a pass over the dead gates' lists leaves to say: `moved`, jobs moved
+ * with a key they record in left unwritten (each time); `standing`, key
+ * refusals that stay until the key is fixed (the loop says each once). None
+ * is a Redis outage: Redis answered, and the other gates' lists were still
+ * recovered.
+ */
+function recoveryNotes(queue: DrillQueue, recovery: DeadGatesRecovery): { moved: string[]; standing: string[] } {
+  const moved = recovery.unrecorded.map(
+    ({ gate, moved: n, refusal }) => `gate: recovered ${n} job(s) of dead gate ${gate} (${queue.keys.processing(gate)}) to the head of ${queue.keys.ready}, unrecorded (${refusal})`,
+  );
+  const standing = recovery.refused.map(
+    ({ gate, refusal }) => `gate: could not recover ${queue.keys.processing(gate)} of dead gate ${gate} (${refusal}); its jobs stay there until that key is fixed`,
+  );
+  if (recovery.registryRefusal !== null) standing.unshift(`gate: ${recovery.registryRefusal}: dead gates are found by their processing lists alone until that key is fixed`);
+  return { moved, standing };
+}
+
+/**
  * On stop: our heartbeat goes first, then whatever we hold goes back to the
- * head of the ready list. Every stop after a take ends here. When the recover
- * script refuses a key it records in (the wrong type, as the decision that
- * held the job was refused), the job goes back unrecorded: the same key
- * refuses any other gate's recovery too, so it would wait in our list until a
- * rollback's re-drain.
+ * head of the ready list. Every stop after a take ends here. A key the
+ * recover script only records in of another type (as the decision that held
+ * the job was refused) is left unwritten and named: the job still goes back,
+ * or it would wait in our list, which nobody reads, until a rollback's re-drain.
  */
 async function giveBack(queue: DrillQueue, gateId: string, retryBudget: number, err: (line: string) => void): Promise<void> {
   try {
     await queue.redis.del(queue.keys.gateHeartbeat(gateId));
-    let back: number;
-    let note = "";
-    try {
-      back = (await queue.recoverGate(gateId, { by: gateId, countAttempt: false, retryBudget })).length;
-    } catch (e) {
-      if (!isKeyRefusal(e)) throw e;
-      // The refusal wrote nothing; the return writes only our list and the ready list.
-      back = await queue.returnUnrecorded(gateId);
-      note = ` as taken, unrecorded (${message(e)})`;
-    }
-    if (back > 0) err(`gate: gave ${back} undecided job(s) back to the head of ${queue.keys.ready}${note}`);
+    const back = await queue.recoverGate(gateId, { by: gateId, countAttempt: false, retryBudget });
+    const note = back.unrecorded === null ? "" : ` as taken, unrecorded (${back.unrecorded})`;
+    if (back.jobs.length > 0) err(`gate: gave ${back.jobs.length} undecided job(s) back to the head of ${queue.keys.ready}${note}`);
   } catch (e) {
     err(`gate: could not give back ${queue.keys.processing(gateId)} (${message(e)}); another gate recovers it once the heartbeat expires`);
   }

@@ -6,7 +6,7 @@ import { parseDecisionRecord, type DecisionRecord } from "./decisionRecord.js";
 import { decodeJob, encodeJob, type Job } from "./job.js";
 import { queueKeys, type QueueKeys } from "./keys.js";
 import { gateModeOf, type StoredMode } from "./mode.js";
-import { admitScript, deadScript, KEY_REFUSAL_MARK, pushScript, readModeScript, recoverScript, rejectScript, releaseScript, returnScript, SEQ_EXHAUSTED_MARK, setModeScript } from "./scripts.js";
+import { admitScript, deadScript, KEY_REFUSAL_MARK, pushScript, readModeScript, recoverScript, rejectScript, releaseScript, SEQ_EXHAUSTED_MARK, setModeScript } from "./scripts.js";
 import { runScript } from "./redis.js";
 
 /** What the packer asks for; the queue adds id, enqueue_ts, attempt. */
@@ -74,16 +74,26 @@ export function isKeyRefusal(err: unknown): boolean {
 
 /**
  * A WRONGTYPE from a command outside the scripts (the gate registry's HKEYS
- * and HDEL), named the way the scripts' wrong_type names a key, so it reads
- * as the same refusal (isKeyRefusal) and says which key to fix.
+ * and HDEL, a BLMOVE's two lists), named the way the scripts' wrong_type
+ * names a key, so it reads as the same refusal (isKeyRefusal) and says which
+ * key to fix: the first of `keys` whose type is another than `wanted`.
  */
-export async function namingWrongType<T>(redis: Redis, key: string, wanted: string, call: () => Promise<T>): Promise<T> {
+export async function namingWrongType<T>(redis: Redis, keys: string | readonly string[], wanted: string, call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (err) {
     if (!(err instanceof Error) || !err.message.startsWith("WRONGTYPE")) throw err;
-    const found = await redis.type(key).catch(() => "key of another type");
-    const refusal = new Error(`${key} is a ${found}, not a ${wanted} ${KEY_REFUSAL_MARK}`);
+    const candidates = typeof keys === "string" ? [keys] : keys;
+    let named = `${candidates[0] ?? "a key"} is a key of another type`;
+    for (const key of candidates) {
+      const found = await redis.type(key).catch(() => null);
+      if (found === null) break;
+      if (found !== "none" && found !== wanted) {
+        named = `${key} is a ${found}`;
+        break;
+      }
+    }
+    const refusal = new Error(`${named}, not a ${wanted} ${KEY_REFUSAL_MARK}`);
     refusal.name = "ReplyError";
     throw refusal;
   }
@@ -196,6 +206,23 @@ export interface RecoveredJob {
   route: "ready" | "dead";
 }
 
+/** A gate's processing list given back: the jobs this run moved, and the refusal of each key it records in left unwritten (null: all recorded). */
+export interface GateRecovery {
+  jobs: RecoveredJob[];
+  unrecorded: string | null;
+}
+
+/** One pass over the dead gates' lists (recoverExpiredGates). */
+export interface DeadGatesRecovery {
+  jobs: RecoveredJob[];
+  /** Dead gates whose jobs moved with a key it records in left unwritten. */
+  unrecorded: Array<{ gate: string; moved: number; refusal: string }>;
+  /** Dead gates' lists a key refusal keeps where they are: their own list or the ready list of another type. */
+  refused: Array<{ gate: string; refusal: string }>;
+  /** <q>:gates of another type: only gates with a processing list were looked at. */
+  registryRefusal: string | null;
+}
+
 /**
  * Why a rejected job goes to the dead list instead of a retry list, or null:
  * past the retry budget, or already on the class it would be retried on (a
@@ -306,9 +333,20 @@ export class DrillQueue {
     return (await this.redis.exists(this.keys.gateHeartbeat(gate))) === 1;
   }
 
-  /** Gates known from the hash, plus any processing list whose gate never registered or was unlisted. */
-  async knownGates(): Promise<string[]> {
-    const gates = new Set(await namingWrongType(this.redis, this.keys.gates, "hash", () => this.redis.hkeys(this.keys.gates)));
+  /**
+   * Gates known from the hash, plus any processing list whose gate never
+   * registered or was unlisted. A hash of another type is skipped and its
+   * refusal returned: the gates holding jobs are still found by their lists.
+   */
+  async knownGates(): Promise<{ gates: string[]; registryRefusal: string | null }> {
+    const gates = new Set<string>();
+    let registryRefusal: string | null = null;
+    try {
+      for (const gate of await namingWrongType(this.redis, this.keys.gates, "hash", () => this.redis.hkeys(this.keys.gates))) gates.add(gate);
+    } catch (err) {
+      if (!isKeyRefusal(err)) throw err;
+      registryRefusal = (err as Error).message;
+    }
     const prefix = this.keys.processing("x").slice(0, -1);
     let cursor = "0";
     do {
@@ -316,7 +354,7 @@ export class DrillQueue {
       cursor = next;
       for (const key of found) gates.add(key.slice(prefix.length));
     } while (cursor !== "0");
-    return [...gates];
+    return { gates: [...gates], registryRefusal };
   }
 
   /** The head of a gate's own processing list: a job it took but did not decide. */
@@ -326,32 +364,50 @@ export class DrillQueue {
 
   /**
    * Gives back the processing list of every gate whose heartbeat expired, to
-   * the head of the ready list, attempt + 1 (past the budget: dead).
+   * the head of the ready list, attempt + 1 (past the budget: dead). A list a
+   * key refusal keeps where it is (its own type, or the ready list's) is
+   * skipped and returned in `refused`; the other gates are still recovered.
    */
-  async recoverExpiredGates(selfGate: string, retryBudget: number, nowMs: number = Date.now()): Promise<RecoveredJob[]> {
-    const recovered: RecoveredJob[] = [];
-    for (const gate of await this.knownGates()) {
+  async recoverExpiredGates(selfGate: string, retryBudget: number, nowMs: number = Date.now()): Promise<DeadGatesRecovery> {
+    const recovery: DeadGatesRecovery = { jobs: [], unrecorded: [], refused: [], registryRefusal: null };
+    const known = await this.knownGates();
+    recovery.registryRefusal = known.registryRefusal;
+    for (const gate of known.gates) {
       if (gate === selfGate) continue;
       if (await this.gateIsAlive(gate)) continue;
-      recovered.push(...(await this.recoverGate(gate, { by: selfGate, countAttempt: true, retryBudget, nowMs })));
+      try {
+        const back = await this.recoverGate(gate, { by: selfGate, countAttempt: true, retryBudget, nowMs });
+        recovery.jobs.push(...back.jobs);
+        if (back.jobs.length > 0 && back.unrecorded !== null) recovery.unrecorded.push({ gate, moved: back.jobs.length, refusal: back.unrecorded });
+      } catch (err) {
+        if (!isKeyRefusal(err)) throw err;
+        recovery.refused.push({ gate, refusal: (err as Error).message });
+      }
     }
-    return recovered;
+    return recovery;
   }
 
   /**
    * Moves a gate's processing list back to the head of the ready list, only if
    * its heartbeat is gone. A gate stopping cleanly deletes its own heartbeat
    * and calls this with countAttempt false: it never tried those jobs.
+   * Its list or the ready list of another type throws a key refusal
+   * (isKeyRefusal); a key it only records in of another type is left
+   * unwritten and named in `unrecorded` (recoverScript).
    */
-  async recoverGate(
-    gate: string,
-    options: { by: string; countAttempt: boolean; retryBudget: number; nowMs?: number },
-  ): Promise<RecoveredJob[]> {
+  async recoverGate(gate: string, options: { by: string; countAttempt: boolean; retryBudget: number; nowMs?: number }): Promise<GateRecovery> {
     const nowMs = options.nowMs ?? Date.now();
-    const payloads = await this.redis.lrangeBuffer(this.keys.processing(gate), 0, -1);
+    const k = this.keys;
+    const payloads = await namingWrongType(this.redis, k.processing(gate), "list", () => this.redis.lrangeBuffer(k.processing(gate), 0, -1));
     if (payloads.length === 0) {
-      if (!(await this.gateIsAlive(gate))) await namingWrongType(this.redis, this.keys.gates, "hash", () => this.redis.hdel(this.keys.gates, gate));
-      return [];
+      if (await this.gateIsAlive(gate)) return { jobs: [], unrecorded: null };
+      try {
+        await namingWrongType(this.redis, k.gates, "hash", () => this.redis.hdel(k.gates, gate));
+      } catch (err) {
+        if (!isKeyRefusal(err)) throw err;
+        return { jobs: [], unrecorded: (err as Error).message };
+      }
+      return { jobs: [], unrecorded: null };
     }
     const args: (string | Buffer)[] = [String(nowMs), gate, options.by];
     const jobs: RecoveredJob[] = [];
@@ -373,28 +429,21 @@ export class DrillQueue {
         jobs.push({ fromGate: gate, id: decoded.job.id, attempt, route: "ready" });
       }
     }
-    const k = this.keys;
-    const moved = await runScript(this.redis, recoverScript, [k.gateHeartbeat(gate), k.processing(gate), k.ready, k.dead, k.events, k.stats, k.gates], args);
-    if (moved === -1) return [];
+    const reply = await runScript(this.redis, recoverScript, [k.gateHeartbeat(gate), k.processing(gate), k.ready, k.dead, k.events, k.stats, k.gates], args);
+    if (reply === -1) return { jobs: [], unrecorded: null };
+    if (!Array.isArray(reply) || reply.length !== 3 || !Array.isArray(reply[0]) || !Array.isArray(reply[1])) throw new Error(`unexpected recover script reply ${String(reply)}`);
+    const [moved, asTaken, unrecorded] = reply as [unknown[], unknown[], unknown];
+    const backAsTaken = new Set(asTaken.map(Number));
     // Only what this run moved: another gate recovering the same list at once moved the rest.
-    if (!Array.isArray(moved)) throw new Error(`unexpected recover script reply ${String(moved)}`);
-    return moved.map((position) => {
+    const recovered = moved.map((position) => {
       const job = jobs[Number(position)];
       if (job === undefined) throw new Error(`unexpected recover script reply: position ${String(position)}`);
+      // <q>:dead of another type: back to ready as it was taken, its attempt not counted.
+      if (backAsTaken.has(Number(position))) return { ...job, attempt: job.attempt === null ? null : job.attempt - (options.countAttempt ? 1 : 0), route: "ready" as const };
       return job;
     });
-  }
-
-  /**
-   * A stopping gate's own list back to the head of the ready list as taken,
-   * recording nothing (returnScript): only for when recoverGate was refused a
-   * key it records in. Only once its heartbeat is gone. → how many moved.
-   */
-  async returnUnrecorded(gate: string): Promise<number> {
-    const k = this.keys;
-    const moved = await runScript(this.redis, returnScript, [k.gateHeartbeat(gate), k.processing(gate), k.ready], []);
-    if (typeof moved !== "number") throw new Error(`unexpected return script reply ${String(moved)}`);
-    return Math.max(moved, 0);
+    const text = Buffer.isBuffer(unrecorded) ? unrecorded.toString("utf8") : String(unrecorded);
+    return { jobs: recovered, unrecorded: text === "" ? null : text };
   }
 
   // ---- decisions ------------------------------------------------------------

@@ -248,11 +248,19 @@ return {'applied'}
  * Gives back a gate's processing list, only if its heartbeat has expired
  * (or it is the gate itself stopping, which deletes its heartbeat first).
  * Jobs go to the HEAD of the ready list in their original order.
+ * Only processing or ready of another type refuse it. A key it only records
+ * in (events, stats, gates) of another type is left unwritten and named in
+ * the reply: refused, the list would wait where nobody reads it (every gate's
+ * recovery is refused the same) until a rollback's re-drain. A dead list of
+ * another type sends a job routed there back to ready as taken (old_payload)
+ * instead, named the same.
  * KEYS: heartbeat processing ready dead events stats gates
  * ARGV: ts from_gate by_gate, then five per job (old_payload, new_payload, route 'ready'|'dead', id, attempt)
- * → the 0-based positions (in ARGV order) of the jobs this run moved, or -1
- *   when the gate is alive. A job another recoverer moved first is not in
- *   the list: its LREM found nothing here.
+ * → -1 when the gate is alive, else {moved, as_taken, unrecorded}: the 0-based
+ *   positions (in ARGV order) of the jobs this run moved, those of them that
+ *   went back as taken instead of dead, and '' or each refusal of a key a
+ *   write was skipped on, '; '-joined. A job another recoverer moved first is
+ *   not in the list: its LREM found nothing here.
  */
 export const recoverScript = script(
   "recover",
@@ -261,52 +269,48 @@ export const recoverScript = script(
 local heartbeat, processing, ready, dead, events, stats, gates = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local ts, from_gate, by_gate = ARGV[1], ARGV[2], ARGV[3]
 if redis.call('EXISTS', heartbeat) == 1 then return -1 end
-local bad = wrong_type(processing, 'list', ready, 'list', dead, 'list', events, 'stream', stats, 'hash', gates, 'hash')
+local bad = wrong_type(processing, 'list', ready, 'list')
 if bad then return bad end
-local moved = {}
+local refusal_of = {}
+local function writable(key, wanted)
+  local refusal = wrong_type(key, wanted)
+  if refusal then refusal_of[key] = (string.gsub(refusal.err, '^%-', '')) end
+  return not refusal
+end
+local to_dead, to_events, to_stats, to_gates = writable(dead, 'list'), writable(events, 'stream'), writable(stats, 'hash'), writable(gates, 'hash')
+local unrecorded, named = {}, {}
+local function skipped(key)
+  if not named[key] then
+    named[key] = true
+    table.insert(unrecorded, refusal_of[key])
+  end
+end
+local moved, as_taken = {}, {}
 -- Backwards, so LPUSH leaves the oldest-taken job first at the head.
 for i = #ARGV - 4, 4, -5 do
   local old, new, route, id, attempt = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   if redis.call('LREM', processing, 1, old) > 0 then
-    if route == 'dead' then
+    local position = (i - 4) / 5
+    if route == 'dead' and to_dead then
       redis.call('RPUSH', dead, new)
-      redis.call('HINCRBY', stats, 'dead', 1)
+      if to_stats then redis.call('HINCRBY', stats, 'dead', 1) else skipped(stats) end
+    elseif route == 'dead' then
+      redis.call('LPUSH', ready, old)
+      table.insert(as_taken, 1, position)
+      route = 'ready_as_taken'
+      skipped(dead)
     else
       redis.call('LPUSH', ready, new)
     end
-    event(events, 'recovered', id, 'from_gate=' .. from_gate .. ' route=' .. route, ts, by_gate, attempt)
-    redis.call('HINCRBY', stats, 'recovered', 1)
-    table.insert(moved, 1, (i - 4) / 5)
+    if to_events then event(events, 'recovered', id, 'from_gate=' .. from_gate .. ' route=' .. route, ts, by_gate, attempt) else skipped(events) end
+    if to_stats then redis.call('HINCRBY', stats, 'recovered', 1) else skipped(stats) end
+    table.insert(moved, 1, position)
   end
 end
-if redis.call('LLEN', processing) == 0 then redis.call('HDEL', gates, from_gate) end
-return moved
-`,
-);
-
-/**
- * A stopping gate's give-back when its recover script refused a key it
- * records in (<q>:events, <q>:stats, <q>:dead, <q>:gates of the wrong type):
- * its processing list goes back to the head of the list it was taken from,
- * as taken (oldest-taken first), recording nothing, so no job waits in a list
- * nobody reads. It writes only the two lists, checked first. Like recover,
- * only when no other instance can be holding the list (the heartbeat is
- * gone); each move takes what is still there, so a job another recoverer
- * moved first is not moved again.
- * KEYS: heartbeat from to → how many moved, or -1 while the heartbeat exists
- */
-export const returnScript = script(
-  "return",
-  3,
-  `
-local heartbeat, from, to = KEYS[1], KEYS[2], KEYS[3]
-if redis.call('EXISTS', heartbeat) == 1 then return -1 end
-local bad = wrong_type(from, 'list', to, 'list')
-if bad then return bad end
--- Newest-taken first onto the head: the oldest-taken ends up first, as recover leaves it.
-local moved = 0
-while redis.call('LMOVE', from, to, 'RIGHT', 'LEFT') do moved = moved + 1 end
-return moved
+if redis.call('LLEN', processing) == 0 then
+  if to_gates then redis.call('HDEL', gates, from_gate) else skipped(gates) end
+end
+return {moved, as_taken, table.concat(unrecorded, '; ')}
 `,
 );
 

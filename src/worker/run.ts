@@ -179,14 +179,23 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
   if (deps.supervisorGone?.aborted) onSupervisorGone();
 
   let pendingTokens = 0;
+  // Why tokens_out is not counted: an outage is said by the loop; a key refusal only here, once.
+  let flushError: string | null = null;
+  let tokensRefused = false;
   const flushTokens = async (): Promise<void> => {
     if (pendingTokens === 0) return;
     const n = pendingTokens;
     pendingTokens = 0;
     try {
-      await redis.hincrby(q.stats, "tokens_out", n);
-    } catch {
+      await namingWrongType(redis, q.stats, "hash", () => redis.hincrby(q.stats, "tokens_out", n));
+      flushError = null;
+      if (tokensRefused) deps.err(`${tag}: tokens_out counted in ${q.stats} again (${n} held token(s) added)`);
+      tokensRefused = false;
+    } catch (err) {
       pendingTokens += n; // next flush carries them
+      flushError = message(err);
+      if (isKeyRefusal(err) && !tokensRefused) deps.err(`${tag}: could not count tokens_out in ${q.stats} (${flushError}); its tokens are held until that key is fixed`);
+      tokensRefused ||= isKeyRefusal(err);
     }
   };
 
@@ -198,7 +207,11 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
   let batcher: PassBatcher | null = null;
   try {
     await claimWorkerId(redis, keys, workerId, token, ttlMs, deps.roots);
-    const start = await giveBack(redis, keys, workerId, token);
+    const start = await giveBack(redis, keys, workerId, token).catch((err: unknown) => {
+      // Its working list or admitted of another type: no job could be given back nor taken.
+      if (isKeyRefusal(err)) throw new DrillError(`${tag}: ${message(err)}: it could not give back nor take jobs; nothing taken. Fix or delete that key, then start it again`, ExitCode.usage);
+      throw err;
+    });
     summary.givenBackAtStart = start.moved;
     if (start.moved > 0) deps.err(`${tag}: gave ${start.moved} job(s) left in ${working} by a previous run back to the head of ${q.admitted}${unrecordedNote(start)}`);
     // Its previous run's jobs are back; with a key it records in of another type it
@@ -333,12 +346,15 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
       inFlight.add(run);
     };
 
-    mover = new BlockingMover(deps.redisUrl, { name: `drill-worker-take:${workerId}` });
+    const taker = new BlockingMover(deps.redisUrl, { name: `drill-worker-take:${workerId}` });
+    mover = taker;
     let lastActivity = now();
     let lastPeerCheck = 0;
     // Dead peers' lists a key refusal keeps where they are: each said once, not every round.
     const peerRefusals = new Set<string>();
     let outageSince: number | null = null;
+    // A take refused by a key of another type: Redis answered, no outage; said once, retried until the key is fixed.
+    let refusedSince: number | null = null;
     let failures = 0;
     const stopped = new Promise<void>((resolve) => stopJobs.signal.addEventListener("abort", () => resolve(), { once: true }));
     while (!stopJobs.signal.aborted) {
@@ -367,7 +383,12 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
             if (got.unrecorded !== null) deps.err(`${tag}: gave ${got.moved} job(s) of dead worker ${got.worker} (${q.working(got.worker)}) back to the head of ${q.admitted}${unrecordedNote(got)}`);
           }
         }
-        const payload = await mover.move(q.admitted, working, blockMs);
+        const payload = await namingWrongType(redis, [q.admitted, working], "list", () => taker.move(q.admitted, working, blockMs));
+        if (refusedSince !== null) {
+          deps.err(`${tag}: taking jobs again after ${((now() - refusedSince) / 1000).toFixed(1)} s`);
+          refusedSince = null;
+          failures = 0;
+        }
         if (outageSince !== null) {
           deps.err(`${tag}: redis back after ${((now() - outageSince) / 1000).toFixed(1)} s`);
           outageSince = null;
@@ -389,7 +410,10 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
       } catch (err) {
         failures++;
         if (err instanceof WatchdogTimeout) deps.err(`${tag}: watchdog: ${err.message}`);
-        if (outageSince === null) {
+        if (isKeyRefusal(err)) {
+          if (refusedSince === null) deps.err(`${tag}: could not take jobs from ${q.admitted} (${message(err)}); waiting until that key is fixed`);
+          refusedSince ??= now();
+        } else if (outageSince === null) {
           outageSince = now();
           deps.err(`${tag}: redis unavailable (${message(err)}); retrying`);
         }
@@ -405,6 +429,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
     stopJobs.abort();
     await Promise.allSettled([...inFlight]);
     await flushTokens();
+    if (pendingTokens > 0) deps.err(`${tag}: ${pendingTokens} token(s) out not counted in ${q.stats} tokens_out (${flushError ?? "unknown"})`);
     // ...which goes back to the head of admitted, with the jobs still waiting for a slot
     // (past --max-jobs too) and any a lost BLMOVE reply left there.
     try {
@@ -427,6 +452,8 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
     await closeRedis(redis);
   }
   summary.stoppedBy = stopReason ?? "signal";
+  // A key of another type refuses every try until it is fixed: exit 2, as a start or a push refused by one.
+  if (fatal && isKeyRefusal(fatal)) throw new DrillError(`${tag} failed: ${message(fatal)}. Fix or delete that key, then start it again`, ExitCode.usage, { cause: fatal });
   if (fatal) throw new DrillError(`${tag} failed: ${message(fatal)}`, undefined, { cause: fatal });
   return summary;
 }
@@ -448,9 +475,10 @@ async function markReady(redis: Redis, keys: WorkerKeys, workerId: string, entry
     say(`worker ${workerId}: redis unavailable (${message(error)}) marking it ready in ${keys.workers}; retrying`);
   };
   try {
-    await retrying(() => redis.hset(keys.workers, workerId, JSON.stringify(entry)), signal, false, onFirstFailure);
+    await retrying(() => namingWrongType(redis, keys.workers, "hash", () => redis.hset(keys.workers, workerId, JSON.stringify(entry))), signal, false, onFirstFailure);
     if (outageSince !== null) say(`worker ${workerId}: redis back after ${((Date.now() - outageSince) / 1000).toFixed(1)} s; marked ready`);
   } catch (err) {
+    if (isKeyRefusal(err)) throw new DrillError(`worker ${workerId}: ${message(err)}: it could not mark itself ready. Fix or delete that key, then start it again`, ExitCode.usage);
     if (!signal.aborted) throw err;
   }
 }
@@ -556,13 +584,17 @@ async function recoverDeadPeers(redis: Redis, keys: WorkerKeys, self: string, re
   return found;
 }
 
-/** Re-runs an idempotent script through a Redis outage; gives up after ~30 s (or at once when stopping, unless `evenWhenStopping`). */
+/**
+ * Re-runs an idempotent script through a Redis outage; gives up after ~30 s (or at once when stopping, unless `evenWhenStopping`).
+ * A key refusal (isKeyRefusal) is thrown at once: a key of another type does not fix itself.
+ */
 async function retrying<T>(fn: () => Promise<T>, signal: AbortSignal, evenWhenStopping: boolean, onFirstFailure?: (err: unknown) => void): Promise<T> {
   let lastError: unknown = null;
   for (let attempt = 0; attempt < 40; attempt++) {
     try {
       return await fn();
     } catch (err) {
+      if (isKeyRefusal(err)) throw err;
       if (attempt === 0) onFirstFailure?.(err);
       lastError = err;
       if (signal.aborted && !evenWhenStopping) break;

@@ -506,22 +506,80 @@ describe("gate against a real redis-server and a fake procfs", () => {
     await assertNoJobLost(redis, k.queue, ids);
   });
 
-  // QA: a <q>:gates of another type failed every pass with a bare WRONGTYPE (no key named), and the
-  // stop said "could not give back" a processing list that held nothing.
-  it("<q>:gates a string: the gate names it while it retries, and its stop claims no give-back of a job it never held", async () => {
+  // QA: a <q>:gates of another type failed every pass (the dead gates' recovery
+  // refused): 'decision failed' and 'deciding again' every poll, and a dead gate's
+  // list stayed where nobody reads it. Now: named once, dead gates are found by
+  // their lists, their jobs come back, and the gate decides as usual.
+  it("<q>:gates a string: named once, not as a failure; a dead gate's list still comes back, and the gate decides", async () => {
     const queue = new DrillQueue(redis, `g${++n}`);
     const k = queue.keys;
     const ids = await pushJobs(queue, 2);
+    await redis.lmove(k.ready, k.processing("gone"), "LEFT", "RIGHT");
     await redis.set(k.gates, "hello");
+    const refusal = `${k.gates} is a string, not a hash (drill never writes that there)`;
     const gate = startGate(k.queue, fakeProc(CALM_PSI).roots);
     try {
-      await gate.waitForError(new RegExp(`^gate: decision failed: redis answered ${literal(k.gates)} is a string, not a hash`));
+      await gate.waitFor(/^reject_packed_tokens job=2 /);
+      await new Promise((r) => setTimeout(r, 1000)); // several polls
+    } finally {
+      expect(await gate.stop()).toMatchObject({ decided: 2, recovered: 1 });
+    }
+    expect(gate.lines).toEqual(["recovered job=1 from_gate=gone attempt=1 route=ready", "admit job=1 packed=24000 limit=32000 attempt=1", "reject_packed_tokens job=2 packed=48000 limit=32000"]);
+    expect(gate.errors, gate.errors.join("\n")).toEqual([
+      `gate: ${refusal}: dead gates are found by their processing lists alone until that key is fixed`,
+      `gate: recovered 1 job(s) of dead gate gone (${k.processing("gone")}) to the head of ${k.ready}, unrecorded (${refusal})`,
+    ]);
+    expect(await redis.exists(k.processing("gone"))).toBe(0);
+    await redis.del(k.gates);
+    await assertNoJobLost(redis, k.queue, ids);
+  });
+
+  // The same recovery refused by <q>:stats of another type: said as a failed decision
+  // every poll, the dead gate's jobs stranded in its list.
+  it("<q>:stats a string: a dead gate's list comes back to the head of <q>, named unrecorded once; only the gate's own decision is said failed, once", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const k = queue.keys;
+    const ids = await pushJobs(queue, 3);
+    for (let i = 0; i < 2; i++) await redis.lmove(k.ready, k.processing("gone"), "LEFT", "RIGHT");
+    await redis.set(k.stats, "hello");
+    const refusal = `${k.stats} is a string, not a hash (drill never writes that there)`;
+    const gate = startGate(k.queue, fakeProc(CALM_PSI).roots);
+    try {
+      await gate.waitFor(/^recovered job=2 /);
+      // Several polls: each would refuse the recovery again.
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(await redis.exists(k.processing("gone"))).toBe(0);
     } finally {
       await gate.stop();
     }
-    expect(gate.errors.filter((e) => !e.startsWith("gate: decision failed: ") && !e.startsWith("gate: deciding again")), gate.errors.join("\n")).toEqual([]);
-    expect(await redis.lrange(k.ready, 0, -1)).toHaveLength(2);
-    await redis.del(k.gates);
+    expect(gate.lines).toEqual(["recovered job=1 from_gate=gone attempt=1 route=ready", "recovered job=2 from_gate=gone attempt=1 route=ready"]);
+    expect(gate.errors.filter((e) => !e.startsWith("gate: gave ")), gate.errors.join("\n")).toEqual([
+      `gate: recovered 2 job(s) of dead gate gone (${k.processing("gone")}) to the head of ${k.ready}, unrecorded (${refusal})`,
+      `gate: decision failed: redis answered ${refusal}; retrying`,
+    ]);
+    const ready = (await redis.lrange(k.ready, 0, -1)).map((p) => JSON.parse(p) as { id: string; attempt: number });
+    expect(ready.map((j) => `${j.id}@${j.attempt}`)).toEqual(["1@1", "2@1", "3@0"]);
+    await redis.del(k.stats);
+    await assertNoJobLost(redis, k.queue, ids);
+  });
+
+  it("a dead gate's processing list of another type: named once, not as a failure, and the gate decides", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const k = queue.keys;
+    const ids = await pushJobs(queue, 1);
+    await redis.set(k.processing("gone"), "hello");
+    const gate = startGate(k.queue, fakeProc(CALM_PSI).roots);
+    try {
+      await gate.waitFor(/^admit job=1 /);
+      await new Promise((r) => setTimeout(r, 1000)); // several polls
+    } finally {
+      expect(await gate.stop()).toMatchObject({ decided: 1 });
+    }
+    expect(gate.lines).toEqual(["admit job=1 packed=24000 limit=32000"]);
+    expect(gate.errors, gate.errors.join("\n")).toEqual([
+      `gate: could not recover ${k.processing("gone")} of dead gate gone (${k.processing("gone")} is a string, not a list (drill never writes that there)); its jobs stay there until that key is fixed`,
+    ]);
+    await redis.del(k.processing("gone"));
     await assertNoJobLost(redis, k.queue, ids);
   });
 

@@ -211,7 +211,7 @@ describe("DrillQueue against a real redis-server", () => {
     // Gate ga takes the second copy and dies before deciding it (no heartbeat):
     // gb recovers it to the head of the ready list with the attempt counted.
     await take(queue, mover, "ga");
-    expect((await queue.recoverExpiredGates("gb", 3)).map((r) => [r.id, r.attempt])).toEqual([[job.id, 1]]);
+    expect((await queue.recoverExpiredGates("gb", 3)).jobs.map((r) => [r.id, r.attempt])).toEqual([[job.id, 1]]);
     const second = await take(queue, mover, "gb");
     mover.close();
     expect(second!.job.attempt).toBe(1);
@@ -278,9 +278,9 @@ describe("DrillQueue against a real redis-server", () => {
     await take(queue, mover, "dead-gate");
     await take(queue, mover, "live-gate");
     mover.close();
-    expect(await queue.recoverExpiredGates("me", 3)).toEqual([]); // heartbeat still alive
+    expect((await queue.recoverExpiredGates("me", 3)).jobs).toEqual([]); // heartbeat still alive
     await new Promise((r) => setTimeout(r, 400));
-    const recovered = await queue.recoverExpiredGates("me", 3);
+    const recovered = (await queue.recoverExpiredGates("me", 3)).jobs;
     expect(recovered.map((r) => [r.id, r.attempt, r.route])).toEqual([
       ["1", 1, "ready"],
       ["2", 1, "ready"],
@@ -302,7 +302,7 @@ describe("DrillQueue against a real redis-server", () => {
     try {
       const qb = new DrillQueue(other, queue.keys.queue);
       const [a, b] = await Promise.all([queue.recoverExpiredGates("gA", 3), qb.recoverExpiredGates("gB", 3)]);
-      const reported = [...a, ...b].map((r) => r.id).sort();
+      const reported = [...a.jobs, ...b.jobs].map((r) => r.id).sort();
       expect(reported).toEqual(ids);
       expect(await redis.llen(queue.keys.ready)).toBe(3);
       expect(await redis.hget(queue.keys.stats, "recovered")).toBe("3");
@@ -312,25 +312,79 @@ describe("DrillQueue against a real redis-server", () => {
     await assertNoJobLost(redis, queue.keys.queue, ids);
   });
 
-  it("returnUnrecorded: when recover is refused a key it records in, a stopped gate's list goes back to the head as taken, in order, once", async () => {
+  // The recover script was refused outright by a key it only records in of another
+  // type: a dead gate's list stayed where nobody reads it (every gate's recovery
+  // refused the same), and a stopping gate fell back to a second script.
+  it.each([
+    ["stats", (k: DrillQueue["keys"]) => redis.set(k.stats, "hello"), "string", "hash"],
+    ["events", (k: DrillQueue["keys"]) => redis.set(k.events, "hello"), "string", "stream"],
+    ["gates", (k: DrillQueue["keys"]) => redis.set(k.gates, "hello"), "string", "hash"],
+  ] as const)("a dead gate's list while <q>:%s is of another type: back to the head, in order, attempt counted, the key named, once", async (name, corrupt, found, wanted) => {
     const queue = freshQueue();
     const k = queue.keys;
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) ids.push((await queue.push(spec)).id);
     for (let i = 0; i < 2; i++) await redis.lmove(k.ready, k.processing("g"), "LEFT", "RIGHT");
-    const taken = await redis.lrange(k.processing("g"), 0, -1);
-    await redis.set(k.stats, "hello");
-    await expect(queue.recoverGate("g", { by: "g", countAttempt: false, retryBudget: 3 })).rejects.toThrow(`${k.stats} is a string, not a hash`);
-    await queue.heartbeat("g", 60_000, { pid: 1 });
-    expect(await queue.returnUnrecorded("g")).toBe(0); // alive: not ours to move
-    await redis.del(k.gateHeartbeat("g"));
-    expect(await queue.returnUnrecorded("g")).toBe(2);
-    expect(await queue.returnUnrecorded("g")).toBe(0);
-    expect((await redis.lrange(k.ready, 0, -1)).slice(0, 2)).toEqual(taken);
-    expect(await redis.llen(k.ready)).toBe(3);
-    expect(await redis.exists(k.processing("g"), k.events)).toBe(0);
-    expect(await redis.get(k.stats)).toBe("hello");
-    await redis.del(k.stats);
+    await corrupt(k);
+    const refusal = `${k.queue}:${name} is a ${found}, not a ${wanted} (drill never writes that there)`;
+    const recovery = await queue.recoverExpiredGates("me", 3);
+    expect(recovery.jobs.map((r) => [r.id, r.attempt, r.route])).toEqual([
+      ["1", 1, "ready"],
+      ["2", 1, "ready"],
+    ]);
+    expect(recovery.unrecorded).toEqual([{ gate: "g", moved: 2, refusal }]);
+    expect(recovery.refused).toEqual([]);
+    expect(recovery.registryRefusal).toBe(name === "gates" ? refusal : null);
+    const ready = (await redis.lrange(k.ready, 0, -1)).map((p) => JSON.parse(p) as { id: string; attempt: number });
+    expect(ready.map((j) => `${j.id}@${j.attempt}`)).toEqual(["1@1", "2@1", "3@0"]);
+    // The keys of drill's type are still written.
+    if (name !== "stats") expect(await redis.hget(k.stats, "recovered")).toBe("2");
+    if (name !== "events") expect(await redis.xlen(k.events)).toBe(2);
+    expect(await redis.get(`${k.queue}:${name}`)).toBe("hello");
+    expect((await queue.recoverExpiredGates("me", 3)).jobs).toEqual([]);
+    await redis.del(`${k.queue}:${name}`);
+    await assertNoJobLost(redis, k.queue, ids);
+  });
+
+  it("a dead gate's job past the budget while <q>:dead is of another type goes back to the head as taken, attempt not counted, named", async () => {
+    const queue = freshQueue();
+    const k = queue.keys;
+    const job = await queue.push(spec);
+    await redis.lmove(k.ready, k.processing("g"), "LEFT", "RIGHT");
+    const [taken] = await redis.lrange(k.processing("g"), 0, -1);
+    await redis.hset(k.dead, "x", "1");
+    const recovery = await queue.recoverExpiredGates("me", 0);
+    expect(recovery.jobs).toEqual([{ fromGate: "g", id: job.id, attempt: 0, route: "ready" }]);
+    expect(recovery.unrecorded).toEqual([{ gate: "g", moved: 1, refusal: `${k.dead} is a hash, not a list (drill never writes that there)` }]);
+    expect(await redis.lrange(k.ready, 0, -1)).toEqual([taken]);
+    expect(await redis.hget(k.stats, "recovered")).toBe("1");
+    await redis.del(k.dead);
+    await assertNoJobLost(redis, k.queue, [job.id]);
+  });
+
+  it("a dead gate's list a key refusal keeps (its list or the ready list of another type) is named and skipped; the other gates' lists still come back", async () => {
+    const queue = freshQueue();
+    const k = queue.keys;
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) ids.push((await queue.push(spec)).id);
+    await redis.lmove(k.ready, k.processing("g2"), "LEFT", "RIGHT");
+    await redis.set(k.processing("g1"), "hello");
+    const recovery = await queue.recoverExpiredGates("me", 3);
+    expect(recovery.refused).toEqual([{ gate: "g1", refusal: `${k.processing("g1")} is a string, not a list (drill never writes that there)` }]);
+    expect(recovery.jobs.map((r) => r.id)).toEqual([ids[0]]);
+    await redis.del(k.processing("g1"));
+    // The ready list of another type: nothing moves, the refusal names it.
+    await redis.lmove(k.ready, k.processing("g3"), "LEFT", "RIGHT");
+    const ready = await redis.lrange(k.ready, 0, -1);
+    await redis.del(k.ready);
+    await redis.set(k.ready, "hello");
+    const refused = await queue.recoverExpiredGates("me", 3);
+    expect(refused.jobs).toEqual([]);
+    expect(refused.refused).toEqual([{ gate: "g3", refusal: `${k.ready} is a string, not a list (drill never writes that there)` }]);
+    expect(await redis.llen(k.processing("g3"))).toBe(1);
+    await redis.del(k.ready);
+    if (ready.length > 0) await redis.rpush(k.ready, ...ready);
+    expect((await queue.recoverExpiredGates("me", 3)).jobs.map((r) => r.id)).toEqual([ids[0]]);
     await assertNoJobLost(redis, k.queue, ids);
   });
 

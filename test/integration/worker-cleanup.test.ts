@@ -261,3 +261,122 @@ describe("runWorker's stop", () => {
     expect((await run).stoppedBy).toBe("signal");
   });
 });
+
+describe("runWorker with a key of another type while it runs", () => {
+  const job = (id: string, completionTokens: number) =>
+    encodeJob({ id, prompt_tokens: 10, completion_tokens: completionTokens, files: 1, enqueue_ts: Date.now(), deadline_ms: 600_000, attempt: 0, host_class: "shared-free" });
+  const start = (queue: string, workerId: string, err: string[], signal: AbortSignal) =>
+    runWorker(
+      { queue, workerId, config: { ...defaultWorkerConfig, weightsBytes: 8192, kvBytesPerToken: 16 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false, blockMs: 100 },
+      {
+        redisUrl: server.url,
+        roots: new HostRoots(),
+        where: "test",
+        out: () => undefined,
+        err: (line) => err.push(line),
+        signal,
+        startWeights: () => Promise.resolve({ pid: 1, file: path.join(weightsDir, `${queue}.weights`), fallback: false, pass: () => new Promise((resolve) => setTimeout(() => resolve(1), 2)), close: () => Promise.resolve() }),
+      },
+    );
+  const ready = (queue: string, workerId: string) => waitFor(async () => ((await client.hget(workerKeys(queue).workers, workerId)) ?? "").includes("ready_at"));
+
+  // The done script refused by <q>:stats a string was re-run ~40 times (~35 s) as if
+  // Redis were away; the key does not fix itself.
+  it("a done refused by <q>:stats a string fails at once (exit 2) naming the key; the job goes back to the head of admitted", async () => {
+    const queue = "refused-done";
+    const k = workerKeys(queue).queue;
+    const stopped = new AbortController();
+    const err: string[] = [];
+    const payload = job("1", 3);
+    const run = start(queue, "d1", err, stopped.signal);
+    const outcome = run.then(
+      () => null,
+      (e: unknown) => e,
+    );
+    try {
+      await ready(queue, "d1");
+      await client.set(k.stats, "hello");
+      await client.rpush(k.admitted, payload);
+      const startedAt = Date.now();
+      const failed = await Promise.race([outcome, new Promise((resolve) => setTimeout(() => resolve("still retrying"), 5000))]);
+      expect(failed).toMatchObject({ exitCode: 2, message: expect.stringContaining(`worker d1 failed: ${k.stats} is a string, not a hash (drill never writes that there)`) as unknown });
+      expect(Date.now() - startedAt).toBeLessThan(5000);
+    } finally {
+      stopped.abort();
+      await outcome;
+    }
+    expect(err.join("\n")).not.toContain("redis unavailable");
+    expect(err).toContain(`worker d1: gave 1 unfinished job(s) back to the head of ${k.admitted} as taken, unrecorded (${k.stats} is a string, not a hash (drill never writes that there))`);
+    expect(await client.lrangeBuffer(k.admitted, 0, -1)).toEqual([payload]);
+    await client.del(k.stats);
+  });
+
+  // BLMOVE from a <q>:admitted of another type: 'redis unavailable (WRONGTYPE ...)',
+  // no key named, Redis fine. Like the gate over a ready list of another type, it
+  // keeps trying (the key may be fixed), saying so once.
+  it("a take refused by <q>:admitted a string is named once, not as an outage; once the key is fixed it takes jobs again", async () => {
+    const queue = "refused-take";
+    const k = workerKeys(queue).queue;
+    const stopped = new AbortController();
+    const err: string[] = [];
+    const run = start(queue, "t1", err, stopped.signal);
+    try {
+      await ready(queue, "t1");
+      await client.set(k.admitted, "hello");
+      await new Promise((resolve) => setTimeout(resolve, 1000)); // many takes
+      await client.del(k.admitted);
+      await client.rpush(k.admitted, job("1", 100_000));
+      await waitFor(async () => (await client.llen(k.working("t1"))) === 1, 5000);
+    } finally {
+      stopped.abort();
+    }
+    await run;
+    expect(err.join("\n")).not.toContain("redis unavailable");
+    expect(err.filter((l) => l.includes("could not take") || l.includes("taking jobs again"))).toEqual([
+      `worker t1: could not take jobs from ${k.admitted} (${k.admitted} is a string, not a list (drill never writes that there)); waiting until that key is fixed`,
+      expect.stringMatching(/^worker t1: taking jobs again after \d+\.\d s$/),
+    ]);
+  });
+
+  // The same take refused at start: its give-back's refusal went out bare, as an
+  // unexpected error with a stack (exit 1).
+  it("a start while <q>:admitted is a string refuses (exit 2) naming the key, nothing taken", async () => {
+    const queue = "refused-start";
+    const k = workerKeys(queue).queue;
+    await client.set(k.admitted, "hello");
+    const err: string[] = [];
+    await expect(start(queue, "a1", err, new AbortController().signal)).rejects.toMatchObject({
+      exitCode: 2,
+      message: `worker a1: ${k.admitted} is a string, not a list (drill never writes that there): it could not give back nor take jobs; nothing taken. Fix or delete that key, then start it again`,
+    });
+    expect(err.filter((l) => l.includes("weights"))).toEqual([]);
+    await client.del(k.admitted);
+  });
+
+  // tokens_out increments refused by <q>:stats a string were kept back in silence,
+  // the held count growing with every token.
+  it("tokens_out refused by <q>:stats a string is said once; counted once the key is fixed", async () => {
+    const queue = "refused-tokens";
+    const k = workerKeys(queue).queue;
+    const stopped = new AbortController();
+    const err: string[] = [];
+    const run = start(queue, "k1", err, stopped.signal);
+    try {
+      await ready(queue, "k1");
+      await client.set(k.stats, "hello");
+      await client.rpush(k.admitted, job("1", 100_000));
+      await waitFor(async () => (await client.llen(k.working("k1"))) === 1, 5000);
+      await new Promise((resolve) => setTimeout(resolve, 600)); // several flushes
+      await client.del(k.stats);
+      await waitFor(async () => Number((await client.hget(k.stats, "tokens_out")) ?? "0") > 0, 5000);
+    } finally {
+      stopped.abort();
+    }
+    await run;
+    const refusal = `${k.stats} is a string, not a hash (drill never writes that there)`;
+    expect(err.filter((l) => l.includes("tokens_out"))).toEqual([
+      `worker k1: could not count tokens_out in ${k.stats} (${refusal}); its tokens are held until that key is fixed`,
+      expect.stringMatching(new RegExp(`^worker k1: tokens_out counted in ${k.stats} again \\(\\d+ held token\\(s\\) added\\)$`)),
+    ]);
+  });
+});
