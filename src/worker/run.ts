@@ -411,7 +411,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
         failures++;
         if (err instanceof WatchdogTimeout) deps.err(`${tag}: watchdog: ${err.message}`);
         if (isKeyRefusal(err)) {
-          if (refusedSince === null) deps.err(`${tag}: could not take jobs from ${q.admitted} (${message(err)}); waiting until that key is fixed`);
+          if (refusedSince === null) deps.err(`${tag}: could not take jobs from ${q.admitted} into ${working} (${message(err)}); waiting until that key is fixed`);
           refusedSince ??= now();
         } else if (outageSince === null) {
           outageSince = now();

@@ -333,7 +333,7 @@ describe("runWorker with a key of another type while it runs", () => {
     await run;
     expect(err.join("\n")).not.toContain("redis unavailable");
     expect(err.filter((l) => l.includes("could not take") || l.includes("taking jobs again"))).toEqual([
-      `worker t1: could not take jobs from ${k.admitted} (${k.admitted} is a string, not a list (drill never writes that there)); waiting until that key is fixed`,
+      `worker t1: could not take jobs from ${k.admitted} into ${k.working("t1")} (${k.admitted} is a string, not a list (drill never writes that there)); waiting until that key is fixed`,
       expect.stringMatching(/^worker t1: taking jobs again after \d+\.\d s$/),
     ]);
   });
