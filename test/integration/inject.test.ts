@@ -74,7 +74,8 @@ describe.skipIf(skipReason)("inject on real cgroups (--parent self)", () => {
     const result = await drill(["--json", "inject", "--name", cg.name, "--parent", "self", "--size", "64M", "--mode", "anon", "--hold", "1s"]);
     expect(result.exitCode, result.stderr).toBe(0);
     const report = JSON.parse(result.stdout) as InjectDocument;
-    expect(report).toMatchObject({ outcome: "packed", joined: true, packed_bytes: 64 * M });
+    // The hog is the OOM killer's first pick in its cgroup (QA: the worker went first at 96M).
+    expect(report).toMatchObject({ outcome: "packed", joined: true, oom_score_adj: 1000, packed_bytes: 64 * M });
     expect(report.cg_mem_peak).toBeGreaterThanOrEqual(64 * M);
     expect(readdirSync(hogsDir(stateDir))).toEqual([]);
   });
