@@ -19,18 +19,41 @@ const JOIN_SCRIPT = [
   'exec "$@"',
 ].join("\n");
 
-/** Pure: the argv of /bin/sh that joins `procsFiles` (in order) and then execs `command args`. */
-export function joinArgv(procsFiles: string[], command: string, args: string[]): string[] {
-  return ["-c", JOIN_SCRIPT, "drill-join", String(procsFiles.length), ...procsFiles, command, ...args];
+/**
+ * The OOM killer's pick for the hog: the most it can be. In a cgroup it picks
+ * by size, and a hog still filling can be smaller than the Node worker (QA:
+ * at 96M the worker went first). The hog is the injected fault; the worker is
+ * what the drill observes.
+ */
+export const HOG_OOM_SCORE_ADJ = 1000;
+
+// Set before the joins, so the process is the preferred victim from the moment
+// it is in the cgroup. Inherited across exec. Raising it needs no privilege; a
+// write that fails anyway (no /proc) is said, and the program still runs.
+const ADJ_SCRIPT = [
+  'adj="$1"; shift',
+  'echo "$adj" > "/proc/$$/oom_score_adj" || echo "drill-join: cannot write /proc/$$/oom_score_adj: not the OOM killer\'s first pick" >&2',
+].join("\n");
+
+/**
+ * Pure: the argv of /bin/sh that (given `oomScoreAdj`) sets its oom_score_adj,
+ * joins `procsFiles` (in order) and then execs `command args`.
+ */
+export function joinArgv(procsFiles: string[], command: string, args: string[], oomScoreAdj?: number): string[] {
+  const join = [String(procsFiles.length), ...procsFiles, command, ...args];
+  if (oomScoreAdj === undefined) return ["-c", JOIN_SCRIPT, "drill-join", ...join];
+  if (!Number.isInteger(oomScoreAdj) || oomScoreAdj < -1000 || oomScoreAdj > 1000) throw new RangeError(`oom_score_adj ${oomScoreAdj} is not a whole number from -1000 to 1000`);
+  return ["-c", `${ADJ_SCRIPT}\n${JOIN_SCRIPT}`, "drill-join", String(oomScoreAdj), ...join];
 }
 
 /**
  * Spawns `command` inside the worker cgroup (every hierarchy, authoritative
  * v1 first) before it runs a single instruction. The child's pid is the
  * program's pid. Exit 125 means a join failed and the program never started.
+ * `oomScoreAdj` (the hog's HOG_OOM_SCORE_ADJ) is set before the joins.
  */
-export function spawnInCgroup(cgroup: Pick<WorkerCgroup, "procsFiles">, command: string, args: string[], options: SpawnOptions = {}): ChildProcess {
-  return spawn("/bin/sh", joinArgv(cgroup.procsFiles, command, args), options);
+export function spawnInCgroup(cgroup: Pick<WorkerCgroup, "procsFiles">, command: string, args: string[], options: SpawnOptions = {}, oomScoreAdj?: number): ChildProcess {
+  return spawn("/bin/sh", joinArgv(cgroup.procsFiles, command, args, oomScoreAdj), options);
 }
 
 /** Whether /proc/<pid>/cgroup shows the process in every dir of the worker cgroup. */

@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import { drillCommandFor } from "../context.js";
-import { DrillError } from "../errors.js";
+import { RefusedError, UsageError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { sameNameUnderSelf } from "./elsewhere.js";
 import type { WorkerCgroup } from "./paths.js";
@@ -35,7 +35,10 @@ export function requireSetUpCgroup(roots: HostRoots, computed: WorkerCgroup, sta
   const absent = `no ${cgroup.dirs.filter((d) => !present.includes(d)).map((d) => d.dir).join(", no ")}`;
   const next = absentCgroupNext(roots, computed, stateDir, parent);
   const foreign = present.length > 0 && readMarker(stateDir, computed) === null;
-  throw new DrillError(`cgroup ${cgroup.name} ${foreign ? `exists but was not created by drill (${absent})` : `is not set up: ${absent}`}; ${next}`);
+  // Not set up is a command run before its setup or with the wrong --name/--parent (exit 2);
+  // a cgroup drill did not create is refused, as setup refuses to adopt it (exit 3).
+  if (foreign) throw new RefusedError(`cgroup ${cgroup.name} exists but was not created by drill (${absent}); ${next}`);
+  throw new UsageError(`cgroup ${cgroup.name} is not set up: ${absent}; ${next}`);
 }
 
 /**

@@ -1,4 +1,4 @@
-import { DrillError, ExitCode, UsageError } from "../errors.js";
+import { ExitCode, UsageError } from "../errors.js";
 import { writeErr } from "../closedStdout.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
 import { drillCommandAt, type GlobalOptions } from "../context.js";
@@ -50,7 +50,8 @@ export async function cgroupStatusAction(globals: GlobalOptions, flags: TargetFl
   if (globals.json) output.json(snakeCaseKeys(status));
   else renderStatus(status, output);
   if (!status.exists) {
-    throw new DrillError(`cgroup ${status.name} does not exist (looked at ${status.dirs[0]?.dir ?? "?"}); ${absentCgroupNext(roots, cgroup, globals.stateDir, flags.parent)}`);
+    // As inject and worker say it: not set up (or the wrong --name/--parent) is exit 2.
+    throw new UsageError(`cgroup ${status.name} does not exist (looked at ${status.dirs[0]?.dir ?? "?"}); ${absentCgroupNext(roots, cgroup, globals.stateDir, flags.parent)}`);
   }
   return status;
 }

@@ -7,13 +7,15 @@ import { RefusedError } from "../errors.js";
 import { consoleOutput } from "../output.js";
 import { parseSize } from "../units.js";
 import type { DoctorOptions } from "./doctor.js";
+import { resolveFileDir } from "./up.js";
 
 export async function doctorAction(g: GlobalOptions, options: DoctorOptions): Promise<void> {
   const facts = await gatherFacts({
     roots: hostRoots(g),
     parent: validateParent(options.parent),
     redisUrl: g.redisUrl,
-    hogDir: options.fileDir,
+    // Checked as up checks it: a --file-dir that is no directory is a typo (exit 2), as a --parent that does not exist is, not an unsafe host.
+    hogDir: resolveFileDir(options.fileDir),
     hogBytes: parseSize(options.size, "--size"),
     stateDir: g.stateDir,
   });

@@ -5,7 +5,7 @@ import { InterruptedError, RefusedError, UsageError } from "../errors.js";
 import { readHostPsi } from "../host/psi.js";
 import { runGate, type GateOptions } from "../gate/loop.js";
 import { onInterrupt } from "../interrupt.js";
-import { defaultAdmissionConfig, formatPsi, MIN_GATE_INTERVAL_MS, previousModeText, type AdmissionConfig, type GateMode } from "../gate/policy.js";
+import { defaultAdmissionConfig, formatPsi, MIN_GATE_INTERVAL_MS, previousModeText, leverAction, type AdmissionConfig, type GateMode } from "../gate/policy.js";
 import type { WorkerCgroupProbe } from "../gate/signals.js";
 import { gateSignalsHint, resolveWorkerProbe } from "../gate/workerCgroup.js";
 import { validateKeyPart } from "../queue/keys.js";
@@ -108,12 +108,23 @@ export async function gateModeAction(g: GlobalOptions, modeText: string, flags: 
   const psi = readHostPsi(hostRoots(g), "memory");
   const psiText = psi.ok ? `avg10=${formatPsi(psi.value.some.avg10)} avg60=${formatPsi(psi.value.some.avg60)}` : `missing (${psi.file}: ${psi.reason})`;
   const calm = psi.ok && psi.value.some.avg10 < 1 && psi.value.some.avg60 < 1;
-  if (mode === "admit" && !calm && !flags.force) {
-    throw new RefusedError(`refusing to re-admit: host memory PSI ${psiText}; re-admit only after avg10 and avg60 stay under 1.00 (--force overrides)`);
-  }
+  const refusal = `refusing to re-admit: host memory PSI ${psiText}; re-admit only after avg10 and avg60 stay under 1.00 (--force overrides)`;
   const redis = await connectRedis(redisUrl, { name: "drill-gate-mode" });
   try {
     const queue = new DrillQueue(redis, queueName);
+    // Under pressure the lever is read first: one already admitting is said, not refused.
+    if (mode === "admit" && !calm && !flags.force) {
+      const stored = await queue.readMode();
+      const current = stored.type === "none" ? null : gateModeOf(stored);
+      const action = leverAction(mode, { calm, force: false, current });
+      if (action === "refuse") throw new RefusedError(refusal);
+      if (action === "already_admit") {
+        const line = `mode admit queue=${queueName} previous=${previousModeText(current)} unchanged: already admit; psi ${psiText} (over 1.00: a flip from reject_all would be refused)`;
+        const json = { mode, queue: queueName, previous: current, unchanged: true, forced: false, psi: psi.ok ? psi.value.some : null };
+        process.stdout.write(g.json ? `${JSON.stringify(json)}\n` : `${line}\n`);
+        return;
+      }
+    }
     const forced = mode === "admit" && !calm;
     const flip = await queue.flipMode(mode, { forced, psi: psi.ok ? formatPsi(psi.value.some.avg10) : "missing" });
     const previous = flip.previous.type === "none" ? null : gateModeOf(flip.previous);

@@ -10,7 +10,7 @@ import { parsePsi, stallRatePct } from "../host/psi.js";
 import { consoleOutput, snakeCaseKeys, type Output } from "../output.js";
 import { formatBytes, formatDuration, mapSizeProblem, parseDuration, parseSize } from "../units.js";
 import { checkThrashDir, classifyHogExit, oomKillRose, samplePhase, summarizeStall, type HogMode, type HogOutcome, type StallSample, type StallSummary } from "../cgroup/hog.js";
-import { spawnInCgroup, verifyJoined, JOIN_FAILED_EXIT } from "../cgroup/join.js";
+import { spawnInCgroup, verifyJoined, HOG_OOM_SCORE_ADJ, JOIN_FAILED_EXIT } from "../cgroup/join.js";
 import { parseCounter, readCgroupMemory, readOomKillCount } from "../cgroup/memoryFiles.js";
 import type { CgroupDir, WorkerCgroup } from "../cgroup/paths.js";
 import type { HostRoots } from "../host/kernelFile.js";
@@ -37,6 +37,8 @@ export interface InjectReport {
   start_time: number | null;
   /** The hog's first output line came from inside every dir of the cgroup (checked in /proc/<pid>/cgroup). */
   joined: boolean | null;
+  /** The hog's /proc/<pid>/oom_score_adj at its first line (HOG_OOM_SCORE_ADJ: the OOM killer's first pick); null: not read. */
+  oom_score_adj: number | null;
   touched_bytes: number;
   packed_bytes: number | null;
   /** ms from the hog's start to its packed line: how long the fill took (null: it never packed). */
@@ -240,7 +242,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
       // Own process group: a terminal's Ctrl-C reaches inject, which stops the hog itself.
       detached: true,
       stdio: logFd === null ? ["ignore", "pipe", "pipe"] : ["ignore", logFd, logFd],
-    });
+    }, HOG_OOM_SCORE_ADJ);
   } catch (err) {
     removeHogRecord(stateFile);
     if (resetPeakFd !== null) closeSync(resetPeakFd);
@@ -258,6 +260,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     packed: null as number | null,
     passes: 0,
     joined: null as boolean | null,
+    oomScoreAdj: null as number | null,
     interrupted: false,
     exitLine: null as string | null,
     packedAtMs: null as number | null,
@@ -277,6 +280,8 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     if (line.kind === "hello" && pid !== null) {
       // exec has happened, so the join has: the program is where it should be before its first page.
       state.joined = verifyJoined(roots, pid, cgroup).joined;
+      const adj = readKernelText(roots.proc(String(pid), "oom_score_adj"));
+      state.oomScoreAdj = adj.ok && /^-?\d+$/.test(adj.value.trim()) ? Number(adj.value.trim()) : null;
     } else if (line.kind === "touched") state.touched = line.bytes;
     else if (line.kind === "packed") {
       state.touched = line.bytes;
@@ -395,6 +400,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     pid,
     start_time: startTime,
     joined: state.joined,
+    oom_score_adj: state.oomScoreAdj,
     touched_bytes: state.touched,
     packed_bytes: state.packed,
     fill_ms: state.packedAtMs,

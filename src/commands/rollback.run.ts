@@ -169,7 +169,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       for (const r of unfinished) output.out(`  ${rerunCmd} rollback --name ${r.name}`);
     }
     if (finished.length > 0) {
-      output.out("Re-enable admission only once PSI avg10 stays under 1.00 (gate mode admit refuses otherwise):");
+      output.out(READMIT_HINT);
       for (const r of finished) output.out(`  ${readmitHint(r, g)}`);
       // The runbook's last word: the reject summary for the incident notes (report reads the export once Redis is gone).
       output.out("For the incident notes:");
@@ -220,6 +220,9 @@ function drillOnQueue(stateDir: string, queue: string, url: string): string | nu
   return null;
 }
 
+// gate mode admit refuses unless both avg10 and avg60 are under 1.00: the hint names both.
+const READMIT_HINT = "Re-enable admission only once PSI avg10 and avg60 both stay under 1.00 (gate mode admit refuses otherwise):";
+
 /** After a queue's rollback: its drain, then the rollback again or the re-admit and the report, as for a drill. `drillCmd` names the Redis when one was given. */
 function queueClosingLines(q: QueueRollback, url: string, drillCmd: string): string[] {
   const again = `${drillCmd} rollback --queue ${q.queue}`;
@@ -227,7 +230,7 @@ function queueClosingLines(q: QueueRollback, url: string, drillCmd: string): str
   if (q.left.length > 0) return [...lines, `Not rolled back yet: run ${again} once ${q.left.some((l) => l.includes(" held by ")) ? "the gate or worker holding its jobs has stopped" : "its Redis answers"}`];
   return [
     ...lines,
-    "Re-enable admission only once PSI avg10 stays under 1.00 (gate mode admit refuses otherwise):",
+    READMIT_HINT,
     `  ${leverCommand(url, q.queue, "admit")}`,
     "For the incident notes:",
     `  ${drillCmd} report --queue ${q.queue} --format md`,

@@ -8,7 +8,7 @@ import { drillCommandFor, hostRoots, leverCommand, redactUrl, type GlobalOptions
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState, type DrillState } from "../drill/state.js";
 import { acquireDrillLock } from "../drill/lock.js";
-import { refuseWhileUp, runUp, upVerdict } from "../drill/up.js";
+import { refuseWhileUp, runUp, stoppedByFailure, upVerdict } from "../drill/up.js";
 import { readyTimeoutMs } from "../drill/ready.js";
 import { DrillError, InterruptedError, RefusedError, UsageError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
@@ -154,7 +154,8 @@ async function runInForeground(
     }
     const signal = interrupt.received();
     if (signal) throw new InterruptedError(signal);
-    if (result.exitedEarly.length > 0) {
+    // The worker OOM-killed in its cgroup stopped the drill, but is its outcome (RELIABILITY 4, as inject's oom_killed): exit 0, said above.
+    if (stoppedByFailure(result.exitedEarly)) {
       const gone = result.exitedEarly.map((e) => `${e.key} ${e.how}${e.log ? ` (log ${e.log})` : ""}`).join(", ");
       throw new DrillError(`drill ${drill.name} stopped before its end: ${gone}; run \`${drillCmd} rollback --name ${drill.name}\``);
     }

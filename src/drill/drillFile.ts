@@ -153,7 +153,8 @@ export const buildDrillFileSchema = (hostMemoryBytes: number | null) => z.strict
   worker: z.strictObject({
     weights: mapSize("weights", hostMemoryBytes),
     // The worker command's own defaults: a drill file that leaves them out runs the worker an operator would get.
-    kv_bytes_per_token: z.number().int().nonnegative().default(defaultWorkerConfig.kvBytesPerToken),
+    // The flag's parser (a size: 4K, 4096): the file refused the `4K` --kv-bytes-per-token takes.
+    kv_bytes_per_token: size("kv_bytes_per_token").prefault(defaultWorkerConfig.kvBytesPerToken),
     decode_tokens_per_s: z.number().nonnegative().default(defaultWorkerConfig.decodeTokensPerS),
     prefill_tokens_per_pass: count.default(defaultWorkerConfig.prefillTokensPerPass),
   }),

@@ -104,9 +104,25 @@ export interface EarlyExit {
   /** Its log; null when there is none worth reading (a given Redis, a stopped one). */
   log: string | null;
   /** A child exited; the embedded Redis is gone; a push Redis never took (why); or gate or worker never got ready. */
-  cause: "exited" | "gone" | PushFailure | "not_ready";
+  cause: "exited" | "gone" | PushFailure | "not_ready" | "oom_killed";
   /** The last line it wrote to its log (the usual reason), or the error seen. */
   lastLine: string | null;
+}
+
+/**
+ * Pure: the cgroup's oom_kill count before → after, when the worker's launcher
+ * said its worker was killed by the OOM killer (worker.run.ts: "… killed by
+ * SIGKILL: the OOM killer (cgroup oom_kill 0 → 1); …"), else null. A "likely"
+ * (count unreadable) or a kill -9 is not one.
+ */
+export function workerOomKill(lastLine: string | null): { before: number; after: number } | null {
+  const match = lastLine === null ? null : /killed by SIGKILL: the OOM killer \(cgroup oom_kill (\d+) → (\d+)\)/.exec(lastLine);
+  return match ? { before: Number(match[1]), after: Number(match[2]) } : null;
+}
+
+/** Pure: whether up failed (exit 1) for what stopped it early; an OOM kill in the cgroup is the drill's outcome, not a failure (RELIABILITY 4). */
+export function stoppedByFailure(exitedEarly: ReadonlyArray<Pick<EarlyExit, "cause">>): boolean {
+  return exitedEarly.some((e) => e.cause !== "oom_killed");
 }
 
 /**
@@ -484,7 +500,9 @@ async function runSchedule(
     stopPacking.abort();
     follow();
     const when = clockStarted ? `${Math.round(elapsed() / 1000)}s into the drill` : "before the schedule started (up was waiting for gate and worker to be ready)";
-    log(`${early.key}: ${early.how} ${when}${early.lastLine ? `: ${early.lastLine}` : ""}; the drill stops here${early.log ? ` (log: ${early.log})` : ""}`);
+    // An OOM kill is what the drill rehearses: said as its outcome, not as a crash (the worker's own line only repeats it).
+    const said = early.cause === "oom_killed" ? ": the OOM the drill rehearses, reported, not a tool failure; nobody serves the queue now" : early.lastLine ? `: ${early.lastLine}` : "";
+    log(`${early.key}: ${early.how} ${when}${said}; the drill stops here${early.log ? ` (log: ${early.log})` : ""}`);
   };
   for (const child of core) {
     void child.exited.then((code) => {
@@ -493,6 +511,11 @@ async function runSchedule(
       const outLog = path.join(dir, outputName(child.record.key));
       const said = lastLogLine(errLog);
       const did = said === null ? lastLogLine(outLog) : null;
+      const oom = child.record.role === "worker" ? workerOomKill(said) : null;
+      if (oom) {
+        stopEarly({ key: child.record.key, how: `OOM-killed in its cgroup (oom_kill ${oom.before} → ${oom.after})`, code, log: errLog, lastLine: said, cause: "oom_killed" });
+        return;
+      }
       stopEarly({ key: child.record.key, how: `exited (${code === null ? "killed by a signal" : `code ${code}`})`, code, log: did === null ? errLog : outLog, lastLine: said ?? did, cause: "exited" });
     });
   }

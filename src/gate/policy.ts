@@ -14,6 +14,17 @@ export function previousModeText(previous: GateMode | null): string {
   return previous ?? "unset (admit)";
 }
 
+/**
+ * What `gate mode <mode>` does. Re-admit under pressure is refused unless
+ * forced; but a lever the gate already reads as admit is no admission closed:
+ * said as such and left alone (a refusal there read as "still closed").
+ */
+export function leverAction(mode: GateMode, f: { calm: boolean; force: boolean; current: GateMode | null }): "flip" | "already_admit" | "refuse" {
+  if (mode !== "admit" || f.calm || f.force) return "flip";
+  // null: never set, which the gate admits on too.
+  return f.current === "admit" || f.current === null ? "already_admit" : "refuse";
+}
+
 export interface AdmissionConfig {
   /** psi_mem_some_avg10 above this is host pressure (runbook: 10.00). */
   psiLimit: number;

@@ -136,22 +136,23 @@ describe("drill doctor", () => {
   });
 
   // statfs answers for a regular file too: the row passed, and inject and worker failed on it mid-drill.
-  it("--file-dir that is a regular file: the hog file system row fails saying it is not a directory (exit 3)", async () => {
+  // QA: a missing --file-dir was exit 3 here (an unsafe host) while up said exit 2 (a typo): both are
+  // bad input, as a --parent that does not exist is, named once on stderr before anything is probed.
+  it.each([
+    ["a regular file", (root: string) => { const plain = path.join(root, "plain-file"); writeFileSync(plain, ""); return plain; }, "is not a directory"],
+    ["a dir that does not exist", (root: string) => path.join(root, "nonexistent"), "does not exist"],
+  ])("--file-dir that is %s: exit 2 naming --file-dir, as up says it", async (_n, make, problem) => {
     const host = fakeHost({});
     roots.push(host.root);
-    const plain = path.join(host.root, "plain-file");
-    writeFileSync(plain, "");
-    const r = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--state-dir", path.join(host.root, "state"), "doctor", "--json", "--file-dir", plain]);
-    const doc = JSON.parse(r.stdout) as { checks: Array<{ name: string; status: string; value: unknown; detail: string }>; verdict: string };
-    expect(doc.checks.find((c) => c.name === "hog file system")).toEqual({
-      name: "hog file system",
-      status: "fail",
-      value: plain,
-      detail: `${plain} is not a directory: give --file-dir an existing directory on a disk filesystem`,
-    });
-    expect(doc.verdict).toBe("refused");
-    expect(r.exitCode).toBe(3);
-    expect(r.stderr).toMatch(new RegExp(`^drill: doctor refused: .*hog file system: ${plain.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} is not a directory`, "m"));
+    const dir = make(host.root);
+    const args = ["--procfs", host.procfs, "--sysfs", host.sysfs, "--state-dir", path.join(host.root, "state")];
+    const r = await runDrill([...args, "doctor", "--json", "--file-dir", dir]);
+    expect(r.exitCode, r.stdout + r.stderr).toBe(2);
+    expect(r.stderr).toBe(`drill: --file-dir: ${dir} ${problem}; give an existing directory on a disk filesystem`);
+    expect(r.stdout).toBe("");
+    const up = await runDrill([...args, "up", "--file-dir", dir]);
+    expect(up.exitCode, up.stdout + up.stderr).toBe(2);
+    expect(up.stderr).toBe(r.stderr);
   });
 
   // QA: the row said "cannot reach redis://…: Connection is closed." (ioredis's), not why.

@@ -193,6 +193,24 @@ describe("drill pack + drill gate (built binary)", () => {
     expect(lines(calm.stdout)[0]).toMatch(new RegExp(`^mode admit queue=${queue} previous=admit psi `));
   });
 
+  // QA: with the lever already admit (after a --force), `gate mode admit` under pressure refused with exit 3, which read as admission closed.
+  it("gate mode admit with the lever already admit under pressure: says it is already admit, exit 0, nothing written", async () => {
+    const queue = `e${++n}`;
+    const hot = fakeProc(HOT_PSI);
+    const forced = await drill(["--procfs", hot, "gate", "mode", "admit", "--force", "--queue", queue]);
+    expect(forced.exitCode, String(forced.stderr)).toBe(0);
+    const events = await redis.xlen(`${queue}:events`);
+    const again = await drill(["--procfs", hot, "gate", "mode", "admit", "--queue", queue]);
+    expect(again.exitCode, String(again.stderr)).toBe(0);
+    expect(lines(again.stdout)[0]).toMatch(new RegExp(`^mode admit queue=${queue} previous=admit unchanged: already admit; psi avg10=12.40 avg60=3.10`));
+    expect(again.stderr).not.toMatch(/refusing/);
+    const json = await drill(["--json", "--procfs", hot, "gate", "mode", "admit", "--queue", queue]);
+    expect(json.exitCode, String(json.stderr)).toBe(0);
+    expect(JSON.parse(String(json.stdout))).toMatchObject({ mode: "admit", queue, previous: "admit", unchanged: true, forced: false });
+    expect(await redis.get(`${queue}:mode`)).toBe("admit");
+    expect(await redis.xlen(`${queue}:events`)).toBe(events);
+  });
+
   // QA: a <q>:mode hash made `gate mode reject_all` die with WRONGTYPE and a stack trace: the lever must always move.
   it("gate mode over a <q>:mode of another type: the lever moves, exit 0, and says what the key held", async () => {
     const queue = `e${++n}`;

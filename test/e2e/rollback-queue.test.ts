@@ -38,6 +38,8 @@ describe("drill rollback --queue (built binary, own redis-server)", () => {
     expect(first.stdout).toMatch(/ok {3}deny-all: mode reject_all \(was .*\), reason host_pressure/);
     expect(first.stdout).toContain("ok   drain: moved 3 from sbs; LLEN sbs_drain = 3");
     expect(first.stdout).toContain(`drill --redis ${server.url} gate mode admit --queue sbs`);
+    // QA: the hint named avg10 only, while gate mode admit also refuses on avg60.
+    expect(first.stdout).toContain("Re-enable admission only once PSI avg10 and avg60 both stay under 1.00 (gate mode admit refuses otherwise):");
     expect(first.stdout).toContain(`report --queue sbs --format md`);
     expect(first.stdout).not.toMatch(/nothing to roll back/);
     expect(await redis.get("sbs:mode")).toBe("reject_all");

@@ -36,9 +36,10 @@ describe.skipIf(skip !== null)("inject and worker: the setup hint names --parent
     "cgroup status": () => ["cgroup", "status", "--parent", "self", "--name", name],
     worker: () => ["--redis", redis.url, "worker", "--parent", "self", "--name", name, "--weights", "16M", "--idle-exit", "1s"],
   };
-  it.each(Object.keys(commands))("%s: exit 1, the hint sets up the cgroup it looked for", async (command) => {
+  // QA: exit 1 (failed) for what is a command run before its setup, or with the wrong --name/--parent: exit 2, as DESIGN's bad usage or input.
+  it.each(Object.keys(commands))("%s: exit 2, the hint sets up the cgroup it looked for", async (command) => {
     const r = await runDrill(["--state-dir", stateDir, ...commands[command]!()]);
-    expect(r.exitCode, r.stdout + r.stderr).toBe(1);
+    expect(r.exitCode, r.stdout + r.stderr).toBe(2);
     expect(r.stderr).toMatch(new RegExp(`^drill: cgroup ${name} (is not set up: no |does not exist \\(looked at )`));
     expect(r.stderr).toContain(`; run drill --state-dir ${stateDir} cgroup setup --name ${name} --parent self first`);
     expect(r.stderr.trim().split("\n")).toHaveLength(1);
@@ -65,7 +66,8 @@ describe("inject on a cgroup drill did not create: says setup would refuse it, n
     hosts.push(host);
     const limits = host.cgroup("memory", "/process_api/abc/theirs", v1MemoryFiles({ "memory.limit_in_bytes": "67108864\n" }));
     const r = await inject(host, "theirs");
-    expect(r.exitCode, r.stdout + r.stderr).toBe(1);
+    // Refused, as setup refuses to adopt it (and as the v2 case below): never a cgroup drill did not create.
+    expect(r.exitCode, r.stdout + r.stderr).toBe(3);
     expect(r.stderr).toMatch(/^drill: cgroup theirs exists but was not created by drill \(no .*\/unified\/drill-theirs-[0-9a-f]+\); drill cgroup setup would refuse it: /);
     expect(r.stderr).toContain(`${limits} already exists and drill did not create it (no marker in ${path.join(host.stateDir, "cgroups")}); refusing to adopt it`);
     expect(r.stderr).not.toMatch(/run drill .*cgroup setup/);
@@ -90,7 +92,7 @@ describe("inject on a cgroup drill did not create: says setup would refuse it, n
     if (!layout.ok) throw new Error(layout.reason);
     const cg = resolveWorkerCgroup(host.roots, layout.value, "absent", { kind: "self" });
     const r = await inject(host, "absent");
-    expect(r.exitCode, r.stdout + r.stderr).toBe(1);
+    expect(r.exitCode, r.stdout + r.stderr).toBe(2);
     expect(r.stderr).toBe(`drill: cgroup absent is not set up: no ${cg.limits.dir}; run drill --state-dir ${host.stateDir} cgroup setup --name absent --parent self first`);
     expect(existsSync(cg.limits.dir)).toBe(false);
   });

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { JOIN_FAILED_EXIT, joinArgv, spawnInCgroup } from "../../src/cgroup/join.js";
+import { HOG_OOM_SCORE_ADJ, JOIN_FAILED_EXIT, joinArgv, spawnInCgroup } from "../../src/cgroup/join.js";
 import { classifyHogExit, samplePhase, summarizeStall, checkThrashDir, type StallSample } from "../../src/cgroup/hog.js";
 
 let dir = "";
@@ -36,6 +36,20 @@ describe("join shim", () => {
     expect(first).toBe(self);
     expect(second).toBe(self);
     expect(readFileSync(files[0]!, "utf8").trim()).toBe(String(child.pid));
+  });
+
+  // QA: at 96M the OOM killer took the Node worker over a 192M anon hog still filling.
+  it("with an oom_score_adj, the program starts with it (the hog: the OOM killer's first pick), joined as before", async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), "drill-join-"));
+    const files = [path.join(dir, "procs")];
+    writeFileSync(files[0]!, "");
+    expect(joinArgv(files, "/bin/true", [], HOG_OOM_SCORE_ADJ).slice(2)).toEqual(["drill-join", "1000", "1", files[0], "/bin/true"]);
+    const child = spawnInCgroup({ procsFiles: files }, "/bin/sh", ["-c", 'cat "/proc/$$/oom_score_adj"'], { stdio: ["ignore", "pipe", "pipe"] }, HOG_OOM_SCORE_ADJ);
+    const { code, out, err } = await run(child);
+    expect(code, err).toBe(0);
+    expect(out.trim()).toBe("1000");
+    expect(readFileSync(files[0]!, "utf8").trim()).toBe(String(child.pid));
+    expect(() => joinArgv(files, "/bin/true", [], 1001)).toThrow(RangeError);
   });
 
   it("exits 125 naming the file when a join fails; the program never runs", async () => {

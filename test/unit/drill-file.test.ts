@@ -29,6 +29,14 @@ describe("drill files", () => {
     expect(d.phases.find((p) => p.inject)?.inject).toMatchObject({ mode: "anon", size: 3 * 1024 ** 3 });
   });
 
+  // QA: `kv_bytes_per_token: 4K` was refused while `drill worker --kv-bytes-per-token 4K` took it: one parser for both.
+  it.each([["4K", 4096], ["4KiB", 4096], ["256", 256], ["0", 0], ["1M", 1024 ** 2]])("kv_bytes_per_token %s reads as the flag reads it: %i bytes", (text, bytes) => {
+    const { worker } = parseDrillFile(smoke.replace("kv_bytes_per_token: 256", `kv_bytes_per_token: ${text}`), "smoke.yaml");
+    expect(worker.kv_bytes_per_token).toBe(bytes);
+    const flag = workerCommand(() => ({}) as never);
+    expect(flag.options.find((o) => o.long === "--kv-bytes-per-token")?.flags).toMatch(/<size>/);
+  });
+
   // One set of worker defaults: a drill file that leaves them out ran a worker
   // with no KV memory and another decode rate than `drill worker` alone.
   it("a drill file without kv_bytes_per_token, decode_tokens_per_s or prefill_tokens_per_pass gets drill worker's defaults", () => {
@@ -167,7 +175,9 @@ describe("drill files", () => {
     ["a null duration", smoke.replace(/^duration: .*$/m, "duration: ~"), /^x\.yaml: duration: null is not a duration/],
     ["a mapping for a percentage", smoke.replace("psi_rate_limit: 5", "psi_rate_limit: { a: 1 }"), /^x\.yaml: gate\.psi_rate_limit: a mapping is not a percentage \(use e\.g\. 10 or 10%\)$/],
     ["text for a number", smoke.replace("psi_limit: 10", "psi_limit: ten"), /^x\.yaml: gate\.psi_limit: takes a number, not "ten"$/],
-    ["a negative number", smoke.replace("kv_bytes_per_token: 256", "kv_bytes_per_token: -1"), /^x\.yaml: worker\.kv_bytes_per_token: must be at least 0, not -1$/],
+    ["a negative number", smoke.replace("decode_tokens_per_s: 200", "decode_tokens_per_s: -1"), /^x\.yaml: worker\.decode_tokens_per_s: must be at least 0, not -1$/],
+    // A size, as --kv-bytes-per-token reads it.
+    ["a negative kv_bytes_per_token", smoke.replace("kv_bytes_per_token: 256", "kv_bytes_per_token: -1"), /^x\.yaml: worker\.kv_bytes_per_token: "-1" is not a size/],
     ["a rate of 0", smoke.replace("deadline: 8s, rate: 1, label: jobs during reclaim }\n  - at: 24s", "deadline: 8s, rate: 0, label: jobs during reclaim }\n  - at: 24s"), /^x\.yaml: phases\.3\.pack\.rate: must be more than 0, not 0$/],
     ["a psi_limit over 100", smoke.replace("psi_limit: 10", "psi_limit: 150"), /^x\.yaml: gate\.psi_limit: must be at most 100, not 150$/],
     ["an unknown inject mode", smoke.replace("mode: thrash", "mode: foo"), /^x\.yaml: phases\.2\.inject\.mode: takes "anon" or "thrash", not "foo"$/],

@@ -4,6 +4,7 @@ import {
   defaultAdmissionConfig,
   formatDecisionLine,
   initialPressureState,
+  leverAction,
   nextPressureState,
   type AdmissionDecision,
   type AdmissionSignals,
@@ -136,5 +137,18 @@ describe("nextPressureState: trips at once, clears after 5 s below half", () => 
   it("a fast stall rate trips it too, and so does a swap leak", () => {
     expect(nextPressureState(initialPressureState, { ...calm, stallRatePct: 11 }, config, 0).tripped).toBe(true);
     expect(nextPressureState(initialPressureState, { ...calm, cgSwapLeak: true }, config, 0).tripped).toBe(true);
+  });
+});
+
+describe("gate mode lever (leverAction)", () => {
+  it.each([
+    ["admit under pressure from reject_all: refused", "admit", { calm: false, force: false, current: "reject_all" }, "refuse"],
+    ["admit under pressure, lever already admit: said, not refused", "admit", { calm: false, force: false, current: "admit" }, "already_admit"],
+    ["admit under pressure, lever never set (the gate admits): said, not refused", "admit", { calm: false, force: false, current: null }, "already_admit"],
+    ["admit under pressure, --force: flipped", "admit", { calm: false, force: true, current: "reject_all" }, "flip"],
+    ["admit when calm: flipped", "admit", { calm: true, force: false, current: "admit" }, "flip"],
+    ["reject_all under pressure: flipped", "reject_all", { calm: false, force: false, current: "admit" }, "flip"],
+  ] as const)("%s", (_n, mode, facts, expected) => {
+    expect(leverAction(mode, facts)).toBe(expected);
   });
 });
