@@ -240,15 +240,21 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   }
 
   options.onStage?.("remove", cgroup.name);
+  // A task that joined after the kill found it empty (a launcher outside that was
+  // still starting spawns its worker in; CI: rmdir then failed busy for 7 s) is
+  // killed too, whenever a rmdir finds the cgroup busy with tasks.
+  const killLateJoiners = async (): Promise<void> => {
+    if (listInside(roots, withDescendants(present)).length > 0) await killUntilEmpty(roots, present, deadline, killed, method);
+  };
   const notRemoved: string[] = [];
   for (const dir of present) {
     // Children first, deepest first: a cgroup with a child cannot be removed.
     const stuck: string[] = [];
     for (const child of descendants(dir).reverse()) {
-      if (!(await rmdirWithBackoff(child.dir, deadline))) stuck.push(child.dir);
+      if (!(await rmdirWithBackoff(child.dir, deadline, killLateJoiners))) stuck.push(child.dir);
     }
     notRemoved.push(...stuck);
-    if (stuck.length === 0 && (await rmdirWithBackoff(dir.dir, deadline))) done.removed.push(dir.dir);
+    if (stuck.length === 0 && (await rmdirWithBackoff(dir.dir, deadline, killLateJoiners))) done.removed.push(dir.dir);
     else notRemoved.push(dir.dir);
   }
   if (notRemoved.length > 0) {
@@ -561,7 +567,7 @@ async function waitFrozen(dirs: CgroupDir[], until: number): Promise<boolean> {
 }
 
 /** rmdir, retrying EBUSY (the kernel releases a just-emptied cgroup asynchronously). */
-async function rmdirWithBackoff(dir: string, deadline: number): Promise<boolean> {
+async function rmdirWithBackoff(dir: string, deadline: number, whenBusy: () => Promise<void> = async () => {}): Promise<boolean> {
   let wait = 10;
   for (;;) {
     try {
@@ -573,6 +579,7 @@ async function rmdirWithBackoff(dir: string, deadline: number): Promise<boolean>
       if (code !== "EBUSY" && code !== "ENOTEMPTY") throw kernelWriteError(dir, err, "remove");
       if (Date.now() >= deadline + 2_000) return false;
     }
+    await whenBusy();
     await sleep(wait);
     wait = Math.min(wait * 2, 250);
   }

@@ -105,6 +105,31 @@ describe.skipIf(skipReason)("teardown of a drill-made cgroup with child cgroups 
     expect(cgroupDirsLeft(cg)).toEqual([]);
   });
 
+  // CI: a rollback's teardown found the cgroup empty while the worker's launcher (outside it)
+  // was still starting; its worker then joined, and rmdir failed busy until the deadline.
+  it("a task that joins after the kill found the cgroup empty is killed when rmdir finds it busy, and the cgroup removed", async () => {
+    const name = uniqueName();
+    const cg = realWorkerCgroup(name);
+    made.push(cg);
+    setupWorkerCgroup(realRoots(), cg, stateDir, { memoryMax: 64 * M, swapMax: 0 });
+    // Started outside, moved in every hierarchy (v1 first, as the join shim does) just before the removal.
+    const late = spawn("sleep", ["1000"], { stdio: "ignore" });
+    children.push(late);
+    await new Promise((r) => late.once("spawn", r));
+    const torn = await teardownWorkerCgroup(realRoots(), cg, {
+      stateDir,
+      timeoutMs: 10_000,
+      termGraceMs: 300,
+      onStage: (stage) => {
+        if (stage === "remove") for (const procs of cg.procsFiles) writeFileSync(procs, String(late.pid));
+      },
+    });
+    expect(torn.kind).toBe("removed");
+    if (torn.kind === "removed") expect(torn.killed.map((t) => t.pid)).toContain(late.pid);
+    expect(await exited(late)).toBe("SIGKILL");
+    expect(cgroupDirsLeft(cg)).toEqual([]);
+  });
+
   // Only hybrid has a v1 limits dir and a cgroup2 twin; on v2 the test above is the cgroup2 case.
   it.skipIf(!hybrid)("hybrid twin (cgroup2): a task in a child of the twin is killed, and the child removed before the twin", async () => {
     const name = uniqueName();
