@@ -10,7 +10,7 @@ import { DrillError, RefusedError, RollbackIncompleteError } from "../errors.js"
 import { previousModeText } from "../gate/policy.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessStat } from "../host/process.js";
-import { readPids } from "../cgroup/memoryFiles.js";
+import { readOomKillCount, readPids } from "../cgroup/memoryFiles.js";
 import { readHostPsi } from "../host/psi.js";
 import { DrillQueue } from "../queue/queue.js";
 import { queueKeys } from "../queue/keys.js";
@@ -303,6 +303,12 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         const layout = requireLayout(roots);
         // The dirs up recorded before setup; --parent again only when up died before recording them.
         const computed = workerCgroupFromDirs(layout, cg.name, cg.dirs) ?? resolveWorkerCgroup(roots, layout, cg.name, validateParent(cg.parent));
+        // The report's last oom_kill reading once the cgroup is gone: the kill that stopped the drill can follow watch's last sample.
+        const oomKill = existsSync(computed.limits.dir) ? readOomKillCount(computed.limits) : null;
+        if (oomKill?.ok) {
+          cg.oomKillAtTeardown = { tsMs: Date.now(), count: oomKill.value };
+          writeState(options.stateDir, state);
+        }
         let torn;
         try {
           torn = await teardownWorkerCgroup(roots, computed, { stateDir: options.stateDir, timeoutMs: 10_000, owner: { drill: state.name, runId: state.runId } });

@@ -37,7 +37,13 @@ export interface DrillState {
   phase: "starting" | "running" | "stopped" | "rolling_back" | "complete";
   queue: string;
   redis: { url: string; embedded: { dir: string; port: number } | null };
-  cgroup: { name: string; parent: string; dirs: string[] } | null;
+  /**
+   * `oomKillAtSetup`: the cgroup's oom_kill right after setup (absent: unread, or an
+   * older up): the report's first reading, for a kill before watch's first sample.
+   * `oomKillAtTeardown`: rollback's, just before it removed the cgroup: the last one,
+   * for a kill after watch's last sample (the one that stopped the drill).
+   */
+  cgroup: { name: string; parent: string; dirs: string[]; oomKillAtSetup?: OomKillReading; oomKillAtTeardown?: OomKillReading } | null;
   processes: ProcessRecord[];
   /** `<file-dir>/drill-<runId>`: where the hog's and worker's files go; rollback empties and removes it. */
   fileDir: string | null;
@@ -57,6 +63,12 @@ export interface DrillState {
  * complete one) keeps it and records `lastAt`, a re-drain also in `redrains`.
  * `exported`, `drained` and `left` are the latest rollback's.
  */
+/** A worker cgroup's oom_kill counter as read at a moment (ms since the epoch). */
+export interface OomKillReading {
+  tsMs: number;
+  count: number;
+}
+
 export interface RollbackRecord {
   at: string;
   exported?: string;

@@ -6,6 +6,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
 import { HOG_OUTCOMES, type HogOutcome } from "../cgroup/hog.js";
 import { requireLayout } from "../cgroup/layout.js";
+import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup } from "../cgroup/paths.js";
 import { applySetup, inspectForSetup, planSetup } from "../cgroup/setup.js";
@@ -258,6 +259,13 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
         throw err;
       }
       crash("cgroup");
+      // The counter before anything runs in it: an OOM kill at the drill's first seconds
+      // (a worker whose KV overfills the cgroup) can come before watch's first sample.
+      const oomKillAtSetup = readOomKillCount(cgroup.limits);
+      if (oomKillAtSetup.ok && state.cgroup !== null) {
+        state.cgroup.oomKillAtSetup = { tsMs: Date.now(), count: oomKillAtSetup.value };
+        save();
+      }
       // After the cgroup is claimed: a refused start wrote nothing into a given Redis.
       // Never over a rollback's deny-all (it pulls the lever again once it has stopped this up).
       stopIfTakenOver();

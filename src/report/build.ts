@@ -492,8 +492,11 @@ function counterIncrease(readings: ReadonlyArray<{ value: number | null; absent:
  * sample: the kill that ended the drill is only in the live read). The notes
  * say where the figure came from when the read changes it.
  */
-function oomKills(samples: readonly WatchSample[], now: CgroupNow | null, fromMs: number, notes: string[]): { end: number | null; inWindow: number | null } {
-  const readings = samples.map((s) => ({ value: s.cg_oom_kill, absent: s.cg_absent }));
+function oomKills(samples: readonly WatchSample[], now: CgroupNow | null, atSetup: { tsMs: number; count: number } | null, fromMs: number, notes: string[]): { end: number | null; inWindow: number | null } {
+  // up's reading at setup counts from there when the window holds it: a kill in the drill's first
+  // second (the worker's KV overfilling the cgroup) can precede watch's first sample.
+  const first = atSetup !== null && atSetup.tsMs >= fromMs && (samples.length === 0 || atSetup.tsMs <= samples[0]!.tsMs) ? [{ value: atSetup.count, absent: false }] : [];
+  const readings = [...first, ...samples.map((s) => ({ value: s.cg_oom_kill, absent: s.cg_absent }))];
   const recordedEnd = samples.map((s) => s.cg_oom_kill).filter((v): v is number => v !== null).at(-1) ?? null;
   const recorded = { end: recordedEnd, inWindow: counterIncrease(readings) };
   const lastTs = samples.at(-1)?.tsMs ?? null;
@@ -932,7 +935,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     const why = odd === 0 ? "" : ` (${odd} of them held a value no sample can have: ${(inputs.recording.implausibleExamples ?? []).join(", ")}${odd > 3 ? ", …" : ""})`;
     notes.push(`${inputs.recording.badLines} line(s) of ${inputs.recording.file} were not samples: skipped${why}`);
   }
-  const oom = oomKills(samples, inputs.cgroupNow ?? null, fromMs, notes);
+  const oom = oomKills(samples, inputs.cgroupNow ?? null, inputs.cgroupAtSetup ?? null, fromMs, notes);
   const alarmCounts = new Map<string, number>();
   for (const s of samples) for (const a of s.alarm) bump(alarmCounts, a);
   const lastMax = [...samples].reverse().find((s) => s.cg_mem_max !== null)?.cg_mem_max ?? null;

@@ -283,11 +283,15 @@ function readRecording(file: string, notes: string[]): Recording | null {
  */
 export function readCgroupNow(roots: HostRoots, state: DrillState | null, nowMs: number): CgroupNow | null {
   const cg = state?.cgroup ?? null;
-  if (state === null || cg === null || cg.dirs.length === 0 || state.phase === "complete") return null;
+  if (state === null || cg === null || cg.dirs.length === 0) return null;
+  // Removed by rollback: what it read just before.
+  const atTeardown = (): CgroupNow | null =>
+    cg.oomKillAtTeardown ? { tsMs: cg.oomKillAtTeardown.tsMs, file: `${cg.dirs[0]} (read by rollback before it removed the cgroup)`, oomKill: cg.oomKillAtTeardown.count, reason: null } : null;
+  if (state.phase === "complete") return atTeardown();
   const layout = detectLayout(roots);
   if (!layout.ok) return null;
   const cgroup = workerCgroupFromDirs(layout.value, cg.name, cg.dirs);
-  if (cgroup === null || !existsSync(cgroup.limits.dir)) return null;
+  if (cgroup === null || !existsSync(cgroup.limits.dir)) return atTeardown();
   const reading = readOomKillCount(cgroup.limits);
   const file = path.join(cgroup.limits.dir, cgroup.limits.version === 2 ? "memory.events" : "memory.oom_control");
   return reading.ok ? { tsMs: nowMs, file, oomKill: reading.value, reason: null } : { tsMs: nowMs, file: reading.file, oomKill: null, reason: reading.reason };
@@ -356,6 +360,7 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
     recording,
     recordingLooked: options.recordingFile !== undefined ? options.recordingFile : candidates.length === 0 ? null : candidates.join(" or "),
     gatherNotes: notes,
+    cgroupAtSetup: queueAsked ? null : (state?.cgroup?.oomKillAtSetup ?? null),
   };
 
   // 1. live: the given Redis (its failure is the error), else the drill's own if it answers
@@ -476,6 +481,7 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
       jobPlaces: exported.jobPlaces,
       unfinished: exported.unfinished,
       firstTokens: exported.firstTokens,
+      cgroupNow: queueAsked ? null : readCgroupNow(options.roots ?? new HostRoots(), state, Math.round(nowMs)),
     },
     nowMs: Math.round(nowMs),
   };

@@ -182,6 +182,8 @@ export interface ReportInputs {
    * (no cgroup recorded, gone, or an export).
    */
   cgroupNow?: CgroupNow | null;
+  /** The worker cgroup's oom_kill as up read it right after setup: the first reading, before watch's first sample. */
+  cgroupAtSetup?: { tsMs: number; count: number } | null;
   /**
    * The job payloads on every list but done and dead (ready, processing,
    * admitted, working, retry, drain), with their times: an admitted job that

@@ -62,6 +62,10 @@ describe.skipIf(skip !== null)("the worker OOM-killed in its cgroup during up (R
     const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "h5wrkoom"], { timeout: 90_000 });
     expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
     assertHostClean(stateDir, "h5wrkoom", before);
+    // The incident notes' report, after the rollback: the kill that stopped the drill still counts (rollback read the counter before removing the cgroup).
+    const notes = await runDrill(["--state-dir", stateDir, "--json", "report", "--name", "h5wrkoom"]);
+    expect(notes.exitCode, notes.stderr).toBe(0);
+    expect((JSON.parse(notes.stdout) as ReportDocument).pressure?.oom_kills_in_window).toBeGreaterThanOrEqual(1);
     const exported = readdirSync(path.join(stateDir, "h5wrkoom")).filter((f) => /^final-.*\.jsonl$/.test(f));
     assertNoJobLostInExport(path.join(stateDir, "h5wrkoom", exported[0]!), "jobs", summary.pushed_ids);
   }, 180_000);

@@ -65,6 +65,20 @@ describe("OOM kills with the worker cgroup read now (up stops before watch's nex
     expect(r.pressure.oom_kills_in_window).toBeNull();
     expect(r.pressure.cg_oom_kill_end).toBe(2);
   });
+
+  // CI: the worker's KV overfilled the cgroup in the drill's first second, before watch's first
+  // sample; every sample read oom_kill=1, and the kill that stopped the drill counted 0.
+  it("up's reading at setup is the first one: a kill before watch's first sample counts", () => {
+    const after = [sample(NOW - 4 * MIN, { cg_oom_kill: 1 }), sample(NOW - 10_000, { cg_oom_kill: 1 })];
+    const withSetup = buildReport(inputs({ recording: { file: "w", samples: after, badLines: 0 }, cgroupAtSetup: { tsMs: NOW - 5 * MIN, count: 0 } }), NOW, 10 * MIN);
+    expect(withSetup.pressure.oom_kills_in_window).toBe(1);
+    expect(buildReport(inputs({ recording: { file: "w", samples: after, badLines: 0 } }), NOW, 10 * MIN).pressure.oom_kills_in_window).toBe(0);
+    // Before the window: kills between setup and the window's start are not the window's.
+    expect(buildReport(inputs({ recording: { file: "w", samples: after, badLines: 0 }, cgroupAtSetup: { tsMs: NOW - 20 * MIN, count: 0 } }), NOW, 10 * MIN).pressure.oom_kills_in_window).toBe(0);
+    // No sample at all: setup and the live read count it.
+    const none = buildReport(inputs({ recording: null, cgroupAtSetup: { tsMs: NOW - 5 * MIN, count: 0 }, cgroupNow: { tsMs: NOW, file, oomKill: 1, reason: null } }), NOW, 10 * MIN);
+    expect(none.pressure.oom_kills_in_window).toBe(1);
+  });
 });
 
 
@@ -240,6 +254,12 @@ describe("readCgroupNow: the worker cgroup up recorded, read at gather time (fak
   it("reads oom_kill from memory.events while the cgroup is there; nothing once it is gone or rolled back", () => {
     expect(readCgroupNow(roots, state(), NOW)).toEqual({ tsMs: NOW, file: path.join(dir, "memory.events"), oomKill: 2, reason: null });
     expect(readCgroupNow(roots, state({ phase: "complete" }), NOW)).toBeNull();
+    // Rolled back, or gone: what rollback read before it removed the cgroup, if it did.
+    const teardown = { tsMs: NOW - 1000, count: 3 };
+    expect(readCgroupNow(roots, state({ phase: "complete", cgroup: { name: "infer", parent: "self", dirs: [dir], oomKillAtTeardown: teardown } }), NOW)).toEqual({
+      tsMs: NOW - 1000, file: `${dir} (read by rollback before it removed the cgroup)`, oomKill: 3, reason: null,
+    });
+    expect(readCgroupNow(roots, state({ cgroup: { name: "gone", parent: "self", dirs: [path.join(root, "x", "gone")], oomKillAtTeardown: teardown } }), NOW)?.oomKill).toBe(3);
     expect(readCgroupNow(roots, state({ cgroup: { name: "gone", parent: "self", dirs: [path.join(root, "x", "gone")] } }), NOW)).toBeNull();
     expect(readCgroupNow(roots, state({ cgroup: null }), NOW)).toBeNull();
     rmSync(sys, { recursive: true, force: true });
