@@ -1,4 +1,4 @@
-import { ExitCode, UsageError } from "../errors.js";
+import { DrillError, ExitCode, RefusedError, UsageError } from "../errors.js";
 import { writeErr } from "../closedStdout.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
 import { drillCommandAt, type GlobalOptions } from "../context.js";
@@ -111,7 +111,7 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
       // A script needs what was done and what is left most when the teardown did not finish (as rollback --json).
       if (globals.json) {
         const left = [...stillFrozen, `cgroup ${cgroup.name}: teardown interrupted by ${signal} ${where}; run ${command} again to finish it`];
-        output.json(interruptedTeardownDocument(progress, left, { signal, cgroup: cgroup.name, stage: stage?.stage ?? null, stageCgroup: stage?.name ?? null, command }));
+        output.json(teardownDocument("interrupted", progress, left, { signal, cgroup: cgroup.name, stage: stage?.stage ?? null, stageCgroup: stage?.name ?? null, command }));
       }
       for (const note of notes) writeErr(`drill: ${note}\n`);
       writeErr(`drill: interrupted by ${signal} during the teardown of cgroup ${cgroup.name}, ${where}; run \`${command}\` again to finish it\n`);
@@ -128,6 +128,13 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
         stage = { stage: s, name };
       },
     });
+  } catch (err) {
+    // Refused, or not finished (tasks that would not leave, a dir busy): with --json a
+    // script still gets what was done and what is left, as from rollback --json.
+    if (globals.json && err instanceof DrillError) {
+      output.json(teardownDocument(err instanceof RefusedError ? "refused" : "failed", progress, [`cgroup ${cgroup.name}: ${err.message}`], null));
+    }
+    throw err;
   } finally {
     interrupts.dispose();
   }
@@ -167,13 +174,14 @@ interface TeardownInterruption {
 }
 
 /**
- * `drill --json cgroup teardown`'s document when stopped half-way: the fields
- * of a finished one, as far as it got, `kind` "interrupted", and, as
- * rollback's, `left` and `interrupted` (null in a finished one).
+ * `drill --json cgroup teardown`'s document when it did not finish: the fields
+ * of a finished one, as far as it got, `kind` "interrupted" (a second Ctrl-C
+ * or SIGTERM), "refused" or "failed", and, as rollback's, `left` and
+ * `interrupted` (null but when interrupted).
  */
-function interruptedTeardownDocument(progress: TeardownProgress, left: string[], interrupted: TeardownInterruption) {
+function teardownDocument(kind: "interrupted" | "refused" | "failed", progress: TeardownProgress, left: string[], interrupted: TeardownInterruption | null) {
   return snakeCaseKeys({
-    kind: "interrupted" as const,
+    kind,
     removed: progress.removed,
     alreadyGone: progress.alreadyGone,
     killed: progress.killed,

@@ -3,7 +3,7 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { execa, type ResultPromise } from "execa";
 import { afterEach, describe, expect, it } from "vitest";
-import { makeFakeHost, STUCK_PID, stuckFakeCgroup, type FakeHost } from "../helpers/cgroupFixtures.js";
+import { makeFakeHost, STUCK_PID, stuckFakeCgroup, v2MemoryFiles, type FakeHost } from "../helpers/cgroupFixtures.js";
 import { drillBin } from "../helpers/cli.js";
 
 /**
@@ -152,4 +152,19 @@ describe("drill cgroup teardown stopped while the cgroup is frozen (fake v2 tree
     });
     expect(String(r.stderr)).toContain(`thawed ${dir}`);
   }, 60_000);
+});
+
+// QA: a teardown that did not finish (refused, or tasks that would not leave) printed nothing on stdout with --json.
+describe("drill --json cgroup teardown that does not finish", () => {
+  it("refused (a cgroup drill did not create): its document, kind refused, the reason in left, exit 3", async () => {
+    host = makeFakeHost("v2");
+    host.cgroup("", "/process_api/abc/notours", v2MemoryFiles({ "cgroup.procs": "" }));
+    const { run } = startTeardown(host, "notours", true);
+    const r = await run;
+    expect(r.exitCode, r.stderr).toBe(3);
+    const doc = JSON.parse(r.stdout) as { kind: string; removed: string[]; killed: unknown[]; left: string[]; interrupted: unknown };
+    expect(doc).toMatchObject({ kind: "refused", removed: [], killed: [], interrupted: null });
+    expect(doc.left).toEqual([expect.stringMatching(/^cgroup notours: .*not created by drill/)]);
+    expect(r.stderr).toContain("not created by drill");
+  });
 });
