@@ -9,9 +9,12 @@ export const DEFAULT_STATE_DIR = "/var/lib/drill";
 export const DEFAULT_PROCFS = "/proc";
 export const DEFAULT_SYSFS = "/sys";
 
-/** `drill`, with --state-dir when not the default: a command suggested to the operator works as typed. */
-export function drillCommandFor(stateDir: string): string {
-  return drillCommandAt({ stateDir });
+/**
+ * `drill`, with --state-dir (and the --sysfs/--procfs of `roots`) when not the
+ * default: a command suggested to the operator works as typed, on the same tree.
+ */
+export function drillCommandFor(stateDir: string, roots?: { sysfs: string; procfs: string }): string {
+  return drillCommandAt({ stateDir, sysfs: roots?.sysfs, procfs: roots?.procfs });
 }
 
 /**

@@ -19,7 +19,7 @@ export function setupAdvice(roots: HostRoots, computed: WorkerCgroup, stateDir: 
   const ownership = decideOwnership(inspectForSetup(roots, computed, stateDir));
   if (ownership.kind === "refuse") return `drill cgroup setup would refuse it: ${ownership.reason}`;
   const where = parent === undefined ? "" : ` --parent ${parent}`;
-  return `run ${drillCommandFor(stateDir)} cgroup setup --name ${computed.name}${where}${flags} first`;
+  return `run ${drillCommandFor(stateDir, roots)} cgroup setup --name ${computed.name}${where}${flags} first`;
 }
 
 /**

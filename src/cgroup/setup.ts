@@ -347,7 +347,7 @@ export function inspectForSetup(roots: HostRoots, cgroup: WorkerCgroup, stateDir
     marker,
     markerFile: markerFile(stateDir, cgroup),
     upHolder: readUpHolder(stateDir, marker, cgroup.dirs.map((d) => d.dir)),
-    drillCmd: drillCommandFor(stateDir),
+    drillCmd: drillCommandFor(stateDir, roots),
     v1,
     v2Parent,
     parentLimit: effectiveLimitFrom(parentDir, limits.mount, limits.version),

@@ -203,7 +203,7 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   if (upHolder && !options.force) {
     const where = cgroup.dirs.map((d) => d.dir).join(" and ");
     throw new RefusedError(
-      upHolderRefusal(where, upHolder, drillCommandFor(options.stateDir), "kill its worker and hog mid-drill", " (it stops the drill, drains its queue and removes the cgroup), or give --force to tear it down anyway"),
+      upHolderRefusal(where, upHolder, drillCommandFor(options.stateDir, roots), "kill its worker and hog mid-drill", " (it stops the drill, drains its queue and removes the cgroup), or give --force to tear it down anyway"),
     );
   }
   const foreign = foreignOwner(marker, options.owner);

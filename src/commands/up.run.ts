@@ -44,7 +44,7 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
   const reclaimNote = weightsReclaimNote(drill, flags.memoryMax !== undefined ? "--memory-max" : "cgroup.memory_max");
 
   // The commands suggested below work as typed: the state dir named when not the default.
-  const drillCmd = drillCommandFor(g.stateDir);
+  const drillCmd = drillCommandFor(g.stateDir, g);
   try {
     if (flags.detach && process.env[BACKGROUND_ENV] !== "1") {
       const detached = await detach(drill, drillFile, g.stateDir, drillCmd, reclaimNote, log);

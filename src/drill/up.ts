@@ -150,7 +150,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
   try {
     // The drill's last run, put back if this start is refused after its first state write.
     const previous = readState(stateDir, name);
-    refuseWhileUp(previous, name, drillCommandFor(stateDir));
+    refuseWhileUp(previous, name, drillCommandFor(stateDir, roots));
 
     log(`doctor: checking the host`);
     const facts = await gatherFacts({

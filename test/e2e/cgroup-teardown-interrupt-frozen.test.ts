@@ -161,10 +161,11 @@ describe("drill --json cgroup teardown that does not finish", () => {
     host.cgroup("", "/process_api/abc/notours", v2MemoryFiles({ "cgroup.procs": "" }));
     const { run } = startTeardown(host, "notours", true);
     const r = await run;
-    expect(r.exitCode, r.stderr).toBe(3);
-    const doc = JSON.parse(r.stdout) as { kind: string; removed: string[]; killed: unknown[]; left: string[]; interrupted: unknown };
+    const [stdout, stderr] = [String(r.stdout), String(r.stderr)];
+    expect(r.exitCode, stderr).toBe(3);
+    const doc = JSON.parse(stdout) as { kind: string; removed: string[]; killed: unknown[]; left: string[]; interrupted: unknown };
     expect(doc).toMatchObject({ kind: "refused", removed: [], killed: [], interrupted: null });
     expect(doc.left).toEqual([expect.stringMatching(/^cgroup notours: .*not created by drill/)]);
-    expect(r.stderr).toContain("not created by drill");
+    expect(stderr).toContain("not created by drill");
   });
 });

@@ -85,7 +85,7 @@ describe("inject on a cgroup drill did not create: says setup would refuse it, n
     expect(r.stderr).not.toMatch(/run drill .*cgroup setup/);
   });
 
-  it("v2, nothing there: the setup hint names --parent and --state-dir", async () => {
+  it("v2, nothing there: the setup hint names --parent, --state-dir and the tree (--sysfs, --procfs) it looked in", async () => {
     const host = makeFakeHost("v2");
     hosts.push(host);
     const layout = detectLayout(host.roots);
@@ -93,7 +93,7 @@ describe("inject on a cgroup drill did not create: says setup would refuse it, n
     const cg = resolveWorkerCgroup(host.roots, layout.value, "absent", { kind: "self" });
     const r = await inject(host, "absent");
     expect(r.exitCode, r.stdout + r.stderr).toBe(2);
-    expect(r.stderr).toBe(`drill: cgroup absent is not set up: no ${cg.limits.dir}; run drill --state-dir ${host.stateDir} cgroup setup --name absent --parent self first`);
+    expect(r.stderr).toBe(`drill: cgroup absent is not set up: no ${cg.limits.dir}; run drill --state-dir ${host.stateDir} --sysfs ${host.sysfs} --procfs ${host.procfs} cgroup setup --name absent --parent self first`);
     expect(existsSync(cg.limits.dir)).toBe(false);
   });
 });

@@ -73,7 +73,7 @@ describe("drill cgroup teardown of the worker cgroup of a drill that is up", () 
     const err = await refused(teardownWorkerCgroup(host.roots, cg, { stateDir: host.stateDir, timeoutMs: 500 }));
     expect(err.exitCode).toBe(3);
     expect(err.message).toContain(`${cg.memory!.dir} and ${cg.unified!.dir} is the worker cgroup of drill smoke (run smoke-1), which is up (${phase})`);
-    expect(err.message).toContain(`Run drill --state-dir ${host.stateDir} rollback --name smoke`);
+    expect(err.message).toContain(`Run drill --state-dir ${host.stateDir} --sysfs ${host.sysfs} --procfs ${host.procfs} rollback --name smoke`);
     expect(err.message).toMatch(/--force/);
     expect(cg.dirs.every((d) => existsSync(d.dir))).toBe(true);
     expect(readFileSync(path.join(cg.memory!.dir, "cgroup.procs"), "utf8")).toBe("31337\n");
