@@ -18,6 +18,8 @@ let weightsDir = "";
 beforeAll(async () => {
   server = await startRedisServer();
   client = new Redis(server.url);
+  // One test kills the server under it: its reconnects are expected, not "Unhandled error event" noise.
+  client.on("error", () => {});
   weightsDir = mkdtempSync(path.join(tmpdir(), "drill-worker-cleanup-"));
 });
 afterAll(async () => {
