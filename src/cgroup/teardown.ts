@@ -244,7 +244,7 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   // still starting spawns its worker in; CI: rmdir then failed busy for 7 s) is
   // killed too, whenever a rmdir finds the cgroup busy with tasks.
   const killLateJoiners = async (): Promise<void> => {
-    if (listInside(roots, withDescendants(present)).length > 0) await killUntilEmpty(roots, present, deadline, killed, method);
+    await killUntilEmpty(roots, present, deadline, killed, method); // returns at once when nothing is inside
   };
   const notRemoved: string[] = [];
   for (const dir of present) {

@@ -1,7 +1,7 @@
 import { DrillError, ExitCode, RefusedError, UsageError } from "../errors.js";
 import { writeErr } from "../closedStdout.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
-import { drillCommandAt, type GlobalOptions } from "../context.js";
+import { drillCommandAt, drillCommandFor, type GlobalOptions } from "../context.js";
 import { consoleOutput, snakeCaseKeys, type Output } from "../output.js";
 import { formatBytes, memoryMaxProblem, parseSize } from "../units.js";
 import type { Limit } from "../cgroup/memoryFiles.js";
@@ -99,7 +99,7 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
   // the first Ctrl-C only says so; a second one (or SIGTERM) thaws what it
   // froze and stops, naming where and the command that finishes it: on the
   // same tree (--sysfs, --procfs), state dir and cgroup, or it acts elsewhere.
-  const drill = drillCommandAt({ stateDir: globals.stateDir, sysfs: globals.sysfs, procfs: globals.procfs });
+  const drill = drillCommandFor(globals.stateDir, globals);
   const command = `${drill} cgroup teardown --name ${cgroup.name}${flags.parent === undefined ? "" : ` --parent ${flags.parent}`}${flags.force ? " --force" : ""}`;
   let stage: { stage: TeardownStage; name: string } | null = null;
   const progress = newTeardownProgress();

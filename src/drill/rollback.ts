@@ -304,8 +304,8 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         // The dirs up recorded before setup; --parent again only when up died before recording them.
         const computed = workerCgroupFromDirs(layout, cg.name, cg.dirs) ?? resolveWorkerCgroup(roots, layout, cg.name, validateParent(cg.parent));
         // The report's last oom_kill reading once the cgroup is gone: the kill that stopped the drill can follow watch's last sample.
-        const oomKill = existsSync(computed.limits.dir) ? readOomKillCount(computed.limits) : null;
-        if (oomKill?.ok) {
+        const oomKill = readOomKillCount(computed.limits);
+        if (oomKill.ok) {
           cg.oomKillAtTeardown = { tsMs: Date.now(), count: oomKill.value };
           writeState(options.stateDir, state);
         }

@@ -56,6 +56,12 @@ export interface DrillState {
   rollback?: RollbackRecord;
 }
 
+/** A worker cgroup's oom_kill counter as read at a moment (ms since the epoch). */
+export interface OomKillReading {
+  tsMs: number;
+  count: number;
+}
+
 /**
  * What rollbacks of the run recorded. `at` is the first one's (the rollback
  * that took the drill over: the report's end of a run up recorded no end for);
@@ -63,12 +69,6 @@ export interface DrillState {
  * complete one) keeps it and records `lastAt`, a re-drain also in `redrains`.
  * `exported`, `drained` and `left` are the latest rollback's.
  */
-/** A worker cgroup's oom_kill counter as read at a moment (ms since the epoch). */
-export interface OomKillReading {
-  tsMs: number;
-  count: number;
-}
-
 export interface RollbackRecord {
   at: string;
   exported?: string;

@@ -3,6 +3,7 @@ import { decodeJob } from "../queue/job.js";
 import { redactUrl } from "../queue/redis.js";
 import { formatRejectEvent } from "../sampler/rejects.js";
 import { counterRise, parseCount } from "../util/counters.js";
+import type { OomKillReading } from "../drill/state.js";
 import type { CgroupNow, DecisionEvent, DoneEntry, JobTiming, ReportInputs, WatchSample } from "./inputs.js";
 
 /**
@@ -492,7 +493,7 @@ function counterIncrease(readings: ReadonlyArray<{ value: number | null; absent:
  * sample: the kill that ended the drill is only in the live read). The notes
  * say where the figure came from when the read changes it.
  */
-function oomKills(samples: readonly WatchSample[], now: CgroupNow | null, atSetup: { tsMs: number; count: number } | null, fromMs: number, notes: string[]): { end: number | null; inWindow: number | null } {
+function oomKills(samples: readonly WatchSample[], now: CgroupNow | null, atSetup: OomKillReading | null, fromMs: number, notes: string[]): { end: number | null; inWindow: number | null } {
   // up's reading at setup counts from there when the window holds it: a kill in the drill's first
   // second (the worker's KV overfilling the cgroup) can precede watch's first sample.
   const first = atSetup !== null && atSetup.tsMs >= fromMs && (samples.length === 0 || atSetup.tsMs <= samples[0]!.tsMs) ? [{ value: atSetup.count, absent: false }] : [];

@@ -1,5 +1,5 @@
 import { jsonObjectOf } from "../util/jsonObject.js";
-import type { DrillEnded } from "../drill/state.js";
+import type { DrillEnded, OomKillReading } from "../drill/state.js";
 import { CGROUP_ABSENT_REASON } from "../sampler/step.js";
 import { parseSeq, SEQ_RULE } from "../queue/seq.js";
 
@@ -183,7 +183,7 @@ export interface ReportInputs {
    */
   cgroupNow?: CgroupNow | null;
   /** The worker cgroup's oom_kill as up read it right after setup: the first reading, before watch's first sample. */
-  cgroupAtSetup?: { tsMs: number; count: number } | null;
+  cgroupAtSetup?: OomKillReading | null;
   /**
    * The job payloads on every list but done and dead (ready, processing,
    * admitted, working, retry, drain), with their times: an admitted job that
