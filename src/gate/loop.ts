@@ -27,7 +27,7 @@ export interface GateOptions {
   maxJobs: number | null;
   idleExitMs: number | null;
   json: boolean;
-  /** BLMOVE block timeout; also bounds how long a stop waits for a take. */
+  /** BLMOVE block timeout (a stop unblocks the take at once). */
   blockMs?: number;
   watchdogMarginMs?: number;
   /** Default: 3 intervals, at least 1 s. Another gate recovers our list only after it expires. */
@@ -91,7 +91,8 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
   }
 
   const blockMs = options.blockMs ?? 1000;
-  const mover = new BlockingMover(deps.redisUrl, { name: `drill-gate-take:${gateId}`, watchdogMarginMs: options.watchdogMarginMs ?? 2000 });
+  // A stop ends the take at once (CLIENT UNBLOCK): a rollback does not wait out the block.
+  const mover = new BlockingMover(deps.redisUrl, { name: `drill-gate-take:${gateId}`, watchdogMarginMs: options.watchdogMarginMs ?? 2000, stop: { signal: deps.signal, via: redis } });
   const ttlMs = options.heartbeatTtlMs ?? Math.max(3 * config.intervalMs, 1000);
   const info = { pid: process.pid, started: now(), interval_ms: config.intervalMs };
   const outage = new OutageLog(deps.err, monoNow);

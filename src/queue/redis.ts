@@ -189,6 +189,14 @@ export interface BlockingOptions {
   name: string;
   /** Added to the block timeout before the watchdog gives up on a reply. */
   watchdogMarginMs?: number;
+  /**
+   * Ends a take at once when `signal` aborts, instead of waiting out the
+   * block: CLIENT UNBLOCK … TIMEOUT through `via` (the caller's command
+   * connection; the blocked one cannot send). The server answers the BLMOVE
+   * as a timeout, so nothing is moved that nobody will decide; one it moved
+   * before the unblock arrives is returned as usual.
+   */
+  stop?: { signal: AbortSignal; via: Redis };
 }
 
 /**
@@ -201,6 +209,8 @@ export interface BlockingOptions {
  */
 export class BlockingMover {
   private connection: Redis | null = null;
+  /** The blocking connection's CLIENT ID, asked for ahead of its first BLMOVE (null: not known). */
+  private clientId: Promise<string | null> | null = null;
   private closed = false;
   watchdogFires = 0;
 
@@ -212,33 +222,54 @@ export class BlockingMover {
   /** LEFT of `source` → RIGHT of `destination`, as Buffers (payloads may not be UTF-8). */
   move(source: string, destination: string, blockMs: number): Promise<Buffer | null> {
     if (this.closed) return Promise.reject(new Error("blocking connection closed"));
+    const stop = this.options.stop;
+    // Stopped between takes: a BLMOVE now would only make the stop wait.
+    if (stop?.signal.aborted) return Promise.resolve(null);
     const connection = (this.connection ??= this.open());
     const watchdogMs = blockMs + (this.options.watchdogMarginMs ?? 2000);
     return new Promise<Buffer | null>((resolve, reject) => {
       let settled = false;
-      const timer = setTimeout(() => {
+      const unblock = (): void => void this.unblock(connection);
+      const settle = (): void => {
         settled = true;
+        clearTimeout(timer);
+        stop?.signal.removeEventListener("abort", unblock);
+      };
+      const timer = setTimeout(() => {
+        settle();
         this.watchdogFires++;
         this.drop(connection);
         reject(new WatchdogTimeout(watchdogMs));
       }, watchdogMs);
+      stop?.signal.addEventListener("abort", unblock, { once: true });
       connection.blmoveBuffer(source, destination, "LEFT", "RIGHT", (blockMs / 1000).toFixed(3)).then(
         (value) => {
           if (settled) return;
-          settled = true;
-          clearTimeout(timer);
+          settle();
           resolve(value);
         },
         (err: unknown) => {
           if (settled) return;
-          settled = true;
-          clearTimeout(timer);
+          settle();
           this.drop(connection);
           // "Connection is closed." alone would hide a refused database.
           reject(databaseRefusal(connection) ?? (err instanceof Error ? err : new Error(String(err))));
         },
       );
     });
+  }
+
+  /**
+   * The BLMOVE on `connection` answers now, as a timeout. Best effort: with no
+   * client id, or `via` down, the take ends at its block timeout as before. An
+   * id is unblocked only while its connection is the one in use: after a drop
+   * (or a server restart) it could name somebody else's client.
+   */
+  private async unblock(connection: Redis): Promise<void> {
+    const via = this.options.stop?.via;
+    const id = await this.clientId;
+    if (!via || id === null || id === undefined || this.connection !== connection) return;
+    await via.client("UNBLOCK", id, "TIMEOUT").catch(() => {});
   }
 
   close(): void {
@@ -258,11 +289,16 @@ export class BlockingMover {
       retryStrategy: () => null,
     });
     redis.on("error", () => {});
+    // Queued ahead of the first BLMOVE on this connection, so it is known before any stop.
+    this.clientId = this.options.stop ? redis.client("ID").then((id) => String(id), () => null) : null;
     return redis;
   }
 
   private drop(connection: Redis): void {
-    if (this.connection === connection) this.connection = null;
+    if (this.connection === connection) {
+      this.connection = null;
+      this.clientId = null;
+    }
     connection.disconnect();
   }
 }

@@ -62,7 +62,7 @@ export interface WorkerOptions {
   idleExitMs: number | null;
   durationMs: number | null;
   json: boolean;
-  /** BLMOVE block timeout; also bounds how long a stop waits for a take. Default 1 s. */
+  /** BLMOVE block timeout (a stop unblocks the take at once). Default 1 s. */
   blockMs?: number;
   /** Heartbeat TTL; another worker recovers our list only after it expires. Default 10 s. */
   heartbeatTtlMs?: number;
@@ -346,7 +346,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
       inFlight.add(run);
     };
 
-    const taker = new BlockingMover(deps.redisUrl, { name: `drill-worker-take:${workerId}` });
+    const taker = new BlockingMover(deps.redisUrl, { name: `drill-worker-take:${workerId}`, stop: { signal: stopJobs.signal, via: redis } });
     mover = taker;
     let lastActivity = now();
     let lastPeerCheck = 0;

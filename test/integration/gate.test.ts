@@ -101,6 +101,24 @@ async function pushJobs(queue: DrillQueue, count: number, extra: Partial<JobSpec
 }
 
 describe("gate against a real redis-server and a fake procfs", () => {
+  it("a stop while it waits for a job does not wait out the take's block (CLIENT UNBLOCK): it returns at once, nothing taken", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const { roots } = fakeProc(CALM_PSI);
+    // A 30 s block: without the unblock the gate would outlive this test's timeout.
+    const gate = startGate(queue.keys.queue, roots, { blockMs: 30_000 });
+    const deadline = Date.now() + 10_000;
+    while (!String(await redis.client("LIST")).split("\n").some((l: string) => l.includes(`name=drill-gate-take:${gate.gateIdForTest}`) && l.includes("cmd=blmove"))) {
+      if (Date.now() > deadline) throw new Error("the gate never blocked on its take");
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const started = Date.now();
+    expect(await gate.stop()).toMatchObject({ decided: 0, stoppedBy: "signal" });
+    expect(Date.now() - started, "the stop waited out the block").toBeLessThan(5000);
+    const ids = await pushJobs(queue, 1);
+    expect(await redis.llen(queue.keys.processing(gate.gateIdForTest))).toBe(0);
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
   it("low pressure: admits the first job, rejects the next with packed=48000 until tokens are released", async () => {
     const queue = new DrillQueue(redis, `g${++n}`);
     const ids = await pushJobs(queue, 8);

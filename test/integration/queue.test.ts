@@ -427,6 +427,44 @@ describe("DrillQueue against a real redis-server", () => {
     expect(await redis.llen(queue.keys.processing("g"))).toBe(0);
   });
 
+  it("a stop ends a take at once (CLIENT UNBLOCK as a timeout): nothing moved, no wait for the block; after the stop no take blocks", async () => {
+    const queue = freshQueue();
+    const controller = new AbortController();
+    const mover = new BlockingMover(server.url, { name: "t-stop", stop: { signal: controller.signal, via: redis } });
+    // A 30 s block: without the unblock the take would outlive this test's timeout.
+    const take = mover.move(queue.keys.ready, queue.keys.processing("g"), 30_000);
+    await until(async () => String(await redis.client("LIST")).includes("name=t-stop") && String(await redis.client("LIST")).includes("cmd=blmove"));
+    const started = Date.now();
+    controller.abort();
+    expect(await take).toBeNull();
+    expect(Date.now() - started, "the take waited out its block").toBeLessThan(5000);
+    // A job pushed after the stop stays where it is: the unblocked BLMOVE took nothing, and no take follows.
+    const id = (await queue.push(spec)).id;
+    expect(await mover.move(queue.keys.ready, queue.keys.processing("g"), 30_000)).toBeNull();
+    expect(await redis.llen(queue.keys.processing("g"))).toBe(0);
+    await assertNoJobLost(redis, queue.keys.queue, [id]);
+    expect(await redis.lrange(queue.keys.ready, 0, -1)).toHaveLength(1);
+    mover.close();
+  });
+
+  it("a stop unblocks only its own take: another client's BLMOVE on the same list keeps blocking", async () => {
+    const queue = freshQueue();
+    const controller = new AbortController();
+    const mine = new BlockingMover(server.url, { name: "t-mine", stop: { signal: controller.signal, via: redis } });
+    const other = new BlockingMover(server.url, { name: "t-other" });
+    const myTake = mine.move(queue.keys.ready, queue.keys.processing("a"), 30_000);
+    const otherTake = other.move(queue.keys.ready, queue.keys.processing("b"), 30_000);
+    await until(async () => (String(await redis.client("LIST")).match(/cmd=blmove/g) ?? []).length >= 2);
+    controller.abort();
+    expect(await myTake).toBeNull();
+    const id = (await queue.push(spec)).id;
+    const payload = await otherTake;
+    const decoded = decodeJob(payload!);
+    expect(decoded.ok && decoded.job.id).toBe(id);
+    mine.close();
+    other.close();
+  });
+
   it("the blocking read does not hang on a paused server: the watchdog fires, and it resumes after SIGCONT", async () => {
     const queue = freshQueue();
     const mover = new BlockingMover(server.url, { name: "t", watchdogMarginMs: 300 });
@@ -609,3 +647,12 @@ describe("DrillQueue against a real redis-server", () => {
     expect(before.filter(([key]) => key !== k.stats)).toEqual(again.filter(([key]) => key !== w.firstToken));
   });
 });
+
+/** Polls `condition` every 20 ms for up to 5 s. */
+async function until(condition: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error("timed out waiting");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -229,6 +229,30 @@ describe("runWorker's stop", () => {
       if (name !== "first_token") expect(await client.hlen(wk.firstToken)).toBe(0);
     });
   }
+  it("a stop while it waits for a job does not wait out the take's block (CLIENT UNBLOCK): it returns at once, nothing taken", async () => {
+    const queue = "stop-unblocks";
+    const wk = workerKeys(queue);
+    const stopped = new AbortController();
+    const startWeights = vi.fn(() => Promise.resolve({ pid: 1, file: path.join(weightsDir, "stop-unblocks.weights"), fallback: false, pass: () => Promise.resolve(1), close: () => Promise.resolve() }));
+    // A 30 s block: without the unblock the worker would outlive this test's timeout.
+    const run = runWorker(
+      { queue, workerId: "u1", config: { ...defaultWorkerConfig, weightsBytes: 8192 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false, blockMs: 30_000 },
+      { redisUrl: server.url, roots: new HostRoots(), where: "test", out: () => undefined, err: () => undefined, signal: stopped.signal, startWeights },
+    );
+    const deadline = Date.now() + 10_000;
+    while (!String(await client.client("LIST")).split("\n").some((l: string) => l.includes("name=drill-worker-take:u1") && l.includes("cmd=blmove"))) {
+      if (Date.now() > deadline) throw new Error("the worker never blocked on its take");
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const started = Date.now();
+    stopped.abort();
+    await run;
+    expect(Date.now() - started, "the stop waited out the block").toBeLessThan(5000);
+    await client.rpush(wk.queue.admitted, "after-the-stop");
+    expect(await client.lrange(wk.queue.admitted, 0, -1)).toEqual(["after-the-stop"]);
+    expect(await client.exists(wk.queue.working("u1"))).toBe(0);
+  });
+
   // The registry's ready mark is retried through an outage for ~30 s; it said nothing
   // meanwhile (the loop's "redis unavailable" comes only once it takes jobs).
   it("an outage while it marks itself ready is said at once and its end too, and the mark lands", async () => {
