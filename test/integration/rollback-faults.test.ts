@@ -24,10 +24,11 @@ if (skip) console.warn(`skipping rollback fault tests: ${skip}`);
 // A full run pushes 3 + 2 jobs.
 const TINY_JOBS = 5;
 const TINY = tinyDrill("tiny", {
+  duration: "3s",
   phases: [
     ["0s", pack(3, 20000)],
-    ["1s", "inject: { mode: thrash, size: 128M, hold: 3s }"],
-    ["2s", pack(2)],
+    ["500ms", "inject: { mode: thrash, size: 128M, hold: 2s }"],
+    ["1s", pack(2)],
   ],
 });
 
@@ -254,16 +255,16 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
     const roots = new HostRoots();
     const stat = readProcessStat(roots, server.pid!);
     expect(stat.ok && stat.value.comm).toMatch(/^redis-server/);
-    // Its parent is the timeout that ends it: the drill's 6 s, the 5 min grace, and 30 s more (it stops last).
+    // Its parent is the timeout that ends it: the drill's 3 s, the 5 min grace, and 30 s more (it stops last).
     const wrapper = stat.ok ? stat.value.ppid : 0;
-    expect(readFileSync(`/proc/${wrapper}/cmdline`, "utf8").split("\0").slice(0, 4)).toEqual(["timeout", "--signal=TERM", "--kill-after=30s", "336s"]);
+    expect(readFileSync(`/proc/${wrapper}/cmdline`, "utf8").split("\0").slice(0, 4)).toEqual(["timeout", "--signal=TERM", "--kill-after=30s", "333s"]);
     const reportJson = async () => {
       const r = await runDrill(["--state-dir", stateDir, "--json", "report", "--name", "tiny"], { timeout: 30_000 });
       expect(r.exitCode, r.stderr).toBe(0);
       return JSON.parse(r.stdout) as { notes: string[]; decisions: { total: number } | null; first_reject: unknown };
     };
     const live = await reportJson();
-    // At 306 s gate, worker and watch end their --duration; now instead.
+    // At 303 s gate, worker and watch end their --duration; now instead.
     for (const child of before.processes.filter((p) => ["gate", "worker", "watch"].includes(p.role))) {
       if (child.pid === null || child.startTime === null || !isSameProcess(roots, child.pid, child.startTime)) continue;
       process.kill(child.pid, "SIGTERM");

@@ -20,10 +20,11 @@ if (skip) console.warn(`skipping paused-Redis rollback tests: ${skip}`);
 const DRILL = "tinypause";
 const CGROUP = "pausecg";
 const TINY = tinyDrill(DRILL, {
+  duration: "3s",
   phases: [
     ["0s", pack(3, 20000)],
-    ["1s", "inject: { mode: thrash, size: 128M, hold: 3s }"],
-    ["2s", pack(2)],
+    ["500ms", "inject: { mode: thrash, size: 128M, hold: 2s }"],
+    ["1s", pack(2)],
   ],
 });
 
