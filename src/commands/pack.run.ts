@@ -2,7 +2,7 @@ import { DrillError, ExitCode, InterruptedError, UsageError } from "../errors.js
 import { commandRedisUrl, type GlobalOptions } from "../context.js";
 import { onInterrupt } from "../interrupt.js";
 import { validateKeyPart } from "../queue/keys.js";
-import { jobSchema, MAX_JOBS_PER_PACK, type Job } from "../queue/job.js";
+import { jobProblems, MAX_JOBS_PER_PACK, type Job } from "../queue/job.js";
 import { DrillQueue, isKeyRefusal, pushFailure, pushScope, pushUntilTaken, unnumberedJob } from "../queue/queue.js";
 import { closeRedis, connectRedis } from "../queue/redis.js";
 import { NO_DURATION_CAP, PLAIN_DECIMAL, parseDuration, parsePositiveDuration, parsePositiveInt, parseWholeNumber } from "../units.js";
@@ -63,20 +63,18 @@ const FLAG_OF_FIELD: Record<string, { flag: string; raw: keyof RawPackOptions }>
 
 /**
  * A job the gate would send straight to dead must not be pushed at all: run
- * the gate's own schema on a sample job, so the limits live in one place.
+ * the gate's own rule (JOB_FIELD_RULES) on a sample job, so the limits live in one place.
  * enqueue_ts only grows after now, so checking it now covers a slow --rate too.
  */
 function checkAgainstJobSchema(options: PackOptions, raw: RawPackOptions, nowMs: number): void {
   // The job the push makes; the id is INCR's first value.
   const sample: Job = { id: "1", ...unnumberedJob(options, nowMs) };
-  const result = jobSchema.safeParse(sample);
-  if (result.success) return;
-  const problems = result.error.issues.map((issue) => {
-    const field = String(issue.path[0] ?? "job");
+  const found = jobProblems(sample);
+  if (found.length === 0) return;
+  const problems = found.map(({ field, message }) => {
     const source = FLAG_OF_FIELD[field];
-    const value = (sample as Record<string, unknown>)[field];
     const head = source ? `${source.flag}: "${raw[source.raw] ?? ""}"` : "pack";
-    return `${head} gives ${field}=${String(value)}, which the gate would send to dead (${issue.message})`;
+    return `${head} gives ${field}=${String(sample[field])}, which the gate would send to dead (${message})`;
   });
   throw new UsageError(problems.join("; "));
 }

@@ -6,7 +6,7 @@ import { UsageError } from "../errors.js";
 import { HostRoots } from "../host/kernelFile.js";
 import { readHostMemoryBytes } from "../host/meminfo.js";
 import { MIN_GATE_INTERVAL_MS } from "../gate/policy.js";
-import { jobSchema, MAX_DEADLINE_MS, MAX_JOBS_PER_PACK } from "../queue/job.js";
+import { JOB_FIELD_RULES, MAX_DEADLINE_MS, MAX_JOBS_PER_PACK, type FieldRule } from "../queue/job.js";
 import { isValidKeyPart } from "../queue/keys.js";
 import { isPlainDecimal, mapSizeProblem, NO_DURATION_CAP, memoryMaxProblem, parseDuration, parsePercent, parseSize } from "../units.js";
 import { defaultWorkerConfig } from "../worker/plan.js";
@@ -88,14 +88,21 @@ const parent = z.string().superRefine((value, ctx) => {
   }
 });
 
+/** A number under a job field's rule (job.ts), in that rule's words. */
+const jobRule = (rule: FieldRule) =>
+  z.number().superRefine((value, ctx) => {
+    const why = rule(value);
+    if (why !== null) ctx.addIssue({ code: "custom", message: why });
+  });
+
 const packStep = z.strictObject({
   jobs: count.max(MAX_JOBS_PER_PACK, { message: `more than one pack pushes (at most ${MAX_JOBS_PER_PACK})` }),
   // At least 1 (as pack's flags), then the job's own rule (job.ts; pack checks the same):
   // over its cap, every job of the pack goes to dead.
-  files: count.pipe(jobSchema.shape.files).default(8),
-  prompt_tokens: count.pipe(jobSchema.shape.prompt_tokens),
+  files: count.pipe(jobRule(JOB_FIELD_RULES.files)).default(8),
+  prompt_tokens: count.pipe(jobRule(JOB_FIELD_RULES.prompt_tokens)),
   // The job's own rule (job.ts; pack --completion-tokens checks the same): 0 is a job that only needs its first token.
-  completion_tokens: jobSchema.shape.completion_tokens.default(256),
+  completion_tokens: jobRule(JOB_FIELD_RULES.completion_tokens).default(256),
   // A job's deadline_ms is 1 ms to 7 days (job.ts): outside it, every job goes to dead.
   deadline: duration("deadline", NO_DURATION_CAP)
     .refine((ms) => ms > 0, { message: "must be more than 0" })
@@ -106,9 +113,8 @@ const packStep = z.strictObject({
   upstream_age: duration("upstream_age", NO_DURATION_CAP)
     .superRefine((ms, ctx) => {
       const enqueueTs = Date.now() - ms;
-      const result = jobSchema.shape.enqueue_ts.safeParse(enqueueTs);
-      if (!result.success) {
-        const why = result.error.issues[0]?.message ?? "invalid";
+      const why = JOB_FIELD_RULES.enqueue_ts(enqueueTs);
+      if (why !== null) {
         ctx.addIssue({ code: "custom", message: `reaches back to 1970 or earlier: every job's enqueue_ts (now − upstream_age) would be ${enqueueTs}, which the gate sends to dead (${why})` });
       }
     })

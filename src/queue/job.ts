@@ -1,14 +1,7 @@
 import { createHash } from "node:crypto";
-import { z } from "zod";
 import { MAX_DURATION_MS } from "../units.js";
 
-/**
- * One packed job as the packer pushes it:
- *   {"id":"7","prompt_tokens":24000,"completion_tokens":256,"files":8,
- *    "enqueue_ts":1764480000123,"deadline_ms":8000,"attempt":0,"host_class":"shared-free"}
- * A nack adds `reason`. Unknown fields are kept (a producer may know more than
- * we do) but never trusted.
- */
+/** A payload over this is a bad payload, before it is parsed. */
 export const MAX_PAYLOAD_BYTES = 64 * 1024;
 export const MAX_JSON_DEPTH = 8;
 /** A producer clock ahead of ours by more than this is a bad payload, not a long deadline. */
@@ -25,21 +18,90 @@ export const MAX_DEADLINE_MS = MAX_DURATION_MS;
 export const MAX_JOBS_PER_PACK = 1_000_000;
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/;
-const count = (max: number) => z.int().min(0).max(max);
+const ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+/** The most prompt or completion tokens one job may carry. */
+export const MAX_JOB_TOKENS = 10_000_000;
+export const MAX_JOB_FILES = 1_000_000;
+export const MAX_JOB_ATTEMPT = 1_000;
+const MAX_REASON_CHARS = 200;
 
-export const jobSchema = z.looseObject({
-  id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, "id must be 1-64 of [A-Za-z0-9_.-]"),
-  prompt_tokens: count(10_000_000),
-  completion_tokens: count(10_000_000),
-  files: count(1_000_000),
-  enqueue_ts: z.int().positive(),
-  deadline_ms: z.int().positive().max(MAX_DEADLINE_MS),
-  attempt: count(1_000),
-  host_class: z.string().regex(NAME, "host_class must be 1-100 of [A-Za-z0-9_.-]"),
-  reason: z.string().max(200).optional(),
-});
+/** What is wrong with one field's value, or null when the job's rule takes it. */
+export type FieldRule = (value: unknown) => string | null;
 
-export type Job = z.infer<typeof jobSchema>;
+const integerIn =
+  (min: number, max: number): FieldRule =>
+  (value) => {
+    if (value === undefined) return "missing";
+    if (typeof value !== "number" || !Number.isSafeInteger(value)) return `must be an integer, not ${shownValue(value)}`;
+    if (value < min) return `must be at least ${min}, not ${value}`;
+    if (value > max) return `must be at most ${max}, not ${value}`;
+    return null;
+  };
+const matching =
+  (pattern: RegExp, what: string): FieldRule =>
+  (value) => {
+    if (value === undefined) return "missing";
+    return typeof value === "string" && pattern.test(value) ? null : what;
+  };
+
+/**
+ * The job's rule, field by field, in the order a decode reports them. The
+ * gate's decode, pack's flags and the drill file's pack steps all check these,
+ * so a job is refused before its push for the same reason the gate would
+ * send it to dead.
+ */
+export const JOB_FIELD_RULES = {
+  id: matching(ID, "id must be 1-64 of [A-Za-z0-9_.-]"),
+  prompt_tokens: integerIn(0, MAX_JOB_TOKENS),
+  completion_tokens: integerIn(0, MAX_JOB_TOKENS),
+  files: integerIn(0, MAX_JOB_FILES),
+  enqueue_ts: integerIn(1, Number.MAX_SAFE_INTEGER),
+  deadline_ms: integerIn(1, MAX_DEADLINE_MS),
+  attempt: integerIn(0, MAX_JOB_ATTEMPT),
+  host_class: matching(NAME, "host_class must be 1-100 of [A-Za-z0-9_.-]"),
+  reason: (value) => (value === undefined || (typeof value === "string" && value.length <= MAX_REASON_CHARS) ? null : `must be text of at most ${MAX_REASON_CHARS} characters`),
+} satisfies Record<string, FieldRule>;
+
+/**
+ * One packed job as the packer pushes it:
+ *   {"id":"7","prompt_tokens":24000,"completion_tokens":256,"files":8,
+ *    "enqueue_ts":1764480000123,"deadline_ms":8000,"attempt":0,"host_class":"shared-free"}
+ * A nack adds `reason`. Unknown fields are kept (a producer may know more than
+ * we do) but never trusted.
+ */
+export interface Job {
+  id: string;
+  prompt_tokens: number;
+  completion_tokens: number;
+  files: number;
+  enqueue_ts: number;
+  deadline_ms: number;
+  attempt: number;
+  host_class: string;
+  reason?: string | undefined;
+  [field: string]: unknown;
+}
+
+export interface JobProblem {
+  field: keyof typeof JOB_FIELD_RULES;
+  message: string;
+}
+
+/** Every field the job's rule refuses, in JOB_FIELD_RULES order (empty: a valid job). */
+export function jobProblems(value: Record<string, unknown>): JobProblem[] {
+  const problems: JobProblem[] = [];
+  for (const [field, rule] of Object.entries(JOB_FIELD_RULES) as [keyof typeof JOB_FIELD_RULES, FieldRule][]) {
+    const message = rule(value[field]);
+    if (message !== null) problems.push({ field, message });
+  }
+  return problems;
+}
+
+function shownValue(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+  if (typeof value === "number") return String(value);
+  return value === null ? "null" : Array.isArray(value) ? "a list" : typeof value === "object" ? "an object" : typeof value;
+}
 
 export type DecodedJob =
   | { ok: true; job: Job; fingerprint: string }
@@ -86,13 +148,9 @@ function decodeUnsafe(payload: Buffer, nowMs: number): DecodedJob {
   const id = idHint(parsed);
   if (forbidden !== null) return bad(`forbidden_key ${forbidden}`, id);
 
-  const result = jobSchema.safeParse(parsed);
-  if (!result.success) {
-    const issue = result.error.issues[0];
-    const field = issue && issue.path.length > 0 ? issue.path.join(".") : "payload";
-    return bad(`invalid_field ${field}: ${issue?.message ?? "invalid"}`, id);
-  }
-  const job = result.data;
+  const [problem] = jobProblems(parsed as Record<string, unknown>);
+  if (problem) return bad(`invalid_field ${problem.field}: ${problem.message}`, id);
+  const job = parsed as Job;
   if (job.enqueue_ts > nowMs + MAX_FUTURE_SKEW_MS) {
     return bad(`enqueue_ts_in_future ahead_ms=${job.enqueue_ts - nowMs}`, job.id);
   }
@@ -105,7 +163,7 @@ function bad(reason: string, id: string | null = null): DecodedJob {
 
 function idHint(value: object): string | null {
   const id = (value as { id?: unknown }).id;
-  return typeof id === "string" && /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/.test(id) ? id : null;
+  return typeof id === "string" && ID.test(id) ? id : null;
 }
 
 /** Bracket depth outside strings, so deep nesting is refused before JSON.parse sees it. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { decodeJob, deadlineSlackMs, jobFingerprint, MAX_PAYLOAD_BYTES } from "../../src/queue/job.js";
+import { decodeJob, deadlineSlackMs, jobFingerprint, jobProblems, MAX_PAYLOAD_BYTES } from "../../src/queue/job.js";
 import { fuzzPayloads } from "../fuzzPayloads.js";
 
 const NOW = 1_764_480_010_000;
@@ -59,6 +59,15 @@ describe("decodeJob", () => {
     ["invalid UTF-8", Buffer.concat([Buffer.from('{"id":"7","x":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]), /^invalid_utf8/],
     ["lone continuation byte", Buffer.from([0x80]), /^invalid_utf8/],
     ["empty", Buffer.alloc(0), /^not_json/],
+    ["tokens over the cap", withField("prompt_tokens", 10_000_001), /^invalid_field prompt_tokens: must be at most 10000000, not 10000001$/],
+    ["tokens past a safe integer", withField("completion_tokens", 2 ** 53), /^invalid_field completion_tokens: must be an integer/],
+    ["tokens as a list", withField("completion_tokens", [1]), /^invalid_field completion_tokens: must be an integer, not a list$/],
+    ["enqueue_ts 0", withField("enqueue_ts", 0), /^invalid_field enqueue_ts: must be at least 1, not 0$/],
+    ["deadline_ms over 7 days", withField("deadline_ms", 7 * 24 * 3_600_000 + 1), /^invalid_field deadline_ms: must be at most 604800000/],
+    ["attempt over 1000", withField("attempt", 1001), /^invalid_field attempt: must be at most 1000/],
+    ["attempt missing", without("attempt"), /^invalid_field attempt: missing$/],
+    ["a reason of 201 characters", withField("reason", "r".repeat(201)), /^invalid_field reason: must be text of at most 200 characters$/],
+    ["a reason that is not text", withField("reason", 5), /^invalid_field reason:/],
   ];
   for (const [name, payload, reason] of malformed) {
     it(`refuses ${name}`, () => {
@@ -67,6 +76,20 @@ describe("decodeJob", () => {
       if (!decoded.ok) expect(decoded.reason).toMatch(reason);
     });
   }
+
+  it("jobProblems lists every field the rule refuses, in the rule's field order, none for a good job", () => {
+    expect(jobProblems(good)).toEqual([]);
+    expect(jobProblems({ ...good, reason: "r".repeat(200), tenant: { any: "thing" } })).toEqual([]);
+    expect(jobProblems({ host_class: "a:b", id: "7", prompt_tokens: -1, files: 1.5 }).map((p) => p.field)).toEqual([
+      "prompt_tokens",
+      "completion_tokens",
+      "files",
+      "enqueue_ts",
+      "deadline_ms",
+      "attempt",
+      "host_class",
+    ]);
+  });
 
   it("keeps an id hint from a payload that parsed", () => {
     const decoded = decodeJob(withField("prompt_tokens", -1), NOW);
