@@ -59,9 +59,15 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
   }
 }
 
-/** up's --json document when it refused to start (exit 3): the same name, verdict and state fields as its result. */
+/**
+ * up's --json document when it refused to start (exit 3): the same name,
+ * verdict and state fields as its result. `state` is the state file there is
+ * (the drill that is up, a run before), null when none: a refusal before the
+ * first write (a queue in use, an unsafe host) leaves none.
+ */
 export function refusedSummary(name: string, stateDir: string, err: RefusedError) {
-  return { name, verdict: "refused" as const, reason: err.message, run_id: null, state: path.join(drillDir(stateDir, name), "state.json") };
+  const state = path.join(drillDir(stateDir, name), "state.json");
+  return { name, verdict: "refused" as const, reason: err.message, run_id: null, state: existsSync(state) ? state : null };
 }
 
 async function runInForeground(
