@@ -113,6 +113,9 @@ export interface JobListRow {
   note: string;
 }
 
+/** The most lost ids a report lists by id (not_found); not_found_count says how many there are. */
+export const NOT_FOUND_LISTED = 1000;
+
 export interface JobsWhere {
   rows: JobListRow[];
   /** Entries over every list (null when a list could not be read). */
@@ -123,8 +126,13 @@ export interface JobsWhere {
   ids_issued: number | null;
   /** Distinct job ids over the lists. */
   distinct_ids: number;
-  /** Issued ids (1..ids_issued) on no list: lost, or another producer that died between INCR and RPUSH. */
+  /**
+   * Issued ids (1..ids_issued) on no list: lost, or another producer that died
+   * between INCR and RPUSH. The first NOT_FOUND_LISTED of them; not_found_count is all.
+   */
   not_found: string[];
+  /** How many issued ids are on no list (null when ids issued or a list is unreadable). */
+  not_found_count: number | null;
   /** Ids on more than one list. */
   duplicates: Array<{ id: string; keys: string[] }>;
   /** Entries without a job id (dead payloads that never were jobs). */
@@ -745,21 +753,29 @@ function jobsWhere(inputs: ReportInputs, notes: string[]): JobsWhere | null {
     }
   }
   const notFound: string[] = [];
+  let notFoundCount: number | null = null;
   if (places.seq !== null && places.lists.every((l) => l.ids !== null)) {
-    for (let id = 1; id <= places.seq; id++) if (!where.has(String(id))) notFound.push(String(id));
+    // Counted from the ids that are there, not by walking 1..seq: a seq of 10^12 (another producer's, or a
+    // typo) is a count to say, not a loop or a list of that many ids to build.
+    const seq = places.seq;
+    let issuedAndThere = 0;
+    for (const id of where.keys()) if (/^[1-9]\d*$/.test(id) && Number(id) <= seq) issuedAndThere++;
+    notFoundCount = seq - issuedAndThere;
+    // Each step lists an id or passes one that is there: at most NOT_FOUND_LISTED + where.size steps.
+    for (let id = 1; id <= seq && notFound.length < Math.min(NOT_FOUND_LISTED, notFoundCount); id++) if (!where.has(String(id))) notFound.push(String(id));
   }
   const duplicates = [...where].filter(([, keys]) => keys.length > 1).map(([id, keys]) => ({ id, keys }));
   if (places.seq === null) notes.push(`${inputs.queue}:seq ${places.seqProblem ?? "unreadable"}: ids issued are n/a, lost ids not checked`);
   if (heldByDead > 0) notes.push(`${heldByDead} job(s) are held by a gate or worker whose heartbeat is gone or whose process exited (see "Where the jobs are")`);
-  if (notFound.length > 0) {
+  if (notFoundCount !== null && notFoundCount > 0) {
     // drill's pack and up take the id and queue the job in one script (a re-send takes no second id):
     // an id on no list left the lists, or was taken by a producer that INCRs and pushes in two steps.
     notes.push(
-      `${notFound.length} job id(s) issued by ${inputs.queue}:seq are on no list of the queue: lost (drill pack and drill up take an id only with its push), ` +
+      `${notFoundCount} job id(s) issued by ${inputs.queue}:seq are on no list of the queue: lost (drill pack and drill up take an id only with its push), ` +
         `or taken by another producer that died between its INCR and its RPUSH`,
     );
   }
-  return { rows, total, held_by_dead: heldByDead, ids_issued: places.seq, distinct_ids: where.size, not_found: notFound, duplicates, without_id: withoutId };
+  return { rows, total, held_by_dead: heldByDead, ids_issued: places.seq, distinct_ids: where.size, not_found: notFound, not_found_count: notFoundCount, duplicates, without_id: withoutId };
 }
 
 // ---- the builder ------------------------------------------------------------

@@ -223,7 +223,10 @@ function sections(r: Report): Section[] {
     rows.push(["total", int(w.total), w.held_by_dead > 0 ? `${w.held_by_dead} held by a dead gate or worker` : ""]);
     const after: string[] = [];
     if (w.ids_issued !== null) {
-      const lost = w.not_found.length === 0 ? "every one is on a list" : `${w.not_found.length} on no list: ${jobList(w.not_found)}`;
+      const lost =
+        w.not_found_count === null ? "lost ids not checked (a list could not be read)"
+        : w.not_found_count === 0 ? "every one is on a list"
+        : `${w.not_found_count} on no list: ${jobList(w.not_found, w.not_found_count)}`;
       after.push(`ids issued by ${r.queue}:seq: ${w.ids_issued}; distinct ids on the lists: ${w.distinct_ids}; ${lost}.`);
     } else {
       after.push(`ids issued by ${r.queue}:seq: ${NA} (unreadable, see notes); lost ids not checked.`);
@@ -275,8 +278,9 @@ function paceLabel(r: Report): string {
   return `${label} (first admit → last finish, ${humanDuration(Date.parse(to) - Date.parse(from))}, of a ${humanDuration(windowMs)} window)`;
 }
 
-function jobList(ids: string[]): string {
-  return `${ids.slice(0, 20).map((id) => `job=${id}`).join(" ")}${ids.length > 20 ? ` … ${ids.length - 20} more` : ""}`;
+/** The first 20 of `ids` by name; `of` (default: ids.length) says how many there are in all. */
+function jobList(ids: string[], of = ids.length): string {
+  return `${ids.slice(0, 20).map((id) => `job=${id}`).join(" ")}${of > 20 ? ` … ${of - 20} more` : ""}`;
 }
 
 function fmtCost(v: number): string {

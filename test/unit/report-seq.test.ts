@@ -2,7 +2,7 @@ import { Chalk } from "chalk";
 import { describe, expect, it } from "vitest";
 import { queueKeys } from "../../src/queue/keys.js";
 import { parseSeq } from "../../src/queue/seq.js";
-import { buildReport } from "../../src/report/build.js";
+import { buildReport, NOT_FOUND_LISTED } from "../../src/report/build.js";
 import { parseExport } from "../../src/report/exportFile.js";
 import type { ReportInputs } from "../../src/report/inputs.js";
 import { renderText } from "../../src/report/render.js";
@@ -70,6 +70,28 @@ describe("report: a <q>:seq drill pack would refuse", () => {
     const r = buildReport(inputs({ jobPlaces: exported.jobPlaces }), NOW, 600_000);
     expect(r.jobs_where).toMatchObject({ ids_issued: 1, not_found: [] });
     expect(r.notes.join("\n")).not.toContain("sqjobs:seq is");
+  });
+
+  // QA: report walked 1..seq and listed every id on no list: a seq of 10^12 was a loop and an array of that many ids.
+  it("export with seq 10^12 and one job: the count of ids on no list, the first NOT_FOUND_LISTED by id, at once", () => {
+    const exported = parseExport(exportWithSeq("1000000000000"), keys);
+    const r = buildReport(inputs({ jobPlaces: exported.jobPlaces }), NOW, 600_000);
+    expect(r.jobs_where!.ids_issued).toBe(1e12);
+    expect(r.jobs_where!.not_found_count).toBe(1e12 - 1);
+    expect(r.jobs_where!.not_found).toHaveLength(NOT_FOUND_LISTED);
+    expect(r.jobs_where!.not_found.slice(0, 3)).toEqual(["2", "3", "4"]);
+    expect(r.notes.join("\n")).toContain("999999999999 job id(s) issued by sqjobs:seq are on no list of the queue");
+    expect(renderText(r, plain)).toContain("ids issued by sqjobs:seq: 1000000000000; distinct ids on the lists: 1; 999999999999 on no list: job=2 job=3");
+    expect(renderText(r, plain)).toContain("… 999999999979 more.");
+  });
+
+  it("export with seq 3 and ids 1 and 3 on the lists: id 2 on no list, counted and listed", () => {
+    const text = [
+      JSON.stringify({ key: keys.seq, type: "string", ttl_ms: null, value: { utf8: "3" } }),
+      JSON.stringify({ key: keys.ready, type: "list", ttl_ms: null, value: [{ utf8: payload("1") }, { utf8: payload("3") }, { utf8: payload("07") }] }),
+    ].join("\n");
+    const r = buildReport(inputs({ jobPlaces: parseExport(text, keys).jobPlaces }), NOW, 600_000);
+    expect(r.jobs_where).toMatchObject({ ids_issued: 3, not_found: ["2"], not_found_count: 1 });
   });
 
   it("export whose seq is no string: null and said", () => {

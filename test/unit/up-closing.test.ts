@@ -1,4 +1,7 @@
-import { describe, expect, it } from "vitest";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
 import { closingLines, isOwnRun, refusedSummary, type ClosingFacts } from "../../src/commands/up.run.js";
 import type { DrillState } from "../../src/drill/state.js";
 import { RefusedError } from "../../src/errors.js";
@@ -63,14 +66,24 @@ describe("up's closing lines say what to do next, as things stand", () => {
 });
 
 describe("up --json when it refuses", () => {
-  it("is a document with the result's name and state, and verdict refused", () => {
-    expect(refusedSummary("smoke", "/var/lib/drill", new RefusedError("drill smoke is already up"))).toEqual({
+  const root = mkdtempSync(path.join(tmpdir(), "drill-refused-"));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+  it("is a document with the result's name and state, and verdict refused: state names the state file there is (the drill that is up)", () => {
+    mkdirSync(path.join(root, "smoke"), { recursive: true });
+    writeFileSync(path.join(root, "smoke", "state.json"), "{}");
+    expect(refusedSummary("smoke", root, new RefusedError("drill smoke is already up"))).toEqual({
       name: "smoke",
       verdict: "refused",
       reason: "drill smoke is already up",
       run_id: null,
-      state: "/var/lib/drill/smoke/state.json",
+      state: path.join(root, "smoke", "state.json"),
     });
+  });
+
+  // QA: a refusal before the first write (the queue already holds keys) named <state-dir>/<drill>/state.json, which did not exist.
+  it("state is null when the refusal came before any state file", () => {
+    expect(refusedSummary("fresh", root, new RefusedError("queue jobs on redis://x already holds keys")).state).toBeNull();
   });
 });
 
