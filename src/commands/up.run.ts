@@ -61,13 +61,14 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
 
 /**
  * up's --json document when it refused to start (exit 3): the same name,
- * verdict and state fields as its result. `state` is the state file there is
- * (the drill that is up, a run before), null when none: a refusal before the
- * first write (a queue in use, an unsafe host) leaves none.
+ * verdict and state fields as its result. `state` names the drill's state
+ * file when its directory is there (a run before, the drill that is up, or
+ * the up holding its lock and about to write it), null when not: a refusal
+ * before this drill's first write (a queue in use, an unsafe host) left none.
  */
 export function refusedSummary(name: string, stateDir: string, err: RefusedError) {
-  const state = path.join(drillDir(stateDir, name), "state.json");
-  return { name, verdict: "refused" as const, reason: err.message, run_id: null, state: existsSync(state) ? state : null };
+  const dir = drillDir(stateDir, name);
+  return { name, verdict: "refused" as const, reason: err.message, run_id: null, state: existsSync(dir) ? path.join(dir, "state.json") : null };
 }
 
 async function runInForeground(

@@ -72,6 +72,10 @@ describe("up --json when it refuses", () => {
   it("is a document with the result's name and state, and verdict refused: state names the state file there is (the drill that is up)", () => {
     mkdirSync(path.join(root, "smoke"), { recursive: true });
     writeFileSync(path.join(root, "smoke", "state.json"), "{}");
+    // The up holding the lock has not written it yet: it is the state file to read next.
+    mkdirSync(path.join(root, "racing"), { recursive: true });
+    writeFileSync(path.join(root, "racing", "up.lock"), "");
+    expect(refusedSummary("racing", root, new RefusedError("drill racing is being started")).state).toBe(path.join(root, "racing", "state.json"));
     expect(refusedSummary("smoke", root, new RefusedError("drill smoke is already up"))).toEqual({
       name: "smoke",
       verdict: "refused",
