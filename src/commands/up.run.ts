@@ -7,7 +7,7 @@ import { stateDirError } from "../cgroup/stateFiles.js";
 import { drillCommandFor, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState, type DrillState } from "../drill/state.js";
-import { acquireDrillLock } from "../drill/lock.js";
+import { acquireDrillLock, drillLockFile } from "../drill/lock.js";
 import { refuseWhileUp, runUp, stoppedByFailure, upVerdict } from "../drill/up.js";
 import { readyTimeoutMs } from "../drill/ready.js";
 import { DrillError, InterruptedError, RefusedError, UsageError } from "../errors.js";
@@ -62,13 +62,15 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
 /**
  * up's --json document when it refused to start (exit 3): the same name,
  * verdict and state fields as its result. `state` names the drill's state
- * file when its directory is there (a run before, the drill that is up, or
- * the up holding its lock and about to write it), null when not: a refusal
- * before this drill's first write (a queue in use, an unsafe host) left none.
+ * file when it is there (a run before, the drill that is up) or about to be
+ * (another up holds the lock), null when not: a refusal before this drill's
+ * first write (a queue in use, an unsafe host) left none.
  */
 export function refusedSummary(name: string, stateDir: string, err: RefusedError) {
   const dir = drillDir(stateDir, name);
-  return { name, verdict: "refused" as const, reason: err.message, run_id: null, state: existsSync(dir) ? path.join(dir, "state.json") : null };
+  const state = path.join(dir, "state.json");
+  const named = existsSync(state) || existsSync(drillLockFile(dir, "up"));
+  return { name, verdict: "refused" as const, reason: err.message, run_id: null, state: named ? state : null };
 }
 
 async function runInForeground(

@@ -23,6 +23,11 @@ export interface DrillLock {
  * behind, which `report` and rollback would take for a drill.
  * `takeFrom`: the pid of a live holder handing its lock over (holdLockFile).
  */
+/** The lock file of `what` in a drill's dir. */
+export function drillLockFile(dir: string, what: "up" | "rollback"): string {
+  return path.join(dir, `${what}.lock`);
+}
+
 export function acquireDrillLock(dir: string, what: "up" | "rollback", holder: string = what, seams?: LockSeams, takeFrom: number | null = null): DrillLock {
   for (let attempt = 0; ; attempt++) {
     let made: boolean;
@@ -31,7 +36,7 @@ export function acquireDrillLock(dir: string, what: "up" | "rollback", holder: s
     } catch (err) {
       throw stateDirError("create the state directory", dir, err);
     }
-    const file = path.join(dir, `${what}.lock`);
+    const file = drillLockFile(dir, what);
     try {
       const lock = holdLockFile(
         file,

@@ -32,7 +32,9 @@ const integerIn =
   (min: number, max: number): FieldRule =>
   (value) => {
     if (value === undefined) return "missing";
-    if (typeof value !== "number" || !Number.isSafeInteger(value)) return `must be an integer, not ${shownValue(value)}`;
+    if (typeof value !== "number" || !Number.isInteger(value)) return `must be an integer, not ${shownValue(value)}`;
+    // Past 2^53 JSON.parse has already rounded it: "not 9007199254740992" would name an integer.
+    if (!Number.isSafeInteger(value)) return `must be at most ${max} (and under 2^53), not ${shownValue(value)}`;
     if (value < min) return `must be at least ${min}, not ${value}`;
     if (value > max) return `must be at most ${max}, not ${value}`;
     return null;
@@ -59,7 +61,8 @@ export const JOB_FIELD_RULES = {
   deadline_ms: integerIn(1, MAX_DEADLINE_MS),
   attempt: integerIn(0, MAX_JOB_ATTEMPT),
   host_class: matching(NAME, "host_class must be 1-100 of [A-Za-z0-9_.-]"),
-  reason: (value) => (value === undefined || (typeof value === "string" && value.length <= MAX_REASON_CHARS) ? null : `must be text of at most ${MAX_REASON_CHARS} characters`),
+  // Counted as JavaScript counts (UTF-16 units): an emoji is 2 of them.
+  reason: (value) => (value === undefined || (typeof value === "string" && value.length <= MAX_REASON_CHARS) ? null : `must be text of at most ${MAX_REASON_CHARS} UTF-16 units`),
 } satisfies Record<string, FieldRule>;
 
 /**

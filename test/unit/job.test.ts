@@ -60,13 +60,15 @@ describe("decodeJob", () => {
     ["lone continuation byte", Buffer.from([0x80]), /^invalid_utf8/],
     ["empty", Buffer.alloc(0), /^not_json/],
     ["tokens over the cap", withField("prompt_tokens", 10_000_001), /^invalid_field prompt_tokens: must be at most 10000000, not 10000001$/],
-    ["tokens past a safe integer", withField("completion_tokens", 2 ** 53), /^invalid_field completion_tokens: must be an integer/],
+    ["tokens past a safe integer", withField("completion_tokens", 2 ** 53), /^invalid_field completion_tokens: must be at most 10000000 \(and under 2\^53\), not 9007199254740992$/],
+    ["enqueue_ts past 2^53 (rounded by JSON.parse)", Buffer.from(JSON.stringify(good).replace("1764480000123", "9007199254740993")), /^invalid_field enqueue_ts: must be at most 9007199254740991 \(and under 2\^53\)/],
+    ["tokens 1e309 (Infinity)", Buffer.from(JSON.stringify(good).replace("24000", "1e309")), /^invalid_field prompt_tokens: must be an integer, not Infinity$/],
     ["tokens as a list", withField("completion_tokens", [1]), /^invalid_field completion_tokens: must be an integer, not a list$/],
     ["enqueue_ts 0", withField("enqueue_ts", 0), /^invalid_field enqueue_ts: must be at least 1, not 0$/],
     ["deadline_ms over 7 days", withField("deadline_ms", 7 * 24 * 3_600_000 + 1), /^invalid_field deadline_ms: must be at most 604800000/],
     ["attempt over 1000", withField("attempt", 1001), /^invalid_field attempt: must be at most 1000/],
     ["attempt missing", without("attempt"), /^invalid_field attempt: missing$/],
-    ["a reason of 201 characters", withField("reason", "r".repeat(201)), /^invalid_field reason: must be text of at most 200 characters$/],
+    ["a reason of 201 characters", withField("reason", "r".repeat(201)), /^invalid_field reason: must be text of at most 200 UTF-16 units$/],
     ["a reason that is not text", withField("reason", 5), /^invalid_field reason:/],
   ];
   for (const [name, payload, reason] of malformed) {

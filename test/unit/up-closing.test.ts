@@ -88,6 +88,10 @@ describe("up --json when it refuses", () => {
   // QA: a refusal before the first write (the queue already holds keys) named <state-dir>/<drill>/state.json, which did not exist.
   it("state is null when the refusal came before any state file", () => {
     expect(refusedSummary("fresh", root, new RefusedError("queue jobs on redis://x already holds keys")).state).toBeNull();
+    // QA: a drill dir with neither (emptied by hand, other files left) named a state.json that was not there.
+    mkdirSync(path.join(root, "emptied"), { recursive: true });
+    writeFileSync(path.join(root, "emptied", "notes.txt"), "");
+    expect(refusedSummary("emptied", root, new RefusedError("queue jobs on redis://x already holds keys")).state).toBeNull();
   });
 });
 
