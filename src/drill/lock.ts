@@ -15,6 +15,11 @@ export interface DrillLock {
   release(): void;
 }
 
+/** The lock file of `what` in a drill's dir. */
+export function drillLockFile(dir: string, what: "up" | "rollback"): string {
+  return path.join(dir, `${what}.lock`);
+}
+
 /**
  * `holder`: who takes the lock, when not the command it is named after (report reviving the embedded Redis takes rollback's).
  * A drill dir this lock made is removed again at release when nothing else
@@ -23,11 +28,6 @@ export interface DrillLock {
  * behind, which `report` and rollback would take for a drill.
  * `takeFrom`: the pid of a live holder handing its lock over (holdLockFile).
  */
-/** The lock file of `what` in a drill's dir. */
-export function drillLockFile(dir: string, what: "up" | "rollback"): string {
-  return path.join(dir, `${what}.lock`);
-}
-
 export function acquireDrillLock(dir: string, what: "up" | "rollback", holder: string = what, seams?: LockSeams, takeFrom: number | null = null): DrillLock {
   for (let attempt = 0; ; attempt++) {
     let made: boolean;

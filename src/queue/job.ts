@@ -90,10 +90,13 @@ export interface JobProblem {
   message: string;
 }
 
+// Listed once: jobProblems runs on every job the gate decodes.
+const RULES_IN_ORDER = Object.entries(JOB_FIELD_RULES) as [keyof typeof JOB_FIELD_RULES, FieldRule][];
+
 /** Every field the job's rule refuses, in JOB_FIELD_RULES order (empty: a valid job). */
 export function jobProblems(value: Record<string, unknown>): JobProblem[] {
   const problems: JobProblem[] = [];
-  for (const [field, rule] of Object.entries(JOB_FIELD_RULES) as [keyof typeof JOB_FIELD_RULES, FieldRule][]) {
+  for (const [field, rule] of RULES_IN_ORDER) {
     const message = rule(value[field]);
     if (message !== null) problems.push({ field, message });
   }

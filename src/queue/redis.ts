@@ -268,7 +268,7 @@ export class BlockingMover {
   private async unblock(connection: Redis): Promise<void> {
     const via = this.options.stop?.via;
     const id = await this.clientId;
-    if (!via || id === null || id === undefined || this.connection !== connection) return;
+    if (!via || id === null || this.connection !== connection) return;
     await via.client("UNBLOCK", id, "TIMEOUT").catch(() => {});
   }
 

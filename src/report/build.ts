@@ -1,5 +1,6 @@
 import { percentile } from "../util/stats.js";
 import { decodeJob } from "../queue/job.js";
+import { parseSeq } from "../queue/seq.js";
 import { redactUrl } from "../queue/redis.js";
 import { formatRejectEvent } from "../sampler/rejects.js";
 import { counterRise, parseCount } from "../util/counters.js";
@@ -759,7 +760,11 @@ function jobsWhere(inputs: ReportInputs, notes: string[]): JobsWhere | null {
     // typo) is a count to say, not a loop or a list of that many ids to build.
     const seq = places.seq;
     let issuedAndThere = 0;
-    for (const id of where.keys()) if (/^[1-9]\d*$/.test(id) && Number(id) <= seq) issuedAndThere++;
+    // An id is one seq issued when it reads as a seq would (parseSeq): "007" is not job 7.
+    for (const id of where.keys()) {
+      const n = parseSeq(id);
+      if (n !== null && n >= 1 && n <= seq) issuedAndThere++;
+    }
     notFoundCount = seq - issuedAndThere;
     // Each step lists an id or passes one that is there: at most NOT_FOUND_LISTED + where.size steps.
     for (let id = 1; id <= seq && notFound.length < Math.min(NOT_FOUND_LISTED, notFoundCount); id++) if (!where.has(String(id))) notFound.push(String(id));

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import net from "node:net";
 import path from "node:path";
+import type { Redis } from "ioredis";
 import { freePort } from "../../src/drill/embeddedRedis.js";
 
 /**
@@ -114,4 +115,20 @@ function ping(port: number): Promise<boolean> {
       if (reply.includes("\r\n")) done(reply.startsWith("+PONG"));
     });
   });
+}
+
+/**
+ * Until `count` clients (those named `name`, when given) sit in BLMOVE, per
+ * CLIENT LIST; throws naming `what` after `timeoutMs`.
+ */
+export async function untilBlockedInBlmove(redis: Redis, what: string, { name, count = 1, timeoutMs = 10_000 }: { name?: string; count?: number; timeoutMs?: number } = {}): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const blocked = async () =>
+    String(await redis.client("LIST"))
+      .split("\n")
+      .filter((line) => line.includes(" cmd=blmove ") && (name === undefined || line.includes(` name=${name} `))).length;
+  while ((await blocked()) < count) {
+    if (Date.now() > deadline) throw new Error(`${what} never blocked in BLMOVE`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }

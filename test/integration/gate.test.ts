@@ -12,7 +12,7 @@ import { DrillQueue, pushScope, pushUntilTaken, unnumberedJob, type JobSpec } fr
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
 import { assertNoJobLost, collectJobIds } from "../helpers/invariants.js";
 import { fuzzPayloads } from "../fuzzPayloads.js";
-import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+import { startRedisServer, untilBlockedInBlmove, type RedisServer } from "../helpers/redisServer.js";
 import { CALM_PSI, HOT_PSI } from "../helpers/psiText.js";
 
 let server: RedisServer;
@@ -106,11 +106,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
     const { roots } = fakeProc(CALM_PSI);
     // A 30 s block: without the unblock the gate would outlive this test's timeout.
     const gate = startGate(queue.keys.queue, roots, { blockMs: 30_000 });
-    const deadline = Date.now() + 10_000;
-    while (!String(await redis.client("LIST")).split("\n").some((l: string) => l.includes(`name=drill-gate-take:${gate.gateIdForTest}`) && l.includes("cmd=blmove"))) {
-      if (Date.now() > deadline) throw new Error("the gate never blocked on its take");
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await untilBlockedInBlmove(redis, "the gate", { name: `drill-gate-take:${gate.gateIdForTest}` });
     const started = Date.now();
     expect(await gate.stop()).toMatchObject({ decided: 0, stoppedBy: "signal" });
     expect(Date.now() - started, "the stop waited out the block").toBeLessThan(5000);

@@ -5,7 +5,7 @@ import { DrillQueue, pushScope, pushUntilTaken, unnumberedJob, type JobSpec } fr
 import { BlockingMover, closeRedis, connectRedis, runScript, WatchdogTimeout } from "../../src/queue/redis.js";
 import { doneScript, firstTokenScript, recoverWorkingScript, workerDeadScript, workerKeys } from "../../src/worker/scripts.js";
 import { assertNoJobLost } from "../helpers/invariants.js";
-import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+import { startRedisServer, untilBlockedInBlmove, type RedisServer } from "../helpers/redisServer.js";
 
 let server: RedisServer;
 let redis: Redis;
@@ -433,7 +433,7 @@ describe("DrillQueue against a real redis-server", () => {
     const mover = new BlockingMover(server.url, { name: "t-stop", stop: { signal: controller.signal, via: redis } });
     // A 30 s block: without the unblock the take would outlive this test's timeout.
     const take = mover.move(queue.keys.ready, queue.keys.processing("g"), 30_000);
-    await until(async () => String(await redis.client("LIST")).includes("name=t-stop") && String(await redis.client("LIST")).includes("cmd=blmove"));
+    await untilBlockedInBlmove(redis, "the take", { name: "t-stop" });
     const started = Date.now();
     controller.abort();
     expect(await take).toBeNull();
@@ -454,7 +454,7 @@ describe("DrillQueue against a real redis-server", () => {
     const other = new BlockingMover(server.url, { name: "t-other" });
     const myTake = mine.move(queue.keys.ready, queue.keys.processing("a"), 30_000);
     const otherTake = other.move(queue.keys.ready, queue.keys.processing("b"), 30_000);
-    await until(async () => (String(await redis.client("LIST")).match(/cmd=blmove/g) ?? []).length >= 2);
+    await untilBlockedInBlmove(redis, "both takes", { count: 2 });
     controller.abort();
     expect(await myTake).toBeNull();
     const id = (await queue.push(spec)).id;
@@ -648,11 +648,3 @@ describe("DrillQueue against a real redis-server", () => {
   });
 });
 
-/** Polls `condition` every 20 ms for up to 5 s. */
-async function until(condition: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 5000;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error("timed out waiting");
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}

@@ -10,7 +10,7 @@ import { encodeJob } from "../../src/queue/job.js";
 import { defaultWorkerConfig } from "../../src/worker/plan.js";
 import { runWorker, type Weights } from "../../src/worker/run.js";
 import { workerKeys } from "../../src/worker/scripts.js";
-import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+import { startRedisServer, untilBlockedInBlmove, type RedisServer } from "../helpers/redisServer.js";
 
 let server: RedisServer;
 let client: Redis;
@@ -239,11 +239,7 @@ describe("runWorker's stop", () => {
       { queue, workerId: "u1", config: { ...defaultWorkerConfig, weightsBytes: 8192 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false, blockMs: 30_000 },
       { redisUrl: server.url, roots: new HostRoots(), where: "test", out: () => undefined, err: () => undefined, signal: stopped.signal, startWeights },
     );
-    const deadline = Date.now() + 10_000;
-    while (!String(await client.client("LIST")).split("\n").some((l: string) => l.includes("name=drill-worker-take:u1") && l.includes("cmd=blmove"))) {
-      if (Date.now() > deadline) throw new Error("the worker never blocked on its take");
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await untilBlockedInBlmove(client, "the worker", { name: "drill-worker-take:u1" });
     const started = Date.now();
     stopped.abort();
     await run;
