@@ -166,6 +166,11 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
       } catch (err) {
         processingMayHoldJob = true;
         if (err instanceof WatchdogTimeout) summary.watchdogFires++;
+        // Stopping: nothing is retried; the give-back below says where a job went.
+        if (deps.signal.aborted) {
+          if (!(err instanceof WatchdogTimeout)) deps.err(`gate: stopping, not retried: ${message(err)}`);
+          break;
+        }
         outage.failed(err);
         await sleep(outage.backoffMs(), deps.signal);
       }

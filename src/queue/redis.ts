@@ -178,6 +178,9 @@ export async function runScript(redis: Redis, script: LuaScript, keys: string[],
   }
 }
 
+/** How long a stopped take waits for the server to answer its unblock (loopback answers in well under 1 ms). */
+const STOP_GRACE_MS = 500;
+
 export class WatchdogTimeout extends Error {
   constructor(ms: number) {
     super(`no reply to BLMOVE within ${ms} ms (server paused or connection half-open): reconnecting`);
@@ -194,7 +197,12 @@ export interface BlockingOptions {
    * block: CLIENT UNBLOCK … TIMEOUT through `via` (the caller's command
    * connection; the blocked one cannot send). The server answers the BLMOVE
    * as a timeout, so nothing is moved that nobody will decide; one it moved
-   * before the unblock arrives is returned as usual.
+   * before the unblock arrives is returned as usual. A take the server leaves
+   * unanswered STOP_GRACE_MS after the unblock went out (paused, or its reply
+   * slow) resolves null with its connection dropped, instead of waiting for
+   * the watchdog: a job the server moved before the unblock then sits in the
+   * destination list, where the caller's give-back, sent through `via` after
+   * the unblock and so run by the server after it, finds it.
    */
   stop?: { signal: AbortSignal; via: Redis };
 }
@@ -229,10 +237,21 @@ export class BlockingMover {
     const watchdogMs = blockMs + (this.options.watchdogMarginMs ?? 2000);
     return new Promise<Buffer | null>((resolve, reject) => {
       let settled = false;
-      const unblock = (): void => void this.unblock(connection);
+      let graceTimer: NodeJS.Timeout | undefined;
+      const unblock = (): void => {
+        void this.unblock(connection).then((sent) => {
+          if (!sent || settled) return;
+          graceTimer = setTimeout(() => {
+            settle();
+            this.drop(connection);
+            resolve(null);
+          }, STOP_GRACE_MS);
+        });
+      };
       const settle = (): void => {
         settled = true;
         clearTimeout(timer);
+        clearTimeout(graceTimer);
         stop?.signal.removeEventListener("abort", unblock);
       };
       const timer = setTimeout(() => {
@@ -261,15 +280,17 @@ export class BlockingMover {
 
   /**
    * The BLMOVE on `connection` answers now, as a timeout. Best effort: with no
-   * client id, or `via` down, the take ends at its block timeout as before. An
-   * id is unblocked only while its connection is the one in use: after a drop
-   * (or a server restart) it could name somebody else's client.
+   * client id, or `via` not connected, the take ends at its block timeout (or
+   * the watchdog) as before; true when the unblock went out. An id is
+   * unblocked only while its connection is the one in use: after a drop (or a
+   * server restart) it could name somebody else's client.
    */
-  private async unblock(connection: Redis): Promise<void> {
+  private async unblock(connection: Redis): Promise<boolean> {
     const via = this.options.stop?.via;
     const id = await this.clientId;
-    if (!via || id === null || this.connection !== connection) return;
-    await via.client("UNBLOCK", id, "TIMEOUT").catch(() => {});
+    if (!via || id === null || this.connection !== connection || via.status !== "ready") return false;
+    via.client("UNBLOCK", id, "TIMEOUT").catch(() => {});
+    return true;
   }
 
   close(): void {

@@ -408,6 +408,11 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
         lastActivity = now();
         waiting.push(payload); // starts at the top of the loop, after any stray
       } catch (err) {
+        // Stopping: nothing is retried; the give-back below says where the jobs went.
+        if (stopJobs.signal.aborted) {
+          if (!(err instanceof WatchdogTimeout)) deps.err(`${tag}: stopping, not retried: ${message(err)}`);
+          break;
+        }
         failures++;
         if (err instanceof WatchdogTimeout) deps.err(`${tag}: watchdog: ${err.message}`);
         if (isKeyRefusal(err)) {

@@ -115,6 +115,32 @@ describe("gate against a real redis-server and a fake procfs", () => {
     await assertNoJobLost(redis, queue.keys.queue, ids);
   });
 
+  // QA: with Redis paused the take waited for its watchdog (block + 2 s), then
+  // said "redis unavailable … retrying" after the stop, before the give-back.
+  it("a stop while redis-server stays paused: the take ends within its grace, nothing is retried, the give-back times out and says so", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { blockMs: 30_000 });
+    await untilBlockedInBlmove(redis, "the gate", { name: `drill-gate-take:${gate.gateIdForTest}` });
+    server.kill("SIGSTOP");
+    let stoppedInMs: number;
+    try {
+      const started = Date.now();
+      expect(await gate.stop()).toMatchObject({ decided: 0, stoppedBy: "signal" });
+      stoppedInMs = Date.now() - started;
+    } finally {
+      server.kill("SIGCONT");
+    }
+    // The take's grace (0.5 s) and the give-back's 5 s command timeout; the watchdog alone would be 32 s.
+    expect(stoppedInMs, "the stop waited for the take's watchdog").toBeLessThan(15_000);
+    expect(gate.errors.filter((e) => /retrying|watchdog|not retried/.test(e)), gate.errors.join("\n")).toEqual([]);
+    expect(gate.errors).toContainEqual(expect.stringMatching(/^gate: could not give back .*another gate recovers it once the heartbeat expires$/));
+    // Once it answers, nothing was taken: a job pushed now stays ready.
+    const ids = await pushJobs(queue, 1);
+    expect(await redis.llen(queue.keys.processing(gate.gateIdForTest))).toBe(0);
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+    expect(await redis.lrange(queue.keys.ready, 0, -1)).toHaveLength(1);
+  });
+
   it("low pressure: admits the first job, rejects the next with packed=48000 until tokens are released", async () => {
     const queue = new DrillQueue(redis, `g${++n}`);
     const ids = await pushJobs(queue, 8);

@@ -447,6 +447,33 @@ describe("DrillQueue against a real redis-server", () => {
     mover.close();
   });
 
+  it("a stop while the server is paused ends the take within the grace, not at the watchdog; after SIGCONT nothing was moved", async () => {
+    const queue = freshQueue();
+    const controller = new AbortController();
+    const mover = new BlockingMover(server.url, { name: "t-stop-paused", stop: { signal: controller.signal, via: redis } });
+    // A 30 s block: the watchdog would answer at 32 s, past this test's timeout.
+    const take = mover.move(queue.keys.ready, queue.keys.processing("g"), 30_000);
+    await untilBlockedInBlmove(redis, "the take", { name: "t-stop-paused" });
+    server.kill("SIGSTOP");
+    let waitedMs: number;
+    try {
+      const started = Date.now();
+      controller.abort();
+      expect(await take).toBeNull();
+      waitedMs = Date.now() - started;
+    } finally {
+      server.kill("SIGCONT");
+    }
+    expect(waitedMs, "the stopped take waited for the watchdog").toBeLessThan(2000);
+    // The unblock queued on the command connection runs first: a job pushed after it is not taken.
+    const id = (await queue.push(spec)).id;
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await redis.llen(queue.keys.processing("g"))).toBe(0);
+    expect(await redis.lrange(queue.keys.ready, 0, -1)).toHaveLength(1);
+    await assertNoJobLost(redis, queue.keys.queue, [id]);
+    mover.close();
+  });
+
   it("a stop unblocks only its own take: another client's BLMOVE on the same list keeps blocking", async () => {
     const queue = freshQueue();
     const controller = new AbortController();

@@ -249,6 +249,37 @@ describe("runWorker's stop", () => {
     expect(await client.exists(wk.queue.working("u1"))).toBe(0);
   });
 
+  it("a stop while redis-server stays paused: the take ends within its grace, nothing is retried, the give-back times out and says so", async () => {
+    const queue = "stop-paused";
+    const wk = workerKeys(queue);
+    const stopped = new AbortController();
+    const err: string[] = [];
+    const startWeights = vi.fn(() => Promise.resolve({ pid: 1, file: path.join(weightsDir, "stop-paused.weights"), fallback: false, pass: () => Promise.resolve(1), close: () => Promise.resolve() }));
+    const run = runWorker(
+      { queue, workerId: "p1", config: { ...defaultWorkerConfig, weightsBytes: 8192 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false, blockMs: 30_000 },
+      { redisUrl: server.url, roots: new HostRoots(), where: "test", out: () => undefined, err: (line) => err.push(line), signal: stopped.signal, startWeights },
+    );
+    await untilBlockedInBlmove(client, "the worker", { name: "drill-worker-take:p1" });
+    server.kill("SIGSTOP");
+    let stoppedInMs: number;
+    try {
+      const started = Date.now();
+      stopped.abort();
+      await run;
+      stoppedInMs = Date.now() - started;
+    } finally {
+      server.kill("SIGCONT");
+    }
+    // The take's grace (0.5 s) and the give-back's 5 s command timeout; the watchdog alone would be 32 s.
+    expect(stoppedInMs, "the stop waited for the take's watchdog").toBeLessThan(15_000);
+    expect(err.filter((e) => /retrying|watchdog|not retried/.test(e)), err.join("\n")).toEqual([]);
+    expect(err).toContainEqual(expect.stringMatching(/^worker p1: could not give back /));
+    // Once it answers, nothing was taken: a job pushed now stays admitted.
+    await client.rpush(wk.queue.admitted, "after-the-stop");
+    expect(await client.lrange(wk.queue.admitted, 0, -1)).toEqual(["after-the-stop"]);
+    expect(await client.exists(wk.queue.working("p1"))).toBe(0);
+  });
+
   // The registry's ready mark is retried through an outage for ~30 s; it said nothing
   // meanwhile (the loop's "redis unavailable" comes only once it takes jobs).
   it("an outage while it marks itself ready is said at once and its end too, and the mark lands", async () => {
