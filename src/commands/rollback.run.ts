@@ -13,6 +13,18 @@ import { finishDespiteInterrupt } from "../interrupt.js";
 import { consoleOutput, snakeCaseKeys } from "../output.js";
 import type { RollbackFlags } from "./rollback.js";
 
+/**
+ * The command that finishes an interrupted rollback: the drill it was in, or,
+ * past the drills, the rollback as asked (a plain `rollback` after `--name X`
+ * would reach every drill in the state dir). `--queue` is kept either way: its
+ * re-drain runs last.
+ */
+export function interruptedRerun(rerunCmd: string, asked: { name: string | undefined; queue: string | undefined }, current: { name: string; cgroups?: true }): string {
+  const queue = asked.queue === undefined ? "" : ` --queue ${asked.queue}`;
+  const name = current.cgroups ? asked.name : current.name;
+  return `${rerunCmd} rollback${name === undefined ? "" : ` --name ${name}`}${queue}`;
+}
+
 export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Promise<void> {
   const output = consoleOutput(g.color);
   // `--name ""` is not "every drill", and `../other/smoke` is not under --state-dir.
@@ -56,7 +68,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       const { notes: thawNotes, stillFrozen } = thawBeforeExit("the rollback");
       const afterStep = current.lastStep === "" ? null : current.lastStep;
       const where = afterStep === null ? "before its first step" : `after step "${afterStep}"`;
-      const command = current.cgroups ? `${rerunCmd} rollback` : `${rerunCmd} rollback --name ${current.name}`;
+      const command = interruptedRerun(rerunCmd, { name: named, queue: flags.queue }, current);
       const what = current.cgroups ? "the cgroups drill cgroup setup made" : current.name;
       // A script needs the steps done and what is left most when the rollback did not finish.
       if (g.json) {
