@@ -75,9 +75,9 @@ export function markerFile(stateDir: string, cgroup: WorkerCgroup): string {
 /** Write, fsync, rename, fsync the dir: a marker is either the old one or the new one after a crash. */
 export function writeJsonDurably(file: string, value: unknown): void {
   const dir = path.dirname(file);
+  const tmp = `${file}.${process.pid}.tmp`;
   try {
     mkdirSync(dir, { recursive: true });
-    const tmp = `${file}.${process.pid}.tmp`;
     const fd = openSync(tmp, "w", 0o600);
     try {
       writeFileSync(fd, `${JSON.stringify(value, null, 2)}\n`);
@@ -88,6 +88,12 @@ export function writeJsonDurably(file: string, value: unknown): void {
     renameSync(tmp, file);
     fsyncDir(dir);
   } catch (err) {
+    // A write that failed half-way (ENOSPC, a rename refused) leaves no temp file beside the state.
+    try {
+      rmSync(tmp, { force: true });
+    } catch {
+      // never made: the dir itself is out of reach
+    }
     throw stateDirError("write state file", file, err);
   }
 }

@@ -1,5 +1,8 @@
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { stateDirError } from "../../src/cgroup/stateFiles.js";
+import { stateDirError, writeJsonDurably } from "../../src/cgroup/stateFiles.js";
 
 const errno = (code: string) => Object.assign(new Error(code), { code });
 
@@ -14,5 +17,23 @@ describe("stateDirError: the advice fits the error and who runs drill", () => {
     ["EIO", false, "cannot write state file /s/x/state.json: EIO (give --state-dir a directory you can write)"],
   ])("%s (root %s)", (code, isRoot, message) => {
     expect(stateDirError("write state file", "/s/x/state.json", errno(code), isRoot).message).toBe(message);
+  });
+});
+
+describe("writeJsonDurably", () => {
+  it("a write refused half-way (the rename onto a directory) says so and leaves no temp file beside the state", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "drill-durable-"));
+    try {
+      const file = path.join(dir, "state.json");
+      mkdirSync(file); // rename(2) of a file onto a directory: EISDIR
+      expect(() => writeJsonDurably(file, { a: 1 })).toThrow(/cannot write state file .*state\.json: EISDIR/);
+      expect(readdirSync(dir)).toEqual(["state.json"]);
+      rmSync(file, { recursive: true });
+      writeJsonDurably(file, { a: 1 });
+      expect(JSON.parse(readFileSync(file, "utf8"))).toEqual({ a: 1 });
+      expect(readdirSync(dir)).toEqual(["state.json"]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
