@@ -179,8 +179,9 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
     clearInterval(sampleTimer);
     clearInterval(heartbeatTimer);
     mover.close();
-    await giveBack(queue, gateId, options.retryBudget, deps.err);
-    await closeRedis(redis);
+    const answered = await giveBack(queue, gateId, options.retryBudget, deps.err);
+    // A server that did not answer the give-back will not answer QUIT either: no grace for it.
+    await closeRedis(redis, answered ? undefined : 0);
   }
   return summary;
 }
@@ -320,19 +321,22 @@ function recoveryNotes(queue: DrillQueue, recovery: DeadGatesRecovery): { moved:
 
 /**
  * On stop: our heartbeat goes first, then whatever we hold goes back to the
- * head of the ready list. Every stop after a take ends here. A key the
+ * head of the ready list. Every stop after a take ends here; false when Redis
+ * did not answer. A key the
  * recover script only records in of another type (as the decision that held
  * the job was refused) is left unwritten and named: the job still goes back,
  * or it would wait in our list, which nobody reads, until a rollback's re-drain.
  */
-async function giveBack(queue: DrillQueue, gateId: string, retryBudget: number, err: (line: string) => void): Promise<void> {
+async function giveBack(queue: DrillQueue, gateId: string, retryBudget: number, err: (line: string) => void): Promise<boolean> {
   try {
     await queue.redis.del(queue.keys.gateHeartbeat(gateId));
     const back = await queue.recoverGate(gateId, { by: gateId, countAttempt: false, retryBudget });
     const note = back.unrecorded === null ? "" : ` as taken, unrecorded (${back.unrecorded})`;
     if (back.jobs.length > 0) err(`gate: gave ${back.jobs.length} undecided job(s) back to the head of ${queue.keys.ready}${note}`);
+    return true;
   } catch (e) {
     err(`gate: could not give back ${queue.keys.processing(gateId)} (${message(e)}); another gate recovers it once the heartbeat expires`);
+    return false;
   }
 }
 

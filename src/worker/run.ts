@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import os from "node:os";
 import path from "node:path";
 import type { Redis } from "ioredis";
@@ -70,6 +71,8 @@ export interface WorkerOptions {
   peerRecoveryMs?: number;
   /** tokens_out HINCRBY batching. Default 100 ms. */
   statsFlushMs?: number;
+  /** Bound on each command to Redis (tests: a paused server answers nothing). Default 5 s. */
+  commandTimeoutMs?: number;
 }
 
 /** The weights coprocess as the loop uses it (WeightsToucher; a fake in unit tests). */
@@ -158,12 +161,14 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
   const token = workerToken(process.pid, startTime);
   const info = { pid: process.pid, start_time: startTime, host: os.hostname(), token, started: startedAt, where: deps.where, concurrency: config.concurrency };
 
-  const redis = await connectRedis(deps.redisUrl, { name: `drill-worker:${workerId}` });
+  const redis = await connectRedis(deps.redisUrl, { name: `drill-worker:${workerId}`, commandTimeoutMs: options.commandTimeoutMs });
   let weights: Weights | null = null;
   let mover: BlockingMover | null = null;
   const timers: NodeJS.Timeout[] = [];
   // Stops every job between passes: signal, supervisor gone, duration, fatal error.
   const stopJobs = new AbortController();
+  // Every job in flight waits on it (its pace sleep), beside the take and the loop: not a leak past Node's 10.
+  setMaxListeners(2 * config.concurrency + 10, stopJobs.signal);
   let stopReason: StopReason | null = null;
   let fatal: Error | null = null;
   const stop = (reason: StopReason, error?: Error): void => {
@@ -319,11 +324,20 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
             stopJobs.signal,
             true,
           );
-        let applied = await finish(slot.current);
-        // The mark may have been applied with its reply lost: then the list holds the marked bytes.
-        if (applied !== 1 && marked && slot.current !== marked) applied = await finish(marked);
+        let applied: unknown;
+        try {
+          applied = await finish(slot.current);
+          // The mark may have been applied with its reply lost: then the list holds the marked bytes.
+          if (applied !== 1 && marked && slot.current !== marked) applied = await finish(marked);
+        } catch (err) {
+          // Stopping with Redis not answering is not the worker failing: the job is still in the working
+          // list and goes back with the give-back, unless a try that timed out lands once Redis answers.
+          if (!stopJobs.signal.aborted || isKeyRefusal(err)) throw err;
+          deps.err(`${tag}: job=${job.id} finished, but its done record did not reach redis before the stop (${message(err)}); it goes back with the give-back, unless a try that timed out lands once redis answers`);
+          return;
+        }
         if (applied !== 1) {
-          deps.err(`${tag}: job=${job.id} finished but had left ${working} (recovered by another worker while this one stalled); not recorded twice`);
+          deps.err(`${tag}: job=${job.id} finished but had left ${working} (recovered by another worker while this one stalled, or recorded by an earlier try whose reply was lost); not recorded twice`);
           return;
         }
         summary.done++;
@@ -437,12 +451,14 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
     if (pendingTokens > 0) deps.err(`${tag}: ${pendingTokens} token(s) out not counted in ${q.stats} tokens_out (${flushError ?? "unknown"})`);
     // ...which goes back to the head of admitted, with the jobs still waiting for a slot
     // (past --max-jobs too) and any a lost BLMOVE reply left there.
+    let answered = true;
     try {
       const back = await giveBack(redis, keys, workerId, token);
       summary.givenBackAtStop = back.moved;
       if (back.moved > 0) deps.err(`${tag}: gave ${back.moved} unfinished job(s) back to the head of ${q.admitted}${unrecordedNote(back)}`);
       await runScript(redis, releaseHeartbeatScript, [keys.heartbeat(workerId), working, keys.workers], [token, workerId]);
     } catch (err) {
+      answered = false;
       deps.err(`${tag}: could not give back ${working} (${message(err)}); another worker recovers it once ${keys.heartbeat(workerId)} expires, or rollback drains it`);
     }
     summary.passes = batcher?.passes ?? 0;
@@ -454,7 +470,8 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
     }
     deps.signal.removeEventListener("abort", onSignal);
     deps.supervisorGone?.removeEventListener("abort", onSupervisorGone);
-    await closeRedis(redis);
+    // A server that did not answer the give-back will not answer QUIT either: no grace for it.
+    await closeRedis(redis, answered ? undefined : 0);
   }
   summary.stoppedBy = stopReason ?? "signal";
   // A key of another type refuses every try until it is fixed: exit 2, as a start or a push refused by one.

@@ -280,6 +280,55 @@ describe("runWorker's stop", () => {
     expect(await client.exists(wk.queue.working("p1"))).toBe(0);
   });
 
+  // QA: a job that finished as the stop came, with Redis paused, retried its done
+  // record through the stop, then failed the worker (exit 1, no summary).
+  it("a job that finishes during a stop with redis-server paused: said, not a failure; the job is on one list once it answers", async () => {
+    const queue = "done-paused";
+    const wk = workerKeys(queue);
+    const stopped = new AbortController();
+    const err: string[] = [];
+    // One prefill pass (its token is the first) and one decode pass, the last, which waits for the test.
+    let passes = 0;
+    let lastHeld!: () => void;
+    const held = new Promise<void>((resolve) => (lastHeld = resolve));
+    let releaseLast!: () => void;
+    const weights: Weights = {
+      pid: 1,
+      file: path.join(weightsDir, "done-paused.weights"),
+      fallback: false,
+      pass: () => {
+        if (++passes < 2) return Promise.resolve(1);
+        lastHeld();
+        return new Promise<number>((resolve) => (releaseLast = () => resolve(1)));
+      },
+      close: () => Promise.resolve(),
+    };
+    const job = { id: "d1", prompt_tokens: 100, completion_tokens: 2, files: 1, enqueue_ts: Date.now(), deadline_ms: 60_000, attempt: 0, host_class: "shared-free" };
+    await client.rpush(wk.queue.admitted, encodeJob(job));
+    const run = runWorker(
+      { queue, workerId: "d1w", config: { ...defaultWorkerConfig, weightsBytes: 8192, decodeTokensPerS: 0 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false, blockMs: 100, commandTimeoutMs: 300 },
+      { redisUrl: server.url, roots: new HostRoots(), where: "test", out: () => undefined, err: (line) => err.push(line), signal: stopped.signal, startWeights: () => Promise.resolve(weights) },
+    );
+    await held;
+    server.kill("SIGSTOP");
+    try {
+      stopped.abort();
+      releaseLast();
+      // Resolves: a record that could not reach Redis during a stop is not the worker failing.
+      expect(await run).toMatchObject({ stoppedBy: "signal" });
+    } finally {
+      server.kill("SIGCONT");
+    }
+    expect(err).toContainEqual(expect.stringMatching(/^worker d1w: job=d1 finished, but its done record did not reach redis before the stop \(Command timed out\)/));
+    // Once it answers, the tries that timed out run (a script it has not cached yet is NOSCRIPT, a
+    // no-op): the job is on exactly one list, done, back in admitted, or still in the working list
+    // that the next worker recovers once this one's heartbeat expires. Never two, never none.
+    await new Promise((r) => setTimeout(r, 300));
+    const ids = async (key: string) => (await client.lrange(key, 0, -1)).map((entry) => (JSON.parse(entry) as { id: string }).id);
+    const where = [...(await ids(wk.queue.done)), ...(await ids(wk.queue.admitted)), ...(await ids(wk.queue.working("d1w")))];
+    expect(where).toEqual(["d1"]);
+  });
+
   // The registry's ready mark is retried through an outage for ~30 s; it said nothing
   // meanwhile (the loop's "redis unavailable" comes only once it takes jobs).
   it("an outage while it marks itself ready is said at once and its end too, and the mark lands", async () => {
