@@ -54,8 +54,10 @@ export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, er
     child.once("error", (error) => resolve({ code: null, signal: null, error }));
   });
   let forwarded = 0;
+  let stoppedBy: NodeJS.Signals | null = null;
   const forward = (signal: NodeJS.Signals) => () => {
     forwarded++;
+    stoppedBy ??= signal;
     child.kill(forwarded > 1 ? "SIGKILL" : signal);
   };
   const onInt = forward("SIGINT");
@@ -73,6 +75,15 @@ export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, er
   if (result.error) throw new DrillError(`cannot start the worker inside ${cgroup.limits.dir}: ${result.error.message}`, undefined, { cause: result.error });
   if (result.code === JOIN_FAILED_EXIT) throw new DrillError(`the worker could not join ${cgroup.procsFiles.join(", ")} (exit ${JOIN_FAILED_EXIT}); it never ran`);
   if (result.code !== null) return result.code;
+  // The stop we passed on: a worker still starting (no handler yet) dies of it, or of the second one's
+  // SIGKILL. Exit as that stop does (143, 130), not as a worker killed by someone else.
+  if (stoppedBy !== null && (result.signal === stoppedBy || (forwarded > 1 && result.signal === "SIGKILL"))) {
+    err(
+      `drill: worker pid ${child.pid ?? "?"} stopped by the ${stoppedBy} passed on to it${forwarded > 1 ? " (then SIGKILL)" : ""} before it could stop by itself; ` +
+        `what it took, if anything, is given back by the next worker with the same --worker-id, or drained by the rollback of the drill up that started it`,
+    );
+    return stoppedBy === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated;
+  }
   const oomAfter = readOomKillCount(cgroup.limits);
   const oom = oomBefore.ok && oomAfter.ok ? ` (cgroup oom_kill ${oomBefore.value} → ${oomAfter.value})` : "";
   // As the hog's exit is judged (cgroup/hog.ts): a SIGKILL the cgroup did not count is not the OOM killer's.

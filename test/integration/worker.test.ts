@@ -359,6 +359,19 @@ describe.skipIf(reason)("drill worker (real cgroup, real redis)", () => {
     expect(readdirSync(weightsDir)).toEqual([]);
   });
 
+  // QA: SIGTERM within ~0.3 s of the start killed the worker before it had its handler, and
+  // the launcher said "killed by SIGTERM" and exited 1, as for somebody else's kill.
+  it("SIGTERM while the worker inside is still starting: exit 143, saying the stop was passed on", async () => {
+    const worker = startWorker("w-early", "early", ["--weights", "8M"]);
+    // The moment the launcher's child is in the cgroup, before its node has started.
+    await waitFor("the worker in the cgroup", () => readFileSync(path.join(cg.limits.dir, "cgroup.procs"), "utf8").trim() !== "", 20_000);
+    worker.kill("SIGTERM");
+    const r = await worker;
+    expect(r.exitCode, r.stderr).toBe(143);
+    expect(r.stderr).not.toMatch(/was killed by SIGTERM/);
+    if (!/stopped \(signal\)/.test(r.stderr)) expect(r.stderr).toMatch(/drill: worker pid \d+ stopped by the SIGTERM passed on to it before it could stop by itself/);
+  });
+
   it("exits by itself when its launcher dies, and at --duration: unfinished jobs go back to the head of admitted", async () => {
     const queue = "w4";
     const k = queueKeys(queue);
