@@ -322,10 +322,10 @@ function recoveryNotes(queue: DrillQueue, recovery: DeadGatesRecovery): { moved:
 /**
  * On stop: our heartbeat goes first, then whatever we hold goes back to the
  * head of the ready list. Every stop after a take ends here; false when Redis
- * did not answer. A key the
- * recover script only records in of another type (as the decision that held
- * the job was refused) is left unwritten and named: the job still goes back,
- * or it would wait in our list, which nobody reads, until a rollback's re-drain.
+ * did not answer. A key the recover script only records in of another type
+ * (as the decision that held the job was refused) is left unwritten and named:
+ * the job still goes back, or it would wait in our list, which nobody reads,
+ * until a rollback's re-drain.
  */
 async function giveBack(queue: DrillQueue, gateId: string, retryBudget: number, err: (line: string) => void): Promise<boolean> {
   try {
