@@ -96,7 +96,10 @@ describe("DrillQueue against a real redis-server", () => {
       server.kill("SIGCONT");
       await closeRedis(client);
     }
-    expect(failed).toEqual(["Command timed out", "Command timed out", "Command timed out"]);
+    // Three at least: on a loaded host the woken server's answers to the sends after SIGCONT may
+    // outlast the 300 ms too (CI: five). Each of them runs too, and still one id, one copy.
+    expect(failed.length).toBeGreaterThanOrEqual(3);
+    expect(new Set(failed)).toEqual(new Set(["Command timed out"]));
     expect(outcome.ok && outcome.job.id).toBe("1");
     expect(await redis.get(queue.keys.seq)).toBe("1");
     expect(await redis.llen(queue.keys.ready)).toBe(1);
