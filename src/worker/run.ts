@@ -354,6 +354,11 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
       const run: Promise<void> = runJob(payload)
         .catch((err: unknown) => {
           if (err instanceof StopJob) return; // stays in the working list; given back below
+          // Stopping with Redis not answering (a dead record's tries) is not the worker failing either.
+          if (stopJobs.signal.aborted && !isKeyRefusal(err)) {
+            deps.err(`${tag}: a job's record did not reach redis before the stop (${message(err)}); the job goes back with the give-back`);
+            return;
+          }
           stop("failed", err instanceof Error ? err : new Error(String(err)));
         })
         .finally(() => inFlight.delete(run));
@@ -607,20 +612,24 @@ async function recoverDeadPeers(redis: Redis, keys: WorkerKeys, self: string, re
 }
 
 /**
- * Re-runs an idempotent script through a Redis outage; gives up after ~30 s (or at once when stopping, unless `evenWhenStopping`).
- * A key refusal (isKeyRefusal) is thrown at once: a key of another type does not fix itself.
+ * Re-runs an idempotent script through a Redis outage; gives up after ~30 s.
+ * Stopping, it gives up at once, or with `evenWhenStopping` once a try begun
+ * after the stop failed too: each try can wait out a command timeout, and a
+ * stop with Redis paused must end (what it could not record goes back with
+ * the give-back). A key refusal (isKeyRefusal) is thrown at once: a key of
+ * another type does not fix itself.
  */
-async function retrying<T>(fn: () => Promise<T>, signal: AbortSignal, evenWhenStopping: boolean, onFirstFailure?: (err: unknown) => void): Promise<T> {
+export async function retrying<T>(fn: () => Promise<T>, signal: AbortSignal, evenWhenStopping: boolean, onFirstFailure?: (err: unknown) => void): Promise<T> {
   let lastError: unknown = null;
   for (let attempt = 0; attempt < 40; attempt++) {
+    const begunStopped = signal.aborted;
     try {
       return await fn();
     } catch (err) {
       if (isKeyRefusal(err)) throw err;
       if (attempt === 0) onFirstFailure?.(err);
       lastError = err;
-      if (signal.aborted && !evenWhenStopping) break;
-      if (signal.aborted && attempt >= 3) break;
+      if (signal.aborted && (!evenWhenStopping || begunStopped)) break;
       await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** Math.min(attempt, 4), 1000)));
     }
   }

@@ -1,0 +1,40 @@
+// The worker's retry of its idempotent scripts through an outage, at a stop.
+// QA: a stop with Redis paused waited while every finished job retried its
+// done record four times, each try waiting out the 5 s command timeout.
+import { describe, expect, it } from "vitest";
+import { retrying } from "../../src/worker/run.js";
+
+const timedOut = () => Promise.reject(new Error("Command timed out"));
+
+describe("retrying at a stop", () => {
+  it("stopped before it begins: one try when it must try even when stopping, and it fails with the try's error", async () => {
+    const stopped = new AbortController();
+    stopped.abort();
+    let tries = 0;
+    await expect(retrying(() => (tries++, timedOut()), stopped.signal, true)).rejects.toThrow("Command timed out");
+    expect(tries).toBe(1);
+  });
+
+  it("stopped during a try: one more try, begun after the stop, then it gives up", async () => {
+    const stopped = new AbortController();
+    let tries = 0;
+    const fn = () => {
+      tries++;
+      if (tries === 1) stopped.abort();
+      return timedOut();
+    };
+    await expect(retrying(fn, stopped.signal, true)).rejects.toThrow("Command timed out");
+    expect(tries).toBe(2);
+  });
+
+  it("not stopping: it tries again until it succeeds; stopping without evenWhenStopping: no second try", async () => {
+    let tries = 0;
+    expect(await retrying(() => (++tries < 3 ? timedOut() : Promise.resolve("ok")), new AbortController().signal, true)).toBe("ok");
+    expect(tries).toBe(3);
+    const stopped = new AbortController();
+    stopped.abort();
+    let once = 0;
+    await expect(retrying(() => (once++, timedOut()), stopped.signal, false)).rejects.toThrow("Command timed out");
+    expect(once).toBe(1);
+  });
+});
