@@ -15,13 +15,13 @@ import type { RollbackFlags } from "./rollback.js";
 
 /**
  * The command that finishes an interrupted rollback: the drill it was in, or,
- * past the drills, the rollback as asked (a plain `rollback` after `--name X`
+ * before or past the drills, the rollback as asked (a plain `rollback` after `--name X`
  * would reach every drill in the state dir). `--queue` is kept either way: its
  * re-drain runs last.
  */
-export function interruptedRerun(rerunCmd: string, asked: { name: string | undefined; queue: string | undefined }, current: { name: string; cgroups?: true }): string {
+export function interruptedRerun(rerunCmd: string, asked: { name: string | undefined; queue: string | undefined }, current: { name: string; before?: true; cgroups?: true }): string {
   const queue = asked.queue === undefined ? "" : ` --queue ${asked.queue}`;
-  const name = current.cgroups ? asked.name : current.name;
+  const name = current.cgroups || current.before ? asked.name : current.name;
   return `${rerunCmd} rollback${name === undefined ? "" : ` --name ${name}`}${queue}`;
 }
 
@@ -29,25 +29,10 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   const output = consoleOutput(g.color);
   // `--name ""` is not "every drill", and `../other/smoke` is not under --state-dir.
   const named = flags.name === undefined ? undefined : validateDrillName(flags.name);
-  // An up still starting (no state of its run yet) first: then what it recorded is rolled back below.
-  const startingUps = await stopStartingUps(hostRoots(g), g.stateDir, named);
-  if (!g.json) for (const up of startingUps) output.out(describeStartingUp(up));
-  // --queue: the step-by-step path's queue, deny-all first as in every rollback (a drill's own is its rollback's).
+  let startingUps: StartingUp[] = [];
   const queues: QueueRollback[] = [];
-  if (flags.queue !== undefined) {
-    const queueName = queueKeys(flags.queue).queue;
-    const url = g.redisUrl ?? DEFAULT_REDIS_URL;
-    const owner = drillOnQueue(g.stateDir, queueName, url);
-    if (owner !== null) {
-      if (!g.json) output.out(`queue ${queueName} on ${redactUrl(url)}: drill ${owner}'s queue, rolled back with it below`);
-    } else {
-      if (!g.json) output.out(`rollback queue ${queueName} on ${redactUrl(url)} (--queue; what runs by hand is not stopped):`);
-      queues.push(await rollbackQueue(url, queueName, hostRoots(g), (step) => {
-        if (!g.json) output.out(`  ${step.ok ? "ok  " : output.color.red("FAIL")} ${step.step}: ${step.detail}`);
-      }));
-    }
-  }
-  const names = named === undefined ? listDrills(g.stateDir) : existsSync(statePath(g.stateDir, named)) ? [named] : [];
+  // Read once the ups still starting are stopped: what they recorded is rolled back too.
+  let names: string[] = [];
   const results: DrillRollback[] = [];
   /** Cgroups `drill cgroup setup` made outside any drill, and what ran in them. */
   let cgroups: CgroupRollback[] = [];
@@ -59,8 +44,9 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   const rerunCmd = drillCommandAt(g);
   // A drill's report reads its own Redis or export: a --redis given here (an embedded one, stopped now) would fail it.
   const drillCmd = drillCommandAt({ ...g, redisUrl: undefined });
-  // name "" with cgroups: the cgroups of drill cgroup setup, rolled back after every drill.
-  let current: { name: string; lastStep: string; result: DrillRollback | null; cgroups?: true } = { name: "", lastStep: "", result: null };
+  // name "" with before: the ups still starting and --queue, ahead of the drills; with cgroups: the
+  // cgroups of drill cgroup setup, rolled back after every drill.
+  let current: { name: string; lastStep: string; result: DrillRollback | null; before?: true; cgroups?: true } = { name: "", lastStep: "", result: null, before: true };
   const interrupts = finishDespiteInterrupt(
     () => writeErr(`drill: SIGINT: finishing the rollback (stopping now would leave it half done); Ctrl-C again to stop anyway\n`),
     (signal) => {
@@ -69,18 +55,18 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       const afterStep = current.lastStep === "" ? null : current.lastStep;
       const where = afterStep === null ? "before its first step" : `after step "${afterStep}"`;
       const command = interruptedRerun(rerunCmd, { name: named, queue: flags.queue }, current);
-      const what = current.cgroups ? "the cgroups drill cgroup setup made" : current.name;
+      const what = current.cgroups ? "the cgroups drill cgroup setup made" : current.before ? (flags.queue !== undefined ? `queue ${flags.queue} (--queue)` : "the ups still starting") : current.name;
       // A script needs the steps done and what is left most when the rollback did not finish.
       if (g.json) {
         const drills = current.result === null || results.includes(current.result) ? results : [...results, current.result];
-        const notStarted = current.cgroups ? [] : names.slice(names.indexOf(current.name) + 1);
+        const notStarted = current.cgroups || current.before ? [] : names.slice(names.indexOf(current.name) + 1);
         const left = [
           ...leftOf(drills),
           ...stillFrozen,
           `${what}: rollback interrupted by ${signal} ${where}; run ${command} again to finish it`,
           ...notStarted.map((name) => `${name}: not rolled back (interrupted before it); run ${rerunCmd} rollback --name ${name}`),
         ];
-        output.json(rollbackDocument(drills, complete, cgroups, [], left, { signal, drill: current.name, after_step: afterStep, command }, startingUps));
+        output.json(rollbackDocument(drills, complete, cgroups, [], left, { signal, drill: current.name, after_step: afterStep, command }, startingUps, queues));
       }
       for (const note of thawNotes) writeErr(`drill: ${note}\n`);
       writeErr(`drill: interrupted by ${signal} during the rollback of ${what} ${where}; run \`${command}\` again to finish it\n`);
@@ -88,6 +74,25 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     },
   );
   try {
+    // An up still starting (no state of its run yet) first: then what it recorded is rolled back below.
+    startingUps = await stopStartingUps(hostRoots(g), g.stateDir, named);
+    if (!g.json) for (const up of startingUps) output.out(describeStartingUp(up));
+    // --queue: the step-by-step path's queue, deny-all first as in every rollback (a drill's own is its rollback's).
+    if (flags.queue !== undefined) {
+      const queueName = queueKeys(flags.queue).queue;
+      const url = g.redisUrl ?? DEFAULT_REDIS_URL;
+      const owner = drillOnQueue(g.stateDir, queueName, url);
+      if (owner !== null) {
+        if (!g.json) output.out(`queue ${queueName} on ${redactUrl(url)}: drill ${owner}'s queue, rolled back with it below`);
+      } else {
+        if (!g.json) output.out(`rollback queue ${queueName} on ${redactUrl(url)} (--queue; what runs by hand is not stopped):`);
+        queues.push(await rollbackQueue(url, queueName, hostRoots(g), (step) => {
+          current.lastStep = step.step;
+          if (!g.json) output.out(`  ${step.ok ? "ok  " : output.color.red("FAIL")} ${step.step}: ${step.detail}`);
+        }));
+      }
+    }
+    names = named === undefined ? listDrills(g.stateDir) : existsSync(statePath(g.stateDir, named)) ? [named] : [];
     for (const name of names) {
       current = { name, lastStep: "", result: null };
       await rollbackOne(name);

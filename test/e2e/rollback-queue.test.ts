@@ -1,10 +1,11 @@
+import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
-import { runDrill } from "../helpers/cli.js";
+import { drillBin, runDrill } from "../helpers/cli.js";
 import { freePort } from "../../src/drill/embeddedRedis.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 
@@ -99,6 +100,29 @@ describe("drill rollback --queue (built binary, own redis-server)", () => {
     expect(r.stdout).toContain("FAIL connect redis");
     expect(r.stdout).toContain(`Not rolled back yet: run drill --state-dir ${path.join(root, "state")} --redis ${url} rollback --queue sbs once its Redis answers`);
     expect(r.stderr).toMatch(/queue sbs on .*: deny-all and drain not done .*; run this rollback again/);
+  });
+
+  // QA: the interrupt handling came only after the --queue step: a SIGTERM there (its Redis
+  // paused) ended the rollback with no word of what was left or how to finish it.
+  it("SIGTERM during the --queue step: exit 143, naming the step and the rollback as asked to run again", async () => {
+    server.kill("SIGSTOP");
+    let out = "";
+    let err = "";
+    let code: number | null;
+    try {
+      const child = spawn("node", [drillBin, "--redis", server.url, "--state-dir", path.join(root, "state"), "rollback", "--name", "nodrill", "--queue", "paused"], { stdio: ["ignore", "pipe", "pipe"] });
+      child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString()));
+      child.stderr.on("data", (chunk: Buffer) => (err += chunk.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once("exit", (c, signal) => resolve(c ?? (signal === null ? null : -1))));
+      for (let i = 0; i < 500 && !out.includes("rollback queue paused on"); i++) await new Promise((r) => setTimeout(r, 20));
+      expect(out).toContain("rollback queue paused on");
+      child.kill("SIGTERM");
+      code = await exited;
+    } finally {
+      server.kill("SIGCONT");
+    }
+    expect(code, out + err).toBe(143);
+    expect(err).toContain(`drill: interrupted by SIGTERM during the rollback of queue paused (--queue) before its first step; run \`drill --state-dir ${path.join(root, "state")} --redis ${server.url} rollback --name nodrill --queue paused\` again to finish it`);
   });
 
   it("a queue name that is not one: exit 2 before anything", async () => {

@@ -10,6 +10,7 @@ describe("interruptedRerun", () => {
   it.each([
     ["in a drill, plain rollback", { name: undefined, queue: undefined }, { name: "smoke" }, `${drill} rollback --name smoke`],
     ["in a drill, --queue kept", { name: undefined, queue: "q1" }, { name: "smoke" }, `${drill} rollback --name smoke --queue q1`],
+    ["before the drills (--queue, ups still starting), as asked", { name: "smoke", queue: "q1" }, { name: "", before: true as const }, `${drill} rollback --name smoke --queue q1`],
     ["past the drills, plain rollback", { name: undefined, queue: undefined }, { name: "", cgroups: true as const }, `${drill} rollback`],
     ["past the drills, --name kept", { name: "smoke", queue: undefined }, { name: "", cgroups: true as const }, `${drill} rollback --name smoke`],
     ["past the drills, --name and --queue kept", { name: "smoke", queue: "q1" }, { name: "", cgroups: true as const }, `${drill} rollback --name smoke --queue q1`],
