@@ -262,6 +262,10 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
     const passes = new PassBatcher(weights);
     batcher = passes;
 
+    // A record that could not reach Redis once the stop began is not the worker failing: the job is
+    // still in the working list and goes back with the give-back (a key refusal is, and stays fatal).
+    const lostToStop = (err: unknown): boolean => stopJobs.signal.aborted && !isKeyRefusal(err);
+
     const checkStop = (): void => {
       if (stopJobs.signal.aborted) throw new StopJob();
     };
@@ -330,9 +334,8 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
           // The mark may have been applied with its reply lost: then the list holds the marked bytes.
           if (applied !== 1 && marked && slot.current !== marked) applied = await finish(marked);
         } catch (err) {
-          // Stopping with Redis not answering is not the worker failing: the job is still in the working
-          // list and goes back with the give-back, unless a try that timed out lands once Redis answers.
-          if (!stopJobs.signal.aborted || isKeyRefusal(err)) throw err;
+          // Said here, with the job: it goes back unless a try that timed out lands once Redis answers.
+          if (!lostToStop(err)) throw err;
           deps.err(`${tag}: job=${job.id} finished, but its done record did not reach redis before the stop (${message(err)}); it goes back with the give-back, unless a try that timed out lands once redis answers`);
           return;
         }
@@ -354,8 +357,8 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
       const run: Promise<void> = runJob(payload)
         .catch((err: unknown) => {
           if (err instanceof StopJob) return; // stays in the working list; given back below
-          // Stopping with Redis not answering (a dead record's tries) is not the worker failing either.
-          if (stopJobs.signal.aborted && !isKeyRefusal(err)) {
+          // A dead record's tries at a stop.
+          if (lostToStop(err)) {
             deps.err(`${tag}: a job's record did not reach redis before the stop (${message(err)}); the job goes back with the give-back`);
             return;
           }
