@@ -3,7 +3,7 @@ import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
 import type { Redis } from "ioredis";
-import { openRedis } from "../queue/redis.js";
+import { openRedis, redactUrl } from "../queue/redis.js";
 import { DrillError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessStat } from "../host/process.js";
@@ -119,7 +119,7 @@ async function serverPid(url: string): Promise<number> {
   try {
     await redis.connect();
     const pid = Number(/^process_id:(\d+)\r?$/m.exec(await redis.info("server"))?.[1]);
-    if (!Number.isSafeInteger(pid) || pid <= 0) throw new DrillError(`redis at ${url} did not report its process_id`);
+    if (!Number.isSafeInteger(pid) || pid <= 0) throw new DrillError(`redis at ${redactUrl(url)} did not report its process_id`);
     return pid;
   } finally {
     redis.disconnect();
@@ -163,7 +163,7 @@ export async function waitForPing(url: string, timeoutMs: number): Promise<void>
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  throw new DrillError(`redis at ${url} did not answer PING within ${timeoutMs}ms: ${lastError}`);
+  throw new DrillError(`redis at ${redactUrl(url)} did not answer PING within ${timeoutMs}ms: ${lastError}`);
 }
 
 /** How long a Redis restarted for one reader may outlive that reader if it dies. */

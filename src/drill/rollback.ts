@@ -356,7 +356,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         result.left.push(`re-drain failed (${err instanceof Error ? err.message : String(err)}): jobs in ${held} may not be in ${queue.keys.drain} (run drill rollback again)`);
       });
     } else if (!noRedis) {
-      result.left.push(`drain pending: redis at ${state.redis.url} unreachable; ${state.queue} and its lists not moved to ${state.queue}_drain nor exported (run drill rollback again)`);
+      result.left.push(`drain pending: redis at ${redactUrl(state.redis.url)} unreachable; ${state.queue} and its lists not moved to ${state.queue}_drain nor exported (run drill rollback again)`);
     }
     crash("re-drain");
 

@@ -162,7 +162,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       stateDir,
     });
     // A database the server does not have is a wrong --redis (exit 2, as every other command says), not a host doctor refuses.
-    if (facts.redis.given && facts.redis.databaseRefused) throw new UsageError(facts.redis.error ?? `redis ${facts.redis.url}: database refused`);
+    if (facts.redis.given && facts.redis.databaseRefused) throw new UsageError(facts.redis.error ?? `redis ${redactUrl(facts.redis.url)}: database refused`);
     const doctor = doctorOutcome(evaluateChecks(facts));
     for (const warning of doctor.warnings) log(warning);
     const otherBox = vcpusMismatch(drill.host.vcpus, readOnlineCpus(roots), options.drillFile);
@@ -232,7 +232,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       save();
       log(`redis: embedded redis-server pid ${embedded.pid} at ${embedded.url} (appendonly, appendfsync always) in ${redisDir}`);
     } else {
-      log(`redis: ${options.redisUrl}`);
+      log(`redis: ${redactUrl(options.redisUrl)}`);
     }
     log(`redis: deny-all by hand: ${leverCommand(state.redis.url, options.queue, "reject_all")} (pack, gate, watch and worker find this Redis in ${statePath(stateDir, name)} while the drill is up)`);
 
