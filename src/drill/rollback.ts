@@ -582,8 +582,10 @@ function finalExportFile(stateDir: string, name: string): string {
 /** Step 1 of every rollback: the gate's lever to reject_all, with the host PSI it was pulled at. */
 async function denyAll(queue: DrillQueue, roots: HostRoots): Promise<string> {
   const psi = readHostPsi(roots, "memory");
-  const previous = await queue.setMode("reject_all", { forced: false, psi: psi.ok ? psi.value.some.avg10.toFixed(2) : "missing" });
-  return `mode reject_all (was ${previousModeText(previous)}), reason host_pressure`;
+  const psiText = psi.ok ? psi.value.some.avg10.toFixed(2) : "missing";
+  const previous = await queue.setMode("reject_all", { forced: false, psi: psiText });
+  // The runbook's reason for every rollback's deny-all, whatever the PSI: the figure says what it was.
+  return `mode reject_all (was ${previousModeText(previous)}), reason host_pressure (the runbook's rollback step 1; host psi avg10=${psiText})`;
 }
 
 /** A deny-all that did not happen is a rollback not done: a gate still running may admit, and re-admitting is no next step. */

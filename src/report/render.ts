@@ -247,6 +247,7 @@ function sections(r: Report): Section[] {
   const backlog =
     d.backlog_hours === null ? NA
     : d.backlog_hours > 0 && d.backlog_hours < 0.1 ? `${humanDuration(waiting ?? d.backlog_hours * 3_600_000)} (${d.backlog_hours} h)`
+    : d.backlog_hours === 0 ? "0 h (nothing waiting)"
     : `${d.backlog_hours} h${d.backlog_hours > 1 ? " (over one hour)" : ""}`;
   out.push({
     title: "Drain math check",
