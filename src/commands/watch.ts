@@ -25,7 +25,7 @@ export const watchCommand: CommandFactory = (globals) =>
       .option("--record <file.jsonl>", "append every sample to this file as JSONL while showing the view")
       .option("--queue <name>", "Redis queue", "jobs"),
   )
-    .option("--psi-limit <n>", "psi avg10 over this is pressure (alarm reclaim_not_underload)", "10")
+    .option("--psi-limit <n>", "psi avg10 over this is pressure while the stall goes on (a 0 % stall rate makes it the tail of one that ended) (alarm reclaim_not_underload)", "10")
     .option("--psi-rate-limit <pct>", "stall % over the last interval over this is pressure", "10")
     .option("--host-class <class>", "this host's class: a retried job of this class pages retry_worker_idle", "shared-free")
     .option("--count <n>", "stop after n samples (the first one interval in: a reading at the start seeds the rates)")

@@ -195,6 +195,7 @@ function reclaimNotUnderload(s: Sample, facts: SampleFacts, config: AlarmConfig)
   if (trouble === false) {
     const highest = pressure.highest ? `, highest ${pressure.highest.field}=${pressure.highest.value.toFixed(2)}` : "";
     why.push(`pressure under its limits${highest} and no admitted job past its deadline`);
+    for (const t of pressure.tails) why.push(`${t.field}=${t.value.toFixed(2)} is the tail of a stall that ended (no stall over the last interval)`);
   } else {
     const still: string[] = [];
     if (pressure.worst) still.push(`pressure still over its limit (${pressure.worst.field}=${pressure.worst.value.toFixed(2)})`);
@@ -211,25 +212,40 @@ function reclaimNotUnderload(s: Sample, facts: SampleFacts, config: AlarmConfig)
  * only when every figure that should be there was read; unknown otherwise.
  * An unreadable PSI file is not calm: counting it as "not over" cleared the
  * alarm while the files were unreadable and paged again when they returned.
+ * An avg10 whose own stall rate was 0 over the last interval is the tail of
+ * pressure that has ended (avg10 decays over tens of seconds): it does not
+ * count (QA: the hog exited, the CPU went idle, and the page fired with both
+ * rates at 0.0 % on a cgroup avg10 of 22, then stayed 14 samples).
  */
 function pressureOver(
   s: Sample,
   facts: SampleFacts,
   config: AlarmConfig,
-): { over: boolean | null; worst: { field: string; value: number } | null; highest: { field: string; value: number } | null } {
-  const figures: Array<{ field: string; value: number | null; limit: number; expected: boolean }> = [
-    { field: "psi_mem_some_avg10", value: s.psi_mem_some_avg10, limit: config.psiLimit, expected: true },
+): {
+  over: boolean | null;
+  worst: { field: string; value: number } | null;
+  highest: { field: string; value: number } | null;
+  /** avg10 figures over their limit set aside as the tail of an ended stall. */
+  tails: Array<{ field: string; value: number }>;
+} {
+  const figures: Array<{ field: string; value: number | null; limit: number; expected: boolean; stalledNow?: boolean }> = [
+    { field: "psi_mem_some_avg10", value: s.psi_mem_some_avg10, limit: config.psiLimit, expected: true, stalledNow: s.psi_mem_some_rate !== 0 },
     { field: "psi_mem_some_rate", value: s.psi_mem_some_rate, limit: config.psiRateLimit, expected: true },
-    { field: "cg_psi_mem_some_avg10", value: s.cg_psi_mem_some_avg10, limit: config.psiLimit, expected: facts.cgPsiExpected },
+    { field: "cg_psi_mem_some_avg10", value: s.cg_psi_mem_some_avg10, limit: config.psiLimit, expected: facts.cgPsiExpected, stalledNow: s.cg_psi_mem_some_rate !== 0 },
     { field: "cg_psi_mem_some_rate", value: s.cg_psi_mem_some_rate, limit: config.psiRateLimit, expected: facts.cgPsiExpected },
   ];
   let worst: { field: string; value: number; ratio: number } | null = null;
   // The readable figure closest to its limit, for a CLEAR line (a limit may be 0).
   let highest: { field: string; value: number; ratio: number } | null = null;
   let unknown = false;
-  for (const { field, value, limit, expected } of figures) {
+  const tails: Array<{ field: string; value: number }> = [];
+  for (const { field, value, limit, expected, stalledNow } of figures) {
     if (value === null) {
       unknown ||= expected;
+      continue;
+    }
+    if (stalledNow === false && value > limit) {
+      tails.push({ field, value }); // read, and not pressure now
       continue;
     }
     const ratio = limit > 0 ? value / limit : value > 0 ? Infinity : 0;
@@ -237,8 +253,8 @@ function pressureOver(
     if (highest === null || ratio > highest.ratio) highest = { field, value, ratio };
   }
   const top = highest === null ? null : { field: highest.field, value: highest.value };
-  if (worst !== null) return { over: true, worst: { field: worst.field, value: worst.value }, highest: top };
-  return { over: unknown ? null : false, worst: null, highest: top };
+  if (worst !== null) return { over: true, worst: { field: worst.field, value: worst.value }, highest: top, tails };
+  return { over: unknown ? null : false, worst: null, highest: top, tails };
 }
 
 /**

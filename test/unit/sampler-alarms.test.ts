@@ -70,6 +70,11 @@ describe("reclaim_not_underload: CPU idle > 30 %, pressure over the limit or sla
     ["idle exactly 30 %", { psi_mem_some_avg10: 12.4, cpu_idle_pct: 30 }, false],
     ["queue age already bad: visible anyway", { psi_mem_some_avg10: 12.4, queue_age_ms: 600 }, false],
     ["avg10 exactly at the limit", { psi_mem_some_avg10: 10 }, false],
+    ["host avg10 over the limit, no stall over the last interval (the tail of an ended stall)", { psi_mem_some_avg10: 12.4, psi_mem_some_rate: 0 }, false],
+    ["cgroup avg10 over the limit, no stall over the last interval", { cg_psi_mem_some_avg10: 22.19, cg_psi_mem_some_rate: 0 }, false],
+    ["cgroup avg10 over the limit, a little stall still going on", { cg_psi_mem_some_avg10: 22.19, cg_psi_mem_some_rate: 0.4 }, true],
+    ["host avg10 over the limit, no rate yet (first sample, or its counter reset)", { psi_mem_some_avg10: 12.4, psi_mem_some_rate: null }, true],
+    ["the host's rate at 0 does not set the cgroup's avg10 aside", { cg_psi_mem_some_avg10: 22.19, psi_mem_some_rate: 0 }, true],
     ["calm", {}, false],
   ] as const)("%s", (_name, over, fires) => {
     const { active } = run([[over]]);
@@ -107,6 +112,20 @@ describe("reclaim_not_underload: CPU idle > 30 %, pressure over the limit or sla
     expect(events.map((e) => `${e.kind} ${e.name}`)).toEqual(["raised reclaim_not_underload", "cleared reclaim_not_underload"]);
     expect(events[1]?.line).toBe("CLEAR reclaim_not_underload after 3.0s: pressure under its limits, highest psi_mem_some_avg10=0.50 and no admitted job past its deadline");
     expect(active.map((a) => a.length)).toEqual([0, 1, 1, 1, 0, 0]);
+  });
+
+  // QA: the hog exited, the CPU went idle, and the page fired on a decaying cgroup avg10 of 22 with both rates at 0.0 %.
+  it("a stall that ended: the decaying avg10 neither raises the page nor holds it; the CLEAR names it as the tail", () => {
+    const hog = { cg_psi_mem_some_avg10: 18, cg_psi_mem_some_rate: 35 };
+    const ended = { cg_psi_mem_some_avg10: 22.19, cg_psi_mem_some_rate: 0, psi_mem_some_rate: 0 };
+    const { events, active } = run([[hog], [ended], [ended], [ended], [ended], [ended], [ended]]);
+    expect(active.map((a) => a.length)).toEqual([1, 1, 1, 1, 1, 1, 0]);
+    expect(events.map((e) => e.line)).toEqual([
+      "PAGE reclaim, not underload: cpu_idle=41% psi=0.50 slack_ms=4000 queue_age_ms=180 via=cg_psi_mem_some_rate=35.00",
+      "CLEAR reclaim_not_underload after 6.0s: pressure under its limits, highest psi_mem_some_avg10=0.50 and no admitted job past its deadline; cg_psi_mem_some_avg10=22.19 is the tail of a stall that ended (no stall over the last interval)",
+    ]);
+    // Idle CPU after the stall ended: no page at all.
+    expect(run([[ended], [ended], [ended]]).events).toEqual([]);
   });
 
   it("one calm sample does not clear it: it clears after clearAfterMs of calm, so one incident pages once", () => {
