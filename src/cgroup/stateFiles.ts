@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, linkSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fsyncDir } from "../util/fsyncDir.js";
 import { DrillError, RefusedError } from "../errors.js";
@@ -7,6 +7,7 @@ import { HostRoots } from "../host/kernelFile.js";
 import { isSameProcess, readProcessStat } from "../host/process.js";
 import type { CgroupLayoutKind } from "./layout.js";
 import type { CgroupDir, WorkerCgroup } from "./paths.js";
+import { makeDirs } from "../util/makeDirs.js";
 
 /**
  * Drill's own records of what it created, under --state-dir:
@@ -77,7 +78,7 @@ export function writeJsonDurably(file: string, value: unknown): void {
   const dir = path.dirname(file);
   const tmp = `${file}.${process.pid}.tmp`;
   try {
-    mkdirSync(dir, { recursive: true });
+    makeDirs(dir);
     const fd = openSync(tmp, "w", 0o600);
     try {
       writeFileSync(fd, `${JSON.stringify(value, null, 2)}\n`);
@@ -101,7 +102,10 @@ export function writeJsonDurably(file: string, value: unknown): void {
 /** One line naming the path and what to do, not a stack trace (a non-root run lands here). */
 export function stateDirError(action: string, file: string, err: unknown, isRoot = process.geteuid?.() === 0): DrillError {
   const code = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
-  return new DrillError(`cannot ${action} ${file}: ${code} (${stateDirAdvice(code, isRoot)})`, undefined, { cause: err });
+  // makeDirs names the directory that refused: /s/ro in "cannot create the lock /s/ro/cgroups/x.lock".
+  const refused = (err as NodeJS.ErrnoException).path;
+  const at = refused !== undefined && path.resolve(refused) !== path.resolve(file) ? ` at ${refused}` : "";
+  return new DrillError(`cannot ${action} ${file}: ${code}${at} (${stateDirAdvice(code, isRoot)})`, undefined, { cause: err });
 }
 
 /** What to do about a state dir that refused a write: "run as root" only to a process that is not. */
@@ -110,6 +114,7 @@ function stateDirAdvice(code: string, isRoot: boolean): string {
   if (code === "ENOSPC" || code === "EDQUOT") return "no space left there: free some, or give --state-dir a directory on another disk";
   if ((code === "EACCES" || code === "EPERM") && isRoot) return "refused to root too: a read-only or restricted mount, an immutable file or a security policy; give --state-dir a directory you can write";
   if (code === "EACCES" || code === "EPERM") return "run as root, or give --state-dir a directory you can write";
+  if (code === "ENOENT") return "nothing can be made there (under /proc, say), or it was removed meanwhile: give --state-dir a directory you can write";
   return "give --state-dir a directory you can write";
 }
 
@@ -168,7 +173,7 @@ export function markerLockFile(stateDir: string, cgroup: WorkerCgroup): string {
 export function lockMarker(stateDir: string, cgroup: WorkerCgroup): { release(): void } {
   const file = markerLockFile(stateDir, cgroup);
   try {
-    mkdirSync(path.dirname(file), { recursive: true });
+    makeDirs(path.dirname(file));
   } catch (err) {
     throw stateDirError("create the lock", file, err);
   }

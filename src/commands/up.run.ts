@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, openSync, readSync, writeSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
@@ -21,6 +21,7 @@ import { renderReport } from "../report/render.js";
 import { consoleOutput } from "../output.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { applyOverrides, resolveFileDir, weightsReclaimNote, type UpFlags } from "./up.js";
+import { makeDirs } from "../util/makeDirs.js";
 
 const BACKGROUND_ENV = "DRILL_UP_BACKGROUND";
 
@@ -311,7 +312,7 @@ async function startInBackground(drill: DrillFile, stateDir: string, before: Dri
   let runStart: number;
   try {
     // A first run on a fresh --state-dir: the log goes there before the background up makes it.
-    mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+    makeDirs(stateDir, 0o700);
     fd = openSync(logFile, "a");
     // One log for every run of this drill: each starts with a line saying so.
     writeSync(fd, `==== drill up --detach ${drill.name} at ${new Date().toISOString()}\n`);

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
+import { closeSync, existsSync, openSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
 import type { Redis } from "ioredis";
@@ -10,6 +10,7 @@ import { readProcessStat } from "../host/process.js";
 import { acquireDrillLock } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { findByCwd, realDir } from "./strays.js";
+import { makeDirs } from "../util/makeDirs.js";
 
 /**
  * The drill's own redis-server: 127.0.0.1 on a free port, data in the state
@@ -70,7 +71,7 @@ export function redisServerArgs(dir: string, port: number): string[] {
 }
 
 export async function startEmbeddedRedis(spec: EmbeddedRedisSpec): Promise<EmbeddedRedis> {
-  mkdirSync(spec.dir, { recursive: true, mode: 0o700 });
+  makeDirs(spec.dir, 0o700);
   const port = spec.port ?? (await freePort());
   const log = openSync(path.join(spec.dir, "redis.stderr"), "a");
   const serverArgs = redisServerArgs(spec.dir, port);

@@ -1,7 +1,8 @@
-import { existsSync, mkdirSync, rmdirSync } from "node:fs";
+import { existsSync, rmdirSync } from "node:fs";
 import path from "node:path";
 import { holdLockFile, stateDirError, type LockSeams } from "../cgroup/stateFiles.js";
 import { RefusedError } from "../errors.js";
+import { makeDirs } from "../util/makeDirs.js";
 
 /**
  * `<state-dir>/<name>/<what>.lock` (holdLockFile): two `drill up` with one
@@ -32,7 +33,7 @@ export function acquireDrillLock(dir: string, what: "up" | "rollback", holder: s
   for (let attempt = 0; ; attempt++) {
     let made: boolean;
     try {
-      made = mkdirSync(dir, { recursive: true, mode: 0o700 }) !== undefined;
+      made = makeDirs(dir, 0o700) !== undefined;
     } catch (err) {
       throw stateDirError("create the state directory", dir, err);
     }

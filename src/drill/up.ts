@@ -35,6 +35,7 @@ import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDela
 import { LineTail } from "./tail.js";
 import { notReadyText, readReadiness, readyTimeoutMs, type Readiness } from "./ready.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
+import { makeDirs } from "../util/makeDirs.js";
 
 /** The embedded Redis outlives the children's self-exit by this much. */
 const REDIS_STOPS_LAST_MS = 30_000;
@@ -210,7 +211,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       writeState(stateDir, state);
     };
     // Never an existing dir (EEXIST): a run dir is nobody else's.
-    mkdirSync(path.dirname(dir), { recursive: true, mode: 0o700 });
+    makeDirs(path.dirname(dir), 0o700);
     mkdirSync(dir, { mode: 0o700 });
     // The state dir too, absolute: a rollback pointed at another one finds them and says where to look.
     const env = { ...process.env, DRILL_RUN_ID: runId, DRILL_STATE_DIR: path.resolve(stateDir) };
@@ -276,7 +277,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       // Files of the hog and the worker: one directory per run, removed by rollback.
       state.fileDir = path.join(options.fileDir, `drill-${runId}`);
       save();
-      mkdirSync(state.fileDir, { recursive: true, mode: 0o700 });
+      makeDirs(state.fileDir, 0o700);
 
       const selfExitMs = drill.duration + SELF_EXIT_GRACE_MS;
       const globalArgs = ["--redis", state.redis.url, "--procfs", options.procfs, "--sysfs", options.sysfs, "--state-dir", stateDir];

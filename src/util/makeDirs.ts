@@ -1,0 +1,36 @@
+import { mkdirSync, statSync } from "node:fs";
+import path from "node:path";
+
+/**
+ * `mkdir -p` one directory at a time; returns the first directory it made
+ * (undefined when `dir` was there already), as mkdirSync's `recursive` does.
+ * Not that option: under /proc, where mkdir says ENOENT although the parent
+ * exists, Node's recursive mkdir retries the parent forever without yielding
+ * (100 % CPU, deaf to SIGINT and SIGTERM: QA, `--state-dir /proc/x`); and on a
+ * read-only mount it reports ENOENT for EROFS. Here each error is the kernel's,
+ * with the directory that refused it as `path`.
+ */
+export function makeDirs(dir: string, mode?: number): string | undefined {
+  const missing: string[] = [];
+  for (let at = path.resolve(dir); ; ) {
+    const found = statSync(at, { throwIfNoEntry: false });
+    if (found?.isDirectory()) break;
+    if (found) throw Object.assign(new Error(`ENOTDIR: not a directory, mkdir '${at}'`), { code: "ENOTDIR", path: at, syscall: "mkdir" });
+    missing.push(at);
+    const parent = path.dirname(at);
+    if (parent === at) break; // no root: mkdir says why below
+    at = parent;
+  }
+  let first: string | undefined;
+  for (const at of missing.reverse()) {
+    try {
+      mkdirSync(at, { mode });
+    } catch (err) {
+      // Made by someone else meanwhile (two drills starting at once): theirs is as good.
+      if ((err as NodeJS.ErrnoException).code === "EEXIST" && statSync(at, { throwIfNoEntry: false })?.isDirectory()) continue;
+      throw err;
+    }
+    first ??= at;
+  }
+  return first;
+}
