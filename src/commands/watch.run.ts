@@ -208,7 +208,8 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   const cgroup = workerCgroup(roots, g.stateDir, name, parent, options.parent !== undefined);
 
   const output = consoleOutput(g.color);
-  const live = !g.json && output.isTTY ? new LiveView({ cgroup: cgroup.ok ? `${name} (${cgroup.value.layout})` : `${name} (none)`, queue: keys.queue, intervalMs }, output.color) : null;
+  // --once is one line on a terminal too: a view drawn once and left is a frame to scroll past, not a reading.
+  const live = !g.json && !options.once && output.isTTY ? new LiveView({ cgroup: cgroup.ok ? `${name} (${cgroup.value.layout})` : `${name} (none)`, queue: keys.queue, intervalMs }, output.color) : null;
 
   let recordFd: number | null = null;
   if (options.record !== undefined) {

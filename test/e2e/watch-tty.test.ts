@@ -150,6 +150,16 @@ describe("drill watch on a terminal", () => {
     }
   });
 
+  // QA: on a terminal --once drew the live view (cursor moves, the 10-line frame) where the README promises one line.
+  it("--once on a terminal: one sample line, no view and no cursor moves", async () => {
+    const drill = ["node", drillBin, "--procfs", path.join(root, "proc"), "--sysfs", path.join(root, "sys"), "--state-dir", path.join(root, "state"), "--redis", redisUrl, "watch", "--interval", "100ms", "--once"];
+    const r = await execa("script", ["-qfec", `stty cols 80 rows 24; ${drill.map(quote).join(" ")}`, "/dev/null"], { reject: false, timeout: 30_000, env: { FORCE_COLOR: "0", NO_COLOR: "1" } });
+    expect(r.exitCode, r.stdout).toBe(0);
+    expect(r.stdout).not.toContain("\x1b[");
+    expect(r.stdout).not.toContain("drill watch");
+    expect(r.stdout.split(/\r?\n/).filter((l) => /^\d{4}-\d\d-\d\dT\S+Z queue_len=/.test(l)), r.stdout).toHaveLength(1);
+  });
+
   it("run in the background of an interactive shell (`drill watch &`): it does not touch the keyboard, so it is not stopped (SIGTTOU)", async () => {
     const drill = ["node", drillBin, "--procfs", path.join(root, "proc"), "--sysfs", path.join(root, "sys"), "--state-dir", path.join(root, "state"), "--redis", redisUrl, "watch", "--interval", "100ms", "--count", "5"];
     const job = `set -m; ${drill.map(quote).join(" ")} 2>/dev/null & pid=$!; for i in $(seq 50); do sleep 0.1; kill -0 $pid 2>/dev/null || break; case $(ps -o stat= -p $pid) in T*) echo stopped; kill -KILL $pid; kill -CONT $pid;; esac; done; wait $pid; echo "bg-rc=$?"`;
