@@ -9,6 +9,7 @@ import { effectiveLimitFrom, parseLimit, readPids, type Limit, type LimitWalk } 
 import type { CgroupDir, WorkerCgroup } from "./paths.js";
 import { lockMarker, markerFile, readMarker, removeMarker, writeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
 import { readComm } from "./tasks.js";
+import { readMeminfo } from "../host/meminfo.js";
 
 export interface SetupOptions {
   memoryMax: number;
@@ -103,6 +104,8 @@ export interface SetupInspection {
   parentLimit: LimitWalk;
   /** From <procfs>/swaps; null when unreadable. */
   hostHasSwap: boolean | null;
+  /** MemTotal of <procfs>/meminfo; null when unreadable. */
+  hostMemTotalBytes: number | null;
 }
 
 export type SetupStep =
@@ -288,6 +291,12 @@ export function planSetup(cgroup: WorkerCgroup, inspection: SetupInspection, opt
       `ancestor ${parentLimit.dir} limits memory to ${formatBytes(parentLimit.limit)}, tighter than --memory-max ${formatBytes(options.memoryMax)}: the effective limit is ${formatBytes(parentLimit.limit)}`,
     );
   }
+  // Accepted (a limit is the operator's), but a cgroup that can never fill rehearses nothing.
+  if (inspection.hostMemTotalBytes !== null && options.memoryMax > inspection.hostMemTotalBytes) {
+    warnings.push(
+      `${options.owner ? "cgroup.memory_max" : "--memory-max"} ${formatBytes(options.memoryMax)} is more than this host's RAM (${formatBytes(inspection.hostMemTotalBytes)}): the cgroup never reaches its limit, so nothing in it is pressured by it`,
+    );
+  }
   for (const { file, reason } of parentLimit.unreadable) {
     warnings.push(`ancestor limit ${file} could not be read (${reason}): it may be tighter than --memory-max ${formatBytes(options.memoryMax)}, and the effective limit is unknown`);
   }
@@ -352,6 +361,7 @@ export function inspectForSetup(roots: HostRoots, cgroup: WorkerCgroup, stateDir
     v2Parent,
     parentLimit: effectiveLimitFrom(parentDir, limits.mount, limits.version),
     hostHasSwap: swaps.ok ? swaps.value.trim().split("\n").length > 1 : null,
+    hostMemTotalBytes: readMeminfo(roots)?.memTotalBytes ?? null,
   };
 }
 

@@ -120,6 +120,20 @@ describe.skipIf(skipReason)("real cgroups under the test's own cgroup (--parent 
     expect(again.stdout).toMatch(/nothing to tear down/);
   });
 
+  // QA: 500G on a 23.5 GiB host was set without a word; a drill in it can never show pressure.
+  it("a limit above the host's RAM is set, with a warning naming both (the cgroup never fills)", async () => {
+    const name = uniqueName();
+    track(name);
+    const memTotal = Number(/^MemTotal:\s+(\d+) kB$/m.exec(readFileSync("/proc/meminfo", "utf8"))![1]) * 1024;
+    const gib = Math.ceil((2 * memTotal) / (1024 * M));
+    const setup = await drill(["cgroup", "setup", "--name", name, "--parent", "self", "--memory-max", `${gib}G`]);
+    expect(setup.exitCode, setup.stderr).toBe(0);
+    expect(setup.stderr).toMatch(new RegExp(`warning: --memory-max ${gib}\\.0GiB is more than this host's RAM \\([\\d.]+GiB\\): the cgroup never reaches its limit`));
+    const fits = await drill(["cgroup", "setup", "--name", name, "--parent", "self", "--memory-max", "128M"]);
+    expect(fits.exitCode, fits.stderr).toBe(0);
+    expect(fits.stderr).not.toContain("more than this host's RAM");
+  });
+
   it("v1: a limit lowered below what the cgroup holds is said as that (its usage, the limit it keeps), not a bare EBUSY", async (ctx) => {
     const name = uniqueName();
     const cg = track(name);
