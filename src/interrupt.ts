@@ -1,3 +1,38 @@
+import { ExitCode } from "./errors.js";
+
+let starting: { dispose: () => void } | null = null;
+
+/**
+ * From main() until the command's implementation has loaded (commands load
+ * lazily: up to a second on a slow VM), SIGINT and SIGTERM say that nothing
+ * was done and exit 130/143, where node's default ended drill without a word
+ * (QA: Ctrl-C in the first second of a rollback or an up exited 130 silently).
+ * began() hands over to the command's own handling, or node's default for a
+ * command that has none.
+ */
+export function interruptWhileStarting(): void {
+  const handler = (signal: "SIGINT" | "SIGTERM") => () => {
+    process.stderr.write(`drill: interrupted by ${signal} while starting: nothing was done\n`);
+    process.exit(signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
+  };
+  const onInt = handler("SIGINT");
+  const onTerm = handler("SIGTERM");
+  process.on("SIGINT", onInt);
+  process.on("SIGTERM", onTerm);
+  starting = {
+    dispose: () => {
+      process.off("SIGINT", onInt);
+      process.off("SIGTERM", onTerm);
+      starting = null;
+    },
+  };
+}
+
+/** The command's implementation is loaded and about to act: its own handling from here on. Safe to call twice. */
+export function began(): void {
+  starting?.dispose();
+}
+
 /**
  * SIGINT/SIGTERM as an AbortSignal: long-running commands stop their loops,
  * clean up, then throw InterruptedError so main() exits 130 or 143.

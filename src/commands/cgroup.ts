@@ -1,6 +1,7 @@
 import { Command } from "commander";
 import { addCgroupTargetOptions } from "../cgroup/target.js";
 import type { CommandFactory } from "./index.js";
+import { began } from "../interrupt.js";
 
 export interface TargetFlags {
   name?: string;
@@ -27,6 +28,7 @@ export const cgroupCommand: CommandFactory = (globals) => {
       .option("--swap-max <size>", "swap on top of memory (0: swap off; v1 memsw = limit)", "0"),
   ).action(async (flags: SetupFlags) => {
     const { cgroupSetupAction } = await import("./cgroup.run.js");
+    began();
     await cgroupSetupAction(globals(), flags);
   });
 
@@ -34,6 +36,7 @@ export const cgroupCommand: CommandFactory = (globals) => {
     command.command("status").description("limits (and the effective limit from ancestors), usage, peak, events, swap, pressure, tasks"),
   ).action(async (flags: TargetFlags) => {
     const { cgroupStatusAction } = await import("./cgroup.run.js");
+    began();
     await cgroupStatusAction(globals(), flags);
   });
 
@@ -44,6 +47,7 @@ export const cgroupCommand: CommandFactory = (globals) => {
       .option("--force", "tear down even the worker cgroup of a drill that is up (says so)", false),
   ).action(async (flags: TeardownFlags) => {
     const { cgroupTeardownAction } = await import("./cgroup.run.js");
+    began();
     await cgroupTeardownAction(globals(), flags);
   });
 

@@ -1,5 +1,6 @@
 import { Command } from "commander";
 import type { CommandFactory } from "./index.js";
+import { began } from "../interrupt.js";
 
 export interface DoctorOptions {
   parent?: string;
@@ -15,5 +16,6 @@ export const doctorCommand: CommandFactory = (globals) =>
     .option("--size <size>", "the largest hog or weights file the drill will write", "3G")
     .action(async (options: DoctorOptions) => {
       const { doctorAction } = await import("./doctor.run.js");
+      began();
       await doctorAction(globals(), options);
     });

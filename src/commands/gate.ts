@@ -1,6 +1,7 @@
 import { Command } from "commander";
 import { addCgroupTargetOptions } from "../cgroup/target.js";
 import type { CommandFactory } from "./index.js";
+import { began } from "../interrupt.js";
 
 export interface RawGateOptions {
   queue: string;
@@ -49,6 +50,7 @@ export const gateCommand: CommandFactory = (globals) => {
     .option("--duration <duration>", "stop after this long, whatever happens (detached gates exit by themselves)")
     .action(async (raw: RawGateOptions) => {
       const { gateAction } = await import("./gate.run.js");
+      began();
       await gateAction(globals(), raw);
     });
 
@@ -63,6 +65,7 @@ export const gateCommand: CommandFactory = (globals) => {
         // hands --queue to `gate`: take whichever of the two the user actually gave.
         const own = gate.commands.find((c) => c.name() === "mode")?.getOptionValueSource("queue") === "cli";
         const { gateModeAction } = await import("./gate.run.js");
+        began();
         await gateModeAction(globals(), modeText, { force: raw.force, queue: own ? raw.queue : (gate.opts() as { queue: string }).queue });
       }),
   );

@@ -3,6 +3,7 @@ import { addCgroupTargetOptions } from "../cgroup/target.js";
 import type { SnakeCased } from "../output.js";
 import type { InjectReport } from "./inject.run.js";
 import type { CommandFactory } from "./index.js";
+import { began } from "../interrupt.js";
 
 export interface InjectFlags {
   name?: string;
@@ -28,5 +29,6 @@ export const injectCommand: CommandFactory = (globals) =>
       .option("--file-dir <dir>", "thrash: directory for the file (a disk filesystem, not tmpfs)", "/var/tmp"),
   ).action(async (flags: InjectFlags) => {
     const { injectAction } = await import("./inject.run.js");
+    began();
     await injectAction(globals(), flags);
   });

@@ -1,5 +1,6 @@
 import { Command } from "commander";
 import type { CommandFactory } from "./index.js";
+import { began } from "../interrupt.js";
 
 export interface RawPackOptions {
   queue: string;
@@ -27,5 +28,6 @@ export const packCommand: CommandFactory = (globals) =>
     .option("--queue <name>", "Redis queue name", "jobs")
     .action(async (raw: RawPackOptions) => {
       const { packAction } = await import("./pack.run.js");
+      began();
       await packAction(globals(), raw);
     });

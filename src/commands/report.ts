@@ -2,6 +2,7 @@ import { Command } from "commander";
 import { UsageError } from "../errors.js";
 import type { ReportFormat } from "../report/render.js";
 import type { CommandFactory } from "./index.js";
+import { began } from "../interrupt.js";
 
 export interface RawReportOptions {
   since: string;
@@ -33,5 +34,6 @@ export const reportCommand: CommandFactory = (globals) =>
     .option("--recording <file>", "a `watch --record` file for the pressure rows and cost_proxy, instead of the drill's own watch.jsonl/watch.out (the step-by-step path has none)")
     .action(async (raw: RawReportOptions, command: Command) => {
       const { reportAction } = await import("./report.run.js");
+      began();
       await reportAction(globals(), { ...raw, sinceGiven: command.getOptionValueSource("since") === "cli" });
     });

@@ -1,5 +1,6 @@
 import { Command } from "commander";
 import type { CommandFactory } from "./index.js";
+import { began } from "../interrupt.js";
 
 export interface RollbackFlags {
   name?: string;
@@ -13,5 +14,6 @@ export const rollbackCommand: CommandFactory = (globals) =>
     .option("--queue <name>", "also a queue no drill recorded (pack, gate and worker run by hand): deny-all and drain it on --redis (default redis://127.0.0.1:6379)")
     .action(async (flags: RollbackFlags) => {
       const { rollbackAction } = await import("./rollback.run.js");
+      began();
       await rollbackAction(globals(), flags);
     });

@@ -5,6 +5,7 @@ import { formatBytes, formatDuration, memoryMaxProblem, parseDuration, parsePsiL
 import { UsageError } from "../errors.js";
 import { requireDirectory } from "../host/filesystem.js";
 import type { CommandFactory } from "./index.js";
+import { began } from "../interrupt.js";
 
 export interface UpFlags {
   drill?: string;
@@ -110,5 +111,6 @@ export const upCommand: CommandFactory = (globals) =>
     )
     .action(async (flags: UpFlags) => {
       const { upAction } = await import("./up.run.js");
+      began();
       await upAction(globals(), flags);
     });

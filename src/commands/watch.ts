@@ -1,6 +1,7 @@
 import { Command } from "commander";
 import { addCgroupTargetOptions } from "../cgroup/target.js";
 import type { CommandFactory } from "./index.js";
+import { began } from "../interrupt.js";
 
 export interface WatchOptions {
   interval: string;
@@ -32,5 +33,6 @@ export const watchCommand: CommandFactory = (globals) =>
     .option("--duration <duration>", "stop after this long")
     .action(async (options: WatchOptions) => {
       const { watchAction } = await import("./watch.run.js");
+      began();
       await watchAction(globals(), options);
     });

@@ -7,6 +7,7 @@ import { mapSizeProblem, parseNumber, parsePositiveDuration, parsePositiveInt, p
 import { defaultWorkerConfig, type WorkerConfig } from "../worker/plan.js";
 import type { WorkerOptions } from "../worker/run.js";
 import type { CommandFactory } from "./index.js";
+import { began } from "../interrupt.js";
 
 /**
  * `drill worker`: the simulated inference worker, inside the cgroup. Started
@@ -109,5 +110,6 @@ export const workerCommand: CommandFactory = (globals) =>
       .option("--duration <duration>", "stop after this long; unfinished jobs go back to the head of admitted"),
   ).action(async (raw: RawWorkerFlags) => {
     const { workerAction } = await import("./worker.run.js");
+    began();
     await workerAction(globals(), raw);
   });
