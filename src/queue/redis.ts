@@ -120,12 +120,27 @@ export function createRedis(url: string, options: ConnectOptions): Redis {
   return redis;
 }
 
+/**
+ * ioredis's parse error for a server that does not speak RESP ("Protocol
+ * error, got "<" as reply type byte. Please report this."), said as what it
+ * means here, without sending the operator to ioredis's tracker; null for any
+ * other error.
+ */
+export function notRedisReply(err: Error): string | null {
+  const got = /^Protocol error, got (.+) as reply type byte/.exec(err.message);
+  return got ? `not a Redis server: its reply began with ${got[1]}, not a Redis reply` : null;
+}
+
 export async function connectRedis(url: string, options: ConnectOptions): Promise<Redis> {
   const redis = createRedis(url, options);
   // ioredis rejects connect() with "Connection is closed."; the reason
   // (ECONNREFUSED, ENOTFOUND, a TLS or auth error) came as an error event first.
   let cause: Error | null = null;
-  const onError = (err: Error) => (cause ??= err);
+  const onError = (err: Error) => {
+    cause ??= err;
+    // Not Redis at all (an HTTP server on that port): no reconnect will change that.
+    if (notRedisReply(err) !== null) redis.disconnect();
+  };
   redis.on("error", onError);
   try {
     await redis.connect();
@@ -143,7 +158,8 @@ export async function connectRedis(url: string, options: ConnectOptions): Promis
     redis.disconnect();
     const refused = databaseRefusal(redis) ?? (err instanceof DatabaseRefused ? err : undefined);
     if (refused) throw refused;
-    const detail = (cause ?? (err instanceof Error ? err : new Error(String(err)))).message;
+    const reason = cause ?? (err instanceof Error ? err : new Error(String(err)));
+    const detail = notRedisReply(reason) ?? reason.message;
     // Where the URL came from is the caller's to know: name only the default, the one URL nobody may have meant.
     const hint = url === DEFAULT_REDIS_URL ? ` (${DEFAULT_REDIS_URL} is the default when no --redis, DRILL_REDIS_URL or drill up in the state dir names one)` : "";
     throw new DrillError(`cannot connect to redis at ${redactUrl(url)}: ${detail}${hint}`, ExitCode.failed, { cause: cause ?? err });

@@ -10,7 +10,7 @@ import { scanKeyedCounters } from "../host/keyedCounters.js";
 import { parsePsi, type Psi } from "../host/psi.js";
 import { parseVmstatCounters, SWAP_COUNTER_NAMES, type Vmstat } from "../host/vmstat.js";
 import type { QueueKeys } from "../queue/keys.js";
-import { databaseRefusal, openRedis, redactUrl } from "../queue/redis.js";
+import { databaseRefusal, notRedisReply, openRedis, redactUrl } from "../queue/redis.js";
 import { script } from "../queue/scripts.js";
 import { workerKeys } from "../worker/scripts.js";
 import {
@@ -505,8 +505,10 @@ export class QueueReader {
     });
     // Surfaced through the failed reading: `not connected` alone would not say why.
     this.redis.on("error", (err: Error) => {
+      // A command refused while not connected says nothing of why: the reason seen before it stays.
+      if (this.lastError !== null && err.message.startsWith("Stream isn't writeable")) return;
       const refused = databaseRefusal(this.redis);
-      this.lastError = (refused?.cause === err ? refused : err).message;
+      this.lastError = notRedisReply(err) ?? (refused?.cause === err ? refused : err).message;
     });
     // EVALSHA keeps the script text off the wire each sample; (re)loaded on every connect.
     this.redis.on("ready", () => {
