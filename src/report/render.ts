@@ -120,7 +120,7 @@ function sections(r: Report): Section[] {
     const neverFirst =
       ft.late_unfinished === null
         ? "unfinished jobs not read"
-        : `${ft.late_unfinished} admitted and never got a first token before their deadline${idList(ft.late_jobs.slice(ft.late_finished))}`;
+        : `${ft.late_unfinished} admitted and without a first token at their deadline${idList(ft.late_jobs.slice(ft.late_finished))}`;
     const lateText = `${ft.late} (${finishedLate}; ${neverFirst})`;
     const withToken = ft.unfinished_with_first_token === null ? String(ft.with_first_token) : `${ft.with_first_token} (${ft.unfinished_with_first_token} of them not finished)`;
     out.push({

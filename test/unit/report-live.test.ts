@@ -112,7 +112,7 @@ describe("late jobs and first-token percentiles count every job admitted in the 
     expect(ft.p99_ms).toBe(12_000);
     expect(ft.p50_ms).toBe(900);
     const text = renderReport(r, "text", new Chalk({ level: 0 }));
-    expect(text).toContain("2 (0 finished late; 2 admitted and never got a first token before their deadline: job=2 job=3)");
+    expect(text).toContain("2 (0 finished late; 2 admitted and without a first token at their deadline: job=2 job=3)");
   });
 
   it("drained jobs alone (nothing finished) give the first-token percentiles from <q>:first_token", () => {

@@ -165,10 +165,10 @@ describe("late jobs: each id list beside its own count", () => {
   };
   it("finished-late ids follow the finished count, not the never-got-a-first-token one", () => {
     const line = lateOf(2, 0, ["33", "31"]);
-    expect(line).toContain("2 finished late: job=33 job=31; 0 admitted and never got a first token before their deadline");
+    expect(line).toContain("2 finished late: job=33 job=31; 0 admitted and without a first token at their deadline");
   });
   it("both sets named", () => {
-    expect(lateOf(1, 2, ["33", "40", "41"])).toContain("1 finished late: job=33; 2 admitted and never got a first token before their deadline: job=40 job=41");
+    expect(lateOf(1, 2, ["33", "40", "41"])).toContain("1 finished late: job=33; 2 admitted and without a first token at their deadline: job=40 job=41");
   });
   it("unfinished jobs not read", () => {
     expect(lateOf(1, null, ["33"])).toContain("1 finished late: job=33; unfinished jobs not read");
