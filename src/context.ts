@@ -144,6 +144,14 @@ function checkRedisUrl(url: string, source: string): void {
     if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") {
       throw new UsageError(`${source}: "${parsed.protocol}" is not redis: or rediss: (e.g. redis://127.0.0.1:6379)`);
     }
+    // ioredis decodes them and threw a bare URIError (QA: `%ZZ` in a password).
+    for (const [part, text] of [["user", parsed.username], ["password", parsed.password]] as const) {
+      try {
+        decodeURIComponent(text);
+      } catch {
+        throw new UsageError(`${source}: not a URL: "${redactUrl(url)}" (a malformed %-escape in its ${part}: write % as %25)`);
+      }
+    }
   }
   redisDatabase(url, source);
 }

@@ -8,9 +8,11 @@ let starting: { dispose: () => void } | null = null;
  * was done and exit 130/143, where node's default ended drill without a word
  * (QA: Ctrl-C in the first second of a rollback or an up exited 130 silently).
  * began() hands over to the command's own handling, or node's default for a
- * command that has none.
+ * command that has none. bin/drill.js installs it before it loads main.js
+ * (QA: main's own imports were a silent 50-100 ms).
  */
 export function interruptWhileStarting(): void {
+  if (starting !== null) return; // bin/drill.js installed it before loading the rest
   const handler = (signal: "SIGINT" | "SIGTERM") => () => {
     process.stderr.write(`drill: interrupted by ${signal} while starting: nothing was done\n`);
     process.exit(signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
@@ -31,6 +33,21 @@ export function interruptWhileStarting(): void {
 /** The command's implementation is loaded and about to act: its own handling from here on. Safe to call twice. */
 export function began(): void {
   starting?.dispose();
+}
+
+/**
+ * Once the command has finished (its output written, its handling gone), a
+ * SIGINT or SIGTERM before the process is out ends it with the command's exit
+ * code and a word: node's default made a completed rollback exit 130 silently
+ * (QA). Unref'd like every signal handle: it keeps nothing alive.
+ */
+export function exitOnLateSignal(exitCode: number): void {
+  const handler = (signal: "SIGINT" | "SIGTERM") => () => {
+    process.stderr.write(`drill: ${signal} after the command had finished (exit ${exitCode})\n`);
+    process.exit(exitCode);
+  };
+  process.once("SIGINT", handler("SIGINT"));
+  process.once("SIGTERM", handler("SIGTERM"));
 }
 
 /**

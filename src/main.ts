@@ -2,11 +2,18 @@ import { CommanderError, type Command } from "commander";
 import { buildProgram } from "./cli.js";
 import { DrillError, ExitCode } from "./errors.js";
 import { closedStdoutSurvived, survivesClosedOutputOf, surviveClosedStdout } from "./closedStdout.js";
-import { began, interruptWhileStarting } from "./interrupt.js";
+import { began, exitOnLateSignal, interruptWhileStarting } from "./interrupt.js";
 
 /** The one exit point: commands throw typed errors, this maps them to codes. */
 export async function main(argv: string[]): Promise<number> {
   interruptWhileStarting();
+  const exitCode = await runCommand(argv);
+  began(); // --help, a usage error: nothing began
+  exitOnLateSignal(exitCode);
+  return exitCode;
+}
+
+async function runCommand(argv: string[]): Promise<number> {
   // DRILL_TEST_START_DELAY_MS (tests): a start as slow as a loaded VM's, for a signal to land in it.
   const startDelayMs = Number(process.env.DRILL_TEST_START_DELAY_MS ?? 0);
   if (startDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, startDelayMs));
@@ -40,8 +47,6 @@ export async function main(argv: string[]): Promise<number> {
     }
     process.stderr.write(`drill: unexpected error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
     return ExitCode.failed;
-  } finally {
-    began(); // --help, a usage error: nothing began
   }
 }
 

@@ -114,6 +114,7 @@ function stateDirAdvice(code: string, isRoot: boolean): string {
   if (code === "ENOSPC" || code === "EDQUOT") return "no space left there: free some, or give --state-dir a directory on another disk";
   if ((code === "EACCES" || code === "EPERM") && isRoot) return "refused to root too: a read-only or restricted mount, an immutable file or a security policy; give --state-dir a directory you can write";
   if (code === "EACCES" || code === "EPERM") return "run as root, or give --state-dir a directory you can write";
+  if (code === "ENOTSUP") return "a kernel filesystem (procfs, sysfs, cgroupfs), where a directory is no place for files (under cgroupfs it is a cgroup): give --state-dir a directory on a disk";
   if (code === "ENOENT") return "nothing can be made there (under /proc, say), or it was removed meanwhile: give --state-dir a directory you can write";
   return "give --state-dir a directory you can write";
 }
@@ -416,7 +417,7 @@ function listJson(dir: string): Array<{ file: string; value: unknown }> {
     names = readdirSync(dir);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
-    throw err;
+    throw stateDirError("read", dir, err); // ELOOP, ENAMETOOLONG, EACCES: said, not a stack trace
   }
   return names
     .filter((name) => name.endsWith(".json"))

@@ -304,6 +304,23 @@ async function detach(drill: DrillFile, drillFile: string, stateDir: string, dri
   }
 }
 
+/**
+ * The background up's argv without `--redis <url>`, the URL given back for its
+ * environment: it lives as long as the drill, and /proc/<pid>/cmdline is
+ * readable by every user (QA: a password there), environ only by its owner.
+ */
+export function redisArgMovedOut(argv: string[]): { args: string[]; redisUrl: string | undefined } {
+  const args: string[] = [];
+  let redisUrl: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === "--redis" && i + 1 < argv.length) redisUrl = argv[++i];
+    else if (arg.startsWith("--redis=")) redisUrl = arg.slice("--redis=".length);
+    else args.push(arg);
+  }
+  return { args, redisUrl };
+}
+
 async function startInBackground(drill: DrillFile, stateDir: string, before: DrillState | null, logFile: string, drillCmd: string, reclaimNote: string | null, log: (line: string) => void) {
   const dir = drillDir(stateDir, drill.name);
   // Here too: the background up says it only in its log.
@@ -320,10 +337,11 @@ async function startInBackground(drill: DrillFile, stateDir: string, before: Dri
   } catch (err) {
     throw stateDirError("write the log of the background up", logFile, err);
   }
-  const child = spawn(process.execPath, process.argv.slice(1), {
+  const { args, redisUrl } = redisArgMovedOut(process.argv.slice(1));
+  const child = spawn(process.execPath, args, {
     detached: true,
     stdio: ["ignore", fd, fd],
-    env: { ...process.env, [BACKGROUND_ENV]: "1" },
+    env: { ...process.env, [BACKGROUND_ENV]: "1", ...(redisUrl === undefined ? {} : { DRILL_REDIS_URL: redisUrl }) },
   });
   closeSync(fd);
   child.unref();

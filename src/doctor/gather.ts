@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, rmdirSync, statfsSync } from "node:fs";
 import path from "node:path";
 import type { Redis } from "ioredis";
-import { databaseRefusal, openRedis } from "../queue/redis.js";
+import { databaseRefusal, notRedisReply, openRedis } from "../queue/redis.js";
 import { detectLayout, type CgroupLayout } from "../cgroup/layout.js";
 import type { ParentSpec } from "../cgroup/names.js";
 import { assembleWorkerCgroup, requireParentDirs, resolveWorkerCgroup, twinName, type WorkerCgroup } from "../cgroup/paths.js";
@@ -139,7 +139,8 @@ async function redisFact(url: string): Promise<DoctorFacts["redis"]> {
     return { given: true, url, reachable: true, maxmemoryPolicy: policy, appendonly: aof };
   } catch (err) {
     const refused = databaseRefusal(redis);
-    return { given: true, url, reachable: false, error: (refused ?? cause ?? (err as Error)).message, ...(refused ? { databaseRefused: true } : {}) };
+    const reason = refused ?? cause ?? (err as Error);
+    return { given: true, url, reachable: false, error: notRedisReply(reason) ?? reason.message, ...(refused ? { databaseRefused: true } : {}) };
   } finally {
     redis.disconnect();
   }

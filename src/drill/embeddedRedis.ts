@@ -3,7 +3,7 @@ import { closeSync, existsSync, openSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
 import type { Redis } from "ioredis";
-import { openRedis, redactUrl } from "../queue/redis.js";
+import { notRedisReply, openRedis, redactUrl } from "../queue/redis.js";
 import { DrillError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessStat } from "../host/process.js";
@@ -158,7 +158,11 @@ export async function waitForPing(url: string, timeoutMs: number): Promise<void>
       await redis.connect();
       if ((await redis.ping()) === "PONG") return;
     } catch (err) {
-      lastError = (cause ?? (err as Error)).message;
+      const reason = cause ?? (err as Error);
+      // Something else answers on that port: asking again will not make it Redis.
+      const notRedis = notRedisReply(reason);
+      if (notRedis !== null) throw new DrillError(`redis at ${redactUrl(url)}: ${notRedis}`);
+      lastError = reason.message;
     } finally {
       redis.disconnect();
     }

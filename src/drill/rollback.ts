@@ -5,7 +5,7 @@ import { requireLayout, type CgroupLayout } from "../cgroup/layout.js";
 import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, workerCgroupFromDirs } from "../cgroup/paths.js";
 import { TERM_GRACE_MS, teardownWorkerCgroup, type TeardownResult } from "../cgroup/teardown.js";
-import { discardHogRecord, listHogRecords, listMarkers } from "../cgroup/stateFiles.js";
+import { discardHogRecord, listHogRecords, listMarkers, stateDirError } from "../cgroup/stateFiles.js";
 import { DrillError, RefusedError, RollbackIncompleteError } from "../errors.js";
 import { previousModeText } from "../gate/policy.js";
 import type { HostRoots } from "../host/kernelFile.js";
@@ -64,8 +64,10 @@ export function listDrills(stateDir: string): string[] {
       .filter((e) => e.isDirectory() && existsSync(path.join(stateDir, e.name, "state.json")))
       .map((e) => e.name)
       .sort();
-  } catch {
-    return [];
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
+    // Unreadable is not empty: "nothing to roll back" would send the operator away with a drill up.
+    throw stateDirError("read the state dir", stateDir, err);
   }
 }
 

@@ -280,7 +280,9 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       makeDirs(state.fileDir, 0o700);
 
       const selfExitMs = drill.duration + SELF_EXIT_GRACE_MS;
-      const globalArgs = ["--redis", state.redis.url, "--procfs", options.procfs, "--sysfs", options.sysfs, "--state-dir", stateDir];
+      const globalArgs = ["--procfs", options.procfs, "--sysfs", options.sysfs, "--state-dir", stateDir];
+      // The Redis URL in the environment, not argv: /proc/<pid>/cmdline is readable by every user, environ only by the owner (QA: a password there).
+      const childEnv = { ...env, DRILL_REDIS_URL: state.redis.url };
       const target = ["--name", options.cgroupName, ...(parent ? ["--parent", parent] : [])];
       const spawnChild = (role: ProcessRole, key: string, args: string[], files: string[] = []): SpawnedChild | null => {
         // A rollback that took the drill over (before its step 2 stops this up)
@@ -289,7 +291,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
         if (takenOver()) return null;
         const record = intendProcess(state, role, key, files);
         writeState(stateDir, state);
-        const child = spawnDrill([...globalArgs, ...args], path.join(dir, outputName(key)), path.join(dir, `${key}.log`), env);
+        const child = spawnDrill([...globalArgs, ...args], path.join(dir, outputName(key)), path.join(dir, `${key}.log`), childEnv);
         crash(`${key}-spawn`);
         const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
         if (child.pid !== undefined) fillPid(roots, record, child.pid);

@@ -48,6 +48,8 @@ export function openRedis(url: string, options: RedisOptions): Redis {
   redis.once("ready", () => (everReady = true));
   redis.on("error", (err: Error & { command?: { name?: string } }) => {
     if (err.command?.name !== "select") return;
+    // A SELECT refused for want of a (right) password is an auth failure, not a database the server lacks (QA).
+    if (/^(NOAUTH|WRONGPASS)\b/.test(err.message)) return;
     refusals.set(redis, new DatabaseRefused(url, db, err));
     redis.disconnect(everReady);
   });

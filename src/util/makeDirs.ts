@@ -1,4 +1,4 @@
-import { mkdirSync, statSync } from "node:fs";
+import { mkdirSync, statfsSync, statSync } from "node:fs";
 import path from "node:path";
 
 /**
@@ -8,8 +8,13 @@ import path from "node:path";
  * exists, Node's recursive mkdir retries the parent forever without yielding
  * (100 % CPU, deaf to SIGINT and SIGTERM: QA, `--state-dir /proc/x`); and on a
  * read-only mount it reports ENOENT for EROFS. Here each error is the kernel's,
- * with the directory that refused it as `path`.
+ * with the directory that refused it as `path`. Nothing is made on a kernel
+ * filesystem (ENOTSUP): under cgroupfs every directory would be a cgroup, left
+ * behind when the write that follows fails (QA: --state-dir /sys/fs/cgroup/memory/x).
  */
+// procfs, sysfs, cgroup v1 and v2 (statfs f_type).
+const KERNEL_FS = new Set([0x9fa0, 0x62656572, 0x27e0eb, 0x63677270]);
+
 export function makeDirs(dir: string, mode?: number): string | undefined {
   const missing: string[] = [];
   for (let at = path.resolve(dir); ; ) {
@@ -20,6 +25,10 @@ export function makeDirs(dir: string, mode?: number): string | undefined {
     const parent = path.dirname(at);
     if (parent === at) break; // no root: mkdir says why below
     at = parent;
+  }
+  const base = path.dirname(missing.at(-1) ?? "/");
+  if (missing.length > 0 && KERNEL_FS.has(statfsSync(base).type)) {
+    throw Object.assign(new Error(`ENOTSUP: a kernel filesystem, mkdir '${missing.at(-1)}'`), { code: "ENOTSUP", path: base, syscall: "mkdir" });
   }
   let first: string | undefined;
   for (const at of missing.reverse()) {

@@ -42,6 +42,22 @@ describe("--redis at a server that is not Redis", () => {
     expect(Date.now() - started).toBeLessThan(8000);
   }, 60_000);
 
+  it("rollback --queue: FAIL connect redis saying so, at once (not the whole PING wait)", async () => {
+    const started = Date.now();
+    const r = await runDrill(["--state-dir", path.join(root, "state"), "--redis", url, "rollback", "--queue", "nrq"], { timeout: 30_000 });
+    expect(r.exitCode, r.stderr).toBe(4);
+    expect(r.stdout).toContain(`FAIL connect redis: redis at ${url}: not a Redis server: its reply began with "<"`);
+    expect(`${r.stdout}${r.stderr}`).not.toContain("Please report this");
+    expect(Date.now() - started).toBeLessThan(8000);
+  }, 60_000);
+
+  it("up: doctor refuses it (exit 3) saying it is not Redis, nothing started", async () => {
+    const r = await runDrill(["--state-dir", path.join(root, "up-state"), "--redis", url, "up", "--parent", "self", "--name", "notrediscg", "--file-dir", root], { timeout: 60_000 });
+    expect(r.exitCode, r.stderr).toBe(3);
+    expect(r.stderr).toContain("not a Redis server: its reply began with");
+    expect(`${r.stdout}${r.stderr}`).not.toContain("Please report this");
+  }, 90_000);
+
   it("watch --once: the queue fields null, the reason says it is not Redis", async () => {
     const r = await runDrill(["--json", "--state-dir", path.join(root, "state"), "--redis", url, "watch", "--once", "--queue", "nrq", "--parent", "self", "--name", "notrediscg"], { timeout: 30_000 });
     expect(r.exitCode, r.stderr).toBe(0);

@@ -2,6 +2,7 @@
 // an operator pastes into incident notes and chat (QA: rollback printed it in
 // its step detail and its `left` lines when Redis did not answer). The built
 // binary, a loopback port nothing listens on, a state dir of its own.
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -35,4 +36,39 @@ describe("a --redis password stays out of every command's output (nothing listen
     expect(`${r.stdout}\n${r.stderr}`).toContain("redis://:***@127.0.0.1:");
     expect(`${r.stdout}\n${r.stderr}`).not.toContain(PASSWORD);
   }, 90_000);
+
+  // QA: ioredis decodes the password and threw a bare URIError with a stack.
+  it("a malformed %-escape in the password: exit 2 naming --redis, the password hidden", async () => {
+    const r = await runDrill(["--redis", `redis://:${PASSWORD}%ZZ@127.0.0.1:1`, "gate", "mode", "admit"]);
+    expect(r.exitCode, r.stderr).toBe(2);
+    expect(r.stderr).toBe(`drill: --redis: not a URL: "redis://:***@127.0.0.1:1" (a malformed %-escape in its password: write % as %25)`);
+  });
+});
+
+describe("a wrong password on a server that asks for one", () => {
+  let server: ChildProcess;
+  let port: number;
+  beforeAll(async () => {
+    port = await freePort();
+    server = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--requirepass", "right-pw"], { stdio: "ignore" });
+    // Up once the right password is answered.
+    for (let tries = 0; ; tries++) {
+      const ping = spawnSync("redis-cli", ["-p", String(port), "--no-auth-warning", "-a", "right-pw", "PING"], { encoding: "utf8" });
+      if (ping.stdout.trim() === "PONG") break;
+      if (tries > 100) throw new Error(`redis-server --requirepass on ${port} did not answer: ${ping.stderr}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }, 30_000);
+  afterAll(() => void server.kill("SIGKILL"));
+
+  // QA: with a database in the URL it read "SELECT 3 refused: NOAUTH", as if the database were the trouble.
+  it("is said as the server says it (WRONGPASS), with or without a database in the URL", async () => {
+    for (const db of ["", "/3"]) {
+      const r = await runDrill(["--redis", `redis://:${PASSWORD}@127.0.0.1:${port}${db}`, "gate", "mode", "admit"]);
+      expect(r.exitCode, r.stderr).toBe(1);
+      expect(r.stderr).toContain("WRONGPASS");
+      expect(r.stderr).not.toContain("SELECT");
+      expect(r.stderr).not.toContain(PASSWORD);
+    }
+  }, 60_000);
 });

@@ -4,7 +4,7 @@
 // (Node's recursive mkdir retrying the parent); on a read-only mount they
 // said ENOENT for EROFS. The built binary, cgroups under this test's own.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmdirSync, rmSync, symlinkSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -38,8 +38,22 @@ describe("makeDirs", () => {
     expect(() => makeDirs(path.join(root, "file", "x"))).toThrow(expect.objectContaining({ code: "ENOTDIR" }));
   });
 
-  it("under /proc: the kernel's ENOENT, naming the directory (not a loop)", () => {
-    expect(() => makeDirs(`/proc/drill-make-dirs-${process.pid}/x`)).toThrow(expect.objectContaining({ code: "ENOENT", path: `/proc/drill-make-dirs-${process.pid}` }));
+  it("under /proc: refused (ENOTSUP, a kernel filesystem) naming where, not a loop", () => {
+    expect(() => makeDirs(`/proc/drill-make-dirs-${process.pid}/x`)).toThrow(expect.objectContaining({ code: "ENOTSUP", path: "/proc" }));
+  });
+
+  // QA: in cgroupfs each directory made is a cgroup, and they were left behind when the lock file failed.
+  it("under a cgroup hierarchy: nothing made (each directory would be a cgroup)", () => {
+    const own = realWorkerCgroup(CGROUP).limits.dir;
+    const parent = path.dirname(own);
+    const dir = path.join(parent, `drill-make-dirs-${process.pid}`, "x");
+    try {
+      expect(() => makeDirs(dir)).toThrow(expect.objectContaining({ code: "ENOTSUP", path: parent }));
+      expect(existsSync(path.dirname(dir))).toBe(false);
+    } finally {
+      // Made anyway (the bug): empty cgroups, removed with rmdir.
+      for (const d of [dir, path.dirname(dir)]) if (existsSync(d)) rmdirSync(d);
+    }
   });
 });
 
@@ -53,9 +67,26 @@ describe("a --state-dir nothing can be made in (built binary)", () => {
     const r = await runDrill(["--state-dir", procDir, ...args], { timeout: 30_000 });
     expect(r.exitCode, `exit ${r.exitCode} (-1: killed at the 30 s timeout): ${r.stderr}`).toBe(1);
     expect(drillLine(r.stderr)).toMatch(
-      new RegExp(`^drill: cannot ${action} /proc/drill-e2e-${process.pid}/state\\S*: ENOENT at /proc/drill-e2e-${process.pid} \\(nothing can be made there`),
+      new RegExp(`^drill: cannot ${action} /proc/drill-e2e-${process.pid}/state\\S*: ENOTSUP at /proc \\(a kernel filesystem`),
     );
     expect(existsSync(realWorkerCgroup(CGROUP).limits.dir)).toBe(false);
+  }, 60_000);
+
+  // QA: a stack trace from rollback (and an unreadable state dir must not read as "nothing to roll back").
+  it("a state dir that cannot be read (a symlink loop): rollback and report say so, exit 1", async () => {
+    const root = mkdtempSync(path.join(os.tmpdir(), "drill-loop-"));
+    try {
+      symlinkSync(path.join(root, "b"), path.join(root, "a"));
+      symlinkSync(path.join(root, "a"), path.join(root, "b"));
+      for (const args of [["rollback"], ["report"]]) {
+        const r = await runDrill(["--state-dir", path.join(root, "a", "state"), ...args], { timeout: 30_000 });
+        expect(r.exitCode, r.stderr).toBe(1);
+        expect(r.stderr).not.toContain("unexpected error");
+        expect(r.stderr).toMatch(/^drill: cannot read .*: ELOOP/m);
+      }
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   }, 60_000);
 
   const isRoot = process.geteuid?.() === 0;
