@@ -140,8 +140,8 @@ export async function connectRedis(url: string, options: ConnectOptions): Promis
   let cause: Error | null = null;
   const onError = (err: Error) => {
     cause ??= err;
-    // Not Redis at all (an HTTP server on that port): no reconnect will change that.
-    if (notRedisReply(err) !== null) redis.disconnect();
+    // Not Redis at all (an HTTP server on that port), or a password it refuses: no reconnect will change that.
+    if (notRedisReply(err) !== null || /^(WRONGPASS|NOAUTH)\b/.test(err.message)) redis.disconnect();
   };
   redis.on("error", onError);
   try {
