@@ -16,6 +16,12 @@ const FS_TYPES: Record<number, string> = {
   0x65735546: "fuse",
 };
 
+/**
+ * procfs, sysfs, cgroup v1 and v2: their files regenerate on every read and
+ * their directories are no place for files (under cgroupfs each is a cgroup).
+ */
+export const KERNEL_FS_MAGIC: ReadonlySet<number> = new Set([0x9fa0, 0x62656572, 0x27e0eb, 0x63677270]);
+
 /** On these, file pages are shmem: not reclaimable without swap, so a "thrash" becomes an OOM. */
 const MEMORY_FILESYSTEMS = new Set(["tmpfs", "ramfs"]);
 

@@ -49,7 +49,7 @@ export function openRedis(url: string, options: RedisOptions): Redis {
   redis.on("error", (err: Error & { command?: { name?: string } }) => {
     if (err.command?.name !== "select") return;
     // A SELECT refused for want of a (right) password is an auth failure, not a database the server lacks (QA).
-    if (/^(NOAUTH|WRONGPASS)\b/.test(err.message)) return;
+    if (passwordRefused(err)) return;
     refusals.set(redis, new DatabaseRefused(url, db, err));
     redis.disconnect(everReady);
   });
@@ -133,6 +133,9 @@ export function notRedisReply(err: Error): string | null {
   return got ? `not a Redis server: its reply began with ${got[1]}, not a Redis reply` : null;
 }
 
+/** The server refused the password given (or wants one): WRONGPASS, NOAUTH. */
+const passwordRefused = (err: Error): boolean => /^(WRONGPASS|NOAUTH)\b/.test(err.message);
+
 export async function connectRedis(url: string, options: ConnectOptions): Promise<Redis> {
   const redis = createRedis(url, options);
   // ioredis rejects connect() with "Connection is closed."; the reason
@@ -141,7 +144,7 @@ export async function connectRedis(url: string, options: ConnectOptions): Promis
   const onError = (err: Error) => {
     cause ??= err;
     // Not Redis at all (an HTTP server on that port), or a password it refuses: no reconnect will change that.
-    if (notRedisReply(err) !== null || /^(WRONGPASS|NOAUTH)\b/.test(err.message)) redis.disconnect();
+    if (notRedisReply(err) !== null || passwordRefused(err)) redis.disconnect();
   };
   redis.on("error", onError);
   try {

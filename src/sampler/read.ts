@@ -5,6 +5,7 @@ import type { Redis } from "ioredis";
 import { OOM_KILL_KEYS, oomKillIn, parseCounter, parseFlatKeyed, parseLimit, V1_SWAP_STAT_KEYS, v1SwapInUse, v1SwapLimit } from "../cgroup/memoryFiles.js";
 import type { WorkerCgroup } from "../cgroup/paths.js";
 import { parseProcStatCpu } from "../host/cpu.js";
+import { KERNEL_FS_MAGIC } from "../host/filesystem.js";
 import { fail, ok, type HostRoots, type Reading } from "../host/kernelFile.js";
 import { scanKeyedCounters } from "../host/keyedCounters.js";
 import { parsePsi, type Psi } from "../host/psi.js";
@@ -79,10 +80,9 @@ export async function readSample(targets: KernelTargets, queue: Pick<QueueReader
 // a v1 memory.stat) are a few KiB; a longer file is read in several chunks.
 const textBuffer = Buffer.allocUnsafe(64 * 1024);
 
-// procfs, sysfs and both cgroup filesystems (statfs f_type): their files
-// regenerate on a read from offset 0 and turn ENODEV once removed (a cgroup's
-// rmdir succeeds with them open), so the sampler keeps them open.
-const KERNEL_FS_MAGIC = new Set([0x9fa0, 0x62656572, 0x27e0eb, 0x63677270]);
+// Files of a kernel filesystem (KERNEL_FS_MAGIC) regenerate on a read from
+// offset 0 and turn ENODEV once removed (a cgroup's rmdir succeeds with them
+// open), so the sampler keeps them open.
 
 /** Kernel files held open between samples, by path (bounded: the sampler's fixed set of files). */
 const heldFiles = new Map<string, number>();

@@ -1,5 +1,6 @@
 import { mkdirSync, statfsSync, statSync } from "node:fs";
 import path from "node:path";
+import { KERNEL_FS_MAGIC } from "../host/filesystem.js";
 
 /**
  * `mkdir -p` one directory at a time; returns the first directory it made
@@ -12,9 +13,6 @@ import path from "node:path";
  * filesystem (ENOTSUP): under cgroupfs every directory would be a cgroup, left
  * behind when the write that follows fails (QA: --state-dir /sys/fs/cgroup/memory/x).
  */
-// procfs, sysfs, cgroup v1 and v2 (statfs f_type).
-const KERNEL_FS = new Set([0x9fa0, 0x62656572, 0x27e0eb, 0x63677270]);
-
 export function makeDirs(dir: string, mode?: number): string | undefined {
   const missing: string[] = [];
   for (let at = path.resolve(dir); ; ) {
@@ -27,7 +25,7 @@ export function makeDirs(dir: string, mode?: number): string | undefined {
     at = parent;
   }
   const base = path.dirname(missing.at(-1) ?? "/");
-  if (missing.length > 0 && KERNEL_FS.has(statfsSync(base).type)) {
+  if (missing.length > 0 && KERNEL_FS_MAGIC.has(statfsSync(base).type)) {
     throw Object.assign(new Error(`ENOTSUP: a kernel filesystem, mkdir '${missing.at(-1)}'`), { code: "ENOTSUP", path: base, syscall: "mkdir" });
   }
   let first: string | undefined;
