@@ -27,7 +27,7 @@ export function resolveFormat(format: string | undefined, json: boolean): Report
 export const reportCommand: CommandFactory = (globals) =>
   new Command("report")
     .description("the incident-note summary of decisions and pressure (works after rollback from its export)")
-    .option("--since <duration>", "only events, finished jobs and samples of the last <duration>; without it, of the last 10m of the drill's current run", "10m")
+    .option("--since <duration>", "only events, finished jobs and samples of the last <duration>, up to now (or the drill's export); without it, the last 10m of the drill's current run up to its end", "10m")
     .option("--format <format>", "text | md (paste into an incident doc) | json (one document); default text, json with --json")
     .option("--name <drill>", "the drill under the state dir (default: the only one there)")
     .option("--queue <name>", "Redis queue (default: the drill's, else jobs)")

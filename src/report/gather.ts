@@ -153,14 +153,14 @@ export function resolveDrillName(stateDir: string, name: string | undefined, red
   if (drills.length === 1) return { name: drills[0]!, notes: [] };
   if (drills.length > 1) {
     throw new UsageError(
-      `several drills in ${stateDir}: ${drills.join(", ")}; pick one with --name${redisUrl === undefined || queue !== undefined ? "" : ", or give --queue to report on a queue of that Redis directly"}`,
+      `several drills in ${stateDir}: ${drills.join(", ")}; pick one with --name (${drillCommandFor(stateDir)} report --name ${drills[0]!})${redisUrl === undefined || queue !== undefined ? "" : ", or give --queue to report on a queue of that Redis directly"}`,
     );
   }
   if (redisUrl !== undefined) return { name: null, notes: [] };
   // Like a --name that is not there: pointed at the wrong place, bad input (exit 2).
-  throw new UsageError(
-    `there is no drill to report on: ${stateDir} holds no <name>/state.json or <name>/final-*.jsonl, and no --redis (or DRILL_REDIS_URL) was given`,
-  );
+  // A mistyped --state-dir reads as "no such directory", not as an empty one (QA).
+  const holds = existsSync(stateDir) ? "holds no <name>/state.json or <name>/final-*.jsonl" : "does not exist";
+  throw new UsageError(`there is no drill to report on: ${stateDir} ${holds}, and no --redis (or DRILL_REDIS_URL) was given`);
 }
 
 /** `--name` naming no drill dir: the drills there (rollback's message), or that there is none. */

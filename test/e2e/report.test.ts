@@ -372,9 +372,15 @@ describe("drill report (built binary)", () => {
       writeState(dir, state("only", "qonly", server.url));
       return dir;
     };
+    // A mistyped state dir is said to be missing; an empty one, empty (QA).
     const none = await drill(["--state-dir", path.join(tmp, "nothing-here"), "report"]);
     expect(none.exitCode).toBe(2);
-    expect(none.stderr).toContain("there is no drill to report on");
+    expect(none.stderr).toContain(`there is no drill to report on: ${path.join(tmp, "nothing-here")} does not exist, and no --redis`);
+    const empty = path.join(tmp, "state-empty");
+    mkdirSync(empty, { recursive: true });
+    const nothing = await drill(["--state-dir", empty, "report"]);
+    expect(nothing.exitCode).toBe(2);
+    expect(nothing.stderr).toContain(`there is no drill to report on: ${empty} holds no <name>/state.json or <name>/final-*.jsonl`);
     const typo = await drill(["--state-dir", several0(), "report", "--name", "nope"]);
     expect(typo.exitCode).toBe(2);
     expect(typo.stderr).toContain(`--name: no drill "nope" in ${several0()} (drills there: only (running)); report on one of them`);
@@ -384,8 +390,8 @@ describe("drill report (built binary)", () => {
     writeState(several, state("b", "qb", server.url));
     const pick = await drill(["--state-dir", several, "report"]);
     expect(pick.exitCode).toBe(2);
-    expect(pick.stderr).toContain("several drills in");
-    expect(pick.stderr).toContain("a, b");
+    // With a command to copy (QA).
+    expect(pick.stderr).toContain(`several drills in ${several}: a, b; pick one with --name (drill --state-dir ${several} report --name a)`);
 
     const lost = path.join(tmp, "state-lost");
     const dead = `redis://127.0.0.1:${await freePort()}`;

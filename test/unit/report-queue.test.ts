@@ -93,7 +93,7 @@ describe("which drill a report is about", () => {
     writeState(stateDir, stateOf("b", "qb"));
     expect(resolveDrillName(stateDir, undefined, URL, "qa4")).toEqual({ name: null, notes: [] });
     // Without --queue it is still a choice between drills.
-    expect(() => resolveDrillName(stateDir, undefined, URL, undefined)).toThrow(/several drills in .*: a, b; pick one with --name, or give --queue/);
+    expect(() => resolveDrillName(stateDir, undefined, URL, undefined)).toThrow(/several drills in .*: a, b; pick one with --name \(drill --state-dir .* report --name a\), or give --queue/);
   });
 
   it("--redis and --queue a drill there ran on (the same Redis, however spelled): that drill", () => {
