@@ -425,10 +425,19 @@ export function fileDirBytes(drill: Pick<DrillFile, "worker" | "phases">): numbe
   return drill.worker.weights + Math.max(0, ...thrash);
 }
 
+/** How a phase reads in "already up": "stopped" alone read as nothing left to roll back (QA). */
+const UP_PHASE_WORDS: Record<DrillState["phase"], string> = {
+  starting: "starting",
+  running: "running",
+  stopped: "stopped: its schedule ended, its processes and cgroup stay until rollback",
+  rolling_back: "rolling back",
+  complete: "complete",
+};
+
 /** A drill whose state is not complete is up: one run at a time per name. `where` adds to what is named (e.g. its log). */
 export function refuseWhileUp(existing: DrillState | null, name: string, drillCmd: string, where = ""): void {
   if (existing && isDrillUp(existing)) {
-    throw new RefusedError(`drill ${name} is already up (run ${existing.runId}, ${existing.phase}${where}); run ${drillCmd} rollback --name ${name} first`);
+    throw new RefusedError(`drill ${name} is already up (run ${existing.runId}, ${UP_PHASE_WORDS[existing.phase]}${where}); run ${drillCmd} rollback --name ${name} first`);
   }
 }
 

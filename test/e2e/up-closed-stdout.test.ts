@@ -81,7 +81,7 @@ describe.skipIf(skip !== null)("drill up and its output: a closed pipe, a second
     expect(log).toMatch(/^==== drill up --detach upclosed at \d{4}-\d\d-\d\dT/);
     const second = await runDrill(args, { timeout: 120_000 });
     expect(second.exitCode, second.stdout + second.stderr).toBe(3);
-    expect(second.stderr).toMatch(/drill upclosed is already up \(run upclosed-\S+, (running|stopped); log \S+upclosed-up\.log\); run drill --state-dir \S+ rollback --name upclosed first/);
+    expect(second.stderr).toMatch(/drill upclosed is already up \(run upclosed-\S+, (running|stopped: its schedule ended, its processes and cgroup stay until rollback); log \S+upclosed-up\.log\); run drill --state-dir \S+ rollback --name upclosed first/);
     // QA: under --json the refusal left stdout empty; a script gets up's document with verdict refused.
     for (const detach of [["--detach"], []]) {
       const json = await runDrill(["--state-dir", stateDir, "--json", "up", ...detach, ...args.slice(args.indexOf("--drill"))], { timeout: 120_000 });

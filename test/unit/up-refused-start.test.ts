@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { undoRefusedStart } from "../../src/drill/up.js";
+import { refuseWhileUp, undoRefusedStart } from "../../src/drill/up.js";
 import { readState, runDir, statePath, writeState, type DrillState } from "../../src/drill/state.js";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { isSameProcess, readProcessStat } from "../../src/host/process.js";
@@ -64,5 +64,22 @@ describe("undoRefusedStart: a start refused before it claimed the cgroup leaves 
 
     expect(existsSync(statePath(stateDir, "e"))).toBe(false);
     expect(existsSync(path.dirname(dir))).toBe(false);
+  });
+});
+
+// QA: "already up (run …, stopped)" read as nothing left to roll back, with gate, worker, watch and Redis still running.
+describe("refuseWhileUp", () => {
+  it.each([
+    ["running", "running"],
+    ["stopped", "stopped: its schedule ended, its processes and cgroup stay until rollback"],
+    ["rolling_back", "rolling back"],
+  ] as const)("%s: says what the phase means and the rollback to run", (phase, words) => {
+    expect(() => refuseWhileUp(stateOf("smoke", "smoke-1", phase), "smoke", "drill --state-dir /s")).toThrow(
+      `drill smoke is already up (run smoke-1, ${words}); run drill --state-dir /s rollback --name smoke first`,
+    );
+  });
+
+  it("complete: not up, not refused", () => {
+    expect(() => refuseWhileUp(stateOf("smoke", "smoke-1", "complete"), "smoke", "drill")).not.toThrow();
   });
 });
