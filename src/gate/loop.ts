@@ -1,6 +1,6 @@
 import { DrillError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
-import { checkDecisionRecord } from "../queue/decisionRecord.js";
+import { checkDecisionRecord, checkUnheardDecision } from "../queue/decisionRecord.js";
 import { decodeJob, type Job } from "../queue/job.js";
 import { gateModeOf, modeValueField, modeWarning, type StoredMode } from "../queue/mode.js";
 import { DrillQueue, rejectDeadReason, type DeadGatesRecovery, type StoredOutcome } from "../queue/queue.js";
@@ -115,6 +115,9 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
   // At start (a restart of this gate id) and after any error: a BLMOVE whose
   // reply was lost, or a decision that failed, leaves its job in our list.
   let processingMayHoldJob = true;
+  // The payload whose decision was sent when Redis went away: its script may
+  // have run, and removed the job from our list, with the reply lost.
+  let unheard: Buffer | null = null;
   // A key refusal in the dead gates' recovery stays until the key is fixed: each said once, not every poll.
   const said = new Set<string>();
   const sayOnce = (line: string): void => {
@@ -145,6 +148,9 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
         // A job we took but never decided (lost reply, watchdog, earlier error) comes first.
         // Only then can our processing list hold one: after a decision it is empty.
         const undecided = processingMayHoldJob ? await queue.processingHead(gateId) : null;
+        // Still in our list: the script never ran, and it is decided below as any job.
+        if (unheard !== null && undecided === null) await sayUnheard(queue, unheard, options, deps, summary, now());
+        unheard = null;
         processingMayHoldJob = false;
         // Block no longer than the idle time left, so --idle-exit 200ms means 200 ms, not one whole block.
         const idleLeftMs = options.idleExitMs === null ? blockMs : options.idleExitMs - (monoNow() - lastJobAt);
@@ -161,7 +167,9 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
         }
         lastJobAt = monoNow();
         if (deps.crashAt === "gate:after-take") process.kill(process.pid, "SIGKILL");
+        unheard = payload;
         await decideOne(queue, sampler, payload, options, deps, summary, now(), modeSeen);
+        unheard = null;
         outage.recovered();
       } catch (err) {
         processingMayHoldJob = true;
@@ -236,6 +244,37 @@ async function decideOne(
   }
   record(summary, decision.kind);
   emit(options, deps, { ...decisionJson(decision, job, gateId, routeNote !== ""), ...modeJson(modeNote) }, `${formatDecisionLine(decision, job)}${modeNote}${routeNote}`);
+}
+
+/**
+ * After an outage, for the job whose decision was sent but never answered and
+ * that is no longer in our list: the line its decision would have printed,
+ * from the record the script wrote (`reply_lost=1`), so every decision this
+ * gate applied has its line; or a word that it left another way.
+ */
+async function sayUnheard(queue: DrillQueue, payload: Buffer, options: GateOptions, deps: GateDeps, summary: GateSummary, nowMs: number): Promise<void> {
+  const decoded = decodeJob(payload, nowMs);
+  const list = queue.keys.processing(options.gateId);
+  if (!decoded.ok) {
+    deps.err(`gate: the reply to dead-lettering job=${decoded.id ?? "-"} (${decoded.reason.split(" ")[0]}) was lost while redis was unreachable; it left ${list}: see ${queue.keys.dead}`);
+    return;
+  }
+  const { job, fingerprint } = decoded;
+  const records = await queue.decisionRecords([job.id]);
+  const seen = checkUnheardDecision(records.get(job.id) ?? null, fingerprint, job.attempt);
+  if (seen.kind === "not_ours") {
+    const stored = seen.stored === null ? "no decision recorded" : `recorded: ${seen.stored.kind} at attempt ${seen.stored.attempt}`;
+    deps.err(`gate: job=${job.id} left ${list} while redis was unreachable, not by this gate's decision (${stored}): another gate recovered it once this gate's heartbeat expired`);
+    return;
+  }
+  record(summary, seen.storedKind);
+  const attempt = job.attempt > 0 ? ` attempt=${job.attempt}` : "";
+  emit(
+    options,
+    deps,
+    { event: "decision", decision: seen.storedKind, job: job.id, attempt: job.attempt, gate: options.gateId, reply_lost: true, figures: seen.storedFigures },
+    `${seen.storedKind} job=${job.id} ${seen.storedFigures}${attempt} reply_lost=1`,
+  );
 }
 
 /** ` mode_value=banana` → {mode_value: "banana"} for --json. */

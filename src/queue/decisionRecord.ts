@@ -40,3 +40,21 @@ export function checkDecisionRecord(record: DecisionRecord | null, fingerprint: 
   if (record.attempt === String(attempt) || record.kind === "admit") return { kind: "redelivery", ...stored };
   return { kind: "fresh" };
 }
+
+/** What a decision whose reply was lost (Redis gone mid-script) left in its id's record. */
+export type UnheardCheck = { kind: "applied"; storedKind: string; storedFigures: string } | { kind: "not_ours"; stored: DecisionRecord | null };
+
+/**
+ * The gate's job left its processing list while Redis was gone, with no reply
+ * heard: a record of this fingerprint at this very attempt was written by the
+ * decision script it sent (the script removes the job and writes the record
+ * together). Any other record, or none, means the job left another way:
+ * another gate recovered the list once this gate's heartbeat expired, and a
+ * recovered copy is decided at attempt+1.
+ */
+export function checkUnheardDecision(record: DecisionRecord | null, fingerprint: string, attempt: number): UnheardCheck {
+  if (record !== null && record.fingerprint === fingerprint && record.attempt === String(attempt)) {
+    return { kind: "applied", storedKind: record.kind, storedFigures: record.figures };
+  }
+  return { kind: "not_ours", stored: record };
+}

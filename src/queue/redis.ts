@@ -119,7 +119,30 @@ export function createRedis(url: string, options: ConnectOptions): Redis {
   });
   // Without a listener ioredis prints "Unhandled error event" on every reconnect.
   redis.on("error", () => {});
+  redis.on("reconnecting", () => rejectUnanswered(redis));
   return redis;
+}
+
+/** The command-queue entry ioredis keeps for a command sent and not yet answered. */
+interface SentCommand {
+  command?: { reject?: (err: Error) => void };
+}
+
+/**
+ * The commands in flight when the connection closed fail at once, as lost:
+ * with autoResendUnfulfilledCommands off, ioredis 5.11 and 6.0 stash them at
+ * the close and drop the stash at the next ready without settling them
+ * (ioredis#2193, fixed by #2194 after 6.0.0), so each waited out the whole
+ * command timeout (5 s) after every blip: a gate stood 5 s with Redis back.
+ * The stash is ioredis's internal `prevCommandQueue`, filled just before the
+ * "reconnecting" event; a promise settled twice keeps its first settlement,
+ * so this is harmless once ioredis rejects them itself.
+ */
+function rejectUnanswered(redis: Redis): void {
+  const stash = (redis as unknown as { prevCommandQueue?: { shift(): SentCommand | undefined; length: number } | null }).prevCommandQueue;
+  if (stash === null || stash === undefined) return;
+  const lost = new Error("connection to redis lost before its reply");
+  for (let item = stash.shift(); item !== undefined; item = stash.shift()) item.command?.reject?.(lost);
 }
 
 /**

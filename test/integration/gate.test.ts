@@ -13,6 +13,8 @@ import { closeRedis, connectRedis } from "../../src/queue/redis.js";
 import { assertNoJobLost, collectJobIds } from "../helpers/invariants.js";
 import { fuzzPayloads } from "../fuzzPayloads.js";
 import { startRedisServer, untilBlockedInBlmove, type RedisServer } from "../helpers/redisServer.js";
+import { startReplyCutProxy } from "../helpers/replyCutProxy.js";
+import { admitScript, rejectScript } from "../../src/queue/scripts.js";
 import { CALM_PSI, HOT_PSI } from "../helpers/psiText.js";
 
 let server: RedisServer;
@@ -60,7 +62,7 @@ interface RunningGate {
   waitForError: (pattern: RegExp, count?: number, timeoutMs?: number) => Promise<string[]>;
 }
 
-function startGate(queue: string, roots: HostRoots, overrides: Partial<GateOptions> = {}, probe: ReturnType<typeof pressureFileProbe> | null = null): RunningGate {
+function startGate(queue: string, roots: HostRoots, overrides: Partial<GateOptions> = {}, probe: ReturnType<typeof pressureFileProbe> | null = null, redisUrl = server.url): RunningGate {
   const lines: string[] = [];
   const errors: string[] = [];
   const controller = new AbortController();
@@ -78,7 +80,7 @@ function startGate(queue: string, roots: HostRoots, overrides: Partial<GateOptio
     watchdogMarginMs: 400,
     ...overrides,
   };
-  const done = runGate(options, { redisUrl: server.url, roots, workerCgroup: probe, out: (l) => lines.push(l), err: (l) => errors.push(l), signal: controller.signal });
+  const done = runGate(options, { redisUrl, roots, workerCgroup: probe, out: (l) => lines.push(l), err: (l) => errors.push(l), signal: controller.signal });
   const waitIn = (seen: string[]) => async (pattern: RegExp, count = 1, timeoutMs = 10_000) => {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
@@ -441,14 +443,12 @@ describe("gate against a real redis-server and a fake procfs", () => {
       const resumedAt = Date.now();
       await producer;
       const unique = new Set(ids).size;
-      // Waits on what Redis holds, not on the gate's lines: a kill between the admit
-      // script's write (fsynced) and its reply leaves that job admitted with no line
-      // (its processing list is empty on retry; CI: job 6 of 30, packed counted).
-      // A known gap, in the session note; the invariants below are this test's.
-      const deadline = Date.now() + 15_000;
-      while ((await redis.llen(queue.keys.admitted)) < unique && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      // A kill between the admit script's write (fsynced) and its reply still
+      // gets its line, from the record (reply_lost=1): every job, one line each.
+      await gate.waitFor(/^admit /, unique, 15_000);
       const admitted = gate.lines.map((l) => /^admit job=(\d+) /.exec(l)?.[1]).filter((id) => id !== undefined);
       expect(new Set(admitted).size, "no job admitted twice").toBe(admitted.length);
+      expect(new Set(admitted)).toEqual(new Set(ids));
       expect(Date.now() - resumedAt).toBeLessThan(15_000);
       expect(gate.errors.some((e) => e.includes("redis unavailable"))).toBe(true);
       expect(gate.errors.some((e) => e.includes("redis back"))).toBe(true);
@@ -460,6 +460,40 @@ describe("gate against a real redis-server and a fake procfs", () => {
     expect(report.duplicates).toEqual([]);
     expect(await redis.get(queue.keys.seq)).toBe("30");
     expect(await redis.llen(queue.keys.admitted)).toBe(30);
+  });
+
+  it.each([
+    ["admit", admitScript, CALM_PSI, /^admit job=1 packed=24000 limit=32000 reply_lost=1$/],
+    ["reject", rejectScript, HOT_PSI, /^reject_host_pressure job=1 psi=12\.40\b.* reply_lost=1$/],
+  ] as const)("the connection lost between the %s script's write and its reply: the gate prints the decision the script applied (reply_lost=1), once, and decides the rest", async (_kind, script, psi, line) => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    // Loaded, so the cut EVALSHA is the run, not a NOSCRIPT.
+    await redis.script("LOAD", script.source);
+    const proxy = await startReplyCutProxy(server.port);
+    try {
+      const cut = proxy.cutReplyTo(script.sha1);
+      const gate = startGate(queue.keys.queue, fakeProc(psi).roots, {}, null, proxy.url);
+      try {
+        const ids = await pushJobs(queue, 3);
+        await cut;
+        await gate.waitFor(/ job=3 /);
+        const job1 = gate.lines.filter((l) => / job=1 /.test(l));
+        expect(job1, gate.lines.join("\n")).toHaveLength(1);
+        expect(job1[0]).toMatch(line);
+        for (const id of ["2", "3"]) expect(gate.lines.filter((l) => new RegExp(` job=${id} `).test(l) && !/reply_lost/.test(l))).toHaveLength(1);
+        // Failed as lost when the connection closed, not after the 5 s command timeout (ioredis#2193).
+        expect(gate.errors).toContain("gate: redis unavailable (connection to redis lost before its reply); retrying");
+        expect(gate.errors.some((e) => e.includes("redis back"))).toBe(true);
+        const summary = await gate.stop();
+        expect(summary.decided).toBe(3);
+        const report = await assertNoJobLost(redis, queue.keys.queue, ids);
+        expect(report.duplicates).toEqual([]);
+      } finally {
+        await gate.stop();
+      }
+    } finally {
+      await proxy.close();
+    }
   });
 
   it("a paused (SIGSTOPped) redis-server does not hang the gate: the watchdog fires, it resumes after SIGCONT", async () => {

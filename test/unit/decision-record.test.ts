@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { checkDecisionRecord, parseDecisionRecord, type DecisionRecord } from "../../src/queue/decisionRecord.js";
+import { checkDecisionRecord, checkUnheardDecision, parseDecisionRecord, type DecisionRecord } from "../../src/queue/decisionRecord.js";
 
 const FP = "a".repeat(40);
 const OTHER_FP = "b".repeat(40);
@@ -49,5 +49,18 @@ describe("checkDecisionRecord (check_record)", () => {
 
   it("attempts compare as the hash's text, as in Lua", () => {
     expect(checkDecisionRecord({ ...rejected, attempt: "01" }, FP, 1)).toEqual({ kind: "fresh" });
+  });
+});
+
+describe("checkUnheardDecision (a decision sent, its reply lost, the job gone from the gate's list)", () => {
+  it("a record of this payload at this attempt: the script ran, its decision is the gate's, admit or reject", () => {
+    expect(checkUnheardDecision(admitted, FP, 0)).toEqual({ kind: "applied", storedKind: "admit", storedFigures: "packed=100 limit=32000" });
+    expect(checkUnheardDecision(rejected, FP, 0)).toEqual({ kind: "applied", storedKind: "reject_packed_tokens", storedFigures: "packed=48000 limit=32000" });
+  });
+
+  it("no record, another attempt's (a recovered copy is decided at attempt+1), or another payload's: not this gate's decision", () => {
+    expect(checkUnheardDecision(null, FP, 0)).toEqual({ kind: "not_ours", stored: null });
+    expect(checkUnheardDecision({ ...admitted, attempt: "1" }, FP, 0)).toEqual({ kind: "not_ours", stored: { ...admitted, attempt: "1" } });
+    expect(checkUnheardDecision(rejected, OTHER_FP, 0)).toEqual({ kind: "not_ours", stored: rejected });
   });
 });
