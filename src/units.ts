@@ -112,12 +112,17 @@ export const MAX_DURATION_MS = 7 * 24 * 3_600_000;
 /** The cap of a duration that is no timer (a look back, a job field the job schema checks). */
 export const NO_DURATION_CAP = Number.MAX_SAFE_INTEGER;
 
+/** `report`'s window without --since: the last this-long of the drill's current run. */
+export const DEFAULT_REPORT_SINCE = "10m";
+/** The longest look back `report --since` takes: ten years reaches past any drill; more was a window starting before year 0. */
+export const MAX_REPORT_SINCE_MS = 10 * 365 * 24 * 3_600_000;
+
 /** `8s`, `1500ms`, `10m`, `1h` → milliseconds. A bare number is refused: seconds or ms? */
 export function parseDuration(text: string, flag: string, maxMs = MAX_DURATION_MS): number {
   const match = DURATION.exec(text);
   if (!match) throw new UsageError(`${flag}: "${text}" is not a duration (use e.g. 8s, 1500ms, 10m)`);
   const ms = Math.round(Number(match[1]) * DURATION_UNITS[match[2]!]!);
-  if (!Number.isSafeInteger(ms)) throw new UsageError(`${flag}: "${text}" is too large`);
+  if (!Number.isSafeInteger(ms)) throw new UsageError(`${flag}: "${text}" is too large${maxMs < NO_DURATION_CAP ? ` (at most ${maxMs / 3_600_000}h)` : ""}`);
   if (ms > maxMs) throw new UsageError(`${flag}: "${text}" must be at most ${maxMs / 3_600_000}h`);
   return ms;
 }

@@ -1,5 +1,6 @@
 import { Command } from "commander";
 import { UsageError } from "../errors.js";
+import { DEFAULT_REPORT_SINCE } from "../units.js";
 import type { ReportFormat } from "../report/render.js";
 import type { CommandFactory } from "./index.js";
 import { began } from "../interrupt.js";
@@ -27,7 +28,7 @@ export function resolveFormat(format: string | undefined, json: boolean): Report
 export const reportCommand: CommandFactory = (globals) =>
   new Command("report")
     .description("the incident-note summary of decisions and pressure (works after rollback from its export)")
-    .option("--since <duration>", "only events, finished jobs and samples of the last <duration>, up to now (or the drill's export); without it, the last 10m of the drill's current run up to its end", "10m")
+    .option("--since <duration>", `only events, finished jobs and samples of the last <duration>, up to now (or the drill's export); without it, the last ${DEFAULT_REPORT_SINCE} of the drill's current run up to its end`, DEFAULT_REPORT_SINCE)
     .option("--format <format>", "text | md (paste into an incident doc) | json (one document); default text, json with --json")
     .option("--name <drill>", "the drill under the state dir (default: the only one there)")
     .option("--queue <name>", "Redis queue (default: the drill's, else jobs)")

@@ -1,4 +1,5 @@
 import { percentile } from "../util/stats.js";
+import { DEFAULT_REPORT_SINCE } from "../units.js";
 import { decodeJob } from "../queue/job.js";
 import { parseSeq } from "../queue/seq.js";
 import { redactUrl } from "../queue/redis.js";
@@ -635,7 +636,7 @@ function outsideWindowNote(inputs: ReportInputs, runStartMs: number, fromMs: num
   const after = runs.filter((t) => t > toMs).length;
   if (before + after === 0) return null;
   const where = [before > 0 ? `${before} before its start` : "", after > 0 ? `${after} after its end` : ""].filter(Boolean).join(", ");
-  const why = sinceGiven ? " (a --since window ends now, or at the export; without --since the window is the run's last 10 min up to the run's end)" : "";
+  const why = sinceGiven ? ` (a --since window ends now, or at the export; without --since the window is the run's last ${DEFAULT_REPORT_SINCE} up to the run's end)` : "";
   return `${before + after} of run ${inputs.drill?.runId ?? "?"}'s ${runs.length} decision(s) fall outside the window (${where}): not counted${why}`;
 }
 

@@ -38,4 +38,14 @@ describe("durations past 7 days: exit 2 naming the flag, nothing started", () =>
     const r = await runDrill(["--state-dir", stateDir, ...NO_REDIS, "report", "--since", "720h"]);
     expect(r.stderr).not.toMatch(/--since/);
   });
+
+  it.each([
+    ["99999999h", /--since: "99999999h" must be at most 87600h/],
+    ["9999999999999h", /--since: "9999999999999h" is too large \(at most 87600h\)/],
+  ])("report --since %s: a window starting before year 0 is refused, exit 2, naming the cap", async (since, message) => {
+    const r = await runDrill(["--state-dir", stateDir, ...NO_REDIS, "report", "--since", since]);
+    expect(r.exitCode, r.stdout + r.stderr).toBe(2);
+    expect(r.stderr).toMatch(message);
+    expect(r.stdout).toBe("");
+  });
 });

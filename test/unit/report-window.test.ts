@@ -182,7 +182,7 @@ describe("report window: read long after the run ended", () => {
     const r = buildReport(run({ ended }), T0 + 15 * MIN, 10 * MIN, { sinceGiven: true });
     expect(r.window).toMatchObject({ to: new Date(T0 + 15 * MIN).toISOString(), anchored: "now" });
     expect(r.decisions?.total).toBe(0);
-    expect(r.notes.join("\n")).toContain("3 of run smoke-1's 3 decision(s) fall outside the window (3 before its start): not counted (a --since window ends now, or at the export; without --since the window is the run's last 10 min up to the run's end)");
+    expect(r.notes.join("\n")).toContain("3 of run smoke-1's 3 decision(s) fall outside the window (3 before its start): not counted (a --since window ends now, or at the export; without --since the window is the run's last 10m up to the run's end)");
   });
 
   // QA: the default report of a rolled-back run left out the rollback's deny-all, seconds after the window's end; only --since 30m showed it.

@@ -169,6 +169,9 @@ describe("parseDuration", () => {
   it("takes a cap of its own (a look back is not a timer)", () => {
     expect(parsePositiveDuration("720h", "--since", Number.MAX_SAFE_INTEGER)).toBe(720 * 3_600_000);
     expect(() => parseDuration("2h", "--x", 3_600_000)).toThrow('--x: "2h" must be at most 1h');
+    // Too large for a number of ms: the cap is named when there is one.
+    expect(() => parseDuration("9999999999999h", "--x", 3_600_000)).toThrow('--x: "9999999999999h" is too large (at most 1h)');
+    expect(() => parseDuration("9999999999999h", "--x", Number.MAX_SAFE_INTEGER)).toThrow(/^--x: "9999999999999h" is too large$/);
   });
 });
 
