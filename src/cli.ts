@@ -3,10 +3,17 @@ import { resolveGlobalOptions, type GlobalsFn } from "./context.js";
 import { commandFactories } from "./commands/index.js";
 import { UsageError } from "./errors.js";
 
-export function buildProgram(): Command {
+export const VERSION = "0.1.0";
+
+/**
+ * `json`: --json is on the command line. Commander prints the version the
+ * moment it meets --version, before it has seen a --json after it, so the
+ * caller says; `drill --json --version` prints {"version": …} for a script.
+ */
+export function buildProgram(json = false): Command {
   const program = new Command("drill")
     .description("Rehearse shared-host burst packing on a scratch host: tight memory cgroup, memory hog, PSI sidecar, admission gate, rollback.")
-    .version("0.1.0")
+    .version(json ? JSON.stringify({ version: VERSION }) : VERSION)
     .addOption(new Option("--redis <url>", "Redis URL (default: embedded for `up`; for the others the Redis of the drill up in --state-dir on their queue; redis://127.0.0.1:6379 only when no drill is up there)").env("DRILL_REDIS_URL"))
     .addOption(new Option("--procfs <dir>", "procfs root; every /proc file is read under it").env("DRILL_PROCFS").default("/proc"))
     .addOption(new Option("--sysfs <dir>", "sysfs root; every /sys file is read under it").env("DRILL_SYSFS").default("/sys"))

@@ -26,7 +26,9 @@ async function runCommand(argv: string[]): Promise<number> {
       throw err;
     });
   }
-  const program = buildProgram();
+  // Only the options before a `--` are drill's.
+  const end = argv.indexOf("--");
+  const program = buildProgram((end < 0 ? argv : argv.slice(0, end)).includes("--json"));
   program.hook("preAction", (_program, action) => {
     if (survivesClosedOutputOf(commandPath(action))) surviveClosedStdout();
   });

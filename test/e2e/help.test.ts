@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { runDrill } from "../helpers/cli.js";
+import { VERSION } from "../../src/cli.js";
 
 // A group typed without its subcommand is a usage error (exit 2, help on
 // stderr); asking for help is not (exit 0, help on stdout).
@@ -26,5 +27,16 @@ describe("help and a missing subcommand", () => {
     const r = await runDrill(["help", "gate", "nosuch"]);
     expect(r.exitCode).toBe(2);
     expect(r.stderr).toContain('no command "drill gate nosuch" (commands: mode)');
+  });
+
+  it.each([
+    [["--version"], "0.1.0"],
+    [["--json", "--version"], '{"version":"0.1.0"}'],
+    [["--version", "--json"], '{"version":"0.1.0"}'],
+  ])("drill %j: exit 0, the version (JSON with --json, wherever it stands)", async (args, out) => {
+    const r = await runDrill(args);
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toBe(out);
+    expect(r.stdout).toBe(args.includes("--json") ? JSON.stringify({ version: VERSION }) : VERSION);
   });
 });
