@@ -269,12 +269,29 @@ async function sayUnheard(queue: DrillQueue, payload: Buffer, options: GateOptio
   }
   record(summary, seen.storedKind);
   const attempt = job.attempt > 0 ? ` attempt=${job.attempt}` : "";
+  const line = `${seen.storedKind} job=${job.id} ${seen.storedFigures}${attempt}`;
   emit(
     options,
     deps,
-    { event: "decision", decision: seen.storedKind, job: job.id, attempt: job.attempt, gate: options.gateId, reply_lost: true, figures: seen.storedFigures },
-    `${seen.storedKind} job=${job.id} ${seen.storedFigures}${attempt} reply_lost=1`,
+    { event: "decision", decision: seen.storedKind, job: job.id, attempt: job.attempt, gate: options.gateId, ...figuresJson(seen.storedFigures), reply_lost: true, line },
+    `${line} reply_lost=1`,
   );
+}
+
+/**
+ * A stored record's figures (`packed=36012 limit=32000`, `psi=missing`) as
+ * the typed fields a fresh decision's JSON has: numbers as numbers, `missing`
+ * as null, anything else as text.
+ */
+function figuresJson(figures: string): Record<string, number | string | null> {
+  const fields: Record<string, number | string | null> = {};
+  for (const pair of figures.split(" ")) {
+    const at = pair.indexOf("=");
+    if (at <= 0) continue;
+    const value = pair.slice(at + 1);
+    fields[pair.slice(0, at)] = value === "missing" ? null : /^-?\d+(\.\d+)?$/.test(value) ? Number(value) : value;
+  }
+  return fields;
 }
 
 /** ` mode_value=banana` → {mode_value: "banana"} for --json. */

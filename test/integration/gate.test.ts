@@ -496,6 +496,28 @@ describe("gate against a real redis-server and a fake procfs", () => {
     }
   });
 
+  it("--json: the decision whose reply was lost has a fresh decision's typed fields and line, plus reply_lost", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    await redis.script("LOAD", admitScript.source);
+    const proxy = await startReplyCutProxy(server.port);
+    try {
+      const cut = proxy.cutReplyTo(admitScript.sha1);
+      const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { json: true }, null, proxy.url);
+      try {
+        await pushJobs(queue, 2);
+        await cut;
+        await gate.waitFor(/"job":"2"/);
+        const [lost, fresh] = gate.lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+        expect(lost).toMatchObject({ event: "decision", decision: "admit", job: "1", packed: 24000, limit: 32000, reply_lost: true, line: "admit job=1 packed=24000 limit=32000" });
+        expect(Object.keys(fresh!).filter((k) => k !== "reply_lost").sort()).toEqual(Object.keys(lost!).filter((k) => k !== "reply_lost").sort());
+      } finally {
+        await gate.stop();
+      }
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("a paused (SIGSTOPped) redis-server does not hang the gate: the watchdog fires, it resumes after SIGCONT", async () => {
     const queue = new DrillQueue(redis, `g${++n}`);
     const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots);
