@@ -267,15 +267,7 @@ async function sayUnheard(queue: DrillQueue, payload: Buffer, options: GateOptio
     deps.err(`gate: job=${job.id} left ${list} while redis was unreachable, not by this gate's decision (${stored}): another gate recovered it once this gate's heartbeat expired`);
     return;
   }
-  record(summary, seen.storedKind);
-  const attempt = job.attempt > 0 ? ` attempt=${job.attempt}` : "";
-  const line = `${seen.storedKind} job=${job.id} ${seen.storedFigures}${attempt}`;
-  emit(
-    options,
-    deps,
-    { event: "decision", decision: seen.storedKind, job: job.id, attempt: job.attempt, gate: options.gateId, ...figuresJson(seen.storedFigures), reply_lost: true, line },
-    `${line} reply_lost=1`,
-  );
+  emitStoredDecision(options, deps, summary, job, seen, "reply_lost");
 }
 
 /**
@@ -406,12 +398,29 @@ function emitStored(options: GateOptions, deps: GateDeps, summary: GateSummary, 
     emitDead(options, deps, job.id, `id_reused_with_different_payload first=${outcome.storedKind}`);
     return;
   }
-  record(summary, "redelivery");
+  emitStoredDecision(options, deps, summary, job, outcome, "redelivery");
+}
+
+/**
+ * A decision read back from the job's record, not made now: a redelivery
+ * (the stored decision re-applied) or one whose reply was lost. Its line is
+ * the record's, flagged; its JSON has a fresh decision's typed fields.
+ */
+function emitStoredDecision(
+  options: GateOptions,
+  deps: GateDeps,
+  summary: GateSummary,
+  job: Job,
+  stored: { storedKind: string; storedFigures: string },
+  flag: "redelivery" | "reply_lost",
+): void {
+  record(summary, flag === "redelivery" ? "redelivery" : stored.storedKind);
+  const line = `${stored.storedKind} job=${job.id} ${stored.storedFigures}`;
   emit(
     options,
     deps,
-    { event: "decision", decision: outcome.storedKind, job: job.id, gate: options.gateId, redelivery: true, figures: outcome.storedFigures },
-    `${outcome.storedKind} job=${job.id} ${outcome.storedFigures} redelivery=1`,
+    { event: "decision", decision: stored.storedKind, job: job.id, attempt: job.attempt, gate: options.gateId, ...figuresJson(stored.storedFigures), [flag]: true, line },
+    `${line} ${flag}=1`,
   );
 }
 
