@@ -3,8 +3,8 @@ import { commandRedisUrl, type GlobalOptions } from "../context.js";
 import { onInterrupt } from "../interrupt.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { jobProblems, MAX_JOBS_PER_PACK, type Job } from "../queue/job.js";
-import { DrillQueue, isKeyRefusal, pushFailure, pushScope, pushUntilTaken, unnumberedJob } from "../queue/queue.js";
-import { closeRedis, connectRedis } from "../queue/redis.js";
+import { DrillQueue, isKeyRefusal, PUSH_FAILURE_TEXT, pushFailure, pushScope, pushUntilTaken, unnumberedJob } from "../queue/queue.js";
+import { closeRedis, connectRedis, hurryOnStop, redisErrorText } from "../queue/redis.js";
 import { NO_DURATION_CAP, PLAIN_DECIMAL, parseDuration, parsePositiveDuration, parsePositiveInt, parseWholeNumber } from "../units.js";
 import type { RawPackOptions } from "./pack.js";
 
@@ -84,6 +84,9 @@ export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise
   const redisUrl = await commandRedisUrl(g, { queue: options.queue });
   const interrupt = onInterrupt();
   const redis = await connectRedis(redisUrl, { name: "drill-pack" });
+  // A Ctrl-C with Redis paused gives the push in flight up in about a second, not the command timeout.
+  hurryOnStop(redis, interrupt.signal);
+  const run: PushRun = { index: 0, signal: interrupt.signal, unanswered: false };
   try {
     const queue = new DrillQueue(redis, options.queue);
     const ids: string[] = [];
@@ -94,7 +97,8 @@ export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise
       if (interrupt.signal.aborted) break;
       if (options.rate !== null && i > 0) await sleepUntil(started + (i * 1000) / options.rate, interrupt.signal);
       if (interrupt.signal.aborted) break;
-      const job = await pushWithRetry(queue, options, `${scope}.${i}`, { index: i, signal: interrupt.signal });
+      run.index = i;
+      const job = await pushWithRetry(queue, options, `${scope}.${i}`, run);
       if (job === null) break; // interrupted while sending it again
       ids.push(job.id);
       const line = `push job=${job.id} prompt_tokens=${job.prompt_tokens} completion_tokens=${job.completion_tokens} files=${job.files} deadline_ms=${job.deadline_ms} enqueue_ts=${job.enqueue_ts} host_class=${job.host_class}`;
@@ -108,7 +112,8 @@ export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise
     if (received) throw new InterruptedError(received);
   } finally {
     interrupt.dispose();
-    await closeRedis(redis);
+    // A server that did not answer the push will not answer QUIT either: no grace for it.
+    await closeRedis(redis, run.unanswered ? 0 : undefined);
   }
 }
 
@@ -129,19 +134,44 @@ const PACK_SENDS = 10;
  * push that did run takes no second id and queues no second copy. Null when
  * interrupted before Redis took it.
  */
-async function pushWithRetry(queue: DrillQueue, options: PackOptions, token: string, run: { index: number; signal: AbortSignal }): Promise<Job | null> {
+/** The push under way: its index, the interrupt, and whether an interrupted send was left unanswered. */
+interface PushRun {
+  index: number;
+  signal: AbortSignal;
+  unanswered: boolean;
+}
+
+async function pushWithRetry(queue: DrillQueue, options: PackOptions, token: string, run: PushRun): Promise<Job | null> {
+  const jobOf = `job ${run.index + 1} of ${options.jobs}`;
+  // Said on stderr when a push first fails and when Redis takes it: the pushes stall meanwhile, silent otherwise.
+  let failedAt: number | null = null;
   const outcome = await pushUntilTaken(queue, unnumberedJob(options), token, {
     signal: run.signal,
     delayMs: (failures) => Math.min(100 * failures, 1000),
     sendAgain: (failures) => failures < PACK_SENDS,
+    onFailure: (err) => {
+      if (failedAt !== null || run.signal.aborted || isKeyRefusal(err)) return;
+      failedAt = Date.now();
+      process.stderr.write(`pack: push of ${jobOf} failed: ${PUSH_FAILURE_TEXT[pushFailure(err)]} (${redisErrorText(err)}); sending it again, up to ${PACK_SENDS} sends\n`);
+    },
   });
-  if (outcome.ok) return outcome.job;
-  if (run.signal.aborted) return null;
-  const why = outcome.error instanceof Error ? outcome.error.message : String(outcome.error);
+  if (outcome.ok) {
+    if (failedAt !== null) process.stderr.write(`pack: Redis answers again after ${((Date.now() - failedAt) / 1000).toFixed(1)} s; job=${outcome.job.id} pushed\n`);
+    return outcome.job;
+  }
+  if (run.signal.aborted) {
+    // The send may run when Redis answers: the summary, written before that, cannot count it.
+    if (pushFailure(outcome.error) === "no_reply") {
+      run.unanswered = true;
+      process.stderr.write(`pack: interrupted with the push of ${jobOf} unanswered (${redisErrorText(outcome.error)}): if Redis runs it when it answers, that job is queued under the next id, though not counted below\n`);
+    }
+    return null;
+  }
+  const why = redisErrorText(outcome.error);
   // A key holding what drill never writes, or a seq with no id left: the operator's to fix, not Redis's to recover from.
-  if (isKeyRefusal(outcome.error)) throw new DrillError(`pack: could not push job ${run.index + 1} of ${options.jobs}: ${why}`, ExitCode.usage);
+  if (isKeyRefusal(outcome.error)) throw new DrillError(`pack: could not push ${jobOf}: ${why}`, ExitCode.usage);
   const pending = pushFailure(outcome.error) === "no_reply" ? "; Redis may still run the last send when it answers: that job is then queued under the next id" : "";
-  throw new DrillError(`pack: could not push job ${run.index + 1} of ${options.jobs} in ${outcome.failures} send(s): ${why}${pending}`);
+  throw new DrillError(`pack: could not push ${jobOf} in ${outcome.failures} send(s): ${why}${pending}`);
 }
 
 function sleepUntil(atMs: number, signal: AbortSignal): Promise<void> {

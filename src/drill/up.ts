@@ -18,7 +18,7 @@ import { readKernelText, type HostRoots } from "../host/kernelFile.js";
 import { isSameProcess, readProcessStat } from "../host/process.js";
 import { findPackageRoot } from "../native/pagetoucher.js";
 import type { Job } from "../queue/job.js";
-import { DrillQueue, pushFailure, pushUntilTaken, unnumberedJob, type PushFailure } from "../queue/queue.js";
+import { DrillQueue, PUSH_FAILURE_TEXT, pushFailure, pushUntilTaken, unnumberedJob, type PushFailure } from "../queue/queue.js";
 import { queueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
 import { formatStatusLine } from "../sampler/render.js";
@@ -785,12 +785,6 @@ async function pushRidingOutRedis(
   }
   return null;
 }
-
-const PUSH_FAILURE_TEXT: Record<PushFailure, string> = {
-  no_reply: "no reply from Redis",
-  refused: "Redis refused it",
-  unreachable: "Redis unreachable",
-};
 
 const PUSH_GAVE_UP_TEXT: Record<PushFailure, string> = {
   no_reply: "did not answer a push",

@@ -4,7 +4,8 @@ import { checkDecisionRecord, checkUnheardDecision } from "../queue/decisionReco
 import { decodeJob, type Job } from "../queue/job.js";
 import { gateModeOf, modeValueField, modeWarning, type StoredMode } from "../queue/mode.js";
 import { DrillQueue, rejectDeadReason, type DeadGatesRecovery, type StoredOutcome } from "../queue/queue.js";
-import { BlockingMover, closeRedis, connectRedis, WatchdogTimeout } from "../queue/redis.js";
+import { BlockingMover, closeRedis, connectRedis, hurryOnStop, redisErrorText, WatchdogTimeout } from "../queue/redis.js";
+import { unansweredGiveBackLine, type Holding } from "../queue/giveBack.js";
 import { decideAdmission, decisionFigures, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
 import { GateSampler, type WorkerCgroupProbe } from "./signals.js";
 
@@ -30,6 +31,8 @@ export interface GateOptions {
   /** BLMOVE block timeout (a stop unblocks the take at once). */
   blockMs?: number;
   watchdogMarginMs?: number;
+  /** Bounds each command (default 5 s); tests set a long one to show a stop does not wait it out. */
+  commandTimeoutMs?: number;
   /** Default: 3 intervals, at least 1 s. Another gate recovers our list only after it expires. */
   heartbeatTtlMs?: number;
 }
@@ -63,7 +66,9 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
   const monoNow = deps.monoNow ?? (() => performance.now());
   const { config, gateId } = options;
   const summary: GateSummary = { decided: 0, byKind: {}, recovered: 0, watchdogFires: 0, stoppedBy: "signal" };
-  const redis = await connectRedis(deps.redisUrl, { name: `drill-gate:${gateId}` });
+  const redis = await connectRedis(deps.redisUrl, { name: `drill-gate:${gateId}`, commandTimeoutMs: options.commandTimeoutMs });
+  // A stop with Redis paused ends in about a second, not after the command timeout twice.
+  hurryOnStop(redis, deps.signal);
   const queue = new DrillQueue(redis, options.queue);
 
   // After the connect, however long it took, so the first decision's PSI is fresh.
@@ -176,7 +181,8 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
         if (err instanceof WatchdogTimeout) summary.watchdogFires++;
         // Stopping: nothing is retried; the give-back below says where a job went.
         if (deps.signal.aborted) {
-          if (!(err instanceof WatchdogTimeout)) deps.err(`gate: stopping, not retried: ${message(err)}`);
+          if (unheard !== null) deps.err(`gate: stopping with ${unheardJob(unheard, now())}'s decision unanswered (${message(err)}): if redis runs it when it answers, the decision stands (see ${queue.keys.decisions}); else the job goes back with the give-back`);
+          else if (!(err instanceof WatchdogTimeout)) deps.err(`gate: stopping, not retried: ${message(err)}`);
           break;
         }
         outage.failed(err);
@@ -187,7 +193,10 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
     clearInterval(sampleTimer);
     clearInterval(heartbeatTimer);
     mover.close();
-    const answered = await giveBack(queue, gateId, options.retryBudget, deps.err);
+    // Our list is empty after every decision; a job may be in it after an error, a decision
+    // cut short or a take the stop left unanswered.
+    const holding: Holding = processingMayHoldJob || unheard !== null ? "maybe" : mover.lastTakeUnanswered ? "if_taken_at_stop" : "nothing";
+    const answered = await giveBack(queue, gateId, options.retryBudget, holding, ttlMs, deps.err);
     // A server that did not answer the give-back will not answer QUIT either: no grace for it.
     await closeRedis(redis, answered ? undefined : 0);
   }
@@ -373,9 +382,10 @@ function recoveryNotes(queue: DrillQueue, recovery: DeadGatesRecovery): { moved:
  * did not answer. A key the recover script only records in of another type
  * (as the decision that held the job was refused) is left unwritten and named:
  * the job still goes back, or it would wait in our list, which nobody reads,
- * until a rollback's re-drain.
+ * until a rollback's re-drain. Unanswered, what the line says depends on
+ * what the list may hold (`holding`).
  */
-async function giveBack(queue: DrillQueue, gateId: string, retryBudget: number, err: (line: string) => void): Promise<boolean> {
+async function giveBack(queue: DrillQueue, gateId: string, retryBudget: number, holding: Holding, ttlMs: number, err: (line: string) => void): Promise<boolean> {
   try {
     await queue.redis.del(queue.keys.gateHeartbeat(gateId));
     const back = await queue.recoverGate(gateId, { by: gateId, countAttempt: false, retryBudget });
@@ -383,7 +393,8 @@ async function giveBack(queue: DrillQueue, gateId: string, retryBudget: number, 
     if (back.jobs.length > 0) err(`gate: gave ${back.jobs.length} undecided job(s) back to the head of ${queue.keys.ready}${note}`);
     return true;
   } catch (e) {
-    err(`gate: could not give back ${queue.keys.processing(gateId)} (${message(e)}); another gate recovers it once the heartbeat expires`);
+    const stop = { tag: "gate", list: queue.keys.processing(gateId), heartbeat: queue.keys.gateHeartbeat(gateId), ttlMs, recovery: "another gate recovers it once the heartbeat expires" };
+    err(unansweredGiveBackLine(stop, holding, redisErrorText(e, queue.redis)));
     return false;
   }
 }
@@ -494,8 +505,12 @@ class OutageLog {
   }
 }
 
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+const message = redisErrorText;
+
+/** `job=17` of a payload, or its failure to decode. */
+function unheardJob(payload: Buffer, nowMs: number): string {
+  const decoded = decodeJob(payload, nowMs);
+  return `job=${(decoded.ok ? decoded.job.id : decoded.id) ?? "-"}`;
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

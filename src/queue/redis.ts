@@ -145,6 +145,64 @@ function rejectUnanswered(redis: Redis): void {
   for (let item = stash.shift(); item !== undefined; item = stash.shift()) item.command?.reject?.(lost);
 }
 
+/** How long a stopping process waits for each Redis reply (a loopback reply takes well under 1 ms). */
+export const STOP_REPLY_MS = 1000;
+
+/**
+ * A command that got no reply before a stop gave up on it. Sent, it may still
+ * run when the server answers (a paused one, once resumed).
+ */
+export class NoReplyAtStop extends Error {
+  constructor(ms: number) {
+    super(`no reply within ${ms} ms of the stop: redis paused (SIGSTOP?) or overloaded`);
+    this.name = "NoReplyAtStop";
+  }
+}
+
+/** A command waiting in one of ioredis's queues: sent and unanswered, or held until the connection is ready. */
+interface QueuedCommand {
+  command?: { reject?: (err: Error) => void };
+}
+
+/**
+ * Once `signal` aborts, no Redis reply holds the stop more than `ms`: the
+ * commands sent from then on wait `ms` (ioredis reads commandTimeout as each
+ * is sent), and those already waiting are given up `ms` after the stop, as
+ * ioredis's own command timeout gives one up (the reply, if it comes, settles
+ * nothing). Without it a Ctrl-C with the server paused waited out the 5 s
+ * command timeout, then again for the give-back. The waiting commands are
+ * read from ioredis's internal queues (`commandQueue`, sent; `offlineQueue`,
+ * held while reconnecting): the client has no other way to end one.
+ */
+export function hurryOnStop(redis: Redis, signal: AbortSignal, ms = STOP_REPLY_MS): void {
+  const onStop = (): void => {
+    if (!(typeof redis.options.commandTimeout === "number" && redis.options.commandTimeout <= ms)) redis.options.commandTimeout = ms;
+    const queues = redis as unknown as { commandQueue?: { toArray(): QueuedCommand[] }; offlineQueue?: { toArray(): QueuedCommand[] } };
+    const waiting = [...(queues.commandQueue?.toArray() ?? []), ...(queues.offlineQueue?.toArray() ?? [])];
+    if (waiting.length === 0) return;
+    const given = new NoReplyAtStop(ms);
+    // A promise settled already keeps its settlement: only the unanswered fail.
+    setTimeout(() => waiting.forEach((item) => item.command?.reject?.(given)), ms).unref();
+  };
+  if (signal.aborted) onStop();
+  else signal.addEventListener("abort", onStop, { once: true });
+}
+
+/**
+ * An error as an operator reads it: ioredis's own texts for a command that
+ * timed out or ran out of reconnect attempts said plainly; any other as is.
+ * With the client that sent it, a timeout while it was not connected (the
+ * command waited for a reconnect) is not called a pause.
+ */
+export function redisErrorText(err: unknown, redis?: Redis): string {
+  if (!(err instanceof Error)) return String(err);
+  if (err.message === "Command timed out" && redis !== undefined && redis.status !== "ready") return "no reply in time: not connected to redis (down or restarting)";
+  if (err.message === "Command timed out") return "no reply in time: redis paused (SIGSTOP?) or overloaded";
+  if (err.name === "MaxRetriesPerRequestError") return "the connection dropped and reconnecting failed";
+  if (err.message === "Connection is closed.") return "the connection to redis is closed";
+  return err.message;
+}
+
 /**
  * ioredis's parse error for a server that does not speak RESP ("Protocol
  * error, got "<" as reply type byte. Please report this."), said as what it
@@ -265,6 +323,12 @@ export class BlockingMover {
   private clientId: Promise<string | null> | null = null;
   private closed = false;
   watchdogFires = 0;
+  /**
+   * The last take ended at a stop with its BLMOVE unanswered (STOP_GRACE_MS
+   * after the unblock): the server may have moved a job, or may yet, into
+   * the destination list. False after a take that was answered.
+   */
+  lastTakeUnanswered = false;
 
   constructor(
     private readonly url: string,
@@ -278,6 +342,7 @@ export class BlockingMover {
     // Stopped between takes: a BLMOVE now would only make the stop wait.
     if (stop?.signal.aborted) return Promise.resolve(null);
     const connection = (this.connection ??= this.open());
+    this.lastTakeUnanswered = false;
     const watchdogMs = blockMs + (this.options.watchdogMarginMs ?? 2000);
     return new Promise<Buffer | null>((resolve, reject) => {
       let settled = false;
@@ -287,6 +352,7 @@ export class BlockingMover {
           if (!sent || settled) return;
           graceTimer = setTimeout(() => {
             settle();
+            this.lastTakeUnanswered = true;
             this.drop(connection);
             resolve(null);
           }, STOP_GRACE_MS);

@@ -8,8 +8,9 @@ import { readProcessStat } from "../host/process.js";
 import { holderExited, parseWorkerToken, workerToken } from "./heartbeatToken.js";
 import { WeightsToucher, type PageToucherLine } from "../native/pagetoucher.js";
 import { decodeJob, type Job } from "../queue/job.js";
+import { unansweredGiveBackLine, type Holding } from "../queue/giveBack.js";
 import { deadEntry, isKeyRefusal, namingWrongType } from "../queue/queue.js";
-import { BlockingMover, closeRedis, connectRedis, runScript, WatchdogTimeout } from "../queue/redis.js";
+import { BlockingMover, closeRedis, connectRedis, hurryOnStop, redisErrorText, runScript, WatchdogTimeout } from "../queue/redis.js";
 import { formatBytes } from "../units.js";
 import { PassBatcher } from "./batch.js";
 import { KvCache } from "./kv.js";
@@ -182,6 +183,8 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
   deps.supervisorGone?.addEventListener("abort", onSupervisorGone, { once: true });
   if (deps.signal.aborted) onSignal();
   if (deps.supervisorGone?.aborted) onSupervisorGone();
+  // A stop with Redis paused ends in about a second, not after the command timeout twice.
+  hurryOnStop(redis, stopJobs.signal);
 
   let pendingTokens = 0;
   // Why tokens_out is not counted: an outage is said by the loop; a key refusal only here, once.
@@ -210,6 +213,10 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
   // Ours, in the working list, not started: they wait for a slot, oldest first.
   const waiting: Buffer[] = [];
   let batcher: PassBatcher | null = null;
+  // Since the take that failed: a BLMOVE whose reply was lost may have left a job in our list.
+  let outageSince: number | null = null;
+  // Jobs that ended without a record taking them off our working list (stopped, or a record lost to the stop).
+  let stoppedInList = 0;
   try {
     await claimWorkerId(redis, keys, workerId, token, ttlMs, deps.roots);
     const start = await giveBack(redis, keys, workerId, token).catch((err: unknown) => {
@@ -336,6 +343,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
         } catch (err) {
           // Said here, with the job: it goes back unless a try that timed out lands once Redis answers.
           if (!lostToStop(err)) throw err;
+          stoppedInList++;
           deps.err(`${tag}: job=${job.id} finished, but its done record did not reach redis before the stop (${message(err)}); it goes back with the give-back, unless a try that timed out lands once redis answers`);
           return;
         }
@@ -356,6 +364,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
       summary.taken++;
       const run: Promise<void> = runJob(payload)
         .catch((err: unknown) => {
+          stoppedInList++;
           if (err instanceof StopJob) return; // stays in the working list; given back below
           // A dead record's tries at a stop.
           if (lostToStop(err)) {
@@ -374,7 +383,6 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
     let lastPeerCheck = 0;
     // Dead peers' lists a key refusal keeps where they are: each said once, not every round.
     const peerRefusals = new Set<string>();
-    let outageSince: number | null = null;
     // A take refused by a key of another type: Redis answered, no outage; said once, retried until the key is fixed.
     let refusedSince: number | null = null;
     let failures = 0;
@@ -455,10 +463,12 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
     // Jobs still running stop at their next pass and stay in the working list...
     stopJobs.abort();
     await Promise.allSettled([...inFlight]);
-    await flushTokens();
-    if (pendingTokens > 0) deps.err(`${tag}: ${pendingTokens} token(s) out not counted in ${q.stats} tokens_out (${flushError ?? "unknown"})`);
+    // What our working list may hold now, for the line a give-back Redis does not answer gets.
+    const holding: Holding = stoppedInList > 0 || waiting.length > 0 || outageSince !== null ? "maybe" : mover?.lastTakeUnanswered ? "if_taken_at_stop" : "nothing";
     // ...which goes back to the head of admitted, with the jobs still waiting for a slot
-    // (past --max-jobs too) and any a lost BLMOVE reply left there.
+    // (past --max-jobs too) and any a lost BLMOVE reply left there. Sent beside the last
+    // tokens_out count: with Redis paused the two wait out one reply time, not one each.
+    const flushed = flushTokens();
     let answered = true;
     try {
       const back = await giveBack(redis, keys, workerId, token);
@@ -467,8 +477,12 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
       await runScript(redis, releaseHeartbeatScript, [keys.heartbeat(workerId), working, keys.workers], [token, workerId]);
     } catch (err) {
       answered = false;
-      deps.err(`${tag}: could not give back ${working} (${message(err)}); another worker recovers it once ${keys.heartbeat(workerId)} expires, or rollback drains it`);
+      const heartbeat = keys.heartbeat(workerId);
+      const stop = { tag, list: working, heartbeat, ttlMs, recovery: `another worker recovers it once ${heartbeat} expires, or rollback drains it` };
+      deps.err(unansweredGiveBackLine(stop, holding, redisErrorText(err, redis)));
     }
+    await flushed;
+    if (pendingTokens > 0) deps.err(`${tag}: ${pendingTokens} token(s) out not counted in ${q.stats} tokens_out (${flushError ?? "unknown"})`);
     summary.passes = batcher?.passes ?? 0;
     summary.passUsTotal = batcher?.passUsTotal ?? 0;
     // The steps after it run whatever it throws (an unlink refused, EACCES).
@@ -652,6 +666,4 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
+const message = redisErrorText;

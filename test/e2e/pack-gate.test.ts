@@ -339,6 +339,36 @@ describe("drill pack + drill gate (built binary)", () => {
     expect(lines(result.stdout).at(-1)).toBe(`packed 3 job(s) onto ${queue} (job=1..3), 3000 prompt tokens`);
     expect(await redis.get(`${queue}:seq`)).toBe("3");
     await assertNoJobLost(redis, queue, ["1", "2", "3"]);
+    // QA: the pushes stalled without a word. Said once when it failed and once when Redis took it.
+    expect(lines(result.stderr)).toEqual([
+      "pack: push of job 2 of 3 failed: no reply from Redis (no reply in time: redis paused (SIGSTOP?) or overloaded); sending it again, up to 10 sends",
+      expect.stringMatching(/^pack: Redis answers again after \d+\.\d s; job=2 pushed$/),
+    ]);
+  }, 40_000);
+
+  // QA: a pack interrupted with Redis paused waited out the command timeout, then counted 1 job
+  // while Redis queued 2 once it woke. The push in flight is given up a second after the stop, and said.
+  it("SIGINT while redis-server is paused with a push in flight: exit 130 without waiting out the command timeout, the unanswered push named; once Redis wakes it is queued, nothing lost", async () => {
+    const queue = `e${++n}`;
+    const pack = drill(["pack", "--jobs", "3", "--rate", "1/s", "--prompt-tokens", "1000", "--queue", queue]);
+    await new Promise<void>((resolve) => pack.stdout!.on("data", (chunk: Buffer) => String(chunk).includes("push job=1 ") && resolve()));
+    server.kill("SIGSTOP");
+    let result: Awaited<typeof pack>;
+    try {
+      // Past the second push's send at 1 s.
+      await new Promise((r) => setTimeout(r, 1500));
+      pack.kill("SIGINT");
+      result = await pack;
+    } finally {
+      server.kill("SIGCONT");
+    }
+    expect(result.exitCode, result.stderr).toBe(130);
+    expect(lines(result.stdout).at(-1)).toBe(`packed 1 job(s) onto ${queue} (job=1), 1000 prompt tokens`);
+    expect(result.stderr).toContain(
+      "pack: interrupted with the push of job 2 of 3 unanswered (no reply within 1000 ms of the stop: redis paused (SIGSTOP?) or overloaded): if Redis runs it when it answers, that job is queued under the next id, though not counted below",
+    );
+    await assertNoJobLost(redis, queue, ["1", "2"]);
+    expect(await redis.get(`${queue}:seq`)).toBe("2");
   }, 40_000);
 
   it("SIGINT and SIGTERM stop the gate cleanly with 130 and 143", async () => {

@@ -319,7 +319,7 @@ describe("runWorker's stop", () => {
     } finally {
       server.kill("SIGCONT");
     }
-    expect(err).toContainEqual(expect.stringMatching(/^worker d1w: job=d1 finished, but its done record did not reach redis before the stop \(Command timed out\)/));
+    expect(err).toContainEqual(expect.stringMatching(/^worker d1w: job=d1 finished, but its done record did not reach redis before the stop \(no reply in time: redis paused \(SIGSTOP\?\) or overloaded\)/));
     // Once it answers, the tries that timed out run (a script it has not cached yet is NOSCRIPT, a
     // no-op): the job is on exactly one list, done, back in admitted, or still in the working list
     // that the next worker recovers once this one's heartbeat expires. Never two, never none.
@@ -327,6 +327,48 @@ describe("runWorker's stop", () => {
     const ids = async (key: string) => (await client.lrange(key, 0, -1)).map((entry) => (JSON.parse(entry) as { id: string }).id);
     const where = [...(await ids(wk.queue.done)), ...(await ids(wk.queue.admitted)), ...(await ids(wk.queue.working("d1w")))];
     expect(where).toEqual(["d1"]);
+  });
+
+  // QA: Ctrl-C with redis-server paused took ~9 s: the last tokens_out count, then the give-back,
+  // each waited out the command timeout (set to 120 s here, past the test's 60 s).
+  it("a stop with redis-server paused and jobs running waits only the stop's reply time, and names the list that holds them", async () => {
+    const queue = "stop-paused-running";
+    const wk = workerKeys(queue);
+    const stopped = new AbortController();
+    const err: string[] = [];
+    let passes = 0;
+    let running!: () => void;
+    const twoRunning = new Promise<void>((resolve) => (running = resolve));
+    const weights: Weights = {
+      pid: 1,
+      file: path.join(weightsDir, "stop-paused.weights"),
+      fallback: false,
+      pass: () => {
+        if (++passes === 20) running();
+        return new Promise<number>((resolve) => setTimeout(() => resolve(1), 5));
+      },
+      close: () => Promise.resolve(),
+    };
+    const jobs = ["s1", "s2"].map((id) => encodeJob({ id, prompt_tokens: 100, completion_tokens: 10_000, files: 1, enqueue_ts: Date.now(), deadline_ms: 600_000, attempt: 0, host_class: "shared-free" }));
+    await client.rpush(wk.queue.admitted, ...jobs);
+    const run = runWorker(
+      { queue, workerId: "s1w", config: { ...defaultWorkerConfig, weightsBytes: 8192, decodeTokensPerS: 0 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false, blockMs: 100, commandTimeoutMs: 120_000 },
+      { redisUrl: server.url, roots: new HostRoots(), where: "test", out: () => undefined, err: (line) => err.push(line), signal: stopped.signal, startWeights: () => Promise.resolve(weights) },
+    );
+    await twoRunning;
+    server.kill("SIGSTOP");
+    try {
+      stopped.abort();
+      expect(await run).toMatchObject({ stoppedBy: "signal", taken: 2, done: 0 });
+    } finally {
+      server.kill("SIGCONT");
+    }
+    expect(err).toContainEqual(
+      `worker s1w: could not give back ${wk.queue.working("s1w")} (no reply in time: redis paused (SIGSTOP?) or overloaded); another worker recovers it once ${wk.heartbeat("s1w")} expires, or rollback drains it`,
+    );
+    // Once it answers, the stopped jobs are where the line says, in the order taken.
+    const ids = (await client.lrange(wk.queue.working("s1w"), 0, -1)).map((entry) => (JSON.parse(entry) as { id: string }).id);
+    expect(ids).toEqual(["s1", "s2"]);
   });
 
   // The registry's ready mark is retried through an outage for ~30 s; it said nothing
