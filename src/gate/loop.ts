@@ -4,7 +4,7 @@ import { checkDecisionRecord, checkUnheardDecision } from "../queue/decisionReco
 import { decodeJob, type Job } from "../queue/job.js";
 import { gateModeOf, modeValueField, modeWarning, type StoredMode } from "../queue/mode.js";
 import { DrillQueue, rejectDeadReason, type DeadGatesRecovery, type StoredOutcome } from "../queue/queue.js";
-import { BlockingMover, closeRedis, connectRedis, hurryOnStop, redisErrorText, WatchdogTimeout } from "../queue/redis.js";
+import { BlockingMover, closeRedis, connectRedis, hurryOnStop, redactUrl, redisErrorText, WatchdogTimeout } from "../queue/redis.js";
 import { unansweredGiveBackLine, type Holding } from "../queue/giveBack.js";
 import { decideAdmission, decisionFigures, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
 import { GateSampler, type WorkerCgroupProbe } from "./signals.js";
@@ -100,7 +100,7 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
   const mover = new BlockingMover(deps.redisUrl, { name: `drill-gate-take:${gateId}`, watchdogMarginMs: options.watchdogMarginMs ?? 2000, stop: { signal: deps.signal, via: redis } });
   const ttlMs = options.heartbeatTtlMs ?? Math.max(3 * config.intervalMs, 1000);
   const info = { pid: process.pid, started: now(), interval_ms: config.intervalMs };
-  const outage = new OutageLog(deps.err, monoNow);
+  const outage = new OutageLog(deps.err, monoNow, redactUrl(deps.redisUrl));
 
   // Say once when host PSI goes missing (the gate now fails closed) and once when it is back.
   let psiMissing = sampler.state.psiMissingReason;
@@ -482,6 +482,8 @@ class OutageLog {
   constructor(
     private readonly err: (line: string) => void,
     private readonly now: () => number,
+    /** The Redis URL, password hidden: which Redis is gone, as watch says it. */
+    private readonly url: string,
   ) {}
   failed(error: unknown): void {
     this.failures++;
@@ -490,7 +492,7 @@ class OutageLog {
       this.since = this.now();
       // A reply that is an error (a script refusing a corrupt entry) is Redis answering, not Redis gone.
       this.answered = error instanceof Error && (error.name === "ReplyError" || error.name === "CorruptKeyError");
-      this.err(this.answered ? `gate: decision failed: redis answered ${message(error)}; retrying` : `gate: redis unavailable (${message(error)}); retrying`);
+      this.err(this.answered ? `gate: decision failed: redis answered ${message(error)}; retrying` : `gate: redis unavailable at ${this.url} (${message(error)}); retrying`);
     }
   }
   recovered(): void {

@@ -10,7 +10,7 @@ import { WeightsToucher, type PageToucherLine } from "../native/pagetoucher.js";
 import { decodeJob, type Job } from "../queue/job.js";
 import { unansweredGiveBackLine, type Holding } from "../queue/giveBack.js";
 import { deadEntry, isKeyRefusal, namingWrongType } from "../queue/queue.js";
-import { BlockingMover, closeRedis, connectRedis, hurryOnStop, redisErrorText, runScript, WatchdogTimeout } from "../queue/redis.js";
+import { BlockingMover, closeRedis, connectRedis, hurryOnStop, redactUrl, redisErrorText, runScript, WatchdogTimeout } from "../queue/redis.js";
 import { formatBytes } from "../units.js";
 import { PassBatcher } from "./batch.js";
 import { KvCache } from "./kv.js";
@@ -450,7 +450,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
           refusedSince ??= now();
         } else if (outageSince === null) {
           outageSince = now();
-          deps.err(`${tag}: redis unavailable (${message(err)}); retrying`);
+          deps.err(`${tag}: redis unavailable at ${redactUrl(deps.redisUrl)} (${message(err)}); retrying`);
         }
         await sleep(Math.min(100 * 2 ** Math.min(failures, 4), 1000), stopJobs.signal);
       }

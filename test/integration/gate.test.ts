@@ -481,7 +481,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
         expect(job1[0]).toMatch(line);
         for (const id of ["2", "3"]) expect(gate.lines.filter((l) => new RegExp(` job=${id} `).test(l) && !/reply_lost/.test(l))).toHaveLength(1);
         // Failed as lost when the connection closed, not after the 5 s command timeout (ioredis#2193).
-        expect(gate.errors).toContain("gate: redis unavailable (connection to redis lost before its reply); retrying");
+        expect(gate.errors).toContain(`gate: redis unavailable at ${proxy.url} (connection to redis lost before its reply); retrying`);
         expect(gate.errors.some((e) => e.includes("redis back"))).toBe(true);
         const summary = await gate.stop();
         expect(summary.decided).toBe(3);
