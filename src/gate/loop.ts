@@ -487,7 +487,6 @@ class OutageLog {
   ) {}
   failed(error: unknown): void {
     this.failures++;
-    if (error instanceof WatchdogTimeout) this.err(`gate: watchdog: ${error.message}`);
     if (this.since === null) {
       this.since = this.now();
       // A reply that is an error (a script refusing a corrupt entry) is Redis answering, not Redis gone.

@@ -285,7 +285,7 @@ const STOP_GRACE_MS = 500;
 
 export class WatchdogTimeout extends Error {
   constructor(ms: number) {
-    super(`no reply to BLMOVE within ${ms} ms (server paused or connection half-open): reconnecting`);
+    super(`watchdog: no reply to BLMOVE within ${ms} ms (server paused or connection half-open)`);
     this.name = "WatchdogTimeout";
   }
 }

@@ -444,7 +444,6 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
           break;
         }
         failures++;
-        if (err instanceof WatchdogTimeout) deps.err(`${tag}: watchdog: ${err.message}`);
         if (isKeyRefusal(err)) {
           if (refusedSince === null) deps.err(`${tag}: could not take jobs from ${q.admitted} into ${working} (${message(err)}); waiting until that key is fixed`);
           refusedSince ??= now();
