@@ -75,6 +75,17 @@ export function memoryMaxProblem(bytes: number): string | null {
 }
 
 /**
+ * Why a drill's duration (up --duration, a drill file's duration) is too
+ * short for its sampling interval (gate.interval, which watch samples at),
+ * or null: a drill shorter than one sample records nothing, and `1ms` is
+ * more likely a typo of `1m` than a rehearsal.
+ */
+export function drillDurationProblem(durationMs: number, intervalMs: number): string | null {
+  if (durationMs >= intervalMs) return null;
+  return `is shorter than one sample (gate.interval ${formatDuration(intervalMs)}): watch would record nothing; give at least ${formatDuration(intervalMs)}`;
+}
+
+/**
  * Why a map the hog or the worker touches (inject --size, a drill file's
  * inject size and worker.weights) cannot be used, or null: the one bound both
  * the flag and the drill file apply. At least a page; at most what the page

@@ -1,7 +1,7 @@
 import path from "node:path";
 import { Command } from "commander";
 import type { DrillFile } from "../drill/drillFile.js";
-import { formatBytes, formatDuration, memoryMaxProblem, parseDuration, parsePsiLimit, parsePercent, parsePositiveInt, parseSize } from "../units.js";
+import { drillDurationProblem, formatBytes, formatDuration, memoryMaxProblem, parseDuration, parsePsiLimit, parsePercent, parsePositiveInt, parseSize } from "../units.js";
 import { UsageError } from "../errors.js";
 import { requireDirectory } from "../host/filesystem.js";
 import type { CommandFactory } from "./index.js";
@@ -47,6 +47,8 @@ export function applyOverrides(drill: DrillFile, flags: UpFlags): DrillFile {
     if (d.duration <= firstAt) {
       throw new UsageError(`--duration: "${v}" ends the drill before its first phase starts (at ${formatDuration(firstAt)}); give more than ${formatDuration(firstAt)}`);
     }
+    const short = drillDurationProblem(d.duration, d.gate.interval);
+    if (short !== null) throw new UsageError(`--duration: "${v}" ${short}`);
   });
   override(flags.memoryMax, (v) => {
     d.cgroup.memory_max = parseSize(v, "--memory-max");

@@ -8,7 +8,7 @@ import { readHostMemoryBytes } from "../host/meminfo.js";
 import { MIN_GATE_INTERVAL_MS } from "../gate/policy.js";
 import { JOB_FIELD_RULES, MAX_DEADLINE_MS, MAX_JOBS_PER_PACK, type FieldRule } from "../queue/job.js";
 import { isValidKeyPart } from "../queue/keys.js";
-import { isPlainDecimal, mapSizeProblem, NO_DURATION_CAP, memoryMaxProblem, parseDuration, parsePercent, parseSize } from "../units.js";
+import { drillDurationProblem, formatDuration, isPlainDecimal, mapSizeProblem, NO_DURATION_CAP, memoryMaxProblem, parseDuration, parsePercent, parseSize } from "../units.js";
 import { defaultWorkerConfig } from "../worker/plan.js";
 
 /**
@@ -385,6 +385,8 @@ export function parseDrillFile(text: string, file: string, limits: DrillFileLimi
   if (lastAt >= drill.duration) {
     throw new UsageError(`${file}: phases: a phase starts at ${lastAt}ms, at or after the drill's duration (${drill.duration}ms)`);
   }
+  const short = drillDurationProblem(drill.duration, drill.gate.interval);
+  if (short !== null) throw new UsageError(`${file}: duration: ${formatDuration(drill.duration)} ${short}`);
   return drill;
 }
 

@@ -8,6 +8,7 @@ import { UsageError } from "../../src/errors.js";
 import { parseDrillFile } from "../../src/drill/drillFile.js";
 import { hogExitLine, hogOutcomeIn, outputName } from "../../src/drill/up.js";
 import { repoRoot } from "../helpers/cli.js";
+import { pack, tinyDrill } from "../helpers/drills.js";
 
 const smoke = parseDrillFile(readFileSync(path.join(repoRoot, "drills", "smoke.yaml"), "utf8"), "smoke.yaml");
 const base = { detach: false, name: "infer", queue: "jobs", fileDir: "/var/tmp" };
@@ -74,7 +75,18 @@ describe("drill up flags override the drill file (rewrite the thresholds, not th
     const late = { ...smoke, phases: smoke.phases.map((p) => ({ ...p, at: p.at + 5000 })) };
     expect(() => applyOverrides(late, { ...base, duration: "5s" })).toThrow(/^--duration: "5s" ends the drill before its first phase starts \(at 5s\)/);
     expect(applyOverrides(late, { ...base, duration: "5001ms" }).duration).toBe(5001);
-    expect(applyOverrides(smoke, { ...base, duration: "1ms" }).duration).toBe(1);
+  });
+
+  // QA: `--duration 1ms` (a typo of 1m) ran a drill that recorded nothing.
+  it("--duration shorter than one sample (gate.interval) is exit 2 naming the flag and the interval; one interval is enough", () => {
+    expect(() => applyOverrides(smoke, { ...base, duration: "1ms" })).toThrow(/^--duration: "1ms" is shorter than one sample \(gate\.interval 1s\): watch would record nothing; give at least 1s$/);
+    expect(applyOverrides(smoke, { ...base, duration: "1s" }).duration).toBe(1000);
+  });
+
+  it("a drill file whose duration is shorter than its gate.interval is exit 2 naming the file and the field", () => {
+    const text = tinyDrill("short", { duration: "500ms", gate: "{ interval: 1s }", phases: [["0s", pack(1)]] });
+    expect(() => parseDrillFile(text, "short.yaml")).toThrow(/^short\.yaml: duration: 500ms is shorter than one sample \(gate\.interval 1s\): watch would record nothing; give at least 1s$/);
+    expect(parseDrillFile(text.replace("duration: 500ms", "duration: 1s"), "short.yaml").duration).toBe(1000);
   });
 
   it("a drill file with duration 0 is exit 2 naming the file and the field", () => {
