@@ -144,19 +144,21 @@ interface PushRun {
 async function pushWithRetry(queue: DrillQueue, options: PackOptions, token: string, run: PushRun): Promise<Job | null> {
   const jobOf = `job ${run.index + 1} of ${options.jobs}`;
   // Said on stderr when a push first fails and when Redis takes it: the pushes stall meanwhile, silent otherwise.
-  let failedAt: number | null = null;
+  let failed = false;
+  // The outage counts from the first send: a paused Redis is said only when that send times out.
+  const firstSentAt = Date.now();
   const outcome = await pushUntilTaken(queue, unnumberedJob(options), token, {
     signal: run.signal,
     delayMs: (failures) => Math.min(100 * failures, 1000),
     sendAgain: (failures) => failures < PACK_SENDS,
     onFailure: (err) => {
-      if (failedAt !== null || run.signal.aborted || isKeyRefusal(err)) return;
-      failedAt = Date.now();
+      if (failed || run.signal.aborted || isKeyRefusal(err)) return;
+      failed = true;
       process.stderr.write(`pack: push of ${jobOf} failed: ${PUSH_FAILURE_TEXT[pushFailure(err)]} (${redisErrorText(err)}); sending it again, up to ${PACK_SENDS} sends\n`);
     },
   });
   if (outcome.ok) {
-    if (failedAt !== null) process.stderr.write(`pack: Redis answers again after ${((Date.now() - failedAt) / 1000).toFixed(1)} s; job=${outcome.job.id} pushed\n`);
+    if (failed) process.stderr.write(`pack: Redis answers again; job=${outcome.job.id} pushed ${((Date.now() - firstSentAt) / 1000).toFixed(1)} s after its first send\n`);
     return outcome.job;
   }
   if (run.signal.aborted) {

@@ -69,6 +69,8 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
   const redis = await connectRedis(deps.redisUrl, { name: `drill-gate:${gateId}`, commandTimeoutMs: options.commandTimeoutMs });
   // A stop with Redis paused ends in about a second, not after the command timeout twice.
   hurryOnStop(redis, deps.signal);
+  // An error as said, with what this client knows (a timeout while reconnecting is not a pause).
+  const message = (err: unknown): string => redisErrorText(err, redis);
   const queue = new DrillQueue(redis, options.queue);
 
   // After the connect, however long it took, so the first decision's PSI is fresh.
@@ -100,7 +102,7 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
   const mover = new BlockingMover(deps.redisUrl, { name: `drill-gate-take:${gateId}`, watchdogMarginMs: options.watchdogMarginMs ?? 2000, stop: { signal: deps.signal, via: redis } });
   const ttlMs = options.heartbeatTtlMs ?? Math.max(3 * config.intervalMs, 1000);
   const info = { pid: process.pid, started: now(), interval_ms: config.intervalMs };
-  const outage = new OutageLog(deps.err, monoNow, redactUrl(deps.redisUrl));
+  const outage = new OutageLog(deps.err, monoNow, redactUrl(deps.redisUrl), message);
 
   // Say once when host PSI goes missing (the gate now fails closed) and once when it is back.
   let psiMissing = sampler.state.psiMissingReason;
@@ -181,7 +183,7 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
         if (err instanceof WatchdogTimeout) summary.watchdogFires++;
         // Stopping: nothing is retried; the give-back below says where a job went.
         if (deps.signal.aborted) {
-          if (unheard !== null) deps.err(`gate: stopping with ${unheardJob(unheard, now())}'s decision unanswered (${message(err)}): if redis runs it when it answers, the decision stands (see ${queue.keys.decisions}); else the job goes back with the give-back`);
+          if (unheard !== null) deps.err(`gate: stopping with ${unheardJob(unheard, now())}'s decision unanswered (${message(err)}): if redis ran it or runs it when it answers, the decision stands (see ${queue.keys.decisions}); else the job goes back with the give-back`);
           else if (!(err instanceof WatchdogTimeout)) deps.err(`gate: stopping, not retried: ${message(err)}`);
           break;
         }
@@ -484,6 +486,7 @@ class OutageLog {
     private readonly now: () => number,
     /** The Redis URL, password hidden: which Redis is gone, as watch says it. */
     private readonly url: string,
+    private readonly describe: (err: unknown) => string,
   ) {}
   failed(error: unknown): void {
     this.failures++;
@@ -491,7 +494,7 @@ class OutageLog {
       this.since = this.now();
       // A reply that is an error (a script refusing a corrupt entry) is Redis answering, not Redis gone.
       this.answered = error instanceof Error && (error.name === "ReplyError" || error.name === "CorruptKeyError");
-      this.err(this.answered ? `gate: decision failed: redis answered ${message(error)}; retrying` : `gate: redis unavailable at ${this.url} (${message(error)}); retrying`);
+      this.err(this.answered ? `gate: decision failed: redis answered ${this.describe(error)}; retrying` : `gate: redis unavailable at ${this.url} (${this.describe(error)}); retrying`);
     }
   }
   recovered(): void {
@@ -505,8 +508,6 @@ class OutageLog {
     return Math.min(100 * 2 ** Math.min(this.failures, 4), 1000);
   }
 }
-
-const message = redisErrorText;
 
 /** `job=17` of a payload, or its failure to decode. */
 function unheardJob(payload: Buffer, nowMs: number): string {

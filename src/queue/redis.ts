@@ -138,10 +138,12 @@ interface SentCommand {
  * "reconnecting" event; a promise settled twice keeps its first settlement,
  * so this is harmless once ioredis rejects them itself.
  */
+const LOST_BEFORE_REPLY = "connection to redis lost before its reply";
+
 function rejectUnanswered(redis: Redis): void {
   const stash = (redis as unknown as { prevCommandQueue?: { shift(): SentCommand | undefined; length: number } | null }).prevCommandQueue;
   if (stash === null || stash === undefined) return;
-  const lost = new Error("connection to redis lost before its reply");
+  const lost = new Error(LOST_BEFORE_REPLY);
   for (let item = stash.shift(); item !== undefined; item = stash.shift()) item.command?.reject?.(lost);
 }
 
@@ -149,7 +151,7 @@ function rejectUnanswered(redis: Redis): void {
 export const STOP_REPLY_MS = 1000;
 
 /**
- * A command that got no reply before a stop gave up on it. Sent, it may still
+ * A command sent that got no reply before a stop gave up on it: it may still
  * run when the server answers (a paused one, once resumed).
  */
 export class NoReplyAtStop extends Error {
@@ -157,6 +159,29 @@ export class NoReplyAtStop extends Error {
     super(`no reply within ${ms} ms of the stop: redis paused (SIGSTOP?) or overloaded`);
     this.name = "NoReplyAtStop";
   }
+}
+
+/** A command a stop gave up on before it was sent (the client was reconnecting): it did not run. */
+export class NotSentAtStop extends Error {
+  constructor(ms: number) {
+    super(`not sent within ${ms} ms of the stop: not connected to redis (down or restarting)`);
+    this.name = "NotSentAtStop";
+  }
+}
+
+/**
+ * Whether a failed command may have run all the same: it was sent and its
+ * reply never came (a paused server runs it when it wakes; a dropped
+ * connection may have run it first). False when it was never sent (held
+ * while reconnecting) or the server answered with an error. A command that
+ * is not idempotent (HINCRBY) and may have run must not be sent again.
+ */
+export function mayHaveRun(err: unknown, redis: Redis): boolean {
+  if (err instanceof NoReplyAtStop) return true;
+  if (!(err instanceof Error)) return false;
+  if (err.message === LOST_BEFORE_REPLY) return true;
+  // A timeout while not connected is a command held for the reconnect; one sent before the drop failed as lost.
+  return err.message === "Command timed out" && redis.status === "ready";
 }
 
 /** A command waiting in one of ioredis's queues: sent and unanswered, or held until the connection is ready. */
@@ -180,9 +205,12 @@ export function hurryOnStop(redis: Redis, signal: AbortSignal, ms = STOP_REPLY_M
     const queues = redis as unknown as { commandQueue?: { toArray(): QueuedCommand[] }; offlineQueue?: { toArray(): QueuedCommand[] } };
     const waiting = [...(queues.commandQueue?.toArray() ?? []), ...(queues.offlineQueue?.toArray() ?? [])];
     if (waiting.length === 0) return;
-    const given = new NoReplyAtStop(ms);
-    // A promise settled already keeps its settlement: only the unanswered fail.
-    setTimeout(() => waiting.forEach((item) => item.command?.reject?.(given)), ms).unref();
+    // A promise settled already keeps its settlement: only the unanswered fail, each as sent or not
+    // as it stands then (one held for a reconnect at the stop may have been sent since).
+    setTimeout(() => {
+      const unsent = new Set(queues.offlineQueue?.toArray() ?? []);
+      for (const item of waiting) item.command?.reject?.(unsent.has(item) ? new NotSentAtStop(ms) : new NoReplyAtStop(ms));
+    }, ms).unref();
   };
   if (signal.aborted) onStop();
   else signal.addEventListener("abort", onStop, { once: true });

@@ -10,7 +10,7 @@ import { WeightsToucher, type PageToucherLine } from "../native/pagetoucher.js";
 import { decodeJob, type Job } from "../queue/job.js";
 import { unansweredGiveBackLine, type Holding } from "../queue/giveBack.js";
 import { deadEntry, isKeyRefusal, namingWrongType } from "../queue/queue.js";
-import { BlockingMover, closeRedis, connectRedis, hurryOnStop, redactUrl, redisErrorText, runScript, WatchdogTimeout } from "../queue/redis.js";
+import { BlockingMover, closeRedis, connectRedis, hurryOnStop, mayHaveRun, NoReplyAtStop, redactUrl, redisErrorText, runScript, WatchdogTimeout } from "../queue/redis.js";
 import { formatBytes } from "../units.js";
 import { PassBatcher } from "./batch.js";
 import { KvCache } from "./kv.js";
@@ -186,7 +186,12 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
   // A stop with Redis paused ends in about a second, not after the command timeout twice.
   hurryOnStop(redis, stopJobs.signal);
 
+  // An error as said, with what this client knows (a timeout while reconnecting is not a pause).
+  const message = (err: unknown): string => redisErrorText(err, redis);
   let pendingTokens = 0;
+  // Sent without a reply: a paused Redis runs them when it wakes, a dropped connection may have.
+  // Not sent again, as HINCRBY twice counts twice (QA: tokens_out overcounted after a pause).
+  let unansweredTokens = 0;
   // Why tokens_out is not counted: an outage is said by the loop; a key refusal only here, once.
   let flushError: string | null = null;
   let tokensRefused = false;
@@ -200,7 +205,8 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
       if (tokensRefused) deps.err(`${tag}: tokens_out counted in ${q.stats} again (${n} held token(s) added)`);
       tokensRefused = false;
     } catch (err) {
-      pendingTokens += n; // next flush carries them
+      if (mayHaveRun(err, redis)) unansweredTokens += n;
+      else pendingTokens += n; // next flush carries them
       flushError = message(err);
       if (isKeyRefusal(err) && !tokensRefused) deps.err(`${tag}: could not count tokens_out in ${q.stats} (${flushError}); its tokens are held until that key is fixed`);
       tokensRefused ||= isKeyRefusal(err);
@@ -482,6 +488,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
     }
     await flushed;
     if (pendingTokens > 0) deps.err(`${tag}: ${pendingTokens} token(s) out not counted in ${q.stats} tokens_out (${flushError ?? "unknown"})`);
+    if (unansweredTokens > 0) deps.err(`${tag}: ${unansweredTokens} token(s) out sent to ${q.stats} tokens_out got no reply: counted only if redis ran them (a paused one does once it resumes)`);
     summary.passes = batcher?.passes ?? 0;
     summary.passUsTotal = batcher?.passUsTotal ?? 0;
     // The steps after it run whatever it throws (an unlink refused, EACCES).
@@ -632,8 +639,10 @@ async function recoverDeadPeers(redis: Redis, keys: WorkerKeys, self: string, re
  * Stopping, it gives up at once, or with `evenWhenStopping` once a try begun
  * after the stop failed too: each try can wait out a command timeout, and a
  * stop with Redis paused must end (what it could not record goes back with
- * the give-back). A key refusal (isKeyRefusal) is thrown at once: a key of
- * another type does not fix itself.
+ * the give-back). A try the stop gave up unanswered (NoReplyAtStop) is not
+ * sent again: the server that did not answer it will not answer the next
+ * within the stop either. A key refusal (isKeyRefusal) is thrown at once: a
+ * key of another type does not fix itself.
  */
 export async function retrying<T>(fn: () => Promise<T>, signal: AbortSignal, evenWhenStopping: boolean, onFirstFailure?: (err: unknown) => void): Promise<T> {
   let lastError: unknown = null;
@@ -645,7 +654,7 @@ export async function retrying<T>(fn: () => Promise<T>, signal: AbortSignal, eve
       if (isKeyRefusal(err)) throw err;
       if (attempt === 0) onFirstFailure?.(err);
       lastError = err;
-      if (signal.aborted && (!evenWhenStopping || begunStopped)) break;
+      if (signal.aborted && (!evenWhenStopping || begunStopped || err instanceof NoReplyAtStop)) break;
       await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** Math.min(attempt, 4), 1000)));
     }
   }
@@ -665,4 +674,5 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-const message = redisErrorText;
+/** Outside runWorker: errors said without the client's state. */
+const message = (err: unknown): string => redisErrorText(err);

@@ -512,7 +512,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
       expect(summary.decided).toBe(0);
       expect(gate.lines).toEqual([]);
       expect(gate.errors).toContainEqual(
-        `gate: stopping with job=${ids[0]}'s decision unanswered (no reply within 1000 ms of the stop: redis paused (SIGSTOP?) or overloaded): if redis runs it when it answers, the decision stands (see ${queue.keys.decisions}); else the job goes back with the give-back`,
+        `gate: stopping with job=${ids[0]}'s decision unanswered (no reply within 1000 ms of the stop: redis paused (SIGSTOP?) or overloaded): if redis ran it or runs it when it answers, the decision stands (see ${queue.keys.decisions}); else the job goes back with the give-back`,
       );
       expect(gate.errors).toContainEqual(expect.stringMatching(/^gate: could not give back \S+ \(no reply in time: .*\); another gate recovers it once the heartbeat expires$/));
       // The script ran (Redis had it): admitted, recorded, nowhere else.

@@ -371,6 +371,47 @@ describe("runWorker's stop", () => {
     expect(ids).toEqual(["s1", "s2"]);
   });
 
+  // QA: the tokens_out flushes a pause timed out were counted again by the next flush; Redis ran
+  // the timed-out ones too once it woke, so tokens_out overcounted by exactly what it said was lost.
+  it("a pause past the command timeout while jobs make tokens: tokens_out counts each token once", async () => {
+    const queue = "tokens-paused";
+    const wk = workerKeys(queue);
+    const stopped = new AbortController();
+    const err: string[] = [];
+    let passes = 0;
+    let running!: () => void;
+    const twoRunning = new Promise<void>((resolve) => (running = resolve));
+    const weights: Weights = {
+      pid: 1,
+      file: path.join(weightsDir, "tokens-paused.weights"),
+      fallback: false,
+      pass: () => {
+        if (++passes === 20) running();
+        return new Promise<number>((resolve) => setTimeout(() => resolve(1), 5));
+      },
+      close: () => Promise.resolve(),
+    };
+    const jobs = ["t1", "t2"].map((id) => encodeJob({ id, prompt_tokens: 100, completion_tokens: 100_000, files: 1, enqueue_ts: Date.now(), deadline_ms: 600_000, attempt: 0, host_class: "shared-free" }));
+    await client.rpush(wk.queue.admitted, ...jobs);
+    const run = runWorker(
+      { queue, workerId: "t1w", config: { ...defaultWorkerConfig, weightsBytes: 8192, decodeTokensPerS: 0 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false, blockMs: 100, commandTimeoutMs: 300, statsFlushMs: 50 },
+      { redisUrl: server.url, roots: new HostRoots(), where: "test", out: () => undefined, err: (line) => err.push(line), signal: stopped.signal, startWeights: () => Promise.resolve(weights) },
+    );
+    await twoRunning;
+    server.kill("SIGSTOP");
+    try {
+      // Past the 300 ms command timeout: the flushes sent meanwhile time out, and run when it wakes.
+      await new Promise((r) => setTimeout(r, 1200));
+    } finally {
+      server.kill("SIGCONT");
+    }
+    await new Promise((r) => setTimeout(r, 500));
+    stopped.abort();
+    const summary = await run;
+    expect(summary.tokensOut).toBeGreaterThan(0);
+    expect(Number(await client.hget(wk.queue.stats, "tokens_out")), err.join("\n")).toBe(summary.tokensOut);
+  });
+
   // The registry's ready mark is retried through an outage for ~30 s; it said nothing
   // meanwhile (the loop's "redis unavailable" comes only once it takes jobs).
   it("an outage while it marks itself ready is said at once and its end too, and the mark lands", async () => {

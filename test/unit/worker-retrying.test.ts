@@ -2,6 +2,7 @@
 // QA: a stop with Redis paused waited while every finished job retried its
 // done record four times, each try waiting out the 5 s command timeout.
 import { describe, expect, it } from "vitest";
+import { NoReplyAtStop } from "../../src/queue/redis.js";
 import { retrying } from "../../src/worker/run.js";
 
 const timedOut = () => Promise.reject(new Error("Command timed out"));
@@ -25,6 +26,20 @@ describe("retrying at a stop", () => {
     };
     await expect(retrying(fn, stopped.signal, true)).rejects.toThrow("Command timed out");
     expect(tries).toBe(2);
+  });
+
+  // QA: the try in flight at the stop was given up unanswered after 1 s, then sent again to the
+  // same silent server for another second before the give-back could begin.
+  it("a try the stop gave up unanswered (NoReplyAtStop) is not sent again", async () => {
+    const stopped = new AbortController();
+    let tries = 0;
+    const fn = () => {
+      tries++;
+      stopped.abort();
+      return Promise.reject(new NoReplyAtStop(1000));
+    };
+    await expect(retrying(fn, stopped.signal, true)).rejects.toThrow(NoReplyAtStop);
+    expect(tries).toBe(1);
   });
 
   it("not stopping: it tries again until it succeeds; stopping without evenWhenStopping: no second try", async () => {
