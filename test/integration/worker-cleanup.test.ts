@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { encodeJob } from "../../src/queue/job.js";
 import { defaultWorkerConfig } from "../../src/worker/plan.js";
-import { runWorker, type Weights } from "../../src/worker/run.js";
+import { runWorker, type Weights, type WorkerOptions } from "../../src/worker/run.js";
 import { workerKeys } from "../../src/worker/scripts.js";
 import { startRedisServer, untilBlockedInBlmove, type RedisServer } from "../helpers/redisServer.js";
 
@@ -329,75 +329,63 @@ describe("runWorker's stop", () => {
     expect(where).toEqual(["d1"]);
   });
 
-  // QA: Ctrl-C with redis-server paused took ~9 s: the last tokens_out count, then the give-back,
-  // each waited out the command timeout (set to 120 s here, past the test's 60 s).
-  it("a stop with redis-server paused and jobs running waits only the stop's reply time, and names the list that holds them", async () => {
-    const queue = "stop-paused-running";
-    const wk = workerKeys(queue);
+  /**
+   * A worker running two jobs of `completionTokens` (5 ms passes, no decode pacing) from
+   * `queue`; `running` resolves once they are well under way (20 passes).
+   */
+  const twoJobsRunning = async (queue: string, workerId: string, completionTokens: number, options: Partial<WorkerOptions>) => {
     const stopped = new AbortController();
     const err: string[] = [];
     let passes = 0;
-    let running!: () => void;
-    const twoRunning = new Promise<void>((resolve) => (running = resolve));
+    let underWay!: () => void;
+    const running = new Promise<void>((resolve) => (underWay = resolve));
     const weights: Weights = {
       pid: 1,
-      file: path.join(weightsDir, "stop-paused.weights"),
+      file: path.join(weightsDir, `${queue}.weights`),
       fallback: false,
       pass: () => {
-        if (++passes === 20) running();
+        if (++passes === 20) underWay();
         return new Promise<number>((resolve) => setTimeout(() => resolve(1), 5));
       },
       close: () => Promise.resolve(),
     };
-    const jobs = ["s1", "s2"].map((id) => encodeJob({ id, prompt_tokens: 100, completion_tokens: 10_000, files: 1, enqueue_ts: Date.now(), deadline_ms: 600_000, attempt: 0, host_class: "shared-free" }));
-    await client.rpush(wk.queue.admitted, ...jobs);
+    const ids = [`${workerId}-a`, `${workerId}-b`];
+    const jobs = ids.map((id) => encodeJob({ id, prompt_tokens: 100, completion_tokens: completionTokens, files: 1, enqueue_ts: Date.now(), deadline_ms: 600_000, attempt: 0, host_class: "shared-free" }));
+    await client.rpush(workerKeys(queue).queue.admitted, ...jobs);
     const run = runWorker(
-      { queue, workerId: "s1w", config: { ...defaultWorkerConfig, weightsBytes: 8192, decodeTokensPerS: 0 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false, blockMs: 100, commandTimeoutMs: 120_000 },
+      { queue, workerId, config: { ...defaultWorkerConfig, weightsBytes: 8192, decodeTokensPerS: 0 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false, blockMs: 100, ...options },
       { redisUrl: server.url, roots: new HostRoots(), where: "test", out: () => undefined, err: (line) => err.push(line), signal: stopped.signal, startWeights: () => Promise.resolve(weights) },
     );
-    await twoRunning;
+    return { ids, err, running, run, stop: () => stopped.abort() };
+  };
+
+  // QA: Ctrl-C with redis-server paused took ~9 s: the last tokens_out count, then the give-back,
+  // each waited out the command timeout (set to 120 s here, past the test's 60 s).
+  it("a stop with redis-server paused and jobs running waits only the stop's reply time, and names the list that holds them", async () => {
+    const wk = workerKeys("stop-paused-running");
+    const worker = await twoJobsRunning("stop-paused-running", "s1w", 10_000, { commandTimeoutMs: 120_000 });
+    await worker.running;
     server.kill("SIGSTOP");
     try {
-      stopped.abort();
-      expect(await run).toMatchObject({ stoppedBy: "signal", taken: 2, done: 0 });
+      worker.stop();
+      expect(await worker.run).toMatchObject({ stoppedBy: "signal", taken: 2, done: 0 });
     } finally {
       server.kill("SIGCONT");
     }
-    expect(err).toContainEqual(
+    expect(worker.err).toContainEqual(
       `worker s1w: could not give back ${wk.queue.working("s1w")} (no reply in time: redis paused (SIGSTOP?) or overloaded); another worker recovers it once ${wk.heartbeat("s1w")} expires, or rollback drains it`,
     );
     // Once it answers, the stopped jobs are where the line says, in the order taken.
     const ids = (await client.lrange(wk.queue.working("s1w"), 0, -1)).map((entry) => (JSON.parse(entry) as { id: string }).id);
-    expect(ids).toEqual(["s1", "s2"]);
+    expect(ids).toEqual(worker.ids);
   });
 
   // QA: the tokens_out flushes a pause timed out were counted again by the next flush; Redis ran
   // the timed-out ones too once it woke, so tokens_out overcounted by exactly what it said was lost.
   it("a pause past the command timeout while jobs make tokens: tokens_out counts each token once", async () => {
-    const queue = "tokens-paused";
-    const wk = workerKeys(queue);
-    const stopped = new AbortController();
-    const err: string[] = [];
-    let passes = 0;
-    let running!: () => void;
-    const twoRunning = new Promise<void>((resolve) => (running = resolve));
-    const weights: Weights = {
-      pid: 1,
-      file: path.join(weightsDir, "tokens-paused.weights"),
-      fallback: false,
-      pass: () => {
-        if (++passes === 20) running();
-        return new Promise<number>((resolve) => setTimeout(() => resolve(1), 5));
-      },
-      close: () => Promise.resolve(),
-    };
-    const jobs = ["t1", "t2"].map((id) => encodeJob({ id, prompt_tokens: 100, completion_tokens: 100_000, files: 1, enqueue_ts: Date.now(), deadline_ms: 600_000, attempt: 0, host_class: "shared-free" }));
-    await client.rpush(wk.queue.admitted, ...jobs);
-    const run = runWorker(
-      { queue, workerId: "t1w", config: { ...defaultWorkerConfig, weightsBytes: 8192, decodeTokensPerS: 0 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false, blockMs: 100, commandTimeoutMs: 300, statsFlushMs: 50 },
-      { redisUrl: server.url, roots: new HostRoots(), where: "test", out: () => undefined, err: (line) => err.push(line), signal: stopped.signal, startWeights: () => Promise.resolve(weights) },
-    );
-    await twoRunning;
+    const wk = workerKeys("tokens-paused");
+    const worker = await twoJobsRunning("tokens-paused", "t1w", 100_000, { commandTimeoutMs: 300, statsFlushMs: 50 });
+    await worker.running;
     server.kill("SIGSTOP");
     try {
       // Past the 300 ms command timeout: the flushes sent meanwhile time out, and run when it wakes.
@@ -406,10 +394,10 @@ describe("runWorker's stop", () => {
       server.kill("SIGCONT");
     }
     await new Promise((r) => setTimeout(r, 500));
-    stopped.abort();
-    const summary = await run;
+    worker.stop();
+    const summary = await worker.run;
     expect(summary.tokensOut).toBeGreaterThan(0);
-    expect(Number(await client.hget(wk.queue.stats, "tokens_out")), err.join("\n")).toBe(summary.tokensOut);
+    expect(Number(await client.hget(wk.queue.stats, "tokens_out")), worker.err.join("\n")).toBe(summary.tokensOut);
   });
 
   // The registry's ready mark is retried through an outage for ~30 s; it said nothing
