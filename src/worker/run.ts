@@ -244,7 +244,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
       setInterval(() => {
         runScript(redis, renewHeartbeatScript, [keys.heartbeat(workerId)], [token, String(ttlMs)])
           .then((renewed) => {
-            if (renewed === 0) deps.err(`${tag}: heartbeat ${keys.heartbeat(workerId)} had expired (stalled > ${ttlMs} ms?); jobs recovered meanwhile run elsewhere`);
+            if (renewed === 0) deps.err(`${tag}: heartbeat ${keys.heartbeat(workerId)} was gone (expired: stalled > ${ttlMs} ms? or lost: redis restarted without its data?); jobs recovered meanwhile run elsewhere`);
           })
           .catch(() => {}); // an outage shows in the loop's own errors
       }, Math.max(100, Math.floor(ttlMs / 3))),
@@ -354,7 +354,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
           return;
         }
         if (applied !== 1) {
-          deps.err(`${tag}: job=${job.id} finished but had left ${working} (recovered by another worker while this one stalled, or recorded by an earlier try whose reply was lost); not recorded twice`);
+          deps.err(`${tag}: job=${job.id} finished but had left ${working} (recovered by another worker while this one stalled, recorded by an earlier try whose reply was lost, or lost in a redis restart without its data); not recorded twice`);
           return;
         }
         summary.done++;
