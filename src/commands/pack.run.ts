@@ -125,6 +125,13 @@ export function packedSummary(queue: string, ids: readonly string[], promptToken
   return `packed ${ids.length} job(s) onto ${queue}${range}, ${promptTokensTotal} prompt tokens`;
 }
 
+/** The push under way: its index, the interrupt, and whether an interrupted send was left unanswered. */
+interface PushRun {
+  index: number;
+  signal: AbortSignal;
+  unanswered: boolean;
+}
+
 /** Sends of one push before pack gives up on a Redis that does not take it. */
 const PACK_SENDS = 10;
 
@@ -134,13 +141,6 @@ const PACK_SENDS = 10;
  * push that did run takes no second id and queues no second copy. Null when
  * interrupted before Redis took it.
  */
-/** The push under way: its index, the interrupt, and whether an interrupted send was left unanswered. */
-interface PushRun {
-  index: number;
-  signal: AbortSignal;
-  unanswered: boolean;
-}
-
 async function pushWithRetry(queue: DrillQueue, options: PackOptions, token: string, run: PushRun): Promise<Job | null> {
   const jobOf = `job ${run.index + 1} of ${options.jobs}`;
   // Said on stderr when a push first fails and when Redis takes it: the pushes stall meanwhile, silent otherwise.
