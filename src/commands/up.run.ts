@@ -8,7 +8,7 @@ import { drillCommandFor, hostRoots, leverCommand, redactUrl, type GlobalOptions
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState, type DrillState } from "../drill/state.js";
 import { acquireDrillLock, drillLockFile } from "../drill/lock.js";
-import { refuseWhileUp, runUp, stoppedByFailure, upVerdict } from "../drill/up.js";
+import { embeddedRedisSeen, refuseWhileUp, runUp, stoppedByFailure, upVerdict } from "../drill/up.js";
 import { readyTimeoutMs } from "../drill/ready.js";
 import { DrillError, InterruptedError, RefusedError, UsageError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
@@ -112,6 +112,9 @@ async function runInForeground(
       lockFrom: process.env[BACKGROUND_ENV] === "1" ? process.ppid : undefined,
     });
     const redisTrouble = result.exitedEarly.find((e) => e.key === "redis")?.cause ?? null;
+    const redisRecord = result.state.redis.embedded ? result.state.processes.find((p) => p.role === "redis") : undefined;
+    const seen = redisRecord ? embeddedRedisSeen(hostRoots(g), redisRecord) : null;
+    const embeddedRedisStopped = seen?.state === "stopped" ? seen.note : null;
     const summary = {
       name: drill.name,
       label: LAB_LABEL,
@@ -135,6 +138,9 @@ async function runInForeground(
         log(`summary: not read: a rollback is under way; \`${reportCmd}\` reads its export once it is done`);
       } else if (redisTrouble === "no_reply") {
         log(`summary: not read: the drill's Redis did not answer at the drill's end; \`${reportCmd}\` once it answers`);
+      } else if (embeddedRedisStopped !== null) {
+        // A stopped (SIGSTOPped) server accepts the connection and never answers: asking would wait out the connect bound (QA: 5 s after a Ctrl-C).
+        log(`summary: not read: ${embeddedRedisStopped}; \`${reportCmd}\` once it runs again`);
       } else {
         const sinceMs = Date.now() - Date.parse(result.state.createdAt) + 1000;
         try {

@@ -793,7 +793,7 @@ const PUSH_GAVE_UP_TEXT: Record<PushFailure, string> = {
 };
 
 /** What the embedded redis-server is doing when it does not answer: a stopped one is named as such. */
-function embeddedRedisSeen(roots: HostRoots, record: ProcessRecord): { state: "gone" | "stopped" | "running"; note: string } {
+export function embeddedRedisSeen(roots: HostRoots, record: ProcessRecord): { state: "gone" | "stopped" | "running"; note: string } {
   if (record.pid === null) return { state: "running", note: "redis-server pid unknown" };
   const stat = readProcessStat(roots, record.pid);
   if (!stat.ok || stat.value.startTime !== record.startTime || stat.value.state === "Z") return { state: "gone", note: `redis-server pid ${record.pid} is gone` };

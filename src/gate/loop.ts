@@ -395,7 +395,7 @@ async function giveBack(queue: DrillQueue, gateId: string, retryBudget: number, 
     if (back.jobs.length > 0) err(`gate: gave ${back.jobs.length} undecided job(s) back to the head of ${queue.keys.ready}${note}`);
     return true;
   } catch (e) {
-    const stop = { tag: "gate", list: queue.keys.processing(gateId), heartbeat: queue.keys.gateHeartbeat(gateId), ttlMs, recovery: "another gate recovers it once the heartbeat expires" };
+    const stop = { tag: "gate", list: queue.keys.processing(gateId), heartbeat: queue.keys.gateHeartbeat(gateId), ttlMs, recovery: "another gate recovers it once the heartbeat expires, or rollback drains it" };
     err(unansweredGiveBackLine(stop, holding, redisErrorText(e, queue.redis)));
     return false;
   }

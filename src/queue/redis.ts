@@ -328,9 +328,9 @@ export interface BlockingOptions {
    * connection; the blocked one cannot send). The server answers the BLMOVE
    * as a timeout, so nothing is moved that nobody will decide; one it moved
    * before the unblock arrives is returned as usual. A take the server leaves
-   * unanswered STOP_GRACE_MS after the unblock went out (paused, or its reply
-   * slow) resolves null with its connection dropped, instead of waiting for
-   * the watchdog: a job the server moved before the unblock then sits in the
+   * unanswered STOP_GRACE_MS after the stop (paused, its reply slow, or no
+   * unblock could go out) resolves null with its connection dropped, instead
+   * of waiting for the watchdog: a job the server moved before then sits in the
    * destination list, where the caller's give-back, sent through `via` after
    * the unblock and so run by the server after it, finds it.
    */
@@ -376,15 +376,16 @@ export class BlockingMover {
       let settled = false;
       let graceTimer: NodeJS.Timeout | undefined;
       const unblock = (): void => {
-        void this.unblock(connection).then((sent) => {
-          if (!sent || settled) return;
-          graceTimer = setTimeout(() => {
-            settle();
-            this.lastTakeUnanswered = true;
-            this.drop(connection);
-            resolve(null);
-          }, STOP_GRACE_MS);
-        });
+        // Bounded whether or not the unblock goes out: a connection still waiting to be
+        // ready (a paused server) has no client id to unblock, and would hold the stop
+        // until its watchdog.
+        graceTimer = setTimeout(() => {
+          settle();
+          this.lastTakeUnanswered = true;
+          this.drop(connection);
+          resolve(null);
+        }, STOP_GRACE_MS);
+        void this.unblock(connection);
       };
       const settle = (): void => {
         settled = true;

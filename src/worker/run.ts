@@ -639,10 +639,11 @@ async function recoverDeadPeers(redis: Redis, keys: WorkerKeys, self: string, re
  * Stopping, it gives up at once, or with `evenWhenStopping` once a try begun
  * after the stop failed too: each try can wait out a command timeout, and a
  * stop with Redis paused must end (what it could not record goes back with
- * the give-back). A try the stop gave up unanswered (NoReplyAtStop) is not
- * sent again: the server that did not answer it will not answer the next
- * within the stop either. A key refusal (isKeyRefusal) is thrown at once: a
- * key of another type does not fix itself.
+ * the give-back). After a try that got no reply (timed out, or given up by
+ * the stop) nothing is sent once stopping: the server that did not answer it
+ * will not answer the next within the stop either. The wait between tries
+ * ends at the stop. A key refusal (isKeyRefusal) is thrown at once: a key of
+ * another type does not fix itself.
  */
 export async function retrying<T>(fn: () => Promise<T>, signal: AbortSignal, evenWhenStopping: boolean, onFirstFailure?: (err: unknown) => void): Promise<T> {
   let lastError: unknown = null;
@@ -654,8 +655,10 @@ export async function retrying<T>(fn: () => Promise<T>, signal: AbortSignal, eve
       if (isKeyRefusal(err)) throw err;
       if (attempt === 0) onFirstFailure?.(err);
       lastError = err;
-      if (signal.aborted && (!evenWhenStopping || begunStopped || err instanceof NoReplyAtStop)) break;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** Math.min(attempt, 4), 1000)));
+      const unanswered = err instanceof NoReplyAtStop || (err instanceof Error && err.message === "Command timed out");
+      if (signal.aborted && (!evenWhenStopping || begunStopped || unanswered)) break;
+      await sleep(Math.min(100 * 2 ** Math.min(attempt, 4), 1000), signal);
+      if (signal.aborted && (!evenWhenStopping || unanswered)) break;
     }
   }
   throw lastError instanceof Error ? lastError : new Error(String(lastError));

@@ -222,6 +222,33 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     await rollbackLosesNothing(stateDir, state, issued);
   }, 180_000);
 
+  // QA: Ctrl-C with the embedded redis-server stopped took ~8 s: the summary asked the stopped
+  // server and waited out the 5 s connect bound. up knows the pid: it says the server is stopped.
+  it("Ctrl-C with the embedded redis-server stopped: exit 130, the summary not read, naming the stopped pid; nothing lost once it resumes", async () => {
+    const { stateDir, up, state } = await startUp("interrupted-stopped", { json: false });
+    const redis = state.processes.find((p) => p.role === "redis")!.pid!;
+    await trickleStarted(state);
+    process.kill(redis, "SIGSTOP");
+    let result;
+    try {
+      await sleep(500);
+      process.kill(state.owner.pid, "SIGINT");
+      result = await up;
+    } finally {
+      process.kill(redis, "SIGCONT");
+    }
+    const out = result.stdout + result.stderr;
+    expect(result.exitCode, out).toBe(130);
+    expect(result.stdout).toMatch(new RegExp(`^summary: not read: redis-server pid ${redis} is stopped \\(state T.*\\); \`drill --state-dir \\S+ report --name upearly --format md\` once it runs again$`, "m"));
+    expect(out).not.toMatch(/summary unavailable/);
+    const report = await runDrill(["--state-dir", stateDir, "report", "--name", "upearly", "--format", "json"]);
+    expect(report.exitCode, report.stderr).toBe(0);
+    const where = (JSON.parse(report.stdout) as ReportDocument).jobs_where!;
+    expect(where.not_found, JSON.stringify(where)).toEqual([]);
+    const issued = Array.from({ length: where.ids_issued! }, (_, i) => String(i + 1));
+    await rollbackLosesNothing(stateDir, state, issued);
+  }, 180_000);
+
   // QA (the worker OOM-killed by --memory-max 1M): phase 0's decision lines
   // (admit job=1, reject_packed_tokens job=2…) printed after "phase 1: not
   // started" and the summary: up left its loop without reading the gate's

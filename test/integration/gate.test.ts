@@ -133,7 +133,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
     }
     expect(gate.errors.filter((e) => /retrying|watchdog|not retried/.test(e)), gate.errors.join("\n")).toEqual([]);
     expect(gate.errors).toContainEqual(
-      `gate: could not give back ${queue.keys.processing(gate.gateIdForTest)} (no reply in time: redis paused (SIGSTOP?) or overloaded); it holds a job only if the take the stop cut short moved one: another gate recovers it once the heartbeat expires`,
+      `gate: could not give back ${queue.keys.processing(gate.gateIdForTest)} (no reply in time: redis paused (SIGSTOP?) or overloaded); it holds a job only if the take the stop cut short moved one: another gate recovers it once the heartbeat expires, or rollback drains it`,
     );
     // Once it answers, nothing was taken: a job pushed now stays ready.
     const ids = await pushJobs(queue, 1);
@@ -514,7 +514,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
       expect(gate.errors).toContainEqual(
         `gate: stopping with job=${ids[0]}'s decision unanswered (no reply within 1000 ms of the stop: redis paused (SIGSTOP?) or overloaded): if redis ran it or runs it when it answers, the decision stands (see ${queue.keys.decisions}); else the job goes back with the give-back`,
       );
-      expect(gate.errors).toContainEqual(expect.stringMatching(/^gate: could not give back \S+ \(no reply in time: .*\); another gate recovers it once the heartbeat expires$/));
+      expect(gate.errors).toContainEqual(expect.stringMatching(/^gate: could not give back \S+ \(no reply in time: .*\); another gate recovers it once the heartbeat expires, or rollback drains it$/));
       // The script ran (Redis had it): admitted, recorded, nowhere else.
       const report = await assertNoJobLost(redis, queue.keys.queue, ids);
       expect(report.duplicates).toEqual([]);

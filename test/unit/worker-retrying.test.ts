@@ -16,16 +16,30 @@ describe("retrying at a stop", () => {
     expect(tries).toBe(1);
   });
 
-  it("stopped during a try: one more try, begun after the stop, then it gives up", async () => {
+  it("stopped during a try that lost its connection: one more try, begun after the stop, then it gives up", async () => {
     const stopped = new AbortController();
     let tries = 0;
     const fn = () => {
       tries++;
       if (tries === 1) stopped.abort();
+      return Promise.reject(new Error("connection to redis lost before its reply"));
+    };
+    await expect(retrying(fn, stopped.signal, true)).rejects.toThrow("connection to redis lost before its reply");
+    expect(tries).toBe(2);
+  });
+
+  // QA: a try that timed out just before the stop waited out its back-off, then was sent
+  // again to the same silent server: the worker outlasted rollback's 3 s grace (SIGKILL).
+  it("a try that timed out, then the stop during its back-off: not sent again", async () => {
+    const stopped = new AbortController();
+    let tries = 0;
+    const fn = () => {
+      tries++;
+      setTimeout(() => stopped.abort(), 10);
       return timedOut();
     };
     await expect(retrying(fn, stopped.signal, true)).rejects.toThrow("Command timed out");
-    expect(tries).toBe(2);
+    expect(tries).toBe(1);
   });
 
   // QA: the try in flight at the stop was given up unanswered after 1 s, then sent again to the
