@@ -74,15 +74,17 @@ export function memoryMaxProblem(bytes: number): string | null {
   return null;
 }
 
+/** The shortest drill `up` runs: its gate and worker alone take longer to be ready. */
+export const MIN_DRILL_MS = 1000;
+
 /**
  * Why a drill's duration (up --duration, a drill file's duration) is too
- * short for its sampling interval (gate.interval, which watch samples at),
- * or null: a drill shorter than one sample records nothing, and `1ms` is
+ * short, or null: under a second nothing is sampled or decided, and `1ms` is
  * more likely a typo of `1m` than a rehearsal.
  */
-export function drillDurationProblem(durationMs: number, intervalMs: number): string | null {
-  if (durationMs >= intervalMs) return null;
-  return `is shorter than one sample (gate.interval ${formatDuration(intervalMs)}): watch would record nothing; give at least ${formatDuration(intervalMs)}`;
+export function drillDurationProblem(durationMs: number): string | null {
+  if (durationMs >= MIN_DRILL_MS) return null;
+  return `is under ${formatDuration(MIN_DRILL_MS)}: a drill that short records nothing (a typo of 1m?)`;
 }
 
 /**

@@ -47,7 +47,7 @@ export function applyOverrides(drill: DrillFile, flags: UpFlags): DrillFile {
     if (d.duration <= firstAt) {
       throw new UsageError(`--duration: "${v}" ends the drill before its first phase starts (at ${formatDuration(firstAt)}); give more than ${formatDuration(firstAt)}`);
     }
-    const short = drillDurationProblem(d.duration, d.gate.interval);
+    const short = drillDurationProblem(d.duration);
     if (short !== null) throw new UsageError(`--duration: "${v}" ${short}`);
   });
   override(flags.memoryMax, (v) => {

@@ -385,7 +385,7 @@ export function parseDrillFile(text: string, file: string, limits: DrillFileLimi
   if (lastAt >= drill.duration) {
     throw new UsageError(`${file}: phases: a phase starts at ${lastAt}ms, at or after the drill's duration (${drill.duration}ms)`);
   }
-  const short = drillDurationProblem(drill.duration, drill.gate.interval);
+  const short = drillDurationProblem(drill.duration);
   if (short !== null) throw new UsageError(`${file}: duration: ${formatDuration(drill.duration)} ${short}`);
   return drill;
 }
