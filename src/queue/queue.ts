@@ -7,7 +7,7 @@ import { decodeJob, encodeJob, type Job } from "./job.js";
 import { queueKeys, type QueueKeys } from "./keys.js";
 import { gateModeOf, type StoredMode } from "./mode.js";
 import { admitScript, deadScript, KEY_REFUSAL_MARK, pushScript, readModeScript, recoverScript, rejectScript, releaseScript, SEQ_EXHAUSTED_MARK, setModeScript } from "./scripts.js";
-import { NoReplyAtStop, NotSentAtStop, runScript } from "./redis.js";
+import { gotNoReply, NotSentAtStop, runScript } from "./redis.js";
 
 /** What the packer asks for; the queue adds id, enqueue_ts, attempt. */
 export interface JobSpec {
@@ -100,7 +100,7 @@ export async function namingWrongType<T>(redis: Redis, keys: string | readonly s
 }
 
 export function pushFailure(err: unknown): PushFailure {
-  if (err instanceof NoReplyAtStop || (err instanceof Error && /command timed out/i.test(err.message))) return "no_reply";
+  if (gotNoReply(err)) return "no_reply";
   if (err instanceof NotSentAtStop) return "unreachable";
   if (err instanceof Error && err.name === "ReplyError") return "refused";
   return "unreachable";

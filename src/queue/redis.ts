@@ -169,6 +169,14 @@ export class NotSentAtStop extends Error {
   }
 }
 
+/** ioredis's commandTimeout fired: the command got no reply in time (sent, or held while reconnecting). */
+const timedOut = (err: Error): boolean => err.message === "Command timed out";
+
+/** The command got no reply: ioredis's timeout or a stop's. Sent again to the same server, it would wait as long. */
+export function gotNoReply(err: unknown): boolean {
+  return err instanceof NoReplyAtStop || (err instanceof Error && timedOut(err));
+}
+
 /**
  * Whether a failed command may have run all the same: it was sent and its
  * reply never came (a paused server runs it when it wakes; a dropped
@@ -181,7 +189,7 @@ export function mayHaveRun(err: unknown, redis: Redis): boolean {
   if (!(err instanceof Error)) return false;
   if (err.message === LOST_BEFORE_REPLY) return true;
   // A timeout while not connected is a command held for the reconnect; one sent before the drop failed as lost.
-  return err.message === "Command timed out" && redis.status === "ready";
+  return timedOut(err) && redis.status === "ready";
 }
 
 /** A command waiting in one of ioredis's queues: sent and unanswered, or held until the connection is ready. */
@@ -224,8 +232,7 @@ export function hurryOnStop(redis: Redis, signal: AbortSignal, ms = STOP_REPLY_M
  */
 export function redisErrorText(err: unknown, redis?: Redis): string {
   if (!(err instanceof Error)) return String(err);
-  if (err.message === "Command timed out" && redis !== undefined && redis.status !== "ready") return "no reply in time: not connected to redis (down or restarting)";
-  if (err.message === "Command timed out") return "no reply in time: redis paused (SIGSTOP?) or overloaded";
+  if (timedOut(err)) return redis !== undefined && redis.status !== "ready" ? "no reply in time: not connected to redis (down or restarting)" : "no reply in time: redis paused (SIGSTOP?) or overloaded";
   if (err.name === "MaxRetriesPerRequestError") return "the connection dropped and reconnecting failed";
   if (err.message === "Connection is closed.") return "the connection to redis is closed";
   return err.message;
@@ -353,7 +360,7 @@ export class BlockingMover {
   watchdogFires = 0;
   /**
    * The last take ended at a stop with its BLMOVE unanswered (STOP_GRACE_MS
-   * after the unblock): the server may have moved a job, or may yet, into
+   * after the stop): the server may have moved a job, or may yet, into
    * the destination list. False after a take that was answered.
    */
   lastTakeUnanswered = false;
@@ -419,17 +426,16 @@ export class BlockingMover {
 
   /**
    * The BLMOVE on `connection` answers now, as a timeout. Best effort: with no
-   * client id, or `via` not connected, the take ends at its block timeout (or
-   * the watchdog) as before; true when the unblock went out. An id is
+   * client id, or `via` not connected, the take ends at the stop's grace
+   * (move's timer) all the same. An id is
    * unblocked only while its connection is the one in use: after a drop (or a
    * server restart) it could name somebody else's client.
    */
-  private async unblock(connection: Redis): Promise<boolean> {
+  private async unblock(connection: Redis): Promise<void> {
     const via = this.options.stop?.via;
     const id = await this.clientId;
-    if (!via || id === null || this.connection !== connection || via.status !== "ready") return false;
+    if (!via || id === null || this.connection !== connection || via.status !== "ready") return;
     via.client("UNBLOCK", id, "TIMEOUT").catch(() => {});
-    return true;
   }
 
   close(): void {

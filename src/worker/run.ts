@@ -10,7 +10,7 @@ import { WeightsToucher, type PageToucherLine } from "../native/pagetoucher.js";
 import { decodeJob, type Job } from "../queue/job.js";
 import { unansweredGiveBackLine, type Holding } from "../queue/giveBack.js";
 import { deadEntry, isKeyRefusal, namingWrongType } from "../queue/queue.js";
-import { BlockingMover, closeRedis, connectRedis, hurryOnStop, mayHaveRun, NoReplyAtStop, redactUrl, redisErrorText, runScript, WatchdogTimeout } from "../queue/redis.js";
+import { BlockingMover, closeRedis, connectRedis, gotNoReply, hurryOnStop, mayHaveRun, redactUrl, redisErrorText, runScript, WatchdogTimeout } from "../queue/redis.js";
 import { formatBytes } from "../units.js";
 import { PassBatcher } from "./batch.js";
 import { KvCache } from "./kv.js";
@@ -655,7 +655,7 @@ export async function retrying<T>(fn: () => Promise<T>, signal: AbortSignal, eve
       if (isKeyRefusal(err)) throw err;
       if (attempt === 0) onFirstFailure?.(err);
       lastError = err;
-      const unanswered = err instanceof NoReplyAtStop || (err instanceof Error && err.message === "Command timed out");
+      const unanswered = gotNoReply(err);
       if (signal.aborted && (!evenWhenStopping || begunStopped || unanswered)) break;
       await sleep(Math.min(100 * 2 ** Math.min(attempt, 4), 1000), signal);
       if (signal.aborted && (!evenWhenStopping || unanswered)) break;
