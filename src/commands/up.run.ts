@@ -123,6 +123,8 @@ async function runInForeground(
       pushed: result.pushed.length,
       pushed_ids: result.pushed,
       not_packed: result.notPacked,
+      // Of not_packed: pushes that got no reply as the drill stopped, queued under the next id only if Redis ran them.
+      unanswered_pushes: result.unansweredPushes,
       state: path.join(drillDir(g.stateDir, drill.name), "state.json"),
       interrupted: result.interrupted,
       stopped_early: result.exitedEarly.map((e) => ({ process: e.key, how: e.how, code: e.code, log: e.log, last_line: e.lastLine })),
@@ -161,6 +163,7 @@ async function runInForeground(
       embeddedRedis: result.state.redis.embedded !== null,
       pushed: result.pushed.length,
       notPacked: result.notPacked,
+      unansweredPushes: result.unansweredPushes,
       stoppedEarly: result.interrupted || result.exitedEarly.length > 0,
       redisGone: redisTrouble === "gone",
       rollbackUnderWay: result.rollbackUnderWay,
@@ -189,6 +192,8 @@ export interface ClosingFacts {
   embeddedRedis: boolean;
   pushed: number;
   notPacked: number;
+  /** Of notPacked: pushes that got no reply as the drill stopped. */
+  unansweredPushes: number;
   stoppedEarly: boolean;
   /** The embedded redis-server died during the drill. */
   redisGone: boolean;
@@ -213,7 +218,8 @@ function runningRoles(roots: HostRoots, state: DrillState): string[] {
 
 /** up's last lines: what was packed, then what the operator does next, as things stand now. */
 export function closingLines(f: ClosingFacts): string[] {
-  const cut = f.notPacked > 0 ? ` (${f.notPacked} not packed: the drill ${f.stoppedEarly ? "stopped" : "ended"} first)` : "";
+  const maybe = f.unansweredPushes === 0 ? "" : `; ${f.unansweredPushes} of them got no reply: queued under the next id if Redis ran ${f.unansweredPushes === 1 ? "it" : "them"}`;
+  const cut = f.notPacked > 0 ? ` (${f.notPacked} not packed: the drill ${f.stoppedEarly ? "stopped" : "ended"} first${maybe})` : "";
   const lines = [`drill ${f.name}: packer stopped after ${f.pushed} jobs${cut}; \`${f.drillCmd} report --name ${f.name} --format md\` for the incident note.`];
   const rollback = `\`${f.drillCmd} rollback --name ${f.name}\``;
   if (f.rollbackUnderWay) {

@@ -89,6 +89,8 @@ export interface DrillEnded {
   reason: string | null;
   pushed: number | null;
   notPacked: number | null;
+  /** Pushes that got no reply as the drill stopped, counted in notPacked: each is queued (under the next id) only if Redis ran it. Absent in older state files. */
+  unansweredPushes?: number;
 }
 
 export function drillDir(stateDir: string, name: string): string {

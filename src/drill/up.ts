@@ -71,6 +71,8 @@ export interface UpResult {
   pushed: string[];
   /** Jobs of started packs that the drill's end cut off (never pushed). */
   notPacked: number;
+  /** Of notPacked, pushes that got no reply as the drill stopped: queued (under the next id) only if Redis ran them. */
+  unansweredPushes: number;
   /** Gate, worker or watch gone before the drill's end: the drill stopped there. */
   exitedEarly: EarlyExit[];
   /** A rollback of this run started while it ran (it stops `up` as its second step). */
@@ -85,14 +87,14 @@ export function upVerdict(result: Pick<UpResult, "interrupted" | "exitedEarly">)
 }
 
 /** The state's record of how the schedule ended (pure: the moment is given). */
-export function drillEnded(result: Pick<UpResult, "interrupted" | "exitedEarly" | "pushed" | "notPacked">, nowMs: number, signal: string | null = null): DrillEnded {
+export function drillEnded(result: Pick<UpResult, "interrupted" | "exitedEarly" | "pushed" | "notPacked" | "unansweredPushes">, nowMs: number, signal: string | null = null): DrillEnded {
   const verdict = upVerdict(result);
   const gone = result.exitedEarly.map((e) => `${e.key} ${e.how}`).join(", ");
   const reason =
     verdict === "interrupted" ? `up was stopped by ${signal ?? "a signal (SIGINT/SIGTERM)"}${gone === "" ? "" : `; ${gone}`}`
     : verdict === "stopped_early" ? gone
     : null;
-  return { verdict, at: new Date(nowMs).toISOString(), reason, pushed: result.pushed.length, notPacked: result.notPacked };
+  return { verdict, at: new Date(nowMs).toISOString(), reason, pushed: result.pushed.length, notPacked: result.notPacked, unansweredPushes: result.unansweredPushes };
 }
 
 /** What stopped the drill before its end: a child gone, or the Redis it packs into. */
@@ -344,7 +346,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
         state.ended = drillEnded(result, Date.now(), typeof options.signal.reason === "string" ? options.signal.reason : null);
         writeState(stateDir, state);
       }
-      return { state, interrupted: result.interrupted, pushed: result.pushed, notPacked: result.notPacked, exitedEarly: result.exitedEarly, rollbackUnderWay, readyMs: result.readyMs };
+      return { state, interrupted: result.interrupted, pushed: result.pushed, notPacked: result.notPacked, unansweredPushes: result.unansweredPushes, exitedEarly: result.exitedEarly, rollbackUnderWay, readyMs: result.readyMs };
     } finally {
       await closeRedis(redis);
     }
@@ -460,7 +462,7 @@ async function runSchedule(
   dir: string,
   core: ReadonlyArray<{ record: ProcessRecord; exited: Promise<number | null> }>,
   ready: ReadyWait,
-): Promise<{ interrupted: boolean; pushed: string[]; notPacked: number; exitedEarly: EarlyExit[]; readyMs: number | null }> {
+): Promise<{ interrupted: boolean; pushed: string[]; notPacked: number; unansweredPushes: number; exitedEarly: EarlyExit[]; readyMs: number | null }> {
   const { drill, log, signal, roots } = options;
   // Set again when gate and worker are ready: the phases' `at:` count from there.
   let start = Date.now();
@@ -544,8 +546,12 @@ async function runSchedule(
   const redisLog = state.redis.embedded ? path.join(state.redis.embedded.dir, "redis.log") : null;
   const checkRedis = () => {
     if (embeddedRedis?.pid && embeddedRedis.startTime !== null && !isSameProcess(roots, embeddedRedis.pid, embeddedRedis.startTime)) {
-      stopEarly({ key: "redis", how: `gone (pid ${embeddedRedis.pid})`, code: null, log: redisLog, lastLine: redisLog && lastLogLine(redisLog), cause: "gone" });
+      stopEarly({ key: "redis", how: `gone (pid ${embeddedRedis.pid})`, code: null, log: redisLog, lastLine: redisLog && redisGoneText(lastLogLine(redisLog)), cause: "gone" });
     }
+  };
+  let unansweredPushes = 0;
+  const pushUnanswered = () => {
+    unansweredPushes++;
   };
   const pushFailed = (err: unknown, sinceMs: number) => {
     const seen = embeddedRedis ? embeddedRedisSeen(roots, embeddedRedis) : null;
@@ -584,7 +590,7 @@ async function runSchedule(
     const now = elapsed();
     while (next < phases.length && phases[next]!.at <= now) {
       const phase = phases[next++]!;
-      if (phase.pack) packing.push(pack(queue, phase.pack, phase.index, { log, pushed, signal: stopPacking.signal, elapsed, durationMs: drill.duration, runId: state.runId, pushFailed }));
+      if (phase.pack) packing.push(pack(queue, phase.pack, phase.index, { log, pushed, signal: stopPacking.signal, elapsed, durationMs: drill.duration, runId: state.runId, pushFailed, pushUnanswered }));
       if (phase.inject) inject({ ...phase, inject: phase.inject }, drill.duration, state, spawnChild, target, dir, log);
     }
     checkRedis();
@@ -632,7 +638,20 @@ async function runSchedule(
   }
   scheduleOver = true;
   signal.removeEventListener("abort", onInterrupt);
-  return { interrupted: signal.aborted, pushed, notPacked, exitedEarly, readyMs };
+  return { interrupted: signal.aborted, pushed, notPacked, unansweredPushes, exitedEarly, readyMs };
+}
+
+/**
+ * What the embedded redis-server's log says of its end. It is not up's child,
+ * so no exit status is known: a shutdown or a crash writes its last words,
+ * a SIGKILL (or the OOM killer) writes nothing, and quoting the start-up line
+ * that is then last would read as its cause (QA).
+ */
+export function redisGoneText(lastLine: string | null): string | null {
+  if (lastLine === null) return null;
+  // Its shutdown ends "ready to exit, bye bye..."; a crash report ends with advice on reporting it.
+  if (/ready to exit|BUG REPORT|crashed by signal|--check-system|--test-memory|redis\/issues/i.test(lastLine)) return lastLine;
+  return `no exit message in its log: killed by a signal (SIGKILL, or the OOM killer); its last line: ${lastLine}`;
 }
 
 /** How often up polls gate and worker for readiness: a job pushed later waits at most this long for no reason. */
@@ -710,6 +729,8 @@ interface PackRun {
   runId: string;
   /** A push Redis never took by the drill's end, failing since `sinceMs`: the drill stops. */
   pushFailed: (err: unknown, sinceMs: number) => void;
+  /** Its last send got no reply: counted as not packed, though Redis may run it when it answers. */
+  pushUnanswered: () => void;
 }
 
 /** One pack phase: pushes until done or the drill's end; returns how many of its jobs were not packed. */
@@ -781,6 +802,7 @@ async function pushRidingOutRedis(
   }
   if (!run.signal.aborted) run.pushFailed(outcome.error, failedAt ?? run.elapsed());
   if (pushFailure(outcome.error) === "no_reply") {
+    run.pushUnanswered();
     run.log(`phase ${index}: its last push got no reply: if Redis runs it when it answers, that job is queued under the next id (report counts it), though not counted as packed here`);
   }
   return null;

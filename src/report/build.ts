@@ -37,6 +37,8 @@ export interface DrillEndedFacts {
   after_ms: number | null;
   pushed: number | null;
   not_packed: number | null;
+  /** Of not_packed, pushes that got no reply as the drill stopped: each queued (under the next id) only if Redis ran it; null: not recorded. */
+  unanswered_pushes: number | null;
   /** A rollback of the run, when one ran: the first one (it took the drill over), whatever ran after it. */
   rolled_back_at: string | null;
   /** The latest rollback, when a later one ran (again after an exit 4, or a re-drain); null: only the first. */
@@ -59,15 +61,15 @@ function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedF
   const rollbacks = { rolled_back_at: rollbackAt, last_rollback_at: drill.lastRollbackAt ?? null, redrains: drill.redrains ?? [] };
   const ended = drill.ended ?? null;
   if (ended) {
-    return { verdict: ended.verdict, reason: ended.reason, at: ended.at, after_ms: after(ended.at), pushed: ended.pushed, not_packed: ended.notPacked, ...rollbacks };
+    return { verdict: ended.verdict, reason: ended.reason, at: ended.at, after_ms: after(ended.at), pushed: ended.pushed, not_packed: ended.notPacked, unanswered_pushes: ended.unansweredPushes ?? null, ...rollbacks };
   }
   // No verdict from up, and a rollback: it stopped up mid-drill (or up had died).
   if (rollbackAt !== null) {
-    return { verdict: "rolled_back", reason: "a rollback took the drill over before up recorded an end", at: rollbackAt, after_ms: after(rollbackAt), pushed: null, not_packed: null, ...rollbacks };
+    return { verdict: "rolled_back", reason: "a rollback took the drill over before up recorded an end", at: rollbackAt, after_ms: after(rollbackAt), pushed: null, not_packed: null, unanswered_pushes: null, ...rollbacks };
   }
   // Still "running" on disk with its up gone: the packer died mid-drill (SIGKILL, a reboot); when is not known.
   if (drill.upGone) {
-    return { verdict: "up_gone", reason: `drill up (pid ${drill.upGone.pid}) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback`, at: null, after_ms: null, pushed: null, not_packed: null, rolled_back_at: null, last_rollback_at: null, redrains: [] };
+    return { verdict: "up_gone", reason: `drill up (pid ${drill.upGone.pid}) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback`, at: null, after_ms: null, pushed: null, not_packed: null, unanswered_pushes: null, rolled_back_at: null, last_rollback_at: null, redrains: [] };
   }
   return null;
 }

@@ -320,7 +320,13 @@ export function endedText(e: DrillEndedFacts): string {
   const when = e.after_ms === null ? (e.at === null ? "" : ` at ${e.at}`) : ` ${Math.round(e.after_ms / 1000)} s into the drill`;
   const what = e.reason === null ? `ran to its end${e.after_ms === null ? "" : ` (${Math.round(e.after_ms / 1000)} s)`}` : `${e.reason}${when}`;
   const total = e.pushed !== null && e.not_packed !== null ? e.pushed + e.not_packed : null;
-  const packed = total === null ? "" : e.not_packed! > 0 ? `; ${e.not_packed} of ${total} jobs not packed` : `; all ${total} jobs packed`;
+  // A push whose reply was lost may have run: "Where the jobs are" then counts one id more than pushed (QA).
+  const unanswered = e.unanswered_pushes ?? 0;
+  const maybe =
+    unanswered === 0 ? ""
+    : unanswered === 1 ? " (1 of them got no reply to its push: queued under the next id if Redis ran it)"
+    : ` (${unanswered} of them got no reply to their pushes: each queued under the next id if Redis ran it)`;
+  const packed = total === null ? "" : e.not_packed! > 0 ? `; ${e.not_packed} of ${total} jobs not packed${maybe}` : `; all ${total} jobs packed`;
   const rollback = e.rolled_back_at !== null && e.verdict !== "rolled_back" ? `; rolled back at ${e.rolled_back_at}` : "";
   // Said apart: jobs pushed after the rollback, drained by a later one, are not when the drill ended.
   const redrains = (e.redrains ?? []).map((r) => `${r.at} (jobs pushed after the rollback${r.drained === null ? "" : `; drain length ${r.drained}`})`);

@@ -162,10 +162,11 @@ describe("the header says how the drill ended (M3)", () => {
         exitedEarly: [{ key: "gate", how: "exited (code 143)", code: 143, log: null, cause: "exited", lastLine: null }],
         pushed: ["1", "2", "3", "4", "5", "6"],
         notPacked: 6,
+        unansweredPushes: 0,
       },
       NOW - 5 * MIN + 7000,
     );
-    expect(ended).toMatchObject({ verdict: "stopped_early", reason: "gate exited (code 143)", pushed: 6, notPacked: 6 });
+    expect(ended).toMatchObject({ verdict: "stopped_early", reason: "gate exited (code 143)", pushed: 6, notPacked: 6, unansweredPushes: 0 });
     const r = buildReport(inputs({ drill: drillWith({ ended }) }), NOW, 10 * MIN);
     expect(r.drill?.ended).toMatchObject({ verdict: "stopped_early", after_ms: 7000, not_packed: 6 });
     const line = "ended: stopped_early — gate exited (code 143) 7 s into the drill; 6 of 12 jobs not packed";
@@ -176,14 +177,14 @@ describe("the header says how the drill ended (M3)", () => {
 
   // up counts "N s into the drill" from when gate and worker were ready; the report counted from the run's creation (5.6 s apart in a packing run).
   it("counts from the schedule's clock start when up recorded it, as up's own line does", () => {
-    const ended = drillEnded({ interrupted: false, exitedEarly: [], pushed: [], notPacked: 0 }, NOW - 5 * MIN + 9000);
+    const ended = drillEnded({ interrupted: false, exitedEarly: [], pushed: [], notPacked: 0, unansweredPushes: 0 }, NOW - 5 * MIN + 9000);
     const r = buildReport(inputs({ drill: drillWith({ ended, scheduleStartedAt: new Date(NOW - 5 * MIN + 4000).toISOString() }) }), NOW, 10 * MIN);
     expect(r.drill?.ended?.after_ms).toBe(5000);
   });
 
   // QA: a gate killed while up waited for readiness read "1 s into the drill"; up said "before the schedule started".
   it("a run that stopped before its schedule started says when, not how far in", () => {
-    const ended = drillEnded({ interrupted: false, exitedEarly: [{ key: "gate", how: "exited (killed by a signal)", code: null, log: null, cause: "exited", lastLine: null }], pushed: [], notPacked: 5 }, NOW - 5 * MIN + 1044);
+    const ended = drillEnded({ interrupted: false, exitedEarly: [{ key: "gate", how: "exited (killed by a signal)", code: null, log: null, cause: "exited", lastLine: null }], pushed: [], notPacked: 5, unansweredPushes: 0 }, NOW - 5 * MIN + 1044);
     const r = buildReport(inputs({ drill: drillWith({ ended, scheduleStartedAt: null }) }), NOW, 10 * MIN);
     expect(r.drill?.ended?.after_ms).toBeNull();
     const text = renderReport(r, "text", new Chalk({ level: 0 }));
@@ -192,20 +193,37 @@ describe("the header says how the drill ended (M3)", () => {
   });
 
   it("interrupted, a clean run, and a rollback that stopped up before it recorded a verdict", () => {
-    const interrupted = drillEnded({ interrupted: true, exitedEarly: [], pushed: ["1"], notPacked: 0 }, NOW - 4 * MIN);
+    const interrupted = drillEnded({ interrupted: true, exitedEarly: [], pushed: ["1"], notPacked: 0, unansweredPushes: 0 }, NOW - 4 * MIN);
     expect(endedText(buildReport(inputs({ drill: drillWith({ ended: interrupted }) }), NOW, 10 * MIN).drill!.ended!)).toBe(
       "ended: interrupted — up was stopped by a signal (SIGINT/SIGTERM) 60 s into the drill; all 1 jobs packed",
     );
     // QA: it never said which; up records the signal it got.
-    const byCtrlC = drillEnded({ interrupted: true, exitedEarly: [], pushed: ["1"], notPacked: 2 }, NOW - 4 * MIN, "SIGINT");
+    const byCtrlC = drillEnded({ interrupted: true, exitedEarly: [], pushed: ["1"], notPacked: 2, unansweredPushes: 0 }, NOW - 4 * MIN, "SIGINT");
     expect(endedText(buildReport(inputs({ drill: drillWith({ ended: byCtrlC }) }), NOW, 10 * MIN).drill!.ended!)).toBe(
       "ended: interrupted — up was stopped by SIGINT 60 s into the drill; 2 of 3 jobs not packed",
     );
-    const ran = drillEnded({ interrupted: false, exitedEarly: [], pushed: ["1", "2"], notPacked: 0 }, NOW - 3 * MIN);
+    const ran = drillEnded({ interrupted: false, exitedEarly: [], pushed: ["1", "2"], notPacked: 0, unansweredPushes: 0 }, NOW - 3 * MIN);
     expect(endedText(buildReport(inputs({ drill: drillWith({ ended: ran }) }), NOW, 10 * MIN).drill!.ended!)).toBe("ended: ran — ran to its end (120 s); all 2 jobs packed");
     const rolled = buildReport(inputs({ drill: drillWith({ phase: "complete", ended: null, rollbackAt: new Date(NOW - 4 * MIN).toISOString() }) }), NOW, 10 * MIN);
     expect(endedText(rolled.drill!.ended!)).toBe("ended: rolled_back — a rollback took the drill over before up recorded an end 60 s into the drill");
     expect(buildReport(inputs({ drill: drillWith({ phase: "running" }) }), NOW, 10 * MIN).drill!.ended).toBeNull();
+  });
+
+  // QA: a push whose reply was lost ran once Redis woke: "22 of 33 jobs not packed" beside 12 ids issued (12 + 22 = 34).
+  it("a push that got no reply as the drill stopped is named among the jobs not packed; an older state without the count says nothing of it", () => {
+    const ended = drillEnded({ interrupted: false, exitedEarly: [{ key: "redis", how: "did not answer a push", code: null, log: null, cause: "no_reply", lastLine: null }], pushed: Array.from({ length: 11 }, (_, i) => String(i + 1)), notPacked: 22, unansweredPushes: 1 }, NOW - 4 * MIN);
+    expect(ended.unansweredPushes).toBe(1);
+    const r = buildReport(inputs({ drill: drillWith({ ended }) }), NOW, 10 * MIN);
+    expect(r.drill!.ended!.unanswered_pushes).toBe(1);
+    expect(endedText(r.drill!.ended!)).toBe(
+      "ended: stopped_early — redis did not answer a push 60 s into the drill; 22 of 33 jobs not packed (1 of them got no reply to its push: queued under the next id if Redis ran it)",
+    );
+    const two = buildReport(inputs({ drill: drillWith({ ended: { ...ended, unansweredPushes: 2 } }) }), NOW, 10 * MIN);
+    expect(endedText(two.drill!.ended!)).toContain("; 22 of 33 jobs not packed (2 of them got no reply to their pushes: each queued under the next id if Redis ran it)");
+    const { unansweredPushes: _, ...older } = ended;
+    const old = buildReport(inputs({ drill: drillWith({ ended: older }) }), NOW, 10 * MIN);
+    expect(old.drill!.ended!.unanswered_pushes).toBeNull();
+    expect(endedText(old.drill!.ended!)).toMatch(/; 22 of 33 jobs not packed$/);
   });
 
   // QA: after `kill -9` of up the report still read "phase running", 26 s into a 20 s drill, with no word of it.
@@ -231,7 +249,7 @@ describe("upDiedUnrecorded: the run's up, by pid and start time", () => {
     expect(upDiedUnrecorded(roots, { ...dead, phase: "starting" })).toBe(true);
     expect(upDiedUnrecorded(roots, { ...dead, phase: "stopped" })).toBe(false);
     expect(upDiedUnrecorded(roots, { ...dead, phase: "complete" })).toBe(false);
-    expect(upDiedUnrecorded(roots, { ...dead, ended: { verdict: "ran", at: "x", reason: null, pushed: 1, notPacked: 0 } })).toBe(false);
+    expect(upDiedUnrecorded(roots, { ...dead, ended: { verdict: "ran", at: "x", reason: null, pushed: 1, notPacked: 0, unansweredPushes: 0 } })).toBe(false);
     // No start time recorded: it cannot be told from a reused pid, so it is not called gone.
     expect(upDiedUnrecorded(roots, state({ owner: { pid: 999_999_999, startTime: null } }))).toBe(false);
   });

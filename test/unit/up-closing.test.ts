@@ -14,6 +14,7 @@ const facts: ClosingFacts = {
   embeddedRedis: true,
   pushed: 5,
   notPacked: 0,
+  unansweredPushes: 0,
   stoppedEarly: false,
   redisGone: false,
   rollbackUnderWay: false,
@@ -36,6 +37,14 @@ describe("up's closing lines say what to do next, as things stand", () => {
     expect(lines[0]).toContain("(3 not packed: the drill stopped first)");
     expect(lines.join("\n")).not.toMatch(/Deny-all|34455|30 s later/);
     expect(lines[1]).toMatch(/^Run `drill rollback --name smoke` before walking away: the embedded Redis is gone, .*rollback starts it again on its AOF/);
+  });
+
+  // QA: the report counted one id more than up's packed + not packed: a push whose reply was lost ran later.
+  it("a push that got no reply as the drill stopped is named among those not packed", () => {
+    const lines = closingLines({ ...facts, stoppedEarly: true, pushed: 11, notPacked: 22, unansweredPushes: 1 });
+    expect(lines[0]).toBe(
+      "drill smoke: packer stopped after 11 jobs (22 not packed: the drill stopped first; 1 of them got no reply: queued under the next id if Redis ran it); `drill report --name smoke --format md` for the incident note.",
+    );
   });
 
   it("a rollback stopped up: it is not told to run one, nor to pull the lever the rollback pulled", () => {
