@@ -124,7 +124,7 @@ export async function commandRedisUrl(
 ): Promise<string> {
   if (g.redisUrl !== undefined) return g.redisUrl;
   // Loaded here, not at start-up: `drill --help` loads no drill code.
-  const [{ listDrills }, { chooseDrillRedis, readStateEntries, statePath }] = await Promise.all([import("./drill/rollback.js"), import("./drill/state.js")]);
+  const { chooseDrillRedis, listDrills, readStateEntries, statePath } = await import("./drill/state.js");
   const chosen = chooseDrillRedis(readStateEntries(g.stateDir, listDrills(g.stateDir)), want, g.stateDir);
   if (chosen === null) return DEFAULT_REDIS_URL;
   const from = chosen.names.map((name) => statePath(g.stateDir, name)).join(", ");

@@ -1,12 +1,12 @@
 import { existsSync } from "node:fs";
 import { writeErr } from "../closedStdout.js";
 import { DEFAULT_REDIS_URL, drillCommandAt, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
-import { describeRunningDrill, findRunningDrills, listDrills, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
+import { describeRunningDrill, findRunningDrills, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
 import { reachesEmbeddedRedis } from "../drill/embeddedRedis.js";
 import { validateDrillName } from "../drill/names.js";
 import { stopStartingUps, type StartingUp } from "../drill/startingUp.js";
 import { queueKeys } from "../queue/keys.js";
-import { readState, readStateEntries, statePath } from "../drill/state.js";
+import { listDrills, readState, readStateEntries, statePath } from "../drill/state.js";
 import { ExitCode, RollbackIncompleteError, UsageError } from "../errors.js";
 import { thawBeforeExit } from "../cgroup/teardown.js";
 import { finishDespiteInterrupt } from "../interrupt.js";

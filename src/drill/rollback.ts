@@ -1,11 +1,11 @@
-import { existsSync, readdirSync, readFileSync, rmdirSync, unlinkSync } from "node:fs";
+import { readdirSync, readFileSync, rmdirSync, unlinkSync } from "node:fs";
 import path from "node:path";
 import type { Redis } from "ioredis";
 import { requireLayout, type CgroupLayout } from "../cgroup/layout.js";
 import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, workerCgroupFromDirs } from "../cgroup/paths.js";
 import { TERM_GRACE_MS, teardownWorkerCgroup, type TeardownResult } from "../cgroup/teardown.js";
-import { discardHogRecord, listHogRecords, listMarkers, stateDirError } from "../cgroup/stateFiles.js";
+import { discardHogRecord, listHogRecords, listMarkers } from "../cgroup/stateFiles.js";
 import { DrillError, RefusedError, RollbackIncompleteError } from "../errors.js";
 import { previousModeText } from "../gate/policy.js";
 import type { HostRoots } from "../host/kernelFile.js";
@@ -19,7 +19,7 @@ import { drainQueue, drainUnheld, exportKeys, type DrainResult } from "./drain.j
 import { freePort, isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
 import { acquireDrillLock, type DrillLock } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
-import { drillDir, readState, upDiedUnrecorded, writeState, type DrillState, type ProcessRecord, type ProcessRole, type RollbackRecord, type StateEntry } from "./state.js";
+import { drillDir, listDrills, readState, upDiedUnrecorded, writeState, type DrillState, type ProcessRecord, type ProcessRole, type RollbackRecord, type StateEntry } from "./state.js";
 import { drillRunFromEnviron, findByCwd, findByRunId, findDrillRunProcesses, listCwds, type StrayProcess } from "./strays.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 
@@ -56,19 +56,6 @@ export interface RollbackOptions {
   /** The rollback as it goes (steps and left filled in place): what an interrupted one can still print. */
   onStart?: (result: DrillRollback) => void;
   crashAt?: string;
-}
-
-export function listDrills(stateDir: string): string[] {
-  try {
-    return readdirSync(stateDir, { withFileTypes: true })
-      .filter((e) => e.isDirectory() && existsSync(path.join(stateDir, e.name, "state.json")))
-      .map((e) => e.name)
-      .sort();
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
-    // Unreadable is not empty: "nothing to roll back" would send the operator away with a drill up.
-    throw stateDirError("read the state dir", stateDir, err);
-  }
 }
 
 /** A drill run alive on this host that a rollback with nothing to do in its state dir did not touch. */

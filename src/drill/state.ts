@@ -1,6 +1,6 @@
-import { readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { writeJsonDurably } from "../cgroup/stateFiles.js";
+import { stateDirError, writeJsonDurably } from "../cgroup/stateFiles.js";
 import { DrillError, UsageError } from "../errors.js";
 import { redactUrl } from "../context.js";
 import type { HostRoots } from "../host/kernelFile.js";
@@ -242,4 +242,18 @@ export function upDiedUnrecorded(roots: HostRoots, state: DrillState): boolean {
   if ((state.phase !== "starting" && state.phase !== "running") || state.ended) return false;
   const { pid, startTime } = state.owner;
   return startTime !== null && !isSameProcess(roots, pid, startTime);
+}
+
+/** The drills of a state dir: each dir with a state.json. */
+export function listDrills(stateDir: string): string[] {
+  try {
+    return readdirSync(stateDir, { withFileTypes: true })
+      .filter((e) => e.isDirectory() && existsSync(path.join(stateDir, e.name, "state.json")))
+      .map((e) => e.name)
+      .sort();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
+    // Unreadable is not empty: "nothing to roll back" would send the operator away with a drill up.
+    throw stateDirError("read the state dir", stateDir, err);
+  }
 }

@@ -20,7 +20,7 @@ import { findPackageRoot } from "../native/pagetoucher.js";
 import type { Job } from "../queue/job.js";
 import { DrillQueue, PUSH_FAILURE_TEXT, pushFailure, pushUntilTaken, unnumberedJob, type PushFailure } from "../queue/queue.js";
 import { queueKeys } from "../queue/keys.js";
-import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
+import { closeRedis, connectRedis, redactUrl, sameRedis } from "../queue/redis.js";
 import { formatStatusLine } from "../sampler/render.js";
 import type { Sample } from "../sampler/step.js";
 import { formatBytes, formatDuration, formatPlainDecimal } from "../units.js";
@@ -30,7 +30,7 @@ import { freePort, startEmbeddedRedis } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { drillCommandFor, leverCommand } from "../context.js";
-import { drillDir, intendProcess, isDrillUp, readState, runDir, statePath, writeState, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
+import { drillDir, intendProcess, isDrillUp, listDrills, readState, readStateEntries, runDir, statePath, writeState, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
 import { notReadyText, readReadiness, readyTimeoutMs, type Readiness } from "./ready.js";
@@ -171,7 +171,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     const otherBox = vcpusMismatch(drill.host.vcpus, readOnlineCpus(roots), options.drillFile);
     if (otherBox !== null) log(`drill file: warning: ${otherBox}`);
     if (doctor.refusal !== null) throw new RefusedError(doctor.refusal);
-    if (options.redisUrl) await refuseQueueInUse(options.redisUrl, options.queue);
+    if (options.redisUrl) await refuseQueueInUse(options.redisUrl, options.queue, stateDir, drillCommandFor(stateDir, roots));
 
     const runId = `${name}-${new Date().toISOString().replace(/[-:T]/g, "").slice(0, 14)}-${randomBytes(3).toString("hex")}`;
     // This run's embedded Redis and its children's output (runDir says why).
@@ -901,30 +901,73 @@ function parseSample(line: string): Sample | null {
  * made, naming the keys; a fresh --queue needs no cleanup, and the keys are
  * the operator's to remove.
  */
-async function refuseQueueInUse(url: string, queue: string): Promise<void> {
+async function refuseQueueInUse(url: string, queue: string, stateDir: string, drillCmd: string): Promise<void> {
   const redis = await connectRedis(url, { name: "drill-up", commandTimeoutMs: 5000 });
-  let found: string[];
+  let found: QueueKey[];
   try {
     found = await queueKeysPresent(redis, queue);
   } finally {
     await closeRedis(redis);
   }
   if (found.length === 0) return;
-  const shown = found.length > 12 ? [...found.slice(0, 12), `and ${found.length - 12} more`] : found;
-  throw new RefusedError(
-    `queue ${queue} on ${redactUrl(url)} already holds keys (an earlier run's: rollback exports them to <state-dir>/<drill>/final-*.jsonl and leaves them; or another drill's): ${shown.join(", ")}. ` +
-      `A run on them would go on with their job ids and counters, and drill report would count their decisions as this run's; nothing was started or deleted. ` +
-      `Run on a fresh queue (drill up --queue <name>), or keep what you need of them first (${queue}_drain and the retry and dead lists hold jobs; ` +
-      `drill report --redis <url> --queue ${queue} --format md keeps their summary) and remove them yourself: ` +
-      `redis-cli -u <url> DEL ${queue} ${queue}_drain, and each key redis-cli -u <url> --scan --pattern '${queue}:*' lists`,
+  // Another drill of this state dir up on this queue and Redis: the keys are its live run's.
+  const upDrills = readStateEntries(stateDir, listDrills(stateDir)).flatMap((e) =>
+    "state" in e && isDrillUp(e.state) && e.state.queue === queue && sameRedis(e.state.redis.url, url) ? [e.state.name] : [],
+  );
+  throw new RefusedError(queueInUseText({ queue, url: redactUrl(url), found, upDrills, drillCmd }));
+}
+
+/** One key of a queue as found: its type, and its length when it has one. */
+export interface QueueKey {
+  key: string;
+  type: string;
+  length: number | null;
+}
+
+/**
+ * Why up refuses a queue that holds keys, and what to do. A gate's or a
+ * worker's heartbeat (a string with a TTL, gone a few seconds after it stops)
+ * means something runs on the queue now: deleting its keys would pull them
+ * from under a live drill (QA: the refusal advised DEL while drill smoke ran
+ * on them), so it names what runs and how to stop it instead.
+ */
+export function queueInUseText(f: { queue: string; url: string; found: readonly QueueKey[]; upDrills: readonly string[]; drillCmd: string }): string {
+  const { queue, url } = f;
+  const shownKeys = f.found.map((k) => (k.length === null ? `${k.key} (${k.type})` : `${k.key} (${k.type}, ${k.length})`));
+  const shown = shownKeys.length > 12 ? [...shownKeys.slice(0, 12), `and ${shownKeys.length - 12} more`] : shownKeys;
+  const beats = (role: "gates" | "workers") =>
+    f.found.flatMap((k) => (k.type === "string" && k.key.startsWith(`${queue}:${role}:`) ? [k.key.slice(`${queue}:${role}:`.length)] : []));
+  const gates = beats("gates");
+  const workers = beats("workers");
+  const keep = `A run on them would go on with their job ids and counters, and drill report would count their decisions as this run's; nothing was started or deleted.`;
+  if (f.upDrills.length > 0 || gates.length > 0 || workers.length > 0) {
+    const live = [
+      ...(gates.length > 0 ? [`gate ${gates.join(", ")}`] : []),
+      ...(workers.length > 0 ? [`worker ${workers.join(", ")}`] : []),
+    ];
+    const running = live.length === 0 ? "" : ` (live heartbeats: ${live.join("; ")})`;
+    const who =
+      f.upDrills.length > 0 ? `drill ${f.upDrills.join(", ")} ${f.upDrills.length === 1 ? "is" : "are"} up on queue ${queue} on ${url}${running}`
+      : `queue ${queue} on ${url} is in use now${running}, by a drill of another --state-dir or a gate or worker started by hand`;
+    const stop =
+      f.upDrills.length > 0 ? f.upDrills.map((n) => `${f.drillCmd} rollback --name ${n}`).join(", then ")
+      : `roll back the drill that runs them (drill rollback --state-dir <its dir>), or stop them`;
+    return `${who}; the queue's keys: ${shown.join(", ")}. ${keep} Do not delete them while it runs. Run this drill on another queue (drill up --queue <name>), or first: ${stop}`;
+  }
+  return (
+    `queue ${queue} on ${url} already holds keys (an earlier run's: rollback exports them to <state-dir>/<drill>/final-*.jsonl and leaves them; or another drill's): ${shown.join(", ")}. ` +
+    `${keep} ` +
+    `Run on a fresh queue (drill up --queue <name>), or keep what you need of them first (${queue}_drain and the retry and dead lists hold jobs; ` +
+    `drill report --redis ${url} --queue ${queue} --format md keeps their summary) and remove them yourself: ` +
+    `redis-cli -u ${url} DEL ${queue} ${queue}_drain, and each key redis-cli -u ${url} --scan --pattern '${queue}:*' lists`
   );
 }
 
 /** The queue's keys that exist (`<q>`, `<q>_drain`, `<q>:*`), each with its type and length. */
-export async function queueKeysPresent(redis: Redis, queue: string): Promise<string[]> {
+export async function queueKeysPresent(redis: Redis, queue: string): Promise<QueueKey[]> {
   const keys = queueKeys(queue);
   const names = [...new Set([keys.ready, keys.drain, ...(await scanKeys(redis, `${queue}:*`))])].sort();
-  const found: string[] = [];
+  const found: QueueKey[] = [];
   for (const key of names) {
     const type = await redis.type(key);
     if (type === "none") continue; // expired since the scan
@@ -935,7 +978,7 @@ export async function queueKeysPresent(redis: Redis, queue: string): Promise<str
       : type === "set" ? await redis.scard(key)
       : type === "zset" ? await redis.zcard(key)
       : null;
-    found.push(length === null ? `${key} (${type})` : `${key} (${type}, ${length})`);
+    found.push({ key, type, length });
   }
   return found;
 }

@@ -468,3 +468,23 @@ export class BlockingMover {
     connection.disconnect();
   }
 }
+
+/**
+ * Whether two Redis URLs name the same server and database: a drill's
+ * recorded URL and one typed again may differ in spelling (localhost, the
+ * default port, the password). Unparsable ones compare as text.
+ */
+export function sameRedis(a: string, b: string): boolean {
+  const key = (url: string): string => {
+    try {
+      const u = new URL(url);
+      if (u.protocol !== "redis:" && u.protocol !== "rediss:") return url;
+      const host = u.hostname.replace(/^\[|\]$/g, "");
+      const db = u.pathname.replace(/^\//, "") || "0";
+      return `${u.protocol}//${host === "localhost" || host === "" ? "127.0.0.1" : host}:${u.port || "6379"}/${db}`;
+    } catch {
+      return url;
+    }
+  };
+  return key(a) === key(b);
+}

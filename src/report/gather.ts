@@ -4,16 +4,16 @@ import path from "node:path";
 import type { Redis } from "ioredis";
 import { isEmbeddedRedis, reviveEmbeddedRedis } from "../drill/embeddedRedis.js";
 import { drillCommandFor } from "../context.js";
-import { listDrills, unknownDrillProblem, type KnownDrill } from "../drill/rollback.js";
+import { unknownDrillProblem, type KnownDrill } from "../drill/rollback.js";
 import { HostRoots } from "../host/kernelFile.js";
 import { detectLayout } from "../cgroup/layout.js";
 import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import { workerCgroupFromDirs } from "../cgroup/paths.js";
 import { validateDrillName } from "../drill/names.js";
-import { drillDir, readState, readStateEntries, runDir, upDiedUnrecorded, type DrillState } from "../drill/state.js";
+import { drillDir, listDrills, readState, readStateEntries, runDir, upDiedUnrecorded, type DrillState } from "../drill/state.js";
 import { DrillError, RefusedError, UsageError } from "../errors.js";
 import { queueKeys, type QueueKeys } from "../queue/keys.js";
-import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
+import { closeRedis, connectRedis, redactUrl, sameRedis } from "../queue/redis.js";
 import { scanKeys } from "../drill/drain.js";
 import { holderExited, parseWorkerToken } from "../worker/heartbeatToken.js";
 import { workerKeys } from "../worker/scripts.js";
@@ -170,26 +170,6 @@ function unknownReportDrill(name: string, stateDir: string): string {
   const known: KnownDrill[] = names.map((n) => states.find((e) => e.name === n) ?? { name: n, exportOnly: true });
   if (known.length > 0) return unknownDrillProblem(name, stateDir, known, drillCommandFor(stateDir), "report");
   return `--name: no drill "${name}" in ${stateDir} (no drill there); give the --state-dir that drill up had, or --redis <url> --queue <q> without --name to report on a queue directly`;
-}
-
-/**
- * Whether two Redis URLs name the same server and database: a drill's
- * recorded URL and one typed again may differ in spelling (localhost, the
- * default port, the password). Unparsable ones compare as text.
- */
-export function sameRedis(a: string, b: string): boolean {
-  const key = (url: string): string => {
-    try {
-      const u = new URL(url);
-      if (u.protocol !== "redis:" && u.protocol !== "rediss:") return url;
-      const host = u.hostname.replace(/^\[|\]$/g, "");
-      const db = u.pathname.replace(/^\//, "") || "0";
-      return `${u.protocol}//${host === "localhost" || host === "" ? "127.0.0.1" : host}:${u.port || "6379"}/${db}`;
-    } catch {
-      return url;
-    }
-  };
-  return key(a) === key(b);
 }
 
 /**

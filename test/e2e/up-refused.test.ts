@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { writeState } from "../../src/drill/state.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
 import { realDrillSkipReason } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
@@ -53,5 +54,38 @@ describe.skipIf(skip !== null)("drill up refused before it starts anything (real
     const report = await runDrill(["--state-dir", stateDir, "report", "--name", "refused2"]);
     expect(report.exitCode, report.stderr).toBe(2);
     expect(report.stderr).toContain(`--name: no drill "refused2" in ${stateDir}`);
+  }, 180_000);
+
+  // QA: drill smoke's gate and worker ran on the queue; up listed their heartbeats and advised deleting the keys.
+  it("a queue another drill of the state dir is up on: names that drill and its rollback, advises no DEL, touches nothing", async () => {
+    const stateDir = path.join(root, "state-live");
+    const drillFile = path.join(root, "second.yaml");
+    writeFileSync(drillFile, tinyDrill("second", { phases: [["0s", pack(1)]] }));
+    writeState(stateDir, {
+      version: 1,
+      name: "first",
+      runId: "first-1",
+      drillFile: "first.yaml",
+      createdAt: new Date().toISOString(),
+      phase: "running",
+      queue: "liveq",
+      redis: { url: server!.url.replace("127.0.0.1", "localhost"), embedded: null },
+      cgroup: null,
+      processes: [],
+      fileDir: null,
+      owner: { pid: process.pid, startTime: null },
+    });
+    await redis!.set("liveq:seq", "3");
+    await redis!.set("liveq:gates:g-first", "1", "EX", 60);
+    const up = await runDrill(
+      ["--state-dir", stateDir, "--redis", server!.url, "up", "--drill", drillFile, "--queue", "liveq", "--parent", "self", "--name", `second${process.pid}`, "--file-dir", root],
+      { timeout: 120_000 },
+    );
+    expect(up.exitCode, up.stdout + up.stderr).toBe(3);
+    expect(up.stderr).toMatch(/drill first is up on queue liveq on redis:\/\/127\.0\.0\.1:\d+ \(live heartbeats: gate g-first\); the queue's keys: /);
+    expect(up.stderr).toContain(`or first: drill --state-dir ${stateDir} rollback --name first`);
+    expect(up.stderr).not.toMatch(/DEL|redis-cli/);
+    expect(await redis!.get("liveq:seq")).toBe("3");
+    expect(existsSync(path.join(stateDir, "second"))).toBe(false);
   }, 180_000);
 });

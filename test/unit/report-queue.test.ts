@@ -6,7 +6,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { drillDir, writeState, type DrillState } from "../../src/drill/state.js";
 import { UsageError } from "../../src/errors.js";
 import { buildReport, modeFlip } from "../../src/report/build.js";
-import { resolveDrillName, sameRedis } from "../../src/report/gather.js";
+import { resolveDrillName } from "../../src/report/gather.js";
+import { sameRedis } from "../../src/queue/redis.js";
 import type { DecisionEvent, DoneEntry, ReportInputs } from "../../src/report/inputs.js";
 import { renderJson, renderMarkdown, renderText } from "../../src/report/render.js";
 
