@@ -20,9 +20,8 @@ export function buildProgram(json = false): Command {
     .addOption(new Option("--state-dir <dir>", "drill state (not /run: tmpfs loses drains on reboot)").env("DRILL_STATE_DIR").default("/var/lib/drill"))
     .option("--json", "machine-readable output", false)
     .option("--no-color", "no colour in output")
-    .exitOverride()
-    .showHelpAfterError("(run drill --help for usage)")
-    .configureOutput({ outputError: (str, write) => write(str) });
+    .exitOverride();
+  usageErrorsAsOneLine(program, []);
 
   const globals: GlobalsFn = () => resolveGlobalOptions({ ...program.opts(), redisSource: program.getOptionValueSource("redis") });
 
@@ -39,9 +38,23 @@ export function buildProgram(json = false): Command {
 function inheritExitOverride(command: Command, path: string[] = []): void {
   for (const sub of command.commands) {
     const subPath = [...path, sub.name()];
-    sub.exitOverride().showHelpAfterError(`(run drill ${subPath.join(" ")} --help for usage)`);
+    sub.exitOverride();
+    usageErrorsAsOneLine(sub, subPath);
     inheritExitOverride(sub, subPath);
   }
+}
+
+/**
+ * A bad command line says so as every other refusal does, in one `drill: …`
+ * line on stderr, with the help of the command typed: commander's own
+ * `error: …` then a hint line (and a "Did you mean" line) read as two
+ * messages to a script that keeps the last line (QA).
+ */
+function usageErrorsAsOneLine(command: Command, path: string[]): void {
+  const hint = `(run drill ${[...path, ""].join(" ")}--help for usage)`;
+  command.configureOutput({
+    outputError: (str, write) => write(`drill: ${str.trim().replace(/^error: /, "").replace(/\s*\n\s*/g, " ")} ${hint}\n`),
+  });
 }
 
 /**

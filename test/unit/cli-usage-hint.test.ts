@@ -7,7 +7,7 @@ async function usageOutput(args: string[]): Promise<string> {
   const program = buildProgram();
   let written = "";
   const capture = (cmd: typeof program) => {
-    cmd.configureOutput({ writeErr: (str) => (written += str), writeOut: (str) => (written += str), outputError: (str, write) => write(str) });
+    cmd.configureOutput({ writeErr: (str) => (written += str), writeOut: (str) => (written += str) });
     for (const sub of cmd.commands) capture(sub);
   };
   capture(program);
@@ -25,7 +25,17 @@ describe("a usage error's hint names the whole command path", () => {
     [["--bogus"], "(run drill --help for usage)"],
   ])("drill %j", async (args, hint) => {
     const out = await usageOutput(args);
-    expect(out).toContain(hint);
+    // One `drill: …` line, as every other refusal: the error, then the hint.
+    expect(out).toMatch(/^drill: [^\n]+\n$/);
+    expect(out.trimEnd().endsWith(hint)).toBe(true);
+    expect(out).not.toContain("error: ");
     expect(out).not.toMatch(/run drill (mode|setup) --help/);
+  });
+
+  // QA: `error: unknown option '--bogus'` and the hint on a second line; a typo's suggestion on a third.
+  it("commander's message and its suggestion are kept, on the one line", async () => {
+    expect(await usageOutput(["up", "--bogus"])).toBe("drill: unknown option '--bogus' (run drill up --help for usage)\n");
+    expect(await usageOutput(["watch", "--jsn"])).toMatch(/^drill: unknown option '--jsn' \(Did you mean --json\?\) \(run drill watch --help for usage\)\n$/);
+    expect(await usageOutput(["gate", "mode"])).toBe("drill: missing required argument 'mode' (run drill gate mode --help for usage)\n");
   });
 });
