@@ -3,7 +3,7 @@ import { commandRedisUrl, hostRoots, type GlobalOptions } from "../context.js";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { InterruptedError, RefusedError, UsageError } from "../errors.js";
 import { readHostPsi } from "../host/psi.js";
-import { runGate, type GateOptions } from "../gate/loop.js";
+import { gateStartLine, gateStoppedLine, runGate, type GateOptions } from "../gate/loop.js";
 import { onInterrupt } from "../interrupt.js";
 import { defaultAdmissionConfig, formatPsi, MIN_GATE_INTERVAL_MS, previousModeText, leverAction, type AdmissionConfig, type GateMode } from "../gate/policy.js";
 import type { WorkerCgroupProbe } from "../gate/signals.js";
@@ -82,7 +82,7 @@ export async function gateAction(g: GlobalOptions, raw: RawGateOptions, resolveW
   const hint = gateSignalsHint(hostRoots(g), g.stateDir, target);
   if (hint !== null) process.stderr.write(`${hint}\n`);
   try {
-    await runGate(options, {
+    const summary = await runGate(options, {
       redisUrl,
       roots: hostRoots(g),
       workerCgroup: resolveWorkerCgroup(target, g),
@@ -90,7 +90,10 @@ export async function gateAction(g: GlobalOptions, raw: RawGateOptions, resolveW
       err: (line) => process.stderr.write(`${line}\n`),
       signal,
       crashAt: process.env.DRILL_CRASH_AT,
+      onConnected: () => process.stderr.write(`${gateStartLine(options, redisUrl)}\n`),
     });
+    const why = summary.stoppedBy === "signal" && lifetime.signal.aborted && interrupt.received() === null ? "duration" : summary.stoppedBy;
+    process.stderr.write(`${gateStoppedLine(options.gateId, summary, why)}\n`);
   } finally {
     interrupt.dispose();
     if (lifetimeTimer) clearTimeout(lifetimeTimer);

@@ -5,6 +5,7 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
 import { HOG_OUTCOMES, type HogOutcome } from "../cgroup/hog.js";
+import { GATE_START_LINE } from "../gate/loop.js";
 import { requireLayout } from "../cgroup/layout.js";
 import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import { validateParent } from "../cgroup/names.js";
@@ -531,7 +532,9 @@ async function runSchedule(
       // Its error line when it wrote one; else (killed, no word on stderr) the last thing it did on stdout.
       const errLog = path.join(dir, `${child.record.key}.log`);
       const outLog = path.join(dir, outputName(child.record.key));
-      const said = lastLogLine(errLog);
+      // The gate's start line is no last word: killed with nothing said since, what it did last is on stdout.
+      const lastSaid = lastLogLine(errLog);
+      const said = lastSaid !== null && GATE_START_LINE.test(lastSaid) ? null : lastSaid;
       const did = said === null ? lastLogLine(outLog) : null;
       const oom = child.record.role === "worker" ? workerOomKill(said) : null;
       if (oom) {

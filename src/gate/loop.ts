@@ -45,6 +45,8 @@ export interface GateDeps {
   out: (line: string) => void;
   err: (line: string) => void;
   signal: AbortSignal;
+  /** Once connected to Redis, before the first sample: where the command says what the gate runs with. */
+  onConnected?: () => void;
   /** Wall clock (epoch ms): job slack, heartbeats, timestamps other processes compare. */
   now?: () => number;
   /** Monotonic clock: sample times, PSI age, idle and outage durations. */
@@ -61,12 +63,41 @@ export interface GateSummary {
   stoppedBy: "max_jobs" | "idle" | "signal" | "dry_run";
 }
 
+/**
+ * The gate's first stderr line, once connected: what it decides on and with
+ * which limits, so a gate.log read after the drill says what ran (QA: a gate
+ * said nothing until its first decision, and nothing when it stopped).
+ */
+export function gateStartLine(options: GateOptions, redisUrl: string): string {
+  const c = options.config;
+  return (
+    `gate ${options.gateId}: deciding jobs of queue ${options.queue} on ${redactUrl(redisUrl)}${options.dryRun ? " (dry run: nothing moved)" : ""}:` +
+    ` packed_token_limit=${c.packedTokenLimit} slack_limit_ms=${c.slackLimitMs} stall_margin_ms=${c.stallMarginMs} psi_limit=${c.psiLimit.toFixed(2)} psi_rate_limit=${c.psiRateLimit.toFixed(2)} interval_ms=${c.intervalMs}`
+  );
+}
+
+/** The start line's shape: a log whose last line it is said nothing since (up reads a dead gate's log for its last words). */
+export const GATE_START_LINE = /^gate \S+: deciding jobs of queue /;
+
+/** Why the gate stopped as its operator started it: --duration is its own, not a signal's. */
+export type GateStop = GateSummary["stoppedBy"] | "duration";
+
+/** The gate's last stderr line: `gate g1 stopped (signal): decided=12 admit=5 reject_packed_tokens=7 recovered=0 watchdog_fires=0`. */
+export function gateStoppedLine(gateId: string, summary: GateSummary, why: GateStop): string {
+  const kinds = Object.entries(summary.byKind)
+    .sort(([a], [b]) => (a === "admit" ? -1 : b === "admit" ? 1 : a.localeCompare(b)))
+    .map(([kind, n]) => ` ${kind}=${n}`)
+    .join("");
+  return `gate ${gateId} stopped (${why}): decided=${summary.decided}${kinds} recovered=${summary.recovered} watchdog_fires=${summary.watchdogFires}`;
+}
+
 export async function runGate(options: GateOptions, deps: GateDeps): Promise<GateSummary> {
   const now = deps.now ?? Date.now;
   const monoNow = deps.monoNow ?? (() => performance.now());
   const { config, gateId } = options;
   const summary: GateSummary = { decided: 0, byKind: {}, recovered: 0, watchdogFires: 0, stoppedBy: "signal" };
   const redis = await connectRedis(deps.redisUrl, { name: `drill-gate:${gateId}`, commandTimeoutMs: options.commandTimeoutMs });
+  deps.onConnected?.();
   // A stop with Redis paused ends in about a second, not after the command timeout twice.
   hurryOnStop(redis, deps.signal);
   // An error as said, with what this client knows (a timeout while reconnecting is not a pause).

@@ -87,11 +87,23 @@ describe("drill pack + drill gate (built binary)", () => {
       "reject_packed_tokens job=3 packed=48000 limit=32000",
       "reject_packed_tokens job=4 packed=48000 limit=32000",
     ]);
+    // QA: the gate said nothing of what it ran with, nor that it stopped: its log now opens and closes with both.
+    const said = lines(gate.stderr).filter((l) => l.startsWith("gate "));
+    expect(said[0]).toMatch(new RegExp(`^gate \\S+: deciding jobs of queue ${queue} on redis://127\\.0\\.0\\.1:\\d+: packed_token_limit=32000 slack_limit_ms=1500 stall_margin_ms=500 psi_limit=10\\.00 psi_rate_limit=10\\.00 interval_ms=200$`));
+    expect(said.at(-1)).toMatch(/^gate \S+ stopped \(max_jobs\): decided=4 admit=1 reject_packed_tokens=3 recovered=0 watchdog_fires=0$/);
     expect(await new DrillQueue(redis, queue).releaseTokens("1")).toBe(24000);
     const after = await drill(["--procfs", procfs, "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "4"]);
     expect(lines(after.stdout)[0]).toBe("admit job=5 packed=24000 limit=32000");
     expect(lines(after.stdout)[1]).toBe("reject_packed_tokens job=6 packed=48000 limit=32000");
     await assertNoJobLost(redis, queue, ["1", "2", "3", "4", "5", "6", "7", "8"]);
+  });
+
+  it("gate --duration on an empty queue: says it stopped for its duration, not a signal, having decided nothing", async () => {
+    const queue = `e${++n}`;
+    const gate = await drill(["--procfs", fakeProc(CALM_PSI), "gate", "--queue", queue, "--interval", "200ms", "--duration", "1s"]);
+    expect(gate.exitCode, gate.stderr).toBe(0);
+    expect(gate.stdout).toBe("");
+    expect(lines(gate.stderr).at(-1)).toMatch(/^gate \S+ stopped \(duration\): decided=0 recovered=0 watchdog_fires=0$/);
   });
 
   it("host PSI 12.40: every job gets reject_host_pressure psi=12.40", async () => {
@@ -100,6 +112,7 @@ describe("drill pack + drill gate (built binary)", () => {
     const gate = await drill(["--procfs", fakeProc(HOT_PSI), "gate", "--queue", queue, "--interval", "200ms", "--idle-exit", "500ms"]);
     expect(gate.exitCode).toBe(0);
     expect(lines(gate.stdout)).toEqual(["1", "2", "3"].map((id) => `reject_host_pressure job=${id} psi=12.40`));
+    expect(lines(gate.stderr).at(-1)).toMatch(/^gate \S+ stopped \(idle\): decided=3 reject_host_pressure=3 recovered=0 watchdog_fires=0$/);
     await assertNoJobLost(redis, queue, ["1", "2", "3"]);
   });
 
