@@ -41,6 +41,19 @@ export interface SidecarLoopOptions {
 }
 
 /**
+ * The tick after the one just served: the next on the schedule, or, when a
+ * slow read let ticks go by, the first still ahead (missed ones are skipped,
+ * not bunched up). Never the served tick again: a timer may fire up to a
+ * millisecond before the tick by performance.now(), and a read that fast left
+ * "the next tick after now" on the tick just served, so the sidecar read
+ * twice 1-3 ms apart, the second a rate over one tick of /proc/stat (QA:
+ * 116 samples for 100, cpu_idle_pct null, a 0 % stall rate mid-thrash).
+ */
+export function nextTickAfter(served: number, elapsedMs: number, intervalMs: number): number {
+  return Math.max(served + 1, Math.floor(elapsedMs / intervalMs) + 1);
+}
+
+/**
  * The loop only sleeps, reads, steps. Ticks are on a fixed schedule from the
  * start (no drift from the time a sample takes); a tick missed because a read
  * was slow is skipped, not bunched up. Returns the number of readings taken.
@@ -60,6 +73,8 @@ export async function runSidecar(options: SidecarLoopOptions): Promise<number> {
   options.signal.addEventListener("abort", onAbort, { once: true });
   let state = initialSidecarState;
   let index = 0;
+  // The tick the last reading served (the first is tick 0, at the start).
+  let tick = 0;
   try {
     for (;;) {
       if (options.signal.aborted) break;
@@ -70,7 +85,8 @@ export async function runSidecar(options: SidecarLoopOptions): Promise<number> {
       index++;
       if (options.maxReadings !== undefined && index >= options.maxReadings) break;
       const elapsed = performance.now() - startMono;
-      const nextTick = (Math.floor(elapsed / options.intervalMs) + 1) * options.intervalMs;
+      tick = nextTickAfter(tick, elapsed, options.intervalMs);
+      const nextTick = tick * options.intervalMs;
       if (options.durationMs !== undefined && nextTick >= options.durationMs) break;
       if (options.signal.aborted) break;
       await new Promise<void>((resolve) => {

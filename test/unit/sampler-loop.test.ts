@@ -4,7 +4,7 @@ import { ok } from "../../src/host/kernelFile.js";
 import { parsePsi } from "../../src/host/psi.js";
 import { parseVmstat } from "../../src/host/vmstat.js";
 import { defaultAlarmConfig } from "../../src/sampler/alarms.js";
-import { initialSidecarState, sidecarStep, type SidecarState } from "../../src/sampler/loop.js";
+import { initialSidecarState, nextTickAfter, runSidecar, sidecarStep, type SidecarState } from "../../src/sampler/loop.js";
 import type { CgroupRaw, RawReadings } from "../../src/sampler/step.js";
 
 const WALL = 1_764_480_000_000;
@@ -66,5 +66,35 @@ describe("sidecarStep: alarm holds and clear delays run on the monotonic clock, 
   it("the sample's ts is still wall time", () => {
     const step = sidecarStep(initialSidecarState, raw(5, { oomKill: 0, swapCurrent: 0 }), WALL, defaultAlarmConfig);
     expect(step.sample.ts).toBe(new Date(WALL).toISOString());
+  });
+});
+
+// QA: 116 samples for 100 at 100 ms, 17 of them 1-3 ms after the one before (a rate over one tick: cpu_idle_pct null, 0 % stall mid-thrash).
+describe("runSidecar: one reading per tick", () => {
+  it("nextTickAfter: never the tick just served, even when the timer woke a hair before it; missed ticks skipped", () => {
+    expect(nextTickAfter(1, 99.4, 100)).toBe(2); // woke 0.6 ms early for tick 1: the next is tick 2, not tick 1 again
+    expect(nextTickAfter(1, 100.2, 100)).toBe(2);
+    expect(nextTickAfter(1, 365, 100)).toBe(4); // a slow read let ticks 2 and 3 go by
+    expect(nextTickAfter(0, 0.3, 100)).toBe(1);
+  });
+
+  it("an instant read at a 5 ms interval for 1 s: at most one reading per tick (200)", async () => {
+    const at: number[] = [];
+    const readings = await runSidecar({
+      read: async () => {
+        at.push(performance.now());
+        return raw(at.length * 5, { oomKill: 0, swapCurrent: 0 });
+      },
+      intervalMs: 5,
+      durationMs: 1000,
+      alarmConfig: defaultAlarmConfig,
+      signal: new AbortController().signal,
+      onSample: () => {},
+      wallClock: () => WALL,
+    });
+    expect(readings).toBe(at.length);
+    // Ticks 0..199 at most; the bug read again ~1 ms after a timer that woke early, tens of times a second.
+    expect(readings).toBeLessThanOrEqual(200);
+    expect(readings).toBeGreaterThan(0);
   });
 });
