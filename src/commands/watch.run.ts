@@ -1,4 +1,3 @@
-import { closeSync, openSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { detectLayout } from "../cgroup/layout.js";
 import { effectiveLimitFrom, limitFileName, parseLimit } from "../cgroup/memoryFiles.js";
@@ -15,6 +14,7 @@ import { consoleOutput } from "../output.js";
 import { queueKeys, validateKeyPart } from "../queue/keys.js";
 import { defaultAlarmConfig, type AlarmConfig, type AlarmEvent } from "../sampler/alarms.js";
 import { runSidecar } from "../sampler/loop.js";
+import { Recording } from "../sampler/recording.js";
 import { QueueReader, readSample } from "../sampler/read.js";
 import { fieldsOfKey, type QueueRaw } from "../sampler/step.js";
 import { NO_REJECTS, rejectBatchLines } from "../sampler/rejects.js";
@@ -57,8 +57,6 @@ function tighterAncestorLimit(cgroup: WorkerCgroup): string | null {
   const ownLimit = !own.ok ? `could not be read: ${own.reason}` : own.value === "max" ? "max" : formatBytes(own.value);
   return `watch: cg_mem_max is ${dir}'s own limit (${ownLimit}); ancestor ${effective.dir} limits it to ${formatBytes(effective.limit)}, the effective limit where the OOM killer acts`;
 }
-
-const USAGE_OPEN_ERRORS = new Set(["ENOENT", "ENOTDIR", "EISDIR", "EACCES", "EPERM", "EROFS", "ENAMETOOLONG", "ELOOP"]);
 
 /**
  * Says on stderr once when the Redis reading starts failing (the URL,
@@ -211,17 +209,9 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   // --once is one line on a terminal too: a view drawn once and left is a frame to scroll past, not a reading.
   const live = !g.json && !options.once && output.isTTY ? new LiveView({ cgroup: cgroup.ok ? `${name} (${cgroup.value.layout})` : `${name} (none)`, queue: keys.queue, intervalMs }, output.color) : null;
 
-  let recordFd: number | null = null;
-  if (options.record !== undefined) {
-    try {
-      recordFd = openSync(options.record, "a");
-    } catch (err) {
-      // A path the operator typed: a missing dir or a read-only place is bad input (exit 2), not a failed watch.
-      const code = (err as NodeJS.ErrnoException).code ?? "";
-      const message = `--record: cannot open ${options.record}: ${(err as Error).message}`;
-      throw USAGE_OPEN_ERRORS.has(code) ? new UsageError(message) : new DrillError(message);
-    }
-  }
+  let recording = options.record === undefined ? null : Recording.open(options.record);
+  let recordFailed: string | null = null;
+  let recorded = 0;
 
   // After the flags are known good; stderr, so --json stdout stays one sample a line.
   const hint = absentCgroupHint("watch", "its cg_* fields stay null", roots, g.stateDir, name, cgroup);
@@ -278,14 +268,17 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
         }
         // The gate's reject lines since the last sample (the first reading only marks where they start).
         const rejects = queueReader.takeRejects();
-        const line = recordFd !== null || g.json ? `${JSON.stringify(sample)}\n` : "";
-        // One write per sample: the line reaches the file even if we are killed next.
-        // writeFileSync, not writeSync: that may write part (disk full, file size limit) and say nothing.
-        if (recordFd !== null) {
+        const line = recording !== null || g.json ? `${JSON.stringify(sample)}\n` : "";
+        if (recording !== null) {
           try {
-            writeFileSync(recordFd, line);
+            recording.append(line);
+            recorded++;
           } catch (err) {
-            throw new DrillError(`--record: cannot write ${options.record}: ${(err as Error).message}`, undefined, { cause: err });
+            // The view is what the operator watches the incident on: it goes on, said once; the exit says it (1).
+            recordFailed = `${(err as Error).message}; recording stopped after ${recorded} sample(s), the file ends with whole lines`;
+            notice(`drill: ${recordFailed}; the view goes on`);
+            recording.close();
+            recording = null;
           }
         }
         if (g.json) {
@@ -309,8 +302,9 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
     process.stdout.off("resize", repaint);
     interrupt.dispose();
     queueReader.close();
-    if (recordFd !== null) closeSync(recordFd);
+    recording?.close();
   }
   const received = interrupt.received();
   if (received) throw new InterruptedError(received);
+  if (recordFailed !== null) throw new DrillError(recordFailed);
 }

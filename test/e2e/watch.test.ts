@@ -363,17 +363,41 @@ describe("drill watch: streams", () => {
   });
 
   // RLIMIT_FSIZE binds root too and node ignores SIGXFSZ: write() past it is short, then EFBIG.
-  it.skipIf(noPrlimit)("--record that can take only part of a sample (file size limit): watch fails naming the file, not exit 0 with a cut line", async () => {
+  // QA (ENOSPC): the cut line stayed, and the next recording's first sample was glued to it.
+  it.skipIf(noPrlimit)("--record that can take only part of a sample (file size limit): the part is cut off, the view goes on, exit 1 naming the file", async () => {
     const host = fakeHost("v2");
     const record = path.join(host.root, "cut.jsonl");
-    const r = await execa("prlimit", ["--fsize=100", "--", "node", drillBin, "--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--once", "--interval", "100ms", "--record", record, "--queue", "e2e-cut"], {
+    const r = await execa("prlimit", ["--fsize=100", "--", "node", drillBin, "--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--count", "3", "--interval", "100ms", "--record", record, "--queue", "e2e-cut"], {
       reject: false,
       timeout: 60_000,
       env: { FORCE_COLOR: "0", NO_COLOR: "1" },
     });
-    expect(readFileSync(record).length).toBe(100); // the kernel took that much of the line
-    expect(r.exitCode, String(r.stderr)).not.toBe(0);
-    expect(String(r.stderr)).toContain(`--record: cannot write ${record}: EFBIG`);
+    expect(readFileSync(record).length, "the kernel took 100 bytes of the line; they are cut off again").toBe(0);
+    expect(r.exitCode, String(r.stderr)).toBe(1);
+    expect(String(r.stderr)).toContain(`drill: --record: cannot write ${record}: EFBIG`);
+    expect(String(r.stderr)).toContain("recording stopped after 0 sample(s), the file ends with whole lines; the view goes on");
+    expect(String(r.stdout).trim().split("\n")).toHaveLength(3);
+  });
+
+  it("--record into a file cut mid-line: the fragment stays its own line, every sample after it is whole", async () => {
+    const host = fakeHost("v2");
+    const record = path.join(host.root, "fragment.jsonl");
+    writeFileSync(record, '{"whole":true}\n{"psi_mem_som');
+    const r = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--count", "2", "--interval", "100ms", "--record", record, "--queue", "e2e-fragment"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const lines = readFileSync(record, "utf8").split("\n");
+    expect(lines.slice(0, 2)).toEqual(['{"whole":true}', '{"psi_mem_som']);
+    expect(lines.slice(2, 4).map((l) => Object.keys(JSON.parse(l) as object))).toEqual([FIELDS, FIELDS]);
+    expect(lines[4]).toBe("");
+  });
+
+  it("--record naming a FIFO: exit 2 at once (a FIFO with no reader held even --once forever)", async () => {
+    const host = fakeHost("v2");
+    const fifo = path.join(host.root, "samples.fifo");
+    await execa("mkfifo", [fifo]);
+    const r = await runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--once", "--record", fifo, "--queue", "e2e-fifo"], { timeout: 20_000 });
+    expect(r.exitCode, r.stderr).toBe(2);
+    expect(r.stderr).toContain(`drill: --record: ${fifo} is a FIFO, not a file: watch appends JSON lines to a file`);
   });
 
   it("the first streamed sample already has its rates: the first reading only seeds them, so missing lists only what could not be read", async () => {
