@@ -67,7 +67,7 @@ export function resolveGlobalOptions(raw: {
   if (redisUrl !== undefined) checkRedisUrl(redisUrl, raw.redis !== undefined && raw.redisSource !== "env" ? "--redis" : "DRILL_REDIS_URL");
   // Absolute from here on: up's children, the embedded redis-server's --dir
   // and a rollback run from another directory all read these paths.
-  const dir = (given: string | undefined, fromEnv: string | undefined, flag: string, variable: string, fallback: string): string => {
+  const dir = (given: string | undefined, fromEnv: string | undefined, flag: string, variable: string, fallback: string, mustExist = false): string => {
     const value = given ?? fromEnv ?? fallback;
     const source = given !== undefined ? flag : variable;
     if (value === "") throw new UsageError(`${source}: empty path`);
@@ -78,15 +78,17 @@ export function resolveGlobalOptions(raw: {
     try {
       isDirectory = statSync(resolved).isDirectory();
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === "ENOTDIR") isDirectory = false;
+      const code = (err as NodeJS.ErrnoException).code;
+      // A procfs or sysfs root that is not there reads every signal as missing and exits 0 (QA): a typo, said here.
+      if (code === "ENOTDIR" || (mustExist && code === "ENOENT")) isDirectory = false;
     }
-    if (!isDirectory) throw new UsageError(`${source}: ${resolved} is not a directory`);
+    if (!isDirectory) throw new UsageError(`${source}: ${resolved} is not a directory${mustExist ? ` (the ${flag === "--procfs" ? "/proc" : "/sys"} tree every kernel file is read under)` : ""}`);
     return resolved;
   };
   return {
     redisUrl,
-    procfs: dir(raw.procfs, env.DRILL_PROCFS, "--procfs", "DRILL_PROCFS", DEFAULT_PROCFS),
-    sysfs: dir(raw.sysfs, env.DRILL_SYSFS, "--sysfs", "DRILL_SYSFS", DEFAULT_SYSFS),
+    procfs: dir(raw.procfs, env.DRILL_PROCFS, "--procfs", "DRILL_PROCFS", DEFAULT_PROCFS, true),
+    sysfs: dir(raw.sysfs, env.DRILL_SYSFS, "--sysfs", "DRILL_SYSFS", DEFAULT_SYSFS, true),
     stateDir: dir(raw.stateDir, env.DRILL_STATE_DIR, "--state-dir", "DRILL_STATE_DIR", DEFAULT_STATE_DIR),
     json: raw.json ?? false,
     color: raw.color !== false && env.NO_COLOR === undefined && env.FORCE_COLOR !== "0",

@@ -60,10 +60,11 @@ describe("redisDatabase: the database a Redis URL selects", () => {
 
 describe("resolveGlobalOptions: paths", () => {
   it("makes a relative --state-dir, --procfs, --sysfs absolute (up's children and a rollback from another directory read them)", () => {
-    const g = resolveGlobalOptions({ stateDir: "state", procfs: "fake/proc", sysfs: "./fake/sys" }, {});
+    // procfs and sysfs roots must exist: two dirs of the project, relative to the tests' cwd (its root).
+    const g = resolveGlobalOptions({ stateDir: "state", procfs: "test/unit", sysfs: "./src" }, {});
     expect(g.stateDir).toBe(path.join(process.cwd(), "state"));
-    expect(g.procfs).toBe(path.join(process.cwd(), "fake/proc"));
-    expect(g.sysfs).toBe(path.join(process.cwd(), "fake/sys"));
+    expect(g.procfs).toBe(path.join(process.cwd(), "test/unit"));
+    expect(g.sysfs).toBe(path.join(process.cwd(), "src"));
     expect(resolveGlobalOptions({}, { DRILL_STATE_DIR: "rel" }).stateDir).toBe(path.join(process.cwd(), "rel"));
     expect(resolveGlobalOptions({}, {}).stateDir).toBe("/var/lib/drill");
   });
@@ -86,6 +87,10 @@ describe("resolveGlobalOptions: --state-dir, --procfs, --sysfs are directories",
     expect(() => resolveGlobalOptions({ stateDir: file }, {})).toThrow(new UsageError(`--state-dir: ${file} is not a directory`));
     expect(() => resolveGlobalOptions({}, { DRILL_STATE_DIR: file })).toThrow(`DRILL_STATE_DIR: ${file} is not a directory`);
     expect(() => resolveGlobalOptions({ procfs: file }, {})).toThrow(`--procfs: ${file} is not a directory`);
+    // QA: a --procfs or --sysfs that is not there read every signal as missing, exit 0; a state dir not there yet is made.
+    expect(() => resolveGlobalOptions({ procfs: "/nonexist" }, {})).toThrow(new UsageError("--procfs: /nonexist is not a directory (the /proc tree every kernel file is read under)"));
+    expect(() => resolveGlobalOptions({}, { DRILL_SYSFS: "/nonexist" })).toThrow("DRILL_SYSFS: /nonexist is not a directory (the /sys tree every kernel file is read under)");
+    expect(resolveGlobalOptions({ stateDir: "/nonexist/state" }, {}).stateDir).toBe("/nonexist/state");
     expect(() => resolveGlobalOptions({ stateDir: path.join(file, "below") }, {})).toThrow(`--state-dir: ${path.join(file, "below")} is not a directory`);
   });
 
