@@ -20,12 +20,12 @@ const SPARK = 16;
 const BARS = "▁▂▃▄▅▆▇█";
 
 /** A trend of the last values; null (unreadable) is a gap. Scaled between the window's min and max. */
-export function sparkline(values: Array<number | null>, width = SPARK): string {
+export function sparkline(values: Array<number | null>, width = SPARK, scale: SparkScale = {}): string {
   const tail = values.slice(-width);
   const known = tail.filter((v): v is number => v !== null);
   if (known.length === 0) return " ".repeat(tail.length);
-  const min = Math.min(...known);
-  const max = Math.max(...known);
+  const min = Math.min(scale.from ?? Infinity, ...known);
+  const max = Math.max(min + (scale.minSpan ?? 0), ...known);
   return tail
     .map((v) => {
       if (v === null) return " ";
@@ -33,6 +33,27 @@ export function sparkline(values: Array<number | null>, width = SPARK): string {
       return BARS[level] ?? " ";
     })
     .join("");
+}
+
+/**
+ * A trend's scale beyond its window's own min and max: a floor it always
+ * shows (`from`), and the least span it stretches over (`minSpan`). Scaled
+ * to the window alone, PSI easing from 0.10 to 0.08 on an idle host drew a
+ * full-height fall, which reads as a spike (QA).
+ */
+export interface SparkScale {
+  from?: number;
+  minSpan?: number;
+}
+
+/** PSI from 0, over at least the runbook's limit (10.00): bars rise with pressure, not with noise. */
+const PSI_SCALE: SparkScale = { from: 0, minSpan: 10 };
+/** Slack over at least a second: jitter of a few ms stays flat. */
+const SLACK_SCALE: SparkScale = { minSpan: 1000 };
+
+/** Memory from 0 up to the cgroup's limit when it has one: the bars say how full it is, not how it wobbles. */
+function memoryScale(s: Sample): SparkScale {
+  return { from: 0, minSpan: typeof s.cg_mem_max === "number" ? s.cg_mem_max : 0 };
 }
 
 const num = (v: number | null, digits = 2): string => (v === null ? "n/a" : v.toFixed(digits));
@@ -239,11 +260,11 @@ export class LiveView {
     const gateMode = gateModeShown(s);
     const rows: Row[] = [
       { label: "", segments: ["drill watch", `cgroup ${this.header.cgroup}`, `queue ${this.header.queue}`, `every ${formatDuration(this.header.intervalMs)}`, `${time}Z`], priority: 1, style: (l) => c.bold(l) },
-      { label: "queue", segments: [`len ${s.queue_len ?? "n/a"}`, `age ${ms(s.queue_age_ms)}`, `head slack ${ms(s.queue_head_slack_ms)}`, `slack ${ms(s.deadline_slack_ms)}`], trend: sparkline(this.slack), priority: 2 },
+      { label: "queue", segments: [`len ${s.queue_len ?? "n/a"}`, `age ${ms(s.queue_age_ms)}`, `head slack ${ms(s.queue_head_slack_ms)}`, `slack ${ms(s.deadline_slack_ms)}`], trend: sparkline(this.slack, SPARK, SLACK_SCALE), priority: 2 },
       // The host's and the worker cgroup's PSI on a line each: the cgroup's stall rate trips the gate and must never be cut.
-      { label: "psi host", segments: [`some ${num(s.psi_mem_some_avg10)}`, `full ${num(s.psi_mem_full_avg10)}`, `rate ${rate(s.psi_mem_some_rate)}`], trend: sparkline(this.hostPsi), priority: 1 },
-      { label: "psi cg", segments: [`some ${num(s.cg_psi_mem_some_avg10)}`, `rate ${rate(s.cg_psi_mem_some_rate)}`, stallSegment(s)], trend: sparkline(this.cgPsi), priority: 1 },
-      { label: "memory", segments: [`${bytes(s.cg_mem_current)} / ${bytes(s.cg_mem_max)}`, `peak ${bytes(s.cg_mem_peak)}`, `swap ${bytes(s.cg_swap_current)}`, `oom_kill ${s.cg_oom_kill ?? "n/a"}`], trend: sparkline(this.memory), priority: 3 },
+      { label: "psi host", segments: [`some ${num(s.psi_mem_some_avg10)}`, `full ${num(s.psi_mem_full_avg10)}`, `rate ${rate(s.psi_mem_some_rate)}`], trend: sparkline(this.hostPsi, SPARK, PSI_SCALE), priority: 1 },
+      { label: "psi cg", segments: [`some ${num(s.cg_psi_mem_some_avg10)}`, `rate ${rate(s.cg_psi_mem_some_rate)}`, stallSegment(s)], trend: sparkline(this.cgPsi, SPARK, PSI_SCALE), priority: 1 },
+      { label: "memory", segments: [`${bytes(s.cg_mem_current)} / ${bytes(s.cg_mem_max)}`, `peak ${bytes(s.cg_mem_peak)}`, `swap ${bytes(s.cg_swap_current)}`, `oom_kill ${s.cg_oom_kill ?? "n/a"}`], trend: sparkline(this.memory, SPARK, memoryScale(s)), priority: 3 },
       { label: "host", segments: [`idle ${pct(s.cpu_idle_pct)}`, `iowait ${pct(s.cpu_iowait_pct)}`, `si ${perSecond(s.si)}`, `so ${perSecond(s.so)}`, `refault ${perSecond(s.refault_rate)}`], priority: 3 },
       { label: "jobs", segments: [`tokens_out ${s.tokens_out ?? "n/a"}`, `retries ${s.retry_count ?? "n/a"}`, `admitted ${s.admitted ?? "n/a"}`], priority: 4 },
       // The gate's lever beside what it rejected: reject_all explains a wall of rejects (QA 6).

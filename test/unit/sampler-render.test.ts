@@ -174,6 +174,18 @@ describe("render", () => {
     expect(sparkline(values)).toBe(expected);
   });
 
+  // QA: PSI easing from 0.10 to 0.08 on an idle host drew a full-height fall, read as a spike.
+  it("sparkline with a scale: noise under the least span stays flat; a floor of 0 shows how high a value is", () => {
+    expect(sparkline([0.1, 0.1, 0.09, 0.08], 12, { from: 0, minSpan: 10 })).toBe("▁▁▁▁");
+    expect(sparkline([0, 5, 10, 20], 12, { from: 0, minSpan: 10 })).toBe("▁▃▅█");
+    expect(sparkline([4000, 4003, 3998], 12, { minSpan: 1000 })).toBe("▁▁▁");
+    expect(sparkline([64, 128], 12, { from: 0, minSpan: 128 })).toBe("▅█");
+    const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    let frame: string[] = [];
+    for (const psi of [0.1, 0.1, 0.09, 0.08]) frame = view.frame({ ...sample, psi_mem_some_avg10: psi });
+    expect(frame.find((l) => l.startsWith("psi host"))).toMatch(/▁▁▁▁\s*$/);
+  });
+
   it("p99 stall on the cgroup's line says when it comes from the host's PSI (no cgroup PSI to read)", () => {
     const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
     expect(view.frame({ ...sample, stall_ms_p99: 12 }).join("\n")).toMatch(/^psi cg .*p99 stall 12ms {2,}\S/m);
