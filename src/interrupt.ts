@@ -13,6 +13,7 @@ let starting: { dispose: () => void } | null = null;
  */
 export function interruptWhileStarting(): void {
   if (starting !== null) return; // bin/drill.js installed it before loading the rest
+  ignoreDebuggerSignal();
   const handler = (signal: "SIGINT" | "SIGTERM") => () => {
     process.stderr.write(`drill: interrupted by ${signal} while starting: nothing was done\n`);
     process.exit(signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
@@ -28,6 +29,19 @@ export function interruptWhileStarting(): void {
       starting = null;
     },
   };
+}
+
+let debuggerSignalIgnored = false;
+
+/**
+ * SIGUSR1 starts node's inspector by default: a debugger port on a root
+ * process that holds the drill's cgroup and queue (QA). A listener of our own
+ * keeps it closed (node 20 has no --disable-sigusr1); the signal does nothing.
+ */
+function ignoreDebuggerSignal(): void {
+  if (debuggerSignalIgnored) return;
+  debuggerSignalIgnored = true;
+  process.on("SIGUSR1", () => {});
 }
 
 /** The command's implementation is loaded and about to act: its own handling from here on. Safe to call twice. */

@@ -1,3 +1,4 @@
+import path from "node:path";
 import { FREE_MARGIN_BYTES, isMemoryFilesystem } from "../host/filesystem.js";
 import { formatBytes } from "../units.js";
 import { redactUrl } from "../context.js";
@@ -228,7 +229,8 @@ export function servingVerdict(f: DoctorFacts): ServingVerdict {
       rule: "You cannot disable swap inside the worker cgroup",
       holds: f.hostSwapTotalBytes === 0 || f.swapControl.present ? false : f.memoryWritable.ok ? true : null,
       why: f.swapControl.present
-        ? `${f.swapControl.file ?? "swap control"} is available`
+        ? // Seen in the probe cgroup doctor made and removed: its name, not its gone path (QA).
+          `${f.swapControl.file === null ? "swap control" : path.basename(f.swapControl.file)} is available (seen in doctor's probe cgroup, removed since)`
         : f.hostSwapTotalBytes === 0 ? "host has no swap" : f.memoryWritable.ok ? "no swap control file" : "not checked: the probe cgroup could not be made",
     },
     { rule: "Retries reenter the same packed process", holds: false, why: "drill nacks to jobs:retry:<host_class>, never back to the same queue" },

@@ -161,7 +161,8 @@ function sections(r: Report): Section[] {
       peakRow("stall_ms_p99", p.peak_stall_ms_p99, ms),
       peakRow("cgroup memory.peak", p.peak_cg_mem_peak, (v) => `${bytes(v)} (limit ${bytes(p.cg_mem_max)})`),
       peakRow("cgroup memory.current", p.peak_cg_mem_current, (v) => bytes(v)),
-      peakRow("deadline_slack_ms (lowest)", p.lowest_deadline_slack_ms, ms),
+      // Admitted jobs only: a job the gate rejected on its slack never counts here (QA: 7989 ms beside reject lines at 999).
+      peakRow("deadline_slack_ms (lowest, admitted jobs awaiting a first token)", p.lowest_deadline_slack_ms, ms),
       peakRow("si (swap-in, pages/s)", p.peak_si, (v) => num(v, 1)),
       // The runbook's contradiction at its worst moment: the stall beside idle CPU and a queue age that looks fine.
       ["at the worst stall", noRecording ?? worstStallText(p.at_worst_stall), p.at_worst_stall?.ts ?? ""],

@@ -470,6 +470,26 @@ describe("drill watch: streams", () => {
     expect(String(r.stdout).trim().split("\n")).toHaveLength(recorded.length);
   });
 
+  // QA: SIGUSR1 opened node's inspector on 127.0.0.1:9229 in a root watch, which went on with the port open.
+  it("SIGUSR1 opens no debugger: watch goes on and ends as asked", async () => {
+    const host = fakeHost("v2");
+    const child = execa("node", [drillBin, "--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--json", "--interval", "100ms", "--count", "8", "--queue", "e2e-usr1"], { reject: false, timeout: 20_000 });
+    await new Promise<void>((resolve) => {
+      const onData = (chunk: Buffer) => {
+        if (!chunk.toString().includes("\n")) return;
+        child.stdout!.off("data", onData);
+        resolve();
+      };
+      child.stdout!.on("data", onData);
+      void child.finally(() => resolve());
+    });
+    child.kill("SIGUSR1");
+    const r = await child;
+    expect(r.exitCode, String(r.stderr)).toBe(0);
+    expect(String(r.stderr)).not.toMatch(/Debugger listening|inspector/);
+    expect(String(r.stdout).trim().split("\n")).toHaveLength(8);
+  });
+
   it.each([
     [["--interval", "1"], "--interval"],
     [["--once", "--count", "2"], "--once"],

@@ -100,6 +100,8 @@ describe("doctor checks", () => {
     const v = servingVerdict(healthy);
     expect(v.reasons).toHaveLength(5);
     expect(v.reasons.find((r) => r.rule.startsWith("You lack PSI"))?.holds).toBe(false);
+    // QA: it named the probe cgroup's file, a path doctor had removed before printing it.
+    expect(v.reasons.find((r) => r.rule.startsWith("You cannot disable swap"))?.why).toBe("memory.memsw.limit_in_bytes is available (seen in doctor's probe cgroup, removed since)");
     const blind = servingVerdict({ ...healthy, vmstatSwapIn: { ok: false, file: "/proc/vmstat", reason: "missing" } });
     expect(blind.reasons.find((r) => r.rule.startsWith("You lack PSI"))?.holds).toBe(true);
     expect(blind.refuse).toBe(true);

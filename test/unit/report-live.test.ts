@@ -300,7 +300,7 @@ describe("the pressure section tells the seed's contradiction", () => {
     expect(r.pressure.peak_si).toEqual({ value: 12, ts: at(NOW - 3 * MIN) });
     expect(r.pressure.at_worst_stall).toEqual({ ts: at(NOW - 3 * MIN), stall_rate_pct: 26.33, source: "worker cgroup", cpu_idle_pct: 50, queue_age_ms: 180, deadline_slack_ms: -230 });
     const text = renderReport(r, "text", new Chalk({ level: 0 }));
-    expect(text).toMatch(/deadline_slack_ms \(lowest\)\s+-230 ms/);
+    expect(text).toMatch(/deadline_slack_ms \(lowest, admitted jobs awaiting a first token\)\s+-230 ms/);
     expect(text).toContain("stall 26.33% (worker cgroup) with cpu idle 50.0%, queue age 180 ms, slack -230 ms");
   });
 
