@@ -23,7 +23,13 @@ export function buildProgram(json = false): Command {
     .exitOverride();
   usageErrorsAsOneLine(program, []);
 
-  const globals: GlobalsFn = () => resolveGlobalOptions({ ...program.opts(), redisSource: program.getOptionValueSource("redis") });
+  const globals: GlobalsFn = () => resolveGlobalOptions({
+      ...program.opts(),
+      redisSource: program.getOptionValueSource("redis"),
+      procfsSource: program.getOptionValueSource("procfs"),
+      sysfsSource: program.getOptionValueSource("sysfs"),
+      stateDirSource: program.getOptionValueSource("stateDir"),
+    });
 
   for (const factory of commandFactories) program.addCommand(factory(globals));
   addHelpCommand(program);

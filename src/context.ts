@@ -59,6 +59,10 @@ export function resolveGlobalOptions(raw: {
   procfs?: string;
   sysfs?: string;
   stateDir?: string;
+  /** Commander's sources of the three dirs: "env" when its .env() read the variable into the flag. */
+  procfsSource?: string;
+  sysfsSource?: string;
+  stateDirSource?: string;
   json?: boolean;
   color?: boolean;
 }, env: NodeJS.ProcessEnv = process.env): GlobalOptions {
@@ -67,9 +71,10 @@ export function resolveGlobalOptions(raw: {
   if (redisUrl !== undefined) checkRedisUrl(redisUrl, raw.redis !== undefined && raw.redisSource !== "env" ? "--redis" : "DRILL_REDIS_URL");
   // Absolute from here on: up's children, the embedded redis-server's --dir
   // and a rollback run from another directory all read these paths.
-  const dir = (given: string | undefined, fromEnv: string | undefined, flag: string, variable: string, fallback: string, mustExist = false): string => {
+  const dir = (given: string | undefined, givenSource: string | undefined, fromEnv: string | undefined, flag: string, variable: string, fallback: string, mustExist = false): string => {
     const value = given ?? fromEnv ?? fallback;
-    const source = given !== undefined ? flag : variable;
+    // The operator fixes what the message names: the variable when commander read it into the flag (QA: DRILL_SYSFS blamed on --sysfs).
+    const source = given !== undefined && givenSource !== "env" ? flag : variable;
     if (value === "") throw new UsageError(`${source}: empty path`);
     const resolved = path.resolve(value);
     // A file where a dir belongs fails later as ENOTDIR deep in whatever reads it (or as "nothing to roll back"):
@@ -87,9 +92,9 @@ export function resolveGlobalOptions(raw: {
   };
   return {
     redisUrl,
-    procfs: dir(raw.procfs, env.DRILL_PROCFS, "--procfs", "DRILL_PROCFS", DEFAULT_PROCFS, true),
-    sysfs: dir(raw.sysfs, env.DRILL_SYSFS, "--sysfs", "DRILL_SYSFS", DEFAULT_SYSFS, true),
-    stateDir: dir(raw.stateDir, env.DRILL_STATE_DIR, "--state-dir", "DRILL_STATE_DIR", DEFAULT_STATE_DIR),
+    procfs: dir(raw.procfs, raw.procfsSource, env.DRILL_PROCFS, "--procfs", "DRILL_PROCFS", DEFAULT_PROCFS, true),
+    sysfs: dir(raw.sysfs, raw.sysfsSource, env.DRILL_SYSFS, "--sysfs", "DRILL_SYSFS", DEFAULT_SYSFS, true),
+    stateDir: dir(raw.stateDir, raw.stateDirSource, env.DRILL_STATE_DIR, "--state-dir", "DRILL_STATE_DIR", DEFAULT_STATE_DIR),
     json: raw.json ?? false,
     color: raw.color !== false && env.NO_COLOR === undefined && env.FORCE_COLOR !== "0",
   };
@@ -128,7 +133,11 @@ export async function commandRedisUrl(
   // Loaded here, not at start-up: `drill --help` loads no drill code.
   const { chooseDrillRedis, listDrills, readStateEntries, statePath } = await import("./drill/state.js");
   const chosen = chooseDrillRedis(readStateEntries(g.stateDir, listDrills(g.stateDir)), want, g.stateDir);
-  if (chosen === null) return DEFAULT_REDIS_URL;
+  if (chosen === null) {
+    // Said, as the drill's Redis is: a pack with no drill up pushed onto the host's own Redis without a word (QA).
+    note(`redis: no drill is up in ${g.stateDir}: ${DEFAULT_REDIS_URL}, the default (--redis or DRILL_REDIS_URL for another)`);
+    return DEFAULT_REDIS_URL;
+  }
   const from = chosen.names.map((name) => statePath(g.stateDir, name)).join(", ");
   note(`redis: drill ${chosen.names.join(", ")}'s redis at ${redactUrl(chosen.url)} (from ${from})`);
   return chosen.url;

@@ -92,7 +92,8 @@ export async function gateAction(g: GlobalOptions, raw: RawGateOptions, resolveW
       crashAt: process.env.DRILL_CRASH_AT,
       onConnected: () => process.stderr.write(`${gateStartLine(options, redisUrl)}\n`),
     });
-    const why = summary.stoppedBy === "signal" && lifetime.signal.aborted && interrupt.received() === null ? "duration" : summary.stoppedBy;
+    // The signal by name (QA: SIGINT and SIGTERM both read "signal"); --duration is the gate's own end.
+    const why = summary.stoppedBy !== "signal" ? summary.stoppedBy : (interrupt.received() ?? (lifetime.signal.aborted ? "duration" : "signal"));
     process.stderr.write(`${gateStoppedLine(options.gateId, summary, why)}\n`);
   } finally {
     interrupt.dispose();

@@ -275,8 +275,9 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
             recorded++;
           } catch (err) {
             // The view is what the operator watches the incident on: it goes on, said once; the exit says it (1).
-            recordFailed = `${(err as Error).message}; recording stopped after ${recorded} sample(s), the file ends with whole lines`;
-            notice(`drill: ${recordFailed}; the view goes on`);
+            notice(`drill: ${(err as Error).message}; recording stopped after ${recorded} sample(s), the file ends with whole lines; the view goes on`);
+            // The exit says it once more, short (QA: the same line twice).
+            recordFailed = `--record: ${options.record} holds the first ${recorded} sample(s) only: its write failed (said above)`;
             recording.close();
             recording = null;
           }

@@ -78,6 +78,8 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
     f.memoryWritable.ok ? "created and removed a probe cgroup" : `cannot create a cgroup there: ${f.memoryWritable.error ?? "unknown"}`,
   );
 
+  // The probe cgroup is removed before this prints: its file by name, not by a path that is gone (QA).
+  const probed = (file: string | null): string | null => (file === null ? null : `${path.basename(file)} (probe cgroup, removed)`);
   // Without the probe cgroup (not writable, or its place not resolved) its files were never looked at.
   const notProbed = f.memoryWritable.ok ? null : `not checked: the probe cgroup could not be made (${f.memoryWritable.error ?? "unknown"})`;
   const noHostSwap = f.hostSwapTotalBytes === 0;
@@ -85,7 +87,7 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
   else add(
     "swap disabled in cgroup",
     f.swapControl.present ? "pass" : noHostSwap ? "pass" : f.layout === "v1" || f.layout === "hybrid" ? "warn" : "fail",
-    f.swapControl.file,
+    probed(f.swapControl.file),
     f.swapControl.present
       ? f.layout === "v2"
         ? "memory.swap.max can be set to 0"
@@ -113,7 +115,7 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
   else add(
     "cgroup PSI",
     f.cgroupPsi.present ? "pass" : "warn",
-    f.cgroupPsi.file,
+    probed(f.cgroupPsi.file),
     f.cgroupPsi.present
       ? "the worker cgroup gets its own memory.pressure"
       : "no per-cgroup memory.pressure: the gate and watch fall back to host PSI only",
@@ -130,7 +132,7 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
   else add(
     "cgroup.kill",
     f.cgroupKill.present ? "pass" : "warn",
-    f.cgroupKill.file,
+    probed(f.cgroupKill.file),
     // What teardown does (killUntilEmpty) in each case.
     f.cgroupKill.present
       ? "rollback kills the whole cgroup in one write"

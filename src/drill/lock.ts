@@ -45,7 +45,7 @@ export function acquireDrillLock(dir: string, what: "up" | "rollback", holder: s
         (owner) =>
           owner === null
             ? new RefusedError(`another drill ${what} with the same name is starting (${file})`)
-            : new RefusedError(`another drill ${owner.what ?? what} (pid ${owner.pid}) holds ${file}; one at a time per drill name`),
+            : new RefusedError(`another drill ${owner.what ?? what} (pid ${owner.pid}) holds ${file}; one at a time per drill name: wait for it to end, then run this again`),
         seams,
         takeFrom,
       );

@@ -240,7 +240,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
       state.ended = {
         verdict: "up_gone",
         at: new Date().toISOString(),
-        reason: `drill up (pid ${state.owner.pid}) found gone by the rollback, with no end recorded (killed, or the host rebooted): the packing had stopped before`,
+        reason: `drill up (pid ${state.owner.pid}) found gone by the rollback, with no end recorded (killed, or the host rebooted); the packing, if it had started, stopped with it`,
         pushed: null,
         notPacked: null,
       };

@@ -787,23 +787,25 @@ async function pushRidingOutRedis(
     upstreamAgeMs: step.upstream_age,
     hostClass: step.host_class,
   });
-  let failedAt: number | null = null;
+  let failed = false;
+  // An outage is timed from the push's first send: a failure is known only once its command timed out (QA: "did not answer a push for 1ms").
+  const sentAt = run.elapsed();
   const outcome = await pushUntilTaken(queue, job, `${run.runId}.${index}.${jobIndex}`, {
     signal: run.signal,
     delayMs: (failures) => pushRetryDelayMs(failures - 1),
     sendAgain: (_failures, delayMs) => run.elapsed() + delayMs < run.durationMs,
     onFailure: (err) => {
       // Once the drill stops, its own line says so: a push of a phase cut short is no news.
-      if (failedAt !== null || run.signal.aborted) return;
-      failedAt = run.elapsed();
+      if (failed || run.signal.aborted) return;
+      failed = true;
       run.log(`phase ${index}: push failed: ${PUSH_FAILURE_TEXT[pushFailure(err)]} (${errorText(err)}); sending it again until Redis answers or the drill ends`);
     },
   });
   if (outcome.ok) {
-    if (failedAt !== null) run.log(`phase ${index}: Redis answers again after ${formatDuration(run.elapsed() - failedAt)}; job=${outcome.job.id} pushed`);
+    if (failed) run.log(`phase ${index}: Redis answers again; job=${outcome.job.id} pushed ${formatDuration(run.elapsed() - sentAt)} after its first send`);
     return outcome.job;
   }
-  if (!run.signal.aborted) run.pushFailed(outcome.error, failedAt ?? run.elapsed());
+  if (!run.signal.aborted) run.pushFailed(outcome.error, sentAt);
   if (pushFailure(outcome.error) === "no_reply") {
     run.pushUnanswered();
     run.log(`phase ${index}: its last push got no reply: if Redis runs it when it answers, that job is queued under the next id (report counts it), though not counted as packed here`);

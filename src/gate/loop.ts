@@ -80,7 +80,7 @@ export function gateStartLine(options: GateOptions, redisUrl: string): string {
 export const GATE_START_LINE = /^gate \S+: deciding jobs of queue /;
 
 /** Why the gate stopped as its operator started it: --duration is its own, not a signal's. */
-export type GateStop = GateSummary["stoppedBy"] | "duration";
+export type GateStop = GateSummary["stoppedBy"] | "duration" | "SIGINT" | "SIGTERM";
 
 /** The gate's last stderr line: `gate g1 stopped (signal): decided=12 admit=5 reject_packed_tokens=7 recovered=0 watchdog_fires=0`. */
 export function gateStoppedLine(gateId: string, summary: GateSummary, why: GateStop): string {

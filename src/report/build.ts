@@ -526,10 +526,9 @@ function oomKills(samples: readonly WatchSample[], now: CgroupNow | null, atSetu
   }
   const live = { end: now.oomKill, inWindow: counterIncrease([...readings, { value: now.oomKill, absent: false }]) };
   if (live.inWindow !== recorded.inWindow || live.end !== recorded.end) {
-    notes.push(
-      `OOM kills counted to ${at} from ${now.file} read then (oom_kill=${now.oomKill}): ${live.inWindow} in the window, ` +
-        `where the recording's last sample (${iso(lastTs)}) said oom_kill=${recorded.end ?? "n/a"}, ${recorded.inWindow} in the window`,
-    );
+    // No sample at all (stopped while waiting): said so, not "(null) said oom_kill=n/a" (QA).
+    const recordedText = lastTs === null ? "where the recording has no sample" : `where the recording's last sample (${iso(lastTs)}) said oom_kill=${recorded.end ?? "n/a"}, ${recorded.inWindow} in the window`;
+    notes.push(`OOM kills counted to ${at} from ${now.file} read then (oom_kill=${now.oomKill}): ${live.inWindow} in the window, ${recordedText}`);
   }
   return live;
 }

@@ -10,7 +10,7 @@ import { detectLayout } from "../cgroup/layout.js";
 import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import { workerCgroupFromDirs } from "../cgroup/paths.js";
 import { validateDrillName } from "../drill/names.js";
-import { drillDir, listDrills, readState, readStateEntries, runDir, upDiedUnrecorded, type DrillState } from "../drill/state.js";
+import { drillDir, isDrillUp, listDrills, readState, readStateEntries, runDir, upDiedUnrecorded, type DrillState } from "../drill/state.js";
 import { DrillError, RefusedError, UsageError } from "../errors.js";
 import { queueKeys, type QueueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl, sameRedis } from "../queue/redis.js";
@@ -127,6 +127,15 @@ export interface DrillChoice {
  * Redis, else the queue alone, with no run to clip to and no export; however
  * many other drills the state dir holds. Else the only drill there.
  */
+/** The drill a suggested --name names: one that is up, else the one created last (QA: the first by name, long rolled back). */
+function likeliestDrill(stateDir: string, drills: readonly string[]): string {
+  const states = readStateEntries(stateDir, drills).flatMap((e) => ("state" in e ? [e.state] : []));
+  const up = states.filter(isDrillUp);
+  const pool = up.length > 0 ? up : states;
+  const latest = pool.reduce<DrillState | null>((best, s) => (best === null || Date.parse(s.createdAt) > Date.parse(best.createdAt) ? s : best), null);
+  return latest?.name ?? drills[0]!;
+}
+
 export function resolveDrillName(stateDir: string, name: string | undefined, redisUrl: string | undefined, queue?: string): DrillChoice {
   if (name !== undefined) {
     validateDrillName(name);
@@ -153,7 +162,7 @@ export function resolveDrillName(stateDir: string, name: string | undefined, red
   if (drills.length === 1) return { name: drills[0]!, notes: [] };
   if (drills.length > 1) {
     throw new UsageError(
-      `several drills in ${stateDir}: ${drills.join(", ")}; pick one with --name (${drillCommandFor(stateDir)} report --name ${drills[0]!})${redisUrl === undefined || queue !== undefined ? "" : ", or give --queue to report on a queue of that Redis directly"}`,
+      `several drills in ${stateDir}: ${drills.join(", ")}; pick one with --name (${drillCommandFor(stateDir)} report --name ${likeliestDrill(stateDir, drills)})${redisUrl === undefined || queue !== undefined ? "" : ", or give --queue to report on a queue of that Redis directly"}`,
     );
   }
   if (redisUrl !== undefined) return { name: null, notes: [] };

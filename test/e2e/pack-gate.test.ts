@@ -396,6 +396,8 @@ describe("drill pack + drill gate (built binary)", () => {
       gate.kill(signal);
       const result = await gate;
       expect(result.exitCode).toBe(code);
+      // QA: both read "stopped (signal)".
+      expect(String(result.stderr)).toMatch(new RegExp(`^gate \\S+ stopped \\(${signal}\\): decided=0 recovered=0 watchdog_fires=0$`, "m"));
     }
   });
 

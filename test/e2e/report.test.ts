@@ -387,10 +387,10 @@ describe("drill report (built binary)", () => {
 
     const several = path.join(tmp, "state-several");
     writeState(several, state("a", "qa", server.url));
-    writeState(several, state("b", "qb", server.url));
+    writeState(several, state("b", "qb", server.url, { phase: "complete" }));
     const pick = await drill(["--state-dir", several, "report"]);
     expect(pick.exitCode).toBe(2);
-    // With a command to copy (QA).
+    // With a command to copy (QA), naming the drill that is up (QA: the first by name, long rolled back).
     expect(pick.stderr).toContain(`several drills in ${several}: a, b; pick one with --name (drill --state-dir ${several} report --name a)`);
 
     const lost = path.join(tmp, "state-lost");

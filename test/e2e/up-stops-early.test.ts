@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readState, runDir, type DrillState } from "../../src/drill/state.js";
 import type { ReportDocument } from "../../src/report/render.js";
 import { realDrillSkipReason } from "../helpers/cgroupFixtures.js";
+import { parseDuration } from "../../src/units.js";
 import { runDrill } from "../helpers/cli.js";
 import { pack, tinyDrill } from "../helpers/drills.js";
 import { assertHostClean } from "../helpers/hostClean.js";
@@ -170,7 +171,7 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     const out = result.stdout + result.stderr;
     expect(result.exitCode, out).toBe(0);
     expect(result.stderr).toMatch(/^phase 1: push failed: no reply from Redis \(Command timed out\); sending it again until Redis answers or the drill ends$/m);
-    expect(result.stderr).toMatch(/^phase 1: Redis answers again after \S+; job=\d+ pushed$/m);
+    expect(result.stderr).toMatch(/^phase 1: Redis answers again; job=\d+ pushed \S+ after its first send$/m);
     expect(result.stderr).not.toMatch(/the drill stops here/);
     const summary = JSON.parse(result.stdout.trim().split("\n").pop()!) as Summary;
     expect(summary.stopped_early).toEqual([]);
@@ -199,9 +200,11 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     }
     const out = result.stdout + result.stderr;
     expect(result.exitCode, out).toBe(1);
-    const stop = /^redis: did not answer a push for \S+ \d+s into the drill: Command timed out; redis-server pid (\d+) is stopped \(state T.*\); the drill stops here$/m.exec(result.stdout);
+    const stop = /^redis: did not answer a push for (\S+) \d+s into the drill: Command timed out; redis-server pid (\d+) is stopped \(state T.*\); the drill stops here$/m.exec(result.stdout);
     expect(stop, out).not.toBeNull();
-    expect(Number(stop![1])).toBe(redis);
+    expect(Number(stop![2])).toBe(redis);
+    // Timed from the push's first send, not from its timeout (QA: "for 1ms" after ~5 s of silence).
+    expect(parseDuration(stop![1]!, "for")).toBeGreaterThanOrEqual(4000);
     expect(out).not.toMatch(/refused a push|give --redis|DRILL_REDIS_URL/);
     // Nothing about a push after the drill stopped.
     const after = result.stdout.slice(stop!.index);

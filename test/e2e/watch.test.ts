@@ -376,6 +376,7 @@ describe("drill watch: streams", () => {
     expect(r.exitCode, String(r.stderr)).toBe(1);
     expect(String(r.stderr)).toContain(`drill: --record: cannot write ${record}: EFBIG`);
     expect(String(r.stderr)).toContain("recording stopped after 0 sample(s), the file ends with whole lines; the view goes on");
+    expect(String(r.stderr).trimEnd().split("\n").at(-1)).toBe(`drill: --record: ${record} holds the first 0 sample(s) only: its write failed (said above)`);
     expect(String(r.stdout).trim().split("\n")).toHaveLength(3);
   });
 

@@ -90,6 +90,9 @@ describe("resolveGlobalOptions: --state-dir, --procfs, --sysfs are directories",
     // QA: a --procfs or --sysfs that is not there read every signal as missing, exit 0; a state dir not there yet is made.
     expect(() => resolveGlobalOptions({ procfs: "/nonexist" }, {})).toThrow(new UsageError("--procfs: /nonexist is not a directory (the /proc tree every kernel file is read under)"));
     expect(() => resolveGlobalOptions({}, { DRILL_SYSFS: "/nonexist" })).toThrow("DRILL_SYSFS: /nonexist is not a directory (the /sys tree every kernel file is read under)");
+    // As the CLI passes it: commander read the variable into the flag, and says so (QA: blamed on --sysfs).
+    expect(() => resolveGlobalOptions({ sysfs: "/nonexist", sysfsSource: "env" }, { DRILL_SYSFS: "/nonexist" })).toThrow("DRILL_SYSFS: /nonexist is not a directory");
+    expect(() => resolveGlobalOptions({ sysfs: "/nonexist", sysfsSource: "cli" }, { DRILL_SYSFS: "/other" })).toThrow("--sysfs: /nonexist is not a directory");
     expect(resolveGlobalOptions({ stateDir: "/nonexist/state" }, {}).stateDir).toBe("/nonexist/state");
     expect(() => resolveGlobalOptions({ stateDir: path.join(file, "below") }, {})).toThrow(`--state-dir: ${path.join(file, "below")} is not a directory`);
   });

@@ -100,6 +100,11 @@ describe("doctor checks", () => {
     const v = servingVerdict(healthy);
     expect(v.reasons).toHaveLength(5);
     expect(v.reasons.find((r) => r.rule.startsWith("You lack PSI"))?.holds).toBe(false);
+    // QA: the table's values named the probe cgroup's files, paths doctor had removed before printing them.
+    const rows = evaluateChecks(healthy);
+    expect(rows.find((c) => c.name === "swap disabled in cgroup")?.value).toBe("memory.memsw.limit_in_bytes (probe cgroup, removed)");
+    expect(rows.find((c) => c.name === "cgroup PSI")?.value).toBe("memory.pressure (probe cgroup, removed)");
+    expect(rows.find((c) => c.name === "cgroup.kill")?.value).toBe("cgroup.kill (probe cgroup, removed)");
     // QA: it named the probe cgroup's file, a path doctor had removed before printing it.
     expect(v.reasons.find((r) => r.rule.startsWith("You cannot disable swap"))?.why).toBe("memory.memsw.limit_in_bytes is available (seen in doctor's probe cgroup, removed since)");
     const blind = servingVerdict({ ...healthy, vmstatSwapIn: { ok: false, file: "/proc/vmstat", reason: "missing" } });

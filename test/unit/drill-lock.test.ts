@@ -66,7 +66,7 @@ describe("acquireDrillLock", () => {
     writeFileSync(file, holder.text);
     const refused = refusal(() => acquireDrillLock(dir, "rollback"));
     expect(refused.exitCode).toBe(3);
-    expect(refused.message).toBe(`another drill report (pid ${holder.pid}) holds ${file}; one at a time per drill name`);
+    expect(refused.message).toBe(`another drill report (pid ${holder.pid}) holds ${file}; one at a time per drill name: wait for it to end, then run this again`);
     expect(readFileSync(file, "utf8")).toBe(holder.text);
   });
 
@@ -148,7 +148,7 @@ describe("acquireDrillLock", () => {
       }),
     );
     expect(second).not.toBeNull();
-    expect(refused.message).toBe(`another drill second-taker (pid ${process.pid}) holds ${file}; one at a time per drill name`);
+    expect(refused.message).toBe(`another drill second-taker (pid ${process.pid}) holds ${file}; one at a time per drill name: wait for it to end, then run this again`);
     expect(JSON.parse(readFileSync(file, "utf8"))).toMatchObject({ what: "second-taker" });
     expect(readdirSync(dir)).toEqual(["up.lock"]);
   });

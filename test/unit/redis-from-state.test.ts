@@ -144,11 +144,14 @@ describe("commandRedisUrl: flag, env, the drill up in the state dir, default", (
     expect(notes).toEqual([`redis: drill smoke's redis at redis://127.0.0.1:41234 (from ${path.join(sd, "smoke", "state.json")})`]);
   });
 
-  it("no drill up (only a rolled-back one, or no state dir at all): the default, nothing said", async () => {
+  // QA: `drill pack` with no drill up pushed 8 jobs onto the host's own Redis without a word of where.
+  it("no drill up (only a rolled-back one, or no state dir at all): the default, said with the state dir looked in", async () => {
     const notes: string[] = [];
-    expect(await commandRedisUrl({ redisUrl: undefined, stateDir: stateDir(drill("old", { phase: "complete" })) }, { queue: "jobs" }, (l) => notes.push(l))).toBe(DEFAULT_REDIS_URL);
-    expect(await commandRedisUrl({ redisUrl: undefined, stateDir: path.join(os.tmpdir(), "drill-no-such-dir-rfs") }, { queue: "jobs" }, (l) => notes.push(l))).toBe(DEFAULT_REDIS_URL);
-    expect(notes).toEqual([]);
+    const sd = stateDir(drill("old", { phase: "complete" }));
+    expect(await commandRedisUrl({ redisUrl: undefined, stateDir: sd }, { queue: "jobs" }, (l) => notes.push(l))).toBe(DEFAULT_REDIS_URL);
+    const none = path.join(os.tmpdir(), "drill-no-such-dir-rfs");
+    expect(await commandRedisUrl({ redisUrl: undefined, stateDir: none }, { queue: "jobs" }, (l) => notes.push(l))).toBe(DEFAULT_REDIS_URL);
+    expect(notes).toEqual([sd, none].map((dir) => `redis: no drill is up in ${dir}: ${DEFAULT_REDIS_URL}, the default (--redis or DRILL_REDIS_URL for another)`));
   });
 
   it("a drill up on another queue: exit 2 (UsageError) before any connection, nothing said as if chosen", async () => {

@@ -78,6 +78,9 @@ describe("OOM kills with the worker cgroup read now (up stops before watch's nex
     // No sample at all: setup and the live read count it.
     const none = buildReport(inputs({ recording: null, cgroupAtSetup: { tsMs: NOW - 5 * MIN, count: 0 }, cgroupNow: { tsMs: NOW, file, oomKill: 1, reason: null } }), NOW, 10 * MIN);
     expect(none.pressure.oom_kills_in_window).toBe(1);
+    // QA: its note read "where the recording's last sample (null) said oom_kill=n/a".
+    expect(none.notes.join("\n")).toContain("1 in the window, where the recording has no sample");
+    expect(none.notes.join("\n")).not.toMatch(/\(null\)|last sample \(/);
   });
 });
 

@@ -97,6 +97,16 @@ describe("which drill a report is about", () => {
     expect(() => resolveDrillName(stateDir, undefined, URL, undefined)).toThrow(/several drills in .*: a, b; pick one with --name \(drill --state-dir .* report --name a\), or give --queue/);
   });
 
+  // QA: it suggested the first by name, rolled back long before, beside the one drill up.
+  it("several drills: the suggested --name is the drill that is up, else the one created last", () => {
+    writeState(stateDir, stateOf("a", "qa"));
+    writeState(stateDir, { ...stateOf("b", "qb"), phase: "running" });
+    writeState(stateDir, { ...stateOf("c", "qc"), createdAt: new Date(NOW + MIN).toISOString() });
+    expect(() => resolveDrillName(stateDir, undefined, undefined, undefined)).toThrow(/several drills in .*: a, b, c; pick one with --name \(drill --state-dir .* report --name b\)/);
+    writeState(stateDir, stateOf("b", "qb"));
+    expect(() => resolveDrillName(stateDir, undefined, undefined, undefined)).toThrow(/report --name c\)/);
+  });
+
   it("--redis and --queue a drill there ran on (the same Redis, however spelled): that drill", () => {
     writeState(stateDir, stateOf("a", "qa"));
     writeState(stateDir, stateOf("b", "qb", "redis://localhost:6391/0"));
