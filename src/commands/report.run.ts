@@ -12,7 +12,8 @@ export async function reportAction(g: GlobalOptions, raw: RawReportOptions): Pro
   const sinceMs = parsePositiveDuration(raw.since, "--since", MAX_REPORT_SINCE_MS);
   const format = resolveFormat(raw.format, g.json);
   const queue = raw.queue === undefined ? undefined : validateKeyPart(raw.queue, "--queue");
-  const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: raw.name, queue, redisUrl: g.redisUrl, sinceMs, roots: hostRoots(g), recordingFile: raw.recording });
+  const runId = raw.run === undefined ? undefined : validateKeyPart(raw.run, "--run");
+  const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: raw.name, queue, redisUrl: g.redisUrl, sinceMs, roots: hostRoots(g), recordingFile: raw.recording, runId });
   const report = buildReport(inputs, nowMs, sinceMs, { sinceGiven: raw.sinceGiven });
   const output = consoleOutput(g.color && format === "text");
   output.out(renderReport(report, format, output.color));

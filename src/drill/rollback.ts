@@ -248,6 +248,9 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     // An up still starting opens admission as its last step before running.
     const upWasStarting = state.phase === "starting";
     state.phase = "rolling_back";
+    // An earlier rollback that took the drill over and was interrupted: its start is the run's end, not this one's.
+    const takenOverAt = state.rollback === undefined ? state.rollbackStartedAt : undefined;
+    if (state.rollback === undefined) state.rollbackStartedAt ??= new Date().toISOString();
     writeState(options.stateDir, state);
 
     // `up` died before it had a Redis: there is no queue to flip or drain. (Never
@@ -363,7 +366,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
       await guard(record, "export", async () => {
         const exported = await exportKeys(queue.redis, queue.keys, file);
         result.exported = exported.file;
-        state.rollback = rollbackRecord(earlier, new Date().toISOString(), { exported: exported.file, drained: result.drainLength ?? undefined, left: [] });
+        state.rollback = rollbackRecord(earlier, new Date().toISOString(), { exported: exported.file, drained: result.drainLength ?? undefined, left: [] }, takenOverAt);
         writeState(options.stateDir, state);
         return `${exported.keys} keys to ${exported.file}`;
       }, (err) => result.left.push(`export to ${file} failed (${err instanceof Error ? err.message : String(err)}); ${kept} (run drill rollback again)`));
@@ -405,7 +408,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
       state.phase = "complete";
       state.completedAt = new Date().toISOString();
     }
-    state.rollback = rollbackRecord(earlier, new Date().toISOString(), { exported: result.exported ?? state.rollback?.exported, drained: result.drainLength ?? undefined, left: result.left });
+    state.rollback = rollbackRecord(earlier, new Date().toISOString(), { exported: result.exported ?? state.rollback?.exported, drained: result.drainLength ?? undefined, left: result.left }, takenOverAt);
     writeState(options.stateDir, state);
     return { kind: "rolled_back", result };
   } finally {
@@ -558,7 +561,9 @@ async function redrainComplete(state: DrillState, options: RollbackOptions): Pro
  * took the drill over; the report ends the run there, QA: a re-drain 19 s
  * later moved "rolled back 14 s into the drill" to 33 s); a later one is `lastAt`.
  */
-export function rollbackRecord(before: RollbackRecord | undefined, at: string, latest: Pick<RollbackRecord, "exported" | "drained" | "left">): RollbackRecord {
+export function rollbackRecord(before: RollbackRecord | undefined, at: string, latest: Pick<RollbackRecord, "exported" | "drained" | "left">, takenOverAt?: string): RollbackRecord {
+  // The first record after an interrupted rollback: that one took the drill over (QA: the run's end moved to the second).
+  if (before === undefined && takenOverAt !== undefined) return { at: takenOverAt, lastAt: at, ...latest };
   if (before === undefined) return { at, ...latest };
   return { ...latest, at: before.at, lastAt: at, ...(before.redrains ? { redrains: before.redrains } : {}) };
 }

@@ -54,6 +54,13 @@ export interface DrillState {
   ended?: DrillEnded;
   /** Rollback's notes: what it found, did, and left. */
   rollback?: RollbackRecord;
+  /**
+   * When the run's first rollback started (it takes the drill over at once:
+   * deny-all, then the packer stopped). Written as it starts, so one that is
+   * interrupted before it records leaves this: the report says a rollback is
+   * unfinished, and the one that finishes it records this as the run's end.
+   */
+  rollbackStartedAt?: string;
 }
 
 /** A worker cgroup's oom_kill counter as read at a moment (ms since the epoch). */
@@ -118,7 +125,39 @@ export function writeState(stateDir: string, state: DrillState): void {
 }
 
 export function readState(stateDir: string, name: string): DrillState | null {
-  const file = statePath(stateDir, name);
+  return readStateFile(statePath(stateDir, name));
+}
+
+/**
+ * Where an earlier run's final state is kept once a later up replaced
+ * state.json: in its own run dir, beside its logs and AOF, so `drill report
+ * --run <id>` can still report it.
+ */
+export function keptRunStatePath(stateDir: string, name: string, runId: string): string {
+  return path.join(runDir(stateDir, name, runId), "state.json");
+}
+
+/** The runs of a drill kept this way, oldest first by creation. */
+export function listKeptRuns(stateDir: string, name: string): DrillState[] {
+  let ids: string[];
+  try {
+    ids = readdirSync(path.join(drillDir(stateDir, name), "runs"));
+  } catch {
+    return [];
+  }
+  return ids
+    .flatMap((id) => {
+      try {
+        const state = readStateFile(keptRunStatePath(stateDir, name, id));
+        return state ? [state] : [];
+      } catch {
+        return [];
+      }
+    })
+    .sort((a, b) => Date.parse(a.createdAt) - Date.parse(b.createdAt));
+}
+
+export function readStateFile(file: string): DrillState | null {
   let text: string;
   try {
     text = readFileSync(file, "utf8");

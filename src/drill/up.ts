@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, mkdirSync, openSync, readFileSync, rmdirSync, rmSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmdirSync, rmSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
@@ -11,6 +11,7 @@ import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup } from "../cgroup/paths.js";
 import { applySetup, inspectForSetup, planSetup } from "../cgroup/setup.js";
+import { writeJsonDurably } from "../cgroup/stateFiles.js";
 import { evaluateChecks, type Check } from "../doctor/checks.js";
 import { gatherFacts } from "../doctor/gather.js";
 import { DrillError, RefusedError, UsageError } from "../errors.js";
@@ -31,7 +32,7 @@ import { freePort, startEmbeddedRedis } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { drillCommandFor, leverCommand } from "../context.js";
-import { drillDir, intendProcess, isDrillUp, listDrills, readState, readStateEntries, runDir, statePath, writeState, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
+import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, statePath, writeState, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
 import { notReadyText, readReadiness, readyTimeoutMs, type Readiness } from "./ready.js";
@@ -199,6 +200,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       fileDir: null,
       owner: { pid: process.pid, startTime: self.ok ? self.value.startTime : null },
     };
+    keepPreviousRun(stateDir, previous, state.runId, log, drillCommandFor(stateDir, roots));
     writeState(stateDir, state);
     crash("state");
     // A rollback that took the drill over while it starts (its "rolling_back"
@@ -655,6 +657,27 @@ export function redisGoneText(lastLine: string | null): string | null {
   // Its shutdown ends "ready to exit, bye bye..."; a crash report ends with advice on reporting it.
   if (/ready to exit|BUG REPORT|crashed by signal|--check-system|--test-memory|redis\/issues/i.test(lastLine)) return lastLine;
   return `no exit message in its log: killed by a signal (SIGKILL, or the OOM killer); its last line: ${lastLine}`;
+}
+
+/**
+ * The run this up replaces in state.json, kept in its own run dir (beside its
+ * logs and AOF) and said: `drill report` reads the new run from here on, and
+ * `--run <id>` the kept one (QA: a second up replaced the run report reads
+ * without a word, and the first run could not be reported again).
+ */
+function keepPreviousRun(stateDir: string, previous: DrillState | null, runId: string, log: (line: string) => void, drillCmd: string): void {
+  if (previous === null || previous.runId === runId) return;
+  const kept = keptRunStatePath(stateDir, previous.name, previous.runId);
+  try {
+    // Its run dir holds its logs; a run from before run dirs has none to keep it in.
+    if (!existsSync(path.dirname(kept))) return;
+    writeJsonDurably(kept, previous);
+  } catch (err) {
+    log(`up: could not keep run ${previous.runId}'s state in ${kept} (${(err as Error).message}): \`drill report\` reads only the new run`);
+    return;
+  }
+  const ended = previous.rollback?.at ? `rolled back at ${previous.rollback.at}` : `phase ${previous.phase}`;
+  log(`up: drill ${previous.name}'s previous run ${previous.runId} (${ended}) is kept; \`${drillCmd} report --name ${previous.name}\` reads the new run ${runId} from now on, \`${drillCmd} report --name ${previous.name} --run ${previous.runId}\` the previous one`);
 }
 
 /** How often up polls gate and worker for readiness: a job pushed later waits at most this long for no reason. */

@@ -45,6 +45,8 @@ export interface DrillEndedFacts {
   last_rollback_at: string | null;
   /** Drains of jobs pushed after the rollback (a given Redis that outlives the drill); they do not move when it ended. */
   redrains: Array<{ at: string; drained: number | null }>;
+  /** A rollback that took the drill over and recorded nothing yet: what finishes it. Absent: none unfinished. */
+  unfinished?: string;
 }
 
 /** The drill state's end record → the header's facts; null when nothing says how it ended. */
@@ -59,13 +61,22 @@ function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedF
   };
   const rollbackAt = drill.rollbackAt ?? null;
   const rollbacks = { rolled_back_at: rollbackAt, last_rollback_at: drill.lastRollbackAt ?? null, redrains: drill.redrains ?? [] };
+  // A rollback took the drill over and recorded nothing yet: still at it, or interrupted (QA: the report said only "phase rolling_back").
+  const takeover = drill.rollbackStartedAt ?? null;
+  const unfinished =
+    drill.phase === "rolling_back" && rollbackAt === null && takeover !== null
+      ? { unfinished: `a rollback started at ${takeover} has not finished (still running, or interrupted): \`drill rollback --name ${drill.name}\` again finishes it` }
+      : {};
   const ended = drill.ended ?? null;
   if (ended) {
-    return { verdict: ended.verdict, reason: ended.reason, at: ended.at, after_ms: after(ended.at), pushed: ended.pushed, not_packed: ended.notPacked, unanswered_pushes: ended.unansweredPushes ?? null, ...rollbacks };
+    return { verdict: ended.verdict, reason: ended.reason, at: ended.at, after_ms: after(ended.at), pushed: ended.pushed, not_packed: ended.notPacked, unanswered_pushes: ended.unansweredPushes ?? null, ...rollbacks, ...unfinished };
   }
   // No verdict from up, and a rollback: it stopped up mid-drill (or up had died).
   if (rollbackAt !== null) {
     return { verdict: "rolled_back", reason: "a rollback took the drill over before up recorded an end", at: rollbackAt, after_ms: after(rollbackAt), pushed: null, not_packed: null, unanswered_pushes: null, ...rollbacks };
+  }
+  if (unfinished.unfinished !== undefined) {
+    return { verdict: "rolling_back", reason: "a rollback took the drill over before up recorded an end", at: takeover, after_ms: after(takeover), pushed: null, not_packed: null, unanswered_pushes: null, ...rollbacks, ...unfinished };
   }
   // Still "running" on disk with its up gone: the packer died mid-drill (SIGKILL, a reboot); when is not known.
   if (drill.upGone) {
@@ -615,7 +626,7 @@ function runEndMs(inputs: Pick<ReportInputs, "drill" | "events" | "done">, runSt
     const ms = at == null ? NaN : Date.parse(at);
     return Number.isFinite(ms) ? ms : null;
   };
-  const recorded = parse(drill.ended?.at ?? drill.rollbackAt);
+  const recorded = parse(drill.ended?.at ?? drill.rollbackAt ?? drill.rollbackStartedAt);
   const runs = drill.phase === null || drill.phase === "starting" || drill.phase === "running";
   if (recorded === null && runs && !drill.upGone) return null;
   const rollbackMs = parse(drill.rollbackAt) ?? Infinity;

@@ -10,7 +10,7 @@ import { detectLayout } from "../cgroup/layout.js";
 import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import { workerCgroupFromDirs } from "../cgroup/paths.js";
 import { validateDrillName } from "../drill/names.js";
-import { drillDir, isDrillUp, listDrills, readState, readStateEntries, runDir, upDiedUnrecorded, type DrillState } from "../drill/state.js";
+import { drillDir, isDrillUp, keptRunStatePath, listDrills, listKeptRuns, readState, readStateEntries, readStateFile, runDir, upDiedUnrecorded, type DrillState } from "../drill/state.js";
 import { DrillError, RefusedError, UsageError } from "../errors.js";
 import { queueKeys, type QueueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl, sameRedis } from "../queue/redis.js";
@@ -69,6 +69,8 @@ export interface GatherOptions {
   roots?: HostRoots;
   /** --recording: a `watch --record` file used instead of the drill's own (the step-by-step path has none in a run dir). */
   recordingFile?: string;
+  /** --run: an earlier run of the drill, kept by the up that replaced it (runs/<id>/state.json); undefined: the current run. */
+  runId?: string;
 }
 
 export interface Gathered {
@@ -226,6 +228,7 @@ function drillInfo(name: string, state: DrillState | null, roots: HostRoots): Dr
     queue: state?.queue ?? null,
     ended: state?.ended ?? null,
     rollbackAt: state?.rollback?.at ?? null,
+    rollbackStartedAt: state?.rollbackStartedAt ?? null,
     lastRollbackAt: state?.rollback?.lastAt ?? null,
     redrains: (state?.rollback?.redrains ?? []).map((r) => ({ at: r.at, drained: r.drained })),
     upGone: state !== null && upDiedUnrecorded(roots, state) ? { pid: state.owner.pid } : null,
@@ -320,11 +323,33 @@ function probeTcp(url: string, timeoutMs: number): Promise<void> {
 
 const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
+/**
+ * `--run <id>`: an earlier run of the drill, as the up that replaced it kept
+ * it (runs/<id>/state.json). Unknown: bad usage, naming the runs there are.
+ */
+function readKeptRun(stateDir: string, name: string, runId: string, current: DrillState | null): DrillState {
+  const kept = readStateFile(keptRunStatePath(stateDir, name, runId));
+  if (kept !== null) return kept;
+  const runs = listKeptRuns(stateDir, name).map((s) => `${s.runId} (created ${s.createdAt})`);
+  const now = current === null ? "" : `; the current run is ${current.runId}`;
+  throw new UsageError(`--run: no run ${runId} of drill ${name} kept in ${path.join(drillDir(stateDir, name), "runs")} (${runs.length === 0 ? "none kept: runs are kept from the up that replaces them on" : `kept: ${runs.join(", ")}`})${now}`);
+}
+
+/** A kept run's own exports: its rollback's, and those of drains after it; none of a later run's. */
+function keptRunExports(state: DrillState): string[] {
+  const files = [...(state.rollback?.redrains ?? []).map((r) => r.exported), state.rollback?.exported ?? null];
+  return files.filter((f): f is string => f !== null && f !== undefined && existsSync(f)).sort((a, b) => (exportTimeMs(path.basename(a)) ?? 0) - (exportTimeMs(path.basename(b)) ?? 0));
+}
+
 export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   const now = options.now ?? Date.now;
   const chosen = resolveDrillName(options.stateDir, options.name, options.redisUrl, options.queue);
   const name = chosen.name;
-  const state = name === null ? null : readState(options.stateDir, name);
+  const current = name === null ? null : readState(options.stateDir, name);
+  // An earlier run is read from its own export and logs only: the live Redis, if any, holds a later run's keys.
+  const archived = name !== null && options.runId !== undefined && options.runId !== current?.runId ? readKeptRun(options.stateDir, name, options.runId, current) : null;
+  if (name === null && options.runId !== undefined) throw new UsageError(`--run: needs a drill (--name, or the only one in ${options.stateDir}) whose run it is`);
+  const state = archived ?? current;
   let keys = queueKeys(options.queue ?? state?.queue ?? "jobs");
   /** The queue is the user's (another --queue, or the default with no drill state), not the drill's own. */
   const queueAsked = state === null || keys.queue !== state.queue;
@@ -333,7 +358,7 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
 
   const logDir = name === null ? null : runLogDir(options.stateDir, name, state);
   const candidates = logDir === null ? [] : RECORDING_FILES.map((f) => path.join(logDir, f));
-  const exports = dir === null ? { own: [], earlier: [] } : runExportFiles(dir, state);
+  const exports = dir === null ? { own: [], earlier: [] } : archived ? { own: keptRunExports(archived), earlier: [] } : runExportFiles(dir, state);
   let recording: Recording | null = null;
   if (options.recordingFile !== undefined) {
     recording = givenRecording(options.recordingFile);
@@ -358,7 +383,9 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   let url: string | null = null;
   let revived: { stop: () => Promise<void> } | null = null;
   try {
-    if (options.redisUrl !== undefined) {
+    if (archived) {
+      tried.push(`run ${archived.runId} is an earlier run of drill ${name}: read from its own export, not a Redis that now holds a later run`);
+    } else if (options.redisUrl !== undefined) {
       url = options.redisUrl;
       redis = await connectRedis(url, { name: "drill-report" });
     } else if (state) {

@@ -94,6 +94,8 @@ export interface DrillInfo {
   ended?: DrillEnded | null;
   /** When the first rollback of the run recorded (state.json rollback.at: the one that took the drill over); null: none. */
   rollbackAt?: string | null;
+  /** When the run's first rollback started; with phase rolling_back and no rollbackAt, it has not finished (running, or interrupted). */
+  rollbackStartedAt?: string | null;
   /** When the latest rollback recorded, when a later one ran (again after an exit 4, a re-drain); null or absent: only the first. */
   lastRollbackAt?: string | null;
   /** Drains of jobs pushed after a complete rollback: when, and the drain's length after it. */

@@ -332,7 +332,8 @@ export function endedText(e: DrillEndedFacts): string {
   // Said apart: jobs pushed after the rollback, drained by a later one, are not when the drill ended.
   const redrains = (e.redrains ?? []).map((r) => `${r.at} (jobs pushed after the rollback${r.drained === null ? "" : `; drain length ${r.drained}`})`);
   const redrained = redrains.length === 0 ? "" : `; re-drained at ${redrains.join(", ")}`;
-  return `ended: ${e.verdict} — ${what}${packed}${rollback}${redrained}`;
+  const unfinished = e.unfinished === undefined ? "" : `; ${e.unfinished}`;
+  return `ended: ${e.verdict} — ${what}${packed}${rollback}${redrained}${unfinished}`;
 }
 
 /** `rollback: deny-all at <ts> (reject_all, was admit, psi avg10 6.69), after the window`: when admission was cut off. */

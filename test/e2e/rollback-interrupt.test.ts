@@ -96,9 +96,20 @@ describe.skipIf(skip !== null)("rollback stopped from outside: Ctrl-C, a closed 
     expect(r.stderr).toMatch(
       new RegExp(`drill: interrupted by SIGINT during the rollback of rbint (before its first step|after step "[^"]+"); run \`drill --state-dir ${stateDir} rollback --name rbint\` again to finish it`),
     );
-    expect((readState(stateDir, "rbint") as DrillState).phase).not.toBe("complete");
+    const half = readState(stateDir, "rbint") as DrillState;
+    expect(half.phase).not.toBe("complete");
+    // QA: the report in between said only "phase rolling_back", and the finishing rollback became the run's end.
+    const takeover = half.rollbackStartedAt;
+    if (half.phase === "rolling_back") {
+      expect(takeover).toBeDefined();
+      const between = await runDrill(["--state-dir", stateDir, "report", "--name", "rbint"], { timeout: 90_000 });
+      expect(between.exitCode, between.stderr).toBe(0);
+      expect(between.stdout).toContain(`a rollback started at ${takeover} has not finished (still running, or interrupted): \`drill rollback --name rbint\` again finishes it`);
+    }
     const again = await runDrill(["--state-dir", stateDir, "rollback", "--name", "rbint"], { timeout: 90_000 });
     expect(again.exitCode, again.stdout + again.stderr).toBe(0);
+    const done = readState(stateDir, "rbint") as DrillState;
+    if (takeover !== undefined) expect(done.rollback).toMatchObject({ at: takeover, lastAt: expect.any(String) });
     assertHostClean(stateDir, "rbint", before);
     exportedJobs(stateDir, pushed);
   }, 180_000);

@@ -101,6 +101,19 @@ describe.skipIf(skip !== null)("drill up → rollback → up again (real cgroup)
     const exported = JSON.parse(fromExport.stdout) as ReportDocument;
     expect(exported.source).toEqual({ kind: "export", where: path.join(stateDir, "twiceemb", exports[1]!) });
     assertOnlyRun(exported, state2);
+
+    // QA: the second up replaced the run report reads without a word, and the first could not be reported again.
+    expect(second.stderr).toContain(`up: drill twiceemb's previous run ${run1.run_id} (rolled back at `);
+    expect(second.stderr).toMatch(new RegExp(`report --name twiceemb --run ${run1.run_id}\` the previous one`));
+    const earlier = await drill(["report", "--name", "twiceemb", "--run", run1.run_id, "--format", "json"]);
+    expect(earlier.exitCode, earlier.stderr).toBe(0);
+    const firstRun = JSON.parse(earlier.stdout) as ReportDocument;
+    expect(firstRun.source).toEqual({ kind: "export", where: path.join(stateDir, "twiceemb", exports[0]!) });
+    expect(firstRun.drill).toMatchObject({ run_id: run1.run_id, phase: "complete" });
+    expect(firstRun.jobs_where).toMatchObject({ ids_issued: 3, not_found: [], duplicates: [] });
+    const unknown = await drill(["report", "--name", "twiceemb", "--run", "nosuch"]);
+    expect(unknown.exitCode).toBe(2);
+    expect(unknown.stderr).toContain(`--run: no run nosuch of drill twiceemb kept in ${path.join(stateDir, "twiceemb", "runs")} (kept: ${run1.run_id} (created `);
   }, 240_000);
 
   it("a given --redis whose queue holds an earlier run's keys: the next up refuses (exit 3) naming them, and deletes nothing", async () => {

@@ -230,6 +230,24 @@ describe("the header says how the drill ended (M3)", () => {
   });
 
   // QA: after `kill -9` of up the report still read "phase running", 26 s into a 20 s drill, with no word of it.
+  // QA: a rollback interrupted after its drain left "phase rolling_back" and nothing else: no end, no word to finish it.
+  it("a rollback that took the drill over and has not recorded: said unfinished, with the command, and the window ends at its start", () => {
+    const takeover = new Date(NOW - 4 * MIN).toISOString();
+    const r = buildReport(inputs({ drill: drillWith({ phase: "rolling_back", ended: null, rollbackStartedAt: takeover }) }), NOW, 10 * MIN);
+    expect(r.drill!.ended).toMatchObject({ verdict: "rolling_back", at: takeover, after_ms: 60_000 });
+    expect(endedText(r.drill!.ended!)).toBe(
+      `ended: rolling_back — a rollback took the drill over before up recorded an end 60 s into the drill; a rollback started at ${takeover} has not finished (still running, or interrupted): \`drill rollback --name smoke\` again finishes it`,
+    );
+    expect(r.window.anchored).toBe("run_end");
+    // up had recorded its end: its verdict stands, and the unfinished rollback is said after it.
+    const ran = drillEnded({ interrupted: false, exitedEarly: [], pushed: ["1"], notPacked: 0, unansweredPushes: 0 }, NOW - 5 * MIN + 30_000);
+    const after = buildReport(inputs({ drill: drillWith({ phase: "rolling_back", ended: ran, rollbackStartedAt: takeover }) }), NOW, 10 * MIN);
+    expect(endedText(after.drill!.ended!)).toBe(`ended: ran — ran to its end (30 s); all 1 jobs packed; a rollback started at ${takeover} has not finished (still running, or interrupted): \`drill rollback --name smoke\` again finishes it`);
+    // Finished: nothing unfinished is said.
+    const done = buildReport(inputs({ drill: drillWith({ phase: "complete", ended: ran, rollbackStartedAt: takeover, rollbackAt: takeover }) }), NOW, 10 * MIN);
+    expect(endedText(done.drill!.ended!)).not.toContain("not finished");
+  });
+
   it("up gone without an end recorded: said, in place of nothing", () => {
     const gone = buildReport(inputs({ drill: drillWith({ phase: "running", upGone: { pid: 4242 } }) }), NOW, 10 * MIN).drill!.ended!;
     expect(endedText(gone)).toBe(

@@ -25,4 +25,10 @@ describe("the rollback record across rollbacks", () => {
       redrains: before.redrains,
     });
   });
+
+  // QA: a rollback SIGTERMed after its drain recorded nothing; the one that finished it became the run's end (17 s, not 9 s).
+  it("the first record after an interrupted rollback: at is the interrupted one's start (it took the drill over), lastAt this one's", () => {
+    const takeover = "2025-11-30T12:00:09.000Z";
+    expect(rollbackRecord(undefined, later, { exported: "/s/final-1.jsonl", drained: 4, left: [] }, takeover)).toEqual({ at: takeover, lastAt: later, exported: "/s/final-1.jsonl", drained: 4, left: [] });
+  });
 });
