@@ -96,7 +96,10 @@ export function drillEnded(result: Pick<UpResult, "interrupted" | "exitedEarly" 
     verdict === "interrupted" ? `up was stopped by ${signal ?? "a signal (SIGINT/SIGTERM)"}${gone === "" ? "" : `; ${gone}`}`
     : verdict === "stopped_early" ? gone
     : null;
-  return { verdict, at: new Date(nowMs).toISOString(), reason, pushed: result.pushed.length, notPacked: result.notPacked, unansweredPushes: result.unansweredPushes };
+  // Stopped early: when up saw it and said "N s into the drill", not when it got to write this (QA: 7 s live, 8 s in the report).
+  const seen = verdict === "stopped_early" ? result.exitedEarly.map((e) => e.atMs).filter((t): t is number => t !== undefined) : [];
+  const atMs = seen.length > 0 ? Math.min(...seen) : nowMs;
+  return { verdict, at: new Date(atMs).toISOString(), reason, pushed: result.pushed.length, notPacked: result.notPacked, unansweredPushes: result.unansweredPushes };
 }
 
 /** What stopped the drill before its end: a child gone, or the Redis it packs into. */
@@ -113,6 +116,8 @@ export interface EarlyExit {
   cause: "exited" | "gone" | PushFailure | "not_ready" | "oom_killed";
   /** The last line it wrote to its log (the usual reason), or the error seen. */
   lastLine: string | null;
+  /** When up saw it (ms since the epoch), set as it is said: the run's recorded end. */
+  atMs?: number;
 }
 
 /**
@@ -521,7 +526,7 @@ async function runSchedule(
   signal.addEventListener("abort", onInterrupt, { once: true });
   const stopEarly = (early: EarlyExit) => {
     if (scheduleOver || signal.aborted || exitedEarly.some((e) => e.key === early.key)) return;
-    exitedEarly.push(early);
+    exitedEarly.push({ ...early, atMs: Date.now() });
     stopPacking.abort();
     follow();
     const when = clockStarted ? `${Math.round(elapsed() / 1000)}s into the drill` : "before the schedule started (up was waiting for gate and worker to be ready)";

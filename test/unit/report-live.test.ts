@@ -178,6 +178,14 @@ describe("the header says how the drill ended (M3)", () => {
     expect((JSON.parse(renderReport(r, "json", new Chalk({ level: 0 }))) as { drill: { ended: { verdict: string } } }).drill.ended.verdict).toBe("stopped_early");
   });
 
+  // QA: up said "gate: exited … 7s into the drill" and the report "8 s": the end was stamped when up wrote it, after its follow-up.
+  it("a stopped_early end is when up saw the exit, not when it wrote the verdict", () => {
+    const seenAt = NOW - 5 * MIN + 7000;
+    const ended = drillEnded({ interrupted: false, exitedEarly: [{ key: "gate", how: "exited (killed by a signal)", code: null, log: null, cause: "exited", lastLine: null, atMs: seenAt }], pushed: ["1"], notPacked: 3, unansweredPushes: 0 }, seenAt + 1400);
+    expect(ended.at).toBe(new Date(seenAt).toISOString());
+    expect(buildReport(inputs({ drill: drillWith({ ended }) }), NOW, 10 * MIN).drill?.ended?.after_ms).toBe(7000);
+  });
+
   // up counts "N s into the drill" from when gate and worker were ready; the report counted from the run's creation (5.6 s apart in a packing run).
   it("counts from the schedule's clock start when up recorded it, as up's own line does", () => {
     const ended = drillEnded({ interrupted: false, exitedEarly: [], pushed: [], notPacked: 0, unansweredPushes: 0 }, NOW - 5 * MIN + 9000);
