@@ -345,6 +345,23 @@ describe("drill watch: Redis unreachable, then back", () => {
   });
 });
 
+/**
+ * Resolves at the child's first stdout line (its signal handlers are up by
+ * then), or when it exits: a fixed wait signalled node before it had started
+ * on a loaded host.
+ */
+function firstLine(child: ReturnType<typeof execa>): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const onData = (chunk: Buffer) => {
+      if (!chunk.toString().includes("\n")) return;
+      child.stdout!.off("data", onData);
+      resolve();
+    };
+    child.stdout!.on("data", onData);
+    void child.finally(() => resolve());
+  });
+}
+
 describe("drill watch: streams", () => {
   it("--record appends JSONL while the piped view prints plain lines", async () => {
     const host = fakeHost("v2");
@@ -451,17 +468,7 @@ describe("drill watch: streams", () => {
     const host = fakeHost("v2");
     const record = path.join(host.root, "int.jsonl");
     const child = execa("node", [drillBin, "--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--json", "--interval", "100ms", "--record", record, "--queue", "e2e-int"], { reject: false, timeout: 20_000 });
-    // After its first sample line (its handlers are up by then): a fixed wait
-    // sent SIGINT before node had started on a loaded host.
-    await new Promise<void>((resolve) => {
-      const onData = (chunk: Buffer) => {
-        if (!chunk.toString().includes("\n")) return;
-        child.stdout!.off("data", onData);
-        resolve();
-      };
-      child.stdout!.on("data", onData);
-      void child.finally(() => resolve());
-    });
+    await firstLine(child);
     child.kill("SIGINT");
     const r = await child;
     expect(r.exitCode, r.stderr).toBe(130);
@@ -475,15 +482,7 @@ describe("drill watch: streams", () => {
   it("SIGUSR1 opens no debugger: watch goes on and ends as asked", async () => {
     const host = fakeHost("v2");
     const child = execa("node", [drillBin, "--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--json", "--interval", "100ms", "--count", "8", "--queue", "e2e-usr1"], { reject: false, timeout: 20_000 });
-    await new Promise<void>((resolve) => {
-      const onData = (chunk: Buffer) => {
-        if (!chunk.toString().includes("\n")) return;
-        child.stdout!.off("data", onData);
-        resolve();
-      };
-      child.stdout!.on("data", onData);
-      void child.finally(() => resolve());
-    });
+    await firstLine(child);
     child.kill("SIGUSR1");
     const r = await child;
     expect(r.exitCode, String(r.stderr)).toBe(0);
