@@ -157,6 +157,32 @@ export function listKeptRuns(stateDir: string, name: string): DrillState[] {
     .sort((a, b) => Date.parse(a.createdAt) - Date.parse(b.createdAt));
 }
 
+/**
+ * up's end record when a rollback stopped it (the rollback owns state.json
+ * then): in the run dir, for the report's counts of what was packed.
+ */
+export function upEndedPath(runDirPath: string): string {
+  return path.join(runDirPath, "up-ended.json");
+}
+
+export function writeUpEnded(runDirPath: string, ended: DrillEnded): void {
+  try {
+    writeJsonDurably(upEndedPath(runDirPath), ended);
+  } catch {
+    // best effort: the report then says the counts are not known, as before
+  }
+}
+
+/** null when absent or not an end record. */
+export function readUpEnded(runDirPath: string): DrillEnded | null {
+  try {
+    const ended = JSON.parse(readFileSync(upEndedPath(runDirPath), "utf8")) as DrillEnded;
+    return typeof ended.verdict === "string" && typeof ended.at === "string" ? ended : null;
+  } catch {
+    return null;
+  }
+}
+
 export function readStateFile(file: string): DrillState | null {
   let text: string;
   try {

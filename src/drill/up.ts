@@ -32,7 +32,7 @@ import { freePort, startEmbeddedRedis } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { drillCommandFor, leverCommand } from "../context.js";
-import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, statePath, writeState, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
+import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, statePath, writeState, writeUpEnded, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
 import { notReadyText, readReadiness, readyTimeoutMs, type Readiness } from "./ready.js";
@@ -348,10 +348,13 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       // A rollback that stopped this up (its step 2) owns the state file now:
       // "stopped" written over its "rolling_back" would hide that it runs.
       const rollbackUnderWay = rollbackOwnsState(readStateQuietly(stateDir, name), runId);
+      const ended = drillEnded(result, Date.now(), typeof options.signal.reason === "string" ? options.signal.reason : null);
+      // The rollback owns state.json: what was packed goes beside the run's logs for the report (QA: pushed/not_packed null after a mid-run rollback).
+      if (rollbackUnderWay) writeUpEnded(dir, ended);
       if (!rollbackUnderWay) {
         state.phase = "stopped";
         // onInterrupt aborts with the signal's name: the report says which (Ctrl-C, or a supervisor's SIGTERM).
-        state.ended = drillEnded(result, Date.now(), typeof options.signal.reason === "string" ? options.signal.reason : null);
+        state.ended = ended;
         writeState(stateDir, state);
       }
       return { state, interrupted: result.interrupted, pushed: result.pushed, notPacked: result.notPacked, unansweredPushes: result.unansweredPushes, exitedEarly: result.exitedEarly, rollbackUnderWay, readyMs: result.readyMs };

@@ -73,7 +73,18 @@ function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedF
   }
   // No verdict from up, and a rollback: it stopped up mid-drill (or up had died).
   if (rollbackAt !== null) {
-    return { verdict: "rolled_back", reason: "a rollback took the drill over before up recorded an end", at: rollbackAt, after_ms: after(rollbackAt), pushed: null, not_packed: null, unanswered_pushes: null, ...rollbacks };
+    // up wrote what it had packed beside its logs as the rollback stopped it.
+    const counts = drill.upEndedAtRollback ?? null;
+    return {
+      verdict: "rolled_back",
+      reason: "a rollback took the drill over before up recorded an end",
+      at: rollbackAt,
+      after_ms: after(rollbackAt),
+      pushed: counts?.pushed ?? null,
+      not_packed: counts?.notPacked ?? null,
+      unanswered_pushes: counts?.unansweredPushes ?? null,
+      ...rollbacks,
+    };
   }
   if (unfinished.unfinished !== undefined) {
     return { verdict: "rolling_back", reason: "a rollback took the drill over before up recorded an end", at: takeover, after_ms: after(takeover), pushed: null, not_packed: null, unanswered_pushes: null, ...rollbacks, ...unfinished };

@@ -10,7 +10,7 @@ import { detectLayout } from "../cgroup/layout.js";
 import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import { workerCgroupFromDirs } from "../cgroup/paths.js";
 import { validateDrillName } from "../drill/names.js";
-import { drillDir, isDrillUp, keptRunStatePath, listDrills, listKeptRuns, readState, readStateEntries, readStateFile, runDir, upDiedUnrecorded, type DrillState } from "../drill/state.js";
+import { drillDir, isDrillUp, keptRunStatePath, listDrills, listKeptRuns, readState, readStateEntries, readStateFile, readUpEnded, runDir, upDiedUnrecorded, type DrillState } from "../drill/state.js";
 import { DrillError, RefusedError, UsageError } from "../errors.js";
 import { queueKeys, type QueueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl, sameRedis } from "../queue/redis.js";
@@ -217,7 +217,7 @@ export function runExportFiles(dir: string, state: DrillState | null): { own: st
   return { own: all.filter((f) => at(f) >= createdMs), earlier: all.filter((f) => at(f) < createdMs) };
 }
 
-function drillInfo(name: string, state: DrillState | null, roots: HostRoots): DrillInfo {
+function drillInfo(name: string, state: DrillState | null, roots: HostRoots, logDir: string | null): DrillInfo {
   return {
     name,
     runId: state?.runId ?? null,
@@ -232,6 +232,7 @@ function drillInfo(name: string, state: DrillState | null, roots: HostRoots): Dr
     lastRollbackAt: state?.rollback?.lastAt ?? null,
     redrains: (state?.rollback?.redrains ?? []).map((r) => ({ at: r.at, drained: r.drained })),
     upGone: state !== null && upDiedUnrecorded(roots, state) ? { pid: state.owner.pid } : null,
+    upEndedAtRollback: state === null || state.ended || logDir === null ? null : readUpEnded(logDir),
   };
 }
 
@@ -370,7 +371,7 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   }
   const base = {
     queue: keys.queue,
-    drill: name === null ? null : drillInfo(name, state, options.roots ?? new HostRoots()),
+    drill: name === null ? null : drillInfo(name, state, options.roots ?? new HostRoots(), logDir),
     recording,
     recordingLooked: options.recordingFile !== undefined ? options.recordingFile : candidates.length === 0 ? null : candidates.join(" or "),
     gatherNotes: notes,

@@ -102,6 +102,8 @@ export interface DrillInfo {
   redrains?: Array<{ at: string; drained: number | null }>;
   /** The run's up is gone (pid and start time no longer match) with the run still starting or running and no end recorded. */
   upGone?: { pid: number } | null;
+  /** up's own end record when a rollback stopped it (runs/<id>/up-ended.json): what it had packed. */
+  upEndedAtRollback?: DrillEnded | null;
 }
 
 /** Where the Redis figures came from. */

@@ -320,5 +320,12 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     expect(result.stdout).toMatch(/^summary: not read: a rollback is under way/m);
     assertHostClean(stateDir, "upearly", state);
     expect((readState(stateDir, "upearly") as DrillState | null)?.phase ?? "complete").toBe("complete");
+    // QA: the report of a run a rollback took over had pushed/not_packed null; up wrote them beside its logs.
+    const packed = /^drill upearly: packer stopped after (\d+) jobs(?: \((\d+) not packed)?/m.exec(result.stdout);
+    expect(packed, out).not.toBeNull();
+    const report = await runDrill(["--state-dir", stateDir, "report", "--name", "upearly", "--format", "json"], { timeout: 60_000 });
+    expect(report.exitCode, report.stderr).toBe(0);
+    const ended = (JSON.parse(report.stdout) as { drill: { ended: { verdict: string; pushed: number | null; not_packed: number | null } } }).drill.ended;
+    expect(ended).toMatchObject({ verdict: "rolled_back", pushed: Number(packed![1]), not_packed: Number(packed![2] ?? 0) });
   }, 180_000);
 });
