@@ -946,11 +946,11 @@ async function refuseQueueInUse(url: string, queue: string, stateDir: string, dr
     await closeRedis(redis);
   }
   if (found.length === 0) return;
-  // Another drill of this state dir up on this queue and Redis: the keys are its live run's.
-  const upDrills = readStateEntries(stateDir, listDrills(stateDir)).flatMap((e) =>
-    "state" in e && isDrillUp(e.state) && e.state.queue === queue && sameRedis(e.state.redis.url, url) ? [e.state.name] : [],
-  );
-  throw new RefusedError(queueInUseText({ queue, url: redactUrl(url), found, upDrills, drillCmd }));
+  // Another drill of this state dir on this queue and Redis: up now (the keys are its live run's), or its run over.
+  const onQueue = readStateEntries(stateDir, listDrills(stateDir)).flatMap((e) => ("state" in e && e.state.queue === queue && sameRedis(e.state.redis.url, url) ? [e.state] : []));
+  const upDrills = onQueue.filter(isDrillUp).map((s) => s.name);
+  const earlierRuns = onQueue.filter((s) => !isDrillUp(s)).map((s) => `drill ${s.name}'s run ${s.runId}${s.rollback?.exported ? ` (exported to ${s.rollback.exported})` : ""}`);
+  throw new RefusedError(queueInUseText({ queue, url: redactUrl(url), found, upDrills, earlierRuns, drillCmd }));
 }
 
 /** One key of a queue as found: its type, and its length when it has one. */
@@ -967,7 +967,7 @@ export interface QueueKey {
  * from under a live drill (QA: the refusal advised DEL while drill smoke ran
  * on them), so it names what runs and how to stop it instead.
  */
-export function queueInUseText(f: { queue: string; url: string; found: readonly QueueKey[]; upDrills: readonly string[]; drillCmd: string }): string {
+export function queueInUseText(f: { queue: string; url: string; found: readonly QueueKey[]; upDrills: readonly string[]; earlierRuns?: readonly string[]; drillCmd: string }): string {
   const { queue, url } = f;
   const shownKeys = f.found.map((k) => (k.length === null ? `${k.key} (${k.type})` : `${k.key} (${k.type}, ${k.length})`));
   const shown = shownKeys.length > 12 ? [...shownKeys.slice(0, 12), `and ${shownKeys.length - 12} more`] : shownKeys;
@@ -991,7 +991,8 @@ export function queueInUseText(f: { queue: string; url: string; found: readonly 
     return `${who}; the queue's keys: ${shown.join(", ")}. ${keep} Do not delete them while it runs. Run this drill on another queue (drill up --queue <name>), or first: ${stop}`;
   }
   return (
-    `queue ${queue} on ${url} already holds keys (an earlier run's: rollback exports them to <state-dir>/<drill>/final-*.jsonl and leaves them; or another drill's): ${shown.join(", ")}. ` +
+    // Whose they are when this state dir knows (QA: it hedged while its own rolled-back run had left them).
+    `queue ${queue} on ${url} already holds keys (${(f.earlierRuns ?? []).length > 0 ? `those of ${f.earlierRuns!.join(", ")}: rollback exports them and leaves them` : "an earlier run's: rollback exports them to <state-dir>/<drill>/final-*.jsonl and leaves them; or another drill's"}): ${shown.join(", ")}. ` +
     `${keep} ` +
     `Run on a fresh queue (drill up --queue <name>), or keep what you need of them first (${queue}_drain and the retry and dead lists hold jobs; ` +
     `drill report --redis ${url} --queue ${queue} --format md keeps their summary) and remove them yourself: ` +

@@ -131,6 +131,8 @@ describe.skipIf(skip !== null)("drill up → rollback → up again (real cgroup)
     expect(second.exitCode, second.stdout + second.stderr).toBe(3);
     for (const key of ["twiceq:seq", "twiceq:events", "twiceq:stats"]) expect(second.stderr).toContain(key);
     expect(second.stderr).toContain("--queue");
+    // Whose they are: this state dir knows its own rolled-back run left them (QA: it hedged "or another drill's").
+    expect(second.stderr).toContain(`already holds keys (those of drill twicegiven's run ${state1.runId} (exported to ${state1.rollback!.exported!}): rollback exports them and leaves them)`);
     // Refused before anything: the first run's state and every key as they were.
     expect(readState(stateDir, "twicegiven")).toEqual(state1);
     expect(await snapshot(redis, "twiceq")).toEqual(before);

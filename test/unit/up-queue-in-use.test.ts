@@ -20,6 +20,12 @@ describe("up refuses a queue that holds keys, saying whose they are", () => {
     expect(text).not.toContain("<url>");
   });
 
+  it("an earlier run this state dir knows: named as whose the keys are, with its export", () => {
+    const text = queueInUseText({ queue: "q7", url: URL, found: left, upDrills: [], earlierRuns: ["drill smoke's run smoke-1 (exported to /s/smoke/final-1.jsonl)"], drillCmd: "drill" });
+    expect(text).toMatch(/^queue q7 on \S+ already holds keys \(those of drill smoke's run smoke-1 \(exported to \/s\/smoke\/final-1\.jsonl\): rollback exports them and leaves them\): q7 \(list, 0\)/);
+    expect(text).toContain(`redis-cli -u ${URL} DEL q7 q7_drain`);
+  });
+
   it("a drill of this state dir up on it: named, with its rollback, and no DEL advice", () => {
     const text = queueInUseText({ queue: "q7", url: URL, found: live, upDrills: ["smoke"], drillCmd: "drill --state-dir /tmp/s" });
     expect(text).toMatch(/^drill smoke is up on queue q7 on redis:\/\/127\.0\.0\.1:7410 \(live heartbeats: gate vm-20423; worker smokew\); the queue's keys: /);
