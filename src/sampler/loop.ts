@@ -87,7 +87,8 @@ export async function runSidecar(options: SidecarLoopOptions): Promise<number> {
       const elapsed = performance.now() - startMono;
       tick = nextTickAfter(tick, elapsed, options.intervalMs);
       const nextTick = tick * options.intervalMs;
-      if (options.durationMs !== undefined && nextTick >= options.durationMs) break;
+      // A tick on the duration's end is still read: --duration 3s at 100ms is 30 samples after the seeding read, not 29 (QA).
+      if (options.durationMs !== undefined && nextTick > options.durationMs) break;
       if (options.signal.aborted) break;
       await new Promise<void>((resolve) => {
         wake = resolve;
