@@ -677,8 +677,12 @@ function keepPreviousRun(stateDir: string, previous: DrillState | null, runId: s
   if (previous === null || previous.runId === runId) return;
   const kept = keptRunStatePath(stateDir, previous.name, previous.runId);
   try {
-    // Its run dir holds its logs; a run from before run dirs has none to keep it in.
-    if (!existsSync(path.dirname(kept))) return;
+    // Its run dir holds its logs; gone (removed by hand, or a run from before run dirs), there is nowhere to keep it: said (QA).
+    if (!existsSync(path.dirname(kept))) {
+      const exported = previous.rollback?.exported ? `; its export ${previous.rollback.exported} stays` : "";
+      log(`up: drill ${previous.name}'s previous run ${previous.runId} is replaced and cannot be kept for \`report --run\`: its run dir ${path.dirname(kept)} is gone${exported}`);
+      return;
+    }
     writeJsonDurably(kept, previous);
   } catch (err) {
     log(`up: could not keep run ${previous.runId}'s state in ${kept} (${(err as Error).message}): \`drill report\` reads only the new run`);

@@ -65,7 +65,7 @@ function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedF
   const takeover = drill.rollbackStartedAt ?? null;
   const unfinished =
     drill.phase === "rolling_back" && rollbackAt === null && takeover !== null
-      ? { unfinished: `a rollback started at ${takeover} has not finished (still running, or interrupted): \`drill rollback --name ${drill.name}\` again finishes it` }
+      ? { unfinished: `a rollback started at ${takeover} has not finished (still running, or interrupted): \`${drill.rollbackCommand ?? `drill rollback --name ${drill.name}`}\` again finishes it` }
       : {};
   const ended = drill.ended ?? null;
   if (ended) {
@@ -1100,7 +1100,9 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
   // The rollback's deny-all of the run on its own queue: after a run that ended first, it is past the window's end (QA).
   // Up to the latest rollback: a first one that could not reach Redis (exit 4) took the drill over, and the next one cut admission off.
   const lastRollbackAt = inputs.drill?.lastRollbackAt ?? inputs.drill?.rollbackAt ?? null;
-  const rollbackAtMs = otherQueue || lastRollbackAt === null ? NaN : Date.parse(lastRollbackAt);
+  // A rollback that took the drill over and recorded nothing yet has cut admission off all the same (QA: no deny-all line until it finished).
+  const unfinishedRollback = inputs.drill?.phase === "rolling_back" && lastRollbackAt === null && (inputs.drill.rollbackStartedAt ?? null) !== null;
+  const rollbackAtMs = otherQueue ? NaN : lastRollbackAt !== null ? Date.parse(lastRollbackAt) : unfinishedRollback ? nowMs : NaN;
   const cut = inputs.events !== null && Number.isFinite(runStartMs) && Number.isFinite(rollbackAtMs) ? rollbackDenyAll(inputs.events, runStartMs, rollbackAtMs) : null;
   const cutMs = cut?.ts == null ? NaN : Date.parse(cut.ts);
   const denyAll: RollbackDenyAll | null = cut === null ? null : { ...cut, window: cutMs < fromMs ? "before" : cutMs > untilMs ? "after" : "in" };

@@ -217,7 +217,7 @@ export function runExportFiles(dir: string, state: DrillState | null): { own: st
   return { own: all.filter((f) => at(f) >= createdMs), earlier: all.filter((f) => at(f) < createdMs) };
 }
 
-function drillInfo(name: string, state: DrillState | null, roots: HostRoots, logDir: string | null): DrillInfo {
+function drillInfo(name: string, state: DrillState | null, roots: HostRoots, logDir: string | null, stateDir: string): DrillInfo {
   return {
     name,
     runId: state?.runId ?? null,
@@ -233,6 +233,7 @@ function drillInfo(name: string, state: DrillState | null, roots: HostRoots, log
     redrains: (state?.rollback?.redrains ?? []).map((r) => ({ at: r.at, drained: r.drained })),
     upGone: state !== null && upDiedUnrecorded(roots, state) ? { pid: state.owner.pid } : null,
     upEndedAtRollback: state === null || state.ended || logDir === null ? null : readUpEnded(logDir),
+    rollbackCommand: `${drillCommandFor(stateDir)} rollback --name ${name}`,
   };
 }
 
@@ -336,10 +337,14 @@ function readKeptRun(stateDir: string, name: string, runId: string, current: Dri
   throw new UsageError(`--run: no run ${runId} of drill ${name} kept in ${path.join(drillDir(stateDir, name), "runs")} (${runs.length === 0 ? "none kept: runs are kept from the up that replaces them on" : `kept: ${runs.join(", ")}`})${now}`);
 }
 
-/** A kept run's own exports: its rollback's, and those of drains after it; none of a later run's. */
-function keptRunExports(state: DrillState): string[] {
-  const files = [...(state.rollback?.redrains ?? []).map((r) => r.exported), state.rollback?.exported ?? null];
-  return files.filter((f): f is string => f !== null && f !== undefined && existsSync(f)).sort((a, b) => (exportTimeMs(path.basename(a)) ?? 0) - (exportTimeMs(path.basename(b)) ?? 0));
+/**
+ * A kept run's own exports: its rollback's, and those of drains after it;
+ * none of a later run's. Found by name in the drill dir of the state dir
+ * given (QA: a state dir copied elsewhere read the original's files).
+ */
+function keptRunExports(dir: string, state: DrillState): string[] {
+  const names = [...(state.rollback?.redrains ?? []).map((r) => r.exported), state.rollback?.exported ?? null].flatMap((f) => (typeof f === "string" ? [path.basename(f)] : []));
+  return names.map((n) => path.join(dir, n)).filter((f) => existsSync(f)).sort((a, b) => (exportTimeMs(path.basename(a)) ?? 0) - (exportTimeMs(path.basename(b)) ?? 0));
 }
 
 export async function gatherReport(options: GatherOptions): Promise<Gathered> {
@@ -359,7 +364,7 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
 
   const logDir = name === null ? null : runLogDir(options.stateDir, name, state);
   const candidates = logDir === null ? [] : RECORDING_FILES.map((f) => path.join(logDir, f));
-  const exports = dir === null ? { own: [], earlier: [] } : archived ? { own: keptRunExports(archived), earlier: [] } : runExportFiles(dir, state);
+  const exports = dir === null ? { own: [], earlier: [] } : archived ? { own: keptRunExports(dir, archived), earlier: [] } : runExportFiles(dir, state);
   let recording: Recording | null = null;
   if (options.recordingFile !== undefined) {
     recording = givenRecording(options.recordingFile);
@@ -371,7 +376,7 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   }
   const base = {
     queue: keys.queue,
-    drill: name === null ? null : drillInfo(name, state, options.roots ?? new HostRoots(), logDir),
+    drill: name === null ? null : drillInfo(name, state, options.roots ?? new HostRoots(), logDir, options.stateDir),
     recording,
     recordingLooked: options.recordingFile !== undefined ? options.recordingFile : candidates.length === 0 ? null : candidates.join(" or "),
     gatherNotes: notes,
@@ -459,6 +464,11 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
 
   // 2. rollback's export of this run
   const file = exports.own.at(-1);
+  if (file === undefined && archived) {
+    // An earlier run has one source: its export (its Redis holds a later run, if any).
+    const named = archived.rollback?.exported ? path.join(dir!, path.basename(archived.rollback.exported)) : null;
+    throw new DrillError(`run ${archived.runId} of drill ${name} cannot be reported: ${named === null ? "it was never exported (no rollback recorded an export)" : `its export ${named} is gone`}; an earlier run is read from its export alone`);
+  }
   if (file === undefined) {
     const looked =
       dir === null ? "no drill dir"

@@ -102,6 +102,8 @@ export interface DrillInfo {
   redrains?: Array<{ at: string; drained: number | null }>;
   /** The run's up is gone (pid and start time no longer match) with the run still starting or running and no end recorded. */
   upGone?: { pid: number } | null;
+  /** The rollback as the operator runs it on this state dir (`drill --state-dir S rollback --name X`): what finishes an unfinished one. */
+  rollbackCommand?: string;
   /** up's own end record when a rollback stopped it (runs/<id>/up-ended.json): what it had packed. */
   upEndedAtRollback?: DrillEnded | null;
 }

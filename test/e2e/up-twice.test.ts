@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Redis } from "ioredis";
@@ -111,6 +111,16 @@ describe.skipIf(skip !== null)("drill up → rollback → up again (real cgroup)
     expect(firstRun.source).toEqual({ kind: "export", where: path.join(stateDir, "twiceemb", exports[0]!) });
     expect(firstRun.drill).toMatchObject({ run_id: run1.run_id, phase: "complete" });
     expect(firstRun.jobs_where).toMatchObject({ ids_issued: 3, not_found: [], duplicates: [] });
+    // A state dir copied elsewhere reads its own copy of the export (QA: it read the original's), and one gone is said as such.
+    const moved = path.join(root, "state-moved");
+    cpSync(stateDir, moved, { recursive: true });
+    const fromCopy = await runDrill(["--state-dir", moved, "report", "--name", "twiceemb", "--run", run1.run_id, "--format", "json"], { timeout: 90_000 });
+    expect(fromCopy.exitCode, fromCopy.stderr).toBe(0);
+    expect((JSON.parse(fromCopy.stdout) as ReportDocument).source).toEqual({ kind: "export", where: path.join(moved, "twiceemb", exports[0]!) });
+    rmSync(path.join(moved, "twiceemb", exports[0]!));
+    const gone = await runDrill(["--state-dir", moved, "report", "--name", "twiceemb", "--run", run1.run_id], { timeout: 90_000 });
+    expect(gone.exitCode).toBe(1);
+    expect(gone.stderr).toContain(`drill: run ${run1.run_id} of drill twiceemb cannot be reported: its export ${path.join(moved, "twiceemb", exports[0]!)} is gone`);
     const unknown = await drill(["report", "--name", "twiceemb", "--run", "nosuch"]);
     expect(unknown.exitCode).toBe(2);
     expect(unknown.stderr).toContain(`--run: no run nosuch of drill twiceemb kept in ${path.join(stateDir, "twiceemb", "runs")} (kept: ${run1.run_id} (created `);

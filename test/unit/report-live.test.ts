@@ -251,6 +251,12 @@ describe("the header says how the drill ended (M3)", () => {
     const ran = drillEnded({ interrupted: false, exitedEarly: [], pushed: ["1"], notPacked: 0, unansweredPushes: 0 }, NOW - 5 * MIN + 30_000);
     const after = buildReport(inputs({ drill: drillWith({ phase: "rolling_back", ended: ran, rollbackStartedAt: takeover }) }), NOW, 10 * MIN);
     expect(endedText(after.drill!.ended!)).toBe(`ended: ran — ran to its end (30 s); all 1 jobs packed; a rollback started at ${takeover} has not finished (still running, or interrupted): \`drill rollback --name smoke\` again finishes it`);
+    // The command as the operator runs it on this state dir (QA: without --state-dir it went to /var/lib/drill);
+    // and the deny-all it pulled is shown already (QA: none until the rollback finished).
+    const flip: DecisionEvent = { id: `${NOW - 4 * MIN + 100}-0`, tsMs: NOW - 4 * MIN + 100, reason: "mode", job: "", figures: "mode=reject_all previous=admit psi=6.37", gate: "", attempt: null };
+    const withCmd = buildReport(inputs({ events: [flip], drill: drillWith({ phase: "rolling_back", ended: null, rollbackStartedAt: takeover, rollbackCommand: "drill --state-dir /s rollback --name smoke" }) }), NOW, 10 * MIN);
+    expect(endedText(withCmd.drill!.ended!)).toContain("`drill --state-dir /s rollback --name smoke` again finishes it");
+    expect(withCmd.rollback_deny_all).toMatchObject({ mode: "reject_all", previous: "admit" });
     // Finished: nothing unfinished is said.
     const done = buildReport(inputs({ drill: drillWith({ phase: "complete", ended: ran, rollbackStartedAt: takeover, rollbackAt: takeover }) }), NOW, 10 * MIN);
     expect(endedText(done.drill!.ended!)).not.toContain("not finished");
