@@ -104,7 +104,7 @@ describe.skipIf(skip !== null)("rollback stopped from outside: Ctrl-C, a closed 
       expect(takeover).toBeDefined();
       const between = await runDrill(["--state-dir", stateDir, "report", "--name", "rbint"], { timeout: 90_000 });
       expect(between.exitCode, between.stderr).toBe(0);
-      expect(between.stdout).toContain(`a rollback started at ${takeover} has not finished (still running, or interrupted): \`drill rollback --name rbint\` again finishes it`);
+      expect(between.stdout).toContain(`a rollback started at ${takeover} has not finished (still running, or interrupted): \`drill --state-dir ${stateDir} rollback --name rbint\` again finishes it`);
     }
     const again = await runDrill(["--state-dir", stateDir, "rollback", "--name", "rbint"], { timeout: 90_000 });
     expect(again.exitCode, again.stdout + again.stderr).toBe(0);
