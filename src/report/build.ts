@@ -49,6 +49,12 @@ export interface DrillEndedFacts {
   unfinished?: string;
 }
 
+/** When a rollback that took the drill over and has recorded nothing yet (still running, or interrupted) started; null: none such. */
+function unfinishedRollbackStart(drill: ReportInputs["drill"]): string | null {
+  if (!drill || drill.phase !== "rolling_back" || (drill.rollbackAt ?? null) !== null) return null;
+  return drill.rollbackStartedAt ?? null;
+}
+
 /** The drill state's end record → the header's facts; null when nothing says how it ended. */
 function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedFacts | null {
   // "N s into the drill" as up says it: from the schedule's clock start (gate and worker ready). A run
@@ -62,9 +68,9 @@ function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedF
   const rollbackAt = drill.rollbackAt ?? null;
   const rollbacks = { rolled_back_at: rollbackAt, last_rollback_at: drill.lastRollbackAt ?? null, redrains: drill.redrains ?? [] };
   // A rollback took the drill over and recorded nothing yet: still at it, or interrupted (QA: the report said only "phase rolling_back").
-  const takeover = drill.rollbackStartedAt ?? null;
+  const takeover = unfinishedRollbackStart(drill);
   const unfinished =
-    drill.phase === "rolling_back" && rollbackAt === null && takeover !== null
+    takeover !== null
       ? { unfinished: `a rollback started at ${takeover} has not finished (still running, or interrupted): \`${drill.rollbackCommand ?? `drill rollback --name ${drill.name}`}\` again finishes it` }
       : {};
   const ended = drill.ended ?? null;
@@ -86,7 +92,7 @@ function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedF
       ...rollbacks,
     };
   }
-  if (unfinished.unfinished !== undefined) {
+  if (takeover !== null) {
     return { verdict: "rolling_back", reason: "a rollback took the drill over before up recorded an end", at: takeover, after_ms: after(takeover), pushed: null, not_packed: null, unanswered_pushes: null, ...rollbacks, ...unfinished };
   }
   // Still "running" on disk with its up gone: the packer died mid-drill (SIGKILL, a reboot); when is not known.
@@ -1101,8 +1107,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
   // Up to the latest rollback: a first one that could not reach Redis (exit 4) took the drill over, and the next one cut admission off.
   const lastRollbackAt = inputs.drill?.lastRollbackAt ?? inputs.drill?.rollbackAt ?? null;
   // A rollback that took the drill over and recorded nothing yet has cut admission off all the same (QA: no deny-all line until it finished).
-  const unfinishedRollback = inputs.drill?.phase === "rolling_back" && lastRollbackAt === null && (inputs.drill.rollbackStartedAt ?? null) !== null;
-  const rollbackAtMs = otherQueue ? NaN : lastRollbackAt !== null ? Date.parse(lastRollbackAt) : unfinishedRollback ? nowMs : NaN;
+  const rollbackAtMs = otherQueue ? NaN : lastRollbackAt !== null ? Date.parse(lastRollbackAt) : unfinishedRollbackStart(inputs.drill) !== null ? nowMs : NaN;
   const cut = inputs.events !== null && Number.isFinite(runStartMs) && Number.isFinite(rollbackAtMs) ? rollbackDenyAll(inputs.events, runStartMs, rollbackAtMs) : null;
   const cutMs = cut?.ts == null ? NaN : Date.parse(cut.ts);
   const denyAll: RollbackDenyAll | null = cut === null ? null : { ...cut, window: cutMs < fromMs ? "before" : cutMs > untilMs ? "after" : "in" };

@@ -351,10 +351,10 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   const now = options.now ?? Date.now;
   const chosen = resolveDrillName(options.stateDir, options.name, options.redisUrl, options.queue);
   const name = chosen.name;
+  if (name === null && options.runId !== undefined) throw new UsageError(`--run: needs a drill (--name, or the only one in ${options.stateDir}) whose run it is`);
   const current = name === null ? null : readState(options.stateDir, name);
   // An earlier run is read from its own export and logs only: the live Redis, if any, holds a later run's keys.
   const archived = name !== null && options.runId !== undefined && options.runId !== current?.runId ? readKeptRun(options.stateDir, name, options.runId, current) : null;
-  if (name === null && options.runId !== undefined) throw new UsageError(`--run: needs a drill (--name, or the only one in ${options.stateDir}) whose run it is`);
   const state = archived ?? current;
   let keys = queueKeys(options.queue ?? state?.queue ?? "jobs");
   /** The queue is the user's (another --queue, or the default with no drill state), not the drill's own. */
