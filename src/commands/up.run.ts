@@ -259,8 +259,13 @@ function stateBeforeLock(stateDir: string, name: string): DrillState | null {
   }
 }
 
-/** The warnings up says before a drill starts (doctor's, and the cgroup's): --detach repeats them from the log. */
+/**
+ * What up says before a drill starts and --detach repeats from the log: the
+ * warnings (doctor's, the cgroup's) and the previous run it replaced, kept
+ * for `report --run` (QA: said only in the log).
+ */
 const isWarning = (line: string): boolean => /^(doctor|cgroup): warning: /.test(line);
+const isRepeated = (line: string): boolean => isWarning(line) || /^up: drill \S+'s previous run /.test(line);
 
 /** This run's lines of the background up's log: from `start` (past its header), read once. */
 function runLog(logFile: string, start: number): string[] {
@@ -365,8 +370,9 @@ async function startInBackground(drill: DrillFile, stateDir: string, before: Dri
   while (Date.now() < deadline) {
     const state = readState(stateDir, drill.name);
     if (state && isOwnRun(state, before, child.pid)) {
-      const warnings = runLog(logFile, runStart).filter(isWarning);
-      for (const warning of warnings) log(warning);
+      const said = runLog(logFile, runStart);
+      for (const line of said.filter(isRepeated)) log(line);
+      const warnings = said.filter(isWarning);
       log(`drill ${drill.name} is up in the background (pid ${child.pid}, run ${state.runId}); log ${logFile}, state ${dir}`);
       log(`redis: ${state.redis.embedded ? "embedded redis-server" : "given"} at ${redactUrl(state.redis.url)}, queue ${state.queue}; deny-all by hand: \`${leverCommand(state.redis.url, state.queue, "reject_all")}\``);
       log(`run \`${drillCmd} rollback --name ${drill.name}\` before walking away`);
@@ -375,7 +381,7 @@ async function startInBackground(drill: DrillFile, stateDir: string, before: Dri
     if (exitCode !== undefined) {
       // What the background up said before it stopped: its warnings, and its error line (`drill: ...`).
       const lines = runLog(logFile, runStart);
-      for (const warning of lines.filter(isWarning)) log(warning);
+      for (const line of lines.filter(isRepeated)) log(line);
       const said = lines.findLast((line) => line.startsWith("drill: "));
       const why = said === undefined ? "" : `: ${said.slice("drill: ".length)}`;
       const message = `drill up exited with code ${exitCode} before the drill ran${why}; see ${logFile}`;

@@ -137,24 +137,28 @@ export function keptRunStatePath(stateDir: string, name: string, runId: string):
   return path.join(runDir(stateDir, name, runId), "state.json");
 }
 
-/** The runs of a drill kept this way, oldest first by creation. */
-export function listKeptRuns(stateDir: string, name: string): DrillState[] {
+/** A kept run's state, or why its run dir's state.json could not be read (listed, not dropped: QA). */
+export type KeptRun = { id: string; state: DrillState } | { id: string; state: null; unreadable: string };
+
+/** The runs of a drill kept this way, oldest first by creation; unreadable ones last. */
+export function listKeptRuns(stateDir: string, name: string): KeptRun[] {
   let ids: string[];
   try {
     ids = readdirSync(path.join(drillDir(stateDir, name), "runs"));
   } catch {
     return [];
   }
+  const created = (k: KeptRun): number => (k.state === null ? Infinity : Date.parse(k.state.createdAt));
   return ids
-    .flatMap((id) => {
+    .flatMap((id): KeptRun[] => {
       try {
         const state = readStateFile(keptRunStatePath(stateDir, name, id));
-        return state ? [state] : [];
-      } catch {
-        return [];
+        return state ? [{ id, state }] : [];
+      } catch (err) {
+        return [{ id, state: null, unreadable: (err as Error).message }];
       }
     })
-    .sort((a, b) => Date.parse(a.createdAt) - Date.parse(b.createdAt));
+    .sort((a, b) => created(a) - created(b));
 }
 
 /**

@@ -41,6 +41,8 @@ export interface DrillEndedFacts {
   unanswered_pushes: number | null;
   /** A rollback of the run, when one ran: the first one (it took the drill over), whatever ran after it. */
   rolled_back_at: string | null;
+  /** When the run's first rollback started (it recorded at rolled_back_at, or has not finished); null: no rollback started. */
+  rollback_started_at: string | null;
   /** The latest rollback, when a later one ran (again after an exit 4, or a re-drain); null: only the first. */
   last_rollback_at: string | null;
   /** Drains of jobs pushed after the rollback (a given Redis that outlives the drill); they do not move when it ended. */
@@ -66,7 +68,7 @@ function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedF
     return Number.isFinite(ms) ? Math.max(0, ms) : null;
   };
   const rollbackAt = drill.rollbackAt ?? null;
-  const rollbacks = { rolled_back_at: rollbackAt, last_rollback_at: drill.lastRollbackAt ?? null, redrains: drill.redrains ?? [] };
+  const rollbacks = { rolled_back_at: rollbackAt, rollback_started_at: drill.rollbackStartedAt ?? null, last_rollback_at: drill.lastRollbackAt ?? null, redrains: drill.redrains ?? [] };
   // A rollback took the drill over and recorded nothing yet: still at it, or interrupted (QA: the report said only "phase rolling_back").
   const takeover = unfinishedRollbackStart(drill);
   const unfinished =
@@ -97,7 +99,7 @@ function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedF
   }
   // Still "running" on disk with its up gone: the packer died mid-drill (SIGKILL, a reboot); when is not known.
   if (drill.upGone) {
-    return { verdict: "up_gone", reason: `drill up (pid ${drill.upGone.pid}) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback`, at: null, after_ms: null, pushed: null, not_packed: null, unanswered_pushes: null, rolled_back_at: null, last_rollback_at: null, redrains: [] };
+    return { verdict: "up_gone", reason: `drill up (pid ${drill.upGone.pid}) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback`, at: null, after_ms: null, pushed: null, not_packed: null, unanswered_pushes: null, rolled_back_at: null, rollback_started_at: null, last_rollback_at: null, redrains: [] };
   }
   return null;
 }
@@ -1114,7 +1116,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
   // Admission opened on a host already under pressure: doctor warned at up, and the incident note must say it too.
   const opened = modeFlips?.find((m) => m.mode === "admit" && m.psi !== null && m.psi >= 1);
   if (opened) notes.push(`admission opened at ${opened.ts ?? "?"} with host PSI avg10 already ${opened.psi!.toFixed(2)} (>= 1.00): neighbours' pressure is in these figures, not only the drill's`);
-  if (inputs.source.kind === "export") notes.push(`read from rollback's export ${inputs.source.file} (the drill's Redis, or its queue there, is gone); the window ends at ${toMs < nowMs ? "the run's end, before the export" : "the export"}`);
+  if (inputs.source.kind === "export") notes.push(`read from rollback's export ${inputs.source.file} (${inputs.drill?.earlierRun ? `run ${inputs.drill.runId} is an earlier run: a later up replaced it` : "the drill's Redis, or its queue there, is gone"}); the window ends at ${toMs < nowMs ? "the run's end, before the export" : "the export"}`);
 
   return {
     label: LAB_LABEL,

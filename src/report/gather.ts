@@ -330,9 +330,12 @@ const message = (err: unknown): string => (err instanceof Error ? err.message : 
  * it (runs/<id>/state.json). Unknown: bad usage, naming the runs there are.
  */
 function readKeptRun(stateDir: string, name: string, runId: string, current: DrillState | null): DrillState {
-  const kept = readStateFile(keptRunStatePath(stateDir, name, runId));
+  const file = keptRunStatePath(stateDir, name, runId);
+  const kept = readStateFile(file);
+  // A run dir copied or renamed by hand: its state says which run it is, and the report must not put one run's figures under another's id.
+  if (kept !== null && kept.runId !== runId) throw new DrillError(`--run ${runId}: ${file} holds run ${kept.runId} of drill ${kept.name}, not run ${runId}; move it back to runs/${kept.runId}/ or report it as --run ${kept.runId}`);
   if (kept !== null) return kept;
-  const runs = listKeptRuns(stateDir, name).map((s) => `${s.runId} (created ${s.createdAt})`);
+  const runs = listKeptRuns(stateDir, name).map((k) => (k.state === null ? `${k.id} (unreadable: ${k.unreadable})` : `${k.id} (created ${k.state.createdAt})`));
   const now = current === null ? "" : `; the current run is ${current.runId}`;
   throw new UsageError(`--run: no run ${runId} of drill ${name} kept in ${path.join(drillDir(stateDir, name), "runs")} (${runs.length === 0 ? "none kept: runs are kept from the up that replaces them on" : `kept: ${runs.join(", ")}`})${now}`);
 }
@@ -376,7 +379,7 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   }
   const base = {
     queue: keys.queue,
-    drill: name === null ? null : drillInfo(name, state, options.roots ?? new HostRoots(), logDir, options.stateDir),
+    drill: name === null ? null : { ...drillInfo(name, state, options.roots ?? new HostRoots(), logDir, options.stateDir), earlierRun: archived !== null },
     recording,
     recordingLooked: options.recordingFile !== undefined ? options.recordingFile : candidates.length === 0 ? null : candidates.join(" or "),
     gatherNotes: notes,
@@ -390,7 +393,8 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   let revived: { stop: () => Promise<void> } | null = null;
   try {
     if (archived) {
-      tried.push(`run ${archived.runId} is an earlier run of drill ${name}: read from its own export, not a Redis that now holds a later run`);
+      const given = options.redisUrl === undefined ? "" : ` (--redis ${redactUrl(options.redisUrl)} is not read for it)`;
+      tried.push(`run ${archived.runId} is an earlier run of drill ${name}: read from its own export, not a Redis that now holds a later run${given}`);
     } else if (options.redisUrl !== undefined) {
       url = options.redisUrl;
       redis = await connectRedis(url, { name: "drill-report" });

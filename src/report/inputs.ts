@@ -106,6 +106,8 @@ export interface DrillInfo {
   rollbackCommand?: string;
   /** up's own end record when a rollback stopped it (runs/<id>/up-ended.json): what it had packed. */
   upEndedAtRollback?: DrillEnded | null;
+  /** `report --run <id>` of a run a later up replaced: read from its own export, whatever its Redis holds now. */
+  earlierRun?: boolean;
 }
 
 /** Where the Redis figures came from. */

@@ -74,5 +74,15 @@ describe.skipIf(skip !== null)("two drill up --detach at once (real cgroup, embe
     const exported = readState(stateDir, "detachrace")?.rollback?.exported;
     expect(typeof exported, rollback.stdout).toBe("string");
     assertNoJobLostInExport(exported!, state.queue, given);
-  }, 180_000);
+
+    // The next --detach replaces that run and says on the terminal that it is kept (QA: only in the log).
+    const next = await runDrill(args, { timeout: 120_000 });
+    expect(next.exitCode, next.stderr).toBe(0);
+    expect(next.stderr).toContain(`up: drill detachrace's previous run ${won.run_id} (`);
+    expect(next.stderr).toContain(`report --name detachrace --run ${won.run_id}\` the previous one`);
+    const nextState = readState(stateDir, "detachrace") as DrillState;
+    const again = await runDrill(["--state-dir", stateDir, "rollback", "--name", "detachrace"], { timeout: 90_000 });
+    expect(again.exitCode, again.stdout + again.stderr).toBe(0);
+    assertHostClean(stateDir, "detachrace", nextState);
+  }, 240_000);
 });

@@ -1,4 +1,4 @@
-import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Redis } from "ioredis";
@@ -67,6 +67,7 @@ describe.skipIf(skip !== null)("drill up → rollback → up again (real cgroup)
     const state1 = readState(stateDir, "twiceemb") as DrillState;
     const rollback1 = await drill(["rollback", "--name", "twiceemb"]);
     expect(rollback1.exitCode, rollback1.stdout + rollback1.stderr).toBe(0);
+    const rolledBack1 = readState(stateDir, "twiceemb") as DrillState;
 
     const second = await up("embedded");
     expect(second.exitCode, second.stderr).toBe(0);
@@ -111,6 +112,15 @@ describe.skipIf(skip !== null)("drill up → rollback → up again (real cgroup)
     expect(firstRun.source).toEqual({ kind: "export", where: path.join(stateDir, "twiceemb", exports[0]!) });
     expect(firstRun.drill).toMatchObject({ run_id: run1.run_id, phase: "complete" });
     expect(firstRun.jobs_where).toMatchObject({ ids_issued: 3, not_found: [], duplicates: [] });
+    // QA: the export note said the drill's Redis was gone, which is not why an earlier run is read from its export.
+    expect(firstRun.notes.join("\n")).toContain(`(run ${run1.run_id} is an earlier run: a later up replaced it)`);
+    expect(firstRun.notes.join("\n")).not.toContain("is gone");
+    expect(firstRun.drill?.ended?.rollback_started_at).toBe(rolledBack1.rollbackStartedAt);
+    expect(firstRun.drill?.ended?.rollback_started_at).toMatch(/^\d{4}-/);
+    // A --redis given beside --run is not read, and the report says so (QA: silently ignored).
+    const withRedis = await drill(["--redis", "redis://127.0.0.1:1", "report", "--name", "twiceemb", "--run", run1.run_id, "--format", "json"]);
+    expect(withRedis.exitCode, withRedis.stderr).toBe(0);
+    expect((JSON.parse(withRedis.stdout) as ReportDocument).notes.join("\n")).toContain("(--redis redis://127.0.0.1:1 is not read for it)");
     // A state dir copied elsewhere reads its own copy of the export (QA: it read the original's), and one gone is said as such.
     const moved = path.join(root, "state-moved");
     cpSync(stateDir, moved, { recursive: true });
@@ -124,6 +134,16 @@ describe.skipIf(skip !== null)("drill up → rollback → up again (real cgroup)
     const unknown = await drill(["report", "--name", "twiceemb", "--run", "nosuch"]);
     expect(unknown.exitCode).toBe(2);
     expect(unknown.stderr).toContain(`--run: no run nosuch of drill twiceemb kept in ${path.join(stateDir, "twiceemb", "runs")} (kept: ${run1.run_id} (created `);
+    // A run dir renamed by hand is not reported under the wrong id; an unreadable kept state is listed, not dropped (QA).
+    cpSync(path.join(moved, "twiceemb", "runs", run1.run_id), path.join(moved, "twiceemb", "runs", "renamed"), { recursive: true });
+    const renamed = await runDrill(["--state-dir", moved, "report", "--name", "twiceemb", "--run", "renamed"], { timeout: 90_000 });
+    expect(renamed.exitCode).toBe(1);
+    expect(renamed.stderr).toContain(`--run renamed: ${path.join(moved, "twiceemb", "runs", "renamed", "state.json")} holds run ${run1.run_id} of drill twiceemb, not run renamed`);
+    mkdirSync(path.join(moved, "twiceemb", "runs", "torn"));
+    writeFileSync(path.join(moved, "twiceemb", "runs", "torn", "state.json"), "{");
+    const listed = await runDrill(["--state-dir", moved, "report", "--name", "twiceemb", "--run", "nosuch"], { timeout: 90_000 });
+    expect(listed.exitCode).toBe(2);
+    expect(listed.stderr).toMatch(/kept: .*, torn \(unreadable: .*torn\/state\.json is not a drill state file/);
   }, 240_000);
 
   it("a given --redis whose queue holds an earlier run's keys: the next up refuses (exit 3) naming them, and deletes nothing", async () => {
