@@ -38,7 +38,14 @@ const MAX_NAME_BYTES = 200;
 
 /** Why `name` cannot be a drill cgroup's --name, or null when it can. */
 export function cgroupNameProblem(name: string): string | null {
-  return componentProblem(name, MAX_NAME_BYTES);
+  const problem = componentProblem(name, MAX_NAME_BYTES);
+  // Not the kernel's 255: say why, or 201-255 bytes reads as a bug (QA).
+  return problem?.startsWith("is longer than") ? `${problem} (drill names files after it, and each must fit the kernel's 255-byte limit)` : problem;
+}
+
+/** A name as an error shows it: JSON's escapes, and DEL too (JSON.stringify prints it raw, and the name looks valid: QA). */
+export function shownName(name: string): string {
+  return JSON.stringify(name).replaceAll("\u007f", "\\u007f");
 }
 
 /** Why `name` cannot be one path component of a cgroup, or null when it can. */
@@ -59,7 +66,7 @@ function componentProblem(name: string, maxBytes: number): string | null {
 /** --name, checked before anything is created (RELIABILITY case 1). */
 export function validateCgroupName(name: string, flag = "--name"): string {
   const problem = cgroupNameProblem(name);
-  if (problem) throw new UsageError(`${flag}: cgroup name ${JSON.stringify(name)} ${problem}`);
+  if (problem) throw new UsageError(`${flag}: cgroup name ${shownName(name)} ${problem}`);
   return name;
 }
 
@@ -75,7 +82,7 @@ export function validateParent(raw: string | undefined, flag = "--parent"): Pare
   for (const component of components) {
     // Nothing is derived from a parent's name: only the directory limit applies.
     const problem = componentProblem(component, NAME_MAX);
-    if (problem) throw new UsageError(`${flag}: component ${JSON.stringify(component)} of ${JSON.stringify(raw)} ${problem}`);
+    if (problem) throw new UsageError(`${flag}: component ${shownName(component)} of ${shownName(raw)} ${problem}`);
   }
   return { kind: "path", path: `/${components.join("/")}` };
 }

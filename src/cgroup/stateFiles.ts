@@ -411,7 +411,7 @@ export function listHogRecords(stateDir: string, cgroup?: WorkerCgroup): Array<{
     .filter((entry) => key === null || entry.record.cgroupKey === key);
 }
 
-function listJson(dir: string): Array<{ file: string; value: unknown }> {
+function listJson(dir: string): Array<{ file: string; value: unknown; error: string | null }> {
   let names: string[];
   try {
     names = readdirSync(dir);
@@ -424,9 +424,27 @@ function listJson(dir: string): Array<{ file: string; value: unknown }> {
     .map((name) => {
       const file = path.join(dir, name);
       try {
-        return { file, value: JSON.parse(readFileSync(file, "utf8")) as unknown };
-      } catch {
-        return { file, value: null };
+        return { file, value: JSON.parse(readFileSync(file, "utf8")) as unknown, error: null };
+      } catch (err) {
+        // EACCES (a non-root rollback of root's records), or a record cut short: kept apart, never taken for "none"
+        return { file, value: null, error: (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err)) };
       }
     });
+}
+
+/**
+ * The records in cgroups/ and hogs/ that cannot be read, or are not drill
+ * records: each may stand for a cgroup or a hog still on the host, so a
+ * rollback says them and is not complete (QA: it said "nothing to roll back").
+ * `name`: only the records of that --name (files are `<name>-<hash>...json`).
+ */
+export function unreadableRecords(stateDir: string, name?: string): Array<{ file: string; name: string | null; problem: string }> {
+  const read = (dir: string, valid: (value: unknown) => boolean) =>
+    listJson(dir).flatMap(({ file, value, error }) => {
+      if (error === null && valid(value)) return [];
+      const named = /^(.+)-[0-9a-f]{10}(?:-[0-9a-f]{8})?\.json$/.exec(path.basename(file))?.[1] ?? null;
+      if (name !== undefined && named !== name) return [];
+      return [{ file, name: named, problem: error ?? "not a drill record" }];
+    });
+  return [...read(path.join(stateDir, "cgroups"), isMarker), ...read(hogsDir(stateDir), isHogRecord)];
 }

@@ -2,6 +2,7 @@ import { readKernelText, type HostRoots } from "../host/kernelFile.js";
 import { readProcessStat, type ProcessStat } from "../host/process.js";
 import { parseProcCgroup, processCgroups } from "./layout.js";
 import type { CgroupDir } from "./paths.js";
+import { RollbackIncompleteError, type DrillError } from "../errors.js";
 
 /** A process as rollback must recognise it: pid + start time, never the pid alone. */
 export type ProcessIdentity = Pick<ProcessStat, "pid" | "startTime" | "comm">;
@@ -28,8 +29,15 @@ export function signalVerified(roots: HostRoots, id: { pid: number; startTime: n
     return "signalled";
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ESRCH") return "gone";
-    throw err;
+    throw signalError(id.pid, err, signal);
   }
+}
+
+/** A signal the kernel refused (EPERM: another user's process, and drill not root): one line naming the pid, not a stack trace (QA). */
+export function signalError(pid: number, err: unknown, signal = "a signal"): DrillError {
+  const code = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
+  const why = code === "EPERM" ? " (not permitted: the process is another user's; run as root)" : "";
+  return new RollbackIncompleteError(`cannot send ${signal} to pid ${pid}: ${code}${why}`);
 }
 
 /** Whether /proc/<pid>/cgroup puts the process in `cgroup` (in its hierarchy). */

@@ -9,7 +9,7 @@ import { requireLayout } from "./layout.js";
 import { assembleWorkerCgroup, workerCgroupFromDirs, type CgroupDir, type WorkerCgroup } from "./paths.js";
 import { readUpHolder, upHolderRefusal, type UpHolder } from "./setup.js";
 import { discardHogRecord, listHogRecords, listMarkers, markerFile, readMarker, removeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
-import { isInCgroup, readComm } from "./tasks.js";
+import { isInCgroup, readComm, signalError } from "./tasks.js";
 
 export interface TeardownOptions {
   stateDir: string;
@@ -454,7 +454,7 @@ function signalEach(roots: HostRoots, dirs: CgroupDir[], tasks: KilledTask[], se
       send(task.pid);
       sent = true;
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw err;
+      if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw signalError(task.pid, err);
     }
   }
   return sent;

@@ -104,7 +104,9 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
         output.out(
           c.step.step === "stop hog"
             ? `rollback hog of cgroup ${c.name} (drill inject --detach recorded here, in no drill):`
-            : `rollback cgroup ${c.name} (made by drill cgroup setup, in no drill):`,
+            : c.step.step === "read record"
+              ? `rollback record of cgroup ${c.name} (a drill cgroup setup or inject --detach record here):`
+              : `rollback cgroup ${c.name} (made by drill cgroup setup, in no drill):`,
         );
         output.out(`  ${c.step.ok ? "ok  " : output.color.red("FAIL")} ${c.step.step}: ${c.step.detail}`);
       }
@@ -142,7 +144,8 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   }
   // Nothing here is not nothing on the host: a wrong --state-dir (or sudo
   // dropping DRILL_STATE_DIR) must not pass a running drill for rolled back.
-  const running = results.length === 0 ? findRunningDrills(hostRoots(g), named) : [];
+  // Only a rollback with nothing to do here looks for others' drills (README): one that did its work is not undone by them (QA).
+  const running = results.length === 0 && cgroups.length === 0 && queues.length === 0 ? findRunningDrills(hostRoots(g), named) : [];
   if (named !== undefined && names.length === 0 && running.length === 0 && cgroups.length === 0) {
     // A name that is no drill here, beside drills that are: a wrong name (often
     // up's --name, the worker cgroup), not "nothing to roll back" (exit 2, like report).

@@ -1,5 +1,5 @@
 import path from "node:path";
-import { FREE_MARGIN_BYTES, isMemoryFilesystem } from "../host/filesystem.js";
+import { FREE_MARGIN_BYTES, isKernelFilesystem, isMemoryFilesystem } from "../host/filesystem.js";
 import { formatBytes } from "../units.js";
 import { redactUrl } from "../context.js";
 
@@ -182,6 +182,8 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
   if (hog.error || hog.fsType === null) {
     // inject and worker would refuse it (exit 2) at their start, mid-drill.
     add("hog file system", "fail", hog.dir, `${hog.error ?? `cannot stat ${hog.dir}`}: give --file-dir an existing directory on a disk filesystem`);
+  } else if (isKernelFilesystem(hog.fsType)) {
+    add("hog file system", "fail", `${hog.dir} (${hog.fsType})`, "a kernel filesystem, where no file can be made (under cgroupfs a directory is a cgroup): use --file-dir on a disk filesystem such as /var/tmp");
   } else if (isMemoryFilesystem(hog.fsType)) {
     add("hog file system", "fail", `${hog.dir} (${hog.fsType})`, "tmpfs pages are shmem, not reclaimable without swap: thrash becomes an OOM. Use --file-dir on a disk filesystem");
   } else {

@@ -5,7 +5,7 @@ import { requireLayout, type CgroupLayout } from "../cgroup/layout.js";
 import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, workerCgroupFromDirs } from "../cgroup/paths.js";
 import { TERM_GRACE_MS, teardownWorkerCgroup, type TeardownResult } from "../cgroup/teardown.js";
-import { discardHogRecord, listHogRecords, listMarkers } from "../cgroup/stateFiles.js";
+import { discardHogRecord, listHogRecords, listMarkers, unreadableRecords } from "../cgroup/stateFiles.js";
 import { DrillError, RefusedError, RollbackIncompleteError } from "../errors.js";
 import { previousModeText } from "../gate/policy.js";
 import type { HostRoots } from "../host/kernelFile.js";
@@ -469,6 +469,10 @@ export async function rollbackStandaloneCgroups(roots: HostRoots, stateDir: stri
     }
   }
   done.push(...(await stopStrayHogs(roots, stateDir, name)));
+  for (const bad of unreadableRecords(stateDir, name)) {
+    const detail = `cannot read ${bad.file}: ${bad.problem}; what it records (a cgroup, or a hog in one) is left as it is: read or fix the file (or move it aside once that is gone), then run the rollback again`;
+    done.push({ name: bad.name ?? "?", dirs: [], step: { step: "read record", ok: false, detail } });
+  }
   return done;
 }
 
@@ -486,7 +490,13 @@ async function stopStrayHogs(roots: HostRoots, stateDir: string, name?: string):
   for (const { file, record } of listHogRecords(stateDir)) {
     // A drill's own hogs are its rollback's (up's records carry its cgroup's marker).
     if ((name !== undefined && record.name !== name) || owned.has(record.cgroupKey)) continue;
-    const outcome = await stopRecordedProcess(roots, { pid: record.pid, startTime: record.startTime }, TERM_GRACE_MS);
+    let outcome;
+    try {
+      outcome = await stopRecordedProcess(roots, { pid: record.pid, startTime: record.startTime }, TERM_GRACE_MS);
+    } catch (err) {
+      done.push({ name: record.name, dirs: [], step: { step: "stop hog", ok: false, detail: `${err instanceof Error ? err.message : String(err)}; its record ${file} kept` } });
+      continue;
+    }
     if (outcome === "alive") {
       done.push({ name: record.name, dirs: [], step: { step: "stop hog", ok: false, detail: `hog pid ${record.pid} survived SIGKILL; its record ${file} kept` } });
       continue;

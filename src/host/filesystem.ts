@@ -14,6 +14,10 @@ const FS_TYPES: Record<number, string> = {
   0x794c7630: "overlayfs",
   0x2fc12fc1: "zfs",
   0x65735546: "fuse",
+  0x9fa0: "proc",
+  0x62656572: "sysfs",
+  0x27e0eb: "cgroup",
+  0x63677270: "cgroup2",
 };
 
 /**
@@ -27,6 +31,11 @@ const MEMORY_FILESYSTEMS = new Set(["tmpfs", "ramfs"]);
 
 export function filesystemName(type: number): string {
   return FS_TYPES[type] ?? `0x${type.toString(16)}`;
+}
+
+/** procfs, sysfs, cgroupfs by the names filesystemName gives them. */
+export function isKernelFilesystem(name: string): boolean {
+  return [...KERNEL_FS_MAGIC].some((type) => filesystemName(type) === name);
 }
 
 export function isMemoryFilesystem(name: string): boolean {
@@ -79,6 +88,10 @@ export function checkFileDir(dir: string, sizeBytes: number, flag: string, what:
     throw new UsageError(`${flag}: cannot use ${dir}: ${(err as Error).message}`);
   }
   const fsType = filesystemName(stats.type);
+  // Said as what it is, not as "0B free" (QA: /proc, the cgroup tree).
+  if (KERNEL_FS_MAGIC.has(stats.type)) {
+    throw new UsageError(`${flag}: ${dir} is on a kernel filesystem (procfs, sysfs, cgroupfs), where no file can be made (under cgroupfs a directory is a cgroup); give a directory on a disk filesystem such as /var/tmp`);
+  }
   if (isMemoryFilesystem(fsType)) {
     throw new RefusedError(`${flag} ${dir} is on ${fsType}: ${what} would be shmem, not reclaimable without swap (an OOM, not thrash); use a disk filesystem such as /var/tmp`);
   }

@@ -1,8 +1,11 @@
-import { chmodSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HostRoots } from "../../src/host/kernelFile.js";
+import { readProcessStat } from "../../src/host/process.js";
 import { drillBin, repoRoot } from "../helpers/cli.js";
 
 // RELIABILITY 18: a non-root run of a command that must write a kernel or
@@ -76,5 +79,29 @@ describe("non-root runs (RELIABILITY 18)", () => {
     const r = await asNobody(["doctor"]);
     expect(r.exitCode).toBe(3);
     expect(expectOneLine(r.stderr)).toMatch(/^drill: doctor refused: root: .*run as root/);
+  });
+
+  it("rollback of a root hog it may read but not signal: exit 4 naming the pid and EPERM, the hog alive, its record kept (QA: kill EPERM stack trace)", async (ctx) => {
+    if (reason) return ctx.skip();
+    const stateDir = path.join(tmp, "readable");
+    mkdirSync(path.join(stateDir, "hogs"), { recursive: true });
+    chmodSync(stateDir, 0o755);
+    const hog = spawn("sleep", ["300"], { stdio: "ignore" });
+    try {
+      await new Promise((r) => hog.once("spawn", r));
+      const stat = readProcessStat(new HostRoots(), hog.pid!);
+      if (!stat.ok) throw new Error(`no stat of the hog ${hog.pid}`);
+      const record = path.join(stateDir, "hogs", "nrhog-0123456789-01234567.json");
+      const fields = { kind: "drill-hog", cgroupKey: "nrhog-0123456789", name: "nrhog", mode: "anon", pid: hog.pid, startTime: stat.value.startTime, file: null, logFile: null, sizeBytes: 1, holdMs: 1, detached: true, startedAt: new Date().toISOString() };
+      writeFileSync(record, JSON.stringify(fields), { mode: 0o644 });
+      const r = await asNobody(["--state-dir", stateDir, "rollback"]);
+      expect(r.exitCode, r.stdout + r.stderr).toBe(4);
+      expect(r.stdout).toContain(`FAIL stop hog: cannot send SIGTERM to pid ${hog.pid}: EPERM (not permitted: the process is another user's; run as root); its record ${record} kept`);
+      expect(expectOneLine(r.stderr)).toMatch(/^drill: rollback incomplete; left: cgroup nrhog: cannot send SIGTERM/);
+      expect(hog.exitCode === null && hog.signalCode === null).toBe(true);
+      expect(existsSync(record)).toBe(true);
+    } finally {
+      hog.kill("SIGKILL");
+    }
   });
 });

@@ -101,6 +101,34 @@ describe("rollback with no drill in its state dir while a drill runs elsewhere",
     expect(run?.hint).toBe(`drill --state-dir ${stateDir} rollback --name elsew`);
     // Reporting is all it does: nothing was stopped.
     expect(child.exitCode === null && redis.exitCode === null).toBe(true);
+
+    // A rollback that did work in its own state dir (a detached hog recorded there, long gone) is done:
+    // the drill running elsewhere does not turn it into "not rolled back", exit 4 (QA).
+    const worked = mkdtempSync(path.join(root, "worked-"));
+    mkdirSync(path.join(worked, "hogs"));
+    const hog = { kind: "drill-hog", cgroupKey: "scopehog-0123456789", name: "scopehog", mode: "anon", pid: 2 ** 22 + 1, startTime: 1, file: null, logFile: null, sizeBytes: 1, holdMs: 1, detached: true, startedAt: new Date().toISOString() };
+    writeFileSync(path.join(worked, "hogs", "scopehog-0123456789-01234567.json"), JSON.stringify(hog));
+    const done = await runDrill(["--state-dir", worked, "rollback"], { cwd: "/" });
+    expect(done.exitCode, done.stdout + done.stderr).toBe(0);
+    expect(done.stdout).toContain("ok   stop hog: hog pid 4194305 already gone");
+    expect(done.stdout).not.toContain("not rolled back");
+
+    // A record it cannot read may stand for a cgroup or a hog still there: said, exit 4, never "nothing to roll back" (QA).
+    const torn = mkdtempSync(path.join(root, "torn-"));
+    mkdirSync(path.join(torn, "cgroups"));
+    writeFileSync(path.join(torn, "cgroups", "scopetorn-0123456789.json"), "");
+    const said = await runDrill(["--json", "--state-dir", torn, "rollback", "--name", "scopetorn"], { cwd: "/" });
+    expect(said.exitCode, said.stdout + said.stderr).toBe(4);
+    const doc = JSON.parse(said.stdout) as { nothing_to_roll_back: boolean; left: string[] };
+    expect(doc.nothing_to_roll_back).toBe(false);
+    expect(doc.left).toEqual([`cgroup scopetorn: cannot read ${path.join(torn, "cgroups", "scopetorn-0123456789.json")}: Unexpected end of JSON input; what it records (a cgroup, or a hog in one) is left as it is: read or fix the file (or move it aside once that is gone), then run the rollback again`]);
+    const text = await runDrill(["--state-dir", torn, "rollback"], { cwd: "/" });
+    expect(text.exitCode).toBe(4);
+    expect(text.stdout).toContain("rollback record of cgroup scopetorn");
+    expect(text.stdout).not.toMatch(/nothing to roll back/);
+    // Another --name is not this record's.
+    const other2 = await runDrill(["--state-dir", torn, "rollback", "--name", "scope-other"], { cwd: "/" });
+    expect(other2.stdout).not.toContain("scopetorn");
   });
 
   it.skipIf(skip !== null)("a real drill up (killed after spawning its children), rollback from / with another state dir: named with the way back; following it reaches host clean", async () => {

@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { HOG_OOM_SCORE_ADJ, JOIN_FAILED_EXIT, joinArgv, spawnInCgroup } from "../../src/cgroup/join.js";
+import type { UsageError } from "../../src/errors.js";
 import { classifyHogExit, samplePhase, summarizeStall, checkThrashDir, type StallSample } from "../../src/cgroup/hog.js";
 
 let dir = "";
@@ -95,4 +96,16 @@ describe("hog outcome", () => {
   });
 
   it("refuses a relative --file-dir", () => expect(() => checkThrashDir("var/tmp", 1)).toThrow(/absolute/));
+  it("refuses a --file-dir on a kernel filesystem as that, exit 2, not as a disk with 0B free (QA)", () => {
+    for (const dir of ["/proc", "/sys/fs/cgroup/memory"]) {
+      let thrown: unknown = null;
+      try {
+        checkThrashDir(dir, 1);
+      } catch (err) {
+        thrown = err;
+      }
+      expect((thrown as UsageError).exitCode, dir).toBe(2);
+      expect((thrown as Error).message).toBe(`--file-dir: ${dir} is on a kernel filesystem (procfs, sysfs, cgroupfs), where no file can be made (under cgroupfs a directory is a cgroup); give a directory on a disk filesystem such as /var/tmp`);
+    }
+  });
 });

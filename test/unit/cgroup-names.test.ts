@@ -42,6 +42,12 @@ describe("cgroup names (RELIABILITY case 1)", () => {
     }
   });
 
+  it("an error shows a DEL in the name escaped, as it shows a newline (QA: printed raw, the name looked valid)", () => {
+    expect(() => validateCgroupName("qac\u007f")).toThrow('--name: cgroup name "qac\\u007f" contains a control character');
+    expect(() => validateCgroupName("qac\n")).toThrow('--name: cgroup name "qac\\n" contains a control character');
+    expect(cgroupNameProblem("x".repeat(201))).toBe("is longer than 200 bytes (drill names files after it, and each must fit the kernel's 255-byte limit)");
+  });
+
   it.each(["infer", "t1", "drill-infer", "infer.v2", "memoryhog", "irqbalance", "x".repeat(200), "é".repeat(100), "a b"])("accepts %j", (name) => {
     expect(cgroupNameProblem(name)).toBeNull();
     expect(validateCgroupName(name)).toBe(name);

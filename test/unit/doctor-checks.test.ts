@@ -36,6 +36,7 @@ describe("doctor checks", () => {
     ["no cgroup PSI (legacy v1)", { cgroupPsi: { file: null, present: false } }, "cgroup PSI", "warn"],
     ["no cgroup.kill", { cgroupKill: { file: null, present: false, freezer: true } }, "cgroup.kill", "warn"],
     ["hog dir on tmpfs", { hogDir: { dir: "/tmp", fsType: "tmpfs", freeBytes: 1e12, neededBytes: 1 } }, "hog file system", "fail"],
+    ["hog dir on procfs", { hogDir: { dir: "/proc", fsType: "proc", freeBytes: 0, neededBytes: 1 } }, "hog file system", "fail"],
     ["hog dir too small", { hogDir: { dir: "/var/tmp", fsType: "ext4", freeBytes: 1024, neededBytes: 1e9 } }, "hog file system", "fail"],
     // inject and worker keep 64 MiB to spare beyond their files (checkFileDir): room for the files alone is not enough.
     ["hog dir without the margin", { hogDir: { dir: "/var/tmp", fsType: "ext4", freeBytes: 1e9 + 1024, neededBytes: 1e9 } }, "hog file system", "fail"],
