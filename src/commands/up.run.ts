@@ -28,7 +28,8 @@ const BACKGROUND_ENV = "DRILL_UP_BACKGROUND";
 /** The drill file: --drill, else drills/smoke.yaml here, else the one shipped with drill. An empty --drill is not "no --drill". */
 export function resolveDrillPath(flag: string | undefined): string {
   if (flag === "") throw new UsageError("--drill: is empty; give a drill file, or leave the flag out for drills/smoke.yaml");
-  if (flag !== undefined) return flag;
+  // Absolute in the state and the report: read later from elsewhere, or pasted into notes, a relative path names no file (QA).
+  if (flag !== undefined) return path.resolve(flag);
   const local = path.resolve("drills", "smoke.yaml");
   return existsSync(local) ? local : path.join(findPackageRoot(), "drills", "smoke.yaml");
 }

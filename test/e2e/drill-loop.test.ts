@@ -38,6 +38,8 @@ describe.skipIf(skip !== null)("drill up → report → rollback (real cgroup, e
     expect(summary.pushed_ids.length).toBeGreaterThan(0);
     const before = readState(stateDir, "smoke") as DrillState;
     expect(before.phase).toBe("stopped");
+    // Recorded absolute, as typed it names no file once read from elsewhere (QA).
+    expect(before.drillFile).toBe(path.resolve("drills", "smoke.yaml"));
 
     const report = await runDrill(["--state-dir", stateDir, "report", "--name", "smoke", "--format", "json"]);
     expect(report.exitCode, report.stderr).toBe(0);

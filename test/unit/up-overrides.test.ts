@@ -62,7 +62,9 @@ describe("drill up flags override the drill file (rewrite the thresholds, not th
   it("--drill \"\" is exit 2 naming the flag, not the default smoke.yaml", () => {
     expect(() => resolveDrillPath("")).toThrow(UsageError);
     expect(() => resolveDrillPath("")).toThrow(/^--drill: is empty/);
-    expect(resolveDrillPath("x.yaml")).toBe("x.yaml");
+    // Made absolute (QA: the state and the report kept "drills/thrash.yaml" as typed).
+    expect(resolveDrillPath("x.yaml")).toBe(path.resolve("x.yaml"));
+    expect(resolveDrillPath("/a/b.yaml")).toBe("/a/b.yaml");
     expect(resolveDrillPath(undefined)).toMatch(/drills\/smoke\.yaml$/);
   });
 
