@@ -148,7 +148,7 @@ function sections(r: Report): Section[] {
     p.oom_kills_in_window !== null ? `${p.oom_kills_in_window} in window (memory.events oom_kill=${int(p.cg_oom_kill_end)})`
     : p.cg_oom_kill_end !== null ? `n/a in window (memory.events oom_kill=${int(p.cg_oom_kill_end)} now)`
     : (noRecording ?? NA);
-  const alarms = noRecording ?? (p.alarms.length === 0 ? "none" : p.alarms.map((a) => `${a.alarm} (${a.samples} sample${a.samples === 1 ? "" : "s"})`).join(", "));
+  const alarms = noRecording ?? (p.alarms.length === 0 ? "none" : p.alarms.map((a) => `${a.alarm} (raised in ${a.samples} of ${p.samples} samples)`).join(", "));
   out.push({
     title: "Pressure (sidecar recording)",
     before: [p.recording === null ? "no recording" : `${p.samples} sample(s) from ${p.recording}`],
@@ -405,13 +405,15 @@ const plain = (cell: Cell): string => (typeof cell === "string" ? cell : cell.co
 export function renderText(r: Report, color: ChalkInstance): string {
   const lines: string[] = [];
   const head = heading(r);
+  // Facts and notes stay one line each (a line per fact is what a grep or a script finds); explanations wrap.
   lines.push(color.bold(head.title), color.yellow(r.label), ...head.facts.map((f) => `  ${f}`));
   for (const s of sections(r)) {
     lines.push("", color.bold(s.title));
-    for (const b of s.before ?? []) lines.push(`  ${plain(b)}`);
+    // A formula (code) stays one line, as it is to be copied; prose wraps.
+    for (const b of s.before ?? []) lines.push(...(typeof b === "string" ? wrapText(b, "  ", "  ") : [`  ${plain(b)}`]));
     if (s.header && s.rows) {
       const table = [s.header, ...s.rows.map((row) => row.map(plain))];
-      const widths = s.header.map((_, i) => Math.max(...table.map((row) => (row[i] ?? "").length)));
+      const widths = textColumnWidths(table);
       const fmt = (row: string[]) =>
         `  ${row
           .map((cell, i) => (s.right?.includes(i) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!)))
@@ -423,6 +425,63 @@ export function renderText(r: Report, color: ChalkInstance): string {
     for (const a of s.after ?? []) lines.push(`  ${s.title === "Notes" ? "- " : ""}${a}`);
   }
   return lines.join("\n");
+}
+
+/** Where text output wraps prose and tables stop padding to their longest cell. */
+const TEXT_WIDTH = 100;
+
+/**
+ * Column widths for text: the widest cell, unless the table would be wider
+ * than TEXT_WIDTH (QA: one 79-character cell padded every row of Pressure to
+ * 175 columns). Then the widest column narrows, step by step, to its next
+ * shorter cell, and the longer ones run on, unpadded, in their own row only:
+ * freely where nothing follows them in the row, in at most one row in five
+ * otherwise (their row's later cells shift right). The last column is never
+ * padded.
+ */
+export function textColumnWidths(table: string[][]): number[] {
+  const columns = table[0]?.length ?? 0;
+  const widths = Array.from({ length: columns }, (_, i) => Math.max(0, ...table.map((row) => (row[i] ?? "").length)));
+  const total = () => widths.reduce((a, b) => a + b + 2, 0);
+  const allowed = Math.max(1, Math.floor((table.length - 1) / 5));
+  // Cells of column i longer than `width` with something after them in their row (the header always fits).
+  const shifted = (i: number, width: number) => table.slice(1).filter((row) => (row[i] ?? "").length > width && row.slice(i + 1).some((c) => c !== "")).length;
+  const narrowed = new Set<number>();
+  while (total() > TEXT_WIDTH) {
+    const candidates = widths.map((w, i) => ({ w, i })).filter(({ i }) => i < columns - 1 && !narrowed.has(i)).sort((a, b) => b.w - a.w);
+    let moved = false;
+    for (const { i } of candidates) {
+      const floor = (table[0]?.[i] ?? "").length;
+      const next = Math.max(floor, ...table.slice(1).map((row) => (row[i] ?? "").length).filter((n) => n < widths[i]!));
+      if (next >= widths[i]! || shifted(i, next) > allowed) {
+        narrowed.add(i); // as narrow as it goes
+        continue;
+      }
+      widths[i] = next;
+      moved = true;
+      break;
+    }
+    if (!moved) break;
+  }
+  return widths;
+}
+
+/** Prose for text output, word-wrapped at TEXT_WIDTH: `first` before the first line, `rest` before each later one. A word longer than a line (a path) is kept whole. */
+export function wrapText(text: string, first: string, rest: string): string[] {
+  const lines: string[] = [];
+  let line = first;
+  let fresh = true;
+  for (const word of text.split(" ")) {
+    if (!fresh && line.length + 1 + word.length > TEXT_WIDTH) {
+      lines.push(line);
+      line = rest + word;
+    } else {
+      line += (fresh ? "" : " ") + word;
+    }
+    fresh = false;
+  }
+  lines.push(line);
+  return lines;
 }
 
 /** `report --format json`'s document: the Report with its keys in snake_case (tests import it from here). */

@@ -337,6 +337,14 @@ describe("the pressure section tells the seed's contradiction", () => {
     const text = renderReport(r, "text", new Chalk({ level: 0 }));
     expect(text).toMatch(/deadline_slack_ms \(lowest, admitted jobs awaiting a first token\)\s+-230 ms/);
     expect(text).toContain("stall 26.33% (worker cgroup) with cpu idle 50.0%, queue age 180 ms, slack -230 ms");
+    // Paste-able (QA: every Pressure row padded to 175 columns, the stall_ms sentence 377): tables and explanations
+    // keep to 100 columns; only rows holding an overlong cell, the formula (copied whole) and one-line facts and notes are longer.
+    const long = text.split("\n").filter((line) => line.length > 100);
+    const section = (title: string) => text.slice(text.indexOf(`\n${title}\n`) + 1).split("\n\n")[0] ?? "";
+    expect(long.filter((line) => !line.includes("at the worst stall") && !line.includes("deadline_slack_ms (lowest") && !line.startsWith("  cost_proxy = ") && !line.startsWith("  - ") && !/^ {2}\w+: /.test(line)), long.join("\n")).toEqual([]);
+    expect(section("cost_proxy").split("\n").filter((line) => line.startsWith("  stall_ms = ")).length).toBe(1);
+    expect(text).toMatch(/^ {2}si \(swap-in, pages\/s\) {2,}12\.0 {2,}\S+$/m);
+    expect(text).toMatch(/^ {2}si \(swap-in, pages\/s\)\s{1,40}12\.0/m);
   });
 
   // QA: a worker cgroup at 0 % all along pointed the row at the first sample while the host stalled 26 %.
