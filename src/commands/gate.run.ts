@@ -71,8 +71,9 @@ export function resolveGateOptions(raw: RawGateOptions, json: boolean): { option
 export async function gateAction(g: GlobalOptions, raw: RawGateOptions, resolveWorkerCgroup: WorkerCgroupResolver = cgroupModuleResolver): Promise<void> {
   const { options, target } = resolveGateOptions(raw, g.json);
   const lifetimeMs = raw.duration === undefined ? null : parsePositiveDuration(raw.duration, "--duration");
-  const redisUrl = await commandRedisUrl(g, { queue: options.queue, cgroupName: target.name });
+  // Listening before the first await: a stop while the URL is chosen is the gate's stop, said as such.
   const interrupt = onInterrupt();
+  const redisUrl = await commandRedisUrl(g, { queue: options.queue, cgroupName: target.name });
   // A detached gate stops by itself: a forgotten drill must not admit forever.
   // An explicit timer, not AbortSignal.timeout(): inside AbortSignal.any()
   // Node holds that signal weakly, and once collected it never fires.

@@ -8,7 +8,9 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { drillBin, runDrill } from "../helpers/cli.js";
+import { pathToFileURL } from "node:url";
+import { execa } from "execa";
+import { drillBin, repoRoot, runDrill } from "../helpers/cli.js";
 
 describe("a signal while drill is starting", () => {
   let root: string;
@@ -37,4 +39,25 @@ describe("a signal while drill is starting", () => {
     expect(stderr).toBe(`drill: interrupted by ${signal} while starting: nothing was done\n`);
     expect(existsSync(stateDir)).toBe(false);
   }, 30_000);
+
+  // QA: a gate SIGTERMed 0.15 s after its start kept deciding jobs. The signal came while the start's
+  // listeners were installed, and began() removed them before the event loop dispatched it: dropped.
+  // Here the signal is sent and began() called in one synchronous run, before any dispatch.
+  const handOver = (commandListens: boolean) => `
+    const { began, interruptWhileStarting } = await import(${JSON.stringify(pathToFileURL(path.join(repoRoot, "dist", "interrupt.js")).href)});
+    interruptWhileStarting();
+    process.kill(process.pid, "SIGTERM");
+    began();
+    ${commandListens ? `process.on("SIGTERM", () => { console.log("the command got SIGTERM"); process.exit(143); });` : ""}
+    setTimeout(() => console.log("survived"), 1000);
+  `;
+  it.each([
+    [true, "the command's own listener gets it", 143, null, "the command got SIGTERM\n"],
+    [false, "with no listener of the command's, node's default ends the process", null, "SIGTERM", ""],
+  ] as const)("a signal pending as the command takes over is not dropped (%s: %s)", async (commandListens, _what, code, signal, stdout) => {
+    const r = await execa(process.execPath, ["--input-type=module", "-e", handOver(commandListens)], { reject: false, timeout: 10_000 });
+    expect(r.stdout).toBe(stdout.trimEnd());
+    expect(r.exitCode ?? null).toBe(code);
+    expect(r.signal ?? null).toBe(signal);
+  });
 });
