@@ -471,7 +471,9 @@ function emitStoredDecision(
 function emitDead(options: GateOptions, deps: GateDeps, id: string | null, reason: string): void {
   const [cause, ...rest] = reason.split(" ");
   const detail = rest.length > 0 ? ` detail=${JSON.stringify(rest.join(" "))}` : "";
-  emit(options, deps, { event: "dead", job: id, reason, gate: options.gateId }, `dead job=${id ?? "-"} reason=${cause ?? reason}${detail}`);
+  const line = `dead job=${id ?? "-"} reason=${cause ?? reason}${detail}`;
+  // The cause alone in `reason`, its figures in `detail`, as the text line has them (QA: folded into one string in --json).
+  emit(options, deps, { event: "dead", job: id, reason: cause ?? reason, detail: rest.length > 0 ? rest.join(" ") : null, gate: options.gateId, line }, line);
 }
 
 function decisionJson(decision: AdmissionDecision, job: Job, gate: string, routedDead: boolean): Record<string, unknown> {

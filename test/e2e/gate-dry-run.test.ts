@@ -98,6 +98,10 @@ describe("gate --dry-run predicts the gate's decisions (built binary)", () => {
       "admit job=61 packed=200 limit=32000",
     ]);
     expect(undry(dry)).toEqual(real);
+    // --json: the cause in `reason`, its figures in `detail`, the text line in `line` (QA: folded into `reason`).
+    await redis.rpush(queue, job("60", 300));
+    const json = (await gate(queue, ["--dry-run"], true)).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(json).toEqual([expect.objectContaining({ event: "dead", job: "60", reason: "id_reused_with_different_payload", detail: "first=admit", line: 'dead job=60 reason=id_reused_with_different_payload detail="first=admit"', dry_run: true })]);
   });
 
   it("records an earlier gate run left: a stored admit re-applied at any attempt, a stored reject at its attempt, a new attempt of a reject decided afresh, a different payload dead", async () => {
