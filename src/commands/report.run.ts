@@ -1,4 +1,6 @@
 import { hostRoots, type GlobalOptions } from "../context.js";
+import { ExitCode } from "../errors.js";
+import { onInterrupt } from "../interrupt.js";
 import { consoleOutput } from "../output.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { buildReport } from "../report/build.js";
@@ -13,7 +15,43 @@ export async function reportAction(g: GlobalOptions, raw: RawReportOptions): Pro
   const format = resolveFormat(raw.format, g.json);
   const queue = raw.queue === undefined ? undefined : validateKeyPart(raw.queue, "--queue");
   const runId = raw.run === undefined ? undefined : validateKeyPart(raw.run, "--run");
-  const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: raw.name, queue, redisUrl: g.redisUrl, sinceMs, roots: hostRoots(g), recordingFile: raw.recording, runId });
+  // A report reads; stopped, it says so, and stops what it started: the redis-server it may restart on a stopped drill's AOF.
+  let revived: "starting" | (() => Promise<void>) | null = null;
+  let stoppedBy: "SIGINT" | "SIGTERM" | null = null;
+  const finish = async (signal: "SIGINT" | "SIGTERM", stop: (() => Promise<void>) | null): Promise<never> => {
+    let said = "";
+    if (stop) {
+      try {
+        await stop();
+        said = ": the redis-server it restarted on the drill's AOF is stopped";
+      } catch (err) {
+        said = `: stopping the redis-server it restarted on the drill's AOF failed (${err instanceof Error ? err.message : String(err)})`;
+      }
+    }
+    process.stderr.write(`drill: report interrupted by ${signal}${said}\n`);
+    process.exit(signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
+  };
+  const interrupt = onInterrupt();
+  interrupt.signal.addEventListener(
+    "abort",
+    () => {
+      stoppedBy = interrupt.received() ?? "SIGTERM";
+      // Still starting: stopped as soon as it is up (or has failed), below.
+      if (revived !== "starting") void finish(stoppedBy, revived);
+    },
+    { once: true },
+  );
+  const onRevived = (now: "starting" | (() => Promise<void>) | null): void => {
+    revived = now;
+    if (stoppedBy !== null && now !== "starting") void finish(stoppedBy, now);
+  };
+  let gathered;
+  try {
+    gathered = await gatherReport({ stateDir: g.stateDir, name: raw.name, queue, redisUrl: g.redisUrl, sinceMs, roots: hostRoots(g), recordingFile: raw.recording, runId, onRevived });
+  } finally {
+    interrupt.dispose();
+  }
+  const { inputs, nowMs } = gathered;
   const report = buildReport(inputs, nowMs, sinceMs, { sinceGiven: raw.sinceGiven });
   const output = consoleOutput(g.color && format === "text");
   output.out(renderReport(report, format, output.color));

@@ -71,6 +71,13 @@ export interface GatherOptions {
   recordingFile?: string;
   /** --run: an earlier run of the drill, kept by the up that replaced it (runs/<id>/state.json); undefined: the current run. */
   runId?: string;
+  /**
+   * Told the stop of a redis-server restarted on the drill's AOF for this
+   * report while it runs ("starting" while it starts, null once stopped or
+   * failed): a report stopped by a signal stops it too (QA: left running, it
+   * held the AOF and the rollback lock).
+   */
+  onRevived?: (stop: "starting" | (() => Promise<void>) | null) => void;
 }
 
 export interface Gathered {
@@ -424,8 +431,19 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
             // exported it: appendfsync always put every write in its AOF.
             const aofDir = state.redis.embedded.dir;
             try {
-              const restarted = await reviveEmbeddedRedis(options.roots ?? new HostRoots(), dir!, aofDir, "report");
-              revived = restarted;
+              options.onRevived?.("starting");
+              let restarted;
+              try {
+                restarted = await reviveEmbeddedRedis(options.roots ?? new HostRoots(), dir!, aofDir, "report");
+              } catch (startErr) {
+                options.onRevived?.(null);
+                throw startErr;
+              }
+              // Once only, whoever comes first: this report's end, or the signal that stops it.
+              let stopping: Promise<void> | null = null;
+              const stop = restarted.stop;
+              revived = { stop: () => (stopping ??= stop()) };
+              options.onRevived?.(revived.stop);
               redis = await connectRedis(restarted.server.url, { name: "drill-report" });
               url = restarted.server.url;
               notes.push(`the drill's embedded Redis was not running at ${redactUrl(state.redis.url)} (${message(err)}): read from its AOF in ${aofDir} through a redis-server started for this report and stopped after`);
@@ -464,6 +482,7 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
     }
   } finally {
     await revived?.stop();
+    if (revived) options.onRevived?.(null);
   }
 
   // 2. rollback's export of this run

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -7,7 +7,8 @@ import { readState, runDir, type DrillState } from "../../src/drill/state.js";
 import type { ReportDocument } from "../../src/report/render.js";
 import { realDrillSkipReason } from "../helpers/cgroupFixtures.js";
 import { parseDuration } from "../../src/units.js";
-import { runDrill } from "../helpers/cli.js";
+import { execa } from "execa";
+import { drillBin, runDrill } from "../helpers/cli.js";
 import { pack, tinyDrill } from "../helpers/drills.js";
 import { assertHostClean } from "../helpers/hostClean.js";
 import { assertNoJobLostInExport, idsGivenByQueue } from "../helpers/invariants.js";
@@ -154,6 +155,20 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     expect(summary.stopped_early.map((e) => e.process)).toEqual(["redis"]);
     expect(summary.pushed_ids.length + summary.not_packed).toBe(2 + 20 + 1);
     expect((readState(stateDir, "upearly") as DrillState).phase).toBe("stopped");
+
+    // A report restarts it on its AOF to read it; stopped by a signal meanwhile, it stops that server too
+    // (QA: left running, it held the AOF and the lock, and the rollback could not pull the lever for 2 min).
+    const aofDir = realpathSync(state.redis.embedded!.dir);
+    const serversIn = () => readdirSync("/proc").filter((pid) => /^\d+$/.test(pid) && readLink(`/proc/${pid}/cwd`) === aofDir && readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "redis-server");
+    expect(serversIn()).toEqual([]);
+    const report = execa("node", [drillBin, "--state-dir", stateDir, "report", "--name", "upearly"], { reject: false, timeout: 60_000, env: { NO_COLOR: "1" } });
+    for (let i = 0; i < 400 && serversIn().length === 0; i++) await sleep(25);
+    expect(serversIn().length, "the report restarted no redis-server").toBe(1);
+    report.kill("SIGTERM");
+    const stopped = await report;
+    expect(stopped.exitCode, String(stopped.stderr)).toBe(143);
+    expect(String(stopped.stderr)).toContain("drill: report interrupted by SIGTERM: the redis-server it restarted on the drill's AOF is stopped");
+    expect(serversIn()).toEqual([]);
     await rollbackLosesNothing(stateDir, state, summary.pushed_ids);
   }, 180_000);
 
@@ -329,3 +344,11 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     expect(ended).toMatchObject({ verdict: "rolled_back", pushed: Number(packed![1]), not_packed: Number(packed![2] ?? 0) });
   }, 180_000);
 });
+
+function readLink(file: string): string | null {
+  try {
+    return readlinkSync(file);
+  } catch {
+    return null;
+  }
+}
