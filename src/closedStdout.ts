@@ -1,3 +1,4 @@
+import { readlinkSync } from "node:fs";
 // `drill rollback | head` (or `drill up --json 2>&1 | head`): the reader went
 // away, the command must not. Stopped half-way, a command that changes state
 // leaves it half changed: a rollback with its embedded Redis still up and the
@@ -25,6 +26,29 @@ export function closedStdoutSurvived(stream: NodeJS.WriteStream, err: NodeJS.Err
   if (!survivesClosedOutput || (err.code !== "EPIPE" && err.code !== "ERR_STREAM_DESTROYED")) return false;
   closed.add(stream);
   return true;
+}
+
+/**
+ * A write error on stdout or stderr that is not a closed pipe: the file they
+ * go to refused it (a full disk, an immutable file, EIO; QA: `drill up`'s
+ * sidecar died with a stack trace, and up quoted "Node.js v20" as why). The
+ * line that says so, naming the file; `survived`: the command goes on
+ * without that stream, as on a closed pipe (it changes state), else it ends.
+ */
+export function outputRefused(stream: NodeJS.WriteStream, err: NodeJS.ErrnoException): { line: string | null; survived: boolean } {
+  // A stream written to directly goes on failing: said the first time only.
+  if (closed.has(stream)) return { line: null, survived: true };
+  const name = stream === process.stderr ? "stderr" : "stdout";
+  let target = "";
+  try {
+    target = ` (${readlinkSync(`/proc/self/fd/${stream === process.stderr ? 2 : 1}`)})`;
+  } catch {
+    // no /proc: the stream's name says enough
+  }
+  const line = `drill: cannot write to ${name}${target}: ${err.code ?? err.message}`;
+  if (!survivesClosedOutput) return { line, survived: false };
+  closed.add(stream);
+  return { line: `${line}; what it prints there is dropped from here, the command goes on`, survived: true };
 }
 
 /** process.stdout.write unless the reader is gone. */

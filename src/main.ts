@@ -1,7 +1,8 @@
 import { CommanderError, type Command } from "commander";
 import { buildProgram } from "./cli.js";
 import { DrillError, ExitCode } from "./errors.js";
-import { closedStdoutSurvived, survivesClosedOutputOf, surviveClosedStdout } from "./closedStdout.js";
+import { writeSync } from "node:fs";
+import { closedStdoutSurvived, outputRefused, survivesClosedOutputOf, surviveClosedStdout } from "./closedStdout.js";
 import { began, exitOnLateSignal, interruptWhileStarting } from "./interrupt.js";
 
 /** The one exit point: commands throw typed errors, this maps them to codes. */
@@ -23,7 +24,15 @@ async function runCommand(argv: string[]): Promise<number> {
     stream.on("error", (err: NodeJS.ErrnoException) => {
       if (closedStdoutSurvived(stream, err)) return;
       if (err.code === "EPIPE") process.exit(process.exitCode ?? 0);
-      throw err;
+      if (err.code === "ERR_STREAM_DESTROYED") return; // a stream that failed before: said then
+      const refused = outputRefused(stream, err);
+      // Said on the other stream, or on stderr's fd itself (it may still take a line): one line, no stack trace.
+      try {
+        if (refused.line !== null) writeSync(stream === process.stderr ? 1 : 2, `${refused.line}\n`);
+      } catch {
+        // neither takes it: the exit code says it
+      }
+      if (!refused.survived) process.exit(ExitCode.failed);
     });
   }
   // Only the options before a `--` are drill's.

@@ -10,7 +10,11 @@ export class LineTail {
   private partial: Buffer = Buffer.alloc(0);
   constructor(readonly file: string) {}
 
-  /** New complete lines since the last call; [] when the file is not there yet. */
+  /**
+   * New complete lines since the last call; [] when the file is not there
+   * yet, or cannot be read (a directory put in its place: QA, EISDIR threw
+   * out of drill up's schedule). What it follows is shown, never decided on.
+   */
   read(): string[] {
     let fd: number;
     try {
@@ -22,7 +26,12 @@ export class LineTail {
       const chunks: Buffer[] = [this.partial];
       const buf = Buffer.alloc(64 * 1024);
       for (;;) {
-        const n = readSync(fd, buf, 0, buf.length, this.offset);
+        let n: number;
+        try {
+          n = readSync(fd, buf, 0, buf.length, this.offset);
+        } catch {
+          return [];
+        }
         if (n <= 0) break;
         this.offset += n;
         chunks.push(Buffer.from(buf.subarray(0, n)));

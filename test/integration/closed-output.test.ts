@@ -90,4 +90,27 @@ describe.skipIf(reason)("a command that changes state outlives the reader of its
     expect(r.exitCode).toBe(0);
     expect(await redis.llen(queueKeys(queue).ready)).toBe(6);
   });
+
+  // QA: up's sidecar, its stdout an immutable file, died with a stack trace, and up quoted "Node.js v20" as why.
+  describe("stdout a file that refuses writes (/dev/full: ENOSPC)", () => {
+    const toFull = async (args: string[]) => {
+      // The shell's redirect: drill's own fd 1 is the file (execa's `file` target would put a pipe between).
+      const r = await execa("bash", ["-c", 'exec node "$0" "$@" > /dev/full', drillBin, ...args], { reject: false, timeout: 60_000, env: { FORCE_COLOR: "0", NO_COLOR: "1", DRILL_STATE_DIR: stateDir } });
+      return { exitCode: r.exitCode, stderr: String(r.stderr) };
+    };
+    it("a command that changes state says it once and goes on: pack pushes every job, exit 0", async () => {
+      const queue = "fullp";
+      const r = await toFull(["--redis", server.url, "pack", "--queue", queue, "--jobs", "4", "--rate", "20/s", "--prompt-tokens", "100", "--completion-tokens", "1"]);
+      expect(r.exitCode, r.stderr).toBe(0);
+      expect(r.stderr.match(/^drill: cannot write to stdout/gm)).toEqual(["drill: cannot write to stdout"]);
+      expect(r.stderr).toContain("drill: cannot write to stdout (/dev/full): ENOSPC; what it prints there is dropped from here, the command goes on");
+      expect(await redis.llen(queueKeys(queue).ready)).toBe(4);
+    });
+    it("a command that only reads ends: watch exits 1 naming the file, no stack trace", async () => {
+      const r = await toFull(["--redis", server.url, "--json", "watch", "--count", "3", "--interval", "100ms"]);
+      expect(r.exitCode, r.stderr).toBe(1);
+      expect(r.stderr.split("\n")).toContain("drill: cannot write to stdout (/dev/full): ENOSPC");
+      expect(r.stderr).not.toMatch(/^\s+at |Node\.js v/m);
+    });
+  });
 });

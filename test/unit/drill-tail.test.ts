@@ -1,4 +1,4 @@
-import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
+import { appendFileSync, mkdirSync, mkdtempSync, renameSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
@@ -22,6 +22,18 @@ describe("LineTail", () => {
     expect(tail.read()).toEqual([]);
     appendFileSync(file, Buffer.concat([bytes.subarray(cut), Buffer.from("next\n")]));
     expect(tail.read()).toEqual([LINE, "next"]);
+    expect(tail.read()).toEqual([]);
+  });
+});
+
+describe("LineTail on a file replaced mid-run", () => {
+  it("a directory in its place reads as no new line, not an EISDIR thrown out of up's schedule (QA)", () => {
+    const file = path.join(dir, "replaced.jsonl");
+    const tail = new LineTail(file);
+    appendFileSync(file, "one\n");
+    expect(tail.read()).toEqual(["one"]);
+    renameSync(file, `${file}.moved`);
+    mkdirSync(file);
     expect(tail.read()).toEqual([]);
   });
 });
