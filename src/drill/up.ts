@@ -280,7 +280,10 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       // After the cgroup is claimed: a refused start wrote nothing into a given Redis.
       // Never over a rollback's deny-all (it pulls the lever again once it has stopped this up).
       stopIfTakenOver();
-      await queue.setMode("admit", { forced: false, psi: facts.hostPsi.avg10?.toFixed(2) ?? "missing" });
+      // Stopped while it set up (Ctrl-C, SIGTERM): nothing is opened or started after the stop (QA: the lever
+      // opened and three children started after it); the schedule then ends at once and says what to roll back.
+      const stopped = (): boolean => options.signal.aborted;
+      if (!stopped()) await queue.setMode("admit", { forced: false, psi: facts.hostPsi.avg10?.toFixed(2) ?? "missing" });
       log(`cgroup: ${cgroup.limits.dir} memory.max ${formatBytes(drill.cgroup.memory_max)}, swap ${formatBytes(drill.cgroup.swap_max)} (lab expectation)`);
       for (const warning of setup.warnings) log(`cgroup: warning: ${warning}`);
 
@@ -298,7 +301,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
         // A rollback that took the drill over (before its step 2 stops this up)
         // owns state.json: a hog spawned now would write "running" over its
         // "rolling_back", and its record would be lost to the rollback's own copy.
-        if (takenOver()) return null;
+        if (takenOver() || stopped()) return null;
         const record = intendProcess(state, role, key, files);
         writeState(stateDir, state);
         const child = spawnDrill([...globalArgs, ...args], path.join(dir, outputName(key)), path.join(dir, `${key}.log`), childEnv);
@@ -329,7 +332,8 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
         "--json", "watch", "--queue", options.queue, ...target, "--interval", `${g.interval}ms`,
         "--psi-limit", formatPlainDecimal(g.psi_limit), "--psi-rate-limit", formatPlainDecimal(g.psi_rate_limit), "--duration", `${selfExitMs}ms`,
       ]);
-      log(`started gate, worker (in the cgroup) and watch; logs in ${dir}`);
+      if (stopped()) log(`stopped by ${typeof options.signal.reason === "string" ? options.signal.reason : "a signal"} while setting up: admission not opened, gate, worker and watch not started`);
+      else log(`started gate, worker (in the cgroup) and watch; logs in ${dir}`);
       stopIfTakenOver();
 
       const gatePid = children.find((c) => c.record.role === "gate")?.record.pid ?? null;

@@ -98,6 +98,36 @@ describe.skipIf(skip !== null)("drill rollback while an up is still starting (re
     assertStartingUpRolledBack(pid, upStart, rollback.stdout + rollback.stderr);
   });
 
+  // QA: a SIGTERM while up set up (after its Redis started) still opened the lever and started gate, worker and
+  // watch before up stopped. Here up stops itself right after its Redis started; the signal lands there.
+  it("SIGTERM while it sets up: exit 143, admission not opened, no child started; the rollback reaches host clean", async () => {
+    const up = runDrill(["--state-dir", stateDir, "up", "--drill", path.join(root, "startup.yaml"), "--parent", "self", "--name", CGROUP, "--file-dir", path.join(root, "files")], {
+      timeout: 60_000,
+      env: { DRILL_CRASH_AT: "redis-spawn:stop" },
+    });
+    let pid = 0;
+    for (const deadline = Date.now() + 30_000; pid === 0; await sleep(50)) {
+      if (Date.now() > deadline) throw new Error("up did not start its Redis and stop");
+      const owner = readState(stateDir, "startup")?.owner.pid;
+      if (owner === undefined || !existsSync(`/proc/${owner}/stat`)) continue;
+      const stat = readFileSync(`/proc/${owner}/stat`, "utf8");
+      if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("T")) pid = owner;
+    }
+    wedged.push(pid);
+    process.kill(pid, "SIGTERM");
+    process.kill(pid, "SIGCONT");
+    const result = await up;
+    const said = result.stdout + result.stderr;
+    expect(result.exitCode, said).toBe(143);
+    expect(said).toContain("stopped by SIGTERM while setting up: admission not opened, gate, worker and watch not started");
+    expect(said).not.toContain("started gate, worker");
+    const state = readState(stateDir, "startup")!;
+    expect(state.processes.map((p) => p.role)).toEqual(["redis"]);
+    const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "startup"], { timeout: 60_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    assertHostClean(stateDir, "startup", state, { cgroupName: CGROUP });
+  });
+
   function startTimeOf(pid: number): number {
     const stat = readProcessStat(new HostRoots(), pid);
     if (!stat.ok) throw new Error(`wedged up ${pid}: ${stat.reason}`);
