@@ -116,6 +116,8 @@ export interface EarlyExit {
   cause: "exited" | "gone" | PushFailure | "not_ready" | "oom_killed";
   /** The last line it wrote to its log (the usual reason), or the error seen. */
   lastLine: string | null;
+  /** lastLine is the last thing it did on stdout (a decision, a sample), not a word on why it stopped: said as such. */
+  lastLineIsOutput?: boolean;
   /** When up saw it (ms since the epoch), set as it is said: the run's recorded end. */
   atMs?: number;
 }
@@ -538,7 +540,12 @@ async function runSchedule(
     follow();
     const when = clockStarted ? `${Math.round(elapsed() / 1000)}s into the drill` : "before the schedule started (up was waiting for gate and worker to be ready)";
     // An OOM kill is what the drill rehearses: said as its outcome, not as a crash (the worker's own line only repeats it).
-    const said = early.cause === "oom_killed" ? ": the OOM the drill rehearses, reported, not a tool failure; nobody serves the queue now" : early.lastLine ? `: ${early.lastLine}` : "";
+    // Its last output is not its reason (QA: "killed by a signal …: reject_deadline_slack job=5" read as the cause).
+    const said =
+      early.cause === "oom_killed" ? ": the OOM the drill rehearses, reported, not a tool failure; nobody serves the queue now"
+      : early.lastLine === null ? ""
+      : early.lastLineIsOutput ? `, nothing said on stderr; its last output line: ${early.lastLine}`
+      : `: ${early.lastLine}`;
     log(`${early.key}: ${early.how} ${when}${said}; the drill stops here${early.log ? ` (log: ${early.log})` : ""}`);
   };
   for (const child of core) {
@@ -555,7 +562,7 @@ async function runSchedule(
         stopEarly({ key: child.record.key, how: `OOM-killed in its cgroup (oom_kill ${oom.before} → ${oom.after})`, code, log: errLog, lastLine: said, cause: "oom_killed" });
         return;
       }
-      stopEarly({ key: child.record.key, how: `exited (${code === null ? "killed by a signal" : `code ${code}`})`, code, log: did === null ? errLog : outLog, lastLine: said ?? did, cause: "exited" });
+      stopEarly({ key: child.record.key, how: `exited (${code === null ? "killed by a signal" : `code ${code}`})`, code, log: did === null ? errLog : outLog, lastLine: said ?? did, lastLineIsOutput: said === null && did !== null, cause: "exited" });
     });
   }
   const embeddedRedis = state.redis.embedded ? state.processes.find((p) => p.role === "redis") : undefined;
