@@ -18,6 +18,9 @@ async function runCommand(argv: string[]): Promise<number> {
   // DRILL_TEST_START_DELAY_MS (tests): a start as slow as a loaded VM's, for a signal to land in it.
   const startDelayMs = Number(process.env.DRILL_TEST_START_DELAY_MS ?? 0);
   if (startDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, startDelayMs));
+  // Only the options before a `--` are drill's.
+  const end = argv.indexOf("--");
+  const json = (end < 0 ? argv : argv.slice(0, end)).includes("--json");
   // `drill cgroup status | head -4`: a closed pipe ends the output, not the process with a stack;
   // a command that changes state goes on without it (closedStdout.ts says which).
   for (const stream of [process.stdout, process.stderr]) {
@@ -26,18 +29,17 @@ async function runCommand(argv: string[]): Promise<number> {
       if (err.code === "EPIPE") process.exit(process.exitCode ?? 0);
       if (err.code === "ERR_STREAM_DESTROYED") return; // a stream that failed before: said then
       const refused = outputRefused(stream, err);
-      // Said on the other stream, or on stderr's fd itself (it may still take a line): one line, no stack trace.
+      // Said on the other stream, one line, no stack trace; never on a --json stdout, which carries JSON only (QA).
+      const other = stream === process.stderr ? (json ? null : 1) : 2;
       try {
-        if (refused.line !== null) writeSync(stream === process.stderr ? 1 : 2, `${refused.line}\n`);
+        if (refused.line !== null && other !== null) writeSync(other, `${refused.line}\n`);
       } catch {
         // neither takes it: the exit code says it
       }
       if (!refused.survived) process.exit(ExitCode.failed);
     });
   }
-  // Only the options before a `--` are drill's.
-  const end = argv.indexOf("--");
-  const program = buildProgram((end < 0 ? argv : argv.slice(0, end)).includes("--json"));
+  const program = buildProgram(json);
   program.hook("preAction", (_program, action) => {
     if (survivesClosedOutputOf(commandPath(action))) surviveClosedStdout();
   });

@@ -285,7 +285,11 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       // Stopped while it set up (Ctrl-C, SIGTERM): nothing is opened or started after the stop (QA: the lever
       // opened and three children started after it); the schedule then ends at once and says what to roll back.
       const stopped = (): boolean => options.signal.aborted;
-      if (!stopped()) await queue.setMode("admit", { forced: false, psi: facts.hostPsi.avg10?.toFixed(2) ?? "missing" });
+      let admissionOpened = false;
+      if (!stopped()) {
+        await queue.setMode("admit", { forced: false, psi: facts.hostPsi.avg10?.toFixed(2) ?? "missing" });
+        admissionOpened = true;
+      }
       log(`cgroup: ${cgroup.limits.dir} memory.max ${formatBytes(drill.cgroup.memory_max)}, swap ${formatBytes(drill.cgroup.swap_max)} (lab expectation)`);
       for (const warning of setup.warnings) log(`cgroup: warning: ${warning}`);
 
@@ -334,7 +338,9 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
         "--json", "watch", "--queue", options.queue, ...target, "--interval", `${g.interval}ms`,
         "--psi-limit", formatPlainDecimal(g.psi_limit), "--psi-rate-limit", formatPlainDecimal(g.psi_rate_limit), "--duration", `${selfExitMs}ms`,
       ]);
-      if (stopped()) log(`stopped by ${typeof options.signal.reason === "string" ? options.signal.reason : "a signal"} while setting up: admission not opened, gate, worker and watch not started`);
+      // A stop that came while the lever was being written finds it open (QA): said so; the rollback pulls it.
+      const admission = admissionOpened ? "admission opened as the stop came (the rollback pulls the lever)" : "admission not opened";
+      if (stopped()) log(`stopped by ${typeof options.signal.reason === "string" ? options.signal.reason : "a signal"} while setting up: ${admission}, gate, worker and watch not started`);
       else log(`started gate, worker (in the cgroup) and watch; logs in ${dir}`);
       stopIfTakenOver();
 
@@ -724,7 +730,8 @@ async function untilReady(
   checkRedis: () => void,
 ): Promise<number | null> {
   const waitStart = Date.now();
-  log(`waiting for gate and worker to be ready (the gate's first pressure samples, the worker's weights written; up to ${formatDuration(ready.timeoutMs)}): the schedule's clock starts then`);
+  // Stopped already (while it set up): no wait to announce (QA: said, then up exited 0.2 s later).
+  if (!signal.aborted) log(`waiting for gate and worker to be ready (the gate's first pressure samples, the worker's weights written; up to ${formatDuration(ready.timeoutMs)}): the schedule's clock starts then`);
   let readiness: Readiness = { gate: false, worker: false };
   let saidAt = waitStart;
   for (;;) {

@@ -121,6 +121,7 @@ describe.skipIf(skip !== null)("drill rollback while an up is still starting (re
     expect(result.exitCode, said).toBe(143);
     expect(said).toContain("stopped by SIGTERM while setting up: admission not opened, gate, worker and watch not started");
     expect(said).not.toContain("started gate, worker");
+    expect(said).not.toContain("waiting for gate and worker");
     const state = readState(stateDir, "startup")!;
     expect(state.processes.map((p) => p.role)).toEqual(["redis"]);
     const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "startup"], { timeout: 60_000 });
