@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process";
 import type { HostRoots } from "../host/kernelFile.js";
+import { isSameProcess, readProcessStat } from "../host/process.js";
 import type { WorkerCgroup } from "./paths.js";
 import { isInCgroup } from "./tasks.js";
 
@@ -54,6 +55,18 @@ export function joinArgv(procsFiles: string[], command: string, args: string[], 
  */
 export function spawnInCgroup(cgroup: Pick<WorkerCgroup, "procsFiles">, command: string, args: string[], options: SpawnOptions = {}, oomScoreAdj?: number): ChildProcess {
   return spawn("/bin/sh", joinArgv(cgroup.procsFiles, command, args, oomScoreAdj), options);
+}
+
+/**
+ * The hog after its first word: in every dir of the cgroup (true), running
+ * outside it (false), or gone before it could be looked at (null: unknown,
+ * as an anon hog OOM-killed within milliseconds of its start; QA: said
+ * `joined: false` beside the cgroup's oom_kill count that it had raised).
+ */
+export function joinedUnlessGone(roots: HostRoots, id: { pid: number; startTime: number | null }, cgroup: WorkerCgroup): boolean | null {
+  if (verifyJoined(roots, id.pid, cgroup).joined) return true;
+  const alive = id.startTime === null ? readProcessStat(roots, id.pid).ok : isSameProcess(roots, id.pid, id.startTime);
+  return alive ? false : null;
 }
 
 /** Whether /proc/<pid>/cgroup shows the process in every dir of the worker cgroup. */

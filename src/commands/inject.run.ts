@@ -10,7 +10,7 @@ import { parsePsi, stallRatePct } from "../host/psi.js";
 import { consoleOutput, snakeCaseKeys, type Output } from "../output.js";
 import { formatBytes, formatDuration, mapSizeProblem, parseDuration, parseSize } from "../units.js";
 import { checkThrashDir, classifyHogExit, oomKillRose, samplePhase, summarizeStall, type HogMode, type HogOutcome, type StallSample, type StallSummary } from "../cgroup/hog.js";
-import { spawnInCgroup, verifyJoined, HOG_OOM_SCORE_ADJ, JOIN_FAILED_EXIT } from "../cgroup/join.js";
+import { joinedUnlessGone, spawnInCgroup, HOG_OOM_SCORE_ADJ, JOIN_FAILED_EXIT } from "../cgroup/join.js";
 import { parseCounter, readCgroupMemory, readOomKillCount } from "../cgroup/memoryFiles.js";
 import type { CgroupDir, WorkerCgroup } from "../cgroup/paths.js";
 import type { HostRoots } from "../host/kernelFile.js";
@@ -279,7 +279,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     const line: PageToucherLine = parsePageToucherLine(text);
     if (line.kind === "hello" && pid !== null) {
       // exec has happened, so the join has: the program is where it should be before its first page.
-      state.joined = verifyJoined(roots, pid, cgroup).joined;
+      state.joined = joinedUnlessGone(roots, { pid, startTime }, cgroup);
       const adj = readKernelText(roots.proc(String(pid), "oom_score_adj"));
       state.oomScoreAdj = adj.ok && /^-?\d+$/.test(adj.value.trim()) ? Number(adj.value.trim()) : null;
     } else if (line.kind === "touched") state.touched = line.bytes;

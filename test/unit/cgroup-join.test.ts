@@ -1,8 +1,11 @@
-import { afterEach, describe, expect, it } from "vitest";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { HOG_OOM_SCORE_ADJ, JOIN_FAILED_EXIT, joinArgv, spawnInCgroup } from "../../src/cgroup/join.js";
+import { HOG_OOM_SCORE_ADJ, JOIN_FAILED_EXIT, joinArgv, joinedUnlessGone, spawnInCgroup } from "../../src/cgroup/join.js";
+import { requireLayout } from "../../src/cgroup/layout.js";
+import { resolveWorkerCgroup } from "../../src/cgroup/paths.js";
+import { makeFakeHost } from "../helpers/cgroupFixtures.js";
 import type { UsageError } from "../../src/errors.js";
 import { classifyHogExit, samplePhase, summarizeStall, checkThrashDir, type StallSample } from "../../src/cgroup/hog.js";
 
@@ -107,5 +110,32 @@ describe("hog outcome", () => {
       expect((thrown as UsageError).exitCode, dir).toBe(2);
       expect((thrown as Error).message).toBe(`--file-dir: ${dir} is on a kernel filesystem (procfs, sysfs, cgroupfs), where no file can be made (under cgroupfs a directory is a cgroup); give a directory on a disk filesystem such as /var/tmp`);
     }
+  });
+});
+
+describe("joinedUnlessGone: the hog after its first word", () => {
+  const host = makeFakeHost("v2");
+  afterAll(() => host.cleanup());
+  const cg = resolveWorkerCgroup(host.roots, requireLayout(host.roots), "joinhog", { kind: "self" });
+  const place = (pid: number, cgroupLine: string | null, startTime: number | null): void => {
+    const dir = path.join(host.procfs, String(pid));
+    mkdirSync(dir, { recursive: true });
+    if (cgroupLine !== null) writeFileSync(path.join(dir, "cgroup"), cgroupLine);
+    // Field 22 of stat is the start time.
+    if (startTime !== null) writeFileSync(path.join(dir, "stat"), `${pid} (pagetoucher) S 1 ${Array.from({ length: 17 }, () => "0").join(" ")} ${startTime} 0 0 0\n`);
+  };
+
+  it("inside every dir: true", () => {
+    place(5001, `0::${cg.limits.cgroupPath}\n`, 77);
+    expect(joinedUnlessGone(host.roots, { pid: 5001, startTime: 77 }, cg)).toBe(true);
+  });
+  it("running elsewhere: false", () => {
+    place(5002, "0::/elsewhere\n", 78);
+    expect(joinedUnlessGone(host.roots, { pid: 5002, startTime: 78 }, cg)).toBe(false);
+  });
+  it("gone before it could be looked at (an OOM kill within ms), or its pid now another's: null, not false (QA)", () => {
+    expect(joinedUnlessGone(host.roots, { pid: 5003, startTime: 79 }, cg)).toBeNull();
+    place(5004, "0::/elsewhere\n", 99);
+    expect(joinedUnlessGone(host.roots, { pid: 5004, startTime: 80 }, cg)).toBeNull();
   });
 });
