@@ -191,16 +191,16 @@ export async function reviveEmbeddedRedis(
   try {
     const server = await startEmbeddedRedis({ dir: redisDir, lifetimeMs: REVIVED_LIFETIME_MS });
     const stat = readProcessStat(roots, server.pid);
-    return {
-      server,
-      stop: async () => {
-        try {
-          await stopRecordedProcess(roots, { pid: server.pid, startTime: stat.ok ? stat.value.startTime : null });
-        } finally {
-          lock.release();
-        }
-      },
+    // Once, whoever asks first: the reader's end, or the signal that stops the reader (report).
+    let stopping: Promise<void> | null = null;
+    const stopOnce = async (): Promise<void> => {
+      try {
+        await stopRecordedProcess(roots, { pid: server.pid, startTime: stat.ok ? stat.value.startTime : null });
+      } finally {
+        lock.release();
+      }
     };
+    return { server, stop: () => (stopping ??= stopOnce()) };
   } catch (err) {
     lock.release();
     throw err;

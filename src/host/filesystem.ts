@@ -89,7 +89,7 @@ export function checkFileDir(dir: string, sizeBytes: number, flag: string, what:
   }
   const fsType = filesystemName(stats.type);
   // Said as what it is, not as "0B free" (QA: /proc, the cgroup tree).
-  if (KERNEL_FS_MAGIC.has(stats.type)) {
+  if (isKernelFilesystem(fsType)) {
     throw new UsageError(`${flag}: ${dir} is on a kernel filesystem (procfs, sysfs, cgroupfs), where no file can be made (under cgroupfs a directory is a cgroup); give a directory on a disk filesystem such as /var/tmp`);
   }
   if (isMemoryFilesystem(fsType)) {

@@ -128,14 +128,6 @@ export interface DrillChoice {
   notes: string[];
 }
 
-/**
- * The drill to report on. --name: that drill, or exit 2 naming the drills
- * there (as rollback does), never a report on the default queue under a typo.
- * --redis and --queue without --name (the command up's "queue in use"
- * refusal prints): the drill in the state dir that ran on that queue of that
- * Redis, else the queue alone, with no run to clip to and no export; however
- * many other drills the state dir holds. Else the only drill there.
- */
 /** The drill a suggested --name names: one that is up, else the one created last (QA: the first by name, long rolled back). */
 function likeliestDrill(stateDir: string, drills: readonly string[]): string {
   const states = readStateEntries(stateDir, drills).flatMap((e) => ("state" in e ? [e.state] : []));
@@ -145,6 +137,14 @@ function likeliestDrill(stateDir: string, drills: readonly string[]): string {
   return latest?.name ?? drills[0]!;
 }
 
+/**
+ * The drill to report on. --name: that drill, or exit 2 naming the drills
+ * there (as rollback does), never a report on the default queue under a typo.
+ * --redis and --queue without --name (the command up's "queue in use"
+ * refusal prints): the drill in the state dir that ran on that queue of that
+ * Redis, else the queue alone, with no run to clip to and no export; however
+ * many other drills the state dir holds. Else the only drill there.
+ */
 export function resolveDrillName(stateDir: string, name: string | undefined, redisUrl: string | undefined, queue?: string): DrillChoice {
   if (name !== undefined) {
     validateDrillName(name);
@@ -439,11 +439,8 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
                 options.onRevived?.(null);
                 throw startErr;
               }
-              // Once only, whoever comes first: this report's end, or the signal that stops it.
-              let stopping: Promise<void> | null = null;
-              const stop = restarted.stop;
-              revived = { stop: () => (stopping ??= stop()) };
-              options.onRevived?.(revived.stop);
+              revived = restarted;
+              options.onRevived?.(restarted.stop);
               redis = await connectRedis(restarted.server.url, { name: "drill-report" });
               url = restarted.server.url;
               notes.push(`the drill's embedded Redis was not running at ${redactUrl(state.redis.url)} (${message(err)}): read from its AOF in ${aofDir} through a redis-server started for this report and stopped after`);
