@@ -587,7 +587,7 @@ function finalExportFile(stateDir: string, name: string): string {
 async function denyAll(queue: DrillQueue, roots: HostRoots): Promise<string> {
   const psi = readHostPsi(roots, "memory");
   const psiText = psi.ok ? psi.value.some.avg10.toFixed(2) : "missing";
-  const previous = await queue.setMode("reject_all", { forced: false, psi: psiText });
+  const previous = await queue.setMode("reject_all", { forced: false, psi: psiText, by: "rollback" });
   // The runbook's reason for every rollback's deny-all, whatever the PSI: the figure says what it was.
   return `mode reject_all (was ${previousModeText(previous)}), reason host_pressure (the runbook's rollback step 1; host psi avg10=${psiText})`;
 }

@@ -287,7 +287,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       const stopped = (): boolean => options.signal.aborted;
       let admissionOpened = false;
       if (!stopped()) {
-        await queue.setMode("admit", { forced: false, psi: facts.hostPsi.avg10?.toFixed(2) ?? "missing" });
+        await queue.setMode("admit", { forced: false, psi: facts.hostPsi.avg10?.toFixed(2) ?? "missing", by: "up" });
         admissionOpened = true;
       }
       log(`cgroup: ${cgroup.limits.dir} memory.max ${formatBytes(drill.cgroup.memory_max)}, swap ${formatBytes(drill.cgroup.swap_max)} (lab expectation)`);

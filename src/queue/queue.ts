@@ -10,6 +10,15 @@ import { admitScript, deadScript, KEY_REFUSAL_MARK, pushScript, readModeScript, 
 import { gotNoReply, NotSentAtStop, runScript } from "./redis.js";
 
 /** What the packer asks for; the queue adds id, enqueue_ts, attempt. */
+/** A flip of `<q>:mode` as `<q>:events` records it: the host PSI it was set at, and who set it. */
+export interface ModeMeta {
+  forced: boolean;
+  psi: string;
+  /** Who moved the lever: `gate mode` by hand, up opening admission, or rollback's deny-all. */
+  by: "gate_mode" | "up" | "rollback";
+  nowMs?: number;
+}
+
 export interface JobSpec {
   promptTokens: number;
   completionTokens: number;
@@ -294,15 +303,15 @@ export class DrillQueue {
   }
 
   /** Returns the mode it replaced as the gate read it: null when none was set (a flip must not claim an `admit` nobody set). */
-  async setMode(mode: GateMode, meta: { forced: boolean; psi: string; nowMs?: number }): Promise<GateMode | null> {
+  async setMode(mode: GateMode, meta: ModeMeta): Promise<GateMode | null> {
     const { previous } = await this.flipMode(mode, meta);
     return previous.type === "none" ? null : gateModeOf(previous);
   }
 
   /** The flip with what the key held before, and whether <q>:events recorded it (not when it is of the wrong type). */
-  async flipMode(mode: GateMode, meta: { forced: boolean; psi: string; nowMs?: number }): Promise<{ previous: StoredMode; recorded: boolean }> {
+  async flipMode(mode: GateMode, meta: ModeMeta): Promise<{ previous: StoredMode; recorded: boolean }> {
     const ts = String(meta.nowMs ?? Date.now());
-    const reply = await runScript(this.redis, setModeScript, [this.keys.mode, this.keys.events], [mode, meta.psi, meta.forced ? "1" : "0", ts]);
+    const reply = await runScript(this.redis, setModeScript, [this.keys.mode, this.keys.events], [mode, meta.psi, meta.forced ? "1" : "0", ts, meta.by]);
     const recorded = Array.isArray(reply) && Number(reply[2]) === 1;
     return { previous: storedMode(reply), recorded };
   }

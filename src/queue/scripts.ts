@@ -332,7 +332,10 @@ return tokens
  * the key held when that was not a mode. The lever always moves: SET
  * overwrites a key of any type, and an events key of the wrong type only
  * leaves the flip unrecorded.
- * KEYS: mode events · ARGV: mode psi forced(0|1) ts
+ * `by=` names who moved it (gate_mode, up, rollback): the report tells a
+ * rollback's deny-all from a hand on the lever without state.json (a hand-run
+ * `rollback --queue` has none).
+ * KEYS: mode events · ARGV: mode psi forced(0|1) ts by
  * → {previous_type, previous_value (false unless a string), recorded 1|0}
  */
 export const setModeScript = script(
@@ -349,6 +352,7 @@ if previous_type ~= 'none' and previous_type ~= 'string' then figures = figures 
 if previous_value and previous_value ~= 'admit' and previous_value ~= 'reject_all' then
   figures = figures .. ' previous_value=' .. string.gsub(string.sub(previous_value, 1, 40), '%s', '_')
 end
+if ARGV[5] and ARGV[5] ~= '' then figures = figures .. ' by=' .. ARGV[5] end
 if wrong_type(KEYS[2], 'stream') then return {previous_type, previous_value, 0} end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', '100000', '*', 'reason', 'mode', 'job', '', 'figures', figures, 'ts', ARGV[4])
 return {previous_type, previous_value, 1}

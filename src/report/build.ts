@@ -185,6 +185,8 @@ export interface ModeFlip {
   forced: boolean;
   /** Host memory PSI some avg10 when it was set; null when it was missing or not read. */
   psi: number | null;
+  /** Who set it (`gate_mode`, `up`, `rollback`); null for an entry that does not say (written before drill recorded it). */
+  by: string | null;
 }
 
 /** `mode=reject_all previous=admit psi=0.40 forced=1` → fields. */
@@ -194,7 +196,7 @@ export function modeFlip(event: Pick<DecisionEvent, "tsMs" | "figures">): ModeFl
   const previous = field("previous");
   const psiText = field("psi");
   const psi = psiText !== null && /^\d+(\.\d+)?$/.test(psiText) ? Number(psiText) : null;
-  return { ts: iso(event.tsMs), mode, previous, unchanged: mode === null || previous === null ? null : mode === previous, forced: field("forced") === "1", psi };
+  return { ts: iso(event.tsMs), mode, previous, unchanged: mode === null || previous === null ? null : mode === previous, forced: field("forced") === "1", psi, by: field("by") };
 }
 
 /**

@@ -89,9 +89,12 @@ function sections(r: Report): Section[] {
       m.psi === null ? NA : m.psi.toFixed(2),
       [m.unchanged === true ? "(unchanged)" : "", m.forced ? "forced over PSI" : "", ...note].filter(Boolean).join(", "),
     ];
-    const flipRows = (r.mode_flips ?? []).map((m) => flipRow(m));
-    // The rollback's deny-all outside the window still closes the lever's history, marked as such.
     const denyAll = r.rollback_deny_all;
+    // The rollback's deny-all is marked in the window too (QA: only outside it, so a pasted table read as a hand on the lever mid-drill).
+    // The entry's `by=` says it too, on a hand-run `rollback --queue` that has no drill record (QA).
+    const byRollback = (m: ModeFlip): boolean => m.by === "rollback" || (denyAll !== null && denyAll.window === "in" && m.ts === denyAll.ts && m.mode === denyAll.mode);
+    const flipRows = (r.mode_flips ?? []).map((m) => flipRow(m, byRollback(m) ? ["rollback's deny-all"] : m.by === "up" ? ["opened by up"] : m.by === "gate_mode" ? ["by hand (gate mode)"] : []));
+    // The rollback's deny-all outside the window still closes the lever's history, marked as such.
     if (denyAll !== null && denyAll.window !== "in") {
       const row = flipRow(denyAll, [`rollback's deny-all, ${denyAll.window} the window`]);
       if (denyAll.window === "after") flipRows.push(row);

@@ -563,7 +563,7 @@ export class QueueReader {
         this.redis.disconnect(true);
         return fail(this.source, `no reply within ${this.timeoutMs}ms (reconnecting)`);
       }
-      const sample = parseQueueSample(this.source, reply);
+      const sample = parseQueueSample(this.source, this.keys.queue, reply);
       if (!sample.ok) return sample;
       if (sample.value.events !== NO_NEW_EVENTS) {
         const { feed, batch } = nextRejectFeed(this.rejectFeed, sample.value.events, sample.value.queue.stats);
@@ -603,7 +603,7 @@ export interface QueueSampleReply {
 }
 
 /** The script's reply → QueueRaw and the events read; anything unexpected is a failed reading, never a guess. */
-export function parseQueueSample(source: string, reply: unknown): Reading<QueueSampleReply> {
+export function parseQueueSample(source: string, queueName: string, reply: unknown): Reading<QueueSampleReply> {
   if (!Array.isArray(reply) || reply.length !== 14) return fail(source, "queue sample script: unexpected reply");
   const [len, head, admitted, statsFlat, working, candidates, scanned, mode, tip, rejects, beyond, readyScanned, admittedLen, wrongFlat] = reply as unknown[];
   if (typeof len !== "number") return fail(source, "LLEN: unexpected reply");
@@ -624,6 +624,6 @@ export function parseQueueSample(source: string, reply: unknown): Reading<QueueS
   const events = parseRejectEvents(tip, rejects, beyond);
   if (events === null) return fail(source, "events: unexpected reply");
   const scan: QueueScan = { readyLen: len, readyScanned, admittedLen, admittedScanned: admitted.length };
-  const queue: QueueReading = { source, queueLen: len, head: head ?? null, admitted, working, workingScanned: scanned === 1, retryCandidates: candidates, stats, mode: mode === null ? null : mode.toString("utf8"), wrongTyped, scan };
+  const queue: QueueReading = { source, queue: queueName, queueLen: len, head: head ?? null, admitted, working, workingScanned: scanned === 1, retryCandidates: candidates, stats, mode: mode === null ? null : mode.toString("utf8"), wrongTyped, scan };
   return ok({ queue, events });
 }

@@ -37,6 +37,8 @@ export interface CgroupRaw {
 export interface QueueRaw {
   /** Where it was read (URL, password redacted), for `missing` entries. */
   source: string;
+  /** The queue's name: `missing` entries name its keys (`jobs:mode`), as an operator types them into redis-cli. */
+  queue: string;
   queueLen: number;
   /** LINDEX <q> 0: the oldest queued job, null when the queue is empty. */
   head: Buffer | null;
@@ -436,8 +438,8 @@ function readQueueFields(
       queueAgeMs = nowMs - head.enqueue_ts;
       queueHeadSlackMs = deadlineSlackMs(head, nowMs);
     } else {
-      lack("queue_age_ms", `${q.source} LINDEX 0`, `undecodable head job: ${head}`);
-      lack("queue_head_slack_ms", `${q.source} LINDEX 0`, `undecodable head job: ${head}`);
+      lack("queue_age_ms", `${q.source} LINDEX ${q.queue} 0`, `undecodable head job: ${head}`);
+      lack("queue_head_slack_ms", `${q.source} LINDEX ${q.queue} 0`, `undecodable head job: ${head}`);
       queueAgeMs = null;
     }
   }
@@ -460,7 +462,7 @@ function readQueueFields(
   }
 
   // Counters HINCRBY'd by the gate and worker: absent means never incremented, i.e. 0.
-  const statsFile = `${q.source} stats`;
+  const statsFile = `${q.source} ${q.queue}:stats`;
   const stat = (field: string, key: string): number | null => {
     const text = q.stats[key];
     if (text === undefined) return 0;
@@ -475,7 +477,7 @@ function readQueueFields(
   // mode: null, and the reason says what the gate does with it, in its words.
   const stored = storedModeOf(q.mode);
   const notAMode = modeValueField(stored);
-  const gateMode = notAMode === null ? gateModeOf(stored) : lack("gate_mode", `${q.source} mode`, `${MODE_FAILS_CLOSED} ${notAMode}`);
+  const gateMode = notAMode === null ? gateModeOf(stored) : lack("gate_mode", `${q.source} ${q.queue}:mode`, `${MODE_FAILS_CLOSED} ${notAMode}`);
   return {
     queueLen: unlessWrong("queue_len", q.queueLen),
     queueAgeMs: unlessWrong("queue_age_ms", queueAgeMs),

@@ -187,7 +187,7 @@ describe("drill pack + drill gate (built binary)", () => {
     // <q>:mode was never set: the flip says so (the gate admitted on it), not an "admit" nobody set.
     expect(lines(flip.stdout)[0]).toMatch(new RegExp(`^mode reject_all queue=${queue} previous=unset \\(admit\\) psi avg10=12.40`));
     const figures = (await redis.xrange(`${queue}:events`, "-", "+")).map(([, fields]) => fields[fields.indexOf("figures") + 1]);
-    expect(figures).toEqual([expect.stringMatching(/^mode=reject_all previous=unset psi=12\.40/)]);
+    expect(figures).toEqual([expect.stringMatching(/^mode=reject_all previous=unset psi=12\.40 by=gate_mode$/)]);
     const pack = await drill(["pack", "--jobs", "1", "--queue", queue]);
     expect(pack.exitCode, String(pack.stderr)).toBe(0);
     const gate = await drill(["--procfs", fakeProc("some avg10=0.40 avg60=0.20 avg300=0.00 total=0\n"), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "1", "--idle-exit", "5s"]);

@@ -47,6 +47,9 @@ describe("drill rollback --queue (built binary, own redis-server)", () => {
     expect(await redis.llen("sbs")).toBe(0);
     const ids = (await redis.lrange("sbs_drain", 0, -1)).map((p) => (JSON.parse(p) as { id: string }).id);
     expect(ids).toEqual(["1", "2", "3"]);
+    // QA: the report after a hand-run rollback (no drill record) could not tell its deny-all from a hand on the lever.
+    const report = await drill(["report", "--queue", "sbs", "--format", "md"]);
+    expect(report.stdout).toMatch(/\| reject_all \| unset \| [0-9.]+ \| rollback's deny-all \|/);
 
     // A producer pushed after it: a second rollback appends, never overwrites (RELIABILITY 15).
     expect((await drill(["pack", "--queue", "sbs", "--jobs", "1"])).exitCode).toBe(0);

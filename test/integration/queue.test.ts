@@ -555,29 +555,29 @@ describe("DrillQueue against a real redis-server", () => {
     const other = await connectRedis(server.url, { name: "test-queue-2" });
     try {
       const otherQueue = new DrillQueue(other, queue.keys.queue);
-      expect(await queue.setMode("admit", { forced: false, psi: "0.00" })).toBeNull();
+      expect(await queue.setMode("admit", { forced: false, psi: "0.00", by: "gate_mode" })).toBeNull();
       for (let round = 0; round < 30; round++) {
         // Both start from admit; one of the two must see the other's reject_all.
-        await queue.setMode("admit", { forced: false, psi: "0.00" });
+        await queue.setMode("admit", { forced: false, psi: "0.00", by: "gate_mode" });
         const [a, b] = await Promise.all([
-          queue.setMode("reject_all", { forced: false, psi: "0.00" }),
-          otherQueue.setMode("reject_all", { forced: true, psi: "0.00" }),
+          queue.setMode("reject_all", { forced: false, psi: "0.00", by: "gate_mode" }),
+          otherQueue.setMode("reject_all", { forced: true, psi: "0.00", by: "gate_mode" }),
         ]);
         expect([a, b].sort(), `round ${round}`).toEqual(["admit", "reject_all"]);
       }
       const events = await redis.xrange(queue.keys.events, "-", "+");
       const figures = events.map(([, fields]) => fields[fields.indexOf("figures") + 1]);
-      expect(figures[0]).toBe("mode=admit previous=unset psi=0.00");
+      expect(figures[0]).toBe("mode=admit previous=unset psi=0.00 by=gate_mode");
       // Each event's previous is the mode the event before it set.
       for (let k = 1; k < figures.length; k++) {
         const before = /^mode=(\S+)/.exec(figures[k - 1]!)![1];
-        expect(figures[k], `event ${k}`).toMatch(new RegExp(`^mode=\\S+ previous=${before} psi=0\\.00( forced=1)?$`));
+        expect(figures[k], `event ${k}`).toMatch(new RegExp(`^mode=\\S+ previous=${before} psi=0\\.00( forced=1)? by=gate_mode$`));
       }
       // Garbage in the key: the gate rejects on it (fail closed), and the event says what was there.
       await redis.set(queue.keys.mode, "nonsense");
-      expect(await queue.setMode("reject_all", { forced: false, psi: "1.00" })).toBe("reject_all");
+      expect(await queue.setMode("reject_all", { forced: false, psi: "1.00", by: "rollback" })).toBe("reject_all");
       const last = (await redis.xrevrange(queue.keys.events, "+", "-", "COUNT", 1))[0]![1];
-      expect(last[last.indexOf("figures") + 1]).toBe("mode=reject_all previous=reject_all psi=1.00 previous_value=nonsense");
+      expect(last[last.indexOf("figures") + 1]).toBe("mode=reject_all previous=reject_all psi=1.00 previous_value=nonsense by=rollback");
     } finally {
       await closeRedis(other);
     }
@@ -587,14 +587,14 @@ describe("DrillQueue against a real redis-server", () => {
     const queue = freshQueue();
     await redis.hset(queue.keys.mode, "x", "1");
     expect(await queue.readMode()).toEqual({ type: "hash", value: null });
-    expect(await queue.flipMode("reject_all", { forced: false, psi: "0.00" })).toEqual({ previous: { type: "hash", value: null }, recorded: true });
+    expect(await queue.flipMode("reject_all", { forced: false, psi: "0.00", by: "gate_mode" })).toEqual({ previous: { type: "hash", value: null }, recorded: true });
     expect(await redis.get(queue.keys.mode)).toBe("reject_all");
     const last = (await redis.xrevrange(queue.keys.events, "+", "-", "COUNT", 1))[0]![1];
-    expect(last[last.indexOf("figures") + 1]).toBe("mode=reject_all previous=reject_all psi=0.00 previous_type=hash");
+    expect(last[last.indexOf("figures") + 1]).toBe("mode=reject_all previous=reject_all psi=0.00 previous_type=hash by=gate_mode");
     // An events key of the wrong type leaves the flip unrecorded, never unflipped.
     await redis.del(queue.keys.events);
     await redis.set(queue.keys.events, "x");
-    expect(await queue.flipMode("admit", { forced: false, psi: "0.00" })).toEqual({ previous: { type: "string", value: "reject_all" }, recorded: false });
+    expect(await queue.flipMode("admit", { forced: false, psi: "0.00", by: "gate_mode" })).toEqual({ previous: { type: "string", value: "reject_all" }, recorded: false });
     expect(await redis.get(queue.keys.mode)).toBe("admit");
   });
 

@@ -174,12 +174,34 @@ describe("mode events: the lever's history, repeats marked", () => {
   it("structured fields in json (snake_case), repeats unchanged", () => {
     const r = buildReport(inputs(), NOW, 10 * MIN);
     expect(r.mode_flips).toEqual([
-      { ts: new Date(NOW - 3 * MIN).toISOString(), mode: "reject_all", previous: "unset", unchanged: false, forced: false, psi: 0.4 },
-      { ts: new Date(NOW - 2 * MIN).toISOString(), mode: "reject_all", previous: "reject_all", unchanged: true, forced: false, psi: null },
-      { ts: new Date(NOW - MIN).toISOString(), mode: "admit", previous: "reject_all", unchanged: false, forced: true, psi: 3.1 },
+      { ts: new Date(NOW - 3 * MIN).toISOString(), mode: "reject_all", previous: "unset", unchanged: false, forced: false, psi: 0.4, by: null },
+      { ts: new Date(NOW - 2 * MIN).toISOString(), mode: "reject_all", previous: "reject_all", unchanged: true, forced: false, psi: null, by: null },
+      { ts: new Date(NOW - MIN).toISOString(), mode: "admit", previous: "reject_all", unchanged: false, forced: true, psi: 3.1, by: null },
     ]);
     const doc = JSON.parse(renderJson(r)) as { mode_flips: Array<Record<string, unknown>> };
-    expect(Object.keys(doc.mode_flips[0]!).sort()).toEqual(["forced", "mode", "previous", "psi", "ts", "unchanged"]);
+    expect(Object.keys(doc.mode_flips[0]!).sort()).toEqual(["by", "forced", "mode", "previous", "psi", "ts", "unchanged"]);
+  });
+
+  // QA: after a hand-run `rollback --queue` (no drill record) its deny-all row read like a hand on the lever.
+  it("who moved the lever (by=): rollback's deny-all, up opening admission, gate mode by hand; in json and in the table", () => {
+    const base = inputs();
+    const r = buildReport(
+      {
+        ...base,
+        events: [
+          event("mode", "", "mode=admit previous=unset psi=0.00 by=up", NOW - 3 * MIN),
+          event("mode", "", "mode=reject_all previous=admit psi=0.20 by=gate_mode", NOW - 2 * MIN),
+          event("mode", "", "mode=reject_all previous=reject_all psi=0.10 by=rollback", NOW - MIN),
+        ],
+      },
+      NOW,
+      10 * MIN,
+    );
+    expect(r.mode_flips?.map((m) => m.by)).toEqual(["up", "gate_mode", "rollback"]);
+    const md = renderMarkdown(r);
+    expect(md).toContain(`| ${new Date(NOW - 3 * MIN).toISOString()} | admit | unset | 0.00 | opened by up |`);
+    expect(md).toContain(`| ${new Date(NOW - 2 * MIN).toISOString()} | reject_all | admit | 0.20 | by hand (gate mode) |`);
+    expect(md).toContain(`| ${new Date(NOW - MIN).toISOString()} | reject_all | reject_all | 0.10 | (unchanged), rollback's deny-all |`);
   });
 
   it("md marks a repeat (unchanged) and a forced re-admit", () => {
@@ -191,6 +213,6 @@ describe("mode events: the lever's history, repeats marked", () => {
   });
 
   it("an entry without previous: unchanged is null, not false", () => {
-    expect(modeFlip({ tsMs: NOW, figures: "mode=admit psi=0.00" })).toEqual({ ts: new Date(NOW).toISOString(), mode: "admit", previous: null, unchanged: null, forced: false, psi: 0 });
+    expect(modeFlip({ tsMs: NOW, figures: "mode=admit psi=0.00" })).toEqual({ ts: new Date(NOW).toISOString(), mode: "admit", previous: null, unchanged: null, forced: false, psi: 0, by: null });
   });
 });

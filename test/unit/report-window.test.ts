@@ -195,7 +195,7 @@ describe("report window: read long after the run ended", () => {
     const r = buildReport(rolledBack, T0 + 26 * MIN, 10 * MIN);
     expect(r.window.anchored).toBe("run_end");
     expect(r.mode_flips?.map((m) => m.mode)).toEqual(["admit"]); // the window's own, as before
-    expect(r.rollback_deny_all).toEqual({ ts: new Date(cutAt).toISOString(), mode: "reject_all", previous: "admit", unchanged: false, forced: false, psi: 5.3, window: "after" });
+    expect(r.rollback_deny_all).toEqual({ ts: new Date(cutAt).toISOString(), mode: "reject_all", previous: "admit", unchanged: false, forced: false, psi: 5.3, by: null, window: "after" });
     const line = `rollback: deny-all at ${new Date(cutAt).toISOString()} (reject_all, was admit, psi avg10 5.30), after the window`;
     const text = renderText(r, plain);
     expect(text).toContain(line);
@@ -204,8 +204,15 @@ describe("report window: read long after the run ended", () => {
     expect(md).toContain(`- ${line}`);
     expect(md).toContain(`| ${new Date(cutAt).toISOString()} | reject_all | admit | 5.30 | rollback's deny-all, after the window |`);
     expect((JSON.parse(renderJson(r)) as { rollback_deny_all: unknown }).rollback_deny_all).toMatchObject({ ts: new Date(cutAt).toISOString(), window: "after" });
-    // With --since reaching it, it is in the window and in the table already; no rollback recorded: none.
-    expect(buildReport(rolledBack, T0 + 26 * MIN, 30 * MIN, { sinceGiven: true }).rollback_deny_all?.window).toBe("in");
+    // With --since reaching it, it is in the window and in the table already, marked there as the rollback's (QA: an
+    // unmarked row read as a hand on the lever mid-drill); its repeat is not the cut; no rollback recorded: none.
+    const reaching = buildReport(rolledBack, T0 + 26 * MIN, 30 * MIN, { sinceGiven: true });
+    expect(reaching.rollback_deny_all?.window).toBe("in");
+    const rows = renderText(reaching, plain).split("\n").filter((l) => l.includes("reject_all  "));
+    expect(rows).toEqual([
+      expect.stringMatching(new RegExp(`^\\s*${new Date(cutAt).toISOString()}  reject_all  admit\\s+5.30  rollback's deny-all$`)),
+      expect.stringMatching(new RegExp(`^\\s*${new Date(cutAt + 500).toISOString()}  reject_all  reject_all\\s+5.10  \\(unchanged\\)$`)),
+    ]);
     expect(buildReport(run({ ended }), T0 + 26 * MIN, 10 * MIN).rollback_deny_all).toBeNull();
   });
 

@@ -198,7 +198,7 @@ describe("render", () => {
     expect(view.frame({ ...sample, gate_mode: "reject_all" }, { columns: 60, rows: 12 }).join("\n")).toMatch(/^gate {5}mode reject_all/m);
     expect(view.frame({ ...sample, gate_mode: null, rejected: null })).toContain("gate     mode n/a  rejected n/a");
     // QA: a lever the gate fails closed on showed `mode n/a`; it shows what the gate does, in the gate's words.
-    const closed = { ...sample, gate_mode: null, missing: [{ field: "gate_mode", file: "redis://h:1 mode", reason: "the gate reads it as reject_all (fail closed): mode_type=hash" }] };
+    const closed = { ...sample, gate_mode: null, missing: [{ field: "gate_mode", file: "redis://h:1 jobs:mode", reason: "the gate reads it as reject_all (fail closed): mode_type=hash" }] };
     expect(view.frame(closed).join("\n")).toMatch(/^gate {5}mode reject_all mode_type=hash {2}rejected /m);
     expect(formatSampleLine(closed)).toContain(" gate_mode=reject_all mode_type=hash ");
     // Redis not read: unknown, not a guess.
@@ -241,12 +241,13 @@ describe("parseQueueSample", () => {
   // then the list scan: ready entries scanned, LLEN admitted; then the wrong-typed keys.
   const noEvents = [b("0-0"), [], 0, 0, 0, []];
   it("maps the script's reply", () => {
-    const r = parseQueueSample("redis://h:1", [2, b("{}"), [b("a")], [b("tokens_out"), b("7"), b("admitted"), b("1")], [b("w")], [], 1, b("reject_all"), b("0-0"), [], 0, 2, 5, []]);
+    const r = parseQueueSample("redis://h:1", "jobs", [2, b("{}"), [b("a")], [b("tokens_out"), b("7"), b("admitted"), b("1")], [b("w")], [], 1, b("reject_all"), b("0-0"), [], 0, 2, 5, []]);
     expect(r).toEqual({
       ok: true,
       value: {
         queue: {
           source: "redis://h:1",
+          queue: "jobs",
           queueLen: 2,
           head: b("{}"),
           admitted: [b("a")],
@@ -261,25 +262,25 @@ describe("parseQueueSample", () => {
         events: { tip: b("0-0"), lines: [], beyond: 0 },
       },
     });
-    expect(parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null, ...noEvents])).toMatchObject({ ok: true, value: { queue: { mode: null } } });
+    expect(parseQueueSample("redis://h:1", "jobs", [0, null, [], [], [], [], 1, null, ...noEvents])).toMatchObject({ ok: true, value: { queue: { mode: null } } });
     // A key of the wrong type: named with its role, the rest of the reply still read.
     const wrong = [b("stats"), b("jobs:stats"), b("jobs:stats is a list, not a hash (drill never writes that there)")];
-    expect(parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null, b("0-0"), [], 0, 0, 0, wrong])).toMatchObject({
+    expect(parseQueueSample("redis://h:1", "jobs", [0, null, [], [], [], [], 1, null, b("0-0"), [], 0, 0, 0, wrong])).toMatchObject({
       ok: true,
       value: { queue: { wrongTyped: [{ role: "stats", key: "jobs:stats", reason: "jobs:stats is a list, not a hash (drill never writes that there)" }] } },
     });
     // A worker's list of another type: role working, the other workers' jobs still read.
     const working = [b("working"), b("jobs:working:w1"), b("jobs:working:w1 is a string, not a list (drill never writes that there)")];
-    expect(parseQueueSample("redis://h:1", [0, null, [], [], [b("w")], [], 1, null, b("0-0"), [], 0, 0, 0, working])).toMatchObject({
+    expect(parseQueueSample("redis://h:1", "jobs", [0, null, [], [], [b("w")], [], 1, null, b("0-0"), [], 0, 0, 0, working])).toMatchObject({
       ok: true,
       value: { queue: { working: [b("w")], wrongTyped: [{ role: "working", key: "jobs:working:w1", reason: "jobs:working:w1 is a string, not a list (drill never writes that there)" }] } },
     });
     // Nothing after the cursor: no tip.
-    expect(parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null, null, [], 0, 0, 0, []])).toMatchObject({ ok: true, value: { events: { tip: null, lines: [], beyond: 0 } } });
+    expect(parseQueueSample("redis://h:1", "jobs", [0, null, [], [], [], [], 1, null, null, [], 0, 0, 0, []])).toMatchObject({ ok: true, value: { events: { tip: null, lines: [], beyond: 0 } } });
   });
   it("maps the reject entries to the gate's lines", () => {
     const entry = ["reason", "reject_packed_tokens", "job", "7", "figures", "packed=36012 limit=32000 route=retry", "ts", "1", "gate", "g", "attempt", "0"].map(b);
-    const r = parseQueueSample("redis://h:1", [0, null, [], [], [], [], 1, null, b("17-3"), [entry], 4, 0, 0, []]);
+    const r = parseQueueSample("redis://h:1", "jobs", [0, null, [], [], [], [], 1, null, b("17-3"), [entry], 4, 0, 0, []]);
     expect(r).toMatchObject({ ok: true, value: { events: { tip: b("17-3"), lines: ["reject_packed_tokens job=7 packed=36012 limit=32000"], beyond: 4 } } });
   });
   it.each([
@@ -303,6 +304,6 @@ describe("parseQueueSample", () => {
     ["a wrong-typed key without its reason", [0, null, [], [], [], [], 1, null, b("0-0"), [], 0, 0, 0, [b("ready"), b("jobs")]]],
     ["negative count past the cap", [0, null, [], [], [], [], 1, null, b("1-0"), [], -1, 0, 0, []]],
   ])("unexpected reply (%s) is a failed reading", (_name, reply) => {
-    expect(parseQueueSample("redis://h:1", reply).ok).toBe(false);
+    expect(parseQueueSample("redis://h:1", "jobs", reply).ok).toBe(false);
   });
 });

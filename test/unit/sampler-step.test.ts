@@ -42,7 +42,7 @@ function job(fields: Record<string, unknown>): Buffer {
 }
 
 function queue(over: Partial<QueueRaw> = {}): QueueRaw {
-  return { source: "redis://127.0.0.1:6400", queueLen: 0, head: null, admitted: [], working: [], workingScanned: true, retryCandidates: [], stats: {}, mode: null, wrongTyped: [], ...over };
+  return { source: "redis://127.0.0.1:6400", queue: "jobs", queueLen: 0, head: null, admitted: [], working: [], workingScanned: true, retryCandidates: [], stats: {}, mode: null, wrongTyped: [], ...over };
 }
 
 function raw(monoMs: number, over: Partial<RawReadings> = {}): RawReadings {
@@ -266,6 +266,8 @@ describe("nextSample: queue fields", () => {
     expect(sample.queue_len).toBe(1);
     expect(sample.queue_age_ms).toBeNull();
     expect(reasonOf(sample, "queue_age_ms")).toMatch(/invalid_utf8/);
+    // QA: the entry named "redis://… mode", a place no redis-cli command reads; it names the key.
+    expect(sample.missing.find((m) => m.field === "queue_age_ms")?.file).toBe("redis://127.0.0.1:6400 LINDEX jobs 0");
   });
 
   // QA 6: after `gate mode reject_all` neither the TTY view nor the JSON sample said so.
@@ -288,6 +290,7 @@ describe("nextSample: queue fields", () => {
     const sample = nextSample(null, raw(0, { queue: ok(queue({ mode })) }), NOW).sample;
     expect(sample.gate_mode).toBeNull();
     expect(reasonOf(sample, "gate_mode")).toBe(`the gate reads it as reject_all (fail closed): ${held}`);
+    expect(sample.missing.find((m) => m.field === "gate_mode")?.file).toBe("redis://127.0.0.1:6400 jobs:mode");
   });
 
   // QA: `jobs` a string (or jobs:stats a list) made watch call Redis unreachable and null every queue field.
