@@ -12,7 +12,12 @@ export type HogMode = "anon" | "thrash";
  * - interrupted: the operator stopped inject (SIGINT/SIGTERM);
  * - failed: anything else (could not join, bad arguments, refused, died otherwise).
  */
-export const HOG_OUTCOMES = ["packed", "oom_killed", "interrupted", "failed"] as const;
+/**
+ * `stopped`: ended from outside while inject ran (a rollback's or a teardown's
+ * kill of the cgroup, a kill by hand), not a fault of the hog: QA read a
+ * rollback's stop written as "failed".
+ */
+export const HOG_OUTCOMES = ["packed", "oom_killed", "interrupted", "stopped", "failed"] as const;
 export type HogOutcome = (typeof HOG_OUTCOMES)[number];
 
 export interface HogExitFacts {
@@ -29,11 +34,17 @@ export function oomKillRose(before: number | null, after: number | null): boolea
   return before === null || after === null ? null : after > before;
 }
 
+/** pagetoucher's exits on SIGHUP, SIGINT and SIGTERM (128 + signal). */
+const HOG_STOP_EXITS = new Set([129, 130, 143]);
+
 /** Pure: the outcome from how the hog exited and what the cgroup counted. */
 export function classifyHogExit(facts: HogExitFacts): HogOutcome {
   if (facts.interrupted) return "interrupted";
-  if (facts.signal === "SIGKILL" && oomKillRose(facts.oomKillBefore, facts.oomKillAfter) === true) return "oom_killed";
+  const rose = oomKillRose(facts.oomKillBefore, facts.oomKillAfter);
+  if (facts.signal === "SIGKILL" && rose === true) return "oom_killed";
   if (facts.code === 0 && facts.packedSeen) return "packed";
+  // A SIGKILL the OOM killer did not count, or a stop signal the hog exits on (pagetoucher: 128 + signal, file unlinked).
+  if ((facts.signal === "SIGKILL" && rose === false) || HOG_STOP_EXITS.has(facts.code ?? -1) || (facts.signal !== null && facts.signal !== "SIGKILL")) return "stopped";
   return "failed";
 }
 

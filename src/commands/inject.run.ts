@@ -428,6 +428,8 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
 
   if (outcome === "interrupted") throw new InterruptedError(interruptedBy ?? "SIGINT");
   if (outcome === "failed") throw new DrillError(`hog failed: ${exitInfo?.description ?? "unknown"}`);
+  // Not what was asked (exit 1), but not the hog's fault: said as a stop.
+  if (outcome === "stopped") throw new DrillError(`hog stopped from outside: ${exitInfo?.description ?? "unknown"}`);
   return report;
 }
 
@@ -464,6 +466,8 @@ export function describeOutcome(r: InjectReport, stderrTail = ""): string {
     }
     case "interrupted":
       return `interrupted: hog pid ${r.pid} stopped after ${formatBytes(r.touched_bytes)}${r.file ? `; ${r.file} unlinked` : ""}`;
+    case "stopped":
+      return `stopped: hog pid ${r.pid} stopped from outside after ${formatBytes(r.touched_bytes)} touched (${r.exit?.description ?? "no exit status"}): a rollback or cgroup teardown stops the cgroup's processes, or a kill by hand`;
     case "failed": {
       const join = r.exit?.code === JOIN_FAILED_EXIT ? " (the hog never ran: it could not join the cgroup)" : "";
       const err = stderrTail.trim() === "" ? "" : ` — ${stderrTail.trim().split("\n").slice(-2).join(" | ")}`;

@@ -164,7 +164,8 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   if (g.json) {
     output.json(rollbackDocument(results, complete, cgroups, running, left, null, startingUps, queues));
   } else if (running.length > 0) {
-    output.out(`not rolled back: ${nothingHere} in ${g.stateDir}, but drill processes run on this host:`);
+    // QA: "not rolled back: smoke already rolled back (complete)" read as a contradiction; what is not rolled back is what runs elsewhere.
+    output.out(`nothing to do in ${g.stateDir} (${nothingHere}), but drill processes this rollback does not reach run on this host:`);
     for (const r of running) {
       output.out(`  ${describeRunningDrill(r)}`);
       output.out(`    ${r.stateDir !== null && !r.complete && !r.stateMissing ? "roll it back: " : ""}${rollbackHint(r)}`);

@@ -22,6 +22,7 @@ import { consoleOutput } from "../output.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { applyOverrides, resolveFileDir, weightsReclaimNote, type UpFlags } from "./up.js";
 import { makeDirs } from "../util/makeDirs.js";
+import { DEFAULT_REPORT_SINCE, parseDuration } from "../units.js";
 
 const BACKGROUND_ENV = "DRILL_UP_BACKGROUND";
 
@@ -145,7 +146,8 @@ async function runInForeground(
         // A stopped (SIGSTOPped) server accepts the connection and never answers: asking would wait out the connect bound (QA: 5 s after a Ctrl-C).
         log(`summary: not read: ${embeddedRedisStopped}; \`${reportCmd}\` once it runs again`);
       } else {
-        const sinceMs = Date.now() - Date.parse(result.state.createdAt) + 1000;
+        // `drill report`'s own default window, or the whole run when it is longer: the same run read later says the same (QA: "within the last 28.0 s" here, "10 min" there).
+        const sinceMs = Math.max(parseDuration(DEFAULT_REPORT_SINCE, "--since"), Date.now() - Date.parse(result.state.createdAt) + 1000);
         try {
           // An embedded Redis is found from the state file, as `drill report` finds it: read on its AOF if it is gone.
           const { inputs, nowMs } = await gatherReport({ stateDir: g.stateDir, name: drill.name, queue: flags.queue, redisUrl: g.redisUrl, sinceMs, roots: hostRoots(g) });

@@ -1,7 +1,7 @@
 import path from "node:path";
 import { FREE_MARGIN_BYTES, isKernelFilesystem, isMemoryFilesystem } from "../host/filesystem.js";
 import { formatBytes } from "../units.js";
-import { redactUrl } from "../context.js";
+import { DEFAULT_STATE_DIR, redactUrl } from "../context.js";
 
 /**
  * Doctor's decisions, pure: facts gathered from the host in, one row per check
@@ -200,18 +200,29 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
   }
 
   const state = f.stateDir;
+  const onTmpfs = state.fsType !== null && isMemoryFilesystem(state.fsType);
+  // QA: a state dir under /tmp passed as "survives a reboot"; systemd-tmpfiles' `D /tmp` empties it at boot.
+  const underTmp = isUnderTmp(state.dir);
   add(
     "state dir",
-    state.error ? "warn" : state.fsType !== null && isMemoryFilesystem(state.fsType) ? "warn" : "pass",
+    state.error || onTmpfs || underTmp ? "warn" : "pass",
     state.fsType ? `${state.dir} (${state.fsType})` : state.dir,
     state.error
       ? `${state.error}; drill up will create it`
-      : state.fsType !== null && isMemoryFilesystem(state.fsType)
+      : onTmpfs
         ? "on tmpfs: a reboot loses the state file and the drain export"
-        : "survives a reboot",
+        : underTmp
+          ? `under /tmp, which hosts commonly empty at boot (FHS; systemd-tmpfiles \`D /tmp\`): a reboot can lose the state file and the drain export; --state-dir ${DEFAULT_STATE_DIR} keeps them`
+          : "survives a reboot",
   );
 
   return checks;
+}
+
+/** /tmp or below: the FHS lets a boot empty it, whatever the filesystem. */
+export function isUnderTmp(dir: string): boolean {
+  const resolved = path.resolve(dir);
+  return resolved === "/tmp" || resolved.startsWith("/tmp/");
 }
 
 export interface ServingVerdict {

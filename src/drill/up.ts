@@ -938,6 +938,7 @@ export function hogExitLine(index: number, key: string, code: number | null, out
     outcome === "oom_killed" ? `hog OOM-killed by the cgroup's OOM killer (inject ${how})`
     : outcome === "packed" ? `hog packed and held, then exited (${how})`
     : outcome === "interrupted" ? `hog interrupted (${how})`
+    : outcome === "stopped" ? `hog stopped from outside, by a rollback, a teardown or a kill (inject ${how})`
     : outcome === "failed" ? `hog failed (${how})`
     : `hog exited (${how})`;
   return `phase ${index}: ${said}; outcome in ${key}.out`;

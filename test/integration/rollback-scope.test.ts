@@ -73,6 +73,7 @@ describe("rollback with no drill in its state dir while a drill runs elsewhere",
     const r = await runDrill(["--state-dir", empty, "rollback"], { cwd: "/" });
     expect(r.exitCode, r.stdout + r.stderr).toBe(4);
     expect(r.stdout).not.toMatch(/nothing to roll back/);
+    expect(r.stdout).toContain(`nothing to do in ${empty} (no drill), but drill processes this rollback does not reach run on this host:`);
     expect(r.stdout).toContain(`drill elsew run ${runId} (state dir ${stateDir})`);
     expect(r.stdout).toContain(`pid ${child.pid} (sleep)`);
     expect(r.stdout).toContain(`pid ${redis.pid} (redis-server)`);
@@ -103,7 +104,7 @@ describe("rollback with no drill in its state dir while a drill runs elsewhere",
     expect(child.exitCode === null && redis.exitCode === null).toBe(true);
 
     // A rollback that did work in its own state dir (a detached hog recorded there, long gone) is done:
-    // the drill running elsewhere does not turn it into "not rolled back", exit 4 (QA).
+    // the drill running elsewhere does not turn it into "processes this rollback does not reach", exit 4 (QA).
     const worked = mkdtempSync(path.join(root, "worked-"));
     mkdirSync(path.join(worked, "hogs"));
     const hog = { kind: "drill-hog", cgroupKey: "scopehog-0123456789", name: "scopehog", mode: "anon", pid: 2 ** 22 + 1, startTime: 1, file: null, logFile: null, sizeBytes: 1, holdMs: 1, detached: true, startedAt: new Date().toISOString() };
@@ -111,7 +112,7 @@ describe("rollback with no drill in its state dir while a drill runs elsewhere",
     const done = await runDrill(["--state-dir", worked, "rollback"], { cwd: "/" });
     expect(done.exitCode, done.stdout + done.stderr).toBe(0);
     expect(done.stdout).toContain("ok   stop hog: hog pid 4194305 already gone");
-    expect(done.stdout).not.toContain("not rolled back");
+    expect(done.stdout).not.toContain("does not reach");
 
     // A record it cannot read may stand for a cgroup or a hog still there: said, exit 4, never "nothing to roll back" (QA).
     const torn = mkdtempSync(path.join(root, "torn-"));

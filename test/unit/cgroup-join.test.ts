@@ -71,7 +71,12 @@ describe("hog outcome", () => {
   const base = { code: null, signal: null, packedSeen: false, interrupted: false, oomKillBefore: 0, oomKillAfter: 0 } as const;
   it.each([
     ["SIGKILL and oom_kill rose", { ...base, signal: "SIGKILL", oomKillAfter: 1 }, "oom_killed"],
-    ["SIGKILL, oom_kill flat (someone else killed it)", { ...base, signal: "SIGKILL" }, "failed"],
+    // QA: a rollback's stop of the hog was written "failed".
+    ["SIGKILL, oom_kill flat (someone else killed it)", { ...base, signal: "SIGKILL" }, "stopped"],
+    ["exit 143: SIGTERM from outside, file unlinked", { ...base, code: 143 }, "stopped"],
+    ["exit 130: SIGINT to the hog alone", { ...base, code: 130 }, "stopped"],
+    ["killed by SIGTERM before its handler", { ...base, signal: "SIGTERM" }, "stopped"],
+    ["exit 1: the hog's own error", { ...base, code: 1 }, "failed"],
     ["SIGKILL, oom_kill unreadable", { ...base, signal: "SIGKILL", oomKillAfter: null }, "failed"],
     ["exit 0 after packed", { ...base, code: 0, packedSeen: true }, "packed"],
     ["exit 0 without packed", { ...base, code: 0 }, "failed"],

@@ -41,6 +41,8 @@ describe("doctor checks", () => {
     // inject and worker keep 64 MiB to spare beyond their files (checkFileDir): room for the files alone is not enough.
     ["hog dir without the margin", { hogDir: { dir: "/var/tmp", fsType: "ext4", freeBytes: 1e9 + 1024, neededBytes: 1e9 } }, "hog file system", "fail"],
     ["state dir on tmpfs", { stateDir: { dir: "/run/drill", fsType: "tmpfs" } }, "state dir", "warn"],
+    // QA: "survives a reboot" for /tmp/x on ext4, where systemd-tmpfiles' `D /tmp` empties it at boot.
+    ["state dir under /tmp on a disk", { stateDir: { dir: "/tmp/drill-state", fsType: "ext4" } }, "state dir", "warn"],
     ["no redis-server and no --redis", { redisServerPath: null }, "redis-server on PATH", "fail"],
     ["swap on, no swap control", { swapControl: { file: null, present: false }, hostSwapTotalBytes: 1e9, layout: "v2" }, "swap disabled in cgroup", "fail"],
     ["v1 memsw missing with swap on", { swapControl: { file: null, present: false }, hostSwapTotalBytes: 1e9, layout: "v1" }, "swap disabled in cgroup", "warn"],
@@ -48,6 +50,12 @@ describe("doctor checks", () => {
     const facts = { ...healthy, ...patch };
     expect(status(facts, check)).toBe(expected);
     expect(drillVerdict(evaluateChecks(facts))).toBe(expected === "fail" ? "refused" : "ready_with_warnings");
+  });
+
+  it("the state dir under /tmp says why it warns and what keeps the state; /var/tmp and /tmpfoo are not /tmp", () => {
+    const row = evaluateChecks({ ...healthy, stateDir: { dir: "/tmp/../tmp/qa", fsType: "ext4" } }).find((c) => c.name === "state dir");
+    expect(row?.detail).toBe("under /tmp, which hosts commonly empty at boot (FHS; systemd-tmpfiles `D /tmp`): a reboot can lose the state file and the drain export; --state-dir /var/lib/drill keeps them");
+    for (const dir of ["/var/tmp/drill", "/tmpfoo/drill"]) expect(status({ ...healthy, stateDir: { dir, fsType: "ext4" } }, "state dir")).toBe("pass");
   });
 
   it("a probe cgroup never made: its rows say not checked (not a pass from 'no host swap'), and the serving swap rule is unknown", () => {

@@ -44,6 +44,12 @@ describe("describeOutcome", () => {
     expect(text).toContain("≥5% in 0/2 whole s of it");
   });
 
+  // QA: a hog a rollback stopped was written "failed: hog exited 143: stopped by SIGTERM, file unlinked".
+  it("stopped from outside: said as a stop, with the exit and who stops a cgroup's processes", () => {
+    const text = describeOutcome(report({ outcome: "stopped", pid: 77, touched_bytes: 12 * M, exit: { code: 143, signal: null, description: "exited 143: stopped by SIGTERM, file unlinked" } }));
+    expect(text).toBe("stopped: hog pid 77 stopped from outside after 12.0MiB touched (exited 143: stopped by SIGTERM, file unlinked): a rollback or cgroup teardown stops the cgroup's processes, or a kill by hand");
+  });
+
   it("packed after an earlier OOM: this run's peak, the lifetime one labelled as such", () => {
     const text = describeOutcome(report({}));
     expect(text).not.toMatch(/; peak 64\.0MiB/);

@@ -164,6 +164,7 @@ describe("up's line when a phase's hog is done", () => {
   it("the other outcomes by name; without a document (inject killed), the exit code or signal alone", () => {
     expect(hogExitLine(2, "hog-2", 0, hogOutcomeIn(`${JSON.stringify({ outcome: "packed" })}\n`))).toBe("phase 2: hog packed and held, then exited (code 0); outcome in hog-2.out");
     expect(hogExitLine(2, "hog-2", 1, "failed")).toBe("phase 2: hog failed (code 1); outcome in hog-2.out");
+    expect(hogExitLine(2, "hog-2", 1, "stopped")).toBe("phase 2: hog stopped from outside, by a rollback, a teardown or a kill (inject code 1); outcome in hog-2.out");
     expect(hogOutcomeIn("")).toBeNull();
     expect(hogOutcomeIn('{"outcome":"pack')).toBeNull();
     expect(hogExitLine(3, "hog-3", null, null)).toBe("phase 3: hog exited (killed by a signal); outcome in hog-3.out");
