@@ -52,7 +52,8 @@ export interface StallSample {
   /** ms since the hog started. */
   tMs: number;
   phase: "fill" | "hold";
-  touchedBytes: number;
+  /** null before the hog's first progress line. */
+  touchedBytes: number | null;
   cgUsageBytes: number | null;
   /** Stall % of the last interval from the cgroup's own memory.pressure `some total`; null when unreadable. */
   stallPct: number | null;

@@ -39,7 +39,8 @@ export interface InjectReport {
   joined: boolean | null;
   /** The hog's /proc/<pid>/oom_score_adj at its first line (HOG_OOM_SCORE_ADJ: the OOM killer's first pick); null: not read. */
   oom_score_adj: number | null;
-  touched_bytes: number;
+  /** The hog's last progress figure; null before its first progress line (QA: an OOM kill within ms said 0). */
+  touched_bytes: number | null;
   packed_bytes: number | null;
   /** ms from the hog's start to its packed line: how long the fill took (null: it never packed). */
   fill_ms: number | null;
@@ -256,7 +257,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
   if (pid !== null) writeHogRecord(stateFile, { ...record, pid, startTime });
 
   const state = {
-    touched: 0,
+    touched: null as number | null,
     packed: null as number | null,
     passes: 0,
     joined: null as boolean | null,
@@ -328,7 +329,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     samples.push(sample);
     noteUsage(sample.cgUsageBytes);
     output.err(
-      `inject ${cgroup.name} ${settings.mode}: ${sample.phase} touched ${formatBytes(sample.touchedBytes)}/${formatBytes(settings.sizeBytes)}` +
+      `inject ${cgroup.name} ${settings.mode}: ${sample.phase} touched ${sample.touchedBytes === null ? "n/a" : formatBytes(sample.touchedBytes)}/${formatBytes(settings.sizeBytes)}` +
         `  cg ${formatBytes(sample.cgUsageBytes)}/${limit === null ? "n/a" : limit === "max" ? "max" : formatBytes(limit)}` +
         `  stall ${sample.stallPct === null ? "n/a" : `${sample.stallPct.toFixed(1)}%`}` +
         (settings.mode === "thrash" && state.passes > 0 ? `  pass ${state.passes}` : ""),
@@ -442,6 +443,9 @@ export function describeRunPeak(r: Pick<InjectReport, "run_peak_bytes" | "run_pe
   return `cgroup peak ${formatBytes(r.run_peak_bytes)} this run`;
 }
 
+/** A touched figure for the text: unknown before the hog's first progress line, never "0B". */
+const touchedText = (bytes: number | null): string => (bytes === null ? "an unknown size" : formatBytes(bytes));
+
 export function describeOutcome(r: InjectReport, stderrTail = ""): string {
   const oom = `cgroup oom_kill ${r.cg_oom_kill_before ?? "n/a"} → ${r.cg_oom_kill_after ?? "n/a"}`;
   const stall = r.stall.holdMedianPct === null
@@ -457,7 +461,7 @@ export function describeOutcome(r: InjectReport, stderrTail = ""): string {
     case "oom_killed": {
       // Progress lines come every 100 ms; an anonymous fill can hit the limit before the first.
       const exactPeak = r.run_peak_bytes !== null && r.run_peak_basis !== "sampled";
-      const at = r.touched_bytes > 0
+      const at = r.touched_bytes !== null && r.touched_bytes > 0
         ? formatBytes(r.touched_bytes)
         : exactPeak ? `about ${formatBytes(r.run_peak_bytes)} (this run's cgroup peak)` : "an unknown size (before its first progress line)";
       const limit = r.cg_mem_max_effective === null ? "n/a" : r.cg_mem_max_effective === "max" ? "max" : formatBytes(r.cg_mem_max_effective);
@@ -465,9 +469,9 @@ export function describeOutcome(r: InjectReport, stderrTail = ""): string {
       return `oom_killed: OOM-killed at ${at} of ${formatBytes(r.size_bytes)} (cgroup limit ${limit}); pid ${r.pid}; ${oom}. Admission was already late.`;
     }
     case "interrupted":
-      return `interrupted: hog pid ${r.pid} stopped after ${formatBytes(r.touched_bytes)}${r.file ? `; ${r.file} unlinked` : ""}`;
+      return `interrupted: hog pid ${r.pid} stopped after ${touchedText(r.touched_bytes)}${r.file ? `; ${r.file} unlinked` : ""}`;
     case "stopped":
-      return `stopped: hog pid ${r.pid} stopped from outside after ${formatBytes(r.touched_bytes)} touched (${r.exit?.description ?? "no exit status"}): a rollback or cgroup teardown stops the cgroup's processes, or a kill by hand`;
+      return `stopped: hog pid ${r.pid} stopped from outside after ${touchedText(r.touched_bytes)} touched (${r.exit?.description ?? "no exit status"}): a rollback or cgroup teardown stops the cgroup's processes, or a kill by hand`;
     case "failed": {
       const join = r.exit?.code === JOIN_FAILED_EXIT ? " (the hog never ran: it could not join the cgroup)" : "";
       const err = stderrTail.trim() === "" ? "" : ` — ${stderrTail.trim().split("\n").slice(-2).join(" | ")}`;

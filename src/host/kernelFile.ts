@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readFileSync, type Stats } from "node:fs";
 import path from "node:path";
 
 /**
@@ -12,12 +12,51 @@ export const fail = <T = never>(file: string, reason: string): Reading<T> => ({ 
 
 /** One open, one read: the sidecar must not perturb the host it measures. */
 export function readKernelText(file: string): Reading<string> {
+  let fd: number;
   try {
-    return ok(readFileSync(file, "utf8"));
+    fd = openKernelFile(file);
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code ?? "error";
-    return fail(file, code === "ENOENT" ? "missing" : code === "EACCES" || code === "EPERM" ? `unreadable (${code})` : code);
+    return fail(file, kernelReadReason(err));
   }
+  try {
+    return ok(readFileSync(fd, "utf8"));
+  } catch (err) {
+    return fail(file, kernelReadReason(err));
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const NOT_A_FILE = "ENOTREGULAR";
+
+/**
+ * Opens a kernel file for reading without blocking, and only a file: procfs,
+ * sysfs and cgroupfs files are regular files, while a FIFO or a device in a
+ * --procfs/--sysfs tree would block the open or never end the read (QA: a
+ * FIFO for pressure/memory froze the gate on its main thread, past SIGTERM).
+ * O_NONBLOCK changes nothing for a regular file's reads.
+ */
+export function openKernelFile(file: string): number {
+  const fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
+  let stat: Stats;
+  try {
+    stat = fstatSync(fd);
+  } catch (err) {
+    closeSync(fd);
+    throw err;
+  }
+  if (stat.isFile()) return fd;
+  closeSync(fd);
+  const kind = stat.isFIFO() ? "a FIFO" : stat.isCharacterDevice() ? "a character device" : stat.isBlockDevice() ? "a block device" : stat.isSocket() ? "a socket" : stat.isDirectory() ? "a directory" : "not a file";
+  throw Object.assign(new Error(`${kind}, not a file`), { code: NOT_A_FILE });
+}
+
+/** Why a kernel file could not be read, in the words `missing` entries use. */
+export function kernelReadReason(err: unknown): string {
+  const e = err as NodeJS.ErrnoException;
+  const code = e.code ?? "error";
+  if (code === NOT_A_FILE) return e.message;
+  return code === "ENOENT" ? "missing" : code === "EACCES" || code === "EPERM" ? `unreadable (${code})` : code;
 }
 
 /**

@@ -6,7 +6,7 @@ import { OOM_KILL_KEYS, oomKillIn, parseCounter, parseFlatKeyed, parseLimit, V1_
 import type { WorkerCgroup } from "../cgroup/paths.js";
 import { parseProcStatCpu } from "../host/cpu.js";
 import { KERNEL_FS_MAGIC } from "../host/filesystem.js";
-import { fail, ok, type HostRoots, type Reading } from "../host/kernelFile.js";
+import { fail, kernelReadReason, ok, openKernelFile, type HostRoots, type Reading } from "../host/kernelFile.js";
 import { scanKeyedCounters } from "../host/keyedCounters.js";
 import { parsePsi, type Psi } from "../host/psi.js";
 import { parseVmstatCounters, SWAP_COUNTER_NAMES, type Vmstat } from "../host/vmstat.js";
@@ -96,8 +96,9 @@ const heldFiles = new Map<string, number>();
  * reads as missing; a renamed cgroup's files stay readable, which
  * readCgroupRaw's stat of the dir catches (sameHeldDir). Any other file (a
  * fake tree under --procfs/--sysfs) is opened every sample: a held one would
- * still read after it was deleted or replaced. No fstat (procfs and cgroupfs
- * report size 0) and no fresh buffers to concatenate.
+ * still read after it was deleted or replaced. Opened only as a file
+ * (openKernelFile: one fstat at the open), read without a size (procfs and
+ * cgroupfs report size 0) and with no fresh buffers to concatenate.
  */
 function readSampleText(file: string): Reading<string> {
   const held = heldFiles.get(file);
@@ -111,7 +112,7 @@ function readSampleText(file: string): Reading<string> {
   }
   let fd: number;
   try {
-    fd = openSync(file, "r");
+    fd = openKernelFile(file);
   } catch (err) {
     return readFailure(file, err);
   }
@@ -186,8 +187,7 @@ function readFromStart(fd: number): string {
 }
 
 function readFailure(file: string, err: unknown): Reading<never> {
-  const code = (err as NodeJS.ErrnoException).code ?? "error";
-  return fail(file, code === "ENOENT" ? "missing" : code === "EACCES" || code === "EPERM" ? `unreadable (${code})` : code);
+  return fail(file, kernelReadReason(err));
 }
 
 const readPsiText = (file: string): Reading<Psi> => readParsed(file, parsePsi);

@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -34,17 +35,20 @@ afterAll(async () => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-/** pressure/memory as a directory: there, but unreadable (EISDIR). */
+/** pressure/memory as a directory: there, but unreadable. */
 const UNREADABLE = Symbol("unreadable");
+/** pressure/memory as a FIFO nobody writes: a blocking open would freeze the gate past SIGTERM (QA). */
+const FIFO = Symbol("fifo");
 
 /** A fake procfs with pressure/memory holding `text` (null: no file). */
-function fakeProc(text: string | null): { roots: HostRoots; file: string; write: (t: string | null | typeof UNREADABLE) => void } {
+function fakeProc(text: string | null): { roots: HostRoots; file: string; write: (t: string | null | typeof UNREADABLE | typeof FIFO) => void } {
   const procfs = path.join(tmp, `proc${++n}`);
   mkdirSync(path.join(procfs, "pressure"), { recursive: true });
   const file = path.join(procfs, "pressure", "memory");
-  const write = (t: string | null | typeof UNREADABLE) => {
+  const write = (t: string | null | typeof UNREADABLE | typeof FIFO) => {
     rmSync(file, { recursive: true, force: true });
     if (t === UNREADABLE) mkdirSync(file);
+    else if (t === FIFO) execFileSync("mkfifo", [file]);
     else if (t !== null) writeFileSync(file, t);
   };
   write(text);
@@ -254,12 +258,13 @@ describe("gate against a real redis-server and a fake procfs", () => {
     };
     const someOnly = (avg10: string) => `some avg10=${avg10} avg60=0.00 avg300=0.00 total=0\n`; // no full line: valid
     try {
-      const broken: [string | null | typeof UNREADABLE, string][] = [
+      const broken: [string | null | typeof UNREADABLE | typeof FIFO, string][] = [
         [null, "missing"],
         ["", "empty"],
         ["garbage\n", "no some line"],
         ["some avg10=0.22=55 avg60=0 avg300=0 total=1\n", 'bad field "avg10=0.22=55" in some line'],
-        [UNREADABLE, "EISDIR"],
+        [UNREADABLE, "a directory, not a file"],
+        [FIFO, "a FIFO, not a file"],
       ];
       for (const [i, [text, reason]] of broken.entries()) {
         // Each state is in once the gate says so (its sampler has read it), not after a guessed sleep.
@@ -276,7 +281,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
     } finally {
       await gate.stop();
     }
-    expect(gate.errors.filter((e) => e.includes("unreadable"))).toHaveLength(5);
+    expect(gate.errors.filter((e) => e.includes("unreadable"))).toHaveLength(6);
     await assertNoJobLost(redis, queue.keys.queue, ids);
   });
 

@@ -32,7 +32,8 @@ describe("describeOutcome", () => {
   });
 
   it("oom_killed before the first progress line: this run's peak when exact, else says it is unknown", () => {
-    const killed = { outcome: "oom_killed" as const, size_bytes: 128 * M, touched_bytes: 0, packed_bytes: null };
+    // QA: touched_bytes was 0 in --json, a figure nobody measured: null until the hog's first progress line.
+    const killed = { outcome: "oom_killed" as const, size_bytes: 128 * M, touched_bytes: null, packed_bytes: null };
     expect(describeOutcome(report({ ...killed, run_peak_bytes: 64 * M, run_peak_basis: "lifetime_peak_rose" }))).toContain("OOM-killed at about 64.0MiB (this run's cgroup peak) of 128MiB (cgroup limit 64.0MiB)");
     expect(describeOutcome(report({ ...killed, run_peak_bytes: 3 * M, run_peak_basis: "sampled" }))).toContain("OOM-killed at an unknown size (before its first progress line) of 128MiB");
   });
@@ -48,6 +49,7 @@ describe("describeOutcome", () => {
   it("stopped from outside: said as a stop, with the exit and who stops a cgroup's processes", () => {
     const text = describeOutcome(report({ outcome: "stopped", pid: 77, touched_bytes: 12 * M, exit: { code: 143, signal: null, description: "exited 143: stopped by SIGTERM, file unlinked" } }));
     expect(text).toBe("stopped: hog pid 77 stopped from outside after 12.0MiB touched (exited 143: stopped by SIGTERM, file unlinked): a rollback or cgroup teardown stops the cgroup's processes, or a kill by hand");
+    expect(describeOutcome(report({ outcome: "interrupted", touched_bytes: null, file: null }))).toBe("interrupted: hog pid 4242 stopped after an unknown size");
   });
 
   it("packed after an earlier OOM: this run's peak, the lifetime one labelled as such", () => {
