@@ -1,4 +1,4 @@
-import { closeSync, openSync, readSync, statfsSync, statSync } from "node:fs";
+import { closeSync, readSync, statfsSync, statSync } from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import type { Redis } from "ioredis";
