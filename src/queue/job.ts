@@ -130,7 +130,7 @@ export function decodeJob(payload: Buffer, nowMs: number = Date.now()): DecodedJ
 }
 
 function decodeUnsafe(payload: Buffer, nowMs: number): DecodedJob {
-  if (payload.length > MAX_PAYLOAD_BYTES) return bad(`too_large bytes=${payload.length} max=${MAX_PAYLOAD_BYTES}`);
+  if (payload.length > MAX_PAYLOAD_BYTES) return bad(`too_large bytes=${payload.length} max=${MAX_PAYLOAD_BYTES}`, leadingIdHint(payload));
   let text: string;
   try {
     text = utf8.decode(payload);
@@ -165,6 +165,17 @@ function decodeUnsafe(payload: Buffer, nowMs: number): DecodedJob {
 
 function bad(reason: string, id: string | null = null): DecodedJob {
   return { ok: false, reason, id };
+}
+
+/**
+ * The id of a payload too large to parse, when it comes first (as pack and
+ * encodeJob write it): read from its first bytes only, so a 10 MB blob is
+ * not parsed. QA: a job over 64 KiB went dead with id null, out of reach of
+ * the no-job-lost count.
+ */
+function leadingIdHint(payload: Buffer): string | null {
+  const match = /^\s*\{\s*"id"\s*:\s*"([^"\\]*)"/.exec(payload.subarray(0, 512).toString("latin1"));
+  return match && ID.test(match[1]!) ? match[1]! : null;
 }
 
 function idHint(value: object): string | null {

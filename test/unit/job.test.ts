@@ -30,6 +30,14 @@ describe("decodeJob", () => {
     if (decoded.ok) expect(deadlineSlackMs(decoded.job, NOW)).toBe(-52_000);
   });
 
+  // QA: a job over 64 KiB went dead with id null, out of reach of the no-job-lost count.
+  it("a payload too large to parse keeps its id when the id comes first (read from its first bytes only)", () => {
+    const big = (head: string) => Buffer.from(`${head}${"x".repeat(MAX_PAYLOAD_BYTES)}"}`);
+    expect(decodeJob(big(' { "id" : "big-7", "pad":"'), NOW)).toMatchObject({ ok: false, reason: expect.stringMatching(/^too_large/), id: "big-7" });
+    expect(decodeJob(big('{"pad":"1","id":"big-7","more":"'), NOW)).toMatchObject({ ok: false, id: null });
+    expect(decodeJob(big('{"id":"7*","pad":"'), NOW)).toMatchObject({ ok: false, id: null });
+  });
+
   const deep = Buffer.from(`{"id":"1","x":${"[".repeat(20_000)}${"]".repeat(20_000)}}`);
   const malformed: [string, Buffer, RegExp][] = [
     ["not JSON", Buffer.from("id=7 prompt_tokens=24000"), /^not_json/],
