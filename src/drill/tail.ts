@@ -1,4 +1,4 @@
-import { closeSync, openSync, readSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 
 /**
  * Follows a file that another process appends to, one complete line at a
@@ -8,7 +8,30 @@ import { closeSync, openSync, readSync } from "node:fs";
 export class LineTail {
   private offset = 0;
   private partial: Buffer = Buffer.alloc(0);
+  /** The inode read last: another one under the name is a new file, read from its start. */
+  private ino: number | null = null;
+  /** The file read before is gone or was replaced, not said yet (takeLoss). */
+  private loss: "removed" | "replaced" | null = null;
   constructor(readonly file: string) {}
+
+  /**
+   * Once, after the file it had read was removed or another put in its place:
+   * its writer goes on into the removed file, so what it writes from then on
+   * is not under this name (QA: up's watch.jsonl deleted mid-run lost the
+   * sidecar's samples with no word).
+   */
+  takeLoss(): "removed" | "replaced" | null {
+    const loss = this.loss;
+    this.loss = null;
+    return loss;
+  }
+
+  private restart(loss: "removed" | "replaced"): void {
+    this.loss = loss;
+    this.ino = null;
+    this.offset = 0;
+    this.partial = Buffer.alloc(0);
+  }
 
   /**
    * New complete lines since the last call; [] when the file is not there
@@ -19,10 +42,15 @@ export class LineTail {
     let fd: number;
     try {
       fd = openSync(this.file, "r");
-    } catch {
+    } catch (err) {
+      // Said once: a file made again under the name is read from its start, and said again if it goes too.
+      if ((err as NodeJS.ErrnoException).code === "ENOENT" && this.ino !== null) this.restart("removed");
       return [];
     }
     try {
+      const ino = fstatSync(fd).ino;
+      if (this.ino !== null && ino !== this.ino) this.restart("replaced");
+      this.ino = ino;
       const chunks: Buffer[] = [this.partial];
       const buf = Buffer.alloc(64 * 1024);
       for (;;) {

@@ -527,6 +527,14 @@ async function runSchedule(
       lastStatusAt = Date.now();
       log(`  t=${Math.round(elapsed() / 1000)}s ${formatStatusLine(latest)}`);
     }
+    // A child's output file removed (or replaced) under it: it writes on into the removed file, out of up's and the report's sight.
+    for (const [tail, writer, lost] of [
+      [gateTail, "the gate", "its decisions show in the queue's events stream, and in `drill report`, all the same"],
+      [watchTail, "the sidecar", "`drill report` reads no samples from it (its pressure rows are n/a)"],
+    ] as const) {
+      const loss = tail.takeLoss();
+      if (loss !== null) log(`up: ${tail.file} was ${loss} while the drill ran: ${writer} goes on writing into the file it opened, which is no longer there; ${lost}`);
+    }
   };
   // Gate, worker and watch live past the drill's end (they stop themselves 5
   // minutes after it, or at rollback): one that exits during the drill took

@@ -38,6 +38,32 @@ describe("LineTail on a file replaced mid-run", () => {
   });
 });
 
+describe("LineTail: the file removed or replaced under it", () => {
+  // QA: up's watch.jsonl deleted mid-run lost the sidecar's samples with no word.
+  it("says so once, and reads a file made again under the name from its start", () => {
+    const file = path.join(dir, "removed.jsonl");
+    const tail = new LineTail(file);
+    expect(tail.read()).toEqual([]);
+    expect(tail.takeLoss()).toBeNull(); // not there yet is no loss
+    appendFileSync(file, "one\n");
+    expect(tail.read()).toEqual(["one"]);
+    rmSync(file);
+    expect(tail.read()).toEqual([]);
+    expect(tail.takeLoss()).toBe("removed");
+    expect(tail.read()).toEqual([]);
+    expect(tail.takeLoss()).toBeNull();
+    appendFileSync(file, "two\n");
+    expect(tail.read()).toEqual(["two"]);
+    expect(tail.takeLoss()).toBeNull();
+    // Replaced between two reads (renamed away, another made): the new one from its start.
+    renameSync(file, `${file}.old`);
+    appendFileSync(file, "three\nfour\n");
+    expect(tail.read()).toEqual(["three", "four"]);
+    expect(tail.takeLoss()).toBe("replaced");
+    expect(tail.takeLoss()).toBeNull();
+  });
+});
+
 describe("followLines (inject's detached hog log)", () => {
   it("a line split inside a character across two polls is passed on once, whole", () => {
     vi.useFakeTimers();
