@@ -127,6 +127,8 @@ async function runInForeground(
       not_packed: result.notPacked,
       // Of not_packed: pushes that got no reply as the drill stopped, queued under the next id only if Redis ran them.
       unanswered_pushes: result.unansweredPushes,
+      // Jobs of phases past the drill's end (--duration), skipped: not in not_packed.
+      skipped_jobs: result.skippedJobs,
       state: path.join(drillDir(g.stateDir, drill.name), "state.json"),
       interrupted: result.interrupted,
       stopped_early: result.exitedEarly.map((e) => ({ process: e.key, how: e.how, code: e.code, log: e.log, last_line: e.lastLine })),

@@ -98,6 +98,8 @@ export interface DrillEnded {
   notPacked: number | null;
   /** Pushes that got no reply as the drill stopped, counted in notPacked: each is queued (under the next id) only if Redis ran it. Absent in older state files. */
   unansweredPushes?: number;
+  /** Jobs of phases starting past the drill's end (--duration), skipped: not in notPacked. Absent in older state files. */
+  skippedJobs?: number;
 }
 
 export function drillDir(stateDir: string, name: string): string {

@@ -75,6 +75,8 @@ export interface UpResult {
   notPacked: number;
   /** Of notPacked, pushes that got no reply as the drill stopped: queued (under the next id) only if Redis ran them. */
   unansweredPushes: number;
+  /** Jobs of phases that start past the drill's end (--duration shorter than the file): skipped, not counted in notPacked. */
+  skippedJobs: number;
   /** Gate, worker or watch gone before the drill's end: the drill stopped there. */
   exitedEarly: EarlyExit[];
   /** A rollback of this run started while it ran (it stops `up` as its second step). */
@@ -89,7 +91,7 @@ export function upVerdict(result: Pick<UpResult, "interrupted" | "exitedEarly">)
 }
 
 /** The state's record of how the schedule ended (pure: the moment is given). */
-export function drillEnded(result: Pick<UpResult, "interrupted" | "exitedEarly" | "pushed" | "notPacked" | "unansweredPushes">, nowMs: number, signal: string | null = null): DrillEnded {
+export function drillEnded(result: Pick<UpResult, "interrupted" | "exitedEarly" | "pushed" | "notPacked" | "unansweredPushes" | "skippedJobs">, nowMs: number, signal: string | null = null): DrillEnded {
   const verdict = upVerdict(result);
   const gone = result.exitedEarly.map((e) => `${e.key} ${e.how}`).join(", ");
   const reason =
@@ -99,7 +101,7 @@ export function drillEnded(result: Pick<UpResult, "interrupted" | "exitedEarly" 
   // Stopped early: when up saw it and said "N s into the drill", not when it got to write this (QA: 7 s live, 8 s in the report).
   const seen = verdict === "stopped_early" ? result.exitedEarly.map((e) => e.atMs).filter((t): t is number => t !== undefined) : [];
   const atMs = seen.length > 0 ? Math.min(...seen) : nowMs;
-  return { verdict, at: new Date(atMs).toISOString(), reason, pushed: result.pushed.length, notPacked: result.notPacked, unansweredPushes: result.unansweredPushes };
+  return { verdict, at: new Date(atMs).toISOString(), reason, pushed: result.pushed.length, notPacked: result.notPacked, unansweredPushes: result.unansweredPushes, skippedJobs: result.skippedJobs };
 }
 
 /** What stopped the drill before its end: a child gone, or the Redis it packs into. */
@@ -369,7 +371,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
         state.ended = ended;
         writeState(stateDir, state);
       }
-      return { state, interrupted: result.interrupted, pushed: result.pushed, notPacked: result.notPacked, unansweredPushes: result.unansweredPushes, exitedEarly: result.exitedEarly, rollbackUnderWay, readyMs: result.readyMs };
+      return { state, interrupted: result.interrupted, pushed: result.pushed, notPacked: result.notPacked, unansweredPushes: result.unansweredPushes, skippedJobs: result.skippedJobs, exitedEarly: result.exitedEarly, rollbackUnderWay, readyMs: result.readyMs };
     } finally {
       await closeRedis(redis);
     }
@@ -485,7 +487,7 @@ async function runSchedule(
   dir: string,
   core: ReadonlyArray<{ record: ProcessRecord; exited: Promise<number | null> }>,
   ready: ReadyWait,
-): Promise<{ interrupted: boolean; pushed: string[]; notPacked: number; unansweredPushes: number; exitedEarly: EarlyExit[]; readyMs: number | null }> {
+): Promise<{ interrupted: boolean; pushed: string[]; notPacked: number; unansweredPushes: number; skippedJobs: number; exitedEarly: EarlyExit[]; readyMs: number | null }> {
   const { drill, log, signal, roots } = options;
   // Set again when gate and worker are ready: the phases' `at:` count from there.
   let start = Date.now();
@@ -676,7 +678,8 @@ async function runSchedule(
   }
   scheduleOver = true;
   signal.removeEventListener("abort", onInterrupt);
-  return { interrupted: signal.aborted, pushed, notPacked, unansweredPushes, exitedEarly, readyMs };
+  const skippedJobs = skipped.reduce((sum, phase) => sum + (phase.pack?.jobs ?? 0), 0);
+  return { interrupted: signal.aborted, pushed, notPacked, unansweredPushes, skippedJobs, exitedEarly, readyMs };
 }
 
 /**

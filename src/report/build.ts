@@ -39,6 +39,8 @@ export interface DrillEndedFacts {
   not_packed: number | null;
   /** Of not_packed, pushes that got no reply as the drill stopped: each queued (under the next id) only if Redis ran it; null: not recorded. */
   unanswered_pushes: number | null;
+  /** Jobs of phases that start past the drill's end (a --duration shorter than the file), skipped; not in not_packed. null: not recorded. */
+  skipped_jobs: number | null;
   /** A rollback of the run, when one ran: the first one (it took the drill over), whatever ran after it. */
   rolled_back_at: string | null;
   /** When the run's first rollback started (it recorded at rolled_back_at, or has not finished); null: no rollback started. */
@@ -77,7 +79,7 @@ function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedF
       : {};
   const ended = drill.ended ?? null;
   if (ended) {
-    return { verdict: ended.verdict, reason: ended.reason, at: ended.at, after_ms: after(ended.at), pushed: ended.pushed, not_packed: ended.notPacked, unanswered_pushes: ended.unansweredPushes ?? null, ...rollbacks, ...unfinished };
+    return { verdict: ended.verdict, reason: ended.reason, at: ended.at, after_ms: after(ended.at), pushed: ended.pushed, not_packed: ended.notPacked, unanswered_pushes: ended.unansweredPushes ?? null, skipped_jobs: ended.skippedJobs ?? null, ...rollbacks, ...unfinished };
   }
   // No verdict from up, and a rollback: it stopped up mid-drill (or up had died).
   if (rollbackAt !== null) {
@@ -91,15 +93,16 @@ function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedF
       pushed: counts?.pushed ?? null,
       not_packed: counts?.notPacked ?? null,
       unanswered_pushes: counts?.unansweredPushes ?? null,
+      skipped_jobs: counts?.skippedJobs ?? null,
       ...rollbacks,
     };
   }
   if (takeover !== null) {
-    return { verdict: "rolling_back", reason: "a rollback took the drill over before up recorded an end", at: takeover, after_ms: after(takeover), pushed: null, not_packed: null, unanswered_pushes: null, ...rollbacks, ...unfinished };
+    return { verdict: "rolling_back", reason: "a rollback took the drill over before up recorded an end", at: takeover, after_ms: after(takeover), pushed: null, not_packed: null, unanswered_pushes: null, skipped_jobs: null, ...rollbacks, ...unfinished };
   }
   // Still "running" on disk with its up gone: the packer died mid-drill (SIGKILL, a reboot); when is not known.
   if (drill.upGone) {
-    return { verdict: "up_gone", reason: `drill up (pid ${drill.upGone.pid}) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback`, at: null, after_ms: null, pushed: null, not_packed: null, unanswered_pushes: null, rolled_back_at: null, rollback_started_at: null, last_rollback_at: null, redrains: [] };
+    return { verdict: "up_gone", reason: `drill up (pid ${drill.upGone.pid}) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback`, at: null, after_ms: null, pushed: null, not_packed: null, unanswered_pushes: null, skipped_jobs: null, rolled_back_at: null, rollback_started_at: null, last_rollback_at: null, redrains: [] };
   }
   return null;
 }

@@ -166,10 +166,11 @@ describe("the header says how the drill ended (M3)", () => {
         pushed: ["1", "2", "3", "4", "5", "6"],
         notPacked: 6,
         unansweredPushes: 0,
+        skippedJobs: 0,
       },
       NOW - 5 * MIN + 7000,
     );
-    expect(ended).toMatchObject({ verdict: "stopped_early", reason: "gate exited (code 143)", pushed: 6, notPacked: 6, unansweredPushes: 0 });
+    expect(ended).toMatchObject({ verdict: "stopped_early", reason: "gate exited (code 143)", pushed: 6, notPacked: 6, unansweredPushes: 0, skippedJobs: 0 });
     const r = buildReport(inputs({ drill: drillWith({ ended }) }), NOW, 10 * MIN);
     expect(r.drill?.ended).toMatchObject({ verdict: "stopped_early", after_ms: 7000, not_packed: 6 });
     const line = "ended: stopped_early — gate exited (code 143) 7 s into the drill; 6 of 12 jobs not packed";
@@ -181,21 +182,21 @@ describe("the header says how the drill ended (M3)", () => {
   // QA: up said "gate: exited … 7s into the drill" and the report "8 s": the end was stamped when up wrote it, after its follow-up.
   it("a stopped_early end is when up saw the exit, not when it wrote the verdict", () => {
     const seenAt = NOW - 5 * MIN + 7000;
-    const ended = drillEnded({ interrupted: false, exitedEarly: [{ key: "gate", how: "exited (killed by a signal)", code: null, log: null, cause: "exited", lastLine: null, atMs: seenAt }], pushed: ["1"], notPacked: 3, unansweredPushes: 0 }, seenAt + 1400);
+    const ended = drillEnded({ interrupted: false, exitedEarly: [{ key: "gate", how: "exited (killed by a signal)", code: null, log: null, cause: "exited", lastLine: null, atMs: seenAt }], pushed: ["1"], notPacked: 3, unansweredPushes: 0, skippedJobs: 0 }, seenAt + 1400);
     expect(ended.at).toBe(new Date(seenAt).toISOString());
     expect(buildReport(inputs({ drill: drillWith({ ended }) }), NOW, 10 * MIN).drill?.ended?.after_ms).toBe(7000);
   });
 
   // up counts "N s into the drill" from when gate and worker were ready; the report counted from the run's creation (5.6 s apart in a packing run).
   it("counts from the schedule's clock start when up recorded it, as up's own line does", () => {
-    const ended = drillEnded({ interrupted: false, exitedEarly: [], pushed: [], notPacked: 0, unansweredPushes: 0 }, NOW - 5 * MIN + 9000);
+    const ended = drillEnded({ interrupted: false, exitedEarly: [], pushed: [], notPacked: 0, unansweredPushes: 0, skippedJobs: 0 }, NOW - 5 * MIN + 9000);
     const r = buildReport(inputs({ drill: drillWith({ ended, scheduleStartedAt: new Date(NOW - 5 * MIN + 4000).toISOString() }) }), NOW, 10 * MIN);
     expect(r.drill?.ended?.after_ms).toBe(5000);
   });
 
   // QA: a gate killed while up waited for readiness read "1 s into the drill"; up said "before the schedule started".
   it("a run that stopped before its schedule started says when, not how far in", () => {
-    const ended = drillEnded({ interrupted: false, exitedEarly: [{ key: "gate", how: "exited (killed by a signal)", code: null, log: null, cause: "exited", lastLine: null }], pushed: [], notPacked: 5, unansweredPushes: 0 }, NOW - 5 * MIN + 1044);
+    const ended = drillEnded({ interrupted: false, exitedEarly: [{ key: "gate", how: "exited (killed by a signal)", code: null, log: null, cause: "exited", lastLine: null }], pushed: [], notPacked: 5, unansweredPushes: 0, skippedJobs: 0 }, NOW - 5 * MIN + 1044);
     const r = buildReport(inputs({ drill: drillWith({ ended, scheduleStartedAt: null }) }), NOW, 10 * MIN);
     expect(r.drill?.ended?.after_ms).toBeNull();
     const text = renderReport(r, "text", new Chalk({ level: 0 }));
@@ -204,17 +205,25 @@ describe("the header says how the drill ended (M3)", () => {
   });
 
   it("interrupted, a clean run, and a rollback that stopped up before it recorded a verdict", () => {
-    const interrupted = drillEnded({ interrupted: true, exitedEarly: [], pushed: ["1"], notPacked: 0, unansweredPushes: 0 }, NOW - 4 * MIN);
+    const interrupted = drillEnded({ interrupted: true, exitedEarly: [], pushed: ["1"], notPacked: 0, unansweredPushes: 0, skippedJobs: 0 }, NOW - 4 * MIN);
     expect(endedText(buildReport(inputs({ drill: drillWith({ ended: interrupted }) }), NOW, 10 * MIN).drill!.ended!)).toBe(
       "ended: interrupted — up was stopped by a signal (SIGINT/SIGTERM) 60 s into the drill; all 1 jobs packed",
     );
     // QA: it never said which; up records the signal it got.
-    const byCtrlC = drillEnded({ interrupted: true, exitedEarly: [], pushed: ["1"], notPacked: 2, unansweredPushes: 0 }, NOW - 4 * MIN, "SIGINT");
+    const byCtrlC = drillEnded({ interrupted: true, exitedEarly: [], pushed: ["1"], notPacked: 2, unansweredPushes: 0, skippedJobs: 0 }, NOW - 4 * MIN, "SIGINT");
     expect(endedText(buildReport(inputs({ drill: drillWith({ ended: byCtrlC }) }), NOW, 10 * MIN).drill!.ended!)).toBe(
       "ended: interrupted — up was stopped by SIGINT 60 s into the drill; 2 of 3 jobs not packed",
     );
-    const ran = drillEnded({ interrupted: false, exitedEarly: [], pushed: ["1", "2"], notPacked: 0, unansweredPushes: 0 }, NOW - 3 * MIN);
+    const ran = drillEnded({ interrupted: false, exitedEarly: [], pushed: ["1", "2"], notPacked: 0, unansweredPushes: 0, skippedJobs: 0 }, NOW - 3 * MIN);
     expect(endedText(buildReport(inputs({ drill: drillWith({ ended: ran }) }), NOW, 10 * MIN).drill!.ended!)).toBe("ended: ran — ran to its end (120 s); all 2 jobs packed");
+    // QA: "all N jobs packed" beside phases a short --duration skipped, whose jobs were never counted.
+    const short = drillEnded({ interrupted: false, exitedEarly: [], pushed: ["1", "2"], notPacked: 0, unansweredPushes: 0, skippedJobs: 8 }, NOW - 3 * MIN);
+    const shortReport = buildReport(inputs({ drill: drillWith({ ended: short }) }), NOW, 10 * MIN);
+    expect(shortReport.drill!.ended!.skipped_jobs).toBe(8);
+    expect(endedText(shortReport.drill!.ended!)).toBe("ended: ran — ran to its end (120 s); all 2 jobs packed; 8 more in phases past the drill's end, skipped");
+    // A state written before the count: nothing said of it.
+    const { skippedJobs: _older, ...older } = short;
+    expect(endedText(buildReport(inputs({ drill: drillWith({ ended: older }) }), NOW, 10 * MIN).drill!.ended!)).toBe("ended: ran — ran to its end (120 s); all 2 jobs packed");
     const rolled = buildReport(inputs({ drill: drillWith({ phase: "complete", ended: null, rollbackAt: new Date(NOW - 4 * MIN).toISOString() }) }), NOW, 10 * MIN);
     expect(endedText(rolled.drill!.ended!)).toBe("ended: rolled_back — a rollback took the drill over before up recorded an end 60 s into the drill");
     expect(buildReport(inputs({ drill: drillWith({ phase: "running" }) }), NOW, 10 * MIN).drill!.ended).toBeNull();
@@ -222,14 +231,14 @@ describe("the header says how the drill ended (M3)", () => {
 
   // QA: a push whose reply was lost ran once Redis woke: "22 of 33 jobs not packed" beside 12 ids issued (12 + 22 = 34).
   it("a push that got no reply as the drill stopped is named among the jobs not packed; an older state without the count says nothing of it", () => {
-    const ended = drillEnded({ interrupted: false, exitedEarly: [{ key: "redis", how: "did not answer a push", code: null, log: null, cause: "no_reply", lastLine: null }], pushed: Array.from({ length: 11 }, (_, i) => String(i + 1)), notPacked: 22, unansweredPushes: 1 }, NOW - 4 * MIN);
+    const ended = drillEnded({ interrupted: false, exitedEarly: [{ key: "redis", how: "did not answer a push", code: null, log: null, cause: "no_reply", lastLine: null }], pushed: Array.from({ length: 11 }, (_, i) => String(i + 1)), notPacked: 22, unansweredPushes: 1, skippedJobs: 0 }, NOW - 4 * MIN);
     expect(ended.unansweredPushes).toBe(1);
     const r = buildReport(inputs({ drill: drillWith({ ended }) }), NOW, 10 * MIN);
     expect(r.drill!.ended!.unanswered_pushes).toBe(1);
     expect(endedText(r.drill!.ended!)).toBe(
       "ended: stopped_early — redis did not answer a push 60 s into the drill; 22 of 33 jobs not packed (1 of them got no reply to its push: queued under the next id if Redis ran it)",
     );
-    const two = buildReport(inputs({ drill: drillWith({ ended: { ...ended, unansweredPushes: 2 } }) }), NOW, 10 * MIN);
+    const two = buildReport(inputs({ drill: drillWith({ ended: { ...ended, unansweredPushes: 2, skippedJobs: 0 } }) }), NOW, 10 * MIN);
     expect(endedText(two.drill!.ended!)).toContain("; 22 of 33 jobs not packed (2 of them got no reply to their pushes: each queued under the next id if Redis ran it)");
     const { unansweredPushes: _, ...older } = ended;
     const old = buildReport(inputs({ drill: drillWith({ ended: older }) }), NOW, 10 * MIN);
@@ -248,7 +257,7 @@ describe("the header says how the drill ended (M3)", () => {
     );
     expect(r.window.anchored).toBe("run_end");
     // up had recorded its end: its verdict stands, and the unfinished rollback is said after it.
-    const ran = drillEnded({ interrupted: false, exitedEarly: [], pushed: ["1"], notPacked: 0, unansweredPushes: 0 }, NOW - 5 * MIN + 30_000);
+    const ran = drillEnded({ interrupted: false, exitedEarly: [], pushed: ["1"], notPacked: 0, unansweredPushes: 0, skippedJobs: 0 }, NOW - 5 * MIN + 30_000);
     const after = buildReport(inputs({ drill: drillWith({ phase: "rolling_back", ended: ran, rollbackStartedAt: takeover }) }), NOW, 10 * MIN);
     expect(endedText(after.drill!.ended!)).toBe(`ended: ran — ran to its end (30 s); all 1 jobs packed; a rollback started at ${takeover} has not finished (still running, or interrupted): \`drill rollback --name smoke\` again finishes it`);
     // The command as the operator runs it on this state dir (QA: without --state-dir it went to /var/lib/drill);
