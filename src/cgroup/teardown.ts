@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, rmdirSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { drillCommandFor } from "../context.js";
@@ -10,6 +10,8 @@ import { assembleWorkerCgroup, workerCgroupFromDirs, type CgroupDir, type Worker
 import { readUpHolder, upHolderRefusal, type UpHolder } from "./setup.js";
 import { discardHogRecord, listHogRecords, listMarkers, markerFile, readMarker, removeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
 import { isInCgroup, readComm, signalError } from "./tasks.js";
+import { isSameProcess } from "../host/process.js";
+import { parseWeightsFileName } from "../worker/weightsFile.js";
 
 export interface TeardownOptions {
   stateDir: string;
@@ -96,7 +98,7 @@ export type TeardownResult =
       /** Dirs the marker named that were already gone (e.g. removed by cgdelete). */
       alreadyGone: string[];
       killed: KilledTask[];
-      /** Thrash files of SIGKILLed hogs that drill unlinked. */
+      /** Thrash files of SIGKILLed hogs, and weights files of SIGKILLed workers, that drill unlinked. */
       unlinked: string[];
       /** How the cgroup was emptied: cgroup.kill, freeze → SIGKILL by pid → thaw, SIGKILL by pid alone, or it was empty. */
       method: TeardownMethod[];
@@ -227,6 +229,8 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   }
   const { killed, method } = done;
   await teardownNested(roots, present, options, done);
+  // Read before the kill: a worker's coprocess unlinks its weights file on every exit but SIGKILL.
+  const weightsFiles = heldWeightsFiles(roots, present);
   options.onStage?.("sigterm", cgroup.name);
   await stopGracefully(roots, present, Math.min(deadline, Date.now() + (options.termGraceMs ?? TERM_GRACE_MS)), killed, method);
   options.onStage?.("kill", cgroup.name);
@@ -266,6 +270,7 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
 
   // The hog unlinks its thrash file on every exit but SIGKILL: finish its job.
   done.unlinked.push(...listHogRecords(options.stateDir, computed).flatMap(({ file, record }) => discardHogRecord(file, record) ?? []));
+  done.unlinked.push(...removeOrphanedWeightsFiles(roots, weightsFiles));
   removeMarker(options.stateDir, computed);
   return {
     kind: "removed",
@@ -423,6 +428,52 @@ function describeBusy(roots: HostRoots, dirs: CgroupDir[]): string {
     tasks.length > 0 ? `tasks ${tasks.map((t) => `pid ${t.pid} (${t.comm ?? "?"}) in ${t.dir}`).join(", ")}` : "no task listed (tasks still exiting)",
   ];
   return parts.join("; ");
+}
+
+/**
+ * The weights files (`drill-weights-<worker>-<pid>-<start>.bin`) the cgroup's
+ * tasks hold open or mapped: a worker run by hand keeps its --weights-dir to
+ * itself, so its open files and its mappings are where a teardown finds them
+ * (QA: a SIGSTOPped or frozen worker, SIGKILLed with its cgroup, left its
+ * 32 MiB file behind).
+ */
+function heldWeightsFiles(roots: HostRoots, dirs: CgroupDir[]): string[] {
+  const files = new Set<string>();
+  const note = (target: string): void => {
+    if (path.isAbsolute(target) && parseWeightsFileName(path.basename(target)) !== null) files.add(target);
+  };
+  for (const task of listInside(roots, dirs)) {
+    const proc = (...parts: string[]): string => roots.proc(String(task.pid), ...parts);
+    try {
+      for (const fd of readdirSync(proc("fd"))) {
+        try {
+          note(readlinkSync(proc("fd", fd)));
+        } catch {
+          // closed meanwhile
+        }
+      }
+      // The serve coprocess maps the file and may have closed its descriptor: the mapping's path is in maps.
+      for (const line of readFileSync(proc("maps"), "utf8").split("\n")) {
+        const at = line.indexOf("/");
+        if (at >= 0) note(line.slice(at));
+      }
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return [...files];
+}
+
+/** Each file whose owner (named in it) is gone now, unlinked; a live owner's file (a worker outside the cgroup) stays. */
+function removeOrphanedWeightsFiles(roots: HostRoots, files: string[]): string[] {
+  const removed: string[] = [];
+  for (const file of files) {
+    const owner = parseWeightsFileName(path.basename(file));
+    if (owner === null || isSameProcess(roots, owner.pid, owner.startTime) || !existsSync(file)) continue;
+    rmSync(file, { force: true });
+    removed.push(file);
+  }
+  return removed;
 }
 
 /** Every task listed in the dirs' cgroup.procs; a dir removed under us (cgdelete) has none. */

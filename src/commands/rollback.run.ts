@@ -114,7 +114,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     // Workers stopped with those cgroups gave their jobs back to admitted: the queue's lists once more.
     for (const q of queues) {
       if (!g.json && q.left.length === 0) output.out(`rollback queue ${q.queue} (--queue), what nothing holds now:`);
-      await redrainQueue(q, g.redisUrl ?? DEFAULT_REDIS_URL, `${rerunCmd} rollback --queue ${q.queue}`, (step) => {
+      await redrainQueue(q, g.redisUrl ?? DEFAULT_REDIS_URL, `${rerunCmd} rollback --queue ${q.queue}`, hostRoots(g), (step) => {
         if (!g.json) output.out(`  ${step.ok ? "ok  " : output.color.red("FAIL")} ${step.step}: ${step.detail}`);
       });
     }

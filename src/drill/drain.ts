@@ -5,6 +5,8 @@ import { decodeJob } from "../queue/job.js";
 import { fsyncDir } from "../util/fsyncDir.js";
 import { isValidKeyPart, type QueueKeys } from "../queue/keys.js";
 import { workerKeys } from "../worker/scripts.js";
+import { holderExited, parseWorkerToken } from "../worker/heartbeatToken.js";
+import type { HostRoots } from "../host/kernelFile.js";
 
 /**
  * Rollback's drain: every waiting or stranded job goes to the END of
@@ -49,21 +51,32 @@ export interface HeldList {
  * takes from them (no heartbeat: a gate's `<q>:gates:<g>`, a worker's
  * `<q>:workers:<w>`, any worker's for admitted). A gate or worker the
  * operator runs by hand, outside drill's cgroups, holds its lists: those stay
- * and are returned as held, for the rollback to name.
+ * and are returned as held, for the rollback to name. A worker's heartbeat
+ * naming a process of this host that is gone holds nothing: the rollback has
+ * just killed it (QA: a SIGSTOPped worker, killed with its cgroup, never
+ * cleared its heartbeat, and its jobs were left as "held by a live worker").
  */
-export async function drainUnheld(redis: Redis, keys: QueueKeys): Promise<DrainResult & { held: HeldList[] }> {
+export async function drainUnheld(redis: Redis, keys: QueueKeys, roots: HostRoots): Promise<DrainResult & { held: HeldList[] }> {
   const workerHeartbeat = workerKeys(keys.queue).heartbeat;
   const heartbeatPrefix = workerHeartbeat("x").slice(0, -1);
-  const liveWorkers = (await scanKeys(redis, `${heartbeatPrefix}*`)).filter((key) => isValidKeyPart(key.slice(heartbeatPrefix.length)));
+  const workerAlive = async (key: string): Promise<boolean> => {
+    const token = await redis.get(key);
+    return token !== null && !holderExited(roots, parseWorkerToken(token));
+  };
+  const liveWorkers: string[] = [];
+  for (const key of await scanKeys(redis, `${heartbeatPrefix}*`)) {
+    if (isValidKeyPart(key.slice(heartbeatPrefix.length)) && (await workerAlive(key))) liveWorkers.push(key);
+  }
   const candidates: Array<{ list: string; holders: string[] }> = [{ list: keys.admitted, holders: liveWorkers }];
   // A list under a name no gate or worker id can have (made by hand) has no holder.
-  const holder = async (id: string, heartbeatOf: (id: string) => string): Promise<string[]> =>
-    isValidKeyPart(id) && (await redis.exists(heartbeatOf(id))) === 1 ? [heartbeatOf(id)] : [];
+  const holder = async (id: string, heartbeatOf: (id: string) => string, alive: (key: string) => Promise<boolean>): Promise<string[]> =>
+    isValidKeyPart(id) && (await alive(heartbeatOf(id))) ? [heartbeatOf(id)] : [];
+  const gateAlive = async (key: string): Promise<boolean> => (await redis.exists(key)) === 1;
   for (const list of await scanKeys(redis, keys.processingPattern)) {
-    candidates.push({ list, holders: await holder(list.slice(keys.processing("x").length - 1), keys.gateHeartbeat) });
+    candidates.push({ list, holders: await holder(list.slice(keys.processing("x").length - 1), keys.gateHeartbeat, gateAlive) });
   }
   for (const list of await scanKeys(redis, keys.workingPattern)) {
-    candidates.push({ list, holders: await holder(list.slice(keys.working("x").length - 1), workerHeartbeat) });
+    candidates.push({ list, holders: await holder(list.slice(keys.working("x").length - 1), workerHeartbeat, workerAlive) });
   }
   const held: HeldList[] = [];
   const sources: string[] = [];

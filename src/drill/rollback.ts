@@ -421,7 +421,8 @@ export function describeTeardown(torn: TeardownResult): string {
   if (torn.kind === "nothing") return `nothing at ${torn.looked.join(", ")}`;
   const killed = torn.killed.map((t) => `${t.pid} (${t.comm ?? "?"})`).join(", ");
   const gone = torn.alreadyGone.length > 0 ? `; already gone ${torn.alreadyGone.join(", ")}` : "";
-  return `killed ${torn.killed.length}${killed ? `: ${killed}` : ""} via ${torn.method.join("+")}; removed ${torn.removed.join(", ") || "none"}${gone}`;
+  const unlinked = torn.unlinked.length > 0 ? `; unlinked ${torn.unlinked.join(", ")}` : "";
+  return `killed ${torn.killed.length}${killed ? `: ${killed}` : ""} via ${torn.method.join("+")}; removed ${torn.removed.join(", ") || "none"}${gone}${unlinked}`;
 }
 
 /** What a rollback did with a cgroup `drill cgroup setup` made outside any drill. */
@@ -661,7 +662,7 @@ export async function rollbackQueue(url: string, queueName: string, roots: HostR
  * running by hand holds (outside drill's cgroups, not stopped here) are left
  * and named: the rollback is not complete while they run.
  */
-export async function redrainQueue(result: QueueRollback, url: string, again: string, log: (step: RollbackStep) => void): Promise<void> {
+export async function redrainQueue(result: QueueRollback, url: string, again: string, roots: HostRoots, log: (step: RollbackStep) => void): Promise<void> {
   if (result.left.length > 0) return; // the first pass did not get through: its rerun does both
   const keys = queueKeys(result.queue);
   const record = (step: string, ok: boolean, detail: string) => {
@@ -682,7 +683,7 @@ export async function redrainQueue(result: QueueRollback, url: string, again: st
       record,
       "re-drain",
       async () => {
-        const drained = await drainUnheld(redis, keys);
+        const drained = await drainUnheld(redis, keys, roots);
         result.drainLength = drained.drainLength;
         for (const h of drained.held) {
           result.left.push(

@@ -3,7 +3,8 @@
 // cgroup and gives what it held back to admitted, and the queue's re-drain
 // then takes admitted too. QA: the jobs it had admitted stayed in
 // <q>:admitted with exit 0 and `left: []`, for the next hand-run worker.
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import path from "node:path";
 import { execa, type ResultPromise } from "execa";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -24,6 +25,7 @@ let redis: Redis;
 let stateDir = "";
 let weightsDir = "";
 const name = `sbs${process.pid}`;
+const stoppedName = `sbt${process.pid}`;
 
 beforeAll(async () => {
   if (reason) return;
@@ -37,6 +39,7 @@ afterAll(async () => {
   if (reason) return;
   try {
     await forceCleanup(realWorkerCgroup(name), stateDir);
+    await forceCleanup(realWorkerCgroup(stoppedName), stateDir);
   } finally {
     await closeRedis(redis);
     await server?.stop();
@@ -86,6 +89,46 @@ describe.skipIf(reason)("rollback --queue of the step-by-step path (real cgroup,
       expect(readdirSync(weightsDir)).toEqual([]);
       expect(cgroupDirsLeft(realWorkerCgroup(name))).toEqual([]);
       await assertNoJobLost(redis, "sbq", ["1", "2", "3"]);
+    } finally {
+      worker?.kill("SIGKILL");
+      await worker;
+    }
+  });
+
+  // QA: a worker SIGSTOPped (or frozen) with its coprocess: SIGKILLed with its cgroup, it left its heartbeat for
+  // up to 10 s (rollback said its jobs were "held by a live gate or worker", exit 4) and its weights file on disk.
+  it("a stopped worker: killed with its cgroup, its heartbeat does not hold its jobs, its weights file is unlinked, exit 0", async () => {
+    const env = { FORCE_COLOR: "0", NO_COLOR: "1", DRILL_STATE_DIR: stateDir };
+    const setup = await execa("node", [drillBin, "cgroup", "setup", "--parent", "self", "--name", stoppedName, "--memory-max", "160M"], { reject: false, env });
+    expect(setup.exitCode, setup.stderr).toBe(0);
+    const k = queueKeys("sbt");
+    const jobs: Job[] = ["1", "2"].map((id) => ({ id, prompt_tokens: 256, completion_tokens: 3000, files: 1, enqueue_ts: Date.now(), deadline_ms: 60_000, attempt: 0, host_class: "shared-free" }));
+    for (const j of jobs) {
+      await redis.hset(k.inflight, j.id, j.prompt_tokens);
+      await redis.rpush(k.admitted, encodeJob(j));
+    }
+    let worker: ResultPromise | null = execa(
+      "node",
+      [drillBin, "--redis", server.url, "worker", "--name", stoppedName, "--parent", "self", "--queue", "sbt", "--worker-id", "h2", "--weights-dir", weightsDir, "--weights", "32M", "--kv-bytes-per-token", "256", "--decode-tokens-per-s", "20", "--concurrency", "2"],
+      { reject: false, env, timeout: 60_000 },
+    );
+    try {
+      await waitFor("both jobs taken", async () => (await redis.llen(k.working("h2"))) === 2);
+      expect(readdirSync(weightsDir).filter((f) => f.startsWith("drill-weights-h2-"))).toHaveLength(1);
+      // Every task in the cgroup stopped, as a freeze leaves them: none can answer SIGTERM or clean up.
+      const procs = path.join(realWorkerCgroup(stoppedName).dirs[0]!.dir, "cgroup.procs");
+      const pids = readFileSync(procs, "utf8").split("\n").filter(Boolean).map(Number);
+      expect(pids.length).toBeGreaterThan(0);
+      for (const pid of pids) process.kill(pid, "SIGSTOP");
+      const rollback = await execa("node", [drillBin, "--redis", server.url, "rollback", "--queue", "sbt", "--name", stoppedName], { reject: false, env, timeout: 60_000 });
+      expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+      expect(rollback.stdout).toMatch(/; unlinked \S*drill-weights-h2-\d+-\d+\.bin/);
+      expect(rollback.stdout).toContain("ok   re-drain: moved 2 from sbt:working:h2; LLEN sbt_drain = 2");
+      await worker;
+      worker = null;
+      expect(readdirSync(weightsDir).filter((f) => f.startsWith("drill-weights-h2-"))).toEqual([]);
+      expect(cgroupDirsLeft(realWorkerCgroup(stoppedName))).toEqual([]);
+      await assertNoJobLost(redis, "sbt", ["1", "2"]);
     } finally {
       worker?.kill("SIGKILL");
       await worker;
