@@ -318,9 +318,20 @@ export async function runScript(redis: Redis, script: LuaScript, keys: string[],
 /** How long a stopped take waits for the server to answer its unblock (loopback answers in well under 1 ms). */
 const STOP_GRACE_MS = 500;
 
+/**
+ * A watchdog that fires this much past its time was not run: this process
+ * was stopped (SIGSTOP, a frozen cgroup) or starved, and a reply may be
+ * waiting in the socket unread. It looks once more after the pending I/O.
+ */
+const WATCHDOG_LATE_MS = 1000;
+
 export class WatchdogTimeout extends Error {
-  constructor(ms: number) {
-    super(`watchdog: no reply to BLMOVE within ${ms} ms (server paused or connection half-open)`);
+  constructor(ms: number, stalledMs: number | null = null) {
+    super(
+      stalledMs === null
+        ? `watchdog: no reply to BLMOVE within ${ms} ms (server paused or connection half-open)`
+        : `watchdog: no reply to BLMOVE within ${ms} ms, while this process itself did not run for ${(stalledMs / 1000).toFixed(1)} s (stopped: SIGSTOP or a frozen cgroup; or starved): its own stall, not only the server's`,
+    );
     this.name = "WatchdogTimeout";
   }
 }
@@ -400,12 +411,22 @@ export class BlockingMover {
         clearTimeout(graceTimer);
         stop?.signal.removeEventListener("abort", unblock);
       };
-      const timer = setTimeout(() => {
+      const armedAt = performance.now();
+      let stalledMs: number | null = null;
+      const fire = (): void => {
+        const late = performance.now() - armedAt - watchdogMs;
+        // QA: SIGSTOPped for 14 s, the worker woke to its overdue watchdog before the reply in its socket, and blamed the server.
+        if (stalledMs === null && late > WATCHDOG_LATE_MS) {
+          stalledMs = late;
+          timer = setTimeout(fire, 100);
+          return;
+        }
         settle();
         this.watchdogFires++;
         this.drop(connection);
-        reject(new WatchdogTimeout(watchdogMs));
-      }, watchdogMs);
+        reject(new WatchdogTimeout(watchdogMs, stalledMs));
+      };
+      let timer = setTimeout(fire, watchdogMs);
       stop?.signal.addEventListener("abort", unblock, { once: true });
       connection.blmoveBuffer(source, destination, "LEFT", "RIGHT", (blockMs / 1000).toFixed(3)).then(
         (value) => {

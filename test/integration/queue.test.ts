@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeJob, encodeJob } from "../../src/queue/job.js";
@@ -493,6 +494,24 @@ describe("DrillQueue against a real redis-server", () => {
     expect(decoded.ok && decoded.job.id).toBe(id);
     mine.close();
     other.close();
+  });
+
+  // QA: a worker SIGSTOPped for 14 s woke to its overdue watchdog before the reply waiting in its socket, and blamed the server.
+  it("a watchdog overdue because this process did not run looks at the socket once more: the reply that came meanwhile is taken", async () => {
+    const queue = freshQueue();
+    const mover = new BlockingMover(server.url, { name: "stalled-t", watchdogMarginMs: 300 });
+    await mover.move(queue.keys.ready, queue.keys.processing("g"), 100); // connected
+    const take = mover.move(queue.keys.ready, queue.keys.processing("g"), 1000);
+    await untilBlockedInBlmove(redis, "the mover", { name: "stalled-t" });
+    // This process stops running (as under SIGSTOP or a frozen cgroup) past the watchdog's 1.3 s; the server answers meanwhile.
+    const stoppedAt = performance.now();
+    execFileSync("redis-cli", ["-u", server.url, "RPUSH", queue.keys.ready, "job-during-the-stall"]);
+    while (performance.now() - stoppedAt < 2800) {
+      // not running: nothing of this process's event loop turns
+    }
+    expect((await take)?.toString()).toBe("job-during-the-stall");
+    expect(mover.watchdogFires).toBe(0);
+    mover.close();
   });
 
   it("the blocking read does not hang on a paused server: the watchdog fires, and it resumes after SIGCONT", async () => {
