@@ -35,6 +35,7 @@ import { drillCommandFor, leverCommand } from "../context.js";
 import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, statePath, writeState, writeUpEnded, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
+import { readStalls, StallWatch } from "./stalls.js";
 import { notReadyText, readReadiness, readyTimeoutMs, type Readiness } from "./ready.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 import { makeDirs } from "../util/makeDirs.js";
@@ -504,6 +505,9 @@ async function runSchedule(
   let gateMode: string = "admit";
   const { run: phases, skipped } = splitPhases(drill.phases, drill.duration);
   let next = 0;
+  // A part stopped or frozen answers nothing and never exits: said as it stalls and as it resumes (QA).
+  const stalls = new StallWatch();
+  const watchedProcesses = core.flatMap((c) => (c.record.pid === null ? [] : [{ role: c.record.role, pid: c.record.pid }]));
   // Prints what the gate, the sidecar and its log wrote since the last call.
   // Called before up says the drill stopped and before its closing lines, so
   // a decision shows before the lines that come after it.
@@ -529,6 +533,7 @@ async function runSchedule(
       lastStatusAt = Date.now();
       log(`  t=${Math.round(elapsed() / 1000)}s ${formatStatusLine(latest)}`);
     }
+    for (const line of stalls.poll(readStalls(roots, watchedProcesses, state.cgroup?.dirs ?? []))) log(`up: ${line}`);
     // A child's output file removed (or replaced) under it: it writes on into the removed file, out of up's and the report's sight.
     for (const [tail, writer, lost] of [
       [gateTail, "the gate", "its decisions show in the queue's events stream, and in `drill report`, all the same"],

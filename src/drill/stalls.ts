@@ -1,0 +1,77 @@
+import path from "node:path";
+import { readPids } from "../cgroup/memoryFiles.js";
+import { readKernelText, type HostRoots } from "../host/kernelFile.js";
+import { readComm } from "../cgroup/tasks.js";
+import { readProcessStat } from "../host/process.js";
+
+/**
+ * What of a running drill is stalled rather than gone: a process stopped
+ * (SIGSTOP, a debugger: state T or t) or the worker cgroup frozen
+ * (cgroup.freeze). Such a part answers nothing and exits never: the gate
+ * admits onto a worker that takes nothing, and when it resumes its own
+ * watchdog blames Redis. QA: up, watch and the report never named it.
+ */
+export interface StalledPart {
+  /** A stable key for the part: its line is said when it stalls and when it runs again. */
+  key: string;
+  /** e.g. `worker pid 8720 (node, in the cgroup) is stopped (state T: SIGSTOP or a debugger)`. */
+  stalled: string;
+  /** e.g. `worker pid 8720 runs again`. */
+  resumed: string;
+}
+
+export interface WatchedProcess {
+  /** gate, watch, worker launcher, … */
+  role: string;
+  pid: number;
+}
+
+const STOPPED_STATES: Record<string, string> = { T: "stopped (state T: SIGSTOP or a debugger)", t: "stopped by a tracer (state t)" };
+
+/** Pure: the stalled parts among what was read; a process read as not stopped (or not read) is not one. */
+export function stalledParts(processes: Array<WatchedProcess & { state: string | null; comm?: string | null }>, frozenDirs: string[]): StalledPart[] {
+  const parts: StalledPart[] = [];
+  for (const p of processes) {
+    const how = p.state === null ? undefined : STOPPED_STATES[p.state];
+    if (how === undefined) continue;
+    const comm = p.comm ? ` (${p.comm})` : "";
+    parts.push({ key: `pid ${p.pid}`, stalled: `${p.role} pid ${p.pid}${comm} is ${how}: it answers nothing until \`kill -CONT ${p.pid}\``, resumed: `${p.role} pid ${p.pid} runs again` });
+  }
+  for (const dir of frozenDirs) {
+    parts.push({ key: `frozen ${dir}`, stalled: `the worker cgroup ${dir} is frozen (cgroup.events: frozen 1): its worker and hog take nothing until \`echo 0 > ${path.join(dir, "cgroup.freeze")}\``, resumed: `the worker cgroup ${dir} is thawed` });
+  }
+  return parts;
+}
+
+/** The drill's processes and the tasks of its worker cgroup, with their states; the cgroup's dirs read as frozen. */
+export function readStalls(roots: HostRoots, processes: WatchedProcess[], cgroupDirs: string[]): StalledPart[] {
+  const watched = new Map<number, WatchedProcess>(processes.map((p) => [p.pid, p]));
+  // The worker and the hog run inside the cgroup: their pids are not up's children.
+  const inside = cgroupDirs.length === 0 ? null : readPids(path.join(cgroupDirs[0]!, "cgroup.procs"));
+  if (inside?.ok) for (const pid of inside.value) if (!watched.has(pid)) watched.set(pid, { role: "task in the worker cgroup", pid });
+  const read = [...watched.values()].map((p) => {
+    const stat = readProcessStat(roots, p.pid);
+    const state = stat.ok ? stat.value.state : null;
+    return { ...p, state, comm: state === "T" || state === "t" ? readComm(roots, p.pid) : null };
+  });
+  const frozen = cgroupDirs.filter((dir) => {
+    const events = readKernelText(path.join(dir, "cgroup.events"));
+    return events.ok && /^frozen 1$/m.test(events.value);
+  });
+  return stalledParts(read, frozen);
+}
+
+/** Each stall said once as it starts and once as it ends, between polls. */
+export class StallWatch {
+  private current = new Map<string, StalledPart>();
+
+  /** The lines to say for what stalled or resumed since the last poll. */
+  poll(now: StalledPart[]): string[] {
+    const lines: string[] = [];
+    const next = new Map(now.map((p) => [p.key, p]));
+    for (const [key, part] of next) if (!this.current.has(key)) lines.push(part.stalled);
+    for (const [key, part] of this.current) if (!next.has(key)) lines.push(part.resumed);
+    this.current = next;
+    return lines;
+  }
+}

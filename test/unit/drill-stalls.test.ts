@@ -1,0 +1,59 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { HostRoots } from "../../src/host/kernelFile.js";
+import { readStalls, stalledParts, StallWatch } from "../../src/drill/stalls.js";
+
+const root = mkdtempSync(path.join(tmpdir(), "drill-stalls-"));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+/** /proc/<pid>/stat and comm as the kernel writes them: state is field 3, starttime field 22. */
+function proc(pid: number, comm: string, state: string): void {
+  const dir = path.join(root, "proc", String(pid));
+  mkdirSync(dir, { recursive: true });
+  const fields = [state, "1", ...Array.from({ length: 17 }, () => "0"), "4242", ...Array.from({ length: 30 }, () => "0")];
+  writeFileSync(path.join(dir, "stat"), `${pid} (${comm}) ${fields.join(" ")}\n`);
+  writeFileSync(path.join(dir, "comm"), `${comm}\n`);
+}
+
+describe("up's stalled parts (QA: a SIGSTOPped worker, a frozen cgroup, a stopped gate were never named)", () => {
+  it("a stopped process and a frozen cgroup are named with how to resume them; running ones are not", () => {
+    const parts = stalledParts(
+      [
+        { role: "gate", pid: 10, state: "T", comm: "node" },
+        { role: "watch", pid: 11, state: "S" },
+        { role: "worker", pid: 12, state: null },
+      ],
+      ["/sys/fs/cgroup/unified/drill-x-1"],
+    );
+    expect(parts.map((p) => p.stalled)).toEqual([
+      "gate pid 10 (node) is stopped (state T: SIGSTOP or a debugger): it answers nothing until `kill -CONT 10`",
+      "the worker cgroup /sys/fs/cgroup/unified/drill-x-1 is frozen (cgroup.events: frozen 1): its worker and hog take nothing until `echo 0 > /sys/fs/cgroup/unified/drill-x-1/cgroup.freeze`",
+    ]);
+  });
+
+  it("read from the host: up's children and the cgroup's tasks; each said once as it stalls and once as it resumes", () => {
+    const roots = new HostRoots(path.join(root, "proc"), path.join(root, "sys"));
+    const v1 = path.join(root, "memory", "w");
+    const twin = path.join(root, "unified", "drill-w-1");
+    mkdirSync(v1, { recursive: true });
+    mkdirSync(twin, { recursive: true });
+    writeFileSync(path.join(v1, "cgroup.procs"), "30\n");
+    writeFileSync(path.join(twin, "cgroup.events"), "populated 1\nfrozen 0\n");
+    proc(20, "node", "S");
+    proc(30, "node", "T");
+    const watch = new StallWatch();
+    const read = () => watch.poll(readStalls(roots, [{ role: "gate", pid: 20 }], [v1, twin]));
+    expect(read()).toEqual(["task in the worker cgroup pid 30 (node) is stopped (state T: SIGSTOP or a debugger): it answers nothing until `kill -CONT 30`"]);
+    expect(read()).toEqual([]);
+    writeFileSync(path.join(twin, "cgroup.events"), "populated 1\nfrozen 1\n");
+    proc(30, "node", "S");
+    expect(read()).toEqual([
+      `the worker cgroup ${twin} is frozen (cgroup.events: frozen 1): its worker and hog take nothing until \`echo 0 > ${path.join(twin, "cgroup.freeze")}\``,
+      "task in the worker cgroup pid 30 runs again",
+    ]);
+    writeFileSync(path.join(twin, "cgroup.events"), "populated 1\nfrozen 0\n");
+    expect(read()).toEqual([`the worker cgroup ${twin} is thawed`]);
+  });
+});
