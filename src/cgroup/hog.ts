@@ -36,6 +36,8 @@ export function oomKillRose(before: number | null, after: number | null): boolea
 
 /** pagetoucher's exits on SIGHUP, SIGINT and SIGTERM (128 + signal). */
 const HOG_STOP_EXITS = new Set([129, 130, 143]);
+/** The same signals, when the hog died of one before its handler ran. */
+const HOG_STOP_SIGNALS = new Set<NodeJS.Signals>(["SIGHUP", "SIGINT", "SIGTERM"]);
 
 /** Pure: the outcome from how the hog exited and what the cgroup counted. */
 export function classifyHogExit(facts: HogExitFacts): HogOutcome {
@@ -43,8 +45,9 @@ export function classifyHogExit(facts: HogExitFacts): HogOutcome {
   const rose = oomKillRose(facts.oomKillBefore, facts.oomKillAfter);
   if (facts.signal === "SIGKILL" && rose === true) return "oom_killed";
   if (facts.code === 0 && facts.packedSeen) return "packed";
-  // A SIGKILL the OOM killer did not count, or a stop signal the hog exits on (pagetoucher: 128 + signal, file unlinked).
-  if ((facts.signal === "SIGKILL" && rose === false) || HOG_STOP_EXITS.has(facts.code ?? -1) || (facts.signal !== null && facts.signal !== "SIGKILL")) return "stopped";
+  // A SIGKILL the OOM killer did not count, or a stop signal (pagetoucher exits 128 + signal on these, file unlinked).
+  // A crash (SIGSEGV, SIGBUS on the thrash file's mapping, SIGABRT) is the hog failing, not a stop (QA).
+  if ((facts.signal === "SIGKILL" && rose === false) || HOG_STOP_EXITS.has(facts.code ?? -1) || (facts.signal !== null && HOG_STOP_SIGNALS.has(facts.signal))) return "stopped";
   return "failed";
 }
 

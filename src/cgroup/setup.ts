@@ -1,9 +1,9 @@
-import { mkdirSync, rmdirSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmdirSync, statSync } from "node:fs";
 import path from "node:path";
 import { drillCommandFor } from "../context.js";
 import { isDrillUp, readState, statePath, type DrillState } from "../drill/state.js";
 import { DrillError, ExitCode, RefusedError, kernelWriteError } from "../errors.js";
-import { readKernelText, type HostRoots } from "../host/kernelFile.js";
+import { readKernelText, writeKernelFile, type HostRoots } from "../host/kernelFile.js";
 import { formatBytes } from "../units.js";
 import { effectiveLimitFrom, parseLimit, readPids, type Limit, type LimitWalk } from "./memoryFiles.js";
 import type { CgroupDir, WorkerCgroup } from "./paths.js";
@@ -403,7 +403,7 @@ export function limitWriteError(file: string, value: string, err: unknown): Dril
 
 /** The one kernel write setup makes; injectable so tests can play EBUSY/EACCES on a fake tree. */
 export type KernelWriter = (file: string, value: string) => void;
-const writeToKernel: KernelWriter = (file, value) => writeFileSync(file, value);
+const writeToKernel: KernelWriter = (file, value) => writeKernelFile(file, value);
 
 /**
  * Why the marker on disk is no longer the one a plan was judged on (another

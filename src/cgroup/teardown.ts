@@ -1,9 +1,9 @@
-import { existsSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, statSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { drillCommandFor } from "../context.js";
 import { RefusedError, RollbackIncompleteError, kernelWriteError } from "../errors.js";
-import type { HostRoots } from "../host/kernelFile.js";
+import { writeKernelFile, type HostRoots } from "../host/kernelFile.js";
 import { readPids } from "./memoryFiles.js";
 import { requireLayout } from "./layout.js";
 import { assembleWorkerCgroup, workerCgroupFromDirs, type CgroupDir, type WorkerCgroup } from "./paths.js";
@@ -342,7 +342,7 @@ export async function killUntilEmpty(
       const killFile = path.join(dir.dir, "cgroup.kill");
       if (dir.version !== 2 || !existsSync(killFile)) continue;
       try {
-        writeFileSync(killFile, "1");
+        writeKernelFile(killFile, "1");
         method.add("cgroup.kill");
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw kernelWriteError(killFile, err);
@@ -528,7 +528,7 @@ export function thawWhatTeardownFroze(): { thawed: string[]; stuck: string[] } {
   const stuck: string[] = [];
   for (const file of frozenNow) {
     try {
-      writeFileSync(file, "0");
+      writeKernelFile(file, "0");
       thawed.push(path.dirname(file));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
@@ -570,7 +570,7 @@ async function whileFrozen(dirs: CgroupDir[], waitUntil: number, body: () => voi
     for (const dir of dirs) {
       const file = path.join(dir.dir, "cgroup.freeze");
       try {
-        writeFileSync(file, "1");
+        writeKernelFile(file, "1");
         frozen.push(file);
         frozenNow.add(file);
       } catch (err) {
@@ -585,7 +585,7 @@ async function whileFrozen(dirs: CgroupDir[], waitUntil: number, body: () => voi
   const stuck: string[] = [];
   for (const file of frozen) {
     try {
-      writeFileSync(file, "0");
+      writeKernelFile(file, "0");
       frozenNow.delete(file);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "ENOENT") stuck.push(`${file} (${(err as Error).message})`);

@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, openSync, readFileSync, type Stats } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readFileSync, statSync, writeFileSync, type Stats } from "node:fs";
 import path from "node:path";
 
 /**
@@ -37,7 +37,37 @@ const NOT_A_FILE = "ENOTREGULAR";
  * O_NONBLOCK changes nothing for a regular file's reads.
  */
 export function openKernelFile(file: string): number {
-  const fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
+  return openOnlyFile(file, constants.O_RDONLY | constants.O_NONBLOCK);
+}
+
+/**
+ * A value written to a kernel file (cgroupfs), opened as openKernelFile opens
+ * one to read: without blocking and only as a file (QA: a FIFO in a --sysfs
+ * tree held `cgroup setup` past SIGTERM). Created when absent, as
+ * writeFileSync did: cgroupfs makes its files itself, a fake tree may not.
+ */
+export function writeKernelFile(file: string, value: string): void {
+  const fd = openOnlyFile(file, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NONBLOCK);
+  try {
+    writeFileSync(fd, value);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function openOnlyFile(file: string, flags: number): number {
+  let fd: number;
+  try {
+    fd = openSync(file, flags);
+  } catch (err) {
+    // A socket, or a FIFO with no reader opened to write, fails the open itself (ENXIO): said as what it is.
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ENXIO" || code === "EOPNOTSUPP") {
+      const stat = statSync(file, { throwIfNoEntry: false });
+      if (stat !== undefined && !stat.isFile()) throw notAFile(stat);
+    }
+    throw err;
+  }
   let stat: Stats;
   try {
     stat = fstatSync(fd);
@@ -47,8 +77,12 @@ export function openKernelFile(file: string): number {
   }
   if (stat.isFile()) return fd;
   closeSync(fd);
+  throw notAFile(stat);
+}
+
+function notAFile(stat: Stats): Error {
   const kind = stat.isFIFO() ? "a FIFO" : stat.isCharacterDevice() ? "a character device" : stat.isBlockDevice() ? "a block device" : stat.isSocket() ? "a socket" : stat.isDirectory() ? "a directory" : "not a file";
-  throw Object.assign(new Error(`${kind}, not a file`), { code: NOT_A_FILE });
+  return Object.assign(new Error(`${kind}, not a file`), { code: NOT_A_FILE });
 }
 
 /** Why a kernel file could not be read, in the words `missing` entries use. */

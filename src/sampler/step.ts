@@ -425,7 +425,7 @@ function readQueueFields(
   for (const wrong of q.wrongTyped) {
     for (const field of fieldsOfKey(wrong.role, q.workingScanned)) {
       wrongFields.add(field);
-      lack(field, q.source, `redis key ${wrong.reason}`);
+      lack(field, `${q.source} ${wrong.key}`, `redis key ${wrong.reason}`);
     }
   }
   const unlessWrong = <T>(field: string, value: T): T | null => (wrongFields.has(field) ? null : value);

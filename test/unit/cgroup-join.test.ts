@@ -76,6 +76,10 @@ describe("hog outcome", () => {
     ["exit 143: SIGTERM from outside, file unlinked", { ...base, code: 143 }, "stopped"],
     ["exit 130: SIGINT to the hog alone", { ...base, code: 130 }, "stopped"],
     ["killed by SIGTERM before its handler", { ...base, signal: "SIGTERM" }, "stopped"],
+    // QA: a crash is the hog failing, not a stop from outside.
+    ["SIGSEGV", { ...base, signal: "SIGSEGV" }, "failed"],
+    ["SIGBUS (the thrash file's mapping)", { ...base, signal: "SIGBUS" }, "failed"],
+    ["SIGUSR1", { ...base, signal: "SIGUSR1" }, "failed"],
     ["exit 1: the hog's own error", { ...base, code: 1 }, "failed"],
     ["SIGKILL, oom_kill unreadable", { ...base, signal: "SIGKILL", oomKillAfter: null }, "failed"],
     ["exit 0 after packed", { ...base, code: 0, packedSeen: true }, "packed"],
