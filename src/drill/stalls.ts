@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import path from "node:path";
 import { readPids } from "../cgroup/memoryFiles.js";
 import { readKernelText, type HostRoots } from "../host/kernelFile.js";
@@ -14,6 +15,9 @@ import { readProcessStat } from "../host/process.js";
 export interface StalledPart {
   /** A stable key for the part: its line is said when it stalls and when it runs again. */
   key: string;
+  /** The stopped process, or the frozen cgroup's dir: still there when it leaves the stalled set, it runs again. */
+  pid: number | null;
+  dir: string | null;
   /** e.g. `worker pid 8720 (node, in the cgroup) is stopped (state T: SIGSTOP or a debugger)`. */
   stalled: string;
   /** e.g. `worker pid 8720 runs again`. */
@@ -35,10 +39,10 @@ export function stalledParts(processes: Array<WatchedProcess & { state: string |
     const how = p.state === null ? undefined : STOPPED_STATES[p.state];
     if (how === undefined) continue;
     const comm = p.comm ? ` (${p.comm})` : "";
-    parts.push({ key: `pid ${p.pid}`, stalled: `${p.role} pid ${p.pid}${comm} is ${how}: it answers nothing until \`kill -CONT ${p.pid}\``, resumed: `${p.role} pid ${p.pid} runs again` });
+    parts.push({ key: `pid ${p.pid}`, pid: p.pid, dir: null, stalled: `${p.role} pid ${p.pid}${comm} is ${how}: it answers nothing until \`kill -CONT ${p.pid}\``, resumed: `${p.role} pid ${p.pid} runs again` });
   }
   for (const dir of frozenDirs) {
-    parts.push({ key: `frozen ${dir}`, stalled: `the worker cgroup ${dir} is frozen (cgroup.events: frozen 1): its worker and hog take nothing until \`echo 0 > ${path.join(dir, "cgroup.freeze")}\``, resumed: `the worker cgroup ${dir} is thawed` });
+    parts.push({ key: `frozen ${dir}`, pid: null, dir, stalled: `the worker cgroup ${dir} is frozen (cgroup.events: frozen 1): its worker and hog take nothing until \`echo 0 > ${path.join(dir, "cgroup.freeze")}\``, resumed: `the worker cgroup ${dir} is thawed` });
   }
   return parts;
 }
@@ -61,17 +65,31 @@ export function readStalls(roots: HostRoots, processes: WatchedProcess[], cgroup
   return stalledParts(read, frozen);
 }
 
-/** Each stall said once as it starts and once as it ends, between polls. */
+/**
+ * Each stall said once as it starts and once as it ends, between polls. A
+ * part that ends by going (killed while stopped, a cgroup removed while
+ * frozen) did not run again: nothing is said here (QA: "runs again" before
+ * up's own line that the gate was killed).
+ */
 export class StallWatch {
   private current = new Map<string, StalledPart>();
 
-  /** The lines to say for what stalled or resumed since the last poll. */
-  poll(now: StalledPart[]): string[] {
+  /** The lines to say for what stalled or resumed since the last poll; `there` tells a part that resumed from one that went. */
+  poll(now: StalledPart[], there: (part: StalledPart) => boolean): string[] {
     const lines: string[] = [];
     const next = new Map(now.map((p) => [p.key, p]));
     for (const [key, part] of next) if (!this.current.has(key)) lines.push(part.stalled);
-    for (const [key, part] of this.current) if (!next.has(key)) lines.push(part.resumed);
+    for (const [key, part] of this.current) if (!next.has(key) && there(part)) lines.push(part.resumed);
     this.current = next;
     return lines;
   }
+}
+
+/** A stalled part is still there: its process alive (not a zombie), or its cgroup dir present. */
+export function stillThere(roots: HostRoots, part: StalledPart): boolean {
+  if (part.pid !== null) {
+    const stat = readProcessStat(roots, part.pid);
+    return stat.ok && stat.value.state !== "Z" && stat.value.state !== "X";
+  }
+  return part.dir !== null && existsSync(part.dir);
 }

@@ -12,13 +12,19 @@ export class LineTail {
   private ino: number | null = null;
   /** The file read before is gone or was replaced, not said yet (takeLoss). */
   private loss: "removed" | "replaced" | null = null;
+  /**
+   * Once the file it read is gone or replaced, its writer writes into the
+   * removed one: what is under the name now is not its output (QA: a copy put
+   * in place was printed again as new decisions), so nothing more is read.
+   */
+  lost = false;
   constructor(readonly file: string) {}
 
   /**
    * Once, after the file it had read was removed or another put in its place:
    * its writer goes on into the removed file, so what it writes from then on
    * is not under this name (QA: up's watch.jsonl deleted mid-run lost the
-   * sidecar's samples with no word).
+   * sidecar's samples with no word). From then on it reads nothing (`lost`).
    */
   takeLoss(): "removed" | "replaced" | null {
     const loss = this.loss;
@@ -26,10 +32,9 @@ export class LineTail {
     return loss;
   }
 
-  private restart(loss: "removed" | "replaced"): void {
+  private stop(loss: "removed" | "replaced"): void {
     this.loss = loss;
-    this.ino = null;
-    this.offset = 0;
+    this.lost = true;
     this.partial = Buffer.alloc(0);
   }
 
@@ -39,17 +44,20 @@ export class LineTail {
    * out of drill up's schedule). What it follows is shown, never decided on.
    */
   read(): string[] {
+    if (this.lost) return [];
     let fd: number;
     try {
       fd = openSync(this.file, "r");
     } catch (err) {
-      // Said once: a file made again under the name is read from its start, and said again if it goes too.
-      if ((err as NodeJS.ErrnoException).code === "ENOENT" && this.ino !== null) this.restart("removed");
+      if ((err as NodeJS.ErrnoException).code === "ENOENT" && this.ino !== null) this.stop("removed");
       return [];
     }
     try {
       const ino = fstatSync(fd).ino;
-      if (this.ino !== null && ino !== this.ino) this.restart("replaced");
+      if (this.ino !== null && ino !== this.ino) {
+        this.stop("replaced");
+        return [];
+      }
       this.ino = ino;
       const chunks: Buffer[] = [this.partial];
       const buf = Buffer.alloc(64 * 1024);

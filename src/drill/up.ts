@@ -35,7 +35,7 @@ import { drillCommandFor, leverCommand } from "../context.js";
 import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, statePath, writeState, writeUpEnded, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
-import { readStalls, StallWatch } from "./stalls.js";
+import { readStalls, StallWatch, stillThere } from "./stalls.js";
 import { notReadyText, readReadiness, readyTimeoutMs, type Readiness } from "./ready.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 import { makeDirs } from "../util/makeDirs.js";
@@ -533,10 +533,10 @@ async function runSchedule(
       lastStatusAt = Date.now();
       log(`  t=${Math.round(elapsed() / 1000)}s ${formatStatusLine(latest)}`);
     }
-    for (const line of stalls.poll(readStalls(roots, watchedProcesses, state.cgroup?.dirs ?? []))) log(`up: ${line}`);
+    for (const line of stalls.poll(readStalls(roots, watchedProcesses, state.cgroup?.dirs ?? []), (part) => stillThere(roots, part))) log(`up: ${line}`);
     // A child's output file removed (or replaced) under it: it writes on into the removed file, out of up's and the report's sight.
     for (const [tail, writer, lost] of [
-      [gateTail, "the gate", "its decisions show in the queue's events stream, and in `drill report`, all the same"],
+      [gateTail, "the gate", "its decisions show in the queue's events stream, and in `drill report`, all the same; up follows them no more"],
       [watchTail, "the sidecar", "`drill report` reads no samples from it (its pressure rows are n/a)"],
     ] as const) {
       const loss = tail.takeLoss();
@@ -669,6 +669,11 @@ async function runSchedule(
     // Stopped: what the gate decided is printed (just above, or as the stop was said); what it decides now is the report's.
     if (signal.aborted || exitedEarly.length > 0) break;
     follow();
+    // Its output file gone (said as it went): its decisions cannot be followed, and jobs it did decide must not read as undecided (QA).
+    if (gateTail.lost) {
+      log(`gate: decisions not followed to the end: ${gateTail.file} is gone (said above); \`drill report\` counts them from the queue's events`);
+      break;
+    }
     const action = nextFollowAction(pushed, decided, Date.now(), until);
     if (action.kind === "all_decided") {
       if (pushed.length > 0) log(`gate: decided every packed job (${pushed.length})`);

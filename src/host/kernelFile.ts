@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, openSync, readFileSync, statSync, writeFileSync, type Stats } from "node:fs";
+import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, writeFileSync, type Stats } from "node:fs";
 import path from "node:path";
 
 /**
@@ -47,7 +47,8 @@ export function openKernelFile(file: string): number {
  * writeFileSync did: cgroupfs makes its files itself, a fake tree may not.
  */
 export function writeKernelFile(file: string, value: string): void {
-  const fd = openOnlyFile(file, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NONBLOCK);
+  // O_NOFOLLOW: a link in a fake tree must not carry the write (and O_TRUNC) out of it (QA).
+  const fd = openOnlyFile(file, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NONBLOCK | constants.O_NOFOLLOW);
   try {
     writeFileSync(fd, value);
   } finally {
@@ -60,10 +61,11 @@ function openOnlyFile(file: string, flags: number): number {
   try {
     fd = openSync(file, flags);
   } catch (err) {
-    // A socket, or a FIFO with no reader opened to write, fails the open itself (ENXIO): said as what it is.
+    // A socket, a FIFO with no reader opened to write (ENXIO), a directory opened to write (EISDIR) or a
+    // link not followed (ELOOP) fail the open itself: said as what they are.
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === "ENXIO" || code === "EOPNOTSUPP") {
-      const stat = statSync(file, { throwIfNoEntry: false });
+    if (code === "ENXIO" || code === "EOPNOTSUPP" || code === "EISDIR" || code === "ELOOP") {
+      const stat = lstatSync(file, { throwIfNoEntry: false });
       if (stat !== undefined && !stat.isFile()) throw notAFile(stat);
     }
     throw err;
@@ -81,7 +83,7 @@ function openOnlyFile(file: string, flags: number): number {
 }
 
 function notAFile(stat: Stats): Error {
-  const kind = stat.isFIFO() ? "a FIFO" : stat.isCharacterDevice() ? "a character device" : stat.isBlockDevice() ? "a block device" : stat.isSocket() ? "a socket" : stat.isDirectory() ? "a directory" : "not a file";
+  const kind = stat.isSymbolicLink() ? "a symbolic link" : stat.isFIFO() ? "a FIFO" : stat.isCharacterDevice() ? "a character device" : stat.isBlockDevice() ? "a block device" : stat.isSocket() ? "a socket" : stat.isDirectory() ? "a directory" : "not a file";
   return Object.assign(new Error(`${kind}, not a file`), { code: NOT_A_FILE });
 }
 

@@ -266,7 +266,7 @@ describe("drill watch --once --json", () => {
     expect(s).toMatchObject({ queue_len: 1, deadline_slack_ms: null, tokens_out: 1234, admitted: 5, retry_count: 0, gate_mode: "admit" });
     expect(typeof s.queue_age_ms).toBe("number");
     expect(s.missing.filter((m) => m.reason.startsWith("redis key"))).toEqual([
-      { field: "deadline_slack_ms", file: redis.url, reason: `redis key ${q}:working:w1 is a string, not a list (drill never writes that there)` },
+      { field: "deadline_slack_ms", file: `${redis.url} ${q}:working:w1`, reason: `redis key ${q}:working:w1 is a string, not a list (drill never writes that there)` },
     ]);
     // w2's list is still read: the retried job it holds pages.
     expect(s.alarm).toContain("retry_worker_idle");

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { HostRoots } from "../../src/host/kernelFile.js";
-import { readStalls, stalledParts, StallWatch } from "../../src/drill/stalls.js";
+import { readStalls, stalledParts, StallWatch, stillThere } from "../../src/drill/stalls.js";
 
 const root = mkdtempSync(path.join(tmpdir(), "drill-stalls-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -44,7 +44,7 @@ describe("up's stalled parts (QA: a SIGSTOPped worker, a frozen cgroup, a stoppe
     proc(20, "node", "S");
     proc(30, "node", "T");
     const watch = new StallWatch();
-    const read = () => watch.poll(readStalls(roots, [{ role: "gate", pid: 20 }], [v1, twin]));
+    const read = () => watch.poll(readStalls(roots, [{ role: "gate", pid: 20 }], [v1, twin]), (part) => stillThere(roots, part));
     expect(read()).toEqual(["task in the worker cgroup pid 30 (node) is stopped (state T: SIGSTOP or a debugger): it answers nothing until `kill -CONT 30`"]);
     expect(read()).toEqual([]);
     writeFileSync(path.join(twin, "cgroup.events"), "populated 1\nfrozen 1\n");
@@ -55,5 +55,15 @@ describe("up's stalled parts (QA: a SIGSTOPped worker, a frozen cgroup, a stoppe
     ]);
     writeFileSync(path.join(twin, "cgroup.events"), "populated 1\nfrozen 0\n");
     expect(read()).toEqual([`the worker cgroup ${twin} is thawed`]);
+    // QA: a stopped gate killed (gone, or a zombie until reaped) is not "running again": up says how it exited.
+    proc(20, "node", "T");
+    expect(read()).toEqual(["gate pid 20 (node) is stopped (state T: SIGSTOP or a debugger): it answers nothing until `kill -CONT 20`"]);
+    proc(20, "node", "Z");
+    expect(read()).toEqual([]);
+    proc(30, "node", "T");
+    expect(read()).toHaveLength(1);
+    rmSync(path.join(root, "proc", "30"), { recursive: true });
+    writeFileSync(path.join(v1, "cgroup.procs"), "");
+    expect(read()).toEqual([]);
   });
 });

@@ -40,7 +40,7 @@ describe("LineTail on a file replaced mid-run", () => {
 
 describe("LineTail: the file removed or replaced under it", () => {
   // QA: up's watch.jsonl deleted mid-run lost the sidecar's samples with no word.
-  it("says so once, and reads a file made again under the name from its start", () => {
+  it("says so once, and reads nothing after: what is under the name then is not its writer's output", () => {
     const file = path.join(dir, "removed.jsonl");
     const tail = new LineTail(file);
     expect(tail.read()).toEqual([]);
@@ -50,17 +50,22 @@ describe("LineTail: the file removed or replaced under it", () => {
     rmSync(file);
     expect(tail.read()).toEqual([]);
     expect(tail.takeLoss()).toBe("removed");
-    expect(tail.read()).toEqual([]);
     expect(tail.takeLoss()).toBeNull();
+    expect(tail.lost).toBe(true);
     appendFileSync(file, "two\n");
-    expect(tail.read()).toEqual(["two"]);
-    expect(tail.takeLoss()).toBeNull();
-    // Replaced between two reads (renamed away, another made): the new one from its start.
+    expect(tail.read()).toEqual([]);
+  });
+
+  // QA: a copy of gate.out put in its place was printed again as new decisions.
+  it("a file replaced between two reads is said, and its content is not read as new lines", () => {
+    const file = path.join(dir, "replaced-copy.out");
+    const tail = new LineTail(file);
+    appendFileSync(file, "admit job=1\n");
+    expect(tail.read()).toEqual(["admit job=1"]);
     renameSync(file, `${file}.old`);
-    appendFileSync(file, "three\nfour\n");
-    expect(tail.read()).toEqual(["three", "four"]);
+    appendFileSync(file, "admit job=1\nadmit job=2\n");
+    expect(tail.read()).toEqual([]);
     expect(tail.takeLoss()).toBe("replaced");
-    expect(tail.takeLoss()).toBeNull();
   });
 });
 

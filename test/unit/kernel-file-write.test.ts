@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -15,10 +15,22 @@ describe("writeKernelFile: without blocking, only into a file", () => {
     const fifo = path.join(dir, "cgroup.subtree_control");
     execFileSync("mkfifo", [fifo]);
     expect(() => writeKernelFile(fifo, "+memory")).toThrow("a FIFO, not a file");
-    const zero = path.join(dir, "memory.max");
-    symlinkSync("/dev/zero", zero);
-    expect(() => writeKernelFile(zero, "1048576")).toThrow("a character device, not a file");
-    expect(() => writeKernelFile(dir, "1")).toThrow(/EISDIR|a directory, not a file/);
+    expect(() => writeKernelFile("/dev/null", "1048576")).toThrow("a character device, not a file");
+    expect(() => writeKernelFile(dir, "1")).toThrow("a directory, not a file");
+  });
+
+  // QA: a link in a fake --sysfs tree carried the write out of it, truncating the file it named.
+  it("a symbolic link is not followed: refused, and the file it names is left as it was", () => {
+    const victim = path.join(dir, "victim");
+    writeFileSync(victim, "untouched");
+    const link = path.join(dir, "cgroup.kill");
+    symlinkSync(victim, link);
+    expect(() => writeKernelFile(link, "1")).toThrow("a symbolic link, not a file");
+    expect(readFileSync(victim, "utf8")).toBe("untouched");
+    const dangling = path.join(dir, "memory.high");
+    symlinkSync(path.join(dir, "nowhere"), dangling);
+    expect(() => writeKernelFile(dangling, "1")).toThrow("a symbolic link, not a file");
+    expect(existsSync(path.join(dir, "nowhere"))).toBe(false);
   });
 
   it("a file is written (and made when absent, as in a fake tree)", () => {
