@@ -244,7 +244,8 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
       setInterval(() => {
         runScript(redis, renewHeartbeatScript, [keys.heartbeat(workerId)], [token, String(ttlMs)])
           .then((renewed) => {
-            if (renewed === 0) deps.err(`${tag}: heartbeat ${keys.heartbeat(workerId)} was gone (expired: stalled > ${ttlMs} ms? or lost: redis restarted without its data?); jobs recovered meanwhile run elsewhere`);
+            // "May": a stop alone takes nothing back (QA: "jobs recovered meanwhile run elsewhere" read as if they had been).
+            if (renewed === 0) deps.err(`${tag}: heartbeat ${keys.heartbeat(workerId)} was gone (expired: stalled > ${ttlMs} ms? or lost: redis restarted without its data?); a worker started meanwhile under this id, or a rollback, may have taken back the jobs it holds`);
           })
           .catch(() => {}); // an outage shows in the loop's own errors
       }, Math.max(100, Math.floor(ttlMs / 3))),
