@@ -56,22 +56,33 @@ async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs = 
   }
 }
 
+/**
+ * The step-by-step path's start: `cgroup setup`, the jobs admitted (their
+ * tokens in flight), and a worker run by hand in the cgroup.
+ */
+async function handRunWorker(cgroup: string, queue: string, workerId: string, ids: string[], completionTokens: number, concurrency: number) {
+  const env = { FORCE_COLOR: "0", NO_COLOR: "1", DRILL_STATE_DIR: stateDir };
+  const setup = await execa("node", [drillBin, "cgroup", "setup", "--parent", "self", "--name", cgroup, "--memory-max", "160M"], { reject: false, env });
+  expect(setup.exitCode, setup.stderr).toBe(0);
+  const k = queueKeys(queue);
+  for (const id of ids) {
+    const job: Job = { id, prompt_tokens: 256, completion_tokens: completionTokens, files: 1, enqueue_ts: Date.now(), deadline_ms: 60_000, attempt: 0, host_class: "shared-free" };
+    await redis.hset(k.inflight, job.id, job.prompt_tokens);
+    await redis.rpush(k.admitted, encodeJob(job));
+  }
+  const worker: ResultPromise = execa(
+    "node",
+    [drillBin, "--redis", server.url, "worker", "--name", cgroup, "--parent", "self", "--queue", queue, "--worker-id", workerId, "--weights-dir", weightsDir, "--weights", "32M", "--kv-bytes-per-token", "256", "--decode-tokens-per-s", "20", "--concurrency", String(concurrency)],
+    { reject: false, env, timeout: 60_000 },
+  );
+  return { env, k, worker };
+}
+
 describe.skipIf(reason)("rollback --queue of the step-by-step path (real cgroup, real worker, real redis)", () => {
   it("the hand-run worker is stopped with its cgroup, its job and the admitted ones join the drain, tokens released, nothing lost, exit 0", async () => {
-    const env = { FORCE_COLOR: "0", NO_COLOR: "1", DRILL_STATE_DIR: stateDir };
-    const setup = await execa("node", [drillBin, "cgroup", "setup", "--parent", "self", "--name", name, "--memory-max", "160M"], { reject: false, env });
-    expect(setup.exitCode, setup.stderr).toBe(0);
-    const k = queueKeys("sbq");
-    const jobs: Job[] = ["1", "2", "3"].map((id) => ({ id, prompt_tokens: 256, completion_tokens: 1000, files: 1, enqueue_ts: Date.now(), deadline_ms: 60_000, attempt: 0, host_class: "shared-free" }));
-    for (const j of jobs) {
-      await redis.hset(k.inflight, j.id, j.prompt_tokens);
-      await redis.rpush(k.admitted, encodeJob(j));
-    }
-    let worker: ResultPromise | null = execa(
-      "node",
-      [drillBin, "--redis", server.url, "worker", "--name", name, "--parent", "self", "--queue", "sbq", "--worker-id", "h1", "--weights-dir", weightsDir, "--weights", "32M", "--kv-bytes-per-token", "256", "--decode-tokens-per-s", "20", "--concurrency", "1"],
-      { reject: false, env, timeout: 60_000 },
-    );
+    const started = await handRunWorker(name, "sbq", "h1", ["1", "2", "3"], 1000, 1);
+    const { env, k } = started;
+    let worker: ResultPromise | null = started.worker;
     try {
       // One job running (past its first token) in its working list, two waiting in admitted.
       await waitFor("a first token", async () => (await redis.hlen(workerKeys("sbq").firstToken)) === 1);
@@ -98,20 +109,9 @@ describe.skipIf(reason)("rollback --queue of the step-by-step path (real cgroup,
   // QA: a worker SIGSTOPped (or frozen) with its coprocess: SIGKILLed with its cgroup, it left its heartbeat for
   // up to 10 s (rollback said its jobs were "held by a live gate or worker", exit 4) and its weights file on disk.
   it("a stopped worker: killed with its cgroup, its heartbeat does not hold its jobs, its weights file is unlinked, exit 0", async () => {
-    const env = { FORCE_COLOR: "0", NO_COLOR: "1", DRILL_STATE_DIR: stateDir };
-    const setup = await execa("node", [drillBin, "cgroup", "setup", "--parent", "self", "--name", stoppedName, "--memory-max", "160M"], { reject: false, env });
-    expect(setup.exitCode, setup.stderr).toBe(0);
-    const k = queueKeys("sbt");
-    const jobs: Job[] = ["1", "2"].map((id) => ({ id, prompt_tokens: 256, completion_tokens: 3000, files: 1, enqueue_ts: Date.now(), deadline_ms: 60_000, attempt: 0, host_class: "shared-free" }));
-    for (const j of jobs) {
-      await redis.hset(k.inflight, j.id, j.prompt_tokens);
-      await redis.rpush(k.admitted, encodeJob(j));
-    }
-    let worker: ResultPromise | null = execa(
-      "node",
-      [drillBin, "--redis", server.url, "worker", "--name", stoppedName, "--parent", "self", "--queue", "sbt", "--worker-id", "h2", "--weights-dir", weightsDir, "--weights", "32M", "--kv-bytes-per-token", "256", "--decode-tokens-per-s", "20", "--concurrency", "2"],
-      { reject: false, env, timeout: 60_000 },
-    );
+    const started = await handRunWorker(stoppedName, "sbt", "h2", ["1", "2"], 3000, 2);
+    const { env, k } = started;
+    let worker: ResultPromise | null = started.worker;
     try {
       await waitFor("both jobs taken", async () => (await redis.llen(k.working("h2"))) === 2);
       expect(readdirSync(weightsDir).filter((f) => f.startsWith("drill-weights-h2-"))).toHaveLength(1);
