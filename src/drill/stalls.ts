@@ -18,9 +18,9 @@ export interface StalledPart {
   /** The stopped process, or the frozen cgroup's dir: still there when it leaves the stalled set, it runs again. */
   pid: number | null;
   dir: string | null;
-  /** e.g. `worker pid 8720 (node, in the cgroup) is stopped (state T: SIGSTOP or a debugger)`. */
+  /** e.g. `task in the worker cgroup pid 8720 (node) is stopped (state T: SIGSTOP or a debugger): …`. */
   stalled: string;
-  /** e.g. `worker pid 8720 runs again`. */
+  /** e.g. `gate pid 8671 runs again`. */
   resumed: string;
 }
 
