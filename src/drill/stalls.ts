@@ -3,7 +3,7 @@ import path from "node:path";
 import { readPids } from "../cgroup/memoryFiles.js";
 import { readKernelText, type HostRoots } from "../host/kernelFile.js";
 import { readComm } from "../cgroup/tasks.js";
-import { readProcessStat } from "../host/process.js";
+import { isSameProcess, readProcessStat } from "../host/process.js";
 
 /**
  * What of a running drill is stalled rather than gone: a process stopped
@@ -15,8 +15,9 @@ import { readProcessStat } from "../host/process.js";
 export interface StalledPart {
   /** A stable key for the part: its line is said when it stalls and when it runs again. */
   key: string;
-  /** The stopped process, or the frozen cgroup's dir: still there when it leaves the stalled set, it runs again. */
+  /** The stopped process (with its start time: a pid alone may be reused), or the frozen cgroup's dir: still there when it leaves the stalled set, it runs again. */
   pid: number | null;
+  startTime: number | null;
   dir: string | null;
   /** e.g. `task in the worker cgroup pid 8720 (node) is stopped (state T: SIGSTOP or a debugger): …`. */
   stalled: string;
@@ -33,16 +34,16 @@ export interface WatchedProcess {
 const STOPPED_STATES: Record<string, string> = { T: "stopped (state T: SIGSTOP or a debugger)", t: "stopped by a tracer (state t)" };
 
 /** Pure: the stalled parts among what was read; a process read as not stopped (or not read) is not one. */
-export function stalledParts(processes: Array<WatchedProcess & { state: string | null; comm?: string | null }>, frozenDirs: string[]): StalledPart[] {
+export function stalledParts(processes: Array<WatchedProcess & { state: string | null; startTime?: number | null; comm?: string | null }>, frozenDirs: string[]): StalledPart[] {
   const parts: StalledPart[] = [];
   for (const p of processes) {
     const how = p.state === null ? undefined : STOPPED_STATES[p.state];
     if (how === undefined) continue;
     const comm = p.comm ? ` (${p.comm})` : "";
-    parts.push({ key: `pid ${p.pid}`, pid: p.pid, dir: null, stalled: `${p.role} pid ${p.pid}${comm} is ${how}: it answers nothing until \`kill -CONT ${p.pid}\``, resumed: `${p.role} pid ${p.pid} runs again` });
+    parts.push({ key: `pid ${p.pid}`, pid: p.pid, startTime: p.startTime ?? null, dir: null, stalled: `${p.role} pid ${p.pid}${comm} is ${how}: it answers nothing until \`kill -CONT ${p.pid}\``, resumed: `${p.role} pid ${p.pid} runs again` });
   }
   for (const dir of frozenDirs) {
-    parts.push({ key: `frozen ${dir}`, pid: null, dir, stalled: `the worker cgroup ${dir} is frozen (cgroup.events: frozen 1): its worker and hog take nothing until \`echo 0 > ${path.join(dir, "cgroup.freeze")}\``, resumed: `the worker cgroup ${dir} is thawed` });
+    parts.push({ key: `frozen ${dir}`, pid: null, startTime: null, dir, stalled: `the worker cgroup ${dir} is frozen (cgroup.events: frozen 1): its worker and hog take nothing until \`echo 0 > ${path.join(dir, "cgroup.freeze")}\``, resumed: `the worker cgroup ${dir} is thawed` });
   }
   return parts;
 }
@@ -56,7 +57,7 @@ export function readStalls(roots: HostRoots, processes: WatchedProcess[], cgroup
   const read = [...watched.values()].map((p) => {
     const stat = readProcessStat(roots, p.pid);
     const state = stat.ok ? stat.value.state : null;
-    return { ...p, state, comm: state === "T" || state === "t" ? readComm(roots, p.pid) : null };
+    return { ...p, state, startTime: stat.ok ? stat.value.startTime : null, comm: state === "T" || state === "t" ? readComm(roots, p.pid) : null };
   });
   const frozen = cgroupDirs.filter((dir) => {
     const events = readKernelText(path.join(dir, "cgroup.events"));
@@ -85,11 +86,8 @@ export class StallWatch {
   }
 }
 
-/** A stalled part is still there: its process alive (not a zombie), or its cgroup dir present. */
+/** A stalled part is still there: the same process, alive (not a zombie), or its cgroup dir present. */
 export function stillThere(roots: HostRoots, part: StalledPart): boolean {
-  if (part.pid !== null) {
-    const stat = readProcessStat(roots, part.pid);
-    return stat.ok && stat.value.state !== "Z" && stat.value.state !== "X";
-  }
+  if (part.pid !== null) return part.startTime !== null && isSameProcess(roots, part.pid, part.startTime);
   return part.dir !== null && existsSync(part.dir);
 }

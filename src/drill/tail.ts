@@ -8,7 +8,7 @@ import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 export class LineTail {
   private offset = 0;
   private partial: Buffer = Buffer.alloc(0);
-  /** The inode read last: another one under the name is a new file, read from its start. */
+  /** The inode read so far: another one under the name is not its writer's file. */
   private ino: number | null = null;
   /** The file read before is gone or was replaced, not said yet (takeLoss). */
   private loss: "removed" | "replaced" | null = null;
@@ -17,7 +17,10 @@ export class LineTail {
    * removed one: what is under the name now is not its output (QA: a copy put
    * in place was printed again as new decisions), so nothing more is read.
    */
-  lost = false;
+  get lost(): boolean {
+    return this.stopped;
+  }
+  private stopped = false;
   constructor(readonly file: string) {}
 
   /**
@@ -34,7 +37,7 @@ export class LineTail {
 
   private stop(loss: "removed" | "replaced"): void {
     this.loss = loss;
-    this.lost = true;
+    this.stopped = true;
     this.partial = Buffer.alloc(0);
   }
 
@@ -44,7 +47,7 @@ export class LineTail {
    * out of drill up's schedule). What it follows is shown, never decided on.
    */
   read(): string[] {
-    if (this.lost) return [];
+    if (this.stopped) return [];
     let fd: number;
     try {
       fd = openSync(this.file, "r");
