@@ -34,6 +34,19 @@ const QUIET_FILES = [
   "test/integration/worker-stats.test.ts",
 ];
 
+/**
+ * Drills files that measure: a slowdown against a calm baseline, a page that
+ * needs idle CPU, rejects from the host's own signals. They run last, alone,
+ * also when `npm test` runs `quiet` beside `drills` (scripts/test.mjs).
+ */
+const ALONE_FILES = [
+  "test/e2e/drill-loop.test.ts",
+  "test/integration/inject.test.ts",
+  "test/integration/pagetoucher.test.ts",
+  "test/integration/watch-real.test.ts",
+  "test/integration/worker.test.ts",
+];
+
 export default defineConfig({
   test: {
     globalSetup: ["test/globalSetup.ts"],
@@ -41,15 +54,17 @@ export default defineConfig({
     hookTimeout: 60_000,
     reporters: ["default"],
     projects: [
-      // First, two at a time: one per core.
-      { extends: true, test: { name: "quiet", include: QUIET_FILES, maxWorkers: 3, sequence: { groupOrder: 0 } } },
-      // Then one at a time: real drills, hogs and rollbacks fight over the two
-      // cores, the page-fault budget and the host's PSI, and a rollback with
-      // nothing to do looks at every drill on the host.
+      // Three at a time: one per core and one waiting on Redis or a child;
+      // two when scripts/test.mjs runs it beside `drills`.
+      { extends: true, test: { name: "quiet", include: QUIET_FILES, maxWorkers: Number(process.env.DRILL_TEST_QUIET_WORKERS ?? 3), sequence: { groupOrder: 0 } } },
+      // One at a time: real drills, hogs and rollbacks share the two cores,
+      // the page-fault budget and the host's PSI, and a rollback with nothing
+      // to do looks at every drill on the host.
       {
         extends: true,
-        test: { name: "drills", include: ["test/**/*.test.ts"], exclude: QUIET_FILES, fileParallelism: false, sequence: { groupOrder: 1 } },
+        test: { name: "drills", include: ["test/**/*.test.ts"], exclude: [...QUIET_FILES, ...ALONE_FILES], fileParallelism: false, sequence: { groupOrder: 1 } },
       },
+      { extends: true, test: { name: "alone", include: ALONE_FILES, fileParallelism: false, sequence: { groupOrder: 2 } } },
     ],
   },
 });
