@@ -6,8 +6,10 @@ import { spawnSync } from "node:child_process";
  * so a type error here is a warning, not a reason to run no test at all.
  */
 export default function setup(): void {
-  // scripts/test.mjs built it once for the vitests it runs side by side.
+  // Built already: by scripts/test.mjs for the vitests it runs side by side,
+  // or by this file for the root project (vitest runs it once per project).
   if (process.env.DRILL_TEST_BUILT === "1") return;
+  process.env.DRILL_TEST_BUILT = "1";
   const tsc = spawnSync("npx", ["tsc", "-p", "tsconfig.build.json"], { encoding: "utf8" });
   if (tsc.status !== 0) process.stderr.write(`globalSetup: tsc reported errors (run npm run typecheck):\n${tsc.stdout.slice(0, 2000)}\n`);
   const native = spawnSync("node", ["scripts/build-native.mjs"], { stdio: "inherit" });

@@ -27,6 +27,8 @@ export interface DoctorFacts {
   /** The probe cgroup had the file that disables swap (v2 memory.swap.max, v1 memory.memsw.limit_in_bytes). */
   swapControl: { file: string | null; present: boolean };
   hostSwapTotalBytes: number | null;
+  /** Why hostSwapTotalBytes is null (meminfo unreadable, or no SwapTotal line): said where doctor would say the host has swap. */
+  hostSwapUnknown?: string;
   /** absent: the file is not there (ENOENT), as on a kernel without PSI; otherwise it is there and does not read. */
   hostPsi: { ok: boolean; file: string; reason?: string; avg10?: number; absent?: boolean };
   cgroupPsi: { file: string | null; present: boolean };
@@ -94,7 +96,9 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
         : "memory.memsw.limit_in_bytes = limit disables swap (plus swappiness=0); v1 swap-off is best effort"
       : noHostSwap
         ? "no swap control file, but the host has no swap at all"
-        : "no swap control: the worker can swap, the failure will be quiet instead of loud",
+        : f.hostSwapUnknown
+          ? `no swap control, and whether the host has swap is unknown (${f.hostSwapUnknown}): the worker may swap, the failure quiet instead of loud`
+          : "no swap control: the worker can swap, the failure will be quiet instead of loud",
   );
 
   const busyHost = f.hostPsi.ok && (f.hostPsi.avg10 ?? 0) >= 1;
@@ -246,7 +250,11 @@ export function servingVerdict(f: DoctorFacts): ServingVerdict {
       why: f.swapControl.present
         ? // Seen in the probe cgroup doctor made and removed: its name, not its gone path (QA).
           `${f.swapControl.file === null ? "swap control" : path.basename(f.swapControl.file)} is available (seen in doctor's probe cgroup, removed since)`
-        : f.hostSwapTotalBytes === 0 ? "host has no swap" : f.memoryWritable.ok ? "no swap control file" : "not checked: the probe cgroup could not be made",
+        : f.hostSwapTotalBytes === 0
+          ? "host has no swap"
+          : f.memoryWritable.ok
+            ? `no swap control file${f.hostSwapUnknown ? `; host swap unknown (${f.hostSwapUnknown})` : ""}`
+            : "not checked: the probe cgroup could not be made",
     },
     { rule: "Retries reenter the same packed process", holds: false, why: "drill nacks to jobs:retry:<host_class>, never back to the same queue" },
     { rule: "You lack PSI and si on the same scrape interval", holds: !psiAndSi, why: psiAndSi ? "both readable" : "host PSI or /proc/vmstat unreadable" },

@@ -7,7 +7,7 @@ import type { ParentSpec } from "../cgroup/names.js";
 import { assembleWorkerCgroup, requireParentDirs, resolveWorkerCgroup, twinName, type WorkerCgroup } from "../cgroup/paths.js";
 import { directoryProblem, filesystemName } from "../host/filesystem.js";
 import type { HostRoots } from "../host/kernelFile.js";
-import { readMeminfo } from "../host/meminfo.js";
+import { readMeminfoReading } from "../host/meminfo.js";
 import { readHostPsi } from "../host/psi.js";
 import { readVmstat, swapCounters } from "../host/vmstat.js";
 import type { DoctorFacts } from "./checks.js";
@@ -28,12 +28,14 @@ export async function gatherFacts(options: GatherOptions): Promise<DoctorFacts> 
   const layoutReading = detectLayout(roots);
   const layout = layoutReading.ok ? layoutReading.value : null;
 
+  const meminfo = readMeminfoReading(roots);
   const facts: DoctorFacts = {
     euid: typeof process.geteuid === "function" ? process.geteuid() : null,
     layout: layout?.kind ?? "none",
     memoryWritable: { ok: false, where: layoutReading.ok ? "" : layoutReading.file, error: layoutReading.ok ? undefined : layoutReading.reason },
     swapControl: { file: null, present: false },
-    hostSwapTotalBytes: readMeminfo(roots)?.swapTotalBytes ?? null,
+    hostSwapTotalBytes: meminfo.ok ? meminfo.value.swapTotalBytes : null,
+    ...(meminfo.ok ? (meminfo.value.swapTotalBytes === null ? { hostSwapUnknown: `no SwapTotal line in ${roots.proc("meminfo")}` } : {}) : { hostSwapUnknown: `${meminfo.file}: ${meminfo.reason}` }),
     hostPsi: psiFact(roots),
     cgroupPsi: { file: null, present: false },
     vmstatSwapIn: vmstatFact(roots),

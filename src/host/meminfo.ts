@@ -1,19 +1,25 @@
-import { readKernelText, type HostRoots } from "./kernelFile.js";
+import { ok, readKernelText, type HostRoots, type Reading } from "./kernelFile.js";
 
 export interface Meminfo {
   memTotalBytes: number | null;
   swapTotalBytes: number | null;
 }
 
-/** MemTotal and SwapTotal of /proc/meminfo (`SwapTotal:        0 kB`) in bytes, each null when absent; null if unreadable. */
-export function readMeminfo(roots: HostRoots): Meminfo | null {
+/** MemTotal and SwapTotal of /proc/meminfo (`SwapTotal:        0 kB`) in bytes, each null when absent; why not, when the file does not read. */
+export function readMeminfoReading(roots: HostRoots): Reading<Meminfo> {
   const text = readKernelText(roots.proc("meminfo"));
-  if (!text.ok) return null;
+  if (!text.ok) return text;
   const kb = (field: string): number | null => {
     const match = new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(text.value);
     return match ? Number(match[1]) * 1024 : null;
   };
-  return { memTotalBytes: kb("MemTotal"), swapTotalBytes: kb("SwapTotal") };
+  return ok({ memTotalBytes: kb("MemTotal"), swapTotalBytes: kb("SwapTotal") });
+}
+
+/** readMeminfoReading, null if unreadable. */
+export function readMeminfo(roots: HostRoots): Meminfo | null {
+  const reading = readMeminfoReading(roots);
+  return reading.ok ? reading.value : null;
 }
 
 /**

@@ -66,6 +66,15 @@ describe("doctor checks", () => {
     expect(servingVerdict(facts).reasons.find((r) => r.rule.startsWith("You cannot disable swap"))).toMatchObject({ holds: null });
   });
 
+  it("host swap unknown (meminfo unreadable): the swap row and the serving rule name the file, not 'the worker can swap'", () => {
+    const facts: DoctorFacts = { ...healthy, swapControl: { file: null, present: false }, hostSwapTotalBytes: null, hostSwapUnknown: "/proc/meminfo: EACCES", layout: "v2" };
+    expect(evaluateChecks(facts).find((c) => c.name === "swap disabled in cgroup")).toMatchObject({
+      status: "fail",
+      detail: "no swap control, and whether the host has swap is unknown (/proc/meminfo: EACCES): the worker may swap, the failure quiet instead of loud",
+    });
+    expect(servingVerdict(facts).reasons.find((r) => r.rule.startsWith("You cannot disable swap"))?.why).toBe("no swap control file; host swap unknown (/proc/meminfo: EACCES)");
+  });
+
   it("room for the files and the 64 MiB margin passes", () => {
     expect(status({ ...healthy, hogDir: { dir: "/var/tmp", fsType: "ext4", freeBytes: 1e9 + 64 * 1024 * 1024, neededBytes: 1e9 } }, "hog file system")).toBe("pass");
   });

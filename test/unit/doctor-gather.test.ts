@@ -1,4 +1,4 @@
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { gatherFacts } from "../../src/doctor/gather.js";
@@ -34,5 +34,30 @@ describe("doctor's probe cgroup", () => {
     const dir = path.join(host.cgroupRoot, "process_api", "abc", `drill-doctor-${process.pid}`);
     expect(facts.cgroupPsi.file).toBe(path.join(dir, "memory.pressure"));
     expect(existsSync(dir)).toBe(false);
+  });
+});
+
+describe("doctor's host swap", () => {
+  it("names /proc/meminfo when it does not read or has no SwapTotal line, instead of reading as a host with swap", async () => {
+    host = makeFakeHost("v2");
+    const meminfo = path.join(host.roots.proc("meminfo"));
+    let facts = await gather(host);
+    expect(facts.hostSwapTotalBytes).toBeNull();
+    expect(facts.hostSwapUnknown).toBe(`${meminfo}: missing`);
+
+    mkdirSync(meminfo);
+    facts = await gather(host);
+    expect(facts.hostSwapUnknown).toMatch(new RegExp(`^${meminfo}: .*directory`));
+
+    host.cleanup();
+    host = makeFakeHost("v2");
+    writeFileSync(host.roots.proc("meminfo"), "MemTotal:       24000000 kB\n");
+    facts = await gather(host);
+    expect(facts.hostSwapUnknown).toBe(`no SwapTotal line in ${host.roots.proc("meminfo")}`);
+
+    writeFileSync(host.roots.proc("meminfo"), "MemTotal:       24000000 kB\nSwapTotal:             0 kB\n");
+    facts = await gather(host);
+    expect(facts).toMatchObject({ hostSwapTotalBytes: 0 });
+    expect(facts.hostSwapUnknown).toBeUndefined();
   });
 });
