@@ -194,6 +194,7 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
         const idleLeftMs = options.idleExitMs === null ? blockMs : options.idleExitMs - (monoNow() - lastJobAt);
         const waitMs = Math.min(blockMs, Math.max(MIN_BLOCK_MS, idleLeftMs));
         const payload = undecided ?? (await mover.move(queue.keys.ready, queue.keys.processing(gateId), waitMs));
+        outage.replied();
         // A job taken is not yet progress: a decision that keeps failing on it is one outage, said once.
         if (payload === null) outage.recovered();
         if (payload === null) {
@@ -508,9 +509,15 @@ function record(summary: GateSummary, kind: string): void {
   summary.byKind[kind] = (summary.byKind[kind] ?? 0) + 1;
 }
 
-/** One stderr line when Redis goes away and one when it is back, not one per retry. */
+/**
+ * One stderr line when Redis goes away and one when it is back, not one per
+ * retry. The outage counts from the last reply before it, not from the
+ * failure: a paused server is found out only when the watchdog or the
+ * command timeout gives up, seconds in (QA: "back after 2.0 s" for 5 s).
+ */
 class OutageLog {
   private since: number | null = null;
+  private lastReply: number;
   /** Redis answered, with an error or content drill never writes: the decision failed, Redis is not gone. */
   private answered = false;
   private failures = 0;
@@ -520,22 +527,30 @@ class OutageLog {
     /** The Redis URL, password hidden: which Redis is gone, as watch says it. */
     private readonly url: string,
     private readonly describe: (err: unknown) => string,
-  ) {}
+  ) {
+    this.lastReply = now();
+  }
+  /** Redis answered: the next command goes out about now. */
+  replied(): void {
+    this.lastReply = this.now();
+  }
   failed(error: unknown): void {
     this.failures++;
     if (this.since === null) {
-      this.since = this.now();
+      this.since = this.lastReply;
       // A reply that is an error (a script refusing a corrupt entry) is Redis answering, not Redis gone.
       this.answered = error instanceof Error && (error.name === "ReplyError" || error.name === "CorruptKeyError");
       this.err(this.answered ? `gate: decision failed: redis answered ${this.describe(error)}; retrying` : `gate: redis unavailable at ${this.url} (${this.describe(error)}); retrying`);
     }
   }
   recovered(): void {
-    if (this.since === null) return;
-    const after = `${((this.now() - this.since) / 1000).toFixed(1)} s`;
-    this.err(this.answered ? `gate: deciding again after ${after}` : `gate: redis back after ${after}`);
-    this.since = null;
-    this.failures = 0;
+    if (this.since !== null) {
+      const after = `${((this.now() - this.since) / 1000).toFixed(1)} s`;
+      this.err(this.answered ? `gate: deciding again after ${after}` : `gate: redis back after ${after}`);
+      this.since = null;
+      this.failures = 0;
+    }
+    this.replied();
   }
   backoffMs(): number {
     return Math.min(100 * 2 ** Math.min(this.failures, 4), 1000);

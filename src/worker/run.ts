@@ -411,6 +411,9 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
         await Promise.race([Promise.race(inFlight), stopped, sleep(1000, stopJobs.signal)]);
         continue;
       }
+      // An outage counts from the command that got no reply, not from the
+      // watchdog or the timeout that gave up on it seconds later.
+      const sentAt = now();
       try {
         if (now() - lastPeerCheck >= (options.peerRecoveryMs ?? 5000)) {
           lastPeerCheck = now();
@@ -455,7 +458,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
           if (refusedSince === null) deps.err(`${tag}: could not take jobs from ${q.admitted} into ${working} (${message(err)}); waiting until that key is fixed`);
           refusedSince ??= now();
         } else if (outageSince === null) {
-          outageSince = now();
+          outageSince = sentAt;
           deps.err(`${tag}: redis unavailable at ${redactUrl(deps.redisUrl)} (${message(err)}); retrying`);
         }
         await sleep(Math.min(100 * 2 ** Math.min(failures, 4), 1000), stopJobs.signal);
@@ -521,8 +524,10 @@ async function defaultStartWeights(file: string, sizeBytes: number, maxLifetimeM
 async function markReady(redis: Redis, keys: WorkerKeys, workerId: string, entry: Record<string, unknown>, signal: AbortSignal, say: (line: string) => void): Promise<void> {
   // An outage here would otherwise be silent for up to the ~30 s of retries.
   let outageSince: number | null = null;
+  const sentAt = Date.now();
   const onFirstFailure = (error: unknown): void => {
-    outageSince = Date.now();
+    // From the first try: a paused server is found out only when its timeout gives up.
+    outageSince = sentAt;
     say(`worker ${workerId}: redis unavailable (${message(error)}) marking it ready in ${keys.workers}; retrying`);
   };
   try {

@@ -570,6 +570,9 @@ describe("gate against a real redis-server and a fake procfs", () => {
         expect.stringMatching(/^gate: redis unavailable at \S+ \(watchdog: no reply to BLMOVE within 700 ms \(server paused or connection half-open\)\); retrying$/),
         expect.stringMatching(/^gate: redis back after \d+\.\d s$/),
       ]);
+      // Counted from the BLMOVE that got no reply, not from the watchdog giving up on it (QA: 2.0 s said for a 5 s pause).
+      const back = gate.errors.find((e) => e.startsWith("gate: redis back after "))!;
+      expect(Number(/after (\d+\.\d) s/.exec(back)![1]), back).toBeGreaterThanOrEqual(2.0);
     } finally {
       server.kill("SIGCONT");
       const summary = await gate.stop();

@@ -380,6 +380,32 @@ describe("runWorker's stop", () => {
     expect(ids).toEqual(worker.ids);
   });
 
+  // QA: "redis back after 2.0 s" for a 5 s DEBUG SLEEP: the outage counted from the watchdog giving up, seconds in.
+  it("a pause while it waits for a job: the outage it says counts from the take that got no reply", async () => {
+    const stopped = new AbortController();
+    const err: string[] = [];
+    const startWeights = vi.fn(() => Promise.resolve({ pid: 1, file: path.join(weightsDir, "pause-said.weights"), fallback: false, pass: () => Promise.resolve(1), close: () => Promise.resolve() }));
+    const run = runWorker(
+      { queue: "pause-said", workerId: "ps1", config: { ...defaultWorkerConfig, weightsBytes: 8192 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false, blockMs: 300 },
+      { redisUrl: server.url, roots: new HostRoots(), where: "test", out: () => undefined, err: (line) => err.push(line), signal: stopped.signal, startWeights },
+    );
+    try {
+      await untilBlockedInBlmove(client, "the worker", { name: "drill-worker-take:ps1" });
+      server.kill("SIGSTOP");
+      try {
+        await new Promise((r) => setTimeout(r, 3000));
+      } finally {
+        server.kill("SIGCONT");
+      }
+      await waitFor(() => Promise.resolve(err.some((l) => l.startsWith("worker ps1: redis back after "))), 15_000);
+      const back = err.find((l) => l.startsWith("worker ps1: redis back after "))!;
+      expect(Number(/after (\d+\.\d) s/.exec(back)![1]), err.join("\n")).toBeGreaterThanOrEqual(2.9);
+    } finally {
+      stopped.abort();
+      await run;
+    }
+  });
+
   // QA: the tokens_out flushes a pause timed out were counted again by the next flush; Redis ran
   // the timed-out ones too once it woke, so tokens_out overcounted by exactly what it said was lost.
   it("a pause past the command timeout while jobs make tokens: tokens_out counts each token once", async () => {
