@@ -25,7 +25,8 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
  */
 function run(vitestArgs, { env = {}, hold = false } = {}) {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [vitest, "run", ...vitestArgs], { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    // Its own process group: a terminal's Ctrl-C reaches the vitests once, from here, not twice (a second one skips their teardown).
+    const child = spawn(process.execPath, [vitest, "run", ...vitestArgs], { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"], detached: true });
     children.add(child);
     const chunks = [];
     const keep = (to) => (chunk) => {
