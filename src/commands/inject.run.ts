@@ -32,6 +32,8 @@ export interface InjectReport {
   mode: HogMode;
   size_bytes: number;
   hold_ms: number;
+  /** ms from the packed line to the hog's exit: the hold it had, which a SIGSTOP or a stalled host stretches; null if it never packed or still holds. */
+  held_ms: number | null;
   detached: boolean;
   pid: number | null;
   start_time: number | null;
@@ -303,8 +305,12 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     child.stderr!.setEncoding("utf8");
     child.stderr!.on("data", (chunk: string) => (stderrTail = (stderrTail + chunk).slice(-2000)));
   }
+  let exitedAtMs: number | null = null;
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.once("exit", (code, signal) => resolve({ code, signal }));
+    child.once("exit", (code, signal) => {
+      exitedAtMs = Date.now() - startedAt;
+      resolve({ code, signal });
+    });
     child.once("error", () => resolve({ code: null, signal: null }));
   });
 
@@ -397,6 +403,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     mode: settings.mode,
     size_bytes: settings.sizeBytes,
     hold_ms: settings.holdMs,
+    held_ms: exit !== null && state.packedAtMs !== null && exitedAtMs !== null ? Math.max(0, exitedAtMs - state.packedAtMs) : null,
     detached: settings.detach && exit === null,
     pid,
     start_time: startTime,
@@ -443,6 +450,15 @@ export function describeRunPeak(r: Pick<InjectReport, "run_peak_bytes" | "run_pe
   return `cgroup peak ${formatBytes(r.run_peak_bytes)} this run`;
 }
 
+/**
+ * The hold as it was: a hog SIGSTOPped for 21 s of a 25 s hold held 46 s (QA:
+ * "held 25s"). Up to a second over what was asked, the asked figure.
+ */
+function heldText(r: InjectReport): string {
+  if (r.held_ms === null || r.held_ms - r.hold_ms < 1000) return formatDuration(r.hold_ms);
+  return `${(r.held_ms / 1000).toFixed(1)} s (asked ${formatDuration(r.hold_ms)}: the hog was stopped or starved meanwhile)`;
+}
+
 /** A touched figure for the text: unknown before the hog's first progress line, never "0B". */
 const touchedText = (bytes: number | null): string => (bytes === null ? "an unknown size" : formatBytes(bytes));
 
@@ -457,7 +473,7 @@ export function describeOutcome(r: InjectReport, stderrTail = ""): string {
     case "packed":
       return r.detached
         ? `packed: ${formatBytes(r.packed_bytes)} touched in ${r.cgroup}; hog pid ${r.pid} holds for ${formatDuration(r.hold_ms)} and exits by itself (record ${r.state_file})`
-        : `packed: ${formatBytes(r.packed_bytes)} touched${filled} and held ${formatDuration(r.hold_ms)}; ${describeRunPeak(r)}; ${oom}${stall}`;
+        : `packed: ${formatBytes(r.packed_bytes)} touched${filled} and held ${heldText(r)}; ${describeRunPeak(r)}; ${oom}${stall}`;
     case "oom_killed": {
       // Progress lines come every 100 ms; an anonymous fill can hit the limit before the first.
       const exactPeak = r.run_peak_bytes !== null && r.run_peak_basis !== "sampled";

@@ -75,7 +75,9 @@ describe.skipIf(skipReason)("inject on real cgroups (--parent self)", () => {
     expect(result.exitCode, result.stderr).toBe(0);
     const report = JSON.parse(result.stdout) as InjectDocument;
     // The hog is the OOM killer's first pick in its cgroup (QA: the worker went first at 96M).
-    expect(report).toMatchObject({ outcome: "packed", joined: true, oom_score_adj: 1000, packed_bytes: 64 * M });
+    expect(report).toMatchObject({ outcome: "packed", joined: true, oom_score_adj: 1000, packed_bytes: 64 * M, hold_ms: 1000 });
+    // The hold it had, measured from its packed line to its exit: at least what was asked.
+    expect(report.held_ms).toBeGreaterThanOrEqual(900);
     expect(report.cg_mem_peak).toBeGreaterThanOrEqual(64 * M);
     expect(readdirSync(hogsDir(stateDir))).toEqual([]);
   });

@@ -16,7 +16,7 @@ describe("runPeak: this run's cgroup peak, never the lifetime one passed off as 
 
 function report(overrides: Partial<InjectReport>): InjectReport {
   return {
-    outcome: "packed", name: "qa-inj", mode: "anon", size_bytes: 32 * M, hold_ms: 1000, detached: false, pid: 4242, start_time: 1, joined: true, oom_score_adj: 1000,
+    outcome: "packed", name: "qa-inj", mode: "anon", size_bytes: 32 * M, hold_ms: 1000, held_ms: 1010, detached: false, pid: 4242, start_time: 1, joined: true, oom_score_adj: 1000,
     touched_bytes: 32 * M, packed_bytes: 32 * M, fill_ms: null, passes: 0, cgroup: "/sys/fs/cgroup/qa-inj", cg_mem_max: 64 * M, cg_mem_max_effective: 64 * M,
     cg_mem_peak: 64 * M, run_peak_bytes: 32.4 * M, run_peak_basis: "sampled", cg_oom_kill_before: 1, cg_oom_kill_after: 1, stall_rates_pct: [], samples: [],
     stall: { holdSeconds: 0, holdMedianPct: null, holdMaxPct: null, holdSecondsOver: 0, thresholdPct: 5 },
@@ -43,6 +43,13 @@ describe("describeOutcome", () => {
     const text = describeOutcome(report({ fill_ms: 180, hold_ms: 3000, stall: { holdSeconds: 2, holdMedianPct: 1.2, holdMaxPct: 2, holdSecondsOver: 0, thresholdPct: 5 } }));
     expect(text).toContain("packed: 32.0MiB touched in 0.2 s and held 3s;");
     expect(text).toContain("≥5% in 0/2 whole s of it");
+  });
+
+  // QA: a hog SIGSTOPped for 21 s of its 25 s hold said "held 25s".
+  it("packed says the hold it had when a stop or a starved host stretched it past what was asked", () => {
+    expect(describeOutcome(report({ hold_ms: 25_000, held_ms: 46_300 }))).toContain(" and held 46.3 s (asked 25s: the hog was stopped or starved meanwhile);");
+    expect(describeOutcome(report({ hold_ms: 25_000, held_ms: 25_600 }))).toContain(" and held 25s;");
+    expect(describeOutcome(report({ hold_ms: 25_000, held_ms: null }))).toContain(" and held 25s;");
   });
 
   // QA: a hog a rollback stopped was written "failed: hog exited 143: stopped by SIGTERM, file unlinked".
