@@ -19,7 +19,7 @@ export interface StalledPart {
   pid: number | null;
   startTime: number | null;
   dir: string | null;
-  /** e.g. `task in the worker cgroup pid 8720 (node) is stopped (state T: SIGSTOP or a debugger): …`. */
+  /** e.g. `worker pid 8720 (node) is stopped (state T: SIGSTOP or a debugger): …`. */
   stalled: string;
   /** e.g. `gate pid 8671 runs again`. */
   resumed: string;
@@ -30,6 +30,8 @@ export interface WatchedProcess {
   role: string;
   pid: number;
 }
+
+const IN_CGROUP = "task in the worker cgroup";
 
 const STOPPED_STATES: Record<string, string> = { T: "stopped (state T: SIGSTOP or a debugger)", t: "stopped by a tracer (state t)" };
 
@@ -48,16 +50,35 @@ export function stalledParts(processes: Array<WatchedProcess & { state: string |
   return parts;
 }
 
+/**
+ * What a task of the worker cgroup is, from its argv: up records the worker's
+ * launcher, not the worker that runs inside (QA: "task in the worker cgroup
+ * pid 8720 (node)" for the stopped worker). Read only for a stopped task.
+ */
+export function cgroupTaskRole(argv: string[]): string {
+  const toucher = argv.findIndex((a) => path.basename(a) === "pagetoucher" || path.basename(a) === "pagetoucher.py");
+  if (toucher >= 0) return argv[toucher + 1] === "serve" ? "the worker's weights toucher" : "hog";
+  if (argv.includes("worker")) return "worker";
+  return IN_CGROUP;
+}
+
+function readArgv(roots: HostRoots, pid: number): string[] {
+  const text = readKernelText(roots.proc(String(pid), "cmdline"));
+  return text.ok ? text.value.split("\0").filter((a) => a !== "") : [];
+}
+
 /** The drill's processes and the tasks of its worker cgroup, with their states; the cgroup's dirs read as frozen. */
 export function readStalls(roots: HostRoots, processes: WatchedProcess[], cgroupDirs: string[]): StalledPart[] {
   const watched = new Map<number, WatchedProcess>(processes.map((p) => [p.pid, p]));
   // The worker and the hog run inside the cgroup: their pids are not up's children.
   const inside = cgroupDirs.length === 0 ? null : readPids(path.join(cgroupDirs[0]!, "cgroup.procs"));
-  if (inside?.ok) for (const pid of inside.value) if (!watched.has(pid)) watched.set(pid, { role: "task in the worker cgroup", pid });
+  if (inside?.ok) for (const pid of inside.value) if (!watched.has(pid)) watched.set(pid, { role: IN_CGROUP, pid });
   const read = [...watched.values()].map((p) => {
     const stat = readProcessStat(roots, p.pid);
     const state = stat.ok ? stat.value.state : null;
-    return { ...p, state, startTime: stat.ok ? stat.value.startTime : null, comm: state === "T" || state === "t" ? readComm(roots, p.pid) : null };
+    const stopped = state === "T" || state === "t";
+    const role = stopped && p.role === IN_CGROUP ? cgroupTaskRole(readArgv(roots, p.pid)) : p.role;
+    return { ...p, role, state, startTime: stat.ok ? stat.value.startTime : null, comm: stopped ? readComm(roots, p.pid) : null };
   });
   const frozen = cgroupDirs.filter((dir) => {
     const events = readKernelText(path.join(dir, "cgroup.events"));

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { HostRoots } from "../../src/host/kernelFile.js";
-import { readStalls, stalledParts, StallWatch, stillThere } from "../../src/drill/stalls.js";
+import { cgroupTaskRole, readStalls, stalledParts, StallWatch, stillThere } from "../../src/drill/stalls.js";
 
 const root = mkdtempSync(path.join(tmpdir(), "drill-stalls-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -65,5 +65,21 @@ describe("up's stalled parts (QA: a SIGSTOPped worker, a frozen cgroup, a stoppe
     rmSync(path.join(root, "proc", "30"), { recursive: true });
     writeFileSync(path.join(v1, "cgroup.procs"), "");
     expect(read()).toEqual([]);
+    // QA: the worker itself (up records its launcher, outside the cgroup) said as "task in the worker cgroup".
+    writeFileSync(path.join(v1, "cgroup.procs"), "31\n");
+    proc(31, "node", "T");
+    writeFileSync(path.join(root, "proc", "31", "cmdline"), "node\0/opt/drill/bin/drill.js\0--state-dir\0/var/lib/drill\0worker\0--queue\0jobs\0");
+    expect(read()).toEqual(["worker pid 31 (node) is stopped (state T: SIGSTOP or a debugger): it answers nothing until `kill -CONT 31`"]);
+    proc(31, "node", "S");
+    expect(read()).toEqual(["worker pid 31 runs again"]);
+  });
+
+  it("a cgroup task's role from its argv: worker, hog, the worker's weights toucher, else a task", () => {
+    expect(cgroupTaskRole(["node", "/opt/drill/bin/drill.js", "--json", "worker", "--queue", "jobs"])).toBe("worker");
+    expect(cgroupTaskRole(["/opt/drill/native/build/pagetoucher", "thrash", "--size", "1"])).toBe("hog");
+    expect(cgroupTaskRole(["python3", "/opt/drill/native/pagetoucher.py", "anon", "--size", "1"])).toBe("hog");
+    expect(cgroupTaskRole(["/opt/drill/native/build/pagetoucher", "serve", "--file", "w"])).toBe("the worker's weights toucher");
+    expect(cgroupTaskRole(["sleep", "300"])).toBe("task in the worker cgroup");
+    expect(cgroupTaskRole([])).toBe("task in the worker cgroup");
   });
 });
