@@ -11,7 +11,7 @@ import { validateParent } from "../cgroup/names.js";
 import { requireParentDirs } from "../cgroup/paths.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { absentCgroupNext } from "../cgroup/ready.js";
-import { newTeardownProgress, teardownWorkerCgroup, thawBeforeExit, type TeardownProgress, type TeardownResult, type TeardownStage } from "../cgroup/teardown.js";
+import { newTeardownProgress, teardownWorkerCgroup, thawBeforeExit, type TeardownMethod, type TeardownProgress, type TeardownResult, type TeardownStage } from "../cgroup/teardown.js";
 import type { SetupFlags, TargetFlags, TeardownFlags } from "./cgroup.js";
 
 export async function cgroupSetupAction(globals: GlobalOptions, flags: SetupFlags, output: Output = consoleOutput(globals.color)): Promise<SetupResult> {
@@ -113,6 +113,8 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
         const left = [...stillFrozen, `cgroup ${cgroup.name}: teardown interrupted by ${signal} ${where}; run ${command} again to finish it`];
         output.json(teardownDocument("interrupted", progress, left, { signal, cgroup: cgroup.name, stage: stage?.stage ?? null, stageCgroup: stage?.name ?? null, command }));
       }
+      // Text too: what it already killed, removed and unlinked is not done again by the next run, nor said by it.
+      else for (const line of teardownDoneLines(progress)) output.out(line);
       for (const note of notes) writeErr(`drill: ${note}\n`);
       writeErr(`drill: interrupted by ${signal} during the teardown of cgroup ${cgroup.name}, ${where}; run \`${command}\` again to finish it\n`);
       process.exit(signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
@@ -133,7 +135,7 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
     // script still gets what was done and what is left, as from rollback --json.
     if (globals.json && err instanceof DrillError) {
       output.json(teardownDocument(err instanceof RefusedError ? "refused" : "failed", progress, [`cgroup ${cgroup.name}: ${err.message}`], null));
-    }
+    } else if (!globals.json) for (const line of teardownDoneLines(progress)) output.out(line);
     throw err;
   } finally {
     interrupts.dispose();
@@ -151,15 +153,22 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
   } else if (result.kind === "nothing") {
     output.out(`cgroup ${cgroup.name}: nothing to tear down (no ${result.looked.join(", no ")})`);
   } else {
-    for (const task of result.killed) output.out(`killed ${task.pid} (${task.comm ?? "?"}) in ${task.dir}`);
-    // SIGTERM first: what ended with it gave its jobs back and unlinked its files; the kill got the rest.
-    if (result.killed.length > 0) output.out(`how: ${result.method.join(", then ")}`);
-    for (const dir of result.removed) output.out(`removed ${dir}`);
-    for (const dir of result.alreadyGone) output.out(`already gone ${dir}`);
-    for (const file of result.unlinked) output.out(`unlinked ${file}`);
+    for (const line of teardownDoneLines(result)) output.out(line);
     output.out(`cgroup ${cgroup.name} torn down${result.removed.length === 0 ? " (nothing was left)" : ""}`);
   }
   return result;
+}
+
+/** What a teardown did, one line each: all of it when it finished, as far as it got when it did not. */
+export function teardownDoneLines(done: Pick<TeardownProgress, "killed" | "removed" | "alreadyGone" | "unlinked"> & { method: Iterable<TeardownMethod> }): string[] {
+  const lines = done.killed.map((task) => `killed ${task.pid} (${task.comm ?? "?"}) in ${task.dir}`);
+  // SIGTERM first: what ended with it gave its jobs back and unlinked its files; the kill got the rest.
+  const method = [...done.method];
+  if (done.killed.length > 0 && method.length > 0) lines.push(`how: ${method.join(", then ")}`);
+  for (const dir of done.removed) lines.push(`removed ${dir}`);
+  for (const dir of done.alreadyGone) lines.push(`already gone ${dir}`);
+  for (const file of done.unlinked) lines.push(`unlinked ${file}`);
+  return lines;
 }
 
 /** Where a teardown stopped by a second Ctrl-C or SIGTERM was, and the command that finishes it. */
