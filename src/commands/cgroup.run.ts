@@ -112,9 +112,10 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
       if (globals.json) {
         const left = [...stillFrozen, `cgroup ${cgroup.name}: teardown interrupted by ${signal} ${where}; run ${command} again to finish it`];
         output.json(teardownDocument("interrupted", progress, left, { signal, cgroup: cgroup.name, stage: stage?.stage ?? null, stageCgroup: stage?.name ?? null, command }));
+      } else {
+        // What it already killed, removed and unlinked: the next run does not do it again, nor say it.
+        for (const line of teardownDoneLines(progress)) output.out(line);
       }
-      // Text too: what it already killed, removed and unlinked is not done again by the next run, nor said by it.
-      else for (const line of teardownDoneLines(progress)) output.out(line);
       for (const note of notes) writeErr(`drill: ${note}\n`);
       writeErr(`drill: interrupted by ${signal} during the teardown of cgroup ${cgroup.name}, ${where}; run \`${command}\` again to finish it\n`);
       process.exit(signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
@@ -135,7 +136,9 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
     // script still gets what was done and what is left, as from rollback --json.
     if (globals.json && err instanceof DrillError) {
       output.json(teardownDocument(err instanceof RefusedError ? "refused" : "failed", progress, [`cgroup ${cgroup.name}: ${err.message}`], null));
-    } else if (!globals.json) for (const line of teardownDoneLines(progress)) output.out(line);
+    } else if (!globals.json) {
+      for (const line of teardownDoneLines(progress)) output.out(line);
+    }
     throw err;
   } finally {
     interrupts.dispose();
