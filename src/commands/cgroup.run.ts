@@ -114,7 +114,7 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
         output.json(teardownDocument("interrupted", progress, left, { signal, cgroup: cgroup.name, stage: stage?.stage ?? null, stageCgroup: stage?.name ?? null, command }));
       } else {
         // What it already killed, removed and unlinked: the next run does not do it again, nor say it.
-        for (const line of teardownDoneLines(progress)) output.out(line);
+        for (const line of teardownDoneLines(progress, false)) output.out(line);
       }
       for (const note of notes) writeErr(`drill: ${note}\n`);
       writeErr(`drill: interrupted by ${signal} during the teardown of cgroup ${cgroup.name}, ${where}; run \`${command}\` again to finish it\n`);
@@ -137,7 +137,7 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
     if (globals.json && err instanceof DrillError) {
       output.json(teardownDocument(err instanceof RefusedError ? "refused" : "failed", progress, [`cgroup ${cgroup.name}: ${err.message}`], null));
     } else if (!globals.json) {
-      for (const line of teardownDoneLines(progress)) output.out(line);
+      for (const line of teardownDoneLines(progress, false)) output.out(line);
     }
     throw err;
   } finally {
@@ -162,12 +162,18 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
   return result;
 }
 
-/** What a teardown did, one line each: all of it when it finished, as far as it got when it did not. */
-export function teardownDoneLines(done: Pick<TeardownProgress, "killed" | "removed" | "alreadyGone" | "unlinked"> & { method: Iterable<TeardownMethod> }): string[] {
-  const lines = done.killed.map((task) => `killed ${task.pid} (${task.comm ?? "?"}) in ${task.dir}`);
-  // SIGTERM first: what ended with it gave its jobs back and unlinked its files; the kill got the rest.
+/**
+ * What a teardown did, one line each: all of it when it finished, as far as
+ * it got when it did not. Unfinished, a task it signalled may still run (QA:
+ * "killed" said of a stopped hog still there after the SIGTERM).
+ */
+export function teardownDoneLines(done: Pick<TeardownProgress, "killed" | "removed" | "alreadyGone" | "unlinked"> & { method: Iterable<TeardownMethod> }, finished = true): string[] {
   const method = [...done.method];
-  if (done.killed.length > 0 && method.length > 0) lines.push(`how: ${method.join(", then ")}`);
+  const lines = done.killed.map((task) =>
+    finished ? `killed ${task.pid} (${task.comm ?? "?"}) in ${task.dir}` : `signalled ${task.pid} (${task.comm ?? "?"}) in ${task.dir}${method.length > 0 ? ` (${method.join(", then ")})` : ""}; not seen to exit`,
+  );
+  // SIGTERM first: what ended with it gave its jobs back and unlinked its files; the kill got the rest.
+  if (finished && done.killed.length > 0 && method.length > 0) lines.push(`how: ${method.join(", then ")}`);
   for (const dir of done.removed) lines.push(`removed ${dir}`);
   for (const dir of done.alreadyGone) lines.push(`already gone ${dir}`);
   for (const file of done.unlinked) lines.push(`unlinked ${file}`);

@@ -81,7 +81,9 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
   );
 
   // The probe cgroup is removed before this prints: its file by name, not by a path that is gone (QA).
-  const probed = (file: string | null): string | null => (file === null ? null : `${path.basename(file)} (probe cgroup, removed)`);
+  // A file the probe did not have is named as absent (QA: "cgroup.kill (probe cgroup, removed)" beside "no cgroup.kill").
+  const probed = (fact: { file: string | null; present: boolean }): string | null =>
+    fact.file === null ? null : `${fact.present ? "" : "no "}${path.basename(fact.file)} (probe cgroup, removed)`;
   // Without the probe cgroup (not writable, or its place not resolved) its files were never looked at.
   const notProbed = f.memoryWritable.ok ? null : `not checked: the probe cgroup could not be made (${f.memoryWritable.error ?? "unknown"})`;
   const noHostSwap = f.hostSwapTotalBytes === 0;
@@ -89,7 +91,7 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
   else add(
     "swap disabled in cgroup",
     f.swapControl.present ? "pass" : noHostSwap ? "pass" : f.layout === "v1" || f.layout === "hybrid" ? "warn" : "fail",
-    probed(f.swapControl.file),
+    probed(f.swapControl),
     f.swapControl.present
       ? f.layout === "v2"
         ? "memory.swap.max can be set to 0"
@@ -119,7 +121,7 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
   else add(
     "cgroup PSI",
     f.cgroupPsi.present ? "pass" : "warn",
-    probed(f.cgroupPsi.file),
+    probed(f.cgroupPsi),
     f.cgroupPsi.present
       ? "the worker cgroup gets its own memory.pressure"
       : "no per-cgroup memory.pressure: the gate and watch fall back to host PSI only",
@@ -136,7 +138,7 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
   else add(
     "cgroup.kill",
     f.cgroupKill.present ? "pass" : "warn",
-    probed(f.cgroupKill.file),
+    probed(f.cgroupKill),
     // What teardown does (killUntilEmpty) in each case.
     f.cgroupKill.present
       ? "rollback kills the whole cgroup in one write"

@@ -193,10 +193,12 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
         // Block no longer than the idle time left, so --idle-exit 200ms means 200 ms, not one whole block.
         const idleLeftMs = options.idleExitMs === null ? blockMs : options.idleExitMs - (monoNow() - lastJobAt);
         const waitMs = Math.min(blockMs, Math.max(MIN_BLOCK_MS, idleLeftMs));
+        const takeSentAt = monoNow();
         const payload = undecided ?? (await mover.move(queue.keys.ready, queue.keys.processing(gateId), waitMs));
         outage.replied();
         // A job taken is not yet progress: a decision that keeps failing on it is one outage, said once.
-        if (payload === null) outage.recovered();
+        // An empty take answers only once its block is over: Redis was back by the block's start.
+        if (payload === null) outage.recovered(Math.max(takeSentAt, monoNow() - waitMs));
         if (payload === null) {
           if (options.idleExitMs !== null && monoNow() - lastJobAt >= options.idleExitMs) {
             summary.stoppedBy = "idle";
@@ -514,6 +516,8 @@ function record(summary: GateSummary, kind: string): void {
  * retry. The outage counts from the last reply before it, not from the
  * failure: a paused server is found out only when the watchdog or the
  * command timeout gives up, seconds in (QA: "back after 2.0 s" for 5 s).
+ * It may still read up to one take's block long: when in that block the
+ * server stopped is not known.
  */
 class OutageLog {
   private since: number | null = null;
@@ -543,9 +547,10 @@ class OutageLog {
       this.err(this.answered ? `gate: decision failed: redis answered ${this.describe(error)}; retrying` : `gate: redis unavailable at ${this.url} (${this.describe(error)}); retrying`);
     }
   }
-  recovered(): void {
+  /** `answeredAt`: when Redis answered again, if before now (an empty blocking take). */
+  recovered(answeredAt?: number): void {
     if (this.since !== null) {
-      const after = `${((this.now() - this.since) / 1000).toFixed(1)} s`;
+      const after = `${(((answeredAt ?? this.now()) - this.since) / 1000).toFixed(1)} s`;
       this.err(this.answered ? `gate: deciding again after ${after}` : `gate: redis back after ${after}`);
       this.since = null;
       this.failures = 0;

@@ -423,6 +423,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
             if (got.unrecorded !== null) deps.err(`${tag}: gave ${got.moved} job(s) of dead worker ${got.worker} (${q.working(got.worker)}) back to the head of ${q.admitted}${unrecordedNote(got)}`);
           }
         }
+        const takeSentAt = now();
         const payload = await namingWrongType(redis, [q.admitted, working], "list", () => taker.move(q.admitted, working, blockMs));
         if (refusedSince !== null) {
           deps.err(`${tag}: taking jobs again after ${((now() - refusedSince) / 1000).toFixed(1)} s`);
@@ -430,7 +431,9 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
           failures = 0;
         }
         if (outageSince !== null) {
-          deps.err(`${tag}: redis back after ${((now() - outageSince) / 1000).toFixed(1)} s`);
+          // An empty take answers only once its block is over: Redis was back by the block's start.
+          const backAt = payload === null ? Math.max(takeSentAt, now() - blockMs) : now();
+          deps.err(`${tag}: redis back after ${((backAt - outageSince) / 1000).toFixed(1)} s`);
           outageSince = null;
           failures = 0;
           // A BLMOVE whose reply was lost left its job in our working list: it is

@@ -123,6 +123,10 @@ describe("doctor checks", () => {
     expect(rows.find((c) => c.name === "swap disabled in cgroup")?.value).toBe("memory.memsw.limit_in_bytes (probe cgroup, removed)");
     expect(rows.find((c) => c.name === "cgroup PSI")?.value).toBe("memory.pressure (probe cgroup, removed)");
     expect(rows.find((c) => c.name === "cgroup.kill")?.value).toBe("cgroup.kill (probe cgroup, removed)");
+    // QA: a file the probe did not have was named as if it had it.
+    const bare = evaluateChecks({ ...healthy, layout: "v1", hostSwapTotalBytes: 1e9, swapControl: { file: "/x/memory.memsw.limit_in_bytes", present: false }, cgroupKill: { file: "/x/cgroup.kill", present: false, freezer: false } });
+    expect(bare.find((c) => c.name === "swap disabled in cgroup")?.value).toBe("no memory.memsw.limit_in_bytes (probe cgroup, removed)");
+    expect(bare.find((c) => c.name === "cgroup.kill")?.value).toBe("no cgroup.kill (probe cgroup, removed)");
     // QA: it named the probe cgroup's file, a path doctor had removed before printing it.
     expect(v.reasons.find((r) => r.rule.startsWith("You cannot disable swap"))?.why).toBe("memory.memsw.limit_in_bytes is available (seen in doctor's probe cgroup, removed since)");
     const blind = servingVerdict({ ...healthy, vmstatSwapIn: { ok: false, file: "/proc/vmstat", reason: "missing" } });
