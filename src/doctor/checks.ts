@@ -67,7 +67,7 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
     f.layout,
     {
       v2: "cgroup v2 (unified): memory.max, memory.swap.max, memory.pressure, cgroup.kill",
-      hybrid: "hybrid: memory controller on v1, PSI and cgroup.kill from a twin in /sys/fs/cgroup/unified",
+      hybrid: "hybrid: memory controller on v1, PSI and cgroup.kill from a twin in the cgroup2 (unified) hierarchy",
       v1: "legacy v1: memory controller only; no per-cgroup PSI, no cgroup.kill",
       none: "no memory controller mounted under the sysfs root: cannot put a limit around the worker",
     }[f.layout],

@@ -327,9 +327,9 @@ export function describePageToucherExit(code: number | null, signal: NodeJS.Sign
     case 2: return "exited 2: bad arguments";
     case EXIT_REFUSED: return "exited 3: refused (file exists, tmpfs/ramfs, or not enough free space)";
     case 125: return "exited 125: could not join the cgroup before exec";
-    case 130: return "exited 130: stopped by SIGINT, file unlinked";
-    case 129: return "exited 129: stopped by SIGHUP, file unlinked";
-    case 143: return "exited 143: stopped by SIGTERM, file unlinked";
+    case 130: return "exited 130: stopped by SIGINT; its file, if any, unlinked";
+    case 129: return "exited 129: stopped by SIGHUP; its file, if any, unlinked";
+    case 143: return "exited 143: stopped by SIGTERM; its file, if any, unlinked";
     default: return `exited ${code ?? "?"}`;
   }
 }
