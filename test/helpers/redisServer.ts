@@ -132,3 +132,16 @@ export async function untilBlockedInBlmove(redis: Redis, what: string, { name, c
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+/**
+ * Until no client named `name` is left in CLIENT LIST: a stopped take's
+ * connection closed while the server was paused is dropped only once it runs
+ * again, and until then its BLMOVE still waits and would take the next job.
+ */
+export async function untilClientGone(redis: Redis, what: string, name: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (String(await redis.client("LIST")).split("\n").some((line) => line.includes(` name=${name} `))) {
+    if (Date.now() > deadline) throw new Error(`${what}'s connection ${name} is still open`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -13,7 +13,7 @@ import { DrillQueue, pushScope, pushUntilTaken, unnumberedJob, type JobSpec } fr
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
 import { assertNoJobLost, collectJobIds } from "../helpers/invariants.js";
 import { fuzzPayloads } from "../fuzzPayloads.js";
-import { startRedisServer, untilBlockedInBlmove, type RedisServer } from "../helpers/redisServer.js";
+import { startRedisServer, untilBlockedInBlmove, untilClientGone, type RedisServer } from "../helpers/redisServer.js";
 import { startReplyCutProxy } from "../helpers/replyCutProxy.js";
 import { admitScript, rejectScript } from "../../src/queue/scripts.js";
 import { CALM_PSI, HOT_PSI } from "../helpers/psiText.js";
@@ -139,7 +139,9 @@ describe("gate against a real redis-server and a fake procfs", () => {
     expect(gate.errors).toContainEqual(
       `gate: could not give back ${queue.keys.processing(gate.gateIdForTest)} (no reply in time: redis paused (SIGSTOP?) or overloaded); it holds a job only if the take the stop cut short moved one: another gate recovers it once the heartbeat expires, or rollback drains it`,
     );
-    // Once it answers, nothing was taken: a job pushed now stays ready.
+    // Once it answers, nothing was taken: the stop closed the take's connection (the server drops it,
+    // and its BLMOVE, as it wakes; under load a push could otherwise reach it first), and a job pushed now stays ready.
+    await untilClientGone(redis, "the stopped gate", `drill-gate-take:${gate.gateIdForTest}`);
     const ids = await pushJobs(queue, 1);
     expect(await redis.llen(queue.keys.processing(gate.gateIdForTest))).toBe(0);
     await assertNoJobLost(redis, queue.keys.queue, ids);

@@ -10,7 +10,7 @@ import { encodeJob } from "../../src/queue/job.js";
 import { defaultWorkerConfig } from "../../src/worker/plan.js";
 import { runWorker, type Weights, type WorkerOptions } from "../../src/worker/run.js";
 import { workerKeys } from "../../src/worker/scripts.js";
-import { startRedisServer, untilBlockedInBlmove, type RedisServer } from "../helpers/redisServer.js";
+import { startRedisServer, untilBlockedInBlmove, untilClientGone, type RedisServer } from "../helpers/redisServer.js";
 
 let server: RedisServer;
 let client: Redis;
@@ -274,7 +274,9 @@ describe("runWorker's stop", () => {
     expect(stoppedInMs, "the stop waited for the take's watchdog").toBeLessThan(15_000);
     expect(err.filter((e) => /retrying|watchdog|not retried/.test(e)), err.join("\n")).toEqual([]);
     expect(err).toContainEqual(expect.stringMatching(/^worker p1: could not give back /));
-    // Once it answers, nothing was taken: a job pushed now stays admitted.
+    // Once it answers, nothing was taken: the stop closed the take's connection (the server drops it,
+    // and its BLMOVE, as it wakes; under load a push could otherwise reach it first), and a job pushed now stays admitted.
+    await untilClientGone(client, "the stopped worker", "drill-worker-take:p1");
     await client.rpush(wk.queue.admitted, "after-the-stop");
     expect(await client.lrange(wk.queue.admitted, 0, -1)).toEqual(["after-the-stop"]);
     expect(await client.exists(wk.queue.working("p1"))).toBe(0);
