@@ -35,7 +35,7 @@ export async function gatherFacts(options: GatherOptions): Promise<DoctorFacts> 
     memoryWritable: { ok: false, where: layoutReading.ok ? "" : layoutReading.file, error: layoutReading.ok ? undefined : layoutReading.reason },
     swapControl: { file: null, present: false },
     hostSwapTotalBytes: meminfo.ok ? meminfo.value.swapTotalBytes : null,
-    ...(meminfo.ok ? (meminfo.value.swapTotalBytes === null ? { hostSwapUnknown: `no SwapTotal line in ${roots.proc("meminfo")}` } : {}) : { hostSwapUnknown: `${meminfo.file}: ${meminfo.reason}` }),
+    hostSwapUnknown: !meminfo.ok ? `${meminfo.file}: ${meminfo.reason}` : meminfo.value.swapTotalBytes === null ? `no SwapTotal line in ${roots.proc("meminfo")}` : undefined,
     hostPsi: psiFact(roots),
     cgroupPsi: { file: null, present: false },
     vmstatSwapIn: vmstatFact(roots),

@@ -4,7 +4,7 @@ import { checkDecisionRecord, checkUnheardDecision } from "../queue/decisionReco
 import { decodeJob, type Job } from "../queue/job.js";
 import { gateModeOf, modeValueField, modeWarning, type StoredMode } from "../queue/mode.js";
 import { DrillQueue, rejectDeadReason, type DeadGatesRecovery, type StoredOutcome } from "../queue/queue.js";
-import { BlockingMover, closeRedis, connectRedis, hurryOnStop, redactUrl, redisErrorText, WatchdogTimeout } from "../queue/redis.js";
+import { BlockingMover, closeRedis, connectRedis, emptyTakeAnsweredAt, hurryOnStop, redactUrl, redisErrorText, WatchdogTimeout } from "../queue/redis.js";
 import { unansweredGiveBackLine, type Holding } from "../queue/giveBack.js";
 import { decideAdmission, decisionFigures, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
 import { GateSampler, type WorkerCgroupProbe } from "./signals.js";
@@ -197,8 +197,7 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
         const payload = undecided ?? (await mover.move(queue.keys.ready, queue.keys.processing(gateId), waitMs));
         outage.replied();
         // A job taken is not yet progress: a decision that keeps failing on it is one outage, said once.
-        // An empty take answers only once its block is over: Redis was back by the block's start.
-        if (payload === null) outage.recovered(Math.max(takeSentAt, monoNow() - waitMs));
+        if (payload === null) outage.recovered(emptyTakeAnsweredAt(takeSentAt, monoNow(), waitMs));
         if (payload === null) {
           if (options.idleExitMs !== null && monoNow() - lastJobAt >= options.idleExitMs) {
             summary.stoppedBy = "idle";

@@ -363,6 +363,15 @@ export interface BlockingOptions {
  * next call opens a fresh one. A job the server moved before the reply was
  * lost stays in the processing list; the caller must look there first.
  */
+/**
+ * When Redis answered a take that came back empty: only once its block was
+ * over, so it was answering by the block's start, or by the send if later.
+ * The gate and the worker end an outage here, not at the reply (QA).
+ */
+export function emptyTakeAnsweredAt(sentAt: number, repliedAt: number, blockMs: number): number {
+  return Math.max(sentAt, repliedAt - blockMs);
+}
+
 export class BlockingMover {
   private connection: Redis | null = null;
   /** The blocking connection's CLIENT ID, asked for ahead of its first BLMOVE (null: not known). */

@@ -10,7 +10,7 @@ import { WeightsToucher, type PageToucherLine } from "../native/pagetoucher.js";
 import { decodeJob, type Job } from "../queue/job.js";
 import { unansweredGiveBackLine, type Holding } from "../queue/giveBack.js";
 import { deadEntry, isKeyRefusal, namingWrongType } from "../queue/queue.js";
-import { BlockingMover, closeRedis, connectRedis, gotNoReply, hurryOnStop, mayHaveRun, redactUrl, redisErrorText, runScript, WatchdogTimeout } from "../queue/redis.js";
+import { BlockingMover, closeRedis, connectRedis, emptyTakeAnsweredAt, gotNoReply, hurryOnStop, mayHaveRun, redactUrl, redisErrorText, runScript, WatchdogTimeout } from "../queue/redis.js";
 import { formatBytes } from "../units.js";
 import { PassBatcher } from "./batch.js";
 import { KvCache } from "./kv.js";
@@ -431,8 +431,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
           failures = 0;
         }
         if (outageSince !== null) {
-          // An empty take answers only once its block is over: Redis was back by the block's start.
-          const backAt = payload === null ? Math.max(takeSentAt, now() - blockMs) : now();
+          const backAt = payload === null ? emptyTakeAnsweredAt(takeSentAt, now(), blockMs) : now();
           deps.err(`${tag}: redis back after ${((backAt - outageSince) / 1000).toFixed(1)} s`);
           outageSince = null;
           failures = 0;
