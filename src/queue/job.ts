@@ -137,8 +137,8 @@ function decodeUnsafe(payload: Buffer, nowMs: number): DecodedJob {
   } catch {
     return bad("invalid_utf8");
   }
-  const depth = jsonDepth(text);
-  if (depth > MAX_JSON_DEPTH) return bad(`too_deep depth>${MAX_JSON_DEPTH}`);
+  const shape = scanJson(text);
+  if (shape.depth > MAX_JSON_DEPTH) return bad(`too_deep depth>${MAX_JSON_DEPTH}`);
 
   let forbidden: string | null = null;
   let parsed: unknown;
@@ -151,6 +151,9 @@ function decodeUnsafe(payload: Buffer, nowMs: number): DecodedJob {
     return bad("not_json");
   }
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return bad("not_an_object");
+  // JSON.parse keeps the last of a repeated key, a prefix read (leadingIdHint) the first: which job it is depends on who reads it.
+  const repeated = shape.topKeys.length === Object.keys(parsed).length ? null : repeatedKey(text, shape.topKeys);
+  if (repeated !== null) return bad(`duplicate_key ${JSON.stringify(repeated).slice(1, -1).slice(0, 40)}`, repeated === "id" ? null : idHint(parsed));
   const id = idHint(parsed);
   if (forbidden !== null) return bad(`forbidden_key ${forbidden}`, id);
 
@@ -183,24 +186,49 @@ function idHint(value: object): string | null {
   return typeof id === "string" && ID.test(id) ? id : null;
 }
 
-/** Bracket depth outside strings, so deep nesting is refused before JSON.parse sees it. */
-function jsonDepth(text: string): number {
+/**
+ * What a scan before JSON.parse sees: the bracket depth outside strings, so
+ * deep nesting is refused before JSON.parse sees it, and where each key of the
+ * top-level object starts (a string at depth 1 right after `{` or `,`).
+ */
+function scanJson(text: string): { depth: number; topKeys: number[] } {
   let depth = 0;
   let max = 0;
   let inString = false;
+  let last = 0; // the last char outside strings and whitespace
+  const topKeys: number[] = [];
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
       if (c === 0x5c) i++; // backslash: skip the escaped char
       else if (c === 0x22) inString = false;
-    } else if (c === 0x22) inString = true;
-    else if (c === 0x7b || c === 0x5b) {
+      continue;
+    }
+    if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) continue;
+    if (c === 0x22) {
+      inString = true;
+      if (depth === 1 && (last === 0x7b || last === 0x2c)) topKeys.push(i);
+    } else if (c === 0x7b || c === 0x5b) {
       depth++;
       if (depth > max) max = depth;
-      if (max > MAX_JSON_DEPTH) return max;
+      if (max > MAX_JSON_DEPTH) return { depth: max, topKeys };
     } else if (c === 0x7d || c === 0x5d) depth--;
+    last = c;
   }
-  return max;
+  return { depth: max, topKeys };
+}
+
+/** The first top-level key that comes twice, decoded (`"\u0069d"` is `id`); only called when there is one. */
+function repeatedKey(text: string, starts: number[]): string | null {
+  const seen = new Set<string>();
+  for (const start of starts) {
+    let end = start + 1;
+    while (text.charCodeAt(end) !== 0x22) end += text.charCodeAt(end) === 0x5c ? 2 : 1;
+    const key = JSON.parse(text.slice(start, end + 1)) as string;
+    if (seen.has(key)) return key;
+    seen.add(key);
+  }
+  return null;
 }
 
 /**

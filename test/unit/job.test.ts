@@ -38,6 +38,18 @@ describe("decodeJob", () => {
     expect(decodeJob(big('{"id":"7*","pad":"'), NOW)).toMatchObject({ ok: false, id: null });
   });
 
+  // JSON.parse keeps a repeated key's last value, a prefix read its first: the payload names two jobs.
+  it("a payload with a top-level key twice is dead with duplicate_key, its id only when id is not the key repeated", () => {
+    const body = JSON.stringify(good).slice(1);
+    expect(decodeJob(Buffer.from(`{"id":"other",${body}`), NOW)).toEqual({ ok: false, reason: "duplicate_key id", id: null });
+    expect(decodeJob(Buffer.from(`{ "\\u0069d" : "other" , ${body}`), NOW)).toEqual({ ok: false, reason: "duplicate_key id", id: null });
+    expect(decodeJob(Buffer.from(`{"prompt_tokens":1,${body}`), NOW)).toEqual({ ok: false, reason: "duplicate_key prompt_tokens", id: good.id });
+    expect(decodeJob(Buffer.from(`{"a\\nb":1,"a\\nb":2,${body}`), NOW)).toMatchObject({ ok: false, reason: "duplicate_key a\\nb" });
+    // The same key in a nested object, or a key-like string among the values, is no repeat.
+    expect(decodeJob(json({ ...good, reason: '{"id":"x","id":"y"}', meta: { id: "inner" } }), NOW)).toMatchObject({ ok: true });
+    expect(decodeJob(json({ ...good, meta: [{ a: 1 }, { a: 2 }] }), NOW)).toMatchObject({ ok: true });
+  });
+
   const deep = Buffer.from(`{"id":"1","x":${"[".repeat(20_000)}${"]".repeat(20_000)}}`);
   const malformed: [string, Buffer, RegExp][] = [
     ["not JSON", Buffer.from("id=7 prompt_tokens=24000"), /^not_json/],
