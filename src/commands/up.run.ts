@@ -266,10 +266,11 @@ function stateBeforeLock(stateDir: string, name: string): DrillState | null {
 
 /**
  * What up says before a drill starts and --detach repeats from the log: the
- * warnings (doctor's, the cgroup's) and the previous run it replaced, kept
- * for `report --run` (QA: said only in the log).
+ * warnings (doctor's, the drill file's, the cgroup's) and the previous run it
+ * replaced, kept for `report --run` (QA: said only in the log; QA: a 4-vCPU
+ * drill file on a 2-CPU host said so only in the log).
  */
-const isWarning = (line: string): boolean => /^(doctor|cgroup): warning: /.test(line);
+const isWarning = (line: string): boolean => /^(doctor|drill file|cgroup): warning: /.test(line);
 const isRepeated = (line: string): boolean => isWarning(line) || /^up: drill \S+'s previous run /.test(line);
 
 /** This run's lines of the background up's log: from `start` (past its header), read once. */

@@ -1,6 +1,6 @@
 import type { ChalkInstance } from "chalk";
 import { snakeCaseKeys, type SnakeCased } from "../output.js";
-import { formatBytes } from "../units.js";
+import { formatBytes, formatDuration } from "../units.js";
 import { byJobId, COST_PROXY_FORMULA, type DrillEndedFacts, type JobCost, type ModeFlip, type Peak, type Report, type RollbackDenyAll, type WorstStall } from "./build.js";
 
 /**
@@ -319,6 +319,19 @@ function windowSpan(r: Report): string {
 
 const WINDOW_END: Record<Report["window"]["anchored"], string> = { now: "", export: " (ends at the export)", run_end: " (ends at the run's end)" };
 
+/**
+ * Gate and worker decide and finish on after up's recorded end (until they
+ * exit by themselves or a rollback stops them), and the window takes that work
+ * in: said, or its end reads unlike the `ended:` line beside it (QA).
+ */
+function windowEndText(r: Report): string {
+  const endedAt = r.window.anchored === "run_end" ? r.drill?.ended?.at : null;
+  const endedMs = endedAt ? Date.parse(endedAt) : NaN;
+  const pastMs = Date.parse(r.window.to) - endedMs;
+  if (!(pastMs >= 1000)) return WINDOW_END[r.window.anchored];
+  return ` (ends at the run's last decision or finished job, ${formatDuration(Math.round(pastMs / 1000) * 1000)} after its recorded end: gate and worker ran on)`;
+}
+
 /** `ended: stopped_early — gate exited (code 143) 7 s into the drill; 6 of 12 jobs not packed`. */
 export function endedText(e: DrillEndedFacts): string {
   const when = e.after_ms === null ? (e.at === null ? "" : ` at ${e.at}`) : ` ${Math.round(e.after_ms / 1000)} s into the drill`;
@@ -362,7 +375,7 @@ function sourceText(r: Report): string {
 function heading(r: Report): { title: string; facts: string[] } {
   const name = r.drill?.name ?? "(no drill state)";
   const facts = [
-    `window: ${windowSpan(r)}, ${r.window.from} → ${r.window.to}${WINDOW_END[r.window.anchored]}`,
+    `window: ${windowSpan(r)}, ${r.window.from} → ${r.window.to}${windowEndText(r)}`,
     `source: ${sourceText(r)}, queue ${r.queue}`,
   ];
   if (r.drill) facts.push(`run ${r.drill.run_id ?? NA}, drill file ${r.drill.drill_file ?? NA}, created ${r.drill.created_at ?? NA}, phase ${r.drill.phase ?? NA}`);

@@ -70,6 +70,10 @@ describe("drill up: doctor's warnings are said before the drill starts", () => {
       const r = await runDrill([...host("vcpus"), "up", "--drill", file, "--parent", "self", "--name", "doctorwarncg", "--file-dir", root]);
       expect(r.exitCode, r.stdout + r.stderr).toBe(3);
       expect(r.stdout).toContain(`drill file: warning: host.vcpus 4 in ${file}, this host has 2 online: its thresholds were written for 4 vCPU; if your box differs, rewrite the thresholds, not the story`);
+      // --detach: the background up says it in its log; the operator's terminal and --json's warnings too (QA).
+      const detached = await runDrill([...host("vcpus-detach"), "up", "--drill", file, "--parent", "self", "--name", "doctorwarncg", "--file-dir", root, "--detach"]);
+      expect(detached.exitCode, detached.stdout + detached.stderr).toBe(3);
+      expect(detached.stdout).toContain(`drill file: warning: host.vcpus 4 in ${file}, this host has 2 online`);
       const same = path.join(root, "twocpu.yaml");
       writeFileSync(same, smoke.replace(/^host:\n/m, "host:\n  vcpus: 2\n"));
       expect((await runDrill([...host("vcpus2"), "up", "--drill", same, "--parent", "self", "--name", "doctorwarncg", "--file-dir", root])).stdout).not.toContain("host.vcpus");

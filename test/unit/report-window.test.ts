@@ -168,6 +168,17 @@ describe("report window: read long after the run ended", () => {
     expect(renderText(late, plain)).toMatch(/window: run smoke-1 from its creation to its end \(within the last 10 min\), \S+ → \S+ \(ends at the run's end\)/);
   });
 
+  // QA: 90 s of gate decisions after up's end put the window's end 91 s past the `ended:` line, both said as the run's end.
+  it("gate and worker deciding on after up's recorded end: the window takes their work in and says how far past that end", () => {
+    const early = run({ ended: { ...ended, at: new Date(T0 + 2000).toISOString() } });
+    early.events!.push(event("reject_host_pressure", "4", "psi=12.40 route=retry", T0 + 93_000));
+    const r = buildReport(early, T0 + 15 * MIN, 10 * MIN);
+    expect(r.window).toMatchObject({ to: new Date(T0 + 93_000).toISOString(), anchored: "run_end" });
+    expect(renderText(r, plain)).toMatch(/\(ends at the run's last decision or finished job, 91s after its recorded end: gate and worker ran on\)/);
+    // Within a second of it: the run's end, as before.
+    expect(renderText(buildReport(run({ ended: { ...ended, at: new Date(T0 + 3000).toISOString() } }), T0 + 15 * MIN, 10 * MIN), plain)).toContain("(ends at the run's end)");
+  });
+
   it("a run longer than --since's default: its last 10 min up to its end, and the decisions before them counted in a note", () => {
     const long = run({ ended: { ...ended, at: new Date(T0 + 20 * MIN).toISOString() }, createdAt: new Date(T0 - 20 * MIN).toISOString() });
     long.events!.push(event("admit", "9", "packed=1 limit=32000", T0 + 15 * MIN));
