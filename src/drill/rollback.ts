@@ -843,6 +843,8 @@ function removeRunDir(dir: string, left: string[], unlinked: string[]): void {
   }
   try {
     rmdirSync(dir);
+    // Said even when it was already empty (QA: "none left" while it removed one).
+    unlinked.push(`${dir}/ (directory)`);
   } catch (err) {
     left.push(`directory ${dir}: ${(err as Error).message}`);
   }

@@ -46,6 +46,7 @@ describe.skipIf(skip !== null)("rollback --redis naming the embedded Redis (real
     const rb = await runDrill(["--state-dir", stateDir, "--redis", url, "rollback", "--name", NAME], { timeout: 90_000 });
     expect(rb.exitCode, rb.stdout + rb.stderr).toBe(0);
     expect(rb.stdout).toMatch(/stop embedded redis: redis \d+: stopped/);
+    expect(rb.stdout).toContain(`${before.fileDir}/ (directory)`);
     expect(rb.stdout).toMatch(new RegExp(`^  ${NAME}: nothing to re-admit, its embedded Redis stopped with the drill \\(every key in .*final-.*\\.jsonl\\); the next drill up admits from the start$`, "m"));
     expect(rb.stdout).not.toMatch(/^ {2}\S+: drill .*gate mode admit$/m);
     expect(rb.stdout).toContain(`For the incident notes:\n  drill --state-dir ${stateDir} report --name ${NAME} --format md`);
