@@ -50,7 +50,8 @@ export interface DoctorFacts {
   redisServerPath: string | null;
   /** error: why the dir cannot take the files, naming it (directoryProblem). */
   hogDir: { dir: string; fsType: string | null; freeBytes: number | null; error?: string; neededBytes: number };
-  stateDir: { dir: string; fsType: string | null; error?: string };
+  /** realDir: where dir leads through a symlink, when elsewhere. */
+  stateDir: { dir: string; fsType: string | null; error?: string; realDir?: string };
 }
 
 
@@ -208,11 +209,12 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
   const state = f.stateDir;
   const onTmpfs = state.fsType !== null && isMemoryFilesystem(state.fsType);
   // QA: a state dir under /tmp passed as "survives a reboot"; systemd-tmpfiles' `D /tmp` empties it at boot.
-  const underTmp = isUnderTmp(state.dir);
+  const underTmp = isUnderTmp(state.realDir ?? state.dir);
+  const where = state.realDir === undefined ? state.dir : `${state.dir} -> ${state.realDir}`;
   add(
     "state dir",
     state.error || onTmpfs || underTmp ? "warn" : "pass",
-    state.fsType ? `${state.dir} (${state.fsType})` : state.dir,
+    state.fsType ? `${where} (${state.fsType})` : where,
     state.error
       ? `${state.error}; drill up will create it`
       : onTmpfs

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, rmdirSync, statfsSync } from "node:fs";
+import { existsSync, mkdirSync, realpathSync, rmdirSync, statfsSync } from "node:fs";
 import path from "node:path";
 import type { Redis } from "ioredis";
 import { databaseRefusal, notRedisReply, openRedis } from "../queue/redis.js";
@@ -43,7 +43,7 @@ export async function gatherFacts(options: GatherOptions): Promise<DoctorFacts> 
     redis: options.redisUrl ? await redisFact(options.redisUrl) : { given: false },
     redisServerPath: findOnPath("redis-server", options.env ?? process.env),
     hogDir: { dir: options.hogDir, ...hogDirFact(options.hogDir), neededBytes: options.hogBytes },
-    stateDir: { dir: options.stateDir, ...filesystemOf(nearestExisting(options.stateDir)) },
+    stateDir: { dir: options.stateDir, ...filesystemOf(nearestExisting(options.stateDir)), ...symlinkedTo(options.stateDir) },
   };
 
   if (layout) {
@@ -185,6 +185,18 @@ function hogDirFact(dir: string): { fsType: string | null; freeBytes: number | n
 }
 
 /** The state dir may not exist yet: judge the filesystem it will be created on. */
+/** Where `dir` leads through symlinks, when elsewhere (QA: a state dir linked into /tmp passed as surviving a reboot). */
+function symlinkedTo(dir: string): { realDir?: string } {
+  const resolved = path.resolve(dir);
+  const near = nearestExisting(resolved);
+  try {
+    const real = path.join(realpathSync(near), path.relative(near, resolved));
+    return real === resolved ? {} : { realDir: real };
+  } catch {
+    return {}; // unreadable on the way: the fsType read says so
+  }
+}
+
 function nearestExisting(dir: string): string {
   let current = path.resolve(dir);
   while (!existsSync(current) && path.dirname(current) !== current) current = path.dirname(current);

@@ -58,6 +58,14 @@ describe("doctor checks", () => {
     for (const dir of ["/var/tmp/drill", "/tmpfoo/drill"]) expect(status({ ...healthy, stateDir: { dir, fsType: "ext4" } }, "state dir")).toBe("pass");
   });
 
+  // QA: /var/lib/drill linked into /tmp passed as "survives a reboot".
+  it("a state dir that leads into /tmp through a symlink warns as /tmp does, and its value names both paths", () => {
+    const row = evaluateChecks({ ...healthy, stateDir: { dir: "/var/lib/drill", fsType: "ext4", realDir: "/tmp/drill-state" } }).find((c) => c.name === "state dir");
+    expect(row).toMatchObject({ status: "warn", value: "/var/lib/drill -> /tmp/drill-state (ext4)" });
+    expect(row?.detail).toMatch(/^under \/tmp, which hosts commonly empty at boot/);
+    expect(status({ ...healthy, stateDir: { dir: "/tmp/x", fsType: "ext4", realDir: "/srv/drill" } }, "state dir")).toBe("pass");
+  });
+
   it("a probe cgroup never made: its rows say not checked (not a pass from 'no host swap'), and the serving swap rule is unknown", () => {
     const facts: DoctorFacts = { ...healthy, memoryWritable: { ok: false, where: "self", error: "EACCES: run as root" }, swapControl: { file: null, present: false }, cgroupPsi: { file: null, present: false }, cgroupKill: { file: null, present: false, freezer: false }, hostSwapTotalBytes: 1e9 };
     for (const name of ["swap disabled in cgroup", "cgroup PSI", "cgroup.kill"]) {

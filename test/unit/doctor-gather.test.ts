@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { gatherFacts } from "../../src/doctor/gather.js";
@@ -34,6 +34,17 @@ describe("doctor's probe cgroup", () => {
     const dir = path.join(host.cgroupRoot, "process_api", "abc", `drill-doctor-${process.pid}`);
     expect(facts.cgroupPsi.file).toBe(path.join(dir, "memory.pressure"));
     expect(existsSync(dir)).toBe(false);
+  });
+});
+
+describe("doctor's state dir", () => {
+  it("names where a symlink on its path leads (the dir itself may not exist yet); nothing when there is none", async () => {
+    host = makeFakeHost("v2");
+    mkdirSync(path.join(host.root, "real"));
+    symlinkSync(path.join(host.root, "real"), path.join(host.root, "link"));
+    const linked = await gatherFacts({ roots: host.roots, parent: { kind: "self" }, redisUrl: undefined, hogDir: host.root, hogBytes: 1024, stateDir: path.join(host.root, "link", "state") });
+    expect(linked.stateDir).toMatchObject({ dir: path.join(host.root, "link", "state"), realDir: path.join(host.root, "real", "state") });
+    expect((await gather(host)).stateDir.realDir).toBeUndefined();
   });
 });
 
