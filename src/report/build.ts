@@ -602,7 +602,8 @@ function unfinishedAdmitted(inputs: ReportInputs, events: readonly DecisionEvent
       continue;
     }
     const dueAt = t.enqueueTs! + t.deadlineMs!;
-    const tokenAt = firstTokens[id] ?? t.firstTokenTs;
+    // A first token whose run a give-back ended still came: the job was not waiting for one at its deadline.
+    const tokenAt = firstTokens[id] ?? t.firstTokenTs ?? t.givenBackFirstTokenTs ?? null;
     jobs.push({
       id,
       deadlineMs: t.deadlineMs!,
@@ -853,7 +854,14 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
   if (outside !== null) notes.push(outside);
 
   const events = inputs.events === null ? null : inputs.events.filter((e) => inWindow(e.tsMs));
-  const samples = inputs.recording === null ? [] : inputs.recording.samples.filter((s) => inWindow(s.tsMs));
+  // From the run's first rollback on, samples measure its teardown, not the drill: the worker killed
+  // (CPU idle), its jobs given back (their slack, with no first token again) (QA: a page and -2756 ms).
+  const rollbackFromMs = inputs.drill?.rollbackStartedAt == null ? Infinity : Date.parse(inputs.drill.rollbackStartedAt);
+  const windowed = inputs.recording === null ? [] : inputs.recording.samples.filter((s) => inWindow(s.tsMs));
+  const samples = windowed.filter((s) => !(s.tsMs! >= rollbackFromMs));
+  if (samples.length < windowed.length) {
+    notes.push(`${windowed.length - samples.length} sample(s) from the rollback's start (${iso(rollbackFromMs)}) on left out: they measure its teardown (the worker killed, its jobs given back), not the drill`);
+  }
 
   let done: DoneEntry[] | null = null;
   if (inputs.done !== null) {

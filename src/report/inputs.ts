@@ -210,6 +210,8 @@ export interface JobTiming {
   deadlineMs: number | null;
   /** The worker's mark on the payload in its working list, when it has one. */
   firstTokenTs: number | null;
+  /** The first token of a run a give-back ended (worker/plan.ts givenBackPayload); absent: none. */
+  givenBackFirstTokenTs?: number | null;
 }
 
 /** A list entry (a job payload) → its timing; null when it is not a JSON object with an id. */
@@ -218,7 +220,7 @@ export function jobTimingOf(entry: Buffer | string, role: JobListRole): JobTimin
   if (r === null) return null;
   const id = stringOrNull(r.id);
   if (id === null || id === "") return null;
-  return { id, role, enqueueTs: finiteOrNull(r.enqueue_ts), deadlineMs: finiteOrNull(r.deadline_ms), firstTokenTs: finiteOrNull(r.first_token_ts) };
+  return { id, role, enqueueTs: finiteOrNull(r.enqueue_ts), deadlineMs: finiteOrNull(r.deadline_ms), firstTokenTs: finiteOrNull(r.first_token_ts), givenBackFirstTokenTs: finiteOrNull(r.given_back_first_token_ts) };
 }
 
 /** The roles whose payloads are unfinished jobs (done holds records, dead wraps what never ran). */

@@ -172,7 +172,7 @@ export function formatDoneLine(record: DoneRecord): string {
 // carries `first_token_ts` (sampler/step.ts firstTokenSeen). The worker marks
 // the payload in its working list by appending that field before the closing
 // brace, byte for byte otherwise (payloads are Buffers: LREM needs the exact
-// bytes), and strips it again when it gives the job back.
+// bytes), and renames it when it gives the job back (givenBackPayload).
 
 const MARK_FIELD = "first_token_ts";
 const MARK_SUFFIX = new RegExp(`,"${MARK_FIELD}":\\d{1,16}(\\s*\\}\\s*)$`);
@@ -193,6 +193,24 @@ export function unmarkFirstToken(payload: Buffer): Buffer {
   const text = payload.toString("latin1");
   const stripped = text.replace(MARK_SUFFIX, "$1");
   return stripped === text ? payload : Buffer.from(stripped, "latin1");
+}
+
+const GIVEN_BACK_FIELD = "given_back_first_token_ts";
+
+/**
+ * The payload a give-back returns to admitted: the mark renamed
+ * `given_back_first_token_ts`. The job starts over and waits for a first
+ * token again (the sidecar reads only `first_token_ts`), while the report can
+ * still tell a job whose first token came before a rollback or a peer gave it
+ * back from one that never had one (QA: six on-time jobs reported late after a
+ * mid-run rollback). A payload given back before keeps its first such time:
+ * one key, never two (a repeated key is a bad payload).
+ */
+export function givenBackPayload(payload: Buffer): Buffer {
+  const text = payload.toString("latin1");
+  if (!MARK_SUFFIX.test(text)) return payload;
+  if (text.includes(`"${GIVEN_BACK_FIELD}":`)) return unmarkFirstToken(payload);
+  return Buffer.from(text.replace(MARK_SUFFIX, (mark) => mark.replace(`"${MARK_FIELD}"`, `"${GIVEN_BACK_FIELD}"`)), "latin1");
 }
 
 /**

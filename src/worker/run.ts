@@ -20,12 +20,12 @@ import {
   doneRecord,
   emptyPassStats,
   formatDoneLine,
+  givenBackPayload,
   markFirstToken,
   planJob,
   planSlots,
   prefillKvSlice,
   strayPayloads,
-  unmarkFirstToken,
   weightsReadyTimeoutMs,
   type StopReason,
   type WorkerConfig,
@@ -592,7 +592,7 @@ function unrecordedNote(back: GivenBack): string {
 
 /**
  * A worker's working list back to the head of admitted, in the order taken,
- * first-token marks stripped: with `token` its own (at start and stop), with ""
+ * first-token marks renamed (givenBackPayload): with `token` its own (at start and stop), with ""
  * a dead peer's, only when its heartbeat is gone. Run even for an empty list:
  * its reply says whether every key it records in has drill's type. A working
  * list or admitted of another type throws a key refusal (isKeyRefusal).
@@ -603,7 +603,7 @@ async function giveBack(redis: Redis, keys: WorkerKeys, workerId: string, token:
   const args: (string | Buffer)[] = [token, workerId];
   for (const payload of payloads) {
     const decoded = decodeJob(payload);
-    args.push(payload, unmarkFirstToken(payload), decoded.ok ? decoded.job.id : (decoded.id ?? ""));
+    args.push(payload, givenBackPayload(payload), decoded.ok ? decoded.job.id : (decoded.id ?? ""));
   }
   const reply = await runScript(redis, recoverWorkingScript, [keys.heartbeat(workerId), working, keys.queue.admitted, keys.firstToken, keys.queue.stats, keys.workers], args);
   if (!Array.isArray(reply) || reply.length !== 2) throw new Error(`unexpected recover script reply ${String(reply)}`);

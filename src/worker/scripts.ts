@@ -97,7 +97,8 @@ return 1
  * Gives a worker's working list back to the HEAD of the admitted list, in the
  * order it was taken. Allowed when the heartbeat is gone, or holds `token`
  * (the worker itself, starting or stopping). The first-token mark is
- * stripped (the job starts over and waits for its first token again); its
+ * dropped from first_token (the job starts over and waits for its first token
+ * again; its payload keeps the time as given_back_first_token_ts); its
  * inflight tokens stay held: it is still admitted.
  * Only working or admitted of another type refuse it. A key it only records
  * in (first_token, stats, workers) of another type is left unwritten and named

@@ -11,6 +11,7 @@ import { defaultWorkerConfig } from "../../src/worker/plan.js";
 import { runWorker, type Weights, type WorkerOptions } from "../../src/worker/run.js";
 import { workerKeys } from "../../src/worker/scripts.js";
 import { startRedisServer, untilBlockedInBlmove, untilClientGone, type RedisServer } from "../helpers/redisServer.js";
+import { asTaken } from "../helpers/payloads.js";
 
 let server: RedisServer;
 let client: Redis;
@@ -105,7 +106,7 @@ describe("runWorker's stop", () => {
       expect(said).not.toContain("could not give back");
       expect(said).toContain(`worker s1: gave 2 unfinished job(s) back to the head of ${k.admitted} as taken, unrecorded (${key(queue)} is a string, not a hash`);
       expect(summary.givenBackAtStop).toBe(2);
-      expect(await client.lrangeBuffer(k.admitted, 0, -1)).toEqual(payloads);
+      expect((await client.lrangeBuffer(k.admitted, 0, -1)).map(asTaken)).toEqual(payloads);
       expect(await client.exists(k.working("s1"), wk.heartbeat("s1"))).toBe(0);
       expect(await client.get(key(queue))).toBe("hello");
       // Given back, they wait for their first token again: no entry left for watch or report to read as seen.
@@ -157,7 +158,7 @@ describe("runWorker's stop", () => {
         `worker p1: gave 2 job(s) of dead worker dead1 (${k.working("dead1")}) back to the head of ${k.admitted} as taken, unrecorded (${refusal})`,
         `worker p1: gave 2 unfinished job(s) back to the head of ${k.admitted} as taken, unrecorded (${refusal})`,
       ]);
-      expect(await client.lrangeBuffer(k.admitted, 0, -1)).toEqual(payloads);
+      expect((await client.lrangeBuffer(k.admitted, 0, -1)).map(asTaken)).toEqual(payloads);
       expect(await client.exists(k.working("dead1"), k.working("p1"), wk.heartbeat("p1"))).toBe(0);
       expect(await client.get(key(queue))).toBe("hello");
       if (name !== "first_token") expect(await client.hlen(wk.firstToken)).toBe(0);
@@ -191,7 +192,7 @@ describe("runWorker's stop", () => {
     expect(err.filter((l) => l.includes("dead2"))).toEqual([
       `worker p2: could not recover ${k.working("dead2")} of dead worker dead2 (${k.working("dead2")} is a string, not a list (drill never writes that there)); its jobs stay there until that key is fixed`,
     ]);
-    expect(await client.lrangeBuffer(k.admitted, 0, -1)).toEqual([payload]);
+    expect((await client.lrangeBuffer(k.admitted, 0, -1)).map(asTaken)).toEqual([payload]);
   });
 
   // Its start-up give-back of a previous run's list was refused the same way and the
@@ -223,7 +224,7 @@ describe("runWorker's stop", () => {
       await expect(run).rejects.toMatchObject({ exitCode: 2, message: expect.stringContaining(`worker b1: ${refusal}`) as unknown });
       expect(err).toContain(`worker b1: gave 2 job(s) left in ${k.working("b1")} by a previous run back to the head of ${k.admitted} as taken, unrecorded (${refusal})`);
       expect(startWeights).not.toHaveBeenCalled();
-      expect(await client.lrangeBuffer(k.admitted, 0, -1)).toEqual(payloads);
+      expect((await client.lrangeBuffer(k.admitted, 0, -1)).map(asTaken)).toEqual(payloads);
       expect(await client.exists(k.working("b1"), wk.heartbeat("b1"))).toBe(0);
       expect(await client.get(key(queue))).toBe("hello");
       if (name !== "first_token") expect(await client.hlen(wk.firstToken)).toBe(0);
@@ -508,7 +509,7 @@ describe("runWorker with a key of another type while it runs", () => {
     }
     expect(err.join("\n")).not.toContain("redis unavailable");
     expect(err).toContain(`worker d1: gave 1 unfinished job(s) back to the head of ${k.admitted} as taken, unrecorded (${k.stats} is a string, not a hash (drill never writes that there))`);
-    expect(await client.lrangeBuffer(k.admitted, 0, -1)).toEqual([payload]);
+    expect((await client.lrangeBuffer(k.admitted, 0, -1)).map(asTaken)).toEqual([payload]);
     await client.del(k.stats);
   });
 

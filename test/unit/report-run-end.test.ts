@@ -1,7 +1,7 @@
 import { Chalk } from "chalk";
 import { describe, expect, it } from "vitest";
 import { buildReport } from "../../src/report/build.js";
-import type { DecisionEvent, DoneEntry, DrillInfo, JobTiming, ReportInputs } from "../../src/report/inputs.js";
+import type { DecisionEvent, DoneEntry, DrillInfo, JobTiming, ReportInputs, WatchSample } from "../../src/report/inputs.js";
 import { renderReport } from "../../src/report/render.js";
 
 /**
@@ -105,6 +105,36 @@ describe("late jobs of a finished run are judged at its end, not when the report
     const live = { phase: "running", ended: null, rollbackAt: null };
     expect(run(T0 + 25 * SEC, live).late_unfinished).toBe(0);
     expect(run(T0 + 40 * SEC, live).late_jobs).toEqual(["2"]);
+  });
+});
+
+/**
+ * QA: a rollback at +12 s stopped the worker, which gave its jobs back (their
+ * first tokens void: they start over); drained, six jobs whose first token
+ * came on time were reported "without a first token at their deadline", and
+ * the samples of the teardown (the worker killed, its jobs waiting again)
+ * gave a page and the lowest slack.
+ */
+describe("a rollback during the run: jobs given back after their first token, samples of the teardown", () => {
+  const rollbackStart = T0 + 12 * SEC;
+  const events = [admit("1", T0 + 2 * SEC), admit("2", T0 + 2 * SEC)];
+  // Both due at +10 s; job 1's first token came at +3 s before the give-back, job 2 never had one.
+  const drained = (id: string, givenBackFirstTokenTs: number | null): JobTiming => ({ id, role: "drain", enqueueTs: T0 + 2 * SEC, deadlineMs: 8 * SEC, firstTokenTs: null, givenBackFirstTokenTs });
+  const sample = (ts: number, slack: number, idle: number): WatchSample => ({
+    tsMs: ts, psi_mem_some_avg10: 0.1, psi_mem_some_rate: 1, cg_psi_mem_some_avg10: 0.1, cg_psi_mem_some_rate: 1, cg_mem_current: 1e8, cg_mem_peak: 1e8, cg_mem_max: 1.6e8, cg_oom_kill: 0,
+    cg_absent: false, stall_ms_p99: 10, cpu_idle_pct: idle, queue_age_ms: 0, deadline_slack_ms: slack, si: 0, alarm: slack < 0 ? ["reclaim_not_underload"] : [],
+  });
+
+  it("a first token that came before the give-back counts: on time, with a first token; the one without stays late", () => {
+    const r = buildReport(inputs({ events, done: [], unfinished: [drained("1", T0 + 3 * SEC), drained("2", null)], firstTokens: {} }, { ended: null, rollbackStartedAt: iso(rollbackStart), rollbackAt: iso(rollbackStart + 2 * SEC) }), T0 + 10 * MIN, 10 * MIN);
+    expect(r.first_token).toMatchObject({ late_unfinished: 1, late_jobs: ["2"], with_first_token: 1 });
+  });
+
+  it("samples from the rollback's start on are left out of the pressure rows, with a note saying how many", () => {
+    const recording = { file: "watch.jsonl", samples: [sample(T0 + 5 * SEC, 4000, 50), sample(rollbackStart + 500, 2000, 40), sample(rollbackStart + 800, -2756, 33)], badLines: 0 };
+    const r = buildReport(inputs({ events, recording }, { ended: null, rollbackStartedAt: iso(rollbackStart), rollbackAt: iso(rollbackStart + 2 * SEC) }), T0 + 10 * MIN, 10 * MIN);
+    expect(r.notes).toContain(`2 sample(s) from the rollback's start (${iso(rollbackStart)}) on left out: they measure its teardown (the worker killed, its jobs given back), not the drill`);
+    expect(JSON.stringify(r)).not.toContain("-2756");
   });
 });
 

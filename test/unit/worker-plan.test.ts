@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { Job } from "../../src/queue/job.js";
+import { decodeJob, type Job } from "../../src/queue/job.js";
 import {
   addPass,
   decodePaceMs,
@@ -15,6 +15,7 @@ import {
   prefillKvSlice,
   strayPayloads,
   unmarkFirstToken,
+  givenBackPayload,
 } from "../../src/worker/plan.js";
 import { parseWeightsFileName, weightsFileName } from "../../src/worker/weightsFile.js";
 
@@ -88,6 +89,23 @@ describe("first-token mark", () => {
     expect(unmarkFirstToken(payload)).toBe(payload);
     expect(markFirstToken(Buffer.from("[1,2]"), 5)).toBeNull();
     expect(markFirstToken(Buffer.from('{"a":1} trailing'), 5)).toBeNull();
+  });
+});
+
+describe("givenBackPayload (a job a give-back returns to admitted)", () => {
+  const payload = Buffer.from(`${JSON.stringify({ id: "7", prompt_tokens: 24000, completion_tokens: 16, files: 1, enqueue_ts: 1764480000000, deadline_ms: 8000, attempt: 0, host_class: "shared-free" })}\n`);
+  it("renames the mark given_back_first_token_ts: the job waits for a first token again, the one it had stays readable", () => {
+    const back = givenBackPayload(markFirstToken(payload, 1764480000935)!);
+    expect(back.toString()).toBe(payload.toString().replace("}\n", ',"given_back_first_token_ts":1764480000935}\n'));
+    expect(decodeJob(back, 1764480001000)).toMatchObject({ ok: true, job: { id: "7" } });
+    expect(givenBackPayload(payload)).toBe(payload);
+  });
+
+  it("given back twice: the first time is kept, one key (a repeated key would send the job to dead)", () => {
+    const once = givenBackPayload(markFirstToken(payload, 1764480000935)!);
+    const twice = givenBackPayload(markFirstToken(once, 1764480005000)!);
+    expect(twice.equals(once)).toBe(true);
+    expect(decodeJob(twice, 1764480006000)).toMatchObject({ ok: true });
   });
 });
 
