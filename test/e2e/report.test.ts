@@ -88,7 +88,12 @@ async function populate(queue: string): Promise<void> {
   if (!decoded.ok) throw new Error(decoded.reason);
   // Its first token came 9120 ms after enqueue (deadline 8000): the record is dated in the past so
   // the whole job lies inside the recording and the window, as it would after a real late job.
-  const job = { ...decoded.job, enqueue_ts: Date.now() - 12_000 };
+  // Dated from its admit event, not from now: the hot gate's run in between may take seconds on a
+  // loaded host, which put the admit before done and cut its slot (enqueue → done) short.
+  const events = (await redis.xrange(keys.events, "-", "+")).map(([, fields]) => Object.fromEntries(fields.flatMap((f, i) => (i % 2 === 0 ? [[f, fields[i + 1]]] : []))) as Record<string, string>);
+  const admit = events.find((e) => e.reason === "admit" && e.job === "1");
+  if (!admit) throw new Error(`no admit event of job 1 in ${keys.events}`);
+  const job = { ...decoded.job, enqueue_ts: Number(admit.ts) - 12_000 };
   const firstTokenAt = job.enqueue_ts + 9120;
   const record = doneRecord(job, "infer", firstTokenAt, firstTokenAt + 500, 256, emptyPassStats(), job.prompt_tokens * 4096);
   await redis.multi().lrem(keys.admitted, 1, admitted[0]!).rpush(keys.done, JSON.stringify(record)).hincrby(keys.stats, "tokens_out", 256).hincrby(keys.stats, "jobs_done", 1).hincrby(keys.stats, "jobs_late", 1).exec();
