@@ -184,7 +184,6 @@ function hogDirFact(dir: string): { fsType: string | null; freeBytes: number | n
   return fs.error ? { ...fs, error: `cannot stat ${dir}: ${fs.error}` } : fs;
 }
 
-/** The state dir may not exist yet: judge the filesystem it will be created on. */
 /** Where `dir` leads through symlinks, when elsewhere (QA: a state dir linked into /tmp passed as surviving a reboot). */
 function symlinkedTo(dir: string): { realDir?: string } {
   const resolved = path.resolve(dir);
@@ -197,6 +196,7 @@ function symlinkedTo(dir: string): { realDir?: string } {
   }
 }
 
+/** The state dir may not exist yet: judge the filesystem it will be created on. */
 function nearestExisting(dir: string): string {
   let current = path.resolve(dir);
   while (!existsSync(current) && path.dirname(current) !== current) current = path.dirname(current);

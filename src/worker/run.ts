@@ -592,8 +592,8 @@ function unrecordedNote(back: GivenBack): string {
 
 /**
  * A worker's working list back to the head of admitted, in the order taken,
- * first-token marks renamed (givenBackPayload): with `token` its own (at start and stop), with ""
- * a dead peer's, only when its heartbeat is gone. Run even for an empty list:
+ * first-token marks renamed (givenBackPayload): with `token` its own (at
+ * start and stop), with "" a dead peer's, only when its heartbeat is gone. Run even for an empty list:
  * its reply says whether every key it records in has drill's type. A working
  * list or admitted of another type throws a key refusal (isKeyRefusal).
  */
