@@ -356,14 +356,6 @@ export interface BlockingOptions {
 }
 
 /**
- * A dedicated connection for BLMOVE with a client-side watchdog. The server's
- * block timeout does not bound a half-open socket or a paused server, and
- * ioredis would re-send the blocked command after a reconnect; so when no
- * reply arrives within timeout + margin the connection is thrown away and the
- * next call opens a fresh one. A job the server moved before the reply was
- * lost stays in the processing list; the caller must look there first.
- */
-/**
  * When Redis answered a take that came back empty: only once its block was
  * over, so it was answering by the block's start, or by the send if later.
  * The gate and the worker end an outage here, not at the reply (QA).
@@ -372,6 +364,14 @@ export function emptyTakeAnsweredAt(sentAt: number, repliedAt: number, blockMs: 
   return Math.max(sentAt, repliedAt - blockMs);
 }
 
+/**
+ * A dedicated connection for BLMOVE with a client-side watchdog. The server's
+ * block timeout does not bound a half-open socket or a paused server, and
+ * ioredis would re-send the blocked command after a reconnect; so when no
+ * reply arrives within timeout + margin the connection is thrown away and the
+ * next call opens a fresh one. A job the server moved before the reply was
+ * lost stays in the processing list; the caller must look there first.
+ */
 export class BlockingMover {
   private connection: Redis | null = null;
   /** The blocking connection's CLIENT ID, asked for ahead of its first BLMOVE (null: not known). */
