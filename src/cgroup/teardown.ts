@@ -11,6 +11,7 @@ import { readUpHolder, upHolderRefusal, type UpHolder } from "./setup.js";
 import { discardHogRecord, listHogRecords, listMarkers, markerFile, readMarker, removeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
 import { isInCgroup, readComm, signalError } from "./tasks.js";
 import { isSameProcess } from "../host/process.js";
+import { distinctQueues, readServedQueue, type ServedQueue } from "../worker/served.js";
 import { parseWeightsFileName } from "../worker/weightsFile.js";
 
 export interface TeardownOptions {
@@ -50,10 +51,12 @@ export interface TeardownProgress {
   unlinked: string[];
   method: Set<TeardownMethod>;
   forced: UpHolder | null;
+  /** The queues the workers it stopped served (launched by `drill worker`): their admission is still open. */
+  queuesServed: ServedQueue[];
 }
 
 export function newTeardownProgress(): TeardownProgress {
-  return { removed: [], alreadyGone: [], killed: [], unlinked: [], method: new Set(), forced: null };
+  return { removed: [], alreadyGone: [], killed: [], unlinked: [], method: new Set(), forced: null, queuesServed: [] };
 }
 
 /** Where a teardown is: giving its tasks SIGTERM's grace, killing what is left, removing the dirs. */
@@ -104,6 +107,8 @@ export type TeardownResult =
       method: TeardownMethod[];
       /** The drill that was up with this cgroup, torn down anyway (--force); null otherwise. */
       forced: UpHolder | null;
+      /** The queues of the workers it stopped (each once): nothing runs their jobs now, and their admission is still open. */
+      queuesServed: ServedQueue[];
     };
 
 function inode(dir: string): number | null {
@@ -231,6 +236,7 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   await teardownNested(roots, present, options, done);
   // Read before the kill: a worker's coprocess unlinks its weights file on every exit but SIGKILL.
   const weightsFiles = heldWeightsFiles(roots, present);
+  done.queuesServed = distinctQueues([...done.queuesServed, ...listInside(roots, withDescendants(present)).flatMap((t) => readServedQueue(roots, t.pid) ?? [])]);
   options.onStage?.("sigterm", cgroup.name);
   await stopGracefully(roots, present, Math.min(deadline, Date.now() + (options.termGraceMs ?? TERM_GRACE_MS)), killed, method);
   options.onStage?.("kill", cgroup.name);
@@ -281,6 +287,7 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
     // "empty" only when nothing, nested cgroups included, needed a signal.
     method: method.size === 0 ? ["empty"] : [...method],
     forced: done.forced,
+    queuesServed: [...done.queuesServed],
   };
 }
 

@@ -13,6 +13,7 @@ import { resolveCgroupTarget } from "../cgroup/target.js";
 import { absentCgroupNext } from "../cgroup/ready.js";
 import { newTeardownProgress, teardownWorkerCgroup, thawBeforeExit, type TeardownMethod, type TeardownProgress, type TeardownResult, type TeardownStage } from "../cgroup/teardown.js";
 import type { SetupFlags, TargetFlags, TeardownFlags } from "./cgroup.js";
+import { queueLeftOpenLine } from "../worker/served.js";
 
 export async function cgroupSetupAction(globals: GlobalOptions, flags: SetupFlags, output: Output = consoleOutput(globals.color)): Promise<SetupResult> {
   const memoryMax = parseSize(flags.memoryMax, "--memory-max");
@@ -158,6 +159,8 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
   } else {
     for (const line of teardownDoneLines(result)) output.out(line);
     output.out(`cgroup ${cgroup.name} torn down${result.removed.length === 0 ? " (nothing was left)" : ""}`);
+    // A drill's worker (--force): its rollback, named above, closes and drains the queue.
+    if (!result.forced) for (const q of result.queuesServed) output.out(queueLeftOpenLine(q, globals));
   }
   return result;
 }
@@ -206,6 +209,7 @@ function teardownDocument(kind: "interrupted" | "refused" | "failed", progress: 
     unlinked: progress.unlinked,
     method: [...progress.method],
     forced: progress.forced,
+    queuesServed: progress.queuesServed,
     left,
     interrupted,
   });

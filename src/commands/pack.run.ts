@@ -1,5 +1,5 @@
 import { DrillError, ExitCode, InterruptedError, UsageError } from "../errors.js";
-import { commandRedisUrl, type GlobalOptions } from "../context.js";
+import { commandRedisUrl, drillCommandAt, type GlobalOptions } from "../context.js";
 import { onInterrupt } from "../interrupt.js";
 import { validateKeyPart } from "../queue/keys.js";
 import { jobProblems, MAX_JOBS_PER_PACK, type Job } from "../queue/job.js";
@@ -105,8 +105,11 @@ export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise
       process.stdout.write(g.json ? `${JSON.stringify({ event: "push", queue: options.queue, ...job })}\n` : `${line}\n`);
     }
     const total = ids.length * options.promptTokens;
-    const summary = packedSummary(options.queue, ids, total);
-    if (g.json) process.stdout.write(`${JSON.stringify({ event: "packed", queue: options.queue, jobs: ids, prompt_tokens_total: total })}\n`);
+    // Interrupted: how many of those asked for were not pushed (QA: the summary read as if all were).
+    const notPacked = options.jobs - ids.length;
+    if (!interrupt.signal.aborted) await sayIfUngated(queue, `${drillCommandAt(g)} gate --queue ${options.queue}`);
+    const summary = packedSummary(options.queue, ids, total, notPacked);
+    if (g.json) process.stdout.write(`${JSON.stringify({ event: "packed", queue: options.queue, jobs: ids, prompt_tokens_total: total, not_packed: notPacked })}\n`);
     else process.stdout.write(`${summary}\n`);
     const received = interrupt.received();
     if (received) throw new InterruptedError(received);
@@ -117,12 +120,27 @@ export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise
   }
 }
 
-/** `packed 8 job(s) onto jobs (job=1..8), ...`; one job is `(job=8)`, not `(job=8..8)`. */
-export function packedSummary(queue: string, ids: readonly string[], promptTokensTotal: number): string {
+/** `packed 8 job(s) onto jobs (job=1..8), ...`; one job is `(job=8)`, not `(job=8..8)`; an interrupted pack adds `; 5 of 8 not packed`. */
+export function packedSummary(queue: string, ids: readonly string[], promptTokensTotal: number, notPacked = 0): string {
   const first = ids[0];
   const last = ids[ids.length - 1];
   const range = first === undefined ? "" : first === last ? ` (job=${first})` : ` (job=${first}..${last})`;
-  return `packed ${ids.length} job(s) onto ${queue}${range}, ${promptTokensTotal} prompt tokens`;
+  const short = notPacked > 0 ? `; ${notPacked} of ${ids.length + notPacked} not packed` : "";
+  return `packed ${ids.length} job(s) onto ${queue}${range}, ${promptTokensTotal} prompt tokens${short}`;
+}
+
+/**
+ * The pack's jobs wait in the queue until a gate decides them: with no live
+ * gate heartbeat they wait, their slack running out, and nothing says so
+ * (QA: a pack onto a queue with no gate looked like a stuck drill). A
+ * <q>:gates drill cannot read says nothing here: the gate names it when it runs.
+ */
+async function sayIfUngated(queue: DrillQueue, gateCommand: string): Promise<void> {
+  const live = await queue.liveGateCount().catch(() => null);
+  if (live !== 0) return;
+  process.stderr.write(
+    `pack: no gate decides ${queue.keys.queue} now (no live gate heartbeat ${queue.keys.gates}:<id>): its jobs wait, their deadline slack running out, until \`${gateCommand}\` runs\n`,
+  );
 }
 
 /** The push under way: its index, the interrupt, and whether an interrupted send was left unanswered. */

@@ -11,6 +11,7 @@ import { ExitCode, RollbackIncompleteError, UsageError } from "../errors.js";
 import { thawBeforeExit } from "../cgroup/teardown.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
 import { consoleOutput, snakeCaseKeys } from "../output.js";
+import { distinctQueues, queueLeftOpenLine, type ServedQueue } from "../worker/served.js";
 import type { RollbackFlags } from "./rollback.js";
 
 /**
@@ -171,10 +172,12 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       output.out(`    ${r.stateDir !== null && !r.complete && !r.stateMissing ? "roll it back: " : ""}${rollbackHint(r)}`);
     }
   } else if (results.length === 0 && cgroups.length === 0 && startingUps.length === 0 && queues.length === 0) {
-    const what = named !== undefined ? `no process of drill ${named}` : "no drill process";
+    // A hand-run gate or watch is no drill's: "no drill process" read false beside them (QA).
+    const what = named !== undefined ? `no process of drill ${named}` : "no process of a drill up";
     output.out(`nothing to roll back: ${nothingHere} in ${g.stateDir}, and ${what} on this host`);
   }
   if (!g.json && running.length === 0) for (const q of queues) queueClosingLines(q, g.redisUrl ?? DEFAULT_REDIS_URL, rerunCmd).forEach((line) => output.out(line));
+  if (!g.json) for (const q of queuesLeftOpen(cgroups, queues)) output.out(queueLeftOpenLine(q, g));
   if (!g.json && running.length === 0 && results.length > 0) {
     for (const r of results) {
       const drain = r.drainLength !== null ? `LLEN ${r.drainLength} in the drain` : r.left.some((l) => l.startsWith("drain pending")) ? "drain pending" : "no queue to drain";
@@ -228,9 +231,19 @@ function rollbackDocument(
     queues,
     nothing_to_roll_back: drills.length === 0 && cgroups.length === 0 && running.length === 0 && startingUps.length === 0 && queues.length === 0 && interrupted === null,
     running: running.map((r) => ({ ...r, hint: rollbackHint(r) })),
+    queuesLeftOpen: queuesLeftOpen(cgroups, queues),
     left,
     interrupted,
   });
+}
+
+/**
+ * The queues of the hand-run workers the cgroups' teardown stopped, but for
+ * those this rollback's --queue closed and drained: their admission is still open.
+ */
+export function queuesLeftOpen(cgroups: readonly CgroupRollback[], queues: readonly QueueRollback[]): ServedQueue[] {
+  const closed = (q: ServedQueue) => queues.some((r) => r.queue === q.queue && redactUrl(r.url) === q.redis);
+  return distinctQueues(cgroups.flatMap((c) => c.queuesServed)).filter((q) => !closed(q));
 }
 
 /** A drill of the state dir, not rolled back yet, whose queue this is on this Redis; null: none. */

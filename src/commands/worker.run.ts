@@ -7,7 +7,7 @@ import type { WorkerCgroup } from "../cgroup/paths.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { requireSetUpCgroup } from "../cgroup/ready.js";
 import { writeErr, writeOut } from "../closedStdout.js";
-import { commandRedisUrl, hostRoots, type GlobalOptions } from "../context.js";
+import { commandRedisUrl, drillCommandAt, hostRoots, type GlobalOptions } from "../context.js";
 import { DrillError, ExitCode, InterruptedError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
 import type { HostRoots } from "../host/kernelFile.js";
@@ -15,7 +15,8 @@ import { readHostMemoryBytes } from "../host/meminfo.js";
 import { formatBytes } from "../units.js";
 import { defaultWorkerId } from "../worker/plan.js";
 import { checkWeightsDir } from "../worker/weightsFile.js";
-import { runWorker, type WorkerSummary } from "../worker/run.js";
+import { refuseLiveWorkerId, runWorker, type WorkerSummary } from "../worker/run.js";
+import { WORKER_QUEUE_ENV } from "../worker/served.js";
 import { cgroupFromEnv, resolveWorkerFlags, WORKER_CGROUP_ENV, WORKER_LIFELINE_ENV, type RawWorkerFlags } from "./worker.js";
 
 /** The cgroup as drill set it up (marker first), every dir present, or an error saying what to do. */
@@ -39,7 +40,7 @@ export function selfCommand(): SelfCommand {
  * forwarded (a second one SIGKILLs); the inner worker gets a lifeline pipe
  * so it stops when this process dies; its exit code becomes ours.
  */
-export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, err: (line: string) => void, extraEnv: NodeJS.ProcessEnv = {}): Promise<number> {
+export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, err: (line: string) => void, recovery: string, extraEnv: NodeJS.ProcessEnv = {}): Promise<number> {
   const oomBefore = readOomKillCount(cgroup.limits);
   const child: ChildProcess = spawnInCgroup(cgroup, self.command, self.args, {
     // Own process group: a terminal's Ctrl-C reaches us, and we forward it once.
@@ -80,7 +81,7 @@ export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, er
   if (stoppedBy !== null && (result.signal === stoppedBy || (forwarded > 1 && result.signal === "SIGKILL"))) {
     err(
       `drill: worker pid ${child.pid ?? "?"} stopped by the ${stoppedBy} passed on to it${forwarded > 1 ? " (then SIGKILL)" : ""} before it could stop by itself; ` +
-        `what it took, if anything, is given back by the next worker with the same --worker-id, or drained by the rollback of the drill up that started it`,
+        `what it took, if anything, ${recovery}`,
     );
     return stoppedBy === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated;
   }
@@ -90,8 +91,7 @@ export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, er
   const rose = oomKillRose(oomBefore.ok ? oomBefore.value : null, oomAfter.ok ? oomAfter.value : null);
   const likely = result.signal !== "SIGKILL" ? "" : rose === true ? ": the OOM killer" : rose === false ? ": not the OOM killer (oom_kill unchanged): a teardown, rollback or kill -9" : ": likely the OOM killer, or someone's kill -9";
   err(
-    `drill: worker pid ${child.pid ?? "?"} was killed by ${result.signal}${likely}${oom}; its working list is given back by the next worker with the same --worker-id, ` +
-      `or drained by the rollback of the drill up that started it`,
+    `drill: worker pid ${child.pid ?? "?"} was killed by ${result.signal}${likely}${oom}; its working list ${recovery}`,
   );
   return 1;
 }
@@ -102,6 +102,17 @@ function printSummary(s: WorkerSummary, err: (line: string) => void): void {
     `worker ${s.workerId} stopped (${s.stoppedBy}): taken=${s.taken} done=${s.done} late=${s.late} dead=${s.dead} tokens=${s.tokensOut}` +
       ` passes=${s.passes} pass_ms_avg=${avg} given_back=${s.givenBackAtStop} recovered_at_start=${s.givenBackAtStart} recovered_from_peers=${s.recoveredFromPeers}`,
   );
+}
+
+/**
+ * What becomes of a killed worker's jobs: the next worker of its id gives them
+ * back, or a rollback drains them: its drill's (up starts workers with its
+ * DRILL_RUN_ID), or, for one run by hand, the queue's (QA: a hand-run worker
+ * was pointed at "the drill up that started it").
+ */
+export function workerRecovery(at: { stateDir: string; sysfs?: string; procfs?: string }, redisUrl: string, queue: string, workerId: string, env: NodeJS.ProcessEnv = process.env): string {
+  const drain = env.DRILL_RUN_ID ? "the rollback of the drill up that started it" : `\`${drillCommandAt({ ...at, redisUrl })} rollback --queue ${queue}\``;
+  return `is given back by the next worker with --worker-id ${workerId}, or drained by ${drain}`;
 }
 
 /** Inside the cgroup: the loop itself. */
@@ -160,7 +171,13 @@ export async function workerAction(g: GlobalOptions, raw: RawWorkerFlags): Promi
     return;
   }
   if (passed) throw new DrillError(`${WORKER_CGROUP_ENV} is set but this process is not in ${joined.outside.join(", ")}: refusing to run outside the cgroup`);
+  const workerId = options.workerId ?? defaultWorkerId(cgroup.name);
+  await refuseLiveWorkerId(redisUrl, options.queue, workerId, roots);
   writeErr(`drill worker: joining ${cgroup.limits.dir} (weights ${formatBytes(options.config.weightsBytes)} in ${options.weightsDir})\n`);
-  const code = await launchInCgroup(cgroup, selfCommand(), (line) => writeErr(`${line}\n`), { DRILL_REDIS_URL: redisUrl });
+  // Its queue and Redis in its environment: a teardown that stops it reads them back, to say the queue's admission is still open.
+  const code = await launchInCgroup(cgroup, selfCommand(), (line) => writeErr(`${line}\n`), workerRecovery(g, redisUrl, options.queue, workerId), {
+    DRILL_REDIS_URL: redisUrl,
+    [WORKER_QUEUE_ENV]: options.queue,
+  });
   if (code !== 0) process.exitCode = code;
 }

@@ -22,6 +22,7 @@ import { stopRecordedProcess, type StopOutcome } from "./processes.js";
 import { drillDir, listDrills, readState, upDiedUnrecorded, writeState, type DrillState, type ProcessRecord, type ProcessRole, type RollbackRecord, type StateEntry } from "./state.js";
 import { drillRunFromEnviron, findByCwd, findByRunId, findDrillRunProcesses, listCwds, type StrayProcess } from "./strays.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
+import type { ServedQueue } from "../worker/served.js";
 
 /**
  * The runbook's rollback, in its order, and safe to run any number of times:
@@ -431,6 +432,8 @@ export interface CgroupRollback {
   /** The dirs its marker records. */
   dirs: string[];
   step: RollbackStep;
+  /** The queues of the hand-run workers its teardown stopped: their admission is still open (queueLeftOpenLine). */
+  queuesServed: ServedQueue[];
 }
 
 /**
@@ -453,7 +456,7 @@ export async function rollbackStandaloneCgroups(roots: HostRoots, stateDir: stri
   }
   for (const { file, marker } of markers) {
     const dirs = marker.dirs.map((d) => d.dir);
-    const record = (ok: boolean, detail: string) => done.push({ name: marker.name, dirs, step: { step: "kill and remove cgroup", ok, detail } });
+    const record = (ok: boolean, detail: string, queuesServed: ServedQueue[] = []) => done.push({ name: marker.name, dirs, step: { step: "kill and remove cgroup", ok, detail }, queuesServed });
     if (layout instanceof Error) {
       record(false, layout.message);
       continue;
@@ -464,7 +467,8 @@ export async function rollbackStandaloneCgroups(roots: HostRoots, stateDir: stri
         record(false, `marker ${file} names no dir of this host's cgroup hierarchies (${dirs.join(", ") || "none"}); left alone`);
         continue;
       }
-      record(true, describeTeardown(await teardownWorkerCgroup(roots, computed, { stateDir, timeoutMs: 10_000 })));
+      const torn = await teardownWorkerCgroup(roots, computed, { stateDir, timeoutMs: 10_000 });
+      record(true, describeTeardown(torn), torn.kind === "removed" ? torn.queuesServed : []);
     } catch (err) {
       record(false, err instanceof Error ? err.message : String(err));
     }
@@ -472,7 +476,7 @@ export async function rollbackStandaloneCgroups(roots: HostRoots, stateDir: stri
   done.push(...(await stopStrayHogs(roots, stateDir, name)));
   for (const bad of unreadableRecords(stateDir, name)) {
     const detail = `cannot read ${bad.file}: ${bad.problem}; what it records (a cgroup, or a hog in one) is left as it is: read or fix the file (or move it aside once that is gone), then run the rollback again`;
-    done.push({ name: bad.name ?? "?", dirs: [], step: { step: "read record", ok: false, detail } });
+    done.push({ name: bad.name ?? "?", dirs: [], step: { step: "read record", ok: false, detail }, queuesServed: [] });
   }
   return done;
 }
@@ -486,6 +490,7 @@ export async function rollbackStandaloneCgroups(roots: HostRoots, stateDir: stri
  */
 async function stopStrayHogs(roots: HostRoots, stateDir: string, name?: string): Promise<CgroupRollback[]> {
   const done: CgroupRollback[] = [];
+  const said = (name: string, ok: boolean, detail: string) => done.push({ name, dirs: [], step: { step: "stop hog", ok, detail }, queuesServed: [] });
   // A marker's file is named by its cgroup's key, as a hog record names its cgroup.
   const owned = new Set(listMarkers(stateDir).filter(({ marker }) => marker.owner !== undefined).map(({ file }) => path.basename(file, ".json")));
   for (const { file, record } of listHogRecords(stateDir)) {
@@ -495,16 +500,16 @@ async function stopStrayHogs(roots: HostRoots, stateDir: string, name?: string):
     try {
       outcome = await stopRecordedProcess(roots, { pid: record.pid, startTime: record.startTime }, TERM_GRACE_MS);
     } catch (err) {
-      done.push({ name: record.name, dirs: [], step: { step: "stop hog", ok: false, detail: `${err instanceof Error ? err.message : String(err)}; its record ${file} kept` } });
+      said(record.name, false, `${err instanceof Error ? err.message : String(err)}; its record ${file} kept`);
       continue;
     }
     if (outcome === "alive") {
-      done.push({ name: record.name, dirs: [], step: { step: "stop hog", ok: false, detail: `hog pid ${record.pid} survived SIGKILL; its record ${file} kept` } });
+      said(record.name, false, `hog pid ${record.pid} survived SIGKILL; its record ${file} kept`);
       continue;
     }
     const unlinked = discardHogRecord(file, record);
     const what = outcome === "stopped" ? `stopped hog pid ${record.pid} (SIGTERM)` : outcome === "killed" ? `killed hog pid ${record.pid} (SIGKILL after ${TERM_GRACE_MS / 1000} s)` : `hog pid ${record.pid ?? "?"} already gone`;
-    done.push({ name: record.name, dirs: [], step: { step: "stop hog", ok: true, detail: `${what} (detached inject recorded in ${file}, its cgroup set up elsewhere)${unlinked ? `; unlinked ${unlinked}` : ""}` } });
+    said(record.name, true, `${what} (detached inject recorded in ${file}, its cgroup set up elsewhere)${unlinked ? `; unlinked ${unlinked}` : ""}`);
   }
   return done;
 }

@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync, readlinkSync, realpathSync } from "node:fs";
 import type { HostRoots } from "../host/kernelFile.js";
-import { readProcessStat } from "../host/process.js";
+import { environValues, readProcessStat } from "../host/process.js";
 
 /** A process rollback found that it must stop: pid + start time, never the pid alone. */
 export interface StrayProcess {
@@ -73,12 +73,7 @@ export function findDrillRunProcesses(roots: HostRoots, exclude: ReadonlySet<num
 
 /** DRILL_RUN_ID and DRILL_STATE_DIR from a NUL-separated environ, or null without a run id. */
 export function drillRunFromEnviron(environ: string): { runId: string; stateDir: string | null } | null {
-  let runId: string | null = null;
-  let stateDir: string | null = null;
-  for (const entry of environ.split("\0")) {
-    if (entry.startsWith("DRILL_RUN_ID=")) runId = entry.slice("DRILL_RUN_ID=".length);
-    else if (entry.startsWith("DRILL_STATE_DIR=")) stateDir = entry.slice("DRILL_STATE_DIR=".length);
-  }
+  const { DRILL_RUN_ID: runId, DRILL_STATE_DIR: stateDir } = environValues(environ, ["DRILL_RUN_ID", "DRILL_STATE_DIR"]);
   return runId ? { runId, stateDir: stateDir || null } : null;
 }
 

@@ -91,6 +91,13 @@ export function gateStoppedLine(gateId: string, summary: GateSummary, why: GateS
   return `gate ${gateId} stopped (${why}): decided=${summary.decided}${kinds} recovered=${summary.recovered} watchdog_fires=${summary.watchdogFires}`;
 }
 
+/** Said when the worker cgroup's signals come or go: the gate's PSI and swap checks follow it. */
+export function cgroupSignalsLine(present: boolean): string {
+  return present
+    ? "gate: worker cgroup signals read now: it decides on the cgroup's PSI and swap too"
+    : "gate: worker cgroup signals gone (the cgroup, or its --cgroup-pressure file, is not there): it decides on host signals alone until they are back";
+}
+
 export async function runGate(options: GateOptions, deps: GateDeps): Promise<GateSummary> {
   const now = deps.now ?? Date.now;
   const monoNow = deps.monoNow ?? (() => performance.now());
@@ -138,11 +145,16 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
   // Say once when host PSI goes missing (the gate now fails closed) and once when it is back.
   let psiMissing = sampler.state.psiMissingReason;
   if (psiMissing !== null) deps.err(`gate: host memory PSI unreadable (${psiMissing}): rejecting with psi=missing`);
+  // And when the worker cgroup comes or goes (QA: silent when it was torn down mid-run): what the gate decides on changes.
+  let cgroupPresent = sampler.state.cgroupPresent;
   const sampleTimer = setInterval(() => {
-    const reason = sampler.sample().psiMissingReason;
+    const sampled = sampler.sample();
+    const reason = sampled.psiMissingReason;
     if (reason !== null && psiMissing === null) deps.err(`gate: host memory PSI unreadable (${reason}): rejecting with psi=missing`);
     if (reason === null && psiMissing !== null) deps.err("gate: host memory PSI readable again");
     psiMissing = reason;
+    if (deps.workerCgroup && sampled.cgroupPresent !== cgroupPresent) deps.err(cgroupSignalsLine(sampled.cgroupPresent));
+    cgroupPresent = sampled.cgroupPresent;
   }, config.intervalMs);
   const heartbeatTimer = setInterval(() => {
     queue.heartbeat(gateId, ttlMs, info).catch(() => {}); // an outage shows in the loop's own errors

@@ -58,6 +58,8 @@ export interface SignalState {
   stallMsP99: number | null;
   pressure: PressureState;
   lastMonoMs: number | null;
+  /** The worker cgroup was there at the last sample (its probe gave a reading, even an unreadable one). */
+  cgroupPresent: boolean;
 }
 
 export function initialSignalState(): SignalState {
@@ -72,6 +74,7 @@ export function initialSignalState(): SignalState {
     stallMsP99: null,
     pressure: initialPressureState,
     lastMonoMs: null,
+    cgroupPresent: false,
   };
 }
 
@@ -108,6 +111,7 @@ export function nextSignals(prev: SignalState, raw: RawSample, config: Admission
     stallMsP99: stallMsP99(stall),
     pressure: nextPressureState(prev.pressure, readings, config, raw.monoMs),
     lastMonoMs: raw.monoMs,
+    cgroupPresent: raw.cgroup !== null,
   };
 }
 

@@ -57,3 +57,17 @@ export function isSameProcess(roots: HostRoots, pid: number, startTime: number):
   const stat = readProcessStat(roots, pid);
   return stat.ok && stat.value.startTime === startTime && stat.value.state !== "Z";
 }
+
+/**
+ * The named variables of a NUL-separated environ (/proc/<pid>/environ: the
+ * environment the process started with). A name set twice: the last, as getenv.
+ */
+export function environValues<K extends string>(environ: string, names: readonly K[]): Partial<Record<K, string>> {
+  const found: Partial<Record<K, string>> = {};
+  for (const entry of environ.split("\0")) {
+    const eq = entry.indexOf("=");
+    const name = entry.slice(0, eq) as K;
+    if (eq > 0 && names.includes(name)) found[name] = entry.slice(eq + 1);
+  }
+  return found;
+}

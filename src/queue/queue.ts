@@ -346,6 +346,12 @@ export class DrillQueue {
       .exec();
   }
 
+  /** The gates with a live heartbeat: those <q>:gates lists whose heartbeat key has not expired. */
+  async liveGateCount(): Promise<number> {
+    const gates = await this.redis.hkeys(this.keys.gates);
+    return gates.length === 0 ? 0 : await this.redis.exists(...gates.map((gate) => this.keys.gateHeartbeat(gate)));
+  }
+
   async gateIsAlive(gate: string): Promise<boolean> {
     return (await this.redis.exists(this.keys.gateHeartbeat(gate))) === 1;
   }

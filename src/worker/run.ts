@@ -553,20 +553,48 @@ async function claimWorkerId(redis: Redis, keys: WorkerKeys, workerId: string, t
     const reply = await runScript(redis, claimHeartbeatScript, [heartbeat], [token, String(ttlMs), stale]);
     const [kind, holder] = Array.isArray(reply) ? reply.map((v) => String(v)) : [String(reply)];
     if (kind === "ok") return;
-    const parsed = parseWorkerToken(holder ?? "");
-    const pid = parsed?.pid ?? Number.NaN;
-    const sameHost = parsed?.host === os.hostname();
-    if (holderExited(roots, parsed)) {
-      stale = holder ?? "";
-      continue;
-    }
-    throw new RefusedError(
-      sameHost
-        ? `worker id ${workerId} is already running (pid ${pid}, heartbeat ${heartbeat}); stop it or give another --worker-id`
-        : `worker id ${workerId} is held by ${holder} on another host (heartbeat ${heartbeat}, TTL ${ttlMs} ms); give another --worker-id or wait for it to expire`,
-    );
+    const refusal = liveHolderRefusal(roots, workerId, heartbeat, holder ?? "", ttlMs);
+    if (refusal) throw refusal;
+    stale = holder ?? "";
   }
   throw new DrillError(`could not claim ${heartbeat}: it changed hands while claiming`);
+}
+
+/** Why a worker id is not ours to take: its heartbeat's holder is alive (or on another host); null when it is this host's exited process. */
+function liveHolderRefusal(roots: HostRoots, workerId: string, heartbeat: string, holder: string, ttlMs: number): RefusedError | null {
+  const parsed = parseWorkerToken(holder);
+  if (holderExited(roots, parsed)) return null;
+  return new RefusedError(
+    parsed?.host === os.hostname()
+      ? `worker id ${workerId} is already running (pid ${parsed.pid}, heartbeat ${heartbeat}); stop it or give another --worker-id`
+      : `worker id ${workerId} is held by ${holder} on another host (heartbeat ${heartbeat}, TTL ${ttlMs} ms); give another --worker-id or wait for it to expire`,
+  );
+}
+
+/**
+ * The launcher's check, before it joins the cgroup: a worker id a live worker
+ * holds is refused here, not by a worker already started inside (QA: "joining
+ * <cgroup>" printed, the twin's weights mapped in the cgroup, then the
+ * refusal). A Redis that does not answer is left to the worker inside, which
+ * waits for it and says so; the worker's own claim stays the one that counts.
+ */
+export async function refuseLiveWorkerId(redisUrl: string, queue: string, workerId: string, roots: HostRoots): Promise<void> {
+  let redis: Redis;
+  try {
+    redis = await connectRedis(redisUrl, { name: "drill-worker-check", commandTimeoutMs: 2_000 });
+  } catch {
+    return;
+  }
+  try {
+    const heartbeat = workerKeys(queue).heartbeat(workerId);
+    const [holder, ttlMs] = await Promise.all([redis.get(heartbeat), redis.pttl(heartbeat)]);
+    const refusal = holder === null ? null : liveHolderRefusal(roots, workerId, heartbeat, holder, ttlMs);
+    if (refusal) throw refusal;
+  } catch (err) {
+    if (err instanceof RefusedError) throw err; // anything else (a key of another type): the worker inside says it
+  } finally {
+    await closeRedis(redis);
+  }
 }
 
 /**

@@ -73,6 +73,31 @@ describe("drill pack + drill gate (built binary)", () => {
     expect(byName.stderr).toMatch(new RegExp(`^gate: no cgroup nosuch${process.pid} at .+ \\(yet\\): it decides on host signals alone until it appears; check --name and --parent`, "m"));
   });
 
+  // QA: the gate was silent when the worker cgroup went mid-run, deciding on host signals alone from then on.
+  it("a gate says when the worker cgroup's signals go mid-run and when they are back", async () => {
+    const procfs = fakeProc(CALM_PSI);
+    const file = path.join(tmp, `cg${++n}.pressure`);
+    writeFileSync(file, CALM_PSI);
+    const queue = `e${++n}`;
+    const gate = drill(["--procfs", procfs, "gate", "--queue", queue, "--interval", "100ms", "--duration", "20s", "--cgroup-pressure", file]);
+    let stderr = "";
+    gate.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    try {
+      // Its heartbeat: the gate is in its loop, sampling the file.
+      await until(async () => (await redis.hlen(queueKeys(queue).gates)) > 0);
+      expect(stderr).not.toContain("worker cgroup signals");
+      rmSync(file);
+      await until(async () => stderr.includes("gate: worker cgroup signals gone"));
+      expect(stderr).toContain("gate: worker cgroup signals gone (the cgroup, or its --cgroup-pressure file, is not there): it decides on host signals alone until they are back");
+      writeFileSync(file, CALM_PSI);
+      await until(async () => stderr.includes("gate: worker cgroup signals read now"));
+      expect(stderr).toContain("gate: worker cgroup signals read now: it decides on the cgroup's PSI and swap too");
+    } finally {
+      gate.kill("SIGINT");
+      await gate;
+    }
+  });
+
   it("pack 8 × 24000 then gate: admit one, reject_packed_tokens packed=48000 until tokens are released", async () => {
     const queue = `e${++n}`;
     const pack = await drill(["pack", "--jobs", "8", "--prompt-tokens", "24000", "--queue", queue]);
@@ -356,6 +381,7 @@ describe("drill pack + drill gate (built binary)", () => {
     expect(lines(result.stderr)).toEqual([
       "pack: push of job 2 of 3 failed: no reply from Redis (no reply in time: redis paused (SIGSTOP?) or overloaded); sending it again, up to 10 sends",
       expect.stringMatching(/^pack: Redis answers again; job=2 pushed \d+\.\d s after its first send$/),
+      `pack: no gate decides ${queue} now (no live gate heartbeat ${queue}:gates:<id>): its jobs wait, their deadline slack running out, until \`drill --redis ${server.url} gate --queue ${queue}\` runs`,
     ]);
   }, 40_000);
 
@@ -376,13 +402,35 @@ describe("drill pack + drill gate (built binary)", () => {
       server.kill("SIGCONT");
     }
     expect(result.exitCode, result.stderr).toBe(130);
-    expect(lines(result.stdout).at(-1)).toBe(`packed 1 job(s) onto ${queue} (job=1), 1000 prompt tokens`);
+    expect(lines(result.stdout).at(-1)).toBe(`packed 1 job(s) onto ${queue} (job=1), 1000 prompt tokens; 2 of 3 not packed`);
     expect(result.stderr).toContain(
       "pack: interrupted with the push of job 2 of 3 unanswered (no reply within 1000 ms of the stop: redis paused (SIGSTOP?) or overloaded): if Redis runs it when it answers, that job is queued under the next id, though not counted below",
     );
     await assertNoJobLost(redis, queue, ["1", "2"]);
     expect(await redis.get(`${queue}:seq`)).toBe("2");
   }, 40_000);
+
+  // QA: a pack onto a queue no gate decides looked like a stuck drill: its jobs waited without a word.
+  it("pack onto a queue with no live gate says so on stderr; with a gate running it says nothing; --json says not_packed", async () => {
+    const queue = `e${++n}`;
+    const ungated = await drill(["--json", "pack", "--jobs", "1", "--prompt-tokens", "1000", "--queue", queue]);
+    expect(ungated.exitCode, String(ungated.stderr)).toBe(0);
+    expect(lines(ungated.stderr)).toEqual([
+      `pack: no gate decides ${queue} now (no live gate heartbeat ${queue}:gates:<id>): its jobs wait, their deadline slack running out, until \`drill --redis ${server.url} gate --queue ${queue}\` runs`,
+    ]);
+    expect(JSON.parse(lines(ungated.stdout).at(-1)!)).toMatchObject({ event: "packed", jobs: ["1"], not_packed: 0 });
+    const gate = drill(["--procfs", fakeProc(CALM_PSI), "gate", "--queue", queue, "--interval", "200ms", "--duration", "20s"]);
+    try {
+      await until(async () => (await redis.hlen(`${queue}:gates`)) > 0);
+      const gated = await drill(["pack", "--jobs", "1", "--prompt-tokens", "1000", "--queue", queue]);
+      expect(gated.exitCode, String(gated.stderr)).toBe(0);
+      expect(String(gated.stderr)).toBe("");
+    } finally {
+      gate.kill("SIGINT");
+      await gate;
+    }
+    await assertNoJobLost(redis, queue, ["1", "2"]);
+  });
 
   it("SIGINT and SIGTERM stop the gate cleanly with 130 and 143", async () => {
     for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {

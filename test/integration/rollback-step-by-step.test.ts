@@ -26,6 +26,8 @@ let stateDir = "";
 let weightsDir = "";
 const name = `sbs${process.pid}`;
 const stoppedName = `sbt${process.pid}`;
+const plainName = `sbo${process.pid}`;
+const teardownName = `sbp${process.pid}`;
 
 beforeAll(async () => {
   if (reason) return;
@@ -40,6 +42,8 @@ afterAll(async () => {
   try {
     await forceCleanup(realWorkerCgroup(name), stateDir);
     await forceCleanup(realWorkerCgroup(stoppedName), stateDir);
+    await forceCleanup(realWorkerCgroup(plainName), stateDir);
+    await forceCleanup(realWorkerCgroup(teardownName), stateDir);
   } finally {
     await closeRedis(redis);
     await server?.stop();
@@ -91,6 +95,8 @@ describe.skipIf(reason)("rollback --queue of the step-by-step path (real cgroup,
       expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
       expect(rollback.stdout).toContain(`rollback cgroup ${name} (made by drill cgroup setup, in no drill):`);
       expect(rollback.stdout).toContain("ok   re-drain: moved 3 from sbq:admitted; LLEN sbq_drain = 3");
+      // --queue closed and drained it: no "admission is still open" for it.
+      expect(rollback.stdout).not.toContain("admission is still open");
       await worker;
       worker = null;
       expect((await redis.lrange(k.drain, 0, -1)).map((p) => (JSON.parse(p) as Job).id).sort()).toEqual(["1", "2", "3"]);
@@ -132,6 +138,86 @@ describe.skipIf(reason)("rollback --queue of the step-by-step path (real cgroup,
     } finally {
       worker?.kill("SIGKILL");
       await worker;
+    }
+  });
+
+  // QA: a plain rollback (no --queue) stopped the hand-run worker, its jobs back in <q>:admitted, and
+  // said nothing of the queue: its admission stayed open with nothing to run what it admits.
+  it("a plain rollback names the queue the stopped worker served, still open, and the command that closes it; that command drains every job", async () => {
+    const started = await handRunWorker(plainName, "sbo", "h3", ["1", "2"], 1000, 1);
+    const { env, k } = started;
+    let worker: ResultPromise | null = started.worker;
+    try {
+      await waitFor("a first token", async () => (await redis.hlen(workerKeys("sbo").firstToken)) === 1);
+      // QA: a twin with the live worker's id joined the cgroup (and mapped its weights there) before it was refused.
+      const twin = await execa("node", [drillBin, "--redis", server.url, "worker", "--name", plainName, "--parent", "self", "--queue", "sbo", "--worker-id", "h3", "--weights-dir", weightsDir, "--weights", "32M"], {
+        reject: false,
+        env,
+        timeout: 60_000,
+      });
+      expect(twin.exitCode, twin.stderr).toBe(3);
+      expect(twin.stderr).toMatch(/worker id h3 is already running \(pid \d+, heartbeat sbo:workers:h3\)/);
+      expect(twin.stderr).not.toContain("joining");
+      const rollback = await execa("node", [drillBin, "rollback", "--name", plainName], { reject: false, env, timeout: 60_000 });
+      expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+      const command = `drill --state-dir ${stateDir} --redis ${server.url} rollback --queue sbo`;
+      expect(rollback.stdout).toContain(
+        `queue sbo on ${server.url}: its worker was stopped (what it held is back in sbo:admitted), but its admission is still open: ` +
+          `what the gate admits now waits for a worker, its deadline slack running out. To close and drain it: ${command}`,
+      );
+      await worker;
+      worker = null;
+      expect((await redis.lrange(k.admitted, 0, -1)).map((p) => (JSON.parse(p) as Job).id).sort()).toEqual(["1", "2"]);
+      // The command it names, as printed, closes and drains the queue.
+      const close = await execa("node", [drillBin, ...command.split(" ").slice(1)], { reject: false, env, timeout: 60_000 });
+      expect(close.exitCode, close.stdout + close.stderr).toBe(0);
+      expect(await redis.get(k.mode)).toBe("reject_all");
+      expect(await redis.llen(k.drain)).toBe(2);
+      await assertNoJobLost(redis, "sbo", ["1", "2"]);
+    } finally {
+      worker?.kill("SIGKILL");
+      await worker;
+    }
+  });
+
+  // QA: the launcher's SIGKILL line pointed a hand-run worker at "the rollback of the drill up that started it".
+  it("a SIGKILLed hand-run worker names the queue's rollback; the next worker of its id takes its jobs back; cgroup teardown --json lists the queue served", async () => {
+    const started = await handRunWorker(teardownName, "sbp", "h4", ["1", "2"], 1000, 1);
+    const { env, k } = started;
+    let worker: ResultPromise | null = started.worker;
+    let next: ResultPromise | null = null;
+    try {
+      await waitFor("a first token", async () => (await redis.hlen(workerKeys("sbp").firstToken)) === 1);
+      const procs = path.join(realWorkerCgroup(teardownName).dirs[0]!.dir, "cgroup.procs");
+      for (const pid of readFileSync(procs, "utf8").split("\n").filter(Boolean).map(Number)) process.kill(pid, "SIGKILL");
+      const killed = await worker;
+      worker = null;
+      expect(killed.exitCode).toBe(1);
+      expect(killed.stderr).toContain(
+        `its working list is given back by the next worker with --worker-id h4, or drained by \`drill --state-dir ${stateDir} --redis ${server.url} rollback --queue sbp\``,
+      );
+      expect(killed.stderr).not.toContain("drill up that started it");
+      expect(await redis.llen(k.working("h4"))).toBe(1);
+      next = execa(
+        "node",
+        [drillBin, "--redis", server.url, "worker", "--name", teardownName, "--parent", "self", "--queue", "sbp", "--worker-id", "h4", "--weights-dir", weightsDir, "--weights", "32M", "--kv-bytes-per-token", "256", "--decode-tokens-per-s", "20"],
+        { reject: false, env, timeout: 60_000, all: true },
+      );
+      let said = "";
+      next.all!.on("data", (chunk: Buffer) => (said += chunk.toString()));
+      // Not its heartbeat: the killed worker's is still counting down.
+      await waitFor("the next worker's give-back", async () => said.includes("gave 1 job(s) left in sbp:working:h4 by a previous run back to the head of sbp:admitted"));
+      const torn = await execa("node", [drillBin, "--json", "cgroup", "teardown", "--name", teardownName, "--parent", "self"], { reject: false, env, timeout: 60_000 });
+      expect(torn.exitCode, torn.stdout + torn.stderr).toBe(0);
+      expect((JSON.parse(torn.stdout) as { queues_served: unknown }).queues_served).toEqual([{ queue: "sbp", redis: server.url }]);
+      await next;
+      next = null;
+      await assertNoJobLost(redis, "sbp", ["1", "2"]);
+    } finally {
+      worker?.kill("SIGKILL");
+      next?.kill("SIGKILL");
+      await worker;
+      await next;
     }
   });
 });

@@ -69,4 +69,9 @@ describe("pack's summary line", () => {
   it("names no job when none was pushed (interrupted at once)", () => {
     expect(packedSummary("jobs", [], 0)).toBe("packed 0 job(s) onto jobs, 0 prompt tokens");
   });
+  // QA: an interrupted pack's summary read as if every job asked for was packed.
+  it("an interrupted pack says how many of those asked for were not packed", () => {
+    expect(packedSummary("jobs", ["1", "2", "3"], 72000, 5)).toBe("packed 3 job(s) onto jobs (job=1..3), 72000 prompt tokens; 5 of 8 not packed");
+    expect(packedSummary("jobs", [], 0, 2)).toBe("packed 0 job(s) onto jobs, 0 prompt tokens; 2 of 2 not packed");
+  });
 });
