@@ -137,6 +137,16 @@ export function formatAlarmEvent(event: AlarmEvent, color: ChalkInstance): strin
   return event.kind === "raised" ? color.red.bold(event.line) : color.green(event.line);
 }
 
+/**
+ * An alarm line as the live view prints it above the frame: wrapped at word
+ * breaks to the terminal's width, the rest indented, so a repaint knows how
+ * many lines it takes (QA: a PAGE line wider than the terminal wrapped where
+ * the terminal chose, and a repaint counted it as one line).
+ */
+function alarmEventLines(event: AlarmEvent, color: ChalkInstance, columns: number): string[] {
+  return wrapWords(event.line, Math.max(1, columns)).map((line) => formatAlarmEvent({ ...event, line }, color));
+}
+
 export interface LiveViewHeader {
   cgroup: string;
   queue: string;
@@ -227,8 +237,8 @@ export class LiveView {
   private readonly memory: Array<number | null> = [];
   private drawnLines = 0;
   private last: Sample | null = null;
-  /** The last alarm lines, shown again above the frame when a resize clears the screen. */
-  private readonly recentAlarms: string[] = [];
+  /** The last alarm events, shown again above the frame when a resize clears the screen. */
+  private readonly recentAlarms: AlarmEvent[] = [];
   /** The gate's last reject lines, in the frame; and how many the batch they came in did not show. */
   private readonly recentRejects: string[] = [];
   private recentRejectsMore = 0;
@@ -330,8 +340,8 @@ export class LiveView {
     const erase = this.erase();
     const frame = this.frame(s, size);
     this.drawnLines = frame.length;
-    const alarmLines = events.map((e) => `${formatAlarmEvent(e, this.color)}\n`).join("");
-    for (const e of events) this.recentAlarms.push(formatAlarmEvent(e, this.color));
+    const alarmLines = events.flatMap((e) => alarmEventLines(e, this.color, size?.columns ?? WIDTH)).map((l) => `${l}\n`).join("");
+    this.recentAlarms.push(...events);
     this.recentAlarms.splice(0, Math.max(0, this.recentAlarms.length - 20));
     return `${erase}${alarmLines}${frame.join("\n")}\n`;
   }
@@ -357,8 +367,14 @@ export class LiveView {
     if (this.last === null) return "";
     const frame = this.layout(this.last, size);
     this.drawnLines = frame.length;
-    const room = Number.isFinite(size.rows) ? Math.max(0, size.rows - 1 - frame.length) : this.recentAlarms.length;
-    const alarms = room === 0 ? [] : this.recentAlarms.slice(-room);
+    // The newest alarms that fit whole above the frame.
+    const room = Number.isFinite(size.rows) ? Math.max(0, size.rows - 1 - frame.length) : Infinity;
+    const alarms: string[] = [];
+    for (const event of [...this.recentAlarms].reverse()) {
+      const lines = alarmEventLines(event, this.color, size.columns);
+      if (alarms.length + lines.length > room) break;
+      alarms.unshift(...lines);
+    }
     return `\x1b[H\x1b[2J${alarms.map((l) => `${l}\n`).join("")}${frame.join("\n")}\n`;
   }
 }

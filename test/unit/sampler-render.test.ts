@@ -122,6 +122,26 @@ describe("render", () => {
     expect(view.redraw(pressure, [], { columns: 60, rows: 12 }).startsWith(`\x1b[${frameLines}F\x1b[J`)).toBe(true);
   });
 
+  // QA: a PAGE line wider than the terminal wrapped where the terminal chose, and a repaint counted it as one line.
+  it("an alarm line wider than the terminal is wrapped at word breaks, every word kept; a repaint shows whole alarms only, within the height", () => {
+    const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    const page = "PAGE reclaim, not underload: cpu_idle=45% psi=6.57 slack_ms=-12887 queue_age_ms=0 via=cg_psi_mem_some_rate=21.82";
+    const out = view.redraw(pressure, [{ name: "reclaim_not_underload", kind: "raised", line: page }], { columns: 60, rows: 40 });
+    const all = out.split("\n");
+    const alarm = all.slice(0, all.findIndex((l) => l.startsWith("drill watch")));
+    expect(alarm.length).toBeGreaterThan(1);
+    for (const line of alarm) expect(line.length, line).toBeLessThanOrEqual(60);
+    expect(alarm[0]).toMatch(/^PAGE reclaim, not underload:/);
+    expect(alarm[1]).toMatch(/^ {2}\S/);
+    expect(alarm.join(" ").replace(/\s+/g, " ")).toBe(page);
+    view.redraw(pressure, [{ name: "oom_kill", kind: "raised", line: "PAGE oom_kill" }], { columns: 60, rows: 40 });
+    const frameLines = view.layout(pressure, { columns: 60, rows: 40 }).length;
+    // Room for the one-line alarm and two lines more: the PAGE, on more, does not fit whole, so it is not shown in part.
+    const repainted = view.repaint({ columns: 60, rows: frameLines + 3 }).slice("\x1b[H\x1b[2J".length).split("\n");
+    expect(repainted[0]).toBe("PAGE oom_kill");
+    expect(repainted.join("\n")).not.toContain("via=");
+  });
+
   it("erase: the frame goes, and the next redraw does not move back over lines printed in between", () => {
     const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
     const first = view.redraw(sample, []);
