@@ -148,6 +148,7 @@ describe("drill cgroup teardown stopped while the cgroup is frozen (fake v2 tree
       unlinked: [],
       method: [],
       forced: null,
+      queues_served: [],
       left: [`cgroup ${name}: teardown interrupted by ${signal} while killing the tasks left in it; run ${command} again to finish it`],
       interrupted: { signal, cgroup: name, stage: "kill", stage_cgroup: name, command },
     });
