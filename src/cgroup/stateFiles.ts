@@ -448,3 +448,39 @@ export function unreadableRecords(stateDir: string, name?: string): Array<{ file
     });
   return [...read(path.join(stateDir, "cgroups"), isMarker), ...read(hogsDir(stateDir), isHogRecord)];
 }
+
+/** A queue a worker launched into a cgroup served: its Redis URL as given (password and all: the file is root's, 0600). */
+export interface ServedQueueRecord {
+  kind: "drill-served-queue";
+  cgroupKey: string;
+  queue: string;
+  url: string;
+}
+
+function isServedQueueRecord(value: unknown): value is ServedQueueRecord {
+  const v = value as Partial<ServedQueueRecord> | null;
+  return v !== null && typeof v === "object" && v.kind === "drill-served-queue" && typeof v.cgroupKey === "string" && typeof v.queue === "string" && typeof v.url === "string";
+}
+
+export function servedDir(stateDir: string): string {
+  return path.join(stateDir, "served");
+}
+
+/**
+ * Left by `drill worker`'s launcher before it starts the worker in the
+ * cgroup: the queue it serves, for the teardown to name once the worker is
+ * gone, whether the teardown stopped it or it had stopped already (QA: a
+ * worker that exited before the rollback left its queue open unsaid). One
+ * file per cgroup, queue and Redis: a second launch writes the same file.
+ */
+export function recordServedQueue(stateDir: string, cgroup: WorkerCgroup, queue: string, url: string): void {
+  const key = cgroupKey(cgroup);
+  const which = createHash("sha256").update(`${url}\n${queue}`).digest("hex").slice(0, 8);
+  writeJsonDurably(path.join(servedDir(stateDir), `${key}-${which}.json`), { kind: "drill-served-queue", cgroupKey: key, queue, url } satisfies ServedQueueRecord);
+}
+
+/** The queues recorded as served in this cgroup (unreadable records skipped: they only add a hint). */
+export function listServedQueues(stateDir: string, cgroup: WorkerCgroup): Array<{ file: string; record: ServedQueueRecord }> {
+  const key = cgroupKey(cgroup);
+  return listJson(servedDir(stateDir)).flatMap(({ file, value }) => (isServedQueueRecord(value) && value.cgroupKey === key ? [{ file, record: value }] : []));
+}

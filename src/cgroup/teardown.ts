@@ -8,10 +8,10 @@ import { readPids } from "./memoryFiles.js";
 import { requireLayout } from "./layout.js";
 import { assembleWorkerCgroup, workerCgroupFromDirs, type CgroupDir, type WorkerCgroup } from "./paths.js";
 import { readUpHolder, upHolderRefusal, type UpHolder } from "./setup.js";
-import { discardHogRecord, listHogRecords, listMarkers, markerFile, readMarker, removeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
+import { discardHogRecord, listHogRecords, listMarkers, listServedQueues, markerFile, readMarker, removeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
 import { isInCgroup, readComm, signalError } from "./tasks.js";
 import { isSameProcess } from "../host/process.js";
-import { distinctQueues, readServedQueue, type ServedQueue } from "../worker/served.js";
+import { distinctQueues, type ServedQueue } from "../worker/served.js";
 import { parseWeightsFileName } from "../worker/weightsFile.js";
 
 export interface TeardownOptions {
@@ -51,7 +51,7 @@ export interface TeardownProgress {
   unlinked: string[];
   method: Set<TeardownMethod>;
   forced: UpHolder | null;
-  /** The queues the workers it stopped served (launched by `drill worker`): their admission is still open. */
+  /** The queues workers launched into it served (`drill worker` records them): their admission may still be open. */
   queuesServed: ServedQueue[];
 }
 
@@ -107,7 +107,7 @@ export type TeardownResult =
       method: TeardownMethod[];
       /** The drill that was up with this cgroup, torn down anyway (--force); null otherwise. */
       forced: UpHolder | null;
-      /** The queues of the workers it stopped (each once): nothing runs their jobs now, and their admission is still open. */
+      /** The queues workers launched into it served (each once, URLs as given): nothing runs their jobs now. */
       queuesServed: ServedQueue[];
     };
 
@@ -236,7 +236,8 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   await teardownNested(roots, present, options, done);
   // Read before the kill: a worker's coprocess unlinks its weights file on every exit but SIGKILL.
   const weightsFiles = heldWeightsFiles(roots, present);
-  done.queuesServed = distinctQueues([...done.queuesServed, ...listInside(roots, withDescendants(present)).flatMap((t) => readServedQueue(roots, t.pid) ?? [])]);
+  const served = listServedQueues(options.stateDir, computed);
+  done.queuesServed = distinctQueues([...done.queuesServed, ...served.map(({ record }) => ({ queue: record.queue, url: record.url }))]);
   options.onStage?.("sigterm", cgroup.name);
   await stopGracefully(roots, present, Math.min(deadline, Date.now() + (options.termGraceMs ?? TERM_GRACE_MS)), killed, method);
   options.onStage?.("kill", cgroup.name);
@@ -278,6 +279,8 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   done.unlinked.push(...listHogRecords(options.stateDir, computed).flatMap(({ file, record }) => discardHogRecord(file, record) ?? []));
   done.unlinked.push(...removeOrphanedWeightsFiles(roots, weightsFiles));
   removeMarker(options.stateDir, computed);
+  // Said by this teardown's caller now; a record left would name the queue again at the next setup's teardown.
+  for (const { file } of served) rmSync(file, { force: true });
   return {
     kind: "removed",
     removed: [...done.removed],

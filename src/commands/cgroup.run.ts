@@ -13,7 +13,7 @@ import { resolveCgroupTarget } from "../cgroup/target.js";
 import { absentCgroupNext } from "../cgroup/ready.js";
 import { newTeardownProgress, teardownWorkerCgroup, thawBeforeExit, type TeardownMethod, type TeardownProgress, type TeardownResult, type TeardownStage } from "../cgroup/teardown.js";
 import type { SetupFlags, TargetFlags, TeardownFlags } from "./cgroup.js";
-import { queueLeftOpenLine } from "../worker/served.js";
+import { maskedQueues, queueLeftOpenLine, queuesLeftOpen } from "../worker/served.js";
 
 export async function cgroupSetupAction(globals: GlobalOptions, flags: SetupFlags, output: Output = consoleOutput(globals.color)): Promise<SetupResult> {
   const memoryMax = parseSize(flags.memoryMax, "--memory-max");
@@ -152,15 +152,17 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
         `killed ${result.killed.length} of its tasks mid-drill. Run ${drillCommandAt(globals)} rollback --name ${drill} to stop the rest and drain its queue`,
     );
   }
+  // A drill's worker (--force): its rollback, named above, closes and drains the queue.
+  const leftOpen = result.kind === "removed" && !result.forced ? await queuesLeftOpen(result.queuesServed, globals) : [];
   if (globals.json) {
-    output.json(snakeCaseKeys({ ...result, left: [], interrupted: null }));
+    const served = result.kind === "removed" ? { queuesServed: maskedQueues(result.queuesServed), queuesLeftOpen: leftOpen } : {};
+    output.json(snakeCaseKeys({ ...result, ...served, left: [], interrupted: null }));
   } else if (result.kind === "nothing") {
     output.out(`cgroup ${cgroup.name}: nothing to tear down (no ${result.looked.join(", no ")})`);
   } else {
     for (const line of teardownDoneLines(result)) output.out(line);
     output.out(`cgroup ${cgroup.name} torn down${result.removed.length === 0 ? " (nothing was left)" : ""}`);
-    // A drill's worker (--force): its rollback, named above, closes and drains the queue.
-    if (!result.forced) for (const q of result.queuesServed) output.out(queueLeftOpenLine(q, globals));
+    for (const q of leftOpen) output.out(queueLeftOpenLine(q));
   }
   return result;
 }
@@ -209,7 +211,7 @@ function teardownDocument(kind: "interrupted" | "refused" | "failed", progress: 
     unlinked: progress.unlinked,
     method: [...progress.method],
     forced: progress.forced,
-    queuesServed: progress.queuesServed,
+    queuesServed: maskedQueues(progress.queuesServed),
     left,
     interrupted,
   });

@@ -11,7 +11,7 @@ import { ExitCode, RollbackIncompleteError, UsageError } from "../errors.js";
 import { thawBeforeExit } from "../cgroup/teardown.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
 import { consoleOutput, snakeCaseKeys } from "../output.js";
-import { distinctQueues, queueLeftOpenLine, type ServedQueue } from "../worker/served.js";
+import { distinctQueues, maskedQueues, queueLeftOpenLine, queuesLeftOpen, type QueueLeftOpen, type ServedQueue } from "../worker/served.js";
 import type { RollbackFlags } from "./rollback.js";
 
 /**
@@ -162,8 +162,10 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     ...cgroups.filter((c) => !c.step.ok).map((c) => `cgroup ${c.name}: ${c.step.detail}`),
     ...running.map((r) => `${describeRunningDrill(r)}; ${rollbackHint(r)}`),
   ];
+  // Read once the cgroups are torn down and --queue's rollback is done: a lever it pulled is closed.
+  const leftOpen = await queuesLeftOpen(servedNotClosed(cgroups, queues), g);
   if (g.json) {
-    output.json(rollbackDocument(results, complete, cgroups, running, left, null, startingUps, queues));
+    output.json(rollbackDocument(results, complete, cgroups, running, left, null, startingUps, queues, leftOpen));
   } else if (running.length > 0) {
     // QA: "not rolled back: smoke already rolled back (complete)" read as a contradiction; what is not rolled back is what runs elsewhere.
     output.out(`nothing to do in ${g.stateDir} (${nothingHere}), but drill processes this rollback does not reach run on this host:`);
@@ -177,7 +179,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     output.out(`nothing to roll back: ${nothingHere} in ${g.stateDir}, and ${what} on this host`);
   }
   if (!g.json && running.length === 0) for (const q of queues) queueClosingLines(q, g.redisUrl ?? DEFAULT_REDIS_URL, rerunCmd).forEach((line) => output.out(line));
-  if (!g.json) for (const q of queuesLeftOpen(cgroups, queues)) output.out(queueLeftOpenLine(q, g));
+  if (!g.json) for (const q of leftOpen) output.out(queueLeftOpenLine(q));
   if (!g.json && running.length === 0 && results.length > 0) {
     for (const r of results) {
       const drain = r.drainLength !== null ? `LLEN ${r.drainLength} in the drain` : r.left.some((l) => l.startsWith("drain pending")) ? "drain pending" : "no queue to drain";
@@ -222,27 +224,29 @@ function rollbackDocument(
   interrupted: Interruption | null,
   startingUps: StartingUp[] = [],
   queues: QueueRollback[] = [],
+  leftOpen: QueueLeftOpen[] = [],
 ) {
   return snakeCaseKeys({
     drills,
     complete,
-    cgroups,
+    // The URLs as given carry the password: printed masked, as every URL.
+    cgroups: cgroups.map((c) => ({ ...c, queuesServed: maskedQueues(c.queuesServed) })),
     startingUps,
     queues,
     nothing_to_roll_back: drills.length === 0 && cgroups.length === 0 && running.length === 0 && startingUps.length === 0 && queues.length === 0 && interrupted === null,
     running: running.map((r) => ({ ...r, hint: rollbackHint(r) })),
-    queuesLeftOpen: queuesLeftOpen(cgroups, queues),
+    queuesLeftOpen: leftOpen,
     left,
     interrupted,
   });
 }
 
 /**
- * The queues of the hand-run workers the cgroups' teardown stopped, but for
- * those this rollback's --queue closed and drained: their admission is still open.
+ * The queues hand-run workers served in the cgroups torn down, but for those
+ * this rollback's --queue closed and drained (their jobs are in its drain).
  */
-export function queuesLeftOpen(cgroups: readonly CgroupRollback[], queues: readonly QueueRollback[]): ServedQueue[] {
-  const closed = (q: ServedQueue) => queues.some((r) => r.queue === q.queue && redactUrl(r.url) === q.redis);
+export function servedNotClosed(cgroups: readonly CgroupRollback[], queues: readonly QueueRollback[]): ServedQueue[] {
+  const closed = (q: ServedQueue) => queues.some((r) => r.queue === q.queue && r.url === redactUrl(q.url));
   return distinctQueues(cgroups.flatMap((c) => c.queuesServed)).filter((q) => !closed(q));
 }
 

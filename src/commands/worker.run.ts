@@ -6,6 +6,7 @@ import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import type { WorkerCgroup } from "../cgroup/paths.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { requireSetUpCgroup } from "../cgroup/ready.js";
+import { recordServedQueue } from "../cgroup/stateFiles.js";
 import { writeErr, writeOut } from "../closedStdout.js";
 import { commandRedisUrl, drillCommandAt, hostRoots, type GlobalOptions } from "../context.js";
 import { DrillError, ExitCode, InterruptedError } from "../errors.js";
@@ -16,7 +17,6 @@ import { formatBytes } from "../units.js";
 import { defaultWorkerId } from "../worker/plan.js";
 import { checkWeightsDir } from "../worker/weightsFile.js";
 import { refuseLiveWorkerId, runWorker, type WorkerSummary } from "../worker/run.js";
-import { WORKER_QUEUE_ENV } from "../worker/served.js";
 import { cgroupFromEnv, resolveWorkerFlags, WORKER_CGROUP_ENV, WORKER_LIFELINE_ENV, type RawWorkerFlags } from "./worker.js";
 
 /** The cgroup as drill set it up (marker first), every dir present, or an error saying what to do. */
@@ -174,10 +174,8 @@ export async function workerAction(g: GlobalOptions, raw: RawWorkerFlags): Promi
   const workerId = options.workerId ?? defaultWorkerId(cgroup.name);
   await refuseLiveWorkerId(redisUrl, options.queue, workerId, roots);
   writeErr(`drill worker: joining ${cgroup.limits.dir} (weights ${formatBytes(options.config.weightsBytes)} in ${options.weightsDir})\n`);
-  // Its queue and Redis in its environment: a teardown that stops it reads them back, to say the queue's admission is still open.
-  const code = await launchInCgroup(cgroup, selfCommand(), (line) => writeErr(`${line}\n`), workerRecovery(g, redisUrl, options.queue, workerId), {
-    DRILL_REDIS_URL: redisUrl,
-    [WORKER_QUEUE_ENV]: options.queue,
-  });
+  // The queue it serves, for the cgroup's teardown to name (its admission stays open when the worker is gone).
+  recordServedQueue(g.stateDir, cgroup, options.queue, redisUrl);
+  const code = await launchInCgroup(cgroup, selfCommand(), (line) => writeErr(`${line}\n`), workerRecovery(g, redisUrl, options.queue, workerId), { DRILL_REDIS_URL: redisUrl });
   if (code !== 0) process.exitCode = code;
 }

@@ -1,59 +1,91 @@
-import { readFileSync } from "node:fs";
 import { drillCommandAt, redactUrl } from "../context.js";
-import type { HostRoots } from "../host/kernelFile.js";
-import { environValues } from "../host/process.js";
 import { queueKeys } from "../queue/keys.js";
+import { closeRedis, connectRedis } from "../queue/redis.js";
 
 /**
- * Set by `drill worker`'s launcher for the worker it starts in the cgroup:
- * the queue it serves (its Redis is DRILL_REDIS_URL beside it). A teardown
- * reads both back from what it stops, to say whose admission is still open
- * (QA: a plain rollback of a hand-run cgroup stopped the worker, its jobs
- * back in `<q>:admitted`, and said nothing of the queue).
+ * A queue a stopped worker served (recorded by `drill worker`'s launcher in
+ * the state dir, recordServedQueue). `url` as given, password and all: only
+ * its redacted form is printed.
  */
-export const WORKER_QUEUE_ENV = "DRILL_WORKER_QUEUE";
-
-/** A queue a stopped worker served; `redis` with any password masked, as every printed URL. */
 export interface ServedQueue {
   queue: string;
-  redis: string;
+  url: string;
 }
 
-/** The queue a worker started by the launcher serves, from its NUL-separated environ; null for any other process. */
-export function servedQueueFromEnviron(environ: string): ServedQueue | null {
-  const found = environValues(environ, [WORKER_QUEUE_ENV, "DRILL_REDIS_URL"]);
-  const queue = found[WORKER_QUEUE_ENV];
-  const url = found.DRILL_REDIS_URL;
-  return queue && url ? { queue, redis: redactUrl(url) } : null;
-}
-
-/** servedQueueFromEnviron of /proc/<pid>/environ; null when gone or not ours to read. */
-export function readServedQueue(roots: HostRoots, pid: number): ServedQueue | null {
-  try {
-    return servedQueueFromEnviron(readFileSync(roots.proc(String(pid), "environ"), "utf8"));
-  } catch {
-    return null;
-  }
+/** For printing: each URL with its password masked. */
+export function maskedQueues(queues: readonly ServedQueue[]): ServedQueue[] {
+  return queues.map((q) => ({ ...q, url: redactUrl(q.url) }));
 }
 
 /** Each queue once, in the order first seen. */
-export function distinctQueues(queues: readonly ServedQueue[]): ServedQueue[] {
-  const seen = new Map<string, ServedQueue>();
-  for (const q of queues) if (!seen.has(`${q.redis} ${q.queue}`)) seen.set(`${q.redis} ${q.queue}`, q);
+export function distinctQueues<Q extends ServedQueue>(queues: readonly Q[]): Q[] {
+  const seen = new Map<string, Q>();
+  for (const q of queues) if (!seen.has(`${q.url} ${q.queue}`)) seen.set(`${q.url} ${q.queue}`, q);
   return [...seen.values()];
+}
+
+/** A served queue whose admission a teardown left open: its lever as read (null: its Redis did not answer), and the command that closes it. */
+export interface QueueLeftOpen {
+  queue: string;
+  /** Password masked. */
+  url: string;
+  /** `<q>:mode` as read: "admit" when unset (the gate admits); null when it could not be read. */
+  lever: string | null;
+  command: string;
+}
+
+/** How long the lever read may take: a Redis that does not answer makes the hint say so, not hold up the rollback. */
+const LEVER_READ_MS = 2_000;
+
+/** `<q>:mode` on the queue's Redis: "admit" when unset; null when that Redis does not answer in time or refuses the read. */
+export async function readLever(q: ServedQueue): Promise<string | null> {
+  const connecting = connectRedis(q.url, { name: "drill-lever-check", commandTimeoutMs: LEVER_READ_MS });
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<null>((resolve) => {
+    timer = setTimeout(() => resolve(null), LEVER_READ_MS);
+  });
+  // A paused Redis takes the connection and never answers its ready check: the connect is given up, and closed if it lands later.
+  const redis = await Promise.race([connecting, late]).catch(() => null);
+  clearTimeout(timer);
+  if (redis === null) {
+    connecting.then((r) => closeRedis(r, 0), () => {});
+    return null;
+  }
+  try {
+    return (await redis.get(queueKeys(q.queue).mode)) ?? "admit";
+  } catch {
+    return null;
+  } finally {
+    await closeRedis(redis, 0);
+  }
+}
+
+/**
+ * The served queues whose admission is still open (a lever not reject_all,
+ * or one that could not be read), each with the command that closes and
+ * drains it. `at`: the global flags of the command that was run (--state-dir
+ * and the trees), for a command that acts there too.
+ */
+export async function queuesLeftOpen(served: readonly ServedQueue[], at: { stateDir: string; sysfs?: string; procfs?: string }): Promise<QueueLeftOpen[]> {
+  const open: QueueLeftOpen[] = [];
+  for (const q of distinctQueues(served)) {
+    const lever = await readLever(q);
+    if (lever === "reject_all") continue;
+    open.push({ queue: q.queue, url: redactUrl(q.url), lever, command: `${drillCommandAt({ ...at, redisUrl: q.url })} rollback --queue ${q.queue}` });
+  }
+  return open;
 }
 
 /**
  * What a teardown leaves of a hand-run worker's queue: the worker is gone and
  * its jobs wait in admitted, but the gate still admits and nothing runs them,
  * their deadline slack running out. The rollback of the queue closes
- * admission (deny-all) and drains it. `at`: the global flags of the command
- * that was run (--state-dir and the trees), for a command that acts there too.
+ * admission (deny-all) and drains it.
  */
-export function queueLeftOpenLine(q: ServedQueue, at: { stateDir: string; sysfs?: string; procfs?: string }): string {
-  const command = `${drillCommandAt({ ...at, redisUrl: q.redis })} rollback --queue ${q.queue}`;
+export function queueLeftOpenLine(q: QueueLeftOpen): string {
+  const admission = q.lever === null ? "and its admission may still be open (its Redis did not answer: the lever was not read)" : "but its admission is still open";
   return (
-    `queue ${q.queue} on ${q.redis}: its worker was stopped (what it held is back in ${queueKeys(q.queue).admitted}), but its admission is still open: ` +
-    `what the gate admits now waits for a worker, its deadline slack running out. To close and drain it: ${command}`
+    `queue ${q.queue} on ${q.url}: its worker is gone (what it held is back in ${queueKeys(q.queue).admitted}), ${admission}: ` +
+    `what the gate admits now waits for a worker, its deadline slack running out. To close and drain it: ${q.command}`
   );
 }

@@ -28,6 +28,7 @@ const name = `sbs${process.pid}`;
 const stoppedName = `sbt${process.pid}`;
 const plainName = `sbo${process.pid}`;
 const teardownName = `sbp${process.pid}`;
+const exitedName = `sbx${process.pid}`;
 
 beforeAll(async () => {
   if (reason) return;
@@ -44,6 +45,7 @@ afterAll(async () => {
     await forceCleanup(realWorkerCgroup(stoppedName), stateDir);
     await forceCleanup(realWorkerCgroup(plainName), stateDir);
     await forceCleanup(realWorkerCgroup(teardownName), stateDir);
+    await forceCleanup(realWorkerCgroup(exitedName), stateDir);
   } finally {
     await closeRedis(redis);
     await server?.stop();
@@ -64,7 +66,7 @@ async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs = 
  * The step-by-step path's start: `cgroup setup`, the jobs admitted (their
  * tokens in flight), and a worker run by hand in the cgroup.
  */
-async function handRunWorker(cgroup: string, queue: string, workerId: string, ids: string[], completionTokens: number, concurrency: number) {
+async function handRunWorker(cgroup: string, queue: string, workerId: string, ids: string[], completionTokens: number, concurrency: number, extra: string[] = []) {
   const env = { FORCE_COLOR: "0", NO_COLOR: "1", DRILL_STATE_DIR: stateDir };
   const setup = await execa("node", [drillBin, "cgroup", "setup", "--parent", "self", "--name", cgroup, "--memory-max", "160M"], { reject: false, env });
   expect(setup.exitCode, setup.stderr).toBe(0);
@@ -76,7 +78,7 @@ async function handRunWorker(cgroup: string, queue: string, workerId: string, id
   }
   const worker: ResultPromise = execa(
     "node",
-    [drillBin, "--redis", server.url, "worker", "--name", cgroup, "--parent", "self", "--queue", queue, "--worker-id", workerId, "--weights-dir", weightsDir, "--weights", "32M", "--kv-bytes-per-token", "256", "--decode-tokens-per-s", "20", "--concurrency", String(concurrency)],
+    [drillBin, "--redis", server.url, "worker", "--name", cgroup, "--parent", "self", "--queue", queue, "--worker-id", workerId, "--weights-dir", weightsDir, "--weights", "32M", "--kv-bytes-per-token", "256", "--decode-tokens-per-s", "20", "--concurrency", String(concurrency), ...extra],
     { reject: false, env, timeout: 60_000 },
   );
   return { env, k, worker };
@@ -162,7 +164,7 @@ describe.skipIf(reason)("rollback --queue of the step-by-step path (real cgroup,
       expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
       const command = `drill --state-dir ${stateDir} --redis ${server.url} rollback --queue sbo`;
       expect(rollback.stdout).toContain(
-        `queue sbo on ${server.url}: its worker was stopped (what it held is back in sbo:admitted), but its admission is still open: ` +
+        `queue sbo on ${server.url}: its worker is gone (what it held is back in sbo:admitted), but its admission is still open: ` +
           `what the gate admits now waits for a worker, its deadline slack running out. To close and drain it: ${command}`,
       );
       await worker;
@@ -207,9 +209,11 @@ describe.skipIf(reason)("rollback --queue of the step-by-step path (real cgroup,
       next.all!.on("data", (chunk: Buffer) => (said += chunk.toString()));
       // Not its heartbeat: the killed worker's is still counting down.
       await waitFor("the next worker's give-back", async () => said.includes("gave 1 job(s) left in sbp:working:h4 by a previous run back to the head of sbp:admitted"));
+      // Its lever pulled already: served, but not left open.
+      await redis.set(k.mode, "reject_all");
       const torn = await execa("node", [drillBin, "--json", "cgroup", "teardown", "--name", teardownName, "--parent", "self"], { reject: false, env, timeout: 60_000 });
       expect(torn.exitCode, torn.stdout + torn.stderr).toBe(0);
-      expect((JSON.parse(torn.stdout) as { queues_served: unknown }).queues_served).toEqual([{ queue: "sbp", redis: server.url }]);
+      expect(JSON.parse(torn.stdout)).toMatchObject({ queues_served: [{ queue: "sbp", url: server.url }], queues_left_open: [] });
       await next;
       next = null;
       await assertNoJobLost(redis, "sbp", ["1", "2"]);
@@ -219,5 +223,24 @@ describe.skipIf(reason)("rollback --queue of the step-by-step path (real cgroup,
       await worker;
       await next;
     }
+  });
+
+  // QA: a worker that had stopped by itself before the rollback (--max-jobs, --idle-exit, its launcher gone) left its queue open unsaid.
+  it("a worker gone before the rollback: the plain rollback still names its queue, left open, in --json with the command that closes it", async () => {
+    const started = await handRunWorker(exitedName, "sbx", "h5", ["1"], 20, 1, ["--max-jobs", "1"]);
+    const { env, k } = started;
+    const exited = await started.worker;
+    expect(exited.exitCode, String(exited.stderr)).toBe(0);
+    // Admitted after it stopped: nothing runs it now.
+    await redis.hset(k.inflight, "2", 256);
+    await redis.rpush(k.admitted, encodeJob({ id: "2", prompt_tokens: 256, completion_tokens: 20, files: 1, enqueue_ts: Date.now(), deadline_ms: 60_000, attempt: 0, host_class: "shared-free" }));
+    const rollback = await execa("node", [drillBin, "--json", "rollback", "--name", exitedName], { reject: false, env, timeout: 60_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    const command = `drill --state-dir ${stateDir} --redis ${server.url} rollback --queue sbx`;
+    expect(JSON.parse(rollback.stdout)).toMatchObject({ queues_left_open: [{ queue: "sbx", url: server.url, lever: "admit", command }], left: [] });
+    expect(cgroupDirsLeft(realWorkerCgroup(exitedName))).toEqual([]);
+    // Said once: the record goes with the cgroup.
+    expect(readdirSync(path.join(stateDir, "served")).filter((f) => f.startsWith(`${exitedName}-`))).toEqual([]);
+    await assertNoJobLost(redis, "sbx", ["1", "2"]);
   });
 });

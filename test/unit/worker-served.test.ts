@@ -1,47 +1,48 @@
 import { describe, expect, it } from "vitest";
-import { queuesLeftOpen } from "../../src/commands/rollback.run.js";
+import { servedNotClosed } from "../../src/commands/rollback.run.js";
 import { workerRecovery } from "../../src/commands/worker.run.js";
 import type { CgroupRollback, QueueRollback } from "../../src/drill/rollback.js";
 import { environValues } from "../../src/host/process.js";
-import { distinctQueues, queueLeftOpenLine, servedQueueFromEnviron, type ServedQueue } from "../../src/worker/served.js";
+import { distinctQueues, maskedQueues, queueLeftOpenLine, readLever, type QueueLeftOpen, type ServedQueue } from "../../src/worker/served.js";
 
-describe("the queue a worker serves, read back from its environ", () => {
-  it("takes DRILL_WORKER_QUEUE and DRILL_REDIS_URL whole, the password masked", () => {
-    const environ = ["PATH=/usr/bin", "DRILL_REDIS_URL=redis://:s3cret@127.0.0.1:7001/2", "XDRILL_WORKER_QUEUE=no", "DRILL_WORKER_QUEUE=q1", ""].join("\0");
-    expect(servedQueueFromEnviron(environ)).toEqual({ queue: "q1", redis: "redis://:***@127.0.0.1:7001/2" });
-  });
-
-  it("is null for a process that is not a launched worker (either variable missing or empty)", () => {
-    expect(servedQueueFromEnviron("DRILL_WORKER_QUEUE=q1\0PATH=/bin")).toBeNull();
-    expect(servedQueueFromEnviron("DRILL_REDIS_URL=redis://127.0.0.1:7001\0DRILL_WORKER_QUEUE=")).toBeNull();
-    expect(servedQueueFromEnviron("")).toBeNull();
-  });
-
-  it("environValues: a value may hold '=', a name set twice is the last", () => {
-    expect(environValues("A=1\0B=x=y\0A=2", ["A", "B", "C"])).toEqual({ A: "2", B: "x=y" });
+describe("environValues", () => {
+  it("takes whole entries: a value may hold '=', a name set twice is the last, a longer name is another", () => {
+    expect(environValues("A=1\0B=x=y\0A=2\0XA=3\0", ["A", "B", "C"])).toEqual({ A: "2", B: "x=y" });
   });
 });
 
 describe("the queues a rollback says are left open", () => {
-  const q = (queue: string, redis = "redis://127.0.0.1:7001"): ServedQueue => ({ queue, redis });
+  const q = (queue: string, url = "redis://127.0.0.1:7001"): ServedQueue => ({ queue, url });
   const cgroup = (queuesServed: ServedQueue[]): CgroupRollback => ({ name: "c", dirs: [], step: { step: "kill and remove cgroup", ok: true, detail: "" }, queuesServed });
   const closed = (queue: string, url: string): QueueRollback => ({ queue, url, steps: [], drainLength: 0, left: [] });
 
-  it("each queue once, across the coprocess and the cgroups", () => {
+  it("each queue once, across the cgroups", () => {
     expect(distinctQueues([q("a"), q("a"), q("b"), q("a", "redis://127.0.0.1:7002")])).toEqual([q("a"), q("b"), q("a", "redis://127.0.0.1:7002")]);
-    expect(queuesLeftOpen([cgroup([q("a"), q("a")]), cgroup([q("a"), q("b")])], [])).toEqual([q("a"), q("b")]);
+    expect(servedNotClosed([cgroup([q("a"), q("a")]), cgroup([q("a"), q("b")])], [])).toEqual([q("a"), q("b")]);
   });
 
-  it("not the queue this rollback's --queue closed on that Redis; the same name on another Redis still is", () => {
-    expect(queuesLeftOpen([cgroup([q("a"), q("a", "redis://127.0.0.1:7002")])], [closed("a", "redis://127.0.0.1:7001")])).toEqual([q("a", "redis://127.0.0.1:7002")]);
+  it("not the queue this rollback's --queue closed on that Redis (its URL masked there); the same name on another Redis still is", () => {
+    const served = [q("a", "redis://:pw@127.0.0.1:7001"), q("a", "redis://127.0.0.1:7002")];
+    expect(servedNotClosed([cgroup(served)], [closed("a", "redis://:***@127.0.0.1:7001")])).toEqual([q("a", "redis://127.0.0.1:7002")]);
   });
 
-  it("names the command that closes and drains it, acting on the same state dir and trees", () => {
-    const line = queueLeftOpenLine(q("sbo", "redis://:***@127.0.0.1:7001"), { stateDir: "/tmp/st", sysfs: "/sys", procfs: "/proc" });
-    expect(line).toBe(
-      "queue sbo on redis://:***@127.0.0.1:7001: its worker was stopped (what it held is back in sbo:admitted), but its admission is still open: " +
+  it("masks the password of every URL it prints", () => {
+    expect(maskedQueues([q("a", "redis://:pw@127.0.0.1:7001")])).toEqual([q("a", "redis://:***@127.0.0.1:7001")]);
+  });
+
+  it("names the command that closes and drains it; a lever it could not read is said as such", () => {
+    const open: QueueLeftOpen = { queue: "sbo", url: "redis://:***@127.0.0.1:7001", lever: "admit", command: "drill --state-dir /tmp/st --redis 'redis://:***@127.0.0.1:7001' rollback --queue sbo" };
+    expect(queueLeftOpenLine(open)).toBe(
+      "queue sbo on redis://:***@127.0.0.1:7001: its worker is gone (what it held is back in sbo:admitted), but its admission is still open: " +
         "what the gate admits now waits for a worker, its deadline slack running out. To close and drain it: drill --state-dir /tmp/st --redis 'redis://:***@127.0.0.1:7001' rollback --queue sbo",
     );
+    expect(queueLeftOpenLine({ ...open, lever: null })).toContain("and its admission may still be open (its Redis did not answer: the lever was not read): ");
+  });
+
+  it("a Redis that answers nothing (a closed port) is read as an unknown lever within the bound, not a hang", async () => {
+    const started = Date.now();
+    expect(await readLever(q("a", "redis://127.0.0.1:1"))).toBeNull();
+    expect(Date.now() - started).toBeLessThan(10_000);
   });
 });
 
