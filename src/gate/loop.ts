@@ -7,7 +7,7 @@ import { DrillQueue, rejectDeadReason, type DeadGatesRecovery, type StoredOutcom
 import { BlockingMover, closeRedis, connectRedis, emptyTakeAnsweredAt, hurryOnStop, redactUrl, redisErrorText, WatchdogTimeout } from "../queue/redis.js";
 import { unansweredGiveBackLine, type Holding } from "../queue/giveBack.js";
 import { decideAdmission, decisionFigures, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
-import { GateSampler, type WorkerCgroupProbe } from "./signals.js";
+import { GateSampler, type CgroupSignals, type WorkerCgroupProbe } from "./signals.js";
 
 /**
  * The admission loop (admitd): heartbeat, recover dead gates' lists, take one
@@ -91,11 +91,16 @@ export function gateStoppedLine(gateId: string, summary: GateSummary, why: GateS
   return `gate ${gateId} stopped (${why}): decided=${summary.decided}${kinds} recovered=${summary.recovered} watchdog_fires=${summary.watchdogFires}`;
 }
 
-/** Said when the worker cgroup's signals come or go: the gate's PSI and swap checks follow it. */
-export function cgroupSignalsLine(present: boolean): string {
-  return present
-    ? "gate: worker cgroup signals read now: it decides on the cgroup's PSI and swap too"
-    : "gate: worker cgroup signals gone (the cgroup, or its --cgroup-pressure file, is not there): it decides on host signals alone until they are back";
+/** Said when the worker cgroup's signals come, go or stop parsing: the gate's cgroup PSI and swap checks follow them. */
+export function cgroupSignalsLine(now: CgroupSignals): string {
+  switch (now) {
+    case "read":
+      return "gate: worker cgroup signals read now: it decides on the cgroup's PSI and swap too";
+    case "absent":
+      return "gate: worker cgroup signals gone (the cgroup, or its --cgroup-pressure file, is not there): it decides on host signals alone until they are back";
+    case "unreadable":
+      return "gate: worker cgroup PSI unreadable (its memory.pressure is there but does not parse): it decides on host PSI alone until it reads again";
+  }
 }
 
 export async function runGate(options: GateOptions, deps: GateDeps): Promise<GateSummary> {
@@ -146,15 +151,15 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
   let psiMissing = sampler.state.psiMissingReason;
   if (psiMissing !== null) deps.err(`gate: host memory PSI unreadable (${psiMissing}): rejecting with psi=missing`);
   // And when the worker cgroup comes or goes (QA: silent when it was torn down mid-run): what the gate decides on changes.
-  let cgroupPresent = sampler.state.cgroupPresent;
+  let cgroupSignals = sampler.state.cgroupSignals;
   const sampleTimer = setInterval(() => {
     const sampled = sampler.sample();
     const reason = sampled.psiMissingReason;
     if (reason !== null && psiMissing === null) deps.err(`gate: host memory PSI unreadable (${reason}): rejecting with psi=missing`);
     if (reason === null && psiMissing !== null) deps.err("gate: host memory PSI readable again");
     psiMissing = reason;
-    if (deps.workerCgroup && sampled.cgroupPresent !== cgroupPresent) deps.err(cgroupSignalsLine(sampled.cgroupPresent));
-    cgroupPresent = sampled.cgroupPresent;
+    if (deps.workerCgroup && sampled.cgroupSignals !== cgroupSignals) deps.err(cgroupSignalsLine(sampled.cgroupSignals));
+    cgroupSignals = sampled.cgroupSignals;
   }, config.intervalMs);
   const heartbeatTimer = setInterval(() => {
     queue.heartbeat(gateId, ttlMs, info).catch(() => {}); // an outage shows in the loop's own errors

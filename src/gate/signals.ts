@@ -45,6 +45,8 @@ interface TotalSample {
   totalUs: number;
 }
 
+export type CgroupSignals = "read" | "unreadable" | "absent";
+
 export interface SignalState {
   readings: PressureReadings;
   psiSomeAvg60: number | null;
@@ -58,8 +60,8 @@ export interface SignalState {
   stallMsP99: number | null;
   pressure: PressureState;
   lastMonoMs: number | null;
-  /** The worker cgroup was there at the last sample (its probe gave a reading, even an unreadable one). */
-  cgroupPresent: boolean;
+  /** The worker cgroup's PSI at the last sample: read, there but unreadable, or no cgroup (or no file) at all. */
+  cgroupSignals: CgroupSignals;
 }
 
 export function initialSignalState(): SignalState {
@@ -74,7 +76,7 @@ export function initialSignalState(): SignalState {
     stallMsP99: null,
     pressure: initialPressureState,
     lastMonoMs: null,
-    cgroupPresent: false,
+    cgroupSignals: "absent",
   };
 }
 
@@ -111,7 +113,7 @@ export function nextSignals(prev: SignalState, raw: RawSample, config: Admission
     stallMsP99: stallMsP99(stall),
     pressure: nextPressureState(prev.pressure, readings, config, raw.monoMs),
     lastMonoMs: raw.monoMs,
-    cgroupPresent: raw.cgroup !== null,
+    cgroupSignals: raw.cgroup === null ? "absent" : raw.cgroup.pressure === null ? "unreadable" : "read",
   };
 }
 

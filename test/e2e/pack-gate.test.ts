@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { execa, type ResultPromise } from "execa";
@@ -74,10 +74,15 @@ describe("drill pack + drill gate (built binary)", () => {
   });
 
   // QA: the gate was silent when the worker cgroup went mid-run, deciding on host signals alone from then on.
-  it("a gate says when the worker cgroup's signals go mid-run and when they are back", async () => {
+  it("a gate says when the worker cgroup's signals go mid-run, stop parsing, and when they are back", async () => {
     const procfs = fakeProc(CALM_PSI);
     const file = path.join(tmp, `cg${++n}.pressure`);
-    writeFileSync(file, CALM_PSI);
+    // Whole or not at all (write, then rename): a half-written file would read as unparsable for a sample.
+    const put = (text: string) => {
+      writeFileSync(`${file}.tmp`, text);
+      renameSync(`${file}.tmp`, file);
+    };
+    put(CALM_PSI);
     const queue = `e${++n}`;
     const gate = drill(["--procfs", procfs, "gate", "--queue", queue, "--interval", "100ms", "--duration", "20s", "--cgroup-pressure", file]);
     let stderr = "";
@@ -89,9 +94,16 @@ describe("drill pack + drill gate (built binary)", () => {
       rmSync(file);
       await until(async () => stderr.includes("gate: worker cgroup signals gone"));
       expect(stderr).toContain("gate: worker cgroup signals gone (the cgroup, or its --cgroup-pressure file, is not there): it decides on host signals alone until they are back");
-      writeFileSync(file, CALM_PSI);
+      put(CALM_PSI);
       await until(async () => stderr.includes("gate: worker cgroup signals read now"));
       expect(stderr).toContain("gate: worker cgroup signals read now: it decides on the cgroup's PSI and swap too");
+      // QA: a file that stops parsing mid-run was not said either.
+      expect(stderr).not.toContain("PSI unreadable");
+      put("garbage\n");
+      await until(async () => stderr.includes("gate: worker cgroup PSI unreadable"));
+      expect(stderr).toContain("gate: worker cgroup PSI unreadable (its memory.pressure is there but does not parse): it decides on host PSI alone until it reads again");
+      put(CALM_PSI);
+      await until(async () => stderr.split("gate: worker cgroup signals read now").length === 3);
     } finally {
       gate.kill("SIGINT");
       await gate;
