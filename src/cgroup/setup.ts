@@ -131,6 +131,8 @@ export interface WriteResult {
   wrote: string;
   /** What the kernel shows after the write, or null when it could not be read back. */
   readBack: string | null;
+  /** What it showed before (a cgroup set up again), or null when it could not be read. */
+  before: string | null;
   /** A best-effort write that failed: why it does not stop the drill. */
   skipped: string | null;
 }
@@ -490,17 +492,18 @@ function applyJudged(plan: SetupPlan, current: CgroupMarker | null, stateDir: st
           writeMarker(stateDir, cgroup, marker("created"));
           markedCreated = true;
         }
+        const before = readKernelText(step.file);
         try {
           writeKernel(step.file, step.value);
         } catch (err) {
           if (step.bestEffort === null) throw limitWriteError(step.file, step.value, err);
           const code = (err as NodeJS.ErrnoException).code ?? "error";
-          writes.push({ file: step.file, wrote: step.value, readBack: null, skipped: `${code}: ${step.bestEffort}` });
+          writes.push({ file: step.file, wrote: step.value, readBack: null, before: before.ok ? before.value.trim() : null, skipped: `${code}: ${step.bestEffort}` });
           warnings.push(`${step.bestEffort} (${code} writing ${step.file})`);
           continue;
         }
         const back = readKernelText(step.file);
-        writes.push({ file: step.file, wrote: step.value, readBack: back.ok ? back.value.trim() : null, skipped: null });
+        writes.push({ file: step.file, wrote: step.value, readBack: back.ok ? back.value.trim() : null, before: before.ok ? before.value.trim() : null, skipped: null });
       }
     }
     if (created.length > 0 && !markedCreated) writeMarker(stateDir, cgroup, marker("created"));
@@ -519,8 +522,24 @@ function applyJudged(plan: SetupPlan, current: CgroupMarker | null, stateDir: st
     if (write.readBack !== null && write.readBack !== write.wrote && /^\d+$/.test(write.wrote)) {
       warnings.push(`${write.file}: wrote ${write.wrote}, kernel shows ${write.readBack}`);
     }
+    const raised = limitRaised(write);
+    if (raised) warnings.push(raised);
   }
   return { plan, created: created.map((d) => d.dir), writes, warnings };
+}
+
+/**
+ * A memory limit this setup loosened (QA: setup run again without
+ * --memory-max put its 2G default over a 64M limit, said as "updated"): the
+ * drill then rehearses under another limit than the one it was set up for.
+ */
+export function limitRaised(write: Pick<WriteResult, "file" | "wrote" | "before" | "skipped">): string | null {
+  if (write.skipped !== null || write.before === null || !/^memory\.(max|limit_in_bytes)$/.test(path.basename(write.file))) return null;
+  const bytes = (v: string): number | null => (v === "max" ? Infinity : /^\d+$/.test(v) ? Number(v) : null);
+  const [before, after] = [bytes(write.before), bytes(write.wrote)];
+  if (before === null || after === null || after <= before) return null;
+  const text = (n: number): string => (n === Infinity ? "max" : formatBytes(n));
+  return `${write.file}: the limit went up from ${text(before)} to ${text(after)} (--memory-max, 2G when not given): give --memory-max again to keep the limit the drill was set up with`;
 }
 
 /** inspect → plan → apply. */

@@ -38,7 +38,9 @@ function renderSetup(result: SetupResult, output: Output): void {
   }
   for (const step of plan.steps) if (step.kind === "enable-memory") output.out(`  +memory  ${step.file}`);
   for (const write of result.writes) {
-    const back = write.skipped ? `skipped: ${write.skipped}` : `read back ${write.readBack ?? "unreadable"}`;
+    // Set up again: what it was, when this setup changed it.
+    const was = plan.ownership !== "fresh" && write.before !== null && write.before !== write.readBack ? `; was ${write.before}` : "";
+    const back = write.skipped ? `skipped: ${write.skipped}` : `read back ${write.readBack ?? "unreadable"}${was}`;
     output.out(`  ${write.file} = ${write.wrote} (${back})`);
   }
   for (const warning of result.warnings) output.err(`warning: ${warning}`);

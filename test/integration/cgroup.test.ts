@@ -120,6 +120,23 @@ describe.skipIf(skipReason)("real cgroups under the test's own cgroup (--parent 
     expect(again.stdout).toMatch(/nothing to tear down/);
   });
 
+  // QA: setup run again without --memory-max put its 2G default over a 64M limit, said only as "updated".
+  it("setup again with a looser limit says what the limit was and warns that it went up; the same limit again says nothing", async () => {
+    const name = uniqueName();
+    track(name);
+    const first = await drill(["cgroup", "setup", "--name", name, "--parent", "self", "--memory-max", "64M"]);
+    expect(first.exitCode, first.stderr).toBe(0);
+    expect(first.stdout).not.toContain("; was ");
+    const again = await drill(["cgroup", "setup", "--name", name, "--parent", "self"]);
+    expect(again.exitCode, again.stderr).toBe(0);
+    expect(again.stdout).toContain(`(read back ${2 * 1024 * M}; was ${64 * M})`);
+    expect(again.stderr).toMatch(/warning: \S+memory\.(max|limit_in_bytes): the limit went up from 64(\.0)?MiB to 2(\.0)?GiB \(--memory-max, 2G when not given\): give --memory-max again/);
+    const back = await drill(["cgroup", "setup", "--name", name, "--parent", "self", "--memory-max", "2G"]);
+    expect(back.exitCode, back.stderr).toBe(0);
+    expect(back.stderr).not.toContain("the limit went up");
+    expect(back.stdout).not.toMatch(/read back \d+; was/);
+  });
+
   // QA: 500G on a 23.5 GiB host was set without a word; a drill in it can never show pressure.
   it("a limit above the host's RAM is set, with a warning naming both (the cgroup never fills)", async () => {
     const name = uniqueName();
