@@ -139,7 +139,7 @@ async function sayIfUngated(queue: DrillQueue, gateCommand: string): Promise<voi
   const live = await queue.liveGateCount().catch(() => null);
   if (live !== 0) return;
   process.stderr.write(
-    `pack: no gate decides ${queue.keys.queue} now (no live gate heartbeat ${queue.keys.gates}:<id>): its jobs wait, their deadline slack running out, until \`${gateCommand}\` runs\n`,
+    `pack: no gate decides ${queue.keys.queue} now (no live gate heartbeat ${queue.keys.gates}:<id>): its jobs wait, their deadline slack running out, until \`${gateCommand}\` runs (with the --name and --parent of its worker's cgroup)\n`,
   );
 }
 

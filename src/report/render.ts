@@ -187,7 +187,8 @@ function sections(r: Report): Section[] {
       ["tokens_out (stats: every token decoded, whole drill)", int(t?.tokens_out ?? null)],
       ["tokens_out over the finished records (whole drill)", int(r.tokens_out_split?.finished ?? null)],
       [
-        `decoded by runs given back and run again (worker_recovered ${int(r.tokens_out_split?.worker_recovered ?? null)}), or not finished`,
+        // QA: "worker_recovered N" read as jobs recovered and run; it counts jobs given back, which a rollback may have drained since.
+        `decoded by runs given back (worker_recovered ${int(r.tokens_out_split?.worker_recovered ?? null)}: given back to admitted, then run again or drained), or not finished`,
         r.tokens_out_split?.unknown_because ? `${NA}: ${r.tokens_out_split.unknown_because}` : int(r.tokens_out_split?.given_back ?? null),
       ],
       ["jobs_done (stats)", int(t?.jobs_done ?? null)],

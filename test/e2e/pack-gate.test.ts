@@ -393,7 +393,7 @@ describe("drill pack + drill gate (built binary)", () => {
     expect(lines(result.stderr)).toEqual([
       "pack: push of job 2 of 3 failed: no reply from Redis (no reply in time: redis paused (SIGSTOP?) or overloaded); sending it again, up to 10 sends",
       expect.stringMatching(/^pack: Redis answers again; job=2 pushed \d+\.\d s after its first send$/),
-      `pack: no gate decides ${queue} now (no live gate heartbeat ${queue}:gates:<id>): its jobs wait, their deadline slack running out, until \`drill --redis ${server.url} gate --queue ${queue}\` runs`,
+      `pack: no gate decides ${queue} now (no live gate heartbeat ${queue}:gates:<id>): its jobs wait, their deadline slack running out, until \`drill --redis ${server.url} gate --queue ${queue}\` runs (with the --name and --parent of its worker's cgroup)`,
     ]);
   }, 40_000);
 
@@ -428,7 +428,7 @@ describe("drill pack + drill gate (built binary)", () => {
     const ungated = await drill(["--json", "pack", "--jobs", "1", "--prompt-tokens", "1000", "--queue", queue]);
     expect(ungated.exitCode, String(ungated.stderr)).toBe(0);
     expect(lines(ungated.stderr)).toEqual([
-      `pack: no gate decides ${queue} now (no live gate heartbeat ${queue}:gates:<id>): its jobs wait, their deadline slack running out, until \`drill --redis ${server.url} gate --queue ${queue}\` runs`,
+      `pack: no gate decides ${queue} now (no live gate heartbeat ${queue}:gates:<id>): its jobs wait, their deadline slack running out, until \`drill --redis ${server.url} gate --queue ${queue}\` runs (with the --name and --parent of its worker's cgroup)`,
     ]);
     expect(JSON.parse(lines(ungated.stdout).at(-1)!)).toMatchObject({ event: "packed", jobs: ["1"], not_packed: 0 });
     const gate = drill(["--procfs", fakeProc(CALM_PSI), "gate", "--queue", queue, "--interval", "200ms", "--duration", "20s"]);

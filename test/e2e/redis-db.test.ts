@@ -69,7 +69,7 @@ describe("the database of a --redis URL", () => {
     const r = await drill(["--redis", `redis://127.0.0.1:${server.port}/3`, "pack", "--queue", "q3", "--prompt-tokens", "100", "--jobs", "2"]);
     // No gate runs: pack says so, naming the gate command on that same database.
     expect(r.stderr).toBe(
-      `pack: no gate decides q3 now (no live gate heartbeat q3:gates:<id>): its jobs wait, their deadline slack running out, until \`drill --state-dir ${stateDir} --redis redis://127.0.0.1:${server.port}/3 gate --queue q3\` runs`,
+      `pack: no gate decides q3 now (no live gate heartbeat q3:gates:<id>): its jobs wait, their deadline slack running out, until \`drill --state-dir ${stateDir} --redis redis://127.0.0.1:${server.port}/3 gate --queue q3\` runs (with the --name and --parent of its worker's cgroup)`,
     );
     expect(r.exitCode).toBe(0);
     const db3 = await connectRedis(`${server.url}/3`, { name: "test-redis-db3" });

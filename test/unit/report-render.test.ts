@@ -181,7 +181,7 @@ describe("tokens_out split in every format", () => {
     for (const out of [renderText(r, new Chalk({ level: 0 })), renderMarkdown(r)]) {
       expect(out).toMatch(/tokens_out \(stats: every token decoded, whole drill\)\D+478/);
       expect(out).toMatch(/tokens_out over the finished records \(whole drill\)\D+300/);
-      expect(out).toMatch(/decoded by runs given back and run again \(worker_recovered 1\), or not finished\D+178/);
+      expect(out).toMatch(/decoded by runs given back \(worker_recovered 1: given back to admitted, then run again or drained\), or not finished\D+178/);
     }
   });
   it("json carries it", () => {
