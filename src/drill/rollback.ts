@@ -423,7 +423,9 @@ export function describeTeardown(torn: TeardownResult): string {
   const killed = torn.killed.map((t) => `${t.pid} (${t.comm ?? "?"})`).join(", ");
   const gone = torn.alreadyGone.length > 0 ? `; already gone ${torn.alreadyGone.join(", ")}` : "";
   const unlinked = torn.unlinked.length > 0 ? `; unlinked ${torn.unlinked.join(", ")}` : "";
-  return `killed ${torn.killed.length}${killed ? `: ${killed}` : ""} via ${torn.method.join("+")}; removed ${torn.removed.join(", ") || "none"}${gone}${unlinked}`;
+  // Nothing inside: said so, not "killed 0 via empty" (QA).
+  const stopped = torn.killed.length === 0 ? "nothing inside to stop" : `killed ${torn.killed.length}: ${killed} via ${torn.method.join("+")}`;
+  return `${stopped}; removed ${torn.removed.join(", ") || "none"}${gone}${unlinked}`;
 }
 
 /** What a rollback did with a cgroup `drill cgroup setup` made outside any drill. */

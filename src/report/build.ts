@@ -302,7 +302,7 @@ export interface Report {
    * back (SIGTERM, launcher gone, a dead worker's list recovered) keeps what it
    * decoded: compute spent, the runbook's retry cost. `decoded` is the stats
    * count, `finished` the sum over every `<q>:done` record, `given_back` the
-   * difference: runs given back and run again, or not finished yet. null when
+   * difference: runs given back (run again or drained since), or still running. null when
    * it cannot be told (`unknown_because` says why), never a wrong 0.
    */
   tokens_out_split: TokensOutSplit | null;
@@ -1063,7 +1063,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       j.prompt_tokens !== null && j.completion_tokens !== null && j.retry_count !== null ? j.prompt_tokens + j.completion_tokens + j.retry_count * j.prompt_tokens : null,
     );
     const partial = jobs.filter((j) => j.stall_coverage !== null && j.stall_coverage < 1).length;
-    if (partial > 0) notes.push(`${partial} job(s) ran partly outside the recording: their stall_ms covers only the recorded part (see stall_coverage)`);
+    if (partial > 0) notes.push(`${partial} job(s) ran partly outside the recording: their stall_ms covers only the recorded part (the per-job table's "covered" column)`);
     costProxy = {
       formula: COST_PROXY_FORMULA,
       stall_ms_source: STALL_MS_SOURCE,

@@ -187,8 +187,8 @@ function sections(r: Report): Section[] {
       ["tokens_out (stats: every token decoded, whole drill)", int(t?.tokens_out ?? null)],
       ["tokens_out over the finished records (whole drill)", int(r.tokens_out_split?.finished ?? null)],
       [
-        // QA: "worker_recovered N" read as jobs recovered and run; it counts jobs given back, which a rollback may have drained since.
-        `decoded by runs given back (worker_recovered ${int(r.tokens_out_split?.worker_recovered ?? null)}: given back to admitted, then run again or drained), or not finished`,
+        // QA: "given back and run again (worker_recovered N)" read as N jobs run again; it counts jobs given back, run again or drained since.
+        `decoded by runs not finished (given back: worker_recovered ${int(r.tokens_out_split?.worker_recovered ?? null)}; or still running)`,
         r.tokens_out_split?.unknown_because ? `${NA}: ${r.tokens_out_split.unknown_because}` : int(r.tokens_out_split?.given_back ?? null),
       ],
       ["jobs_done (stats)", int(t?.jobs_done ?? null)],
@@ -252,7 +252,8 @@ function sections(r: Report): Section[] {
   const backlog =
     d.backlog_hours === null ? NA
     : d.backlog_hours > 0 && d.backlog_hours < 0.1 ? `${humanDuration(waiting ?? d.backlog_hours * 3_600_000)} (${d.backlog_hours} h)`
-    : d.backlog_hours === 0 ? "0 h (nothing waiting)"
+    // Only these two lists: jobs a worker holds are in "Where the jobs are" (QA: "nothing waiting" beside 4 held jobs).
+    : d.backlog_hours === 0 ? `0 h (none in ${r.queue} or ${r.queue}_drain)`
     : `${d.backlog_hours} h${d.backlog_hours > 1 ? " (over one hour)" : ""}`;
   out.push({
     title: "Drain math check",

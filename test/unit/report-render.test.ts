@@ -181,7 +181,7 @@ describe("tokens_out split in every format", () => {
     for (const out of [renderText(r, new Chalk({ level: 0 })), renderMarkdown(r)]) {
       expect(out).toMatch(/tokens_out \(stats: every token decoded, whole drill\)\D+478/);
       expect(out).toMatch(/tokens_out over the finished records \(whole drill\)\D+300/);
-      expect(out).toMatch(/decoded by runs given back \(worker_recovered 1: given back to admitted, then run again or drained\), or not finished\D+178/);
+      expect(out).toMatch(/decoded by runs not finished \(given back: worker_recovered 1; or still running\)\D+178/);
     }
   });
   it("json carries it", () => {
@@ -189,6 +189,6 @@ describe("tokens_out split in every format", () => {
   });
   it("n/a with the reason when the records are incomplete", () => {
     const text = renderText(report({ stats: { tokens_out: "478", jobs_done: "2" }, done: [] }), new Chalk({ level: 0 }));
-    expect(text).toMatch(/or not finished\s+n\/a: 0 of the 2 finished jobs/);
+    expect(text).toMatch(/or still running\)\s+n\/a: 0 of the 2 finished jobs/);
   });
 });

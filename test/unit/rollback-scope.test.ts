@@ -140,6 +140,6 @@ describe("unknownDrillProblem: rollback --name of no drill, beside drills that a
 describe("rollback's cgroup step line", () => {
   it("says which dirs it removed and which were already gone", () => {
     const line = describeTeardown({ kind: "removed", removed: ["/sys/fs/cgroup/memory/a"], alreadyGone: ["/sys/fs/cgroup/unified/drill-a-1"], killed: [], unlinked: [], method: ["empty"], forced: null, queuesServed: [] });
-    expect(line).toBe("killed 0 via empty; removed /sys/fs/cgroup/memory/a; already gone /sys/fs/cgroup/unified/drill-a-1");
+    expect(line).toBe("nothing inside to stop; removed /sys/fs/cgroup/memory/a; already gone /sys/fs/cgroup/unified/drill-a-1");
   });
 });
