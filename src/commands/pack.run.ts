@@ -81,6 +81,12 @@ function checkAgainstJobSchema(options: PackOptions, raw: RawPackOptions, nowMs:
 
 export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise<void> {
   const options = resolvePackOptions(raw);
+  // Allowed (a rehearsal of jobs that arrive late), but said: each job is late before the gate sees it (QA).
+  if (options.upstreamAgeMs >= options.deadlineMs) {
+    process.stderr.write(
+      `pack: --upstream-age ${raw.upstreamAge} is not under --deadline ${raw.deadline}: every job is pushed with its deadline already passed, and the gate rejects it on deadline slack\n`,
+    );
+  }
   const redisUrl = await commandRedisUrl(g, { queue: options.queue });
   const interrupt = onInterrupt();
   const redis = await connectRedis(redisUrl, { name: "drill-pack" });

@@ -195,8 +195,10 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       for (const r of unfinished) output.out(`  ${rerunCmd} rollback --name ${r.name}`);
     }
     if (finished.length > 0) {
-      output.out(READMIT_HINT);
-      for (const r of finished) output.out(`  ${readmitHint(r, g)}`);
+      const hints = finished.map((r) => readmitHint(r, g));
+      // QA: the PSI condition above "nothing to re-admit" (an embedded Redis, stopped) read as a step to take.
+      if (hints.some((h) => h.readmit)) output.out(READMIT_HINT);
+      for (const h of hints) output.out(`  ${h.line}`);
       // The runbook's last word: the reject summary for the incident notes (report reads the export once Redis is gone).
       output.out("For the incident notes:");
       for (const r of finished) output.out(`  ${drillCmd} report --name ${r.name} --format md`);
@@ -285,8 +287,8 @@ function leftOf(drills: DrillRollback[]): string[] {
   return drills.flatMap((r) => r.left.map((l) => `${r.name}: ${l}`));
 }
 
-/** Where to re-admit: the drill's own Redis, named (it is rolled back, so no command finds it in the state dir any more). */
-function readmitHint(r: DrillRollback, g: GlobalOptions): string {
+/** Where to re-admit: the drill's own Redis, named (it is rolled back, so no command finds it in the state dir any more); `readmit` false when there is nothing to re-admit on. */
+function readmitHint(r: DrillRollback, g: GlobalOptions): { line: string; readmit: boolean } {
   let state;
   try {
     state = readState(g.stateDir, r.name);
@@ -297,8 +299,8 @@ function readmitHint(r: DrillRollback, g: GlobalOptions): string {
   const embedded = state?.redis.embedded ?? null;
   // Exported, the embedded Redis was stopped: also when --redis named it, there is nothing to re-admit on.
   if (embedded && r.exported !== null && (g.redisUrl === undefined || reachesEmbeddedRedis(g.redisUrl, embedded))) {
-    return `${r.name}: nothing to re-admit, its embedded Redis stopped with the drill (every key in ${r.exported}); the next drill up admits from the start`;
+    return { line: `${r.name}: nothing to re-admit, its embedded Redis stopped with the drill (every key in ${r.exported}); the next drill up admits from the start`, readmit: false };
   }
-  if (url === "") return `${r.name}: no Redis was set up, nothing to re-admit`;
-  return `${r.name}: ${leverCommand(url, state?.queue ?? "jobs", "admit")}`;
+  if (url === "") return { line: `${r.name}: no Redis was set up, nothing to re-admit`, readmit: false };
+  return { line: `${r.name}: ${leverCommand(url, state?.queue ?? "jobs", "admit")}`, readmit: true };
 }

@@ -155,8 +155,10 @@ describe("drill pack + drill gate (built binary)", () => {
 
   it("--upstream-age 7s with --deadline 8s: reject_deadline_slack; 60s (the deadline already past): a negative slack_ms", async () => {
     const queue = `e${++n}`;
-    await drill(["pack", "--jobs", "1", "--upstream-age", "7s", "--deadline", "8s", "--queue", queue]);
-    await drill(["pack", "--jobs", "1", "--upstream-age", "60s", "--deadline", "8s", "--queue", queue]);
+    const inTime = await drill(["pack", "--jobs", "1", "--upstream-age", "7s", "--deadline", "8s", "--queue", queue]);
+    expect(String(inTime.stderr)).not.toContain("deadline already passed");
+    const late = await drill(["pack", "--jobs", "1", "--upstream-age", "60s", "--deadline", "8s", "--queue", queue]);
+    expect(String(late.stderr)).toContain("pack: --upstream-age 60s is not under --deadline 8s: every job is pushed with its deadline already passed, and the gate rejects it on deadline slack");
     const gate = await drill(["--procfs", fakeProc(CALM_PSI), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "2"]);
     const decided = lines(gate.stdout);
     // Under 1 s left (negative on a host slow enough to eat the last second).

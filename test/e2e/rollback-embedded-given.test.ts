@@ -49,6 +49,8 @@ describe.skipIf(skip !== null)("rollback --redis naming the embedded Redis (real
     expect(rb.stdout).toContain(`${before.fileDir}/ (directory)`);
     expect(rb.stdout).toMatch(new RegExp(`^  ${NAME}: nothing to re-admit, its embedded Redis stopped with the drill \\(every key in .*final-.*\\.jsonl\\); the next drill up admits from the start$`, "m"));
     expect(rb.stdout).not.toMatch(/^ {2}\S+: drill .*gate mode admit$/m);
+    // QA: the PSI condition for a re-admit stood above "nothing to re-admit".
+    expect(rb.stdout).not.toContain("Re-enable admission");
     expect(rb.stdout).toContain(`For the incident notes:\n  drill --state-dir ${stateDir} report --name ${NAME} --format md`);
     assertHostClean(stateDir, NAME, before);
   }, 240_000);
