@@ -193,7 +193,11 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   const present = cgroup.dirs.filter((d) => existsSync(d.dir));
 
   if (!marker) {
-    if (present.length === 0) return { kind: "nothing", looked: cgroup.dirs.map((d) => d.dir) };
+    if (present.length === 0) {
+      // Nothing of it left: nor of the queues recorded as served there (a later cgroup of that name is another).
+      for (const { file } of listServedQueues(options.stateDir, computed)) rmSync(file, { force: true });
+      return { kind: "nothing", looked: cgroup.dirs.map((d) => d.dir) };
+    }
     // Each task once: on a hybrid host it is in the memory cgroup and in its twin.
     const pids = new Set(present.flatMap((d) => {
       const read = readPids(path.join(d.dir, "cgroup.procs"));

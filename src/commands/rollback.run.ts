@@ -178,7 +178,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     const what = named !== undefined ? `no process of drill ${named}` : "no process of a drill up";
     output.out(`nothing to roll back: ${nothingHere} in ${g.stateDir}, and ${what} on this host`);
   }
-  if (!g.json && running.length === 0) for (const q of queues) queueClosingLines(q, g.redisUrl ?? DEFAULT_REDIS_URL, rerunCmd).forEach((line) => output.out(line));
+  if (!g.json && running.length === 0) for (const q of queues) queueClosingLines(q, g.redisUrl ?? DEFAULT_REDIS_URL, rerunCmd, g).forEach((line) => output.out(line));
   if (!g.json) for (const q of leftOpen) output.out(queueLeftOpenLine(q));
   if (!g.json && running.length === 0 && results.length > 0) {
     for (const r of results) {
@@ -264,14 +264,14 @@ function drillOnQueue(stateDir: string, queue: string, url: string): string | nu
 const READMIT_HINT = "Re-enable admission only once PSI avg10 and avg60 both stay under 1.00 (gate mode admit refuses otherwise):";
 
 /** After a queue's rollback: its drain, then the rollback again or the re-admit and the report, as for a drill. `drillCmd` names the Redis when one was given. */
-function queueClosingLines(q: QueueRollback, url: string, drillCmd: string): string[] {
+function queueClosingLines(q: QueueRollback, url: string, drillCmd: string, at: GlobalOptions): string[] {
   const again = `${drillCmd} rollback --queue ${q.queue}`;
   const lines = [`queue ${q.queue}: ${q.drainLength === null ? "drain pending" : `LLEN ${q.drainLength} in ${queueKeys(q.queue).drain}`}`];
   if (q.left.length > 0) return [...lines, `Not rolled back yet: run ${again} once ${q.left.some((l) => l.includes(" held by ")) ? "the gate or worker holding its jobs has stopped" : "its Redis answers"}`];
   return [
     ...lines,
     READMIT_HINT,
-    `  ${leverCommand(url, q.queue, "admit")}`,
+    `  ${leverCommand(url, q.queue, "admit", at)}`,
     "For the incident notes:",
     `  ${drillCmd} report --queue ${q.queue} --format md`,
   ];
@@ -302,5 +302,5 @@ function readmitHint(r: DrillRollback, g: GlobalOptions): { line: string; readmi
     return { line: `${r.name}: nothing to re-admit, its embedded Redis stopped with the drill (every key in ${r.exported}); the next drill up admits from the start`, readmit: false };
   }
   if (url === "") return { line: `${r.name}: no Redis was set up, nothing to re-admit`, readmit: false };
-  return { line: `${r.name}: ${leverCommand(url, state?.queue ?? "jobs", "admit")}`, readmit: true };
+  return { line: `${r.name}: ${leverCommand(url, state?.queue ?? "jobs", "admit", g)}`, readmit: true };
 }

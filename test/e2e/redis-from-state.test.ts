@@ -236,7 +236,7 @@ describe("Redis commands given no --redis use the drill that is up (built binary
     const sd = stateDirWith({ name: "ext", url: a.url, queue, cgroup: null });
     const r = await drill(["--state-dir", sd, "rollback", "--name", "ext"], 60_000);
     expect(r.exitCode, r.stdout + r.stderr).toBe(0);
-    expect(r.stdout).toContain(`ext: drill --redis ${a.url} gate mode admit --queue ${queue}`);
+    expect(r.stdout).toContain(`ext: drill --state-dir ${sd} --redis ${a.url} gate mode admit --queue ${queue}`);
     expect(await ra.get(`${queue}:mode`)).toBe("reject_all");
   });
 });

@@ -38,7 +38,7 @@ describe("drill rollback --queue (built binary, own redis-server)", () => {
     expect(first.stdout).toContain(`rollback queue sbs on ${server.url} (--queue; what runs by hand is not stopped):`);
     expect(first.stdout).toMatch(/ok {3}deny-all: mode reject_all \(was .*\), reason host_pressure/);
     expect(first.stdout).toContain("ok   drain: moved 3 from sbs; LLEN sbs_drain = 3");
-    expect(first.stdout).toContain(`drill --redis ${server.url} gate mode admit --queue sbs`);
+    expect(first.stdout).toContain(`drill --state-dir ${path.join(root, "state")} --redis ${server.url} gate mode admit --queue sbs`);
     // QA: the hint named avg10 only, while gate mode admit also refuses on avg60.
     expect(first.stdout).toContain("Re-enable admission only once PSI avg10 and avg60 both stay under 1.00 (gate mode admit refuses otherwise):");
     expect(first.stdout).toContain(`report --queue sbs --format md`);
