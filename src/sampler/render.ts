@@ -52,8 +52,8 @@ const PSI_SCALE: SparkScale = { from: 0, minSpan: 10 };
 const SLACK_SCALE: SparkScale = { minSpan: 1000 };
 
 /** Memory from 0 up to the cgroup's limit when it has one: the bars say how full it is, not how it wobbles. */
-function memoryScale(s: Sample): SparkScale {
-  return { from: 0, minSpan: typeof s.cg_mem_max === "number" ? s.cg_mem_max : 0 };
+function memoryScale(limit: number | null): SparkScale {
+  return { from: 0, minSpan: limit ?? 0 };
 }
 
 const num = (v: number | null, digits = 2): string => (v === null ? "n/a" : v.toFixed(digits));
@@ -237,6 +237,8 @@ export class LiveView {
   private readonly memory: Array<number | null> = [];
   private drawnLines = 0;
   private last: Sample | null = null;
+  /** The worker cgroup's memory limit as last read (null: never a number). */
+  private memoryLimit: number | null = null;
   /** The last alarm events, shown again above the frame when a resize clears the screen. */
   private readonly recentAlarms: AlarmEvent[] = [];
   /** The gate's last reject lines, in the frame; and how many the batch they came in did not show. */
@@ -258,6 +260,8 @@ export class LiveView {
     push(this.cgPsi, s.cg_psi_mem_some_avg10);
     push(this.slack, s.deadline_slack_ms);
     push(this.memory, s.cg_mem_current);
+    // The last limit read scales the trend after the cgroup goes (QA: scaled to its own small readings, they drew full height).
+    if (typeof s.cg_mem_max === "number") this.memoryLimit = s.cg_mem_max;
   }
 
   private rows(s: Sample): Row[] {
@@ -274,7 +278,7 @@ export class LiveView {
       // The host's and the worker cgroup's PSI on a line each: the cgroup's stall rate trips the gate and must never be cut.
       { label: "psi host", segments: [`some ${num(s.psi_mem_some_avg10)}`, `full ${num(s.psi_mem_full_avg10)}`, `rate ${rate(s.psi_mem_some_rate)}`], trend: sparkline(this.hostPsi, SPARK, PSI_SCALE), priority: 1 },
       { label: "psi cg", segments: [`some ${num(s.cg_psi_mem_some_avg10)}`, `rate ${rate(s.cg_psi_mem_some_rate)}`, stallSegment(s)], trend: sparkline(this.cgPsi, SPARK, PSI_SCALE), priority: 1 },
-      { label: "memory", segments: [`${bytes(s.cg_mem_current)} / ${bytes(s.cg_mem_max)}`, `peak ${bytes(s.cg_mem_peak)}`, `swap ${bytes(s.cg_swap_current)}`, `oom_kill ${s.cg_oom_kill ?? "n/a"}`], trend: sparkline(this.memory, SPARK, memoryScale(s)), priority: 3 },
+      { label: "memory", segments: [`${bytes(s.cg_mem_current)} / ${bytes(s.cg_mem_max)}`, `peak ${bytes(s.cg_mem_peak)}`, `swap ${bytes(s.cg_swap_current)}`, `oom_kill ${s.cg_oom_kill ?? "n/a"}`], trend: sparkline(this.memory, SPARK, memoryScale(this.memoryLimit)), priority: 3 },
       { label: "host", segments: [`idle ${pct(s.cpu_idle_pct)}`, `iowait ${pct(s.cpu_iowait_pct)}`, `si ${perSecond(s.si)}`, `so ${perSecond(s.so)}`, `refault ${perSecond(s.refault_rate)}`], priority: 3 },
       { label: "jobs", segments: [`tokens_out ${s.tokens_out ?? "n/a"}`, `retries ${s.retry_count ?? "n/a"}`, `admitted ${s.admitted ?? "n/a"}`], priority: 4 },
       // The gate's lever beside what it rejected: reject_all explains a wall of rejects (QA 6).

@@ -142,6 +142,16 @@ describe("render", () => {
     expect(repainted.join("\n")).not.toContain("via=");
   });
 
+  // QA: once the cgroup was gone (its limit null), the trend scaled to its own small readings and drew them full height.
+  it("the memory trend keeps the last limit read as its scale when the cgroup goes", () => {
+    const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    for (let i = 0; i < 4; i++) view.frame({ ...sample, cg_mem_current: 126_976, cg_mem_max: 128 * 1024 * 1024 }, { columns: 80, rows: Infinity });
+    const gone = view.frame({ ...sample, cg_mem_current: null, cg_mem_max: null }, { columns: 80, rows: Infinity });
+    const memory = gone.find((l) => l.startsWith("memory"))!;
+    expect(memory).toContain("▁▁▁▁");
+    expect(memory).not.toMatch(/[▂▃▄▅▆▇█]/);
+  });
+
   it("erase: the frame goes, and the next redraw does not move back over lines printed in between", () => {
     const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
     const first = view.redraw(sample, []);
