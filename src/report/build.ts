@@ -326,6 +326,11 @@ export interface Report {
     cg_oom_kill_end: number | null;
     oom_kills_in_window: number | null;
     alarms: Array<{ alarm: string; samples: number }>;
+    /** The first and last sample in the window (ISO); null without one. */
+    first_sample: string | null;
+    last_sample: string | null;
+    /** Decisions in the window before the first sample or after the last (a recording cut short or started late); null without samples or decisions. */
+    decisions_outside_recording: number | null;
   };
   retries: { retry_count_total: number | null; nacked_to_retry_in_window: number | null; finished_after_retry: number | null };
   cost_proxy: {
@@ -830,6 +835,27 @@ export interface WindowOptions {
   generatedAtMs?: number;
 }
 
+/** How far a sample may sit from a decision and still be said to cover it: a sidecar samples every second or so. */
+const COVERAGE_SLACK_MS = 2_000;
+
+/**
+ * Which part of the window the recording covers, and how many decisions fall
+ * outside it (QA: a recording cut short read as a calm drill, no PSI and no
+ * alarm, beside reject_host_pressure psi=17.53 in the same report).
+ */
+export function recordingCoverage(
+  samples: readonly Pick<WatchSample, "tsMs">[],
+  events: readonly Pick<DecisionEvent, "reason" | "tsMs">[] | null,
+): Pick<Report["pressure"], "first_sample" | "last_sample" | "decisions_outside_recording"> {
+  const times = samples.map((s) => s.tsMs).filter((t): t is number => t !== null);
+  if (times.length === 0) return { first_sample: null, last_sample: null, decisions_outside_recording: null };
+  const first = Math.min(...times);
+  const last = Math.max(...times);
+  const decided = events?.filter((e) => isDecisionReason(e.reason)) ?? null;
+  const outside = decided === null || decided.length === 0 ? null : decided.filter((e) => e.tsMs !== null && (e.tsMs < first - COVERAGE_SLACK_MS || e.tsMs > last + COVERAGE_SLACK_MS)).length;
+  return { first_sample: iso(first), last_sample: iso(last), decisions_outside_recording: outside };
+}
+
 export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number, options: WindowOptions = {}): Report {
   // The run's start bounds a report on the run's own queue only: another queue
   // (report --queue) holds no data of the run, and clipping would hide its own.
@@ -1024,7 +1050,14 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     cg_oom_kill_end: oom.end,
     oom_kills_in_window: oom.inWindow,
     alarms: [...alarmCounts.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([alarm, n]) => ({ alarm, samples: n })),
+    ...recordingCoverage(samples, events),
   };
+  if (pressure.decisions_outside_recording) {
+    notes.push(
+      `recording ${inputs.recording!.file} covers ${pressure.first_sample} to ${pressure.last_sample} only; ${pressure.decisions_outside_recording} decision(s) in the window fall outside it ` +
+        `(cut short, or started late): its PSI, memory and alarm figures say nothing of them`,
+    );
+  }
 
   // Admits from every event read, not the window's: a job finished in it may have been admitted before it (gather reads them back to the finished jobs' enqueue_ts).
   const admitAt = new Map<string, number[]>();

@@ -151,10 +151,11 @@ function sections(r: Report): Section[] {
     p.oom_kills_in_window !== null ? `${p.oom_kills_in_window} in window (memory.events oom_kill=${int(p.cg_oom_kill_end)})`
     : p.cg_oom_kill_end !== null ? `n/a in window (memory.events oom_kill=${int(p.cg_oom_kill_end)} now)`
     : (noRecording ?? NA);
-  const alarms = noRecording ?? (p.alarms.length === 0 ? "none" : p.alarms.map((a) => `${a.alarm} (raised in ${a.samples} of ${p.samples} samples)`).join(", "));
+  // No sample in the window is no reading, not "none" (QA).
+  const alarms = noRecording ?? (p.samples === 0 ? `${NA} (no sample in the window)` : p.alarms.length === 0 ? "none" : p.alarms.map((a) => `${a.alarm} (raised in ${a.samples} of ${p.samples} samples)`).join(", "));
   out.push({
     title: "Pressure (sidecar recording)",
-    before: [p.recording === null ? "no recording" : `${p.samples} sample(s) from ${p.recording}`],
+    before: [p.recording === null ? "no recording" : `${p.samples} sample(s) from ${p.recording}${p.first_sample === null ? "" : `, ${p.first_sample} to ${p.last_sample}`}`],
     header: ["signal", "peak", "at"],
     rows: [
       peakRow("psi_mem_some_avg10 (host)", p.peak_psi_mem_some_avg10, (v) => num(v)),

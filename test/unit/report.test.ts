@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { buildReport, LAB_LABEL, rejectLine, stallMsBetween, type Report } from "../../src/report/build.js";
+import { buildReport, LAB_LABEL, recordingCoverage, rejectLine, stallMsBetween, type Report } from "../../src/report/build.js";
 import { percentile } from "../../src/util/stats.js";
 import { formatRejectEvent } from "../../src/sampler/rejects.js";
 import { counterRise, parseCount } from "../../src/util/counters.js";
@@ -174,6 +174,28 @@ describe("decisions by reason", () => {
     ]);
     expect(r.decisions).toMatchObject({ total: 6, rejects: 3 });
     expect(r.retries.nacked_to_retry_in_window).toBe(2);
+  });
+});
+
+// QA: a recording cut short read as a calm drill (no PSI, "alarms none") beside reject_host_pressure psi=17.53.
+describe("what part of the window the recording covers", () => {
+  const at = (offsetS: number) => NOW - 5 * MIN + offsetS * 1000;
+  const samples = [4, 5, 6, 7, 8, 9, 10, 11].map((s) => watchSample(at(s), { psi_mem_some_avg10: 0 }));
+
+  it("names the first and last sample, and the decisions in the window after the last or before the first", () => {
+    const events = [event("admit", "1", "packed=1 limit=2", at(6)), event("reject_host_pressure", "9", "psi=17.53 route=retry", at(31)), event("mode", "", "mode=reject_all", at(40))];
+    const r = build({ events, recording: { file: "cut.jsonl", samples, badLines: 1 } });
+    expect(r.pressure).toMatchObject({ samples: 8, first_sample: new Date(at(4)).toISOString(), last_sample: new Date(at(11)).toISOString(), decisions_outside_recording: 1 });
+    expect(r.notes).toContain(
+      `recording cut.jsonl covers ${new Date(at(4)).toISOString()} to ${new Date(at(11)).toISOString()} only; 1 decision(s) in the window fall outside it (cut short, or started late): its PSI, memory and alarm figures say nothing of them`,
+    );
+  });
+
+  it("a decision within a sample interval of the edges is covered; no samples or no decisions: null", () => {
+    expect(recordingCoverage(samples, [event("admit", "1", "", at(12.5))]).decisions_outside_recording).toBe(0);
+    expect(recordingCoverage(samples, [event("admit", "1", "", at(2.5))]).decisions_outside_recording).toBe(0);
+    expect(recordingCoverage(samples, []).decisions_outside_recording).toBeNull();
+    expect(recordingCoverage([], [event("admit", "1", "", at(3))])).toEqual({ first_sample: null, last_sample: null, decisions_outside_recording: null });
   });
 });
 
