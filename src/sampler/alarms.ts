@@ -193,10 +193,11 @@ function reclaimNotUnderload(s: Sample, facts: SampleFacts, config: AlarmConfig)
   if (cpuBusy) why.push(`cpu no longer idle (cpu_idle=${Math.round(s.cpu_idle_pct)}%)`);
   if (queueSlow) why.push(`queue age no longer looks fine (queue_age_ms=${s.queue_age_ms})`);
   if (trouble === false) {
-    // "highest psi_mem_some_rate=0.00" beside an avg10 tail of 22 read as a contradiction: all at 0 is said so.
+    // "highest psi_mem_some_rate=0.00" beside an avg10 tail of 22 read as a contradiction: all at 0 is said so,
+    // and beside a tail, as the stall rates (QA: "every figure at 0.00" beside an avg10 of 13.55).
     const highest =
       pressure.highest === null ? ""
-      : pressure.highest.value === 0 ? " (every figure at 0.00)"
+      : pressure.highest.value === 0 ? (pressure.tails.length > 0 ? " (every stall rate at 0.00)" : " (every figure at 0.00)")
       : `, highest ${pressure.highest.field}=${pressure.highest.value.toFixed(2)}`;
     why.push(`pressure under its limits${highest} and no admitted job past its deadline`);
     for (const t of pressure.tails) why.push(`${t.field}=${t.value.toFixed(2)} is the tail of a stall that ended (no stall over the last interval)`);

@@ -127,7 +127,7 @@ describe("reclaim_not_underload: CPU idle > 30 %, pressure over the limit or sla
     // Every figure still counted at 0: said so, not as "highest psi_mem_some_rate=0.00" beside the tail.
     const calm = { ...ended, psi_mem_some_avg10: 0 };
     expect(run([[hog], [calm], [calm], [calm], [calm], [calm], [calm]]).events.at(-1)?.line).toBe(
-      "CLEAR reclaim_not_underload after 6.0s: pressure under its limits (every figure at 0.00) and no admitted job past its deadline; cg_psi_mem_some_avg10=22.19 is the tail of a stall that ended (no stall over the last interval)",
+      "CLEAR reclaim_not_underload after 6.0s: pressure under its limits (every stall rate at 0.00) and no admitted job past its deadline; cg_psi_mem_some_avg10=22.19 is the tail of a stall that ended (no stall over the last interval)",
     );
     // Idle CPU after the stall ended: no page at all.
     expect(run([[ended], [ended], [ended]]).events).toEqual([]);
