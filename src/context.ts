@@ -129,18 +129,27 @@ export async function commandRedisUrl(
   want: RedisWant,
   note: (line: string) => void = (line) => void process.stderr.write(`${line}\n`),
 ): Promise<string> {
-  if (g.redisUrl !== undefined) return g.redisUrl;
+  return (await commandRedis(g, want, note)).url;
+}
+
+/** commandRedisUrl, with the drills whose state named it (none: --redis, DRILL_REDIS_URL or the default). */
+export async function commandRedis(
+  g: Pick<GlobalOptions, "redisUrl" | "stateDir">,
+  want: RedisWant,
+  note: (line: string) => void = (line) => void process.stderr.write(`${line}\n`),
+): Promise<{ url: string; drills: string[] }> {
+  if (g.redisUrl !== undefined) return { url: g.redisUrl, drills: [] };
   // Loaded here, not at start-up: `drill --help` loads no drill code.
   const { chooseDrillRedis, listDrills, readStateEntries, statePath } = await import("./drill/state.js");
   const chosen = chooseDrillRedis(readStateEntries(g.stateDir, listDrills(g.stateDir)), want, g.stateDir);
   if (chosen === null) {
     // Said, as the drill's Redis is: a pack with no drill up pushed onto the host's own Redis without a word (QA).
     note(`redis: no drill is up in ${g.stateDir}: ${DEFAULT_REDIS_URL}, the default (--redis or DRILL_REDIS_URL for another)`);
-    return DEFAULT_REDIS_URL;
+    return { url: DEFAULT_REDIS_URL, drills: [] };
   }
   const from = chosen.names.map((name) => statePath(g.stateDir, name)).join(", ");
   note(`redis: drill ${chosen.names.join(", ")}'s redis at ${redactUrl(chosen.url)} (from ${from})`);
-  return chosen.url;
+  return { url: chosen.url, drills: chosen.names };
 }
 
 /** ioredis takes redis:// and rediss:// URLs (or a unix socket path); anything else would crash deep inside it. */

@@ -5,7 +5,8 @@ import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
 import { recordedWorkerCgroup } from "../cgroup/teardown.js";
 import { absentCgroupHint } from "../cgroup/elsewhere.js";
-import { commandRedisUrl, hostRoots, type GlobalOptions } from "../context.js";
+import { commandRedis, hostRoots, type GlobalOptions } from "../context.js";
+import { readState } from "../drill/state.js";
 import { DrillError, InterruptedError, UsageError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
 import { fail, ok, readKernelText, type HostRoots, type Reading } from "../host/kernelFile.js";
@@ -59,16 +60,39 @@ function tighterAncestorLimit(cgroup: WorkerCgroup): string | null {
 }
 
 /**
+ * When the drill whose state named this Redis is rolled back (or rolling
+ * back): its embedded Redis stops with the rollback, so a watch started
+ * beside it would wait for it for good (QA). Null otherwise.
+ */
+export function rolledBack(stateDir: string, drills: readonly string[]): string | null {
+  for (const name of drills) {
+    let state;
+    try {
+      state = readState(stateDir, name);
+    } catch {
+      continue;
+    }
+    // A given Redis outlives the rollback: its outage is another story.
+    if (state === null || !state.redis.embedded || (state.phase !== "complete" && state.phase !== "rolling_back")) continue;
+    const when = state.rollback?.at ? ` at ${state.rollback.at}` : "";
+    const what = state.phase === "complete" ? `was rolled back${when}` : "is being rolled back";
+    return `drill ${name} ${what}, and its embedded Redis stops with it: nothing here will answer again; stop this watch (Ctrl-C or q)`;
+  }
+  return null;
+}
+
+/**
  * Says on stderr once when the Redis reading starts failing (the URL,
  * password redacted, and the error) and once when it answers again, rather
  * than only a null in every sample's queue fields.
  */
-export function redisWatch(source: string, say: (line: string) => void): (reading: Reading<unknown>, monoMs: number) => void {
+export function redisWatch(source: string, say: (line: string) => void, whyGone: () => string | null = () => null): (reading: Reading<unknown>, monoMs: number) => void {
   let downSince: number | null = null;
   return (reading, monoMs) => {
     if (!reading.ok && downSince === null) {
       downSince = monoMs;
-      say(`watch: Redis ${source} unreachable: ${reading.reason}; queue fields stay null (listed in missing) until it answers`);
+      const why = whyGone();
+      say(`watch: Redis ${source} unreachable: ${reading.reason}; ${why ?? "queue fields stay null (listed in missing) until it answers"}`);
     } else if (reading.ok && downSince !== null) {
       say(`watch: Redis ${source} answering again after ${formatSeconds(monoMs - downSince)}; queue fields are back`);
       downSince = null;
@@ -201,7 +225,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   const name = validateCgroupName(options.name);
   const parent = validateParent(options.parent);
   const keys = queueKeys(options.queue);
-  const redisUrl = await commandRedisUrl(g, { queue: keys.queue, cgroupName: name });
+  const { url: redisUrl, drills: redisDrills } = await commandRedis(g, { queue: keys.queue, cgroupName: name });
   const roots = hostRoots(g);
   const cgroup = workerCgroup(roots, g.stateDir, name, parent, options.parent !== undefined);
 
@@ -227,7 +251,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
     if (live) process.stdout.write(live.erase());
     output.err(line);
   };
-  const redisState = redisWatch(queueReader.source, notice);
+  const redisState = redisWatch(queueReader.source, notice, () => rolledBack(g.stateDir, redisDrills));
   const wrongKeys = wrongKeyWatch(notice);
   const interrupt = onInterrupt();
   // The view is laid out for the terminal's size, and drawn again at once when it changes.

@@ -1,0 +1,57 @@
+// QA: a watch started beside a drill found the drill's embedded Redis from its
+// state, and after the drill's rollback stopped that Redis it said only
+// "unreachable ... until it answers", waiting for good.
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { redisWatch, rolledBack } from "../../src/commands/watch.run.js";
+import { writeState, type DrillState } from "../../src/drill/state.js";
+import { fail } from "../../src/host/kernelFile.js";
+
+const dir = mkdtempSync(path.join(os.tmpdir(), "drill-watch-rb-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function drill(name: string, phase: DrillState["phase"], embedded: boolean, rollbackAt?: string): void {
+  mkdirSync(path.join(dir, name), { recursive: true });
+  writeState(dir, {
+    version: 1,
+    name,
+    runId: `${name}-20251130120000-abcdef`,
+    drillFile: "drills/smoke.yaml",
+    createdAt: "2025-11-30T12:00:00.000Z",
+    phase,
+    queue: "jobs",
+    redis: { url: "redis://127.0.0.1:7001", embedded: embedded ? { dir: path.join(dir, name, "redis"), port: 7001 } : null },
+    cgroup: null,
+    processes: [],
+    fileDir: null,
+    owner: { pid: 999_999, startTime: null },
+    ...(rollbackAt ? { rollback: { at: rollbackAt, left: [] } } : {}),
+  });
+}
+
+describe("watch: the drill whose Redis it reads was rolled back", () => {
+  drill("done", "complete", true, "2025-11-30T12:05:00.000Z");
+  drill("going", "rolling_back", true);
+  drill("up", "running", true);
+  drill("given", "complete", false, "2025-11-30T12:05:00.000Z");
+
+  it("says so for an embedded Redis, rolled back or rolling back; not for a drill still up, a given Redis, or no drill", () => {
+    expect(rolledBack(dir, ["done"])).toBe("drill done was rolled back at 2025-11-30T12:05:00.000Z, and its embedded Redis stops with it: nothing here will answer again; stop this watch (Ctrl-C or q)");
+    expect(rolledBack(dir, ["going"])).toContain("drill going is being rolled back, and its embedded Redis stops with it");
+    expect(rolledBack(dir, ["up"])).toBeNull();
+    expect(rolledBack(dir, ["given"])).toBeNull();
+    expect(rolledBack(dir, [])).toBeNull();
+    expect(rolledBack(dir, ["nosuch"])).toBeNull();
+  });
+
+  it("the unreachable line carries it in place of waiting for an answer", () => {
+    const said: string[] = [];
+    const watch = redisWatch("redis://127.0.0.1:7001", (l) => said.push(l), () => rolledBack(dir, ["done"]));
+    watch(fail("redis://127.0.0.1:7001", "connect ECONNREFUSED"), 1000);
+    expect(said).toEqual([
+      "watch: Redis redis://127.0.0.1:7001 unreachable: connect ECONNREFUSED; drill done was rolled back at 2025-11-30T12:05:00.000Z, and its embedded Redis stops with it: nothing here will answer again; stop this watch (Ctrl-C or q)",
+    ]);
+  });
+});
