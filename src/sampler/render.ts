@@ -306,7 +306,13 @@ export class LiveView {
     let rows = this.rows(s).map((row) => ({ row, lines: layoutRow(row, width, trends) }));
     const room = Math.max(1, size.rows - 1); // the cursor's line below the frame
     const height = (): number => rows.reduce((n, r) => n + r.lines.length, 0);
-    for (let drop = 6; drop > 1 && height() > room; drop--) rows = rows.filter((r) => r.row.priority < drop);
+    // One row at a time, the least urgent (and of those the lowest) first: a whole tier dropped at once left lines blank (QA).
+    while (height() > room) {
+      const least = Math.max(...rows.map((r) => r.row.priority));
+      if (least <= 1) break;
+      const at = rows.map((r) => r.row.priority).lastIndexOf(least);
+      rows = rows.filter((_, i) => i !== at);
+    }
     return rows.flatMap((r) => r.lines).slice(0, room);
   }
 

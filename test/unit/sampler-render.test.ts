@@ -142,6 +142,17 @@ describe("render", () => {
     expect(repainted.join("\n")).not.toContain("via=");
   });
 
+  // QA: a short pane dropped a whole tier of rows at once (memory, host and jobs together), leaving lines blank.
+  it("a short terminal loses one row at a time and uses every line it has; the memory row outlasts the host row", () => {
+    const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    view.frame(pressure);
+    const full = view.layout(pressure, { columns: 80, rows: Infinity }).length;
+    for (const rows of [full, full - 1, full - 2]) expect(view.layout(pressure, { columns: 80, rows }).length, `rows ${rows}`).toBe(rows - 1);
+    let rows = full;
+    while (view.layout(pressure, { columns: 80, rows }).some((l) => l.startsWith("host "))) rows--;
+    expect(view.layout(pressure, { columns: 80, rows }).some((l) => l.startsWith("memory "))).toBe(true);
+  });
+
   // QA: once the cgroup was gone (its limit null), the trend scaled to its own small readings and drew them full height.
   it("the memory trend keeps the last limit read as its scale when the cgroup goes", () => {
     const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
