@@ -1069,11 +1069,14 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
   let costProxy: Report["cost_proxy"] = null;
   if (done !== null) {
     const recorded = inputs.recording?.samples ?? [];
+    // Jobs with both ends known that no sample covers: their n/a is the recording's, said in a note (QA).
+    let outsideRecording = 0;
     const jobs = done.map((d): JobCost => {
       const completion = d.completionTokens ?? d.tokensOut;
       const end = doneTime(d);
       const start = slotStart(d, admitAt);
       const stall = start !== null && end !== null ? stallMsBetween(recorded, start, end) : null;
+      if (start !== null && end !== null && stall === null && recorded.length > 0) outsideRecording++;
       const stallMs = stall?.stallMs ?? null;
       const cost =
         d.promptTokens !== null && completion !== null && d.attempt !== null && stallMs !== null
@@ -1097,6 +1100,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     );
     const partial = jobs.filter((j) => j.stall_coverage !== null && j.stall_coverage < 1).length;
     if (partial > 0) notes.push(`${partial} job(s) ran partly outside the recording: their stall_ms covers only the recorded part (the per-job table's "covered" column)`);
+    if (outsideRecording > 0) notes.push(`${outsideRecording} finished job(s) ran wholly outside the recording (before its first sample or after its last): their stall_ms and cost_proxy are n/a`);
     costProxy = {
       formula: COST_PROXY_FORMULA,
       stall_ms_source: STALL_MS_SOURCE,

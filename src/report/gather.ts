@@ -548,7 +548,7 @@ function noQueueKey(queue: string, where: string, others: string[], notes: strin
     throw new UsageError(`--queue: ${where} holds no key of queue "${queue}"; it holds queue${elsewhere.length === 1 ? "" : "s"} ${elsewhere.join(", ")} (give --queue ${elsewhere[0]})`);
   }
   const other = elsewhere.length === 0 ? "nor of any other queue" : `it holds ${elsewhere.join(", ")}`;
-  notes.unshift(`${where} holds no key of queue ${queue} (${other}): nothing was ever packed on it there; every figure below is empty, not a clean run`);
+  notes.unshift(`${where} holds no key of queue ${queue} (${other}): nothing was ever packed on it there; every figure in this report is empty, not a clean run`);
 }
 
 /** Keys examined when naming the queues a Redis holds (a shared Redis may be large). */

@@ -156,7 +156,7 @@ describe("QA 8: a --queue the source holds no key of", () => {
     const file = await writeDrill("");
     const { inputs } = await gatherReport({ stateDir, name: "qaA", queue: undefined, redisUrl: undefined, sinceMs: 10 * MIN });
     expect(inputs.gatherNotes[0]).toBe(
-      `rollback's export ${file} holds no key of queue qaAjobs (nor of any other queue): nothing was ever packed on it there; every figure below is empty, not a clean run`,
+      `rollback's export ${file} holds no key of queue qaAjobs (nor of any other queue): nothing was ever packed on it there; every figure in this report is empty, not a clean run`,
     );
   });
 });

@@ -288,6 +288,14 @@ describe("cost_proxy", () => {
     expect(r.cost_proxy?.jobs[0]).toMatchObject(want);
   });
 
+  // QA: a recording started after a job finished left its cost n/a with no word why.
+  it("a job wholly outside the recording is said in a note; one inside is not", () => {
+    const outside = build({ done: [done("4", 900, { enqueueTs: NOW - 3 * MIN, doneTs: NOW - 2 * MIN })], events: [], recording: steady });
+    expect(outside.notes).toContain("1 finished job(s) ran wholly outside the recording (before its first sample or after its last): their stall_ms and cost_proxy are n/a");
+    const inside = build({ done: [done("5", 900, { enqueueTs: base, doneTs: base + 1000 })], events: [], recording: steady });
+    expect(inside.notes.join("\n")).not.toContain("wholly outside the recording");
+  });
+
   it("total over costed jobs, token part over all of them", () => {
     const jobs = [done("1", 900, { enqueueTs: base, doneTs: base + 20_000 }), done("2", 900, { enqueueTs: base, doneTs: base + 10_000 }), done("3", 900, { enqueueTs: NOW - 3 * MIN, doneTs: NOW - 2 * MIN })];
     const r = build({ done: jobs, recording: steady });
