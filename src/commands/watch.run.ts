@@ -101,6 +101,21 @@ export function redisWatch(source: string, say: (line: string) => void, whyGone:
 }
 
 /**
+ * Says on stderr once when the worker cgroup goes (a teardown or rollback
+ * removed it) and once when it is there again: its cg_* fields go null in
+ * every sample meanwhile, and a null in `missing` alone went unnoticed (QA).
+ * Its absence at the start is the start's hint, not a change.
+ */
+export function cgroupWatch(say: (line: string) => void): (reading: Reading<{ dir: string }>) => void {
+  let present: boolean | null = null;
+  return (reading) => {
+    if (present === true && !reading.ok) say(`watch: worker cgroup ${reading.file} gone (${reading.reason}): its cg_* fields stay null (listed in missing) until it is there again`);
+    if (present === false && reading.ok) say(`watch: worker cgroup ${reading.value.dir} there now: its cg_* fields are read`);
+    present = reading.ok;
+  };
+}
+
+/**
  * Says on stderr once when a queue key starts holding what drill never writes
  * there (the key, its type, the fields that go null for it) and once when it
  * reads again: Redis answers, so it is not "unreachable", and the other keys'
@@ -253,6 +268,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   };
   const redisState = redisWatch(queueReader.source, notice, () => rolledBack(g.stateDir, redisDrills));
   const wrongKeys = wrongKeyWatch(notice);
+  const cgroupState = cgroupWatch(notice);
   const interrupt = onInterrupt();
   // The view is laid out for the terminal's size, and drawn again at once when it changes.
   const size = (): ViewSize => ({ columns: process.stdout.columns || 80, rows: process.stdout.rows || Infinity });
@@ -272,6 +288,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
         const raw = await readSample({ roots, cgroup }, queueReader);
         redisState(raw.queue, raw.monoMs);
         wrongKeys(raw.queue);
+        cgroupState(raw.cgroup);
         return raw;
       },
       intervalMs,

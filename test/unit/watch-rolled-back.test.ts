@@ -5,9 +5,9 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { redisWatch, rolledBack } from "../../src/commands/watch.run.js";
+import { cgroupWatch, redisWatch, rolledBack } from "../../src/commands/watch.run.js";
 import { writeState, type DrillState } from "../../src/drill/state.js";
-import { fail } from "../../src/host/kernelFile.js";
+import { fail, ok } from "../../src/host/kernelFile.js";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "drill-watch-rb-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -53,5 +53,26 @@ describe("watch: the drill whose Redis it reads was rolled back", () => {
     expect(said).toEqual([
       "watch: Redis redis://127.0.0.1:7001 unreachable: connect ECONNREFUSED; drill done was rolled back at 2025-11-30T12:05:00.000Z, and its embedded Redis stops with it: nothing here will answer again; stop this watch (Ctrl-C or q)",
     ]);
+  });
+});
+
+describe("watch: the worker cgroup goes and comes", () => {
+  it("says once when it goes and once when it is there (again); absent from the start is no change", () => {
+    const said: string[] = [];
+    const watch = cgroupWatch((l) => said.push(l));
+    const gone = fail("/sys/fs/cgroup/memory/x", "worker cgroup does not exist");
+    const there = ok({ dir: "/sys/fs/cgroup/memory/x" });
+    for (const reading of [there, there, gone, gone, there, there]) watch(reading);
+    expect(said).toEqual([
+      "watch: worker cgroup /sys/fs/cgroup/memory/x gone (worker cgroup does not exist): its cg_* fields stay null (listed in missing) until it is there again",
+      "watch: worker cgroup /sys/fs/cgroup/memory/x there now: its cg_* fields are read",
+    ]);
+    const fromStart: string[] = [];
+    const late = cgroupWatch((l) => fromStart.push(l));
+    late(gone);
+    late(gone);
+    expect(fromStart).toEqual([]);
+    late(there);
+    expect(fromStart).toEqual(["watch: worker cgroup /sys/fs/cgroup/memory/x there now: its cg_* fields are read"]);
   });
 });
