@@ -34,21 +34,15 @@ export interface QueueLeftOpen {
   command: string;
 }
 
-/** How long the lever read may take: a Redis that does not answer makes the hint say so, not hold up the rollback. */
+/** Each command's timeout for the lever read: a Redis that does not answer (paused: its ready check times out) makes the hint say so within a few seconds, not hold up the rollback. */
 const LEVER_READ_MS = 2_000;
 
-/** `<q>:mode` on the queue's Redis: "admit" when unset; null when that Redis does not answer in time or refuses the read. */
+/** `<q>:mode` on the queue's Redis: "admit" when unset; null when that Redis does not answer or refuses the read. */
 export async function readLever(q: ServedQueue): Promise<string | null> {
-  const connecting = connectRedis(q.url, { name: "drill-lever-check", commandTimeoutMs: LEVER_READ_MS });
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<null>((resolve) => {
-    timer = setTimeout(() => resolve(null), LEVER_READ_MS);
-  });
-  // A paused Redis takes the connection and never answers its ready check: the connect is given up, and closed if it lands later.
-  const redis = await Promise.race([connecting, late]).catch(() => null);
-  clearTimeout(timer);
-  if (redis === null) {
-    connecting.then((r) => closeRedis(r, 0), () => {});
+  let redis;
+  try {
+    redis = await connectRedis(q.url, { name: "drill-lever-check", commandTimeoutMs: LEVER_READ_MS });
+  } catch {
     return null;
   }
   try {
