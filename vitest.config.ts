@@ -28,6 +28,7 @@ const QUIET_FILES = [
   "test/integration/invariants.test.ts",
   "test/integration/queue.test.ts",
   "test/integration/redis-db.test.ts",
+  "test/integration/redis-refusals.test.ts",
   "test/integration/watch-queue-scan.test.ts",
   "test/integration/watch-rejects.test.ts",
   "test/integration/worker-cleanup.test.ts",

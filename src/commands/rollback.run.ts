@@ -6,6 +6,7 @@ import { reachesEmbeddedRedis } from "../drill/embeddedRedis.js";
 import { validateDrillName } from "../drill/names.js";
 import { stopStartingUps, type StartingUp } from "../drill/startingUp.js";
 import { queueKeys } from "../queue/keys.js";
+import { refusalHint } from "../queue/refusal.js";
 import { listDrills, readState, readStateEntries, statePath } from "../drill/state.js";
 import { ExitCode, RollbackIncompleteError, UsageError } from "../errors.js";
 import { thawBeforeExit } from "../cgroup/teardown.js";
@@ -267,7 +268,12 @@ const READMIT_HINT = "Re-enable admission only once PSI avg10 and avg60 both sta
 function queueClosingLines(q: QueueRollback, url: string, drillCmd: string, at: GlobalOptions): string[] {
   const again = `${drillCmd} rollback --queue ${q.queue}`;
   const lines = [`queue ${q.queue}: ${q.drainLength === null ? "drain pending" : `LLEN ${q.drainLength} in ${queueKeys(q.queue).drain}`}`];
-  if (q.left.length > 0) return [...lines, `Not rolled back yet: run ${again} once ${q.left.some((l) => l.includes(" held by ")) ? "the gate or worker holding its jobs has stopped" : "its Redis answers"}`];
+  if (q.left.length > 0) {
+    // A Redis that answered with a refusal (full, a replica, an ACL) refuses the next rollback too: its fix, not a wait.
+    const refused = q.left.map(refusalHint).find((hint) => hint !== null);
+    const once = q.left.some((l) => l.includes(" held by ")) ? "the gate or worker holding its jobs has stopped" : refused ? `its Redis takes these commands: ${refused}` : "its Redis answers";
+    return [...lines, `Not rolled back yet: run ${again} once ${once}`];
+  }
   return [
     ...lines,
     READMIT_HINT,

@@ -1,6 +1,7 @@
 import { Redis, type RedisOptions } from "ioredis";
 import { DrillError, ExitCode } from "../errors.js";
 import type { LuaScript } from "./scripts.js";
+import { refusalText } from "./refusal.js";
 // These live with the global --redis option (context.ts loads no client), so state-file code can use them.
 import { DEFAULT_REDIS_URL, redactUrl, redisDatabase } from "../context.js";
 
@@ -235,8 +236,9 @@ export function redisErrorText(err: unknown, redis?: Redis): string {
   if (timedOut(err)) return redis !== undefined && redis.status !== "ready" ? "no reply in time: not connected to redis (down or restarting)" : "no reply in time: redis paused (SIGSTOP?) or overloaded";
   if (err.name === "MaxRetriesPerRequestError") return "the connection dropped and reconnecting failed";
   if (err.message === "Connection is closed.") return "the connection to redis is closed";
-  return err.message;
+  return refusalText(err);
 }
+
 
 /**
  * ioredis's parse error for a server that does not speak RESP ("Protocol

@@ -44,6 +44,24 @@ const PREAMBLE = `
 local function shown(value, n)
   return (string.gsub(string.sub(value, 1, n), '%c', '?'))
 end
+-- An ACL that refuses one of a script's commands (NOPERM) stops it the same
+-- way, after the writes before it: so each script asks first (Redis 7's
+-- redis.acl_check_cmd, as the calling user) for every write it may make, and
+-- refuses before its first write, naming command and key. Pairs: command,
+-- key... The arguments after the key only make a well-formed call.
+local ACL_ARGS = {LREM = {'0', ''}, LSET = {'0', ''}, RPUSH = {''}, LPUSH = {''}, HSET = {'', ''},
+  HDEL = {''}, HINCRBY = {'', '0'}, XADD = {'*', '', ''}, INCR = {}, PEXPIRE = {'1'}}
+local function acl_refusal(...)
+  -- Before Redis 7 there is nothing to ask: a refusal may still stop a script midway there.
+  if not redis.acl_check_cmd then return nil end
+  local wanted = {...}
+  for i = 1, #wanted, 2 do
+    if not redis.acl_check_cmd(wanted[i], wanted[i + 1], unpack(ACL_ARGS[wanted[i]])) then
+      return redis.error_reply('NOPERM this redis user may not run ' .. wanted[i] .. ' on ' .. wanted[i + 1] .. ', which this step writes: nothing done')
+    end
+  end
+  return nil
+end
 local function wrong_type(...)
   local wanted = {...}
   for i = 1, #wanted, 2 do
@@ -122,7 +140,7 @@ export const pushScript = script(
   `
 local seq, ready, pushes = KEYS[1], KEYS[2], KEYS[3]
 local token, before, after, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local bad = wrong_type(seq, 'string', ready, 'list', pushes, 'hash')
+local bad = wrong_type(seq, 'string', ready, 'list', pushes, 'hash') or acl_refusal('INCR', seq, 'RPUSH', ready, 'HSET', pushes, 'PEXPIRE', pushes)
 if bad then return bad end
 local id = redis.call('HGET', pushes, token)
 if id then return {id, 'again'} end
@@ -167,6 +185,7 @@ local processing, admitted, inflight, decisions, events, stats, mode, dead =
 local payload, id, fp, attempt, tokens, limit, ts, gate, conflict_entry =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9]
 local bad = wrong_type(processing, 'list', admitted, 'list', inflight, 'hash', decisions, 'hash', events, 'stream', stats, 'hash', dead, 'list')
+  or acl_refusal('LREM', processing, 'HSET', inflight, 'RPUSH', admitted, 'HSET', decisions, 'XADD', events, 'HINCRBY', stats, 'RPUSH', dead)
 if bad then return bad end
 if not redis.call('LPOS', processing, payload) then return gone(decisions, id) end
 local seen = check_record(processing, dead, decisions, events, stats, payload, id, fp, attempt, ts, gate, conflict_entry)
@@ -209,6 +228,7 @@ local processing, target, decisions, events, stats, dead = KEYS[1], KEYS[2], KEY
 local payload, id, fp, attempt, kind, figures, ts, gate, routed, route, conflict_entry =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
 local bad = wrong_type(processing, 'list', target, 'list', decisions, 'hash', events, 'stream', stats, 'hash', dead, 'list')
+  or acl_refusal('LREM', processing, 'RPUSH', target, 'HSET', decisions, 'XADD', events, 'HINCRBY', stats, 'RPUSH', dead)
 if bad then return bad end
 if not redis.call('LPOS', processing, payload) then return gone(decisions, id) end
 local seen = check_record(processing, dead, decisions, events, stats, payload, id, fp, attempt, ts, gate, conflict_entry)
@@ -235,6 +255,7 @@ export const deadScript = script(
 local processing, dead, events, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local payload, entry, job, cause, ts, gate = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local bad = wrong_type(processing, 'list', dead, 'list', events, 'stream', stats, 'hash')
+  or acl_refusal('LREM', processing, 'RPUSH', dead, 'XADD', events, 'HINCRBY', stats)
 if bad then return bad end
 if redis.call('LREM', processing, 1, payload) == 0 then return {'gone'} end
 redis.call('RPUSH', dead, entry)
@@ -269,15 +290,16 @@ export const recoverScript = script(
 local heartbeat, processing, ready, dead, events, stats, gates = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local ts, from_gate, by_gate = ARGV[1], ARGV[2], ARGV[3]
 if redis.call('EXISTS', heartbeat) == 1 then return -1 end
-local bad = wrong_type(processing, 'list', ready, 'list')
+local bad = wrong_type(processing, 'list', ready, 'list') or acl_refusal('LREM', processing, 'LPUSH', ready)
 if bad then return bad end
 local refusal_of = {}
-local function writable(key, wanted)
-  local refusal = wrong_type(key, wanted)
+-- A record key refused (its type, or the user's ACL) is skipped and named, as below.
+local function writable(key, wanted, command)
+  local refusal = wrong_type(key, wanted) or acl_refusal(command, key)
   if refusal then refusal_of[key] = (string.gsub(refusal.err, '^%-', '')) end
   return not refusal
 end
-local to_dead, to_events, to_stats, to_gates = writable(dead, 'list'), writable(events, 'stream'), writable(stats, 'hash'), writable(gates, 'hash')
+local to_dead, to_events, to_stats, to_gates = writable(dead, 'list', 'RPUSH'), writable(events, 'stream', 'XADD'), writable(stats, 'hash', 'HINCRBY'), writable(gates, 'hash', 'HDEL')
 local unrecorded, named = {}, {}
 local function skipped(key)
   if not named[key] then

@@ -461,7 +461,9 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
           refusedSince ??= now();
         } else if (outageSince === null) {
           outageSince = sentAt;
-          deps.err(`${tag}: redis unavailable at ${redactUrl(deps.redisUrl)} (${message(err)}); retrying`);
+          // An answer that refuses (OOM, READONLY, an ACL) is no outage: said as what it is, with its fix.
+          const refused = err instanceof Error && err.name === "ReplyError";
+          deps.err(`${tag}: redis ${refused ? "refused" : "unavailable"} at ${redactUrl(deps.redisUrl)} (${message(err)}); retrying`);
         }
         await sleep(Math.min(100 * 2 ** Math.min(failures, 4), 1000), stopJobs.signal);
       }
@@ -530,7 +532,8 @@ async function markReady(redis: Redis, keys: WorkerKeys, workerId: string, entry
   const onFirstFailure = (error: unknown): void => {
     // From the first try: a paused server is found out only when its timeout gives up.
     outageSince = sentAt;
-    say(`worker ${workerId}: redis unavailable (${message(error)}) marking it ready in ${keys.workers}; retrying`);
+    const refused = error instanceof Error && error.name === "ReplyError";
+    say(`worker ${workerId}: redis ${refused ? "refused" : "unavailable"} (${message(error)}) marking it ready in ${keys.workers}; retrying`);
   };
   try {
     await retrying(() => namingWrongType(redis, keys.workers, "hash", () => redis.hset(keys.workers, workerId, JSON.stringify(entry))), signal, false, onFirstFailure);

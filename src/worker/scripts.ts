@@ -40,7 +40,7 @@ export const firstTokenScript = script(
   "worker-first-token",
   2,
   `
-local bad = wrong_type(KEYS[1], 'list', KEYS[2], 'hash')
+local bad = wrong_type(KEYS[1], 'list', KEYS[2], 'hash') or acl_refusal('LSET', KEYS[1], 'HSET', KEYS[2])
 if bad then return bad end
 local i = redis.call('LPOS', KEYS[1], ARGV[1])
 if not i then return 0 end
@@ -63,6 +63,7 @@ export const doneScript = script(
   5,
   `
 local bad = wrong_type(KEYS[1], 'list', KEYS[2], 'list', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'hash')
+  or acl_refusal('LREM', KEYS[1], 'RPUSH', KEYS[2], 'HINCRBY', KEYS[3], 'HDEL', KEYS[4], 'HDEL', KEYS[5])
 if bad then return bad end
 if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 0 then return 0 end
 redis.call('RPUSH', KEYS[2], ARGV[2])
@@ -84,7 +85,7 @@ export const workerDeadScript = script(
   "worker-dead",
   3,
   `
-local bad = wrong_type(KEYS[1], 'list', KEYS[2], 'list', KEYS[3], 'hash')
+local bad = wrong_type(KEYS[1], 'list', KEYS[2], 'list', KEYS[3], 'hash') or acl_refusal('LREM', KEYS[1], 'RPUSH', KEYS[2], 'HINCRBY', KEYS[3])
 if bad then return bad end
 if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 0 then return 0 end
 redis.call('RPUSH', KEYS[2], ARGV[2])
@@ -118,15 +119,16 @@ local heartbeat, working, admitted, first_token, stats, workers = KEYS[1], KEYS[
 local token, worker = ARGV[1], ARGV[2]
 local alive = redis.call('GET', heartbeat)
 if alive and alive ~= token then return {-1, ''} end
-local bad = wrong_type(working, 'list', admitted, 'list')
+local bad = wrong_type(working, 'list', admitted, 'list') or acl_refusal('LREM', working, 'LPUSH', admitted)
 if bad then return bad end
 local unrecorded = {}
-local function records_in(key)
-  local refusal = wrong_type(key, 'hash')
+-- A record key refused (its type, or the user's ACL) is left unwritten and named.
+local function records_in(key, command)
+  local refusal = wrong_type(key, 'hash') or acl_refusal(command, key)
   if refusal then table.insert(unrecorded, (string.gsub(refusal.err, '^%-', ''))) end
   return not refusal
 end
-local marks, counts, registry = records_in(first_token), records_in(stats), records_in(workers)
+local marks, counts, registry = records_in(first_token, 'HDEL'), records_in(stats, 'HINCRBY'), records_in(workers, 'HDEL')
 local moved = 0
 for i = #ARGV - 2, 3, -3 do
   local old, new, id = ARGV[i], ARGV[i + 1], ARGV[i + 2]

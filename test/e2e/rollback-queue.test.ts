@@ -128,6 +128,25 @@ describe("drill rollback --queue (built binary, own redis-server)", () => {
     expect(err).toContain(`drill: interrupted by SIGTERM during the rollback of queue paused (--queue) before its first step; run \`drill --state-dir ${path.join(root, "state")} --redis ${server.url} rollback --name nodrill --queue paused\` again to finish it`);
   });
 
+  // QA R 5: a full Redis answers, so "once its Redis answers" sent the operator to wait for nothing.
+  it("a full Redis (maxmemory, noeviction) refuses the deny-all and the drain: exit 4, nothing moved, and the line names the fix, not a wait", async () => {
+    expect((await drill(["pack", "--queue", "full", "--jobs", "2"])).exitCode).toBe(0);
+    await redis.config("SET", "maxmemory", "1");
+    try {
+      const refused = await drill(["rollback", "--queue", "full"]);
+      expect(refused.exitCode, refused.stdout + refused.stderr).toBe(4);
+      expect(refused.stdout).toMatch(/FAIL deny-all: OOM command not allowed/);
+      expect(refused.stdout).toContain("rollback --queue full once its Redis takes these commands: redis is full: used_memory is over its maxmemory");
+      expect(refused.stdout).not.toContain("once its Redis answers");
+      expect(await redis.llen("full")).toBe(2);
+    } finally {
+      await redis.config("SET", "maxmemory", "0");
+    }
+    const again = await drill(["rollback", "--queue", "full"]);
+    expect(again.exitCode, again.stdout + again.stderr).toBe(0);
+    expect(await redis.llen("full_drain")).toBe(2);
+  });
+
   it("a queue name that is not one: exit 2 before anything", async () => {
     const r = await drill(["rollback", "--queue", "sbs_drain"]);
     expect(r.exitCode).toBe(2);

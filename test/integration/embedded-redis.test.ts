@@ -35,7 +35,8 @@ describe("the embedded redis-server's lifetime (DESIGN: detached children exit b
 
   it("exits by itself when its lifetime ends, keeps every write in its AOF, and a revived server has them", async () => {
     const dir = path.join(root, "redis");
-    const server = await startEmbeddedRedis({ dir, lifetimeMs: 1000, env: { ...process.env, DRILL_RUN_ID: "lifetime-test" } });
+    // 2.5 s: the writes below must land before it ends, also on a loaded host (1 s failed once beside three other vitests).
+    const server = await startEmbeddedRedis({ dir, lifetimeMs: 2500, env: { ...process.env, DRILL_RUN_ID: "lifetime-test" } });
     const stat = readProcessStat(roots, server.pid);
     expect(stat.ok && stat.value.comm).toMatch(/^redis-server/); // the server's pid, not its wrapper's
     const startTime = stat.ok ? stat.value.startTime : 0;

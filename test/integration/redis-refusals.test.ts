@@ -1,0 +1,115 @@
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { admitScript, pushScript } from "../../src/queue/scripts.js";
+import { doneScript, recoverWorkingScript } from "../../src/worker/scripts.js";
+import { closeRedis, connectRedis, redisErrorText, runScript } from "../../src/queue/redis.js";
+import { runDrill } from "../helpers/cli.js";
+import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+
+// QA R: a Redis that answers but refuses (an ACL, a full maxmemory, a replica).
+let server: RedisServer;
+let admin: Redis;
+const clients: Redis[] = [];
+
+beforeAll(async () => {
+  server = await startRedisServer();
+  admin = await connectRedis(server.url, { name: "test-refusals-admin" });
+});
+afterAll(async () => {
+  for (const c of clients) await closeRedis(c);
+  await closeRedis(admin);
+  await server?.stop();
+});
+
+/** A client as a user whose ACL denies `denied` (e.g. "-xadd"). */
+async function userDenied(user: string, denied: string): Promise<{ redis: Redis; url: string }> {
+  await admin.call("ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all", denied);
+  const url = `redis://${user}:pw@127.0.0.1:${server.port}`;
+  const redis = await connectRedis(url, { name: `test-${user}` });
+  clients.push(redis);
+  return { redis, url };
+}
+
+/** Every key of queue `q` with its content, to compare before and after a refused step. */
+async function snapshot(q: string): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = {};
+  for (const key of (await admin.keys(`${q}*`)).sort()) {
+    const type = await admin.type(key);
+    out[key] = type === "list" ? await admin.lrange(key, 0, -1) : type === "hash" ? await admin.hgetall(key) : type === "stream" ? await admin.xlen(key) : await admin.get(key);
+  }
+  return out;
+}
+
+describe("a script whose user may not run one of its writes refuses before its first write (no half-applied step)", () => {
+  it("admit with XADD denied: the job stays in processing, nothing admitted, no tokens held; the refusal names XADD and the events key", async () => {
+    const q = "acladmit";
+    const { redis } = await userDenied("noxadd", "-xadd");
+    await admin.rpush(`${q}:processing:g1`, "payload-1");
+    const before = await snapshot(q);
+    const keys = ["processing:g1", "admitted", "inflight", "decisions", "events", "stats", "mode", "dead"].map((k) => `${q}:${k}`);
+    const refused = await runScript(redis, admitScript, keys, ["payload-1", "1", "fp", "1", "1000", "32000", "1", "g1", "dead-entry"]).then(
+      () => null,
+      (err: Error) => err,
+    );
+    expect(refused?.message).toMatch(/^NOPERM this redis user may not run XADD on acladmit:events\b.*nothing done$/);
+    expect(await snapshot(q)).toEqual(before);
+    expect(redisErrorText(refused)).toContain("(ACL): grant it");
+  });
+
+  it("push with HSET denied: no id taken, nothing queued", async () => {
+    const q = "aclpush";
+    const { redis } = await userDenied("nohset", "-hset");
+    await expect(runScript(redis, pushScript, [`${q}:seq`, q, `${q}:pushes`], ["tok", "{\"id\":\"", "\"}", "60000"])).rejects.toThrow(/NOPERM .*HSET on aclpush:pushes/);
+    expect(await snapshot(q)).toEqual({});
+  });
+
+  it("the worker's done with HINCRBY denied: the job stays in its working list, not also in done", async () => {
+    const q = "acldone";
+    const { redis } = await userDenied("nohincrby", "-hincrby");
+    await admin.rpush(`${q}:working:w1`, "payload-1");
+    await admin.hset(`${q}:inflight`, "1", "1000");
+    const before = await snapshot(q);
+    const keys = [`${q}:working:w1`, `${q}:done`, `${q}:stats`, `${q}:inflight`, `${q}:first_token`];
+    await expect(runScript(redis, doneScript, keys, ["payload-1", "record", "1", "0", "0"])).rejects.toThrow(/NOPERM .*HINCRBY on acldone:stats/);
+    expect(await snapshot(q)).toEqual(before);
+  });
+
+  it("a worker's recovery with its stats denied still gives the jobs back, and names the key it left unwritten", async () => {
+    const q = "aclrecover";
+    const { redis } = await userDenied("nohincrby2", "-hincrby");
+    await admin.rpush(`${q}:working:w1`, "payload-1");
+    const keys = [`${q}:workers:w1`, `${q}:working:w1`, `${q}:admitted`, `${q}:first_token`, `${q}:stats`, `${q}:workers`];
+    const reply = (await runScript(redis, recoverWorkingScript, keys, ["tok", "w1", "payload-1", "payload-1", "1"])) as [number, string];
+    expect(reply[0]).toBe(1);
+    expect(reply[1]).toMatch(/HINCRBY on aclrecover:stats/);
+    expect(await admin.lrange(`${q}:admitted`, 0, -1)).toEqual(["payload-1"]);
+    expect(await admin.exists(`${q}:working:w1`)).toBe(0);
+  });
+});
+
+describe("refusals said with what fixes them", () => {
+  it("a full Redis (maxmemory, noeviction): a MULTI's EXECABORT names the OOM inside it and the fix", async () => {
+    await admin.config("SET", "maxmemory", "1");
+    try {
+      const err = await admin.multi().set("oomkey", "v").exec().then(
+        () => null,
+        (e: Error) => e,
+      );
+      const text = redisErrorText(err);
+      expect(text).toMatch(/^EXECABORT .*: OOM command not allowed/);
+      expect(text).toContain("redis is full");
+      expect(text).toContain("CONFIG SET maxmemory");
+    } finally {
+      await admin.config("SET", "maxmemory", "0");
+    }
+  });
+
+  it("drill gate mode under a user without EVALSHA/EVAL: one line naming the refusal, no stack trace, exit 1", async () => {
+    const { url } = await userDenied("noscripts", "-@scripting");
+    const r = await runDrill(["--redis", url, "gate", "mode", "reject_all", "--queue", "aclmode"]);
+    expect(r.exitCode).toBe(1);
+    expect(r.stderr).not.toContain("unexpected error");
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+    expect(r.stderr).toMatch(/drill: .*(NOPERM|can't run this command).*\(this redis user may not run that command/);
+  });
+});
