@@ -23,7 +23,9 @@ export function refusalHint(message: string): string | null {
 export function refusalText(err: Error): string {
   // A MULTI refused as a whole says only "EXECABORT"; the command refused inside it says why (ioredis's previousErrors).
   const inner = (err as Error & { previousErrors?: unknown[] }).previousErrors?.find((e): e is Error => e instanceof Error);
-  const said = inner ? `${err.message.replace(/\.$/, "")}: ${inner.message}` : err.message;
+  // Redis names the script by its sha and line ("script: 14c2…, on @user_script:94."): drill's own, no help to an operator.
+  const plain = (message: string) => message.replace(/\.? script: [0-9a-f]{40}, on @user_script:\d+\.?$/, ".");
+  const said = inner ? `${err.message.replace(/\.$/, "")}: ${plain(inner.message)}` : plain(err.message);
   const hint = refusalHint(said);
   return hint ? `${said} (${hint})` : said;
 }

@@ -240,14 +240,26 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
     await redis.hset(keys.workers, workerId, JSON.stringify(info));
     for (const file of removeStaleWeightsFiles(deps.roots, options.weightsDir, workerId)) deps.err(`${tag}: removed ${file}, left by a worker that is gone`);
 
+    // Renewals that fail are said once, and what they cost when they work again: with every
+    // slot busy the take loop, which says an outage, is not running (QA R 2).
+    let renewalsFailedSince: number | null = null;
     timers.push(
       setInterval(() => {
         runScript(redis, renewHeartbeatScript, [keys.heartbeat(workerId)], [token, String(ttlMs)])
           .then((renewed) => {
+            const failedFor = renewalsFailedSince === null ? null : `${((now() - renewalsFailedSince) / 1000).toFixed(1)} s`;
+            renewalsFailedSince = null;
             // "May": a stop alone takes nothing back (QA: "jobs recovered meanwhile run elsewhere" read as if they had been).
-            if (renewed === 0) deps.err(`${tag}: heartbeat ${keys.heartbeat(workerId)} was gone (expired: stalled > ${ttlMs} ms? or lost: redis restarted without its data?); a worker started meanwhile under this id, or a rollback, may have taken back the jobs it holds`);
+            const mayBeTaken = "a worker started meanwhile under this id, or a rollback, may have taken back the jobs it holds";
+            if (renewed === 0 && failedFor !== null) deps.err(`${tag}: heartbeat ${keys.heartbeat(workerId)} expired while its renewals failed (${failedFor}); renewed again; ${mayBeTaken}`);
+            else if (renewed === 0) deps.err(`${tag}: heartbeat ${keys.heartbeat(workerId)} was gone (expired: stalled > ${ttlMs} ms? or lost: redis restarted without its data?); ${mayBeTaken}`);
+            else if (failedFor !== null) deps.err(`${tag}: heartbeat ${keys.heartbeat(workerId)} renewed again after ${failedFor}`);
           })
-          .catch(() => {}); // an outage shows in the loop's own errors
+          .catch((err: unknown) => {
+            if (renewalsFailedSince !== null || stopJobs.signal.aborted) return;
+            renewalsFailedSince = now();
+            deps.err(`${tag}: could not renew heartbeat ${keys.heartbeat(workerId)} (${message(err)}); retrying: once it expires (${ttlMs} ms) another worker may take back the jobs this one holds`);
+          });
       }, Math.max(100, Math.floor(ttlMs / 3))),
       setInterval(() => void flushTokens(), options.statsFlushMs ?? 100),
     );
@@ -336,17 +348,29 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
         }
         const doneAt = now();
         const record = doneRecord(job, workerId, firstTokenAt, doneAt, tokens, jobPasses, plan.kvBytes);
+        // Until it lands or the worker stops, as the gate rides out an outage: a worker that
+        // gave up here exited mid-outage with every slot's job unrecorded (QA R 2). Said at once,
+        // since a worker with every slot busy takes nothing and so says nothing else.
+        let unrecordedSince: number | null = null;
+        const unrecorded = (err: unknown): void => {
+          unrecordedSince = now();
+          const refused = err instanceof Error && err.name === "ReplyError";
+          deps.err(`${tag}: job=${job.id} finished; redis ${refused ? "refused" : "unavailable"} at ${redactUrl(deps.redisUrl)} recording it (${message(err)}); retrying until it answers`);
+        };
         const finish = (bytes: Buffer): Promise<unknown> =>
           retrying(
             () => runScript(redis, doneScript, [working, q.done, q.stats, q.inflight, keys.firstToken], [bytes, JSON.stringify(record), job.id, record.late ? "1" : "0", job.attempt > 0 ? "1" : "0"]),
             stopJobs.signal,
             true,
+            unrecorded,
+            Infinity,
           );
         let applied: unknown;
         try {
           applied = await finish(slot.current);
           // The mark may have been applied with its reply lost: then the list holds the marked bytes.
           if (applied !== 1 && marked && slot.current !== marked) applied = await finish(marked);
+          if (unrecordedSince !== null) deps.err(`${tag}: job=${job.id} recorded after ${((now() - unrecordedSince) / 1000).toFixed(1)} s`);
         } catch (err) {
           // Said here, with the job: it goes back unless a try that timed out lands once Redis answers.
           if (!lostToStop(err)) throw err;
@@ -674,7 +698,8 @@ async function recoverDeadPeers(redis: Redis, keys: WorkerKeys, self: string, re
 }
 
 /**
- * Re-runs an idempotent script through a Redis outage; gives up after ~30 s.
+ * Re-runs an idempotent script through a Redis outage; gives up after ~30 s
+ * (`tries` 40), or never while not stopping (Infinity).
  * Stopping, it gives up at once, or with `evenWhenStopping` once a try begun
  * after the stop failed too: each try can wait out a command timeout, and a
  * stop with Redis paused must end (what it could not record goes back with
@@ -684,9 +709,9 @@ async function recoverDeadPeers(redis: Redis, keys: WorkerKeys, self: string, re
  * ends at the stop. A key refusal (isKeyRefusal) is thrown at once: a key of
  * another type does not fix itself.
  */
-export async function retrying<T>(fn: () => Promise<T>, signal: AbortSignal, evenWhenStopping: boolean, onFirstFailure?: (err: unknown) => void): Promise<T> {
+export async function retrying<T>(fn: () => Promise<T>, signal: AbortSignal, evenWhenStopping: boolean, onFirstFailure?: (err: unknown) => void, tries = 40): Promise<T> {
   let lastError: unknown = null;
-  for (let attempt = 0; attempt < 40; attempt++) {
+  for (let attempt = 0; attempt < tries; attempt++) {
     const begunStopped = signal.aborted;
     try {
       return await fn();

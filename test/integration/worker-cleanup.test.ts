@@ -582,3 +582,41 @@ describe("runWorker with a key of another type while it runs", () => {
     ]);
   });
 });
+
+// QA R 2: a done record Redis refused was retried ~37 s, then the worker exited mid-outage with
+// every slot's job unrecorded, silent until then (all slots busy: the take loop says nothing).
+describe("runWorker against a Redis that refuses its writes (an ACL here; a full or read-only Redis the same)", () => {
+  it("a refused done record is said at once with its fix and retried until it lands; failed heartbeat renewals are said, and when they work again", async () => {
+    const queue = "acl-done";
+    const k = workerKeys(queue).queue;
+    await client.call("ACL", "SETUSER", "wrefused", "on", ">pw", "~*", "&*", "+@all");
+    const url = `redis://wrefused:pw@127.0.0.1:${server.port}`;
+    const stopped = new AbortController();
+    const weights: Weights = { pid: 1, file: path.join(weightsDir, "refused.weights"), fallback: false, pass: () => new Promise((resolve) => setTimeout(() => resolve(1), 2)), close: () => Promise.resolve() };
+    const err: string[] = [];
+    const said = () => Promise.resolve(err.join("\n"));
+    const run = runWorker(
+      { queue, workerId: "r1", config: { ...defaultWorkerConfig, weightsBytes: 8192, kvBytesPerToken: 16 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false, blockMs: 100, heartbeatTtlMs: 1500 },
+      { redisUrl: url, roots: new HostRoots(), where: "test", out: () => undefined, err: (line) => err.push(line), signal: stopped.signal, startWeights: () => Promise.resolve(weights) },
+    );
+    try {
+      await waitFor(async () => ((await client.hget(workerKeys(queue).workers, "r1")) ?? "").includes("ready_at"));
+      await client.call("ACL", "SETUSER", "wrefused", "-rpush", "-set");
+      await client.rpush(k.admitted, encodeJob({ id: "1", prompt_tokens: 10, completion_tokens: 5, files: 1, enqueue_ts: Date.now(), deadline_ms: 600_000, attempt: 0, host_class: "shared-free" }));
+      await waitFor(async () => (await said()).includes("job=1 finished; redis refused"));
+      await waitFor(async () => (await said()).includes("could not renew heartbeat"));
+      await client.call("ACL", "SETUSER", "wrefused", "+rpush", "+set");
+      await waitFor(async () => (await said()).includes("job=1 recorded after"));
+      await waitFor(async () => /heartbeat \S+ (renewed again after|expired while its renewals failed)/.test(await said()));
+    } finally {
+      stopped.abort();
+    }
+    const summary = await run;
+    const text = err.join("\n");
+    expect(text).toMatch(/worker r1: job=1 finished; redis refused at \S+ recording it \(NOPERM this redis user may not run RPUSH on acl-done:done\b.*\(this redis user may not run that command or touch that key \(ACL\): grant it/);
+    expect(text).toMatch(/worker r1: could not renew heartbeat acl-done:workers:r1 \(.*(NOPERM|can't run this command).*\); retrying/);
+    expect(summary.done).toBe(1);
+    expect(await client.llen(k.done)).toBe(1);
+    expect(await client.exists(k.working("r1"))).toBe(0);
+  });
+});
