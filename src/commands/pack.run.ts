@@ -166,7 +166,8 @@ const PACK_SENDS = 10;
  * interrupted before Redis took it.
  */
 async function pushWithRetry(queue: DrillQueue, options: PackOptions, token: string, run: PushRun): Promise<Job | null> {
-  const jobOf = `job ${run.index + 1} of ${options.jobs}`;
+  // Its place in the pack: a job not pushed has no id yet (QA: "job 3 of 10" read as job=3).
+  const jobOf = `the ${ordinal(run.index + 1)} of ${options.jobs} jobs`;
   // Said on stderr when a push first fails and when Redis takes it: the pushes stall meanwhile, silent otherwise.
   let failed = false;
   // The outage counts from the first send: a paused Redis is said only when that send times out.
@@ -198,6 +199,13 @@ async function pushWithRetry(queue: DrillQueue, options: PackOptions, token: str
   if (isKeyRefusal(outcome.error)) throw new DrillError(`pack: could not push ${jobOf}: ${why}`, ExitCode.usage);
   const pending = pushFailure(outcome.error) === "no_reply" ? "; Redis may still run the last send when it answers: that job is then queued under the next id" : "";
   throw new DrillError(`pack: could not push ${jobOf} in ${outcome.failures} send(s): ${why}${pending}`);
+}
+
+/** 1st, 2nd, 3rd, 4th … 11th, 12th, 13th … 21st. */
+export function ordinal(n: number): string {
+  const teen = n % 100 >= 11 && n % 100 <= 13;
+  const suffix = teen ? "th" : ({ 1: "st", 2: "nd", 3: "rd" } as Record<number, string>)[n % 10] ?? "th";
+  return `${n}${suffix}`;
 }
 
 function sleepUntil(atMs: number, signal: AbortSignal): Promise<void> {
