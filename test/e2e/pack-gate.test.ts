@@ -305,6 +305,8 @@ describe("drill pack + drill gate (built binary)", () => {
     expect(pack.exitCode, String(pack.stderr)).toBe(2);
     expect(String(pack.stderr)).toContain(`could not push the 2nd of 3 jobs: ${queue}:seq is at 9007199254740991, the last exact job id (2^53-1)`);
     expect(String(pack.stderr)).not.toMatch(/send\(s\)/);
+    // Given up, it still says what it packed before the refusal.
+    expect(lines(pack.stdout).at(-1)).toBe(`packed 1 job(s) onto ${queue} (job=9007199254740991), 24000 prompt tokens; 2 of 3 not packed`);
     expect((await redis.lrange(queue, 0, -1)).map((p) => JSON.parse(p).id)).toEqual(["9007199254740991"]);
     expect(await redis.get(`${queue}:seq`)).toBe("9007199254740991");
   });
