@@ -99,6 +99,8 @@ export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise
     const started = Date.now();
     // One token per job of this run: a re-sent push takes no second id (pushUntilTaken).
     const scope = pushScope("pack");
+    // A push pack gave up on: said after the summary of what was packed before it (QA: only the error was).
+    let gaveUp: DrillError | null = null;
     for (let i = 0; i < options.jobs; i++) {
       if (interrupt.signal.aborted) break;
       if (options.rate !== null && i > 0) await sleepUntil(started + (i * 1000) / options.rate, interrupt.signal);
@@ -106,17 +108,23 @@ export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise
       run.index = i;
       const job = await pushWithRetry(queue, options, `${scope}.${i}`, run);
       if (job === null) break; // interrupted while sending it again
+      if (job instanceof DrillError) {
+        gaveUp = job;
+        break;
+      }
       ids.push(job.id);
       const line = `push job=${job.id} prompt_tokens=${job.prompt_tokens} completion_tokens=${job.completion_tokens} files=${job.files} deadline_ms=${job.deadline_ms} enqueue_ts=${job.enqueue_ts} host_class=${job.host_class}`;
       process.stdout.write(g.json ? `${JSON.stringify({ event: "push", queue: options.queue, ...job })}\n` : `${line}\n`);
     }
     const total = ids.length * options.promptTokens;
-    // Interrupted: how many of those asked for were not pushed (QA: the summary read as if all were).
+    // Interrupted or given up: how many of those asked for were not pushed (QA: the summary read as if all were).
     const notPacked = options.jobs - ids.length;
-    if (!interrupt.signal.aborted) await sayIfUngated(queue, `${drillCommandAt(g)} gate --queue ${options.queue}`);
+    // A Redis that refused the push would only hold the error back with a read of its gates.
+    if (!interrupt.signal.aborted && !gaveUp) await sayIfUngated(queue, `${drillCommandAt(g)} gate --queue ${options.queue}`);
     const summary = packedSummary(options.queue, ids, total, notPacked);
     if (g.json) process.stdout.write(`${JSON.stringify({ event: "packed", queue: options.queue, jobs: ids, prompt_tokens_total: total, not_packed: notPacked })}\n`);
     else process.stdout.write(`${summary}\n`);
+    if (gaveUp) throw gaveUp;
     const received = interrupt.received();
     if (received) throw new InterruptedError(received);
   } finally {
@@ -126,7 +134,7 @@ export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise
   }
 }
 
-/** `packed 8 job(s) onto jobs (job=1..8), ...`; one job is `(job=8)`, not `(job=8..8)`; an interrupted pack adds `; 5 of 8 not packed`. */
+/** `packed 8 job(s) onto jobs (job=1..8), ...`; one job is `(job=8)`, not `(job=8..8)`; a pack interrupted or given up adds `; 5 of 8 not packed`. */
 export function packedSummary(queue: string, ids: readonly string[], promptTokensTotal: number, notPacked = 0): string {
   const first = ids[0];
   const last = ids[ids.length - 1];
@@ -163,10 +171,11 @@ const PACK_SENDS = 10;
  * The push of `drill up` (pushUntilTaken): the same job under the same token
  * sent again until Redis takes it, at most PACK_SENDS times; a re-send of a
  * push that did run takes no second id and queues no second copy. Null when
- * interrupted before Redis took it.
+ * interrupted before Redis took it; the error to exit with when pack gives up.
  */
-async function pushWithRetry(queue: DrillQueue, options: PackOptions, token: string, run: PushRun): Promise<Job | null> {
-  const jobOf = `job ${run.index + 1} of ${options.jobs}`;
+async function pushWithRetry(queue: DrillQueue, options: PackOptions, token: string, run: PushRun): Promise<Job | null | DrillError> {
+  // Its place in the pack: a job not pushed has no id yet (QA: "job 3 of 10" read as job=3).
+  const jobOf = `the ${ordinal(run.index + 1)} of ${options.jobs} jobs`;
   // Said on stderr when a push first fails and when Redis takes it: the pushes stall meanwhile, silent otherwise.
   let failed = false;
   // The outage counts from the first send: a paused Redis is said only when that send times out.
@@ -195,9 +204,16 @@ async function pushWithRetry(queue: DrillQueue, options: PackOptions, token: str
   }
   const why = redisErrorText(outcome.error);
   // A key holding what drill never writes, or a seq with no id left: the operator's to fix, not Redis's to recover from.
-  if (isKeyRefusal(outcome.error)) throw new DrillError(`pack: could not push ${jobOf}: ${why}`, ExitCode.usage);
+  if (isKeyRefusal(outcome.error)) return new DrillError(`pack: could not push ${jobOf}: ${why}`, ExitCode.usage);
   const pending = pushFailure(outcome.error) === "no_reply" ? "; Redis may still run the last send when it answers: that job is then queued under the next id" : "";
-  throw new DrillError(`pack: could not push ${jobOf} in ${outcome.failures} send(s): ${why}${pending}`);
+  return new DrillError(`pack: could not push ${jobOf} in ${outcome.failures} send(s): ${why}${pending}`);
+}
+
+/** 1st, 2nd, 3rd, 4th … 11th, 12th, 13th … 21st. */
+export function ordinal(n: number): string {
+  const teen = n % 100 >= 11 && n % 100 <= 13;
+  const suffix = teen ? "th" : ({ 1: "st", 2: "nd", 3: "rd" } as Record<number, string>)[n % 10] ?? "th";
+  return `${n}${suffix}`;
 }
 
 function sleepUntil(atMs: number, signal: AbortSignal): Promise<void> {

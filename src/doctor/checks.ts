@@ -17,6 +17,9 @@ export interface Check {
   detail: string;
 }
 
+/** One CONFIG GET: its value, or why it did not read (NOPERM for this user, CONFIG renamed on a managed Redis). */
+export type ConfigReading = { ok: true; value: string } | { ok: false; reason: string };
+
 export type CgroupLayoutName = "v2" | "hybrid" | "v1" | "none";
 
 export interface DoctorFacts {
@@ -44,8 +47,10 @@ export interface DoctorFacts {
         error?: string;
         /** The server answered but has no database of the URL's index: a bad URL (exit 2), not an unsafe host. */
         databaseRefused?: boolean;
-        maxmemoryPolicy?: string | null;
-        appendonly?: string | null;
+        maxmemoryPolicy?: ConfigReading;
+        appendonly?: ConfigReading;
+        /** Bytes as Redis says them; "0" is no limit. */
+        maxmemory?: ConfigReading;
       };
   redisServerPath: string | null;
   /** error: why the dir cannot take the files, naming it (directoryProblem). */
@@ -154,19 +159,28 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
     const url = redactUrl(r.url);
     add("redis reachable", r.reachable ? "pass" : "fail", url, r.reachable ? "PING answered" : `cannot reach ${url}: ${r.error ?? "no answer"}`);
     if (r.reachable) {
-      const policy = r.maxmemoryPolicy ?? null;
-      add(
+      // A setting CONFIG GET could not read is said so, never judged as some other value (QA: NOPERM read as "not noeviction").
+      const unread = (reading: ConfigReading | undefined) => `could not read: ${reading && !reading.ok ? reading.reason : "no answer"}`;
+      const policy = r.maxmemoryPolicy?.ok ? r.maxmemoryPolicy.value : null;
+      const limitBytes = r.maxmemory?.ok ? Number(r.maxmemory.value) : 0;
+      if (policy === null) add("redis maxmemory-policy", "warn", null, unread(r.maxmemoryPolicy));
+      else add(
         "redis maxmemory-policy",
         policy === "noeviction" ? "pass" : "warn",
         policy,
-        policy === "noeviction" ? "jobs are never evicted" : "anything but noeviction can evict queued jobs under memory pressure",
+        policy !== "noeviction"
+          ? "anything but noeviction can evict queued jobs under memory pressure"
+          : limitBytes > 0
+            ? `jobs are never evicted; at maxmemory ${formatBytes(limitBytes)} a full Redis refuses writes (pushes, decisions) until memory is freed`
+            : "jobs are never evicted",
       );
-      const aof = r.appendonly ?? null;
-      add(
+      const aof = r.appendonly?.ok ? r.appendonly.value : null;
+      if (aof === null) add("redis appendonly", "warn", null, unread(r.appendonly));
+      else add(
         "redis appendonly",
         aof === "yes" ? "pass" : "warn",
         aof,
-        aof === "yes" ? "AOF on: a killed server keeps its jobs" : "appendonly no: a SIGKILLed server loses every job since its last snapshot",
+        aof === "yes" ? "AOF on: a killed server keeps its jobs" : `appendonly ${aof}: a SIGKILLed server loses every job since its last snapshot`,
       );
     }
   } else {

@@ -10,7 +10,7 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { readMeminfoReading } from "../host/meminfo.js";
 import { readHostPsi } from "../host/psi.js";
 import { readVmstat, swapCounters } from "../host/vmstat.js";
-import type { DoctorFacts } from "./checks.js";
+import type { ConfigReading, DoctorFacts } from "./checks.js";
 
 export interface GatherOptions {
   roots: HostRoots;
@@ -137,8 +137,8 @@ async function redisFact(url: string): Promise<DoctorFacts["redis"]> {
   try {
     await redis.connect();
     await redis.ping();
-    const [policy, aof] = await Promise.all([configGet(redis, "maxmemory-policy"), configGet(redis, "appendonly")]);
-    return { given: true, url, reachable: true, maxmemoryPolicy: policy, appendonly: aof };
+    const [policy, aof, maxmemory] = await Promise.all([configGet(redis, "maxmemory-policy"), configGet(redis, "appendonly"), configGet(redis, "maxmemory")]);
+    return { given: true, url, reachable: true, maxmemoryPolicy: policy, appendonly: aof, maxmemory };
   } catch (err) {
     const refused = databaseRefusal(redis);
     const reason = refused ?? cause ?? (err as Error);
@@ -148,12 +148,14 @@ async function redisFact(url: string): Promise<DoctorFacts["redis"]> {
   }
 }
 
-async function configGet(redis: Redis, key: string): Promise<string | null> {
+/** A refused CONFIG GET is said as such (QA: a NOPERM read as "not noeviction"), never as a value. */
+async function configGet(redis: Redis, key: string): Promise<ConfigReading> {
   try {
     const reply = (await redis.config("GET", key)) as string[];
-    return reply[1] ?? null;
-  } catch {
-    return null; // CONFIG renamed or disabled on managed Redis
+    const value = reply[1];
+    return value === undefined ? { ok: false, reason: `CONFIG GET ${key} returned nothing` } : { ok: true, value };
+  } catch (err) {
+    return { ok: false, reason: `${(err as Error).message} (CONFIG refused to this user, or renamed on a managed Redis)` };
   }
 }
 

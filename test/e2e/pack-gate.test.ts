@@ -280,7 +280,7 @@ describe("drill pack + drill gate (built binary)", () => {
     await redis.set(`${queue}:seq`, "abc");
     const pack = await drill(["pack", "--jobs", "2", "--queue", queue]);
     expect(pack.exitCode, String(pack.stderr)).toBe(2);
-    expect(String(pack.stderr)).toContain(`could not push job 1 of 2: ${queue}:seq is "abc", not a job id under 2^53`);
+    expect(String(pack.stderr)).toContain(`could not push the 1st of 2 jobs: ${queue}:seq is "abc", not a job id under 2^53`);
     expect(String(pack.stderr)).not.toMatch(/send\(s\)/);
     expect(await redis.llen(queue)).toBe(0);
   });
@@ -291,7 +291,7 @@ describe("drill pack + drill gate (built binary)", () => {
     await redis.set(`${queue}:seq`, "007");
     const pack = await drill(["pack", "--jobs", "2", "--queue", queue]);
     expect(pack.exitCode, String(pack.stderr)).toBe(2);
-    expect(String(pack.stderr)).toContain(`could not push job 1 of 2: ${queue}:seq is "007", not a job id under 2^53`);
+    expect(String(pack.stderr)).toContain(`could not push the 1st of 2 jobs: ${queue}:seq is "007", not a job id under 2^53`);
     expect(String(pack.stderr)).not.toMatch(/send\(s\)|not an integer/);
     expect(await redis.llen(queue)).toBe(0);
     expect(await redis.get(`${queue}:seq`)).toBe("007");
@@ -303,8 +303,10 @@ describe("drill pack + drill gate (built binary)", () => {
     await redis.set(`${queue}:seq`, String(2 ** 53 - 2));
     const pack = await drill(["pack", "--jobs", "3", "--queue", queue]);
     expect(pack.exitCode, String(pack.stderr)).toBe(2);
-    expect(String(pack.stderr)).toContain(`could not push job 2 of 3: ${queue}:seq is at 9007199254740991, the last exact job id (2^53-1)`);
+    expect(String(pack.stderr)).toContain(`could not push the 2nd of 3 jobs: ${queue}:seq is at 9007199254740991, the last exact job id (2^53-1)`);
     expect(String(pack.stderr)).not.toMatch(/send\(s\)/);
+    // Given up, it still says what it packed before the refusal.
+    expect(lines(pack.stdout).at(-1)).toBe(`packed 1 job(s) onto ${queue} (job=9007199254740991), 24000 prompt tokens; 2 of 3 not packed`);
     expect((await redis.lrange(queue, 0, -1)).map((p) => JSON.parse(p).id)).toEqual(["9007199254740991"]);
     expect(await redis.get(`${queue}:seq`)).toBe("9007199254740991");
   });
@@ -393,7 +395,7 @@ describe("drill pack + drill gate (built binary)", () => {
     await assertNoJobLost(redis, queue, ["1", "2", "3"]);
     // QA: the pushes stalled without a word. Said once when it failed and once when Redis took it.
     expect(lines(result.stderr)).toEqual([
-      "pack: push of job 2 of 3 failed: no reply from Redis (no reply in time: redis paused (SIGSTOP?) or overloaded); sending it again, up to 10 sends",
+      "pack: push of the 2nd of 3 jobs failed: no reply from Redis (no reply in time: redis paused (SIGSTOP?) or overloaded); sending it again, up to 10 sends",
       expect.stringMatching(/^pack: Redis answers again; job=2 pushed \d+\.\d s after its first send$/),
       `pack: no gate decides ${queue} now (no live gate heartbeat ${queue}:gates:<id>): its jobs wait, their deadline slack running out, until \`drill --redis ${server.url} gate --queue ${queue}\` runs (with the --name and --parent of its worker's cgroup)`,
     ]);
@@ -418,7 +420,7 @@ describe("drill pack + drill gate (built binary)", () => {
     expect(result.exitCode, result.stderr).toBe(130);
     expect(lines(result.stdout).at(-1)).toBe(`packed 1 job(s) onto ${queue} (job=1), 1000 prompt tokens; 2 of 3 not packed`);
     expect(result.stderr).toContain(
-      "pack: interrupted with the push of job 2 of 3 unanswered (no reply within 1000 ms of the stop: redis paused (SIGSTOP?) or overloaded): if Redis runs it when it answers, that job is queued under the next id, though not counted below",
+      "pack: interrupted with the push of the 2nd of 3 jobs unanswered (no reply within 1000 ms of the stop: redis paused (SIGSTOP?) or overloaded): if Redis runs it when it answers, that job is queued under the next id, though not counted below",
     );
     await assertNoJobLost(redis, queue, ["1", "2"]);
     expect(await redis.get(`${queue}:seq`)).toBe("2");

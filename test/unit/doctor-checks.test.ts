@@ -108,7 +108,7 @@ describe("doctor checks", () => {
   });
 
   it("warns on a given Redis that can lose jobs, fails on one that is unreachable", () => {
-    const lossy: DoctorFacts = { ...healthy, redis: { given: true, url: "redis://127.0.0.1:6379", reachable: true, maxmemoryPolicy: "allkeys-lru", appendonly: "no" } };
+    const lossy: DoctorFacts = { ...healthy, redis: { given: true, url: "redis://127.0.0.1:6379", reachable: true, maxmemoryPolicy: { ok: true, value: "allkeys-lru" }, appendonly: { ok: true, value: "no" } } };
     expect(status(lossy, "redis maxmemory-policy")).toBe("warn");
     expect(status(lossy, "redis appendonly")).toBe("warn");
     const down: DoctorFacts = { ...healthy, redis: { given: true, url: "redis://127.0.0.1:1", reachable: false, error: "ECONNREFUSED" } };
@@ -120,6 +120,38 @@ describe("doctor checks", () => {
     expect(row).toMatchObject({ value: "redis://:***@127.0.0.1:1", detail: "cannot reach redis://:***@127.0.0.1:1: ECONNREFUSED" });
     // with a Redis given, the embedded server is optional
     expect(status({ ...lossy, redisServerPath: null }, "redis-server on PATH")).toBe("warn");
+  });
+
+  it("a Redis setting CONFIG GET could not read is said so, not judged as another value (QA: NOPERM read as evicting)", () => {
+    const reason = "NOPERM User qaR has no permissions to run the 'config|get' command (CONFIG refused to this user, or renamed on a managed Redis)";
+    const refused: DoctorFacts = {
+      ...healthy,
+      redis: { given: true, url: "redis://127.0.0.1:6379", reachable: true, maxmemoryPolicy: { ok: false, reason }, appendonly: { ok: false, reason }, maxmemory: { ok: false, reason } },
+    };
+    const rows = evaluateChecks(refused);
+    for (const name of ["redis maxmemory-policy", "redis appendonly"]) {
+      const row = rows.find((c) => c.name === name)!;
+      expect(row).toMatchObject({ status: "warn", value: null, detail: `could not read: ${reason}` });
+      expect(row.detail).not.toMatch(/anything but noeviction|appendonly no/);
+    }
+  });
+
+  it("noeviction under a maxmemory says a full Redis refuses writes; without one, only that jobs are never evicted", () => {
+    const redis = (maxmemory: string): DoctorFacts["redis"] => ({
+      given: true,
+      url: "redis://127.0.0.1:6379",
+      reachable: true,
+      maxmemoryPolicy: { ok: true, value: "noeviction" },
+      appendonly: { ok: true, value: "yes" },
+      maxmemory: { ok: true, value: maxmemory },
+    });
+    const policyRow = (maxmemory: string) => evaluateChecks({ ...healthy, redis: redis(maxmemory) }).find((c) => c.name === "redis maxmemory-policy");
+    expect(policyRow(String(2 * 1024 ** 3))).toMatchObject({
+      status: "pass",
+      value: "noeviction",
+      detail: "jobs are never evicted; at maxmemory 2.0GiB a full Redis refuses writes (pushes, decisions) until memory is freed",
+    });
+    expect(policyRow("0")).toMatchObject({ status: "pass", detail: "jobs are never evicted" });
   });
 
   it("the serving verdict is informational and follows the seed's list", () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { packedSummary, resolvePackOptions } from "../../src/commands/pack.run.js";
+import { ordinal, packedSummary, resolvePackOptions } from "../../src/commands/pack.run.js";
 import type { RawPackOptions } from "../../src/commands/pack.js";
 import { UsageError } from "../../src/errors.js";
 
@@ -73,5 +73,11 @@ describe("pack's summary line", () => {
   it("an interrupted pack says how many of those asked for were not packed", () => {
     expect(packedSummary("jobs", ["1", "2", "3"], 72000, 5)).toBe("packed 3 job(s) onto jobs (job=1..3), 72000 prompt tokens; 5 of 8 not packed");
     expect(packedSummary("jobs", [], 0, 2)).toBe("packed 0 job(s) onto jobs, 0 prompt tokens; 2 of 2 not packed");
+  });
+});
+
+describe("ordinal", () => {
+  it("names a job's place in the pack, which has no id before it is pushed", () => {
+    expect([1, 2, 3, 4, 10, 11, 12, 13, 21, 22, 23, 101, 111, 112].map(ordinal)).toEqual(["1st", "2nd", "3rd", "4th", "10th", "11th", "12th", "13th", "21st", "22nd", "23rd", "101st", "111th", "112th"]);
   });
 });
