@@ -237,7 +237,7 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
           else if (!(err instanceof WatchdogTimeout)) deps.err(`gate: stopping, not retried: ${message(err)}`);
           break;
         }
-        outage.failed(err);
+        outage.failed(err, unheard !== null);
         await sleep(outage.backoffMs(), deps.signal);
       }
     }
@@ -554,13 +554,15 @@ class OutageLog {
   replied(): void {
     this.lastReply = this.now();
   }
-  failed(error: unknown): void {
+  /** `deciding`: a job was taken (its decision failed); else the take itself did (QA R 4: a refused BLMOVE said "decision failed"). */
+  failed(error: unknown, deciding = true): void {
     this.failures++;
     if (this.since === null) {
       this.since = this.lastReply;
       // A reply that is an error (a script refusing a corrupt entry) is Redis answering, not Redis gone.
       this.answered = error instanceof Error && (error.name === "ReplyError" || error.name === "CorruptKeyError");
-      this.err(this.answered ? `gate: decision failed: redis answered ${this.describe(error)}; retrying` : `gate: redis unavailable at ${this.url} (${this.describe(error)}); retrying`);
+      const what = deciding ? "decision failed" : "could not take a job";
+      this.err(this.answered ? `gate: ${what}: redis answered ${this.describe(error)}; retrying` : `gate: redis unavailable at ${this.url} (${this.describe(error)}); retrying`);
     }
   }
   /** `answeredAt`: when Redis answered again, if before now (an empty blocking take). */

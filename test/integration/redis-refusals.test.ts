@@ -1,9 +1,13 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { admitScript, pushScript } from "../../src/queue/scripts.js";
 import { doneScript, recoverWorkingScript } from "../../src/worker/scripts.js";
 import { closeRedis, connectRedis, redisErrorText, runScript } from "../../src/queue/redis.js";
 import { runDrill } from "../helpers/cli.js";
+import { CALM_PSI } from "../helpers/psiText.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 
 // QA R: a Redis that answers but refuses (an ACL, a full maxmemory, a replica).
@@ -111,5 +115,19 @@ describe("refusals said with what fixes them", () => {
     expect(r.stderr).not.toContain("unexpected error");
     expect(r.stderr).not.toMatch(/\n\s+at /);
     expect(r.stderr).toMatch(/drill: .*(NOPERM|can't run this command).*\(this redis user may not run that command/);
+  });
+
+  it("a gate whose user may not BLMOVE says it could not take a job, with the fix, not that a decision failed", async () => {
+    const { url } = await userDenied("noblmove", "-blmove");
+    const tmp = mkdtempSync(path.join(tmpdir(), "drill-refusals-"));
+    try {
+      mkdirSync(path.join(tmp, "proc", "pressure"), { recursive: true });
+      writeFileSync(path.join(tmp, "proc", "pressure", "memory"), CALM_PSI);
+      const r = await runDrill(["--redis", url, "--state-dir", path.join(tmp, "state"), "--procfs", path.join(tmp, "proc"), "gate", "--queue", "aclgate", "--duration", "1500ms", "--interval", "200ms"]);
+      expect(r.stderr).toMatch(/gate: could not take a job: redis answered NOPERM .*'blmove'.*\(this redis user may not run that command/);
+      expect(r.stderr).not.toContain("decision failed");
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
   });
 });
