@@ -355,22 +355,37 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
         const unrecorded = (err: unknown): void => {
           unrecordedSince = now();
           const refused = err instanceof Error && err.name === "ReplyError";
-          deps.err(`${tag}: job=${job.id} finished; redis ${refused ? "refused" : "unavailable"} at ${redactUrl(deps.redisUrl)} recording it (${message(err)}); retrying until it answers`);
+          deps.err(`${tag}: job=${job.id} finished; redis ${refused ? "refused" : "unavailable"} at ${redactUrl(deps.redisUrl)} recording it (${message(err)}); retrying until it takes it`);
         };
+        const doneEntry = JSON.stringify(record);
+        // A try sent but unanswered may have run: its retry then finds the job gone from the list.
+        let unansweredTry = false;
         const finish = (bytes: Buffer): Promise<unknown> =>
           retrying(
-            () => runScript(redis, doneScript, [working, q.done, q.stats, q.inflight, keys.firstToken], [bytes, JSON.stringify(record), job.id, record.late ? "1" : "0", job.attempt > 0 ? "1" : "0"]),
+            () =>
+              runScript(redis, doneScript, [working, q.done, q.stats, q.inflight, keys.firstToken], [bytes, doneEntry, job.id, record.late ? "1" : "0", job.attempt > 0 ? "1" : "0"]).catch((err: unknown) => {
+                unansweredTry ||= mayHaveRun(err, redis);
+                throw err;
+              }),
             stopJobs.signal,
             true,
             unrecorded,
             Infinity,
           );
         let applied: unknown;
+        let landedUnanswered = false;
         try {
           applied = await finish(slot.current);
           // The mark may have been applied with its reply lost: then the list holds the marked bytes.
           if (applied !== 1 && marked && slot.current !== marked) applied = await finish(marked);
-          if (unrecordedSince !== null) deps.err(`${tag}: job=${job.id} recorded after ${((now() - unrecordedSince) / 1000).toFixed(1)} s`);
+          // Gone after a try that got no reply: that try's own record in <q>:done says it ran (QA R re-check 4:
+          // such a job was said "had left" and missing from the worker's done count, though recorded once).
+          if (applied !== 1 && unansweredTry && (await doneRecordLanded(redis, q.done, doneEntry))) {
+            applied = 1;
+            landedUnanswered = true;
+          }
+          if (landedUnanswered) deps.err(`${tag}: job=${job.id} recorded by a try whose reply was lost (its record is in ${q.done})`);
+          else if (applied === 1 && unrecordedSince !== null) deps.err(`${tag}: job=${job.id} recorded after ${((now() - unrecordedSince) / 1000).toFixed(1)} s`);
         } catch (err) {
           // Said here, with the job: it goes back unless a try that timed out lands once Redis answers.
           if (!lostToStop(err)) throw err;
@@ -695,6 +710,19 @@ async function recoverDeadPeers(redis: Redis, keys: WorkerKeys, self: string, re
     }
   } while (cursor !== "0");
   return found;
+}
+
+/**
+ * Whether this exact done record is in the done list: searched from its tail,
+ * where a record written moments ago is, within the last 10 000 entries. A
+ * failed look is a no (the job is then said as gone, as before).
+ */
+async function doneRecordLanded(redis: Redis, done: string, entry: string): Promise<boolean> {
+  try {
+    return (await redis.call("LPOS", done, entry, "RANK", "-1", "MAXLEN", "10000")) !== null;
+  } catch {
+    return false;
+  }
 }
 
 /**

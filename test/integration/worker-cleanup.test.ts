@@ -9,7 +9,8 @@ import { HostRoots } from "../../src/host/kernelFile.js";
 import { encodeJob } from "../../src/queue/job.js";
 import { defaultWorkerConfig } from "../../src/worker/plan.js";
 import { runWorker, type Weights, type WorkerOptions } from "../../src/worker/run.js";
-import { workerKeys } from "../../src/worker/scripts.js";
+import { doneScript, workerKeys } from "../../src/worker/scripts.js";
+import { startReplyCutProxy } from "../helpers/replyCutProxy.js";
 import { startRedisServer, untilBlockedInBlmove, untilClientGone, type RedisServer } from "../helpers/redisServer.js";
 import { asTaken } from "../helpers/payloads.js";
 
@@ -618,5 +619,39 @@ describe("runWorker against a Redis that refuses its writes (an ACL here; a full
     expect(summary.done).toBe(1);
     expect(await client.llen(k.done)).toBe(1);
     expect(await client.exists(k.working("r1"))).toBe(0);
+  });
+});
+
+describe("runWorker when a done record's reply is lost", () => {
+  it("the connection cut between the done script's write and its reply: the job is counted done once, said recorded by that try, not as gone from the list", async () => {
+    const queue = "lost-done";
+    const k = workerKeys(queue).queue;
+    await client.script("LOAD", doneScript.source); // loaded: the cut EVALSHA is the run, not a NOSCRIPT
+    const proxy = await startReplyCutProxy(server.port);
+    const stopped = new AbortController();
+    const weights: Weights = { pid: 1, file: path.join(weightsDir, "lost.weights"), fallback: false, pass: () => new Promise((resolve) => setTimeout(() => resolve(1), 2)), close: () => Promise.resolve() };
+    const err: string[] = [];
+    const run = runWorker(
+      { queue, workerId: "l1", config: { ...defaultWorkerConfig, weightsBytes: 8192, kvBytesPerToken: 16 }, weightsDir, maxJobs: 2, idleExitMs: null, durationMs: null, json: false, blockMs: 100 },
+      { redisUrl: proxy.url, roots: new HostRoots(), where: "test", out: () => undefined, err: (line) => err.push(line), signal: stopped.signal, startWeights: () => Promise.resolve(weights) },
+    );
+    try {
+      await waitFor(async () => ((await client.hget(workerKeys(queue).workers, "l1")) ?? "").includes("ready_at"));
+      const cut = proxy.cutReplyTo(doneScript.sha1);
+      for (const id of ["1", "2"]) await client.rpush(k.admitted, encodeJob({ id, prompt_tokens: 10, completion_tokens: 3, files: 1, enqueue_ts: Date.now(), deadline_ms: 600_000, attempt: 0, host_class: "shared-free" }));
+      await cut;
+      const summary = await run;
+      const text = err.join("\n");
+      // The first done script's reply is cut: whichever of the two jobs finished first.
+      expect(text.match(/worker l1: job=[12] recorded by a try whose reply was lost \(its record is in lost-done:done\)/g), text).toHaveLength(1);
+      expect(text).not.toContain("had left");
+      expect(summary.done, text).toBe(2);
+      expect(await client.llen(k.done)).toBe(2);
+      expect(await client.hget(k.stats, "jobs_done")).toBe("2");
+    } finally {
+      stopped.abort();
+      await run.catch(() => undefined);
+      await proxy.close();
+    }
   });
 });
