@@ -161,8 +161,21 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
     if (deps.workerCgroup && sampled.cgroupSignals !== cgroupSignals) deps.err(cgroupSignalsLine(sampled.cgroupSignals));
     cgroupSignals = sampled.cgroupSignals;
   }, config.intervalMs);
+  // An outage shows in the loop's own errors; a refusal of the heartbeat alone (an ACL, a full
+  // Redis: SET refused while BLMOVE is not) would not, and its expiry hands this gate's job to another (QA R re-check 3).
+  let heartbeatRefused = false;
   const heartbeatTimer = setInterval(() => {
-    queue.heartbeat(gateId, ttlMs, info).catch(() => {}); // an outage shows in the loop's own errors
+    queue.heartbeat(gateId, ttlMs, info).then(
+      () => {
+        if (heartbeatRefused) deps.err(`gate: heartbeat ${queue.keys.gateHeartbeat(gateId)} renewed again`);
+        heartbeatRefused = false;
+      },
+      (err: unknown) => {
+        if (heartbeatRefused || !(err instanceof Error && err.name === "ReplyError") || deps.signal.aborted) return;
+        heartbeatRefused = true;
+        deps.err(`gate: could not renew heartbeat ${queue.keys.gateHeartbeat(gateId)} (${message(err)}); retrying: once it expires (${ttlMs} ms) another gate may take back the job this one holds`);
+      },
+    );
   }, Math.max(100, Math.floor(ttlMs / 3)));
 
   let lastJobAt = monoNow();

@@ -282,7 +282,8 @@ export async function connectRedis(url: string, options: ConnectOptions): Promis
     const refused = databaseRefusal(redis) ?? (err instanceof DatabaseRefused ? err : undefined);
     if (refused) throw refused;
     const reason = cause ?? (err instanceof Error ? err : new Error(String(err)));
-    const detail = notRedisReply(reason) ?? reason.message;
+    // A server that answered its refusal (BUSY, LOADING: the ready check's INFO refused) says so, with the fix.
+    const detail = notRedisReply(reason) ?? refusalText(reason);
     // Where the URL came from is the caller's to know: name only the default, the one URL nobody may have meant.
     const hint = url === DEFAULT_REDIS_URL ? ` (${DEFAULT_REDIS_URL} is the default when no --redis, DRILL_REDIS_URL or drill up in the state dir names one)` : "";
     throw new DrillError(`cannot connect to redis at ${redactUrl(url)}: ${detail}${hint}`, ExitCode.failed, { cause: cause ?? err });

@@ -130,4 +130,30 @@ describe("refusals said with what fixes them", () => {
       rmSync(tmp, { recursive: true, force: true });
     }
   });
+
+  it("a gate whose heartbeat SET is refused mid-run says so once, and when it renews again", async () => {
+    const { url } = await userDenied("hbgate", "+set"); // all allowed, until its SET is taken away below
+    const tmp = mkdtempSync(path.join(tmpdir(), "drill-refusals-"));
+    try {
+      mkdirSync(path.join(tmp, "proc", "pressure"), { recursive: true });
+      writeFileSync(path.join(tmp, "proc", "pressure", "memory"), CALM_PSI);
+      const gate = runDrill(["--redis", url, "--state-dir", path.join(tmp, "state"), "--procfs", path.join(tmp, "proc"), "gate", "--queue", "aclhb", "--duration", "4s", "--interval", "200ms"]);
+      await new Promise((resolve) => setTimeout(resolve, 1200));
+      await admin.call("ACL", "SETUSER", "hbgate", "-set");
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await admin.call("ACL", "SETUSER", "hbgate", "+set");
+      const r = await gate;
+      expect(r.stderr.match(/gate: could not renew heartbeat aclhb:gates:\S+ \(.*\(this redis user may not run that command/g), r.stderr).toHaveLength(1);
+      expect(r.stderr).toMatch(/gate: heartbeat aclhb:gates:\S+ renewed again/);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  it("watch --once with a user that may not run scripts: the queue fields are said refused, with the fix, not unreachable", async () => {
+    const { url } = await userDenied("nowatch", "-@scripting");
+    const r = await runDrill(["--redis", url, "watch", "--once", "--json", "--queue", "aclwatch", "--name", "nosuch-cgroup"]);
+    expect(r.stderr).toMatch(/watch: Redis \S+ refused: .*\(this redis user may not run that command/);
+    expect(r.stderr).not.toContain("unreachable");
+  });
 });
