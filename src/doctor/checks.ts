@@ -20,6 +20,9 @@ export interface Check {
 /** One CONFIG GET: its value, or why it did not read (NOPERM for this user, CONFIG renamed on a managed Redis). */
 export type ConfigReading = { ok: true; value: string } | { ok: false; reason: string };
 
+/** INFO's role (master, slave) and used_memory (bytes), or why INFO did not read. */
+export type WritesReading = { ok: true; role: string; usedMemory: number | null } | { ok: false; reason: string };
+
 export type CgroupLayoutName = "v2" | "hybrid" | "v1" | "none";
 
 export interface DoctorFacts {
@@ -51,6 +54,8 @@ export interface DoctorFacts {
         appendonly?: ConfigReading;
         /** Bytes as Redis says them; "0" is no limit. */
         maxmemory?: ConfigReading;
+        /** From INFO: a replica or a full server refuses every write drill makes (QA R re-check 7). */
+        writes?: WritesReading;
       };
   redisServerPath: string | null;
   /** error: why the dir cannot take the files, naming it (directoryProblem). */
@@ -174,6 +179,19 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
             ? `jobs are never evicted; at maxmemory ${formatBytes(limitBytes)} a full Redis refuses writes (pushes, decisions) until memory is freed`
             : "jobs are never evicted",
       );
+      // Said only when it refuses, or may soon: a server that takes writes needs no row.
+      const writes = r.writes;
+      if (writes && !writes.ok) add("redis takes writes", "warn", null, `could not read INFO: ${writes.reason}`);
+      else if (writes?.role === "slave") add("redis takes writes", "fail", "replica", "a read-only replica refuses every push, decision and the rollback's drain: point --redis at its primary");
+      else if (writes && policy === "noeviction" && limitBytes > 0 && writes.usedMemory !== null && writes.usedMemory >= 0.9 * limitBytes) {
+        const full = writes.usedMemory >= limitBytes;
+        add(
+          "redis takes writes",
+          full ? "fail" : "warn",
+          `${formatBytes(writes.usedMemory)} of ${formatBytes(limitBytes)}`,
+          full ? "full: used_memory is at its maxmemory, so it refuses every write (pushes, decisions, the rollback's drain): raise maxmemory or free memory" : "nearly full: at its maxmemory it refuses every write (pushes, decisions, the rollback's drain)",
+        );
+      }
       const aof = r.appendonly?.ok ? r.appendonly.value : null;
       if (aof === null) add("redis appendonly", "warn", null, unread(r.appendonly));
       else add(

@@ -10,7 +10,7 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { readMeminfoReading } from "../host/meminfo.js";
 import { readHostPsi } from "../host/psi.js";
 import { readVmstat, swapCounters } from "../host/vmstat.js";
-import type { ConfigReading, DoctorFacts } from "./checks.js";
+import type { ConfigReading, DoctorFacts, WritesReading } from "./checks.js";
 
 export interface GatherOptions {
   roots: HostRoots;
@@ -137,14 +137,26 @@ async function redisFact(url: string): Promise<DoctorFacts["redis"]> {
   try {
     await redis.connect();
     await redis.ping();
-    const [policy, aof, maxmemory] = await Promise.all([configGet(redis, "maxmemory-policy"), configGet(redis, "appendonly"), configGet(redis, "maxmemory")]);
-    return { given: true, url, reachable: true, maxmemoryPolicy: policy, appendonly: aof, maxmemory };
+    const [policy, aof, maxmemory, writes] = await Promise.all([configGet(redis, "maxmemory-policy"), configGet(redis, "appendonly"), configGet(redis, "maxmemory"), writesFact(redis)]);
+    return { given: true, url, reachable: true, maxmemoryPolicy: policy, appendonly: aof, maxmemory, writes };
   } catch (err) {
     const refused = databaseRefusal(redis);
     const reason = refused ?? cause ?? (err as Error);
     return { given: true, url, reachable: false, error: notRedisReply(reason) ?? reason.message, ...(refused ? { databaseRefused: true } : {}) };
   } finally {
     redis.disconnect();
+  }
+}
+
+/** INFO's role and used_memory: what tells a server that refuses every write (a replica, a full one). */
+async function writesFact(redis: Redis): Promise<WritesReading> {
+  try {
+    const info = `${await redis.info("replication")}\n${await redis.info("memory")}`;
+    const field = (name: string) => new RegExp(`^${name}:(\\S+)`, "m").exec(info)?.[1] ?? null;
+    const used = field("used_memory");
+    return { ok: true, role: field("role") ?? "unknown", usedMemory: used !== null && /^\d+$/.test(used) ? Number(used) : null };
+  } catch (err) {
+    return { ok: false, reason: (err as Error).message };
   }
 }
 
