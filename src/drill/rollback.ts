@@ -23,6 +23,7 @@ import { drillDir, listDrills, readState, upDiedUnrecorded, writeState, type Dri
 import { drillRunFromEnviron, findByCwd, findByRunId, findDrillRunProcesses, listCwds, type StrayProcess } from "./strays.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 import type { ServedQueue } from "../worker/served.js";
+import { refusalText } from "../queue/refusal.js";
 
 /**
  * The runbook's rollback, in its order, and safe to run any number of times:
@@ -602,7 +603,7 @@ async function denyAll(queue: DrillQueue, roots: HostRoots): Promise<string> {
 
 /** A deny-all that did not happen is a rollback not done: a gate still running may admit, and re-admitting is no next step. */
 function denyAllFailed(queue: DrillQueue, err: unknown): string {
-  return `deny-all failed (${err instanceof Error ? err.message : String(err)}): ${queue.keys.mode} is not reject_all, a gate still running admits (run drill rollback again)`;
+  return `deny-all failed (${failureText(err)}): ${queue.keys.mode} is not reject_all, a gate still running admits (run drill rollback again)`;
 }
 
 /** A queue rolled back by name (`rollback --queue`), outside any drill of the state dir. */
@@ -632,7 +633,7 @@ export async function rollbackQueue(url: string, queueName: string, roots: HostR
     log(entry);
   };
   const pending = (what: string) => (err: unknown) =>
-    result.left.push(`queue ${queueName} on ${result.url}: ${what} not done (${err instanceof Error ? err.message : String(err)}); run this rollback again`);
+    result.left.push(`queue ${queueName} on ${result.url}: ${what} not done (${failureText(err)}); run this rollback again`);
   let redis: Redis;
   try {
     await waitForPing(url, 1500);
@@ -682,7 +683,7 @@ export async function redrainQueue(result: QueueRollback, url: string, again: st
     redis = await connectRedis(url, { name: "drill-rollback", commandTimeoutMs: 5000 });
   } catch (err) {
     record("re-drain", false, err instanceof Error ? err.message : String(err));
-    result.left.push(`queue ${result.queue} on ${result.url}: re-drain of ${keys.admitted}, its processing and working lists not done (${err instanceof Error ? err.message : String(err)}); run ${again}`);
+    result.left.push(`queue ${result.queue} on ${result.url}: re-drain of ${keys.admitted}, its processing and working lists not done (${failureText(err)}); run ${again}`);
     return;
   }
   try {
@@ -727,6 +728,9 @@ export function adoptRecordedSince(state: DrillState, onDisk: DrillState | null)
   if (state.redis.url === "") state.redis = onDisk.redis;
 }
 
+/** A step's failure as said: a Redis refusal with its fix and without the script's sha (refusal.ts), anything else as is. */
+const failureText = (err: unknown): string => (err instanceof Error ? refusalText(err) : String(err));
+
 async function guard(
   record: (step: string, ok: boolean, detail: string) => void,
   step: string,
@@ -736,7 +740,7 @@ async function guard(
   try {
     record(step, true, await action());
   } catch (err) {
-    record(step, false, err instanceof Error ? err.message : String(err));
+    record(step, false, failureText(err));
     onError?.(err);
   }
 }
