@@ -458,6 +458,9 @@ async function giveBack(queue: DrillQueue, gateId: string, retryBudget: number, 
     if (back.jobs.length > 0) err(`gate: gave ${back.jobs.length} undecided job(s) back to the head of ${queue.keys.ready}${note}`);
     return true;
   } catch (e) {
+    // Refused (a replica, an ACL) while its list is empty: nothing held, nothing to say (QA R re-check 5:
+    // a gate refused at its start warned of a give-back it did not need).
+    if (e instanceof Error && e.name === "ReplyError" && (await queue.redis.llen(queue.keys.processing(gateId)).catch(() => null)) === 0) return true;
     const stop = { tag: "gate", list: queue.keys.processing(gateId), heartbeat: queue.keys.gateHeartbeat(gateId), ttlMs, recovery: "another gate recovers it once the heartbeat expires, or rollback drains it" };
     err(unansweredGiveBackLine(stop, holding, redisErrorText(e, queue.redis)));
     return false;
