@@ -156,4 +156,23 @@ describe("refusals said with what fixes them", () => {
     expect(r.stderr).toMatch(/watch: Redis \S+ refused: .*\(this redis user may not run that command/);
     expect(r.stderr).not.toContain("unreachable");
   });
+
+  it("a gate pointed at a read-only replica: one line naming the replica and the fix, exit 1, and no give-back warning for a list it never held", async () => {
+    const replica = await startRedisServer();
+    const replicaAdmin = await connectRedis(replica.url, { name: "test-refusals-replica" });
+    clients.push(replicaAdmin);
+    await replicaAdmin.call("REPLICAOF", "127.0.0.1", String(server.port));
+    const tmp = mkdtempSync(path.join(tmpdir(), "drill-refusals-"));
+    try {
+      mkdirSync(path.join(tmp, "proc", "pressure"), { recursive: true });
+      writeFileSync(path.join(tmp, "proc", "pressure", "memory"), CALM_PSI);
+      const r = await runDrill(["--redis", replica.url, "--state-dir", path.join(tmp, "state"), "--procfs", path.join(tmp, "proc"), "gate", "--queue", "aclreplica", "--duration", "2s"]);
+      expect(r.exitCode, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/drill: redis refused: .*READONLY.*\(this redis is a read-only replica: point --redis at its primary\)/);
+      expect(r.stderr).not.toContain("could not give back");
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+      await replica.stop();
+    }
+  });
 });
