@@ -13,6 +13,8 @@ export function refusalHint(message: string): string | null {
   if (/\bNOPERM\b|can't run this command|no permissions to (access|run)/.test(message)) return "this redis user may not run that command or touch that key (ACL): grant it (ACL SETUSER <user> +<command> ~<key pattern>) or connect as a user that may";
   if (/\bBUSY Redis is busy/.test(message)) return "redis is running another client's long script: it answers once that ends (or SCRIPT KILL)";
   if (/\bLOADING Redis is loading/.test(message)) return "redis is loading its data from disk: it answers once done";
+  // A blocked take woken because its server became a replica (REPLICAOF, a failover): its writes are refused from now on.
+  if (/\bUNBLOCKED\b.*master -> replica/.test(message)) return "this redis just became a replica: point --redis at its primary";
   if (/\bMASTERDOWN\b/.test(message)) return "this replica lost its link to its primary";
   if (/\bMISCONF\b/.test(message)) return "redis cannot save to disk and so refuses writes: fix its disk, or its stop-writes-on-bgsave-error";
   if (/max number of clients reached/.test(message)) return "redis is at its maxclients: raise maxclients or close idle clients";
