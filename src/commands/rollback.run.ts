@@ -87,7 +87,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       if (owner !== null) {
         if (!g.json) output.out(`queue ${queueName} on ${redactUrl(url)}: drill ${owner}'s queue, rolled back with it below`);
       } else {
-        if (!g.json) output.out(`rollback queue ${queueName} on ${redactUrl(url)} (--queue; what runs by hand is not stopped):`);
+        if (!g.json) output.out(`rollback queue ${queueName} on ${redactUrl(url)} (--queue; a gate or worker run by hand keeps running, unless in a cgroup setup cgroup, torn down below):`);
         queues.push(await rollbackQueue(url, queueName, hostRoots(g), (step) => {
           current.lastStep = step.step;
           if (!g.json) output.out(`  ${step.ok ? "ok  " : output.color.red("FAIL")} ${step.step}: ${step.detail}`);
