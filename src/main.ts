@@ -3,7 +3,7 @@ import { buildProgram } from "./cli.js";
 import { DrillError, ExitCode } from "./errors.js";
 import { writeSync } from "node:fs";
 import { closedStdoutSurvived, outputRefused, survivesClosedOutputOf, surviveClosedStdout } from "./closedStdout.js";
-import { refusalText } from "./queue/refusal.js";
+import { answeredWithRefusal, refusalText } from "./queue/refusal.js";
 import { began, exitOnLateSignal, interruptWhileStarting } from "./interrupt.js";
 
 /** The one exit point: commands throw typed errors, this maps them to codes. */
@@ -60,7 +60,7 @@ async function runCommand(argv: string[]): Promise<number> {
       return err.exitCode;
     }
     // Redis answered with a refusal no command turned into its own words (OOM, READONLY, an ACL): said, not a stack trace.
-    if (err instanceof Error && err.name === "ReplyError") {
+    if (answeredWithRefusal(err)) {
       process.stderr.write(`drill: redis refused: ${refusalText(err)}\n`);
       return ExitCode.failed;
     }

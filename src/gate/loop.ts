@@ -8,6 +8,7 @@ import { BlockingMover, closeRedis, connectRedis, emptyTakeAnsweredAt, hurryOnSt
 import { unansweredGiveBackLine, type Holding } from "../queue/giveBack.js";
 import { decideAdmission, decisionFigures, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
 import { GateSampler, type CgroupSignals, type WorkerCgroupProbe } from "./signals.js";
+import { answeredWithRefusal } from "../queue/refusal.js";
 
 /**
  * The admission loop (admitd): heartbeat, recover dead gates' lists, take one
@@ -171,7 +172,7 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
         heartbeatRefused = false;
       },
       (err: unknown) => {
-        if (heartbeatRefused || !(err instanceof Error && err.name === "ReplyError") || deps.signal.aborted) return;
+        if (heartbeatRefused || !answeredWithRefusal(err) || deps.signal.aborted) return;
         heartbeatRefused = true;
         deps.err(`gate: could not renew heartbeat ${queue.keys.gateHeartbeat(gateId)} (${message(err)}); retrying: once it expires (${ttlMs} ms) another gate may take back the job this one holds`);
       },
@@ -460,7 +461,7 @@ async function giveBack(queue: DrillQueue, gateId: string, retryBudget: number, 
   } catch (e) {
     // Refused (a replica, an ACL) while its list is empty: nothing held, nothing to say (QA R re-check 5:
     // a gate refused at its start warned of a give-back it did not need).
-    if (e instanceof Error && e.name === "ReplyError" && (await queue.redis.llen(queue.keys.processing(gateId)).catch(() => null)) === 0) return true;
+    if (answeredWithRefusal(e) && (await queue.redis.llen(queue.keys.processing(gateId)).catch(() => null)) === 0) return true;
     const stop = { tag: "gate", list: queue.keys.processing(gateId), heartbeat: queue.keys.gateHeartbeat(gateId), ttlMs, recovery: "another gate recovers it once the heartbeat expires, or rollback drains it" };
     err(unansweredGiveBackLine(stop, holding, redisErrorText(e, queue.redis)));
     return false;

@@ -1,5 +1,10 @@
 // No client imported here: main.ts says a refusal that reached it without loading ioredis.
 
+/** Redis answered with an error (ioredis's ReplyError): the server is there and refused, not gone. */
+export function answeredWithRefusal(err: unknown): err is Error {
+  return err instanceof Error && err.name === "ReplyError";
+}
+
 /**
  * What a server that answered but refused means, and what fixes it: sent
  * again, such a command is refused again until someone changes the server

@@ -43,6 +43,7 @@ import {
 } from "./scripts.js";
 import { removeStaleWeightsFiles, weightsFileName } from "./weightsFile.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
+import { answeredWithRefusal } from "../queue/refusal.js";
 
 /**
  * The simulated inference worker's loop: claim the worker id (heartbeat),
@@ -354,7 +355,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
         let unrecordedSince: number | null = null;
         const unrecorded = (err: unknown): void => {
           unrecordedSince = now();
-          const refused = err instanceof Error && err.name === "ReplyError";
+          const refused = answeredWithRefusal(err);
           deps.err(`${tag}: job=${job.id} finished; redis ${refused ? "refused" : "unavailable"} at ${redactUrl(deps.redisUrl)} recording it (${message(err)}); retrying until it takes it`);
         };
         const doneEntry = JSON.stringify(record);
@@ -501,7 +502,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
         } else if (outageSince === null) {
           outageSince = sentAt;
           // An answer that refuses (OOM, READONLY, an ACL) is no outage: said as what it is, with its fix.
-          const refused = err instanceof Error && err.name === "ReplyError";
+          const refused = answeredWithRefusal(err);
           deps.err(`${tag}: redis ${refused ? "refused" : "unavailable"} at ${redactUrl(deps.redisUrl)} (${message(err)}); retrying`);
         }
         await sleep(Math.min(100 * 2 ** Math.min(failures, 4), 1000), stopJobs.signal);
@@ -571,7 +572,7 @@ async function markReady(redis: Redis, keys: WorkerKeys, workerId: string, entry
   const onFirstFailure = (error: unknown): void => {
     // From the first try: a paused server is found out only when its timeout gives up.
     outageSince = sentAt;
-    const refused = error instanceof Error && error.name === "ReplyError";
+    const refused = answeredWithRefusal(error);
     say(`worker ${workerId}: redis ${refused ? "refused" : "unavailable"} (${message(error)}) marking it ready in ${keys.workers}; retrying`);
   };
   try {
