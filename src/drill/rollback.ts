@@ -682,7 +682,7 @@ export async function redrainQueue(result: QueueRollback, url: string, again: st
   try {
     redis = await connectRedis(url, { name: "drill-rollback", commandTimeoutMs: 5000 });
   } catch (err) {
-    record("re-drain", false, err instanceof Error ? err.message : String(err));
+    record("re-drain", false, failureText(err));
     result.left.push(`queue ${result.queue} on ${result.url}: re-drain of ${keys.admitted}, its processing and working lists not done (${failureText(err)}); run ${again}`);
     return;
   }

@@ -577,7 +577,7 @@ class OutageLog {
     if (this.since === null) {
       this.since = this.lastReply;
       // A reply that is an error (a script refusing a corrupt entry) is Redis answering, not Redis gone.
-      this.answered = error instanceof Error && (error.name === "ReplyError" || error.name === "CorruptKeyError");
+      this.answered = answeredWithRefusal(error) || (error instanceof Error && error.name === "CorruptKeyError");
       const what = deciding ? "decision failed" : "could not take a job";
       this.err(this.answered ? `gate: ${what}: redis answered ${this.describe(error)}; retrying` : `gate: redis unavailable at ${this.url} (${this.describe(error)}); retrying`);
     }

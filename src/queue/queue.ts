@@ -8,6 +8,7 @@ import { queueKeys, type QueueKeys } from "./keys.js";
 import { gateModeOf, type StoredMode } from "./mode.js";
 import { admitScript, deadScript, KEY_REFUSAL_MARK, pushScript, readModeScript, recoverScript, rejectScript, releaseScript, SEQ_EXHAUSTED_MARK, setModeScript } from "./scripts.js";
 import { gotNoReply, NotSentAtStop, runScript } from "./redis.js";
+import { answeredWithRefusal } from "./refusal.js";
 
 /** What the packer asks for; the queue adds id, enqueue_ts, attempt. */
 /** A flip of `<q>:mode` as `<q>:events` records it: the host PSI it was set at, and who set it. */
@@ -78,7 +79,7 @@ export type PushFailure =
 
 /** A script refused a key (it names it): one holding what drill never writes there, or a <q>:seq with no id left. A send again gets the same answer. */
 export function isKeyRefusal(err: unknown): boolean {
-  return err instanceof Error && err.name === "ReplyError" && (err.message.includes(KEY_REFUSAL_MARK) || err.message.includes(SEQ_EXHAUSTED_MARK));
+  return answeredWithRefusal(err) && (err.message.includes(KEY_REFUSAL_MARK) || err.message.includes(SEQ_EXHAUSTED_MARK));
 }
 
 /**
@@ -111,7 +112,7 @@ export async function namingWrongType<T>(redis: Redis, keys: string | readonly s
 export function pushFailure(err: unknown): PushFailure {
   if (gotNoReply(err)) return "no_reply";
   if (err instanceof NotSentAtStop) return "unreachable";
-  if (err instanceof Error && err.name === "ReplyError") return "refused";
+  if (answeredWithRefusal(err)) return "refused";
   return "unreachable";
 }
 

@@ -239,7 +239,6 @@ export function redisErrorText(err: unknown, redis?: Redis): string {
   return refusalText(err);
 }
 
-
 /**
  * ioredis's parse error for a server that does not speak RESP ("Protocol
  * error, got "<" as reply type byte. Please report this."), said as what it

@@ -5,6 +5,11 @@ export function answeredWithRefusal(err: unknown): err is Error {
   return err instanceof Error && err.name === "ReplyError";
 }
 
+/** How a failed command's Redis is said: it refused (it answered), or it is unavailable (no answer). */
+export function refusedOrUnavailable(err: unknown): "refused" | "unavailable" {
+  return answeredWithRefusal(err) ? "refused" : "unavailable";
+}
+
 /**
  * What a server that answered but refused means, and what fixes it: sent
  * again, such a command is refused again until someone changes the server

@@ -72,6 +72,14 @@ local function wrong_type(...)
   end
   return nil
 end
+-- Why a key a script only records in may not be written (its type, or the
+-- user's ACL), as text; nil when it may. The recovery scripts skip such a key
+-- and name it, rather than strand the jobs they give back.
+local function refused_record(key, wanted, command)
+  local refusal = wrong_type(key, wanted) or acl_refusal(command, key)
+  if refusal then return (string.gsub(refusal.err, '^%-', '')) end
+  return nil
+end
 -- The gate's lever as it reads it (mode.ts gateModeOf is the same rule: change
 -- both together): unset or exactly 'admit' admits; anything else, a mistyped
 -- value or a key of another type, is deny-all (fail closed).
@@ -293,11 +301,9 @@ if redis.call('EXISTS', heartbeat) == 1 then return -1 end
 local bad = wrong_type(processing, 'list', ready, 'list') or acl_refusal('LREM', processing, 'LPUSH', ready)
 if bad then return bad end
 local refusal_of = {}
--- A record key refused (its type, or the user's ACL) is skipped and named, as below.
 local function writable(key, wanted, command)
-  local refusal = wrong_type(key, wanted) or acl_refusal(command, key)
-  if refusal then refusal_of[key] = (string.gsub(refusal.err, '^%-', '')) end
-  return not refusal
+  refusal_of[key] = refused_record(key, wanted, command)
+  return not refusal_of[key]
 end
 local to_dead, to_events, to_stats, to_gates = writable(dead, 'list', 'RPUSH'), writable(events, 'stream', 'XADD'), writable(stats, 'hash', 'HINCRBY'), writable(gates, 'hash', 'HDEL')
 local unrecorded, named = {}, {}

@@ -43,7 +43,7 @@ import {
 } from "./scripts.js";
 import { removeStaleWeightsFiles, weightsFileName } from "./weightsFile.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
-import { answeredWithRefusal } from "../queue/refusal.js";
+import { refusedOrUnavailable } from "../queue/refusal.js";
 
 /**
  * The simulated inference worker's loop: claim the worker id (heartbeat),
@@ -355,8 +355,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
         let unrecordedSince: number | null = null;
         const unrecorded = (err: unknown): void => {
           unrecordedSince = now();
-          const refused = answeredWithRefusal(err);
-          deps.err(`${tag}: job=${job.id} finished; redis ${refused ? "refused" : "unavailable"} at ${redactUrl(deps.redisUrl)} recording it (${message(err)}); retrying until it takes it`);
+          deps.err(`${tag}: job=${job.id} finished; redis ${refusedOrUnavailable(err)} at ${redactUrl(deps.redisUrl)} recording it (${message(err)}); retrying until it takes it`);
         };
         const doneEntry = JSON.stringify(record);
         // A try sent but unanswered may have run: its retry then finds the job gone from the list.
@@ -502,8 +501,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
         } else if (outageSince === null) {
           outageSince = sentAt;
           // An answer that refuses (OOM, READONLY, an ACL) is no outage: said as what it is, with its fix.
-          const refused = answeredWithRefusal(err);
-          deps.err(`${tag}: redis ${refused ? "refused" : "unavailable"} at ${redactUrl(deps.redisUrl)} (${message(err)}); retrying`);
+          deps.err(`${tag}: redis ${refusedOrUnavailable(err)} at ${redactUrl(deps.redisUrl)} (${message(err)}); retrying`);
         }
         await sleep(Math.min(100 * 2 ** Math.min(failures, 4), 1000), stopJobs.signal);
       }
@@ -572,8 +570,7 @@ async function markReady(redis: Redis, keys: WorkerKeys, workerId: string, entry
   const onFirstFailure = (error: unknown): void => {
     // From the first try: a paused server is found out only when its timeout gives up.
     outageSince = sentAt;
-    const refused = answeredWithRefusal(error);
-    say(`worker ${workerId}: redis ${refused ? "refused" : "unavailable"} (${message(error)}) marking it ready in ${keys.workers}; retrying`);
+    say(`worker ${workerId}: redis ${refusedOrUnavailable(error)} (${message(error)}) marking it ready in ${keys.workers}; retrying`);
   };
   try {
     await retrying(() => namingWrongType(redis, keys.workers, "hash", () => redis.hset(keys.workers, workerId, JSON.stringify(entry))), signal, false, onFirstFailure);

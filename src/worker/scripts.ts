@@ -122,10 +122,9 @@ if alive and alive ~= token then return {-1, ''} end
 local bad = wrong_type(working, 'list', admitted, 'list') or acl_refusal('LREM', working, 'LPUSH', admitted)
 if bad then return bad end
 local unrecorded = {}
--- A record key refused (its type, or the user's ACL) is left unwritten and named.
 local function records_in(key, command)
-  local refusal = wrong_type(key, 'hash') or acl_refusal(command, key)
-  if refusal then table.insert(unrecorded, (string.gsub(refusal.err, '^%-', ''))) end
+  local refusal = refused_record(key, 'hash', command)
+  if refusal then table.insert(unrecorded, refusal) end
   return not refusal
 end
 local marks, counts, registry = records_in(first_token, 'HDEL'), records_in(stats, 'HINCRBY'), records_in(workers, 'HDEL')
