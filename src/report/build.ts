@@ -1,4 +1,4 @@
-import { percentile } from "../util/stats.js";
+import { percentile, sharesOfHundred } from "../util/stats.js";
 import { DEFAULT_REPORT_SINCE } from "../units.js";
 import { decodeJob } from "../queue/job.js";
 import { parseSeq } from "../queue/seq.js";
@@ -934,13 +934,17 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       const rank = (r: string) => (isDecisionReason(r) ? 0 : 1);
       return rank(a) - rank(b) || a.localeCompare(b);
     });
-    const rows = [...DECISION_KINDS, ...others].map((reason): DecisionRow => {
+    const reasons = [...DECISION_KINDS, ...others];
+    // Shares over the decisions only (bookkeeping events have none), summing to 100.0.
+    const decided = reasons.filter(isDecisionReason);
+    const shares = new Map(sharesOfHundred(decided.map((r) => counts.get(r) ?? 0)).map((share, k) => [decided[k]!, share]));
+    const rows = reasons.map((reason): DecisionRow => {
       const count = counts.get(reason) ?? 0;
       const byNote = notesByReason.get(reason);
       return {
         reason,
         count,
-        sharePct: isDecisionReason(reason) && total > 0 ? Math.round((count / total) * 1000) / 10 : null,
+        sharePct: shares.get(reason) ?? null,
         note: byNote ? countNote(byNote, reason === "dead" ? "cause=" : "") : "",
       };
     });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { buildReport, LAB_LABEL, recordingCoverage, rejectLine, stallMsBetween, type Report } from "../../src/report/build.js";
-import { percentile } from "../../src/util/stats.js";
+import { percentile, sharesOfHundred } from "../../src/util/stats.js";
 import { formatRejectEvent } from "../../src/sampler/rejects.js";
 import { counterRise, parseCount } from "../../src/util/counters.js";
 import { eventFromEntry, parseDoneEntry, parseRecording, parseSampleLine, type DecisionEvent, type DoneEntry, type ReportInputs, type WatchSample } from "../../src/report/inputs.js";
@@ -174,6 +174,40 @@ describe("decisions by reason", () => {
     ]);
     expect(r.decisions).toMatchObject({ total: 6, rejects: 3 });
     expect(r.retries.nacked_to_retry_in_window).toBe(2);
+  });
+});
+
+// An incident note's shares summed to 99.9 % (three equal counts) or 100.1 %.
+describe("decision shares add up to 100.0", () => {
+  it("largest remainder: the tenths lost to rounding go to the counts that lost most, earlier first on a tie", () => {
+    expect(sharesOfHundred([1, 1, 1])).toEqual([33.4, 33.3, 33.3]);
+    expect(sharesOfHundred([2, 1, 0])).toEqual([66.7, 33.3, 0]);
+    expect(sharesOfHundred([1, 1, 1, 1, 1, 1])).toEqual([16.7, 16.7, 16.7, 16.7, 16.6, 16.6]);
+    expect(sharesOfHundred([0, 0])).toEqual([null, null]);
+    expect(sharesOfHundred([])).toEqual([]);
+    for (const counts of [[7, 3, 1], [1, 2, 3, 4, 5, 6, 7], [9999, 1], [1, 1, 1, 0, 5]]) {
+      const sum = sharesOfHundred(counts).reduce((a: number, b) => a + (b ?? 0), 0);
+      expect(Math.round(sum * 10)).toBe(1000);
+    }
+  });
+
+  it("in the report: three reasons at one decision each are 33.4 + 33.3 + 33.3; bookkeeping events have none", () => {
+    const r = build({
+      events: [
+        event("admit", "1", "packed=24000 limit=32000", NOW - MIN),
+        event("reject_packed_tokens", "2", "packed=48000 limit=32000 route=retry", NOW - MIN),
+        event("reject_deadline_slack", "3", "slack_ms=-5 route=retry", NOW - MIN),
+        event("recovered", "5", "from_gate=g0 route=ready", NOW - MIN),
+      ],
+    });
+    const shares = r.decisions?.rows.map((row) => [row.reason, row.sharePct]);
+    expect(shares).toEqual([
+      ["admit", 33.4],
+      ["reject_host_pressure", 0],
+      ["reject_deadline_slack", 33.3],
+      ["reject_packed_tokens", 33.3],
+      ["recovered", null],
+    ]);
   });
 });
 
