@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { decodeJob, deadlineSlackMs, jobFingerprint, jobProblems, MAX_PAYLOAD_BYTES } from "../../src/queue/job.js";
 import { fuzzPayloads } from "../fuzzPayloads.js";
+import { jobIdOf, jobTimingOf } from "../../src/report/inputs.js";
 
 const NOW = 1_764_480_010_000;
 const good = { id: "7", prompt_tokens: 24000, completion_tokens: 256, files: 8, enqueue_ts: 1_764_480_000_123, deadline_ms: 8000, attempt: 0, host_class: "shared-free" };
@@ -148,5 +149,19 @@ describe("decodeJob fuzz: thousands of generated payloads never throw", () => {
     // Both ways out are taken: a generator that made only garbage (or only good jobs) would test little.
     expect(accepted).toBeGreaterThan(300);
     expect(refused).toBeGreaterThan(4000);
+  });
+});
+
+// A producer that writes a UTF-8 byte order mark: the gate reads the job (TextDecoder drops the mark);
+// the report's readers dropped it not, so the admitted job had no id or deadline in the report's lists.
+describe("a payload after a UTF-8 byte order mark", () => {
+  const withMark = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), json(good)]);
+
+  it("is the same job to the gate and to the report's readers", () => {
+    expect(decodeJob(withMark, NOW)).toMatchObject({ ok: true, job: { id: good.id } });
+    expect(jobIdOf(withMark)).toBe(good.id);
+    expect(jobTimingOf(withMark, "admitted")).toMatchObject({ id: good.id, enqueueTs: good.enqueue_ts, deadlineMs: good.deadline_ms });
+    // A dead entry wraps the payload as a string.
+    expect(jobIdOf(JSON.stringify({ reason: "x", payload: withMark.toString("utf8") }))).toBe(good.id);
   });
 });
