@@ -8,7 +8,7 @@ import { onInterrupt } from "../interrupt.js";
 import { defaultAdmissionConfig, formatPsi, MIN_GATE_INTERVAL_MS, previousModeText, leverAction, type AdmissionConfig, type GateMode } from "../gate/policy.js";
 import type { WorkerCgroupProbe } from "../gate/signals.js";
 import { gateSignalsHint, resolveWorkerProbe } from "../gate/workerCgroup.js";
-import { validateKeyPart } from "../queue/keys.js";
+import { validateKeyPart, validateQueueName } from "../queue/keys.js";
 import { gateModeOf, modeValueField, modeWarning } from "../queue/mode.js";
 import { DrillQueue } from "../queue/queue.js";
 import { closeRedis, connectRedis } from "../queue/redis.js";
@@ -52,7 +52,7 @@ export function resolveGateOptions(raw: RawGateOptions, json: boolean): { option
     pressureClearMs: parseDuration(raw.pressureClear, "--pressure-clear"),
   };
   const options: GateOptions = {
-    queue: validateKeyPart(raw.queue, "--queue"),
+    queue: validateQueueName(raw.queue),
     gateId: validateKeyPart(raw.gateId ?? defaultGateId(), "--gate-id"),
     config,
     retryHostClass: validateKeyPart(raw.retryHostClass, "--retry-host-class"),
@@ -107,7 +107,7 @@ export async function gateAction(g: GlobalOptions, raw: RawGateOptions, resolveW
 export async function gateModeAction(g: GlobalOptions, modeText: string, flags: GateModeFlags): Promise<void> {
   if (modeText !== "admit" && modeText !== "reject_all") throw new UsageError(`mode: "${modeText}" is not admit or reject_all`);
   const mode: GateMode = modeText;
-  const queueName = validateKeyPart(flags.queue, "--queue");
+  const queueName = validateQueueName(flags.queue);
   // The lever must move the drill's own queue: never a guess at the default Redis while a drill is up.
   const redisUrl = await commandRedisUrl(g, { queue: queueName });
   const psi = readHostPsi(hostRoots(g), "memory");

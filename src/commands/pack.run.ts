@@ -1,7 +1,7 @@
 import { DrillError, ExitCode, InterruptedError, UsageError } from "../errors.js";
 import { commandRedisUrl, drillCommandAt, type GlobalOptions } from "../context.js";
 import { onInterrupt } from "../interrupt.js";
-import { validateKeyPart } from "../queue/keys.js";
+import { validateKeyPart, validateQueueName } from "../queue/keys.js";
 import { jobProblems, MAX_JOBS_PER_PACK, type Job } from "../queue/job.js";
 import { DrillQueue, isKeyRefusal, PUSH_FAILURE_TEXT, pushFailure, pushScope, pushUntilTaken, unnumberedJob } from "../queue/queue.js";
 import { closeRedis, connectRedis, hurryOnStop, redisErrorText } from "../queue/redis.js";
@@ -37,7 +37,7 @@ export function resolvePackOptions(raw: RawPackOptions, nowMs: number = Date.now
   // Job fields, not timers: the job schema (checkAgainstJobSchema) says what is too long, with every other offending flag.
   const deadlineMs = parsePositiveDuration(raw.deadline, "--deadline", NO_DURATION_CAP);
   const options: PackOptions = {
-    queue: validateKeyPart(raw.queue, "--queue"),
+    queue: validateQueueName(raw.queue),
     jobs,
     files: parsePositiveInt(raw.files, "--files"),
     promptTokens: parsePositiveInt(raw.promptTokens, "--prompt-tokens"),

@@ -2,7 +2,7 @@ import { hostRoots, type GlobalOptions } from "../context.js";
 import { ExitCode } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
 import { consoleOutput } from "../output.js";
-import { validateKeyPart } from "../queue/keys.js";
+import { validateKeyPart, validateQueueName } from "../queue/keys.js";
 import { buildReport } from "../report/build.js";
 import { gatherReport } from "../report/gather.js";
 import { renderReport } from "../report/render.js";
@@ -13,7 +13,7 @@ export async function reportAction(g: GlobalOptions, raw: RawReportOptions): Pro
   // A look back, not a timer: as far back as the records go.
   const sinceMs = parsePositiveDuration(raw.since, "--since", MAX_REPORT_SINCE_MS);
   const format = resolveFormat(raw.format, g.json);
-  const queue = raw.queue === undefined ? undefined : validateKeyPart(raw.queue, "--queue");
+  const queue = raw.queue === undefined ? undefined : validateQueueName(raw.queue);
   const runId = raw.run === undefined ? undefined : validateKeyPart(raw.run, "--run");
   // A report reads; stopped, it says so, and stops what it started: the redis-server it may restart on a stopped drill's AOF.
   let revived: "starting" | (() => Promise<void>) | null = null;

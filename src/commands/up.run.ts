@@ -19,7 +19,7 @@ import { buildReport, LAB_LABEL } from "../report/build.js";
 import { gatherReport } from "../report/gather.js";
 import { renderReport } from "../report/render.js";
 import { consoleOutput } from "../output.js";
-import { validateKeyPart } from "../queue/keys.js";
+import { validateQueueName } from "../queue/keys.js";
 import { applyOverrides, resolveFileDir, weightsReclaimNote, type UpFlags } from "./up.js";
 import { makeDirs } from "../util/makeDirs.js";
 import { DEFAULT_REPORT_SINCE, parseDuration } from "../units.js";
@@ -42,7 +42,7 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
   validateCgroupName(flags.name);
   validateParent(flags.parent);
   const fileDir = resolveFileDir(flags.fileDir);
-  validateKeyPart(flags.queue, "--queue");
+  validateQueueName(flags.queue);
   const log = (line: string) => (g.json ? output.err(line) : output.out(line));
   const reclaimNote = weightsReclaimNote(drill, flags.memoryMax !== undefined ? "--memory-max" : "cgroup.memory_max");
 

@@ -2,7 +2,7 @@ import { Command } from "commander";
 import type { WorkerCgroup } from "../cgroup/paths.js";
 import { addCgroupTargetOptions } from "../cgroup/target.js";
 import { DrillError, UsageError } from "../errors.js";
-import { validateKeyPart } from "../queue/keys.js";
+import { validateKeyPart, validateQueueName } from "../queue/keys.js";
 import { mapSizeProblem, parseNumber, parsePositiveDuration, parsePositiveInt, parseSize } from "../units.js";
 import { defaultWorkerConfig, type WorkerConfig } from "../worker/plan.js";
 import type { WorkerOptions } from "../worker/run.js";
@@ -57,7 +57,7 @@ export function resolveWorkerFlags(raw: RawWorkerFlags, json: boolean, hostMemor
   const maxJobs = raw.maxJobs === undefined ? null : parsePositiveInt(raw.maxJobs, "--max-jobs");
   const durationMs = raw.duration === undefined ? null : parsePositiveDuration(raw.duration, "--duration");
   return {
-    queue: validateKeyPart(raw.queue, "--queue"),
+    queue: validateQueueName(raw.queue),
     workerId: raw.workerId === undefined ? null : validateKeyPart(raw.workerId, "--worker-id"),
     config,
     weightsDir: raw.weightsDir,

@@ -13,13 +13,13 @@ import { readProcessStat } from "../host/process.js";
 import { readOomKillCount, readPids } from "../cgroup/memoryFiles.js";
 import { readHostPsi } from "../host/psi.js";
 import { DrillQueue } from "../queue/queue.js";
-import { queueKeys } from "../queue/keys.js";
+import { queueKeys, queueNameRefusal } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
 import { drainQueue, drainUnheld, exportKeys, type DrainResult } from "./drain.js";
 import { freePort, isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
 import { acquireDrillLock, type DrillLock } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
-import { drillDir, listDrills, readState, upDiedUnrecorded, writeState, type DrillState, type ProcessRecord, type ProcessRole, type RollbackRecord, type StateEntry } from "./state.js";
+import { drillDir, listDrills, readState, statePath, upDiedUnrecorded, writeState, type DrillState, type ProcessRecord, type ProcessRole, type RollbackRecord, type StateEntry } from "./state.js";
 import { drillRunFromEnviron, findByCwd, findByRunId, findDrillRunProcesses, listCwds, type StrayProcess } from "./strays.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 import type { ServedQueue } from "../worker/served.js";
@@ -258,14 +258,23 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     // `up` died before it had a Redis: there is no queue to flip or drain. (Never
     // fall back to a default URL: that is somebody else's Redis.)
     const noRedis = !options.redisUrl && state.redis.url === "";
-    const redis = noRedis ? null : await connectDrillRedis(state, options, record, crash);
+    // A state file naming no queue drill could have made (edited by hand): its processes and cgroup are still
+    // stopped and removed; its queue is left and said (QA: the refusal ended the rollback before step 1, and
+    // the Redis connection it had opened kept the process alive for good).
+    const queueRefused = queueNameRefusal(state.queue);
+    const redis = noRedis || queueRefused !== null ? null : await connectDrillRedis(state, options, record, crash);
     const queue = redis ? new DrillQueue(redis, state.queue) : null;
     if (noRedis) record("connect redis", true, "up stopped before it set up a Redis: no queue to flip or drain");
+    if (queueRefused !== null) {
+      record("connect redis", false, `not connected: the state file names queue "${state.queue}": ${queueRefused}`);
+      const redisKept = state.redis.embedded ? ", and its embedded Redis keeps running" : "";
+      result.left.push(`queue "${state.queue}" in ${statePath(options.stateDir, name)}: not flipped, drained or exported${redisKept}; put the drill's queue name back there and run drill rollback again`);
+    }
 
     // 1. deny-all
     if (queue) {
       await guard(record, "deny-all", () => denyAll(queue, roots), (err) => result.left.push(denyAllFailed(queue, err)));
-    } else if (!noRedis) {
+    } else if (!noRedis && queueRefused === null) {
       record("deny-all", false, "redis unreachable: admission not flipped");
     }
     crash("deny-all");
@@ -349,7 +358,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         const held = [queue.keys.admitted, queue.keys.processingPattern, queue.keys.workingPattern].join(", ");
         result.left.push(`re-drain failed (${err instanceof Error ? err.message : String(err)}): jobs in ${held} may not be in ${queue.keys.drain} (run drill rollback again)`);
       });
-    } else if (!noRedis) {
+    } else if (!noRedis && queueRefused === null) {
       result.left.push(`drain pending: redis at ${redactUrl(state.redis.url)} unreachable; ${state.queue} and its lists not moved to ${state.queue}_drain nor exported (run drill rollback again)`);
     }
     crash("re-drain");

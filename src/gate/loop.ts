@@ -1,3 +1,4 @@
+import { queueKeys } from "../queue/keys.js";
 import { DrillError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { checkDecisionRecord, checkUnheardDecision } from "../queue/decisionRecord.js";
@@ -109,6 +110,8 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
   const monoNow = deps.monoNow ?? (() => performance.now());
   const { config, gateId } = options;
   const summary: GateSummary = { decided: 0, byKind: {}, recovered: 0, watchdogFires: 0, stoppedBy: "signal" };
+  // A name no queue may have is refused before a connection is open to leak (QA: a gate on `<q>_drain` never exited).
+  queueKeys(options.queue);
   const redis = await connectRedis(deps.redisUrl, { name: `drill-gate:${gateId}`, commandTimeoutMs: options.commandTimeoutMs });
   deps.onConnected?.();
   // A stop with Redis paused ends in about a second, not after the command timeout twice.

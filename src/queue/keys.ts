@@ -49,12 +49,34 @@ export function validateKeyPart(name: string, flag: string): string {
   return name;
 }
 
-export function queueKeys(queue: string): QueueKeys {
-  validateKeyPart(queue, "--queue");
+/**
+ * A queue name as every command takes it: checked with the other flags,
+ * before anything starts (QA: `up --queue x_drain` refused it only after its
+ * Redis was up, and left a drill no rollback could finish; a gate held its
+ * Redis connection open past the refusal and never exited).
+ */
+export function validateQueueName(queue: string, flag = "--queue"): string {
+  validateKeyPart(queue, flag);
   // `<q>_drain` is queue q's rollback drain: a gate or worker on it would re-admit what rollback drained.
   if (queue.endsWith(DRAIN_SUFFIX)) {
-    throw new UsageError(`--queue: "${queue}" is the rollback drain of queue "${queue.slice(0, -DRAIN_SUFFIX.length)}" (its jobs wait there for the operator, not for a gate); pick a name that does not end in ${DRAIN_SUFFIX}`);
+    throw new UsageError(`${flag}: "${queue}" is the rollback drain of queue "${queue.slice(0, -DRAIN_SUFFIX.length)}" (its jobs wait there for the operator, not for a gate); pick a name that does not end in ${DRAIN_SUFFIX}`);
   }
+  return queue;
+}
+
+/** Why `queue` can be no queue's name (validateQueueName's words, without the flag), or null. */
+export function queueNameRefusal(queue: string): string | null {
+  try {
+    validateQueueName(queue, "queue");
+    return null;
+  } catch (err) {
+    if (err instanceof UsageError) return err.message.replace(/^queue: /, "");
+    throw err;
+  }
+}
+
+export function queueKeys(queue: string): QueueKeys {
+  validateQueueName(queue);
   return {
     queue,
     ready: queue,

@@ -1,10 +1,11 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
+import { writeState } from "../../src/drill/state.js";
 import { drillBin, runDrill } from "../helpers/cli.js";
 import { freePort } from "../../src/drill/embeddedRedis.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
@@ -153,5 +154,42 @@ describe("drill rollback --queue (built binary, own redis-server)", () => {
     const r = await drill(["rollback", "--queue", "sbs_drain"]);
     expect(r.exitCode).toBe(2);
     expect(r.stderr).toMatch(/--queue: "sbs_drain" is the rollback drain of queue "sbs"/);
+  });
+
+  // QA: `up --queue x_drain` refused it only after its Redis was up (a drill left that no rollback
+  // finished); a gate held its Redis connection past the refusal and never exited.
+  it.each([
+    ["gate", ["gate", "--queue", "dq_drain", "--name", "nosuch", "--parent", "self"]],
+    ["gate mode", ["gate", "mode", "reject_all", "--queue", "dq_drain"]],
+    ["worker", ["worker", "--queue", "dq_drain", "--name", "nosuch", "--parent", "self"]],
+    ["pack", ["pack", "--queue", "dq_drain", "--jobs", "1"]],
+    ["watch", ["watch", "--queue", "dq_drain", "--once", "--json"]],
+    ["report", ["report", "--queue", "dq_drain"]],
+    ["up", ["up", "--queue", "dq_drain", "--parent", "self", "--name", "dqcg"]],
+  ])("%s on a drain's name: exit 2 at once, nothing started or written", async (_cmd, args) => {
+    const stateDir = path.join(root, "drain-name-state");
+    const r = await runDrill(["--redis", server.url, "--state-dir", stateDir, ...args], { timeout: 15_000 });
+    expect(r.exitCode, r.stdout + r.stderr).toBe(2);
+    expect(r.stderr).toMatch(/--queue: "dq_drain" is the rollback drain of queue "dq"/);
+    // Exit 2 all the same when a hang is ended by the test's timeout: the line that says so is the hang.
+    expect(r.stderr).not.toMatch(/after the command had finished/);
+    expect(existsSync(stateDir)).toBe(false);
+    expect(await redis.keys("dq*")).toEqual([]);
+  });
+
+  it("a drill whose state file names no queue's name: its processes and cgroup are rolled back, the queue left and said; no hang", async () => {
+    const stateDir = path.join(root, "bad-queue-state");
+    writeState(stateDir, {
+      version: 1, name: "bq", runId: "bq-r1", drillFile: "d.yaml", createdAt: new Date(Date.now() - 60_000).toISOString(), phase: "stopped", queue: "bq_drain",
+      redis: { url: server.url, embedded: null }, cgroup: null, processes: [], fileDir: null, owner: { pid: 999_999_999, startTime: 1 },
+    });
+    await redis.rpush("bq_drain", JSON.stringify({ id: "1" }));
+    const r = await runDrill(["--state-dir", stateDir, "rollback", "--name", "bq"], { timeout: 15_000 });
+    expect(r.exitCode, r.stdout + r.stderr).toBe(4);
+    expect(r.stderr).not.toMatch(/after the command had finished/);
+    expect(r.stdout).toMatch(/FAIL connect redis: not connected: the state file names queue "bq_drain": "bq_drain" is the rollback drain of queue "bq"/);
+    expect(r.stderr).toContain(`queue "bq_drain" in ${path.join(stateDir, "bq", "state.json")}: not flipped, drained or exported; put the drill's queue name back there`);
+    expect(await redis.lrange("bq_drain", 0, -1)).toEqual([JSON.stringify({ id: "1" })]);
+    await redis.del("bq_drain");
   });
 });
