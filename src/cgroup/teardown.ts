@@ -1,9 +1,9 @@
-import { existsSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readlinkSync, rmdirSync, rmSync, statSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { drillCommandFor } from "../context.js";
 import { RefusedError, RollbackIncompleteError, kernelWriteError } from "../errors.js";
-import { writeKernelFile, type HostRoots } from "../host/kernelFile.js";
+import { readKernelText, writeKernelFile, type HostRoots } from "../host/kernelFile.js";
 import { readPids } from "./memoryFiles.js";
 import { requireLayout } from "./layout.js";
 import { assembleWorkerCgroup, workerCgroupFromDirs, type CgroupDir, type WorkerCgroup } from "./paths.js";
@@ -467,7 +467,8 @@ function heldWeightsFiles(roots: HostRoots, dirs: CgroupDir[]): string[] {
         }
       }
       // The serve coprocess maps the file and may have closed its descriptor: the mapping's path is in maps.
-      for (const line of readFileSync(proc("maps"), "utf8").split("\n")) {
+      const maps = readKernelText(proc("maps"));
+      for (const line of maps.ok ? maps.value.split("\n") : []) {
         const at = line.indexOf("/");
         if (at >= 0) note(line.slice(at));
       }
@@ -619,11 +620,9 @@ async function whileFrozen(dirs: CgroupDir[], waitUntil: number, body: () => voi
 async function waitFrozen(dirs: CgroupDir[], until: number): Promise<boolean> {
   for (;;) {
     const pending = dirs.filter((d) => {
-      try {
-        return !/^frozen 1$/m.test(readFileSync(path.join(d.dir, "cgroup.events"), "utf8"));
-      } catch {
-        return false; // gone or unreadable: waiting longer tells nothing; SIGKILL works frozen or not
-      }
+      const events = readKernelText(path.join(d.dir, "cgroup.events"));
+      // Gone or unreadable: waiting longer tells nothing; SIGKILL works frozen or not.
+      return events.ok && !/^frozen 1$/m.test(events.value);
     });
     if (pending.length === 0) return true;
     if (Date.now() >= until) return false;

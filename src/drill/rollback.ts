@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, rmdirSync, unlinkSync } from "node:fs";
+import { readdirSync, rmdirSync, unlinkSync } from "node:fs";
 import path from "node:path";
 import type { Redis } from "ioredis";
 import { requireLayout, type CgroupLayout } from "../cgroup/layout.js";
@@ -20,7 +20,7 @@ import { freePort, isEmbeddedRedis, requireRestartable, startEmbeddedRedis, wait
 import { acquireDrillLock, type DrillLock } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
 import { drillDir, listDrills, readState, statePath, upDiedUnrecorded, writeState, type DrillState, type ProcessRecord, type ProcessRole, type RollbackRecord, type StateEntry } from "./state.js";
-import { drillRunFromEnviron, findByCwd, findByRunId, findDrillRunProcesses, listCwds, type StrayProcess } from "./strays.js";
+import { drillRunFromEnviron, findByCwd, readEnviron, findByRunId, findDrillRunProcesses, listCwds, type StrayProcess } from "./strays.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 import type { ServedQueue } from "../worker/served.js";
 import { refusalText } from "../queue/refusal.js";
@@ -826,11 +826,8 @@ function ownTasksIn(roots: HostRoots, dirs: string[], state: DrillState): StrayP
 }
 
 function runIdOf(roots: HostRoots, pid: number): string | null {
-  try {
-    return drillRunFromEnviron(readFileSync(roots.proc(String(pid), "environ"), "utf8"))?.runId ?? null;
-  } catch {
-    return null; // gone, or not ours to read
-  }
+  const environ = readEnviron(roots, pid); // null: gone, or not ours to read
+  return environ === null ? null : (drillRunFromEnviron(environ)?.runId ?? null);
 }
 
 function stillAlive(roots: HostRoots, p: { pid: number | null; startTime: number | null }): boolean {

@@ -1,5 +1,5 @@
-import { readdirSync, readFileSync, readlinkSync, realpathSync } from "node:fs";
-import type { HostRoots } from "../host/kernelFile.js";
+import { readdirSync, readlinkSync, realpathSync } from "node:fs";
+import { readKernelText, type HostRoots } from "../host/kernelFile.js";
 import { environValues, readProcessStat } from "../host/process.js";
 
 /** A process rollback found that it must stop: pid + start time, never the pid alone. */
@@ -44,12 +44,11 @@ function inspectProcesses<T extends object>(roots: HostRoots, exclude: ReadonlyS
  * spawn and write). Never by name: `pgrep -f packed` kills the wrong process.
  */
 export function findByRunId(roots: HostRoots, runId: string, exclude: ReadonlySet<number> = new Set([process.pid])): StrayProcess[] {
-  const needle = Buffer.from(`DRILL_RUN_ID=${runId}\0`);
-  const inner = Buffer.concat([Buffer.from([0]), needle]);
+  const needle = `DRILL_RUN_ID=${runId}\0`;
   return scanProcesses(roots, exclude, (pid) => {
-    const environ = readFileSync(roots.proc(pid, "environ"));
+    const environ = readEnviron(roots, pid);
     // environ entries are NUL-separated; match a whole entry, not a prefix of another id
-    return environ.subarray(0, needle.length).equals(needle) || environ.includes(inner);
+    return environ !== null && (environ.startsWith(needle) || environ.includes(`\0${needle}`));
   });
 }
 
@@ -65,10 +64,20 @@ export interface DrillRunProcess extends StrayProcess {
  */
 export function findDrillRunProcesses(roots: HostRoots, exclude: ReadonlySet<number> = new Set([process.pid])): DrillRunProcess[] {
   return inspectProcesses(roots, exclude, (pid) => {
-    const environ = readFileSync(roots.proc(pid, "environ"));
-    if (!environ.includes("DRILL_RUN_ID=")) return null;
-    return drillRunFromEnviron(environ.toString("utf8"));
+    const environ = readEnviron(roots, pid);
+    if (environ === null || !environ.includes("DRILL_RUN_ID=")) return null;
+    return drillRunFromEnviron(environ);
   });
+}
+
+/**
+ * A process's environ, or null when gone or not ours to read. Opened as the
+ * kernel files are (openKernelFile: no blocking, only a file): a FIFO in a
+ * --procfs tree held the rollback in its open, past SIGTERM.
+ */
+export function readEnviron(roots: HostRoots, pid: string | number): string | null {
+  const environ = readKernelText(roots.proc(String(pid), "environ"));
+  return environ.ok ? environ.value : null;
 }
 
 /** DRILL_RUN_ID and DRILL_STATE_DIR from a NUL-separated environ, or null without a run id. */
