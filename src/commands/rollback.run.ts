@@ -1,3 +1,4 @@
+import path from "node:path";
 import { existsSync } from "node:fs";
 import { writeErr } from "../closedStdout.js";
 import { DEFAULT_REDIS_URL, drillCommandAt, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
@@ -148,6 +149,11 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   // dropping DRILL_STATE_DIR) must not pass a running drill for rolled back.
   // Only a rollback with nothing to do here looks for others' drills (README): one that did its work is not undone by them (QA).
   const running = results.length === 0 && cgroups.length === 0 && queues.length === 0 ? findRunningDrills(hostRoots(g), named) : [];
+  // The drill here is rolled back (complete): a run of the same name up from another state dir is
+  // another operator's drill, said but not this rollback's failure (QA: a second rollback exited 4
+  // naming it, breaking "rollback again exits 0"). With nothing here at all, it may be the drill
+  // the operator means under a wrong --state-dir: that stays exit 4.
+  const otherStateDirs = (r: RunningDrill): boolean => complete.length > 0 && r.stateDir !== null && path.resolve(r.stateDir) !== path.resolve(g.stateDir);
   if (named !== undefined && names.length === 0 && running.length === 0 && cgroups.length === 0) {
     // A name that is no drill here, beside drills that are: a wrong name (often
     // up's --name, the worker cgroup), not "nothing to roll back" (exit 2, like report).
@@ -161,7 +167,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     ...startingUps.filter((u) => u.outcome === "alive").map((u) => `${u.name}: drill up pid ${u.pid} was starting and survived SIGKILL; stop it, then run ${rerunCmd} rollback --name ${u.name}`),
     ...leftOf(results),
     ...cgroups.filter((c) => !c.step.ok).map((c) => `cgroup ${c.name}: ${c.step.detail}`),
-    ...running.map((r) => `${describeRunningDrill(r)}; ${rollbackHint(r)}`),
+    ...running.filter((r) => !otherStateDirs(r)).map((r) => `${describeRunningDrill(r)}; ${rollbackHint(r)}`),
   ];
   // Read once the cgroups are torn down and --queue's rollback is done: a lever it pulled is closed.
   const leftOpen = await queuesLeftOpen(servedNotClosed(cgroups, queues), g);
@@ -169,7 +175,11 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     output.json(rollbackDocument(results, complete, cgroups, running, left, null, startingUps, queues, leftOpen));
   } else if (running.length > 0) {
     // QA: "not rolled back: smoke already rolled back (complete)" read as a contradiction; what is not rolled back is what runs elsewhere.
-    output.out(`nothing to do in ${g.stateDir} (${nothingHere}), but drill processes this rollback does not reach run on this host:`);
+    output.out(
+      running.every(otherStateDirs)
+        ? `nothing to do in ${g.stateDir} (${nothingHere}); up from another state dir, not this rollback's to undo:`
+        : `nothing to do in ${g.stateDir} (${nothingHere}), but drill processes this rollback does not reach run on this host:`,
+    );
     for (const r of running) {
       output.out(`  ${describeRunningDrill(r)}`);
       output.out(`    ${r.stateDir !== null && !r.complete && !r.stateMissing ? "roll it back: " : ""}${rollbackHint(r)}`);

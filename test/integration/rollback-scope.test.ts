@@ -88,6 +88,16 @@ describe("rollback with no drill in its state dir while a drill runs elsewhere",
     expect(other.exitCode, other.stdout).toBe(0);
     expect(other.stdout).toMatch(/nothing to roll back/);
 
+    // Its own drill of that name rolled back here (complete): the one up elsewhere is another operator's.
+    // Said, and a rollback run again exits 0 (RELIABILITY 8; QA: exit 4 naming the other state dir's drill).
+    const mine = mkdtempSync(path.join(root, "mine-"));
+    writeState(mine, { ...state, runId: "elsew-20260101000001-fedcba", phase: "complete", redis: { url: "redis://127.0.0.1:1", embedded: null }, completedAt: new Date().toISOString() });
+    const again = await runDrill(["--state-dir", mine, "rollback", "--name", "elsew"], { cwd: "/" });
+    expect(again.exitCode, again.stdout + again.stderr).toBe(0);
+    expect(again.stdout).toContain(`nothing to do in ${mine} (elsew already rolled back (complete)); up from another state dir, not this rollback's to undo:`);
+    expect(again.stdout).toContain(`drill elsew run ${runId} (state dir ${stateDir})`);
+    expect(again.stderr).not.toMatch(/rollback incomplete/);
+
     const json = await runDrill(["--json", "--state-dir", empty, "rollback"], { cwd: "/" });
     expect(json.exitCode).toBe(4);
     const out = JSON.parse(json.stdout) as {
