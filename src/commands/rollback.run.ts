@@ -315,7 +315,8 @@ function readmitHint(r: DrillRollback, g: GlobalOptions): { line: string; readmi
   const embedded = state?.redis.embedded ?? null;
   // Exported, the embedded Redis was stopped: also when --redis named it, there is nothing to re-admit on.
   if (embedded && r.exported !== null && (g.redisUrl === undefined || reachesEmbeddedRedis(g.redisUrl, embedded))) {
-    return { line: `${r.name}: nothing to re-admit, its embedded Redis stopped with the drill (every key in ${r.exported}); the next drill up admits from the start`, readmit: false };
+    const kept = r.otherQueuesKept ? `queue ${state?.queue ?? "jobs"}'s keys in ${r.exported}; other queues' keys in its AOF in ${r.otherQueuesKept.dir}` : `every key in ${r.exported}`;
+    return { line: `${r.name}: nothing to re-admit, its embedded Redis stopped with the drill (${kept}); the next drill up admits from the start`, readmit: false };
   }
   if (url === "") return { line: `${r.name}: no Redis was set up, nothing to re-admit`, readmit: false };
   return { line: `${r.name}: ${leverCommand(url, state?.queue ?? "jobs", "admit", g)}`, readmit: true };

@@ -122,6 +122,21 @@ export async function scanKeys(redis: Redis, pattern: string): Promise<string[]>
   return [...found].sort();
 }
 
+/**
+ * Keys of this Redis's database that are not queue `keys.queue`'s, counted by
+ * the queue each names (before its first ':', or its `_drain`): what an
+ * export of the queue leaves out.
+ */
+export async function otherQueuesKeys(redis: Redis, keys: QueueKeys): Promise<Array<{ queue: string; keys: number }>> {
+  const counts = new Map<string, number>();
+  for (const key of await scanKeys(redis, "*")) {
+    if (key === keys.ready || key === keys.drain || key.startsWith(`${keys.queue}:`)) continue;
+    const queue = key.split(":")[0]!.replace(/_drain$/, "");
+    counts.set(queue, (counts.get(queue) ?? 0) + 1);
+  }
+  return [...counts].sort(([a], [b]) => a.localeCompare(b)).map(([queue, n]) => ({ queue, keys: n }));
+}
+
 /** One exported key: values as UTF-8 where they are, base64 where they are not. */
 interface ExportedValue {
   utf8?: string;

@@ -255,3 +255,11 @@ export function requireRestartable(roots: HostRoots, dir: string): void {
     throw new DrillError(`redis-server pid ${running.map((p) => p.pid).join(", ")} still runs in ${dir} but is not the one answering: not starting a second server on its AOF`);
   }
 }
+
+/** The state dir and drill an embedded redis-server's --dir belongs to, by the layouts up makes; null for any other dir. */
+export function embeddedRedisDrill(redisDir: string): { stateDir: string; drill: string } | null {
+  if (path.basename(redisDir) !== "redis") return null;
+  const parent = path.dirname(redisDir);
+  const drillDirOf = path.basename(path.dirname(parent)) === "runs" ? path.dirname(path.dirname(parent)) : parent;
+  return { stateDir: path.dirname(drillDirOf), drill: path.basename(drillDirOf) };
+}

@@ -15,8 +15,8 @@ import { readHostPsi } from "../host/psi.js";
 import { DrillQueue } from "../queue/queue.js";
 import { queueKeys, queueNameRefusal } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
-import { drainQueue, drainUnheld, exportKeys, type DrainResult } from "./drain.js";
-import { freePort, isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
+import { drainQueue, drainUnheld, exportKeys, otherQueuesKeys, type DrainResult } from "./drain.js";
+import { embeddedRedisDrill, freePort, isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
 import { acquireDrillLock, type DrillLock } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
 import { drillDir, listDrills, readState, statePath, upDiedUnrecorded, writeState, type DrillState, type ProcessRecord, type ProcessRole, type RollbackRecord, type StateEntry } from "./state.js";
@@ -47,6 +47,11 @@ export interface DrillRollback {
   exported: string | null;
   /** What is still there, each naming where (exit 4 when not empty). */
   left: string[];
+  /**
+   * Keys of other queues its embedded Redis held (a gate, worker or pack run
+   * by hand on it): not exported with the drill's; they stay in the AOF in `dir`.
+   */
+  otherQueuesKept?: { dir: string; queues: Array<{ queue: string; keys: number }> };
 }
 
 export interface RollbackOptions {
@@ -117,14 +122,6 @@ export function findRunningDrills(roots: HostRoots, name?: string): RunningDrill
     });
   }
   return running.sort((a, b) => a.runId.localeCompare(b.runId));
-}
-
-/** The state dir and drill an embedded redis-server's --dir belongs to, by the layouts up makes; null for any other dir. */
-export function embeddedRedisDrill(redisDir: string): { stateDir: string; drill: string } | null {
-  if (path.basename(redisDir) !== "redis") return null;
-  const parent = path.dirname(redisDir);
-  const drillDirOf = path.basename(path.dirname(parent)) === "runs" ? path.dirname(path.dirname(parent)) : parent;
-  return { stateDir: path.dirname(drillDirOf), drill: path.basename(drillDirOf) };
 }
 
 /** The drill name in a run id (`<drill>-<yyyymmddhhmmss>-<6 hex>`, as up makes it), or the id itself. */
@@ -382,10 +379,19 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         return `${exported.keys} keys to ${exported.file}`;
       }, (err) => result.left.push(`export to ${file} failed (${err instanceof Error ? err.message : String(err)}); ${kept} (run drill rollback again)`));
     }
+    // The export holds the drill's queue only: what else its embedded Redis held stays in the AOF, said (QA:
+    // "every key in" the export, over another queue's jobs that then lived only in this drill's run dir).
+    const others = state.redis.embedded && queue && result.exported !== null ? await otherQueuesKeys(queue.redis, queue.keys).catch(() => []) : [];
     await closeRedis(redis);
     if (state.redis.embedded) {
       if (result.exported !== null) {
         await stopRoles(state, ["redis"], roots, record, "stop embedded redis");
+        if (others.length > 0) {
+          const dir = state.redis.embedded.dir;
+          result.otherQueuesKept = { dir, queues: others };
+          const counted = others.map((o) => `${o.queue}: ${o.keys} key${o.keys === 1 ? "" : "s"}`).join(", ");
+          record("keys of other queues", true, `it also held keys of queues run there by hand (${counted}): not this drill's, not exported; they stay in its AOF in ${dir} (redis-server --dir ${dir} --appendonly yes --port <a free port> serves them)`);
+        }
         // A redis whose pid never reached the state file (killed between spawn and write).
         for (const stray of embeddedRedisProcesses(roots, state)) {
           if ((await stopRecordedProcess(roots, stray)) === "alive") result.left.push(`redis-server ${stray.pid} survived SIGKILL`);

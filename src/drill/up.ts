@@ -28,9 +28,10 @@ import type { Sample } from "../sampler/step.js";
 import { formatBytes, formatDuration, formatPlainDecimal } from "../units.js";
 import type { DrillFile, InjectStep, PackStep } from "./drillFile.js";
 import { scanKeys } from "./drain.js";
-import { freePort, startEmbeddedRedis } from "./embeddedRedis.js";
+import { embeddedRedisDrill, freePort, startEmbeddedRedis } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
+import { realDir } from "./strays.js";
 import { drillCommandFor, leverCommand } from "../context.js";
 import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, statePath, writeState, writeUpEnded, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
@@ -984,17 +985,52 @@ function parseSample(line: string): Sample | null {
 async function refuseQueueInUse(url: string, queue: string, stateDir: string, drillCmd: string): Promise<void> {
   const redis = await connectRedis(url, { name: "drill-up", commandTimeoutMs: 5000 });
   let found: QueueKey[];
+  let owner: DrillState | null;
   try {
+    owner = await embeddedRedisOwner(redis);
     found = await queueKeysPresent(redis, queue);
   } finally {
     await closeRedis(redis);
   }
+  if (owner !== null) throw new RefusedError(anotherDrillsRedisText(redactUrl(url), owner));
   if (found.length === 0) return;
   // Another drill of this state dir on this queue and Redis: up now (the keys are its live run's), or its run over.
   const onQueue = readStateEntries(stateDir, listDrills(stateDir)).flatMap((e) => ("state" in e && e.state.queue === queue && sameRedis(e.state.redis.url, url) ? [e.state] : []));
   const upDrills = onQueue.filter(isDrillUp).map((s) => s.name);
   const earlierRuns = onQueue.filter((s) => !isDrillUp(s)).map((s) => `drill ${s.name}'s run ${s.runId}${s.rollback?.exported ? ` (exported to ${s.rollback.exported})` : ""}`);
   throw new RefusedError(queueInUseText({ queue, url: redactUrl(url), found, upDrills, earlierRuns, drillCmd }));
+}
+
+/**
+ * The drill whose embedded redis-server this is, by its --dir (CONFIG GET dir:
+ * a drill's run dir, and that drill's state naming it); null for any other
+ * Redis, or when CONFIG is refused (a managed Redis is nobody's drill's).
+ */
+async function embeddedRedisOwner(redis: Redis): Promise<DrillState | null> {
+  let dir: string | undefined;
+  try {
+    dir = ((await redis.config("GET", "dir")) as string[])[1];
+  } catch {
+    return null;
+  }
+  const drill = dir === undefined ? null : embeddedRedisDrill(dir);
+  if (drill === null) return null;
+  let state: DrillState | null;
+  try {
+    state = readState(drill.stateDir, drill.drill);
+  } catch {
+    return null;
+  }
+  return state?.redis.embedded && realDir(state.redis.embedded.dir) === realDir(dir!) ? state : null;
+}
+
+/**
+ * QA: a second drill given the first one's embedded Redis (--redis) lost it at
+ * that drill's rollback, which stops it: its gate and worker stopped early, its
+ * jobs left in the other drill's AOF, and its own rollback failed for good.
+ */
+export function anotherDrillsRedisText(url: string, owner: Pick<DrillState, "name" | "runId">): string {
+  return `redis ${url} is the embedded redis-server of drill ${owner.name} (run ${owner.runId}): that drill's rollback stops it, and this drill's queue with it; leave out --redis (this drill starts its own), or give a Redis no drill stops`;
 }
 
 /** One key of a queue as found: its type, and its length when it has one. */

@@ -1,7 +1,8 @@
 import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { describeTeardown, drillOfRunId, embeddedRedisDrill, findRunningDrills, rollbackHint, unknownDrillProblem, type RunningDrill } from "../../src/drill/rollback.js";
+import { describeTeardown, drillOfRunId, findRunningDrills, rollbackHint, unknownDrillProblem, type RunningDrill } from "../../src/drill/rollback.js";
+import { embeddedRedisDrill } from "../../src/drill/embeddedRedis.js";
 import { writeState, type DrillState } from "../../src/drill/state.js";
 import { drillRunFromEnviron } from "../../src/drill/strays.js";
 import { fakeProcStat, makeFakeHost, type FakeHost } from "../helpers/cgroupFixtures.js";
