@@ -3,6 +3,7 @@ import { closeSync, fsyncSync, linkSync, openSync, rmSync, unlinkSync, writeFile
 import path from "node:path";
 import { decodeJob } from "../queue/job.js";
 import { fsyncDir } from "../util/fsyncDir.js";
+import { jsonObjectOf } from "../util/jsonObject.js";
 import { isValidKeyPart, type QueueKeys } from "../queue/keys.js";
 import { workerKeys } from "../worker/scripts.js";
 import { holderExited, parseWorkerToken } from "../worker/heartbeatToken.js";
@@ -20,21 +21,12 @@ export interface DrainResult {
   drainLength: number;
 }
 
-export type DrainScope = "ready" | "all";
-
 /**
- * `ready` moves only the ready queue (the gate and worker may still hold
- * their lists). `all`, once they are stopped, also moves admitted, every
- * gate's processing list and every worker's working list, and releases the
- * packed tokens of what it moved: those jobs are no longer in flight.
+ * The runbook's first drain: the ready queue only (the gate and worker may
+ * still hold their lists; drainUnheld takes those once nothing alive does).
  */
-export async function drainQueue(redis: Redis, keys: QueueKeys, scope: DrainScope): Promise<DrainResult> {
-  const sources = [keys.ready];
-  if (scope === "all") {
-    sources.push(keys.admitted);
-    sources.push(...(await scanKeys(redis, keys.processingPattern)), ...(await scanKeys(redis, keys.workingPattern)));
-  }
-  return await drainLists(redis, keys, sources);
+export async function drainReady(redis: Redis, keys: QueueKeys): Promise<DrainResult> {
+  return await drainLists(redis, keys, [keys.ready]);
 }
 
 /** A list a live gate or worker still holds: not drained, said. */
@@ -46,13 +38,13 @@ export interface HeldList {
 }
 
 /**
- * The hand-run path's second drain, after rollback stopped what it could:
+ * The second drain (a drill's rollback, and `rollback --queue`'s), after rollback stopped what it could:
  * admitted, processing and working lists go to the drain once nothing alive
  * takes from them (no heartbeat: a gate's `<q>:gates:<g>`, a worker's
  * `<q>:workers:<w>`, any worker's for admitted). A gate or worker the
  * operator runs by hand, outside drill's cgroups, holds its lists: those stay
- * and are returned as held, for the rollback to name. A worker's heartbeat
- * naming a process of this host that is gone holds nothing: the rollback has
+ * and are returned as held, for the rollback to name. A heartbeat (a worker's
+ * or a gate's) naming a process of this host that is gone holds nothing: the rollback has
  * just killed it (QA: a SIGSTOPped worker, killed with its cgroup, never
  * cleared its heartbeat, and its jobs were left as "held by a live worker").
  */
@@ -71,7 +63,14 @@ export async function drainUnheld(redis: Redis, keys: QueueKeys, roots: HostRoot
   // A list under a name no gate or worker id can have (made by hand) has no holder.
   const holder = async (id: string, heartbeatOf: (id: string) => string, alive: (key: string) => Promise<boolean>): Promise<string[]> =>
     isValidKeyPart(id) && (await alive(heartbeatOf(id))) ? [heartbeatOf(id)] : [];
-  const gateAlive = async (key: string): Promise<boolean> => (await redis.exists(key)) === 1;
+  // A gate's heartbeat names its process as a worker's token does (host, pid, start time); one from an older gate says only its pid.
+  const gateAlive = async (key: string): Promise<boolean> => {
+    const info = jsonObjectOf((await redis.get(key)) ?? "");
+    if (info === null) return (await redis.exists(key)) === 1;
+    const { host, pid, start_time: startTime } = info;
+    const holder = typeof host === "string" && typeof pid === "number" && typeof startTime === "number" ? { host, pid, startTime } : null;
+    return !holderExited(roots, holder);
+  };
   for (const list of await scanKeys(redis, keys.processingPattern)) {
     candidates.push({ list, holders: await holder(list.slice(keys.processing("x").length - 1), keys.gateHeartbeat, gateAlive) });
   }

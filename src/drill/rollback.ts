@@ -15,7 +15,7 @@ import { readHostPsi } from "../host/psi.js";
 import { DrillQueue } from "../queue/queue.js";
 import { queueKeys, queueNameRefusal } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
-import { drainQueue, drainUnheld, exportKeys, otherQueuesKeys, type DrainResult } from "./drain.js";
+import { drainReady, drainUnheld, exportKeys, otherQueuesKeys, type DrainResult } from "./drain.js";
 import { embeddedRedisDrill, freePort, isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
 import { acquireDrillLock, type DrillLock } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
@@ -290,7 +290,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     let drained: DrainResult | null = null;
     if (queue) {
       await guard(record, "drain", async () => {
-        drained = await drainQueue(queue.redis, queue.keys, "ready");
+        drained = await drainReady(queue.redis, queue.keys);
         return describeDrain(drained, queue.keys.drain);
       });
     }
@@ -346,9 +346,16 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     // 7. re-drain: the worker's in-flight jobs, admitted jobs, gates' processing lists
     if (queue) {
       await guard(record, "re-drain", async () => {
-        drained = await drainQueue(queue.redis, queue.keys, "all");
-        result.drainLength = drained.drainLength;
-        return describeDrain(drained, queue.keys.drain);
+        // What a gate or worker still alive holds stays (QA S 4: one run by hand on this queue, outside the
+        // drill's cgroup, went on decoding jobs this step had moved to the drain): named, exit 4.
+        const unheld = await drainUnheld(queue.redis, queue.keys, roots);
+        drained = unheld;
+        result.drainLength = unheld.drainLength;
+        for (const h of unheld.held) {
+          result.left.push(`${h.jobs} job(s) in ${h.list} held by ${h.holders.join(", ")} (a gate or worker run by hand on queue ${state.queue}, not this drill's: rollback does not stop it); stop it, then run drill rollback again`);
+        }
+        const held = unheld.held.length === 0 ? "" : `; left ${unheld.held.map((h) => `${h.jobs} in ${h.list}`).join(", ")} (held by a live gate or worker)`;
+        return `${describeDrain(unheld, queue.keys.drain)}${held}`;
       }, (err) => {
         // Not a complete rollback: what the worker and the gates held may still
         // sit in their lists, where nothing will take it once they are stopped.
@@ -566,7 +573,7 @@ async function redrainComplete(state: DrillState, options: RollbackOptions): Pro
     };
     await guard(record, "deny-all", () => denyAll(queue, options.roots), (err) => result.left.push(denyAllFailed(queue, err)));
     await guard(record, "drain", async () => {
-      const drained = await drainQueue(redis, queue.keys, "ready");
+      const drained = await drainReady(redis, queue.keys);
       result.drainLength = drained.drainLength;
       return `${describeDrain(drained, queue.keys.drain)} (pushed after the last rollback)`;
     }, (err) => result.left.push(`drain failed (${err instanceof Error ? err.message : String(err)}): jobs pushed after the last rollback are still in ${queue.keys.ready} (run drill rollback again)`));
@@ -665,7 +672,7 @@ export async function rollbackQueue(url: string, queueName: string, roots: HostR
       record,
       "drain",
       async () => {
-        const drained = await drainQueue(redis, keys, "ready");
+        const drained = await drainReady(redis, keys);
         result.drainLength = drained.drainLength;
         return describeDrain(drained, keys.drain);
       },

@@ -1,3 +1,5 @@
+import os from "node:os";
+import { readProcessStat } from "../host/process.js";
 import { queueKeys } from "../queue/keys.js";
 import { DrillError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
@@ -148,7 +150,10 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
   // A stop ends the take at once (CLIENT UNBLOCK): a rollback does not wait out the block.
   const mover = new BlockingMover(deps.redisUrl, { name: `drill-gate-take:${gateId}`, watchdogMarginMs: options.watchdogMarginMs ?? 2000, stop: { signal: deps.signal, via: redis } });
   const ttlMs = options.heartbeatTtlMs ?? Math.max(3 * config.intervalMs, 1000);
-  const info = { pid: process.pid, started: now(), interval_ms: config.intervalMs };
+  // host, pid and start time name this process, as a worker's token does: a rollback tells a heartbeat still
+  // counting down after this gate was killed from a live gate's, whose processing list it must not drain.
+  const self = readProcessStat(deps.roots, "self");
+  const info = { pid: process.pid, start_time: self.ok ? self.value.startTime : 0, host: os.hostname(), started: now(), interval_ms: config.intervalMs };
   const outage = new OutageLog(deps.err, monoNow, redactUrl(deps.redisUrl), message);
 
   // Say once when host PSI goes missing (the gate now fails closed) and once when it is back.
