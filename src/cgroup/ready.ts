@@ -1,11 +1,12 @@
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { drillCommandFor } from "../context.js";
+import { drillRunFromEnviron } from "../drill/strays.js";
 import { RefusedError, UsageError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { sameNameUnderSelf } from "./elsewhere.js";
 import type { WorkerCgroup } from "./paths.js";
-import { decideOwnership, inspectForSetup } from "./setup.js";
-import { readMarker } from "./stateFiles.js";
+import { decideOwnership, existingDirs, inspectForSetup, notCreatedByDrill, readUpHolder, upHolderRefusal, type ExistingDir, type UpHolder } from "./setup.js";
+import { markerFile, readMarker } from "./stateFiles.js";
 import { markedWorkerCgroup } from "./teardown.js";
 
 /**
@@ -49,4 +50,67 @@ export function requireSetUpCgroup(roots: HostRoots, computed: WorkerCgroup, sta
 export function absentCgroupNext(roots: HostRoots, computed: WorkerCgroup, stateDir: string, parent: string | undefined): string {
   const underSelf = sameNameUnderSelf(roots, markedWorkerCgroup(computed, stateDir) ?? computed, stateDir);
   return underSelf ? `but ${underSelf.limits.dir} exists under your own cgroup: add --parent self` : setupAdvice(roots, computed, stateDir, parent);
+}
+
+/** Who joins: `drill worker` or `drill inject`, with its --force and the DRILL_RUN_ID it was started with. */
+export interface Joiner {
+  command: "worker" | "inject";
+  force: boolean;
+  /** DRILL_RUN_ID: set by `drill up` for the worker and hogs it spawns, so they join its cgroup. */
+  runId: string | undefined;
+}
+
+/**
+ * Refuses a worker or hog the cgroup (as requireSetUpCgroup found it) is not
+ * theirs to join (QA: a hand-run worker joined a drill's cgroup unsaid, and
+ * that drill's rollback killed it; inject ran in a plain mkdir):
+ * - one drill did not create (setup's own judgement, notCreatedByDrill),
+ *   exit 3 even with --force, as setup and teardown refuse it;
+ * - the worker cgroup of a drill that is up, unless this process is that
+ *   run's own child (up gives each DRILL_RUN_ID) or --force says so: then
+ *   the drill it joins is returned, for the caller to say.
+ */
+export function refuseForeignJoin(roots: HostRoots, computed: WorkerCgroup, cgroup: WorkerCgroup, stateDir: string, joiner: Joiner): UpHolder | null {
+  const marker = readMarker(stateDir, computed);
+  const existing = existingDirs(roots, cgroup);
+  const foreign = notCreatedByDrill(existing, marker, markerFile(stateDir, computed));
+  if (foreign) {
+    const runs = drillRunsIn(roots, existing);
+    // A drill's tasks in it: its state is in another --state-dir, where its rollback would kill what joins.
+    const way = runs.length > 0 ? `It holds tasks of drill run ${runs.join(", ")}: pick another --name` : (foreign.way ?? "Pick another --name");
+    throw new RefusedError(`cgroup ${cgroup.name} was not created by drill: ${foreign.fact}; refusing to run ${joiner.command} in it. ${way}`);
+  }
+  const holder = readUpHolder(stateDir, marker, [...new Set([...cgroup.dirs, ...computed.dirs].map((d) => d.dir))]);
+  if (holder === null || holder.runId === joiner.runId) return null;
+  if (joiner.force) return holder;
+  const what = joiner.command === "worker" ? "a worker" : "a hog";
+  throw new RefusedError(
+    upHolderRefusal(
+      cgroup.dirs.map((d) => d.dir).join(" and "),
+      holder,
+      drillCommandFor(stateDir, roots),
+      `run ${what} started by hand in it (its rollback would kill it with the drill's own)`,
+      " first, or pick another --name; --force joins it anyway",
+    ),
+  );
+}
+
+/** What --force says when it joins a drill's cgroup anyway (as `cgroup teardown --force` says what it did). */
+export function forcedJoinWarning(holder: UpHolder, cgroup: WorkerCgroup, command: Joiner["command"]): string {
+  const up = holder.phase === null ? "maybe up (state unreadable)" : `up (${holder.phase})`;
+  return `warning: --force: ${command} joins cgroup ${cgroup.name}, the worker cgroup of drill ${holder.drill} (run ${holder.runId}), which is ${up}: its rollback kills this ${command === "worker" ? "worker" : "hog"} with the drill's own`;
+}
+
+/** The drill runs whose processes are in the dirs (DRILL_RUN_ID, and DRILL_STATE_DIR when up gave it), each once. */
+function drillRunsIn(roots: HostRoots, existing: readonly ExistingDir[]): string[] {
+  const runs = new Set<string>();
+  for (const task of existing.flatMap((e) => e.tasks ?? [])) {
+    try {
+      const run = drillRunFromEnviron(readFileSync(roots.proc(String(task.pid), "environ"), "utf8"));
+      if (run) runs.add(run.stateDir === null ? run.runId : `${run.runId} (--state-dir ${run.stateDir})`);
+    } catch {
+      // gone, or not ours to read: nothing to name
+    }
+  }
+  return [...runs];
 }

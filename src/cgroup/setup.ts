@@ -174,29 +174,9 @@ export function decideOwnership(inspection: SetupInspection, owner?: CgroupOwner
     return { kind: "refuse", reason };
   }
   if (inspection.existing.length === 0) return { kind: "fresh" };
+  const foreign = notCreatedByDrill(inspection.existing, marker, inspection.markerFile);
+  if (foreign) return { kind: "refuse", reason: `${foreign.fact}; refusing to adopt it${foreign.way === null ? "" : `. ${foreign.way}, or remove it yourself`}` };
   const foreignTasks = inspection.existing.flatMap((e) => e.tasks ?? []);
-  for (const existing of inspection.existing) {
-    const marked = marker?.dirs.find((d) => d.dir === existing.dir.dir);
-    const tasks = existing.tasks ?? [];
-    const what = tasks.length > 0 ? ` with tasks ${describeTasks(tasks)}` : "";
-    if (!marker || !marked) {
-      // Named, so a setup made with another --state-dir is told apart from a foreign cgroup.
-      const looked = marker ? `its marker ${inspection.markerFile} does not list it` : `no marker in ${path.dirname(inspection.markerFile)}`;
-      const way = marker ? "Pick another --name" : "If drill made it with another --state-dir, give that one; else pick another --name";
-      return {
-        kind: "refuse",
-        reason: `${existing.dir.dir} already exists${what} and drill did not create it (${looked}); refusing to adopt it. ${way}, or remove it yourself`,
-      };
-    }
-    if (marked.inode === null) {
-      // Setup died between its intent and its mkdir: drill's, unless someone moved a task in.
-      if (foreignTasks.length > 0) {
-        return { kind: "refuse", reason: `${existing.dir.dir} exists${what}, but drill's record never saw it created; refusing to adopt it` };
-      }
-    } else if (marked.inode !== existing.inode) {
-      return { kind: "refuse", reason: `${existing.dir.dir} was removed and recreated by someone else since drill made it (inode ${existing.inode}, drill recorded ${marked.inode})${what}; refusing to adopt it` };
-    }
-  }
   if (owner) {
     const holder = ownerOf(marker);
     const where = inspection.existing.map((e) => e.dir.dir).join(" and ");
@@ -219,6 +199,51 @@ export function decideOwnership(inspection: SetupInspection, owner?: CgroupOwner
     }
   }
   return { kind: "ours" };
+}
+
+/** A dir of the worker cgroup that exists now: its inode, and its tasks (null: cgroup.procs unreadable). */
+export type ExistingDir = SetupInspection["existing"][number];
+
+/**
+ * Pure: the first existing dir drill did not create, or null when each is
+ * drill's own: listed in the marker with the inode drill recorded (a dir
+ * setup never saw made, inode null, is drill's unless tasks are in it).
+ * `fact` says what is wrong with it; `way`, when a marker is missing or
+ * incomplete, what the operator may have meant. Setup refuses to adopt such
+ * a dir; worker and inject refuse to join it (cgroup/ready.ts).
+ */
+export function notCreatedByDrill(existing: readonly ExistingDir[], marker: CgroupMarker | null, file: string): { dir: string; fact: string; way: string | null } | null {
+  const foreignTasks = existing.flatMap((e) => e.tasks ?? []);
+  for (const e of existing) {
+    const marked = marker?.dirs.find((d) => d.dir === e.dir.dir);
+    const tasks = e.tasks ?? [];
+    const what = tasks.length > 0 ? ` with tasks ${describeTasks(tasks)}` : "";
+    if (!marker || !marked) {
+      // Named, so a setup made with another --state-dir is told apart from a foreign cgroup.
+      const looked = marker ? `its marker ${file} does not list it` : `no marker in ${path.dirname(file)}`;
+      const way = marker ? "Pick another --name" : "If drill made it with another --state-dir, give that one; else pick another --name";
+      return { dir: e.dir.dir, fact: `${e.dir.dir} already exists${what} and drill did not create it (${looked})`, way };
+    }
+    if (marked.inode === null) {
+      // Setup died between its intent and its mkdir: drill's, unless someone moved a task in.
+      if (foreignTasks.length > 0) return { dir: e.dir.dir, fact: `${e.dir.dir} exists${what}, but drill's record never saw it created`, way: null };
+    } else if (marked.inode !== e.inode) {
+      return { dir: e.dir.dir, fact: `${e.dir.dir} was removed and recreated by someone else since drill made it (inode ${e.inode}, drill recorded ${marked.inode})${what}`, way: null };
+    }
+  }
+  return null;
+}
+
+/** The worker cgroup's dirs that exist now, with their inode and tasks. */
+export function existingDirs(roots: HostRoots, cgroup: WorkerCgroup): ExistingDir[] {
+  const existing: ExistingDir[] = [];
+  for (const dir of cgroup.dirs) {
+    const inode = inodeOf(dir.dir);
+    if (inode === null) continue;
+    const pids = readPids(path.join(dir.dir, "cgroup.procs"));
+    existing.push({ dir, inode, tasks: pids.ok ? pids.value.map((pid) => ({ pid, comm: readComm(roots, pid) })) : null });
+  }
+  return existing;
 }
 
 /** Pure: what setup will write where, in which order, and what to warn about. */
@@ -320,13 +345,7 @@ function readList(file: string): string[] | null {
 }
 
 export function inspectForSetup(roots: HostRoots, cgroup: WorkerCgroup, stateDir: string): SetupInspection {
-  const existing: SetupInspection["existing"] = [];
-  for (const dir of cgroup.dirs) {
-    const inode = inodeOf(dir.dir);
-    if (inode === null) continue;
-    const pids = readPids(path.join(dir.dir, "cgroup.procs"));
-    existing.push({ dir, inode, tasks: pids.ok ? pids.value.map((pid) => ({ pid, comm: readComm(roots, pid) })) : null });
-  }
+  const existing = existingDirs(roots, cgroup);
   const limits = cgroup.limits;
   const parentDir = path.dirname(limits.dir);
   let v1: SetupInspection["v1"] = null;

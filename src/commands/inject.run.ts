@@ -20,7 +20,8 @@ import { signalVerified } from "../cgroup/tasks.js";
 import { TERM_GRACE_MS } from "../cgroup/teardown.js";
 import { readHostMemoryBytes } from "../host/meminfo.js";
 import { readProcessStat } from "../host/process.js";
-import { requireSetUpCgroup, setupAdvice } from "../cgroup/ready.js";
+import { forcedJoinWarning, refuseForeignJoin, requireSetUpCgroup, setupAdvice } from "../cgroup/ready.js";
+import type { UpHolder } from "../cgroup/setup.js";
 import { anonCommand, describePageToucherExit, locatePageToucher, parsePageToucherLine, thrashCommand, type PageToucherLine } from "../native/pagetoucher.js";
 import { followLines } from "../drill/tail.js";
 import type { InjectFlags } from "./inject.js";
@@ -86,8 +87,13 @@ export function parseInjectFlags(flags: InjectFlags, hostMemoryBytes: number | n
   return { mode: flags.mode, sizeBytes, holdMs: parseDuration(flags.hold, "--hold"), detach: flags.detach === true, fileDir: flags.fileDir };
 }
 
-/** The cgroup inject may use: drill's dirs (marker first), all present, with a limit, or a refusal naming why. */
-function requireReadyCgroup(roots: HostRoots, computed: WorkerCgroup, stateDir: string, parent: string | undefined): WorkerCgroup {
+/**
+ * The cgroup inject may use: drill's dirs (marker first), all present, with a
+ * limit, the hog's to join (refuseForeignJoin), or a refusal naming why.
+ * `forced`: the drill that is up with it, joined anyway (--force).
+ */
+function requireReadyCgroup(roots: HostRoots, computed: WorkerCgroup, stateDir: string, flags: InjectFlags, env: NodeJS.ProcessEnv): { cgroup: WorkerCgroup; forced: UpHolder | null } {
+  const parent = flags.parent;
   const cgroup = requireSetUpCgroup(roots, computed, stateDir, parent);
   const memory = readCgroupMemory(cgroup.limits);
   if (memory.effectiveLimit === null) {
@@ -96,7 +102,8 @@ function requireReadyCgroup(roots: HostRoots, computed: WorkerCgroup, stateDir: 
   if (memory.effectiveLimit === "max") {
     throw new RefusedError(`${cgroup.limits.dir} has no memory limit (nor has any ancestor): the hog would pressure the whole host; ${setupAdvice(roots, computed, stateDir, parent, " --memory-max <size>")}`);
   }
-  return cgroup;
+  const forced = refuseForeignJoin(roots, computed, cgroup, stateDir, { command: "inject", force: flags.force === true, runId: env.DRILL_RUN_ID });
+  return { cgroup, forced };
 }
 
 /** How this run's peak is known: memory.peak reset for our fd (exact), the lifetime peak rising during the run (exact), or the highest usage sampled (a lower bound). */
@@ -203,7 +210,8 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
   // The flag first: a bad --file-dir is wrong whatever state the cgroup is in.
   if (settings.mode === "thrash") checkThrashDir(settings.fileDir, settings.sizeBytes);
   const { roots, cgroup: computed } = resolveCgroupTarget(globals, flags);
-  const cgroup = requireReadyCgroup(roots, computed, globals.stateDir, flags.parent);
+  const { cgroup, forced } = requireReadyCgroup(roots, computed, globals.stateDir, flags, process.env);
+  if (forced) output.err(`drill inject: ${forcedJoinWarning(forced, cgroup, "inject")}`);
   const impl = locatePageToucher();
 
   let file: string | null = null;

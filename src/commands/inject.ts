@@ -13,6 +13,7 @@ export interface InjectFlags {
   hold: string;
   detach?: boolean;
   fileDir: string;
+  force?: boolean;
 }
 
 /** The --json document, keys in snake_case (tests import it from here). */
@@ -26,7 +27,8 @@ export const injectCommand: CommandFactory = (globals) =>
       .addOption(new Option("--mode <mode>", "anon: anonymous map (loud OOM); thrash: file-backed map, refaults (quiet reclaim)").default("anon"))
       .option("--hold <duration>", "hold the pages this long once packed", "30s")
       .option("--detach", "return once packed; the hog exits by itself after --hold", false)
-      .option("--file-dir <dir>", "thrash: directory for the file (a disk filesystem, not tmpfs)", "/var/tmp"),
+      .option("--file-dir <dir>", "thrash: directory for the file (a disk filesystem, not tmpfs)", "/var/tmp")
+      .option("--force", "join even the worker cgroup of a drill that is up (says so; its rollback kills this hog too)", false),
   ).action(async (flags: InjectFlags) => {
     const { injectAction } = await import("./inject.run.js");
     began();

@@ -5,7 +5,8 @@ import { oomKillRose } from "../cgroup/hog.js";
 import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import type { WorkerCgroup } from "../cgroup/paths.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
-import { requireSetUpCgroup } from "../cgroup/ready.js";
+import { forcedJoinWarning, refuseForeignJoin, requireSetUpCgroup } from "../cgroup/ready.js";
+import type { UpHolder } from "../cgroup/setup.js";
 import { recordServedQueue } from "../cgroup/stateFiles.js";
 import { writeErr, writeOut } from "../closedStdout.js";
 import { commandRedisUrl, drillCommandAt, hostRoots, type GlobalOptions } from "../context.js";
@@ -19,10 +20,20 @@ import { checkWeightsDir } from "../worker/weightsFile.js";
 import { refuseLiveWorkerId, runWorker, type WorkerSummary } from "../worker/run.js";
 import { cgroupFromEnv, resolveWorkerFlags, WORKER_CGROUP_ENV, WORKER_LIFELINE_ENV, type RawWorkerFlags } from "./worker.js";
 
-/** The cgroup as drill set it up (marker first), every dir present, or an error saying what to do. */
-export function requireWorkerCgroup(globals: Pick<GlobalOptions, "procfs" | "sysfs" | "stateDir">, raw: { name?: string; parent?: string }): { roots: HostRoots; cgroup: WorkerCgroup } {
+/**
+ * The cgroup as drill set it up (marker first), every dir present, and this
+ * worker's to join (refuseForeignJoin), or an error saying what to do.
+ * `forced`: the drill that is up with it, joined anyway (--force).
+ */
+export function requireWorkerCgroup(
+  globals: Pick<GlobalOptions, "procfs" | "sysfs" | "stateDir">,
+  raw: { name?: string; parent?: string; force?: boolean },
+  env: NodeJS.ProcessEnv = process.env,
+): { roots: HostRoots; cgroup: WorkerCgroup; forced: UpHolder | null } {
   const { roots, cgroup: computed } = resolveCgroupTarget(globals, raw);
-  return { roots, cgroup: requireSetUpCgroup(roots, computed, globals.stateDir, raw.parent) };
+  const cgroup = requireSetUpCgroup(roots, computed, globals.stateDir, raw.parent);
+  const forced = refuseForeignJoin(roots, computed, cgroup, globals.stateDir, { command: "worker", force: raw.force === true, runId: env.DRILL_RUN_ID });
+  return { roots, cgroup, forced };
 }
 
 export interface SelfCommand {
@@ -162,7 +173,8 @@ export async function workerAction(g: GlobalOptions, raw: RawWorkerFlags): Promi
   // Before the join: a bad --weights-dir is the operator's to fix, not a worker that starts and dies inside.
   checkWeightsDir(options.weightsDir, options.config.weightsBytes);
   const passed = cgroupFromEnv(process.env[WORKER_CGROUP_ENV]);
-  const { roots, cgroup } = passed ? { roots: hostRoots(g), cgroup: passed } : requireWorkerCgroup(g, raw);
+  // Passed by the launcher, which judged the cgroup already.
+  const { roots, cgroup, forced } = passed ? { roots: hostRoots(g), cgroup: passed, forced: null } : requireWorkerCgroup(g, raw);
   // Chosen once, by the launcher (the run inside gets it as DRILL_REDIS_URL, so it does not choose again).
   const redisUrl = await commandRedisUrl(g, { queue: options.queue, cgroupName: cgroup.name });
   const joined = verifyJoined(roots, process.pid, cgroup);
@@ -173,6 +185,7 @@ export async function workerAction(g: GlobalOptions, raw: RawWorkerFlags): Promi
   if (passed) throw new DrillError(`${WORKER_CGROUP_ENV} is set but this process is not in ${joined.outside.join(", ")}: refusing to run outside the cgroup`);
   const workerId = options.workerId ?? defaultWorkerId(cgroup.name);
   await refuseLiveWorkerId(redisUrl, options.queue, workerId, roots);
+  if (forced) writeErr(`drill worker: ${forcedJoinWarning(forced, cgroup, "worker")}\n`);
   writeErr(`drill worker: joining ${cgroup.limits.dir} (weights ${formatBytes(options.config.weightsBytes)} in ${options.weightsDir})\n`);
   // The queue it serves, for the cgroup's teardown to name (its admission stays open when the worker is gone).
   recordServedQueue(g.stateDir, cgroup, options.queue, redisUrl);

@@ -35,6 +35,7 @@ export interface RawWorkerFlags {
   maxJobs?: string;
   idleExit?: string;
   duration?: string;
+  force?: boolean;
 }
 
 /**
@@ -107,7 +108,8 @@ export const workerCommand: CommandFactory = (globals) =>
       .option("--worker-id <id>", "worker id for <queue>:working:<id> (default: the cgroup name, so a restart finds its list)")
       .option("--max-jobs <n>", "stop after starting this many jobs and finishing them (jobs found in its working list after a Redis outage count too)")
       .option("--idle-exit <duration>", "stop after this long with no job")
-      .option("--duration <duration>", "stop after this long; unfinished jobs go back to the head of admitted"),
+      .option("--duration <duration>", "stop after this long; unfinished jobs go back to the head of admitted")
+      .option("--force", "join even the worker cgroup of a drill that is up (says so; its rollback kills this worker too)", false),
   ).action(async (raw: RawWorkerFlags) => {
     const { workerAction } = await import("./worker.run.js");
     began();

@@ -4,7 +4,7 @@ import type { Redis } from "ioredis";
 import { requireLayout, type CgroupLayout } from "../cgroup/layout.js";
 import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, workerCgroupFromDirs } from "../cgroup/paths.js";
-import { TERM_GRACE_MS, teardownWorkerCgroup, type TeardownResult } from "../cgroup/teardown.js";
+import { TERM_GRACE_MS, teardownWorkerCgroup, withDescendants, type TeardownResult } from "../cgroup/teardown.js";
 import { discardHogRecord, listHogRecords, listMarkers, unreadableRecords } from "../cgroup/stateFiles.js";
 import { DrillError, RefusedError, RollbackIncompleteError } from "../errors.js";
 import { previousModeText } from "../gate/policy.js";
@@ -309,6 +309,8 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
           cg.oomKillAtTeardown = { tsMs: Date.now(), count: oomKill.value };
           writeState(options.stateDir, state);
         }
+        // Told apart before the kill, as after it they cannot be: a worker or hog run by hand in this cgroup dies too (QA: unsaid).
+        const others = new Set(tasksByRun(roots, withDescendants(computed.dirs).map((d) => d.dir), state).others.map((t) => t.pid));
         let torn;
         try {
           torn = await teardownWorkerCgroup(roots, computed, { stateDir: options.stateDir, timeoutMs: 10_000, owner: { drill: state.name, runId: state.runId } });
@@ -325,7 +327,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
             `cgroup ${computed.dirs.map((d) => d.dir).join(" and ")} not removed, yet it holds this drill's own tasks ${own.map((t) => `${t.pid} (${t.comm})`).join(", ")} (run ${state.runId}; stopped by pid below): ${err.message}`,
           );
         }
-        return describeTeardown(torn);
+        return describeTeardown(torn, others);
       }, (err) => result.left.push(err instanceof Error ? err.message : String(err)));
     } else {
       record("kill and remove cgroup", true, "no cgroup recorded");
@@ -440,10 +442,11 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
   }
 }
 
-/** A cgroup teardown as a rollback step says it. */
-export function describeTeardown(torn: TeardownResult): string {
+/** A cgroup teardown as a rollback step says it; `notOurs`: pids the drill did not start, said so. */
+export function describeTeardown(torn: TeardownResult, notOurs: ReadonlySet<number> = new Set()): string {
   if (torn.kind === "nothing") return `nothing at ${torn.looked.join(", ")}`;
-  const killed = torn.killed.map((t) => `${t.pid} (${t.comm ?? "?"})`).join(", ");
+  const whose = (pid: number): string => (notOurs.has(pid) ? ": not started by this drill" : "");
+  const killed = torn.killed.map((t) => `${t.pid} (${t.comm ?? "?"})${whose(t.pid)}`).join(", ");
   const gone = torn.alreadyGone.length > 0 ? `; already gone ${torn.alreadyGone.join(", ")}` : "";
   const unlinked = torn.unlinked.length > 0 ? `; unlinked ${torn.unlinked.join(", ")}` : "";
   // Nothing inside: said so, not "killed 0 via empty" (QA).
@@ -824,18 +827,24 @@ function redisPids(state: DrillState): number[] {
  * start time) or one carrying its DRILL_RUN_ID.
  */
 function ownTasksIn(roots: HostRoots, dirs: string[], state: DrillState): StrayProcess[] {
+  return tasksByRun(roots, dirs, state).own;
+}
+
+/** The live tasks in `dirs`, this drill run's (ownTasksIn) and the others (a worker or hog run by hand that joined). */
+function tasksByRun(roots: HostRoots, dirs: string[], state: DrillState): { own: StrayProcess[]; others: StrayProcess[] } {
   const pids = new Set(dirs.flatMap((dir) => {
     const read = readPids(path.join(dir, "cgroup.procs"));
     return read.ok ? read.value : [];
   }));
   const own: StrayProcess[] = [];
+  const others: StrayProcess[] = [];
   for (const pid of [...pids].sort((a, b) => a - b)) {
     const stat = readProcessStat(roots, pid);
     if (!stat.ok || stat.value.state === "Z") continue;
     const recorded = state.processes.some((p) => p.pid === pid && p.startTime === stat.value.startTime);
-    if (recorded || runIdOf(roots, pid) === state.runId) own.push({ pid, startTime: stat.value.startTime, comm: stat.value.comm });
+    (recorded || runIdOf(roots, pid) === state.runId ? own : others).push({ pid, startTime: stat.value.startTime, comm: stat.value.comm });
   }
-  return own;
+  return { own, others };
 }
 
 function runIdOf(roots: HostRoots, pid: number): string | null {

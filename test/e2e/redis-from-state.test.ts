@@ -289,8 +289,9 @@ describe.skipIf(skip !== null)("up --detach, then the deny-all lever with no --r
       // worker (takes --name): chosen once by the launcher, and the run inside the
       // cgroup uses the same Redis: it meets the live heartbeat for its id that
       // exists only there, and refuses naming its holder (before any weights file).
+      // --force: by hand, the worker cgroup of a drill that is up is refused before Redis is chosen.
       await embedded.set("jobs:workers:rfsw", "rfs-elsewhere:1:1:test", "PX", 60_000);
-      const worker = await drill(["--state-dir", stateDir, "worker", "--name", cgroup, "--parent", "self", "--worker-id", "rfsw", "--weights", "4M", "--weights-dir", tmp], 60_000);
+      const worker = await drill(["--state-dir", stateDir, "worker", "--name", cgroup, "--parent", "self", "--worker-id", "rfsw", "--weights", "4M", "--weights-dir", tmp, "--force"], 60_000);
       await embedded.del("jobs:workers:rfsw");
       expect(worker.stderr).not.toContain("TRIPWIRE");
       expect(worker.stderr.split("\n").filter((l) => l.startsWith("redis: "))).toEqual([note(stateDir, "rfs", url)]);

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -83,6 +83,20 @@ describe("inject on a cgroup drill did not create: says setup would refuse it, n
     expect(r.exitCode, r.stdout + r.stderr).toBe(3);
     expect(r.stderr).toContain(`drill: ${limits} has no memory limit (nor has any ancestor): the hog would pressure the whole host; drill cgroup setup would refuse it: ${limits} already exists and drill did not create it`);
     expect(r.stderr).not.toMatch(/run drill .*cgroup setup/);
+  });
+
+  // QA (S5): with a limit in it, a plain mkdir passed every check and inject exited 0, its hog inside.
+  it("v2: the whole dir is there with a limit: refused (exit 3) in one line naming the cgroup, and nothing is joined", async () => {
+    const host = makeFakeHost("v2");
+    hosts.push(host);
+    const limits = host.cgroup("", "/process_api/abc/theirs", v2MemoryFiles({ "memory.max": "67108864\n" }));
+    const r = await inject(host, "theirs");
+    expect(r.exitCode, r.stdout + r.stderr).toBe(3);
+    expect(r.stderr).toBe(
+      `drill: cgroup theirs was not created by drill: ${limits} already exists and drill did not create it (no marker in ${path.join(host.stateDir, "cgroups")}); ` +
+        "refusing to run inject in it. If drill made it with another --state-dir, give that one; else pick another --name",
+    );
+    expect(readFileSync(path.join(limits, "cgroup.procs"), "utf8")).toBe("");
   });
 
   it("v2, nothing there: the setup hint names --parent, --state-dir and the tree (--sysfs, --procfs) it looked in", async () => {

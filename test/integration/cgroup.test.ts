@@ -15,6 +15,7 @@ import { teardownWorkerCgroup } from "../../src/cgroup/teardown.js";
 import type { WorkerCgroup } from "../../src/cgroup/paths.js";
 import type { SnakeCased } from "../../src/output.js";
 import { cgroupDirsLeft, forceCleanup, realCgroupSkipReason, realRoots, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
+import { writeState } from "../../src/drill/state.js";
 
 const skipReason = realCgroupSkipReason();
 if (skipReason) console.warn(`skipping real-cgroup tests: ${skipReason}`);
@@ -261,5 +262,73 @@ describe.skipIf(skipReason)("real cgroups under the test's own cgroup (--parent 
     const down = await drill(["cgroup", "teardown", "--name", name2, "--parent", "self"]);
     expect(down.exitCode, down.stderr).toBe(0);
     expect(cgroupDirsLeft(cg2)).toEqual([]);
+  });
+  // QA (S5): inject exited 0 in a cgroup made by plain mkdir (the v1 memory dir and its unified twin), its hog inside.
+  it("inject and worker refuse a cgroup made by plain mkdir (every dir, a limit in it): exit 3 in one line, nothing joins", async () => {
+    const name = uniqueName();
+    const cg = track(name);
+    for (const dir of cg.dirs) mkdirSync(dir.dir);
+    writeFileSync(path.join(cg.limits.dir, cg.limits.version === 2 ? "memory.max" : "memory.limit_in_bytes"), String(64 * M));
+    const inject = await drill(["inject", "--name", name, "--parent", "self", "--size", "16M", "--mode", "anon", "--hold", "1s"]);
+    // A Redis nobody listens on: the worker is refused before it looks for one.
+    const worker = await drill(["--redis", "redis://127.0.0.1:1", "worker", "--name", name, "--parent", "self", "--weights", "16M", "--idle-exit", "1s"]);
+    for (const [r, command] of [[inject, "inject"], [worker, "worker"]] as const) {
+      expect(r.exitCode, r.stderr).toBe(3);
+      expect(r.stderr).toMatch(
+        new RegExp(`^drill: cgroup ${name} was not created by drill: \\S+ already exists and drill did not create it \\(no marker in ${stateDir}/cgroups\\); refusing to run ${command} in it\\. If drill made it with another --state-dir, give that one; else pick another --name$`),
+      );
+    }
+    for (const dir of cg.dirs) expect(readPids(path.join(dir.dir, "cgroup.procs"))).toEqual({ ok: true, value: [] });
+  });
+
+  // QA (S5): a worker run by hand joined the cgroup of a drill that was up, and that drill's rollback killed it unsaid.
+  it("the worker cgroup of a drill that is up: refused by hand (exit 3, naming the drill); that run's own hog (DRILL_RUN_ID) and --force join it", async () => {
+    const name = uniqueName();
+    const cg = realWorkerCgroup(name);
+    const upDir = tempStateDir();
+    const runId = `s5drill-${process.pid}`;
+    const inUp = (args: string[], env: Record<string, string> = {}) =>
+      execa("node", [path.join(root, "bin/drill.js"), "--state-dir", upDir, ...args], { env: { FORCE_COLOR: "0", ...env }, reject: false, timeout: 60_000 });
+    try {
+      setupWorkerCgroup(realRoots(), cg, upDir, { memoryMax: 64 * M, swapMax: 0, owner: { drill: "s5drill", runId } });
+      writeState(upDir, {
+        version: 1,
+        name: "s5drill",
+        runId,
+        drillFile: "drills/smoke.yaml",
+        createdAt: new Date().toISOString(),
+        phase: "running",
+        queue: "jobs",
+        redis: { url: "", embedded: null },
+        cgroup: { name, parent: "self", dirs: cg.dirs.map((d) => d.dir) },
+        processes: [],
+        fileDir: null,
+        owner: { pid: process.pid, startTime: null },
+      });
+      const hog = ["--json", "inject", "--name", name, "--parent", "self", "--size", "16M", "--mode", "anon", "--hold", "1s"];
+      const byHand = await inUp(hog);
+      const worker = await inUp(["--redis", "redis://127.0.0.1:1", "worker", "--name", name, "--parent", "self", "--weights", "16M", "--idle-exit", "1s"]);
+      for (const [r, what] of [[byHand, "a hog"], [worker, "a worker"]] as const) {
+        expect(r.exitCode, r.stderr).toBe(3);
+        expect(r.stderr).toContain(`is the worker cgroup of drill s5drill (run ${runId}), which is up (running); refusing to run ${what} started by hand in it`);
+        expect(r.stderr).toContain(`Run drill --state-dir ${upDir} rollback --name s5drill first, or pick another --name; --force joins it anyway`);
+        expect(r.stderr.trim().split("\n")).toHaveLength(1);
+      }
+      for (const dir of cg.dirs) expect(readPids(path.join(dir.dir, "cgroup.procs"))).toEqual({ ok: true, value: [] });
+
+      // What up spawns carries its run id: its hog joins as before.
+      const own = await inUp(hog, { DRILL_RUN_ID: runId });
+      expect(own.exitCode, own.stderr).toBe(0);
+      expect(JSON.parse(own.stdout)).toMatchObject({ joined: true });
+      expect(own.stderr).not.toContain("--force");
+      const forced = await inUp([...hog, "--force"]);
+      expect(forced.exitCode, forced.stderr).toBe(0);
+      expect(JSON.parse(forced.stdout)).toMatchObject({ joined: true });
+      expect(forced.stderr).toContain(`drill inject: warning: --force: inject joins cgroup ${name}, the worker cgroup of drill s5drill (run ${runId}), which is up (running): its rollback kills this hog with the drill's own`);
+    } finally {
+      await forceCleanup(cg, upDir);
+      rmSync(upDir, { recursive: true, force: true });
+    }
+    expect(cgroupDirsLeft(cg)).toEqual([]);
   });
 });

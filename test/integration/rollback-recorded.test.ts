@@ -114,4 +114,32 @@ describe.skipIf(skip !== null)("rollback tears down what up recorded (real cgrou
     await new Promise((resolve) => (task.exitCode !== null || task.signalCode !== null ? resolve(null) : task.once("exit", resolve)));
     expect(task.signalCode, "stopped by the rollback").not.toBeNull();
   });
+  // QA (S5): a rollback killed a worker run by hand in the drill's cgroup ("killed 4: … 14601 (node) …") as if it were the drill's.
+  it("a task in the drill's cgroup that the drill did not start is killed, and its line says so", async () => {
+    const stateDir = tempStateDir();
+    const name = `rbhand${process.pid}`;
+    const cgroup = realWorkerCgroup(name);
+    cleanups.push(() => rmSync(stateDir, { recursive: true, force: true }));
+    cleanups.push(() => forceCleanup(cgroup, stateDir));
+    const setup = await runDrill(["--state-dir", stateDir, "cgroup", "setup", "--parent", "self", "--name", name, "--memory-max", "64M"]);
+    expect(setup.exitCode, setup.stderr).toBe(0);
+    const state = recordDrill(stateDir, name, cgroup);
+    const joins = cgroup.procsFiles.map((f) => `echo $$ > '${f}'`).join(" && ");
+    const start = (env: Record<string, string>) => {
+      const task = spawn("sh", ["-c", `${joins} && exec sleep 300`], { stdio: "ignore", env: { PATH: process.env.PATH, ...env } });
+      cleanups.push(() => void task.kill("SIGKILL"));
+      return task;
+    };
+    const own = start({ DRILL_RUN_ID: state.runId });
+    const byHand = start({});
+    const procs = () => readFileSync(path.join(cgroup.limits.dir, "cgroup.procs"), "utf8");
+    for (let i = 0; i < 200 && !(procs().includes(`${own.pid}`) && procs().includes(`${byHand.pid}`)); i++) await new Promise((r) => setTimeout(r, 10));
+
+    const r = await runDrill(["--state-dir", stateDir, "rollback", "--name", name]);
+    expect(r.exitCode, r.stdout + r.stderr).toBe(0);
+    const step = r.stdout.split("\n").find((l) => l.includes("kill and remove cgroup")) ?? "";
+    expect(step).toContain(`${byHand.pid} (sleep): not started by this drill`);
+    expect(step).toMatch(new RegExp(`\\b${own.pid} \\(sleep\\)(,| via)`));
+    expect(cgroupDirsLeft(cgroup)).toEqual([]);
+  });
 });
