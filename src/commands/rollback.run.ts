@@ -1,7 +1,7 @@
 import path from "node:path";
 import { existsSync } from "node:fs";
 import { writeErr } from "../closedStdout.js";
-import { DEFAULT_REDIS_URL, drillCommandAt, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
+import { commandRedisUrl, DEFAULT_REDIS_URL, drillCommandAt, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
 import { describeRunningDrill, findRunningDrills, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
 import { reachesEmbeddedRedis } from "../drill/embeddedRedis.js";
 import { validateDrillName } from "../drill/names.js";
@@ -34,6 +34,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   const named = flags.name === undefined ? undefined : validateDrillName(flags.name);
   let startingUps: StartingUp[] = [];
   const queues: QueueRollback[] = [];
+  let queueUrl = g.redisUrl ?? DEFAULT_REDIS_URL;
   // Read once the ups still starting are stopped: what they recorded is rolled back too.
   let names: string[] = [];
   const results: DrillRollback[] = [];
@@ -83,7 +84,10 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     // --queue: the step-by-step path's queue, deny-all first as in every rollback (a drill's own is its rollback's).
     if (flags.queue !== undefined) {
       const queueName = queueKeys(flags.queue).queue;
-      const url = g.redisUrl ?? DEFAULT_REDIS_URL;
+      // As every queue command finds it: the Redis of a drill up here on that queue, the default only when none
+      // is up here (QA T 1: 6379 whatever was up, so the drill's queue was left admitting and another flipped).
+      queueUrl = await commandRedisUrl(g, { queue: queueName });
+      const url = queueUrl;
       const owner = drillOnQueue(g.stateDir, queueName, url);
       if (owner !== null) {
         if (!g.json) output.out(`queue ${queueName} on ${redactUrl(url)}: drill ${owner}'s queue, rolled back with it below`);
@@ -117,7 +121,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     // Workers stopped with those cgroups gave their jobs back to admitted: the queue's lists once more.
     for (const q of queues) {
       if (!g.json && q.left.length === 0) output.out(`rollback queue ${q.queue} (--queue), what nothing holds now:`);
-      await redrainQueue(q, g.redisUrl ?? DEFAULT_REDIS_URL, `${rerunCmd} rollback --queue ${q.queue}`, hostRoots(g), (step) => {
+      await redrainQueue(q, queueUrl, `${rerunCmd} rollback --queue ${q.queue}`, hostRoots(g), (step) => {
         if (!g.json) output.out(`  ${step.ok ? "ok  " : output.color.red("FAIL")} ${step.step}: ${step.detail}`);
       });
     }
@@ -189,7 +193,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     const what = named !== undefined ? `no process of drill ${named}` : "no process of a drill up";
     output.out(`nothing to roll back: ${nothingHere} in ${g.stateDir}, and ${what} on this host`);
   }
-  if (!g.json && running.length === 0) for (const q of queues) queueClosingLines(q, g.redisUrl ?? DEFAULT_REDIS_URL, rerunCmd, g).forEach((line) => output.out(line));
+  if (!g.json && running.length === 0) for (const q of queues) queueClosingLines(q, queueUrl, rerunCmd, g).forEach((line) => output.out(line));
   if (!g.json) for (const q of leftOpen) output.out(queueLeftOpenLine(q));
   if (!g.json && running.length === 0 && results.length > 0) {
     for (const r of results) {
@@ -281,6 +285,7 @@ function queueClosingLines(q: QueueRollback, url: string, drillCmd: string, at: 
   if (q.left.length > 0) {
     // A Redis that answered with a refusal (full, a replica, an ACL) refuses the next rollback too: its fix, not a wait.
     const refused = q.left.map(refusalHint).find((hint) => hint !== null);
+    if (q.left.some((l) => l.includes("its own rollback drains it"))) return [...lines, "Not rolled back here: it is a drill's queue; run that drill's rollback, named above"];
     const once = q.left.some((l) => l.includes(" held by ")) ? "the gate or worker holding its jobs has stopped" : refused ? `its Redis takes these commands: ${refused}` : "its Redis answers";
     return [...lines, `Not rolled back yet: run ${again} once ${once}`];
   }

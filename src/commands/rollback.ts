@@ -11,7 +11,7 @@ export const rollbackCommand: CommandFactory = (globals) =>
   new Command("rollback")
     .description("deny-all, stop packer, drain, kill, remove cgroup, report; idempotent")
     .option("--name <drill>", "the drill to roll back, by its drill file's name (not up's --name, the cgroup) (default: every drill in the state dir)")
-    .option("--queue <name>", "also a queue no drill recorded (pack, gate and worker run by hand): deny-all and drain it on --redis (default redis://127.0.0.1:6379)")
+    .option("--queue <name>", "also a queue no drill recorded (pack, gate and worker run by hand): deny-all and drain it on --redis (default: the Redis of a drill up here, else redis://127.0.0.1:6379)")
     .action(async (flags: RollbackFlags) => {
       const { rollbackAction } = await import("./rollback.run.js");
       began();

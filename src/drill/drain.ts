@@ -6,7 +6,10 @@ import { fsyncDir } from "../util/fsyncDir.js";
 import { jsonObjectOf } from "../util/jsonObject.js";
 import { isValidKeyPart, type QueueKeys } from "../queue/keys.js";
 import { workerKeys } from "../worker/scripts.js";
-import { holderExited, parseWorkerToken } from "../worker/heartbeatToken.js";
+import { holderExited, parseWorkerToken, type TokenHolder } from "../worker/heartbeatToken.js";
+import { isSameProcess } from "../host/process.js";
+import { drillRunFromEnviron, readEnviron } from "./strays.js";
+import os from "node:os";
 import type { HostRoots } from "../host/kernelFile.js";
 
 /**
@@ -63,13 +66,9 @@ export async function drainUnheld(redis: Redis, keys: QueueKeys, roots: HostRoot
   // A list under a name no gate or worker id can have (made by hand) has no holder.
   const holder = async (id: string, heartbeatOf: (id: string) => string, alive: (key: string) => Promise<boolean>): Promise<string[]> =>
     isValidKeyPart(id) && (await alive(heartbeatOf(id))) ? [heartbeatOf(id)] : [];
-  // A gate's heartbeat names its process as a worker's token does (host, pid, start time); one from an older gate says only its pid.
   const gateAlive = async (key: string): Promise<boolean> => {
-    const info = jsonObjectOf((await redis.get(key)) ?? "");
-    if (info === null) return (await redis.exists(key)) === 1;
-    const { host, pid, start_time: startTime } = info;
-    const holder = typeof host === "string" && typeof pid === "number" && typeof startTime === "number" ? { host, pid, startTime } : null;
-    return !holderExited(roots, holder);
+    const value = await redis.get(key);
+    return value !== null && !holderExited(roots, gateHolder(value));
   };
   for (const list of await scanKeys(redis, keys.processingPattern)) {
     candidates.push({ list, holders: await holder(list.slice(keys.processing("x").length - 1), keys.gateHeartbeat, gateAlive) });
@@ -87,6 +86,49 @@ export async function drainUnheld(redis: Redis, keys: QueueKeys, roots: HostRoot
     }
   }
   return { ...(await drainLists(redis, keys, sources)), held };
+}
+
+/**
+ * The process a gate's heartbeat names (host, pid, start time, as a worker's
+ * token does); null for one that names none (an older gate's, its pid alone).
+ */
+function gateHolder(heartbeat: string): TokenHolder | null {
+  const info = jsonObjectOf(heartbeat);
+  const { host, pid, start_time: startTime } = info ?? {};
+  return typeof host === "string" && typeof pid === "number" && typeof startTime === "number" ? { host, pid, startTime } : null;
+}
+
+/** A drill run serving a queue from this host: its gate or worker, found by its heartbeat, carries the run's DRILL_RUN_ID. */
+export interface ServingRun {
+  runId: string;
+  stateDir: string | null;
+  role: "gate" | "worker";
+  pid: number;
+}
+
+/**
+ * The drill run whose gate or worker serves this queue on this host, if any:
+ * `rollback --queue` of a drill's queue must not pass for a hand-run queue
+ * (QA S 7: it flipped and drained a live drill's queue from another state dir,
+ * and that drill's report then blamed its own rollback).
+ */
+export async function queueServingRun(redis: Redis, keys: QueueKeys, roots: HostRoots): Promise<ServingRun | null> {
+  const workerHeartbeat = workerKeys(keys.queue).heartbeat;
+  const sources = [
+    { role: "gate" as const, prefix: keys.gateHeartbeat("x").slice(0, -1), holder: gateHolder },
+    { role: "worker" as const, prefix: workerHeartbeat("x").slice(0, -1), holder: parseWorkerToken },
+  ];
+  for (const { role, prefix, holder } of sources) {
+    for (const key of await scanKeys(redis, `${prefix}*`)) {
+      const value = await redis.get(key).catch(() => null);
+      const who = value === null ? null : holder(value);
+      if (who === null || who.host !== os.hostname() || !isSameProcess(roots, who.pid, who.startTime)) continue;
+      const environ = readEnviron(roots, who.pid);
+      const run = environ === null ? null : drillRunFromEnviron(environ);
+      if (run !== null) return { ...run, role, pid: who.pid };
+    }
+  }
+  return null;
 }
 
 /** Each source's jobs to the end of the drain, one LMOVE each; what leaves admitted or a gate's or worker's list releases its packed tokens. */

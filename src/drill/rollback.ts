@@ -15,7 +15,7 @@ import { readHostPsi } from "../host/psi.js";
 import { DrillQueue } from "../queue/queue.js";
 import { queueKeys, queueNameRefusal } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
-import { drainReady, drainUnheld, exportKeys, otherQueuesKeys, type DrainResult } from "./drain.js";
+import { drainReady, drainUnheld, exportKeys, otherQueuesKeys, queueServingRun, type DrainResult } from "./drain.js";
 import { embeddedRedisDrill, freePort, isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
 import { acquireDrillLock, type DrillLock } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
@@ -618,10 +618,11 @@ function finalExportFile(stateDir: string, name: string): string {
 }
 
 /** Step 1 of every rollback: the gate's lever to reject_all, with the host PSI it was pulled at. */
-async function denyAll(queue: DrillQueue, roots: HostRoots): Promise<string> {
+async function denyAll(queue: DrillQueue, roots: HostRoots, by: "rollback" | "rollback_queue" = "rollback"): Promise<string> {
   const psi = readHostPsi(roots, "memory");
   const psiText = psi.ok ? psi.value.some.avg10.toFixed(2) : "missing";
-  const previous = await queue.setMode("reject_all", { forced: false, psi: psiText, by: "rollback" });
+  // by=rollback_queue: a hand-run queue's, told in a report from a drill's own rollback (QA S 7).
+  const previous = await queue.setMode("reject_all", { forced: false, psi: psiText, by });
   // The runbook's reason for every rollback's deny-all, whatever the PSI: the figure says what it was.
   return `mode reject_all (was ${previousModeText(previous)}), reason host_pressure (the runbook's rollback step 1; host psi avg10=${psiText})`;
 }
@@ -669,8 +670,17 @@ export async function rollbackQueue(url: string, queueName: string, roots: HostR
     return result;
   }
   try {
+    const serving = await queueServingRun(redis, keys, roots).catch(() => null);
+    if (serving !== null) {
+      const drill = drillOfRunId(serving.runId);
+      const where = serving.stateDir === null ? `read --state-dir in /proc/${serving.pid}/cmdline, then drill --state-dir <that dir> rollback --name ${drill}` : `drill --state-dir ${serving.stateDir} rollback --name ${drill}`;
+      const why = `queue ${queueName} is drill ${drill}'s (its ${serving.role}, pid ${serving.pid}, run ${serving.runId}${serving.stateDir === null ? "" : `, state dir ${serving.stateDir}`}): its own rollback drains it and stops what serves it`;
+      record("deny-all", false, `not done: ${why}`);
+      result.left.push(`${why}; run that: ${where}`);
+      return result;
+    }
     const queue = new DrillQueue(redis, keys.queue);
-    await guard(record, "deny-all", () => denyAll(queue, roots), pending("deny-all"));
+    await guard(record, "deny-all", () => denyAll(queue, roots, "rollback_queue"), pending("deny-all"));
     await guard(
       record,
       "drain",

@@ -16,7 +16,7 @@ export interface ModeMeta {
   forced: boolean;
   psi: string;
   /** Who moved the lever: `gate mode` by hand, up opening admission, or rollback's deny-all. */
-  by: "gate_mode" | "up" | "rollback";
+  by: "gate_mode" | "up" | "rollback" | "rollback_queue";
   nowMs?: number;
 }
 

@@ -227,6 +227,9 @@ export function rollbackDenyAll(events: readonly DecisionEvent[], runStartMs: nu
   for (const e of events) {
     if (e.reason !== "mode" || e.tsMs === null || e.tsMs < runStartMs || e.tsMs > rollbackAtMs) continue;
     const flip = modeFlip(e);
+    // A flip that names another hand (gate mode, a hand-run rollback --queue: QA S 7) is not the rollback's, and
+    // the rollback's own after it cut nothing off; an event from before `by` was recorded may be.
+    if (flip.mode === "reject_all" && flip.by !== null && flip.by !== "rollback") continue;
     if (flip.mode !== "reject_all") {
       cut = null;
       repeat = null;

@@ -93,7 +93,9 @@ function sections(r: Report): Section[] {
     // The rollback's deny-all is marked in the window too (QA: only outside it, so a pasted table read as a hand on the lever mid-drill).
     // The entry's `by=` says it too, on a hand-run `rollback --queue` that has no drill record (QA).
     const byRollback = (m: ModeFlip): boolean => m.by === "rollback" || (denyAll !== null && denyAll.window === "in" && m.ts === denyAll.ts && m.mode === denyAll.mode);
-    const flipRows = (r.mode_flips ?? []).map((m) => flipRow(m, byRollback(m) ? ["rollback's deny-all"] : m.by === "up" ? ["opened by up"] : m.by === "gate_mode" ? ["by hand (gate mode)"] : []));
+    const byWhom = (m: ModeFlip): string[] =>
+      m.by === "rollback_queue" ? ["rollback --queue's deny-all"] : byRollback(m) ? ["rollback's deny-all"] : m.by === "up" ? ["opened by up"] : m.by === "gate_mode" ? ["by hand (gate mode)"] : [];
+    const flipRows = (r.mode_flips ?? []).map((m) => flipRow(m, byWhom(m)));
     // The rollback's deny-all outside the window still closes the lever's history, marked as such.
     if (denyAll !== null && denyAll.window !== "in") {
       const row = flipRow(denyAll, [`rollback's deny-all, ${denyAll.window} the window`]);

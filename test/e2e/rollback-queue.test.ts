@@ -1,11 +1,13 @@
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import os, { tmpdir } from "node:os";
 import path from "node:path";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
 import { writeState } from "../../src/drill/state.js";
+import { HostRoots } from "../../src/host/kernelFile.js";
+import { readProcessStat } from "../../src/host/process.js";
 import { drillBin, runDrill } from "../helpers/cli.js";
 import { freePort } from "../../src/drill/embeddedRedis.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
@@ -50,7 +52,7 @@ describe("drill rollback --queue (built binary, own redis-server)", () => {
     expect(ids).toEqual(["1", "2", "3"]);
     // QA: the report after a hand-run rollback (no drill record) could not tell its deny-all from a hand on the lever.
     const report = await drill(["report", "--queue", "sbs", "--format", "md"]);
-    expect(report.stdout).toMatch(/\| reject_all \| unset \| [0-9.]+ \| rollback's deny-all \|/);
+    expect(report.stdout).toMatch(/\| reject_all \| unset \| [0-9.]+ \| rollback --queue's deny-all \|/);
 
     // A producer pushed after it: a second rollback appends, never overwrites (RELIABILITY 15).
     expect((await drill(["pack", "--queue", "sbs", "--jobs", "1"])).exitCode).toBe(0);
@@ -148,6 +150,42 @@ describe("drill rollback --queue (built binary, own redis-server)", () => {
     const again = await drill(["rollback", "--queue", "full"]);
     expect(again.exitCode, again.stdout + again.stderr).toBe(0);
     expect(await redis.llen("full_drain")).toBe(2);
+  });
+
+  // QA T 1: --queue with no --redis took 6379 whatever drill was up here.
+  it("no --redis: the Redis of the drill up here on that queue, which rolls it back with the drill", async () => {
+    const stateDir = path.join(root, "t1-state");
+    writeState(stateDir, {
+      version: 1, name: "tdrill", runId: "tdrill-r1", drillFile: "d.yaml", createdAt: new Date(Date.now() - 60_000).toISOString(), phase: "stopped", queue: "tq",
+      redis: { url: server.url, embedded: null }, cgroup: null, processes: [], fileDir: null, owner: { pid: 999_999_999, startTime: 1 },
+    });
+    await redis.rpush("tq", JSON.stringify({ id: "1" }));
+    const r = await runDrill(["--state-dir", stateDir, "rollback", "--queue", "tq"], { timeout: 30_000 });
+    expect(r.exitCode, r.stdout + r.stderr).toBe(0);
+    expect(r.stderr).toContain(`redis: drill tdrill's redis at ${server.url}`);
+    expect(r.stdout).toContain(`queue tq on ${server.url}: drill tdrill's queue, rolled back with it below`);
+    expect(await redis.lrange("tq_drain", 0, -1)).toEqual([JSON.stringify({ id: "1" })]);
+  });
+
+  // QA S 7: a live drill's queue (its gate up from another state dir) was flipped and drained as a hand-run one.
+  it("a queue a drill's gate serves from this host: not flipped or drained here, the drill and its rollback named, exit 4", async () => {
+    const gate = spawn("sleep", ["300"], { stdio: "ignore", env: { PATH: process.env.PATH, DRILL_RUN_ID: "sdrill-20260101000000-abcdef", DRILL_STATE_DIR: "/srv/drills" } });
+    await new Promise((resolve) => gate.once("spawn", resolve));
+    try {
+      const stat = readProcessStat(new HostRoots(), gate.pid!);
+      if (!stat.ok) throw new Error(stat.reason);
+      await redis.set("sq:gates:g1", JSON.stringify({ pid: gate.pid, start_time: stat.value.startTime, host: os.hostname(), started: Date.now() }), "PX", 60_000);
+      await redis.rpush("sq", JSON.stringify({ id: "1" }));
+      const r = await drill(["rollback", "--queue", "sq"]);
+      expect(r.exitCode, r.stdout + r.stderr).toBe(4);
+      expect(r.stdout).toContain(`FAIL deny-all: not done: queue sq is drill sdrill's (its gate, pid ${gate.pid}, run sdrill-20260101000000-abcdef, state dir /srv/drills): its own rollback drains it`);
+      expect(r.stdout).toContain("Not rolled back here: it is a drill's queue; run that drill's rollback, named above");
+      expect(r.stderr).toContain("run that: drill --state-dir /srv/drills rollback --name sdrill");
+      expect(await redis.get("sq:mode")).toBeNull();
+      expect(await redis.llen("sq")).toBe(1);
+    } finally {
+      gate.kill("SIGKILL");
+    }
   });
 
   it("a queue name that is not one: exit 2 before anything", async () => {

@@ -5,7 +5,7 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { drillDir, writeState, type DrillState } from "../../src/drill/state.js";
 import { UsageError } from "../../src/errors.js";
-import { buildReport, modeFlip } from "../../src/report/build.js";
+import { buildReport, modeFlip, rollbackDenyAll } from "../../src/report/build.js";
 import { resolveDrillName } from "../../src/report/gather.js";
 import { sameRedis } from "../../src/queue/redis.js";
 import type { DecisionEvent, DoneEntry, ReportInputs } from "../../src/report/inputs.js";
@@ -202,6 +202,22 @@ describe("mode events: the lever's history, repeats marked", () => {
     expect(md).toContain(`| ${new Date(NOW - 3 * MIN).toISOString()} | admit | unset | 0.00 | opened by up |`);
     expect(md).toContain(`| ${new Date(NOW - 2 * MIN).toISOString()} | reject_all | admit | 0.20 | by hand (gate mode) |`);
     expect(md).toContain(`| ${new Date(NOW - MIN).toISOString()} | reject_all | reject_all | 0.10 | (unchanged), rollback's deny-all |`);
+  });
+
+  // QA S 7: a hand-run `rollback --queue` of a live drill's queue (from another state dir) read as
+  // that drill's own rollback's deny-all in its report.
+  it("a hand-run rollback --queue's deny-all is by=rollback_queue: marked as that, and not the drill's own rollback's", () => {
+    const events = [
+      event("mode", "", "mode=admit previous=unset psi=0.00 by=up", NOW - 3 * MIN),
+      event("mode", "", "mode=reject_all previous=admit psi=0.20 by=rollback_queue", NOW - 2 * MIN),
+      event("mode", "", "mode=reject_all previous=reject_all psi=0.10 by=rollback", NOW - MIN),
+    ];
+    const cut = rollbackDenyAll(events, NOW - 4 * MIN, NOW);
+    expect(cut).toMatchObject({ ts: new Date(NOW - MIN).toISOString(), by: "rollback", unchanged: true });
+    const md = renderMarkdown(buildReport({ ...inputs(), events }, NOW, 10 * MIN));
+    expect(md).toContain(`| ${new Date(NOW - 2 * MIN).toISOString()} | reject_all | admit | 0.20 | rollback --queue's deny-all |`);
+    // An event from before `by` was recorded may still be the rollback's.
+    expect(rollbackDenyAll([event("mode", "", "mode=reject_all previous=admit psi=0.20", NOW - 2 * MIN)], NOW - 4 * MIN, NOW)).toMatchObject({ by: null, unchanged: false });
   });
 
   it("md marks a repeat (unchanged) and a forced re-admit", () => {
