@@ -62,4 +62,12 @@ describe("flag defaults are DESIGN.md's", () => {
       expect(defaultOf(path, "--parent")).toBeUndefined();
     },
   );
+
+  // QA: only doctor's help said where a cgroup goes without --parent.
+  it.each([["doctor"], ["cgroup", "setup"], ["cgroup", "status"], ["cgroup", "teardown"], ["inject"], ["worker"], ["watch"], ["gate"]])(
+    "drill %s --help says --parent's default",
+    (...path) => {
+      expect(find(path).options.find((o) => o.long === "--parent")?.description).toMatch(/\(default: the hierarchy's root\)$/);
+    },
+  );
 });
