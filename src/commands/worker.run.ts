@@ -17,7 +17,7 @@ import { formatBytes } from "../units.js";
 import { defaultWorkerId } from "../worker/plan.js";
 import { checkWeightsDir } from "../worker/weightsFile.js";
 import { refuseLiveWorkerId, runWorker, type WorkerSummary } from "../worker/run.js";
-import { cgroupFromEnv, resolveWorkerFlags, WORKER_CGROUP_ENV, WORKER_LIFELINE_ENV, type RawWorkerFlags } from "./worker.js";
+import { cgroupFromEnv, resolveWorkerFlags, weightsDirOf, WORKER_CGROUP_ENV, WORKER_LIFELINE_ENV, type RawWorkerFlags } from "./worker.js";
 
 /** The cgroup as drill set it up (marker first), every dir present, or an error saying what to do. */
 export function requireWorkerCgroup(globals: Pick<GlobalOptions, "procfs" | "sysfs" | "stateDir">, raw: { name?: string; parent?: string }): { roots: HostRoots; cgroup: WorkerCgroup } {
@@ -159,8 +159,8 @@ async function runInside(redisUrl: string, roots: HostRoots, cgroup: WorkerCgrou
 
 export async function workerAction(g: GlobalOptions, raw: RawWorkerFlags): Promise<void> {
   const options = resolveWorkerFlags(raw, g.json, readHostMemoryBytes(hostRoots(g)));
-  // Before the join: a bad --weights-dir is the operator's to fix, not a worker that starts and dies inside.
-  checkWeightsDir(options.weightsDir, options.config.weightsBytes);
+  // Before the join: a bad --file-dir is the operator's to fix, not a worker that starts and dies inside.
+  checkWeightsDir(options.weightsDir, options.config.weightsBytes, weightsDirOf(raw).flag);
   const passed = cgroupFromEnv(process.env[WORKER_CGROUP_ENV]);
   const { roots, cgroup } = passed ? { roots: hostRoots(g), cgroup: passed } : requireWorkerCgroup(g, raw);
   // Chosen once, by the launcher (the run inside gets it as DRILL_REDIS_URL, so it does not choose again).
