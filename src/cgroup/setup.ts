@@ -22,6 +22,8 @@ export interface SetupOptions {
    * cgroup are rewritten in place, as before.
    */
   owner?: CgroupOwner;
+  /** --memory-max was on cgroup setup's command line, not its 2G default (up always gives cgroup.memory_max). */
+  memoryMaxGiven?: boolean;
 }
 
 export type { CgroupOwner };
@@ -124,6 +126,8 @@ export interface SetupPlan {
   steps: SetupStep[];
   warnings: string[];
   notes: string[];
+  /** What asked for the memory limit (--memory-max, cgroup.memory_max); null: cgroup setup's default. */
+  memoryMaxFrom: string | null;
 }
 
 export interface WriteResult {
@@ -328,7 +332,8 @@ export function planSetup(cgroup: WorkerCgroup, inspection: SetupInspection, opt
     warnings.push(`ancestor limit ${file} could not be read (${reason}): it may be tighter than --memory-max ${formatBytes(options.memoryMax)}, and the effective limit is unknown`);
   }
   const owner = options.owner ?? (ownership.kind === "ours" ? ownerOf(inspection.marker) : null);
-  return { cgroup, ownership: ownership.kind, owner, judgedMarker: inspection.marker, steps, warnings, notes };
+  const memoryMaxFrom = options.owner ? "cgroup.memory_max" : options.memoryMaxGiven === true ? "--memory-max" : null;
+  return { cgroup, ownership: ownership.kind, owner, judgedMarker: inspection.marker, steps, warnings, notes, memoryMaxFrom };
 }
 
 function inodeOf(dir: string): number | null {
@@ -541,7 +546,7 @@ function applyJudged(plan: SetupPlan, current: CgroupMarker | null, stateDir: st
     if (write.readBack !== null && write.readBack !== write.wrote && /^\d+$/.test(write.wrote)) {
       warnings.push(`${write.file}: wrote ${write.wrote}, kernel shows ${write.readBack}`);
     }
-    const raised = limitRaised(write);
+    const raised = limitRaised(write, plan.memoryMaxFrom);
     if (raised) warnings.push(raised);
   }
   return { plan, created: created.map((d) => d.dir), writes, warnings };
@@ -551,14 +556,17 @@ function applyJudged(plan: SetupPlan, current: CgroupMarker | null, stateDir: st
  * A memory limit this setup loosened (QA: setup run again without
  * --memory-max put its 2G default over a 64M limit, said as "updated"): the
  * drill then rehearses under another limit than the one it was set up for.
+ * Asked for (`from`), it is said as done; only the default gets the advice.
  */
-export function limitRaised(write: Pick<WriteResult, "file" | "wrote" | "before" | "skipped">): string | null {
+export function limitRaised(write: Pick<WriteResult, "file" | "wrote" | "before" | "skipped">, from: string | null): string | null {
   if (write.skipped !== null || write.before === null || !/^memory\.(max|limit_in_bytes)$/.test(path.basename(write.file))) return null;
   const bytes = (v: string): number | null => (v === "max" ? Infinity : /^\d+$/.test(v) ? Number(v) : null);
   const [before, after] = [bytes(write.before), bytes(write.wrote)];
   if (before === null || after === null || after <= before) return null;
   const text = (n: number): string => (n === Infinity ? "max" : formatBytes(n));
-  return `${write.file}: the limit went up from ${text(before)} to ${text(after)} (--memory-max, 2G when not given): give --memory-max again to keep the limit the drill was set up with`;
+  const raised = `${write.file}: the limit went up from ${text(before)} to ${text(after)}`;
+  if (from !== null) return `${raised}, as ${from} asked`;
+  return `${raised} (--memory-max, 2G when not given): give --memory-max again to keep the limit the drill was set up with`;
 }
 
 /** inspect → plan → apply. */

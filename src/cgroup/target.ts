@@ -10,7 +10,8 @@ import { resolveWorkerCgroup, type WorkerCgroup } from "./paths.js";
 export function addCgroupTargetOptions(command: Command): Command {
   return command
     .option("--name <cgroup>", "worker cgroup name", DEFAULT_CGROUP_NAME)
-    .option("--parent <path|self>", "parent cgroup: a path from the hierarchy's root, or self (the caller's own cgroup)");
+    // No commander default: validateParent reads a missing --parent as the root; the help says so, in doctor's words.
+    .option("--parent <path|self>", "parent cgroup: a path from the hierarchy's root, or self, the caller's own cgroup (default: the hierarchy's root)");
 }
 
 export interface CgroupTarget {

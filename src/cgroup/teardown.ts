@@ -446,7 +446,7 @@ function describeBusy(roots: HostRoots, dirs: CgroupDir[]): string {
 
 /**
  * The weights files (`drill-weights-<worker>-<pid>-<start>.bin`) the cgroup's
- * tasks hold open or mapped: a worker run by hand keeps its --weights-dir to
+ * tasks hold open or mapped: a worker run by hand keeps its --file-dir to
  * itself, so its open files and its mappings are where a teardown finds them
  * (QA: a SIGSTOPped or frozen worker, SIGKILLed with its cgroup, left its
  * 32 MiB file behind).

@@ -22,7 +22,7 @@ export async function cgroupSetupAction(globals: GlobalOptions, flags: SetupFlag
   if (problem) throw new UsageError(`--memory-max: "${flags.memoryMax}" ${problem}`);
   const { roots, cgroup } = resolveCgroupTarget(globals, flags);
   requireParentDirs(cgroup, validateParent(flags.parent));
-  const result = setupWorkerCgroup(roots, cgroup, globals.stateDir, { memoryMax, swapMax });
+  const result = setupWorkerCgroup(roots, cgroup, globals.stateDir, { memoryMax, swapMax, memoryMaxGiven: flags.memoryMaxGiven === true });
   if (globals.json) output.json(snakeCaseKeys(result));
   else renderSetup(result, output);
   return result;

@@ -15,6 +15,8 @@ export interface TeardownFlags extends TargetFlags {
 export interface SetupFlags extends TargetFlags {
   memoryMax: string;
   swapMax: string;
+  /** --memory-max on the command line, not its default (a raised limit is then said as asked). */
+  memoryMaxGiven?: boolean;
 }
 
 export const cgroupCommand: CommandFactory = (globals) => {
@@ -26,10 +28,10 @@ export const cgroupCommand: CommandFactory = (globals) => {
       .description("create the cgroup, enable the memory controller, write limits and read them back")
       .option("--memory-max <size>", "memory limit (memory.max / memory.limit_in_bytes)", "2G")
       .option("--swap-max <size>", "swap on top of memory (0: swap off; v1 memsw = limit)", "0"),
-  ).action(async (flags: SetupFlags) => {
+  ).action(async (flags: SetupFlags, setup: Command) => {
     const { cgroupSetupAction } = await import("./cgroup.run.js");
     began();
-    await cgroupSetupAction(globals(), flags);
+    await cgroupSetupAction(globals(), { ...flags, memoryMaxGiven: setup.getOptionValueSource("memoryMax") === "cli" });
   });
 
   addCgroupTargetOptions(

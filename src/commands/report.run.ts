@@ -6,12 +6,12 @@ import { validateKeyPart, validateQueueName } from "../queue/keys.js";
 import { buildReport } from "../report/build.js";
 import { gatherReport } from "../report/gather.js";
 import { renderReport } from "../report/render.js";
-import { MAX_REPORT_SINCE_MS, parsePositiveDuration } from "../units.js";
+import { DEFAULT_REPORT_SINCE, MAX_REPORT_SINCE_MS, parsePositiveDuration } from "../units.js";
 import { resolveFormat, type RawReportOptions } from "./report.js";
 
 export async function reportAction(g: GlobalOptions, raw: RawReportOptions): Promise<void> {
   // A look back, not a timer: as far back as the records go.
-  const sinceMs = parsePositiveDuration(raw.since, "--since", MAX_REPORT_SINCE_MS);
+  const sinceMs = parsePositiveDuration(raw.since ?? DEFAULT_REPORT_SINCE, "--since", MAX_REPORT_SINCE_MS);
   const format = resolveFormat(raw.format, g.json);
   const queue = raw.queue === undefined ? undefined : validateQueueName(raw.queue);
   const runId = raw.run === undefined ? undefined : validateKeyPart(raw.run, "--run");

@@ -6,7 +6,8 @@ import type { CommandFactory } from "./index.js";
 import { began } from "../interrupt.js";
 
 export interface RawReportOptions {
-  since: string;
+  /** Not given: the last DEFAULT_REPORT_SINCE of the drill's current run. */
+  since?: string;
   /** --since on the command line: the window is what it says, not clipped to the drill's current run. */
   sinceGiven?: boolean;
   format?: string;
@@ -29,7 +30,8 @@ export function resolveFormat(format: string | undefined, json: boolean): Report
 export const reportCommand: CommandFactory = (globals) =>
   new Command("report")
     .description("the incident-note summary of decisions and pressure (works after rollback from its export)")
-    .option("--since <duration>", `only events, finished jobs and samples of the last <duration>, up to now (or the drill's export); without it, the last ${DEFAULT_REPORT_SINCE} of the drill's current run up to its end`, DEFAULT_REPORT_SINCE)
+    // No commander default: its "(default: 10m)" would read as --since 10m, a window that ends now.
+    .option("--since <duration>", `only events, finished jobs and samples of the last <duration>, up to now or to the drill's export (default: the last ${DEFAULT_REPORT_SINCE} of the drill's current run, up to its end)`)
     .option("--format <format>", "text | md (paste into an incident doc) | json (one document); default text, json with --json")
     .option("--name <drill>", "the drill under the state dir (default: the only one there)")
     .option("--queue <name>", "Redis queue (default: the drill's, else jobs)")

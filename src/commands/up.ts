@@ -106,9 +106,11 @@ export const upCommand: CommandFactory = (globals) =>
     .option("--packed-token-limit <n>", "override gate.packed_token_limit")
     .addHelpText(
       "after",
-      "\nThe schedule's clock starts once the gate decides (after its first pressure samples) and the\n" +
-        "worker has written its weights: up waits for both, bounded, and the phases' `at:` count from\n" +
-        "then, so queue age and first-token latency are the drill's, not the tooling's start-up.\n" +
+      // Wrapped by hand under 80 columns: commander does not wrap this text.
+      "\nThe schedule's clock starts once the gate decides (after its first pressure\n" +
+        "samples) and the worker has written its weights: up waits for both, bounded,\n" +
+        "and the phases' offsets (at:) count from then, so queue age and first-token\n" +
+        "latency are the drill's, not the tooling's start-up.\n" +
         "--json: ready_ms is that wait (null when the drill stopped while waiting).",
     )
     .action(async (flags: UpFlags) => {

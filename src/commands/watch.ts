@@ -26,10 +26,10 @@ export const watchCommand: CommandFactory = (globals) =>
       .option("--record <file.jsonl>", "append every sample to this file as JSONL while showing the view")
       .option("--queue <name>", "Redis queue", "jobs"),
   )
-    .option("--psi-limit <n>", "psi avg10 over this is pressure while the stall goes on (a 0 % stall rate makes it the tail of one that ended) (alarm reclaim_not_underload)", "10")
+    .option("--psi-limit <n>", "PSI avg10 over this counts as pressure for the reclaim_not_underload alarm while memory still stalls; with no stall in the last interval it is the tail of a stall that ended", "10")
     .option("--psi-rate-limit <pct>", "stall % over the last interval over this is pressure", "10")
     .option("--host-class <class>", "this host's class: a retried job of this class pages retry_worker_idle", "shared-free")
-    .option("--count <n>", "stop after n samples (the first one interval in: a reading at the start seeds the rates)")
+    .option("--count <n>", "stop after n samples; the first comes one interval after the start, as rates need two readings")
     .option("--duration <duration>", "stop after this long")
     .action(async (options: WatchOptions) => {
       const { watchAction } = await import("./watch.run.js");

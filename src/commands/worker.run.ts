@@ -18,7 +18,7 @@ import { formatBytes } from "../units.js";
 import { defaultWorkerId } from "../worker/plan.js";
 import { checkWeightsDir } from "../worker/weightsFile.js";
 import { refuseLiveWorkerId, runWorker, type WorkerSummary } from "../worker/run.js";
-import { cgroupFromEnv, resolveWorkerFlags, WORKER_CGROUP_ENV, WORKER_LIFELINE_ENV, type RawWorkerFlags } from "./worker.js";
+import { cgroupFromEnv, resolveWorkerFlags, weightsDirOf, WORKER_CGROUP_ENV, WORKER_LIFELINE_ENV, type RawWorkerFlags } from "./worker.js";
 
 /**
  * The cgroup as drill set it up (marker first), every dir present, and this
@@ -170,8 +170,8 @@ async function runInside(redisUrl: string, roots: HostRoots, cgroup: WorkerCgrou
 
 export async function workerAction(g: GlobalOptions, raw: RawWorkerFlags): Promise<void> {
   const options = resolveWorkerFlags(raw, g.json, readHostMemoryBytes(hostRoots(g)));
-  // Before the join: a bad --weights-dir is the operator's to fix, not a worker that starts and dies inside.
-  checkWeightsDir(options.weightsDir, options.config.weightsBytes);
+  // Before the join: a bad --file-dir is the operator's to fix, not a worker that starts and dies inside.
+  checkWeightsDir(options.weightsDir, options.config.weightsBytes, weightsDirOf(raw).flag);
   const passed = cgroupFromEnv(process.env[WORKER_CGROUP_ENV]);
   // Passed by the launcher, which judged the cgroup already.
   const { roots, cgroup, forced } = passed ? { roots: hostRoots(g), cgroup: passed, forced: null } : requireWorkerCgroup(g, raw);

@@ -26,7 +26,10 @@ export interface RawWorkerFlags {
   name: string;
   parent?: string;
   weights: string;
-  weightsDir: string;
+  /** The weights file's directory, as inject, doctor and up name it. */
+  fileDir?: string;
+  /** --file-dir's older name, kept for command lines that still give it. */
+  weightsDir?: string;
   kvBytesPerToken: string;
   decodeTokensPerS: string;
   prefillTokensPerPass: string;
@@ -36,6 +39,18 @@ export interface RawWorkerFlags {
   idleExit?: string;
   duration?: string;
   force?: boolean;
+}
+
+export const DEFAULT_WEIGHTS_DIR = "/var/tmp";
+
+/** --file-dir, or its older name --weights-dir: both, naming two directories, is a usage error. */
+export function weightsDirOf(raw: Pick<RawWorkerFlags, "fileDir" | "weightsDir">): { dir: string; flag: "--file-dir" | "--weights-dir" } {
+  const { fileDir, weightsDir } = raw;
+  if (fileDir !== undefined && weightsDir !== undefined && fileDir !== weightsDir) {
+    throw new UsageError(`--file-dir "${fileDir}" and --weights-dir "${weightsDir}" are the same option (--weights-dir is its older name): give one`);
+  }
+  if (fileDir === undefined && weightsDir !== undefined) return { dir: weightsDir, flag: "--weights-dir" };
+  return { dir: fileDir ?? DEFAULT_WEIGHTS_DIR, flag: "--file-dir" };
 }
 
 /**
@@ -61,7 +76,7 @@ export function resolveWorkerFlags(raw: RawWorkerFlags, json: boolean, hostMemor
     queue: validateQueueName(raw.queue),
     workerId: raw.workerId === undefined ? null : validateKeyPart(raw.workerId, "--worker-id"),
     config,
-    weightsDir: raw.weightsDir,
+    weightsDir: weightsDirOf(raw).dir,
     maxJobs,
     idleExitMs: raw.idleExit === undefined ? null : parsePositiveDuration(raw.idleExit, "--idle-exit"),
     durationMs,
@@ -100,7 +115,9 @@ export const workerCommand: CommandFactory = (globals) =>
       .description("the simulated inference worker, inside the cgroup: mmapped weights touched per pass, KV memory per prompt token, first token against the deadline")
       .option("--queue <name>", "Redis queue name", "jobs")
       .option("--weights <size>", "weights file, mapped and faulted once per pass", "1G")
-      .option("--weights-dir <dir>", "directory for the weights file (a disk filesystem, not tmpfs)", "/var/tmp")
+      // No commander defaults: one of them given must be told from both given.
+      .option("--file-dir <dir>", `directory for the weights file (a disk filesystem, not tmpfs) (default: "${DEFAULT_WEIGHTS_DIR}")`)
+      .option("--weights-dir <dir>", "the older name of --file-dir")
       .option("--kv-bytes-per-token <size>", "anonymous KV memory held per admitted prompt token", String(defaultWorkerConfig.kvBytesPerToken))
       .option("--decode-tokens-per-s <n>", "cap on each job's decode rate (GPU compute time; 0: none)", String(defaultWorkerConfig.decodeTokensPerS))
       .option("--prefill-tokens-per-pass <n>", "prompt tokens per prefill pass", String(defaultWorkerConfig.prefillTokensPerPass))

@@ -334,7 +334,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       const w = drill.worker;
       spawnChild("worker", "worker", [
         "worker", "--queue", options.queue, ...target,
-        "--weights", String(w.weights), "--weights-dir", state.fileDir,
+        "--weights", String(w.weights), "--file-dir", state.fileDir,
         "--kv-bytes-per-token", String(w.kv_bytes_per_token), "--decode-tokens-per-s", formatPlainDecimal(w.decode_tokens_per_s),
         "--prefill-tokens-per-pass", String(w.prefill_tokens_per_pass), "--duration", `${selfExitMs}ms`,
       ]);

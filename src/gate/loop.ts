@@ -319,14 +319,14 @@ async function decideOne(
   }
   // A lever that is not a mode rejects (fail closed); its line says what the key held.
   const modeNote = decision.kind === "reject_host_pressure" && decision.trigger === "reject_all" && modeField !== null ? ` ${modeField}` : "";
-  let routeNote = "";
+  let routedDead = false;
   if (decision.kind !== "admit") {
     const outcome = await queue.reject(ctx, decision.kind, decisionFigures(decision) + modeNote, { retryHostClass: options.retryHostClass, retryBudget: options.retryBudget });
     if (outcome.kind !== "applied") return emitStored(options, deps, summary, job, outcome);
-    if (outcome.route === "dead") routeNote = " route=dead";
+    routedDead = outcome.route === "dead";
   }
   record(summary, decision.kind);
-  emit(options, deps, { ...decisionJson(decision, job, gateId, routeNote !== ""), ...modeJson(modeNote) }, `${formatDecisionLine(decision, job)}${modeNote}${routeNote}`);
+  emit(options, deps, { ...decisionJson(decision, job, gateId, routedDead), ...modeJson(modeNote) }, decisionLine(decision, job, modeNote, routedDead));
 }
 
 /**
@@ -428,7 +428,7 @@ async function dryRunPass(
     // Where the reject would send it, as queue.reject routes it.
     const routedDead = decision.kind !== "admit" && rejectDeadReason(job, decision.kind, { retryHostClass: options.retryHostClass, retryBudget: options.retryBudget }) !== null;
     record(summary, decision.kind);
-    emit(options, deps, { ...decisionJson(decision, job, options.gateId, routedDead), ...modeJson(modeNote) }, `${formatDecisionLine(decision, job)}${modeNote}${routedDead ? " route=dead" : ""}`);
+    emit(options, deps, { ...decisionJson(decision, job, options.gateId, routedDead), ...modeJson(modeNote) }, decisionLine(decision, job, modeNote, routedDead));
   }
 }
 
@@ -503,12 +503,11 @@ function emitStoredDecision(
   flag: "redelivery" | "reply_lost",
 ): void {
   record(summary, flag === "redelivery" ? "redelivery" : stored.storedKind);
-  const line = `${stored.storedKind} job=${job.id} ${stored.storedFigures}`;
   emit(
     options,
     deps,
-    { event: "decision", decision: stored.storedKind, job: job.id, attempt: job.attempt, gate: options.gateId, ...figuresJson(stored.storedFigures), [flag]: true, line },
-    `${line} ${flag}=1`,
+    { event: "decision", decision: stored.storedKind, job: job.id, attempt: job.attempt, gate: options.gateId, ...figuresJson(stored.storedFigures), [flag]: true },
+    `${stored.storedKind} job=${job.id} ${stored.storedFigures} ${flag}=1`,
   );
 }
 
@@ -517,7 +516,7 @@ function emitDead(options: GateOptions, deps: GateDeps, id: string | null, reaso
   const detail = rest.length > 0 ? ` detail=${JSON.stringify(rest.join(" "))}` : "";
   const line = `dead job=${id ?? "-"} reason=${cause ?? reason}${detail}`;
   // The cause alone in `reason`, its figures in `detail`, as the text line has them (QA: folded into one string in --json).
-  emit(options, deps, { event: "dead", job: id, reason: cause ?? reason, detail: rest.length > 0 ? rest.join(" ") : null, gate: options.gateId, line }, line);
+  emit(options, deps, { event: "dead", job: id, reason: cause ?? reason, detail: rest.length > 0 ? rest.join(" ") : null, gate: options.gateId }, line);
 }
 
 function decisionJson(decision: AdmissionDecision, job: Job, gate: string, routedDead: boolean): Record<string, unknown> {
@@ -536,14 +535,23 @@ function decisionJson(decision: AdmissionDecision, job: Job, gate: string, route
       break;
   }
   if (routedDead) base.route = "dead";
-  base.line = formatDecisionLine(decision, job);
   return base;
 }
 
-/** A dry run marks every line and object it prints: none of it was applied. */
-function emit(options: GateOptions, deps: GateDeps, json: Record<string, unknown>, line: string): void {
-  if (options.json) deps.out(JSON.stringify({ ts: new Date((deps.now ?? Date.now)()).toISOString(), ...json, ...(options.dryRun ? { dry_run: true } : {}) }));
-  else deps.out(options.dryRun ? `${line} dry_run=1` : line);
+/** A fresh decision's text: the policy's words, what the lever held when it is not a mode, where a reject went. */
+function decisionLine(decision: AdmissionDecision, job: Job, modeNote: string, routedDead: boolean): string {
+  return `${formatDecisionLine(decision, job)}${modeNote}${routedDead ? " route=dead" : ""}`;
+}
+
+/**
+ * The line is made once, for both outputs: the JSON object's `line` is the
+ * text line, every k=v of it (QA: mode_value and dry_run=1 were left out).
+ * A dry run marks every line and object it prints: none of it was applied.
+ */
+function emit(options: GateOptions, deps: GateDeps, json: Record<string, unknown>, text: string): void {
+  const line = options.dryRun ? `${text} dry_run=1` : text;
+  if (options.json) deps.out(JSON.stringify({ ts: new Date((deps.now ?? Date.now)()).toISOString(), ...json, line, ...(options.dryRun ? { dry_run: true } : {}) }));
+  else deps.out(line);
 }
 
 /** Every payload handled counts towards --max-jobs, dead and redelivered ones included. */

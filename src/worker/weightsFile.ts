@@ -6,7 +6,7 @@ import { isSameProcess } from "../host/process.js";
 
 
 /**
- * The weights file: `<weights-dir>/drill-weights-<worker>-<pid>-<starttime>.bin`,
+ * The weights file: `<file-dir>/drill-weights-<worker>-<pid>-<starttime>.bin`,
  * created fresh (O_EXCL) by the serve coprocess from inside the cgroup, so
  * its page cache is charged there. The coprocess unlinks it on every exit but
  * SIGKILL; the owner's pid and start time in the name let the next worker
@@ -44,7 +44,7 @@ export function removeStaleWeightsFiles(roots: HostRoots, dir: string, workerId:
   return removed;
 }
 
-/** --weights-dir: absolute, on a disk filesystem (page cache, reclaimable), with room for the file. */
-export function checkWeightsDir(dir: string, sizeBytes: number): void {
-  checkFileDir(dir, sizeBytes, "--weights-dir", "the weights file");
+/** --file-dir (or --weights-dir, `flag`): absolute, on a disk filesystem (page cache, reclaimable), with room for the file. */
+export function checkWeightsDir(dir: string, sizeBytes: number, flag: string): void {
+  checkFileDir(dir, sizeBytes, flag, "the weights file");
 }

@@ -101,7 +101,7 @@ describe("gate --dry-run predicts the gate's decisions (built binary)", () => {
     // --json: the cause in `reason`, its figures in `detail`, the text line in `line` (QA: folded into `reason`).
     await redis.rpush(queue, job("60", 300));
     const json = (await gate(queue, ["--dry-run"], true)).map((l) => JSON.parse(l) as Record<string, unknown>);
-    expect(json).toEqual([expect.objectContaining({ event: "dead", job: "60", reason: "id_reused_with_different_payload", detail: "first=admit", line: 'dead job=60 reason=id_reused_with_different_payload detail="first=admit"', dry_run: true })]);
+    expect(json).toEqual([expect.objectContaining({ event: "dead", job: "60", reason: "id_reused_with_different_payload", detail: "first=admit", line: 'dead job=60 reason=id_reused_with_different_payload detail="first=admit" dry_run=1', dry_run: true })]);
   });
 
   it("records an earlier gate run left: a stored admit re-applied at any attempt, a stored reject at its attempt, a new attempt of a reject decided afresh, a different payload dead", async () => {
@@ -138,5 +138,34 @@ describe("gate --dry-run predicts the gate's decisions (built binary)", () => {
       "reject_packed_tokens job=82 packed=40000 limit=32000",
     ]);
     expect(undry(dry)).toEqual(real);
+  });
+
+  // QA T 6: `line` left out mode_value, mode_type and dry_run=1 (README: the gate's objects carry the text line).
+  it.each([
+    ["a lever that is not a mode (a string)", async (q: string) => void (await redis.set(`${q}:mode`, "banana"))],
+    ["a lever that is not a mode (a hash)", async (q: string) => void (await redis.hset(`${q}:mode`, "mode", "admit"))],
+    ["an admitting lever", async () => {}],
+  ])("--json: each object's line is the text line, every k=v of it: %s", async (_what, lever) => {
+    const queue = `d${++n}`;
+    const late = JSON.stringify({ ...(JSON.parse(job("92", 100)) as object), enqueue_ts: Date.now() - 599_500 });
+    const copy = job("90", 100);
+    await redis.rpush(queue, copy, copy, job("91", 40_000, 5), late, "not json");
+    await lever(queue);
+    // The slack moves between two runs; every other figure is the same.
+    const lines = (out: unknown[]) => out.map((l) => String(l).replace(/slack_ms=-?\d+/, "slack_ms=N"));
+    const text = await gate(queue, ["--dry-run"]);
+    const json = (await gate(queue, ["--dry-run"], true)).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines(json.map((o) => o.line))).toEqual(lines(text));
+    expect(text).toHaveLength(5);
+    // The lever's words stay fields of their own too.
+    if (text[0]!.includes("mode_value=")) expect(json[0]).toMatchObject({ mode_value: "banana", dry_run: true });
+    if (text[0]!.includes("mode_type=")) expect(json[0]).toMatchObject({ mode_type: "hash", dry_run: true });
+    // Applied, without --dry-run: the same on a copy of the queue.
+    const twin = `d${++n}`;
+    await redis.rpush(twin, ...(await redis.lrange(queue, 0, -1)));
+    await lever(twin);
+    const real = await gate(queue, ["--idle-exit", "1s"]);
+    const realJson = (await gate(twin, ["--idle-exit", "1s"], true)).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines(realJson.map((o) => o.line))).toEqual(lines(real));
   });
 });

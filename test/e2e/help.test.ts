@@ -1,6 +1,12 @@
 import { describe, expect, it } from "vitest";
+import type { Command } from "commander";
 import { runDrill } from "../helpers/cli.js";
-import { VERSION } from "../../src/cli.js";
+import { buildProgram, VERSION } from "../../src/cli.js";
+
+/** Every command and subcommand, as the words typed before --help. */
+function commandPaths(command: Command, path: string[] = []): string[][] {
+  return [path, ...command.commands.filter((c) => c.name() !== "help").flatMap((c) => commandPaths(c, [...path, c.name()]))];
+}
 
 // A group typed without its subcommand is a usage error (exit 2, help on
 // stderr); asking for help is not (exit 0, help on stdout).
@@ -38,5 +44,12 @@ describe("help and a missing subcommand", () => {
     expect(r.exitCode).toBe(0);
     expect(r.stdout).toBe(out);
     expect(r.stdout).toBe(args.includes("--json") ? JSON.stringify({ version: VERSION }) : VERSION);
+  });
+
+  // Text added after commander's own (addHelpText) is not wrapped by it: an 80-column terminal broke it mid-word.
+  it.each(commandPaths(buildProgram()))("drill %s --help fits 80 columns", async (...path) => {
+    const r = await runDrill([...path, "--help"], { env: { COLUMNS: "80" } });
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout.split("\n").filter((line) => line.length > 80)).toEqual([]);
   });
 });

@@ -122,7 +122,7 @@ describe.skipIf(skipReason)("real cgroups under the test's own cgroup (--parent 
   });
 
   // QA: setup run again without --memory-max put its 2G default over a 64M limit, said only as "updated".
-  it("setup again with a looser limit says what the limit was and warns that it went up; the same limit again says nothing", async () => {
+  it("setup again with a looser limit says what the limit was and warns that it went up (with advice only when --memory-max was left out); the same limit again says nothing", async () => {
     const name = uniqueName();
     track(name);
     const first = await drill(["cgroup", "setup", "--name", name, "--parent", "self", "--memory-max", "64M"]);
@@ -136,6 +136,13 @@ describe.skipIf(skipReason)("real cgroups under the test's own cgroup (--parent 
     expect(back.exitCode, back.stderr).toBe(0);
     expect(back.stderr).not.toContain("the limit went up");
     expect(back.stdout).not.toMatch(/read back \d+; was/);
+    // Given, a raised limit is what was asked: said so, with no advice to give the flag.
+    const down = await drill(["cgroup", "setup", "--name", name, "--parent", "self", "--memory-max", "512M"]);
+    expect(down.exitCode, down.stderr).toBe(0);
+    const up = await drill(["cgroup", "setup", "--name", name, "--parent", "self", "--memory-max", "2gib"]);
+    expect(up.exitCode, up.stderr).toBe(0);
+    expect(up.stderr).toMatch(/warning: \S+memory\.(max|limit_in_bytes): the limit went up from 512(\.0)?MiB to 2(\.0)?GiB, as --memory-max asked$/m);
+    expect(up.stderr).not.toContain("give --memory-max again");
   });
 
   // QA: 500G on a 23.5 GiB host was set without a word; a drill in it can never show pressure.

@@ -531,7 +531,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
     }
   });
 
-  it("--json: the decision whose reply was lost has a fresh decision's typed fields and line, plus reply_lost", async () => {
+  it("--json: the decision whose reply was lost has a fresh decision's typed fields, plus reply_lost, and its text line", async () => {
     const queue = new DrillQueue(redis, `g${++n}`);
     await redis.script("LOAD", admitScript.source);
     const proxy = await startReplyCutProxy(server.port);
@@ -543,7 +543,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
         await cut;
         await gate.waitFor(/"job":"2"/);
         const [lost, fresh] = gate.lines.map((l) => JSON.parse(l) as Record<string, unknown>);
-        expect(lost).toMatchObject({ event: "decision", decision: "admit", job: "1", packed: 24000, limit: 32000, reply_lost: true, line: "admit job=1 packed=24000 limit=32000" });
+        expect(lost).toMatchObject({ event: "decision", decision: "admit", job: "1", packed: 24000, limit: 32000, reply_lost: true, line: "admit job=1 packed=24000 limit=32000 reply_lost=1" });
         expect(Object.keys(fresh!).filter((k) => k !== "reply_lost").sort()).toEqual(Object.keys(lost!).filter((k) => k !== "reply_lost").sort());
       } finally {
         await gate.stop();

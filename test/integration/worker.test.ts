@@ -83,7 +83,7 @@ function workerArgs(queue: string, workerId: string, extra: string[]): string[] 
   return [
     drillBin, "--json", "--redis", server.url, "worker",
     "--name", cg.name, "--parent", "self", "--queue", queue, "--worker-id", workerId,
-    "--weights-dir", weightsDir, "--kv-bytes-per-token", "256", ...extra,
+    "--file-dir", weightsDir, "--kv-bytes-per-token", "256", ...extra,
   ];
 }
 

@@ -99,6 +99,21 @@ describe("planSetup / applySetup on fake trees", () => {
     expect(plan.notes.join("\n")).not.toMatch(/swap-off/);
   });
 
+  // QA: `--memory-max 2gib` over a 512M cgroup was told to give --memory-max again; only the 2G default gets that advice.
+  it.each([
+    [{ memoryMaxGiven: true }, "went up from 512MiB to 2.0GiB, as --memory-max asked"],
+    [{ owner: { drill: "smoke", runId: "smoke-1" } }, "went up from 512MiB to 2.0GiB, as cgroup.memory_max asked"],
+    [{}, "went up from 512MiB to 2.0GiB (--memory-max, 2G when not given): give --memory-max again to keep the limit the drill was set up with"],
+  ])("a raised limit, %j: %s", (given, words) => {
+    host = makeFakeHost("hybrid");
+    const cg = hybridTarget(host);
+    setupWorkerCgroup(host.roots, cg, host.stateDir, { memoryMax: 512 * M, swapMax: 0 });
+    for (const dir of cg.dirs) writeFileSync(path.join(dir.dir, "cgroup.procs"), ""); // empty: up may adopt it
+    const again = setupWorkerCgroup(host.roots, cg, host.stateDir, { memoryMax: 2048 * M, swapMax: 0, ...given });
+    const raised = again.warnings.filter((w) => w.includes("the limit went up"));
+    expect(raised).toEqual([`${path.join(cg.limits.dir, "memory.limit_in_bytes")}: the limit ${words}`]);
+  });
+
   it("v1 without memsw (swapaccount=0): limit only, and says swap-off is best effort", () => {
     host = makeFakeHost("v1", { memsw: false });
     const cg = hybridTarget(host);

@@ -44,9 +44,15 @@ describe("flag defaults are DESIGN.md's", () => {
     [["gate"], "--packed-token-limit", "32000"],
     [["gate"], "--retry-host-class", "dedicated"],
     [["watch"], "--interval", "1s"],
-    [["report"], "--since", "10m"],
   ])("drill %j %s defaults to %j", (path, flag, expected) => {
     expect(defaultOf(path as string[], flag)).toBe(expected);
+  });
+
+  // Left out, --since is the run's last 10m up to its end, not `--since 10m` (a window ending now): no default to show.
+  it("drill report --since holds no default, its help says the real one", () => {
+    const since = find(["report"]).options.find((o) => o.long === "--since");
+    expect(since?.defaultValue).toBeUndefined();
+    expect(since?.description).toContain("(default: the last 10m of the drill's current run, up to its end)");
   });
 
   it.each([["cgroup", "setup"], ["cgroup", "status"], ["cgroup", "teardown"], ["inject"], ["worker"], ["watch"], ["gate"]])(
@@ -54,6 +60,14 @@ describe("flag defaults are DESIGN.md's", () => {
     (...path) => {
       expect(defaultOf(path, "--name")).toBe("infer");
       expect(defaultOf(path, "--parent")).toBeUndefined();
+    },
+  );
+
+  // QA: only doctor's help said where a cgroup goes without --parent.
+  it.each([["doctor"], ["cgroup", "setup"], ["cgroup", "status"], ["cgroup", "teardown"], ["inject"], ["worker"], ["watch"], ["gate"]])(
+    "drill %s --help says --parent's default",
+    (...path) => {
+      expect(find(path).options.find((o) => o.long === "--parent")?.description).toMatch(/\(default: the hierarchy's root\)$/);
     },
   );
 });

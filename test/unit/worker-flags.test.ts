@@ -1,12 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { cgroupFromEnv, resolveWorkerFlags, type RawWorkerFlags } from "../../src/commands/worker.js";
+import { cgroupFromEnv, resolveWorkerFlags, weightsDirOf, type RawWorkerFlags } from "../../src/commands/worker.js";
 import { UsageError } from "../../src/errors.js";
 
 const defaults: RawWorkerFlags = {
   queue: "jobs",
   name: "infer",
   weights: "1G",
-  weightsDir: "/var/tmp",
   kvBytesPerToken: "4096",
   decodeTokensPerS: "30",
   prefillTokensPerPass: "2048",
@@ -48,6 +47,23 @@ describe("drill worker flags", () => {
   ] as Array<[Partial<RawWorkerFlags>, RegExp]>)("%o is a usage error naming the flag", (override, message) => {
     expect(() => resolveWorkerFlags({ ...defaults, ...override }, false, null)).toThrow(UsageError);
     expect(() => resolveWorkerFlags({ ...defaults, ...override }, false, null)).toThrow(message);
+  });
+
+  // QA: inject, doctor and up call this directory --file-dir; the worker's --weights-dir stays as its older name.
+  it.each([
+    [{}, "/var/tmp", "--file-dir"],
+    [{ fileDir: "/srv/a" }, "/srv/a", "--file-dir"],
+    [{ weightsDir: "/srv/b" }, "/srv/b", "--weights-dir"],
+    [{ fileDir: "/srv/a", weightsDir: "/srv/a" }, "/srv/a", "--file-dir"],
+  ] as Array<[Partial<RawWorkerFlags>, string, string]>)("%o: the weights file goes in %s, checked as %s", (given, dir, flag) => {
+    expect(resolveWorkerFlags({ ...defaults, ...given }, false, null).weightsDir).toBe(dir);
+    expect(weightsDirOf(given)).toEqual({ dir, flag });
+  });
+
+  it("--file-dir and --weights-dir naming two directories is a usage error naming both", () => {
+    const both = { ...defaults, fileDir: "/srv/a", weightsDir: "/srv/b" };
+    expect(() => resolveWorkerFlags(both, false, null)).toThrow(UsageError);
+    expect(() => resolveWorkerFlags(both, false, null)).toThrow('--file-dir "/srv/a" and --weights-dir "/srv/b" are the same option (--weights-dir is its older name): give one');
   });
 
   // The bound a drill file's worker.weights gets (mapSizeProblem): one bound, one place.
