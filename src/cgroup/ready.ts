@@ -1,11 +1,11 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { drillCommandFor } from "../context.js";
-import { drillRunFromEnviron } from "../drill/strays.js";
+import { drillRunsOf } from "../drill/strays.js";
 import { RefusedError, UsageError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { sameNameUnderSelf } from "./elsewhere.js";
 import type { WorkerCgroup } from "./paths.js";
-import { decideOwnership, existingDirs, inspectForSetup, notCreatedByDrill, readUpHolder, upHolderRefusal, type ExistingDir, type UpHolder } from "./setup.js";
+import { decideOwnership, existingDirs, inspectForSetup, notCreatedByDrill, readUpHolder, upHolderRefusal, type UpHolder } from "./setup.js";
 import { markerFile, readMarker } from "./stateFiles.js";
 import { markedWorkerCgroup } from "./teardown.js";
 
@@ -75,7 +75,7 @@ export function refuseForeignJoin(roots: HostRoots, computed: WorkerCgroup, cgro
   const existing = existingDirs(roots, cgroup);
   const foreign = notCreatedByDrill(existing, marker, markerFile(stateDir, computed));
   if (foreign) {
-    const runs = drillRunsIn(roots, existing);
+    const runs = drillRunsOf(roots, existing.flatMap((e) => (e.tasks ?? []).map((t) => t.pid)));
     // A drill's tasks in it: its state is in another --state-dir, where its rollback would kill what joins.
     const way = runs.length > 0 ? `It holds tasks of drill run ${runs.join(", ")}: pick another --name` : (foreign.way ?? "Pick another --name");
     throw new RefusedError(`cgroup ${cgroup.name} was not created by drill: ${foreign.fact}; refusing to run ${joiner.command} in it. ${way}`);
@@ -101,16 +101,3 @@ export function forcedJoinWarning(holder: UpHolder, cgroup: WorkerCgroup, comman
   return `warning: --force: ${command} joins cgroup ${cgroup.name}, the worker cgroup of drill ${holder.drill} (run ${holder.runId}), which is ${up}: its rollback kills this ${command === "worker" ? "worker" : "hog"} with the drill's own`;
 }
 
-/** The drill runs whose processes are in the dirs (DRILL_RUN_ID, and DRILL_STATE_DIR when up gave it), each once. */
-function drillRunsIn(roots: HostRoots, existing: readonly ExistingDir[]): string[] {
-  const runs = new Set<string>();
-  for (const task of existing.flatMap((e) => e.tasks ?? [])) {
-    try {
-      const run = drillRunFromEnviron(readFileSync(roots.proc(String(task.pid), "environ"), "utf8"));
-      if (run) runs.add(run.stateDir === null ? run.runId : `${run.runId} (--state-dir ${run.stateDir})`);
-    } catch {
-      // gone, or not ours to read: nothing to name
-    }
-  }
-  return [...runs];
-}

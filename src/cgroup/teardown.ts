@@ -4,6 +4,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { drillCommandFor } from "../context.js";
 import { RefusedError, RollbackIncompleteError, kernelWriteError } from "../errors.js";
 import { readKernelText, writeKernelFile, type HostRoots } from "../host/kernelFile.js";
+import { drillRunsOf } from "../drill/strays.js";
 import { readPids } from "./memoryFiles.js";
 import { requireLayout } from "./layout.js";
 import { assembleWorkerCgroup, workerCgroupFromDirs, type CgroupDir, type WorkerCgroup } from "./paths.js";
@@ -204,9 +205,13 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
       return read.ok ? read.value : [];
     }));
     const tasks = [...pids].map((pid) => `${pid} (${readComm(roots, pid) ?? "?"})`);
+    // A drill's tasks in it: its record is in that run's --state-dir, where its rollback removes it (QA S 8).
+    const runs = drillRunsOf(roots, pids);
+    const elsewhere = runs.length > 0 ? `; it holds tasks of drill run ${runs.join(", ")}: roll that drill back from its --state-dir` : "";
+    const dirs = present.map((d) => d.dir);
     throw new RefusedError(
-      `${present.map((d) => d.dir).join(" and ")} ${present.length > 1 ? "were" : "was"} not created by drill (no marker in ${path.join(options.stateDir, "cgroups")}); ` +
-        `leaving it${tasks.length > 0 ? ` and its tasks ${tasks.join(", ")}` : ""} alone`,
+      `${dirs.join(" and ")} ${dirs.length > 1 ? "were" : "was"} not created by drill (no marker in ${path.join(options.stateDir, "cgroups")}); ` +
+        `leaving ${dirs.length > 1 ? "them" : "it"}${tasks.length > 0 ? ` and ${dirs.length > 1 ? "their" : "its"} tasks ${tasks.join(", ")}` : ""} alone${elsewhere}`,
     );
   }
   // The operator's own teardown (no owner) of a drill that is up: that drill's rollback is the way.

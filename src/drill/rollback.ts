@@ -623,8 +623,9 @@ async function denyAll(queue: DrillQueue, roots: HostRoots, by: "rollback" | "ro
   const psiText = psi.ok ? psi.value.some.avg10.toFixed(2) : "missing";
   // by=rollback_queue: a hand-run queue's, told in a report from a drill's own rollback (QA S 7).
   const previous = await queue.setMode("reject_all", { forced: false, psi: psiText, by });
-  // The runbook's reason for every rollback's deny-all, whatever the PSI: the figure says what it was.
-  return `mode reject_all (was ${previousModeText(previous)}), reason host_pressure (the runbook's rollback step 1; host psi avg10=${psiText})`;
+  // The runbook's rollback step 1 whatever the PSI: gates reject as host pressure with mode=reject_all (DESIGN),
+  // said as that, not as a reason a PSI of 0.00 would contradict (QA S 8, T 9).
+  return `mode reject_all (was ${previousModeText(previous)}): gates now reject every job as reject_host_pressure mode=reject_all (the runbook's rollback step 1; host psi avg10=${psiText})`;
 }
 
 /** A deny-all that did not happen is a rollback not done: a gate still running may admit, and re-admitting is no next step. */

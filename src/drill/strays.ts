@@ -80,6 +80,17 @@ export function readEnviron(roots: HostRoots, pid: string | number): string | nu
   return environ.ok ? environ.value : null;
 }
 
+/** The drill runs these processes belong to (DRILL_RUN_ID, and its --state-dir when up gave it), each once: what to name beside a cgroup drill did not record here. */
+export function drillRunsOf(roots: HostRoots, pids: Iterable<number>): string[] {
+  const runs = new Set<string>();
+  for (const pid of pids) {
+    const environ = readEnviron(roots, pid);
+    const run = environ === null ? null : drillRunFromEnviron(environ);
+    if (run) runs.add(run.stateDir === null ? run.runId : `${run.runId} (--state-dir ${run.stateDir})`);
+  }
+  return [...runs];
+}
+
 /** DRILL_RUN_ID and DRILL_STATE_DIR from a NUL-separated environ, or null without a run id. */
 export function drillRunFromEnviron(environ: string): { runId: string; stateDir: string | null } | null {
   const { DRILL_RUN_ID: runId, DRILL_STATE_DIR: stateDir } = environValues(environ, ["DRILL_RUN_ID", "DRILL_STATE_DIR"]);

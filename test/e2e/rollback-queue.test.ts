@@ -39,7 +39,7 @@ describe("drill rollback --queue (built binary, own redis-server)", () => {
     const first = await drill(["rollback", "--queue", "sbs"]);
     expect(first.exitCode, first.stdout + first.stderr).toBe(0);
     expect(first.stdout).toContain(`rollback queue sbs on ${server.url} (--queue; a gate or worker run by hand keeps running, unless in a cgroup setup cgroup, torn down below):`);
-    expect(first.stdout).toMatch(/ok {3}deny-all: mode reject_all \(was .*\), reason host_pressure/);
+    expect(first.stdout).toMatch(/ok {3}deny-all: mode reject_all \(was .*\): gates now reject every job as reject_host_pressure mode=reject_all/);
     expect(first.stdout).toContain("ok   drain: moved 3 from sbs; LLEN sbs_drain = 3");
     expect(first.stdout).toContain(`drill --state-dir ${path.join(root, "state")} --redis ${server.url} gate mode admit --queue sbs`);
     // QA: the hint named avg10 only, while gate mode admit also refuses on avg60.

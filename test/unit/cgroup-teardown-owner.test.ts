@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { requireLayout } from "../../src/cgroup/layout.js";
@@ -81,6 +81,18 @@ describe("teardown with the rolling-back drill as owner", () => {
     expect(message).toContain("not created by drill");
     expect(message.match(/31337 \(/g)).toHaveLength(1);
     expect(message.match(/31338 \(/g)).toHaveLength(1);
+  });
+
+  // QA S 8: torn down from another --state-dir, a live drill's cgroup was only "not created by drill".
+  it("a drill's tasks in it: names that run and its --state-dir, where its rollback removes it", async () => {
+    host = makeFakeHost("hybrid");
+    const cg = setUp(host, null);
+    rmSync(markerFile(host.stateDir, cg));
+    for (const dir of cg.dirs) writeFileSync(path.join(dir.dir, "cgroup.procs"), "31339\n");
+    mkdirSync(host.roots.proc("31339"), { recursive: true });
+    writeFileSync(host.roots.proc("31339", "environ"), "PATH=/usr/bin\0DRILL_RUN_ID=qaSa-1\0DRILL_STATE_DIR=/tmp/qaS-state\0");
+    const refused = await teardownWorkerCgroup(host.roots, cg, { stateDir: host.stateDir }).catch((err: unknown) => err);
+    expect((refused as Error).message).toMatch(/not created by drill .*; it holds tasks of drill run qaSa-1 \(--state-dir \/tmp\/qaS-state\): roll that drill back from its --state-dir$/);
   });
 
   it("foreignOwner compares the drill, not the run", () => {
