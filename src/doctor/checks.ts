@@ -37,6 +37,8 @@ export interface DoctorFacts {
   hostSwapUnknown?: string;
   /** absent: the file is not there (ENOENT), as on a kernel without PSI; otherwise it is there and does not read. */
   hostPsi: { ok: boolean; file: string; reason?: string; avg10?: number; absent?: boolean };
+  /** Drills up on this host (their processes carry DRILL_RUN_ID), each `name (run R, --state-dir D)`: a pressure they may cause is named. */
+  drillsUp?: string[];
   cgroupPsi: { file: string | null; present: boolean };
   vmstatSwapIn: { ok: boolean; file: string; reason?: string };
   /** freezer: the probe's cgroup2 dir (v2, or the hybrid twin) has cgroup.freeze, which teardown uses without cgroup.kill. */
@@ -121,7 +123,10 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
     f.hostPsi.ok ? (f.hostPsi.avg10 ?? null) : null,
     f.hostPsi.ok
       ? busyHost
-        ? `${f.hostPsi.file}: some avg10 is already ≥ 1.00 before the drill: neighbours will confound its numbers, and gate mode admit will refuse`
+        ? `${f.hostPsi.file}: some avg10 is already ≥ 1.00 before the drill: neighbours will confound its numbers, and gate mode admit will refuse${
+            // QA S 8: the neighbour was often a drill already up here (its hog), unnamed.
+            f.drillsUp?.length ? `; drill ${f.drillsUp.join(", ")} is up on this host, its hog and worker among them` : ""
+          }`
         : `${f.hostPsi.file} readable (some avg10 shown)`
       : f.hostPsi.absent
         ? `${f.hostPsi.file}: ${f.hostPsi.reason ?? "missing"}; the gate would reject every job (psi=missing). Boot with psi=1 (CONFIG_PSI)`

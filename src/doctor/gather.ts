@@ -1,3 +1,4 @@
+import { findRunningDrills } from "../drill/rollback.js";
 import { existsSync, mkdirSync, realpathSync, rmdirSync, statfsSync } from "node:fs";
 import path from "node:path";
 import type { Redis } from "ioredis";
@@ -37,6 +38,7 @@ export async function gatherFacts(options: GatherOptions): Promise<DoctorFacts> 
     hostSwapTotalBytes: meminfo.ok ? meminfo.value.swapTotalBytes : null,
     hostSwapUnknown: !meminfo.ok ? `${meminfo.file}: ${meminfo.reason}` : meminfo.value.swapTotalBytes === null ? `no SwapTotal line in ${roots.proc("meminfo")}` : undefined,
     hostPsi: psiFact(roots),
+    drillsUp: findRunningDrills(roots).map((r) => `${r.drill} (run ${r.runId}${r.stateDir === null ? "" : `, --state-dir ${r.stateDir}`})`),
     cgroupPsi: { file: null, present: false },
     vmstatSwapIn: vmstatFact(roots),
     cgroupKill: { file: null, present: false, freezer: false },

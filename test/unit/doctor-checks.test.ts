@@ -52,6 +52,16 @@ describe("doctor checks", () => {
     expect(drillVerdict(evaluateChecks(facts))).toBe(expected === "fail" ? "refused" : "ready_with_warnings");
   });
 
+  // QA S 8: a second drill's doctor blamed "neighbours" for the pressure of the drill already up beside it.
+  it("host PSI already high names the drills up on this host; none up, no such words", () => {
+    const busy = { ...healthy, hostPsi: { ok: true, file: "/proc/pressure/memory", avg10: 4.2 } };
+    const row = (facts: DoctorFacts) => evaluateChecks(facts).find((c) => c.name === "host PSI")?.detail;
+    expect(row({ ...busy, drillsUp: ["smoke (run smoke-1, --state-dir /var/lib/drill)"] })).toBe(
+      "/proc/pressure/memory: some avg10 is already ≥ 1.00 before the drill: neighbours will confound its numbers, and gate mode admit will refuse; drill smoke (run smoke-1, --state-dir /var/lib/drill) is up on this host, its hog and worker among them",
+    );
+    expect(row({ ...busy, drillsUp: [] })).not.toContain("is up on this host");
+  });
+
   it("the state dir under /tmp says why it warns and what keeps the state; /var/tmp and /tmpfoo are not /tmp", () => {
     const row = evaluateChecks({ ...healthy, stateDir: { dir: "/tmp/../tmp/qa", fsType: "ext4" } }).find((c) => c.name === "state dir");
     expect(row?.detail).toBe("under /tmp, which hosts commonly empty at boot (FHS; systemd-tmpfiles `D /tmp`): a reboot can lose the state file and the drain export; --state-dir /var/lib/drill keeps them");
