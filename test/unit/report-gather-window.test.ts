@@ -72,6 +72,16 @@ describe("report's live read of the decision stream", () => {
     }
   });
 
+  it("--name with another drill's --queue: a note says which lines are the drill's run and which the queue's", async () => {
+    await xadd("otherq:events", T0 + 1 * SEC, "admit", "9", "packed=1000 limit=32000");
+    const { inputs } = await gatherReport({ stateDir, name: "w", queue: "otherq", redisUrl: undefined, sinceMs: 10 * MIN, now: () => T0 + 2 * MIN });
+    expect(inputs.gatherNotes).toContain(
+      "queue otherq is not drill w's own (wjobs): the run's lines (when it ran, how it ended, what up packed) are that drill's; the decisions, first token and totals are queue otherq's",
+    );
+    const own = await gatherReport({ stateDir, name: "w", queue: "wjobs", redisUrl: undefined, sinceMs: 10 * MIN, now: () => T0 + 2 * MIN });
+    expect(own.inputs.gatherNotes.join("\n")).not.toContain("is not drill w's own");
+  });
+
   it("a job admitted before the window and finished in it: its slot from its admit, as from an export", async () => {
     await redis.del("sjobs:events", "sjobs:done");
     // enqueued at 0, admitted at 8 s, done at 20 s; the window (--since 15s, now 25 s) starts at 10 s.
