@@ -31,7 +31,7 @@ export interface GateModeFlags {
 export const gateCommand: CommandFactory = (globals) => {
   const gate = addCgroupTargetOptions(
     new Command("gate")
-      .description("the admission daemon (admitd): admit or reject each job before reclaim steals its deadline; `gate mode admit|reject_all` flips the lever")
+      .description("the admission daemon (admitd): admit or reject each job before reclaim steals its deadline; gate mode admit|reject_all flips the lever")
       .option("--queue <name>", "Redis queue name", "jobs"),
   )
     .option("--cgroup-pressure <file>", "the worker cgroup's memory.pressure file (missing: host signals only)")

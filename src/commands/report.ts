@@ -36,7 +36,7 @@ export const reportCommand: CommandFactory = (globals) =>
     .option("--name <drill>", "the drill under the state dir (default: the only one there)")
     .option("--queue <name>", "Redis queue (default: the drill's, else jobs)")
     .option("--run <id>", "an earlier run of the drill (its run id, as up and report name it), read from its own export and logs (default: the drill's current run)")
-    .option("--recording <file>", "a `watch --record` file for the pressure rows and cost_proxy, instead of the drill's own watch.jsonl/watch.out (the step-by-step path has none)")
+    .option("--recording <file>", "a file written by watch --record, for the pressure rows and cost_proxy, instead of the drill's own watch.jsonl/watch.out (the step-by-step path has none)")
     .action(async (raw: RawReportOptions, command: Command) => {
       const { reportAction } = await import("./report.run.js");
       began();
