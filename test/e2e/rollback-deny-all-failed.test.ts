@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { writeState, type DrillState } from "../../src/drill/state.js";
+import type { DrillState } from "../../src/drill/state.js";
+import { writeFakeDrill } from "../helpers/fakeState.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
 import { runDrill } from "../helpers/cli.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
@@ -27,11 +28,7 @@ afterAll(async () => {
 });
 
 function drillOn(stateDir: string, name: string, queue: string, phase: DrillState["phase"]): void {
-  writeState(stateDir, {
-    version: 1, name, runId: `${name}-r1`, drillFile: "d.yaml", createdAt: new Date(Date.now() - 60_000).toISOString(), phase, queue,
-    redis: { url: server.url, embedded: null }, cgroup: null, processes: [], fileDir: null, owner: { pid: 999_999_999, startTime: 1 },
-    ...(phase === "complete" ? { completedAt: new Date(Date.now() - 30_000).toISOString() } : {}),
-  });
+  writeFakeDrill(stateDir, name, queue, server.url, { phase, ...(phase === "complete" ? { completedAt: new Date(Date.now() - 30_000).toISOString() } : {}) });
 }
 
 describe("rollback whose deny-all fails (built binary, own redis-server refusing SET)", () => {

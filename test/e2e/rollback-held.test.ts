@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { writeState } from "../../src/drill/state.js";
+import { writeFakeDrill } from "../helpers/fakeState.js";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { readProcessStat } from "../../src/host/process.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
@@ -37,10 +37,7 @@ const job = (id: string) => JSON.stringify({ id });
 describe("a drill's rollback beside a gate and a worker run by hand on its queue (built binary, own redis-server)", () => {
   it("the live worker's list and admitted stay, named, exit 4; a killed gate's processing list is drained; once the worker is gone, all of it", async () => {
     const stateDir = path.join(root, "state");
-    writeState(stateDir, {
-      version: 1, name: "held", runId: "held-r1", drillFile: "d.yaml", createdAt: new Date(Date.now() - 60_000).toISOString(), phase: "stopped", queue: "hq",
-      redis: { url: server.url, embedded: null }, cgroup: null, processes: [], fileDir: null, owner: { pid: 999_999_999, startTime: 1 },
-    });
+    writeFakeDrill(stateDir, "held", "hq", server.url);
     // The hand-run worker: this test process, live on this host.
     const self = readProcessStat(new HostRoots(), "self");
     if (!self.ok) throw new Error(self.reason);

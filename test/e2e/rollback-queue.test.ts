@@ -5,7 +5,7 @@ import path from "node:path";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
-import { writeState } from "../../src/drill/state.js";
+import { writeFakeDrill } from "../helpers/fakeState.js";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { readProcessStat } from "../../src/host/process.js";
 import { drillBin, runDrill } from "../helpers/cli.js";
@@ -155,10 +155,7 @@ describe("drill rollback --queue (built binary, own redis-server)", () => {
   // QA T 1: --queue with no --redis took 6379 whatever drill was up here.
   it("no --redis: the Redis of the drill up here on that queue, which rolls it back with the drill", async () => {
     const stateDir = path.join(root, "t1-state");
-    writeState(stateDir, {
-      version: 1, name: "tdrill", runId: "tdrill-r1", drillFile: "d.yaml", createdAt: new Date(Date.now() - 60_000).toISOString(), phase: "stopped", queue: "tq",
-      redis: { url: server.url, embedded: null }, cgroup: null, processes: [], fileDir: null, owner: { pid: 999_999_999, startTime: 1 },
-    });
+    writeFakeDrill(stateDir, "tdrill", "tq", server.url);
     await redis.rpush("tq", JSON.stringify({ id: "1" }));
     const r = await runDrill(["--state-dir", stateDir, "rollback", "--queue", "tq"], { timeout: 30_000 });
     expect(r.exitCode, r.stdout + r.stderr).toBe(0);
@@ -217,10 +214,7 @@ describe("drill rollback --queue (built binary, own redis-server)", () => {
 
   it("a drill whose state file names no queue's name: its processes and cgroup are rolled back, the queue left and said; no hang", async () => {
     const stateDir = path.join(root, "bad-queue-state");
-    writeState(stateDir, {
-      version: 1, name: "bq", runId: "bq-r1", drillFile: "d.yaml", createdAt: new Date(Date.now() - 60_000).toISOString(), phase: "stopped", queue: "bq_drain",
-      redis: { url: server.url, embedded: null }, cgroup: null, processes: [], fileDir: null, owner: { pid: 999_999_999, startTime: 1 },
-    });
+    writeFakeDrill(stateDir, "bq", "bq_drain", server.url);
     await redis.rpush("bq_drain", JSON.stringify({ id: "1" }));
     const r = await runDrill(["--state-dir", stateDir, "rollback", "--name", "bq"], { timeout: 15_000 });
     expect(r.exitCode, r.stdout + r.stderr).toBe(4);

@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readState, writeState } from "../../src/drill/state.js";
+import { readState } from "../../src/drill/state.js";
+import { writeFakeDrill } from "../helpers/fakeState.js";
 import { runDrill } from "../helpers/cli.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 
@@ -26,10 +27,7 @@ describe("rollback of a drill whose up was killed (built binary, own redis-serve
     const stateDir = path.join(root, "state");
     const createdAt = new Date(Date.now() - 20_000).toISOString();
     // A running drill whose up (a pid that is not alive: start time 1) left no end.
-    writeState(stateDir, {
-      version: 1, name: "gone", runId: "gone-r1", drillFile: "d.yaml", createdAt, scheduleStartedAt: createdAt, phase: "running", queue: "ug",
-      redis: { url: server.url, embedded: null }, cgroup: null, processes: [], fileDir: null, owner: { pid: 999_999_999, startTime: 1 },
-    });
+    writeFakeDrill(stateDir, "gone", "ug", server.url, { createdAt, scheduleStartedAt: createdAt, phase: "running" });
     const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "gone"], { timeout: 60_000 });
     expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
     expect(readState(stateDir, "gone")?.ended).toMatchObject({ verdict: "up_gone", pushed: null, notPacked: null });
