@@ -152,8 +152,9 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
   const ttlMs = options.heartbeatTtlMs ?? Math.max(3 * config.intervalMs, 1000);
   // host, pid and start time name this process, as a worker's token does: a rollback tells a heartbeat still
   // counting down after this gate was killed from a live gate's, whose processing list it must not drain.
+  // Unread (a --procfs tree without it), no start time: a rollback then waits for the heartbeat to expire, never drains a live gate's list.
   const self = readProcessStat(deps.roots, "self");
-  const info = { pid: process.pid, start_time: self.ok ? self.value.startTime : 0, host: os.hostname(), started: now(), interval_ms: config.intervalMs };
+  const info = { pid: process.pid, ...(self.ok ? { start_time: self.value.startTime, host: os.hostname() } : {}), started: now(), interval_ms: config.intervalMs };
   const outage = new OutageLog(deps.err, monoNow, redactUrl(deps.redisUrl), message);
 
   // Say once when host PSI goes missing (the gate now fails closed) and once when it is back.

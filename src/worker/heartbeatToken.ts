@@ -23,7 +23,8 @@ export function parseWorkerToken(token: string): TokenHolder | null {
   const [host, pidText, startText] = token.split(":");
   const pid = Number(pidText);
   const startTime = Number(startText);
-  if (host === undefined || host === "" || !Number.isSafeInteger(pid) || pid <= 0 || !Number.isSafeInteger(startTime)) return null;
+  // Start time 0: the holder could not read its own (a --procfs tree without it); then it cannot be told gone, only expire.
+  if (host === undefined || host === "" || !Number.isSafeInteger(pid) || pid <= 0 || !Number.isSafeInteger(startTime) || startTime <= 0) return null;
   return { host, pid, startTime };
 }
 
