@@ -1,8 +1,8 @@
 import path from "node:path";
 import { existsSync } from "node:fs";
 import { writeErr } from "../closedStdout.js";
-import { commandRedisUrl, DEFAULT_REDIS_URL, drillCommandAt, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
-import { describeRunningDrill, findRunningDrills, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
+import { commandRedis, DEFAULT_REDIS_URL, drillCommandAt, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
+import { describeRunningDrill, drillsUpOnQueue, findRunningDrills, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
 import { reachesEmbeddedRedis } from "../drill/embeddedRedis.js";
 import { validateDrillName } from "../drill/names.js";
 import { stopStartingUps, type StartingUp } from "../drill/startingUp.js";
@@ -86,10 +86,26 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       const queueName = queueKeys(flags.queue).queue;
       // As every queue command finds it: the Redis of a drill up here on that queue, the default only when none
       // is up here (QA T 1: 6379 whatever was up, so the drill's queue was left admitting and another flipped).
-      queueUrl = await commandRedisUrl(g, { queue: queueName });
+      const chosen = await commandRedis(g, { queue: queueName });
+      queueUrl = chosen.url;
       const url = queueUrl;
       const owner = drillOnQueue(g.stateDir, queueName, url);
-      if (owner !== null) {
+      // The default Redis only because no drill is up here: a drill up from another state dir on this
+      // queue is what the operator means (QA S re-check 1: 6379 flipped, exit 0, the drill's queue admitting).
+      const elsewhere = g.redisUrl === undefined && chosen.drills.length === 0 ? drillsUpOnQueue(hostRoots(g), queueName) : [];
+      if (elsewhere.length > 0) {
+        const q: QueueRollback = { queue: queueName, url: redactUrl(url), steps: [], drainLength: null, left: [] };
+        for (const d of elsewhere) {
+          const why = `queue ${queueName} is drill ${d.drill}'s (run ${d.runId}, state dir ${d.stateDir}, redis ${redactUrl(d.url)}), up from another state dir: its own rollback drains it`;
+          q.steps.push({ step: "deny-all", ok: false, detail: `not done on ${redactUrl(url)} (the default, no drill being up in ${g.stateDir}): ${why}` });
+          q.left.push(`${why}; run that: drill --state-dir ${d.stateDir} rollback --name ${d.drill} (or give --redis to roll back a queue of that name on another Redis)`);
+        }
+        if (!g.json) {
+          output.out(`rollback queue ${queueName} (--queue):`);
+          for (const step of q.steps) output.out(`  ${output.color.red("FAIL")} ${step.step}: ${step.detail}`);
+        }
+        queues.push(q);
+      } else if (owner !== null) {
         if (!g.json) output.out(`queue ${queueName} on ${redactUrl(url)}: drill ${owner}'s queue, rolled back with it below`);
       } else {
         if (!g.json) output.out(`rollback queue ${queueName} on ${redactUrl(url)} (--queue; a gate or worker run by hand keeps running, unless in a cgroup setup cgroup, torn down below):`);

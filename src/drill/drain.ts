@@ -40,6 +40,11 @@ export interface HeldList {
   holders: string[];
 }
 
+/** A held list as a rollback says it: admitted is no worker's, but live workers take from it. */
+export function heldText(h: HeldList, admitted: string): string {
+  return h.list === admitted ? `${h.jobs} job(s) in ${h.list}, which live worker(s) ${h.holders.join(", ")} take from` : `${h.jobs} job(s) in ${h.list} held by ${h.holders.join(", ")}`;
+}
+
 /**
  * The second drain (a drill's rollback, and `rollback --queue`'s), after rollback stopped what it could:
  * admitted, processing and working lists go to the drain once nothing alive

@@ -15,7 +15,7 @@ import { readHostPsi } from "../host/psi.js";
 import { DrillQueue } from "../queue/queue.js";
 import { queueKeys, queueNameRefusal } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
-import { drainReady, drainUnheld, exportKeys, otherQueuesKeys, queueServingRun, type DrainResult } from "./drain.js";
+import { drainReady, drainUnheld, exportKeys, heldText, otherQueuesKeys, queueServingRun, scanKeys, type DrainResult } from "./drain.js";
 import { embeddedRedisDrill, freePort, isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
 import { acquireDrillLock, type DrillLock } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
@@ -122,6 +122,14 @@ export function findRunningDrills(roots: HostRoots, name?: string): RunningDrill
     });
   }
   return running.sort((a, b) => a.runId.localeCompare(b.runId));
+}
+
+/** Drills up on this host (their processes carry DRILL_RUN_ID) whose state names this queue, with where they are. */
+export function drillsUpOnQueue(roots: HostRoots, queue: string): Array<{ drill: string; runId: string; stateDir: string; url: string }> {
+  return findRunningDrills(roots).flatMap((r) => {
+    const state = r.stateDir === null ? null : readStateQuietly(r.stateDir, r.drill);
+    return state !== null && r.stateDir !== null && state.runId === r.runId && state.queue === queue ? [{ drill: r.drill, runId: r.runId, stateDir: r.stateDir, url: state.redis.url }] : [];
+  });
 }
 
 /** The drill name in a run id (`<drill>-<yyyymmddhhmmss>-<6 hex>`, as up makes it), or the id itself. */
@@ -346,6 +354,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     crash("stop");
 
     // 7. re-drain: the worker's in-flight jobs, admitted jobs, gates' processing lists
+    let heldLive = 0;
     if (queue) {
       await guard(record, "re-drain", async () => {
         // What a gate or worker still alive holds stays (QA S 4: one run by hand on this queue, outside the
@@ -353,8 +362,9 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         const unheld = await drainUnheld(queue.redis, queue.keys, roots);
         drained = unheld;
         result.drainLength = unheld.drainLength;
+        heldLive = unheld.held.length;
         for (const h of unheld.held) {
-          result.left.push(`${h.jobs} job(s) in ${h.list} held by ${h.holders.join(", ")} (a gate or worker run by hand on queue ${state.queue}, not this drill's: rollback does not stop it); stop it, then run drill rollback again`);
+          result.left.push(`${heldText(h, queue.keys.admitted)} (a gate or worker run by hand on queue ${state.queue}, not this drill's: rollback does not stop it); stop it, then run drill rollback again`);
         }
         const held = unheld.held.length === 0 ? "" : `; left ${unheld.held.map((h) => `${h.jobs} in ${h.list}`).join(", ")} (held by a live gate or worker)`;
         return `${describeDrain(unheld, queue.keys.drain)}${held}`;
@@ -393,7 +403,11 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     const others = state.redis.embedded && queue && result.exported !== null ? await otherQueuesKeys(queue.redis, queue.keys).catch(() => []) : [];
     await closeRedis(redis);
     if (state.redis.embedded) {
-      if (result.exported !== null) {
+      if (heldLive > 0) {
+        // QA: stopped under a live hand-run worker, whose next rollback then found no heartbeat in the Redis
+        // started again from the AOF and drained the jobs it still decoded.
+        record("stop embedded redis", false, "kept running: a gate or worker run by hand on it still holds jobs (above); stop that one, then run drill rollback again");
+      } else if (result.exported !== null) {
         await stopRoles(state, ["redis"], roots, record, "stop embedded redis");
         if (others.length > 0) {
           const dir = state.redis.embedded.dir;
@@ -680,6 +694,13 @@ export async function rollbackQueue(url: string, queueName: string, roots: HostR
       result.left.push(`${why}; run that: ${where}`);
       return result;
     }
+    // A queue this Redis never held: nothing to flip or drain, and a lever written here would be a key of
+    // a queue that is elsewhere (QA S re-check 1: 6379 got qaUq3:mode while the queue lived on another Redis).
+    if ((await redis.exists(keys.ready, keys.drain)) === 0 && (await scanKeys(redis, `${keys.queue}:*`)).length === 0) {
+      record("deny-all", true, `nothing to do: no key of queue ${queueName} on ${result.url} (a queue on another Redis? give --redis)`);
+      result.drainLength = 0;
+      return result;
+    }
     const queue = new DrillQueue(redis, keys.queue);
     await guard(record, "deny-all", () => denyAll(queue, roots, "rollback_queue"), pending("deny-all"));
     await guard(
@@ -730,9 +751,7 @@ export async function redrainQueue(result: QueueRollback, url: string, again: st
         const drained = await drainUnheld(redis, keys, roots);
         result.drainLength = drained.drainLength;
         for (const h of drained.held) {
-          result.left.push(
-            `queue ${result.queue} on ${result.url}: ${h.jobs} job(s) in ${h.list} held by ${h.holders.join(", ")} (a gate or worker run by hand, outside drill's cgroups: rollback does not stop it); stop it, then run ${again}`,
-          );
+          result.left.push(`queue ${result.queue} on ${result.url}: ${heldText(h, keys.admitted)} (a gate or worker run by hand, outside drill's cgroups: rollback does not stop it); stop it, then run ${again}`);
         }
         const held = drained.held.length === 0 ? "" : `; left ${drained.held.map((h) => `${h.jobs} in ${h.list}`).join(", ")} (held by a live gate or worker)`;
         return `${describeDrain(drained, keys.drain)}${held}`;

@@ -8,6 +8,7 @@ import { runDir, writeState, type DrillState } from "../../src/drill/state.js";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { readProcessStat } from "../../src/host/process.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
+import { workerToken } from "../../src/worker/heartbeatToken.js";
 import { runDrill } from "../helpers/cli.js";
 
 // QA S 1: a second drill given the first one's embedded Redis (--redis) lost it
@@ -54,6 +55,21 @@ describe("another drill's embedded Redis (built binary)", () => {
     expect(r.stdout + r.stderr).toContain(`redis ${embedded.url} is the embedded redis-server of drill sharedA (run ${RUN}): that drill's rollback stops it`);
     expect(existsSync(path.join(other, "smoke", "state.json"))).toBe(false);
     expect(await redis.keys("qb*")).toEqual([]);
+  });
+
+  // QA S re-check 2: it was stopped under a live worker run by hand on its queue; the next rollback, on the
+  // Redis started again from the AOF, found no heartbeat and drained the jobs that worker still decoded.
+  it("its rollback keeps it running while a worker run by hand on its queue holds jobs there (exit 4); gone, the next rollback ends it", async () => {
+    const self = readProcessStat(new HostRoots(), "self");
+    if (!self.ok) throw new Error(self.reason);
+    await redis.set("qa:workers:byhand", workerToken(process.pid, self.value.startTime), "PX", 60_000);
+    await redis.rpush("qa:working:byhand", JSON.stringify({ id: "5" }));
+    const r = await runDrill(["--state-dir", stateDir, "rollback", "--name", "sharedA"], { timeout: 60_000 });
+    expect(r.exitCode, r.stdout + r.stderr).toBe(4);
+    expect(r.stdout).toContain("FAIL stop embedded redis: kept running: a gate or worker run by hand on it still holds jobs (above)");
+    expect(await redis.ping()).toBe("PONG");
+    expect(await redis.lrange("qa:working:byhand", 0, -1)).toEqual([JSON.stringify({ id: "5" })]);
+    await redis.del("qa:workers:byhand");
   });
 
   it("its rollback stops it and says the keys of other queues it held, and where they stay", async () => {

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runDrill } from "../helpers/cli.js";
+import { writeFakeDrill } from "../helpers/fakeState.js";
 
 // QA: a FIFO for a process's environ in a --procfs tree held `drill rollback`
 // in its open (the main thread blocked, so past SIGTERM too), as a FIFO for
@@ -30,5 +31,19 @@ describe("rollback on a --procfs tree with a FIFO for an environ (built binary)"
     expect(r.exitCode, r.stdout + r.stderr).toBe(4);
     expect(r.stdout + r.stderr).toContain("fifo-r1");
     expect(r.stdout + r.stderr).toContain("/elsewhere");
+  });
+
+  // QA S re-check 1: --queue with no --redis and no drill up in its state dir took 6379, flipped a lever there
+  // and exited 0, while the queue was a drill's up from another state dir, still admitting on its own Redis.
+  it("rollback --queue of a drill's queue, no --redis, from a state dir with no drill: names that drill and its rollback, exit 4, no Redis touched", async () => {
+    const other = path.join(root, "other");
+    writeFakeDrill(other, "elsw", "eq", "redis://127.0.0.1:1", { runId: "elsw-20260101000000-abcdef" });
+    mkdirSync(path.join(root, "proc", "4244"), { recursive: true });
+    writeFileSync(path.join(root, "proc", "4244", "stat"), readFileSync("/proc/self/stat", "utf8").replace(/^\d+ /, "4244 "));
+    writeFileSync(path.join(root, "proc", "4244", "environ"), `DRILL_RUN_ID=elsw-20260101000000-abcdef\0DRILL_STATE_DIR=${other}\0`);
+    const r = await runDrill(["--state-dir", path.join(root, "empty"), "--procfs", path.join(root, "proc"), "rollback", "--queue", "eq"], { timeout: 15_000 });
+    expect(r.exitCode, r.stdout + r.stderr).toBe(4);
+    expect(r.stdout).toContain(`FAIL deny-all: not done on redis://127.0.0.1:6379 (the default, no drill being up in ${path.join(root, "empty")}): queue eq is drill elsw's (run elsw-20260101000000-abcdef, state dir ${other}, redis redis://127.0.0.1:1)`);
+    expect(r.stderr).toContain(`run that: drill --state-dir ${other} rollback --name elsw`);
   });
 });

@@ -90,7 +90,7 @@ describe("drill rollback --queue (built binary, own redis-server)", () => {
     const held = await drill(["--json", "rollback", "--queue", "hq"]);
     expect(held.exitCode).toBe(4);
     const heldDoc = JSON.parse(held.stdout) as { queues: Array<{ left: string[] }> };
-    expect(heldDoc.queues[0]!.left).toEqual([expect.stringContaining("1 job(s) in hq:admitted held by hq:workers:w-live"), expect.stringContaining("1 job(s) in hq:processing:g-live held by hq:gates:g-live")]);
+    expect(heldDoc.queues[0]!.left).toEqual([expect.stringContaining("1 job(s) in hq:admitted, which live worker(s) hq:workers:w-live take from"), expect.stringContaining("1 job(s) in hq:processing:g-live held by hq:gates:g-live")]);
     await redis.del("hq:gates:g-live", "hq:workers:w-live");
     const last = await drill(["--json", "rollback", "--queue", "hq"]);
     expect(last.exitCode, last.stdout + last.stderr).toBe(0);
@@ -183,6 +183,13 @@ describe("drill rollback --queue (built binary, own redis-server)", () => {
     } finally {
       gate.kill("SIGKILL");
     }
+  });
+
+  it("a queue this Redis never held: nothing flipped or drained there, said, exit 0", async () => {
+    const r = await drill(["rollback", "--queue", "neverq"]);
+    expect(r.exitCode, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toContain(`ok   deny-all: nothing to do: no key of queue neverq on ${server.url} (a queue on another Redis? give --redis)`);
+    expect(await redis.keys("neverq*")).toEqual([]);
   });
 
   it("a queue name that is not one: exit 2 before anything", async () => {
