@@ -1,3 +1,4 @@
+import path from "node:path";
 import { Command } from "commander";
 import type { WorkerCgroup } from "../cgroup/paths.js";
 import { addCgroupTargetOptions } from "../cgroup/target.js";
@@ -46,7 +47,8 @@ export const DEFAULT_WEIGHTS_DIR = "/var/tmp";
 /** --file-dir, or its older name --weights-dir: both, naming two directories, is a usage error. */
 export function weightsDirOf(raw: Pick<RawWorkerFlags, "fileDir" | "weightsDir">): { dir: string; flag: "--file-dir" | "--weights-dir" } {
   const { fileDir, weightsDir } = raw;
-  if (fileDir !== undefined && weightsDir !== undefined && fileDir !== weightsDir) {
+  // The same directory written two ways (a trailing slash, a `..`) is one directory (QA).
+  if (fileDir !== undefined && weightsDir !== undefined && path.resolve(fileDir) !== path.resolve(weightsDir)) {
     throw new UsageError(`--file-dir "${fileDir}" and --weights-dir "${weightsDir}" are the same option (--weights-dir is its older name): give one`);
   }
   if (fileDir === undefined && weightsDir !== undefined) return { dir: weightsDir, flag: "--weights-dir" };

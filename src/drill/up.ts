@@ -985,14 +985,14 @@ function parseSample(line: string): Sample | null {
 async function refuseQueueInUse(url: string, queue: string, stateDir: string, drillCmd: string): Promise<void> {
   const redis = await connectRedis(url, { name: "drill-up", commandTimeoutMs: 5000 });
   let found: QueueKey[];
-  let owner: DrillState | null;
+  let owner: { state: DrillState; stateDir: string } | null;
   try {
     owner = await embeddedRedisOwner(redis);
     found = await queueKeysPresent(redis, queue);
   } finally {
     await closeRedis(redis);
   }
-  if (owner !== null) throw new RefusedError(anotherDrillsRedisText(redactUrl(url), owner));
+  if (owner !== null) throw new RefusedError(anotherDrillsRedisText(redactUrl(url), owner.state, drillCommandFor(owner.stateDir)));
   if (found.length === 0) return;
   // Another drill of this state dir on this queue and Redis: up now (the keys are its live run's), or its run over.
   const onQueue = readStateEntries(stateDir, listDrills(stateDir)).flatMap((e) => ("state" in e && e.state.queue === queue && sameRedis(e.state.redis.url, url) ? [e.state] : []));
@@ -1006,7 +1006,7 @@ async function refuseQueueInUse(url: string, queue: string, stateDir: string, dr
  * a drill's run dir, and that drill's state naming it); null for any other
  * Redis, or when CONFIG is refused (a managed Redis is nobody's drill's).
  */
-async function embeddedRedisOwner(redis: Redis): Promise<DrillState | null> {
+async function embeddedRedisOwner(redis: Redis): Promise<{ state: DrillState; stateDir: string } | null> {
   let dir: string | undefined;
   try {
     dir = ((await redis.config("GET", "dir")) as string[])[1];
@@ -1021,7 +1021,7 @@ async function embeddedRedisOwner(redis: Redis): Promise<DrillState | null> {
   } catch {
     return null;
   }
-  return state?.redis.embedded && realDir(state.redis.embedded.dir) === realDir(dir!) ? state : null;
+  return state?.redis.embedded && realDir(state.redis.embedded.dir) === realDir(dir!) ? { state, stateDir: drill.stateDir } : null;
 }
 
 /**
@@ -1029,8 +1029,8 @@ async function embeddedRedisOwner(redis: Redis): Promise<DrillState | null> {
  * that drill's rollback, which stops it: its gate and worker stopped early, its
  * jobs left in the other drill's AOF, and its own rollback failed for good.
  */
-export function anotherDrillsRedisText(url: string, owner: Pick<DrillState, "name" | "runId">): string {
-  return `redis ${url} is the embedded redis-server of drill ${owner.name} (run ${owner.runId}): that drill's rollback stops it, and this drill's queue with it; leave out --redis (this drill starts its own), or give a Redis no drill stops`;
+export function anotherDrillsRedisText(url: string, owner: Pick<DrillState, "name" | "runId">, ownerCmd: string): string {
+  return `redis ${url} is the embedded redis-server of drill ${owner.name} (run ${owner.runId}): that drill's rollback (${ownerCmd} rollback --name ${owner.name}) stops it, and this drill's queue with it; leave out --redis (this drill starts its own), or give a Redis no drill stops`;
 }
 
 /** One key of a queue as found: its type, and its length when it has one. */

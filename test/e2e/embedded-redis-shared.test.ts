@@ -52,7 +52,7 @@ describe("another drill's embedded Redis (built binary)", () => {
     const other = path.join(root, "other-state");
     const r = await runDrill(["--state-dir", other, "--redis", embedded.url, "up", "--parent", "self", "--name", "sharedcgB", "--queue", "qb"], { timeout: 60_000 });
     expect(r.exitCode, r.stdout + r.stderr).toBe(3);
-    expect(r.stdout + r.stderr).toContain(`redis ${embedded.url} is the embedded redis-server of drill sharedA (run ${RUN}): that drill's rollback stops it`);
+    expect(r.stdout + r.stderr).toContain(`redis ${embedded.url} is the embedded redis-server of drill sharedA (run ${RUN}): that drill's rollback (drill --state-dir ${stateDir} rollback --name sharedA) stops it`);
     expect(existsSync(path.join(other, "smoke", "state.json"))).toBe(false);
     expect(await redis.keys("qb*")).toEqual([]);
   });

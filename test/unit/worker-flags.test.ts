@@ -55,6 +55,9 @@ describe("drill worker flags", () => {
     [{ fileDir: "/srv/a" }, "/srv/a", "--file-dir"],
     [{ weightsDir: "/srv/b" }, "/srv/b", "--weights-dir"],
     [{ fileDir: "/srv/a", weightsDir: "/srv/a" }, "/srv/a", "--file-dir"],
+    // One directory written two ways (QA): not two.
+    [{ fileDir: "/srv/a", weightsDir: "/srv/a/" }, "/srv/a", "--file-dir"],
+    [{ fileDir: "/srv/a", weightsDir: "/srv/../srv/a" }, "/srv/a", "--file-dir"],
   ] as Array<[Partial<RawWorkerFlags>, string, string]>)("%o: the weights file goes in %s, checked as %s", (given, dir, flag) => {
     expect(resolveWorkerFlags({ ...defaults, ...given }, false, null).weightsDir).toBe(dir);
     expect(weightsDirOf(given)).toEqual({ dir, flag });
