@@ -372,7 +372,7 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   const notes: string[] = [...chosen.notes];
   // QA S 8: `--name e --queue q2` printed drill e's run ("ended: … all 9 jobs packed") over another queue's decisions.
   if (state !== null && queueAsked) {
-    notes.push(`queue ${keys.queue} is not drill ${name}'s own (${state.queue}): the run's lines (when it ran, how it ended, what up packed) are that drill's; the decisions, first token and totals are queue ${keys.queue}'s`);
+    notes.push(`queue ${keys.queue} is not drill ${name}'s own (${state.queue}): the run's lines (when it ran, how it ended, what up packed) and its pressure figures (its recording) are that drill's; the decisions, first token and totals are queue ${keys.queue}'s`);
   }
   const dir = name === null ? null : drillDir(options.stateDir, name);
 

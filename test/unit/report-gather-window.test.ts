@@ -76,7 +76,7 @@ describe("report's live read of the decision stream", () => {
     await xadd("otherq:events", T0 + 1 * SEC, "admit", "9", "packed=1000 limit=32000");
     const { inputs } = await gatherReport({ stateDir, name: "w", queue: "otherq", redisUrl: undefined, sinceMs: 10 * MIN, now: () => T0 + 2 * MIN });
     expect(inputs.gatherNotes).toContain(
-      "queue otherq is not drill w's own (wjobs): the run's lines (when it ran, how it ended, what up packed) are that drill's; the decisions, first token and totals are queue otherq's",
+      "queue otherq is not drill w's own (wjobs): the run's lines (when it ran, how it ended, what up packed) and its pressure figures (its recording) are that drill's; the decisions, first token and totals are queue otherq's",
     );
     const own = await gatherReport({ stateDir, name: "w", queue: "wjobs", redisUrl: undefined, sinceMs: 10 * MIN, now: () => T0 + 2 * MIN });
     expect(own.inputs.gatherNotes.join("\n")).not.toContain("is not drill w's own");
