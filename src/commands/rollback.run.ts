@@ -105,6 +105,12 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
           for (const step of q.steps) output.out(`  ${output.color.red("FAIL")} ${step.step}: ${step.detail}`);
         }
         queues.push(q);
+      } else if (owner !== null && named !== undefined && named !== owner) {
+        // QA re-check 7: "rolled back with it below" while --name picked another drill: the queue was rolled back by nothing.
+        const why = `queue ${queueName} on ${redactUrl(url)} is drill ${owner}'s, which --name ${named} leaves out: its own rollback drains it`;
+        const q: QueueRollback = { queue: queueName, url: redactUrl(url), steps: [{ step: "deny-all", ok: false, detail: `not done: ${why}` }], drainLength: null, left: [`${why}; run that: ${rerunCmd} rollback --name ${owner}`] };
+        if (!g.json) output.out(`rollback queue ${queueName} (--queue):\n  ${output.color.red("FAIL")} deny-all: not done: ${why}`);
+        queues.push(q);
       } else if (owner !== null) {
         if (!g.json) output.out(`queue ${queueName} on ${redactUrl(url)}: drill ${owner}'s queue, rolled back with it below`);
       } else {

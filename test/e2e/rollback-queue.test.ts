@@ -185,6 +185,20 @@ describe("drill rollback --queue (built binary, own redis-server)", () => {
     }
   });
 
+  // QA re-check 7: "drill X's queue, rolled back with it below" while --name picked another drill.
+  it("--queue of a drill --name leaves out: not rolled back by this one, that drill's rollback named, exit 4", async () => {
+    const stateDir = path.join(root, "named-state");
+    writeFakeDrill(stateDir, "ownq", "oq", server.url);
+    writeFakeDrill(stateDir, "otherd", "odq", server.url);
+    await redis.rpush("oq", JSON.stringify({ id: "1" }));
+    const r = await runDrill(["--state-dir", stateDir, "--redis", server.url, "rollback", "--name", "otherd", "--queue", "oq"], { timeout: 30_000 });
+    expect(r.exitCode, r.stdout + r.stderr).toBe(4);
+    expect(r.stdout).toContain(`FAIL deny-all: not done: queue oq on ${server.url} is drill ownq's, which --name otherd leaves out: its own rollback drains it`);
+    expect(r.stdout).not.toContain("rolled back with it below");
+    expect(await redis.get("oq:mode")).toBeNull();
+    expect(await redis.llen("oq")).toBe(1);
+  });
+
   it("a queue this Redis never held: nothing flipped or drained there, said, exit 0", async () => {
     const r = await drill(["rollback", "--queue", "neverq"]);
     expect(r.exitCode, r.stdout + r.stderr).toBe(0);
