@@ -367,7 +367,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
           result.left.push(`${heldText(h, queue.keys.admitted)} (a gate or worker run by hand on queue ${state.queue}, not this drill's: rollback does not stop it); stop it, then run drill rollback again`);
         }
         const held = unheld.held.length === 0 ? "" : `; left ${unheld.held.map((h) => `${h.jobs} in ${h.list}`).join(", ")} (held by a live gate or worker)`;
-        return `${describeDrain(unheld, queue.keys.drain)}${held}`;
+        return { ok: unheld.held.length === 0, detail: `${describeDrain(unheld, queue.keys.drain)}${held}` };
       }, (err) => {
         // Not a complete rollback: what the worker and the gates held may still
         // sit in their lists, where nothing will take it once they are stopped.
@@ -754,7 +754,7 @@ export async function redrainQueue(result: QueueRollback, url: string, again: st
           result.left.push(`queue ${result.queue} on ${result.url}: ${heldText(h, keys.admitted)} (a gate or worker run by hand, outside drill's cgroups: rollback does not stop it); stop it, then run ${again}`);
         }
         const held = drained.held.length === 0 ? "" : `; left ${drained.held.map((h) => `${h.jobs} in ${h.list}`).join(", ")} (held by a live gate or worker)`;
-        return `${describeDrain(drained, keys.drain)}${held}`;
+        return { ok: drained.held.length === 0, detail: `${describeDrain(drained, keys.drain)}${held}` };
       },
       (err) => result.left.push(`queue ${result.queue} on ${result.url}: re-drain failed (${err instanceof Error ? err.message : String(err)}); run ${again}`),
     );
@@ -789,11 +789,14 @@ const failureText = (err: unknown): string => (err instanceof Error ? refusalTex
 async function guard(
   record: (step: string, ok: boolean, detail: string) => void,
   step: string,
-  action: () => Promise<string>,
+  action: () => Promise<string | { ok: boolean; detail: string }>,
   onError?: (err: unknown) => void,
 ): Promise<void> {
   try {
-    record(step, true, await action());
+    // A step that ran but left work (a re-drain that left held lists) says FAIL beside the exit 4 it causes.
+    const done = await action();
+    if (typeof done === "string") record(step, true, done);
+    else record(step, done.ok, done.detail);
   } catch (err) {
     record(step, false, failureText(err));
     onError?.(err);

@@ -50,7 +50,7 @@ describe("a drill's rollback beside a gate and a worker run by hand on its queue
 
     const r = await runDrill(["--state-dir", stateDir, "rollback", "--name", "held"], { timeout: 60_000 });
     expect(r.exitCode, r.stdout + r.stderr).toBe(4);
-    expect(r.stdout).toMatch(/ok {3}re-drain: .*; left 1 in hq:admitted, 2 in hq:working:hand \(held by a live gate or worker\)/);
+    expect(r.stdout).toMatch(/FAIL re-drain: .*; left 1 in hq:admitted, 2 in hq:working:hand \(held by a live gate or worker\)/);
     expect(r.stderr).toContain("2 job(s) in hq:working:hand held by hq:workers:hand (a gate or worker run by hand on queue hq, not this drill's: rollback does not stop it)");
     expect(r.stderr).toContain("1 job(s) in hq:admitted, which live worker(s) hq:workers:hand take from");
     expect(await redis.lrange("hq:working:hand", 0, -1)).toEqual([job("1"), job("2")]);

@@ -78,7 +78,7 @@ describe("drill rollback --queue (built binary, own redis-server)", () => {
     const first = await drill(["rollback", "--queue", "hq"]);
     expect(first.exitCode, first.stdout + first.stderr).toBe(4);
     expect(first.stdout).toContain("ok   drain: moved 1 from hq; LLEN hq_drain = 1");
-    expect(first.stdout).toContain("ok   re-drain: moved 2 from hq:admitted, 1 from hq:working:w-dead; LLEN hq_drain = 4; left 1 in hq:processing:g-live (held by a live gate or worker)");
+    expect(first.stdout).toContain("FAIL re-drain: moved 2 from hq:admitted, 1 from hq:working:w-dead; LLEN hq_drain = 4; left 1 in hq:processing:g-live (held by a live gate or worker)");
     expect(first.stdout + first.stderr).toContain(`1 job(s) in hq:processing:g-live held by hq:gates:g-live (a gate or worker run by hand, outside drill's cgroups: rollback does not stop it); stop it, then run drill --state-dir ${path.join(root, "state")} --redis ${server.url} rollback --queue hq`);
     expect((await redis.lrange("hq_drain", 0, -1)).map((p) => (JSON.parse(p) as { id: string }).id)).toEqual(["1", "2", "3", "4"]);
     expect(await redis.hgetall("hq:inflight")).toEqual({ "5": "10" }); // still held: its tokens still in flight
