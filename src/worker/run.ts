@@ -387,10 +387,12 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
           if (landedUnanswered) deps.err(`${tag}: job=${job.id} recorded by a try whose reply was lost (its record is in ${q.done})`);
           else if (applied === 1 && unrecordedSince !== null) deps.err(`${tag}: job=${job.id} recorded after ${((now() - unrecordedSince) / 1000).toFixed(1)} s`);
         } catch (err) {
-          // Said here, with the job: it goes back unless a try that timed out lands once Redis answers.
+          // Said here, with the job: it goes back, unless a try that got no reply ran (then it lands once Redis answers);
+          // with every try answered (refused, say) there is none to wait for.
           if (!lostToStop(err)) throw err;
           stoppedInList++;
-          deps.err(`${tag}: job=${job.id} finished, but its done record did not reach redis before the stop (${message(err)}); it goes back with the give-back, unless a try that timed out lands once redis answers`);
+          const pending = unansweredTry ? ", unless a try that timed out lands once redis answers" : "";
+          deps.err(`${tag}: job=${job.id} finished, but its done record did not reach redis before the stop (${message(err)}); it goes back with the give-back${pending}`);
           return;
         }
         if (applied !== 1) {

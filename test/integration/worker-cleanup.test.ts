@@ -622,6 +622,39 @@ describe("runWorker against a Redis that refuses its writes (an ACL here; a full
   });
 });
 
+// Every try of the done record answered (refused): no try may still land, so the stop line waits for none.
+describe("runWorker stopped while its Redis refuses the done record", () => {
+  it("says the job goes back with the give-back, not 'unless a try that timed out lands'", async () => {
+    const queue = "acl-stop";
+    const k = workerKeys(queue).queue;
+    await client.call("ACL", "SETUSER", "wrefstop", "on", ">pw", "~*", "&*", "+@all");
+    const url = `redis://wrefstop:pw@127.0.0.1:${server.port}`;
+    const stopped = new AbortController();
+    const weights: Weights = { pid: 1, file: path.join(weightsDir, "refstop.weights"), fallback: false, pass: () => new Promise((resolve) => setTimeout(() => resolve(1), 2)), close: () => Promise.resolve() };
+    const err: string[] = [];
+    const run = runWorker(
+      { queue, workerId: "s1", config: { ...defaultWorkerConfig, weightsBytes: 8192, kvBytesPerToken: 16 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false, blockMs: 100, heartbeatTtlMs: 1500 },
+      { redisUrl: url, roots: new HostRoots(), where: "test", out: () => undefined, err: (line) => err.push(line), signal: stopped.signal, startWeights: () => Promise.resolve(weights) },
+    );
+    try {
+      await waitFor(async () => ((await client.hget(workerKeys(queue).workers, "s1")) ?? "").includes("ready_at"));
+      await client.call("ACL", "SETUSER", "wrefstop", "-rpush");
+      await client.rpush(k.admitted, encodeJob({ id: "1", prompt_tokens: 10, completion_tokens: 5, files: 1, enqueue_ts: Date.now(), deadline_ms: 600_000, attempt: 0, host_class: "shared-free" }));
+      await waitFor(() => Promise.resolve(err.join("\n").includes("job=1 finished; redis refused")));
+      stopped.abort();
+      await run;
+    } finally {
+      stopped.abort();
+      await client.call("ACL", "SETUSER", "wrefstop", "+rpush");
+    }
+    const line = err.find((l) => l.includes("did not reach redis before the stop"));
+    expect(line, err.join("\n")).toMatch(/^worker s1: job=1 finished, but its done record did not reach redis before the stop \(.*\); it goes back with the give-back$/);
+    // Not lost: given back, or left in the worker's list for the next worker or the rollback.
+    const held = [...(await client.lrange(k.admitted, 0, -1)), ...(await client.lrange(k.working("s1"), 0, -1))];
+    expect(held.map((p) => (JSON.parse(p) as { id: string }).id)).toEqual(["1"]);
+  });
+});
+
 describe("runWorker when a done record's reply is lost", () => {
   it("the connection cut between the done script's write and its reply: the job is counted done once, said recorded by that try, not as gone from the list", async () => {
     const queue = "lost-done";
