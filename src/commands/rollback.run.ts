@@ -93,24 +93,29 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       // The default Redis only because no drill is up here: a drill up from another state dir on this
       // queue is what the operator means (QA S re-check 1: 6379 flipped, exit 0, the drill's queue admitting).
       const elsewhere = g.redisUrl === undefined && chosen.drills.length === 0 ? drillsUpOnQueue(hostRoots(g), queueName) : [];
-      if (elsewhere.length > 0) {
-        const q: QueueRollback = { queue: queueName, url: redactUrl(url), steps: [], drainLength: null, left: [] };
-        for (const d of elsewhere) {
-          const why = `queue ${queueName} is drill ${d.drill}'s (run ${d.runId}, state dir ${d.stateDir}, redis ${redactUrl(d.url)}), up from another state dir: its own rollback drains it`;
-          q.steps.push({ step: "deny-all", ok: false, detail: `not done on ${redactUrl(url)} (the default, no drill being up in ${g.stateDir}): ${why}` });
-          q.left.push(`${why}; run that: drill --state-dir ${d.stateDir} rollback --name ${d.drill} (or give --redis to roll back a queue of that name on another Redis)`);
-        }
+      // A drill's queue this rollback does not reach: nothing flipped or drained, each drill's own rollback named (exit 4).
+      const notHere = (refusals: Array<{ detail: string; left: string }>): void => {
+        const q: QueueRollback = { queue: queueName, url: redactUrl(url), steps: refusals.map((r) => ({ step: "deny-all", ok: false, detail: r.detail })), drainLength: null, left: refusals.map((r) => r.left) };
         if (!g.json) {
           output.out(`rollback queue ${queueName} (--queue):`);
           for (const step of q.steps) output.out(`  ${output.color.red("FAIL")} ${step.step}: ${step.detail}`);
         }
         queues.push(q);
+      };
+      if (elsewhere.length > 0) {
+        notHere(
+          elsewhere.map((d) => {
+            const why = `queue ${queueName} is drill ${d.drill}'s (run ${d.runId}, state dir ${d.stateDir}, redis ${redactUrl(d.url)}), up from another state dir: its own rollback drains it`;
+            return {
+              detail: `not done on ${redactUrl(url)} (the default, no drill being up in ${g.stateDir}): ${why}`,
+              left: `${why}; run that: drill --state-dir ${d.stateDir} rollback --name ${d.drill} (or give --redis to roll back a queue of that name on another Redis)`,
+            };
+          }),
+        );
       } else if (owner !== null && named !== undefined && named !== owner) {
         // QA re-check 7: "rolled back with it below" while --name picked another drill: the queue was rolled back by nothing.
         const why = `queue ${queueName} on ${redactUrl(url)} is drill ${owner}'s, which --name ${named} leaves out: its own rollback drains it`;
-        const q: QueueRollback = { queue: queueName, url: redactUrl(url), steps: [{ step: "deny-all", ok: false, detail: `not done: ${why}` }], drainLength: null, left: [`${why}; run that: ${rerunCmd} rollback --name ${owner}`] };
-        if (!g.json) output.out(`rollback queue ${queueName} (--queue):\n  ${output.color.red("FAIL")} deny-all: not done: ${why}`);
-        queues.push(q);
+        notHere([{ detail: `not done: ${why}`, left: `${why}; run that: ${rerunCmd} rollback --name ${owner}` }]);
       } else if (owner !== null) {
         if (!g.json) output.out(`queue ${queueName} on ${redactUrl(url)}: drill ${owner}'s queue, rolled back with it below`);
       } else {
