@@ -5,6 +5,8 @@ export const ExitCode = {
   usage: 2,
   refused: 3,
   rollbackIncomplete: 4,
+  /** SIGHUP: the terminal closed (an SSH session dropped); 128 + 1, as a shell reports it. */
+  hungUp: 129,
   interrupted: 130,
   terminated: 143,
 } as const;
@@ -43,9 +45,18 @@ export class RollbackIncompleteError extends DrillError {
   }
 }
 
+/** The signals that stop a drill command: Ctrl-C, a supervisor's SIGTERM, the terminal closing. */
+export const STOP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+export type StopSignal = (typeof STOP_SIGNALS)[number];
+
+/** 128 + the signal's number: 130, 143, 129. */
+export function stopExitCode(signal: StopSignal): ExitCodeValue {
+  return signal === "SIGINT" ? ExitCode.interrupted : signal === "SIGHUP" ? ExitCode.hungUp : ExitCode.terminated;
+}
+
 export class InterruptedError extends DrillError {
-  constructor(signal: "SIGINT" | "SIGTERM") {
-    super(`interrupted by ${signal}`, signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
+  constructor(signal: StopSignal) {
+    super(`interrupted by ${signal}`, stopExitCode(signal));
     this.name = "InterruptedError";
   }
 }

@@ -1,12 +1,13 @@
-import { ExitCode } from "./errors.js";
+import { writeErr } from "./closedStdout.js";
+import { STOP_SIGNALS, stopExitCode, type StopSignal } from "./errors.js";
 
 let installed = false;
 let handedOver = false;
 
 /**
  * From main() until the command's implementation has loaded (commands load
- * lazily: up to a second on a slow VM), SIGINT and SIGTERM say that nothing
- * was done and exit 130/143, where node's default ended drill without a word
+ * lazily: up to a second on a slow VM), SIGINT, SIGTERM and SIGHUP say that
+ * nothing was done and exit 130/143/129, where node's default ended drill without a word
  * (QA: Ctrl-C in the first second of a rollback or an up exited 130 silently).
  * began() hands over to the command's own handling, or node's default for a
  * command that has none. bin/drill.js installs it before it loads main.js
@@ -22,7 +23,7 @@ export function interruptWhileStarting(): void {
   if (installed) return; // bin/drill.js installed it before loading the rest
   installed = true;
   ignoreDebuggerSignal();
-  const handler = (signal: "SIGINT" | "SIGTERM") => () => {
+  const handler = (signal: StopSignal) => () => {
     if (handedOver) {
       if (process.listenerCount(signal) > 1) return; // the command's own handling has it
       process.removeAllListeners(signal);
@@ -30,10 +31,9 @@ export function interruptWhileStarting(): void {
       return;
     }
     process.stderr.write(`drill: interrupted by ${signal} while starting: nothing was done\n`);
-    process.exit(signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
+    process.exit(stopExitCode(signal));
   };
-  process.on("SIGINT", handler("SIGINT"));
-  process.on("SIGTERM", handler("SIGTERM"));
+  for (const signal of STOP_SIGNALS) process.on(signal, handler(signal));
 }
 
 let debuggerSignalIgnored = false;
@@ -56,63 +56,66 @@ export function began(): void {
 
 /**
  * Once the command has finished (its output written, its handling gone), a
- * SIGINT or SIGTERM before the process is out ends it with the command's exit
+ * stop signal before the process is out ends it with the command's exit
  * code and a word: node's default made a completed rollback exit 130 silently
  * (QA). Unref'd like every signal handle: it keeps nothing alive.
  */
 export function exitOnLateSignal(exitCode: number): void {
-  const handler = (signal: "SIGINT" | "SIGTERM") => () => {
+  const handler = (signal: StopSignal) => () => {
     process.stderr.write(`drill: ${signal} after the command had finished (exit ${exitCode})\n`);
     process.exit(exitCode);
   };
-  process.once("SIGINT", handler("SIGINT"));
-  process.once("SIGTERM", handler("SIGTERM"));
+  for (const signal of STOP_SIGNALS) process.once(signal, handler(signal));
 }
 
 /**
- * SIGINT/SIGTERM as an AbortSignal: long-running commands stop their loops,
- * clean up, then throw InterruptedError so main() exits 130 or 143.
+ * Each stop signal to its handler, until the returned function takes them
+ * off. SIGHUP is one: a closed terminal (an SSH session dropped) killed a gate
+ * with the job it held, an up without its verdict, a rollback half-way (QA).
  */
-export function onInterrupt(): { signal: AbortSignal; received: () => "SIGINT" | "SIGTERM" | null; dispose: () => void } {
+export function onStopSignals(handler: (signal: StopSignal) => void): () => void {
+  const listeners = STOP_SIGNALS.map((signal) => [signal, () => handler(signal)] as const);
+  for (const [signal, listener] of listeners) process.on(signal, listener);
+  return () => {
+    for (const [signal, listener] of listeners) process.off(signal, listener);
+  };
+}
+
+/**
+ * The stop signals as an AbortSignal: long-running commands stop their loops,
+ * clean up, then throw InterruptedError so main() exits 130, 143 or 129.
+ */
+export function onInterrupt(): { signal: AbortSignal; received: () => StopSignal | null; dispose: () => void } {
   const controller = new AbortController();
-  let received: "SIGINT" | "SIGTERM" | null = null;
-  const handler = (sig: "SIGINT" | "SIGTERM") => () => {
+  let received: StopSignal | null = null;
+  const dispose = onStopSignals((sig) => {
     received ??= sig;
     controller.abort(sig); // the reason names it, for whoever records how a run ended
-  };
-  const onInt = handler("SIGINT");
-  const onTerm = handler("SIGTERM");
-  process.on("SIGINT", onInt);
-  process.on("SIGTERM", onTerm);
-  return {
-    signal: controller.signal,
-    received: () => received,
-    dispose: () => {
-      process.off("SIGINT", onInt);
-      process.off("SIGTERM", onTerm);
-    },
-  };
+  });
+  return { signal: controller.signal, received: () => received, dispose };
 }
 
 /**
- * For work that must not stop half-way (rollback): the first SIGINT is only
- * acknowledged (`notice`) and the work goes on; a second SIGINT, or a SIGTERM
- * (a supervisor that wants the process gone), calls `stop`, which exits.
+ * For work that must not stop half-way (rollback, teardown): the first SIGINT
+ * is only acknowledged and the work goes on; a second SIGINT, or a SIGTERM (a
+ * supervisor that wants the process gone), calls `stop`, which exits. A
+ * SIGHUP never stops it: the terminal closed (the operator walked away, or an
+ * SSH session dropped), and no one is left to finish what it would leave.
+ * `work` names it ("the rollback"), `halfDone` what a stop now leaves ("half done").
  */
-export function finishDespiteInterrupt(notice: () => void, stop: (signal: "SIGINT" | "SIGTERM") => void): { dispose: () => void } {
+export function finishDespiteInterrupt(work: string, halfDone: string, stop: (signal: "SIGINT" | "SIGTERM") => void): { dispose: () => void } {
   let interrupts = 0;
-  const onInt = () => {
+  let hungUp = false;
+  const dispose = onStopSignals((signal) => {
+    if (signal === "SIGTERM") return stop("SIGTERM");
+    if (signal === "SIGHUP") {
+      if (!hungUp) writeErr(`drill: SIGHUP (the terminal closed): finishing ${work} (stopping now would leave it ${halfDone}); what it prints from here may reach no one\n`);
+      hungUp = true;
+      return;
+    }
     interrupts++;
-    if (interrupts === 1) notice();
+    if (interrupts === 1) writeErr(`drill: SIGINT: finishing ${work} (stopping now would leave it ${halfDone}); Ctrl-C again to stop anyway\n`);
     else stop("SIGINT");
-  };
-  const onTerm = () => stop("SIGTERM");
-  process.on("SIGINT", onInt);
-  process.on("SIGTERM", onTerm);
-  return {
-    dispose: () => {
-      process.off("SIGINT", onInt);
-      process.off("SIGTERM", onTerm);
-    },
-  };
+  });
+  return { dispose };
 }

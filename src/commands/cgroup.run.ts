@@ -1,4 +1,4 @@
-import { DrillError, ExitCode, RefusedError, UsageError } from "../errors.js";
+import { DrillError, RefusedError, stopExitCode, UsageError } from "../errors.js";
 import { writeErr } from "../closedStdout.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
 import { drillCommandAt, drillCommandFor, type GlobalOptions } from "../context.js";
@@ -107,7 +107,8 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
   let stage: { stage: TeardownStage; name: string } | null = null;
   const progress = newTeardownProgress();
   const interrupts = finishDespiteInterrupt(
-    () => writeErr(`drill: SIGINT: finishing the teardown of cgroup ${cgroup.name} (stopping now would leave it half torn down); Ctrl-C again to stop anyway\n`),
+    `the teardown of cgroup ${cgroup.name}`,
+    "half torn down",
     (signal) => {
       const { notes, stillFrozen } = thawBeforeExit("the teardown");
       const where = describeStage(stage, cgroup.name);
@@ -121,7 +122,7 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
       }
       for (const note of notes) writeErr(`drill: ${note}\n`);
       writeErr(`drill: interrupted by ${signal} during the teardown of cgroup ${cgroup.name}, ${where}; run \`${command}\` again to finish it\n`);
-      process.exit(signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
+      process.exit(stopExitCode(signal));
     },
   );
   let result: TeardownResult;

@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import type { ChildProcess } from "node:child_process";
-import { DrillError, InterruptedError, RefusedError, UsageError } from "../errors.js";
+import { DrillError, InterruptedError, RefusedError, UsageError, type StopSignal } from "../errors.js";
 import { hostRoots, type GlobalOptions } from "../context.js";
 import { readKernelText } from "../host/kernelFile.js";
 import { parsePsi, stallRatePct } from "../host/psi.js";
@@ -17,6 +17,7 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { cgroupKey, newHogRecordFile, removeHogRecord, writeHogRecord, type HogRecord } from "../cgroup/stateFiles.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { signalVerified } from "../cgroup/tasks.js";
+import { onStopSignals } from "../interrupt.js";
 import { TERM_GRACE_MS } from "../cgroup/teardown.js";
 import { readHostMemoryBytes } from "../host/meminfo.js";
 import { readProcessStat } from "../host/process.js";
@@ -190,20 +191,9 @@ export async function exitsWithin(exited: Promise<unknown>, graceMs: number): Pr
 }
 
 export interface InjectDeps {
-  /** Registers SIGINT/SIGTERM handling; returns the unregister function. Injectable for tests. */
-  onSignal?: (handler: (signal: "SIGINT" | "SIGTERM") => void) => () => void;
+  /** Registers the stop signals' handling; returns the unregister function. Injectable for tests. */
+  onSignal?: (handler: (signal: StopSignal) => void) => () => void;
 }
-
-const processSignals = (handler: (signal: "SIGINT" | "SIGTERM") => void): (() => void) => {
-  const onInt = (): void => handler("SIGINT");
-  const onTerm = (): void => handler("SIGTERM");
-  process.on("SIGINT", onInt);
-  process.on("SIGTERM", onTerm);
-  return () => {
-    process.off("SIGINT", onInt);
-    process.off("SIGTERM", onTerm);
-  };
-};
 
 export async function injectAction(globals: GlobalOptions, flags: InjectFlags, output: Output = consoleOutput(globals.color), deps: InjectDeps = {}): Promise<InjectReport> {
   const settings = parseInjectFlags(flags, readHostMemoryBytes(hostRoots(globals)));
@@ -350,14 +340,15 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     );
   }, 1000);
 
-  const stopHog = async (signal: "SIGINT" | "SIGTERM"): Promise<void> => {
+  const stopHog = async (signal: StopSignal): Promise<void> => {
     state.interrupted = true;
     if (pid === null || startTime === null) return;
-    signalVerified(roots, { pid, startTime }, signal === "SIGINT" ? "SIGINT" : "SIGTERM");
+    // The hog stops on each as it would on the operator's own (HOG_STOP_SIGNALS), unlinking its file.
+    signalVerified(roots, { pid, startTime }, signal);
     if (!(await exitsWithin(exited, TERM_GRACE_MS))) signalVerified(roots, { pid, startTime }, "SIGKILL");
   };
-  let interruptedBy: "SIGINT" | "SIGTERM" | null = null;
-  const unregister = (deps.onSignal ?? processSignals)((signal) => {
+  let interruptedBy: StopSignal | null = null;
+  const unregister = (deps.onSignal ?? onStopSignals)((signal) => {
     if (interruptedBy) return;
     interruptedBy = signal;
     void stopHog(signal);

@@ -1,5 +1,5 @@
 import { hostRoots, type GlobalOptions } from "../context.js";
-import { ExitCode } from "../errors.js";
+import { stopExitCode, type StopSignal } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
 import { consoleOutput } from "../output.js";
 import { validateKeyPart, validateQueueName } from "../queue/keys.js";
@@ -17,8 +17,8 @@ export async function reportAction(g: GlobalOptions, raw: RawReportOptions): Pro
   const runId = raw.run === undefined ? undefined : validateKeyPart(raw.run, "--run");
   // A report reads; stopped, it says so, and stops what it started: the redis-server it may restart on a stopped drill's AOF.
   let revived: "starting" | (() => Promise<void>) | null = null;
-  let stoppedBy: "SIGINT" | "SIGTERM" | null = null;
-  const finish = async (signal: "SIGINT" | "SIGTERM", stop: (() => Promise<void>) | null): Promise<never> => {
+  let stoppedBy: StopSignal | null = null;
+  const finish = async (signal: StopSignal, stop: (() => Promise<void>) | null): Promise<never> => {
     let said = "";
     if (stop) {
       try {
@@ -29,7 +29,7 @@ export async function reportAction(g: GlobalOptions, raw: RawReportOptions): Pro
       }
     }
     process.stderr.write(`drill: report interrupted by ${signal}${said}\n`);
-    process.exit(signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
+    process.exit(stopExitCode(signal));
   };
   const interrupt = onInterrupt();
   interrupt.signal.addEventListener(

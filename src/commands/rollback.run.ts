@@ -9,7 +9,7 @@ import { stopStartingUps, type StartingUp } from "../drill/startingUp.js";
 import { queueKeys } from "../queue/keys.js";
 import { refusalHint } from "../queue/refusal.js";
 import { listDrills, readState, readStateEntries, statePath } from "../drill/state.js";
-import { ExitCode, RollbackIncompleteError, UsageError } from "../errors.js";
+import { RollbackIncompleteError, stopExitCode, UsageError } from "../errors.js";
 import { thawBeforeExit } from "../cgroup/teardown.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
 import { consoleOutput, snakeCaseKeys } from "../output.js";
@@ -52,7 +52,8 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   // cgroups of drill cgroup setup, rolled back after every drill.
   let current: { name: string; lastStep: string; result: DrillRollback | null; before?: true; cgroups?: true } = { name: "", lastStep: "", result: null, before: true };
   const interrupts = finishDespiteInterrupt(
-    () => writeErr(`drill: SIGINT: finishing the rollback (stopping now would leave it half done); Ctrl-C again to stop anyway\n`),
+    "the rollback",
+    "half done",
     (signal) => {
       // Stopping is the operator's choice; a cgroup left frozen is not (its tasks stay stopped for good).
       const { notes: thawNotes, stillFrozen } = thawBeforeExit("the rollback");
@@ -74,7 +75,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       }
       for (const note of thawNotes) writeErr(`drill: ${note}\n`);
       writeErr(`drill: interrupted by ${signal} during the rollback of ${what} ${where}; run \`${command}\` again to finish it\n`);
-      process.exit(signal === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated);
+      process.exit(stopExitCode(signal));
     },
   );
   try {

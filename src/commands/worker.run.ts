@@ -10,8 +10,8 @@ import type { UpHolder } from "../cgroup/setup.js";
 import { recordServedQueue } from "../cgroup/stateFiles.js";
 import { writeErr, writeOut } from "../closedStdout.js";
 import { commandRedisUrl, drillCommandAt, hostRoots, type GlobalOptions } from "../context.js";
-import { DrillError, ExitCode, InterruptedError } from "../errors.js";
-import { onInterrupt } from "../interrupt.js";
+import { DrillError, ExitCode, InterruptedError, stopExitCode, type StopSignal } from "../errors.js";
+import { onInterrupt, onStopSignals } from "../interrupt.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readHostMemoryBytes } from "../host/meminfo.js";
 import { formatBytes } from "../units.js";
@@ -66,22 +66,17 @@ export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, er
     child.once("error", (error) => resolve({ code: null, signal: null, error }));
   });
   let forwarded = 0;
-  let stoppedBy: NodeJS.Signals | null = null;
-  const forward = (signal: NodeJS.Signals) => () => {
+  let stoppedBy: StopSignal | null = null;
+  const stopForwarding = onStopSignals((signal) => {
     forwarded++;
     stoppedBy ??= signal;
     child.kill(forwarded > 1 ? "SIGKILL" : signal);
-  };
-  const onInt = forward("SIGINT");
-  const onTerm = forward("SIGTERM");
-  process.on("SIGINT", onInt);
-  process.on("SIGTERM", onTerm);
+  });
   let result: Awaited<typeof exited>;
   try {
     result = await exited;
   } finally {
-    process.off("SIGINT", onInt);
-    process.off("SIGTERM", onTerm);
+    stopForwarding();
     lifeline?.destroy();
   }
   if (result.error) throw new DrillError(`cannot start the worker inside ${cgroup.limits.dir}: ${result.error.message}`, undefined, { cause: result.error });
@@ -94,7 +89,7 @@ export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, er
       `drill: worker pid ${child.pid ?? "?"} stopped by the ${stoppedBy} passed on to it${forwarded > 1 ? " (then SIGKILL)" : ""} before it could stop by itself; ` +
         `what it took, if anything, ${recovery}`,
     );
-    return stoppedBy === "SIGINT" ? ExitCode.interrupted : ExitCode.terminated;
+    return stopExitCode(stoppedBy);
   }
   const oomAfter = readOomKillCount(cgroup.limits);
   const oom = oomBefore.ok && oomAfter.ok ? ` (cgroup oom_kill ${oomBefore.value} → ${oomAfter.value})` : "";

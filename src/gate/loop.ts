@@ -1,7 +1,7 @@
 import os from "node:os";
 import { readProcessStat } from "../host/process.js";
 import { queueKeys } from "../queue/keys.js";
-import { DrillError } from "../errors.js";
+import { DrillError, type StopSignal } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { checkDecisionRecord, checkUnheardDecision } from "../queue/decisionRecord.js";
 import { decodeJob, type Job } from "../queue/job.js";
@@ -84,7 +84,7 @@ export function gateStartLine(options: GateOptions, redisUrl: string): string {
 export const GATE_START_LINE = /^gate \S+: deciding jobs of queue /;
 
 /** Why the gate stopped as its operator started it: --duration is its own, not a signal's. */
-export type GateStop = GateSummary["stoppedBy"] | "duration" | "SIGINT" | "SIGTERM";
+export type GateStop = GateSummary["stoppedBy"] | "duration" | StopSignal;
 
 /** The gate's last stderr line: `gate g1 stopped (signal): decided=12 admit=5 reject_packed_tokens=7 recovered=0 watchdog_fires=0`. */
 export function gateStoppedLine(gateId: string, summary: GateSummary, why: GateStop): string {

@@ -1,6 +1,6 @@
-// Ctrl-C or SIGTERM while drill is still loading the command (commands load
+// Ctrl-C, SIGTERM or SIGHUP while drill is still loading the command (commands load
 // lazily: up to a second on a slow VM) says that nothing was done and exits
-// 130/143. QA: in the first second of a rollback or an up it exited 130
+// 130/143/129. QA: in the first second of a rollback or an up it exited 130
 // without a word. The built binary, its start held 4 s (DRILL_TEST_START_DELAY_MS)
 // and the signal sent 1.5 s in.
 import { spawn } from "node:child_process";
@@ -27,6 +27,8 @@ describe("a signal while drill is starting", () => {
   it.each([
     ["rollback", [], "SIGINT", 130],
     ["up", ["--parent", "self", "--name", "startsig", "--file-dir", os.tmpdir()], "SIGTERM", 143],
+    // The terminal closed: 128 + 1, as a shell says it.
+    ["report", [], "SIGHUP", 129],
   ] as const)("%s %j, %s: said, exit %s, nothing made in the state dir", async (command, args, signal, exitCode) => {
     const stateDir = path.join(root, command, "state");
     const child = spawn("node", [drillBin, "--state-dir", stateDir, command, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, NO_COLOR: "1", DRILL_TEST_START_DELAY_MS: "4000" } });

@@ -448,8 +448,9 @@ describe("drill pack + drill gate (built binary)", () => {
     await assertNoJobLost(redis, queue, ["1", "2"]);
   });
 
-  it("SIGINT and SIGTERM stop the gate cleanly with 130 and 143", async () => {
-    for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
+  // SIGHUP: the gate's terminal closed; QA: node's default killed it holding a job, still registered.
+  it("SIGINT, SIGTERM and SIGHUP stop the gate cleanly with 130, 143 and 129, unregistered", async () => {
+    for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143], ["SIGHUP", 129]] as const) {
       const queue = `e${++n}`;
       const gate = drill(["--procfs", fakeProc(CALM_PSI), "gate", "--queue", queue, "--interval", "200ms"]);
       // Running once it has registered (its signal handlers are in place by then), not after a fixed sleep.
@@ -462,6 +463,7 @@ describe("drill pack + drill gate (built binary)", () => {
       expect(result.exitCode).toBe(code);
       // QA: both read "stopped (signal)".
       expect(String(result.stderr)).toMatch(new RegExp(`^gate \\S+ stopped \\(${signal}\\): decided=0 recovered=0 watchdog_fires=0$`, "m"));
+      expect(await redis.hlen(`${queue}:gates`)).toBe(0);
     }
   });
 

@@ -48,7 +48,7 @@ describe.skipIf(skip !== null)("rollback stopped from outside: Ctrl-C, a closed 
    * sent 20 ms apart to a process not yet scheduled merge into one pending
    * signal on a loaded host, and the rollback then finished (exit 0).
    */
-  async function signalOneByOne(child: ReturnType<typeof execa>, signal: "SIGINT" | "SIGTERM", count: number) {
+  async function signalOneByOne(child: ReturnType<typeof execa>, signal: "SIGINT" | "SIGTERM" | "SIGHUP", count: number) {
     let stderr = "";
     child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
     for (let i = 0; i < count; i++) {
@@ -58,8 +58,8 @@ describe.skipIf(skip !== null)("rollback stopped from outside: Ctrl-C, a closed 
     }
   }
 
-  /** A rollback that gets `count` SIGINTs as soon as it has said which drill it rolls back. */
-  async function interruptedRollback(stateDir: string, count: number) {
+  /** A rollback that gets `count` of `signal` as soon as it has said which drill it rolls back. */
+  async function interruptedRollback(stateDir: string, count: number, signal: "SIGINT" | "SIGHUP" = "SIGINT") {
     const child = execa("node", [drillBin, "--state-dir", stateDir, "rollback", "--name", "rbint"], { reject: false, timeout: 90_000, env: { FORCE_COLOR: "0", NO_COLOR: "1" } });
     let stdout = "";
     child.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
@@ -67,7 +67,7 @@ describe.skipIf(skip !== null)("rollback stopped from outside: Ctrl-C, a closed 
       if (child.exitCode !== null) break;
       await sleep(5);
     }
-    await signalOneByOne(child, "SIGINT", count);
+    await signalOneByOne(child, signal, count);
     const result = await child;
     return { exitCode: result.exitCode, stdout: String(result.stdout), stderr: String(result.stderr) };
   }
@@ -85,6 +85,16 @@ describe.skipIf(skip !== null)("rollback stopped from outside: Ctrl-C, a closed 
     expect(r.stderr).toContain("drill: SIGINT: finishing the rollback (stopping now would leave it half done); Ctrl-C again to stop anyway");
     // up had ended by itself: the packer was not running when rollback came, and it says so.
     expect(r.stdout).toMatch(/stop packer: \S+ \d+: already gone$/m);
+    assertHostClean(stateDir, "rbint", before);
+    exportedJobs(stateDir, pushed);
+  }, 180_000);
+
+  // The terminal closed (an SSH session dropped) as the operator walked away: no one is left to finish it. QA: it stopped half-way.
+  it("SIGHUP, twice: the rollback says it is finishing, finishes (exit 0), host clean, no job lost", async () => {
+    const { stateDir, before, pushed } = await upDrill("hup");
+    const r = await interruptedRollback(stateDir, 2, "SIGHUP");
+    expect(r.exitCode, r.stdout + r.stderr).toBe(0);
+    expect(r.stderr.match(/drill: SIGHUP \(the terminal closed\): finishing the rollback \(stopping now would leave it half done\)/g)).toHaveLength(1);
     assertHostClean(stateDir, "rbint", before);
     exportedJobs(stateDir, pushed);
   }, 180_000);

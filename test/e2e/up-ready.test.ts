@@ -116,8 +116,12 @@ describe.skipIf(skip !== null)("drill up starts the schedule once gate and worke
     await rollbackLosesNothing(stateDir, summary.pushed_ids);
   }, 120_000);
 
-  it("interrupted while it waits: exit 130, no job pushed, every phase said not started, the state stopped and rolled back clean", async () => {
-    const queue = "interrupted";
+  // SIGHUP: the terminal up ran in closed (an SSH session dropped); QA: it died without its verdict, the state "running".
+  it.each([
+    ["SIGINT", 130],
+    ["SIGHUP", 129],
+  ] as const)("interrupted by %s while it waits: exit %d, no job pushed, every phase said not started, the state stopped and rolled back clean", async (signal, code) => {
+    const queue = `interrupted-${signal}`;
     const { stateDir, args } = upArgs(queue, "slow-gate.yaml", CGROUP_INTERRUPTED);
     const up = execa("node", [drillBin, ...args], { reject: false, timeout: 120_000, env: { FORCE_COLOR: "0", NO_COLOR: "1" } });
     // Every child spawned (watch is the last): up waits for the gate's 5 s cold start now.
@@ -130,10 +134,10 @@ describe.skipIf(skip !== null)("drill up starts the schedule once gate and worke
     }
     await sleep(500);
     expect(readState(stateDir, NAME)?.phase).toBe("starting");
-    up.kill("SIGINT");
+    up.kill(signal);
     const result = await up;
     const stderr = String(result.stderr);
-    expect(result.exitCode, stderr).toBe(130);
+    expect(result.exitCode, stderr).toBe(code);
     expect(stderr).toMatch(/^waiting for gate and worker to be ready/m);
     expect(stderr).not.toMatch(/ready after/);
     expect(stderr).not.toMatch(/^phase 0: pack/m);
@@ -143,7 +147,7 @@ describe.skipIf(skip !== null)("drill up starts the schedule once gate and worke
     expect(await redis.exists(queueKeys(queue).seq)).toBe(0);
     const state = readState(stateDir, NAME) as DrillState;
     expect(state.phase).toBe("stopped");
-    expect(state.ended).toMatchObject({ verdict: "interrupted", pushed: 0, notPacked: 1 });
+    expect(state.ended).toMatchObject({ verdict: "interrupted", pushed: 0, notPacked: 1, reason: `up was stopped by ${signal}` });
 
     await rollbackLosesNothing(stateDir, []);
   }, 120_000);
