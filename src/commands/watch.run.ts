@@ -15,7 +15,7 @@ import { consoleOutput } from "../output.js";
 import { queueKeys, validateKeyPart } from "../queue/keys.js";
 import { defaultAlarmConfig, type AlarmConfig, type AlarmEvent } from "../sampler/alarms.js";
 import { runSidecar } from "../sampler/loop.js";
-import { Recording } from "../sampler/recording.js";
+import { Recording, RecordingRemoved } from "../sampler/recording.js";
 import { QueueReader, readSample } from "../sampler/read.js";
 import { fieldsOfKey, type QueueRaw } from "../sampler/step.js";
 import { NO_REJECTS, rejectBatchLines } from "../sampler/rejects.js";
@@ -319,10 +319,12 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
             recording.append(line);
             recorded++;
           } catch (err) {
+            const removed = err instanceof RecordingRemoved;
             // The view is what the operator watches the incident on: it goes on, said once; the exit says it (1).
-            notice(`drill: ${(err as Error).message}; recording stopped after ${recorded} sample(s), the file ends with whole lines; the view goes on`);
+            // This watch's samples: another watch or a truncation may have added lines to the file or taken some.
+            notice(`drill: ${(err as Error).message}; recording stopped after ${recorded} sample(s) recorded by this watch${removed ? ", gone with the file" : ""}; the view goes on`);
             // The exit says it once more, short (QA: the same line twice).
-            recordFailed = `--record: ${options.record} holds the first ${recorded} sample(s) only: its write failed (said above)`;
+            recordFailed = `--record: ${options.record}: recording stopped after ${recorded} sample(s) recorded by this watch: ${removed ? "the file was removed" : "its write failed"} (said above)`;
             recording.close();
             recording = null;
           }

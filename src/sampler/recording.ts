@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, ftruncateSync, openSync, readSync, statSync, writeFileSync } from "node:fs";
+import { closeSync, fstatSync, ftruncateSync, openSync, readSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { DrillError, UsageError } from "../errors.js";
 
 // A path the operator typed: a missing dir or a read-only place is bad input (exit 2), not a failed watch.
@@ -14,11 +14,11 @@ export class Recording {
   private constructor(
     readonly file: string,
     private fd: number | null,
-    /** Where the last whole line ends: a failed write is cut back to it. */
-    private end: number,
   ) {}
 
   static open(file: string): Recording {
+    // Said as such: opening "" read "cannot open : ENOENT".
+    if (file === "") throw new UsageError("--record: is empty; give the file to append the samples to (JSON lines)");
     let fd: number;
     try {
       // A FIFO with no reader would hold the open (and --once) forever; a socket cannot be opened.
@@ -33,33 +33,35 @@ export class Recording {
     }
     try {
       const st = fstatSync(fd);
-      let end = st.size;
       // A file cut mid-line (a crash, a full disk): the fragment stays its own line, the samples start on the next.
-      if (st.isFile() && end > 0 && !endsWithNewline(fd, end)) {
-        writeFileSync(fd, "\n");
-        end += 1;
-      }
-      return new Recording(file, fd, end);
+      if (st.isFile() && st.size > 0 && !endsWithNewline(fd, st.size)) writeFileSync(fd, "\n");
+      return new Recording(file, fd);
     } catch (err) {
       closeSync(fd);
       throw new DrillError(`--record: cannot write ${file}: ${(err as Error).message}`, undefined, { cause: err });
     }
   }
 
-  /** One sample line, in one write (it reaches the file even if watch is killed next); on failure the part written is cut off. */
+  /**
+   * One sample line, whole (it reaches the file even if watch is killed next).
+   * On failure exactly the bytes this append wrote are cut off, counted back
+   * from the file's size then: QA cut back to this watch's own byte count,
+   * which took another watch's lines into one file, and after an outside
+   * truncation (`: > file`, logrotate's copytruncate) grew the file with NULs.
+   */
   append(line: string): void {
     if (this.fd === null) return;
+    const fd = this.fd;
+    // QA: a removed file took every later sample, silently (one fstat a sample, only with --record).
+    if (fstatSync(fd).nlink === 0) throw new RecordingRemoved(this.file);
+    const bytes = Buffer.from(line);
+    let written = 0;
     try {
-      // writeFileSync, not writeSync: that may write part (disk full, file size limit) and say nothing.
-      writeFileSync(this.fd, line);
-      this.end += Buffer.byteLength(line);
+      // A short write (a filling disk, a file size limit) says nothing: the next call says why.
+      while (written < bytes.length) written += writeSync(fd, bytes, written);
     } catch (err) {
-      try {
-        ftruncateSync(this.fd, this.end);
-      } catch {
-        // a device or a pipe: nothing to cut
-      }
-      throw new DrillError(`--record: cannot write ${this.file}: ${(err as Error).message}`, undefined, { cause: err });
+      const left = written > 0 && !cutOff(fd, written) ? `; the ${written} byte(s) of the sample it took could not be cut off` : "";
+      throw new DrillError(`--record: cannot write ${this.file}: ${(err as Error).message}${left}`, undefined, { cause: err });
     }
   }
 
@@ -68,6 +70,31 @@ export class Recording {
     const fd = this.fd;
     this.fd = null;
     closeSync(fd);
+  }
+}
+
+/** The file was removed (unlinked) mid-run: every sample after would go where no one reads it. */
+export class RecordingRemoved extends DrillError {
+  constructor(file: string) {
+    super(`--record: ${file} was removed while watch recorded into it`);
+    this.name = "RecordingRemoved";
+  }
+}
+
+/**
+ * Cuts `written` bytes off the end, the end as it is now: only ever shorter
+ * (ftruncate past the end adds NULs). False when they are not at the end any
+ * more (an outside truncation in between).
+ */
+function cutOff(fd: number, written: number): boolean {
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) return true; // a device: nothing to cut
+    if (st.size < written) return false;
+    ftruncateSync(fd, st.size - written);
+    return true;
+  } catch {
+    return false;
   }
 }
 

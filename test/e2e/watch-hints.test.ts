@@ -96,6 +96,14 @@ describe("drill watch --record", () => {
     expect(r.stderr).toContain(`drill: --record: cannot open ${file}: ${code}`);
     expect(r.stdout).toBe("");
   });
+
+  // QA: read "cannot open : ENOENT".
+  it("'' is exit 2 saying the path is empty", async () => {
+    const r = await watchOnce(["--name", "qa-inj", "--parent", "self", "--record", ""]);
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toContain("drill: --record: is empty; give the file to append the samples to (JSON lines)");
+    expect(r.stdout).toBe("");
+  });
 });
 
 // QA: with an ancestor's limit tighter than the cgroup's own, cg_mem_max showed headroom that

@@ -392,9 +392,34 @@ describe("drill watch: streams", () => {
     expect(readFileSync(record).length, "the kernel took 100 bytes of the line; they are cut off again").toBe(0);
     expect(r.exitCode, String(r.stderr)).toBe(1);
     expect(String(r.stderr)).toContain(`drill: --record: cannot write ${record}: EFBIG`);
-    expect(String(r.stderr)).toContain("recording stopped after 0 sample(s), the file ends with whole lines; the view goes on");
-    expect(String(r.stderr).trimEnd().split("\n").at(-1)).toBe(`drill: --record: ${record} holds the first 0 sample(s) only: its write failed (said above)`);
+    expect(String(r.stderr)).toContain("recording stopped after 0 sample(s) recorded by this watch; the view goes on");
+    expect(String(r.stderr).trimEnd().split("\n").at(-1)).toBe(`drill: --record: ${record}: recording stopped after 0 sample(s) recorded by this watch: its write failed (said above)`);
     expect(String(r.stdout).trim().split("\n")).toHaveLength(3);
+  });
+
+  // QA: a recording removed mid-run took every later sample to the deleted file, silently, exit 0.
+  it("--record whose file is removed mid-run: said once naming the file and the samples it took, the view goes on, exit 1", async () => {
+    const host = fakeHost("v2");
+    const record = path.join(host.root, "removed.jsonl");
+    const child = execa("node", [drillBin, "--procfs", host.procfs, "--sysfs", host.sysfs, "--redis", redis.url, "watch", "--json", "--count", "3", "--interval", "200ms", "--record", record, "--queue", "e2e-removed"], {
+      reject: false,
+      timeout: 20_000,
+    });
+    // At the first sample on stdout (recorded just before it), not after a fixed wait.
+    const onData = (chunk: Buffer) => {
+      if (!chunk.toString().includes("\n")) return;
+      child.stdout!.off("data", onData);
+      rmSync(record);
+    };
+    child.stdout!.on("data", onData);
+    const r = await child;
+    expect(r.exitCode, String(r.stderr)).toBe(1);
+    expect(String(r.stderr).trimEnd().split("\n").filter((l) => l.includes(record))).toEqual([
+      `drill: --record: ${record} was removed while watch recorded into it; recording stopped after 1 sample(s) recorded by this watch, gone with the file; the view goes on`,
+      `drill: --record: ${record}: recording stopped after 1 sample(s) recorded by this watch: the file was removed (said above)`,
+    ]);
+    expect(String(r.stdout).trim().split("\n")).toHaveLength(3);
+    expect(existsSync(record)).toBe(false);
   });
 
   it("--record into a file cut mid-line: the fragment stays its own line, every sample after it is whole", async () => {
