@@ -106,12 +106,14 @@ export function resolveGlobalOptions(raw: {
  * hidden whole; an `@` in a path is over-redacted, never a password shown.
  */
 export function redactUrl(url: string): string {
-  const start = url.indexOf("//");
-  const at = url.lastIndexOf("@");
-  if (start < 0 || at < start) return url;
-  const auth = url.slice(start + 2, at);
+  // ioredis takes a password from the query too (`?password=`), socket paths included (QA: shown in clear everywhere).
+  const hidden = url.replace(/([?&]password=)[^&#]*/g, "$1***");
+  const start = hidden.indexOf("//");
+  const at = hidden.lastIndexOf("@");
+  if (start < 0 || at < start) return hidden;
+  const auth = hidden.slice(start + 2, at);
   const colon = auth.indexOf(":");
-  return `${url.slice(0, start + 2)}${colon < 0 ? "***" : `${auth.slice(0, colon)}:***`}${url.slice(at)}`;
+  return `${hidden.slice(0, start + 2)}${colon < 0 ? "***" : `${auth.slice(0, colon)}:***`}${hidden.slice(at)}`;
 }
 
 /**

@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { writeErr } from "../closedStdout.js";
 import { commandRedis, DEFAULT_REDIS_URL, drillCommandAt, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
 import { describeRunningDrill, drillsUpOnQueue, findRunningDrills, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
-import { reachesEmbeddedRedis } from "../drill/embeddedRedis.js";
+import { sameRedis } from "../queue/redis.js";
 import { validateDrillName } from "../drill/names.js";
 import { stopStartingUps, type StartingUp } from "../drill/startingUp.js";
 import { queueKeys } from "../queue/keys.js";
@@ -298,7 +298,8 @@ export function servedNotClosed(cgroups: readonly CgroupRollback[], queues: read
 /** A drill of the state dir, not rolled back yet, whose queue this is on this Redis; null: none. */
 function drillOnQueue(stateDir: string, queue: string, url: string): string | null {
   for (const entry of readStateEntries(stateDir, listDrills(stateDir))) {
-    if ("state" in entry && entry.state.phase !== "complete" && entry.state.queue === queue && entry.state.redis.url === url) return entry.name;
+    // One server spelled two ways is one (QA: `localhost` or `?db=3` given, the drill's queue was refused as another's, exit 4).
+    if ("state" in entry && entry.state.phase !== "complete" && entry.state.queue === queue && sameRedis(entry.state.redis.url, url)) return entry.name;
   }
   return null;
 }
@@ -344,10 +345,11 @@ function readmitHint(r: DrillRollback, g: GlobalOptions): { line: string; readmi
   } catch {
     state = null;
   }
-  const url = g.redisUrl ?? state?.redis.url ?? "";
+  // The Redis the rollback used: the drill's own (a --redis naming another was left alone), or where it moved (recorded then).
+  const url = state?.redis.url ?? "";
   const embedded = state?.redis.embedded ?? null;
-  // Exported, the embedded Redis was stopped: also when --redis named it, there is nothing to re-admit on.
-  if (embedded && r.exported !== null && (g.redisUrl === undefined || reachesEmbeddedRedis(g.redisUrl, embedded))) {
+  // Exported, the embedded Redis was stopped: nothing to re-admit on.
+  if (embedded && r.exported !== null) {
     const kept = r.otherQueuesKept ? `queue ${state?.queue ?? "jobs"}'s keys in ${r.exported}; other queues' keys in its AOF in ${r.otherQueuesKept.dir}` : `every key in ${r.exported}`;
     return { line: `${r.name}: nothing to re-admit, its embedded Redis stopped with the drill (${kept}); the next drill up admits from the start`, readmit: false };
   }

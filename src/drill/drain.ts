@@ -157,6 +157,11 @@ async function drainLists(redis: Redis, keys: QueueKeys, sources: string[]): Pro
   return { moved, from, drainLength: await redis.llen(keys.drain) };
 }
 
+/** Whether this Redis (its database) holds any key of the queue: its list, its drain, or one under `<q>:`. */
+export async function holdsQueueKeys(redis: Redis, keys: QueueKeys): Promise<boolean> {
+  return (await redis.exists(keys.ready, keys.drain)) > 0 || (await scanKeys(redis, `${keys.queue}:*`)).length > 0;
+}
+
 export async function scanKeys(redis: Redis, pattern: string): Promise<string[]> {
   const found = new Set<string>();
   let cursor = "0";

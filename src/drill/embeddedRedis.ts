@@ -219,21 +219,6 @@ export async function isEmbeddedRedis(redis: Redis, dir: string): Promise<boolea
 }
 
 /**
- * Pure: whether `url` reaches the drill's embedded server (it binds
- * 127.0.0.1 only, on its recorded port): `rollback --redis` given its URL,
- * copied from up's output, means the server rollback stops after the export.
- */
-export function reachesEmbeddedRedis(url: string, embedded: { port: number }): boolean {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    return false;
-  }
-  return ["127.0.0.1", "localhost"].includes(parsed.hostname) && Number(parsed.port || 6379) === embedded.port;
-}
-
-/**
  * Before restarting the drill's Redis on `dir`: the dir must exist (else an
  * empty server would report, or export, an empty queue as fact) and no
  * redis-server may still run in it (two servers on one AOF corrupt it; one

@@ -14,8 +14,8 @@ import { readOomKillCount, readPids } from "../cgroup/memoryFiles.js";
 import { readHostPsi } from "../host/psi.js";
 import { DrillQueue } from "../queue/queue.js";
 import { queueKeys, queueNameRefusal } from "../queue/keys.js";
-import { closeRedis, connectRedis, redactUrl } from "../queue/redis.js";
-import { drainReady, drainUnheld, exportKeys, heldText, otherQueuesKeys, queueServingRun, scanKeys, type DrainResult } from "./drain.js";
+import { closeRedis, connectRedis, redactUrl, sameRedis } from "../queue/redis.js";
+import { drainReady, drainUnheld, exportKeys, heldText, holdsQueueKeys, otherQueuesKeys, queueServingRun, type DrainResult } from "./drain.js";
 import { embeddedRedisDrill, freePort, isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
 import { acquireDrillLock, type DrillLock } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
@@ -57,7 +57,7 @@ export interface DrillRollback {
 export interface RollbackOptions {
   roots: HostRoots;
   stateDir: string;
-  /** Override the recorded Redis (e.g. it moved). */
+  /** --redis / DRILL_REDIS_URL: a drill's rollback takes it only as the same Redis as recorded, or where that one moved (givenRedis). */
   redisUrl?: string;
   log: (step: RollbackStep) => void;
   /** The rollback as it goes (steps and left filled in place): what an interrupted one can still print. */
@@ -262,7 +262,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
 
     // `up` died before it had a Redis: there is no queue to flip or drain. (Never
     // fall back to a default URL: that is somebody else's Redis.)
-    const noRedis = !options.redisUrl && state.redis.url === "";
+    const noRedis = options.redisUrl === undefined && state.redis.url === "";
     // A state file naming no queue drill could have made (edited by hand): its processes and cgroup are still
     // stopped and removed; its queue is left and said (QA: the refusal ended the rollback before step 1, and
     // the Redis connection it had opened kept the process alive for good).
@@ -383,7 +383,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     // which is then the one copy of the drain outside its AOF. A given Redis
     // keeps running, but its keys are the operator's to remove (up's "queue in
     // use" refusal says how): the export is what report reads after that.
-    const url = options.redisUrl ?? state.redis.url;
+    const url = state.redis.url;
     const exportable = queue !== null && result.drainLength !== null;
     if (queue && exportable) {
       const file = finalExportFile(options.stateDir, name);
@@ -564,14 +564,11 @@ async function stopStrayHogs(roots: HostRoots, stateDir: string, name?: string):
  * that failed last time) is exported again too (RELIABILITY 15).
  */
 async function redrainComplete(state: DrillState, options: RollbackOptions): Promise<DrillRollback | null> {
-  const url = options.redisUrl ?? state.redis.url;
-  if (url === "") return null; // no Redis was ever set up; never default to somebody else's
-  let redis: Redis;
-  try {
-    redis = await connectRedis(url, { name: "drill-rollback", commandTimeoutMs: 5000 });
-  } catch {
-    return null; // nothing reachable to drain, and the host side is already clean
-  }
+  if (state.redis.url === "") return null; // no Redis was ever set up; never default to somebody else's
+  const reached = await givenRedis(state, options);
+  // Nothing reachable to drain, and the host side is already clean.
+  if (reached.redis === null) return null;
+  const redis = reached.redis;
   let lock: DrillLock | null = null;
   try {
     const queue = new DrillQueue(redis, state.queue);
@@ -588,6 +585,7 @@ async function redrainComplete(state: DrillState, options: RollbackOptions): Pro
       result.steps.push(entry);
       options.log(entry);
     };
+    if (reached.said !== null) record("connect redis", true, reached.said);
     await guard(record, "deny-all", () => denyAll(queue, options.roots), (err) => result.left.push(denyAllFailed(queue, err)));
     await guard(record, "drain", async () => {
       const drained = await drainReady(redis, queue.keys);
@@ -604,7 +602,7 @@ async function redrainComplete(state: DrillState, options: RollbackOptions): Pro
         state.rollback = { ...rollbackRecord(state.rollback, at, { exported: exported.file, drained: result.drainLength ?? undefined, left: [] }), redrains };
         writeState(options.stateDir, state);
         return `${exported.keys} keys to ${exported.file}`;
-      }, (err) => result.left.push(`export to ${file} failed (${err instanceof Error ? err.message : String(err)}); every key of queue ${state.queue} is still in the given Redis ${redactUrl(url)}, nothing deleted (run drill rollback again)`));
+      }, (err) => result.left.push(`export to ${file} failed (${err instanceof Error ? err.message : String(err)}); every key of queue ${state.queue} is still in the given Redis ${redactUrl(state.redis.url)}, nothing deleted (run drill rollback again)`));
     }
     return result;
   } finally {
@@ -696,7 +694,7 @@ export async function rollbackQueue(url: string, queueName: string, roots: HostR
     }
     // A queue this Redis never held: nothing to flip or drain, and a lever written here would be a key of
     // a queue that is elsewhere (QA S re-check 1: 6379 got qaUq3:mode while the queue lived on another Redis).
-    if ((await redis.exists(keys.ready, keys.drain)) === 0 && (await scanKeys(redis, `${keys.queue}:*`)).length === 0) {
+    if (!(await holdsQueueKeys(redis, keys))) {
       record("deny-all", true, `nothing to do: no key of queue ${queueName} on ${result.url} (a queue on another Redis? give --redis)`);
       result.drainLength = 0;
       return result;
@@ -932,18 +930,29 @@ async function connectDrillRedis(
   record: (step: string, ok: boolean, detail: string) => void,
   crash: (step: string) => void,
 ): Promise<Redis | null> {
-  const url = options.redisUrl ?? state.redis.url;
+  if (!state.redis.embedded) {
+    const reached = await givenRedis(state, options);
+    if (reached.redis === null) {
+      record("connect redis", false, reached.why);
+      return null;
+    }
+    if (reached.said !== null) record("connect redis", true, reached.said);
+    return reached.redis;
+  }
+  const other = otherRedisGiven(state, options);
+  const leftOut = other === null ? "" : ` (--redis ${redactUrl(other)} is not its Redis: left alone)`;
+  const url = other === null ? (options.redisUrl ?? state.redis.url) : state.redis.url;
   try {
     await waitForPing(url, 1500);
     const redis = await connectRedis(url, { name: "drill-rollback", commandTimeoutMs: 5000 });
-    if (options.redisUrl !== undefined || !state.redis.embedded || (await isEmbeddedRedis(redis, state.redis.embedded.dir))) return redis;
-    await closeRedis(redis);
-    record("connect redis", true, `${redactUrl(url)} answers, but it is not the drill's embedded Redis (not in ${state.redis.embedded.dir}): left alone`);
-  } catch (err) {
-    if (!state.redis.embedded) {
-      record("connect redis", false, `${(err as Error).message}`);
-      return null;
+    if (await isEmbeddedRedis(redis, state.redis.embedded.dir)) {
+      if (other !== null) record("connect redis", true, `its embedded Redis at ${redactUrl(url)}${leftOut}`);
+      return redis;
     }
+    await closeRedis(redis);
+    record("connect redis", true, `${redactUrl(url)} answers, but it is not the drill's embedded Redis (not in ${state.redis.embedded.dir}): left alone${leftOut}`);
+  } catch {
+    // down: restarted on its AOF below
   }
   try {
     const embedded = state.redis.embedded;
@@ -963,10 +972,53 @@ async function connectDrillRedis(
     intended.pid = restarted.pid;
     intended.startTime = stat.ok ? stat.value.startTime : null;
     writeState(options.stateDir, state);
-    record("connect redis", true, `embedded redis was down; restarted on its AOF in ${embedded.dir} at ${restarted.url}`);
+    record("connect redis", true, `embedded redis was down; restarted on its AOF in ${embedded.dir} at ${restarted.url}${leftOut}`);
     return await connectRedis(restarted.url, { name: "drill-rollback", commandTimeoutMs: 5000 });
   } catch (err) {
     record("connect redis", false, err instanceof DrillError ? err.message : String(err));
     return null;
+  }
+}
+
+/** --redis (or DRILL_REDIS_URL) when it names another Redis than the drill's recorded one; null when not given or the same. */
+function otherRedisGiven(state: DrillState, options: RollbackOptions): string | null {
+  return options.redisUrl !== undefined && !sameRedis(options.redisUrl, state.redis.url) ? options.redisUrl : null;
+}
+
+/**
+ * A given Redis (not embedded): the one state.json records. A --redis (or
+ * DRILL_REDIS_URL) naming another is taken only when the recorded one does
+ * not answer and the given one holds the drill's queue: the Redis moved, and
+ * state.json records it from then on. QA: a --redis meant for something
+ * else (another db, DRILL_REDIS_URL exported for hand-run commands) was
+ * flipped, drained and exported instead, the drill's own queue left
+ * admitting, its rollback "complete". `said`: which was taken, and why.
+ */
+async function givenRedis(state: DrillState, options: RollbackOptions): Promise<{ redis: Redis; said: string | null } | { redis: null; why: string }> {
+  const other = otherRedisGiven(state, options);
+  const recorded = other === null ? (options.redisUrl ?? state.redis.url) : state.redis.url;
+  let why: string;
+  try {
+    if (recorded === "") throw new Error("up recorded no Redis");
+    await waitForPing(recorded, 1500);
+    const redis = await connectRedis(recorded, { name: "drill-rollback", commandTimeoutMs: 5000 });
+    return { redis, said: other === null ? null : `drill ${state.name}'s Redis ${redactUrl(recorded)} (recorded in state.json); --redis ${redactUrl(other)} is not its Redis: left alone` };
+  } catch (err) {
+    why = (err as Error).message;
+    if (other === null) return { redis: null, why };
+  }
+  try {
+    await waitForPing(other, 1500);
+    const redis = await connectRedis(other, { name: "drill-rollback", commandTimeoutMs: 5000 });
+    if (await holdsQueueKeys(redis, queueKeys(state.queue))) {
+      const was = state.redis.url === "" ? "up recorded no Redis" : `its Redis ${redactUrl(state.redis.url)} does not answer`;
+      state.redis = { url: other, embedded: null };
+      writeState(options.stateDir, state);
+      return { redis, said: `${was}; --redis ${redactUrl(other)} holds its queue ${state.queue}: rolled back there (the Redis moved; state.json records it now)` };
+    }
+    await closeRedis(redis);
+    return { redis: null, why: `${why}; --redis ${redactUrl(other)} holds no key of queue ${state.queue}: not its Redis, left alone` };
+  } catch (err) {
+    return { redis: null, why: `${why}; --redis ${redactUrl(other)}: ${(err as Error).message}` };
   }
 }

@@ -509,10 +509,13 @@ export class BlockingMover {
 export function sameRedis(a: string, b: string): boolean {
   const key = (url: string): string => {
     try {
+      // The database as ioredis selects it: the path, else `?db=`, as a number (`/03` is db 3; QA: `?db=3` read as db 0).
+      const db = redisDatabase(url);
+      // A socket path: the path is the server.
+      if (url.startsWith("/")) return `unix:${url.split("?")[0]}/${db}`;
       const u = new URL(url);
       if (u.protocol !== "redis:" && u.protocol !== "rediss:") return url;
       const host = u.hostname.replace(/^\[|\]$/g, "");
-      const db = u.pathname.replace(/^\//, "") || "0";
       return `${u.protocol}//${host === "localhost" || host === "" ? "127.0.0.1" : host}:${u.port || "6379"}/${db}`;
     } catch {
       return url;

@@ -112,6 +112,14 @@ describe("redactUrl", () => {
     expect(redactUrl("redis://token@127.0.0.1")).toBe("redis://***@127.0.0.1");
   });
 
+  // ioredis authenticates with a query's password too (QA: shown in clear in up's output, its log and every hint).
+  it("hides a password given in the query, of a URL or a socket path", () => {
+    expect(redactUrl("redis://127.0.0.1:7472/6?password=s3cret")).toBe("redis://127.0.0.1:7472/6?password=***");
+    expect(redactUrl("redis://127.0.0.1:7472?db=2&password=s3cret&x=1")).toBe("redis://127.0.0.1:7472?db=2&password=***&x=1");
+    expect(redactUrl("/run/redis.sock?password=s3cret")).toBe("/run/redis.sock?password=***");
+    expect(redactUrl("redis://u:pw@127.0.0.1?password=s3cret")).toBe("redis://u:***@127.0.0.1?password=***");
+  });
+
   it("leaves a URL without credentials as it is", () => {
     for (const url of ["redis://127.0.0.1:6379", "redis://127.0.0.1:6379/3", "/run/redis.sock", "not a url"]) expect(redactUrl(url)).toBe(url);
   });

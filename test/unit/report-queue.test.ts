@@ -156,6 +156,12 @@ describe("which drill a report is about", () => {
     expect(sameRedis("redis://:pw@127.0.0.1:6379/0", "redis://127.0.0.1:6379")).toBe(true);
     expect(sameRedis("redis://127.0.0.1:6379/1", "redis://127.0.0.1:6379")).toBe(false);
     expect(sameRedis("redis://127.0.0.1:6380", "redis://127.0.0.1:6379")).toBe(false);
+    // The database as ioredis selects it (QA: `?db=3` and `/3` were two servers, and `/03` another).
+    expect(sameRedis("redis://127.0.0.1:7471?db=3", "redis://localhost:7471/3")).toBe(true);
+    expect(sameRedis("redis://127.0.0.1:7471/03", "redis://127.0.0.1:7471/3")).toBe(true);
+    expect(sameRedis("redis://127.0.0.1:7471?db=3", "redis://127.0.0.1:7471")).toBe(false);
+    expect(sameRedis("/tmp/r.sock", "/tmp/r.sock?db=0")).toBe(true);
+    expect(sameRedis("/tmp/r.sock?db=1", "/tmp/r.sock")).toBe(false);
   });
 });
 
