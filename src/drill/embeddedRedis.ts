@@ -162,6 +162,8 @@ export async function waitForPing(url: string, timeoutMs: number): Promise<void>
       // Something else answers on that port: asking again will not make it Redis.
       const notRedis = notRedisReply(reason);
       if (notRedis !== null) throw new DrillError(`redis at ${redactUrl(url)}: ${notRedis}`);
+      // It answered: a password or ACL it refuses is refused again at the next try (QA: "did not answer PING within 1500ms: WRONGPASS").
+      if (/^(WRONGPASS|NOAUTH|NOPERM)\b/.test(reason.message)) throw new DrillError(`redis at ${redactUrl(url)} answered, but refused: ${reason.message}`);
       lastError = reason.message;
     } finally {
       redis.disconnect();

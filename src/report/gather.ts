@@ -408,6 +408,10 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
       tried.push(`run ${archived.runId} is an earlier run of drill ${name}: read from its own export, not a Redis that now holds a later run${given}`);
     } else if (options.redisUrl !== undefined) {
       url = options.redisUrl;
+      // QA W 4: another database given, the drill's run read as empty without a word.
+      if (state !== null && state.redis.url !== "" && !sameRedis(state.redis.url, url)) {
+        notes.push(`--redis ${redactUrl(url)} is not drill ${name}'s Redis (${redactUrl(state.redis.url)}, in its state.json): read as asked, every figure here is that Redis's; without --redis the report reads the drill's own`);
+      }
       redis = await connectRedis(url, { name: "drill-report" });
     } else if (state) {
       const exported = state.rollback?.exported;

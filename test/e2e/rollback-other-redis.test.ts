@@ -107,6 +107,17 @@ describe("a drill's rollback given a --redis that is not the drill's (built bina
     expect(readState(stateDir, "gmv")?.redis.url).toBe(`${server.url}/4`);
   });
 
+  // QA W 4: `report --name X --redis <another db>` read as an empty run, without a word.
+  it("report --name of a drill with a --redis that is not its Redis: read as asked, and said", async () => {
+    const stateDir = path.join(root, "report");
+    writeFakeDrill(stateDir, "grp", "rq", `${server.url}/8`);
+    await (await db(8)).rpush("rq", job("1"));
+    const r = await runDrill(["--state-dir", stateDir, "--redis", `${server.url}/9`, "report", "--name", "grp"], { timeout: 60_000 });
+    expect(r.stdout + r.stderr).toContain(`--redis ${server.url}/9 is not drill grp's Redis (${server.url}/8, in its state.json): read as asked, every figure here is that Redis's; without --redis the report reads the drill's own`);
+    const own = await runDrill(["--state-dir", stateDir, "report", "--name", "grp"], { timeout: 60_000 });
+    expect(own.stdout + own.stderr).not.toContain("is not drill grp's Redis");
+  });
+
   it("its recorded Redis is gone and the given one never held its queue: nothing written there, exit 4 naming both", async () => {
     const stateDir = path.join(root, "elsewhere");
     writeFakeDrill(stateDir, "gel", "nq", "redis://127.0.0.1:1");

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { admitScript, pushScript } from "../../src/queue/scripts.js";
 import { doneScript, recoverWorkingScript } from "../../src/worker/scripts.js";
 import { closeRedis, connectRedis, redisErrorText, runScript } from "../../src/queue/redis.js";
+import { waitForPing } from "../../src/drill/embeddedRedis.js";
 import { runDrill } from "../helpers/cli.js";
 import { CALM_PSI } from "../helpers/psiText.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
@@ -148,6 +149,14 @@ describe("refusals said with what fixes them", () => {
     } finally {
       rmSync(tmp, { recursive: true, force: true });
     }
+  });
+
+  // QA W 8: a wrong password read "did not answer PING within 1500ms: WRONGPASS", after retrying it for the whole bound.
+  it("waitForPing with a wrong password: said refused, not unanswered", async () => {
+    await admin.call("ACL", "SETUSER", "pinger", "on", ">right", "~*", "+@all");
+    await expect(waitForPing(`redis://pinger:wrong@127.0.0.1:${server.port}`, 1500)).rejects.toThrow(
+      new RegExp(`^redis at redis://pinger:\\*\\*\\*@127\\.0\\.0\\.1:${server.port} answered, but refused: WRONGPASS`),
+    );
   });
 
   it("watch --once with a user that may not run scripts: the queue fields are said refused, with the fix, not unreachable", async () => {
