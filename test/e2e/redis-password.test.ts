@@ -74,4 +74,12 @@ describe("a wrong password on a server that asks for one", () => {
       expect(Date.now() - started, "a bound on a hang, not a timing claim").toBeLessThan(6000);
     }
   }, 60_000);
+
+  // QA W 7: watch said a refused password "unreachable", as if the server might come back by itself.
+  it("watch says the password refused, with the fix, not unreachable", async () => {
+    const r = await runDrill(["--redis", `redis://:${PASSWORD}@127.0.0.1:${port}`, "watch", "--once", "--json", "--queue", "pwwatch", "--name", "nosuch-cgroup"]);
+    expect(r.stderr).toMatch(/watch: Redis redis:\/\/:\*\*\*@\S+ refused: .*WRONGPASS.*\(redis refuses this user or password: fix the one in --redis/);
+    expect(r.stderr).not.toContain("unreachable");
+    expect(r.stderr).not.toContain(PASSWORD);
+  }, 60_000);
 });

@@ -14,6 +14,8 @@ describe("refusalHint", () => {
     ["MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.", /lost its link to its primary/],
     ["MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.", /cannot save to disk/],
     ["ERR max number of clients reached", /maxclients/],
+    ["WRONGPASS invalid username-password pair or user is disabled.", /refuses this user or password: fix the one in --redis/],
+    ["NOAUTH Authentication required.", /asks for a password: give it in --redis/],
     ["UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)", /just became a replica: point --redis at its primary/],
   ])("%s", (message, hint) => {
     expect(refusalHint(message)).toMatch(hint);
