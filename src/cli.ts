@@ -14,7 +14,7 @@ export function buildProgram(json = false): Command {
   const program = new Command("drill")
     .description("Rehearse shared-host burst packing on a scratch host: tight memory cgroup, memory hog, PSI sidecar, admission gate, rollback.")
     .version(json ? JSON.stringify({ version: VERSION }) : VERSION)
-    .addOption(new Option("--redis <url>", "Redis URL (default: embedded for up; for the others the Redis of the drill up in --state-dir on their queue; redis://127.0.0.1:6379 only when no drill is up there)").env("DRILL_REDIS_URL"))
+    .addOption(new Option("--redis <url>", "Redis URL, redis://[user:password@]host:port[/db], or a unix socket path (default: embedded for up; for the others the Redis of the drill up in --state-dir on their queue; redis://127.0.0.1:6379 only when no drill is up there)").env("DRILL_REDIS_URL"))
     .addOption(new Option("--procfs <dir>", "procfs root; every /proc file is read under it").env("DRILL_PROCFS").default("/proc"))
     .addOption(new Option("--sysfs <dir>", "sysfs root; every /sys file is read under it").env("DRILL_SYSFS").default("/sys"))
     .addOption(new Option("--state-dir <dir>", "drill state (not /run: tmpfs loses drains on reboot)").env("DRILL_STATE_DIR").default("/var/lib/drill"))

@@ -166,6 +166,10 @@ function checkRedisUrl(url: string, source: string): void {
     if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") {
       throw new UsageError(`${source}: "${parsed.protocol}" is not redis: or rediss: (e.g. redis://127.0.0.1:6379)`);
     }
+    // QA W 10: read as database "tmp/r.sock", "not a whole number".
+    if (parsed.hostname === "" && parsed.pathname.lastIndexOf("/") > 0) {
+      throw new UsageError(`${source}: "${redactUrl(url)}" names no host: for a unix socket give its path itself (${parsed.pathname}, with ?db=N for a database)`);
+    }
     // ioredis decodes them and threw a bare URIError (QA: `%ZZ` in a password).
     for (const [part, text] of [["user", parsed.username], ["password", parsed.password]] as const) {
       try {

@@ -284,7 +284,11 @@ export async function connectRedis(url: string, options: ConnectOptions): Promis
     // A server that answered its refusal (BUSY, LOADING: the ready check's INFO refused) says so, with the fix.
     const detail = notRedisReply(reason) ?? refusalText(reason);
     // Where the URL came from is the caller's to know: name only the default, the one URL nobody may have meant.
-    const hint = url === DEFAULT_REDIS_URL ? ` (${DEFAULT_REDIS_URL} is the default when no --redis, DRILL_REDIS_URL or drill up in the state dir names one)` : "";
+    const hint =
+      url === DEFAULT_REDIS_URL ? ` (${DEFAULT_REDIS_URL} is the default when no --redis, DRILL_REDIS_URL or drill up in the state dir names one)`
+      // QA W 9: a plain server never answers a TLS handshake; "connect ETIMEDOUT" alone did not say why.
+      : url.startsWith("rediss:") ? " (rediss:// is TLS: a Redis without TLS never answers its handshake; redis:// for a plain one)"
+      : "";
     throw new DrillError(`cannot connect to redis at ${redactUrl(url)}: ${detail}${hint}`, ExitCode.failed, { cause: cause ?? err });
   } finally {
     redis.off("error", onError);

@@ -159,6 +159,13 @@ describe("refusals said with what fixes them", () => {
     );
   });
 
+  // QA W 9: rediss:// to a plain server said only "connect ETIMEDOUT", after the connect bound.
+  it("rediss:// to a server without TLS: the failure says what rediss:// is", async () => {
+    await expect(connectRedis(`rediss://127.0.0.1:${server.port}`, { name: "test-refusals-tls" })).rejects.toThrow(
+      /^cannot connect to redis at rediss:\/\/127\.0\.0\.1:\d+: .*\(rediss:\/\/ is TLS: a Redis without TLS never answers its handshake; redis:\/\/ for a plain one\)$/,
+    );
+  });
+
   it("watch --once with a user that may not run scripts: the queue fields are said refused, with the fix, not unreachable", async () => {
     const { url } = await userDenied("nowatch", "-@scripting");
     const r = await runDrill(["--redis", url, "watch", "--once", "--json", "--queue", "aclwatch", "--name", "nosuch-cgroup"]);

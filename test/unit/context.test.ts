@@ -19,6 +19,11 @@ describe("resolveGlobalOptions: the Redis URL", () => {
     expect(() => resolveGlobalOptions({ redis: url }, {})).toThrow(UsageError);
     expect(() => resolveGlobalOptions({ redis: url }, {})).toThrow(flag);
   });
+  // QA W 10: read as database "tmp/r.sock", "not a whole number".
+  it("redis:///path is no socket URL: the message gives the path itself", () => {
+    expect(() => resolveGlobalOptions({ redis: "redis:///tmp/r.sock" }, {})).toThrow(/^--redis: "redis:\/\/\/tmp\/r\.sock" names no host: for a unix socket give its path itself \(\/tmp\/r\.sock, with \?db=N for a database\)$/);
+    expect(resolveGlobalOptions({ redis: "redis://127.0.0.1:6379/3" }, {}).redisUrl).toBe("redis://127.0.0.1:6379/3");
+  });
   it("names DRILL_REDIS_URL when the bad URL came from the environment", () => {
     expect(() => resolveGlobalOptions({}, { DRILL_REDIS_URL: "redis://[::1" })).toThrow("DRILL_REDIS_URL");
   });
