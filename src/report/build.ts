@@ -938,7 +938,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       return rank(a) - rank(b) || a.localeCompare(b);
     });
     const reasons = [...DECISION_KINDS, ...others];
-    // Shares over the decisions only (bookkeeping events have none), summing to 100.0.
+    // Shares over the decisions only (bookkeeping events have none), each its count over their total.
     const decided = reasons.filter(isDecisionReason);
     const shares = new Map(sharesOfHundred(decided.map((r) => counts.get(r) ?? 0)).map((share, k) => [decided[k]!, share]));
     const rows = reasons.map((reason): DecisionRow => {

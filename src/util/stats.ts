@@ -19,23 +19,15 @@ export function percentileOf<T>(items: readonly T[], figure: (item: T) => number
 
 
 /**
- * Each count's share of their sum in percent to one decimal, rounded so the
- * shares add up to exactly 100.0 (largest remainder: the tenths lost to
- * rounding down go to the counts that lost most, earlier first on a tie).
- * Rounding each on its own made three equal counts 99.9 % in an incident note.
+ * Each count's share of their sum in percent to one decimal, each rounded on
+ * its own, so that every share is its count over the total as a reader checks
+ * it, and equal counts read equal. The shares may then add up to 99.9 or
+ * 100.1. QA X: made to add up to 100.0 (largest remainder), three equal counts
+ * read 33.4, 33.3, 33.3 and 3 of 23 read 13.1 %, not 13.0 %.
  * An empty or all-zero list has no shares: nulls.
  */
 export function sharesOfHundred(counts: readonly number[]): (number | null)[] {
   const total = counts.reduce((sum, n) => sum + n, 0);
   if (total <= 0) return counts.map(() => null);
-  const exact = counts.map((n) => (n * 1000) / total);
-  const tenths = exact.map(Math.floor);
-  let left = 1000 - tenths.reduce((sum, t) => sum + t, 0);
-  const byRemainder = exact.map((e, i) => ({ i, lost: e - tenths[i]! })).sort((a, b) => b.lost - a.lost || a.i - b.i);
-  for (const { i } of byRemainder) {
-    if (left <= 0) break;
-    tenths[i]!++;
-    left--;
-  }
-  return tenths.map((t) => t / 10);
+  return counts.map((n) => Math.round((n * 1000) / total) / 10);
 }

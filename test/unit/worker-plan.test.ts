@@ -72,6 +72,18 @@ describe("jobOutcome", () => {
     expect(record).toMatchObject({ id: "7", worker: "infer", first_token_ms: 812, deadline_ms: 8000, late: false, tokens_out: 256, passes: 2, pass_us_total: 40_000, pass_us_max: 30_000, done_ts: job.enqueue_ts + 9000 });
     expect(formatDoneLine(record)).toBe("done job=7 first_token_ms=812 deadline_ms=8000 late=0 tokens=256 pass_ms_avg=20.0 pass_ms_max=30.0 passes=2 attempt=0");
   });
+
+  // QA X 1: a job given back after its first token (a rollback, a worker stopped or killed) and finished by the
+  // next run was recorded late, with the second run's first token.
+  it("a job given back after its first token keeps that first token: on time, not late", () => {
+    const givenBack = { ...job, attempt: 1, given_back_first_token_ts: job.enqueue_ts + 778 };
+    const record = doneRecord(givenBack, "infer", job.enqueue_ts + 10_761, job.enqueue_ts + 12_000, 256, emptyPassStats(), 1024);
+    expect(record).toMatchObject({ first_token_ms: 778, first_token_ts: job.enqueue_ts + 778, late: false, slack_ms: 8000 - 778, total_ms: 12_000 });
+    // Not a number, or none: the run's own first token.
+    for (const other of [{ ...job, given_back_first_token_ts: "x" }, job]) {
+      expect(doneRecord(other, "infer", job.enqueue_ts + 8230, job.enqueue_ts + 9000, 1, emptyPassStats(), 1)).toMatchObject({ first_token_ms: 8230, late: true });
+    }
+  });
 });
 
 describe("first-token mark", () => {
