@@ -164,6 +164,18 @@ describe("drill rollback --queue (built binary, own redis-server)", () => {
     expect(await redis.lrange("tq_drain", 0, -1)).toEqual([JSON.stringify({ id: "1" })]);
   });
 
+  // QA W 6: the drill's own URL spelled another way (localhost, ?db=0) was not taken for its Redis: exit 4.
+  it("--redis naming the drill's Redis another way: the drill's queue, rolled back with it", async () => {
+    const stateDir = path.join(root, "w6-state");
+    writeFakeDrill(stateDir, "wdrill", "wq", server.url);
+    await redis.rpush("wq", JSON.stringify({ id: "1" }));
+    const other = `${server.url.replace("127.0.0.1", "localhost")}?db=0`;
+    const r = await runDrill(["--state-dir", stateDir, "--redis", other, "rollback", "--queue", "wq"], { timeout: 30_000 });
+    expect(r.exitCode, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toContain(`queue wq on ${other}: drill wdrill's queue, rolled back with it below`);
+    expect(await redis.lrange("wq_drain", 0, -1)).toEqual([JSON.stringify({ id: "1" })]);
+  });
+
   // QA S 7: a live drill's queue (its gate up from another state dir) was flipped and drained as a hand-run one.
   it("a queue a drill's gate serves from this host: not flipped or drained here, the drill and its rollback named, exit 4", async () => {
     const gate = spawn("sleep", ["300"], { stdio: "ignore", env: { PATH: process.env.PATH, DRILL_RUN_ID: "sdrill-20260101000000-abcdef", DRILL_STATE_DIR: "/srv/drills" } });
