@@ -3,6 +3,12 @@ import { STOP_SIGNALS, stopExitCode, type StopSignal } from "./errors.js";
 
 let installed = false;
 let handedOver = false;
+/** A command's own stop handling ran and was taken off (onStopSignals' dispose): it is finishing. */
+let stopHandlingEnded = false;
+/** A stop signal that came after that, before main() had the exit code: said with it (exitOnLateSignal). */
+let lateSignal: StopSignal | null = null;
+/** How long a late signal waits for the command to return before it ends the process itself. */
+const LATE_SIGNAL_GRACE_MS = 5000;
 
 /**
  * From main() until the command's implementation has loaded (commands load
@@ -26,6 +32,19 @@ export function interruptWhileStarting(): void {
   const handler = (signal: StopSignal) => () => {
     if (handedOver) {
       if (process.listenerCount(signal) > 1) return; // the command's own handling has it
+      // Its handling ran and is done: the command is returning its exit code (QA: a gate's or
+      // worker's second SIGHUP or SIGTERM then killed it by node's default, no code, no word).
+      if (stopHandlingEnded) {
+        if (lateSignal === null) {
+          lateSignal = signal;
+          // A backstop, unref'd: a command that does not return soon still ends, as the signal asks.
+          setTimeout(() => {
+            process.stderr.write(`drill: ${signal} while the command was finishing\n`);
+            process.exit(stopExitCode(signal));
+          }, LATE_SIGNAL_GRACE_MS).unref();
+        }
+        return;
+      }
       process.removeAllListeners(signal);
       process.kill(process.pid, signal); // node's default, as if drill had never listened
       return;
@@ -65,6 +84,7 @@ export function exitOnLateSignal(exitCode: number): void {
     process.stderr.write(`drill: ${signal} after the command had finished (exit ${exitCode})\n`);
     process.exit(exitCode);
   };
+  if (lateSignal !== null) handler(lateSignal)();
   for (const signal of STOP_SIGNALS) process.once(signal, handler(signal));
 }
 
@@ -78,6 +98,7 @@ export function onStopSignals(handler: (signal: StopSignal) => void): () => void
   for (const [signal, listener] of listeners) process.on(signal, listener);
   return () => {
     for (const [signal, listener] of listeners) process.off(signal, listener);
+    stopHandlingEnded = true;
   };
 }
 

@@ -48,7 +48,10 @@ export function selfCommand(): SelfCommand {
 
 /**
  * Outside the cgroup: run the same command inside it and wait. Signals are
- * forwarded (a second one SIGKILLs); the inner worker gets a lifeline pipe
+ * forwarded once; a second Ctrl-C SIGKILLs it (the operator's "now"), while
+ * a SIGTERM or SIGHUP again is not passed on: a closed terminal and a
+ * `timeout` both send theirs, and a kill mid give-back left the jobs in its
+ * working list (QA). The inner worker gets a lifeline pipe
  * so it stops when this process dies; its exit code becomes ours.
  */
 export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, err: (line: string) => void, recovery: string, extraEnv: NodeJS.ProcessEnv = {}): Promise<number> {
@@ -65,12 +68,18 @@ export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, er
     child.once("exit", (code, signal) => resolve({ code, signal, error: null }));
     child.once("error", (error) => resolve({ code: null, signal: null, error }));
   });
-  let forwarded = 0;
+  let forwarded = false;
   let stoppedBy: StopSignal | null = null;
+  let killed = false;
   const stopForwarding = onStopSignals((signal) => {
-    forwarded++;
     stoppedBy ??= signal;
-    child.kill(forwarded > 1 ? "SIGKILL" : signal);
+    if (!forwarded) {
+      forwarded = true;
+      child.kill(signal);
+    } else if (signal === "SIGINT") {
+      killed = true;
+      child.kill("SIGKILL");
+    }
   });
   let result: Awaited<typeof exited>;
   try {
@@ -84,9 +93,9 @@ export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, er
   if (result.code !== null) return result.code;
   // The stop we passed on: a worker still starting (no handler yet) dies of it, or of the second one's
   // SIGKILL. Exit as that stop does (143, 130), not as a worker killed by someone else.
-  if (stoppedBy !== null && (result.signal === stoppedBy || (forwarded > 1 && result.signal === "SIGKILL"))) {
+  if (stoppedBy !== null && (result.signal === stoppedBy || (killed && result.signal === "SIGKILL"))) {
     err(
-      `drill: worker pid ${child.pid ?? "?"} stopped by the ${stoppedBy} passed on to it${forwarded > 1 ? " (then SIGKILL)" : ""} before it could stop by itself; ` +
+      `drill: worker pid ${child.pid ?? "?"} stopped by the ${stoppedBy} passed on to it${killed ? " (then SIGKILL)" : ""} before it could stop by itself; ` +
         `what it took, if anything, ${recovery}`,
     );
     return stopExitCode(stoppedBy);

@@ -372,6 +372,27 @@ describe.skipIf(reason)("drill worker (real cgroup, real redis)", () => {
     if (!/stopped \(signal\)/.test(r.stderr)) expect(r.stderr).toMatch(/drill: worker pid \d+ stopped by the SIGTERM passed on to it before it could stop by itself/);
   });
 
+  // QA: a closed terminal's SIGHUP and a `timeout`'s came as two: the second SIGKILLed the worker mid give-back, its jobs left in its working list.
+  it("SIGHUP twice while it holds jobs: exit 129, every job given back (only a second Ctrl-C kills)", async () => {
+    const queue = "w-hup";
+    const k = queueKeys(queue);
+    const wk = workerKeys(queue);
+    const jobs = Array.from({ length: 2 }, () => job({ completion_tokens: 1000 }));
+    await admit(queue, jobs);
+    const worker = startWorker(queue, "hup", ["--weights", "8M", "--decode-tokens-per-s", "5"]);
+    await waitFor("both jobs taken", async () => (await redis.llen(k.working("hup"))) === 2, 30_000);
+    worker.kill("SIGHUP");
+    // Two deliveries, not one merged pending signal: the second comes while the first's stop is under way.
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    worker.kill("SIGHUP");
+    const r = await worker;
+    expect(r.exitCode, `${String(r.signal)} ${r.stderr}`).toBe(129);
+    expect(r.stderr).not.toContain("then SIGKILL");
+    expect(await redis.exists(k.working("hup"), wk.heartbeat("hup"))).toBe(0);
+    expect((await redis.lrange(k.admitted, 0, -1)).length).toBe(2);
+    await assertNoJobLost(redis, queue, jobs.map((j) => j.id));
+  });
+
   it("exits by itself when its launcher dies, and at --duration: unfinished jobs go back to the head of admitted", async () => {
     const queue = "w4";
     const k = queueKeys(queue);
