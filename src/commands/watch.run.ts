@@ -24,6 +24,7 @@ import type { ParentSpec } from "../cgroup/names.js";
 import { formatBytes, parseDuration, parsePositiveDuration, parsePsiLimit, parsePercent, parsePositiveInt } from "../units.js";
 import type { WatchOptions } from "./watch.js";
 import { refusalHint } from "../queue/refusal.js";
+import { tlsHint } from "../queue/redis.js";
 
 /** The worker cgroup to watch; its absence (or no hierarchy at all) is a missing signal, not an error. */
 function workerCgroup(roots: HostRoots, stateDir: string, name: string, parent: ParentSpec, parentGiven: boolean): Reading<WorkerCgroup> {
@@ -96,7 +97,7 @@ export function redisWatch(source: string, say: (line: string) => void, whyGone:
       // Redis that answers with a refusal (an ACL, BUSY) is not unreachable: said as refused, with its fix.
       const hint = refusalHint(reading.reason);
       if (hint !== null) say(`watch: Redis ${source} refused: ${reading.reason} (${hint}); queue fields stay null (listed in missing) until it is fixed`);
-      else say(`watch: Redis ${source} unreachable: ${reading.reason}; ${why ?? "queue fields stay null (listed in missing) until it answers"}`);
+      else say(`watch: Redis ${source} unreachable: ${reading.reason}${tlsHint(source)}; ${why ?? "queue fields stay null (listed in missing) until it answers"}`);
     } else if (reading.ok && downSince !== null) {
       say(`watch: Redis ${source} answering again after ${formatSeconds(monoMs - downSince)}; queue fields are back`);
       downSince = null;

@@ -3,7 +3,7 @@ import { closeSync, existsSync, openSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
 import type { Redis } from "ioredis";
-import { notRedisReply, openRedis, redactUrl } from "../queue/redis.js";
+import { notRedisReply, openRedis, redactUrl, tlsHint } from "../queue/redis.js";
 import { DrillError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessStat } from "../host/process.js";
@@ -170,7 +170,7 @@ export async function waitForPing(url: string, timeoutMs: number): Promise<void>
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  throw new DrillError(`redis at ${redactUrl(url)} did not answer PING within ${timeoutMs}ms: ${lastError}`);
+  throw new DrillError(`redis at ${redactUrl(url)} did not answer PING within ${timeoutMs}ms: ${lastError}${tlsHint(url)}`);
 }
 
 /** How long a Redis restarted for one reader may outlive that reader if it dies. */

@@ -286,9 +286,7 @@ export async function connectRedis(url: string, options: ConnectOptions): Promis
     // Where the URL came from is the caller's to know: name only the default, the one URL nobody may have meant.
     const hint =
       url === DEFAULT_REDIS_URL ? ` (${DEFAULT_REDIS_URL} is the default when no --redis, DRILL_REDIS_URL or drill up in the state dir names one)`
-      // QA W 9: a plain server never answers a TLS handshake; "connect ETIMEDOUT" alone did not say why.
-      : url.startsWith("rediss:") ? " (rediss:// is TLS: a Redis without TLS never answers its handshake; redis:// for a plain one)"
-      : "";
+      : tlsHint(url);
     throw new DrillError(`cannot connect to redis at ${redactUrl(url)}: ${detail}${hint}`, ExitCode.failed, { cause: cause ?? err });
   } finally {
     redis.off("error", onError);
@@ -503,6 +501,11 @@ export class BlockingMover {
     }
     connection.disconnect();
   }
+}
+
+/** QA W 9: a plain server never answers a TLS handshake, and "connect ETIMEDOUT" alone did not say why. */
+export function tlsHint(url: string): string {
+  return url.startsWith("rediss:") ? " (rediss:// is TLS: a Redis without TLS never answers its handshake; redis:// for a plain one)" : "";
 }
 
 /**

@@ -164,6 +164,8 @@ describe("refusals said with what fixes them", () => {
     await expect(connectRedis(`rediss://127.0.0.1:${server.port}`, { name: "test-refusals-tls" })).rejects.toThrow(
       /^cannot connect to redis at rediss:\/\/127\.0\.0\.1:\d+: .*\(rediss:\/\/ is TLS: a Redis without TLS never answers its handshake; redis:\/\/ for a plain one\)$/,
     );
+    // rollback's PING wait too.
+    await expect(waitForPing(`rediss://127.0.0.1:${server.port}`, 1500)).rejects.toThrow(/did not answer PING within 1500ms: .*\(rediss:\/\/ is TLS/);
   });
 
   it("watch --once with a user that may not run scripts: the queue fields are said refused, with the fix, not unreachable", async () => {

@@ -56,6 +56,17 @@ describe("watch: the drill whose Redis it reads was rolled back", () => {
   });
 });
 
+// QA W 9 re-check: rediss:// to a plain server read "unreachable: connect ETIMEDOUT" and nothing of TLS.
+describe("watch: rediss:// that never answers", () => {
+  it("says what rediss:// is", () => {
+    const said: string[] = [];
+    redisWatch("rediss://127.0.0.1:7001", (l) => said.push(l))(fail("rediss://127.0.0.1:7001", "connect ETIMEDOUT"), 1000);
+    expect(said).toEqual([
+      "watch: Redis rediss://127.0.0.1:7001 unreachable: connect ETIMEDOUT (rediss:// is TLS: a Redis without TLS never answers its handshake; redis:// for a plain one); queue fields stay null (listed in missing) until it answers",
+    ]);
+  });
+});
+
 describe("watch: the worker cgroup goes and comes", () => {
   it("says once when it goes and once when it is there (again); absent from the start is no change", () => {
     const said: string[] = [];
