@@ -45,6 +45,8 @@ export const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
 /** Global flags of DESIGN.md, resolved once (flag, then env, then default). */
 export interface GlobalOptions {
   redisUrl: string | undefined;
+  /** redisUrl typed as --redis, not read from DRILL_REDIS_URL (exported for other commands, it may not mean this one). */
+  redisTyped?: boolean;
   procfs: string;
   sysfs: string;
   stateDir: string;
@@ -92,6 +94,7 @@ export function resolveGlobalOptions(raw: {
   };
   return {
     redisUrl,
+    redisTyped: raw.redis !== undefined && raw.redisSource !== "env",
     procfs: dir(raw.procfs, raw.procfsSource, env.DRILL_PROCFS, "--procfs", "DRILL_PROCFS", DEFAULT_PROCFS, true),
     sysfs: dir(raw.sysfs, raw.sysfsSource, env.DRILL_SYSFS, "--sysfs", "DRILL_SYSFS", DEFAULT_SYSFS, true),
     stateDir: dir(raw.stateDir, raw.stateDirSource, env.DRILL_STATE_DIR, "--state-dir", "DRILL_STATE_DIR", DEFAULT_STATE_DIR),

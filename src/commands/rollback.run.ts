@@ -162,6 +162,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       roots: hostRoots(g),
       stateDir: g.stateDir,
       redisUrl: g.redisUrl,
+      redisTyped: g.redisTyped,
       crashAt: process.env.DRILL_CRASH_AT,
       onStart: (result) => {
         current.result = result;

@@ -91,8 +91,8 @@ export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, er
   if (result.error) throw new DrillError(`cannot start the worker inside ${cgroup.limits.dir}: ${result.error.message}`, undefined, { cause: result.error });
   if (result.code === JOIN_FAILED_EXIT) throw new DrillError(`the worker could not join ${cgroup.procsFiles.join(", ")} (exit ${JOIN_FAILED_EXIT}); it never ran`);
   if (result.code !== null) return result.code;
-  // The stop we passed on: a worker still starting (no handler yet) dies of it, or of the second one's
-  // SIGKILL. Exit as that stop does (143, 130), not as a worker killed by someone else.
+  // The stop we passed on: a worker still starting (no handler yet) dies of it, or of a second Ctrl-C's
+  // SIGKILL. Exit as that stop does (130, 143, 129), not as a worker killed by someone else.
   if (stoppedBy !== null && (result.signal === stoppedBy || (killed && result.signal === "SIGKILL"))) {
     err(
       `drill: worker pid ${child.pid ?? "?"} stopped by the ${stoppedBy} passed on to it${killed ? " (then SIGKILL)" : ""} before it could stop by itself; ` +

@@ -59,6 +59,8 @@ export interface RollbackOptions {
   stateDir: string;
   /** --redis / DRILL_REDIS_URL: a drill's rollback takes it only as the same Redis as recorded, or where that one moved (givenRedis). */
   redisUrl?: string;
+  /** redisUrl typed as --redis: only then is it where the drill's Redis moved (DRILL_REDIS_URL is exported for other commands). */
+  redisTyped?: boolean;
   log: (step: RollbackStep) => void;
   /** The rollback as it goes (steps and left filled in place): what an interrupted one can still print. */
   onStart?: (result: DrillRollback) => void;
@@ -940,7 +942,7 @@ async function connectDrillRedis(
     return reached.redis;
   }
   const other = otherRedisGiven(state, options);
-  const leftOut = other === null ? "" : ` (--redis ${redactUrl(other)} is not its Redis: left alone)`;
+  const leftOut = other === null ? "" : ` (${givenAs(options)} ${redactUrl(other)} is not its Redis: left alone)`;
   const url = other === null ? (options.redisUrl ?? state.redis.url) : state.redis.url;
   try {
     await waitForPing(url, 1500);
@@ -985,11 +987,14 @@ function otherRedisGiven(state: DrillState, options: RollbackOptions): string | 
   return options.redisUrl !== undefined && !sameRedis(options.redisUrl, state.redis.url) ? options.redisUrl : null;
 }
 
+const givenAs = (options: RollbackOptions): string => (options.redisTyped === false ? "DRILL_REDIS_URL" : "--redis");
+
 /**
- * A given Redis (not embedded): the one state.json records. A --redis (or
- * DRILL_REDIS_URL) naming another is taken only when the recorded one does
- * not answer and the given one holds the drill's queue: the Redis moved, and
- * state.json records it from then on. QA: a --redis meant for something
+ * A given Redis (not embedded): the one state.json records. A --redis naming
+ * another is taken only when the recorded one does not answer and the given
+ * one holds the drill's queue: the Redis moved, and state.json records it from
+ * then on. Never DRILL_REDIS_URL: exported for the commands run by hand, a
+ * queue named `jobs` there is no sign of the drill's. QA: a --redis meant for something
  * else (another db, DRILL_REDIS_URL exported for hand-run commands) was
  * flipped, drained and exported instead, the drill's own queue left
  * admitting, its rollback "complete". `said`: which was taken, and why.
@@ -1002,10 +1007,11 @@ async function givenRedis(state: DrillState, options: RollbackOptions): Promise<
     if (recorded === "") throw new Error("up recorded no Redis");
     await waitForPing(recorded, 1500);
     const redis = await connectRedis(recorded, { name: "drill-rollback", commandTimeoutMs: 5000 });
-    return { redis, said: other === null ? null : `drill ${state.name}'s Redis ${redactUrl(recorded)} (recorded in state.json); --redis ${redactUrl(other)} is not its Redis: left alone` };
+    return { redis, said: other === null ? null : `drill ${state.name}'s Redis ${redactUrl(recorded)} (recorded in state.json); ${givenAs(options)} ${redactUrl(other)} is not its Redis: left alone` };
   } catch (err) {
     why = (err as Error).message;
     if (other === null) return { redis: null, why };
+    if (options.redisTyped === false) return { redis: null, why: `${why}; DRILL_REDIS_URL ${redactUrl(other)} is not its Redis: left alone (if the drill's Redis moved there, give it as --redis)` };
   }
   try {
     await waitForPing(other, 1500);

@@ -100,6 +100,13 @@ describe("a drill's rollback given a --redis that is not the drill's (built bina
     await moved.rpush("mq", job("1"));
     await moved.set("mq:seq", "1");
 
+    // DRILL_REDIS_URL is exported for the commands run by hand: a queue of that name there is no sign it moved.
+    const fromEnv = await runDrill(["--state-dir", stateDir, "rollback", "--name", "gmv"], { timeout: 60_000, env: { DRILL_REDIS_URL: `${server.url}/4` } });
+    expect(fromEnv.exitCode, fromEnv.stdout + fromEnv.stderr).toBe(4);
+    expect(fromEnv.stdout).toContain(`DRILL_REDIS_URL ${server.url}/4 is not its Redis: left alone (if the drill's Redis moved there, give it as --redis)`);
+    expect(await moved.llen("mq")).toBe(1);
+    expect(await moved.exists("mq:mode")).toBe(0);
+
     const r = await runDrill(["--state-dir", stateDir, "--redis", `${server.url}/4`, "rollback", "--name", "gmv"], { timeout: 60_000 });
     expect(r.exitCode, r.stdout + r.stderr).toBe(0);
     expect(r.stdout).toMatch(new RegExp(`connect redis: its Redis redis://127\\.0\\.0\\.1:1 does not answer; --redis ${server.url.replace(/\./g, "\\.")}/4 holds its queue mq: rolled back there`));
