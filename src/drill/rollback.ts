@@ -677,8 +677,7 @@ export async function rollbackQueue(url: string, queueName: string, roots: HostR
     result.left.push(`queue ${queueName} on ${result.url}: ${what} not done (${failureText(err)}); run this rollback again`);
   let redis: Redis;
   try {
-    await waitForPing(url, 1500);
-    redis = await connectRedis(url, { name: "drill-rollback", commandTimeoutMs: 5000 });
+    redis = await reachRollbackRedis(url);
   } catch (err) {
     record("connect redis", false, err instanceof Error ? err.message : String(err));
     pending("deny-all and drain")(err);
@@ -945,8 +944,7 @@ async function connectDrillRedis(
   const leftOut = other === null ? "" : ` (${givenAs(options)} ${redactUrl(other)} is not its Redis: left alone)`;
   const url = other === null ? (options.redisUrl ?? state.redis.url) : state.redis.url;
   try {
-    await waitForPing(url, 1500);
-    const redis = await connectRedis(url, { name: "drill-rollback", commandTimeoutMs: 5000 });
+    const redis = await reachRollbackRedis(url);
     if (await isEmbeddedRedis(redis, state.redis.embedded.dir)) {
       if (other !== null) record("connect redis", true, `its embedded Redis at ${redactUrl(url)}${leftOut}`);
       return redis;
@@ -982,6 +980,15 @@ async function connectDrillRedis(
   }
 }
 
+/**
+ * The rollback's connection: a PING first, bounded, so a Redis that is down or
+ * paused is said in 1.5 s, not after ioredis's connect and ready waits.
+ */
+async function reachRollbackRedis(url: string): Promise<Redis> {
+  await waitForPing(url, 1500);
+  return connectRedis(url, { name: "drill-rollback", commandTimeoutMs: 5000 });
+}
+
 /** --redis (or DRILL_REDIS_URL) when it names another Redis than the drill's recorded one; null when not given or the same. */
 function otherRedisGiven(state: DrillState, options: RollbackOptions): string | null {
   return options.redisUrl !== undefined && !sameRedis(options.redisUrl, state.redis.url) ? options.redisUrl : null;
@@ -1005,8 +1012,7 @@ async function givenRedis(state: DrillState, options: RollbackOptions): Promise<
   let why: string;
   try {
     if (recorded === "") throw new Error("up recorded no Redis");
-    await waitForPing(recorded, 1500);
-    const redis = await connectRedis(recorded, { name: "drill-rollback", commandTimeoutMs: 5000 });
+    const redis = await reachRollbackRedis(recorded);
     return { redis, said: other === null ? null : `drill ${state.name}'s Redis ${redactUrl(recorded)} (recorded in state.json); ${givenAs(options)} ${redactUrl(other)} is not its Redis: left alone` };
   } catch (err) {
     why = (err as Error).message;
@@ -1014,8 +1020,7 @@ async function givenRedis(state: DrillState, options: RollbackOptions): Promise<
     if (options.redisTyped === false) return { redis: null, why: `${why}; DRILL_REDIS_URL ${redactUrl(other)} is not its Redis: left alone (if the drill's Redis moved there, give it as --redis)` };
   }
   try {
-    await waitForPing(other, 1500);
-    const redis = await connectRedis(other, { name: "drill-rollback", commandTimeoutMs: 5000 });
+    const redis = await reachRollbackRedis(other);
     if (await holdsQueueKeys(redis, queueKeys(state.queue))) {
       const was = state.redis.url === "" ? "up recorded no Redis" : `its Redis ${redactUrl(state.redis.url)} does not answer`;
       state.redis = { url: other, embedded: null };
