@@ -13,6 +13,7 @@ const QUIET_FILES = [
   "test/e2e/embedded-redis-shared.test.ts",
   "test/e2e/gate-dry-run.test.ts",
   "test/e2e/help.test.ts",
+  "test/e2e/nohup.test.ts",
   "test/e2e/pack-gate.test.ts",
   "test/e2e/pack-refused.test.ts",
   "test/e2e/report-seq-refused.test.ts",

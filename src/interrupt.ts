@@ -1,7 +1,12 @@
+import { readFileSync, readlinkSync } from "node:fs";
 import { writeErr } from "./closedStdout.js";
 import { STOP_SIGNALS, stopExitCode, type StopSignal } from "./errors.js";
 
 let installed = false;
+/** Started by nohup (startedByNohup): SIGHUP is ignored, as nohup asked, and is not a stop signal. */
+let hangupIgnored = false;
+/** The stop signals this process answers: SIGHUP only when nohup did not ask to ignore it. */
+const stopSignals = (): readonly StopSignal[] => (hangupIgnored ? STOP_SIGNALS.filter((s) => s !== "SIGHUP") : STOP_SIGNALS);
 let handedOver = false;
 /** A command's own stop handling ran and was taken off (onStopSignals' dispose): it is finishing. */
 let stopHandlingEnded = false;
@@ -29,6 +34,10 @@ export function interruptWhileStarting(): void {
   if (installed) return; // bin/drill.js installed it before loading the rest
   installed = true;
   ignoreDebuggerSignal();
+  if (startedByNohup(readStdioFacts())) {
+    hangupIgnored = true;
+    process.on("SIGHUP", () => {}); // node's default would end drill: ignored, as nohup had it
+  }
   const handler = (signal: StopSignal) => () => {
     if (handedOver) {
       if (process.listenerCount(signal) > 1) return; // the command's own handling has it
@@ -52,7 +61,40 @@ export function interruptWhileStarting(): void {
     process.stderr.write(`drill: interrupted by ${signal} while starting: nothing was done\n`);
     process.exit(stopExitCode(signal));
   };
-  for (const signal of STOP_SIGNALS) process.on(signal, handler(signal));
+  for (const signal of stopSignals()) process.on(signal, handler(signal));
+}
+
+/** What a standard stream is: the file it points at and its open flags' access mode (0 read, 1 write, 2 both). */
+export interface StdioFacts {
+  target: string;
+  accessMode: number;
+}
+
+/**
+ * nohup sets SIGHUP to be ignored for the command it runs, but node resets
+ * every ignored signal to its default at start-up, so drill cannot see that:
+ * it stopped (129) when the terminal closed, the one thing nohup is run for
+ * (QA AB 1: `nohup drill up &` interrupted at logout). What nohup does to a
+ * terminal stays visible: stdin becomes /dev/null opened write-only (GNU
+ * nohup's "unreadable file"), stdout `nohup.out`. With both redirected by
+ * hand nohup leaves no trace (README: use `up --detach` or setsid).
+ */
+export function startedByNohup(stdio: { stdin: StdioFacts | null; stdout: StdioFacts | null }): boolean {
+  const stdinUnreadable = stdio.stdin !== null && stdio.stdin.target === "/dev/null" && stdio.stdin.accessMode === 1;
+  const stdoutToNohupOut = stdio.stdout !== null && (stdio.stdout.target === "nohup.out" || stdio.stdout.target.endsWith("/nohup.out"));
+  return stdinUnreadable || stdoutToNohupOut;
+}
+
+function readStdioFacts(): { stdin: StdioFacts | null; stdout: StdioFacts | null } {
+  const facts = (fd: number): StdioFacts | null => {
+    try {
+      const flags = /^flags:\s*([0-7]+)$/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, "utf8"))?.[1];
+      return flags === undefined ? null : { target: readlinkSync(`/proc/self/fd/${fd}`), accessMode: Number.parseInt(flags, 8) & 3 };
+    } catch {
+      return null; // closed, or no /proc: nothing to tell nohup by
+    }
+  };
+  return { stdin: facts(0), stdout: facts(1) };
 }
 
 let debuggerSignalIgnored = false;
@@ -85,7 +127,7 @@ export function exitOnLateSignal(exitCode: number): void {
     process.exit(exitCode);
   };
   if (lateSignal !== null) handler(lateSignal)();
-  for (const signal of STOP_SIGNALS) process.once(signal, handler(signal));
+  for (const signal of stopSignals()) process.once(signal, handler(signal));
 }
 
 /**
@@ -94,7 +136,7 @@ export function exitOnLateSignal(exitCode: number): void {
  * with the job it held, an up without its verdict, a rollback half-way (QA).
  */
 export function onStopSignals(handler: (signal: StopSignal) => void): () => void {
-  const listeners = STOP_SIGNALS.map((signal) => [signal, () => handler(signal)] as const);
+  const listeners = stopSignals().map((signal) => [signal, () => handler(signal)] as const);
   for (const [signal, listener] of listeners) process.on(signal, listener);
   return () => {
     for (const [signal, listener] of listeners) process.off(signal, listener);

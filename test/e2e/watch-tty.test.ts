@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { statFieldsAfterComm } from "../../src/host/process.js";
 import { drillBin } from "../helpers/cli.js";
 import { freePort } from "../helpers/redisServer.js";
+import { writeWatchTree } from "../helpers/watchTree.js";
 
 /**
  * The live view on a real terminal: `script` gives drill a pty (stdout and
@@ -22,12 +23,7 @@ let root = "";
 let redisUrl = "";
 beforeAll(async () => {
   root = mkdtempSync(path.join(tmpdir(), "drill-watch-tty-"));
-  write(path.join(root, "proc", "pressure", "memory"), "some avg10=17.41 avg60=0.05 avg300=0.01 total=5000\nfull avg10=16.16 avg60=0.00 avg300=0.00 total=10\n");
-  write(path.join(root, "proc", "vmstat"), "nr_free_pages 1\npswpin 0\npswpout 0\nworkingset_refault_file 0\n");
-  write(path.join(root, "proc", "stat"), "cpu  1 0 1 100 0 0 0 0 0 0\nintr 1\n");
-  write(path.join(root, "proc", "self", "cgroup"), "0::/\n");
-  write(path.join(root, "sys", "fs", "cgroup", "cgroup.controllers"), "memory\n");
-  write(path.join(root, "sys", "fs", "cgroup", "cgroup.procs"), "1\n");
+  writeWatchTree(root, "some avg10=17.41 avg60=0.05 avg300=0.01 total=5000\nfull avg10=16.16 avg60=0.00 avg300=0.00 total=10\n");
   redisUrl = `redis://127.0.0.1:${await freePort()}`; // nothing listens: not what this file is about
 });
 afterAll(() => rmSync(root, { recursive: true, force: true }));
