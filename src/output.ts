@@ -11,7 +11,8 @@ export interface Output {
 }
 
 export function consoleOutput(useColor: boolean): Output {
-  const isTTY = Boolean(process.stdout.isTTY);
+  // TERM=dumb (an editor's shell buffer, a serial console) draws escape codes as text: no colour, no live redraw (QA AB 8).
+  const isTTY = Boolean(process.stdout.isTTY) && process.env.TERM !== "dumb";
   const color = new Chalk({ level: useColor && isTTY ? 1 : 0 });
   return {
     out: (line) => writeOut(`${line}\n`),

@@ -58,6 +58,15 @@ describe("drill watch on a terminal", () => {
     expect(r.out).toMatch(/mode icanon/);
   });
 
+  // QA AB 8: a terminal that cannot move its cursor (an editor's shell buffer) got colours and redraws as text.
+  it("TERM=dumb: plain lines, one per sample, no escape code", async () => {
+    const drill = ["node", drillBin, "--procfs", path.join(root, "proc"), "--sysfs", path.join(root, "sys"), "--state-dir", path.join(root, "state"), "--redis", redisUrl, "watch", "--interval", "100ms", "--count", "3"];
+    const r = await execa("script", ["-qfec", drill.map(quote).join(" "), "/dev/null"], { reject: false, timeout: 30_000, env: { TERM: "dumb", FORCE_COLOR: undefined, NO_COLOR: undefined } });
+    expect(r.exitCode, r.stdout).toBe(0);
+    expect(r.stdout).not.toContain("\x1b");
+    expect(r.stdout.split("\n").filter((line) => line.startsWith("20")), r.stdout).toHaveLength(3);
+  });
+
   it("Ctrl-C is still an interrupt: exit 130", async () => {
     const r = await onTerminal("\x03");
     expect(r.exitCode, r.out).toBe(130);
