@@ -1,5 +1,4 @@
 import path from "node:path";
-import { existsSync } from "node:fs";
 import { writeErr } from "../closedStdout.js";
 import { commandRedis, DEFAULT_REDIS_URL, drillCommandAt, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
 import { describeRunningDrill, drillsUpOnQueue, findRunningDrills, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
@@ -8,7 +7,7 @@ import { validateDrillName } from "../drill/names.js";
 import { stopStartingUps, type StartingUp } from "../drill/startingUp.js";
 import { queueKeys } from "../queue/keys.js";
 import { refusalHint } from "../queue/refusal.js";
-import { listDrills, readState, readStateEntries, statePath } from "../drill/state.js";
+import { holdsState, listDrills, readState, readStateEntries } from "../drill/state.js";
 import { RollbackIncompleteError, stopExitCode, UsageError } from "../errors.js";
 import { thawBeforeExit } from "../cgroup/teardown.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
@@ -127,7 +126,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
         }));
       }
     }
-    names = named === undefined ? listDrills(g.stateDir) : existsSync(statePath(g.stateDir, named)) ? [named] : [];
+    names = named === undefined ? listDrills(g.stateDir) : holdsState(g.stateDir, named) ? [named] : [];
     for (const name of names) {
       current = { name, lastStep: "", result: null };
       await rollbackOne(name);
@@ -172,7 +171,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
         if (!g.json) output.out(`  ${step.ok ? "ok  " : output.color.red("FAIL")} ${step.step}: ${step.detail}`);
       },
     });
-    if (outcome.kind === "rolled_back") results.push(outcome.result);
+    if (outcome.kind === "rolled_back" || outcome.kind === "unreadable") results.push(outcome.result);
     else if (outcome.kind === "complete") {
       complete.push({ name, completed_at: outcome.completedAt });
       if (!g.json) output.out(`  already rolled back (complete${outcome.completedAt ? ` since ${outcome.completedAt}` : ""}): nothing to do`);
@@ -226,7 +225,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   if (!g.json) for (const q of leftOpen) output.out(queueLeftOpenLine(q));
   if (!g.json && running.length === 0 && results.length > 0) {
     for (const r of results) {
-      const drain = r.drainLength !== null ? `LLEN ${r.drainLength} in the drain` : r.left.some((l) => l.startsWith("drain pending")) ? "drain pending" : "no queue to drain";
+      const drain = r.runId === null ? "state unreadable, nothing rolled back" : r.drainLength !== null ? `LLEN ${r.drainLength} in the drain` : r.left.some((l) => l.startsWith("drain pending")) ? "drain pending" : "no queue to drain";
       output.out(`${r.name}: ${drain}${r.exported ? `; keys exported to ${r.exported}` : ""}`);
     }
     // Re-admitting is the rollback's last step (the runbook's serving path): a

@@ -41,7 +41,8 @@ export interface RollbackStep {
 
 export interface DrillRollback {
   name: string;
-  runId: string;
+  /** null: its state.json could not be read (nothing of it rolled back). */
+  runId: string | null;
   steps: RollbackStep[];
   drainLength: number | null;
   exported: string | null;
@@ -206,16 +207,26 @@ function findStateOfRun(stateDir: string, runId: string): DrillState | null {
 /**
  * What a rollback of one drill found: no state of it in the state dir, a
  * drill an earlier rollback completed (nothing to do, unless producers
- * pushed onto its Redis since: then `rolled_back` with that drain), or the
- * rollback it ran.
+ * pushed onto its Redis since: then `rolled_back` with that drain), the
+ * rollback it ran, or a state.json it could not read (its one failed step).
  */
 export type RollbackOutcome =
   | { kind: "absent" }
   | { kind: "complete"; completedAt: string | null }
-  | { kind: "rolled_back"; result: DrillRollback };
+  | { kind: "rolled_back"; result: DrillRollback }
+  | { kind: "unreadable"; result: DrillRollback };
 
 export async function rollbackDrill(name: string, options: RollbackOptions): Promise<RollbackOutcome> {
-  const first = readState(options.stateDir, name);
+  let first: DrillState | null;
+  try {
+    first = readState(options.stateDir, name);
+  } catch (err) {
+    // Unreadable is not absent (QA: `"drills":[]` beside a drill up, root's, read by another user):
+    // what it records may all still be there. Listed with the step that failed, exit 4.
+    const step = { step: "read state", ok: false, detail: `${(err as Error).message}; what it records (processes, cgroup, queue, Redis) is left as it is: read or fix it, then run the rollback again` };
+    options.log(step);
+    return { kind: "unreadable", result: { name, runId: null, steps: [step], drainLength: null, exported: null, left: [`not rolled back: ${step.detail}`] } };
+  }
   if (!first) return { kind: "absent" };
   if (first.phase === "complete") return completeOutcome(first, options);
   const { roots } = options;

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, statSync, type Stats } from "node:fs";
 import path from "node:path";
 import { stateDirError, writeJsonDurably } from "../cgroup/stateFiles.js";
 import { DrillError, UsageError } from "../errors.js";
@@ -195,7 +195,7 @@ export function readStateFile(file: string): DrillState | null {
     text = readFileSync(file, "utf8");
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
-    throw new DrillError(`cannot read ${file}: ${(err as Error).message}`, undefined, { cause: err });
+    throw stateReadError(file, err);
   }
   try {
     const state = JSON.parse(text) as DrillState;
@@ -203,6 +203,31 @@ export function readStateFile(file: string): DrillState | null {
     return state;
   } catch (err) {
     throw new DrillError(`${file} is not a drill state file (${(err as Error).message}); move it aside to continue`);
+  }
+}
+
+/**
+ * A state file that did not read: EACCES names whose it is and to run as that
+ * user (up makes a drill dir 0700: another user cannot even see its state.json).
+ */
+function stateReadError(file: string, err: unknown, isRoot = process.geteuid?.() === 0): DrillError {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code !== "EACCES" && code !== "EPERM") return new DrillError(`cannot read ${file}: ${(err as Error).message}`, undefined, { cause: err });
+  // The file's owner, else (its dir refused even a stat) the drill dir's.
+  const seen = [file, path.dirname(file)].flatMap((at) => {
+    const st = statOrNull(at);
+    return st === null ? [] : [{ at, uid: st.uid, mode: st.mode & 0o777 }];
+  })[0];
+  const whose = seen === undefined ? "" : `${seen.at} is ${seen.uid === 0 ? "root" : `uid ${seen.uid}`}'s, mode ${seen.mode.toString(8).padStart(4, "0")}: `;
+  const fix = isRoot ? "refused to root too: a restricted mount or a security policy" : seen === undefined || seen.uid === 0 ? "run as root" : `run as uid ${seen.uid} or root`;
+  return new DrillError(`cannot read ${file}: ${code} (${whose}${fix})`, undefined, { cause: err });
+}
+
+function statOrNull(file: string): Stats | null {
+  try {
+    return statSync(file);
+  } catch {
+    return null;
   }
 }
 
@@ -315,11 +340,29 @@ export function upDiedUnrecorded(roots: HostRoots, state: DrillState): boolean {
   return startTime !== null && !isSameProcess(roots, pid, startTime);
 }
 
-/** The drills of a state dir: each dir with a state.json. */
+/** drill's own record dirs in a state dir (src/cgroup/stateFiles.ts): never a drill's. */
+const RECORD_DIRS = new Set(["cgroups", "hogs", "served"]);
+
+/**
+ * `<state-dir>/<name>/state.json` is there, or cannot be told: a drill dir
+ * of root's (0700) read by another user is a drill it cannot read, never none
+ * (QA: "no drill", and gate mode's deny-all sent to the default Redis).
+ */
+export function holdsState(stateDir: string, name: string): boolean {
+  try {
+    statSync(statePath(stateDir, name));
+    return true;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code !== "ENOENT" && code !== "ENOTDIR" && !RECORD_DIRS.has(name);
+  }
+}
+
+/** The drills of a state dir: each dir with a state.json (holdsState). */
 export function listDrills(stateDir: string): string[] {
   try {
     return readdirSync(stateDir, { withFileTypes: true })
-      .filter((e) => e.isDirectory() && existsSync(path.join(stateDir, e.name, "state.json")))
+      .filter((e) => e.isDirectory() && holdsState(stateDir, e.name))
       .map((e) => e.name)
       .sort();
   } catch (err) {
