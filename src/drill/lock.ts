@@ -1,7 +1,7 @@
 import { existsSync, rmdirSync } from "node:fs";
 import path from "node:path";
-import { holdLockFile, stateDirError, type LockSeams } from "../cgroup/stateFiles.js";
-import { RefusedError } from "../errors.js";
+import { holdLockFile, liveLockHolder, stateDirError, type LockHolder, type LockSeams } from "../cgroup/stateFiles.js";
+import { DrillError, RefusedError } from "../errors.js";
 import { makeDirs } from "../util/makeDirs.js";
 
 /**
@@ -39,16 +39,7 @@ export function acquireDrillLock(dir: string, what: "up" | "rollback", holder: s
     }
     const file = drillLockFile(dir, what);
     try {
-      const lock = holdLockFile(
-        file,
-        { what: holder },
-        (owner) =>
-          owner === null
-            ? new RefusedError(`another drill ${what} with the same name is starting (${file})`)
-            : new RefusedError(`another drill ${owner.what ?? what} (pid ${owner.pid}) holds ${file}; one at a time per drill name: wait for it to end, then run this again`),
-        seams,
-        takeFrom,
-      );
+      const lock = holdLockFile(file, { what: holder }, (owner) => lockRefusal(file, what, owner), seams, takeFrom);
       return {
         file,
         release: () => {
@@ -62,6 +53,55 @@ export function acquireDrillLock(dir: string, what: "up" | "rollback", holder: s
       if (attempt < 2 && !existsSync(dir)) continue;
       throw err;
     }
+  }
+}
+
+function lockRefusal(file: string, what: "up" | "rollback", owner: LockHolder | null): RefusedError {
+  return owner === null
+    ? new RefusedError(`another drill ${what} with the same name is starting (${file})`)
+    : new RefusedError(`another drill ${owner.what ?? what} (pid ${owner.pid}) holds ${file}; one at a time per drill name: wait for it to end, then run this again`);
+}
+
+export type StateDirRefusal = "ENOSPC" | "EDQUOT" | "EROFS" | "EPERM" | "EACCES";
+
+/** What frees a refusing state dir for the rollback run again: never another --state-dir (the drill is in this one). */
+const REFUSAL_FIX: Record<StateDirRefusal, string> = {
+  ENOSPC: "no space left on its disk: free some there",
+  EDQUOT: "over its disk quota: free some there",
+  EROFS: "a read-only filesystem: remount it read-write",
+  EPERM: "refused (an immutable directory, chattr +i, a restricted mount or a security policy): make it writable",
+  EACCES: "refused (an immutable directory, a restricted mount or a security policy; run as root): make it writable",
+};
+
+/** The errno of a state dir that refused a write for want of space or permission, not for a holder; null otherwise. */
+export function stateDirRefusal(err: unknown): StateDirRefusal | null {
+  const code = err instanceof DrillError ? (err.cause as NodeJS.ErrnoException | undefined)?.code : undefined;
+  return code !== undefined && Object.hasOwn(REFUSAL_FIX, code) ? (code as StateDirRefusal) : null;
+}
+
+/** `<what> <file>: <errno> (<how to free it>)`, as a rollback says a state dir that refused it. */
+export function stateDirRefusalText(what: string, file: string, code: StateDirRefusal): string {
+  return `cannot ${what} ${file}: ${code} (${REFUSAL_FIX[code]})`;
+}
+
+/**
+ * rollback's lock; or, when the state dir refuses the lock file itself (full,
+ * read-only, immutable: stateDirRefusal) and no live rollback holds one there,
+ * no lock and why. A rollback must still deny-all, kill and remove the cgroup
+ * then: "before walking away" is when a disk is full. Two such rollbacks at
+ * once are not kept apart, which every step tolerates (each is safe to run twice).
+ */
+export function acquireRollbackLock(dir: string): { lock: DrillLock; refused: null } | { lock: null; refused: string } {
+  try {
+    return { lock: acquireDrillLock(dir, "rollback"), refused: null };
+  } catch (err) {
+    const code = stateDirRefusal(err);
+    if (code === null) throw err;
+    const file = drillLockFile(dir, "rollback");
+    // The lock's tmp file failed before the lock was looked at: a live holder still refuses.
+    const holder = liveLockHolder(file);
+    if (holder !== null) throw lockRefusal(file, "rollback", holder);
+    return { lock: null, refused: stateDirRefusalText("create the lock", file, code) };
   }
 }
 

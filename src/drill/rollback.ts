@@ -17,7 +17,7 @@ import { queueKeys, queueNameRefusal } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl, sameRedis } from "../queue/redis.js";
 import { drainReady, drainUnheld, exportKeys, heldText, holdsQueueKeys, otherQueuesKeys, queueServingRun, type DrainResult } from "./drain.js";
 import { embeddedRedisDrill, freePort, isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
-import { acquireDrillLock, type DrillLock } from "./lock.js";
+import { acquireRollbackLock, stateDirRefusal, stateDirRefusalText, type DrillLock } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
 import { drillDir, listDrills, readState, statePath, upDiedUnrecorded, writeState, type DrillState, type ProcessRecord, type ProcessRole, type RollbackRecord, type StateEntry } from "./state.js";
 import { drillRunFromEnviron, findByCwd, readEnviron, findByRunId, findDrillRunProcesses, listCwds, type StrayProcess } from "./strays.js";
@@ -230,13 +230,13 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
   if (!first) return { kind: "absent" };
   if (first.phase === "complete") return completeOutcome(first, options);
   const { roots } = options;
-  const lock = acquireDrillLock(drillDir(options.stateDir, name), "rollback");
+  const { lock, refused } = acquireRollbackLock(drillDir(options.stateDir, name));
   // Read again under the lock: a rollback that finished between the first
   // read and the lock leaves this one nothing to redo (it would restart the
   // embedded Redis on its AOF and export a second time).
   const state = readState(options.stateDir, name);
   if (!state || state.phase === "complete") {
-    lock.release();
+    lock?.release();
     return state ? completeOutcome(state, options) : { kind: "absent" };
   }
   // An earlier rollback's record (one that exited 4): it took the drill over, and its time stays the run's.
@@ -251,6 +251,8 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
   const crash = (step: string) => {
     if (options.crashAt === step) process.kill(process.pid, "SIGKILL");
   };
+  const recorder = stateRecorder(options.stateDir, state, refused, record);
+  const save = recorder.save;
   // A foreground `drill up` whose owner is still alive keeps running its
   // schedule otherwise: it is the packer, stopped in step 2.
   try {
@@ -271,7 +273,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     // An earlier rollback that took the drill over and was interrupted: its start is the run's end, not this one's.
     const takenOverAt = state.rollback === undefined ? state.rollbackStartedAt : undefined;
     if (state.rollback === undefined) state.rollbackStartedAt ??= new Date().toISOString();
-    writeState(options.stateDir, state);
+    save();
 
     // `up` died before it had a Redis: there is no queue to flip or drain. (Never
     // fall back to a default URL: that is somebody else's Redis.)
@@ -280,7 +282,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     // stopped and removed; its queue is left and said (QA: the refusal ended the rollback before step 1, and
     // the Redis connection it had opened kept the process alive for good).
     const queueRefused = queueNameRefusal(state.queue);
-    const redis = noRedis || queueRefused !== null ? null : await connectDrillRedis(state, options, record, crash);
+    const redis = noRedis || queueRefused !== null ? null : await connectDrillRedis(state, options, record, crash, save);
     const queue = redis ? new DrillQueue(redis, state.queue) : null;
     if (noRedis) record("connect redis", true, "up stopped before it set up a Redis: no queue to flip or drain");
     if (queueRefused !== null) {
@@ -328,7 +330,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         const oomKill = readOomKillCount(computed.limits);
         if (oomKill.ok) {
           cg.oomKillAtTeardown = { tsMs: Date.now(), count: oomKill.value };
-          writeState(options.stateDir, state);
+          save();
         }
         // Told apart before the kill, as after it they cannot be: a worker or hog run by hand in this cgroup dies too (QA: unsaid).
         const others = new Set(tasksByRun(roots, withDescendants(computed.dirs).map((d) => d.dir), state).others.map((t) => t.pid));
@@ -407,7 +409,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         const exported = await exportKeys(queue.redis, queue.keys, file);
         result.exported = exported.file;
         state.rollback = rollbackRecord(earlier, new Date().toISOString(), { exported: exported.file, drained: result.drainLength ?? undefined, left: [] }, takenOverAt);
-        writeState(options.stateDir, state);
+        save();
         return `${exported.keys} keys to ${exported.file}`;
       }, (err) => result.left.push(`export to ${file} failed (${err instanceof Error ? err.message : String(err)}); ${kept} (run drill rollback again)`));
     }
@@ -433,7 +435,9 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
           if ((await stopRecordedProcess(roots, stray)) === "alive") result.left.push(`redis-server ${stray.pid} survived SIGKILL`);
         }
       } else {
-        record("stop embedded redis", false, exportable ? "kept running: the export failed" : "kept running: the drain is not exported yet");
+        // Down and not restarted (above): "kept running" would send the operator looking for a process.
+        const down = redis === null && embeddedRedisProcesses(roots, state).length === 0;
+        record("stop embedded redis", false, down ? `not running: the jobs stay in its AOF in ${state.redis.embedded.dir} until a rollback exports them` : exportable ? "kept running: the export failed" : "kept running: the drain is not exported yet");
       }
     } else if (!noRedis) {
       record("stop embedded redis", true, `none (given Redis ${redactUrl(url)}: not the drill's to stop; it keeps the drill's keys)`);
@@ -462,11 +466,54 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
       state.completedAt = new Date().toISOString();
     }
     state.rollback = rollbackRecord(earlier, new Date().toISOString(), { exported: result.exported ?? state.rollback?.exported, drained: result.drainLength ?? undefined, left: result.left }, takenOverAt);
-    writeState(options.stateDir, state);
+    save();
+    // Also when this last write is the one refused: a drill not marked complete is not rolled back (exit 4).
+    const unrecorded = recorder.unrecorded();
+    if (unrecorded !== null) result.left.push(unrecordedLeft(options.stateDir, name, unrecorded));
     return { kind: "rolled_back", result };
   } finally {
-    lock.release();
+    lock?.release();
   }
+}
+
+/**
+ * state.json's writes for a rollback whose state dir may refuse them (full,
+ * read-only, immutable: stateDirRefusal): the first refusal, or the lock's
+ * (`refused`), is said once, and the rollback goes on with every step that
+ * needs no disk, writing nothing more. `unrecorded`: why, for what is left.
+ */
+function stateRecorder(
+  stateDir: string,
+  state: DrillState,
+  refused: string | null,
+  record: (step: string, ok: boolean, detail: string) => void,
+): { save: () => boolean; unrecorded: () => string | null } {
+  let why: string | null = null;
+  const stopRecording = (text: string, how: string) => {
+    why = text;
+    record("record progress", false, `${text}: ${how}, with every step that needs no disk; none of it is recorded in ${statePath(stateDir, state.name)}`);
+  };
+  if (refused !== null) stopRecording(refused, "no rollback holds it, so this one goes on without it");
+  return {
+    save: () => {
+      if (why !== null) return false;
+      try {
+        writeState(stateDir, state);
+        return true;
+      } catch (err) {
+        const code = stateDirRefusal(err);
+        if (code === null) throw err;
+        stopRecording(stateDirRefusalText("write state file", statePath(stateDir, state.name), code), "this rollback goes on");
+        return false;
+      }
+    },
+    unrecorded: () => why,
+  };
+}
+
+/** What a rollback that could not write state.json leaves: the record of its run, and the rerun that finishes it. */
+function unrecordedLeft(stateDir: string, name: string, why: string): string {
+  return `${statePath(stateDir, name)} not written (${why.replace(/^cannot /, "could not ")}): the drill is not marked rolled back, nor what this rollback did; once the state dir has space (or is writable) again, run drill rollback again: it finishes what is left and records it`;
 }
 
 /** A cgroup teardown as a rollback step says it; `notOurs`: pids the drill did not start, said so. */
@@ -590,7 +637,8 @@ async function redrainComplete(state: DrillState, options: RollbackOptions): Pro
     const unexported = exportedDrain !== undefined && (await redis.llen(queue.keys.drain)) > exportedDrain;
     if (waiting === 0 && !unexported) return null;
     // As a rollback of a running drill does: a second rollback at the same time is refused, not a second export beside this one.
-    lock = acquireDrillLock(drillDir(options.stateDir, state.name), "rollback");
+    const taken = acquireRollbackLock(drillDir(options.stateDir, state.name));
+    lock = taken.lock;
     const result: DrillRollback = { name: state.name, runId: state.runId, steps: [], drainLength: null, exported: null, left: [] };
     options.onStart?.(result);
     const record = (step: string, ok: boolean, detail: string) => {
@@ -598,6 +646,7 @@ async function redrainComplete(state: DrillState, options: RollbackOptions): Pro
       result.steps.push(entry);
       options.log(entry);
     };
+    const recorder = stateRecorder(options.stateDir, state, taken.refused, record);
     if (reached.said !== null) record("connect redis", true, reached.said);
     await guard(record, "deny-all", () => denyAll(queue, options.roots), (err) => result.left.push(denyAllFailed(queue, err)));
     await guard(record, "drain", async () => {
@@ -613,10 +662,12 @@ async function redrainComplete(state: DrillState, options: RollbackOptions): Pro
         const at = new Date().toISOString();
         const redrains = [...(state.rollback?.redrains ?? []), { at, drained: result.drainLength, exported: exported.file }];
         state.rollback = { ...rollbackRecord(state.rollback, at, { exported: exported.file, drained: result.drainLength ?? undefined, left: [] }), redrains };
-        writeState(options.stateDir, state);
+        recorder.save();
         return `${exported.keys} keys to ${exported.file}`;
       }, (err) => result.left.push(`export to ${file} failed (${err instanceof Error ? err.message : String(err)}); every key of queue ${state.queue} is still in the given Redis ${redactUrl(state.redis.url)}, nothing deleted (run drill rollback again)`));
     }
+    const unrecorded = recorder.unrecorded();
+    if (unrecorded !== null) result.left.push(unrecordedLeft(options.stateDir, state.name, unrecorded));
     return result;
   } finally {
     lock?.release();
@@ -941,9 +992,10 @@ async function connectDrillRedis(
   options: RollbackOptions,
   record: (step: string, ok: boolean, detail: string) => void,
   crash: (step: string) => void,
+  save: () => boolean,
 ): Promise<Redis | null> {
   if (!state.redis.embedded) {
-    const reached = await givenRedis(state, options);
+    const reached = await givenRedis(state, options, save);
     if (reached.redis === null) {
       record("connect redis", false, reached.why);
       return null;
@@ -973,16 +1025,22 @@ async function connectDrillRedis(
     // (and stop), not one on the drill's AOF that it must refuse to start beside.
     const port = await freePort();
     const intended: ProcessRecord = { role: "redis", key: "redis", pid: null, startTime: null, files: [], intendedAt: new Date().toISOString() };
+    const was = { redis: state.redis, processes: state.processes };
     state.redis = { url: `redis://127.0.0.1:${port}`, embedded: { dir: embedded.dir, port } };
     state.processes = [...state.processes.filter((p) => p.role !== "redis"), intended];
-    writeState(options.stateDir, state);
+    if (!save()) {
+      // Unrecorded, the next rollback could neither reach it (another port) nor start its own beside it.
+      Object.assign(state, was);
+      record("connect redis", false, `embedded redis is down; not restarted on its AOF in ${embedded.dir}: its port could not be recorded in state.json first (above); the jobs stay in its AOF there`);
+      return null;
+    }
     // If this rollback dies half-way, the restarted server still exits by itself.
     const restarted = await startEmbeddedRedis({ dir: embedded.dir, port, detached: true, env: { ...process.env, DRILL_RUN_ID: state.runId }, lifetimeMs: SELF_EXIT_GRACE_MS });
     crash("redis-restart");
     const stat = readProcessStat(options.roots, restarted.pid);
     intended.pid = restarted.pid;
     intended.startTime = stat.ok ? stat.value.startTime : null;
-    writeState(options.stateDir, state);
+    save();
     record("connect redis", true, `embedded redis was down; restarted on its AOF in ${embedded.dir} at ${restarted.url}${leftOut}`);
     return await connectRedis(restarted.url, { name: "drill-rollback", commandTimeoutMs: 5000 });
   } catch (err) {
@@ -1017,7 +1075,7 @@ const givenAs = (options: RollbackOptions): string => (options.redisTyped === fa
  * flipped, drained and exported instead, the drill's own queue left
  * admitting, its rollback "complete". `said`: which was taken, and why.
  */
-async function givenRedis(state: DrillState, options: RollbackOptions): Promise<{ redis: Redis; said: string | null } | { redis: null; why: string }> {
+async function givenRedis(state: DrillState, options: RollbackOptions, save: () => unknown = () => writeState(options.stateDir, state)): Promise<{ redis: Redis; said: string | null } | { redis: null; why: string }> {
   const other = otherRedisGiven(state, options);
   const recorded = other === null ? (options.redisUrl ?? state.redis.url) : state.redis.url;
   let why: string;
@@ -1035,7 +1093,7 @@ async function givenRedis(state: DrillState, options: RollbackOptions): Promise<
     if (await holdsQueueKeys(redis, queueKeys(state.queue))) {
       const was = state.redis.url === "" ? "up recorded no Redis" : `its Redis ${redactUrl(state.redis.url)} does not answer`;
       state.redis = { url: other, embedded: null };
-      writeState(options.stateDir, state);
+      save();
       return { redis, said: `${was}; --redis ${redactUrl(other)} holds its queue ${state.queue}: rolled back there (the Redis moved; state.json records it now)` };
     }
     await closeRedis(redis);

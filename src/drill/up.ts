@@ -703,6 +703,9 @@ export function redisGoneText(lastLine: string | null): string | null {
   if (lastLine === null) return null;
   // Its shutdown ends "ready to exit, bye bye..."; a crash report ends with advice on reporting it.
   if (/ready to exit|BUG REPORT|crashed by signal|--check-system|--test-memory|redis\/issues/i.test(lastLine)) return lastLine;
+  // Its own fatal exits end "Exiting..." ("# Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...").
+  if (/AOF write error/i.test(lastLine)) return `its AOF could not be written (a full disk, most likely: df its dir), so it exited: ${lastLine}`;
+  if (/Exiting\.*$/i.test(lastLine)) return lastLine;
   return `no exit message in its log: killed by a signal (SIGKILL, or the OOM killer); its last line: ${lastLine}`;
 }
 

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { requireLayout } from "../../src/cgroup/layout.js";
 import { resolveWorkerCgroup } from "../../src/cgroup/paths.js";
 import { lockBreakerFile, lockMarker, markerLockFile } from "../../src/cgroup/stateFiles.js";
-import { acquireDrillLock } from "../../src/drill/lock.js";
+import { acquireDrillLock, acquireRollbackLock } from "../../src/drill/lock.js";
 import { RefusedError } from "../../src/errors.js";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { readProcessStat } from "../../src/host/process.js";
@@ -226,5 +226,43 @@ describe("lock holders are judged in this machine's /proc, whatever --procfs say
     expect(result.stderr).toContain(`another drill up (pid ${holder.pid}) holds ${file}`);
     expect(result.exitCode).toBe(3);
     expect(readFileSync(file, "utf8")).toBe(holder.text);
+  });
+});
+
+// QA AB 2: a rollback whose state dir refused its lock file (ENOSPC, EPERM on an immutable dir) did nothing at all.
+describe("acquireRollbackLock on a drill dir that refuses the lock file (chattr +i, as a full disk refuses it)", () => {
+  const immutable = (drillDir: string, on: boolean) => spawnSync("chattr", [on ? "+i" : "-i", drillDir]).status === 0;
+  const chattrWorks = (() => {
+    const probe = mkdtempSync(path.join(os.tmpdir(), "drill-lock-chattr-"));
+    const works = immutable(probe, true) && immutable(probe, false);
+    rmSync(probe, { recursive: true, force: true });
+    return works;
+  })();
+
+  it.skipIf(!chattrWorks)("no lock held: goes on without one, saying why and what frees it (never another --state-dir); a stale one too", () => {
+    const drillDir = path.join(dir, "smoke");
+    mkdirSync(drillDir);
+    writeFileSync(path.join(drillDir, "rollback.lock"), staleRecord("rollback"));
+    expect(immutable(drillDir, true)).toBe(true);
+    try {
+      const taken = acquireRollbackLock(drillDir);
+      expect(taken.lock).toBeNull();
+      expect(taken.refused).toMatch(/^cannot create the lock .*\/smoke\/rollback\.lock: EPERM \(refused \(an immutable directory, chattr \+i, .*\): make it writable\)$/);
+    } finally {
+      immutable(drillDir, false);
+    }
+  });
+
+  it.skipIf(!chattrWorks)("a live rollback holds it: refused as ever (exit 3), naming its pid", () => {
+    const drillDir = path.join(dir, "smoke");
+    mkdirSync(drillDir);
+    const holder = liveRecord("rollback");
+    writeFileSync(path.join(drillDir, "rollback.lock"), holder.text);
+    expect(immutable(drillDir, true)).toBe(true);
+    try {
+      expect(refusal(() => acquireRollbackLock(drillDir)).message).toContain(`another drill rollback (pid ${holder.pid}) holds`);
+    } finally {
+      immutable(drillDir, false);
+    }
   });
 });

@@ -14,6 +14,13 @@ describe("up: what the embedded redis-server's log says of its end", () => {
   ])("%s is quoted as it is: its own last words", (_n, line) => {
     expect(redisGoneText(line)).toBe(line);
   });
+  // QA AB 2: on a full state dir it exited on an AOF write error, and up said "killed by a signal (SIGKILL, or the OOM killer)".
+  it("its own fatal exit (Exiting...) is quoted as its last words; an AOF write error says the disk", () => {
+    const aof = "20481:M 04 Dec 2026 15:54:45.194 # Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...";
+    expect(redisGoneText(aof)).toBe(`its AOF could not be written (a full disk, most likely: df its dir), so it exited: ${aof}`);
+    const load = "4242:M 03 Dec 2026 06:00:00.123 # Bad file format reading the append only file appendonly.aof.1.incr.aof: make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>. Exiting...";
+    expect(redisGoneText(load)).toBe(load);
+  });
   it("no log line: nothing to say", () => {
     expect(redisGoneText(null)).toBeNull();
   });
