@@ -19,6 +19,13 @@ export interface LuaScript {
 /** The words every script's refusal of a key ends its reason with (isKeyRefusal): sending again cannot help. */
 export const KEY_REFUSAL_MARK = "(drill never writes that there)";
 
+/**
+ * The cap on `<q>:events` (XADD MAXLEN ~): the stream keeps about the last
+ * this many entries, so a long run's oldest decisions are trimmed away
+ * (report says so when its window reaches before the stream's first entry).
+ */
+export const EVENTS_MAXLEN = 100_000;
+
 /** The push script's refusal of a <q>:seq at the last exact id (isKeyRefusal): sending again cannot help either. */
 export const SEQ_EXHAUSTED_MARK = "no job id left on this queue";
 
@@ -98,7 +105,7 @@ local function parse_record(rec)
   return fp, attempt, kind, figures
 end
 local function event(stream, reason, job, figures, ts, gate, attempt)
-  redis.call('XADD', stream, 'MAXLEN', '~', '100000', '*',
+  redis.call('XADD', stream, 'MAXLEN', '~', '${EVENTS_MAXLEN}', '*',
     'reason', reason, 'job', job, 'figures', figures, 'ts', ts, 'gate', gate, 'attempt', attempt)
 end
 -- Same id seen before: a different job under that id is dead; the same job
@@ -382,7 +389,7 @@ if previous_value and previous_value ~= 'admit' and previous_value ~= 'reject_al
 end
 if ARGV[5] and ARGV[5] ~= '' then figures = figures .. ' by=' .. ARGV[5] end
 if wrong_type(KEYS[2], 'stream') then return {previous_type, previous_value, 0} end
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', '100000', '*', 'reason', 'mode', 'job', '', 'figures', figures, 'ts', ARGV[4])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', '${EVENTS_MAXLEN}', '*', 'reason', 'mode', 'job', '', 'figures', figures, 'ts', ARGV[4])
 return {previous_type, previous_value, 1}
 `,
 );

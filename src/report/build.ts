@@ -6,7 +6,8 @@ import { redactUrl } from "../queue/redis.js";
 import { formatRejectEvent } from "../sampler/rejects.js";
 import { counterRise, parseCount } from "../util/counters.js";
 import type { OomKillReading } from "../drill/state.js";
-import type { CgroupNow, DecisionEvent, DoneEntry, JobTiming, ReportInputs, WatchSample } from "./inputs.js";
+import { streamIdAtMost, streamIdMs, type CgroupNow, type DecisionEvent, type DoneEntry, type EventStreamExtent, type JobTiming, type ReportInputs, type WatchSample } from "./inputs.js";
+import { EVENTS_MAXLEN } from "../queue/scripts.js";
 
 /**
  * The incident-note summary, pure: inputs, the moment they describe and the
@@ -270,6 +271,8 @@ export interface Report {
    */
   window: { since_ms: number; from: string; to: string; anchored: "now" | "export" | "run_end"; run_start: string | null; clipped_to_run: boolean };
   decisions: { rows: DecisionRow[]; total: number; rejects: number } | null;
+  /** `<q>:events` was trimmed (its cap) after the window's start: what the window's stream figures miss; null: the stream holds the whole window. */
+  events_trimmed: EventsTrimmed | null;
   first_reject: RejectLine | null;
   last_reject: RejectLine | null;
   /** Every mode event (`gate mode`, up, rollback's deny-all) in the window, repeats included: the lever's history. */
@@ -492,6 +495,89 @@ function statCount(stats: Record<string, string>, field: string): number | null 
   const text = stats[field];
   if (text === undefined) return 0;
   return parseCount(text);
+}
+
+/** The `<q>:stats` counter of each decision kind whose script writes its stream entry and counts it in one step. */
+const STREAM_DECISION_STATS: Readonly<Record<(typeof DECISION_KINDS)[number], string>> = {
+  admit: "admitted",
+  reject_host_pressure: "reject_host_pressure",
+  reject_deadline_slack: "reject_deadline_slack",
+  reject_packed_tokens: "reject_packed_tokens",
+};
+
+/** Those counters summed: the admits and rejects `<q>:events` ever took; null when one is not a count. */
+export function streamDecisionsCounted(stats: Record<string, string>): number | null {
+  let sum = 0;
+  for (const field of Object.values(STREAM_DECISION_STATS)) {
+    const n = statCount(stats, field);
+    if (n === null) return null;
+    sum += n;
+  }
+  return sum;
+}
+
+/** Figures counted from `<q>:events` in the window (paths in `--format json`): partial when the stream was trimmed within it. */
+export const STREAM_FIGURES = [
+  "decisions",
+  "first_reject",
+  "mode_flips",
+  "rollback_deny_all",
+  "first_token.admitted",
+  "first_token.late_unfinished",
+  "retries.nacked_to_retry_in_window",
+  "drain.rejects_in_window",
+  "pressure.decisions_outside_recording",
+] as const;
+
+export interface EventsTrimmed {
+  /** Where `<q>:events` starts now: its first entry's time (ISO) and id; null: it holds no entry. */
+  stream_starts: string | null;
+  first_entry_id: string | null;
+  /** Entries of every kind the cap removed (XINFO STREAM entries-added − XLEN); null: not known (Redis before 7, an export). */
+  entries_trimmed: number | null;
+  /** Admits and rejects `<q>:stats` counted beyond those the stream holds: over the queue's whole life, not windowed; null: not known. */
+  decisions_trimmed: number | null;
+  /** The figures that count from the stream, and so miss the window's part before stream_starts. */
+  partial: readonly string[];
+}
+
+/**
+ * Whether the cap on `<q>:events` (EVENTS_MAXLEN, oldest first) removed
+ * entries the window reaches back to: the stream now starts after the
+ * window's start, and it took more than it holds (entries-added, else
+ * `<q>:stats`'s admits and rejects beyond the stream's own; the events read
+ * must then be the whole stream, which they are whenever it starts after the
+ * window's start). null: nothing trimmed, or only before the window.
+ */
+export function eventsTrimmed(extent: EventStreamExtent | null | undefined, events: readonly DecisionEvent[] | null, fromMs: number): EventsTrimmed | null {
+  if (!extent || events === null) return null;
+  const startsMs = extent.firstId === null ? null : streamIdMs(extent.firstId);
+  if (startsMs !== null && startsMs <= fromMs) return null;
+  const entriesTrimmed = extent.entriesAdded === null ? null : Math.max(0, extent.entriesAdded - extent.length);
+  // Up to the moment the counters were read: a live gate adds entries and counts alike after it.
+  const lastId = extent.lastId;
+  const inStream = events.filter((e) => Object.hasOwn(STREAM_DECISION_STATS, e.reason) && (lastId === null || streamIdAtMost(e.id, lastId))).length;
+  const decisionsTrimmed = extent.decisionsAdded === null ? null : Math.max(0, extent.decisionsAdded - inStream);
+  if ((entriesTrimmed ?? decisionsTrimmed ?? 0) === 0) return null;
+  return {
+    stream_starts: iso(startsMs),
+    first_entry_id: extent.firstId,
+    entries_trimmed: entriesTrimmed,
+    decisions_trimmed: decisionsTrimmed,
+    partial: STREAM_FIGURES,
+  };
+}
+
+/** The note of a trimmed stream: how much, where it starts now, what is partial and what is whole. */
+function eventsTrimmedNote(t: EventsTrimmed, queue: string, fromMs: number): string {
+  const entries = t.entries_trimmed === null ? "" : `${t.entries_trimmed} older entr${t.entries_trimmed === 1 ? "y" : "ies"} (every kind) trimmed`;
+  const decisions = t.decisions_trimmed === null ? "" : `${t.decisions_trimmed} admit/reject decision(s) ${queue}:stats counts are not in it (over the queue's whole life: some may predate the window)`;
+  const how = [entries, decisions].filter(Boolean).join("; ") || "older entries trimmed";
+  return (
+    `${queue}:events was trimmed by its cap (about the last ${EVENTS_MAXLEN} entries are kept): it now starts at ${t.stream_starts ?? "no entry"}${t.first_entry_id === null ? "" : ` (${t.first_entry_id})`}, ` +
+    `after the window's start ${iso(fromMs)}; ${how}. Partial, counted from ${t.stream_starts ?? "then"} on only: decision counts and shares, first reject, mode flips, admitted in window, ` +
+    `late unfinished jobs, nacked to retry, rejects in window, decisions outside the recording (events_trimmed in --format json). Whole: the ${queue}:stats totals, the finished jobs, where the jobs are`
+  );
 }
 
 /**
@@ -959,6 +1045,9 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     if (last) lastReject = { ts: iso(last.tsMs), line: rejectLine(last) };
   }
 
+  const trimmed = eventsTrimmed(inputs.eventStream, inputs.events, fromMs);
+  if (trimmed !== null) notes.push(eventsTrimmedNote(trimmed, inputs.queue, fromMs));
+
   // First token of admitted jobs against the deadline: the finished ones, and
   // the admitted ones that never finished (a rollback drains exactly the jobs
   // that blew their deadline): their deadline passed without a first token.
@@ -1200,6 +1289,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       clipped_to_run: clippedToRun,
     },
     decisions,
+    events_trimmed: trimmed,
     first_reject: firstReject,
     last_reject: lastReject,
     mode_flips: modeFlips,

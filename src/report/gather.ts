@@ -18,9 +18,10 @@ import { scanKeys } from "../drill/drain.js";
 import { holderExited, parseWorkerToken } from "../worker/heartbeatToken.js";
 import { workerKeys } from "../worker/scripts.js";
 import { parseExport, exportTimeMs, queueOfKey } from "./exportFile.js";
-import { doneTime } from "./build.js";
+import { doneTime, streamDecisionsCounted } from "./build.js";
 import {
   eventFromEntry,
+  eventStreamFromXinfo,
   FIXED_JOB_LISTS,
   fixedJobListKey,
   firstTokenTimes,
@@ -37,6 +38,7 @@ import {
   type DecisionEvent,
   type DoneEntry,
   type DrillInfo,
+  type EventStreamExtent,
   type JobList,
   type JobPlaces,
   type JobTiming,
@@ -528,6 +530,11 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
       ...base,
       source: { kind: "export", file, atMs },
       events: exported.events,
+      // The whole stream, and the stats beside it: no entries-added in an export.
+      eventStream:
+        exported.events.length === 0
+          ? null
+          : { firstId: exported.events[0]!.id, lastId: exported.events.at(-1)!.id, length: exported.events.length, entriesAdded: null, decisionsAdded: streamDecisionsCounted(exported.stats) },
       done: exported.done,
       stats: exported.stats,
       queueLen: exported.queueLen,
@@ -594,7 +601,7 @@ async function holdsQueue(redis: Redis, keys: QueueKeys): Promise<boolean> {
   return false;
 }
 
-type LiveFigures = Pick<ReportInputs, "events" | "done" | "stats" | "queueLen" | "queueHead" | "drainLen" | "jobPlaces" | "unfinished" | "firstTokens">;
+type LiveFigures = Pick<ReportInputs, "events" | "eventStream" | "done" | "stats" | "queueLen" | "queueHead" | "drainLen" | "jobPlaces" | "unfinished" | "firstTokens">;
 
 /**
  * Where the live read of `<q>:events` starts: an export holds every event,
@@ -631,6 +638,8 @@ async function readLive(redis: Redis, keys: QueueKeys, at: { nowMs: number; sinc
     jobPlaces,
     unfinished: jobPlaces === null ? null : unfinished,
     firstTokens: await attempt(firstTokenKey, async () => firstTokenTimes(await redis.hgetall(firstTokenKey))),
+    // Before the entries, so the entries read hold every one the counters counted (a live gate's later ones are told apart by lastId).
+    eventStream: await attempt(`XINFO STREAM ${keys.events}`, () => readEventStream(redis, keys)),
     events: await attempt(keys.events, () => readEvents(redis, keys.events, eventsReadFromMs(at, done))),
     done,
     stats: await attempt(keys.stats, () => redis.hgetall(keys.stats)),
@@ -676,6 +685,20 @@ async function readJobPlaces(redis: Redis, keys: QueueKeys, roots: HostRoots, un
   // WRONGTYPE (a key drill never writes as a list or hash) makes it unreadable, not the report fail.
   const seq = await redis.get(keys.seq).then(seqOfText, (err: unknown) => ({ seq: null, seqProblem: `cannot be read (${message(err)})` }));
   return { lists: sortJobLists(lists), ...seq };
+}
+
+/**
+ * XINFO STREAM with `<q>:stats` in one MULTI: where the stream starts, what it
+ * ever took, and the decisions counted at that same moment. null: no stream
+ * (never written; a key of another type is readEvents' to say).
+ */
+async function readEventStream(redis: Redis, keys: QueueKeys): Promise<EventStreamExtent | null> {
+  if ((await redis.type(keys.events)) !== "stream") return null;
+  const [info, stats] = (await redis.multi().xinfo("STREAM", keys.events).hgetall(keys.stats).exec()) ?? [];
+  if (info?.[0]) throw info[0];
+  // Stats of another type leave the count unknown (their own read says so), not the extent.
+  const counted = !stats?.[0] && typeof stats?.[1] === "object" && stats[1] !== null ? streamDecisionsCounted(stats[1] as Record<string, string>) : null;
+  return eventStreamFromXinfo(info?.[1], counted);
 }
 
 /** XRANGE from `fromMs` (stream ids carry the time), in batches. */

@@ -168,6 +168,8 @@ export interface ReportInputs {
   drill: DrillInfo | null;
   /** Decision stream entries (already bounded to roughly the window by the reader), oldest first. */
   events: DecisionEvent[] | null;
+  /** `<q>:events` as a whole: where it starts now and what it ever took (a trimmed stream misses the window's start). Absent: not read. */
+  eventStream?: EventStreamExtent | null;
   done: DoneEntry[] | null;
   /** HGETALL `<q>:stats`; a missing hash is `{}` (never incremented), an unreadable one null. */
   stats: Record<string, string> | null;
@@ -200,6 +202,27 @@ export interface ReportInputs {
   unfinished?: JobTiming[] | null;
   /** HGETALL `<q>:first_token` (the worker's job id → first-token ts, ms); null: unreadable. */
   firstTokens?: Record<string, number> | null;
+}
+
+/**
+ * `<q>:events` as a whole, beside the entries read: the cap (EVENTS_MAXLEN)
+ * trims its oldest entries, and a window reaching back past them misses them.
+ */
+export interface EventStreamExtent {
+  /** Its first entry's id now; null: empty (or absent). */
+  firstId: string | null;
+  /** XLEN. */
+  length: number;
+  /** The newest id it took when read (XINFO last-generated-id; an export's last entry): entries after it came later than decisionsAdded. */
+  lastId: string | null;
+  /** XINFO STREAM entries-added (Redis 7+): entries it ever took, trimmed ones included; null: not known (older Redis, an export). */
+  entriesAdded: number | null;
+  /**
+   * The admits and rejects `<q>:stats` counted at the same moment (streamDecisionsCounted):
+   * their scripts add the entry and count it in one step, so any fewer in the stream were trimmed.
+   * null: a counter that is not a count.
+   */
+  decisionsAdded: number | null;
 }
 
 /** A job payload's id and times, wherever it is now. */
@@ -319,6 +342,39 @@ function stringOrNull(value: unknown): string | null {
 export function streamIdMs(id: string): number | null {
   const match = /^(\d+)-\d+$/.exec(id);
   return match ? Number(match[1]) : null;
+}
+
+/** `a` is at or before `b` in stream order (`<ms>-<seq>`, compared as numbers); false when either is not an id. */
+export function streamIdAtMost(a: string, b: string): boolean {
+  const pa = /^(\d+)-(\d+)$/.exec(a);
+  const pb = /^(\d+)-(\d+)$/.exec(b);
+  if (!pa || !pb) return false;
+  const [ma, sa, mb, sb] = [pa[1]!, pa[2]!, pb[1]!, pb[2]!].map(BigInt) as [bigint, bigint, bigint, bigint];
+  return ma < mb || (ma === mb && sa <= sb);
+}
+
+/**
+ * XINFO STREAM's reply (a flat name, value list) → the stream's extent;
+ * `decisionsAdded` is the caller's, from `<q>:stats` read with it.
+ *   length 100019 … last-generated-id 1764480000123-0 … entries-added 120000 … first-entry [1764479990000-0, […]]
+ * entries-added is Redis 7's: null before.
+ */
+export function eventStreamFromXinfo(reply: unknown, decisionsAdded: number | null): EventStreamExtent | null {
+  if (!Array.isArray(reply)) return null;
+  const fields = new Map<string, unknown>();
+  for (let i = 0; i + 1 < reply.length; i += 2) fields.set(String(reply[i]), reply[i + 1]);
+  const count = (v: unknown) => (typeof v === "number" && Number.isSafeInteger(v) && v >= 0 ? v : null);
+  const length = count(fields.get("length"));
+  if (length === null) return null;
+  const first = fields.get("first-entry");
+  const lastId = fields.get("last-generated-id");
+  return {
+    firstId: Array.isArray(first) && typeof first[0] === "string" ? first[0] : null,
+    lastId: typeof lastId === "string" ? lastId : null,
+    length,
+    entriesAdded: count(fields.get("entries-added")),
+    decisionsAdded,
+  };
 }
 
 /** An XRANGE entry `[id, [field, value, …]]` → a DecisionEvent. */

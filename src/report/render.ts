@@ -71,7 +71,9 @@ function sections(r: Report): Section[] {
     out.push({ title: "Decisions", before: [`${NA}: the decision stream ${r.queue}:events could not be read`] });
   } else {
     const rows: Cell[][] = r.decisions.rows.map((row) => [row.reason, String(row.count), row.sharePct === null ? "" : `${row.sharePct.toFixed(1)}%`, row.note]);
-    rows.push(["total decisions", String(r.decisions.total), "", `${r.decisions.rejects} reject(s)`]);
+    // A trimmed stream's counts start where it does (the note says how many it lost).
+    const partial = r.events_trimmed === null ? "" : `; partial: ${r.queue}:events starts at ${r.events_trimmed.stream_starts ?? NA} (trimmed, see notes)`;
+    rows.push(["total decisions", String(r.decisions.total), "", `${r.decisions.rejects} reject(s)${partial}`]);
     const rejectRows: Cell[][] = [];
     if (r.first_reject) rejectRows.push(["first", r.first_reject.ts ?? NA, { code: r.first_reject.line }]);
     if (r.last_reject) rejectRows.push(["last", r.last_reject.ts ?? NA, { code: r.last_reject.line }]);
@@ -210,7 +212,7 @@ function sections(r: Report): Section[] {
     const rows: Cell[][] = shown.sort(byJobId).map(costRow);
     rows.push(["total", "", "", "", "", "", "", c.total === null ? `${NA}${noRecording ? " (no recording)" : ""}` : fmtCost(c.total)]);
     const after: string[] = [];
-    if (c.jobs.length > COST_ROWS_SHOWN) after.push(`the ${COST_ROWS_SHOWN} costliest shown, by job id; ${c.jobs.length - COST_ROWS_SHOWN} more job(s) not shown (--format json lists every job); the total covers all.`);
+    if (c.jobs.length > COST_ROWS_SHOWN) after.push(`${costRowsShownText(c.jobs_costed)}; ${c.jobs.length - COST_ROWS_SHOWN} more job(s) not shown (--format json lists every job); the total covers all.`);
     after.push(`${c.jobs_costed} of ${c.jobs.length} finished job(s) costed; token part (without stall) ${int(c.token_part_total)}.`);
     out.push({
       title: "cost_proxy",
@@ -291,6 +293,14 @@ function paceLabel(r: Report): string {
 /** The first 20 of `ids` by name; `of` (default: ids.length) says how many there are in all. */
 function jobList(ids: string[], of = ids.length): string {
   return `${ids.slice(0, 20).map((id) => `job=${id}`).join(" ")}${of > 20 ? ` … ${of - 20} more` : ""}`;
+}
+
+/** Which COST_ROWS_SHOWN of more finished jobs the table shows: the costliest, then (fewer costed) the first by job id without a cost. */
+function costRowsShownText(costed: number): string {
+  if (costed >= COST_ROWS_SHOWN) return `the ${COST_ROWS_SHOWN} costliest shown, by job id`;
+  // QA: "the 20 costliest" over 20 n/a rows (no recording): nothing was ranked.
+  if (costed === 0) return `no job has a cost_proxy to rank by: the first ${COST_ROWS_SHOWN} by job id shown`;
+  return `the ${costed} costed job(s) and the first ${COST_ROWS_SHOWN - costed} by job id without a cost shown, by job id`;
 }
 
 function fmtCost(v: number): string {
