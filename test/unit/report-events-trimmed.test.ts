@@ -98,7 +98,7 @@ describe("a trimmed decision stream, read live and from an export", () => {
   let redis: Redis;
   let stateDir: string;
   beforeAll(async () => {
-    server = await startRedisServer(process.env.DRILL_TEST_REDIS_PORT ? Number(process.env.DRILL_TEST_REDIS_PORT) : undefined);
+    server = await startRedisServer();
     redis = new Redis(server.url);
     stateDir = mkdtempSync(path.join(os.tmpdir(), "drill-report-trimmed-"));
   });
