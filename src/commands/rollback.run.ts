@@ -45,6 +45,8 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   // Ctrl-C only says so; a second one (or SIGTERM) stops, naming where and
   // the command that finishes it: on the same tree, state dir and Redis.
   const rerunCmd = drillCommandAt(g);
+  // A step taking seconds says how far it got, under its step's column; under --json on stderr, as up's log lines.
+  const progress = (line: string): void => (g.json ? output.err(line) : output.out(`  ...  ${line}`));
   // A drill's report reads its own Redis or export: a --redis given here (an embedded one, stopped now) would fail it.
   const drillCmd = drillCommandAt({ ...g, redisUrl: undefined });
   // name "" with before: the ups still starting and --queue, ahead of the drills; with cgroups: the
@@ -123,7 +125,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
         queues.push(await rollbackQueue(url, queueName, hostRoots(g), (step) => {
           current.lastStep = step.step;
           if (!g.json) output.out(`  ${step.ok ? "ok  " : output.color.red("FAIL")} ${step.step}: ${step.detail}`);
-        }));
+        }, progress));
       }
     }
     names = named === undefined ? listDrills(g.stateDir) : holdsState(g.stateDir, named) ? [named] : [];
@@ -150,7 +152,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       if (!g.json && q.left.length === 0) output.out(`rollback queue ${q.queue} (--queue), what nothing holds now:`);
       await redrainQueue(q, queueUrl, `${rerunCmd} rollback --queue ${q.queue}`, hostRoots(g), (step) => {
         if (!g.json) output.out(`  ${step.ok ? "ok  " : output.color.red("FAIL")} ${step.step}: ${step.detail}`);
-      });
+      }, progress);
     }
   } finally {
     interrupts.dispose();
@@ -163,6 +165,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       redisUrl: g.redisUrl,
       redisTyped: g.redisTyped,
       crashAt: process.env.DRILL_CRASH_AT,
+      progress,
       onStart: (result) => {
         current.result = result;
       },

@@ -56,7 +56,7 @@ end
 -- redis.acl_check_cmd, as the calling user) for every write it may make, and
 -- refuses before its first write, naming command and key. Pairs: command,
 -- key... The arguments after the key only make a well-formed call.
-local ACL_ARGS = {LREM = {'0', ''}, LSET = {'0', ''}, RPUSH = {''}, LPUSH = {''}, HSET = {'', ''},
+local ACL_ARGS = {LREM = {'0', ''}, LSET = {'0', ''}, RPUSH = {''}, LPUSH = {''}, LPOP = {}, HSET = {'', ''},
   HDEL = {''}, HINCRBY = {'', '0'}, XADD = {'*', '', ''}, INCR = {}, PEXPIRE = {'1'}}
 local function acl_refusal(...)
   -- Before Redis 7 there is nothing to ask: a refusal may still stop a script midway there.
@@ -346,6 +346,56 @@ if redis.call('LLEN', processing) == 0 then
   if to_gates then redis.call('HDEL', gates, from_gate) else skipped(gates) end
 end
 return {moved, as_taken, table.concat(unrecorded, '; ')}
+`,
+);
+
+/**
+ * Rollback's drain, a batch per call: jobs from the head of `source` to the
+ * END of the drain, in their order. Never RENAME: it replaces an existing
+ * destination, so a second rollback would destroy the first drain. Each call
+ * is one step: a rollback killed between two calls has moved whole batches,
+ * and the next one moves the rest. RPUSH then LPOP, not LMOVE: the ACL check
+ * asks for each command with its one key, and in a script the two are one
+ * step; RPUSH first, as a full Redis (maxmemory) refuses it and nothing moves,
+ * where LPOP, which frees memory, would be let through and the script's
+ * writes after it with it.
+ * The ready list goes by count: it holds no tokens, and a gate still running
+ * under deny-all takes from its head meanwhile. A list whose jobs hold
+ * packed tokens (admitted, a gate's or worker's) goes as read, each job with
+ * its id: a job moves only while it is still the head, and releases its
+ * tokens in the same step. An inflight of another type (or refused by the
+ * ACL) is not written and named: the jobs still go to the drain.
+ * KEYS: source drain inflight
+ * ARGV: count, then for a list holding tokens each of the first `count` jobs as read and its id ('' for none)
+ * → {moved, '' or why inflight was not written}
+ */
+export const drainScript = script(
+  "drain",
+  3,
+  `
+local source, drain, inflight = KEYS[1], KEYS[2], KEYS[3]
+local bad = wrong_type(source, 'list', drain, 'list') or acl_refusal('LPOP', source, 'RPUSH', drain)
+if bad then return bad end
+local moved = 0
+if #ARGV == 1 then
+  for _ = 1, tonumber(ARGV[1]) do
+    local payload = redis.call('LINDEX', source, 0)
+    if not payload then break end
+    redis.call('RPUSH', drain, payload)
+    redis.call('LPOP', source)
+    moved = moved + 1
+  end
+  return {moved, ''}
+end
+local unreleased = refused_record(inflight, 'hash', 'HDEL')
+for i = 2, #ARGV, 2 do
+  if redis.call('LINDEX', source, 0) ~= ARGV[i] then break end
+  redis.call('RPUSH', drain, ARGV[i])
+  redis.call('LPOP', source)
+  if ARGV[i + 1] ~= '' and not unreleased then redis.call('HDEL', inflight, ARGV[i + 1]) end
+  moved = moved + 1
+end
+return {moved, unreleased or ''}
 `,
 );
 

@@ -449,7 +449,11 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
         break;
       }
       if (slots.then === "wait") {
-        await Promise.race([Promise.race(inFlight), stopped, sleep(1000, stopJobs.signal)]);
+        // The second's timer and listener end with the wait: left to run out, each finished job left
+        // one more on stopJobs (QA: Node's listener warning at ~150 jobs/s); `stopped` ends it on a stop.
+        const waited = new AbortController();
+        await Promise.race([Promise.race(inFlight), stopped, sleep(1000, waited.signal)]);
+        waited.abort();
         continue;
       }
       // An outage counts from the command that got no reply, not from the

@@ -688,3 +688,32 @@ describe("runWorker when a done record's reply is lost", () => {
     }
   });
 });
+
+// The wait for a free slot left its 1 s timer and its listener on the stop signal when a job ended first.
+describe("runWorker's wait for a free slot", () => {
+  it("leaves no abort listener behind on its stop signal: hundreds of quick jobs, no MaxListenersExceededWarning (QA: 27 listeners at ~150 jobs/s)", async () => {
+    const queue = "listeners";
+    const jobs = 300;
+    const now = Date.now();
+    const payloads = Array.from({ length: jobs }, (_, i) =>
+      encodeJob({ id: String(i + 1), prompt_tokens: 1, completion_tokens: 1, files: 0, enqueue_ts: now, deadline_ms: 600_000, attempt: 0, host_class: "shared-free" }),
+    );
+    await client.rpush(workerKeys(queue).queue.admitted, ...payloads);
+    const warnings: string[] = [];
+    const onWarning = (warning: Error): void => {
+      if (warning.name === "MaxListenersExceededWarning") warnings.push(warning.message);
+    };
+    process.on("warning", onWarning);
+    const weights: Weights = { pid: 1, file: path.join(weightsDir, "slots1.weights"), fallback: false, pass: () => Promise.resolve(1), close: () => Promise.resolve() };
+    try {
+      const summary = await runWorker(
+        { queue, workerId: "slots1", config: { ...defaultWorkerConfig, weightsBytes: 8192, kvBytesPerToken: 16, decodeTokensPerS: 0, concurrency: 1 }, weightsDir, maxJobs: jobs, idleExitMs: null, durationMs: null, json: false, blockMs: 100 },
+        { redisUrl: server.url, roots: new HostRoots(), where: "test", out: () => undefined, err: () => undefined, signal: new AbortController().signal, startWeights: () => Promise.resolve(weights) },
+      );
+      expect(summary.done).toBe(jobs);
+    } finally {
+      process.off("warning", onWarning);
+    }
+    expect(warnings).toEqual([]);
+  });
+});
