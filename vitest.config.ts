@@ -30,6 +30,7 @@ const QUIET_FILES = [
   "test/e2e/watch.test.ts",
   "test/e2e/zero-durations.test.ts",
   "test/integration/doctor-redis.test.ts",
+  "test/integration/drain-batch.test.ts",
   "test/integration/embedded-redis.test.ts",
   "test/integration/gate.test.ts",
   "test/integration/invariants.test.ts",
