@@ -1148,6 +1148,11 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     alarms: [...alarmCounts.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([alarm, n]) => ({ alarm, samples: n })),
     ...recordingCoverage(samples, events),
   };
+  const slackPartial = samples.filter((s) => s.slack_partial).length;
+  if (slackPartial > 0) {
+    const rest = slackPartial === samples.length ? "the lowest deadline slack is n/a" : "the lowest deadline slack is of the other samples";
+    notes.push(`deadline_slack_ms is n/a in ${slackPartial} of ${samples.length} recorded sample(s): ${inputs.queue}:admitted was too long for watch to read whole (the smallest slack was not known); ${rest}`);
+  }
   if (pressure.decisions_outside_recording) {
     notes.push(
       `recording ${inputs.recording!.file} covers ${pressure.first_sample} to ${pressure.last_sample} only; ${pressure.decisions_outside_recording} decision(s) in the window fall outside it ` +

@@ -1,6 +1,6 @@
 import { jsonObjectOf } from "../util/jsonObject.js";
 import type { DrillEnded, OomKillReading } from "../drill/state.js";
-import { CGROUP_ABSENT_REASON } from "../sampler/step.js";
+import { CGROUP_ABSENT_REASON, PARTIAL_ADMITTED_SCAN } from "../sampler/step.js";
 import { parseSeq, SEQ_RULE } from "../queue/seq.js";
 
 /**
@@ -66,6 +66,8 @@ export interface WatchSample {
   cpu_idle_pct: number | null;
   queue_age_ms: number | null;
   deadline_slack_ms: number | null;
+  /** deadline_slack_ms is null because watch read only the oldest part of a long admitted list (its `missing` says so). */
+  slack_partial: boolean;
   si: number | null;
   alarm: string[];
 }
@@ -473,20 +475,22 @@ export function parseSampleLine(line: string): WatchSample | null {
     cg_mem_peak: finiteOrNull(r.cg_mem_peak),
     cg_mem_max: r.cg_mem_max === "max" ? "max" : finiteOrNull(r.cg_mem_max),
     cg_oom_kill: finiteOrNull(r.cg_oom_kill),
-    cg_absent: Array.isArray(r.missing) && r.missing.some((m) => isCgroupAbsent(m)),
+    cg_absent: Array.isArray(r.missing) && r.missing.some((m) => isMissing(m, "cg_oom_kill", (reason) => reason === CGROUP_ABSENT_REASON)),
     stall_ms_p99: finiteOrNull(r.stall_ms_p99),
     cpu_idle_pct: finiteOrNull(r.cpu_idle_pct),
     queue_age_ms: finiteOrNull(r.queue_age_ms),
     deadline_slack_ms: finiteOrNull(r.deadline_slack_ms),
+    slack_partial: Array.isArray(r.missing) && r.missing.some((m) => isMissing(m, "deadline_slack_ms", (reason) => reason.startsWith(PARTIAL_ADMITTED_SCAN))),
     si: finiteOrNull(r.si),
     alarm: Array.isArray(r.alarm) ? r.alarm.filter((a): a is string => typeof a === "string") : [],
   };
 }
 
-function isCgroupAbsent(entry: unknown): boolean {
+/** A recorded sample's `missing` entry for `field` whose reason is the one `why` looks for. */
+function isMissing(entry: unknown, field: string, why: (reason: string) => boolean): boolean {
   if (typeof entry !== "object" || entry === null) return false;
   const m = entry as Record<string, unknown>;
-  return m.field === "cg_oom_kill" && m.reason === CGROUP_ABSENT_REASON;
+  return m.field === field && typeof m.reason === "string" && why(m.reason);
 }
 
 export function parseRecording(file: string, text: string): Recording {

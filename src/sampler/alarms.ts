@@ -275,8 +275,8 @@ function retryWorkerIdle(s: Sample, facts: SampleFacts, rise: number, held: bool
   const line = `PAGE retry worker_idle=1 host_class=${config.hostClass} jobs=${here.length}${first ? ` job=${first.id} attempt=${first.attempt}` : ""}${ran}`;
   const calm = `no retried job of host_class=${config.hostClass} queued, admitted or running, none finished for ${formatSeconds(config.retryHoldMs)}`;
   if (here.length > 0 || held) return { firing: true, line };
-  // No queue reading (Redis unreachable): cannot tell.
-  return { firing: s.queue_len === null ? null : false, line, calm };
+  // No queue reading (Redis unreachable), or part of a list not read (past SAMPLE_LIST_SCAN_CAP): cannot tell.
+  return { firing: s.queue_len === null || facts.retriedJobsPartial ? null : false, line, calm };
 }
 
 /** The CLEAR reason of an alarm about the worker cgroup once it is gone (torn down, say). */

@@ -28,7 +28,7 @@ import {
   type RejectEventsRaw,
   type RejectFeed,
 } from "./rejects.js";
-import { CGROUP_ABSENT_REASON, isQueueKeyRole, type CgroupRaw, type QueueRaw, type RawReadings, type WrongTypedKey } from "./step.js";
+import { CGROUP_ABSENT_REASON, isQueueKeyRole, type CgroupRaw, type QueueRaw, type QueueScan, type RawReadings, type WrongTypedKey } from "./step.js";
 
 /**
  * The sidecar's I/O, kept thin: every kernel file once per sample (held open
@@ -296,9 +296,43 @@ export function readCgroupRaw(cgroup: WorkerCgroup): Reading<CgroupRaw> {
 
 /**
  * Above this many keys the `<q>:working:*` SCAN is replaced by the worker
- * registry (`<q>:workers` hash): the sidecar must not stall a shared Redis.
+ * registry (`<q>:workers` hash): a SCAN of a huge shared keyspace every few
+ * seconds is traffic the sidecar has no business adding.
  */
 export const WORKING_SCAN_MAX_KEYS = 100_000;
+
+/**
+ * How often the sidecar looks for `<q>:working:*` lists (findWorkingKeys),
+ * at most; watch's start waits for the first look (QueueReader.connect). The
+ * registry's workers' lists are read every sample; this is for a list no
+ * registry entry names (one whose entry was removed while it still held
+ * jobs): seen within this long, plus the paged SCAN's own time and one
+ * sample interval. The worker looks for dead peers' lists as often (its
+ * peerRecoveryMs default).
+ */
+export const WORKING_DISCOVERY_MS = 5000;
+
+/** Keys SCAN looks at per page: Redis answers the gate's and the worker's commands between pages. */
+const WORKING_SCAN_PAGE = 1000;
+
+/**
+ * The `<q>:working:*` keys there now, by a paged SCAN from the client (the
+ * sample script ran it inside Redis once: 65 ms of every second blocked with
+ * 99 000 unrelated keys); null when the keyspace is past
+ * WORKING_SCAN_MAX_KEYS (the registry's lists only). Buffers: a key is passed
+ * back as it is named, whatever its bytes.
+ */
+export async function findWorkingKeys(redis: Redis, pattern: string): Promise<Buffer[] | null> {
+  if ((await redis.dbsize()) > WORKING_SCAN_MAX_KEYS) return null;
+  const found = new Map<string, Buffer>(); // SCAN may return a key twice
+  let cursor = "0";
+  do {
+    const [next, keys] = await redis.scanBuffer(cursor, "MATCH", pattern, "COUNT", WORKING_SCAN_PAGE);
+    cursor = next.toString();
+    for (const key of keys) found.set(key.toString("latin1"), key);
+  } while (cursor !== "0");
+  return [...found.values()];
+}
 
 /**
  * The most entries of the ready list and of the admitted list one sample
@@ -309,38 +343,33 @@ export const WORKING_SCAN_MAX_KEYS = 100_000;
  * queue_age_ms and queue_head_slack_ms (LLEN, LINDEX 0) are exact at any size.
  * Beyond it (QueueScan says so):
  * - admitted list longer than the cap (only with jobs of a few prompt tokens:
- *   each admitted job holds its tokens against the packed-token cap):
- *   deadline_slack_ms is the smallest slack over its first (oldest) cap jobs
- *   and the working lists, so a smaller slack further back is not seen;
+ *   each admitted job holds its tokens against the packed-token cap): only
+ *   its first (oldest) cap jobs are read, so deadline_slack_ms is null
+ *   (step.ts: a smaller slack further back is not seen);
  * - ready list longer than the cap: retry candidates come from its first and
  *   last cap/2 jobs only, where a retried job arrives (gate recovery LPUSHes
  *   to the head, a push goes to the tail) and where it waits for the gate;
- *   one in between is not seen.
+ *   one in between is not seen, so finding none does not clear
+ *   retry_worker_idle.
  */
 export const SAMPLE_LIST_SCAN_CAP = 2000;
-
-/** How much of the ready and admitted lists one sample read; `…Scanned < …Len` is a truncated scan. */
-export interface QueueScan {
-  readyLen: number;
-  readyScanned: number;
-  admittedLen: number;
-  admittedScanned: number;
-}
-
-/** A queue reading and how much of the lists it read (the sample must not pass a truncated scan off as exact). */
-export type QueueReading = QueueRaw & { scan: QueueScan };
 
 /**
  * The whole queue sample as one script: one round trip, and an atomic
  * snapshot (a job moving from admitted to a worker between two reads would
  * otherwise be counted twice or not at all). Cheaper on the client than a
  * five-command pipeline, which matters at one sample a second forever.
- * KEYS: ready admitted stats workers mode events; ARGV: working pattern,
- * host class, scan cap, events cursor ('' at start), reject line cap, events
- * scan cap, list scan cap (SAMPLE_LIST_SCAN_CAP).
+ * Its Redis time does not grow with the keyspace: no SCAN in it (a script
+ * blocks Redis for as long as it runs), the working lists are the
+ * registry's and those the last findWorkingKeys found, passed in.
+ * KEYS: ready admitted stats workers mode events, then the working lists
+ * found; ARGV: working key prefix, host class, 1 when the working lists
+ * found come from a SCAN | 0 when there was none (echoed), events cursor
+ * ('' at start), reject line cap, events scan cap, list scan cap
+ * (SAMPLE_LIST_SCAN_CAP).
  * → {LLEN ready, LINDEX ready 0, LRANGE admitted (at most the list cap),
- *    HGETALL stats (flat), payloads of every `<q>:working:*` list, retry
- *    candidates, 1 when found by SCAN | 0 when from the registry only, GET mode,
+ *    HGETALL stats (flat), payloads of the registry's workers' and the found
+ *    working lists, retry candidates, the SCAN flag, GET mode,
  *    newest events id read (nil: nothing after the cursor), reject entries'
  *    fields, rejects past the line cap, ready entries scanned, LLEN admitted,
  *    wrong-typed keys: role, key, wrong_type's reason, role, key, reason...}
@@ -356,9 +385,10 @@ export type QueueReading = QueueRaw & { scan: QueueScan };
  * scan cap since the last sample: it jumps to the newest, so watch stays live
  * and the cost bounded (the stats counters say how many it did not read).
  */
+const QUEUE_SAMPLE_KEYS = 6;
 const QUEUE_SAMPLE = script(
   "queue-sample",
-  6,
+  QUEUE_SAMPLE_KEYS,
   `
 local ready, admitted_key, stats_key, workers_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 -- A key holding what drill never writes there: named (a bare WRONGTYPE names
@@ -388,19 +418,18 @@ local function hold(key)
     for _, payload in ipairs(redis.call('LRANGE', key, 0, -1)) do working[#working + 1] = payload end
   end
 end
-local scanned = 0
-if redis.call('DBSIZE') <= tonumber(ARGV[3]) then
-  scanned = 1
-  local cursor = '0'
-  repeat
-    local page = redis.call('SCAN', cursor, 'MATCH', ARGV[1], 'COUNT', 1000)
-    cursor = page[1]
-    for _, key in ipairs(page[2]) do hold(key) end
-  until cursor == '0'
-elseif workers_ok then
-  local prefix = string.sub(ARGV[1], 1, -2)
-  for _, worker in ipairs(redis.call('HKEYS', workers_key)) do hold(prefix .. worker) end
+-- Each list once: a registry's worker's list is usually among those found too.
+local held = {}
+local function hold_once(key)
+  if held[key] then return end
+  held[key] = true
+  hold(key)
 end
+if workers_ok then
+  for _, worker in ipairs(redis.call('HKEYS', workers_key)) do hold_once(ARGV[1] .. worker) end
+end
+for i = 7, #KEYS do hold_once(KEYS[i]) end -- the keys after the six named
+local scanned = tonumber(ARGV[3])
 local candidates = {}
 local needle = '"' .. ARGV[2] .. '"'
 local function consider(payloads)
@@ -483,9 +512,16 @@ export class QueueReader {
   private lastError: string | null = null;
   /** The worker registry (src/worker/scripts.ts workerKeys().workers). */
   private readonly workersKey: string;
+  /** `<q>:working:`, a worker id after it. */
+  private readonly workingPrefix: string;
   private rejectFeed: RejectFeed = initialRejectFeed;
   /** Reject lines read and not yet taken. */
   private rejects: RejectBatch = NO_REJECTS;
+  /** The working lists the last findWorkingKeys found; null: none yet, or the keyspace is past WORKING_SCAN_MAX_KEYS. */
+  private workingFound: Buffer[] | null = null;
+  /** The look for working lists under way, and when the last one started (monotonic ms). */
+  private finding: Promise<void> | null = null;
+  private foundAtMs: number | null = null;
 
   constructor(
     url: string,
@@ -495,6 +531,7 @@ export class QueueReader {
   ) {
     this.source = redactUrl(url);
     this.workersKey = workerKeys(keys.queue).workers;
+    this.workingPrefix = keys.workingPattern.slice(0, -1);
     this.redis = openRedis(url, {
       lazyConnect: true,
       connectTimeout: timeoutMs,
@@ -521,37 +558,74 @@ export class QueueReader {
     this.redis.script("LOAD", QUEUE_SAMPLE_LUA).catch(() => {});
   }
 
-  /** First connection, bounded; a failure here is fine (the fields go null). */
+  /**
+   * First connection, bounded; a failure here is fine (the fields go null).
+   * Then the first look for working lists, for at most the reply timeout
+   * (past it, it goes on beside the samples), so that a list no registry
+   * names is in the samples from the start.
+   */
   async connect(): Promise<void> {
     try {
       await this.redis.connect();
     } catch {
-      // reconnects in the background per retryStrategy
+      return; // reconnects in the background per retryStrategy
     }
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, this.timeoutMs);
+    });
+    await Promise.race([this.findWorkingLists(), waited]);
+    clearTimeout(timer);
   }
 
-  async read(): Promise<Reading<QueueReading>> {
+  /**
+   * Starts a look for working lists when the last one started
+   * WORKING_DISCOVERY_MS ago (or there was none), in the background: the
+   * samples go on with what the last look found. → the look under way.
+   */
+  private findWorkingLists(): Promise<void> | null {
+    if (this.redis.status !== "ready") return this.finding;
+    const now = performance.now();
+    if (this.finding === null && (this.foundAtMs === null || now - this.foundAtMs >= WORKING_DISCOVERY_MS)) {
+      this.foundAtMs = now;
+      this.finding = findWorkingKeys(this.redis, this.keys.workingPattern)
+        .then((found) => {
+          this.workingFound = found;
+        })
+        // A failed look keeps what the last one found: the next is due in WORKING_DISCOVERY_MS.
+        .catch(() => {})
+        .finally(() => {
+          this.finding = null;
+        });
+    }
+    return this.finding;
+  }
+
+  async read(): Promise<Reading<QueueRaw>> {
     if (this.redis.status !== "ready") return fail(this.source, `not connected (${this.redis.status})${this.lastError === null ? "" : `: ${this.lastError}`}`);
     const k = this.keys;
+    void this.findWorkingLists();
     let timer: NodeJS.Timeout | undefined;
     // Our own bound, not commandTimeout: one timer per sample, and on expiry the connection is dropped.
     const timeout = new Promise<"timeout">((resolve) => {
       timer = setTimeout(() => resolve("timeout"), this.timeoutMs);
     });
     try {
+      const found = this.workingFound;
       const call = this.redis.callBuffer(
         "EVALSHA",
         QUEUE_SAMPLE_SHA,
-        6,
+        QUEUE_SAMPLE_KEYS + (found?.length ?? 0),
         k.ready,
         k.admitted,
         k.stats,
         this.workersKey,
         k.mode,
         k.events,
-        k.workingPattern,
+        ...(found ?? []),
+        this.workingPrefix,
         this.hostClass,
-        WORKING_SCAN_MAX_KEYS,
+        found === null ? "0" : "1",
         this.rejectFeed.cursor ?? "",
         REJECT_LINES_ARG,
         EVENTS_SCANNED_ARG,
@@ -598,7 +672,7 @@ export class QueueReader {
 
 /** One queue sample script reply: the sample's queue readings, and what it read of `<q>:events`. */
 export interface QueueSampleReply {
-  queue: QueueReading;
+  queue: QueueRaw;
   events: RejectEventsRaw;
 }
 
@@ -624,6 +698,6 @@ export function parseQueueSample(source: string, queueName: string, reply: unkno
   const events = parseRejectEvents(tip, rejects, beyond);
   if (events === null) return fail(source, "events: unexpected reply");
   const scan: QueueScan = { readyLen: len, readyScanned, admittedLen, admittedScanned: admitted.length };
-  const queue: QueueReading = { source, queue: queueName, queueLen: len, head: head ?? null, admitted, working, workingScanned: scanned === 1, retryCandidates: candidates, stats, mode: mode === null ? null : mode.toString("utf8"), wrongTyped, scan };
+  const queue: QueueRaw = { source, queue: queueName, queueLen: len, head: head ?? null, admitted, working, workingScanned: scanned === 1, retryCandidates: candidates, stats, mode: mode === null ? null : mode.toString("utf8"), wrongTyped, scan };
   return ok({ queue, events });
 }

@@ -2,7 +2,7 @@ import type { ChalkInstance } from "chalk";
 import { formatBytes, formatDuration } from "../units.js";
 import type { AlarmEvent } from "./alarms.js";
 import { formatMoreRejects, NO_REJECTS, type RejectBatch } from "./rejects.js";
-import { MODE_FAILS_CLOSED, type Sample } from "./step.js";
+import { MODE_FAILS_CLOSED, PARTIAL_ADMITTED_SCAN, type Sample } from "./step.js";
 
 /**
  * What an operator sees. On a TTY: a small live view redrawn in place, at
@@ -69,6 +69,17 @@ const rate = (v: number | null): string => (v === null ? "n/a" : `${v.toFixed(1)
 function stallSegment(s: Sample): string {
   const host = s.cg_psi_mem_some_avg10 === null && s.stall_ms_p99 !== null;
   return `p99 stall ${ms(s.stall_ms_p99)}${host ? " (host)" : ""}`;
+}
+
+/**
+ * deadline_slack_ms, or why it is n/a when the admitted list was too long to
+ * read whole (`slack n/a (oldest 2000 of 9893 admitted read)`): a bare n/a
+ * beside a long queue reads as "no job waiting".
+ */
+function slackSegment(s: Sample): string {
+  const partial = s.deadline_slack_ms === null ? s.missing.find((m) => m.field === "deadline_slack_ms" && m.reason.startsWith(PARTIAL_ADMITTED_SCAN)) : undefined;
+  const read = partial && /(\d+ of \d+) admitted/.exec(partial.reason);
+  return read ? `slack n/a (oldest ${read[1]} admitted read)` : `slack ${ms(s.deadline_slack_ms)}`;
 }
 
 function rejectedSegments(rejected: Record<string, number> | null): string[] {
@@ -274,7 +285,7 @@ export class LiveView {
     const gateMode = gateModeShown(s);
     const rows: Row[] = [
       { label: "", segments: ["drill watch", `cgroup ${this.header.cgroup}`, `queue ${this.header.queue}`, `every ${formatDuration(this.header.intervalMs)}`, `${time}Z`], priority: 1, style: (l) => c.bold(l) },
-      { label: "queue", segments: [`len ${s.queue_len ?? "n/a"}`, `age ${ms(s.queue_age_ms)}`, `head slack ${ms(s.queue_head_slack_ms)}`, `slack ${ms(s.deadline_slack_ms)}`], trend: sparkline(this.slack, SPARK, SLACK_SCALE), priority: 2 },
+      { label: "queue", segments: [`len ${s.queue_len ?? "n/a"}`, `age ${ms(s.queue_age_ms)}`, `head slack ${ms(s.queue_head_slack_ms)}`, slackSegment(s)], trend: sparkline(this.slack, SPARK, SLACK_SCALE), priority: 2 },
       // The host's and the worker cgroup's PSI on a line each: the cgroup's stall rate trips the gate and must never be cut.
       { label: "psi host", segments: [`some ${num(s.psi_mem_some_avg10)}`, `full ${num(s.psi_mem_full_avg10)}`, `rate ${rate(s.psi_mem_some_rate)}`], trend: sparkline(this.hostPsi, SPARK, PSI_SCALE), priority: 1 },
       { label: "psi cg", segments: [`some ${num(s.cg_psi_mem_some_avg10)}`, `rate ${rate(s.cg_psi_mem_some_rate)}`, stallSegment(s)], trend: sparkline(this.cgPsi, SPARK, PSI_SCALE), priority: 1 },

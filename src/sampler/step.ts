@@ -46,7 +46,7 @@ export interface QueueRaw {
   admitted: Buffer[];
   /** <q>:working:*: held by a worker; waiting for a first token unless marked (see firstTokenSeen). */
   working: Buffer[];
-  /** false when the working lists came from the `<q>:workers` registry (huge keyspace), not a SCAN. */
+  /** false when the working lists are the `<q>:workers` registry's only: no SCAN found them (huge keyspace, or none done yet). */
   workingScanned: boolean;
   /** Jobs in <q> or <q>:admitted that may be retries on this host class (Redis pre-filters). */
   retryCandidates: Buffer[];
@@ -56,6 +56,29 @@ export interface QueueRaw {
   mode: string | null;
   /** Keys holding what drill never writes there: read as empty, their fields null (fieldsOfKey). */
   wrongTyped: WrongTypedKey[];
+  /** How much of the ready and admitted lists were read (read.ts SAMPLE_LIST_SCAN_CAP). */
+  scan: QueueScan;
+}
+
+/** How much of the ready and admitted lists one sample read; `…Scanned < …Len` is a truncated scan. */
+export interface QueueScan {
+  readyLen: number;
+  readyScanned: number;
+  admittedLen: number;
+  admittedScanned: number;
+}
+
+/**
+ * How deadline_slack_ms's `missing` reason starts when the sample read only
+ * the oldest part of `<q>:admitted`: a smaller slack further back is not
+ * seen, so the smallest is not known. The live view and the report find it
+ * by this.
+ */
+export const PARTIAL_ADMITTED_SCAN = "read the oldest";
+
+/** deadline_slack_ms's `missing` reason for a truncated admitted scan: `read the oldest 2000 of 9893 admitted jobs …`. */
+export function partialAdmittedReason(scan: QueueScan): string {
+  return `${PARTIAL_ADMITTED_SCAN} ${scan.admittedScanned} of ${scan.admittedLen} admitted jobs (a sample reads at most ${scan.admittedScanned}): a smaller slack further back is not seen`;
 }
 
 /** The queue keys a sample reads besides the lever (which fails closed on any type: gateModeOf); `working`: any `<q>:working:<worker>`. */
@@ -160,6 +183,8 @@ export const CGROUP_ABSENT_REASON = "worker cgroup does not exist";
 export interface SampleFacts {
   /** Jobs with attempt > 0 seen in the ready queue or the admitted list. */
   retriedJobs: Array<Pick<Job, "id" | "attempt" | "host_class">>;
+  /** Part of the ready or admitted list was not read: a retried job there is not in retriedJobs, so none seen is not none there. */
+  retriedJobsPartial: boolean;
   /** The cgroup's swap allowance (0: swap disabled), null when unknown. */
   cgSwapMax: Limit | null;
   cgDir: string | null;
@@ -348,6 +373,7 @@ export function nextSample(prev: SamplerState | null, raw: RawReadings, nowMs: n
   const swapMax = cg && cg.swapMax.ok ? cg.swapMax.value : null;
   const facts: SampleFacts = {
     retriedJobs: queue.retriedJobs,
+    retriedJobsPartial: queue.retriedJobsPartial,
     cgSwapMax: swapMax,
     cgDir: cg ? cg.dir : null,
     cgAbsent: cg === null,
@@ -395,6 +421,7 @@ interface QueueFields {
   rejected: Record<string, number> | null;
   gateMode: GateModeField | null;
   retriedJobs: SampleFacts["retriedJobs"];
+  retriedJobsPartial: boolean;
 }
 
 const QUEUE_FIELDS = ["queue_len", "queue_age_ms", "queue_head_slack_ms", "deadline_slack_ms", "tokens_out", "retry_count", "admitted", "rejected", "gate_mode"];
@@ -418,6 +445,7 @@ function readQueueFields(
       rejected: null,
       gateMode: null,
       retriedJobs: [],
+      retriedJobsPartial: false,
     };
   }
   const q = reading.value;
@@ -444,9 +472,12 @@ function readQueueFields(
     }
   }
 
-  // Smallest slack over admitted jobs still waiting for their first token.
+  // Smallest slack over admitted jobs still waiting for their first token;
+  // unknown when only the oldest part of the admitted list was read.
+  const admittedPartial = q.scan.admittedScanned < q.scan.admittedLen;
+  if (admittedPartial) lack("deadline_slack_ms", `${q.source} ${q.queue}:admitted`, partialAdmittedReason(q.scan));
   let slack: number | null = null;
-  for (const held of [q.admitted, q.working]) {
+  for (const held of admittedPartial ? [] : [q.admitted, q.working]) {
     for (let k = 0; k < held.length; k++) {
       const job = decode(held[k]!);
       if (typeof job === "string" || firstTokenSeen(job)) continue; // malformed: the gate dead-letters it
@@ -482,13 +513,14 @@ function readQueueFields(
     queueLen: unlessWrong("queue_len", q.queueLen),
     queueAgeMs: unlessWrong("queue_age_ms", queueAgeMs),
     queueHeadSlackMs: unlessWrong("queue_head_slack_ms", queueHeadSlackMs),
-    deadlineSlackMs: unlessWrong("deadline_slack_ms", slack),
+    deadlineSlackMs: admittedPartial ? null : unlessWrong("deadline_slack_ms", slack),
     tokensOut: unlessWrong("tokens_out", stat("tokens_out", "tokens_out")),
     retryCount: unlessWrong("retry_count", stat("retry_count", "retry_count")),
     admitted: unlessWrong("admitted", stat("admitted", "admitted")),
     rejected: unlessWrong("rejected", rejected),
     gateMode,
     retriedJobs,
+    retriedJobsPartial: admittedPartial || q.scan.readyScanned < q.scan.readyLen,
   };
 }
 

@@ -17,6 +17,7 @@ export function watchSample(tsMs: number, over: Partial<WatchSample> = {}): Watc
     cpu_idle_pct: 90,
     queue_age_ms: 0,
     deadline_slack_ms: null,
+    slack_partial: false,
     si: 0,
     alarm: [],
     ...over,

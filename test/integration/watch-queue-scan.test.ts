@@ -5,8 +5,9 @@
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DrillQueue } from "../../src/queue/queue.js";
+import type { QueueRaw } from "../../src/sampler/step.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
-import { QueueReader, SAMPLE_LIST_SCAN_CAP, WORKING_SCAN_MAX_KEYS, type QueueReading } from "../../src/sampler/read.js";
+import { QueueReader, SAMPLE_LIST_SCAN_CAP, WORKING_SCAN_MAX_KEYS } from "../../src/sampler/read.js";
 import { workerKeys } from "../../src/worker/scripts.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 
@@ -42,7 +43,7 @@ async function fill(key: string, prefix: string, count: number): Promise<void> {
   );
 }
 
-async function sample(queue: DrillQueue): Promise<QueueReading> {
+async function sample(queue: DrillQueue): Promise<QueueRaw> {
   const r = new QueueReader(server.url, queue.keys, "shared-free", 5_000);
   readers.push(r);
   await r.connect();
@@ -51,7 +52,7 @@ async function sample(queue: DrillQueue): Promise<QueueReading> {
   return reading.value;
 }
 
-const retriedIds = (q: QueueReading) => q.retryCandidates.map((p) => (JSON.parse(p.toString()) as { id: string }).id).sort();
+const retriedIds = (q: QueueRaw) => q.retryCandidates.map((p) => (JSON.parse(p.toString()) as { id: string }).id).sort();
 
 describe("the queue sample's list scan", () => {
   it("reads whole lists up to the cap: every retried job seen, nothing truncated", async () => {
@@ -134,6 +135,54 @@ describe("the queue sample's list scan", () => {
       expect(retriedIds(registry)).toEqual(["held"]);
     } finally {
       await redis.eval(`for i = 1, tonumber(ARGV[2]) do redis.call('DEL', ARGV[1] .. i) end`, 0, filler, WORKING_SCAN_MAX_KEYS);
+    }
+  });
+
+  // QA (scale): the sample script SCANned the whole keyspace inside Redis every sample while it was under
+  // WORKING_SCAN_MAX_KEYS: 65 ms of every second with 99 003 unrelated keys, the gate's and worker's commands waiting.
+  it("the sample script runs no SCAN (the working lists are looked for between samples, in pages); a crashed worker's list no registry names is still read", async () => {
+    const queue = new DrillQueue(redis, `ws${++n}`);
+    await fill(queue.keys.ready, "r", 3);
+    await redis.hset(workerKeys(queue.keys.queue).workers, "w1", "t");
+    await redis.rpush(queue.keys.working("w1"), job("registered", 0));
+    await redis.rpush(queue.keys.working("crashed"), job("orphan", 1)); // its registry entry gone, its jobs not
+    const filler = `ws${n}-other:`;
+    const others = WORKING_SCAN_MAX_KEYS / 5;
+    await redis.eval(`for i = 1, tonumber(ARGV[2]) do redis.call('SET', ARGV[1] .. i, 'v') end`, 0, filler, others);
+    const monitor = await redis.monitor();
+    try {
+      const inScripts: string[][] = [];
+      const outside: string[][] = [];
+      monitor.on("monitor", (_time: string, args: string[], source: string) => (source === "lua" ? inScripts : outside).push(args));
+      const r = new QueueReader(server.url, queue.keys, "shared-free", 5_000);
+      readers.push(r);
+      await r.connect();
+      const samples: QueueRaw[] = [];
+      for (let i = 0; i < 3; i++) {
+        const reading = await r.read();
+        if (!reading.ok) throw new Error(reading.reason);
+        samples.push(reading.value);
+      }
+      // MONITOR lines come on their own connection: wait for a marker sent after the samples.
+      const marker = `ws${n}-marker`;
+      const seen = new Promise<void>((resolve) => monitor.on("monitor", (_time: string, args: string[]) => args[1] === marker && resolve()));
+      await redis.echo(marker);
+      await seen;
+      const ids = (q: QueueRaw) => q.working.map((p) => (JSON.parse(p.toString()) as { id: string }).id).sort();
+      for (const q of samples) {
+        expect(ids(q)).toEqual(["orphan", "registered"]);
+        expect(q.workingScanned).toBe(true);
+      }
+      expect(retriedIds(samples[0]!)).toEqual(["orphan"]);
+      // Nothing in the script whose cost grows with the keyspace; the lists it read are the ones found and the registry's.
+      expect(inScripts.filter(([command]) => ["scan", "dbsize", "keys"].includes(command!.toLowerCase()))).toEqual([]);
+      expect(inScripts.filter(([command, key]) => command!.toLowerCase() === "lrange" && key === queue.keys.working("crashed"))).toHaveLength(3);
+      expect(inScripts.filter(([command, key]) => command!.toLowerCase() === "lrange" && key === queue.keys.working("w1"))).toHaveLength(3);
+      // The look outside the script: paged, so Redis answers others between pages.
+      expect(outside.filter(([command]) => command!.toLowerCase() === "scan").length).toBeGreaterThan(1);
+    } finally {
+      monitor.disconnect();
+      await redis.eval(`for i = 1, tonumber(ARGV[2]) do redis.call('DEL', ARGV[1] .. i) end`, 0, filler, others);
     }
   });
 });

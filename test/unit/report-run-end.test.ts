@@ -122,7 +122,7 @@ describe("a rollback during the run: jobs given back after their first token, sa
   const drained = (id: string, givenBackFirstTokenTs: number | null): JobTiming => ({ id, role: "drain", enqueueTs: T0 + 2 * SEC, deadlineMs: 8 * SEC, firstTokenTs: null, givenBackFirstTokenTs });
   const sample = (ts: number, slack: number, idle: number): WatchSample => ({
     tsMs: ts, psi_mem_some_avg10: 0.1, psi_mem_some_rate: 1, cg_psi_mem_some_avg10: 0.1, cg_psi_mem_some_rate: 1, cg_mem_current: 1e8, cg_mem_peak: 1e8, cg_mem_max: 1.6e8, cg_oom_kill: 0,
-    cg_absent: false, stall_ms_p99: 10, cpu_idle_pct: idle, queue_age_ms: 0, deadline_slack_ms: slack, si: 0, alarm: slack < 0 ? ["reclaim_not_underload"] : [],
+    cg_absent: false, stall_ms_p99: 10, cpu_idle_pct: idle, queue_age_ms: 0, deadline_slack_ms: slack, slack_partial: false, si: 0, alarm: slack < 0 ? ["reclaim_not_underload"] : [],
   });
 
   it("a first token that came before the give-back counts: on time, with a first token; the one without stays late", () => {

@@ -505,6 +505,26 @@ describe("tolerant parsers", () => {
   });
 });
 
+// QA (scale): watch read only the oldest 2000 of a long admitted list; its deadline_slack_ms is now null with the reason in missing.
+describe("recorded samples whose deadline slack was not known", () => {
+  const at = (offsetS: number) => NOW - 5 * MIN + offsetS * 1000;
+  it("are found by their missing entry, and the report says the lowest slack is of the other samples", () => {
+    const line = (reason: string) => JSON.stringify({ ts: "2025-11-30T12:00:01.000Z", deadline_slack_ms: null, missing: [{ field: "deadline_slack_ms", file: "redis://h:1 jobs:admitted", reason }] });
+    expect(parseSampleLine(line("read the oldest 2000 of 9893 admitted jobs (a sample reads at most 2000): a smaller slack further back is not seen"))?.slack_partial).toBe(true);
+    expect(parseSampleLine(line("not connected"))?.slack_partial).toBe(false);
+
+    const samples = [watchSample(at(1), { deadline_slack_ms: 5000 }), watchSample(at(2), { slack_partial: true }), watchSample(at(3), { slack_partial: true })];
+    const r = build({ recording: { file: "w.jsonl", samples, badLines: 0 } });
+    expect(r.pressure.lowest_deadline_slack_ms.value).toBe(5000);
+    expect(r.notes).toContain(
+      "deadline_slack_ms is n/a in 2 of 3 recorded sample(s): jobs:admitted was too long for watch to read whole (the smallest slack was not known); the lowest deadline slack is of the other samples",
+    );
+    const all = build({ recording: { file: "w.jsonl", samples: samples.slice(1), badLines: 0 } });
+    expect(all.pressure.lowest_deadline_slack_ms.value).toBeNull();
+    expect(all.notes.find((n) => n.startsWith("deadline_slack_ms is n/a"))).toMatch(/in 2 of 2 .*; the lowest deadline slack is n\/a$/);
+  });
+});
+
 describe("tokens_out: every token decoded (stats) beside the finished records'", () => {
   // The soak: one job of 300 tokens, its first run given back at SIGTERM after 178 tokens and run again.
   it("the gap to the finished records is named: decoded by runs given back and run again", () => {

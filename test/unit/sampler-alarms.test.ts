@@ -43,7 +43,7 @@ function sample(over: Partial<Sample> = {}): Sample {
 /** Clears at the first calm sample: for tests about raising and clearing once, not about the clear delay. */
 const noClearDelay = { ...defaultAlarmConfig, clearAfterMs: 0 };
 
-const calmFacts: SampleFacts = { retriedJobs: [], cgSwapMax: 0, cgDir: "/sys/fs/cgroup/infer", cgAbsent: false, cgPsiExpected: true };
+const calmFacts: SampleFacts = { retriedJobs: [], retriedJobsPartial: false, cgSwapMax: 0, cgDir: "/sys/fs/cgroup/infer", cgAbsent: false, cgPsiExpected: true };
 
 /** Runs samples one second apart; returns every event and the active list after each. */
 function run(steps: Array<[Partial<Sample>, Partial<SampleFacts>?]>, config = defaultAlarmConfig) {
@@ -226,6 +226,13 @@ describe("retry_worker_idle: a retried job reached this host class", () => {
   it("Redis unreachable holds it", () => {
     const { events } = run([[{}, retried], [{ queue_len: null }, { retriedJobs: [] }]]);
     expect(events.map((e) => e.kind)).toEqual(["raised"]);
+  });
+  // A list past SAMPLE_LIST_SCAN_CAP read in part: a retried job in the part not read is not seen, so none seen does not clear.
+  it("lists read only in part hold it; read whole again, it clears", () => {
+    const partial = { retriedJobs: [], retriedJobsPartial: true };
+    const { events, active } = run([[{}, retried], [{}, partial], [{}, partial], [{}, partial], [{}]], noClearDelay);
+    expect(active.map((a) => a.includes("retry_worker_idle"))).toEqual([true, true, true, true, false]);
+    expect(events.map((e) => e.kind)).toEqual(["raised", "cleared"]);
   });
   // QA: an idle worker takes a retried job and finishes it between two samples:
   // it is never seen queued or admitted, only as the worker's retry_count rising.

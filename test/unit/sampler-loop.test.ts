@@ -29,7 +29,7 @@ function raw(monoMs: number, cg: { oomKill: number; swapCurrent: number }): RawR
     vmstat: parseVmstat("pswpin 0\npswpout 0\nworkingset_refault_anon 0\nworkingset_refault_file 0\n", "/proc/vmstat"),
     cpu: parseProcStatCpu(`cpu  ${monoMs / 10} 0 0 ${monoMs / 10} 0 0 0 0 0 0\n`, "/proc/stat"),
     cgroup: ok(cgroup),
-    queue: ok({ source: "redis://127.0.0.1:6400", queue: "jobs", queueLen: 0, head: null, admitted: [], working: [], workingScanned: true, retryCandidates: [], stats: {}, mode: null, wrongTyped: [] }),
+    queue: ok({ source: "redis://127.0.0.1:6400", queue: "jobs", queueLen: 0, head: null, admitted: [], working: [], workingScanned: true, retryCandidates: [], stats: {}, mode: null, wrongTyped: [], scan: { readyLen: 0, readyScanned: 0, admittedLen: 0, admittedScanned: 0 } }),
     files: { hostPsi: "/proc/pressure/memory", vmstat: "/proc/vmstat", cpu: "/proc/stat" },
   };
 }

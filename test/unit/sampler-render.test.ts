@@ -2,7 +2,7 @@ import { Chalk } from "chalk";
 import { describe, expect, it } from "vitest";
 import { parseQueueSample } from "../../src/sampler/read.js";
 import { LiveView, formatSampleLine, formatStatusLine, sparkline } from "../../src/sampler/render.js";
-import type { Sample } from "../../src/sampler/step.js";
+import { partialAdmittedReason, type Sample } from "../../src/sampler/step.js";
 
 const sample: Sample = {
   ts: "2025-11-30T04:12:00.000Z",
@@ -273,6 +273,23 @@ describe("render", () => {
     expect(line).toContain("queue_age_ms=180 slack_ms=-230 psi=12.40");
     expect(line).toContain("missing=cg_psi_mem_some_rate");
     expect(line).not.toMatch(/\x1b/); // eslint-disable-line no-control-regex
+  });
+});
+
+describe("render: deadline slack not known", () => {
+  // QA (scale): past 2000 admitted jobs the view showed a slack over the oldest 2000 only; now null, and the view says why.
+  it("an admitted list read in part: the queue row says how much was read, not a bare n/a", () => {
+    const reason = partialAdmittedReason({ readyLen: 0, readyScanned: 0, admittedLen: 9893, admittedScanned: 2000 });
+    const partial: Sample = { ...sample, deadline_slack_ms: null, missing: [{ field: "deadline_slack_ms", file: "redis://h:1 jobs:admitted", reason }] };
+    const view = new LiveView({ cgroup: "infer (hybrid)", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    const lines = view.frame(partial, { columns: 80, rows: 40 });
+    for (const line of lines) expect([...line].length, line).toBeLessThanOrEqual(80);
+    expect(lines.join("\n")).toContain("slack n/a (oldest 2000 of 9893 admitted read)");
+    expect(lines.find((l) => l.startsWith("missing"))).toContain("deadline_slack_ms");
+    expect(formatSampleLine(partial)).toContain(" slack_ms=n/a ");
+    // Any other reason (Redis down) is the plain n/a.
+    const down: Sample = { ...sample, deadline_slack_ms: null, missing: [{ field: "deadline_slack_ms", file: "redis://h:1", reason: "not connected" }] };
+    expect(new LiveView({ cgroup: "infer (hybrid)", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 })).frame(down).join("\n")).toMatch(/ {2}slack n\/a(\s|$)/);
   });
 });
 

@@ -41,8 +41,12 @@ function job(fields: Record<string, unknown>): Buffer {
   );
 }
 
+/** Lists read whole unless `over` says otherwise. */
 function queue(over: Partial<QueueRaw> = {}): QueueRaw {
-  return { source: "redis://127.0.0.1:6400", queue: "jobs", queueLen: 0, head: null, admitted: [], working: [], workingScanned: true, retryCandidates: [], stats: {}, mode: null, wrongTyped: [], ...over };
+  const admitted = over.admitted ?? [];
+  const queueLen = over.queueLen ?? 0;
+  const scan = { readyLen: queueLen, readyScanned: queueLen, admittedLen: admitted.length, admittedScanned: admitted.length };
+  return { source: "redis://127.0.0.1:6400", queue: "jobs", queueLen, head: null, admitted, working: [], workingScanned: true, retryCandidates: [], stats: {}, mode: null, wrongTyped: [], scan, ...over };
 }
 
 function raw(monoMs: number, over: Partial<RawReadings> = {}): RawReadings {
@@ -334,5 +338,24 @@ describe("nextSample: queue fields", () => {
     const q = queue({ retryCandidates: [job({ id: "9", attempt: 1 }), job({ id: "10", attempt: 0 })] });
     const { facts } = nextSample(null, raw(0, { queue: ok(q) }), NOW);
     expect(facts.retriedJobs).toEqual([{ id: "9", attempt: 1, host_class: "shared-free" }]);
+    expect(facts.retriedJobsPartial).toBe(false);
+  });
+
+  // QA (scale): past SAMPLE_LIST_SCAN_CAP admitted jobs the sample read the oldest 2000 only and printed
+  // deadline_slack_ms=3478592 with missing [] while a job further back had 594 354 ms left.
+  it("an admitted list read only in part: deadline_slack_ms null + missing saying how much was read, never the slack of the part", () => {
+    const admitted = [job({ id: "a", enqueue_ts: NOW - 1000, deadline_ms: 3_600_000 })];
+    const working = [job({ id: "w", enqueue_ts: NOW - 1000, deadline_ms: 8000 })];
+    const scan = { readyLen: 0, readyScanned: 0, admittedLen: 9893, admittedScanned: 2000 };
+    const { sample, facts } = nextSample(null, raw(0, { queue: ok(queue({ admitted, working, scan })) }), NOW);
+    expect(sample.deadline_slack_ms).toBeNull();
+    expect(sample.missing.filter((m) => m.field === "deadline_slack_ms")).toEqual([
+      { field: "deadline_slack_ms", file: "redis://127.0.0.1:6400 jobs:admitted", reason: "read the oldest 2000 of 9893 admitted jobs (a sample reads at most 2000): a smaller slack further back is not seen" },
+    ]);
+    // A retried job further back is not seen either: none found is not none there.
+    expect(facts.retriedJobsPartial).toBe(true);
+    const readyCut = nextSample(null, raw(0, { queue: ok(queue({ admitted, scan: { readyLen: 50_000, readyScanned: 2000, admittedLen: 1, admittedScanned: 1 } })) }), NOW);
+    expect(readyCut.sample.deadline_slack_ms).toBe(3_599_000); // the admitted list was read whole
+    expect(readyCut.facts.retriedJobsPartial).toBe(true);
   });
 });
