@@ -115,6 +115,7 @@ function stateDirAdvice(code: string, isRoot: boolean): string {
   if ((code === "EACCES" || code === "EPERM") && isRoot) return "refused to root too: a read-only or restricted mount, an immutable file or a security policy; give --state-dir a directory you can write";
   if (code === "EACCES" || code === "EPERM") return "run as root, or give --state-dir a directory you can write";
   if (code === "ENOTSUP") return "a kernel filesystem (procfs, sysfs, cgroupfs), where a directory is no place for files (under cgroupfs it is a cgroup): give --state-dir a directory on a disk";
+  if (code === "ENOTDIR") return "a file stands where drill keeps a directory: move it aside, or give --state-dir another directory";
   if (code === "ENOENT") return "nothing can be made there (under /proc, say), or it was removed meanwhile: give --state-dir a directory you can write";
   return "give --state-dir a directory you can write";
 }
@@ -466,6 +467,11 @@ export function servedDir(stateDir: string): string {
   return path.join(stateDir, "served");
 }
 
+/** The directories of drill's records under the state dir (cgroup markers, hogs, served queues), made on first use. */
+export function recordDirs(stateDir: string): string[] {
+  return [path.join(stateDir, "cgroups"), hogsDir(stateDir), servedDir(stateDir)];
+}
+
 /**
  * Left by `drill worker`'s launcher before it starts the worker in the
  * cgroup: the queue it serves, for the teardown to name once the worker is
@@ -479,8 +485,19 @@ export function recordServedQueue(stateDir: string, cgroup: WorkerCgroup, queue:
   writeJsonDurably(path.join(servedDir(stateDir), `${key}-${which}.json`), { kind: "drill-served-queue", cgroupKey: key, queue, url } satisfies ServedQueueRecord);
 }
 
-/** The queues recorded as served in this cgroup (unreadable records skipped: they only add a hint). */
-export function listServedQueues(stateDir: string, cgroup: WorkerCgroup): Array<{ file: string; record: ServedQueueRecord }> {
+/**
+ * The queues recorded as served in this cgroup (unreadable records skipped:
+ * they only add a hint). `unread`: why the served dir itself could not be
+ * read (a file named `served`), for the teardown to say: never a reason to
+ * leave the cgroup (QA: the rollback failed before its kill on ENOTDIR).
+ */
+export function listServedQueues(stateDir: string, cgroup: WorkerCgroup): { served: Array<{ file: string; record: ServedQueueRecord }>; unread: string | null } {
   const key = cgroupKey(cgroup);
-  return listJson(servedDir(stateDir)).flatMap(({ file, value }) => (isServedQueueRecord(value) && value.cgroupKey === key ? [{ file, record: value }] : []));
+  let entries;
+  try {
+    entries = listJson(servedDir(stateDir));
+  } catch (err) {
+    return { served: [], unread: err instanceof Error ? err.message : String(err) };
+  }
+  return { served: entries.flatMap(({ file, value }) => (isServedQueueRecord(value) && value.cgroupKey === key ? [{ file, record: value }] : [])), unread: null };
 }

@@ -54,10 +54,12 @@ export interface TeardownProgress {
   forced: UpHolder | null;
   /** The queues workers launched into it served (`drill worker` records them): their admission may still be open. */
   queuesServed: ServedQueue[];
+  /** Why those records could not be read (the served dir unreadable): the queues go unnamed, the teardown goes on. */
+  queuesServedUnread: string | null;
 }
 
 export function newTeardownProgress(): TeardownProgress {
-  return { removed: [], alreadyGone: [], killed: [], unlinked: [], method: new Set(), forced: null, queuesServed: [] };
+  return { removed: [], alreadyGone: [], killed: [], unlinked: [], method: new Set(), forced: null, queuesServed: [], queuesServedUnread: null };
 }
 
 /** Where a teardown is: giving its tasks SIGTERM's grace, killing what is left, removing the dirs. */
@@ -110,6 +112,8 @@ export type TeardownResult =
       forced: UpHolder | null;
       /** The queues workers launched into it served (each once, URLs as given): nothing runs their jobs now. */
       queuesServed: ServedQueue[];
+      /** Why the records of those queues could not be read; null when they were. */
+      queuesServedUnread: string | null;
     };
 
 function inode(dir: string): number | null {
@@ -196,7 +200,7 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   if (!marker) {
     if (present.length === 0) {
       // Nothing of it left: nor of the queues recorded as served there (a later cgroup of that name is another).
-      for (const { file } of listServedQueues(options.stateDir, computed)) rmSync(file, { force: true });
+      for (const { file } of listServedQueues(options.stateDir, computed).served) rmSync(file, { force: true });
       return { kind: "nothing", looked: cgroup.dirs.map((d) => d.dir) };
     }
     // Each task once: on a hybrid host it is in the memory cgroup and in its twin.
@@ -245,8 +249,9 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   await teardownNested(roots, present, options, done);
   // Read before the kill: a worker's coprocess unlinks its weights file on every exit but SIGKILL.
   const weightsFiles = heldWeightsFiles(roots, present);
-  const served = listServedQueues(options.stateDir, computed);
+  const { served, unread } = listServedQueues(options.stateDir, computed);
   done.queuesServed = distinctQueues([...done.queuesServed, ...served.map(({ record }) => ({ queue: record.queue, url: record.url }))]);
+  done.queuesServedUnread ??= unread;
   options.onStage?.("sigterm", cgroup.name);
   await stopGracefully(roots, present, Math.min(deadline, Date.now() + (options.termGraceMs ?? TERM_GRACE_MS)), killed, method);
   options.onStage?.("kill", cgroup.name);
@@ -300,6 +305,7 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
     method: method.size === 0 ? ["empty"] : [...method],
     forced: done.forced,
     queuesServed: [...done.queuesServed],
+    queuesServedUnread: done.queuesServedUnread,
   };
 }
 

@@ -166,6 +166,7 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
     for (const line of teardownDoneLines(result)) output.out(line);
     output.out(`cgroup ${cgroup.name} torn down${result.removed.length === 0 ? " (nothing was left)" : ""}`);
     for (const q of leftOpen) output.out(queueLeftOpenLine(q));
+    if (result.queuesServedUnread !== null) output.out(`the queues its workers served go unnamed: ${result.queuesServedUnread}`);
   }
   return result;
 }

@@ -6,7 +6,7 @@ import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { stateDirError } from "../cgroup/stateFiles.js";
 import { drillCommandFor, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
-import { drillDir, readState, type DrillState } from "../drill/state.js";
+import { drillDir, readState, statePath, type DrillState } from "../drill/state.js";
 import { acquireDrillLock, drillLockFile } from "../drill/lock.js";
 import { embeddedRedisSeen, refuseWhileUp, runUp, stoppedByFailure, upVerdict } from "../drill/up.js";
 import { readyTimeoutMs } from "../drill/ready.js";
@@ -48,18 +48,47 @@ export async function upAction(g: GlobalOptions, flags: UpFlags): Promise<void> 
 
   // The commands suggested below work as typed: the state dir named when not the default.
   const drillCmd = drillCommandFor(g.stateDir, g);
+  // One document whatever happens from here (README): none twice when a failure follows the summary.
+  let printed = false;
+  const printJson = (document: object): void => {
+    printed = true;
+    output.json(document);
+  };
   try {
     if (flags.detach && process.env[BACKGROUND_ENV] !== "1") {
       const detached = await detach(drill, drillFile, g.stateDir, drillCmd, reclaimNote, log);
-      if (g.json) output.json(detached);
+      if (g.json) printJson(detached);
       return;
     }
-    await runInForeground(g, flags, drill, drillFile, fileDir, drillCmd, reclaimNote, log);
+    await runInForeground(g, flags, drill, drillFile, fileDir, drillCmd, reclaimNote, log, printJson);
   } catch (err) {
-    // A script reading --json gets a document for a refusal too (doctor's "verdict":"refused"), then the usual exit 3.
-    if (g.json && err instanceof RefusedError) output.json(refusedSummary(drill.name, g.stateDir, err));
+    // A script reading --json gets a document for a refusal too (doctor's "verdict":"refused"), then the usual exit 3;
+    // and for a failure before the summary (QA: a read-only or full state dir printed nothing), then its exit code.
+    if (g.json && !printed) output.json(err instanceof RefusedError ? refusedSummary(drill.name, g.stateDir, err) : failedSummary(drill.name, g.stateDir, err));
     throw err;
   }
+}
+
+/**
+ * up's --json document when it failed before its summary: a state dir that
+ * refused a write, an embedded Redis that did not start. `run_id` names the
+ * run this up started when its state file says so (there is something to
+ * roll back), else null; `state` the state file when there is one.
+ */
+export function failedSummary(name: string, stateDir: string, err: unknown) {
+  let state: DrillState | null = null;
+  try {
+    state = readState(stateDir, name);
+  } catch {
+    // unreadable: the reason says what the state dir did
+  }
+  return {
+    name,
+    verdict: "failed" as const,
+    reason: err instanceof Error ? err.message : String(err),
+    run_id: state !== null && state.owner.pid === process.pid ? state.runId : null,
+    state: state === null ? null : statePath(stateDir, name),
+  };
 }
 
 /**
@@ -85,6 +114,7 @@ async function runInForeground(
   drillCmd: string,
   reclaimNote: string | null,
   log: (line: string) => void,
+  printJson: (document: object) => void,
 ): Promise<void> {
   const output = consoleOutput(g.color);
   // Said before anything, as --detach does: the running up's lock would only say "another drill up holds up.lock".
@@ -159,7 +189,7 @@ async function runInForeground(
         }
       }
     }
-    if (g.json) output.json(summary);
+    if (g.json) printJson(summary);
     for (const line of closingLines({
       name: drill.name,
       drillCmd,

@@ -60,11 +60,34 @@ export interface DoctorFacts {
         writes?: WritesReading;
       };
   redisServerPath: string | null;
+  /** coreutils `timeout`, which the embedded redis-server runs under (it exits by itself after the drill). Absent in older fixtures: not judged. */
+  timeoutPath?: string | null;
   /** error: why the dir cannot take the files, naming it (directoryProblem). */
   hogDir: { dir: string; fsType: string | null; freeBytes: number | null; error?: string; neededBytes: number };
-  /** realDir: where dir leads through a symlink, when elsewhere. */
-  stateDir: { dir: string; fsType: string | null; error?: string; realDir?: string };
+  /**
+   * realDir: where dir leads through a symlink, when elsewhere. freeBytes: on
+   * its filesystem. writeError: why a probe file could not be written and
+   * removed there. notDirectories: what stands where drill makes a directory
+   * under it (a file named `served`). The last three are absent when not probed.
+   */
+  stateDir: {
+    dir: string;
+    fsType: string | null;
+    error?: string;
+    realDir?: string;
+    freeBytes?: number | null;
+    writeError?: string;
+    notDirectories?: Array<{ dir: string; problem: string }>;
+  };
 }
+
+/**
+ * Below this free in the state dir, doctor warns: a run's embedded-Redis AOF,
+ * its logs and sidecar recording and the rollback's drain export go there,
+ * and a write that finds the disk full stops the drill (or leaves the drain
+ * unexported) half-way.
+ */
+export const STATE_DIR_MIN_FREE_BYTES = 64 * 1024 * 1024;
 
 
 export function evaluateChecks(f: DoctorFacts): Check[] {
@@ -221,6 +244,15 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
     f.redisServerPath,
     f.redisServerPath ? "used for the embedded Redis" : "not found: install redis-server, or give --redis <url>",
   );
+  // QA: without it up started the cgroup, then failed at the embedded Redis's start, leaving a rollback to do.
+  if (f.timeoutPath !== undefined) add(
+    "timeout on PATH",
+    f.timeoutPath ? "pass" : f.redis.given ? "warn" : "fail",
+    f.timeoutPath,
+    f.timeoutPath
+      ? "the embedded Redis runs under coreutils timeout, so it exits by itself after the drill"
+      : "coreutils timeout not found: the embedded Redis runs under it (it exits by itself after the drill); put coreutils on PATH, or give --redis <url>",
+  );
 
   const hog = f.hogDir;
   if (hog.error || hog.fsType === null) {
@@ -260,7 +292,42 @@ export function evaluateChecks(f: DoctorFacts): Check[] {
           ? `under /tmp, which hosts commonly empty at boot (FHS; systemd-tmpfiles \`D /tmp\`): a reboot can lose the state file and the drain export; --state-dir ${DEFAULT_STATE_DIR} keeps them`
           : "survives a reboot",
   );
+  checks.push(...stateDirUseChecks(state));
 
+  return checks;
+}
+
+/**
+ * Whether drill can write where it keeps its state, as up will: a probe file
+ * written and removed, and no file where it makes a directory (QA: a file
+ * named `served` let up start everything, then its worker died writing its
+ * record); and the room left there. Rows only for what was probed.
+ */
+export function stateDirUseChecks(state: DoctorFacts["stateDir"]): Check[] {
+  const checks: Check[] = [];
+  const blocked = (state.notDirectories ?? []).map(({ dir, problem }) =>
+    problem === "not a directory" ? `${dir} is not a directory, and drill keeps its records there: move it aside` : `cannot look at ${dir}: ${problem}`,
+  );
+  const problems = [...(state.writeError === undefined ? [] : [state.writeError]), ...blocked];
+  if (state.writeError !== undefined || state.notDirectories !== undefined) {
+    checks.push({
+      name: "state dir writable",
+      status: problems.length > 0 ? "fail" : "pass",
+      value: state.dir,
+      detail: problems.length > 0 ? problems.join("; ") : "wrote and removed a probe file",
+    });
+  }
+  if (typeof state.freeBytes === "number") {
+    const short = state.freeBytes < STATE_DIR_MIN_FREE_BYTES;
+    checks.push({
+      name: "state dir free space",
+      status: short ? "warn" : "pass",
+      value: `${formatBytes(state.freeBytes)} free`,
+      detail: short
+        ? `under ${formatBytes(STATE_DIR_MIN_FREE_BYTES)}: the run's embedded-Redis AOF, logs and sidecar recording and the rollback's drain export may not fit, and a full disk stops the drill half-way; free some, or give --state-dir a directory on another disk`
+        : `at least ${formatBytes(STATE_DIR_MIN_FREE_BYTES)} for the run's files and the drain export`,
+    });
+  }
   return checks;
 }
 

@@ -1,5 +1,5 @@
 import { findRunningDrills } from "../drill/rollback.js";
-import { existsSync, mkdirSync, realpathSync, rmdirSync, statfsSync } from "node:fs";
+import { existsSync, mkdirSync, realpathSync, rmdirSync, rmSync, statfsSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { Redis } from "ioredis";
 import { databaseRefusal, notRedisReply, openRedis } from "../queue/redis.js";
@@ -11,6 +11,8 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { readMeminfoReading } from "../host/meminfo.js";
 import { readHostPsi } from "../host/psi.js";
 import { readVmstat, swapCounters } from "../host/vmstat.js";
+import { recordDirs, stateDirError } from "../cgroup/stateFiles.js";
+import { makeDirs } from "../util/makeDirs.js";
 import type { ConfigReading, DoctorFacts, WritesReading } from "./checks.js";
 
 export interface GatherOptions {
@@ -20,6 +22,8 @@ export interface GatherOptions {
   hogDir: string;
   hogBytes: number;
   stateDir: string;
+  /** The directories `up` makes under the state dir for its drill (`<name>`, its `runs`): none for doctor, which has no drill. */
+  drillDirs?: string[];
   env?: NodeJS.ProcessEnv;
 }
 
@@ -44,8 +48,9 @@ export async function gatherFacts(options: GatherOptions): Promise<DoctorFacts> 
     cgroupKill: { file: null, present: false, freezer: false },
     redis: options.redisUrl ? await redisFact(options.redisUrl) : { given: false },
     redisServerPath: findOnPath("redis-server", options.env ?? process.env),
+    timeoutPath: findOnPath("timeout", options.env ?? process.env),
     hogDir: { dir: options.hogDir, ...hogDirFact(options.hogDir), neededBytes: options.hogBytes },
-    stateDir: { dir: options.stateDir, ...filesystemOf(nearestExisting(options.stateDir)), ...symlinkedTo(options.stateDir) },
+    stateDir: stateDirFact(options.stateDir, options.drillDirs ?? []),
   };
 
   if (layout) {
@@ -198,6 +203,54 @@ function hogDirFact(dir: string): { fsType: string | null; freeBytes: number | n
   if (problem) return { fsType: null, freeBytes: null, error: problem };
   const fs = filesystemOf(dir);
   return fs.error ? { ...fs, error: `cannot stat ${dir}: ${fs.error}` } : fs;
+}
+
+/** The state dir as up will use it: its filesystem and room, a probe file written there, and what stands where drill makes its directories. */
+function stateDirFact(stateDir: string, drillDirs: string[]): DoctorFacts["stateDir"] {
+  const notDirectories = [...recordDirs(stateDir), ...drillDirs].flatMap((dir) => {
+    try {
+      const found = statSync(dir, { throwIfNoEntry: false });
+      return found === undefined || found.isDirectory() ? [] : [{ dir, problem: "not a directory" }];
+    } catch (err) {
+      return [{ dir, problem: (err as NodeJS.ErrnoException).code ?? (err as Error).message }];
+    }
+  });
+  const writeError = probeWrite(stateDir);
+  return { dir: stateDir, ...filesystemOf(nearestExisting(stateDir)), ...symlinkedTo(stateDir), ...(writeError === null ? {} : { writeError }), notDirectories };
+}
+
+/**
+ * Writes a few bytes to a probe file in the state dir and removes it, making
+ * the dir first as up would (and removing what it made): a read-only mount,
+ * a full disk (a file with no bytes is made even there) or a dir root may not
+ * write is said as up would meet it. Null when it wrote.
+ */
+function probeWrite(stateDir: string): string | null {
+  const probe = path.join(stateDir, `.drill-doctor-${process.pid}`);
+  let made: string | undefined;
+  try {
+    made = makeDirs(stateDir, 0o700);
+    writeFileSync(probe, "drill doctor's probe, removed at once\n", { mode: 0o600 });
+    rmSync(probe);
+    return null;
+  } catch (err) {
+    try {
+      rmSync(probe, { force: true }); // made, then a write refused (ENOSPC)
+    } catch {
+      // never made
+    }
+    return stateDirError("write a probe file", probe, err).message;
+  } finally {
+    // The dirs the probe made, deepest first, up to the first one: nothing of doctor's stays.
+    for (let at = path.resolve(stateDir); made !== undefined; at = path.dirname(at)) {
+      try {
+        rmdirSync(at);
+      } catch {
+        break; // not empty: someone else's meanwhile
+      }
+      if (at === made) break;
+    }
+  }
 }
 
 /** Where `dir` leads through symlinks, when elsewhere (QA: a state dir linked into /tmp passed as surviving a reboot). */

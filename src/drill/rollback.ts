@@ -525,9 +525,10 @@ export function describeTeardown(torn: TeardownResult, notOurs: ReadonlySet<numb
   const killed = torn.killed.map((t) => `${t.pid} (${t.comm ?? "?"})${whose(t.pid)}`).join(", ");
   const gone = torn.alreadyGone.length > 0 ? `; already gone ${torn.alreadyGone.join(", ")}` : "";
   const unlinked = torn.unlinked.length > 0 ? `; unlinked ${torn.unlinked.join(", ")}` : "";
+  const unread = torn.queuesServedUnread === null ? "" : `; the queues its workers served go unnamed: ${torn.queuesServedUnread}`;
   // Nothing inside: said so, not "killed 0 via empty" (QA).
   const stopped = torn.killed.length === 0 ? "nothing inside to stop" : `killed ${torn.killed.length}: ${killed} via ${torn.method.join("+")}`;
-  return `${stopped}; removed ${torn.removed.join(", ") || "none"}${gone}${unlinked}`;
+  return `${stopped}; removed ${torn.removed.join(", ") || "none"}${gone}${unlinked}${unread}`;
 }
 
 /** What a rollback did with a cgroup `drill cgroup setup` made outside any drill. */

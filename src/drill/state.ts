@@ -114,7 +114,12 @@ export function drillDir(stateDir: string, name: string): string {
  * dirs stay as they are (their data is not all in the export: logs, AOF).
  */
 export function runDir(stateDir: string, name: string, runId: string): string {
-  return path.join(drillDir(stateDir, name), "runs", runId);
+  return path.join(runsDir(stateDir, name), runId);
+}
+
+/** `<state-dir>/<name>/runs`: every run dir of a drill. */
+export function runsDir(stateDir: string, name: string): string {
+  return path.join(drillDir(stateDir, name), "runs");
 }
 
 export function statePath(stateDir: string, name: string): string {

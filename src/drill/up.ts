@@ -33,7 +33,7 @@ import { acquireDrillLock } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { realDir } from "./strays.js";
 import { drillCommandFor, leverCommand } from "../context.js";
-import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, statePath, writeState, writeUpEnded, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
+import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, runsDir, statePath, writeState, writeUpEnded, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
 import { readStalls, StallWatch, stillThere } from "./stalls.js";
@@ -176,6 +176,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       hogDir: options.fileDir,
       hogBytes: fileDirBytes(drill),
       stateDir,
+      drillDirs: [drillDir(stateDir, name), runsDir(stateDir, name)],
     });
     // A database the server does not have is a wrong --redis (exit 2, as every other command says), not a host doctor refuses.
     if (facts.redis.given && facts.redis.databaseRefused) throw new UsageError(facts.redis.error ?? `redis ${redactUrl(facts.redis.url)}: database refused`);

@@ -184,3 +184,39 @@ describe("doctor checks", () => {
     expect(blind.refuse).toBe(true);
   });
 });
+
+// QA AB 7: doctor passed a read-only state dir, a full one, a file named `served` in it, and a PATH
+// without coreutils timeout; up then failed on each, some after starting Redis, the cgroup and the children.
+describe("doctor's checks of what up needs to write and run", () => {
+  const row = (facts: DoctorFacts, name: string) => evaluateChecks(facts).find((c) => c.name === name);
+  const probed = (patch: Partial<DoctorFacts["stateDir"]>): DoctorFacts => ({ ...healthy, stateDir: { ...healthy.stateDir, notDirectories: [], ...patch } });
+
+  it("a state dir that took the probe file passes; one that refused it fails naming the write and what to do", () => {
+    expect(row(probed({}), "state dir writable")).toEqual({ name: "state dir writable", status: "pass", value: "/var/lib/drill", detail: "wrote and removed a probe file" });
+    const refused = "cannot write a probe file /var/lib/drill/.drill-doctor-7: EROFS (a read-only filesystem: give --state-dir a writable directory)";
+    expect(row(probed({ writeError: refused }), "state dir writable")).toMatchObject({ status: "fail", detail: refused });
+    expect(drillVerdict(evaluateChecks(probed({ writeError: refused })))).toBe("refused");
+  });
+
+  it("a file where drill makes one of its directories fails, each named, beside a refused write", () => {
+    const facts = probed({ writeError: "cannot write a probe file x: ENOSPC", notDirectories: [{ dir: "/var/lib/drill/served", problem: "not a directory" }, { dir: "/var/lib/drill/hogs", problem: "ELOOP" }] });
+    expect(row(facts, "state dir writable")).toMatchObject({
+      status: "fail",
+      detail: "cannot write a probe file x: ENOSPC; /var/lib/drill/served is not a directory, and drill keeps its records there: move it aside; cannot look at /var/lib/drill/hogs: ELOOP",
+    });
+  });
+
+  it("under 64 MiB free in the state dir warns, saying the threshold; 64 MiB passes; not read, no row", () => {
+    expect(row(probed({ freeBytes: 1024 * 1024 }), "state dir free space")).toMatchObject({ status: "warn", value: "1.0MiB free", detail: expect.stringMatching(/^under 64\.0MiB: the run's embedded-Redis AOF/) });
+    expect(row(probed({ freeBytes: 64 * 1024 * 1024 }), "state dir free space")?.status).toBe("pass");
+    expect(row(probed({ freeBytes: null }), "state dir free space")).toBeUndefined();
+    expect(drillVerdict(evaluateChecks(probed({ freeBytes: 0 })))).toBe("ready_with_warnings");
+  });
+
+  it("no coreutils timeout on PATH fails without --redis (the embedded Redis runs under it), warns with one", () => {
+    expect(row({ ...healthy, timeoutPath: "/usr/bin/timeout" }, "timeout on PATH")?.status).toBe("pass");
+    expect(row({ ...healthy, timeoutPath: null }, "timeout on PATH")).toMatchObject({ status: "fail", detail: expect.stringMatching(/^coreutils timeout not found: .*put coreutils on PATH, or give --redis <url>$/) });
+    const given: DoctorFacts["redis"] = { given: true, url: "redis://127.0.0.1:1", reachable: true, maxmemoryPolicy: { ok: true, value: "noeviction" }, appendonly: { ok: true, value: "yes" } };
+    expect(row({ ...healthy, redis: given, timeoutPath: null }, "timeout on PATH")?.status).toBe("warn");
+  });
+});

@@ -46,6 +46,37 @@ describe("doctor's state dir", () => {
     expect(linked.stateDir).toMatchObject({ dir: path.join(host.root, "link", "state"), realDir: path.join(host.root, "real", "state") });
     expect((await gather(host)).stateDir.realDir).toBeUndefined();
   });
+
+  // QA AB 7: doctor passed a state dir up could not write.
+  it("writes and removes a probe file, making a state dir not there yet as up would, and leaves nothing behind", async () => {
+    host = makeFakeHost("v2");
+    const stateDir = path.join(host.root, "fresh", "state");
+    const facts = await gatherFacts({ roots: host.roots, parent: { kind: "self" }, redisUrl: undefined, hogDir: host.root, hogBytes: 1024, stateDir });
+    expect(facts.stateDir).toMatchObject({ dir: stateDir, notDirectories: [], freeBytes: expect.any(Number) });
+    expect(facts.stateDir.writeError).toBeUndefined();
+    expect(existsSync(path.join(host.root, "fresh"))).toBe(false);
+    expect(readdirSync(host.root)).not.toContain("fresh");
+  });
+
+  // QA AB 6: a file named `served` let up start everything; its worker then died writing its record.
+  it("names each file standing where drill makes a directory: its records', and up's drill dirs when given", async () => {
+    host = makeFakeHost("v2");
+    const stateDir = host.stateDir;
+    mkdirSync(path.join(stateDir, "smoke"), { recursive: true });
+    for (const name of ["served", "hogs", path.join("smoke", "runs")]) writeFileSync(path.join(stateDir, name), "");
+    mkdirSync(path.join(stateDir, "cgroups"));
+    const facts = await gatherFacts({
+      roots: host.roots, parent: { kind: "self" }, redisUrl: undefined, hogDir: host.root, hogBytes: 1024, stateDir,
+      drillDirs: [path.join(stateDir, "smoke"), path.join(stateDir, "smoke", "runs")],
+    });
+    expect(facts.stateDir.notDirectories).toEqual([
+      { dir: path.join(stateDir, "hogs"), problem: "not a directory" },
+      { dir: path.join(stateDir, "served"), problem: "not a directory" },
+      { dir: path.join(stateDir, "smoke", "runs"), problem: "not a directory" },
+    ]);
+    // The probe file went, and only it: the state dir holds what it held.
+    expect(readdirSync(stateDir).sort()).toEqual(["cgroups", "hogs", "served", "smoke"]);
+  });
 });
 
 describe("doctor's host swap", () => {

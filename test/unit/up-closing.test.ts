@@ -2,9 +2,10 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { closingLines, isOwnRun, refusedSummary, type ClosingFacts } from "../../src/commands/up.run.js";
+import { closingLines, failedSummary, isOwnRun, refusedSummary, type ClosingFacts } from "../../src/commands/up.run.js";
 import type { DrillState } from "../../src/drill/state.js";
-import { RefusedError } from "../../src/errors.js";
+import { DrillError, RefusedError } from "../../src/errors.js";
+import { writeFakeDrill } from "../helpers/fakeState.js";
 
 const facts: ClosingFacts = {
   name: "smoke",
@@ -101,6 +102,22 @@ describe("up --json when it refuses", () => {
     mkdirSync(path.join(root, "emptied"), { recursive: true });
     writeFileSync(path.join(root, "emptied", "notes.txt"), "");
     expect(refusedSummary("emptied", root, new RefusedError("queue jobs on redis://x already holds keys")).state).toBeNull();
+  });
+});
+
+// QA AB 7: up --json printed nothing when the state dir refused a write (README: one document whatever happens).
+describe("failedSummary: up's --json document for a failure before its summary", () => {
+  const root = mkdtempSync(path.join(tmpdir(), "drill-failed-"));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+  it("names the run this up started (there is something to roll back), never another's; null with no state file", () => {
+    const err = new DrillError("cannot start redis-server: timeout (coreutils) not on PATH");
+    expect(failedSummary("fresh", root, err)).toEqual({ name: "fresh", verdict: "failed", reason: err.message, run_id: null, state: null });
+    writeFakeDrill(root, "ours", "jobs", "", { runId: "ours-r2", phase: "starting", owner: { pid: process.pid, startTime: 1 } });
+    expect(failedSummary("ours", root, err)).toMatchObject({ run_id: "ours-r2", state: path.join(root, "ours", "state.json") });
+    // The last run of another up, left as it was: not this one's to roll back.
+    writeFakeDrill(root, "theirs", "jobs", "redis://127.0.0.1:1");
+    expect(failedSummary("theirs", root, err)).toMatchObject({ run_id: null, state: path.join(root, "theirs", "state.json") });
   });
 });
 
