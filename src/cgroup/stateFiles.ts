@@ -316,7 +316,7 @@ function replaceStale(target: string, stale: string, tmp: string, depth = 0): bo
 
 /**
  * The live holder of the lock `file`, or null: no lock, a gone holder's, or no lock drill wrote.
- * ForeignRecordError when drill cannot have written it: its holder is stopped on its word.
+ * ForeignRecordError when drill cannot have written it: no holder is stopped on its word.
  */
 export function liveLockHolder(file: string): LockHolder | null {
   let text: string | null;

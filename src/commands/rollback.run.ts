@@ -194,8 +194,8 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   // Only a rollback with nothing to do here looks for others' drills (README): one that did its work is not undone by them (QA).
   const scan = results.length === 0 && cgroups.length === 0 && queues.length === 0 ? scanRunningDrills(hostRoots(g), named) : { running: [], unreadable: 0 };
   const running = scan.running;
-  // Root is refused only what the kernel keeps from root too (the init of another user namespace), which no drill up here
-  // runs as: unseen are other users' processes, to a rollback that is not root.
+  // Root reads every environ but those the kernel keeps from root too (a container's outer init), no drill's:
+  // unseen are other users' processes, for a rollback that is not root.
   const unseen = process.geteuid?.() === 0 ? 0 : scan.unreadable;
   // The drill here is rolled back (complete): a run of the same name up from another state dir is
   // another operator's drill, said but not this rollback's failure (QA: a second rollback exited 4
