@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import { closeSync, existsSync, fsyncSync, linkSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, linkSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fsyncDir } from "../util/fsyncDir.js";
 import { DrillError, RefusedError } from "../errors.js";
@@ -8,6 +8,7 @@ import { isSameProcess, readProcessStat } from "../host/process.js";
 import type { CgroupLayoutKind } from "./layout.js";
 import type { CgroupDir, WorkerCgroup } from "./paths.js";
 import { makeDirs } from "../util/makeDirs.js";
+import { ForeignRecordError, openOwnFile, readOwnRecord } from "../util/ownFiles.js";
 
 /**
  * Drill's own records of what it created, under --state-dir:
@@ -79,7 +80,7 @@ export function writeJsonDurably(file: string, value: unknown): void {
   const tmp = `${file}.${process.pid}.tmp`;
   try {
     makeDirs(dir);
-    const fd = openSync(tmp, "w", 0o600);
+    const fd = openOwnFile(tmp, "w");
     try {
       writeFileSync(fd, `${JSON.stringify(value, null, 2)}\n`);
       fsyncSync(fd);
@@ -122,9 +123,10 @@ function stateDirAdvice(code: string, isRoot: boolean): string {
 
 function readJson(file: string): unknown {
   try {
-    return JSON.parse(readFileSync(file, "utf8")) as unknown;
+    const text = readOwnRecord(file);
+    return text === null ? null : (JSON.parse(text) as unknown);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
+    if (err instanceof ForeignRecordError) throw err;
     const detail = err instanceof Error ? err.message : String(err);
     throw new DrillError(`cannot read state file ${file}: ${detail}`, undefined, { cause: err });
   }
@@ -233,7 +235,7 @@ export function holdLockFile(
   const mine = JSON.stringify(record);
   const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
   try {
-    const fd = openSync(tmp, "wx", 0o600);
+    const fd = openOwnFile(tmp, "wx");
     try {
       writeFileSync(fd, mine);
       fsyncSync(fd);
@@ -313,9 +315,18 @@ function replaceStale(target: string, stale: string, tmp: string, depth = 0): bo
   }
 }
 
-/** The live holder of the lock `file`, or null: no lock, a gone holder's, or no lock drill wrote. */
+/**
+ * The live holder of the lock `file`, or null: no lock, a gone holder's, or no lock drill wrote.
+ * ForeignRecordError when drill cannot have written it: no holder is stopped on its word.
+ */
 export function liveLockHolder(file: string): LockHolder | null {
-  const text = readText(file);
+  let text: string | null;
+  try {
+    text = readOwnRecord(file);
+  } catch (err) {
+    if (err instanceof ForeignRecordError) throw err;
+    text = null;
+  }
   const holder = text === null ? null : parseLockHolder(text);
   return holder !== null && isAlive(holder) ? holder : null;
 }
@@ -412,7 +423,15 @@ export function listHogRecords(stateDir: string, cgroup?: WorkerCgroup): Array<{
     .filter((entry) => key === null || entry.record.cgroupKey === key);
 }
 
-function listJson(dir: string): Array<{ file: string; value: unknown; error: string | null }> {
+/** A record as listed: its value, or why it could not be read (`error`), or why it is not drill's (`foreign`, its whole message). */
+interface ListedRecord {
+  file: string;
+  value: unknown;
+  error: string | null;
+  foreign: string | null;
+}
+
+function listJson(dir: string): ListedRecord[] {
   let names: string[];
   try {
     names = readdirSync(dir);
@@ -422,13 +441,16 @@ function listJson(dir: string): Array<{ file: string; value: unknown; error: str
   }
   return names
     .filter((name) => name.endsWith(".json"))
-    .map((name) => {
+    .flatMap((name): ListedRecord[] => {
       const file = path.join(dir, name);
       try {
-        return { file, value: JSON.parse(readFileSync(file, "utf8")) as unknown, error: null };
+        const text = readOwnRecord(file);
+        return text === null ? [] : [{ file, value: JSON.parse(text) as unknown, error: null, foreign: null }]; // null: removed meanwhile
       } catch (err) {
+        // Another user's record (or in a dir others write) is no record of drill's: said, never acted on.
+        if (err instanceof ForeignRecordError) return [{ file, value: null, error: null, foreign: err.message }];
         // EACCES (a non-root rollback of root's records), or a record cut short: kept apart, never taken for "none"
-        return { file, value: null, error: (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err)) };
+        return [{ file, value: null, error: (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err)), foreign: null }];
       }
     });
 }
@@ -437,17 +459,20 @@ function listJson(dir: string): Array<{ file: string; value: unknown; error: str
  * The records in cgroups/ and hogs/ that cannot be read, or are not drill
  * records: each may stand for a cgroup or a hog still on the host, so a
  * rollback says them and is not complete (QA: it said "nothing to roll back").
+ * `foreign`: drill cannot have written it (readOwnRecord), in served/ too.
  * `name`: only the records of that --name (files are `<name>-<hash>...json`).
  */
-export function unreadableRecords(stateDir: string, name?: string): Array<{ file: string; name: string | null; problem: string }> {
+export function unreadableRecords(stateDir: string, name?: string): Array<{ file: string; name: string | null; problem: string; foreign: boolean }> {
   const read = (dir: string, valid: (value: unknown) => boolean) =>
-    listJson(dir).flatMap(({ file, value, error }) => {
-      if (error === null && valid(value)) return [];
+    listJson(dir).flatMap(({ file, value, error, foreign }) => {
+      if (error === null && foreign === null && valid(value)) return [];
       const named = /^(.+)-[0-9a-f]{10}(?:-[0-9a-f]{8})?\.json$/.exec(path.basename(file))?.[1] ?? null;
       if (name !== undefined && named !== name) return [];
-      return [{ file, name: named, problem: error ?? "not a drill record" }];
+      return [{ file, name: named, problem: foreign ?? error ?? "not a drill record", foreign: foreign !== null }];
     });
-  return [...read(path.join(stateDir, "cgroups"), isMarker), ...read(hogsDir(stateDir), isHogRecord)];
+  // A served-queue record only adds a hint (unreadable, it is skipped): one not drill's is said, as it names a Redis to reach.
+  const foreignServed = read(servedDir(stateDir), isServedQueueRecord).filter((bad) => bad.foreign);
+  return [...read(path.join(stateDir, "cgroups"), isMarker), ...read(hogsDir(stateDir), isHogRecord), ...foreignServed];
 }
 
 /** A queue a worker launched into a cgroup served: its Redis URL as given (password and all: the file is root's, 0600). */

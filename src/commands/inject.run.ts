@@ -25,6 +25,7 @@ import { forcedJoinWarning, refuseForeignJoin, requireSetUpCgroup, setupAdvice }
 import type { UpHolder } from "../cgroup/setup.js";
 import { anonCommand, describePageToucherExit, locatePageToucher, parsePageToucherLine, thrashCommand, type PageToucherLine } from "../native/pagetoucher.js";
 import { followLines } from "../drill/tail.js";
+import { openOwnFile } from "../util/ownFiles.js";
 import type { InjectFlags } from "./inject.js";
 
 /** The outcome document (`--json` prints it as is). */
@@ -238,7 +239,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
   let logFd: number | null = null;
   let child: ChildProcess;
   try {
-    if (logFile) logFd = openSync(logFile, "a", 0o600);
+    if (logFile) logFd = openOwnFile(logFile, "a");
     child = spawnInCgroup(cgroup, cmd.file, cmd.args, {
       // Own process group: a terminal's Ctrl-C reaches inject, which stops the hog itself.
       detached: true,

@@ -1,7 +1,7 @@
 import path from "node:path";
 import { writeErr } from "../closedStdout.js";
 import { commandRedis, DEFAULT_REDIS_URL, drillCommandAt, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
-import { describeRunningDrill, drillsUpOnQueue, findRunningDrills, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
+import { describeRunningDrill, drillsUpOnQueue, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, scanRunningDrills, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
 import { sameRedis } from "../queue/redis.js";
 import { validateDrillName } from "../drill/names.js";
 import { stopStartingUps, type StartingUp } from "../drill/startingUp.js";
@@ -183,7 +183,11 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   // Nothing here is not nothing on the host: a wrong --state-dir (or sudo
   // dropping DRILL_STATE_DIR) must not pass a running drill for rolled back.
   // Only a rollback with nothing to do here looks for others' drills (README): one that did its work is not undone by them (QA).
-  const running = results.length === 0 && cgroups.length === 0 && queues.length === 0 ? findRunningDrills(hostRoots(g), named) : [];
+  const scan = results.length === 0 && cgroups.length === 0 && queues.length === 0 ? scanRunningDrills(hostRoots(g), named) : { running: [], unreadable: 0 };
+  const running = scan.running;
+  // Root reads every environ but those the kernel keeps from root too (a container's outer init), no drill's:
+  // unseen are other users' processes, for a rollback that is not root.
+  const unseen = process.geteuid?.() === 0 ? 0 : scan.unreadable;
   // The drill here is rolled back (complete): a run of the same name up from another state dir is
   // another operator's drill, said but not this rollback's failure (QA: a second rollback exited 4
   // naming it, breaking "rollback again exits 0"). With nothing here at all, it may be the drill
@@ -199,7 +203,11 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     named !== undefined && names.length === 0 ? `no drill ${named}` : complete.length > 0 ? `${complete.map((c) => c.name).join(", ")} already rolled back (complete)` : "no drill";
   const left = [
     ...queues.flatMap((q) => q.left),
-    ...startingUps.filter((u) => u.outcome === "alive").map((u) => `${u.name}: drill up pid ${u.pid} was starting and survived SIGKILL; stop it, then run ${rerunCmd} rollback --name ${u.name}`),
+    ...startingUps.flatMap((u) =>
+      u.outcome === "alive" ? [`${u.name}: drill up pid ${u.pid} was starting and survived SIGKILL; stop it, then run ${rerunCmd} rollback --name ${u.name}`]
+      : u.outcome === "refused" ? [`${u.name}: ${u.problem}`]
+      : [],
+    ),
     ...leftOf(results),
     ...cgroups.filter((c) => !c.step.ok).map((c) => `cgroup ${c.name}: ${c.step.detail}`),
     ...running.filter((r) => !otherStateDirs(r)).map((r) => `${describeRunningDrill(r)}; ${rollbackHint(r)}`),
@@ -207,7 +215,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   // Read once the cgroups are torn down and --queue's rollback is done: a lever it pulled is closed.
   const leftOpen = await queuesLeftOpen(servedNotClosed(cgroups, queues), g);
   if (g.json) {
-    output.json(rollbackDocument(results, complete, cgroups, running, left, null, startingUps, queues, leftOpen));
+    output.json(rollbackDocument(results, complete, cgroups, running, left, null, startingUps, queues, leftOpen, unseen));
   } else if (running.length > 0) {
     // QA: "not rolled back: smoke already rolled back (complete)" read as a contradiction; what is not rolled back is what runs elsewhere.
     output.out(
@@ -219,10 +227,9 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       output.out(`  ${describeRunningDrill(r)}`);
       output.out(`    ${r.stateDir !== null && !r.complete && !r.stateMissing ? "roll it back: " : ""}${rollbackHint(r)}`);
     }
+    if (unseen > 0) output.out(`  and ${unseenProcesses(unseen)}`);
   } else if (results.length === 0 && cgroups.length === 0 && startingUps.length === 0 && queues.length === 0) {
-    // A hand-run gate or watch is no drill's: "no drill process" read false beside them (QA).
-    const what = named !== undefined ? `no process of drill ${named}` : "no process of a drill up";
-    output.out(`nothing to roll back: ${nothingHere} in ${g.stateDir}, and ${what} on this host`);
+    output.out(nothingToRollBackLine(`${nothingHere} in ${g.stateDir}`, named, unseen));
   }
   if (!g.json && running.length === 0) for (const q of queues) queueClosingLines(q, queueUrl, rerunCmd, g).forEach((line) => output.out(line));
   if (!g.json) for (const q of leftOpen) output.out(queueLeftOpenLine(q));
@@ -253,6 +260,24 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   if (left.length > 0) throw new RollbackIncompleteError(`rollback incomplete; left: ${left.join("; ")}`);
 }
 
+/**
+ * The line of a rollback with nothing to do: nothing here (`here`), and no
+ * drill process on the host, or, when the host scan could not read
+ * `unreadable` processes' environment (not root), none among those it could
+ * read: "none on this host" would send the operator away with another user's
+ * drill up (QA).
+ */
+export function nothingToRollBackLine(here: string, named: string | undefined, unreadable: number): string {
+  // A hand-run gate or watch is no drill's: "no drill process" read false beside them (QA).
+  const what = named !== undefined ? `no process of drill ${named}` : "no process of a drill up";
+  if (unreadable === 0) return `nothing to roll back: ${here}, and ${what} on this host`;
+  return `nothing to roll back: ${here}, and ${what} among the processes this user can look at; ${unseenProcesses(unreadable)}`;
+}
+
+function unseenProcesses(unreadable: number): string {
+  return `could not look at ${unreadable} process${unreadable === 1 ? "" : "es"} of other users (only root may read their environment, where a drill's run id is): run as root to see drills of other users`;
+}
+
 /** Where a rollback stopped by a second Ctrl-C or SIGTERM was, and the command that finishes it. */
 interface Interruption {
   signal: "SIGINT" | "SIGTERM";
@@ -273,6 +298,7 @@ function rollbackDocument(
   startingUps: StartingUp[] = [],
   queues: QueueRollback[] = [],
   leftOpen: QueueLeftOpen[] = [],
+  unseenProcesses = 0,
 ) {
   return snakeCaseKeys({
     drills,
@@ -284,6 +310,8 @@ function rollbackDocument(
     nothing_to_roll_back: drills.length === 0 && cgroups.length === 0 && running.length === 0 && startingUps.length === 0 && queues.length === 0 && interrupted === null,
     running: running.map((r) => ({ ...r, hint: rollbackHint(r) })),
     queuesLeftOpen: leftOpen,
+    // Processes of other users whose environment a non-root rollback could not read: drills among them are not in `running`.
+    unseenProcesses,
     left,
     interrupted,
   });
@@ -332,6 +360,7 @@ function queueClosingLines(q: QueueRollback, url: string, drillCmd: string, at: 
 
 /** The line for an up stopped while it started: what it recorded by then, if anything, was rolled back after it. */
 function describeStartingUp(up: StartingUp): string {
+  if (up.outcome === "refused") return `drill up of ${up.name}: its lock not acted on (no up stopped): ${up.problem}`;
   const how = up.outcome === "alive" ? "still alive after SIGKILL" : up.outcome === "gone" ? "gone before the signal" : up.outcome;
   return `drill up of ${up.name} (pid ${up.pid}) was starting, no run of it recorded yet: ${how}`;
 }

@@ -22,6 +22,7 @@ import { consoleOutput } from "../output.js";
 import { validateQueueName } from "../queue/keys.js";
 import { applyOverrides, resolveFileDir, weightsReclaimNote, type UpFlags } from "./up.js";
 import { makeDirs } from "../util/makeDirs.js";
+import { openOwnFile } from "../util/ownFiles.js";
 import { DEFAULT_REPORT_SINCE, parseDuration } from "../units.js";
 
 const BACKGROUND_ENV = "DRILL_UP_BACKGROUND";
@@ -382,8 +383,8 @@ async function startInBackground(drill: DrillFile, stateDir: string, before: Dri
   let runStart: number;
   try {
     // A first run on a fresh --state-dir: the log goes there before the background up makes it.
-    makeDirs(stateDir, 0o700);
-    fd = openSync(logFile, "a");
+    makeDirs(stateDir);
+    fd = openOwnFile(logFile, "a");
     // One log for every run of this drill: each starts with a line saying so.
     writeSync(fd, `==== drill up --detach ${drill.name} at ${new Date().toISOString()}\n`);
     runStart = fstatSync(fd).size;

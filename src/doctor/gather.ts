@@ -229,7 +229,7 @@ function probeWrite(stateDir: string): string | null {
   const probe = path.join(stateDir, `.drill-doctor-${process.pid}`);
   let made: string | undefined;
   try {
-    made = makeDirs(stateDir, 0o700);
+    made = makeDirs(stateDir);
     writeFileSync(probe, "drill doctor's probe, removed at once\n", { mode: 0o600 });
     rmSync(probe);
     return null;

@@ -1,8 +1,9 @@
 import type { Redis } from "ioredis";
-import { closeSync, fsyncSync, linkSync, openSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
+import { closeSync, fsyncSync, linkSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { decodeJob } from "../queue/job.js";
 import { fsyncDir } from "../util/fsyncDir.js";
+import { openOwnFile } from "../util/ownFiles.js";
 import { jsonObjectOf } from "../util/jsonObject.js";
 import { isValidKeyPart, type QueueKeys } from "../queue/keys.js";
 import { workerKeys } from "../worker/scripts.js";
@@ -273,7 +274,7 @@ export async function exportKeys(redis: Redis, keys: QueueKeys, file: string): P
 
 async function writeKeys(redis: Redis, keys: QueueKeys, file: string): Promise<number> {
   const names = [...new Set([keys.ready, keys.drain, ...(await scanKeys(redis, `${keys.queue}:*`))])];
-  const fd = openSync(file, "wx", 0o600);
+  const fd = openOwnFile(file, "wx");
   let count = 0;
   try {
     for (const key of names) {

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { closeSync, existsSync, openSync } from "node:fs";
+import { closeSync, existsSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
 import type { Redis } from "ioredis";
@@ -11,6 +11,7 @@ import { acquireDrillLock } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { findByCwd, realDir } from "./strays.js";
 import { makeDirs } from "../util/makeDirs.js";
+import { openOwnFile } from "../util/ownFiles.js";
 
 /**
  * The drill's own redis-server: 127.0.0.1 on a free port, data in the state
@@ -71,9 +72,9 @@ export function redisServerArgs(dir: string, port: number): string[] {
 }
 
 export async function startEmbeddedRedis(spec: EmbeddedRedisSpec): Promise<EmbeddedRedis> {
-  makeDirs(spec.dir, 0o700);
+  makeDirs(spec.dir);
   const port = spec.port ?? (await freePort());
-  const log = openSync(path.join(spec.dir, "redis.stderr"), "a");
+  const log = openOwnFile(path.join(spec.dir, "redis.stderr"), "a");
   const serverArgs = redisServerArgs(spec.dir, port);
   const env = spec.env ?? process.env;
   const wrapped = spec.lifetimeMs !== undefined;

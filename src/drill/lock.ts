@@ -33,7 +33,7 @@ export function acquireDrillLock(dir: string, what: "up" | "rollback", holder: s
   for (let attempt = 0; ; attempt++) {
     let made: boolean;
     try {
-      made = makeDirs(dir, 0o700) !== undefined;
+      made = makeDirs(dir) !== undefined;
     } catch (err) {
       throw stateDirError("create the state directory", dir, err);
     }

@@ -20,7 +20,7 @@ import { embeddedRedisDrill, freePort, isEmbeddedRedis, requireRestartable, star
 import { acquireRollbackLock, stateDirRefusal, stateDirRefusalText, type DrillLock } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
 import { drillDir, listDrills, readState, statePath, upDiedUnrecorded, writeState, type DrillState, type ProcessRecord, type ProcessRole, type RollbackRecord, type StateEntry } from "./state.js";
-import { drillRunFromEnviron, findByCwd, readEnviron, findByRunId, findDrillRunProcesses, listCwds, type StrayProcess } from "./strays.js";
+import { drillRunFromEnviron, findByCwd, readEnviron, findByRunId, listCwds, scanDrillRunProcesses, type StrayProcess } from "./strays.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 import type { ServedQueue } from "../worker/served.js";
 import { refusalText } from "../queue/refusal.js";
@@ -90,6 +90,11 @@ export interface RunningDrill {
  * must name these instead of reporting nothing.
  */
 export function findRunningDrills(roots: HostRoots, name?: string): RunningDrill[] {
+  return scanRunningDrills(roots, name).running;
+}
+
+/** findRunningDrills, and how many processes of other users it could not look at (scanDrillRunProcesses): not root, it cannot tell "none". */
+export function scanRunningDrills(roots: HostRoots, name?: string): { running: RunningDrill[]; unreadable: number } {
   const runs = new Map<string, { stateDir: string | null; processes: StrayProcess[] }>();
   const add = (runId: string, stateDir: string | null, p: StrayProcess) => {
     const run = runs.get(runId) ?? { stateDir: null, processes: [] };
@@ -97,7 +102,8 @@ export function findRunningDrills(roots: HostRoots, name?: string): RunningDrill
     run.processes.push({ pid: p.pid, startTime: p.startTime, comm: p.comm });
     runs.set(runId, run);
   };
-  for (const p of findDrillRunProcesses(roots)) add(p.runId, p.stateDir, p);
+  const scanned = scanDrillRunProcesses(roots);
+  for (const p of scanned.processes) add(p.runId, p.stateDir, p);
   // redis-server writes its title over its environment: found by its --dir,
   // <state-dir>/<drill>/runs/<run>/redis (or <state-dir>/<drill>/redis before per-run dirs).
   for (const p of listCwds(roots)) {
@@ -126,7 +132,7 @@ export function findRunningDrills(roots: HostRoots, name?: string): RunningDrill
       processes: run.processes.sort((a, b) => a.pid - b.pid),
     });
   }
-  return running.sort((a, b) => a.runId.localeCompare(b.runId));
+  return { running: running.sort((a, b) => a.runId.localeCompare(b.runId)), unreadable: scanned.unreadable };
 }
 
 /** Drills up on this host (their processes carry DRILL_RUN_ID) whose state names this queue, with where they are. */
@@ -580,7 +586,9 @@ export async function rollbackStandaloneCgroups(roots: HostRoots, stateDir: stri
   }
   done.push(...(await stopStrayHogs(roots, stateDir, name)));
   for (const bad of unreadableRecords(stateDir, name)) {
-    const detail = `cannot read ${bad.file}: ${bad.problem}; what it records (a cgroup, or a hog in one) is left as it is: read or fix the file (or move it aside once that is gone), then run the rollback again`;
+    const detail = bad.foreign
+      ? bad.problem
+      : `cannot read ${bad.file}: ${bad.problem}; what it records (a cgroup, or a hog in one) is left as it is: read or fix the file (or move it aside once that is gone), then run the rollback again`;
     done.push({ name: bad.name ?? "?", dirs: [], step: { step: "read record", ok: false, detail }, queuesServed: [] });
   }
   return done;

@@ -6,13 +6,10 @@ import { signalVerified } from "../cgroup/tasks.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { waitGone, type StopOutcome } from "./processes.js";
 import { drillDir, readState } from "./state.js";
+import { ForeignRecordError } from "../util/ownFiles.js";
 
-/** An `up` a rollback stopped before it had recorded its run. */
-export interface StartingUp {
-  name: string;
-  pid: number;
-  outcome: StopOutcome;
-}
+/** An `up` a rollback stopped before it had recorded its run; `refused`: its up.lock is none drill wrote (`problem`), nothing stopped. */
+export type StartingUp = { name: string; pid: number; outcome: StopOutcome } | { name: string; pid: null; outcome: "refused"; problem: string };
 
 /**
  * `up` holds `<state-dir>/<name>/up.lock` from its first step but records its
@@ -25,12 +22,13 @@ export interface StartingUp {
  */
 export async function stopStartingUps(roots: HostRoots, stateDir: string, named: string | undefined, graceMs = 5000): Promise<StartingUp[]> {
   const stopped: StartingUp[] = [];
+  const refused = new Set<string>();
   // `up --detach` hands its lock to the background up it started: stopping the
   // parent leaves the child to take it, so look again after a stop.
   for (let round = 0; round < 3; round++) {
-    const found = await stopRound(roots, stateDir, named, graceMs);
+    const found = await stopRound(roots, stateDir, named, graceMs, refused);
     stopped.push(...found);
-    if (found.length === 0) break;
+    if (found.every((up) => up.outcome === "refused")) break;
     await sleep(HANDOVER_MS);
   }
   return stopped;
@@ -39,10 +37,20 @@ export async function stopStartingUps(roots: HostRoots, stateDir: string, named:
 /** How long a background up takes to start and take the lock its parent hands over. */
 const HANDOVER_MS = 1000;
 
-async function stopRound(roots: HostRoots, stateDir: string, named: string | undefined, graceMs: number): Promise<StartingUp[]> {
+/** `refused`: the drills whose up.lock is none drill wrote, said once and not looked at again. */
+async function stopRound(roots: HostRoots, stateDir: string, named: string | undefined, graceMs: number, refused: Set<string>): Promise<StartingUp[]> {
   const stopped: StartingUp[] = [];
   for (const name of named === undefined ? drillDirsWithUpLock(stateDir) : [named]) {
-    const holder = liveLockHolder(path.join(drillDir(stateDir, name), "up.lock"));
+    if (refused.has(name)) continue;
+    let holder: LockHolder | null;
+    try {
+      holder = liveLockHolder(path.join(drillDir(stateDir, name), "up.lock"));
+    } catch (err) {
+      if (!(err instanceof ForeignRecordError)) throw err;
+      refused.add(name);
+      stopped.push({ name, pid: null, outcome: "refused", problem: err.message });
+      continue;
+    }
     if (holder === null || holder.startTime === null || holdsRecordedRun(stateDir, name, holder)) continue;
     const id = { pid: holder.pid, startTime: holder.startTime };
     let outcome: StopOutcome = signalVerified(roots, id, "SIGTERM") === "signalled" ? "stopped" : "gone";

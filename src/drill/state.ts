@@ -1,10 +1,11 @@
-import { readdirSync, readFileSync, statSync, type Stats } from "node:fs";
+import { readdirSync, statSync, type Stats } from "node:fs";
 import path from "node:path";
 import { stateDirError, writeJsonDurably } from "../cgroup/stateFiles.js";
 import { DrillError, UsageError } from "../errors.js";
 import { redactUrl } from "../context.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { isSameProcess } from "../host/process.js";
+import { ForeignRecordError, readOwnRecord } from "../util/ownFiles.js";
 
 /**
  * `<state-dir>/<name>/state.json`: what `drill up` intends and what exists.
@@ -184,21 +185,26 @@ export function writeUpEnded(runDirPath: string, ended: DrillEnded): void {
   }
 }
 
-/** null when absent or not an end record. */
+/** null when absent, not an end record, or not drill's (readOwnRecord). */
 export function readUpEnded(runDirPath: string): DrillEnded | null {
   try {
-    const ended = JSON.parse(readFileSync(upEndedPath(runDirPath), "utf8")) as DrillEnded;
+    const text = readOwnRecord(upEndedPath(runDirPath));
+    if (text === null) return null;
+    const ended = JSON.parse(text) as DrillEnded;
     return typeof ended.verdict === "string" && typeof ended.at === "string" ? ended : null;
   } catch {
     return null;
   }
 }
 
+/** ForeignRecordError when drill cannot have written it: a rollback must not stop, remove or unlink on its word. */
 export function readStateFile(file: string): DrillState | null {
-  let text: string;
+  let text: string | null;
   try {
-    text = readFileSync(file, "utf8");
+    text = readOwnRecord(file);
+    if (text === null) return null;
   } catch (err) {
+    if (err instanceof ForeignRecordError) throw err;
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
     throw stateReadError(file, err);
   }

@@ -63,11 +63,31 @@ export interface DrillRunProcess extends StrayProcess {
  * pointed at a state dir without the drill must not call "nothing".
  */
 export function findDrillRunProcesses(roots: HostRoots, exclude: ReadonlySet<number> = new Set([process.pid])): DrillRunProcess[] {
-  return inspectProcesses(roots, exclude, (pid) => {
-    const environ = readEnviron(roots, pid);
-    if (environ === null || !environ.includes("DRILL_RUN_ID=")) return null;
-    return drillRunFromEnviron(environ);
+  return scanDrillRunProcesses(roots, exclude).processes;
+}
+
+/**
+ * findDrillRunProcesses, and how many processes it could not look at: the
+ * kernel lets only root (and the owner) read a process's environ, so a
+ * non-root scan is blind to other users' drills and must say so (QA: a
+ * non-root rollback said "no process of a drill up" beside root's drills).
+ * Kernel threads (kthreadd, pid 2, and its children) carry no environment.
+ */
+export function scanDrillRunProcesses(roots: HostRoots, exclude: ReadonlySet<number> = new Set([process.pid])): { processes: DrillRunProcess[]; unreadable: number } {
+  const found = inspectProcesses(roots, exclude, (pid): { runId: string; stateDir: string | null } | { unreadable: true } | null => {
+    const environ = readKernelText(roots.proc(pid, "environ"));
+    if (!environ.ok) return environ.reason.startsWith("unreadable") ? { unreadable: true } : null;
+    if (!environ.value.includes("DRILL_RUN_ID=")) return null;
+    return drillRunFromEnviron(environ.value);
   });
+  const processes = found.flatMap((p) => ("runId" in p ? [p] : []));
+  const unreadable = found.filter((p) => "unreadable" in p && !isKernelThread(roots, p.pid)).length;
+  return { processes, unreadable };
+}
+
+function isKernelThread(roots: HostRoots, pid: number): boolean {
+  const stat = readProcessStat(roots, pid);
+  return pid === 2 || (stat.ok && stat.value.ppid === 2);
 }
 
 /**

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmdirSync, rmSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, readFileSync, rmdirSync, rmSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
@@ -40,6 +40,7 @@ import { readStalls, StallWatch, stillThere } from "./stalls.js";
 import { notReadyText, readReadiness, readyTimeoutMs, type Readiness } from "./ready.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 import { makeDirs } from "../util/makeDirs.js";
+import { OWN_DIR_MODE, openOwnFile } from "../util/ownFiles.js";
 
 /** The embedded Redis outlives the children's self-exit by this much. */
 const REDIS_STOPS_LAST_MS = 30_000;
@@ -228,8 +229,8 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       writeState(stateDir, state);
     };
     // Never an existing dir (EEXIST): a run dir is nobody else's.
-    makeDirs(path.dirname(dir), 0o700);
-    mkdirSync(dir, { mode: 0o700 });
+    makeDirs(path.dirname(dir));
+    mkdirSync(dir, { mode: OWN_DIR_MODE });
     // The state dir too, absolute: a rollback pointed at another one finds them and says where to look.
     const env = { ...process.env, DRILL_RUN_ID: runId, DRILL_STATE_DIR: path.resolve(stateDir) };
 
@@ -301,7 +302,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       // Files of the hog and the worker: one directory per run, removed by rollback.
       state.fileDir = path.join(options.fileDir, `drill-${runId}`);
       save();
-      makeDirs(state.fileDir, 0o700);
+      makeDirs(state.fileDir);
 
       const selfExitMs = drill.duration + SELF_EXIT_GRACE_MS;
       const globalArgs = ["--procfs", options.procfs, "--sysfs", options.sysfs, "--state-dir", stateDir];
@@ -1118,8 +1119,8 @@ function fillPid(roots: HostRoots, record: ProcessRecord, pid: number): void {
 /** A drill child: its own session (Ctrl-C on `up` must not kill it), output to files in the run's dir. */
 function spawnDrill(args: string[], outFile: string, errFile: string, env: NodeJS.ProcessEnv) {
   const bin = path.join(findPackageRoot(), "bin", "drill.js");
-  const out = openSync(outFile, "a");
-  const err = openSync(errFile, "a");
+  const out = openOwnFile(outFile, "a");
+  const err = openOwnFile(errFile, "a");
   try {
     const child = spawn(process.execPath, [bin, ...args], { detached: true, stdio: ["ignore", out, err], env });
     child.unref();

@@ -24,7 +24,8 @@ export class Recording {
       // A FIFO with no reader would hold the open (and --once) forever; a socket cannot be opened.
       const kind = existingKind(file);
       if (kind !== null) throw new UsageError(`--record: ${file} is a ${kind}, not a file: watch appends JSON lines to a file`);
-      fd = openSync(file, "a+");
+      // Not group or world writable, whatever the umask (QA: umask 000); the operator's file: readable.
+      fd = openSync(file, "a+", 0o644);
     } catch (err) {
       if (err instanceof UsageError) throw err;
       const code = (err as NodeJS.ErrnoException).code ?? "";

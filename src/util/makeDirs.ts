@@ -1,6 +1,7 @@
-import { mkdirSync, statfsSync, statSync } from "node:fs";
+import { chmodSync, mkdirSync, statfsSync, statSync } from "node:fs";
 import path from "node:path";
 import { KERNEL_FS_MAGIC } from "../host/filesystem.js";
+import { OWN_DIR_MODE } from "./ownFiles.js";
 
 /**
  * `mkdir -p` one directory at a time; returns the first directory it made
@@ -12,8 +13,9 @@ import { KERNEL_FS_MAGIC } from "../host/filesystem.js";
  * with the directory that refused it as `path`. Nothing is made on a kernel
  * filesystem (ENOTSUP): under cgroupfs every directory would be a cgroup, left
  * behind when the write that follows fails (QA: --state-dir /sys/fs/cgroup/memory/x).
+ * Every directory it makes is drill's own: OWN_DIR_MODE, whatever the umask.
  */
-export function makeDirs(dir: string, mode?: number): string | undefined {
+export function makeDirs(dir: string): string | undefined {
   const missing: string[] = [];
   for (let at = path.resolve(dir); ; ) {
     const found = statSync(at, { throwIfNoEntry: false });
@@ -31,7 +33,8 @@ export function makeDirs(dir: string, mode?: number): string | undefined {
   let first: string | undefined;
   for (const at of missing.reverse()) {
     try {
-      mkdirSync(at, { mode });
+      mkdirSync(at, { mode: OWN_DIR_MODE });
+      chmodSync(at, OWN_DIR_MODE); // exactly: mkdir takes the umask's bits off
     } catch (err) {
       // Made by someone else meanwhile (two drills starting at once): theirs is as good.
       if ((err as NodeJS.ErrnoException).code === "EEXIST" && statSync(at, { throwIfNoEntry: false })?.isDirectory()) continue;

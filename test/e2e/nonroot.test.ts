@@ -104,4 +104,15 @@ describe("non-root runs (RELIABILITY 18)", () => {
       hog.kill("SIGKILL");
     }
   });
+
+  it("rollback with nothing to do does not claim no drill runs on the host: it could not look at root's processes (QA AB 5)", async (ctx) => {
+    if (reason) return ctx.skip();
+    const r = await asNobody(["--state-dir", path.join(tmp, "empty"), "rollback"]);
+    expect(r.exitCode, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toMatch(
+      new RegExp(`^nothing to roll back: no drill in ${path.join(tmp, "empty")}, and no process of a drill up among the processes this user can look at; could not look at [1-9]\\d* process(es)? of other users .*: run as root to see drills of other users$`),
+    );
+    const json = await asNobody(["--json", "--state-dir", path.join(tmp, "empty"), "rollback"]);
+    expect((JSON.parse(json.stdout) as { unseen_processes: number }).unseen_processes).toBeGreaterThan(0);
+  });
 });

@@ -28,9 +28,9 @@ describe("makeDirs", () => {
 
   it("makes every missing directory and returns the first it made; undefined when all were there", () => {
     const dir = path.join(root, "a", "b", "c");
-    expect(makeDirs(dir, 0o700)).toBe(path.join(root, "a"));
+    expect(makeDirs(dir)).toBe(path.join(root, "a"));
     expect(existsSync(dir)).toBe(true);
-    expect(makeDirs(dir, 0o700)).toBeUndefined();
+    expect(makeDirs(dir)).toBeUndefined();
   });
 
   it("a file in the way is ENOTDIR naming it", () => {

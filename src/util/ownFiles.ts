@@ -1,0 +1,96 @@
+import { closeSync, constants, fchmodSync, fstatSync, openSync, readFileSync, statSync } from "node:fs";
+import path from "node:path";
+import { DrillError, ExitCode } from "../errors.js";
+
+/**
+ * Drill's own dirs and files under --state-dir (records, locks, logs, the
+ * embedded Redis's dir): the owner's alone, set explicitly, not left to the
+ * umask. QA: under umask 000 they were world-writable, and a record another
+ * user wrote there made root's rollback kill an unrelated cgroup's tasks.
+ */
+export const OWN_DIR_MODE = 0o700;
+export const OWN_FILE_MODE = 0o600;
+
+/** Opens one of drill's own files (`flags` as openSync's), created or already there, with OWN_FILE_MODE whatever the umask. */
+export function openOwnFile(file: string, flags: string): number {
+  const fd = openSync(file, flags, OWN_FILE_MODE);
+  try {
+    fchmodSync(fd, OWN_FILE_MODE);
+  } catch (err) {
+    closeSync(fd);
+    throw err;
+  }
+  return fd;
+}
+
+/** Who may have written a file or dir: its owner and mode (st_uid, st_mode). */
+export interface WrittenBy {
+  uid: number;
+  mode: number;
+}
+
+/** Why a record cannot be taken as drill's own, each with its fix; empty when it can. */
+export type RecordDistrust = Array<{ reason: string; fix: string }>;
+
+/**
+ * Drill acts on a record (kills its pids, removes its cgroup, unlinks its
+ * files, talks to its Redis) only if it can have written it: the file and
+ * its dir owned by the user running drill (`euid`) or by root, and neither
+ * writable by other users. Another user's file, or one in a dir others can
+ * write (where they can put or replace one), may be forged.
+ */
+export function recordDistrust(file: string, written: WrittenBy, dir: WrittenBy, euid: number): RecordDistrust {
+  const dirPath = path.dirname(file);
+  const who = euid === 0 ? "not root, who runs drill" : `neither root nor the user running drill (uid ${euid})`;
+  const owner = (uid: number) => uid === euid || uid === 0;
+  const mode = (m: number) => `mode ${(m & 0o7777).toString(8).padStart(4, "0")}`;
+  const distrust: RecordDistrust = [];
+  if (!owner(written.uid)) distrust.push({ reason: `it is owned by uid ${written.uid}, ${who}`, fix: `chown ${euid} ${file}` });
+  if ((written.mode & 0o022) !== 0) distrust.push({ reason: `other users can write it (${mode(written.mode)})`, fix: `chmod go-w ${file}` });
+  if (!owner(dir.uid)) distrust.push({ reason: `its dir ${dirPath} is owned by uid ${dir.uid}, ${who}`, fix: `chown ${euid} ${dirPath}` });
+  if ((dir.mode & 0o022) !== 0) distrust.push({ reason: `other users can write its dir ${dirPath} (${mode(dir.mode)})`, fix: `chmod go-w ${dirPath}` });
+  return distrust;
+}
+
+/** A record drill did not write (recordDistrust): exit 4, as any record a rollback cannot act on. */
+export class ForeignRecordError extends DrillError {
+  readonly file: string;
+  constructor(file: string, distrust: RecordDistrust) {
+    const fixes = distrust.map((d) => d.fix).join(" and ");
+    super(
+      `${file} is not a record drill wrote: ${distrust.map((d) => d.reason).join("; ")}. Nothing is done on its word: ` +
+        `check what it names and who put it there; remove it if it is not drill's, or if it is, ${fixes}; then run drill again`,
+      ExitCode.rollbackIncomplete,
+    );
+    this.name = "ForeignRecordError";
+    this.file = file;
+  }
+}
+
+/**
+ * The text of one of drill's records (state.json, a cgroup marker, a hog or
+ * served-queue record, a lock), or null when there is none. One place for
+ * every record drill acts on: ForeignRecordError when drill cannot have
+ * written it (recordDistrust), or it is no plain file (a link or a FIFO
+ * drill never makes). Other errors (EACCES) are thrown as they come.
+ */
+export function readOwnRecord(file: string, euid = process.geteuid?.() ?? 0): string | null {
+  let fd: number;
+  try {
+    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return null;
+    if (code === "ELOOP") throw new ForeignRecordError(file, [{ reason: "it is a symbolic link (drill writes none)", fix: "put the file it points to in its place" }]);
+    throw err;
+  }
+  try {
+    const written = fstatSync(fd);
+    if (!written.isFile()) throw new ForeignRecordError(file, [{ reason: "it is not a plain file (drill writes only those)", fix: "put drill's file in its place" }]);
+    const distrust = recordDistrust(file, written, statSync(path.dirname(file)), euid);
+    if (distrust.length > 0) throw new ForeignRecordError(file, distrust);
+    return readFileSync(fd, "utf8");
+  } finally {
+    closeSync(fd);
+  }
+}
