@@ -471,7 +471,13 @@ export function unreadableRecords(stateDir: string, name?: string): Array<{ file
       return [{ file, name: named, problem: foreign ?? error ?? "not a drill record", foreign: foreign !== null }];
     });
   // A served-queue record only adds a hint (unreadable, it is skipped): one not drill's is said, as it names a Redis to reach.
-  const foreignServed = read(servedDir(stateDir), isServedQueueRecord).filter((bad) => bad.foreign);
+  // A served dir that cannot be listed (a file named `served`) is said where its hints are read (listServedQueues), not here.
+  let foreignServed: ReturnType<typeof read> = [];
+  try {
+    foreignServed = read(servedDir(stateDir), isServedQueueRecord).filter((bad) => bad.foreign);
+  } catch {
+    // unlistable: no record in it to distrust
+  }
   return [...read(path.join(stateDir, "cgroups"), isMarker), ...read(hogsDir(stateDir), isHogRecord), ...foreignServed];
 }
 

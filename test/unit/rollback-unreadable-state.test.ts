@@ -32,7 +32,8 @@ describe("a drill whose state.json cannot be read", () => {
   });
 
   it.each([
-    ["a symlink loop", "looped", /^cannot read \S+\/looped\/state\.json: ELOOP/],
+    // A symlink is no record drill wrote (readOwnRecord opens with O_NOFOLLOW): refused as such, not read.
+    ["a symlink loop", "looped", /^\S+\/looped\/state\.json is not a record drill wrote: it is a symbolic link/],
     ["a torn file", "torn", /^\S+\/torn\/state\.json is not a drill state file/],
   ])("%s: rollback lists it with its failed step, left, nothing rolled back", async (_label, name, problem) => {
     if (name === "looped") loop(name);
