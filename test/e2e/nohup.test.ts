@@ -26,9 +26,10 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 /**
  * `drill watch --json` started in the background on a pty, `prefix` before it
- * (nohup or nothing); once it has printed a sample, SIGHUP then SIGTERM, sent
- * together: pending at once, the kernel delivers SIGHUP first, so an exit of
- * 129 says SIGHUP stopped it and 143 that it was ignored.
+ * (nohup or nothing); once it has printed a sample, SIGHUP. Stopped by it, it
+ * exits 129; ignoring it, it prints three more samples (the signal long
+ * dispatched by then), and a SIGTERM after that ends it, 143. (Sent together,
+ * node may dispatch SIGTERM first.)
  */
 async function hungUpThenTerminated(prefix: string, dir: string) {
   mkdirSync(dir, { recursive: true });
@@ -40,7 +41,11 @@ async function hungUpThenTerminated(prefix: string, dir: string) {
     `${prefix} ${drill.map(quote).join(" ")}${out} &`,
     "pid=$!",
     `for i in $(seq 400); do grep -q '^{' ${sampled} 2>/dev/null && break; sleep 0.05; done`,
-    "kill -HUP $pid; kill -TERM $pid; wait $pid; echo \"drill exited $?\"",
+    "kill -HUP $pid",
+    `n=$(grep -c '^{' ${sampled})`,
+    `for i in $(seq 400); do kill -0 $pid 2>/dev/null || break; [ $(grep -c '^{' ${sampled}) -ge $((n + 3)) ] && break; sleep 0.05; done`,
+    "kill -0 $pid 2>/dev/null && kill -TERM $pid",
+    "wait $pid; echo \"drill exited $?\"",
   ].join("\n");
   const r = await execa("script", ["-qfec", `bash -c ${quote(shell)}`, "/dev/null"], { reject: false, timeout: 40_000, env: { NO_COLOR: "1" } });
   return { out: r.stdout, exit: Number(/drill exited (\d+)/.exec(r.stdout)?.[1] ?? NaN), file: readFileSync(path.join(dir, sampled), "utf8") };
