@@ -193,6 +193,19 @@ export function tempStateDir(): string {
   return mkdtempSync(path.join(os.tmpdir(), "drill-state-"));
 }
 
+/** Why `chattr +i` (an immutable dir, refusing writes as a full disk does) cannot be tested here, or null: ext4, xfs have it; tmpfs, overlayfs not. */
+export function immutableSkipReason(): string | null {
+  const dir = tempStateDir();
+  try {
+    const set = spawnSync("chattr", ["+i", dir]);
+    if (set.status !== 0) return `chattr +i not supported on ${os.tmpdir()}: ${set.stderr?.toString().trim() || set.error?.message}`;
+    spawnSync("chattr", ["-i", dir]);
+    return null;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /**
  * Always leaves the host clean: drill's teardown first, then (for cgroups a
  * test made by hand) SIGKILL whatever is listed and rmdir, deepest first.

@@ -3,24 +3,11 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, rmSync 
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { runDrill } from "../helpers/cli.js";
-import { cgroupDirsLeft, forceCleanup, realCgroupSkipReason, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
+import { cgroupDirsLeft, forceCleanup, immutableSkipReason, realCgroupSkipReason, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
 import { readProcessStat } from "../../src/host/process.js";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { readState, writeState, type DrillState } from "../../src/drill/state.js";
 import type { WorkerCgroup } from "../../src/cgroup/paths.js";
-
-/** chattr +i works on the temp dir's filesystem (ext4, xfs; not tmpfs or overlayfs). */
-function immutableSkipReason(): string | null {
-  const dir = tempStateDir();
-  try {
-    const set = spawnSync("chattr", ["+i", dir]);
-    if (set.status !== 0) return `chattr +i not supported here: ${set.stderr?.toString().trim() || set.error?.message}`;
-    spawnSync("chattr", ["-i", dir]);
-    return null;
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
 
 const skip = realCgroupSkipReason() ?? immutableSkipReason();
 if (skip) console.warn(`skipping rollback-on-a-refusing-state-dir tests: ${skip}`);
