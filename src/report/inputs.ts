@@ -2,6 +2,7 @@ import { jsonObjectOf } from "../util/jsonObject.js";
 import type { DrillEnded, OomKillReading } from "../drill/state.js";
 import { CGROUP_ABSENT_REASON, PARTIAL_ADMITTED_SCAN } from "../sampler/step.js";
 import { parseSeq, SEQ_RULE } from "../queue/seq.js";
+import { JOB_FIELD_RULES } from "../queue/job.js";
 
 /**
  * What `drill report` summarises, as plain values: the decision stream, the
@@ -319,8 +320,11 @@ export function sortJobLists(lists: JobList[]): JobList[] {
 export function jobIdOf(entry: Buffer | string): string | null {
   const record = jsonObjectOf(entry);
   if (record === null) return null;
-  if (typeof record.id === "string" && record.id !== "") return record.id;
-  if (typeof record.id === "number" && Number.isFinite(record.id)) return String(record.id);
+  // A dead entry's id is the one the gate took: null where it refused the payload's (QA: "a|b\nc" counted as a job).
+  if (record.id === null && typeof record.payload === "string") return null;
+  const id = typeof record.id === "number" && Number.isFinite(record.id) ? String(record.id) : record.id;
+  // An id the job's rule refuses is no job's id, whichever list holds it: it will be (or was) dead-lettered.
+  if (typeof id === "string" && id !== "") return JOB_FIELD_RULES.id(id) === null ? id : null;
   if (typeof record.payload === "string") return jobIdOf(record.payload);
   return null;
 }

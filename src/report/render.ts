@@ -402,8 +402,22 @@ function heading(r: Report): { title: string; facts: string[] } {
 
 // ---- markdown ---------------------------------------------------------------
 
+/**
+ * Prose for markdown, shown as written: paths, payload excerpts and ids hold
+ * `*`, `_`, `<`, `[` that a renderer would turn into emphasis, HTML or links
+ * (QA: `/tmp/_rec_*x*.jsonl` rendered as `/tmp/<em>rec</em>…`). Only what
+ * CommonMark would read is escaped: an `_` inside a word never opens
+ * emphasis, so `cg_psi_mem_some_rate` stays readable in the raw note.
+ */
+export function mdText(text: string): string {
+  return text
+    .replace(/\r?\n/g, " ")
+    .replace(/[\\`*<[\]~|]|&(?=#?[A-Za-z0-9]+;)/g, (c) => `\\${c}`)
+    .replace(/_/g, (c, at: number, all: string) => (/[A-Za-z0-9]/.test(all[at - 1] ?? "") && /[A-Za-z0-9]/.test(all[at + 1] ?? "") ? c : `\\${c}`));
+}
+
 function mdCell(cell: Cell): string {
-  if (typeof cell === "string") return cell.replace(/\|/g, "\\|").replace(/\n/g, " ");
+  if (typeof cell === "string") return mdText(cell);
   // A backtick inside would end the code span: use a longer fence.
   const fence = cell.code.includes("`") ? "``" : "`";
   return `${fence}${cell.code.replace(/\|/g, "\\|")}${fence}`;
@@ -413,7 +427,7 @@ export function renderMarkdown(r: Report): string {
   const lines: string[] = [];
   const head = heading(r);
   lines.push(`## ${head.title}`, "", `> **${r.label}**`, "");
-  for (const fact of head.facts) lines.push(`- ${fact}`);
+  for (const fact of head.facts) lines.push(`- ${mdText(fact)}`);
   for (const s of sections(r)) {
     lines.push("", `### ${s.title}`, "");
     for (const b of s.before ?? []) lines.push(mdCell(b), "");

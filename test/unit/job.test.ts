@@ -165,3 +165,17 @@ describe("a payload after a UTF-8 byte order mark", () => {
     expect(jobIdOf(JSON.stringify({ reason: "x", payload: withMark.toString("utf8") }))).toBe(good.id);
   });
 });
+
+// QA: a dead entry the gate wrote with id null (it refused "a|b\nc") was counted as job "a|b\nc" by the report,
+// whose text output then broke its line at the newline.
+describe("an id the gate refused", () => {
+  it("is no job id to the report, on a dead entry or on a list", () => {
+    const refused = JSON.stringify({ ...good, id: "a|b\nc" });
+    expect(jobIdOf(JSON.stringify({ reason: "invalid_field id", id: null, gate: "g", ts: NOW, payload_bytes: refused.length, payload: refused }))).toBeNull();
+    expect(jobIdOf(refused)).toBeNull();
+    expect(jobIdOf(JSON.stringify({ reason: "x", payload: refused }))).toBeNull();
+    // The gate's own id on a dead entry stays the entry's id, and a number is the id it reads as.
+    expect(jobIdOf(JSON.stringify({ reason: "invalid_field prompt_tokens", id: good.id, gate: "g", ts: NOW, payload_bytes: 2, payload: "{}" }))).toBe(good.id);
+    expect(jobIdOf(JSON.stringify({ ...good, id: 7 }))).toBe("7");
+  });
+});

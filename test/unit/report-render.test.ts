@@ -66,6 +66,15 @@ describe("markdown", () => {
     const out = renderMarkdown(report({ gatherNotes: ["a|b"] }));
     expect(out).toContain("- a\\|b");
   });
+  // QA: a recording path and a payload excerpt went into the prose as written, and a renderer made them emphasis and HTML.
+  it("shows paths and payload text as written: what CommonMark would read is escaped, a word's own _ is not", () => {
+    const note = 'head of q is not a valid job (invalid_field prompt_tokens: not "_a_ *b* |c <b>x</b> [l](u) ~s~ &amp; `t`")';
+    const out = renderMarkdown(report({ gatherNotes: [note, "cg_psi_mem_some_rate from /tmp/_rec_*x*.jsonl\\n2nd line"] }));
+    expect(out).toContain('- head of q is not a valid job (invalid_field prompt_tokens: not "\\_a\\_ \\*b\\* \\|c \\<b>x\\</b> \\[l\\](u) \\~s\\~ \\&amp; \\`t\\`")');
+    expect(out).toContain("- cg_psi_mem_some_rate from /tmp/\\_rec\\_\\*x\\*.jsonl\\\\n2nd line");
+    const split = renderMarkdown(report({ gatherNotes: ["one\ntwo"] }));
+    expect(split).toContain("- one two");
+  });
   it(`lists at most ${COST_ROWS_SHOWN} jobs, says how many more`, () => {
     const done = Array.from({ length: COST_ROWS_SHOWN + 5 }, (_, i) => ({
       id: String(i),
