@@ -61,12 +61,24 @@ export class InterruptedError extends DrillError {
   }
 }
 
+/**
+ * What a refusal's errno means, in the words of strerror(3), for an operator
+ * who does not know the codes by heart; null for any other code.
+ */
+export function refusalMeaning(code: string | undefined): string | null {
+  if (code === "EACCES") return "permission denied";
+  if (code === "EPERM") return "operation not permitted";
+  if (code === "EROFS") return "read-only file system";
+  return null;
+}
+
 /** Turns EACCES/EPERM/EROFS on a kernel file into one line that names the file. */
 export function kernelWriteError(file: string, err: unknown, what = "write"): DrillError {
   const code = (err as NodeJS.ErrnoException | undefined)?.code;
-  if (code === "EACCES" || code === "EPERM" || code === "EROFS") {
+  const meaning = refusalMeaning(code);
+  if (meaning !== null) {
     return new DrillError(
-      `cannot ${what} ${file}: ${code} (run as root, or on a host whose cgroup tree is writable)`,
+      `cannot ${what} ${file}: ${code} (${meaning}: run as root, or on a host whose cgroup tree is writable)`,
       ExitCode.failed,
       { cause: err },
     );

@@ -37,7 +37,8 @@ export function sameNameUnderSelf(roots: HostRoots, asked: WorkerCgroup, stateDi
  * when the cgroup is there.
  */
 export function absentCgroupHint(who: string, stays: string, roots: HostRoots, stateDir: string, name: string, cgroup: Reading<WorkerCgroup>): string | null {
-  if (!cgroup.ok) return `${who}: no cgroup ${name} to sample: ${cgroup.file}: ${cgroup.reason}; ${stays}`;
+  // Not found where to look (the cgroup may well be there): the file that did not read, not the cgroup's absence.
+  if (!cgroup.ok) return `${who}: cannot tell where cgroup ${name} is: ${cgroup.file}: ${cgroup.reason}; ${stays}`;
   if (existsSync(cgroup.value.limits.dir)) return null;
   const looked = cgroup.value.dirs.map((d) => d.dir).join(", ");
   const underSelf = sameNameUnderSelf(roots, cgroup.value, stateDir);

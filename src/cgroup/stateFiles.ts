@@ -2,13 +2,13 @@ import { createHash, randomBytes } from "node:crypto";
 import { closeSync, existsSync, fsyncSync, linkSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fsyncDir } from "../util/fsyncDir.js";
-import { DrillError, RefusedError } from "../errors.js";
+import { DrillError, RefusedError, refusalMeaning } from "../errors.js";
 import { HostRoots } from "../host/kernelFile.js";
 import { isSameProcess, readProcessStat } from "../host/process.js";
 import type { CgroupLayoutKind } from "./layout.js";
 import type { CgroupDir, WorkerCgroup } from "./paths.js";
 import { makeDirs } from "../util/makeDirs.js";
-import { ForeignRecordError, openOwnFile, readOwnRecord } from "../util/ownFiles.js";
+import { ForeignRecordError, openOwnFile, readOwnRecord, RecordReadError, recordReadError } from "../util/ownFiles.js";
 
 /**
  * Drill's own records of what it created, under --state-dir:
@@ -113,8 +113,8 @@ export function stateDirError(action: string, file: string, err: unknown, isRoot
 function stateDirAdvice(code: string, isRoot: boolean): string {
   if (code === "EROFS") return "a read-only filesystem: give --state-dir a writable directory";
   if (code === "ENOSPC" || code === "EDQUOT") return "no space left there: free some, or give --state-dir a directory on another disk";
-  if ((code === "EACCES" || code === "EPERM") && isRoot) return "refused to root too: a read-only or restricted mount, an immutable file or a security policy; give --state-dir a directory you can write";
-  if (code === "EACCES" || code === "EPERM") return "run as root, or give --state-dir a directory you can write";
+  if ((code === "EACCES" || code === "EPERM") && isRoot) return `${refusalMeaning(code)}: refused to root too: a read-only or restricted mount, an immutable file or a security policy; give --state-dir a directory you can write`;
+  if (code === "EACCES" || code === "EPERM") return `${refusalMeaning(code)}: run as root, or give --state-dir a directory you can write`;
   if (code === "ENOTSUP") return "a kernel filesystem (procfs, sysfs, cgroupfs), where a directory is no place for files (under cgroupfs it is a cgroup): give --state-dir a directory on a disk";
   if (code === "ENOTDIR") return "a file stands where drill keeps a directory: move it aside, or give --state-dir another directory";
   if (code === "ENOENT") return "nothing can be made there (under /proc, say), or it was removed meanwhile: give --state-dir a directory you can write";
@@ -127,8 +127,7 @@ function readJson(file: string): unknown {
     return text === null ? null : (JSON.parse(text) as unknown);
   } catch (err) {
     if (err instanceof ForeignRecordError) throw err;
-    const detail = err instanceof Error ? err.message : String(err);
-    throw new DrillError(`cannot read state file ${file}: ${detail}`, undefined, { cause: err });
+    throw recordReadError(file, err);
   }
 }
 
@@ -436,8 +435,10 @@ function listJson(dir: string): ListedRecord[] {
   try {
     names = readdirSync(dir);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
-    throw stateDirError("read", dir, err); // ELOOP, ENAMETOOLONG, EACCES: said, not a stack trace
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return [];
+    // A dir of root's (0700) says whose it is; ELOOP, ENOTDIR, ENAMETOOLONG what to do about the state dir: not a stack trace.
+    throw code === "EACCES" || code === "EPERM" ? recordReadError(dir, err) : stateDirError("read", dir, err);
   }
   return names
     .filter((name) => name.endsWith(".json"))
@@ -453,6 +454,24 @@ function listJson(dir: string): ListedRecord[] {
         return [{ file, value: null, error: (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err)), foreign: null }];
       }
     });
+}
+
+/**
+ * The record dirs (cgroups/, hogs/) this user cannot even list (a non-root
+ * rollback of root's state dir, each 0700): what they record is unknown, so
+ * a rollback says them and is not complete, rather than fail before it
+ * looked at anything else.
+ */
+export function unlistableRecordDirs(stateDir: string): RecordReadError[] {
+  return [path.join(stateDir, "cgroups"), hogsDir(stateDir)].flatMap((dir) => {
+    try {
+      listJson(dir);
+      return [];
+    } catch (err) {
+      if (err instanceof RecordReadError) return [err];
+      throw err;
+    }
+  });
 }
 
 /**

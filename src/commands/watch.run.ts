@@ -1,15 +1,14 @@
 import path from "node:path";
-import { detectLayout } from "../cgroup/layout.js";
 import { effectiveLimitFrom, limitFileName, parseLimit } from "../cgroup/memoryFiles.js";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
-import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
-import { recordedWorkerCgroup } from "../cgroup/teardown.js";
+import type { WorkerCgroup } from "../cgroup/paths.js";
+import { locateWorkerCgroup } from "../gate/workerCgroup.js";
 import { absentCgroupHint } from "../cgroup/elsewhere.js";
 import { commandRedis, hostRoots, type GlobalOptions } from "../context.js";
 import { readState } from "../drill/state.js";
 import { DrillError, InterruptedError, UsageError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
-import { fail, ok, readKernelText, type HostRoots, type Reading } from "../host/kernelFile.js";
+import { readKernelText, type Reading } from "../host/kernelFile.js";
 import { statFieldsAfterComm } from "../host/process.js";
 import { consoleOutput } from "../output.js";
 import { queueKeys, validateKeyPart } from "../queue/keys.js";
@@ -20,24 +19,10 @@ import { QueueReader, readSample } from "../sampler/read.js";
 import { fieldsOfKey, type QueueRaw } from "../sampler/step.js";
 import { NO_REJECTS, rejectBatchLines } from "../sampler/rejects.js";
 import { LiveView, formatAlarmEvent, formatSampleLine, type ViewSize } from "../sampler/render.js";
-import type { ParentSpec } from "../cgroup/names.js";
 import { formatBytes, parseDuration, parsePositiveDuration, parsePsiLimit, parsePercent, parsePositiveInt } from "../units.js";
 import type { WatchOptions } from "./watch.js";
 import { refusalHint } from "../queue/refusal.js";
 import { tlsHint } from "../queue/redis.js";
-
-/** The worker cgroup to watch; its absence (or no hierarchy at all) is a missing signal, not an error. */
-function workerCgroup(roots: HostRoots, stateDir: string, name: string, parent: ParentSpec, parentGiven: boolean): Reading<WorkerCgroup> {
-  const layout = detectLayout(roots);
-  if (!layout.ok) return layout;
-  try {
-    // drill's record of the cgroup first: the unified twin sits under whoever ran setup.
-    const computed = resolveWorkerCgroup(roots, layout.value, name, parent);
-    return ok(recordedWorkerCgroup(computed, stateDir, parentGiven) ?? computed);
-  } catch (err) {
-    return fail(roots.proc("self", "cgroup"), err instanceof Error ? err.message : String(err));
-  }
-}
 
 /**
  * cg_mem_max is the cgroup's own limit; an ancestor's tighter one is where the
@@ -243,11 +228,12 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
     hostClass: validateKeyPart(options.hostClass, "--host-class"),
   };
   const name = validateCgroupName(options.name);
-  const parent = validateParent(options.parent);
+  validateParent(options.parent); // exit 2 before Redis is reached
   const keys = queueKeys(options.queue);
   const { url: redisUrl, drills: redisDrills } = await commandRedis(g, { queue: keys.queue, cgroupName: name });
   const roots = hostRoots(g);
-  const cgroup = workerCgroup(roots, g.stateDir, name, parent, options.parent !== undefined);
+  // Its absence (or no hierarchy at all, or no record of it to read) is a missing signal, not an error.
+  const cgroup = locateWorkerCgroup(roots, g.stateDir, name, options.parent);
 
   const output = consoleOutput(g.color);
   // --once is one line on a terminal too: a view drawn once and left is a frame to scroll past, not a reading.

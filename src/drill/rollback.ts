@@ -5,7 +5,7 @@ import { requireLayout, type CgroupLayout } from "../cgroup/layout.js";
 import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, workerCgroupFromDirs } from "../cgroup/paths.js";
 import { TERM_GRACE_MS, teardownWorkerCgroup, withDescendants, type TeardownResult } from "../cgroup/teardown.js";
-import { discardHogRecord, listHogRecords, listMarkers, unreadableRecords } from "../cgroup/stateFiles.js";
+import { discardHogRecord, listHogRecords, listMarkers, unlistableRecordDirs, unreadableRecords } from "../cgroup/stateFiles.js";
 import { DrillError, RefusedError, RollbackIncompleteError } from "../errors.js";
 import { previousModeText } from "../gate/policy.js";
 import type { HostRoots } from "../host/kernelFile.js";
@@ -556,6 +556,11 @@ export interface CgroupRollback {
  * drill that is up holds one). `name`: only the cgroup of that name.
  */
 export async function rollbackStandaloneCgroups(roots: HostRoots, stateDir: string, name?: string): Promise<CgroupRollback[]> {
+  const unlistable = unlistableRecordDirs(stateDir);
+  if (unlistable.length > 0) {
+    const detail = (err: Error) => `${err.message}; what is recorded there (cgroups, hogs), if anything, is left as it is`;
+    return unlistable.map((err) => ({ name: name ?? "?", dirs: [], step: { step: "read records", ok: false, detail: detail(err) }, queuesServed: [] }));
+  }
   const markers = listMarkers(stateDir).filter(({ marker }) => marker.owner === undefined && (name === undefined || marker.name === name));
   const done: CgroupRollback[] = [];
   // Read once; without a hierarchy each marker is left, and says why.

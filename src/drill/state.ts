@@ -1,11 +1,11 @@
-import { readdirSync, statSync, type Stats } from "node:fs";
+import { readdirSync, statSync } from "node:fs";
 import path from "node:path";
 import { stateDirError, writeJsonDurably } from "../cgroup/stateFiles.js";
 import { DrillError, UsageError } from "../errors.js";
 import { redactUrl } from "../context.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { isSameProcess } from "../host/process.js";
-import { ForeignRecordError, readOwnRecord } from "../util/ownFiles.js";
+import { ForeignRecordError, readOwnRecord, recordReadError } from "../util/ownFiles.js";
 
 /**
  * `<state-dir>/<name>/state.json`: what `drill up` intends and what exists.
@@ -206,7 +206,7 @@ export function readStateFile(file: string): DrillState | null {
   } catch (err) {
     if (err instanceof ForeignRecordError) throw err;
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
-    throw stateReadError(file, err);
+    throw recordReadError(file, err);
   }
   try {
     const state = JSON.parse(text) as DrillState;
@@ -214,31 +214,6 @@ export function readStateFile(file: string): DrillState | null {
     return state;
   } catch (err) {
     throw new DrillError(`${file} is not a drill state file (${(err as Error).message}); move it aside to continue`);
-  }
-}
-
-/**
- * A state file that did not read: EACCES names whose it is and to run as that
- * user (up makes a drill dir 0700: another user cannot even see its state.json).
- */
-function stateReadError(file: string, err: unknown, isRoot = process.geteuid?.() === 0): DrillError {
-  const code = (err as NodeJS.ErrnoException).code;
-  if (code !== "EACCES" && code !== "EPERM") return new DrillError(`cannot read ${file}: ${(err as Error).message}`, undefined, { cause: err });
-  // The file's owner, else (its dir refused even a stat) the drill dir's.
-  const seen = [file, path.dirname(file)].flatMap((at) => {
-    const st = statOrNull(at);
-    return st === null ? [] : [{ at, uid: st.uid, mode: st.mode & 0o777 }];
-  })[0];
-  const whose = seen === undefined ? "" : `${seen.at} is ${seen.uid === 0 ? "root" : `uid ${seen.uid}`}'s, mode ${seen.mode.toString(8).padStart(4, "0")}: `;
-  const fix = isRoot ? "refused to root too: a restricted mount or a security policy" : seen === undefined || seen.uid === 0 ? "run as root" : `run as uid ${seen.uid} or root`;
-  return new DrillError(`cannot read ${file}: ${code} (${whose}${fix})`, undefined, { cause: err });
-}
-
-function statOrNull(file: string): Stats | null {
-  try {
-    return statSync(file);
-  } catch {
-    return null;
   }
 }
 

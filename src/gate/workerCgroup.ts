@@ -4,7 +4,8 @@ import { readCgroupSwap } from "../cgroup/memoryFiles.js";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../cgroup/paths.js";
 import { recordedWorkerCgroup } from "../cgroup/teardown.js";
-import { fail, ok, type HostRoots } from "../host/kernelFile.js";
+import { fail, ok, type HostRoots, type Reading } from "../host/kernelFile.js";
+import { ForeignRecordError, RecordReadError, recordReadError } from "../util/ownFiles.js";
 import { absentCgroupHint } from "../cgroup/elsewhere.js";
 import { readPsiFile } from "../host/psi.js";
 import { pressureFileProbe, type WorkerCgroupProbe } from "./signals.js";
@@ -12,16 +13,24 @@ import { pressureFileProbe, type WorkerCgroupProbe } from "./signals.js";
 /**
  * The worker cgroup as the gate and sidecar see it: the dirs drill recorded
  * when it made the cgroup (the unified twin sits under whoever ran setup),
- * else the ones --name/--parent compute. Null when the name does not resolve.
+ * else the ones --name/--parent compute. Failed, the file that did not read
+ * and why: drill's record of the cgroup (a non-root run of a root drill's
+ * state dir), /proc/self/cgroup (--parent self), no hierarchy at all.
  */
-export function locateWorkerCgroup(roots: HostRoots, stateDir: string, name: string, parent: string | undefined): WorkerCgroup | null {
+export function locateWorkerCgroup(roots: HostRoots, stateDir: string, name: string, parent: string | undefined): Reading<WorkerCgroup> {
   const layout = detectLayout(roots);
-  if (!layout.ok) return null;
+  if (!layout.ok) return layout;
   try {
     const computed = resolveWorkerCgroup(roots, layout.value, validateCgroupName(name), validateParent(parent));
-    return recordedWorkerCgroup(computed, stateDir, parent !== undefined) ?? computed;
-  } catch {
-    return null;
+    return ok(recordedWorkerCgroup(computed, stateDir, parent !== undefined) ?? computed);
+  } catch (err) {
+    if (err instanceof RecordReadError) {
+      // Without the record the computed dirs may be another cgroup's (its twin is under whoever ran setup): not guessed.
+      const own = recordReadError(err.file, err.cause, "give --state-dir a directory of your own and --name/--parent of a cgroup you can read");
+      return fail(own.file, own.reason);
+    }
+    if (err instanceof ForeignRecordError) return fail(err.file, err.message);
+    return fail(roots.proc("self", "cgroup"), err instanceof Error ? err.message : String(err));
   }
 }
 
@@ -49,7 +58,7 @@ export function resolveWorkerProbe(
 ): WorkerCgroupProbe | null {
   if (target.pressureFile) return pressureFileProbe(target.pressureFile);
   const cgroup = locateWorkerCgroup(roots, stateDir, target.name, target.parent);
-  return cgroup ? workerCgroupProbe(cgroup) : null;
+  return cgroup.ok ? workerCgroupProbe(cgroup.value) : null;
 }
 
 /**
@@ -64,7 +73,6 @@ export function gateSignalsHint(roots: HostRoots, stateDir: string, target: { na
     const reading = readPsiFile(target.pressureFile);
     return reading.ok ? null : `gate: --cgroup-pressure ${target.pressureFile}: ${reading.reason}; it decides on host signals alone until the file reads`;
   }
-  const cgroup = locateWorkerCgroup(roots, stateDir, target.name, target.parent);
-  const reading = cgroup ? ok(cgroup) : fail(roots.proc("self", "cgroup"), "no memory cgroup hierarchy, or --parent does not resolve");
+  const reading = locateWorkerCgroup(roots, stateDir, target.name, target.parent);
   return absentCgroupHint("gate", "it decides on host signals alone", roots, stateDir, target.name, reading);
 }

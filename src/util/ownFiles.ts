@@ -1,6 +1,6 @@
 import { closeSync, constants, fchmodSync, fstatSync, openSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
-import { DrillError, ExitCode } from "../errors.js";
+import { DrillError, ExitCode, refusalMeaning } from "../errors.js";
 
 /**
  * Drill's own dirs and files under --state-dir (records, locks, logs, the
@@ -93,4 +93,46 @@ export function readOwnRecord(file: string, euid = process.geteuid?.() ?? 0): st
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * One of drill's records that did not read, as `cannot read <file>: <reason>`.
+ * `file` and `reason` apart, for the observers (watch, gate) to list the file
+ * with its null fields rather than blame another (QA: watch named
+ * /proc/self/cgroup for a cgroup marker it could not read).
+ */
+export class RecordReadError extends DrillError {
+  readonly file: string;
+  readonly reason: string;
+  constructor(file: string, reason: string, cause: unknown) {
+    super(`cannot read ${file}: ${reason}`, ExitCode.failed, { cause });
+    this.name = "RecordReadError";
+    this.file = file;
+    this.reason = reason;
+  }
+}
+
+/**
+ * A record that did not read: EACCES names whose it is and to run as that
+ * user (up makes a drill dir 0700, the records' dirs are 0700 and their
+ * files 0600: another user cannot even see them). `orElse`: what else a
+ * user who is not root can do, for a command that can go on without it.
+ */
+export function recordReadError(file: string, err: unknown, orElse: string | null = null, isRoot = process.geteuid?.() === 0): RecordReadError {
+  const code = (err as NodeJS.ErrnoException).code;
+  const meaning = code === "EACCES" || code === "EPERM" ? refusalMeaning(code) : null;
+  if (meaning === null) return new RecordReadError(file, err instanceof Error ? err.message : String(err), err);
+  // The file's owner, else (its dir refused even a stat) the dir's.
+  const seen = [file, path.dirname(file)].flatMap((at) => {
+    try {
+      const st = statSync(at);
+      return [{ at, uid: st.uid, mode: st.mode & 0o777 }];
+    } catch {
+      return []; // its own dir refused the stat too
+    }
+  })[0];
+  const whose = seen === undefined ? "" : `${seen.at} is ${seen.uid === 0 ? "root" : `uid ${seen.uid}`}'s, mode ${seen.mode.toString(8).padStart(4, "0")}: `;
+  const runAs = seen === undefined || seen.uid === 0 ? "run as root" : `run as uid ${seen.uid} or root`;
+  const fix = isRoot ? "refused to root too: a restricted mount or a security policy" : orElse === null ? runAs : `${runAs}, or ${orElse}`;
+  return new RecordReadError(file, `${code} (${meaning}: ${whose}${fix})`, err);
 }

@@ -54,7 +54,7 @@ afterAll(() => {
 });
 
 describe("a drill dir of root's, read by another user (QA AB 4)", () => {
-  const unreadable = () => `cannot read ${stateFile}: EACCES (${path.join(stateDir, "fxdu")} is root's, mode 0700: run as root)`;
+  const unreadable = () => `cannot read ${stateFile}: EACCES (permission denied: ${path.join(stateDir, "fxdu")} is root's, mode 0700: run as root)`;
 
   it.for([
     ["gate mode reject_all", ["gate", "mode", "reject_all"]],

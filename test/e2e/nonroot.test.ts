@@ -61,7 +61,7 @@ describe("non-root runs (RELIABILITY 18)", () => {
     chmodSync(stateDir, 0o777);
     const r = await asNobody(["--state-dir", stateDir, "cgroup", "setup", "--name", "nr1", "--memory-max", "64M", "--parent", "self"]);
     expect(r.exitCode).toBe(1);
-    expect(expectOneLine(r.stderr)).toMatch(/^drill: cannot create \/sys\/fs\/cgroup\/\S*nr1: EACCES \(run as root/);
+    expect(expectOneLine(r.stderr)).toMatch(/^drill: cannot create \/sys\/fs\/cgroup\/\S*nr1: EACCES \(permission denied: run as root/);
   });
 
   it("up names the state directory it could not create, before touching anything", async (ctx) => {
@@ -71,7 +71,7 @@ describe("non-root runs (RELIABILITY 18)", () => {
     chmodSync(rootOnly, 0o700);
     const r = await asNobody(["--state-dir", rootOnly, "up"]);
     expect(r.exitCode).toBe(1);
-    expect(expectOneLine(r.stderr)).toBe(`drill: cannot create the state directory ${path.join(rootOnly, "smoke")}: EACCES (run as root, or give --state-dir a directory you can write)`);
+    expect(expectOneLine(r.stderr)).toBe(`drill: cannot create the state directory ${path.join(rootOnly, "smoke")}: EACCES (permission denied: run as root, or give --state-dir a directory you can write)`);
   });
 
   it("doctor refuses (exit 3) and says root is needed", async (ctx) => {
@@ -114,5 +114,88 @@ describe("non-root runs (RELIABILITY 18)", () => {
     );
     const json = await asNobody(["--json", "--state-dir", path.join(tmp, "empty"), "rollback"]);
     expect((JSON.parse(json.stdout) as { unseen_processes: number }).unseen_processes).toBeGreaterThan(0);
+  });
+});
+
+// QA: as nobody, watch said "no cgroup infer to sample: /proc/self/cgroup:
+// cannot read state file …: EACCES: permission denied, open '…'" (the wrong
+// file first, node's raw error after), gate blamed /proc/self/cgroup too,
+// and cgroup status/setup/teardown and inject printed the raw EACCES. What
+// nobody cannot read is root's state dir: its record dirs are 0700.
+describe("a state dir root made (its cgroups/ and hogs/ 0700), used by nobody", () => {
+  let rootState = "";
+  let records = "";
+  beforeAll(() => {
+    rootState = path.join(tmp, "root-state");
+    records = path.join(rootState, "cgroups");
+    mkdirSync(rootState);
+    chmodSync(rootState, 0o755);
+    for (const dir of [records, path.join(rootState, "hogs")]) {
+      mkdirSync(dir);
+      chmodSync(dir, 0o700);
+    }
+  });
+  const denied = (dir = records) => `EACCES \\(permission denied: ${dir} is root's, mode 0700: run as root`;
+  const marker = (name: string) => `${records}/${name}-[0-9a-f]{10}\\.json`;
+
+  it.for([
+    ["no --parent", []],
+    ["--parent self", ["--parent", "self"]],
+  ] as const)("watch --once (%s) names the record it cannot read and what to do; cg_* null, each in missing with that file", async ([, parent], ctx) => {
+    if (reason) return ctx.skip();
+    const r = await asNobody(["--json", "--state-dir", rootState, "watch", "--once", "--name", "nrw", ...parent]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const hint = r.stderr.split("\n").filter((l) => l.startsWith("watch: cannot tell where"));
+    expect(hint).toHaveLength(1);
+    expect(hint[0]).toMatch(
+      new RegExp(`^watch: cannot tell where cgroup nrw is: ${marker("nrw")}: ${denied()}, or give --state-dir a directory of your own and --name/--parent of a cgroup you can read\\); its cg_\\* fields stay null$`),
+    );
+    expect(r.stderr).not.toContain("/proc/self/cgroup");
+    const sample = JSON.parse(r.stdout) as Record<string, unknown> & { missing: Array<{ field: string; file: string; reason: string }> };
+    const cgFields = ["cg_psi_mem_some_avg10", "cg_psi_mem_some_rate", "cg_swap_current", "cg_mem_current", "cg_mem_max", "cg_mem_peak", "cg_oom_kill"];
+    for (const field of cgFields) expect(sample[field], field).toBeNull();
+    const cgMissing = sample.missing.filter((m) => m.field.startsWith("cg_"));
+    expect(cgMissing.map((m) => m.field).sort()).toEqual([...cgFields].sort());
+    for (const m of cgMissing) {
+      expect(m.file).toMatch(new RegExp(`^${marker("nrw")}$`));
+      expect(m.reason).toMatch(new RegExp(`^${denied()}`));
+    }
+  });
+
+  it("gate names the record it cannot read, not /proc/self/cgroup", async (ctx) => {
+    if (reason) return ctx.skip();
+    const r = await asNobody(["--state-dir", rootState, "gate", "--dry-run", "--duration", "1s", "--name", "nrg"]);
+    const hint = r.stderr.split("\n").filter((l) => l.startsWith("gate: "));
+    expect(hint, r.stderr).toHaveLength(1);
+    expect(hint[0]).toMatch(new RegExp(`^gate: cannot tell where cgroup nrg is: ${marker("nrg")}: ${denied()}, or give .*\\); it decides on host signals alone$`));
+  });
+
+  it.for([
+    ["cgroup status", ["cgroup", "status"]],
+    ["--json cgroup status", ["--json", "cgroup", "status"]],
+    ["cgroup setup", ["cgroup", "setup", "--memory-max", "64M"]],
+    ["cgroup teardown", ["cgroup", "teardown"]],
+    ["--json cgroup teardown", ["--json", "cgroup", "teardown"]],
+    ["inject", ["inject", "--size", "1M", "--hold", "1s"]],
+  ] as const)("%s: exit 1, one line naming the record and that root's it is; --json stdout JSON or nothing", async ([, args], ctx) => {
+    if (reason) return ctx.skip();
+    const [json, rest] = args[0] === "--json" ? [["--json"], args.slice(1)] : [[], args];
+    const r = await asNobody([...json, "--state-dir", rootState, ...rest, "--name", "nrc", "--parent", "self"]);
+    expect(r.exitCode, r.stdout + r.stderr).toBe(1);
+    const line = new RegExp(`^drill: cannot read ${marker("nrc")}: ${denied()}\\)$`);
+    expect(expectOneLine(r.stderr)).toMatch(line);
+    if (json.length === 0 || r.stdout.trim() === "") return;
+    const doc = JSON.parse(r.stdout) as { left: string[] };
+    expect(doc.left).toEqual([expect.stringMatching(new RegExp(`^cgroup nrc: cannot read ${marker("nrc")}: ${denied()}\\)$`))]);
+  });
+
+  it("rollback cannot list the records: exit 4 naming the dir, --json still JSON", async (ctx) => {
+    if (reason) return ctx.skip();
+    const r = await asNobody(["--json", "--state-dir", rootState, "rollback"]);
+    expect(r.exitCode, r.stdout + r.stderr).toBe(4);
+    const doc = JSON.parse(r.stdout) as { nothing_to_roll_back: boolean; left: string[] };
+    expect(doc.nothing_to_roll_back).toBe(false);
+    const left = (dir: string) => expect.stringMatching(new RegExp(`^cgroup \\?: cannot read ${dir}: ${denied(dir)}\\); what is recorded there \\(cgroups, hogs\\), if anything, is left as it is$`));
+    expect(doc.left).toEqual([left(records), left(path.join(rootState, "hogs"))]);
   });
 });

@@ -211,7 +211,7 @@ describe("planSetup / applySetup on fake trees", () => {
 
   it("EACCES on a kernel write is one line naming the file", () => {
     const err = enableMemoryError("/sys/fs/cgroup/x/cgroup.subtree_control", "/sys/fs/cgroup/x", Object.assign(new Error("denied"), { code: "EACCES" }));
-    expect(err.message).toBe("cannot write /sys/fs/cgroup/x/cgroup.subtree_control: EACCES (run as root, or on a host whose cgroup tree is writable)");
+    expect(err.message).toBe("cannot write /sys/fs/cgroup/x/cgroup.subtree_control: EACCES (permission denied: run as root, or on a host whose cgroup tree is writable)");
   });
 });
 

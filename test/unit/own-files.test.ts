@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { writeJsonDurably } from "../../src/cgroup/stateFiles.js";
 import { nothingToRollBackLine } from "../../src/commands/rollback.run.js";
 import { makeDirs } from "../../src/util/makeDirs.js";
-import { ForeignRecordError, openOwnFile, readOwnRecord, recordDistrust } from "../../src/util/ownFiles.js";
+import { ForeignRecordError, openOwnFile, readOwnRecord, recordDistrust, recordReadError } from "../../src/util/ownFiles.js";
 
 // QA AB 3: under umask 000 drill's state dirs and logs were world-writable, and
 // a marker another user wrote there made root's rollback kill an unrelated
@@ -138,5 +138,28 @@ describe("nothingToRollBackLine: a scan that could not read other users' process
     ],
   ])("%i unreadable, --name %s", (unreadable, named, line) => {
     expect(nothingToRollBackLine("no drill in /tmp/empty", named, unreadable)).toBe(line);
+  });
+});
+
+// QA: a non-root watch of root's state dir said "cannot read state file …:
+// EACCES: permission denied, open '…'" behind the wrong file. The error of a
+// record that did not read: the file, the errno and its meaning, whose the
+// file (or its dir) is and what to do, and `orElse` for a command that can go on.
+describe("recordReadError", () => {
+  const errno = (code: string) => Object.assign(new Error(`${code}: raw`), { code });
+  it.each([
+    ["EACCES", false, null, "EACCES (permission denied: {dir} is {whose}'s, mode 0700: run as {who})"],
+    ["EPERM", false, "pass --x", "EPERM (operation not permitted: {dir} is {whose}'s, mode 0700: run as {who}, or pass --x)"],
+    ["EACCES", true, "pass --x", "EACCES (permission denied: {dir} is {whose}'s, mode 0700: refused to root too: a restricted mount or a security policy)"],
+    ["EIO", false, "pass --x", "EIO: raw"],
+  ] as const)("%s (root %s, orElse %s)", (code, isRoot, orElse, reason) => {
+    const dir = path.join(root, `unread-${code}-${isRoot}`);
+    makeDirs(dir);
+    const file = path.join(dir, "x.json"); // not there: the dir's owner is said
+    const uid = statSync(dir).uid;
+    const who = uid === 0 ? "root" : `uid ${uid} or root`;
+    const expected = reason.replace("{dir}", dir).replace("{whose}", uid === 0 ? "root" : `uid ${uid}`).replace("{who}", who);
+    const err = recordReadError(file, errno(code), orElse, isRoot);
+    expect([err.file, err.reason, err.message, err.exitCode]).toEqual([file, expected, `cannot read ${file}: ${expected}`, 1]);
   });
 });

@@ -10,8 +10,8 @@ const errno = (code: string) => Object.assign(new Error(code), { code });
 // "EROFS (run as root, ...)" to a root operator.
 describe("stateDirError: the advice fits the error and who runs drill", () => {
   it.each([
-    ["EACCES", false, "cannot write state file /s/x/state.json: EACCES (run as root, or give --state-dir a directory you can write)"],
-    ["EACCES", true, "cannot write state file /s/x/state.json: EACCES (refused to root too: a read-only or restricted mount, an immutable file or a security policy; give --state-dir a directory you can write)"],
+    ["EACCES", false, "cannot write state file /s/x/state.json: EACCES (permission denied: run as root, or give --state-dir a directory you can write)"],
+    ["EACCES", true, "cannot write state file /s/x/state.json: EACCES (permission denied: refused to root too: a read-only or restricted mount, an immutable file or a security policy; give --state-dir a directory you can write)"],
     ["EROFS", true, "cannot write state file /s/x/state.json: EROFS (a read-only filesystem: give --state-dir a writable directory)"],
     ["ENOSPC", true, "cannot write state file /s/x/state.json: ENOSPC (no space left there: free some, or give --state-dir a directory on another disk)"],
     ["EIO", false, "cannot write state file /s/x/state.json: EIO (give --state-dir a directory you can write)"],
