@@ -184,6 +184,28 @@ describe("late jobs: each id list beside its own count", () => {
   });
 });
 
+// QA AD: "p99 against deadline: within the smallest deadline, 1272 ms to spare" beside 3 of 21 admitted jobs past their
+// deadline without a first token: those get theirs later than the deadline, so past 1 % of the jobs the p99 is over it.
+describe("p99 against deadline counts the jobs still waiting past their deadline", () => {
+  const verdictOf = (withToken: number, waiting: number | null) => {
+    const r = report();
+    const ft = { ...r.first_token!, with_first_token: withToken, p99_ms: 728, deadline_ms: { min: 2000, max: 2000 }, p99_over_deadline_ms: -1272, p99_deadline_ms: 2000, late_unfinished: waiting, late_finished: 0, late: waiting ?? 0 };
+    return renderText({ ...r, first_token: ft }, new Chalk({ level: 0 }))
+      .split("\n")
+      .find((l) => l.includes("p99 against deadline"))!;
+  };
+  it("over when they are more than 1 % of the jobs judged", () => {
+    expect(verdictOf(18, 3)).toContain("over: 3 of 21 admitted jobs passed their deadline without a first token (over 1 %); of the 18 with one: within, 1272 ms to spare");
+  });
+  it("the finished ones' verdict, with the few waiting said, under 1 %", () => {
+    expect(verdictOf(200, 1)).toContain("within, 1272 ms to spare (of the 200 with a first token; 1 of 201 passed their deadline without one, under 1 %)");
+  });
+  it("as before when none waits or the unfinished ones were not read", () => {
+    expect(verdictOf(18, 0)).toMatch(/p99 against deadline\s+within, 1272 ms to spare$/);
+    expect(verdictOf(18, null)).toMatch(/p99 against deadline\s+within, 1272 ms to spare$/);
+  });
+});
+
 describe("tokens_out split in every format", () => {
   const r = report({ stats: { tokens_out: "478", jobs_done: "1", worker_recovered: "1" }, done: [{ id: "1", firstTokenMs: 900, deadlineMs: 8000, late: false, tokensOut: 300, promptTokens: 1000, completionTokens: 300, attempt: 0, enqueueTs: NOW - 9000, firstTokenTs: NOW - 8100, doneTs: NOW - 1000 }] });
   it("text and markdown name the difference", () => {
