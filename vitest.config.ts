@@ -9,6 +9,7 @@ import { defineConfig } from "vitest/config";
  */
 const QUIET_FILES = [
   "test/unit/**/*.test.ts",
+  "test/e2e/ascii-locale.test.ts",
   "test/e2e/gate-cold-start.test.ts",
   "test/e2e/embedded-redis-shared.test.ts",
   "test/e2e/gate-dry-run.test.ts",

@@ -1,4 +1,5 @@
 import { readlinkSync } from "node:fs";
+import { asciiText, unicodeLocale } from "./charset.js";
 // `drill rollback | head` (or `drill up --json 2>&1 | head`): the reader went
 // away, the command must not. Stopped half-way, a command that changes state
 // leaves it half changed: a rollback with its embedded Redis still up and the
@@ -51,12 +52,24 @@ export function outputRefused(stream: NodeJS.WriteStream, err: NodeJS.ErrnoExcep
   return { line: `${line}; what it prints there is dropped from here, the command goes on`, survived: true };
 }
 
-/** process.stdout.write unless the reader is gone. */
-export const writeOut = (text: string): void => {
+/** Read once: the terminal drill was started on does not change its charset under it. */
+export const TERMINAL_UNICODE = unicodeLocale(process.env);
+
+/** What a person reads, in what their terminal can show (src/charset.ts). */
+export const terminalText = (text: string): string => (TERMINAL_UNICODE ? text : asciiText(text));
+
+/** process.stdout.write unless the reader is gone: lines for a person, in the terminal's charset. */
+export const writeOut = (text: string): void => writeDocument(terminalText(text));
+
+/**
+ * A --json document (or `report --format json`) as it is, whatever the
+ * locale: scripts read it, and JSON is UTF-8 by definition.
+ */
+export const writeDocument = (text: string): void => {
   if (!closed.has(process.stdout)) process.stdout.write(text);
 };
 
-/** process.stderr.write unless the reader is gone. */
+/** process.stderr.write unless the reader is gone. Nothing on stderr is a document: always in the terminal's charset. */
 export const writeErr = (text: string): void => {
-  if (!closed.has(process.stderr)) process.stderr.write(text);
+  if (!closed.has(process.stderr)) process.stderr.write(terminalText(text));
 };

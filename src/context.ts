@@ -1,5 +1,6 @@
 import { statSync } from "node:fs";
 import path from "node:path";
+import { writeErr } from "./closedStdout.js";
 import { UsageError } from "./errors.js";
 import { HostRoots } from "./host/kernelFile.js";
 import type { RedisWant } from "./drill/state.js";
@@ -132,7 +133,7 @@ export function redactUrl(url: string): string {
 export async function commandRedisUrl(
   g: Pick<GlobalOptions, "redisUrl" | "stateDir">,
   want: RedisWant,
-  note: (line: string) => void = (line) => void process.stderr.write(`${line}\n`),
+  note: (line: string) => void = (line) => writeErr(`${line}\n`),
 ): Promise<string> {
   return (await commandRedis(g, want, note)).url;
 }
@@ -141,7 +142,7 @@ export async function commandRedisUrl(
 export async function commandRedis(
   g: Pick<GlobalOptions, "redisUrl" | "stateDir">,
   want: RedisWant,
-  note: (line: string) => void = (line) => void process.stderr.write(`${line}\n`),
+  note: (line: string) => void = (line) => writeErr(`${line}\n`),
 ): Promise<{ url: string; drills: string[] }> {
   if (g.redisUrl !== undefined) return { url: g.redisUrl, drills: [] };
   // Loaded here, not at start-up: `drill --help` loads no drill code.

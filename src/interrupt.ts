@@ -48,7 +48,7 @@ export function interruptWhileStarting(): void {
           lateSignal = signal;
           // A backstop, unref'd: a command that does not return soon still ends, as the signal asks.
           setTimeout(() => {
-            process.stderr.write(`drill: ${signal} while the command was finishing\n`);
+            writeErr(`drill: ${signal} while the command was finishing\n`);
             process.exit(stopExitCode(signal));
           }, LATE_SIGNAL_GRACE_MS).unref();
         }
@@ -58,7 +58,7 @@ export function interruptWhileStarting(): void {
       process.kill(process.pid, signal); // node's default, as if drill had never listened
       return;
     }
-    process.stderr.write(`drill: interrupted by ${signal} while starting: nothing was done\n`);
+    writeErr(`drill: interrupted by ${signal} while starting: nothing was done\n`);
     process.exit(stopExitCode(signal));
   };
   for (const signal of stopSignals()) process.on(signal, handler(signal));
@@ -123,7 +123,7 @@ export function began(): void {
  */
 export function exitOnLateSignal(exitCode: number): void {
   const handler = (signal: StopSignal) => () => {
-    process.stderr.write(`drill: ${signal} after the command had finished (exit ${exitCode})\n`);
+    writeErr(`drill: ${signal} after the command had finished (exit ${exitCode})\n`);
     process.exit(exitCode);
   };
   if (lateSignal !== null) handler(lateSignal)();

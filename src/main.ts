@@ -2,7 +2,7 @@ import { CommanderError, type Command } from "commander";
 import { buildProgram } from "./cli.js";
 import { DrillError, ExitCode } from "./errors.js";
 import { writeSync } from "node:fs";
-import { closedStdoutSurvived, outputRefused, survivesClosedOutputOf, surviveClosedStdout } from "./closedStdout.js";
+import { closedStdoutSurvived, outputRefused, survivesClosedOutputOf, surviveClosedStdout, terminalText, writeErr } from "./closedStdout.js";
 import { answeredWithRefusal, refusalText } from "./queue/refusal.js";
 import { began, exitOnLateSignal, interruptWhileStarting } from "./interrupt.js";
 
@@ -33,7 +33,7 @@ async function runCommand(argv: string[]): Promise<number> {
       // Said on the other stream, one line, no stack trace; never on a --json stdout, which carries JSON only (QA).
       const other = stream === process.stderr ? (json ? null : 1) : 2;
       try {
-        if (refused.line !== null && other !== null) writeSync(other, `${refused.line}\n`);
+        if (refused.line !== null && other !== null) writeSync(other, terminalText(`${refused.line}\n`));
       } catch {
         // neither takes it: the exit code says it
       }
@@ -56,15 +56,15 @@ async function runCommand(argv: string[]): Promise<number> {
       return ExitCode.usage;
     }
     if (err instanceof DrillError) {
-      process.stderr.write(`drill: ${err.message}\n`);
+      writeErr(`drill: ${err.message}\n`);
       return err.exitCode;
     }
     // Redis answered with a refusal no command turned into its own words (OOM, READONLY, an ACL): said, not a stack trace.
     if (answeredWithRefusal(err)) {
-      process.stderr.write(`drill: redis refused: ${refusalText(err)}\n`);
+      writeErr(`drill: redis refused: ${refusalText(err)}\n`);
       return ExitCode.failed;
     }
-    process.stderr.write(`drill: unexpected error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    writeErr(`drill: unexpected error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
     return ExitCode.failed;
   }
 }

@@ -1,13 +1,21 @@
 import { Chalk, type ChalkInstance } from "chalk";
-import { writeErr, writeOut } from "./closedStdout.js";
+import { TERMINAL_UNICODE, writeDocument, writeErr, writeOut } from "./closedStdout.js";
 
-/** Where a command writes: stdout for results, stderr for progress and errors. */
+/**
+ * Where a command writes: stdout for results, stderr for progress and errors.
+ * out and err are for a person and follow the terminal's charset (ASCII under
+ * LANG=C); json and document are for scripts and print as they are.
+ */
 export interface Output {
   out(line: string): void;
   err(line: string): void;
   json(value: unknown): void;
+  /** A document already rendered (`report --format json`). */
+  document(text: string): void;
   readonly color: ChalkInstance;
   readonly isTTY: boolean;
+  /** The terminal takes UTF-8 (box drawing, trend bars); else a renderer that lays out by width draws in ASCII itself. */
+  readonly unicode: boolean;
 }
 
 export function consoleOutput(useColor: boolean): Output {
@@ -17,10 +25,20 @@ export function consoleOutput(useColor: boolean): Output {
   return {
     out: (line) => writeOut(`${line}\n`),
     err: (line) => writeErr(`${line}\n`),
-    json: (value) => writeOut(`${JSON.stringify(value)}\n`),
+    json: (value) => writeDocument(`${JSON.stringify(value)}\n`),
+    document: (text) => writeDocument(`${text}\n`),
     color,
     isTTY,
+    unicode: TERMINAL_UNICODE,
   };
+}
+
+/** Columns a table is laid out for when stdout is no terminal (a pipe, a file): the classic terminal's. */
+export const PIPED_WIDTH = 80;
+
+/** The width to lay a table out for: the terminal's, or PIPED_WIDTH when there is none (or it tells none). */
+export function tableWidth(stdout: { isTTY?: boolean; columns?: number }): number {
+  return stdout.isTTY === true && stdout.columns !== undefined && stdout.columns > 0 ? stdout.columns : PIPED_WIDTH;
 }
 
 /** `cgroupPath` → `cgroup_path`: DESIGN.md spells every JSON field in snake_case. */

@@ -1,4 +1,5 @@
 import os from "node:os";
+import { writeDocument, writeErr, writeOut } from "../closedStdout.js";
 import { commandRedisUrl, hostRoots, type GlobalOptions } from "../context.js";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { InterruptedError, RefusedError, UsageError } from "../errors.js";
@@ -81,21 +82,22 @@ export async function gateAction(g: GlobalOptions, raw: RawGateOptions, resolveW
   const lifetimeTimer = lifetimeMs === null ? null : setTimeout(() => lifetime.abort(), lifetimeMs);
   const signal = AbortSignal.any([interrupt.signal, lifetime.signal]);
   const hint = gateSignalsHint(hostRoots(g), g.stateDir, target);
-  if (hint !== null) process.stderr.write(`${hint}\n`);
+  if (hint !== null) writeErr(`${hint}\n`);
   try {
     const summary = await runGate(options, {
       redisUrl,
       roots: hostRoots(g),
       workerCgroup: resolveWorkerCgroup(target, g),
-      out: (line) => process.stdout.write(`${line}\n`),
-      err: (line) => process.stderr.write(`${line}\n`),
+      // Under --json each line is a decision's JSON document.
+      out: (line) => (options.json ? writeDocument : writeOut)(`${line}\n`),
+      err: (line) => writeErr(`${line}\n`),
       signal,
       crashAt: process.env.DRILL_CRASH_AT,
-      onConnected: () => process.stderr.write(`${gateStartLine(options, redisUrl)}\n`),
+      onConnected: () => writeErr(`${gateStartLine(options, redisUrl)}\n`),
     });
     // The signal by name (QA: SIGINT and SIGTERM both read "signal"); --duration is the gate's own end.
     const why = summary.stoppedBy !== "signal" ? summary.stoppedBy : (interrupt.received() ?? (lifetime.signal.aborted ? "duration" : "signal"));
-    process.stderr.write(`${gateStoppedLine(options.gateId, summary, why)}\n`);
+    writeErr(`${gateStoppedLine(options.gateId, summary, why)}\n`);
   } finally {
     interrupt.dispose();
     if (lifetimeTimer) clearTimeout(lifetimeTimer);
@@ -126,22 +128,24 @@ export async function gateModeAction(g: GlobalOptions, modeText: string, flags: 
       if (action === "already_admit") {
         const line = `mode admit queue=${queueName} previous=${previousModeText(current)} unchanged: already admit; psi ${psiText} (over 1.00: a flip from reject_all would be refused)`;
         const json = { mode, queue: queueName, previous: current, unchanged: true, forced: false, psi: psi.ok ? psi.value.some : null };
-        process.stdout.write(g.json ? `${JSON.stringify(json)}\n` : `${line}\n`);
+        if (g.json) writeDocument(`${JSON.stringify(json)}\n`);
+        else writeOut(`${line}\n`);
         return;
       }
     }
     const forced = mode === "admit" && !calm;
     const flip = await queue.flipMode(mode, { forced, psi: psi.ok ? formatPsi(psi.value.some.avg10) : "missing", by: "gate_mode" });
     const previous = flip.previous.type === "none" ? null : gateModeOf(flip.previous);
-    if (forced) process.stderr.write(`drill: forced re-admit while host memory PSI is ${psiText} (over 1.00)\n`);
+    if (forced) writeErr(`drill: forced re-admit while host memory PSI is ${psiText} (over 1.00)\n`);
     // The lever moved whatever the key held; say what that was when it was no mode (the gate read it as reject_all).
     const mistake = modeWarning(queue.keys.mode, flip.previous, "the gate read it as reject_all; overwritten");
-    if (mistake !== null) process.stderr.write(`drill: ${mistake}\n`);
-    if (!flip.recorded) process.stderr.write(`drill: ${queue.keys.events} is not a stream: this flip is not recorded there\n`);
+    if (mistake !== null) writeErr(`drill: ${mistake}\n`);
+    if (!flip.recorded) writeErr(`drill: ${queue.keys.events} is not a stream: this flip is not recorded there\n`);
     const field = modeValueField(flip.previous);
     const line = `mode ${mode} queue=${queueName} previous=${previousModeText(previous)}${field === null ? "" : ` previous_${field}`} psi ${psiText}${forced ? " forced=1" : ""}`;
     const json = { mode, queue: queueName, previous, ...(mistake === null ? {} : { previous_stored: flip.previous }), forced, psi: psi.ok ? psi.value.some : null };
-    process.stdout.write(g.json ? `${JSON.stringify(json)}\n` : `${line}\n`);
+    if (g.json) writeDocument(`${JSON.stringify(json)}\n`);
+        else writeOut(`${line}\n`);
   } finally {
     await closeRedis(redis);
   }

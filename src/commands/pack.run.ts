@@ -1,3 +1,4 @@
+import { writeDocument, writeErr, writeOut } from "../closedStdout.js";
 import { DrillError, ExitCode, InterruptedError, UsageError } from "../errors.js";
 import { commandRedisUrl, drillCommandAt, type GlobalOptions } from "../context.js";
 import { onInterrupt } from "../interrupt.js";
@@ -83,7 +84,7 @@ export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise
   const options = resolvePackOptions(raw);
   // Allowed (a rehearsal of jobs that arrive late), but said: each job is late before the gate sees it (QA).
   if (options.upstreamAgeMs >= options.deadlineMs) {
-    process.stderr.write(
+    writeErr(
       `pack: --upstream-age ${raw.upstreamAge} is not under --deadline ${raw.deadline}: every job is pushed with its deadline already passed, and the gate rejects it on deadline slack\n`,
     );
   }
@@ -114,7 +115,8 @@ export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise
       }
       ids.push(job.id);
       const line = `push job=${job.id} prompt_tokens=${job.prompt_tokens} completion_tokens=${job.completion_tokens} files=${job.files} deadline_ms=${job.deadline_ms} enqueue_ts=${job.enqueue_ts} host_class=${job.host_class}`;
-      process.stdout.write(g.json ? `${JSON.stringify({ event: "push", queue: options.queue, ...job })}\n` : `${line}\n`);
+      if (g.json) writeDocument(`${JSON.stringify({ event: "push", queue: options.queue, ...job })}\n`);
+      else writeOut(`${line}\n`);
     }
     const total = ids.length * options.promptTokens;
     // Interrupted or given up: how many of those asked for were not pushed (QA: the summary read as if all were).
@@ -122,8 +124,8 @@ export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise
     // A Redis that refused the push would only hold the error back with a read of its gates.
     if (!interrupt.signal.aborted && !gaveUp) await sayIfUngated(queue, `${drillCommandAt(g)} gate --queue ${options.queue}`);
     const summary = packedSummary(options.queue, ids, total, notPacked);
-    if (g.json) process.stdout.write(`${JSON.stringify({ event: "packed", queue: options.queue, jobs: ids, prompt_tokens_total: total, not_packed: notPacked })}\n`);
-    else process.stdout.write(`${summary}\n`);
+    if (g.json) writeDocument(`${JSON.stringify({ event: "packed", queue: options.queue, jobs: ids, prompt_tokens_total: total, not_packed: notPacked })}\n`);
+    else writeOut(`${summary}\n`);
     if (gaveUp) throw gaveUp;
     const received = interrupt.received();
     if (received) throw new InterruptedError(received);
@@ -152,7 +154,7 @@ export function packedSummary(queue: string, ids: readonly string[], promptToken
 async function sayIfUngated(queue: DrillQueue, gateCommand: string): Promise<void> {
   const live = await queue.liveGateCount().catch(() => null);
   if (live !== 0) return;
-  process.stderr.write(
+  writeErr(
     `pack: no gate decides ${queue.keys.queue} now (no live gate heartbeat ${queue.keys.gates}:<id>): its jobs wait, their deadline slack running out, until \`${gateCommand}\` runs (with the --name and --parent of its worker's cgroup)\n`,
   );
 }
@@ -187,18 +189,18 @@ async function pushWithRetry(queue: DrillQueue, options: PackOptions, token: str
     onFailure: (err) => {
       if (failed || run.signal.aborted || isKeyRefusal(err)) return;
       failed = true;
-      process.stderr.write(`pack: push of ${jobOf} failed: ${PUSH_FAILURE_TEXT[pushFailure(err)]} (${redisErrorText(err)}); sending it again, up to ${PACK_SENDS} sends\n`);
+      writeErr(`pack: push of ${jobOf} failed: ${PUSH_FAILURE_TEXT[pushFailure(err)]} (${redisErrorText(err)}); sending it again, up to ${PACK_SENDS} sends\n`);
     },
   });
   if (outcome.ok) {
-    if (failed) process.stderr.write(`pack: Redis answers again; job=${outcome.job.id} pushed ${((Date.now() - firstSentAt) / 1000).toFixed(1)} s after its first send\n`);
+    if (failed) writeErr(`pack: Redis answers again; job=${outcome.job.id} pushed ${((Date.now() - firstSentAt) / 1000).toFixed(1)} s after its first send\n`);
     return outcome.job;
   }
   if (run.signal.aborted) {
     // The send may run when Redis answers: the summary, written before that, cannot count it.
     if (pushFailure(outcome.error) === "no_reply") {
       run.unanswered = true;
-      process.stderr.write(`pack: interrupted with the push of ${jobOf} unanswered (${redisErrorText(outcome.error)}): if Redis runs it when it answers, that job is queued under the next id, though not counted below\n`);
+      writeErr(`pack: interrupted with the push of ${jobOf} unanswered (${redisErrorText(outcome.error)}): if Redis runs it when it answers, that job is queued under the next id, though not counted below\n`);
     }
     return null;
   }

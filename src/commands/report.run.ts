@@ -1,3 +1,4 @@
+import { writeErr } from "../closedStdout.js";
 import { hostRoots, type GlobalOptions } from "../context.js";
 import { stopExitCode, type StopSignal } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
@@ -28,7 +29,7 @@ export async function reportAction(g: GlobalOptions, raw: RawReportOptions): Pro
         said = `: stopping the redis-server it restarted on the drill's AOF failed (${err instanceof Error ? err.message : String(err)})`;
       }
     }
-    process.stderr.write(`drill: report interrupted by ${signal}${said}\n`);
+    writeErr(`drill: report interrupted by ${signal}${said}\n`);
     process.exit(stopExitCode(signal));
   };
   const interrupt = onInterrupt();
@@ -54,5 +55,7 @@ export async function reportAction(g: GlobalOptions, raw: RawReportOptions): Pro
   const { inputs, nowMs } = gathered;
   const report = buildReport(inputs, nowMs, sinceMs, { sinceGiven: raw.sinceGiven });
   const output = consoleOutput(g.color && format === "text");
-  output.out(renderReport(report, format, output.color));
+  const rendered = renderReport(report, format, output.color);
+  if (format === "json") output.document(rendered);
+  else output.out(rendered);
 }

@@ -4,6 +4,7 @@ import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import type { WorkerCgroup } from "../cgroup/paths.js";
 import { locateWorkerCgroup } from "../gate/workerCgroup.js";
 import { absentCgroupHint } from "../cgroup/elsewhere.js";
+import { writeDocument, writeOut } from "../closedStdout.js";
 import { commandRedis, hostRoots, type GlobalOptions } from "../context.js";
 import { readState } from "../drill/state.js";
 import { DrillError, InterruptedError, UsageError } from "../errors.js";
@@ -237,7 +238,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
 
   const output = consoleOutput(g.color);
   // --once is one line on a terminal too: a view drawn once and left is a frame to scroll past, not a reading.
-  const live = !g.json && !options.once && output.isTTY ? new LiveView({ cgroup: cgroup.ok ? `${name} (${cgroup.value.layout})` : `${name} (none)`, queue: keys.queue, intervalMs }, output.color) : null;
+  const live = !g.json && !options.once && output.isTTY ? new LiveView({ cgroup: cgroup.ok ? `${name} (${cgroup.value.layout})` : `${name} (none)`, queue: keys.queue, intervalMs }, output.color, output.unicode) : null;
 
   let recording = options.record === undefined ? null : Recording.open(options.record);
   let recordFailed: string | null = null;
@@ -254,7 +255,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   let heldEvents: AlarmEvent[] = [];
   // A line on stderr between two frames of the live view: the frame goes first, the next one is drawn below it.
   const notice = (line: string): void => {
-    if (live) process.stdout.write(live.erase());
+    if (live) writeOut(live.erase());
     output.err(line);
   };
   const redisState = redisWatch(queueReader.source, notice, () => rolledBack(g.stateDir, redisDrills));
@@ -264,7 +265,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   // The view is laid out for the terminal's size, and drawn again at once when it changes.
   const size = (): ViewSize => ({ columns: process.stdout.columns || 80, rows: process.stdout.rows || Infinity });
   const repaint = (): void => {
-    if (live) process.stdout.write(live.repaint(size()));
+    if (live) writeOut(live.repaint(size()));
   };
   if (live) process.stdout.on("resize", repaint);
   // `q` ends the live view like --count would (exit 0); Ctrl-C stays an interrupt (130).
@@ -273,7 +274,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   const keyboard = live ? liveKeys(quit, repaint) : null;
   try {
     await queueReader.connect();
-    if (live) process.stdout.write(live.waiting(size()));
+    if (live) writeOut(live.waiting(size()));
     await runSidecar({
       read: async () => {
         const raw = await readSample({ roots, cgroup }, queueReader);
@@ -319,12 +320,12 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
         if (g.json) {
           // stdout stays one sample a line: the reject lines go to stderr, as the alarm lines do.
           if (rejects !== NO_REJECTS) for (const reject of rejectBatchLines(rejects)) output.err(reject);
-          process.stdout.write(line);
+          writeDocument(line);
           for (const event of events) output.err(event.line);
         } else if (live) {
           // `fg` of a job running in the background sends no SIGCONT: the keys are taken here.
           keyboard?.take();
-          process.stdout.write(live.redraw(sample, events, size(), rejects));
+          writeOut(live.redraw(sample, events, size(), rejects));
         } else {
           if (rejects !== NO_REJECTS) for (const reject of rejectBatchLines(rejects)) output.out(reject);
           for (const event of events) output.out(formatAlarmEvent(event, output.color));

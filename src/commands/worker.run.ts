@@ -8,7 +8,7 @@ import { resolveCgroupTarget } from "../cgroup/target.js";
 import { forcedJoinWarning, refuseForeignJoin, requireSetUpCgroup } from "../cgroup/ready.js";
 import type { UpHolder } from "../cgroup/setup.js";
 import { recordServedQueue } from "../cgroup/stateFiles.js";
-import { writeErr, writeOut } from "../closedStdout.js";
+import { writeDocument, writeErr, writeOut } from "../closedStdout.js";
 import { commandRedisUrl, drillCommandAt, hostRoots, type GlobalOptions } from "../context.js";
 import { DrillError, ExitCode, InterruptedError, stopExitCode, type StopSignal } from "../errors.js";
 import { onInterrupt, onStopSignals } from "../interrupt.js";
@@ -155,7 +155,8 @@ async function runInside(redisUrl: string, roots: HostRoots, cgroup: WorkerCgrou
         redisUrl,
         roots,
         where: cgroup.limits.dir,
-        out: (line) => writeOut(`${line}\n`),
+        // Under --json each line is a JSON document.
+        out: (line) => (options.json ? writeDocument : writeOut)(`${line}\n`),
         err,
         signal: interrupt.signal,
         supervisorGone: supervisor.signal,

@@ -1,5 +1,7 @@
 import Table from "cli-table3";
 import type { ChalkInstance } from "chalk";
+import { glyphsFor } from "../charset.js";
+import { PIPED_WIDTH } from "../output.js";
 import type { Check, ServingVerdict } from "./checks.js";
 
 export type DrillVerdict = "ready" | "ready_with_warnings" | "refused";
@@ -9,8 +11,12 @@ export function drillVerdict(checks: Check[]): DrillVerdict {
   return checks.some((c) => c.status === "warn") ? "ready_with_warnings" : "ready";
 }
 
-// Narrowest terminal the table is laid out for; below it, lines run over.
+// Narrowest terminal the four columns are laid out for; below it each check is one cell (stackedCell).
 const MIN_WIDTH = 64;
+// Narrowest terminal doctor is laid out for at all; below it, lines run over.
+const STACKED_MIN_WIDTH = 24;
+/** The status column: "status", "pass", "warn" or "FAIL", padded. */
+const STATUS_WIDTH = 8;
 
 /**
  * Column widths (each with its 1-space padding either side) that add up, with
@@ -20,7 +26,7 @@ const MIN_WIDTH = 64;
 export function doctorColumnWidths(width: number): [number, number, number, number] {
   const total = Math.max(MIN_WIDTH, width);
   const name = total >= 100 ? 22 : 20;
-  const status = 8;
+  const status = STATUS_WIDTH;
   const rest = total - 5 - name - status;
   const value = Math.floor((rest * 2) / 5);
   return [name, status, value, rest - value];
@@ -72,21 +78,41 @@ export function wrapProse(text: string, width: number, indent: string): string[]
   return lines;
 }
 
-export function renderDoctor(checks: Check[], serving: ServingVerdict, color: ChalkInstance, width = 100): string {
+/**
+ * A check in a terminal too narrow for four columns: its name, then its value
+ * and detail indented under it, each wrapped to the cell.
+ */
+function stackedCell(c: Check, colWidth: number): string {
+  const inner = colWidth - 2;
+  const lines = [...wrapProse(c.name, inner, "")];
+  if (c.value !== null) lines.push(...wrapProse(`  ${String(c.value)}`, inner, "  "));
+  lines.push(...wrapProse(`  ${c.detail}`, inner, "  "));
+  return lines.join("\n");
+}
+
+/**
+ * The checks as a table `width` columns wide (the terminal's, or PIPED_WIDTH
+ * when piped), then the verdicts wrapped to it: four columns from MIN_WIDTH
+ * up, two (check, status) below it. `unicode`: the terminal takes UTF-8 (box
+ * drawing), else the table and its text are ASCII.
+ */
+export function renderDoctor(checks: Check[], serving: ServingVerdict, color: ChalkInstance, width = PIPED_WIDTH, unicode = true): string {
+  const glyphs = glyphsFor(unicode);
   const mark = { pass: color.green("pass"), warn: color.yellow("warn"), fail: color.red("FAIL") };
-  const colWidths = doctorColumnWidths(width);
-  const table = new Table({
-    head: ["check", "status", "value", "detail"],
-    style: { head: [], border: [] },
-    colWidths,
-    wordWrap: true,
-    wrapOnWordBoundary: true,
-  });
-  for (const c of checks) {
-    const value = c.value === null ? "-" : String(c.value);
-    table.push([cellText(c.name, colWidths[0]), mark[c.status], cellText(value, colWidths[2]), cellText(c.detail, colWidths[3])]);
+  const shown = checks.map((c) => ({ ...c, name: glyphs.text(c.name), value: c.value === null ? null : glyphs.text(String(c.value)), detail: glyphs.text(c.detail) }));
+  const style = { head: [], border: [] };
+  const chars = glyphs.table ?? undefined;
+  let table: InstanceType<typeof Table>;
+  if (width >= MIN_WIDTH) {
+    const colWidths = doctorColumnWidths(width);
+    table = new Table({ head: ["check", "status", "value", "detail"], style, chars, colWidths, wordWrap: true, wrapOnWordBoundary: true });
+    for (const c of shown) table.push([cellText(c.name, colWidths[0]), mark[c.status], cellText(c.value ?? "-", colWidths[2]), cellText(c.detail, colWidths[3])]);
+  } else {
+    const colWidths = [Math.max(STACKED_MIN_WIDTH, width) - 3 - STATUS_WIDTH, STATUS_WIDTH];
+    table = new Table({ head: ["check", "status"], style, chars, colWidths });
+    for (const c of shown) table.push([stackedCell(c, colWidths[0]!), mark[c.status]]);
   }
-  const prose = (text: string, indent = ""): string[] => wrapProse(text, Math.max(MIN_WIDTH, width), indent);
+  const prose = (text: string, indent = ""): string[] => wrapProse(glyphs.text(text), Math.max(STACKED_MIN_WIDTH, width), indent);
 
   const verdict = drillVerdict(checks);
   const lines = [table.toString()];

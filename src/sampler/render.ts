@@ -1,4 +1,5 @@
 import type { ChalkInstance } from "chalk";
+import { glyphsFor, type Glyphs } from "../charset.js";
 import { formatBytes, formatDuration } from "../units.js";
 import type { AlarmEvent } from "./alarms.js";
 import { formatMoreRejects, NO_REJECTS, type RejectBatch } from "./rejects.js";
@@ -11,16 +12,17 @@ import { MODE_FAILS_CLOSED, PARTIAL_ADMITTED_SCAN, type Sample } from "./step.js
  * narrower or shorter terminal it drops the trends, then its least urgent
  * rows, rather than let a line wrap (a wrapped line breaks the redraw in
  * place). Piped: one plain line per sample, after the reject and alarm lines,
- * no colour and no cursor movement, so `| grep PAGE` works.
+ * no colour and no cursor movement, so `| grep PAGE` works. Under a locale
+ * that is not UTF-8 the view is ASCII (charset.ts), trends included.
  */
 
 const WIDTH = 80;
 const LABEL = 9;
 const SPARK = 16;
-const BARS = "▁▂▃▄▅▆▇█";
+const UNICODE = glyphsFor(true);
 
-/** A trend of the last values; null (unreadable) is a gap. Scaled between the window's min and max. */
-export function sparkline(values: Array<number | null>, width = SPARK, scale: SparkScale = {}): string {
+/** A trend of the last values, in `bars` (lowest level first); null (unreadable) is a gap. Scaled between the window's min and max. */
+export function sparkline(values: Array<number | null>, width = SPARK, scale: SparkScale = {}, bars = UNICODE.bars): string {
   const tail = values.slice(-width);
   const known = tail.filter((v): v is number => v !== null);
   if (known.length === 0) return " ".repeat(tail.length);
@@ -29,8 +31,8 @@ export function sparkline(values: Array<number | null>, width = SPARK, scale: Sp
   return tail
     .map((v) => {
       if (v === null) return " ";
-      const level = max === min ? 0 : Math.round(((v - min) / (max - min)) * (BARS.length - 1));
-      return BARS[level] ?? " ";
+      const level = max === min ? 0 : Math.round(((v - min) / (max - min)) * (bars.length - 1));
+      return bars[level] ?? " ";
     })
     .join("");
 }
@@ -154,8 +156,8 @@ export function formatAlarmEvent(event: AlarmEvent, color: ChalkInstance): strin
  * many lines it takes (QA: a PAGE line wider than the terminal wrapped where
  * the terminal chose, and a repaint counted it as one line).
  */
-function alarmEventLines(event: AlarmEvent, color: ChalkInstance, columns: number): string[] {
-  return wrapWords(event.line, Math.max(1, columns)).map((line) => formatAlarmEvent({ ...event, line }, color));
+function alarmEventLines(event: AlarmEvent, color: ChalkInstance, columns: number, glyphs: Glyphs): string[] {
+  return wrapWords(glyphs.text(event.line), Math.max(1, columns), glyphs).map((line) => formatAlarmEvent({ ...event, line }, color));
 }
 
 export interface LiveViewHeader {
@@ -171,8 +173,8 @@ export interface ViewSize {
 }
 
 /** A segment longer than the whole width: the one place a value is cut, and only on an absurdly narrow terminal. */
-function cut(text: string, width: number): string {
-  return text.length > width ? `${text.slice(0, Math.max(0, width - 1))}…` : text;
+function cut(text: string, width: number, glyphs: Glyphs): string {
+  return text.length > width ? `${text.slice(0, Math.max(0, width - glyphs.ellipsis.length))}${glyphs.ellipsis}`.slice(0, width) : text;
 }
 
 /**
@@ -194,11 +196,11 @@ interface Row {
 const GAP = "  ";
 
 /** Greedy packing of whole segments into lines of at most `width` columns. */
-function pack(segments: string[], width: number): string[] {
+function pack(segments: string[], width: number, glyphs: Glyphs): string[] {
   const lines: string[] = [];
   let line = "";
   for (const raw of segments) {
-    const segment = cut(raw, width);
+    const segment = cut(raw, width, glyphs);
     if (line === "") line = segment;
     else if (line.length + GAP.length + segment.length <= width) line += GAP + segment;
     else {
@@ -211,26 +213,28 @@ function pack(segments: string[], width: number): string[] {
 }
 
 /** A line of words in lines of at most `width`, the ones after the first indented: a reject line kept whole. */
-function wrapWords(text: string, width: number): string[] {
+function wrapWords(text: string, width: number, glyphs: Glyphs): string[] {
   const [first = "", ...rest] = text.split(" ");
-  const lines = [cut(first, width)];
+  const lines = [cut(first, width, glyphs)];
   for (const word of rest) {
     const last = lines[lines.length - 1]!;
     if (last.length + 1 + word.length <= width) lines[lines.length - 1] = `${last} ${word}`;
-    else lines.push(cut(`  ${word}`, width));
+    else lines.push(cut(`  ${word}`, width, glyphs));
   }
   return lines;
 }
 
-function layoutRow(row: Row, width: number, trends: boolean): string[] {
+/** A row's lines, its text in the glyphs' charset before it is measured (`→` is two columns in ASCII). */
+function layoutRow(row: Row, width: number, trends: boolean, glyphs: Glyphs): string[] {
   const label = row.label === "" ? 0 : LABEL;
   const trend = trends && row.trend !== undefined ? row.trend : undefined;
   const bodyWidth = Math.max(1, width - label - (trend === undefined ? 0 : SPARK + 1));
-  const bodies = row.linePerSegment ? row.segments.flatMap((segment) => wrapWords(segment, bodyWidth)) : pack(row.segments, bodyWidth);
+  const segments = row.segments.map(glyphs.text);
+  const bodies = row.linePerSegment ? segments.flatMap((segment) => wrapWords(segment, bodyWidth, glyphs)) : pack(segments, bodyWidth, glyphs);
   const lines = bodies.map((body, i) => {
     const head = (i === 0 ? row.label : "").padEnd(label);
     const tail = i === 0 && trend !== undefined ? `${body.padEnd(bodyWidth)} ${trend}` : body;
-    return cut(`${head}${tail}`.trimEnd(), width);
+    return cut(`${head}${tail}`.trimEnd(), width, glyphs);
   });
   return row.style ? lines.map(row.style) : lines;
 }
@@ -256,10 +260,16 @@ export class LiveView {
   private readonly recentRejects: string[] = [];
   private recentRejectsMore = 0;
 
+  private readonly glyphs: Glyphs;
+
   constructor(
     private readonly header: LiveViewHeader,
     private readonly color: ChalkInstance,
-  ) {}
+    /** The terminal takes UTF-8 (output.ts): else the view is drawn in ASCII. */
+    unicode = true,
+  ) {
+    this.glyphs = glyphsFor(unicode);
+  }
 
   private remember(s: Sample): void {
     const push = (list: Array<number | null>, v: number | null): void => {
@@ -277,6 +287,7 @@ export class LiveView {
 
   private rows(s: Sample): Row[] {
     const c = this.color;
+    const bars = this.glyphs.bars;
     const time = s.ts.slice(11, 19);
     // A rate needs two readings: on the first frame it is pending, not missing.
     const pending = (f: string): boolean => s.missing.every((m) => m.field !== f || m.reason === "first sample");
@@ -285,11 +296,11 @@ export class LiveView {
     const gateMode = gateModeShown(s);
     const rows: Row[] = [
       { label: "", segments: ["drill watch", `cgroup ${this.header.cgroup}`, `queue ${this.header.queue}`, `every ${formatDuration(this.header.intervalMs)}`, `${time}Z`], priority: 1, style: (l) => c.bold(l) },
-      { label: "queue", segments: [`len ${s.queue_len ?? "n/a"}`, `age ${ms(s.queue_age_ms)}`, `head slack ${ms(s.queue_head_slack_ms)}`, slackSegment(s)], trend: sparkline(this.slack, SPARK, SLACK_SCALE), priority: 2 },
+      { label: "queue", segments: [`len ${s.queue_len ?? "n/a"}`, `age ${ms(s.queue_age_ms)}`, `head slack ${ms(s.queue_head_slack_ms)}`, slackSegment(s)], trend: sparkline(this.slack, SPARK, SLACK_SCALE, bars), priority: 2 },
       // The host's and the worker cgroup's PSI on a line each: the cgroup's stall rate trips the gate and must never be cut.
-      { label: "psi host", segments: [`some ${num(s.psi_mem_some_avg10)}`, `full ${num(s.psi_mem_full_avg10)}`, `rate ${rate(s.psi_mem_some_rate)}`], trend: sparkline(this.hostPsi, SPARK, PSI_SCALE), priority: 1 },
-      { label: "psi cg", segments: [`some ${num(s.cg_psi_mem_some_avg10)}`, `rate ${rate(s.cg_psi_mem_some_rate)}`, stallSegment(s)], trend: sparkline(this.cgPsi, SPARK, PSI_SCALE), priority: 1 },
-      { label: "memory", segments: [`${bytes(s.cg_mem_current)} / ${bytes(s.cg_mem_max)}`, `peak ${bytes(s.cg_mem_peak)}`, `swap ${bytes(s.cg_swap_current)}`, `oom_kill ${s.cg_oom_kill ?? "n/a"}`], trend: sparkline(this.memory, SPARK, memoryScale(this.memoryLimit)), priority: 3 },
+      { label: "psi host", segments: [`some ${num(s.psi_mem_some_avg10)}`, `full ${num(s.psi_mem_full_avg10)}`, `rate ${rate(s.psi_mem_some_rate)}`], trend: sparkline(this.hostPsi, SPARK, PSI_SCALE, bars), priority: 1 },
+      { label: "psi cg", segments: [`some ${num(s.cg_psi_mem_some_avg10)}`, `rate ${rate(s.cg_psi_mem_some_rate)}`, stallSegment(s)], trend: sparkline(this.cgPsi, SPARK, PSI_SCALE, bars), priority: 1 },
+      { label: "memory", segments: [`${bytes(s.cg_mem_current)} / ${bytes(s.cg_mem_max)}`, `peak ${bytes(s.cg_mem_peak)}`, `swap ${bytes(s.cg_swap_current)}`, `oom_kill ${s.cg_oom_kill ?? "n/a"}`], trend: sparkline(this.memory, SPARK, memoryScale(this.memoryLimit), bars), priority: 3 },
       { label: "host", segments: [`idle ${pct(s.cpu_idle_pct)}`, `iowait ${pct(s.cpu_iowait_pct)}`, `si ${perSecond(s.si)}`, `so ${perSecond(s.so)}`, `refault ${perSecond(s.refault_rate)}`], priority: 3 },
       { label: "jobs", segments: [`tokens_out ${s.tokens_out ?? "n/a"}`, `retries ${s.retry_count ?? "n/a"}`, `admitted ${s.admitted ?? "n/a"}`], priority: 4 },
       // The gate's lever beside what it rejected: reject_all explains a wall of rejects (QA 6).
@@ -314,7 +325,7 @@ export class LiveView {
   layout(s: Sample, size: ViewSize = { columns: WIDTH, rows: Infinity }): string[] {
     const width = Math.max(1, Math.min(WIDTH, size.columns));
     const trends = width >= TRENDS_FROM;
-    let rows = this.rows(s).map((row) => ({ row, lines: layoutRow(row, width, trends) }));
+    let rows = this.rows(s).map((row) => ({ row, lines: layoutRow(row, width, trends, this.glyphs) }));
     const room = Math.max(1, size.rows - 1); // the cursor's line below the frame
     const height = (): number => rows.reduce((n, r) => n + r.lines.length, 0);
     // One row at a time, the least urgent (and of those the lowest) first: a whole tier dropped at once left lines blank (QA).
@@ -350,7 +361,7 @@ export class LiveView {
     const width = Math.max(1, Math.min(WIDTH, size.columns));
     const every = formatDuration(this.header.intervalMs);
     const row: Row = { label: "", segments: ["drill watch", `cgroup ${this.header.cgroup}`, `queue ${this.header.queue}`, `first sample in ${every}`], priority: 1, style: (l) => this.color.dim(l) };
-    const lines = layoutRow(row, width, false);
+    const lines = layoutRow(row, width, false, this.glyphs);
     this.drawnLines = lines.length;
     return `${lines.join("\n")}\n`;
   }
@@ -361,7 +372,7 @@ export class LiveView {
     const erase = this.erase();
     const frame = this.frame(s, size);
     this.drawnLines = frame.length;
-    const alarmLines = events.flatMap((e) => alarmEventLines(e, this.color, size?.columns ?? WIDTH)).map((l) => `${l}\n`).join("");
+    const alarmLines = events.flatMap((e) => alarmEventLines(e, this.color, size?.columns ?? WIDTH, this.glyphs)).map((l) => `${l}\n`).join("");
     this.recentAlarms.push(...events);
     this.recentAlarms.splice(0, Math.max(0, this.recentAlarms.length - 20));
     return `${erase}${alarmLines}${frame.join("\n")}\n`;
@@ -392,7 +403,7 @@ export class LiveView {
     const room = Number.isFinite(size.rows) ? Math.max(0, size.rows - 1 - frame.length) : Infinity;
     const alarms: string[] = [];
     for (const event of [...this.recentAlarms].reverse()) {
-      const lines = alarmEventLines(event, this.color, size.columns);
+      const lines = alarmEventLines(event, this.color, size.columns, this.glyphs);
       if (alarms.length + lines.length > room) break;
       alarms.unshift(...lines);
     }

@@ -53,3 +53,39 @@ describe("renderDoctor widths", () => {
     expect(breakWord("short", 8)).toEqual(["short"]);
   });
 });
+
+describe("renderDoctor on a narrow terminal and under a non-UTF-8 locale", () => {
+  const NON_ASCII = /[^\x20-\x7e]/u;
+
+  // QA: at 40 columns the table was 64 wide (its floor), and every line wrapped in the terminal.
+  it.each([24, 40, 63])("at %d columns every line fits: check and status columns, the value and detail under the check", (width) => {
+    const text = renderDoctor(checks, serving, plain, width);
+    const lines = text.split("\n");
+    for (const line of lines) expect([...line].length, line).toBeLessThanOrEqual(width);
+    expect([...lines[0]!].length).toBe(width);
+    expect(lines[1]).toMatch(/^│ check +│ status │$/);
+    // Nothing cut: each check's value and detail are there whole, wrapped or broken but in order.
+    const cells = lines
+      .filter((l) => l.startsWith("│"))
+      .map((l) => l.split("│")[1]!)
+      .join("")
+      .replaceAll(" ", "");
+    for (const c of checks) expect(cells).toContain(`${c.name}${c.value ?? ""}${c.detail}`.replaceAll(" ", ""));
+  });
+
+  it.each([40, 80, 100])("ASCII at %d columns: borders of - | +, no byte outside printable ASCII, every line fits", (width) => {
+    const text = renderDoctor(checks, serving, plain, width, false);
+    const lines = text.split("\n");
+    for (const line of lines) {
+      expect(line, line).not.toMatch(NON_ASCII);
+      expect(line.length, line).toBeLessThanOrEqual(width);
+    }
+    expect(lines[0]).toMatch(/^\+-+\+-+\+/);
+    expect(lines[1]).toMatch(/^\| check +\| status \|/);
+    expect(text).toContain(" >= "); // the detail's ≥, spelled out before the layout measured it
+  });
+
+  it("UTF-8 keeps the box drawing", () => {
+    expect(renderDoctor(checks, serving, plain, 80, true).split("\n")[0]).toMatch(/^┌─+┬/);
+  });
+});

@@ -1,6 +1,7 @@
 import { Chalk } from "chalk";
 import { describe, expect, it } from "vitest";
 import { parseQueueSample } from "../../src/sampler/read.js";
+import { glyphsFor } from "../../src/charset.js";
 import { LiveView, formatSampleLine, formatStatusLine, sparkline } from "../../src/sampler/render.js";
 import { partialAdmittedReason, type Sample } from "../../src/sampler/step.js";
 
@@ -363,5 +364,41 @@ describe("parseQueueSample", () => {
     ["negative count past the cap", [0, null, [], [], [], [], 1, null, b("1-0"), [], -1, 0, 0, []]],
   ])("unexpected reply (%s) is a failed reading", (_name, reply) => {
     expect(parseQueueSample("redis://h:1", "jobs", reply).ok).toBe(false);
+  });
+});
+
+describe("the live view under a non-UTF-8 locale (LANG=C)", () => {
+  const NON_ASCII = /[^\x20-\x7e]/u;
+  const ASCII_BARS = glyphsFor(false).bars;
+
+  it("sparkline draws the same levels in the bars it is given", () => {
+    expect(sparkline([0, 5, 10, null], 4, {}, ASCII_BARS)).toBe(`${ASCII_BARS[0]}${ASCII_BARS[4]}${ASCII_BARS[7]} `);
+    expect(sparkline([0, 5, 10, null], 4)).toBe("▁▅█ ");
+  });
+
+  it.each([80, 60, 40, 12])("at %d columns: no byte outside printable ASCII (trends, cut values, reject and alarm lines), no line wider", (columns) => {
+    const view = new LiveView({ cgroup: "infer (hybrid)", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }), false);
+    for (let i = 0; i < 20; i++) view.frame({ ...sample, psi_mem_some_avg10: i, cg_mem_current: i * 1_000_000, deadline_slack_ms: i * 100 });
+    // Text from outside drill's code can carry anything: a reject line's figures, an alarm's line.
+    const rejects = { lines: ["reject_host_pressure job=8 psi=12.40 ≥ 10.00 → dead", "reject_packed_tokens job=9 packed=36012 limit=32000 route=retry"], more: 2 };
+    const out = view.redraw(sample, [{ name: "oom_kill", kind: "raised", line: "PAGE oom_kill 3 → 4 … café" }], { columns, rows: Infinity }, rejects);
+    const lines = out.trimEnd().split("\n"); // the first redraw: nothing to move back over
+    for (const line of lines) {
+      expect(line, line).not.toMatch(NON_ASCII);
+      expect(line.length, line).toBeLessThanOrEqual(columns);
+    }
+    const text = lines.join("\n");
+    if (columns === 80) {
+      expect(text).toMatch(/^psi host .* [_.:\-=+*#]{16}$/m); // the trend, in ASCII levels
+      expect(text).toContain("psi=12.40 >= 10.00 -> dead");
+      expect(text).toContain("PAGE oom_kill 3 -> 4 ... caf?");
+    }
+    if (columns === 12) expect(text).toContain("..."); // a segment longer than the width, cut with an ASCII mark
+  });
+
+  it("UTF-8 (the default) keeps the Unicode bars", () => {
+    const view = new LiveView({ cgroup: "infer", queue: "jobs", intervalMs: 1000 }, new Chalk({ level: 0 }));
+    for (let i = 0; i < 5; i++) view.frame({ ...sample, psi_mem_some_avg10: i * 2 });
+    expect(view.frame(sample).join("\n")).toMatch(/[▁▂▃▄▅▆▇█]/);
   });
 });

@@ -1,0 +1,73 @@
+import { describe, expect, it } from "vitest";
+import { asciiText, glyphsFor, unicodeLocale } from "../../src/charset.js";
+import { PIPED_WIDTH, tableWidth } from "../../src/output.js";
+
+const NON_ASCII = /[^\x20-\x7e]/u;
+
+describe("unicodeLocale: the locale in effect, as setlocale(LC_CTYPE) finds it", () => {
+  it.each<[Record<string, string>, boolean]>([
+    [{ LANG: "C" }, false],
+    [{ LC_ALL: "C" }, false],
+    [{ LC_ALL: "POSIX" }, false],
+    [{ LANG: "en_US" }, false],
+    [{ LANG: "de_DE.ISO-8859-1" }, false],
+    [{ LANG: "C.UTF-8" }, true],
+    [{ LANG: "en_US.utf8" }, true],
+    [{ LC_CTYPE: "C.Utf-8" }, true],
+    // LC_ALL over LC_CTYPE over LANG
+    [{ LC_ALL: "C", LC_CTYPE: "C.UTF-8", LANG: "C.UTF-8" }, false],
+    [{ LC_ALL: "en_US.UTF-8", LANG: "C" }, true],
+    [{ LC_CTYPE: "POSIX", LANG: "C.UTF-8" }, false],
+    [{ LC_CTYPE: "C.UTF-8", LANG: "C" }, true],
+    // an empty variable is unset, as setlocale reads it
+    [{ LC_ALL: "", LANG: "C" }, false],
+    [{ LC_ALL: "", LC_CTYPE: "", LANG: "C.UTF-8" }, true],
+  ])("%j: %s", (env, unicode) => {
+    expect(unicodeLocale(env)).toBe(unicode);
+  });
+
+  it("none set at all (a minimal container) is UTF-8: only an explicit C or POSIX asks for ASCII", () => {
+    expect(unicodeLocale({})).toBe(true);
+    expect(unicodeLocale({ LANG: "", LC_ALL: "" })).toBe(true);
+    expect(unicodeLocale({ LANGUAGE: "C", TERM: "dumb" })).toBe(true); // neither is the charset
+  });
+});
+
+describe("asciiText", () => {
+  it("spells drill's symbols the way an operator would type them", () => {
+    expect(asciiText("2026-01-01T00:00Z → 2026-01-01T00:10Z")).toBe("2026-01-01T00:00Z -> 2026-01-01T00:10Z");
+    expect(asciiText("some avg10 is already ≥ 1.00 — refuse")).toBe("some avg10 is already >= 1.00 -- refuse");
+    expect(asciiText("10 – 20 ms, 3 × reject_, … 5 more, now − age")).toBe("10 - 20 ms, 3 x reject_, ... 5 more, now - age");
+  });
+
+  it("box drawing as - | +, and anything else not ASCII as one ? each", () => {
+    expect(asciiText("┌──┬──┐\n│ a│ b│\n╞══╪══╡")).toBe("+--+--+\n| a| b|\n+--+--+");
+    expect(asciiText("café 🚀 ▇")).toBe("caf? ? #");
+  });
+
+  it("leaves ASCII, control characters and escape codes alone", () => {
+    const text = "\x1b[31mFAIL\x1b[39m\tpath /var/tmp\n";
+    expect(asciiText(text)).toBe(text);
+  });
+});
+
+describe("glyphsFor", () => {
+  it("ASCII glyphs are ASCII, one column per bar, eight levels like the Unicode ones", () => {
+    const ascii = glyphsFor(false);
+    const unicode = glyphsFor(true);
+    expect(ascii.bars).toHaveLength(unicode.bars.length);
+    expect(new Set(ascii.bars).size).toBe(ascii.bars.length);
+    for (const text of [ascii.bars, ascii.ellipsis, ...Object.values(ascii.table ?? {})]) expect(text).not.toMatch(NON_ASCII);
+    expect(unicode.table).toBeNull(); // cli-table3's own box drawing, as before
+  });
+});
+
+describe("tableWidth", () => {
+  it("a terminal's width on a TTY; PIPED_WIDTH when piped or when the terminal tells none", () => {
+    expect(tableWidth({ isTTY: true, columns: 40 })).toBe(40);
+    expect(tableWidth({ isTTY: true, columns: 200 })).toBe(200);
+    expect(tableWidth({ isTTY: undefined, columns: undefined })).toBe(PIPED_WIDTH);
+    expect(tableWidth({ isTTY: true, columns: 0 })).toBe(PIPED_WIDTH);
+    expect(PIPED_WIDTH).toBe(80);
+  });
+});
