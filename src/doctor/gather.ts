@@ -1,11 +1,12 @@
 import { findRunningDrills } from "../drill/rollback.js";
-import { existsSync, mkdirSync, realpathSync, rmdirSync, rmSync, statfsSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, realpathSync, rmdirSync, rmSync, statfsSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { Redis } from "ioredis";
 import { databaseRefusal, notRedisReply, openRedis } from "../queue/redis.js";
 import { detectLayout, type CgroupLayout } from "../cgroup/layout.js";
 import type { ParentSpec } from "../cgroup/names.js";
 import { assembleWorkerCgroup, requireParentDirs, resolveWorkerCgroup, twinName, type WorkerCgroup } from "../cgroup/paths.js";
+import { makeCgroupDir } from "../cgroup/setup.js";
 import { directoryProblem, filesystemName } from "../host/filesystem.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readMeminfoReading } from "../host/meminfo.js";
@@ -88,7 +89,7 @@ function probeCgroup(probe: WorkerCgroup, facts: DoctorFacts): void {
   facts.memoryWritable.where = path.dirname(probe.limits.dir);
   try {
     for (const dir of probe.dirs) {
-      mkdirSync(dir.dir);
+      makeCgroupDir(dir.dir);
       created.push(dir.dir);
     }
     facts.memoryWritable = { ok: true, where: path.dirname(probe.limits.dir) };
