@@ -11,6 +11,7 @@ import { directoryProblem, filesystemName } from "../host/filesystem.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readMeminfoReading } from "../host/meminfo.js";
 import { readHostPsi } from "../host/psi.js";
+import { findOnPath } from "../util/findOnPath.js";
 import { readVmstat, swapCounters } from "../host/vmstat.js";
 import { recordDirs, stateDirError } from "../cgroup/stateFiles.js";
 import { makeDirs } from "../util/makeDirs.js";
@@ -48,8 +49,8 @@ export async function gatherFacts(options: GatherOptions): Promise<DoctorFacts> 
     vmstatSwapIn: vmstatFact(roots),
     cgroupKill: { file: null, present: false, freezer: false },
     redis: options.redisUrl ? await redisFact(options.redisUrl) : { given: false },
-    redisServerPath: findOnPath("redis-server", options.env ?? process.env),
-    timeoutPath: findOnPath("timeout", options.env ?? process.env),
+    redisServerPath: findOnPath("redis-server", (options.env ?? process.env).PATH ?? ""),
+    timeoutPath: findOnPath("timeout", (options.env ?? process.env).PATH ?? ""),
     hogDir: { dir: options.hogDir, ...hogDirFact(options.hogDir), neededBytes: options.hogBytes },
     stateDir: stateDirFact(options.stateDir, options.drillDirs ?? []),
   };
@@ -177,15 +178,6 @@ async function configGet(redis: Redis, key: string): Promise<ConfigReading> {
   } catch (err) {
     return { ok: false, reason: `${(err as Error).message} (CONFIG refused to this user, or renamed on a managed Redis)` };
   }
-}
-
-function findOnPath(program: string, env: NodeJS.ProcessEnv): string | null {
-  for (const dir of (env.PATH ?? "").split(":")) {
-    if (dir === "") continue;
-    const candidate = path.join(dir, program);
-    if (existsSync(candidate)) return candidate;
-  }
-  return null;
 }
 
 
