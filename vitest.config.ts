@@ -18,6 +18,7 @@ const QUIET_FILES = [
   "test/e2e/pack-gate.test.ts",
   "test/e2e/pack-refused.test.ts",
   "test/e2e/report-seq-refused.test.ts",
+  "test/e2e/report-up-ended.test.ts",
   "test/e2e/report-worker-exited.test.ts",
   "test/e2e/report.test.ts",
   "test/e2e/rollback-fake-procfs.test.ts",

@@ -1,4 +1,4 @@
-import { mkdirSync, rmdirSync, statSync } from "node:fs";
+import { chmodSync, mkdirSync, rmdirSync, statSync } from "node:fs";
 import path from "node:path";
 import { drillCommandFor } from "../context.js";
 import { isDrillUp, readState, statePath, type DrillState } from "../drill/state.js";
@@ -27,6 +27,27 @@ export interface SetupOptions {
 }
 
 export type { CgroupOwner };
+
+/**
+ * A cgroup dir drill makes: 0755 whatever the umask, as runc and systemd make
+ * theirs (mkdir 0755). Only root (who runs drill) writes limits or moves
+ * tasks; a sidecar run as another user (watch from a container) still reads
+ * memory.pressure and memory.events. QA: under umask 000 they were
+ * world-writable (anyone could move tasks in, or make child cgroups that
+ * block the rmdir); under 077, unreadable to such a sidecar.
+ */
+export const CGROUP_DIR_MODE = 0o755;
+
+/** mkdir, then chmod to CGROUP_DIR_MODE (mkdir takes the umask's bits off); a dir whose chmod failed is removed again, and the error thrown as it came. */
+export function makeCgroupDir(dir: string): void {
+  mkdirSync(dir, { mode: CGROUP_DIR_MODE });
+  try {
+    chmodSync(dir, CGROUP_DIR_MODE);
+  } catch (err) {
+    rmdirSync(dir);
+    throw err;
+  }
+}
 
 function ownerOf(marker: CgroupMarker | null): CgroupOwner | null {
   return marker?.owner ?? null;
@@ -503,7 +524,7 @@ function applyJudged(plan: SetupPlan, current: CgroupMarker | null, stateDir: st
         }
       } else if (step.kind === "mkdir") {
         try {
-          mkdirSync(step.dir.dir);
+          makeCgroupDir(step.dir.dir);
         } catch (err) {
           if ((err as NodeJS.ErrnoException).code === "EEXIST") {
             throw new RefusedError(`${step.dir.dir} appeared while drill was creating it; refusing to adopt it`);

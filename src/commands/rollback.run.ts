@@ -10,6 +10,7 @@ import { refusalHint } from "../queue/refusal.js";
 import { holdsState, listDrills, readState, readStateEntries } from "../drill/state.js";
 import { RollbackIncompleteError, stopExitCode, UsageError } from "../errors.js";
 import { thawBeforeExit } from "../cgroup/teardown.js";
+import { stopRestartedBeforeExit } from "../drill/embeddedRedis.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
 import { consoleOutput, snakeCaseKeys } from "../output.js";
 import { distinctQueues, maskedQueues, queueLeftOpenLine, queuesLeftOpen, type QueueLeftOpen, type ServedQueue } from "../worker/served.js";
@@ -58,6 +59,8 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     (signal) => {
       // Stopping is the operator's choice; a cgroup left frozen is not (its tasks stay stopped for good).
       const { notes: thawNotes, stillFrozen } = thawBeforeExit("the rollback");
+      // A Redis this rollback restarted with nothing to end it: stopped with it (its jobs stay in its AOF).
+      const stopNotes = [...thawNotes, ...stopRestartedBeforeExit(hostRoots(g))];
       const afterStep = current.lastStep === "" ? null : current.lastStep;
       const where = afterStep === null ? "before its first step" : `after step "${afterStep}"`;
       const command = interruptedRerun(rerunCmd, { name: named, queue: flags.queue }, current);
@@ -74,7 +77,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
         ];
         output.json(rollbackDocument(drills, complete, cgroups, [], left, { signal, drill: current.name, after_step: afterStep, command }, startingUps, queues));
       }
-      for (const note of thawNotes) writeErr(`drill: ${note}\n`);
+      for (const note of stopNotes) writeErr(`drill: ${note}\n`);
       writeErr(`drill: interrupted by ${signal} during the rollback of ${what} ${where}; run \`${command}\` again to finish it\n`);
       process.exit(stopExitCode(signal));
     },

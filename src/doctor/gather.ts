@@ -1,15 +1,17 @@
 import { findRunningDrills } from "../drill/rollback.js";
-import { existsSync, mkdirSync, realpathSync, rmdirSync, rmSync, statfsSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, realpathSync, rmdirSync, rmSync, statfsSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { Redis } from "ioredis";
 import { databaseRefusal, notRedisReply, openRedis } from "../queue/redis.js";
 import { detectLayout, type CgroupLayout } from "../cgroup/layout.js";
 import type { ParentSpec } from "../cgroup/names.js";
 import { assembleWorkerCgroup, requireParentDirs, resolveWorkerCgroup, twinName, type WorkerCgroup } from "../cgroup/paths.js";
+import { makeCgroupDir } from "../cgroup/setup.js";
 import { directoryProblem, filesystemName } from "../host/filesystem.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readMeminfoReading } from "../host/meminfo.js";
 import { readHostPsi } from "../host/psi.js";
+import { findOnPath } from "../util/findOnPath.js";
 import { readVmstat, swapCounters } from "../host/vmstat.js";
 import { recordDirs, stateDirError } from "../cgroup/stateFiles.js";
 import { makeDirs } from "../util/makeDirs.js";
@@ -47,8 +49,8 @@ export async function gatherFacts(options: GatherOptions): Promise<DoctorFacts> 
     vmstatSwapIn: vmstatFact(roots),
     cgroupKill: { file: null, present: false, freezer: false },
     redis: options.redisUrl ? await redisFact(options.redisUrl) : { given: false },
-    redisServerPath: findOnPath("redis-server", options.env ?? process.env),
-    timeoutPath: findOnPath("timeout", options.env ?? process.env),
+    redisServerPath: findOnPath("redis-server", (options.env ?? process.env).PATH ?? ""),
+    timeoutPath: findOnPath("timeout", (options.env ?? process.env).PATH ?? ""),
     hogDir: { dir: options.hogDir, ...hogDirFact(options.hogDir), neededBytes: options.hogBytes },
     stateDir: stateDirFact(options.stateDir, options.drillDirs ?? []),
   };
@@ -88,7 +90,7 @@ function probeCgroup(probe: WorkerCgroup, facts: DoctorFacts): void {
   facts.memoryWritable.where = path.dirname(probe.limits.dir);
   try {
     for (const dir of probe.dirs) {
-      mkdirSync(dir.dir);
+      makeCgroupDir(dir.dir);
       created.push(dir.dir);
     }
     facts.memoryWritable = { ok: true, where: path.dirname(probe.limits.dir) };
@@ -176,15 +178,6 @@ async function configGet(redis: Redis, key: string): Promise<ConfigReading> {
   } catch (err) {
     return { ok: false, reason: `${(err as Error).message} (CONFIG refused to this user, or renamed on a managed Redis)` };
   }
-}
-
-function findOnPath(program: string, env: NodeJS.ProcessEnv): string | null {
-  for (const dir of (env.PATH ?? "").split(":")) {
-    if (dir === "") continue;
-    const candidate = path.join(dir, program);
-    if (existsSync(candidate)) return candidate;
-  }
-  return null;
 }
 
 

@@ -7,6 +7,8 @@ import { notRedisReply, openRedis, redactUrl, tlsHint } from "../queue/redis.js"
 import { DrillError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessStat } from "../host/process.js";
+import { signalVerified } from "../cgroup/tasks.js";
+import { findOnPath } from "../util/findOnPath.js";
 import { acquireDrillLock } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { findByCwd, realDir } from "./strays.js";
@@ -33,11 +35,21 @@ export interface EmbeddedRedisSpec {
    * holds every write, so rollback and report restart it on that AOF.
    */
   lifetimeMs?: number;
+  /**
+   * The caller stops the server itself, at its end and on its own
+   * interruption (stopRestartedBeforeExit): `lifetimeMs` then only bounds a
+   * server whose caller was SIGKILLed, through `timeout` where coreutils is
+   * on PATH; without it the server runs bare (QA: rollback on a host without
+   * coreutils left the drain pending, exit 4, for a wrapper it can do without).
+   */
+  callerStops?: boolean;
 }
 
 export interface EmbeddedRedis {
   /** redis-server's own pid (from INFO), not its `timeout` wrapper's. */
   pid: number;
+  /** It exits by itself at `lifetimeMs` (under `timeout`); false: only when stopped. */
+  selfExits: boolean;
   port: number;
   url: string;
   dir: string;
@@ -77,7 +89,7 @@ export async function startEmbeddedRedis(spec: EmbeddedRedisSpec): Promise<Embed
   const log = openOwnFile(path.join(spec.dir, "redis.stderr"), "a");
   const serverArgs = redisServerArgs(spec.dir, port);
   const env = spec.env ?? process.env;
-  const wrapped = spec.lifetimeMs !== undefined;
+  const wrapped = spec.lifetimeMs !== undefined && (!spec.callerStops || findOnPath("timeout", env.PATH ?? "") !== null);
   // The wrapper must not carry DRILL_RUN_ID: rollback's sweep for the run's
   // strays would SIGTERM it, and timeout passes the signal on, stopping Redis
   // before the drain is exported. Redis itself is found by its cwd.
@@ -107,7 +119,41 @@ export async function startEmbeddedRedis(spec: EmbeddedRedisSpec): Promise<Embed
   const url = `redis://127.0.0.1:${port}`;
   const pid = await Promise.race([waitForPing(url, spec.startTimeoutMs ?? 10_000).then(() => serverPid(url)), spawnError, exited]);
   child.removeAllListeners("exit");
-  return { pid, port, url, dir: spec.dir };
+  return { pid, port, url, dir: spec.dir, selfExits: wrapped };
+}
+
+/** Servers this process restarted that do not exit by themselves (no `timeout` on PATH), by data dir, until their caller is done with them. */
+const restartedNow = new Map<string, { pid: number; startTime: number; dir: string }>();
+
+/** A server started with `callerStops` and no self-exit: stopped by stopRestartedBeforeExit if its caller is stopped before releaseRestarted. */
+export function stopIfInterrupted(server: { pid: number; startTime: number; dir: string }): void {
+  restartedNow.set(server.dir, server);
+}
+
+/** Its caller is done with the server on `dir` (stopped it, or keeps it running on purpose and says so). */
+export function releaseRestarted(dir: string): void {
+  restartedNow.delete(dir);
+}
+
+/**
+ * For a stop signal's handler (synchronous): SIGTERMs every server
+ * stopIfInterrupted holds, so none outlives its caller without a bound.
+ * Redis shuts down cleanly on SIGTERM, and with appendfsync always its AOF
+ * already holds every write: the next rollback restarts it there. → notes.
+ */
+export function stopRestartedBeforeExit(roots: HostRoots): string[] {
+  const notes: string[] = [];
+  for (const server of restartedNow.values()) {
+    restartedNow.delete(server.dir);
+    try {
+      if (signalVerified(roots, server, "SIGTERM") === "signalled") {
+        notes.push(`stopped redis-server ${server.pid}, restarted on its AOF in ${server.dir} with no \`timeout\` (coreutils) to end it: its jobs stay in that AOF`);
+      }
+    } catch (err) {
+      notes.push(`could not stop redis-server ${server.pid} (restarted on its AOF in ${server.dir}): ${(err as Error).message}; stop it by hand (kill ${server.pid})`);
+    }
+  }
+  return notes;
 }
 
 function withoutRunId(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {

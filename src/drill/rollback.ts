@@ -16,7 +16,7 @@ import { DrillQueue } from "../queue/queue.js";
 import { queueKeys, queueNameRefusal } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl, sameRedis } from "../queue/redis.js";
 import { drainReady, drainUnheld, exportKeys, heldText, holdsQueueKeys, otherQueuesKeys, queueServingRun, type DrainProgressOptions, type DrainResult } from "./drain.js";
-import { embeddedRedisDrill, freePort, isEmbeddedRedis, requireRestartable, startEmbeddedRedis, waitForPing } from "./embeddedRedis.js";
+import { embeddedRedisDrill, freePort, isEmbeddedRedis, releaseRestarted, requireRestartable, startEmbeddedRedis, stopIfInterrupted, waitForPing } from "./embeddedRedis.js";
 import { acquireRollbackLock, stateDirRefusal, stateDirRefusalText, type DrillLock } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
 import { drillDir, listDrills, readState, statePath, upDiedUnrecorded, writeState, type DrillState, type ProcessRecord, type ProcessRole, type RollbackRecord, type StateEntry } from "./state.js";
@@ -480,6 +480,8 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     if (unrecorded !== null) result.left.push(unrecordedLeft(options.stateDir, name, unrecorded));
     return { kind: "rolled_back", result };
   } finally {
+    // Stopped in step 8, or kept running on purpose (said there): no longer the interrupt handler's to stop.
+    if (state.redis.embedded) releaseRestarted(state.redis.embedded.dir);
     lock?.release();
   }
 }
@@ -1056,14 +1058,19 @@ async function connectDrillRedis(
       record("connect redis", false, `embedded redis is down; not restarted on its AOF in ${embedded.dir}: its port could not be recorded in state.json first (above); the jobs stay in its AOF there`);
       return null;
     }
-    // If this rollback dies half-way, the restarted server still exits by itself.
-    const restarted = await startEmbeddedRedis({ dir: embedded.dir, port, detached: true, env: { ...process.env, DRILL_RUN_ID: state.runId }, lifetimeMs: SELF_EXIT_GRACE_MS });
+    // This rollback stops it (step 8, or on its own interruption). If it is
+    // SIGKILLed half-way, the server exits by itself under coreutils `timeout`;
+    // without that on PATH it runs until the next rollback, which reaches it
+    // on the port recorded above and stops it.
+    const restarted = await startEmbeddedRedis({ dir: embedded.dir, port, detached: true, env: { ...process.env, DRILL_RUN_ID: state.runId }, lifetimeMs: SELF_EXIT_GRACE_MS, callerStops: true });
     crash("redis-restart");
     const stat = readProcessStat(options.roots, restarted.pid);
     intended.pid = restarted.pid;
     intended.startTime = stat.ok ? stat.value.startTime : null;
+    if (!restarted.selfExits && intended.startTime !== null) stopIfInterrupted({ pid: restarted.pid, startTime: intended.startTime, dir: embedded.dir });
     save();
-    record("connect redis", true, `embedded redis was down; restarted on its AOF in ${embedded.dir} at ${restarted.url}${leftOut}`);
+    const unbounded = restarted.selfExits ? "" : " (no `timeout` (coreutils) on PATH: it runs until this rollback stops it)";
+    record("connect redis", true, `embedded redis was down; restarted on its AOF in ${embedded.dir} at ${restarted.url}${unbounded}${leftOut}`);
     return await connectRedis(restarted.url, { name: "drill-rollback", commandTimeoutMs: 5000 });
   } catch (err) {
     record("connect redis", false, err instanceof DrillError ? err.message : String(err));

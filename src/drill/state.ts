@@ -3,7 +3,7 @@ import path from "node:path";
 import { stateDirError, writeJsonDurably } from "../cgroup/stateFiles.js";
 import { DrillError, UsageError } from "../errors.js";
 import { redactUrl } from "../context.js";
-import type { HostRoots } from "../host/kernelFile.js";
+import type { HostRoots, Reading } from "../host/kernelFile.js";
 import { isSameProcess } from "../host/process.js";
 import { ForeignRecordError, readOwnRecord, recordReadError } from "../util/ownFiles.js";
 
@@ -185,16 +185,38 @@ export function writeUpEnded(runDirPath: string, ended: DrillEnded): void {
   }
 }
 
-/** null when absent, not an end record, or not drill's (readOwnRecord). */
-export function readUpEnded(runDirPath: string): DrillEnded | null {
+/**
+ * up's end record: null when there is none (up did not write one); not ok,
+ * naming the file and why, when it is not drill's (readOwnRecord), cannot be
+ * read, or is not an end record. Only the report reads it, for two counts:
+ * QA: a forged or garbled one was dropped without a word.
+ */
+export function readUpEnded(runDirPath: string): Reading<DrillEnded | null> {
+  const file = upEndedPath(runDirPath);
+  let text: string | null;
   try {
-    const text = readOwnRecord(upEndedPath(runDirPath));
-    if (text === null) return null;
-    const ended = JSON.parse(text) as DrillEnded;
-    return typeof ended.verdict === "string" && typeof ended.at === "string" ? ended : null;
-  } catch {
-    return null;
+    text = readOwnRecord(file);
+  } catch (err) {
+    if (err instanceof ForeignRecordError) return { ok: false, file, reason: err.message };
+    return { ok: false, file, reason: `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
   }
+  if (text === null) return { ok: true, value: null };
+  const ended = parseUpEnded(text);
+  return typeof ended === "string" ? { ok: false, file, reason: `${file} is not up's end record (${ended}); move it aside` } : { ok: true, value: ended };
+}
+
+/** An end record as up writes it (writeUpEnded), or why the text is not one. */
+function parseUpEnded(text: string): DrillEnded | string {
+  let ended: unknown;
+  try {
+    ended = JSON.parse(text);
+  } catch (err) {
+    return `not JSON: ${(err as Error).message}`;
+  }
+  if (ended === null || typeof ended !== "object" || Array.isArray(ended)) return "not a JSON object";
+  const { verdict, at } = ended as Partial<DrillEnded>;
+  if (typeof verdict !== "string" || typeof at !== "string") return "no verdict and at";
+  return ended as DrillEnded;
 }
 
 /** ForeignRecordError when drill cannot have written it: a rollback must not stop, remove or unlink on its word. */

@@ -10,6 +10,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { joinArgv } from "../cgroup/join.js";
 import { DrillError, UsageError } from "../errors.js";
+import { findOnPath } from "../util/findOnPath.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 import { MAX_DURATION_MS } from "../units.js";
 
@@ -68,15 +69,6 @@ function isExecutable(file: string): boolean {
   } catch {
     return false;
   }
-}
-
-function findOnPath(name: string, pathEnv: string): string | null {
-  for (const dir of pathEnv.split(path.delimiter)) {
-    if (dir === "") continue;
-    const candidate = path.join(dir, name);
-    if (isExecutable(candidate)) return candidate;
-  }
-  return null;
 }
 
 /** The C helper if it was built, else python3 with the fallback script, else a DrillError naming both. */

@@ -10,7 +10,7 @@ import { detectLayout } from "../cgroup/layout.js";
 import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import { workerCgroupFromDirs } from "../cgroup/paths.js";
 import { validateDrillName } from "../drill/names.js";
-import { drillDir, isDrillUp, keptRunStatePath, listDrills, listKeptRuns, readState, readStateEntries, readStateFile, readUpEnded, runDir, upDiedUnrecorded, type DrillState } from "../drill/state.js";
+import { drillDir, isDrillUp, keptRunStatePath, listDrills, listKeptRuns, readState, readStateEntries, readStateFile, readUpEnded, runDir, upDiedUnrecorded, type DrillEnded, type DrillState } from "../drill/state.js";
 import { DrillError, RefusedError, UsageError } from "../errors.js";
 import { queueKeys, type QueueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl, sameRedis } from "../queue/redis.js";
@@ -226,7 +226,21 @@ export function runExportFiles(dir: string, state: DrillState | null): { own: st
   return { own: all.filter((f) => at(f) >= createdMs), earlier: all.filter((f) => at(f) < createdMs) };
 }
 
-function drillInfo(name: string, state: DrillState | null, roots: HostRoots, logDir: string | null, stateDir: string): DrillInfo {
+/**
+ * up's counts of what it packed, when a rollback stopped it (runs/<id>/up-ended.json):
+ * read only where the report's end line gives them (a rollback recorded, no
+ * end of up's own). One drill did not write, or that is no end record, is
+ * named in a note and not taken on its word: its counts are n/a.
+ */
+function upEndedAtRollback(state: DrillState | null, logDir: string | null, notes: string[]): DrillEnded | null {
+  if (state === null || state.ended || state.rollback === undefined || logDir === null) return null;
+  const read = readUpEnded(logDir);
+  if (read.ok) return read.value;
+  notes.push(`pushed and not packed at the run's end are n/a: ${read.reason}`);
+  return null;
+}
+
+function drillInfo(name: string, state: DrillState | null, roots: HostRoots, upEnded: DrillEnded | null, stateDir: string): DrillInfo {
   return {
     name,
     runId: state?.runId ?? null,
@@ -241,7 +255,7 @@ function drillInfo(name: string, state: DrillState | null, roots: HostRoots, log
     lastRollbackAt: state?.rollback?.lastAt ?? null,
     redrains: (state?.rollback?.redrains ?? []).map((r) => ({ at: r.at, drained: r.drained })),
     upGone: state !== null && upDiedUnrecorded(roots, state) ? { pid: state.owner.pid } : null,
-    upEndedAtRollback: state === null || state.ended || logDir === null ? null : readUpEnded(logDir),
+    upEndedAtRollback: upEnded,
     rollbackCommand: `${drillCommandFor(stateDir)} rollback --name ${name}`,
   };
 }
@@ -392,7 +406,7 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   }
   const base = {
     queue: keys.queue,
-    drill: name === null ? null : { ...drillInfo(name, state, options.roots ?? new HostRoots(), logDir, options.stateDir), earlierRun: archived !== null },
+    drill: name === null ? null : { ...drillInfo(name, state, options.roots ?? new HostRoots(), upEndedAtRollback(state, logDir, notes), options.stateDir), earlierRun: archived !== null },
     recording,
     recordingLooked: options.recordingFile !== undefined ? options.recordingFile : candidates.length === 0 ? null : candidates.join(" or "),
     gatherNotes: notes,
