@@ -19,6 +19,18 @@ export const LAB_LABEL = "lab expectation from a declared drill, not observed pr
 
 export const DECISION_KINDS = ["admit", "reject_host_pressure", "reject_deadline_slack", "reject_packed_tokens"] as const;
 
+/**
+ * The sets the first-token figures count. A job admitted before the window
+ * and finished in it is in finished, not admitted: late counts over judged,
+ * never over admitted (QA: "late 12" beside "admitted 10" read as 12 of 10).
+ */
+export const FIRST_TOKEN_COUNTED = {
+  admitted: "admit decisions in the window, whenever the job finished",
+  finished: "jobs whose done_ts is in the window, admitted in it or before it",
+  judged: "jobs finished in the window, plus jobs admitted in it not finished: what late counts over",
+  late: "judged jobs with a first token after their deadline, or none by it",
+} as const;
+
 export const COST_PROXY_FORMULA = "cost_proxy = prompt_tokens + completion_tokens + retry_count * prompt_tokens + stall_ms * workers_held / 1000";
 
 /** How stall_ms is measured for cost_proxy (also printed with the figures). */
@@ -280,8 +292,14 @@ export interface Report {
   /** When the run's rollback cut admission off, also outside the window; null: no rollback recorded, or no reject_all event of it read. */
   rollback_deny_all: RollbackDenyAll | null;
   first_token: {
+    /** Admit decisions in the window (FIRST_TOKEN_COUNTED says what each figure counts). */
     admitted: number | null;
+    /** Jobs whose done_ts is in the window, whenever they were admitted. */
     finished: number;
+    /** Of finished, those with no admit in the window: admitted before it (not in `admitted`); null: the stream was not read. */
+    finished_admitted_earlier: number | null;
+    /** The jobs `late` counts over: finished, plus the unfinished jobs admitted in the window (late ≤ judged, whatever `admitted` is). */
+    judged: number;
     with_first_token: number;
     p50_ms: number | null;
     p99_ms: number | null;
@@ -301,6 +319,8 @@ export interface Report {
     late_unfinished: number | null;
     /** Of with_first_token, the unfinished jobs' (from `<q>:first_token`); null: not read. */
     unfinished_with_first_token: number | null;
+    /** What admitted, finished, judged and late count, in words: the text and md views print the same. */
+    counted: typeof FIRST_TOKEN_COUNTED;
   } | null;
   totals: { tokens_out: number | null; retry_count: number | null; jobs_done: number | null; jobs_late: number | null } | null;
   /**
@@ -1074,9 +1094,12 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     const lateIds = [...lateFinished.map((d) => d.id ?? "?"), ...lateUnfinished];
     const p99 = percentile(times, 99);
     const deadline = deadlines.length === 0 ? null : { min: Math.min(...deadlines), max: Math.max(...deadlines) };
+    const admittedInWindow = events === null ? null : new Set(events.filter((e) => e.reason === "admit").map((e) => e.job));
     firstToken = {
       admitted: decisions ? (decisions.rows.find((r) => r.reason === "admit")?.count ?? 0) : null,
       finished: done.length,
+      finished_admitted_earlier: admittedInWindow === null ? null : done.filter((d) => d.id === null || !admittedInWindow.has(d.id)).length,
+      judged: done.length + unfinished.jobs.length,
       with_first_token: times.length,
       p50_ms: percentile(times, 50),
       p99_ms: p99,
@@ -1091,6 +1114,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       late_finished: lateFinished.length,
       late_unfinished: unfinished.read ? lateUnfinished.length : null,
       unfinished_with_first_token: unfinished.read ? unfinished.jobs.filter((u) => u.firstTokenMs !== null).length : null,
+      counted: FIRST_TOKEN_COUNTED,
     };
     const noFirstToken = done.filter((d) => d.firstTokenMs === null).length;
     if (noFirstToken > 0) notes.push(`${noFirstToken} finished job(s) have no first_token_ms: left out of p50/p99`);

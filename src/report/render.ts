@@ -128,14 +128,19 @@ function sections(r: Report): Section[] {
       ft.late_unfinished === null
         ? "unfinished jobs not read"
         : `${ft.late_unfinished} admitted and without a first token at their deadline${idList(ft.late_jobs.slice(ft.late_finished))}`;
-    const lateText = `${ft.late} (${finishedLate}; ${neverFirst})`;
+    // Out of the jobs judged, never of those admitted: a job admitted before the window can finish late in it.
+    const lateText = `${ft.late} of ${ft.judged} judged (${finishedLate}; ${neverFirst})`;
+    const earlier = ft.finished_admitted_earlier ?? 0;
+    const finished = earlier === 0 ? String(ft.finished) : `${ft.finished} (${earlier} of them admitted before the window)`;
     const withToken = ft.unfinished_with_first_token === null ? String(ft.with_first_token) : `${ft.with_first_token} (${ft.unfinished_with_first_token} of them not finished)`;
     out.push({
       title: "First token of admitted jobs",
+      // What each figure counts, as --format json's `counted` says it: the sets differ (a job admitted before the window finishes in it).
+      before: [`Counted: ${Object.entries(ft.counted).map(([figure, what]) => `${figure} = ${what}`).join("; ")}.`],
       header: ["figure", "value"],
       rows: [
         ["admitted in window", int(ft.admitted)],
-        ["finished in window", String(ft.finished)],
+        ["finished in window", finished],
         ["with a first token", withToken],
         ["first token p50", ms(ft.p50_ms)],
         ["first token p99", ms(ft.p99_ms)],

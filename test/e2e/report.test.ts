@@ -151,7 +151,7 @@ describe("drill report (built binary)", () => {
     expect(md).toMatch(/\| last \| \S+ \| `reject_host_pressure job=6 psi=12.40 route=retry` \|/);
     expect(md).toContain("| first token p99 | 9120 ms |");
     expect(md).toContain("| p99 against deadline | over by 1120 ms |");
-    expect(md).toContain("| late jobs | 1 (1 finished late: job=1; 0 admitted and without a first token at their deadline) |");
+    expect(md).toContain("| late jobs | 1 of 1 judged (1 finished late: job=1; 0 admitted and without a first token at their deadline) |");
     expect(md).toMatch(/\| psi_mem_some_avg10 \(host\) \| 12\.40 \| \S+ \|/);
     expect(md).toMatch(/\| OOM kills \| 1 in window \(memory.events oom_kill=1\) \|/);
     expect(md).toContain("| `LLEN " + queue + "` | 1 |"); // job 7 still waits
