@@ -54,6 +54,14 @@ export interface DrillEndedFacts {
   unanswered_pushes: number | null;
   /** Jobs of phases that start past the drill's end (a --duration shorter than the file), skipped; not in not_packed. null: not recorded. */
   skipped_jobs: number | null;
+  /**
+   * Jobs up's packer did not push that the gate decided on the run's queue
+   * from the run's start to the window's end (a hand-run `drill pack`,
+   * another producer): in the decisions and lists beside, not in `pushed`.
+   * null: up's pushes not recorded (an older state, no end of up's), or the stream not read.
+   */
+  other_jobs: number | null;
+  other_job_ids: string[];
   /** A rollback of the run, when one ran: the first one (it took the drill over), whatever ran after it. */
   rolled_back_at: string | null;
   /** When the run's first rollback started (it recorded at rolled_back_at, or has not finished); null: no rollback started. */
@@ -72,8 +80,11 @@ function unfinishedRollbackStart(drill: ReportInputs["drill"]): string | null {
   return drill.rollbackStartedAt ?? null;
 }
 
-/** The drill state's end record → the header's facts; null when nothing says how it ended. */
-function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedFacts | null {
+/**
+ * The drill state's end record → the header's facts; null when nothing says how it ended.
+ * `notUps`: of the jobs decided during the run, those not among up's pushes (null: not known).
+ */
+function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>, notUps: (pushedIds: readonly string[] | undefined) => string[] | null): DrillEndedFacts | null {
   // "N s into the drill" as up says it: from the schedule's clock start (gate and worker ready). A run
   // that stopped before it (or one recorded before up waited for readiness) says when, not how far in.
   const startedAt = drill.scheduleStartedAt ?? null;
@@ -90,9 +101,14 @@ function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedF
     takeover !== null
       ? { unfinished: `a rollback started at ${takeover} has not finished (still running, or interrupted): \`${drill.rollbackCommand ?? `drill rollback --name ${drill.name}`}\` again finishes it` }
       : {};
+  const others = (pushedIds: readonly string[] | undefined) => {
+    const ids = notUps(pushedIds);
+    return { other_jobs: ids?.length ?? null, other_job_ids: ids ?? [] };
+  };
+  const noOthers = { other_jobs: null, other_job_ids: [] };
   const ended = drill.ended ?? null;
   if (ended) {
-    return { verdict: ended.verdict, reason: ended.reason, at: ended.at, after_ms: after(ended.at), pushed: ended.pushed, not_packed: ended.notPacked, unanswered_pushes: ended.unansweredPushes ?? null, skipped_jobs: ended.skippedJobs ?? null, ...rollbacks, ...unfinished };
+    return { verdict: ended.verdict, reason: ended.reason, at: ended.at, after_ms: after(ended.at), pushed: ended.pushed, not_packed: ended.notPacked, unanswered_pushes: ended.unansweredPushes ?? null, skipped_jobs: ended.skippedJobs ?? null, ...others(ended.pushedIds), ...rollbacks, ...unfinished };
   }
   // No verdict from up, and a rollback: it stopped up mid-drill (or up had died).
   if (rollbackAt !== null) {
@@ -107,15 +123,16 @@ function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedF
       not_packed: counts?.notPacked ?? null,
       unanswered_pushes: counts?.unansweredPushes ?? null,
       skipped_jobs: counts?.skippedJobs ?? null,
+      ...others(counts?.pushedIds),
       ...rollbacks,
     };
   }
   if (takeover !== null) {
-    return { verdict: "rolling_back", reason: "a rollback took the drill over before up recorded an end", at: takeover, after_ms: after(takeover), pushed: null, not_packed: null, unanswered_pushes: null, skipped_jobs: null, ...rollbacks, ...unfinished };
+    return { verdict: "rolling_back", reason: "a rollback took the drill over before up recorded an end", at: takeover, after_ms: after(takeover), pushed: null, not_packed: null, unanswered_pushes: null, skipped_jobs: null, ...noOthers, ...rollbacks, ...unfinished };
   }
   // Still "running" on disk with its up gone: the packer died mid-drill (SIGKILL, a reboot); when is not known.
   if (drill.upGone) {
-    return { verdict: "up_gone", reason: `drill up (pid ${drill.upGone.pid}) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback`, at: null, after_ms: null, pushed: null, not_packed: null, unanswered_pushes: null, skipped_jobs: null, rolled_back_at: null, rollback_started_at: null, last_rollback_at: null, redrains: [] };
+    return { verdict: "up_gone", reason: `drill up (pid ${drill.upGone.pid}) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback`, at: null, after_ms: null, pushed: null, not_packed: null, unanswered_pushes: null, skipped_jobs: null, ...noOthers, rolled_back_at: null, rollback_started_at: null, last_rollback_at: null, redrains: [] };
   }
   return null;
 }
@@ -791,6 +808,21 @@ function outsideWindowNote(inputs: ReportInputs, runStartMs: number, fromMs: num
   return `${before + after} of run ${inputs.drill?.runId ?? "?"}'s ${runs.length} decision(s) fall outside the window (${where}): not counted${why}`;
 }
 
+/**
+ * The jobs decided on the queue from the run's start to `untilMs` that are
+ * not among up's pushes, by job id: what arrived besides up's packing (a
+ * hand-run `drill pack`, another producer). null: the pushes or the stream unknown.
+ */
+function jobsNotPushedBy(pushedIds: readonly string[] | undefined, events: readonly DecisionEvent[] | null, runStartMs: number, untilMs: number): string[] | null {
+  if (pushedIds === undefined || events === null || !Number.isFinite(runStartMs)) return null;
+  const ups = new Set(pushedIds);
+  const others = new Set<string>();
+  for (const e of events) {
+    if (isDecisionReason(e.reason) && e.job !== "" && e.tsMs !== null && e.tsMs >= runStartMs && e.tsMs <= untilMs && !ups.has(e.job)) others.add(e.job);
+  }
+  return [...others].sort((a, b) => byJobId({ job: a }, { job: b }));
+}
+
 export function doneTime(d: DoneEntry): number | null {
   return d.doneTs ?? d.firstTokenTs ?? null;
 }
@@ -1304,7 +1336,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
           created_at: inputs.drill.createdAt,
           phase: inputs.drill.phase,
           queue: inputs.drill.queue ?? null,
-          ended: drillEndedFacts(inputs.drill),
+          ended: drillEndedFacts(inputs.drill, (pushedIds) => (otherQueue ? null : jobsNotPushedBy(pushedIds, inputs.events, runStartMs, untilMs))),
         }
       : null,
     queue: inputs.queue,

@@ -364,6 +364,10 @@ export function endedText(e: DrillEndedFacts): string {
     : unanswered === 1 ? " (1 of them got no reply to its push: queued under the next id if Redis ran it)"
     : ` (${unanswered} of them got no reply to their pushes: each queued under the next id if Redis ran it)`;
   const packed = total === null ? "" : e.not_packed! > 0 ? `; ${e.not_packed} of ${total} jobs not packed${maybe}` : `; all ${total} jobs packed`;
+  // QA: "all 9 jobs packed" beside 11 decisions and 11 ids: jobs pushed by hand during the drill are said apart.
+  const others =
+    e.other_jobs === null || e.other_jobs === undefined || e.other_jobs === 0 ? ""
+    : `; ${e.other_jobs} more job(s) decided on the queue during the run that up did not pack (${jobList(e.other_job_ids)}: pushed by hand or by another producer; in the figures below)`;
   // QA: "all 12 jobs packed" beside phases the drill's --duration skipped, whose jobs it never counted.
   const skipped = e.skipped_jobs === null || e.skipped_jobs === undefined || e.skipped_jobs === 0 ? "" : `; ${e.skipped_jobs} more in phases past the drill's end, skipped`;
   const rollback = e.rolled_back_at !== null && e.verdict !== "rolled_back" ? `; rolled back at ${e.rolled_back_at}` : "";
@@ -371,7 +375,7 @@ export function endedText(e: DrillEndedFacts): string {
   const redrains = (e.redrains ?? []).map((r) => `${r.at} (jobs pushed after the rollback${r.drained === null ? "" : `; drain length ${r.drained}`})`);
   const redrained = redrains.length === 0 ? "" : `; re-drained at ${redrains.join(", ")}`;
   const unfinished = e.unfinished === undefined ? "" : `; ${e.unfinished}`;
-  return `ended: ${e.verdict} — ${what}${packed}${skipped}${rollback}${redrained}${unfinished}`;
+  return `ended: ${e.verdict} — ${what}${packed}${others}${skipped}${rollback}${redrained}${unfinished}`;
 }
 
 /** `rollback: deny-all at <ts> (reject_all, was admit, psi avg10 6.69), after the window`: when admission was cut off. */

@@ -229,6 +229,31 @@ describe("the header says how the drill ended (M3)", () => {
     expect(buildReport(inputs({ drill: drillWith({ phase: "running" }) }), NOW, 10 * MIN).drill!.ended).toBeNull();
   });
 
+  // QA: "all 9 jobs packed" beside 11 decisions and 11 ids issued: 2 were a `drill pack` the operator ran during the drill.
+  it("jobs decided during the run that up did not pack (a hand-run drill pack) are said apart from up's: text, md and json", () => {
+    const ended = drillEnded({ interrupted: false, exitedEarly: [], pushed: ["1", "2", "3"], notPacked: 0, unansweredPushes: 0, skippedJobs: 0 }, NOW - 3 * MIN);
+    const start = Date.parse(created);
+    const decided = (job: string, tsMs: number, reason = "admit"): DecisionEvent => ({ id: `${tsMs}-0`, reason, job, figures: "", tsMs, gate: "g1", attempt: 0 });
+    const events = [
+      decided("1", start + 1000), decided("2", start + 1100), decided("3", start + 1200, "reject_packed_tokens"),
+      decided("4", start + 20_000, "reject_host_pressure"), decided("5", start + 20_100), // pushed by hand
+      decided("5", start + 20_200, "redelivery"), // bookkeeping, not a second job
+      decided("0", start - 60_000), // an earlier run's job on the same queue: not this run's
+    ];
+    const r = buildReport(inputs({ events, drill: drillWith({ ended }) }), NOW, 10 * MIN);
+    expect(r.drill!.ended).toMatchObject({ pushed: 3, other_jobs: 2, other_job_ids: ["4", "5"] });
+    expect(r.decisions!.total).toBe(ended.pushed! + r.drill!.ended!.other_jobs!);
+    const line = "ended: ran — ran to its end (120 s); all 3 jobs packed; 2 more job(s) decided on the queue during the run that up did not pack (job=4 job=5: pushed by hand or by another producer; in the figures below)";
+    expect(renderReport(r, "text", new Chalk({ level: 0 }))).toContain(line);
+    expect(renderReport(r, "md", new Chalk({ level: 0 }))).toContain(line);
+    expect((JSON.parse(renderReport(r, "json", new Chalk({ level: 0 }))) as { drill: { ended: Record<string, unknown> } }).drill.ended).toMatchObject({ other_jobs: 2, other_job_ids: ["4", "5"] });
+    // A state written before up recorded its ids: not known, nothing said.
+    const { pushedIds: _ids, ...older } = ended;
+    const old = buildReport(inputs({ events, drill: drillWith({ ended: older }) }), NOW, 10 * MIN);
+    expect(old.drill!.ended).toMatchObject({ other_jobs: null, other_job_ids: [] });
+    expect(endedText(old.drill!.ended!)).toBe("ended: ran — ran to its end (120 s); all 3 jobs packed");
+  });
+
   // QA: a push whose reply was lost ran once Redis woke: "22 of 33 jobs not packed" beside 12 ids issued (12 + 22 = 34).
   it("a push that got no reply as the drill stopped is named among the jobs not packed; an older state without the count says nothing of it", () => {
     const ended = drillEnded({ interrupted: false, exitedEarly: [{ key: "redis", how: "did not answer a push", code: null, log: null, cause: "no_reply", lastLine: null }], pushed: Array.from({ length: 11 }, (_, i) => String(i + 1)), notPacked: 22, unansweredPushes: 1, skippedJobs: 0 }, NOW - 4 * MIN);
