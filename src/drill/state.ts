@@ -101,6 +101,8 @@ export interface DrillEnded {
   unansweredPushes?: number;
   /** Jobs of phases starting past the drill's end (--duration), skipped: not in notPacked. Absent in older state files. */
   skippedJobs?: number;
+  /** The ids up's packer pushed: the report tells them from jobs pushed by others on the queue (a hand-run drill pack). Absent in older state files. */
+  pushedIds?: string[];
 }
 
 export function drillDir(stateDir: string, name: string): string {

@@ -104,7 +104,7 @@ export function drillEnded(result: Pick<UpResult, "interrupted" | "exitedEarly" 
   // Stopped early: when up saw it and said "N s into the drill", not when it got to write this (QA: 7 s live, 8 s in the report).
   const seen = verdict === "stopped_early" ? result.exitedEarly.map((e) => e.atMs).filter((t): t is number => t !== undefined) : [];
   const atMs = seen.length > 0 ? Math.min(...seen) : nowMs;
-  return { verdict, at: new Date(atMs).toISOString(), reason, pushed: result.pushed.length, notPacked: result.notPacked, unansweredPushes: result.unansweredPushes, skippedJobs: result.skippedJobs };
+  return { verdict, at: new Date(atMs).toISOString(), reason, pushed: result.pushed.length, notPacked: result.notPacked, unansweredPushes: result.unansweredPushes, skippedJobs: result.skippedJobs, pushedIds: [...result.pushed] };
 }
 
 /** What stopped the drill before its end: a child gone, or the Redis it packs into. */

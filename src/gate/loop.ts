@@ -6,7 +6,7 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { checkDecisionRecord, checkUnheardDecision } from "../queue/decisionRecord.js";
 import { decodeJob, type Job } from "../queue/job.js";
 import { gateModeOf, modeValueField, modeWarning, type StoredMode } from "../queue/mode.js";
-import { DrillQueue, rejectDeadReason, type DeadGatesRecovery, type StoredOutcome } from "../queue/queue.js";
+import { DrillQueue, rejectDeadReason, type DeadGatesRecovery, type RejectRoute, type StoredOutcome } from "../queue/queue.js";
 import { BlockingMover, closeRedis, connectRedis, emptyTakeAnsweredAt, hurryOnStop, redactUrl, redisErrorText, WatchdogTimeout } from "../queue/redis.js";
 import { unansweredGiveBackLine, type Holding } from "../queue/giveBack.js";
 import { decideAdmission, decisionFigures, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
@@ -320,14 +320,14 @@ async function decideOne(
   }
   // A lever that is not a mode rejects (fail closed); its line says what the key held.
   const modeNote = decision.kind === "reject_host_pressure" && decision.trigger === "reject_all" && modeField !== null ? ` ${modeField}` : "";
-  let routedDead = false;
+  let route: RejectRoute | null = null;
   if (decision.kind !== "admit") {
     const outcome = await queue.reject(ctx, decision.kind, decisionFigures(decision) + modeNote, { retryHostClass: options.retryHostClass, retryBudget: options.retryBudget });
     if (outcome.kind !== "applied") return emitStored(options, deps, summary, job, outcome);
-    routedDead = outcome.route === "dead";
+    route = outcome.route;
   }
   record(summary, decision.kind);
-  emit(options, deps, { ...decisionJson(decision, job, gateId, routedDead), ...modeJson(modeNote) }, decisionLine(decision, job, modeNote, routedDead));
+  emit(options, deps, { ...decisionJson(decision, job, gateId, route), ...modeJson(modeNote) }, decisionLine(decision, job, modeNote, route));
 }
 
 /**
@@ -427,9 +427,10 @@ async function dryRunPass(
     const modeNote = decision.kind === "reject_host_pressure" && decision.trigger === "reject_all" && modeField !== null ? ` ${modeField}` : "";
     records.set(job.id, { fingerprint, attempt: String(job.attempt), kind: decision.kind, figures: decisionFigures(decision) + modeNote });
     // Where the reject would send it, as queue.reject routes it.
-    const routedDead = decision.kind !== "admit" && rejectDeadReason(job, decision.kind, { retryHostClass: options.retryHostClass, retryBudget: options.retryBudget }) !== null;
+    const route: RejectRoute | null =
+      decision.kind === "admit" ? null : rejectDeadReason(job, decision.kind, { retryHostClass: options.retryHostClass, retryBudget: options.retryBudget }) === null ? "retry" : "dead";
     record(summary, decision.kind);
-    emit(options, deps, { ...decisionJson(decision, job, options.gateId, routedDead), ...modeJson(modeNote) }, decisionLine(decision, job, modeNote, routedDead));
+    emit(options, deps, { ...decisionJson(decision, job, options.gateId, route), ...modeJson(modeNote) }, decisionLine(decision, job, modeNote, route));
   }
 }
 
@@ -520,7 +521,7 @@ function emitDead(options: GateOptions, deps: GateDeps, id: string | null, reaso
   emit(options, deps, { event: "dead", job: id, reason: cause ?? reason, detail: rest.length > 0 ? rest.join(" ") : null, gate: options.gateId }, line);
 }
 
-function decisionJson(decision: AdmissionDecision, job: Job, gate: string, routedDead: boolean): Record<string, unknown> {
+function decisionJson(decision: AdmissionDecision, job: Job, gate: string, route: RejectRoute | null): Record<string, unknown> {
   const base: Record<string, unknown> = { event: "decision", decision: decision.kind, job: job.id, attempt: job.attempt, gate };
   switch (decision.kind) {
     case "admit":
@@ -535,13 +536,17 @@ function decisionJson(decision: AdmissionDecision, job: Job, gate: string, route
       if (decision.trigger === "reject_all") base.mode = "reject_all";
       break;
   }
-  if (routedDead) base.route = "dead";
+  if (route !== null) base.route = route;
   return base;
 }
 
-/** A fresh decision's text: the policy's words, what the lever held when it is not a mode, where a reject went. */
-function decisionLine(decision: AdmissionDecision, job: Job, modeNote: string, routedDead: boolean): string {
-  return `${formatDecisionLine(decision, job)}${modeNote}${routedDead ? " route=dead" : ""}`;
+/**
+ * A fresh decision's text: the policy's words, what the lever held when it is
+ * not a mode, where a reject went: ` route=retry` (`<q>:retry:<class>`) or
+ * ` route=dead`, both said (QA: only dead was, so a retried reject read as unrouted).
+ */
+function decisionLine(decision: AdmissionDecision, job: Job, modeNote: string, route: RejectRoute | null): string {
+  return `${formatDecisionLine(decision, job)}${modeNote}${route === null ? "" : ` route=${route}`}`;
 }
 
 /**

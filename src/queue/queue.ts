@@ -207,7 +207,9 @@ export type AdmitOutcome =
  */
 export type StoredOutcome = { kind: "gone" | "conflict" | "redelivery"; storedKind: string; storedFigures: string };
 
-export type RejectOutcome = { kind: "applied"; route: "retry" | "dead" } | StoredOutcome;
+/** Where a reject sends its job: `<q>:retry:<class>` (a nack), or `<q>:dead` (past the retry budget, or already on that class). */
+export type RejectRoute = "retry" | "dead";
+export type RejectOutcome = { kind: "applied"; route: RejectRoute } | StoredOutcome;
 
 export interface DecisionContext {
   gate: string;

@@ -19,6 +19,18 @@ export const LAB_LABEL = "lab expectation from a declared drill, not observed pr
 
 export const DECISION_KINDS = ["admit", "reject_host_pressure", "reject_deadline_slack", "reject_packed_tokens"] as const;
 
+/**
+ * The sets the first-token figures count. A job admitted before the window
+ * and finished in it is in finished, not admitted: late counts over judged,
+ * never over admitted (QA: "late 12" beside "admitted 10" read as 12 of 10).
+ */
+export const FIRST_TOKEN_COUNTED = {
+  admitted: "admit decisions in the window, whenever the job finished",
+  finished: "jobs whose done_ts is in the window, admitted in it or before it",
+  judged: "jobs finished in the window, plus jobs admitted in it not finished: what late counts over",
+  late: "judged jobs with a first token after their deadline, or none by it",
+} as const;
+
 export const COST_PROXY_FORMULA = "cost_proxy = prompt_tokens + completion_tokens + retry_count * prompt_tokens + stall_ms * workers_held / 1000";
 
 /** How stall_ms is measured for cost_proxy (also printed with the figures). */
@@ -42,6 +54,14 @@ export interface DrillEndedFacts {
   unanswered_pushes: number | null;
   /** Jobs of phases that start past the drill's end (a --duration shorter than the file), skipped; not in not_packed. null: not recorded. */
   skipped_jobs: number | null;
+  /**
+   * Jobs up's packer did not push that the gate decided on the run's queue
+   * from the run's start to the window's end (a hand-run `drill pack`,
+   * another producer): in the decisions and lists beside, not in `pushed`.
+   * null: up's pushes not recorded (an older state, no end of up's), or the stream not read.
+   */
+  other_jobs: number | null;
+  other_job_ids: string[];
   /** A rollback of the run, when one ran: the first one (it took the drill over), whatever ran after it. */
   rolled_back_at: string | null;
   /** When the run's first rollback started (it recorded at rolled_back_at, or has not finished); null: no rollback started. */
@@ -60,8 +80,11 @@ function unfinishedRollbackStart(drill: ReportInputs["drill"]): string | null {
   return drill.rollbackStartedAt ?? null;
 }
 
-/** The drill state's end record → the header's facts; null when nothing says how it ended. */
-function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedFacts | null {
+/**
+ * The drill state's end record → the header's facts; null when nothing says how it ended.
+ * `notUps`: of the jobs decided during the run, those not among up's pushes (null: not known).
+ */
+function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>, notUps: (pushedIds: readonly string[] | undefined) => string[] | null): DrillEndedFacts | null {
   // "N s into the drill" as up says it: from the schedule's clock start (gate and worker ready). A run
   // that stopped before it (or one recorded before up waited for readiness) says when, not how far in.
   const startedAt = drill.scheduleStartedAt ?? null;
@@ -78,9 +101,14 @@ function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedF
     takeover !== null
       ? { unfinished: `a rollback started at ${takeover} has not finished (still running, or interrupted): \`${drill.rollbackCommand ?? `drill rollback --name ${drill.name}`}\` again finishes it` }
       : {};
+  const others = (pushedIds: readonly string[] | undefined) => {
+    const ids = notUps(pushedIds);
+    return { other_jobs: ids?.length ?? null, other_job_ids: ids ?? [] };
+  };
+  const noOthers = { other_jobs: null, other_job_ids: [] };
   const ended = drill.ended ?? null;
   if (ended) {
-    return { verdict: ended.verdict, reason: ended.reason, at: ended.at, after_ms: after(ended.at), pushed: ended.pushed, not_packed: ended.notPacked, unanswered_pushes: ended.unansweredPushes ?? null, skipped_jobs: ended.skippedJobs ?? null, ...rollbacks, ...unfinished };
+    return { verdict: ended.verdict, reason: ended.reason, at: ended.at, after_ms: after(ended.at), pushed: ended.pushed, not_packed: ended.notPacked, unanswered_pushes: ended.unansweredPushes ?? null, skipped_jobs: ended.skippedJobs ?? null, ...others(ended.pushedIds), ...rollbacks, ...unfinished };
   }
   // No verdict from up, and a rollback: it stopped up mid-drill (or up had died).
   if (rollbackAt !== null) {
@@ -95,15 +123,16 @@ function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>): DrillEndedF
       not_packed: counts?.notPacked ?? null,
       unanswered_pushes: counts?.unansweredPushes ?? null,
       skipped_jobs: counts?.skippedJobs ?? null,
+      ...others(counts?.pushedIds),
       ...rollbacks,
     };
   }
   if (takeover !== null) {
-    return { verdict: "rolling_back", reason: "a rollback took the drill over before up recorded an end", at: takeover, after_ms: after(takeover), pushed: null, not_packed: null, unanswered_pushes: null, skipped_jobs: null, ...rollbacks, ...unfinished };
+    return { verdict: "rolling_back", reason: "a rollback took the drill over before up recorded an end", at: takeover, after_ms: after(takeover), pushed: null, not_packed: null, unanswered_pushes: null, skipped_jobs: null, ...noOthers, ...rollbacks, ...unfinished };
   }
   // Still "running" on disk with its up gone: the packer died mid-drill (SIGKILL, a reboot); when is not known.
   if (drill.upGone) {
-    return { verdict: "up_gone", reason: `drill up (pid ${drill.upGone.pid}) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback`, at: null, after_ms: null, pushed: null, not_packed: null, unanswered_pushes: null, skipped_jobs: null, rolled_back_at: null, rollback_started_at: null, last_rollback_at: null, redrains: [] };
+    return { verdict: "up_gone", reason: `drill up (pid ${drill.upGone.pid}) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback`, at: null, after_ms: null, pushed: null, not_packed: null, unanswered_pushes: null, skipped_jobs: null, ...noOthers, rolled_back_at: null, rollback_started_at: null, last_rollback_at: null, redrains: [] };
   }
   return null;
 }
@@ -280,8 +309,14 @@ export interface Report {
   /** When the run's rollback cut admission off, also outside the window; null: no rollback recorded, or no reject_all event of it read. */
   rollback_deny_all: RollbackDenyAll | null;
   first_token: {
+    /** Admit decisions in the window (FIRST_TOKEN_COUNTED says what each figure counts). */
     admitted: number | null;
+    /** Jobs whose done_ts is in the window, whenever they were admitted. */
     finished: number;
+    /** Of finished, those with no admit in the window: admitted before it (not in `admitted`); null: the stream was not read. */
+    finished_admitted_earlier: number | null;
+    /** The jobs `late` counts over: finished, plus the unfinished jobs admitted in the window (late ≤ judged, whatever `admitted` is). */
+    judged: number;
     with_first_token: number;
     p50_ms: number | null;
     p99_ms: number | null;
@@ -301,6 +336,8 @@ export interface Report {
     late_unfinished: number | null;
     /** Of with_first_token, the unfinished jobs' (from `<q>:first_token`); null: not read. */
     unfinished_with_first_token: number | null;
+    /** What admitted, finished, judged and late count, in words: the text and md views print the same. */
+    counted: typeof FIRST_TOKEN_COUNTED;
   } | null;
   totals: { tokens_out: number | null; retry_count: number | null; jobs_done: number | null; jobs_late: number | null } | null;
   /**
@@ -771,6 +808,21 @@ function outsideWindowNote(inputs: ReportInputs, runStartMs: number, fromMs: num
   return `${before + after} of run ${inputs.drill?.runId ?? "?"}'s ${runs.length} decision(s) fall outside the window (${where}): not counted${why}`;
 }
 
+/**
+ * The jobs decided on the queue from the run's start to `untilMs` that are
+ * not among up's pushes, by job id: what arrived besides up's packing (a
+ * hand-run `drill pack`, another producer). null: the pushes or the stream unknown.
+ */
+function jobsNotPushedBy(pushedIds: readonly string[] | undefined, events: readonly DecisionEvent[] | null, runStartMs: number, untilMs: number): string[] | null {
+  if (pushedIds === undefined || events === null || !Number.isFinite(runStartMs)) return null;
+  const ups = new Set(pushedIds);
+  const others = new Set<string>();
+  for (const e of events) {
+    if (isDecisionReason(e.reason) && e.job !== "" && e.tsMs !== null && e.tsMs >= runStartMs && e.tsMs <= untilMs && !ups.has(e.job)) others.add(e.job);
+  }
+  return [...others].sort((a, b) => byJobId({ job: a }, { job: b }));
+}
+
 export function doneTime(d: DoneEntry): number | null {
   return d.doneTs ?? d.firstTokenTs ?? null;
 }
@@ -1074,9 +1126,12 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     const lateIds = [...lateFinished.map((d) => d.id ?? "?"), ...lateUnfinished];
     const p99 = percentile(times, 99);
     const deadline = deadlines.length === 0 ? null : { min: Math.min(...deadlines), max: Math.max(...deadlines) };
+    const admittedInWindow = events === null ? null : new Set(events.filter((e) => e.reason === "admit").map((e) => e.job));
     firstToken = {
       admitted: decisions ? (decisions.rows.find((r) => r.reason === "admit")?.count ?? 0) : null,
       finished: done.length,
+      finished_admitted_earlier: admittedInWindow === null ? null : done.filter((d) => d.id === null || !admittedInWindow.has(d.id)).length,
+      judged: done.length + unfinished.jobs.length,
       with_first_token: times.length,
       p50_ms: percentile(times, 50),
       p99_ms: p99,
@@ -1091,6 +1146,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       late_finished: lateFinished.length,
       late_unfinished: unfinished.read ? lateUnfinished.length : null,
       unfinished_with_first_token: unfinished.read ? unfinished.jobs.filter((u) => u.firstTokenMs !== null).length : null,
+      counted: FIRST_TOKEN_COUNTED,
     };
     const noFirstToken = done.filter((d) => d.firstTokenMs === null).length;
     if (noFirstToken > 0) notes.push(`${noFirstToken} finished job(s) have no first_token_ms: left out of p50/p99`);
@@ -1280,7 +1336,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
           created_at: inputs.drill.createdAt,
           phase: inputs.drill.phase,
           queue: inputs.drill.queue ?? null,
-          ended: drillEndedFacts(inputs.drill),
+          ended: drillEndedFacts(inputs.drill, (pushedIds) => (otherQueue ? null : jobsNotPushedBy(pushedIds, inputs.events, runStartMs, untilMs))),
         }
       : null,
     queue: inputs.queue,

@@ -136,14 +136,19 @@ function sections(r: Report): Section[] {
       ft.late_unfinished === null
         ? "unfinished jobs not read"
         : `${ft.late_unfinished} admitted and without a first token at their deadline${idList(ft.late_jobs.slice(ft.late_finished))}`;
-    const lateText = `${ft.late} (${finishedLate}; ${neverFirst})`;
+    // Out of the jobs judged, never of those admitted: a job admitted before the window can finish late in it.
+    const lateText = `${ft.late} of ${ft.judged} judged (${finishedLate}; ${neverFirst})`;
+    const earlier = ft.finished_admitted_earlier ?? 0;
+    const finished = earlier === 0 ? String(ft.finished) : `${ft.finished} (${earlier} of them admitted before the window)`;
     const withToken = ft.unfinished_with_first_token === null ? String(ft.with_first_token) : `${ft.with_first_token} (${ft.unfinished_with_first_token} of them not finished)`;
     out.push({
       title: "First token of admitted jobs",
+      // What each figure counts, as --format json's `counted` says it: the sets differ (a job admitted before the window finishes in it).
+      before: [`Counted: ${Object.entries(ft.counted).map(([figure, what]) => `${figure} = ${what}`).join("; ")}.`],
       header: ["figure", "value"],
       rows: [
         ["admitted in window", int(ft.admitted)],
-        ["finished in window", String(ft.finished)],
+        ["finished in window", finished],
         ["with a first token", withToken],
         ["first token p50", ms(ft.p50_ms)],
         ["first token p99", ms(ft.p99_ms)],
@@ -367,6 +372,10 @@ export function endedText(e: DrillEndedFacts): string {
     : unanswered === 1 ? " (1 of them got no reply to its push: queued under the next id if Redis ran it)"
     : ` (${unanswered} of them got no reply to their pushes: each queued under the next id if Redis ran it)`;
   const packed = total === null ? "" : e.not_packed! > 0 ? `; ${e.not_packed} of ${total} jobs not packed${maybe}` : `; all ${total} jobs packed`;
+  // QA: "all 9 jobs packed" beside 11 decisions and 11 ids: jobs pushed by hand during the drill are said apart.
+  const others =
+    e.other_jobs === null || e.other_jobs === undefined || e.other_jobs === 0 ? ""
+    : `; ${e.other_jobs} more job(s) decided on the queue during the run that up did not pack (${jobList(e.other_job_ids)}: pushed by hand or by another producer; in the figures below)`;
   // QA: "all 12 jobs packed" beside phases the drill's --duration skipped, whose jobs it never counted.
   const skipped = e.skipped_jobs === null || e.skipped_jobs === undefined || e.skipped_jobs === 0 ? "" : `; ${e.skipped_jobs} more in phases past the drill's end, skipped`;
   const rollback = e.rolled_back_at !== null && e.verdict !== "rolled_back" ? `; rolled back at ${e.rolled_back_at}` : "";
@@ -374,7 +383,7 @@ export function endedText(e: DrillEndedFacts): string {
   const redrains = (e.redrains ?? []).map((r) => `${r.at} (jobs pushed after the rollback${r.drained === null ? "" : `; drain length ${r.drained}`})`);
   const redrained = redrains.length === 0 ? "" : `; re-drained at ${redrains.join(", ")}`;
   const unfinished = e.unfinished === undefined ? "" : `; ${e.unfinished}`;
-  return `ended: ${e.verdict} — ${what}${packed}${skipped}${rollback}${redrained}${unfinished}`;
+  return `ended: ${e.verdict} — ${what}${packed}${others}${skipped}${rollback}${redrained}${unfinished}`;
 }
 
 /** `rollback: deny-all at <ts> (reject_all, was admit, psi avg10 6.69), after the window`: when admission was cut off. */

@@ -109,7 +109,7 @@ describe("gate --dry-run predicts the gate's decisions (built binary)", () => {
     const small = job("70", 100);
     const big = job("71", 40_000);
     await redis.rpush(queue, small, big);
-    expect(await gate(queue, ["--idle-exit", "1s"])).toEqual(["admit job=70 packed=100 limit=32000", "reject_packed_tokens job=71 packed=40100 limit=32000"]);
+    expect(await gate(queue, ["--idle-exit", "1s"])).toEqual(["admit job=70 packed=100 limit=32000", "reject_packed_tokens job=71 packed=40100 limit=32000 route=retry"]);
 
     // The same jobs again, as a redelivery, a recovered copy (attempt bumped) and a retry would bring them.
     const bigRetry = JSON.stringify({ ...(JSON.parse(big) as object), attempt: 1 });
@@ -121,13 +121,13 @@ describe("gate --dry-run predicts the gate's decisions (built binary)", () => {
       "admit job=70 packed=100 limit=32000 redelivery=1",
       'dead job=70 reason=id_reused_with_different_payload detail="first=admit"',
       "reject_packed_tokens job=71 packed=40100 limit=32000 redelivery=1",
-      "reject_packed_tokens job=71 packed=40100 limit=32000 attempt=1",
+      "reject_packed_tokens job=71 packed=40100 limit=32000 attempt=1 route=retry",
       "admit job=72 packed=200 limit=32000",
     ]);
     expect(undry(dry)).toEqual(real);
   });
 
-  it("a reject the gate routes to the dead list (past the retry budget, or already on the retry class) says route=dead in the dry run too", async () => {
+  it("a reject says where the gate routes it, route=dead (past the retry budget, or already on the retry class) or route=retry, in the dry run too", async () => {
     const queue = `d${++n}`;
     const onRetryClass = JSON.stringify({ ...(JSON.parse(job("80", 40_000)) as object), host_class: "dedicated" });
     await redis.rpush(queue, onRetryClass, job("81", 40_000, 5), job("82", 40_000));
@@ -135,9 +135,14 @@ describe("gate --dry-run predicts the gate's decisions (built binary)", () => {
     expect(real).toEqual([
       "reject_packed_tokens job=80 packed=40000 limit=32000 route=dead",
       "reject_packed_tokens job=81 packed=40000 limit=32000 attempt=5 route=dead",
-      "reject_packed_tokens job=82 packed=40000 limit=32000",
+      "reject_packed_tokens job=82 packed=40000 limit=32000 route=retry",
     ]);
     expect(undry(dry)).toEqual(real);
+    // --json: the route is a field of its own for both (QA: only route=dead was there).
+    const twin = `d${++n}`;
+    await redis.rpush(twin, onRetryClass, job("81", 40_000, 5), job("82", 40_000));
+    const objects = (await gate(twin, ["--idle-exit", "1s"], true)).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(objects.map((o) => [o.job, o.route])).toEqual([["80", "dead"], ["81", "dead"], ["82", "retry"]]);
   });
 
   // QA T 6: `line` left out mode_value, mode_type and dry_run=1 (README: the gate's objects carry the text line).

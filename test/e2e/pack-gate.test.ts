@@ -120,9 +120,9 @@ describe("drill pack + drill gate (built binary)", () => {
     expect(gate.exitCode).toBe(0);
     expect(lines(gate.stdout)).toEqual([
       "admit job=1 packed=24000 limit=32000",
-      "reject_packed_tokens job=2 packed=48000 limit=32000",
-      "reject_packed_tokens job=3 packed=48000 limit=32000",
-      "reject_packed_tokens job=4 packed=48000 limit=32000",
+      "reject_packed_tokens job=2 packed=48000 limit=32000 route=retry",
+      "reject_packed_tokens job=3 packed=48000 limit=32000 route=retry",
+      "reject_packed_tokens job=4 packed=48000 limit=32000 route=retry",
     ]);
     // QA: the gate said nothing of what it ran with, nor that it stopped: its log now opens and closes with both.
     const said = lines(gate.stderr).filter((l) => l.startsWith("gate "));
@@ -131,7 +131,7 @@ describe("drill pack + drill gate (built binary)", () => {
     expect(await new DrillQueue(redis, queue).releaseTokens("1")).toBe(24000);
     const after = await drill(["--procfs", procfs, "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "4"]);
     expect(lines(after.stdout)[0]).toBe("admit job=5 packed=24000 limit=32000");
-    expect(lines(after.stdout)[1]).toBe("reject_packed_tokens job=6 packed=48000 limit=32000");
+    expect(lines(after.stdout)[1]).toBe("reject_packed_tokens job=6 packed=48000 limit=32000 route=retry");
     await assertNoJobLost(redis, queue, ["1", "2", "3", "4", "5", "6", "7", "8"]);
   });
 
@@ -148,7 +148,7 @@ describe("drill pack + drill gate (built binary)", () => {
     await drill(["pack", "--jobs", "3", "--queue", queue]);
     const gate = await drill(["--procfs", fakeProc(HOT_PSI), "gate", "--queue", queue, "--interval", "200ms", "--idle-exit", "500ms"]);
     expect(gate.exitCode).toBe(0);
-    expect(lines(gate.stdout)).toEqual(["1", "2", "3"].map((id) => `reject_host_pressure job=${id} psi=12.40`));
+    expect(lines(gate.stdout)).toEqual(["1", "2", "3"].map((id) => `reject_host_pressure job=${id} psi=12.40 route=retry`));
     expect(lines(gate.stderr).at(-1)).toMatch(/^gate \S+ stopped \(idle\): decided=3 reject_host_pressure=3 recovered=0 watchdog_fires=0$/);
     await assertNoJobLost(redis, queue, ["1", "2", "3"]);
   });
@@ -162,9 +162,9 @@ describe("drill pack + drill gate (built binary)", () => {
     const gate = await drill(["--procfs", fakeProc(CALM_PSI), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "2"]);
     const decided = lines(gate.stdout);
     // Under 1 s left (negative on a host slow enough to eat the last second).
-    expect(decided[0]).toMatch(/^reject_deadline_slack job=1 slack_ms=(\d{1,3}|-\d+)$/);
+    expect(decided[0]).toMatch(/^reject_deadline_slack job=1 slack_ms=(\d{1,3}|-\d+) route=retry$/);
     // 52 s past, and the time since.
-    expect(decided[1]).toMatch(/^reject_deadline_slack job=2 slack_ms=-5\d{4}$/);
+    expect(decided[1]).toMatch(/^reject_deadline_slack job=2 slack_ms=-5\d{4} route=retry$/);
     await assertNoJobLost(redis, queue, ["1", "2"]);
   });
 
@@ -172,7 +172,7 @@ describe("drill pack + drill gate (built binary)", () => {
     const queue = `e${++n}`;
     await drill(["pack", "--jobs", "2", "--queue", queue]);
     const gate = await drill(["--procfs", fakeProc(null), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "2"]);
-    expect(lines(gate.stdout)).toEqual(["reject_host_pressure job=1 psi=missing", "reject_host_pressure job=2 psi=missing"]);
+    expect(lines(gate.stdout)).toEqual(["reject_host_pressure job=1 psi=missing route=retry", "reject_host_pressure job=2 psi=missing route=retry"]);
     await assertNoJobLost(redis, queue, ["1", "2"]);
   });
 
@@ -213,7 +213,7 @@ describe("drill pack + drill gate (built binary)", () => {
     const decided = lines(gate.stdout);
     expect(decided[0]).toBe("admit job=h1 packed=24000 limit=32000");
     // h2 waited 7 s upstream of an 8 s deadline: the slack rule, before the token cap.
-    expect(decided[1]).toMatch(/^reject_deadline_slack job=h2 slack_ms=-?\d+$/); // negative on a host slow enough to eat the last second
+    expect(decided[1]).toMatch(/^reject_deadline_slack job=h2 slack_ms=-?\d+ route=retry$/); // negative on a host slow enough to eat the last second
     expect((await cli("LLEN", queue)).stdout).toBe("0");
     await assertNoJobLost(redis, queue, ["h1", "h2"]);
   });
@@ -230,7 +230,7 @@ describe("drill pack + drill gate (built binary)", () => {
     const pack = await drill(["pack", "--jobs", "1", "--queue", queue]);
     expect(pack.exitCode, String(pack.stderr)).toBe(0);
     const gate = await drill(["--procfs", fakeProc("some avg10=0.40 avg60=0.20 avg300=0.00 total=0\n"), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "1", "--idle-exit", "5s"]);
-    expect(lines(gate.stdout), String(gate.stderr)).toEqual(["reject_host_pressure job=1 psi=0.40 mode=reject_all"]);
+    expect(lines(gate.stdout), String(gate.stderr)).toEqual(["reject_host_pressure job=1 psi=0.40 mode=reject_all route=retry"]);
     const refused = await drill(["--procfs", hot, "gate", "mode", "admit", "--queue", queue]);
     expect(refused.exitCode).toBe(3);
     expect(refused.stderr).toMatch(/refusing to re-admit: host memory PSI avg10=12.40 avg60=3.10/);

@@ -73,13 +73,13 @@ async function populate(queue: string): Promise<void> {
   const calm = await drill(["--procfs", fakeProc(CALM_PSI), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "4"], env);
   expect(calm.stdout.trim().split("\n")).toEqual([
     "admit job=1 packed=24000 limit=32000",
-    "reject_packed_tokens job=2 packed=48000 limit=32000",
-    "reject_packed_tokens job=3 packed=48000 limit=32000",
-    "reject_packed_tokens job=4 packed=48000 limit=32000",
+    "reject_packed_tokens job=2 packed=48000 limit=32000 route=retry",
+    "reject_packed_tokens job=3 packed=48000 limit=32000 route=retry",
+    "reject_packed_tokens job=4 packed=48000 limit=32000 route=retry",
   ]);
   expect((await drill(["pack", "--jobs", "3", "--queue", queue], env)).exitCode).toBe(0);
   const hot = await drill(["--procfs", fakeProc(HOT_PSI), "gate", "--queue", queue, "--interval", "200ms", "--max-jobs", "2"], env);
-  expect(hot.stdout.trim().split("\n")).toEqual(["reject_host_pressure job=5 psi=12.40", "reject_host_pressure job=6 psi=12.40"]);
+  expect(hot.stdout.trim().split("\n")).toEqual(["reject_host_pressure job=5 psi=12.40 route=retry", "reject_host_pressure job=6 psi=12.40 route=retry"]);
 
   // The worker's side: job 1 finished late, recorded as src/worker/plan.ts records it.
   const keys = queueKeys(queue);
@@ -147,11 +147,11 @@ describe("drill report (built binary)", () => {
     expect(md).toContain("| reject_packed_tokens | 3 | 50.0% |  |");
     expect(md).toContain("| reject_host_pressure | 2 | 33.3% |  |");
     expect(md).toContain("| reject_deadline_slack | 0 | 0.0% |  |");
-    expect(md).toMatch(/\| first \| \S+ \| `reject_packed_tokens job=2 packed=48000 limit=32000` \|/);
-    expect(md).toMatch(/\| last \| \S+ \| `reject_host_pressure job=6 psi=12.40` \|/);
+    expect(md).toMatch(/\| first \| \S+ \| `reject_packed_tokens job=2 packed=48000 limit=32000 route=retry` \|/);
+    expect(md).toMatch(/\| last \| \S+ \| `reject_host_pressure job=6 psi=12.40 route=retry` \|/);
     expect(md).toContain("| first token p99 | 9120 ms |");
     expect(md).toContain("| p99 against deadline | over by 1120 ms |");
-    expect(md).toContain("| late jobs | 1 (1 finished late: job=1; 0 admitted and without a first token at their deadline) |");
+    expect(md).toContain("| late jobs | 1 of 1 judged (1 finished late: job=1; 0 admitted and without a first token at their deadline) |");
     expect(md).toMatch(/\| psi_mem_some_avg10 \(host\) \| 12\.40 \| \S+ \|/);
     expect(md).toMatch(/\| OOM kills \| 1 in window \(memory.events oom_kill=1\) \|/);
     expect(md).toContain("| `LLEN " + queue + "` | 1 |"); // job 7 still waits
@@ -173,8 +173,8 @@ describe("drill report (built binary)", () => {
       ["reject_deadline_slack", 0],
       ["reject_packed_tokens", 3],
     ]);
-    expect(report.first_reject?.line).toBe("reject_packed_tokens job=2 packed=48000 limit=32000");
-    expect(report.last_reject?.line).toBe("reject_host_pressure job=6 psi=12.40");
+    expect(report.first_reject?.line).toBe("reject_packed_tokens job=2 packed=48000 limit=32000 route=retry");
+    expect(report.last_reject?.line).toBe("reject_host_pressure job=6 psi=12.40 route=retry");
     expect(report.first_token).toMatchObject({ finished: 1, p50_ms: 9120, p99_ms: 9120, late: 1, late_jobs: ["1"] });
     expect(report.totals).toEqual({ tokens_out: 256, retry_count: 0, jobs_done: 1, jobs_late: 1 }); // retry_count: retried jobs the worker ran; the 5 nacks are in nacked
     expect(report.retries).toEqual({ retry_count_total: 0, nacked_to_retry_in_window: 5, finished_after_retry: 0 });
@@ -197,7 +197,7 @@ describe("drill report (built binary)", () => {
   it("text by default; --redis with no drill dir reports the queue without a recording", async () => {
     const text = await drill(["--state-dir", stateDir, "report"]);
     expect(text.exitCode).toBe(0);
-    expect(text.stdout).toContain("reject_packed_tokens job=2 packed=48000 limit=32000");
+    expect(text.stdout).toContain("reject_packed_tokens job=2 packed=48000 limit=32000 route=retry");
     const empty = path.join(tmp, "state-empty");
     const bare = await drill(["--state-dir", empty, "--redis", server.url, "report", "--queue", queue, "--format", "json"]);
     expect(bare.exitCode, bare.stderr).toBe(0);
@@ -242,7 +242,7 @@ describe("drill report (built binary)", () => {
     expect(md.exitCode, md.stderr).toBe(0);
     expect(md.stdout).toContain(`export ${file}`);
     expect(md.stdout).toContain("| reject_packed_tokens | 3 | 50.0% |  |");
-    expect(md.stdout).toMatch(/\| last \| \S+ \| `reject_host_pressure job=6 psi=12.40` \|/);
+    expect(md.stdout).toMatch(/\| last \| \S+ \| `reject_host_pressure job=6 psi=12.40 route=retry` \|/);
     expect(md.stdout).toContain("| first token p99 | 9120 ms |");
     expect(md.stdout).toContain("| psi_mem_some_avg10 (host) | n/a (no recording) |  |");
     expect(md.stdout).toContain(`Redis not used: ${dead}`);

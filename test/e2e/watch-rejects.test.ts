@@ -77,11 +77,11 @@ describe("drill watch shows the gate's reject lines as they happen", () => {
   it("piped: one line each on stdout, before the sample line, no colour; the earlier ones are history", async () => {
     const queue = `wr${++n}`;
     const history = await packAndGate(queue, 1);
-    expect(history).toEqual(["reject_host_pressure job=1 psi=12.40"]);
+    expect(history).toEqual(["reject_host_pressure job=1 psi=12.40 route=retry"]);
     const watch = startWatch(queue, false);
     await watch.ready;
     const rejected = await packAndGate(queue, 3);
-    expect(rejected).toEqual(["2", "3", "4"].map((id) => `reject_host_pressure job=${id} psi=12.40`));
+    expect(rejected).toEqual(["2", "3", "4"].map((id) => `reject_host_pressure job=${id} psi=12.40 route=retry`));
     // The last reject line, then a sample line after it.
     await waitFor("the reject lines and a sample after them", () => {
       const out = lines(watch.out());

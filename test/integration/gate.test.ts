@@ -156,14 +156,14 @@ describe("gate against a real redis-server and a fake procfs", () => {
     await first.done;
     expect(first.lines).toEqual([
       "admit job=1 packed=24000 limit=32000",
-      "reject_packed_tokens job=2 packed=48000 limit=32000",
-      "reject_packed_tokens job=3 packed=48000 limit=32000",
-      "reject_packed_tokens job=4 packed=48000 limit=32000",
+      "reject_packed_tokens job=2 packed=48000 limit=32000 route=retry",
+      "reject_packed_tokens job=3 packed=48000 limit=32000 route=retry",
+      "reject_packed_tokens job=4 packed=48000 limit=32000 route=retry",
     ]);
     expect(await queue.releaseTokens("1")).toBe(24_000);
     const second = startGate(queue.keys.queue, roots, { maxJobs: 2 });
     await second.done;
-    expect(second.lines).toEqual(["admit job=5 packed=24000 limit=32000", "reject_packed_tokens job=6 packed=48000 limit=32000"]);
+    expect(second.lines).toEqual(["admit job=5 packed=24000 limit=32000", "reject_packed_tokens job=6 packed=48000 limit=32000 route=retry"]);
     await assertNoJobLost(redis, queue.keys.queue, ids);
   });
 
@@ -194,7 +194,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
     const ids = await pushJobs(queue, 4);
     const gate = startGate(queue.keys.queue, fakeProc(HOT_PSI).roots, { maxJobs: 4 });
     await gate.done;
-    expect(gate.lines).toEqual(ids.map((id) => `reject_host_pressure job=${id} psi=12.40`));
+    expect(gate.lines).toEqual(ids.map((id) => `reject_host_pressure job=${id} psi=12.40 route=retry`));
     const retried = (await redis.lrange(queue.keys.retry("dedicated"), 0, -1)).map((p) => JSON.parse(p) as { reason: string; attempt: number });
     expect(retried.every((j) => j.reason === "host_pressure" && j.attempt === 1)).toBe(true);
     await assertNoJobLost(redis, queue.keys.queue, ids);
@@ -207,7 +207,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
     await gate.done;
     expect(gate.lines).toHaveLength(2);
     for (const line of gate.lines) {
-      const slack = Number(/^reject_deadline_slack job=\d+ slack_ms=(-?\d+)$/.exec(line)?.[1]);
+      const slack = Number(/^reject_deadline_slack job=\d+ slack_ms=(-?\d+) route=retry$/.exec(line)?.[1]);
       expect(slack).toBeLessThanOrEqual(1000);
       expect(slack).toBeGreaterThan(-1000);
     }
@@ -220,7 +220,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
     const ids = await pushJobs(queue, 1, { upstreamAgeMs: 60_000 });
     const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { maxJobs: 1 });
     await gate.done;
-    expect(gate.lines).toEqual([expect.stringMatching(new RegExp(`^reject_deadline_slack job=${ids[0]} slack_ms=-\\d+$`))]);
+    expect(gate.lines).toEqual([expect.stringMatching(new RegExp(`^reject_deadline_slack job=${ids[0]} slack_ms=-\\d+ route=retry$`))]);
     const slack = Number(/slack_ms=(-?\d+)/.exec(gate.lines[0] ?? "")?.[1]);
     expect(slack).toBeLessThanOrEqual(-52_000);
     expect(slack).toBeGreaterThan(-62_000);
@@ -242,7 +242,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
     writeFileSync(cgFile, "some avg10=15.00 avg60=5.00 avg300=1.00 total=999\nfull avg10=9.00 avg60=2.00 avg300=1.00 total=99\n");
     const hot = startGate(queue.keys.queue, roots, { maxJobs: 1 }, pressureFileProbe(cgFile));
     await hot.done;
-    expect(hot.lines).toEqual(["reject_host_pressure job=2 psi=0.00 cg_psi=15.00"]);
+    expect(hot.lines).toEqual(["reject_host_pressure job=2 psi=0.00 cg_psi=15.00 route=retry"]);
     await assertNoJobLost(redis, queue.keys.queue, ids);
   });
 
@@ -272,14 +272,14 @@ describe("gate against a real redis-server and a fake procfs", () => {
         // Each state is in once the gate says so (its sampler has read it), not after a guessed sleep.
         write(text);
         await gate.waitForError(new RegExp(`^gate: host memory PSI unreadable \\(${literal(`${file}: ${reason}`)}\\): rejecting with psi=missing$`));
-        await decided((id) => `reject_host_pressure job=${id} psi=missing`);
+        await decided((id) => `reject_host_pressure job=${id} psi=missing route=retry`);
         // The file returns: the next job is decided on it again.
         write(i < broken.length - 1 ? someOnly("0.00") : someOnly("12.40"));
         await gate.waitForError(/^gate: host memory PSI readable again$/, i + 1);
         if (i < broken.length - 1) await decided((id) => `admit job=${id} packed=1000 limit=32000`);
       }
       // Hot with no full line: rejected on some (a missing full read as 0 and decided on would admit).
-      await decided((id) => `reject_host_pressure job=${id} psi=12.40`);
+      await decided((id) => `reject_host_pressure job=${id} psi=12.40 route=retry`);
     } finally {
       await gate.stop();
     }
@@ -345,7 +345,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
     expect(gate.lines[0]).toBe(`admit job=${good[0]} packed=25000 limit=32000`);
     // One line per payload, in order, naming its id (or -) and the cause.
     expect(gate.lines.slice(1, -1)).toEqual(bad.map(([, reason, id]) => expect.stringMatching(new RegExp(`^dead job=${id ?? "-"} reason=${reason.split(" ")[0]}( |$)`))));
-    expect(gate.lines.at(-1)).toBe(`reject_packed_tokens job=${later[0]} packed=49000 limit=32000`);
+    expect(gate.lines.at(-1)).toBe(`reject_packed_tokens job=${later[0]} packed=49000 limit=32000 route=retry`);
     const dead = (await redis.lrange(queue.keys.dead, 0, -1)).map((e) => JSON.parse(e) as { reason: string; id: string | null });
     expect(dead.map((d) => [d.reason, d.id])).toEqual(bad.map(([, reason, id]) => [expect.stringMatching(new RegExp(`^${literal(reason)}( |$)`)), id]));
     expect(await redis.hgetall(queue.keys.inflight)).toEqual({ outside: "1000", [good[0] ?? ""]: "24000" });
@@ -386,7 +386,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
     );
     // Every payload is accounted for: dead (with a reason), nacked to retry, admitted, or a dropped redelivery.
     const deadLines = lines.filter((l) => l.startsWith("dead ") || l.endsWith(" route=dead"));
-    const retried = lines.filter((l) => l.startsWith("reject_") && !l.endsWith(" route=dead") && !l.endsWith(" redelivery=1"));
+    const retried = lines.filter((l) => l.startsWith("reject_") && l.endsWith(" route=retry"));
     const admitted = lines.filter((l) => l.startsWith("admit ") && !l.endsWith(" redelivery=1"));
     const redelivered = lines.filter((l) => l.endsWith(" redelivery=1"));
     expect(deadLines.length + retried.length + admitted.length + redelivered.length).toBe(payloads.length);
@@ -415,7 +415,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
     const { roots } = fakeProc(CALM_PSI);
     const dry = startGate(queue.keys.queue, roots, { dryRun: true });
     await dry.done;
-    expect(dry.lines).toEqual(["admit job=1 packed=24000 limit=32000 dry_run=1", "reject_packed_tokens job=2 packed=48000 limit=32000 dry_run=1"]);
+    expect(dry.lines).toEqual(["admit job=1 packed=24000 limit=32000 dry_run=1", "reject_packed_tokens job=2 packed=48000 limit=32000 route=retry dry_run=1"]);
     expect(await redis.llen(queue.keys.ready)).toBe(2);
     const json = startGate(queue.keys.queue, roots, { json: true, maxJobs: 2 });
     await json.done;
@@ -544,7 +544,8 @@ describe("gate against a real redis-server and a fake procfs", () => {
         await gate.waitFor(/"job":"2"/);
         const [lost, fresh] = gate.lines.map((l) => JSON.parse(l) as Record<string, unknown>);
         expect(lost).toMatchObject({ event: "decision", decision: "admit", job: "1", packed: 24000, limit: 32000, reply_lost: true, line: "admit job=1 packed=24000 limit=32000 reply_lost=1" });
-        expect(Object.keys(fresh!).filter((k) => k !== "reply_lost").sort()).toEqual(Object.keys(lost!).filter((k) => k !== "reply_lost").sort());
+        // `route` is a fresh reject's own (the record holds no route); the lost one is an admit.
+        expect(Object.keys(fresh!).filter((k) => k !== "reply_lost" && k !== "route").sort()).toEqual(Object.keys(lost!).filter((k) => k !== "reply_lost").sort());
       } finally {
         await gate.stop();
       }
@@ -647,7 +648,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
     await redis.del(key);
     const next = startGate(k.queue, fakeProc(CALM_PSI).roots, { maxJobs: 2 });
     expect(await next.done).toMatchObject({ decided: 2, recovered: 0 });
-    expect(next.lines).toEqual(["admit job=1 packed=24000 limit=32000", "reject_packed_tokens job=2 packed=48000 limit=32000"]);
+    expect(next.lines).toEqual(["admit job=1 packed=24000 limit=32000", "reject_packed_tokens job=2 packed=48000 limit=32000 route=retry"]);
     await assertNoJobLost(redis, k.queue, ids);
   });
 
@@ -669,7 +670,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
     } finally {
       expect(await gate.stop()).toMatchObject({ decided: 2, recovered: 1 });
     }
-    expect(gate.lines).toEqual(["recovered job=1 from_gate=gone attempt=1 route=ready", "admit job=1 packed=24000 limit=32000 attempt=1", "reject_packed_tokens job=2 packed=48000 limit=32000"]);
+    expect(gate.lines).toEqual(["recovered job=1 from_gate=gone attempt=1 route=ready", "admit job=1 packed=24000 limit=32000 attempt=1", "reject_packed_tokens job=2 packed=48000 limit=32000 route=retry"]);
     expect(gate.errors, gate.errors.join("\n")).toEqual([
       `gate: ${refusal}: dead gates are found by their processing lists alone until that key is fixed`,
       `gate: recovered 1 job(s) of dead gate gone (${k.processing("gone")}) to the head of ${k.ready}, unrecorded (${refusal})`,
@@ -741,7 +742,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
     else await redis.hset(queue.keys.mode, stored);
     const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { maxJobs: 2 });
     await gate.done;
-    expect(gate.lines).toEqual([`reject_host_pressure job=1 psi=0.00 mode=reject_all ${field}`, `reject_host_pressure job=2 psi=0.00 mode=reject_all ${field}`]);
+    expect(gate.lines).toEqual([`reject_host_pressure job=1 psi=0.00 mode=reject_all ${field} route=retry`, `reject_host_pressure job=2 psi=0.00 mode=reject_all ${field} route=retry`]);
     const warnings = gate.errors.filter((e) => e.includes(queue.keys.mode));
     expect(warnings).toEqual([`gate: ${queue.keys.mode} ${what}: the gate reads it as reject_all and rejects every job (set admit or reject_all with \`drill gate mode\`)`]);
     expect(await redis.llen(queue.keys.admitted)).toBe(0);
@@ -757,7 +758,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
     await redis.set(queue.keys.mode, "admit");
     const second = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { maxJobs: 1 });
     await second.done;
-    expect([...first.lines, ...second.lines]).toEqual(["admit job=1 packed=24000 limit=32000", "reject_packed_tokens job=2 packed=48000 limit=32000"]);
+    expect([...first.lines, ...second.lines]).toEqual(["admit job=1 packed=24000 limit=32000", "reject_packed_tokens job=2 packed=48000 limit=32000 route=retry"]);
     expect([...first.errors, ...second.errors].filter((e) => e.includes(":mode"))).toEqual([]);
   });
 
@@ -768,7 +769,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
     await redis.hset(queue.keys.mode, "x", "1");
     const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { dryRun: true });
     expect(await gate.done).toMatchObject({ stoppedBy: "dry_run" });
-    expect(gate.lines).toEqual(["reject_host_pressure job=1 psi=0.00 mode=reject_all mode_type=hash dry_run=1"]);
+    expect(gate.lines).toEqual(["reject_host_pressure job=1 psi=0.00 mode=reject_all mode_type=hash route=retry dry_run=1"]);
     expect(gate.errors).toContainEqual(expect.stringMatching(new RegExp(`^gate: ${literal(queue.keys.mode)} is a hash, not a string`)));
   });
 

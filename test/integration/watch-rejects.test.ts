@@ -47,7 +47,7 @@ async function reject(queue: DrillQueue, decision: Exclude<AdmissionDecision, { 
   const ctx = { gate: "g1", payload: payload!, job: decoded.job, fingerprint: decoded.fingerprint, nowMs: Date.now() };
   const outcome = await queue.reject(ctx, decision.kind, decisionFigures(decision), { retryHostClass: "dedicated", retryBudget });
   if (outcome.kind !== "applied") throw new Error(outcome.kind);
-  return `${formatDecisionLine(decision, decoded.job)}${outcome.route === "dead" ? " route=dead" : ""}`;
+  return `${formatDecisionLine(decision, decoded.job)} route=${outcome.route}`;
 }
 
 async function admit(queue: DrillQueue): Promise<void> {
@@ -94,9 +94,9 @@ describe("QueueReader: the gate's reject lines", () => {
     await admit(queue);
     lines.push(await reject(queue, { kind: "reject_deadline_slack", slackMs: 420, limitMs: 1500, stallMsP99: null }));
     expect(lines).toEqual([
-      "reject_packed_tokens job=2 packed=36012 limit=32000",
+      "reject_packed_tokens job=2 packed=36012 limit=32000 route=retry",
       "reject_host_pressure job=3 psi=0.40 mode=reject_all route=dead",
-      "reject_deadline_slack job=5 slack_ms=420",
+      "reject_deadline_slack job=5 slack_ms=420 route=retry",
     ]);
     await readOk(r);
     expect(r.takeRejects()).toEqual({ lines, more: 0 });
@@ -122,7 +122,7 @@ describe("QueueReader: the gate's reject lines", () => {
     await readOk(r);
     const capped = r.takeRejects();
     expect(capped.lines).toHaveLength(REJECT_LINES_PER_SAMPLE);
-    expect(capped.lines[0]).toBe("reject_host_pressure job=1 psi=12.40");
+    expect(capped.lines[0]).toBe("reject_host_pressure job=1 psi=12.40 route=retry");
     expect(capped.more).toBe(50);
 
     // More admits than one read scans, then rejects: none of them read, all counted; the next read starts past them.

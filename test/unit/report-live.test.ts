@@ -7,7 +7,7 @@ import { HostRoots } from "../../src/host/kernelFile.js";
 import { readCgroupNow } from "../../src/report/gather.js";
 import { upDiedUnrecorded } from "../../src/drill/state.js";
 import { readProcessStat } from "../../src/host/process.js";
-import { buildReport } from "../../src/report/build.js";
+import { buildReport, FIRST_TOKEN_COUNTED } from "../../src/report/build.js";
 import { drillEnded } from "../../src/drill/up.js";
 import { Chalk } from "chalk";
 import { endedText, renderReport } from "../../src/report/render.js";
@@ -115,7 +115,7 @@ describe("late jobs and first-token percentiles count every job admitted in the 
     expect(ft.p99_ms).toBe(12_000);
     expect(ft.p50_ms).toBe(900);
     const text = renderReport(r, "text", new Chalk({ level: 0 }));
-    expect(text).toContain("2 (0 finished late; 2 admitted and without a first token at their deadline: job=2 job=3)");
+    expect(text).toContain("2 of 4 judged (0 finished late; 2 admitted and without a first token at their deadline: job=2 job=3)");
   });
 
   it("drained jobs alone (nothing finished) give the first-token percentiles from <q>:first_token", () => {
@@ -227,6 +227,31 @@ describe("the header says how the drill ended (M3)", () => {
     const rolled = buildReport(inputs({ drill: drillWith({ phase: "complete", ended: null, rollbackAt: new Date(NOW - 4 * MIN).toISOString() }) }), NOW, 10 * MIN);
     expect(endedText(rolled.drill!.ended!)).toBe("ended: rolled_back — a rollback took the drill over before up recorded an end 60 s into the drill");
     expect(buildReport(inputs({ drill: drillWith({ phase: "running" }) }), NOW, 10 * MIN).drill!.ended).toBeNull();
+  });
+
+  // QA: "all 9 jobs packed" beside 11 decisions and 11 ids issued: 2 were a `drill pack` the operator ran during the drill.
+  it("jobs decided during the run that up did not pack (a hand-run drill pack) are said apart from up's: text, md and json", () => {
+    const ended = drillEnded({ interrupted: false, exitedEarly: [], pushed: ["1", "2", "3"], notPacked: 0, unansweredPushes: 0, skippedJobs: 0 }, NOW - 3 * MIN);
+    const start = Date.parse(created);
+    const decided = (job: string, tsMs: number, reason = "admit"): DecisionEvent => ({ id: `${tsMs}-0`, reason, job, figures: "", tsMs, gate: "g1", attempt: 0 });
+    const events = [
+      decided("1", start + 1000), decided("2", start + 1100), decided("3", start + 1200, "reject_packed_tokens"),
+      decided("4", start + 20_000, "reject_host_pressure"), decided("5", start + 20_100), // pushed by hand
+      decided("5", start + 20_200, "redelivery"), // bookkeeping, not a second job
+      decided("0", start - 60_000), // an earlier run's job on the same queue: not this run's
+    ];
+    const r = buildReport(inputs({ events, drill: drillWith({ ended }) }), NOW, 10 * MIN);
+    expect(r.drill!.ended).toMatchObject({ pushed: 3, other_jobs: 2, other_job_ids: ["4", "5"] });
+    expect(r.decisions!.total).toBe(ended.pushed! + r.drill!.ended!.other_jobs!);
+    const line = "ended: ran — ran to its end (120 s); all 3 jobs packed; 2 more job(s) decided on the queue during the run that up did not pack (job=4 job=5: pushed by hand or by another producer; in the figures below)";
+    expect(renderReport(r, "text", new Chalk({ level: 0 }))).toContain(line);
+    expect(renderReport(r, "md", new Chalk({ level: 0 }))).toContain(line);
+    expect((JSON.parse(renderReport(r, "json", new Chalk({ level: 0 }))) as { drill: { ended: Record<string, unknown> } }).drill.ended).toMatchObject({ other_jobs: 2, other_job_ids: ["4", "5"] });
+    // A state written before up recorded its ids: not known, nothing said.
+    const { pushedIds: _ids, ...older } = ended;
+    const old = buildReport(inputs({ events, drill: drillWith({ ended: older }) }), NOW, 10 * MIN);
+    expect(old.drill!.ended).toMatchObject({ other_jobs: null, other_job_ids: [] });
+    expect(endedText(old.drill!.ended!)).toBe("ended: ran — ran to its end (120 s); all 3 jobs packed");
   });
 
   // QA: a push whose reply was lost ran once Redis woke: "22 of 33 jobs not packed" beside 12 ids issued (12 + 22 = 34).
@@ -368,5 +393,47 @@ describe("the pressure section tells the seed's contradiction", () => {
     const noisy = buildReport(inputs({ events: [mode("7.39")] }), NOW, 10 * MIN);
     expect(noisy.notes.join("\n")).toContain(`admission opened at ${at(NOW - 5 * MIN)} with host PSI avg10 already 7.39 (>= 1.00): neighbours' pressure is in these figures`);
     expect(buildReport(inputs({ events: [mode("0.12")] }), NOW, 10 * MIN).notes.join("\n")).not.toMatch(/neighbours/);
+  });
+});
+
+// QA: "late 12" beside "admitted in window 10" read as 12 of 10 admitted in an incident note.
+const admitAt = (job: string, tsMs: number): DecisionEvent => ({ id: `${tsMs}-0`, reason: "admit", job, figures: "packed=1000 limit=32000", tsMs, gate: "g1", attempt: 0 });
+/** A job enqueued at `enqTs`, its first token `firstMs` later (deadline 4 s), finished at `doneTs`. */
+const finished = (id: string, enqTs: number, firstMs: number, doneTs: number): DoneEntry => ({
+  id, firstTokenMs: firstMs, deadlineMs: 4000, late: firstMs > 4000, tokensOut: 16, promptTokens: 1000, completionTokens: 16, attempt: 0,
+  enqueueTs: enqTs, firstTokenTs: enqTs + firstMs, doneTs,
+});
+
+describe("report --since: late jobs are counted over the jobs judged, never over the jobs admitted in the window", () => {
+  // Six jobs admitted at once 25 s ago, run one after another: the last three finish (late) in an 11 s window.
+  const enq = NOW - 25_000;
+  const events = ["1", "2", "3", "4", "5", "6"].map((id, i) => admitAt(id, enq + 100 + i));
+  const done = [finished("1", enq, 1300, enq + 5000), finished("2", enq, 5000, enq + 9000), finished("3", enq, 9000, enq + 13_000), finished("4", enq, 12_500, enq + 16_500), finished("5", enq, 16_300, enq + 20_300), finished("6", enq, 20_000, enq + 24_000)];
+  // One more admitted in the window, not finished, its deadline past: judged late too.
+  const late = admitAt("7", NOW - 10_000);
+  const r = buildReport(inputs({ drill: null, events: [...events, late], done, unfinished: [{ id: "7", role: "admitted", enqueueTs: NOW - 10_000, deadlineMs: 4000, firstTokenTs: null }], firstTokens: {} }), NOW, 11_000, { sinceGiven: true });
+  const ft = r.first_token!;
+
+  it("admitted, finished (and how many of them were admitted earlier), judged, late ≤ judged", () => {
+    expect(ft).toMatchObject({ admitted: 1, finished: 3, finished_admitted_earlier: 3, judged: 4, late: 4, late_finished: 3, late_unfinished: 1 });
+    expect(ft.late).toBeLessThanOrEqual(ft.judged);
+    expect(ft.late).toBeGreaterThan(ft.admitted!);
+  });
+
+  it("text and md say what each figure counts, and late against judged; json carries the same words", () => {
+    for (const format of ["text", "md"] as const) {
+      const out = renderReport(r, format, new Chalk({ level: 0 }));
+      expect(out).toMatch(/finished in window\W+3 \(3 of them admitted before the window\)/);
+      expect(out).toMatch(/late jobs\W+4 of 4 judged \(3 finished late: job=4 job=5 job=6; 1 admitted and without a first token at their deadline: job=7\)/);
+      expect(out.replace(/\s+/g, " ")).toContain(`admitted = ${FIRST_TOKEN_COUNTED.admitted}`);
+      expect(out.replace(/\s+/g, " ")).toContain(`late = ${FIRST_TOKEN_COUNTED.late}`);
+    }
+    const json = JSON.parse(renderReport(r, "json", new Chalk({ level: 0 }))) as { first_token: Record<string, unknown> };
+    expect(json.first_token).toMatchObject({ finished_admitted_earlier: 3, judged: 4, counted: FIRST_TOKEN_COUNTED });
+  });
+
+  it("an unreadable stream: how many finished jobs were admitted earlier is not known (null), not 0", () => {
+    const blind = buildReport(inputs({ drill: null, events: null, done, unfinished: [], firstTokens: {} }), NOW, 11_000, { sinceGiven: true });
+    expect(blind.first_token).toMatchObject({ admitted: null, finished: 3, finished_admitted_earlier: null, judged: 3 });
   });
 });

@@ -49,8 +49,8 @@ describe("markdown", () => {
     }
   });
   it("first and last reject lines in the seed format, as code", () => {
-    expect(md).toContain("| first | 2025-11-30T11:59:56.000Z | `reject_packed_tokens job=7 packed=36012 limit=32000` |");
-    expect(md).toContain("| last | 2025-11-30T11:59:58.000Z | `reject_deadline_slack job=9 slack_ms=420` |");
+    expect(md).toContain("| first | 2025-11-30T11:59:56.000Z | `reject_packed_tokens job=7 packed=36012 limit=32000 route=retry` |");
+    expect(md).toContain("| last | 2025-11-30T11:59:58.000Z | `reject_deadline_slack job=9 slack_ms=420 route=retry` |");
   });
   it("carries the lab label and says there is no recording", () => {
     expect(md).toContain(`> **${LAB_LABEL}**`);

@@ -79,7 +79,7 @@ describe("report window: the drill's current run", () => {
     expect(r.drill?.run_id).toBe("smoke-2");
     expect(r.decisions?.total).toBe(3);
     expect(r.decisions?.rejects).toBe(1);
-    expect(r.first_reject?.line).toBe("reject_host_pressure job=7 psi=12.40");
+    expect(r.first_reject?.line).toBe("reject_host_pressure job=7 psi=12.40 route=retry");
     expect(r.first_token?.finished).toBe(1);
     expect(r.pressure.samples).toBe(1);
     expect(r.pressure.peak_psi_mem_some_avg10.value).toBe(2);
@@ -95,7 +95,7 @@ describe("report window: the drill's current run", () => {
     const r = buildReport(queueOfTwoRuns(), NOW, 10 * MIN, { sinceGiven: true });
     expect(r.window).toMatchObject({ from: new Date(NOW - 10 * MIN).toISOString(), clipped_to_run: false });
     expect(r.decisions?.total).toBe(8);
-    expect(r.first_reject?.line).toBe("reject_packed_tokens job=2 packed=48000 limit=32000");
+    expect(r.first_reject?.line).toBe("reject_packed_tokens job=2 packed=48000 limit=32000 route=retry");
     expect(r.notes.join("\n")).toContain("the window reaches before run smoke-2");
     expect(r.notes.join("\n")).toContain("5 decision(s) from before it, not this run's, are counted");
     expect(renderText(r, plain)).toContain("window: last 10 min, from before run smoke-2 was created");

@@ -99,10 +99,10 @@ describe("first-token p50/p99 against the deadline", () => {
 
 describe("reject lines in the seed format", () => {
   const decisions: Array<{ decision: AdmissionDecision; attempt: number; route: "retry" | "dead"; want: string }> = [
-    { decision: { kind: "reject_packed_tokens", packed: 36012, limit: 32000 }, attempt: 0, route: "retry", want: "reject_packed_tokens job=7 packed=36012 limit=32000" },
-    { decision: { kind: "reject_host_pressure", psi: 12.4, trigger: "psi_avg10", figure: null }, attempt: 0, route: "retry", want: "reject_host_pressure job=7 psi=12.40" },
-    { decision: { kind: "reject_deadline_slack", slackMs: 420, limitMs: 1500, stallMsP99: null }, attempt: 0, route: "retry", want: "reject_deadline_slack job=7 slack_ms=420" },
-    { decision: { kind: "reject_host_pressure", psi: "missing", trigger: "psi_missing", figure: null }, attempt: 2, route: "retry", want: "reject_host_pressure job=7 psi=missing attempt=2" },
+    { decision: { kind: "reject_packed_tokens", packed: 36012, limit: 32000 }, attempt: 0, route: "retry", want: "reject_packed_tokens job=7 packed=36012 limit=32000 route=retry" },
+    { decision: { kind: "reject_host_pressure", psi: 12.4, trigger: "psi_avg10", figure: null }, attempt: 0, route: "retry", want: "reject_host_pressure job=7 psi=12.40 route=retry" },
+    { decision: { kind: "reject_deadline_slack", slackMs: 420, limitMs: 1500, stallMsP99: null }, attempt: 0, route: "retry", want: "reject_deadline_slack job=7 slack_ms=420 route=retry" },
+    { decision: { kind: "reject_host_pressure", psi: "missing", trigger: "psi_missing", figure: null }, attempt: 2, route: "retry", want: "reject_host_pressure job=7 psi=missing attempt=2 route=retry" },
     { decision: { kind: "reject_host_pressure", psi: 0.4, trigger: "reject_all", figure: null }, attempt: 3, route: "dead", want: "reject_host_pressure job=7 psi=0.40 mode=reject_all attempt=3 route=dead" },
   ];
   it.each(decisions)("$want", ({ decision, attempt, route, want }) => {
@@ -110,7 +110,7 @@ describe("reject lines in the seed format", () => {
     const stored = event(decision.kind, "7", `${decisionFigures(decision)} route=${route}`, NOW, attempt);
     expect(rejectLine(stored)).toBe(want);
     // …which is the gate's own stdout line.
-    expect(rejectLine(stored)).toBe(`${formatDecisionLine(decision, { id: "7", attempt })}${route === "dead" ? " route=dead" : ""}`);
+    expect(rejectLine(stored)).toBe(`${formatDecisionLine(decision, { id: "7", attempt })} route=${route}`);
   });
 
   it("the same line as drill watch's for any entry (one rebuild of the gate's line): a missing job id, a route the gate never writes", () => {
@@ -122,7 +122,9 @@ describe("reject lines in the seed format", () => {
     for (const e of entries) {
       expect(rejectLine(e)).toBe(formatRejectEvent({ reason: e.reason, job: e.job, figures: e.figures, attempt: e.attempt === null ? undefined : String(e.attempt) }));
     }
-    expect(rejectLine(entries[0]!)).toBe("reject_host_pressure job=- psi=12.40");
+    expect(rejectLine(entries[0]!)).toBe("reject_host_pressure job=- psi=12.40 route=retry");
+    // A route the gate never writes is no route: the figures as stored.
+    expect(rejectLine(entries[1]!)).toBe("reject_host_pressure job=7 psi=12.40 route=other attempt=1");
   });
 
   it("first and last reject of the window, admits and mode flips skipped", () => {
@@ -137,8 +139,8 @@ describe("reject lines in the seed format", () => {
         event("admit", "6", "packed=24000 limit=32000", NOW - 10_000),
       ],
     });
-    expect(r.first_reject).toEqual({ ts: new Date(NOW - 8 * MIN).toISOString(), line: "reject_packed_tokens job=3 packed=48000 limit=32000" });
-    expect(r.last_reject?.line).toBe("reject_host_pressure job=5 psi=0.40 mode=reject_all");
+    expect(r.first_reject).toEqual({ ts: new Date(NOW - 8 * MIN).toISOString(), line: "reject_packed_tokens job=3 packed=48000 limit=32000 route=retry" });
+    expect(r.last_reject?.line).toBe("reject_host_pressure job=5 psi=0.40 mode=reject_all route=retry");
     expect(r.mode_flips).toEqual([{ ts: new Date(NOW - 2 * MIN).toISOString(), mode: "reject_all", previous: "admit", unchanged: false, forced: false, psi: 0.4, by: null }]);
   });
 
@@ -243,8 +245,8 @@ describe("window filtering (--since)", () => {
     samples: [sample(NOW - 30 * MIN, { psi_mem_some_avg10: 40, cg_oom_kill: 0 }), sample(NOW - 3 * MIN, { psi_mem_some_avg10: 7, cg_oom_kill: 1 }), sample(NOW - 2 * MIN, { psi_mem_some_avg10: 2, cg_oom_kill: 3 })],
   };
   it.each([
-    { since: 10 * MIN, rejects: 1, finished: 2, peakPsi: 7, oom: 2, first: "reject_packed_tokens job=2 packed=48000 limit=32000" },
-    { since: 60 * MIN, rejects: 2, finished: 3, peakPsi: 40, oom: 3, first: "reject_packed_tokens job=1 packed=48000 limit=32000" },
+    { since: 10 * MIN, rejects: 1, finished: 2, peakPsi: 7, oom: 2, first: "reject_packed_tokens job=2 packed=48000 limit=32000 route=retry" },
+    { since: 60 * MIN, rejects: 2, finished: 3, peakPsi: 40, oom: 3, first: "reject_packed_tokens job=1 packed=48000 limit=32000 route=retry" },
     { since: 10_000, rejects: 0, finished: 1, peakPsi: null, oom: null, first: null },
   ])("since $since ms: $rejects rejects, $finished finished, peak psi $peakPsi", ({ since, rejects, finished, peakPsi, oom, first }) => {
     const r = build({ events: evs, done: dones, recording }, since);

@@ -35,15 +35,15 @@ describe("formatRejectEvent: the gate's own line from its <q>:events entry", () 
   );
   it.each(cases)("$decision.kind $decision.trigger attempt=$attempt route=$route", ({ decision, attempt, route }) => {
     const job = { id: "7", attempt };
-    const gateLine = `${formatDecisionLine(decision, job)}${route === "dead" ? " route=dead" : ""}`;
+    const gateLine = `${formatDecisionLine(decision, job)} route=${route}`;
     const fields = { reason: decision.kind, job: "7", figures: `${decisionFigures(decision)} route=${route}`, ts: "1764480000000", gate: "g1", attempt: String(attempt) };
     expect(formatRejectEvent(fields)).toBe(gateLine);
   });
 
-  it("DESIGN.md's examples", () => {
-    expect(formatRejectEvent({ reason: "reject_packed_tokens", job: "7", figures: "packed=36012 limit=32000 route=retry", attempt: "0" })).toBe("reject_packed_tokens job=7 packed=36012 limit=32000");
-    expect(formatRejectEvent({ reason: "reject_host_pressure", job: "8", figures: "psi=12.40 route=retry", attempt: "0" })).toBe("reject_host_pressure job=8 psi=12.40");
-    expect(formatRejectEvent({ reason: "reject_deadline_slack", job: "9", figures: "slack_ms=420 route=retry", attempt: "0" })).toBe("reject_deadline_slack job=9 slack_ms=420");
+  it("DESIGN.md's examples, begun exactly as there, the route the reject took after them", () => {
+    expect(formatRejectEvent({ reason: "reject_packed_tokens", job: "7", figures: "packed=36012 limit=32000 route=retry", attempt: "0" })).toBe("reject_packed_tokens job=7 packed=36012 limit=32000 route=retry");
+    expect(formatRejectEvent({ reason: "reject_host_pressure", job: "8", figures: "psi=12.40 route=retry", attempt: "0" })).toBe("reject_host_pressure job=8 psi=12.40 route=retry");
+    expect(formatRejectEvent({ reason: "reject_deadline_slack", job: "9", figures: "slack_ms=420 route=dead", attempt: "0" })).toBe("reject_deadline_slack job=9 slack_ms=420 route=dead");
   });
 
   it("an entry missing fields says so with '-' rather than inventing them", () => {
@@ -55,7 +55,7 @@ describe("formatRejectEvent: the gate's own line from its <q>:events entry", () 
 describe("parseRejectEvents", () => {
   it("entries' fields → lines, in order", () => {
     const entry = (id: string) => ["reason", "reject_host_pressure", "job", id, "figures", "psi=12.40 route=retry", "ts", "1", "gate", "g", "attempt", "0"].map(b);
-    expect(parseRejectEvents(b("9-0"), [entry("1"), entry("2")], 3)).toEqual({ tip: b("9-0"), lines: ["reject_host_pressure job=1 psi=12.40", "reject_host_pressure job=2 psi=12.40"], beyond: 3 });
+    expect(parseRejectEvents(b("9-0"), [entry("1"), entry("2")], 3)).toEqual({ tip: b("9-0"), lines: ["reject_host_pressure job=1 psi=12.40 route=retry", "reject_host_pressure job=2 psi=12.40 route=retry"], beyond: 3 });
   });
   it("nothing after the cursor (no tip): the shared NO_NEW_EVENTS", () => {
     expect(parseRejectEvents(null, [], 0)).toBe(NO_NEW_EVENTS);

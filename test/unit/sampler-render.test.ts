@@ -340,7 +340,7 @@ describe("parseQueueSample", () => {
   it("maps the reject entries to the gate's lines", () => {
     const entry = ["reason", "reject_packed_tokens", "job", "7", "figures", "packed=36012 limit=32000 route=retry", "ts", "1", "gate", "g", "attempt", "0"].map(b);
     const r = parseQueueSample("redis://h:1", "jobs", [0, null, [], [], [], [], 1, null, b("17-3"), [entry], 4, 0, 0, []]);
-    expect(r).toMatchObject({ ok: true, value: { events: { tip: b("17-3"), lines: ["reject_packed_tokens job=7 packed=36012 limit=32000"], beyond: 4 } } });
+    expect(r).toMatchObject({ ok: true, value: { events: { tip: b("17-3"), lines: ["reject_packed_tokens job=7 packed=36012 limit=32000 route=retry"], beyond: 4 } } });
   });
   it.each([
     ["not an array", "OK"],
