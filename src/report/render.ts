@@ -124,11 +124,11 @@ function sections(r: Report): Section[] {
     // Jobs past their deadline without a first token get it later than the deadline, if ever: past 1 % of the jobs
     // judged they put the p99 over it whatever the ones with a token say (QA AD: "within, 1272 ms to spare" beside 3 of 21 late).
     const waiting = ft.late_unfinished ?? 0;
-    const judged = ft.with_first_token + waiting;
+    const timed = ft.with_first_token + waiting;
     const verdict =
       waiting === 0 || ft.p99_over_deadline_ms === null ? over
-      : waiting * 100 > judged ? `over: ${waiting} of ${judged} admitted jobs passed their deadline without a first token (over 1 %); of the ${ft.with_first_token} with one: ${over}`
-      : `${over} (of the ${ft.with_first_token} with a first token; ${waiting} of ${judged} passed their deadline without one, under 1 %)`;
+      : waiting * 100 > timed ? `over: ${waiting} of ${timed} jobs passed their deadline without a first token (over 1 %); of the ${ft.with_first_token} with one: ${over}`
+      : `${over} (of the ${ft.with_first_token} with a first token; ${waiting} of ${timed} passed their deadline without one, under 1 %)`;
     // late_jobs holds the finished-late ids, then the never-got-a-first-token ones: each list goes beside its own count.
     const idList = (ids: string[]) => (ids.length === 0 ? "" : `: ${ids.slice(0, 20).map((id) => `job=${id}`).join(" ")}${ids.length > 20 ? ` … ${ids.length - 20} more` : ""}`);
     const finishedLate = `${ft.late_finished} finished late${idList(ft.late_jobs.slice(0, ft.late_finished))}`;

@@ -195,7 +195,7 @@ describe("p99 against deadline counts the jobs still waiting past their deadline
       .find((l) => l.includes("p99 against deadline"))!;
   };
   it("over when they are more than 1 % of the jobs judged", () => {
-    expect(verdictOf(18, 3)).toContain("over: 3 of 21 admitted jobs passed their deadline without a first token (over 1 %); of the 18 with one: within, 1272 ms to spare");
+    expect(verdictOf(18, 3)).toContain("over: 3 of 21 jobs passed their deadline without a first token (over 1 %); of the 18 with one: within, 1272 ms to spare");
   });
   it("the finished ones' verdict, with the few waiting said, under 1 %", () => {
     expect(verdictOf(200, 1)).toContain("within, 1272 ms to spare (of the 200 with a first token; 1 of 201 passed their deadline without one, under 1 %)");
