@@ -2,9 +2,9 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { spawn, type ChildProcess } from "node:child_process";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
 import { readState, type DrillState } from "../../src/drill/state.js";
-import { realCgroupSkipReason } from "../helpers/cgroupFixtures.js";
+import { realCgroupSkipReason, waitForQuietHostPsi } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
 import { assertHostClean } from "../helpers/hostClean.js";
 import { assertNoJobLostInExport, idsGivenByQueue } from "../helpers/invariants.js";
@@ -32,6 +32,13 @@ describe.skipIf(skip !== null)("drill up → report → rollback (real cgroup, e
   });
 
   it("smoke: admits, rejects for all three reasons from real signals, then rolls back clean", async () => {
+    // Left up by a failure here, smoke would hold the cgroup the next test's thrash asks for.
+    onTestFailed(async () => {
+      await runDrill(["--state-dir", stateDir, "rollback", "--name", "smoke"], { timeout: 90_000 });
+    });
+    // An admit needs a host under the gate's limits: not the previous file's hog still in avg10.
+    const waited = await waitForQuietHostPsi();
+    if (waited > 0) console.log(`drill-loop: waited ${waited} ms for host memory PSI avg10 < 1 before drill up`);
     const up = await runDrill(["--state-dir", stateDir, "--json", "up", "--drill", "drills/smoke.yaml", "--parent", "self"], { timeout: 120_000 });
     expect(up.exitCode, up.stderr).toBe(0);
     const summary = JSON.parse(up.stdout.trim().split("\n").pop()!) as { pushed_ids: string[]; name: string };

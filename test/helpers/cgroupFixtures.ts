@@ -9,6 +9,7 @@ import { readPids } from "../../src/cgroup/memoryFiles.js";
 import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
 import { teardownWorkerCgroup } from "../../src/cgroup/teardown.js";
 import { locatePageToucher } from "../../src/native/pagetoucher.js";
+import { readHostPsi } from "../../src/host/psi.js";
 
 export type FakeLayout = "v2" | "hybrid" | "v1";
 
@@ -175,6 +176,25 @@ export function realCgroupSkipReason(): string | null {
     }
   }
   return null;
+}
+
+/**
+ * Waits until the host's memory PSI avg10 is under `below`, as an operator
+ * waits on doctor's "host PSI already >= 1.00" warning: a test that asserts a
+ * gate admits cannot run while the previous file's thrash still decays out of
+ * avg10 (CI: a drill-loop right after worker.test's hog saw 9 host_pressure
+ * rejects and no admit). Returns how long it waited; throws naming the PSI
+ * when the host stays busy.
+ */
+export async function waitForQuietHostPsi(below = 1, timeoutMs = 90_000): Promise<number> {
+  const started = Date.now();
+  for (;;) {
+    const psi = readHostPsi(realRoots());
+    if (!psi.ok) throw new Error(`cannot wait for a quiet host: ${psi.reason}`);
+    if (psi.value.some.avg10 < below) return Date.now() - started;
+    if (Date.now() - started > timeoutMs) throw new Error(`host memory PSI some avg10=${psi.value.some.avg10} still >= ${below} after ${timeoutMs} ms: something else pressures this host`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
 }
 
 export function realRoots(): HostRoots {
