@@ -371,7 +371,13 @@ export function endedText(e: DrillEndedFacts): string {
     unanswered === 0 ? ""
     : unanswered === 1 ? " (1 of them got no reply to its push: queued under the next id if Redis ran it)"
     : ` (${unanswered} of them got no reply to their pushes: each queued under the next id if Redis ran it)`;
-  const packed = total === null ? "" : e.not_packed! > 0 ? `; ${e.not_packed} of ${total} jobs not packed${maybe}` : `; all ${total} jobs packed`;
+  // QA AD: "all 0 jobs packed" for a drill that packs none.
+  const packed =
+    total === null ? ""
+    : e.not_packed! > 0 ? `; ${e.not_packed} of ${total} job${total === 1 ? "" : "s"} not packed${maybe}`
+    : total === 0 ? "; no job packed"
+    : total === 1 ? "; its one job packed"
+    : `; all ${total} jobs packed`;
   // QA: "all 9 jobs packed" beside 11 decisions and 11 ids: jobs pushed by hand during the drill are said apart.
   const others =
     e.other_jobs === null || e.other_jobs === undefined || e.other_jobs === 0 ? ""

@@ -207,7 +207,7 @@ describe("the header says how the drill ended (M3)", () => {
   it("interrupted, a clean run, and a rollback that stopped up before it recorded a verdict", () => {
     const interrupted = drillEnded({ interrupted: true, exitedEarly: [], pushed: ["1"], notPacked: 0, unansweredPushes: 0, skippedJobs: 0 }, NOW - 4 * MIN);
     expect(endedText(buildReport(inputs({ drill: drillWith({ ended: interrupted }) }), NOW, 10 * MIN).drill!.ended!)).toBe(
-      "ended: interrupted — up was stopped by a signal (SIGINT/SIGTERM) 60 s into the drill; all 1 jobs packed",
+      "ended: interrupted — up was stopped by a signal (SIGINT/SIGTERM) 60 s into the drill; its one job packed",
     );
     // QA: it never said which; up records the signal it got.
     const byCtrlC = drillEnded({ interrupted: true, exitedEarly: [], pushed: ["1"], notPacked: 2, unansweredPushes: 0, skippedJobs: 0 }, NOW - 4 * MIN, "SIGINT");
@@ -221,6 +221,9 @@ describe("the header says how the drill ended (M3)", () => {
     const shortReport = buildReport(inputs({ drill: drillWith({ ended: short }) }), NOW, 10 * MIN);
     expect(shortReport.drill!.ended!.skipped_jobs).toBe(8);
     expect(endedText(shortReport.drill!.ended!)).toBe("ended: ran — ran to its end (120 s); all 2 jobs packed; 8 more in phases past the drill's end, skipped");
+    // QA AD: "all 0 jobs packed" for a drill that packs none.
+    const none = drillEnded({ interrupted: false, exitedEarly: [], pushed: [], notPacked: 0, unansweredPushes: 0, skippedJobs: 0 }, NOW - 3 * MIN);
+    expect(endedText(buildReport(inputs({ drill: drillWith({ ended: none }) }), NOW, 10 * MIN).drill!.ended!)).toBe("ended: ran — ran to its end (120 s); no job packed");
     // A state written before the count: nothing said of it.
     const { skippedJobs: _older, ...older } = short;
     expect(endedText(buildReport(inputs({ drill: drillWith({ ended: older }) }), NOW, 10 * MIN).drill!.ended!)).toBe("ended: ran — ran to its end (120 s); all 2 jobs packed");
@@ -284,7 +287,7 @@ describe("the header says how the drill ended (M3)", () => {
     // up had recorded its end: its verdict stands, and the unfinished rollback is said after it.
     const ran = drillEnded({ interrupted: false, exitedEarly: [], pushed: ["1"], notPacked: 0, unansweredPushes: 0, skippedJobs: 0 }, NOW - 5 * MIN + 30_000);
     const after = buildReport(inputs({ drill: drillWith({ phase: "rolling_back", ended: ran, rollbackStartedAt: takeover }) }), NOW, 10 * MIN);
-    expect(endedText(after.drill!.ended!)).toBe(`ended: ran — ran to its end (30 s); all 1 jobs packed; a rollback started at ${takeover} has not finished (still running, or interrupted): \`drill rollback --name smoke\` again finishes it`);
+    expect(endedText(after.drill!.ended!)).toBe(`ended: ran — ran to its end (30 s); its one job packed; a rollback started at ${takeover} has not finished (still running, or interrupted): \`drill rollback --name smoke\` again finishes it`);
     // The command as the operator runs it on this state dir (QA: without --state-dir it went to /var/lib/drill);
     // and the deny-all it pulled is shown already (QA: none until the rollback finished).
     const flip: DecisionEvent = { id: `${NOW - 4 * MIN + 100}-0`, tsMs: NOW - 4 * MIN + 100, reason: "mode", job: "", figures: "mode=reject_all previous=admit psi=6.37", gate: "", attempt: null };
