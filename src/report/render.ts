@@ -162,7 +162,12 @@ function sections(r: Report): Section[] {
 
   // Pressure
   const p = r.pressure;
-  const peakRow = (label: string, peak: Peak, show: (v: number | null) => string): Cell[] => [label, noRecording ?? show(peak.value), peak.ts ?? ""];
+  // A peak of 0 is a signal that never rose: no moment to name (QA AD: si 0.0 "at" the first sample's time). Not so a slack of 0.
+  const peakRow = (label: string, peak: Peak, show: (v: number | null) => string, zeroRose = false): Cell[] => [
+    label,
+    noRecording ?? show(peak.value),
+    peak.value === 0 && !zeroRose && noRecording === null ? "never above 0" : (peak.ts ?? ""),
+  ];
   // A live read of the worker cgroup gives the counter even without a recording.
   const oom =
     p.oom_kills_in_window !== null ? `${p.oom_kills_in_window} in window (memory.events oom_kill=${int(p.cg_oom_kill_end)})`
@@ -183,7 +188,7 @@ function sections(r: Report): Section[] {
       peakRow("cgroup memory.peak", p.peak_cg_mem_peak, (v) => `${bytes(v)} (limit ${bytes(p.cg_mem_max)})`),
       peakRow("cgroup memory.current", p.peak_cg_mem_current, (v) => bytes(v)),
       // Admitted jobs only: a job the gate rejected on its slack never counts here (QA: 7989 ms beside reject lines at 999).
-      peakRow("deadline_slack_ms (lowest, admitted jobs awaiting a first token)", p.lowest_deadline_slack_ms, ms),
+      peakRow("deadline_slack_ms (lowest, admitted jobs awaiting a first token)", p.lowest_deadline_slack_ms, ms, true),
       peakRow("si (swap-in, pages/s)", p.peak_si, (v) => num(v, 1)),
       // The runbook's contradiction at its worst moment: the stall beside idle CPU and a queue age that looks fine.
       ["at the worst stall", noRecording ?? worstStallText(p.at_worst_stall), p.at_worst_stall?.ts ?? ""],

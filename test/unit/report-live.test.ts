@@ -39,6 +39,18 @@ function inputs(over: Partial<ReportInputs> = {}): ReportInputs {
   };
 }
 
+// QA AD: a peak of zero was stamped with the first sample's time ("si (swap-in, pages/s) | 0.0 | <ts>").
+describe("a signal that never rose names no moment", () => {
+  it("says never above 0 where the peak is 0, keeps the time of a real peak and of a slack of 0", () => {
+    const samples = [sample(NOW - 4 * MIN, { si: 0, deadline_slack_ms: 0, stall_ms_p99: 0 }), sample(NOW - 10_000, { si: 0, deadline_slack_ms: 500, stall_ms_p99: 40 })];
+    const text = renderReport(buildReport(inputs({ recording: { file: "w", samples, badLines: 0 } }), NOW, 10 * MIN), "text", new Chalk({ level: 0 }));
+    const row = (label: string) => text.split("\n").find((l) => l.trimStart().startsWith(label))!;
+    expect(row("si (swap-in")).toMatch(/0\.0\s+never above 0$/);
+    expect(row("stall_ms_p99")).toContain(new Date(NOW - 10_000).toISOString());
+    expect(row("deadline_slack_ms")).toContain(new Date(NOW - 4 * MIN).toISOString());
+  });
+});
+
 describe("OOM kills with the worker cgroup read now (up stops before watch's next sample)", () => {
   const samples = [sample(NOW - 4 * MIN, { cg_oom_kill: 0 }), sample(NOW - 10_000, { cg_oom_kill: 0 })];
   const file = "/sys/fs/cgroup/x/infer/memory.events";
