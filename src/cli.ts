@@ -2,6 +2,7 @@ import { Command, Option } from "commander";
 import { resolveGlobalOptions, type GlobalsFn } from "./context.js";
 import { commandFactories } from "./commands/index.js";
 import { UsageError } from "./errors.js";
+import { writeErr, writeOut } from "./closedStdout.js";
 
 export const VERSION = "0.1.0";
 
@@ -54,11 +55,16 @@ function inheritExitOverride(command: Command, path: string[] = []): void {
  * A bad command line says so as every other refusal does, in one `drill: …`
  * line on stderr, with the help of the command typed: commander's own
  * `error: …` then a hint line (and a "Did you mean" line) read as two
- * messages to a script that keeps the last line (QA).
+ * messages to a script that keeps the last line (QA). Help and usage errors
+ * go through drill's own writers, as all it prints: ASCII under LANG=C (an
+ * argument commander quotes back, `unknown command 'wätch'`, is the user's
+ * text), and nothing written to a reader that has gone.
  */
 function usageErrorsAsOneLine(command: Command, path: string[]): void {
   const hint = `(run drill ${[...path, ""].join(" ")}--help for usage)`;
   command.configureOutput({
+    writeOut,
+    writeErr,
     outputError: (str, write) => write(`drill: ${str.trim().replace(/^error: /, "").replace(/\s*\n\s*/g, " ")} ${hint}\n`),
   });
 }

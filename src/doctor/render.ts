@@ -91,9 +91,9 @@ function stackedCell(c: Check, colWidth: number): string {
 }
 
 /**
- * The checks as a table `width` columns wide (the terminal's, or PIPED_WIDTH
- * when piped), then the verdicts wrapped to it: four columns from MIN_WIDTH
- * up, two (check, status) below it. `unicode`: the terminal takes UTF-8 (box
+ * The checks as a table `width` columns wide (tableWidth: the terminal's;
+ * piped, COLUMNS or PIPED_WIDTH), then the verdicts wrapped to it: four
+ * columns from MIN_WIDTH up, two (check, status) below it. `unicode`: the terminal takes UTF-8 (box
  * drawing), else the table and its text are ASCII.
  */
 export function renderDoctor(checks: Check[], serving: ServingVerdict, color: ChalkInstance, width = PIPED_WIDTH, unicode = true): string {

@@ -256,8 +256,8 @@ export interface RedisWant {
   cgroupName?: string;
 }
 
-/** One `<state-dir>/<name>/state.json` as read: the state, or why it could not be. */
-export type StateEntry = { name: string; state: DrillState } | { name: string; unreadable: string };
+/** One `<state-dir>/<name>/state.json` as read: the state, or why it could not be (`error`: what reading it threw, with its exit code). */
+export type StateEntry = { name: string; state: DrillState } | { name: string; unreadable: string; error: unknown };
 
 /**
  * A drill is up until its rollback completes, as `up` judges a second run of
@@ -338,7 +338,7 @@ export function readStateEntries(stateDir: string, names: readonly string[]): St
       const state = readState(stateDir, name);
       return state ? [{ name, state }] : [];
     } catch (err) {
-      return [{ name, unreadable: err instanceof Error ? err.message : String(err) }];
+      return [{ name, unreadable: err instanceof Error ? err.message : String(err), error: err }];
     }
   });
 }

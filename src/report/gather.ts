@@ -10,8 +10,9 @@ import { detectLayout } from "../cgroup/layout.js";
 import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import { workerCgroupFromDirs } from "../cgroup/paths.js";
 import { validateDrillName } from "../drill/names.js";
-import { drillDir, isDrillUp, keptRunStatePath, listDrills, listKeptRuns, readState, readStateEntries, readStateFile, readUpEnded, runDir, upDiedUnrecorded, type DrillEnded, type DrillState } from "../drill/state.js";
-import { DrillError, RefusedError, UsageError } from "../errors.js";
+import { drillDir, isDrillUp, keptRunStatePath, listDrills, listKeptRuns, readState, readStateEntries, readStateFile, readUpEnded, runDir, upDiedUnrecorded, type DrillEnded, type DrillState, type StateEntry } from "../drill/state.js";
+import { DrillError, ExitCode, RefusedError, UsageError } from "../errors.js";
+import { RecordReadError, recordReadError } from "../util/ownFiles.js";
 import { queueKeys, type QueueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl, sameRedis } from "../queue/redis.js";
 import { scanKeys } from "../drill/drain.js";
@@ -154,10 +155,11 @@ export function resolveDrillName(stateDir: string, name: string | undefined, red
     return { name, notes: [] };
   }
   const drills = reportableDrills(stateDir);
+  const entries = redisUrl === undefined ? [] : readStateEntries(stateDir, drills);
+  const unreadable = entries.find((e): e is Extract<StateEntry, { unreadable: string }> => "unreadable" in e);
+  if (redisUrl !== undefined && unreadable !== undefined) throw drillUnreadableFor(unreadable.name, unreadable.error, redisUrl);
   if (redisUrl !== undefined && queue !== undefined) {
-    const on = readStateEntries(stateDir, drills).flatMap((e) =>
-      "state" in e && e.state.queue === queue && sameRedis(e.state.redis.url, redisUrl) ? [e.name] : [],
-    );
+    const on = entries.flatMap((e) => ("state" in e && e.state.queue === queue && sameRedis(e.state.redis.url, redisUrl) ? [e.name] : []));
     if (on.length === 1) return { name: on[0]!, notes: [] };
     const notes =
       on.length > 1 ? [`drills ${on.join(", ")} in ${stateDir} all ran on queue ${queue} of this Redis: reported as the queue, not as one run (give --name for one)`] : [];
@@ -166,7 +168,7 @@ export function resolveDrillName(stateDir: string, name: string | undefined, red
   if (redisUrl !== undefined && drills.length > 0) {
     // --redis alone: a drill of the state dir only if it ran on that Redis. The only
     // drill there, run on another, put its header and recording over this Redis's figures (QA).
-    const on = readStateEntries(stateDir, drills).flatMap((e) => ("state" in e && sameRedis(e.state.redis.url, redisUrl) ? [e.name] : []));
+    const on = entries.flatMap((e) => ("state" in e && sameRedis(e.state.redis.url, redisUrl) ? [e.name] : []));
     if (on.length === 1) return { name: on[0]!, notes: [] };
     if (on.length === 0) return { name: null, notes: [`no drill of ${stateDir} ran on ${redactUrl(redisUrl)} (${drills.join(", ")} did not): reported as its queue alone; give --name to report a drill`] };
   }
@@ -181,6 +183,22 @@ export function resolveDrillName(stateDir: string, name: string | undefined, red
   // A mistyped --state-dir reads as "no such directory", not as an empty one (QA).
   const holds = existsSync(stateDir) ? "holds no <name>/state.json or <name>/final-*.jsonl" : "does not exist";
   throw new UsageError(`there is no drill to report on: ${stateDir} ${holds}, and no --redis (or DRILL_REDIS_URL) was given`);
+}
+
+/**
+ * --redis, and a drill of the state dir whose state does not read (root's
+ * 0700 drill dir, read by another user): it may be the drill that ran on that
+ * Redis, and its run would frame the figures (header, window, recording), so
+ * the report stops as it does without --redis, with that error's exit code (1
+ * for EACCES), rather than say the drill did not run there (QA: "(no drill
+ * state)" and "smoke did not", from a state never read). A user who is not
+ * root is told how to report the queue alone.
+ */
+function drillUnreadableFor(name: string, error: unknown, redisUrl: string): DrillError {
+  const alone = "give --state-dir an empty directory of your own to report that Redis's queue alone, without the drill";
+  const said = error instanceof RecordReadError ? recordReadError(error.file, error.cause, alone) : error;
+  const reason = said instanceof Error ? said.message : String(said);
+  return new DrillError(`cannot tell whether drill ${name} ran on ${redactUrl(redisUrl)}: ${reason}`, said instanceof DrillError ? said.exitCode : ExitCode.failed, { cause: error });
 }
 
 /** `--name` naming no drill dir: the drills there (rollback's message), or that there is none. */

@@ -11,7 +11,8 @@ import { writeWatchTree } from "../helpers/watchTree.js";
  * Output for the operator's terminal, run as an operator would: under a
  * locale that is not UTF-8 (LANG=C, LC_ALL=POSIX) not one byte outside ASCII
  * (box drawing, trend bars, arrows), and doctor's table as wide as the
- * terminal (`script` gives it a pty, sized with stty) or 80 columns piped.
+ * terminal (`script` gives it a pty, sized with stty), or piped COLUMNS
+ * (a positive integer) or 80 columns.
  */
 
 /** Every locale variable unset (each test sets the ones it is about): the runner's own locale does not leak in. */
@@ -79,10 +80,20 @@ describe("doctor", () => {
     ["LANG=C", { LANG: "C" }, /^\+-+\+/],
     ["no locale variable at all: UTF-8", {}, /^┌─+┬/],
   ])("piped, %s: 80 columns", async (_name, locale, border) => {
-    const r = await runDrill(doctorArgs(), { env: { ...NO_LOCALE, ...locale } });
+    const r = await runDrill(doctorArgs(), { env: { ...NO_LOCALE, ...locale, COLUMNS: undefined } });
     expect(r.stdout.split("\n")[0]).toMatch(border);
     expect(widest(r.stdout), r.stdout).toBe(80);
     if ("LANG" in locale) expect(r.stdout + r.stderr).not.toMatch(NOT_ASCII);
+  });
+
+  it.each([
+    ["120", 120],
+    ["0", 80],
+    ["wide", 80],
+  ])("piped, COLUMNS=%s: %i columns", async (columns, width) => {
+    const r = await runDrill(doctorArgs(), { env: { ...NO_LOCALE, LANG: "C", COLUMNS: columns } });
+    expect(r.stdout.split("\n")[0]).toMatch(/^\+-+\+/);
+    expect(widest(r.stdout), r.stdout).toBe(width);
   });
 
   it("--json under LANG=C is the same document as under UTF-8: JSON is data, not terminal text", async () => {

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { Command } from "commander";
 import { runDrill } from "../helpers/cli.js";
 import { buildProgram, VERSION } from "../../src/cli.js";
+import { writeErr, writeOut } from "../../src/closedStdout.js";
 
 /** Every command and subcommand, as the words typed before --help. */
 function commandPaths(command: Command, path: string[] = []): string[][] {
@@ -51,5 +52,42 @@ describe("help and a missing subcommand", () => {
     const r = await runDrill([...path, "--help"], { env: { COLUMNS: "80" } });
     expect(r.exitCode).toBe(0);
     expect(r.stdout.split("\n").filter((line) => line.length > 80)).toEqual([]);
+  });
+});
+
+// Help and usage errors are commander's text, but printed as drill prints
+// everything: through its writers (ASCII under LANG=C, nothing to a reader
+// that has gone). QA: `drill wätch` under LANG=C quoted the word back raw.
+describe("help and usage errors under the terminal's charset", () => {
+  const NOT_ASCII = /[\u0080-\u{10ffff}]/u;
+  const locale = (LANG: string) => ({ env: { LANG, LC_ALL: undefined, LC_CTYPE: undefined } });
+
+  it("every command writes its help and errors with drill's writers", () => {
+    const all = (c: Command): Command[] => [c, ...c.commands.flatMap(all)];
+    for (const command of all(buildProgram())) {
+      const out = command.configureOutput();
+      expect([command.name(), out.writeOut, out.writeErr]).toEqual([command.name(), writeOut, writeErr]);
+    }
+  });
+
+  it.each([
+    [["wätch"], "drill: unknown command 'w?tch' (Did you mean watch?) (run drill --help for usage)"],
+    [["up", "--drill", "é.yaml", "--bögus"], "drill: unknown option '--b?gus' (run drill up --help for usage)"],
+  ])("LANG=C: drill %j is exit 2, one line, ASCII; UTF-8 quotes the argument as typed", async (args, line) => {
+    const ascii = await runDrill(args, locale("C"));
+    expect(ascii.exitCode).toBe(2);
+    expect(ascii.stdout).toBe("");
+    expect(ascii.stderr).toBe(line);
+    const utf8 = await runDrill(args, locale("C.UTF-8"));
+    expect(utf8.exitCode).toBe(2);
+    expect(utf8.stderr).toBe(line.replace("w?tch", "wätch").replace("--b?gus", "--bögus"));
+  });
+
+  it.each([[["--help"]], [["help", "gate", "mode"]], [["cgroup"]]])("drill %j: the same help and exit code under LANG=C as under UTF-8, ASCII", async (args) => {
+    const ascii = await runDrill(args, locale("C"));
+    const utf8 = await runDrill(args, locale("C.UTF-8"));
+    expect(ascii.exitCode).toBe(utf8.exitCode);
+    expect([ascii.stdout, ascii.stderr]).toEqual([utf8.stdout, utf8.stderr]);
+    expect(ascii.stdout + ascii.stderr).not.toMatch(NOT_ASCII);
   });
 });

@@ -5,6 +5,7 @@ import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { drillBin, repoRoot } from "../helpers/cli.js";
 import { writeFakeDrill } from "../helpers/fakeState.js";
+import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 
 // QA AB 4: a drill up as root (its dir 0700) read by another user was "no
 // drill": report said there was none, rollback `"drills":[]`, and gate mode
@@ -12,16 +13,21 @@ import { writeFakeDrill } from "../helpers/fakeState.js";
 // else's. Run as root, each command drops to `nobody` with setpriv, in a
 // network namespace of its own (`unshare -n`): with no DRILL_REDIS_URL (it
 // would win over the state), a fallback to redis://127.0.0.1:6379 can reach
-// nothing of the host's, and is seen by its note and exit code.
-const AS_NOBODY = ["-n", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, drillBin];
+// nothing of the host's, and is seen by its note and exit code. report
+// --redis, given a Redis of the test's own, runs in the host's network.
+const AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, drillBin];
 
 let reason: string | null = null;
 let tmp = "";
 let stateDir = "";
 let stateFile = "";
+/** A Redis that answers, for report --redis: the report it would print is what must not come. */
+let server: RedisServer | null = null;
 
-async function asNobody(args: string[]): Promise<{ exitCode: number; stderr: string; stdout: string }> {
-  const r = await execa("unshare", [...AS_NOBODY, "--state-dir", stateDir, ...args], {
+/** `loopback`: in the host's network, for a case that gives --redis (a Redis of the test's own) and so falls back to none. */
+async function asNobody(args: string[], loopback = false): Promise<{ exitCode: number; stderr: string; stdout: string }> {
+  const [file, ...rest] = loopback ? AS_NOBODY : ["unshare", "-n", ...AS_NOBODY];
+  const r = await execa(file!, [...rest, "--state-dir", stateDir, ...args], {
     cwd: os.tmpdir(),
     reject: false,
     timeout: 30_000,
@@ -39,6 +45,7 @@ beforeAll(async () => {
     if (probe.exitCode !== 0) reason = `unshare -n with setpriv to nobody cannot run the built binary (${String(probe.stderr).split("\n")[0]})`;
   }
   if (reason) console.warn(`skipping the unreadable-drill cases: ${reason}`);
+  else server = await startRedisServer();
   tmp = mkdtempSync(path.join(os.tmpdir(), "drill-unreadable-"));
   chmodSync(tmp, 0o755);
   stateDir = path.join(tmp, "state");
@@ -49,7 +56,8 @@ beforeAll(async () => {
   chmodSync(path.join(stateDir, "fxdu"), 0o700);
   stateFile = path.join(stateDir, "fxdu", "state.json");
 });
-afterAll(() => {
+afterAll(async () => {
+  await server?.stop();
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -73,6 +81,20 @@ describe("a drill dir of root's, read by another user (QA AB 4)", () => {
     const r = await asNobody(["report"]);
     expect(r.exitCode, r.stderr).toBe(1);
     expect(r.stderr.trim()).toBe(`drill: ${unreadable()}`);
+  });
+
+  // QA: with --redis the report printed "(no drill state)" and a note that fxdu "did not" run on that Redis, from a state it never read.
+  it.for([
+    ["report --redis", ["report"]],
+    ["--json report --redis --queue", ["--json", "report", "--queue", "jobs"]],
+  ] as const)("%s: exit 1 as without --redis, naming the unreadable state, no report and no word on where the drill ran", async ([, args], ctx) => {
+    if (reason) return ctx.skip();
+    const [json, rest] = args[0] === "--json" ? [["--json"], args.slice(1)] : [[], args];
+    const r = await asNobody([...json, "--redis", server!.url, ...rest], true);
+    expect(r.exitCode, r.stdout + r.stderr).toBe(1);
+    expect(r.stdout).toBe("");
+    const alone = "give --state-dir an empty directory of your own to report that Redis's queue alone, without the drill";
+    expect(r.stderr.trim()).toBe(`drill: cannot tell whether drill fxdu ran on ${server!.url}: ${unreadable().replace(/\)$/, `, or ${alone})`)}`);
   });
 
   it.for([

@@ -66,8 +66,18 @@ describe("tableWidth", () => {
   it("a terminal's width on a TTY; PIPED_WIDTH when piped or when the terminal tells none", () => {
     expect(tableWidth({ isTTY: true, columns: 40 })).toBe(40);
     expect(tableWidth({ isTTY: true, columns: 200 })).toBe(200);
-    expect(tableWidth({ isTTY: undefined, columns: undefined })).toBe(PIPED_WIDTH);
-    expect(tableWidth({ isTTY: true, columns: 0 })).toBe(PIPED_WIDTH);
+    expect(tableWidth({ isTTY: undefined, columns: undefined }, {})).toBe(PIPED_WIDTH);
+    expect(tableWidth({ isTTY: true, columns: 0 }, {})).toBe(PIPED_WIDTH);
     expect(PIPED_WIDTH).toBe(80);
+  });
+
+  it("piped, COLUMNS when it is a positive integer (of at most 4 digits); a terminal's own width wins over it", () => {
+    const piped = { isTTY: undefined, columns: undefined };
+    expect(tableWidth(piped, { COLUMNS: "120" })).toBe(120);
+    expect(tableWidth(piped, { COLUMNS: "40" })).toBe(40);
+    expect(tableWidth(piped, { COLUMNS: "9999" })).toBe(9999);
+    expect(tableWidth({ isTTY: true, columns: 0 }, { COLUMNS: "100" })).toBe(100);
+    for (const bad of ["", "0", "-5", "abc", "120px", "12.5", " 120", "0120", "10000", "1000000"]) expect(tableWidth(piped, { COLUMNS: bad }), bad).toBe(PIPED_WIDTH);
+    expect(tableWidth({ isTTY: true, columns: 40 }, { COLUMNS: "200" })).toBe(40);
   });
 });

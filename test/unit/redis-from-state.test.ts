@@ -107,7 +107,8 @@ describe("chooseDrillRedis: which drill's Redis a command given no --redis means
   });
 
   it("a state file that cannot be read might be the drill: bad usage naming it, asking for --redis", () => {
-    const bad: StateEntry = { name: "broken", unreadable: "/var/lib/drill/broken/state.json is not a drill state file (Unexpected end of JSON input); move it aside to continue" };
+    const unreadable = "/var/lib/drill/broken/state.json is not a drill state file (Unexpected end of JSON input); move it aside to continue";
+    const bad: StateEntry = { name: "broken", unreadable, error: new Error(unreadable) };
     const choose = () => chooseDrillRedis([bad, ...entries(drill("smoke"))], { queue: "jobs" }, STATE_DIR);
     expect(choose).toThrow(UsageError);
     expect(choose).toThrow(/broken\/state\.json is not a drill state file.*give --redis <url>/);

@@ -121,7 +121,7 @@ describe("unknownDrillProblem: rollback --name of no drill, beside drills that a
     const entries = [
       { name: "a", state: at("a", { cgroup: cg("infer") }) },
       { name: "b", state: at("b", { phase: "complete", cgroup: cg("infer") }) },
-      { name: "c", unreadable: "/s/c/state.json is not a drill state file" },
+      { name: "c", unreadable: "/s/c/state.json is not a drill state file", error: new Error("/s/c/state.json is not a drill state file") },
     ];
     expect(unknownDrillProblem("infer", "/s", entries, "drill --state-dir /s")).toBe(
       '--name: no drill "infer" in /s (drills there: a (running, worker cgroup infer), b (complete, worker cgroup infer), c (state.json unreadable)); ' +
