@@ -336,6 +336,11 @@ export interface Report {
     late_unfinished: number | null;
     /** Of with_first_token, the unfinished jobs' (from `<q>:first_token`); null: not read. */
     unfinished_with_first_token: number | null;
+    /**
+     * Of late_unfinished, those still without a first token: outside the percentiles, each later than its
+     * deadline when it comes (a late first token already counts among with_first_token). null: not read.
+     */
+    waiting_past_deadline: number | null;
     /** What admitted, finished, judged and late count, in words: the text and md views print the same. */
     counted: typeof FIRST_TOKEN_COUNTED;
   } | null;
@@ -1146,6 +1151,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       late_finished: lateFinished.length,
       late_unfinished: unfinished.read ? lateUnfinished.length : null,
       unfinished_with_first_token: unfinished.read ? unfinished.jobs.filter((u) => u.firstTokenMs !== null).length : null,
+      waiting_past_deadline: unfinished.read ? unfinished.jobs.filter((u) => u.late && u.firstTokenMs === null).length : null,
       counted: FIRST_TOKEN_COUNTED,
     };
     const noFirstToken = done.filter((d) => d.firstTokenMs === null).length;

@@ -121,12 +121,15 @@ function sections(r: Report): Section[] {
       : !mixed ? overBy(ft.p99_over_deadline_ms)
       : `${ft.p99_over_deadline_ms > 0 ? `over the smallest deadline (${ms(ft.p99_deadline_ms)}) by ${ms(ft.p99_over_deadline_ms)}` : `within the smallest deadline (${ms(ft.p99_deadline_ms)}), ${ms(-ft.p99_over_deadline_ms)} to spare`}` +
         `; each job's first token against its own deadline: p99 ${ft.p99_over_own_deadline_ms === null ? NA : overBy(ft.p99_over_own_deadline_ms)}`;
-    // Jobs past their deadline without a first token get it later than the deadline, if ever: past 1 % of the jobs
-    // judged they put the p99 over it whatever the ones with a token say (QA AD: "within, 1272 ms to spare" beside 3 of 21 late).
-    const waiting = ft.late_unfinished ?? 0;
+    // Jobs past their deadline still without a first token get it later than the deadline, if ever: past 1 % of the
+    // jobs timed they put the p99 over it whatever the ones with a token say (QA AD: "within, 1272 ms to spare" beside
+    // 3 of 21 late), and with no token at all the verdict is theirs alone (QA AE: n/a beside "3 of 3 judged" late).
+    // A job whose first token came late is timed once, among those with one (QA AE: "4 of 6" of 5 jobs).
+    const waiting = ft.waiting_past_deadline ?? 0;
     const timed = ft.with_first_token + waiting;
     const verdict =
-      waiting === 0 || ft.p99_over_deadline_ms === null ? over
+      waiting === 0 ? over
+      : ft.with_first_token === 0 ? `over: ${waiting} of ${timed} jobs passed their deadline without a first token`
       : waiting * 100 > timed ? `over: ${waiting} of ${timed} jobs passed their deadline without a first token (over 1 %); of the ${ft.with_first_token} with one: ${over}`
       : `${over} (of the ${ft.with_first_token} with a first token; ${waiting} of ${timed} passed their deadline without one, under 1 %)`;
     // late_jobs holds the finished-late ids, then the never-got-a-first-token ones: each list goes beside its own count.

@@ -124,10 +124,13 @@ describe("late jobs and first-token percentiles count every job admitted in the 
     expect(ft.late_unfinished).toBe(2);
     expect(ft.with_first_token).toBe(2);
     expect(ft.unfinished_with_first_token).toBe(1);
+    // QA AE: job 3's first token came late: timed once, among those with one, not also as waiting.
+    expect(ft.waiting_past_deadline).toBe(1);
     expect(ft.p99_ms).toBe(12_000);
     expect(ft.p50_ms).toBe(900);
     const text = renderReport(r, "text", new Chalk({ level: 0 }));
     expect(text).toContain("2 of 4 judged (0 finished late; 2 admitted and without a first token at their deadline: job=2 job=3)");
+    expect(text).toContain("over: 1 of 3 jobs passed their deadline without a first token (over 1 %); of the 2 with one: over by 4000 ms");
   });
 
   it("drained jobs alone (nothing finished) give the first-token percentiles from <q>:first_token", () => {

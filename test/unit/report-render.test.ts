@@ -189,7 +189,8 @@ describe("late jobs: each id list beside its own count", () => {
 describe("p99 against deadline counts the jobs still waiting past their deadline", () => {
   const verdictOf = (withToken: number, waiting: number | null) => {
     const r = report();
-    const ft = { ...r.first_token!, with_first_token: withToken, p99_ms: 728, deadline_ms: { min: 2000, max: 2000 }, p99_over_deadline_ms: -1272, p99_deadline_ms: 2000, late_unfinished: waiting, late_finished: 0, late: waiting ?? 0 };
+    const none = withToken === 0;
+    const ft = { ...r.first_token!, with_first_token: withToken, p99_ms: none ? null : 728, deadline_ms: { min: 2000, max: 2000 }, p99_over_deadline_ms: none ? null : -1272, p99_deadline_ms: 2000, late_unfinished: waiting, waiting_past_deadline: waiting, late_finished: 0, late: waiting ?? 0 };
     return renderText({ ...r, first_token: ft }, new Chalk({ level: 0 }))
       .split("\n")
       .find((l) => l.includes("p99 against deadline"))!;
@@ -199,6 +200,10 @@ describe("p99 against deadline counts the jobs still waiting past their deadline
   });
   it("the finished ones' verdict, with the few waiting said, under 1 %", () => {
     expect(verdictOf(200, 1)).toContain("within, 1272 ms to spare (of the 200 with a first token; 1 of 201 passed their deadline without one, under 1 %)");
+  });
+  // QA AE: a stopped worker, every admitted job past its deadline and none with a first token: the verdict was n/a.
+  it("over when no job has a first token and some passed their deadline", () => {
+    expect(verdictOf(0, 3)).toMatch(/p99 against deadline\s+over: 3 of 3 jobs passed their deadline without a first token$/);
   });
   it("as before when none waits or the unfinished ones were not read", () => {
     expect(verdictOf(18, 0)).toMatch(/p99 against deadline\s+within, 1272 ms to spare$/);
