@@ -89,6 +89,8 @@ export interface RollbackRecord {
 }
 
 /** up's verdict on the run, for the report's header: a drill cut short must not read as a clean run. */
+const ENDED_VERDICTS: readonly DrillEnded["verdict"][] = ["ran", "stopped_early", "interrupted", "up_gone"];
+
 export interface DrillEnded {
   /** up_gone: written by a rollback that found up gone with no end of its own recorded (SIGKILL, a reboot). */
   verdict: "ran" | "stopped_early" | "interrupted" | "up_gone";
@@ -216,8 +218,14 @@ function parseUpEnded(text: string): DrillEnded | string {
     return `not JSON: ${(err as Error).message}`;
   }
   if (ended === null || typeof ended !== "object" || Array.isArray(ended)) return "not a JSON object";
-  const { verdict, at } = ended as Partial<DrillEnded>;
-  if (typeof verdict !== "string" || typeof at !== "string") return "no verdict and at";
+  const record = ended as Record<keyof DrillEnded, unknown>;
+  if (!ENDED_VERDICTS.includes(record.verdict as DrillEnded["verdict"]) || typeof record.at !== "string" || !Number.isFinite(Date.parse(record.at))) return "no verdict and at";
+  // Its counts are printed as they stand (QA AE: "pushed":"lots","notPacked":-3 read "all lots-3 jobs packed").
+  const count = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 0;
+  for (const field of ["pushed", "notPacked"] as const) if (record[field] !== null && !count(record[field])) return `${field} is not a count`;
+  for (const field of ["unansweredPushes", "skippedJobs"] as const) if (record[field] !== undefined && !count(record[field])) return `${field} is not a count`;
+  if (record.reason !== null && record.reason !== undefined && typeof record.reason !== "string") return "reason is not text";
+  if (record.pushedIds !== undefined && !(Array.isArray(record.pushedIds) && record.pushedIds.every((id) => typeof id === "string"))) return "pushedIds is not a list of ids";
   return ended as DrillEnded;
 }
 

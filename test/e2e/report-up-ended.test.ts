@@ -90,6 +90,9 @@ describe("report and up's end record (up-ended.json)", () => {
     ],
     ["not JSON", (dir) => writeFileSync(upEndedPath(dir), "{\"verdict\": \"ran\", ", { mode: 0o600 }), /is not up's end record \(not JSON: .*\); move it aside/, false],
     ["JSON, not an end record", (dir) => writeFileSync(upEndedPath(dir), "[1,2]", { mode: 0o600 }), /is not up's end record \(not a JSON object\)/, false],
+    // QA AE: parseable, with verdict and at, its counts printed as they stood ("all lots-3 jobs packed").
+    ["counts that are not counts", (dir) => writeFileSync(upEndedPath(dir), JSON.stringify({ ...ENDED, pushed: "lots", notPacked: -3 }), { mode: 0o600 }), /is not up's end record \(pushed is not a count\)/, false],
+    ["ids that are not ids", (dir) => writeFileSync(upEndedPath(dir), JSON.stringify({ ...ENDED, pushedIds: "x" }), { mode: 0o600 }), /is not up's end record \(pushedIds is not a list of ids\)/, false],
   ];
   for (const [what, plant, why, skip] of forged) {
     it.skipIf(skip)(`${what}: named with why, not taken (counts n/a), exit 0`, async () => {
