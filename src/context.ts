@@ -36,7 +36,7 @@ export function drillCommandAt(where: { stateDir: string; sysfs?: string; procfs
 }
 
 /** A word as a POSIX shell reads it back: quoted only when it has to be. */
-function shellWord(word: string): string {
+export function shellWord(word: string): string {
   return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }
 

@@ -6,6 +6,7 @@ import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, workerCgroupFromDirs } from "../cgroup/paths.js";
 import { TERM_GRACE_MS, teardownWorkerCgroup, withDescendants, type TeardownResult } from "../cgroup/teardown.js";
 import { discardHogRecord, listHogRecords, listMarkers, unlistableRecordDirs, unreadableRecords } from "../cgroup/stateFiles.js";
+import { shellWord } from "../context.js";
 import { DrillError, RefusedError, RollbackIncompleteError } from "../errors.js";
 import { previousModeText } from "../gate/policy.js";
 import type { HostRoots } from "../host/kernelFile.js";
@@ -156,7 +157,8 @@ export function rollbackHint(run: RunningDrill): string {
   }
   if (run.complete) return `its state in ${run.stateDir} says complete, so rollback there finds nothing: these processes outlived it; stop them with kill -KILL ${pids}`;
   if (run.stateMissing) return `no state of run ${run.runId} in ${run.stateDir} (moved or deleted?): put it back, or stop them with kill -KILL ${pids}`;
-  return `drill --state-dir ${run.stateDir} rollback --name ${run.drill}`;
+  // Quoted as the shell reads it back (QA AE: a dir with a space and `*` was printed bare, the hint pointing nowhere).
+  return `drill --state-dir ${shellWord(run.stateDir)} rollback --name ${run.drill}`;
 }
 
 /** A drill dir as the unknown-name message lists it: its state, or only rollback's export (report reads those too). */

@@ -70,6 +70,8 @@ describe("findRunningDrills", () => {
     expect(run).toMatchObject({ runId, drill: "packing", stateDir: elsewhere, complete: false, stateMissing: false });
     expect(run.processes.map((p) => `${p.pid} ${p.comm}`)).toEqual(["300 node", "301 node", "302 pagetoucher", "303 redis-server"]);
     expect(rollbackHint(run)).toBe(`drill --state-dir ${elsewhere} rollback --name packing`);
+    // QA AE: a dir with a space and `*`, quoted as the shell reads it back.
+    expect(rollbackHint({ ...run, stateDir: "/tmp/sd_x*y z'q" })).toBe(`drill --state-dir '/tmp/sd_x*y z'\\''q' rollback --name packing`);
     expect(findRunningDrills(h.roots, "packing")).toHaveLength(1);
     expect(findRunningDrills(h.roots, "smoke")).toEqual([]);
   });
