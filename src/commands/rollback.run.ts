@@ -83,6 +83,22 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     },
   );
   try {
+    // Unreadable is not "nothing here", and not a failure of the command either: drill makes its state dir 0700,
+    // so a non-root shell beside root's drills sees none of them (QA AE: exit 1 and no --json document).
+    // What is left is all of it: named, with the drills the host scan can see, exit 4.
+    const unlistable = stateDirUnlistable(g.stateDir);
+    if (unlistable !== null) {
+      const scan = scanRunningDrills(hostRoots(g), named);
+      const unseen = process.geteuid?.() === 0 ? 0 : scan.unreadable;
+      const left = [`${unlistable}: nothing in it rolled back`, ...scan.running.map((r) => `${describeRunningDrill(r)}; ${rollbackHint(r)}`)];
+      if (g.json) output.json(rollbackDocument([], [], [], scan.running, left, null, [], [], [], unseen));
+      else {
+        output.out(`nothing rolled back: ${unlistable}`);
+        for (const r of scan.running) output.out(`  ${describeRunningDrill(r)}\n    ${rollbackHint(r)}`);
+        if (unseen > 0) output.out(`  and ${unseenProcesses(unseen)}`);
+      }
+      throw new RollbackIncompleteError(`rollback incomplete; left: ${left.join("; ")}`);
+    }
     // An up still starting (no state of its run yet) first: then what it recorded is rolled back below.
     startingUps = await stopStartingUps(hostRoots(g), g.stateDir, named);
     if (!g.json) for (const up of startingUps) output.out(describeStartingUp(up));
@@ -263,6 +279,18 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   if (left.length > 0) throw new RollbackIncompleteError(`rollback incomplete; left: ${left.join("; ")}`);
 }
 
+/** Why the state dir cannot be listed (EACCES, EPERM: another user's), or null: listed, or absent (nothing there). */
+function stateDirUnlistable(stateDir: string): string | null {
+  try {
+    listDrills(stateDir);
+    return null;
+  } catch (err) {
+    const code = ((err as Error).cause as NodeJS.ErrnoException | undefined)?.code;
+    if (code === "EACCES" || code === "EPERM") return (err as Error).message;
+    throw err;
+  }
+}
+
 /**
  * The line of a rollback with nothing to do: nothing here (`here`), and no
  * drill process on the host, or, when the host scan could not read
@@ -310,7 +338,8 @@ function rollbackDocument(
     cgroups: cgroups.map((c) => ({ ...c, queuesServed: maskedQueues(c.queuesServed) })),
     startingUps,
     queues,
-    nothing_to_roll_back: drills.length === 0 && cgroups.length === 0 && running.length === 0 && startingUps.length === 0 && queues.length === 0 && interrupted === null,
+    // Something left (a state dir it could not read) is not nothing to roll back.
+    nothing_to_roll_back: drills.length === 0 && cgroups.length === 0 && running.length === 0 && startingUps.length === 0 && queues.length === 0 && interrupted === null && left.length === 0,
     running: running.map((r) => ({ ...r, hint: rollbackHint(r) })),
     queuesLeftOpen: leftOpen,
     // Processes of other users whose environment a non-root rollback could not read: drills among them are not in `running`.

@@ -114,4 +114,22 @@ describe("a drill dir of root's, read by another user (QA AB 4)", () => {
     expect(drill!.left).toEqual([expect.stringContaining(unreadable())]);
     expect(r.stderr).toMatch(/^drill: rollback incomplete; left: fxdu: not rolled back: cannot read /m);
   });
+
+  // QA AE: drill makes the state dir itself 0700: there rollback exited 1 with no --json document.
+  it("rollback of a state dir it cannot list: exit 4, the dir named, --json a document", async (ctx) => {
+    if (reason) return ctx.skip();
+    chmodSync(stateDir, 0o700);
+    try {
+      const r = await asNobody(["--json", "rollback"]);
+      expect(r.exitCode, r.stderr).toBe(4);
+      const doc = JSON.parse(r.stdout) as { drills: unknown[]; left: string[]; nothing_to_roll_back: boolean };
+      const refused = `cannot read the state dir ${stateDir}: EACCES (permission denied: run as root, or give --state-dir a directory you can write)`;
+      expect(doc).toMatchObject({ drills: [], nothing_to_roll_back: false, left: [`${refused}: nothing in it rolled back`] });
+      const text = await asNobody(["rollback"]);
+      expect(text.exitCode, text.stderr).toBe(4);
+      expect(text.stdout).toContain(`nothing rolled back: ${refused}`);
+    } finally {
+      chmodSync(stateDir, 0o755);
+    }
+  });
 });
