@@ -441,8 +441,16 @@ function heading(r: Report): { title: string; facts: string[] } {
  * emphasis, so `cg_psi_mem_some_rate` stays readable in the raw note.
  */
 export function mdText(text: string): string {
+  // A span in backticks is code (drill's own commands and field names; a payload's shows literally there too): kept, its `|` escaped for tables.
   return text
     .replace(/\r?\n/g, " ")
+    .split(/(`[^`]+`)/)
+    .map((part, i) => (i % 2 === 1 ? part.replace(/\|/g, "\\|") : mdProse(part)))
+    .join("");
+}
+
+function mdProse(text: string): string {
+  return text
     .replace(/[\\`*<[\]~|]|&(?=#?[A-Za-z0-9]+;)/g, (c) => `\\${c}`)
     .replace(/_/g, (c, at: number, all: string) => (/[A-Za-z0-9]/.test(all[at - 1] ?? "") && /[A-Za-z0-9]/.test(all[at + 1] ?? "") ? c : `\\${c}`));
 }

@@ -70,8 +70,10 @@ describe("markdown", () => {
   it("shows paths and payload text as written: what CommonMark would read is escaped, a word's own _ is not", () => {
     const note = 'head of q is not a valid job (invalid_field prompt_tokens: not "_a_ *b* |c <b>x</b> [l](u) ~s~ &amp; `t`")';
     const out = renderMarkdown(report({ gatherNotes: [note, "cg_psi_mem_some_rate from /tmp/_rec_*x*.jsonl\\n2nd line"] }));
-    expect(out).toContain('- head of q is not a valid job (invalid_field prompt_tokens: not "\\_a\\_ \\*b\\* \\|c \\<b>x\\</b> \\[l\\](u) \\~s\\~ \\&amp; \\`t\\`")');
+    expect(out).toContain('- head of q is not a valid job (invalid_field prompt_tokens: not "\\_a\\_ \\*b\\* \\|c \\<b>x\\</b> \\[l\\](u) \\~s\\~ \\&amp; `t`")');
     expect(out).toContain("- cg_psi_mem_some_rate from /tmp/\\_rec\\_\\*x\\*.jsonl\\\\n2nd line");
+    // A span in backticks stays code (QA AE: the cost_proxy prose's `some` came out as literal backticks); a lone one is escaped.
+    expect(renderMarkdown(report({ gatherNotes: ["run `drill rollback --name a|b` again, or ` alone"] }))).toContain("- run `drill rollback --name a\\|b` again, or \\` alone");
     const split = renderMarkdown(report({ gatherNotes: ["one\ntwo"] }));
     expect(split).toContain("- one two");
   });
