@@ -107,6 +107,12 @@ describe("too few finished jobs: n/a with the reason, never an extrapolation", (
     ]);
   });
 
+  // QA AE: a job begun before a --since window read "1.3 s from its start" where it ran 9.5 s.
+  it("one finished job begun before the window: its span from the window's start, said so", () => {
+    const r = buildReport(inputs({ events: runEvents.slice(0, 2), done: runDone.slice(0, 1), drill: { ...inputs().drill!, phase: "stopped" } }), T0 + 9 * SEC, 4 * SEC);
+    expect(paceNotes(r.notes).join("\n")).toMatch(/only 1 job finished in the window \([\d.]+ s from the window's start to its finish\)/);
+  });
+
   it("two jobs of one batch, finished within a few seconds", () => {
     const r = buildReport(inputs({ done: runDone.slice(0, 2) }), T0 + MIN, 10 * MIN);
     expect(9 * SEC - 3 * SEC).toBeLessThan(PACE_MIN_SPAN_MS);
