@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { spawn, type ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
+import { parseDrillFile } from "../../src/drill/drillFile.js";
 import { readState, type DrillState } from "../../src/drill/state.js";
 import { realCgroupSkipReason, waitForQuietHostPsi } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
@@ -10,6 +11,8 @@ import { assertHostClean } from "../helpers/hostClean.js";
 import { assertNoJobLostInExport, idsGivenByQueue } from "../helpers/invariants.js";
 
 const skip = realCgroupSkipReason();
+/** drills/smoke.yaml's gate psi_limit (host PSI avg10 at or over it rejects), read as up reads it. */
+const SMOKE_PSI_LIMIT = parseDrillFile(readFileSync("drills/smoke.yaml", "utf8"), "drills/smoke.yaml").gate.psi_limit;
 if (skip) console.warn(`skipping drill up/rollback end-to-end: ${skip}`);
 
 /**
@@ -36,9 +39,10 @@ describe.skipIf(skip !== null)("drill up → report → rollback (real cgroup, e
     onTestFailed(async () => {
       await runDrill(["--state-dir", stateDir, "rollback", "--name", "smoke"], { timeout: 90_000 });
     });
-    // An admit needs a host under the gate's limits: not the previous file's hog still in avg10.
-    const waited = await waitForQuietHostPsi();
-    if (waited > 0) console.log(`drill-loop: waited ${waited} ms for host memory PSI avg10 < 1 before drill up`);
+    // An admit needs a host under the gate's limits (smoke.yaml's psi_limit): not the previous file's hog still
+    // in avg10. Half the limit leaves room, and waits ~15 s, not ~30, for a hog's 30 % to decay (10 s time constant).
+    const waited = await waitForQuietHostPsi(SMOKE_PSI_LIMIT / 2);
+    if (waited > 0) console.log(`drill-loop: waited ${waited} ms for host memory PSI avg10 < ${SMOKE_PSI_LIMIT / 2} before drill up`);
     const up = await runDrill(["--state-dir", stateDir, "--json", "up", "--drill", "drills/smoke.yaml", "--parent", "self"], { timeout: 120_000 });
     expect(up.exitCode, up.stderr).toBe(0);
     const summary = JSON.parse(up.stdout.trim().split("\n").pop()!) as { pushed_ids: string[]; name: string };
