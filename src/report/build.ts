@@ -84,6 +84,17 @@ function unfinishedRollbackStart(drill: ReportInputs["drill"]): string | null {
  * The drill state's end record → the header's facts; null when nothing says how it ended.
  * `notUps`: of the jobs decided during the run, those not among up's pushes (null: not known).
  */
+/**
+ * Text as a code span, whatever backticks it holds: the fence one longer than
+ * its longest run (CommonMark), so that markdown keeps a command whole (QA AF:
+ * a state dir with a backtick cut the rollback command in two).
+ */
+export function codeSpan(text: string): string {
+  const longest = Math.max(0, ...[...text.matchAll(/`+/g)].map((m) => m[0].length));
+  const fence = "`".repeat(longest + 1);
+  return longest === 0 ? `${fence}${text}${fence}` : `${fence} ${text} ${fence}`;
+}
+
 function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>, notUps: (pushedIds: readonly string[] | undefined) => string[] | null): DrillEndedFacts | null {
   // "N s into the drill" as up says it: from the schedule's clock start (gate and worker ready). A run
   // that stopped before it (or one recorded before up waited for readiness) says when, not how far in.
@@ -99,7 +110,7 @@ function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>, notUps: (pus
   const takeover = unfinishedRollbackStart(drill);
   const unfinished =
     takeover !== null
-      ? { unfinished: `a rollback started at ${takeover} has not finished (still running, or interrupted): \`${drill.rollbackCommand ?? `drill rollback --name ${drill.name}`}\` again finishes it` }
+      ? { unfinished: `a rollback started at ${takeover} has not finished (still running, or interrupted): ${codeSpan(drill.rollbackCommand ?? `drill rollback --name ${drill.name}`)} again finishes it` }
       : {};
   const others = (pushedIds: readonly string[] | undefined) => {
     const ids = notUps(pushedIds);

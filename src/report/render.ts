@@ -1,7 +1,7 @@
 import type { ChalkInstance } from "chalk";
 import { snakeCaseKeys, type SnakeCased } from "../output.js";
 import { formatBytes, formatDuration } from "../units.js";
-import { byJobId, COST_PROXY_FORMULA, type DrillEndedFacts, type JobCost, type ModeFlip, type Peak, type Report, type RollbackDenyAll, type WorstStall } from "./build.js";
+import { byJobId, codeSpan, COST_PROXY_FORMULA, type DrillEndedFacts, type JobCost, type ModeFlip, type Peak, type Report, type RollbackDenyAll, type WorstStall } from "./build.js";
 
 /**
  * Three views of one Report: `md` pastes into an incident doc (GitHub tables,
@@ -440,26 +440,36 @@ function heading(r: Report): { title: string; facts: string[] } {
  * CommonMark would read is escaped: an `_` inside a word never opens
  * emphasis, so `cg_psi_mem_some_rate` stays readable in the raw note.
  */
-export function mdText(text: string): string {
-  // A span in backticks is code (drill's own commands and field names; a payload's shows literally there too): kept, its `|` escaped for tables.
-  return text
-    .replace(/\r?\n/g, " ")
-    .split(/(`[^`]+`)/)
-    .map((part, i) => (i % 2 === 1 ? part.replace(/\|/g, "\\|") : mdProse(part)))
-    .join("");
+/**
+ * Where markdown text goes: a GFM table cell reads `\|` as a `|` (inside
+ * code too) and a bare one as a column; prose, a list item, shows the
+ * backslash (QA AF: a pasted rollback command ran on `md\|x`, not `md|x`).
+ */
+type MdPlace = "cell" | "prose";
+
+export function mdText(text: string, place: MdPlace = "prose"): string {
+  // A span in backticks is code (drill's own commands and field names; a payload's shows literally there too):
+  // kept as written, with a longer fence where it holds a backtick (codeSpan).
+  const flat = text.replace(/\r?\n/g, " ");
+  let out = "";
+  let from = 0;
+  for (const span of flat.matchAll(/(`+) .*? \1(?!`)|`[^`]+`/g)) {
+    out += mdProse(flat.slice(from, span.index), place) + (place === "cell" ? span[0].replace(/\|/g, "\\|") : span[0]);
+    from = span.index + span[0].length;
+  }
+  return out + mdProse(flat.slice(from), place);
 }
 
-function mdProse(text: string): string {
+function mdProse(text: string, place: MdPlace): string {
   return text
-    .replace(/[\\`*<[\]~|]|&(?=#?[A-Za-z0-9]+;)/g, (c) => `\\${c}`)
+    .replace(place === "cell" ? /[\\`*<[\]~|]|&(?=#?[A-Za-z0-9]+;)/g : /[\\`*<[\]~]|&(?=#?[A-Za-z0-9]+;)/g, (c) => `\\${c}`)
     .replace(/_/g, (c, at: number, all: string) => (/[A-Za-z0-9]/.test(all[at - 1] ?? "") && /[A-Za-z0-9]/.test(all[at + 1] ?? "") ? c : `\\${c}`));
 }
 
-function mdCell(cell: Cell): string {
-  if (typeof cell === "string") return mdText(cell);
-  // A backtick inside would end the code span: use a longer fence.
-  const fence = cell.code.includes("`") ? "``" : "`";
-  return `${fence}${cell.code.replace(/\|/g, "\\|")}${fence}`;
+function mdCell(cell: Cell, place: MdPlace = "cell"): string {
+  if (typeof cell === "string") return mdText(cell, place);
+  const code = codeSpan(cell.code);
+  return place === "cell" ? code.replace(/\|/g, "\\|") : code;
 }
 
 export function renderMarkdown(r: Report): string {
@@ -469,15 +479,15 @@ export function renderMarkdown(r: Report): string {
   for (const fact of head.facts) lines.push(`- ${mdText(fact)}`);
   for (const s of sections(r)) {
     lines.push("", `### ${s.title}`, "");
-    for (const b of s.before ?? []) lines.push(mdCell(b), "");
+    for (const b of s.before ?? []) lines.push(mdCell(b, "prose"), "");
     if (s.header && s.rows) {
-      lines.push(`| ${s.header.map(mdCell).join(" | ")} |`);
+      lines.push(`| ${s.header.map((c) => mdCell(c)).join(" | ")} |`);
       lines.push(`|${s.header.map((_, i) => (s.right?.includes(i) ? "---:" : "---")).join("|")}|`);
-      for (const row of s.rows) lines.push(`| ${row.map(mdCell).join(" | ")} |`);
+      for (const row of s.rows) lines.push(`| ${row.map((c) => mdCell(c)).join(" | ")} |`);
     }
     if (s.after && s.after.length > 0) {
       if (s.header) lines.push("");
-      for (const a of s.after) lines.push(s.title === "Notes" ? `- ${mdCell(a)}` : mdCell(a));
+      for (const a of s.after) lines.push(s.title === "Notes" ? `- ${mdCell(a, "prose")}` : mdCell(a, "prose"));
     }
   }
   lines.push("", `_${r.label}._`);

@@ -2,10 +2,10 @@ import { Chalk } from "chalk";
 import { describe, expect, it } from "vitest";
 import { resolveFormat } from "../../src/commands/report.js";
 import { queueKeys } from "../../src/queue/keys.js";
-import { buildReport, LAB_LABEL } from "../../src/report/build.js";
+import { buildReport, codeSpan, LAB_LABEL } from "../../src/report/build.js";
 import { exportTimeMs, parseExport } from "../../src/report/exportFile.js";
 import type { ReportInputs } from "../../src/report/inputs.js";
-import { COST_ROWS_SHOWN, renderJson, renderMarkdown, renderText, type ReportDocument } from "../../src/report/render.js";
+import { COST_ROWS_SHOWN, mdText, renderJson, renderMarkdown, renderText, type ReportDocument } from "../../src/report/render.js";
 
 const NOW = Date.parse("2025-11-30T12:00:00.000Z");
 const plain = new Chalk({ level: 0 });
@@ -62,18 +62,26 @@ describe("markdown", () => {
     expect(md).toContain("| `LLEN jobs_drain` | 5 |");
     expect(md).toContain("| rejects in window | 3 |");
   });
-  it("escapes pipes inside cells", () => {
-    const out = renderMarkdown(report({ gatherNotes: ["a|b"] }));
-    expect(out).toContain("- a\\|b");
+  // QA AF: a `\|` outside a table shows its backslash: a pasted rollback command ran on `md\|x`, not `md|x`.
+  it("escapes pipes inside table cells, code spans too; prose and list items keep them as written", () => {
+    expect(mdText("a|b `c|d`", "cell")).toBe("a\\|b `c\\|d`");
+    expect(mdText("a|b `c|d`")).toBe("a|b `c|d`");
+    expect(renderMarkdown(report({ gatherNotes: ["a|b"] }))).toContain("- a|b");
+  });
+  it("a code span holding a backtick gets a longer fence, kept whole in markdown (QA AF)", () => {
+    const cmd = codeSpan("drill --state-dir '/tmp/bt`x' rollback --name smoke");
+    expect(cmd).toBe("`` drill --state-dir '/tmp/bt`x' rollback --name smoke ``");
+    expect(codeSpan("drill rollback")).toBe("`drill rollback`");
+    expect(mdText(`run ${cmd} again, *now*`)).toBe(`run ${cmd} again, \\*now\\*`);
   });
   // QA: a recording path and a payload excerpt went into the prose as written, and a renderer made them emphasis and HTML.
   it("shows paths and payload text as written: what CommonMark would read is escaped, a word's own _ is not", () => {
     const note = 'head of q is not a valid job (invalid_field prompt_tokens: not "_a_ *b* |c <b>x</b> [l](u) ~s~ &amp; `t`")';
     const out = renderMarkdown(report({ gatherNotes: [note, "cg_psi_mem_some_rate from /tmp/_rec_*x*.jsonl\\n2nd line"] }));
-    expect(out).toContain('- head of q is not a valid job (invalid_field prompt_tokens: not "\\_a\\_ \\*b\\* \\|c \\<b>x\\</b> \\[l\\](u) \\~s\\~ \\&amp; `t`")');
+    expect(out).toContain('- head of q is not a valid job (invalid_field prompt_tokens: not "\\_a\\_ \\*b\\* |c \\<b>x\\</b> \\[l\\](u) \\~s\\~ \\&amp; `t`")');
     expect(out).toContain("- cg_psi_mem_some_rate from /tmp/\\_rec\\_\\*x\\*.jsonl\\\\n2nd line");
     // A span in backticks stays code (QA AE: the cost_proxy prose's `some` came out as literal backticks); a lone one is escaped.
-    expect(renderMarkdown(report({ gatherNotes: ["run `drill rollback --name a|b` again, or ` alone"] }))).toContain("- run `drill rollback --name a\\|b` again, or \\` alone");
+    expect(renderMarkdown(report({ gatherNotes: ["run `drill rollback --name a|b` again, or ` alone"] }))).toContain("- run `drill rollback --name a|b` again, or \\` alone");
     const split = renderMarkdown(report({ gatherNotes: ["one\ntwo"] }));
     expect(split).toContain("- one two");
   });
