@@ -129,9 +129,9 @@ function sections(r: Report): Section[] {
     const timed = ft.with_first_token + waiting;
     const verdict =
       waiting === 0 ? over
-      : ft.with_first_token === 0 ? `over: ${waiting} of ${timed} jobs passed their deadline without a first token`
-      : waiting * 100 > timed ? `over: ${waiting} of ${timed} jobs passed their deadline without a first token (over 1 %); of the ${ft.with_first_token} with one: ${over}`
-      : `${over} (of the ${ft.with_first_token} with a first token; ${waiting} of ${timed} passed their deadline without one, under 1 %)`;
+      : ft.with_first_token === 0 ? `over: ${waiting} of ${timed} jobs are past their deadline still without a first token`
+      : waiting * 100 > timed ? `over: ${waiting} of ${timed} jobs are past their deadline still without a first token (over 1 %); of the ${ft.with_first_token} with one: ${over}`
+      : `${over} (of the ${ft.with_first_token} with a first token; ${waiting} of ${timed} are past their deadline still without one, under 1 %)`;
     // late_jobs holds the finished-late ids, then the never-got-a-first-token ones: each list goes beside its own count.
     const idList = (ids: string[]) => (ids.length === 0 ? "" : `: ${ids.slice(0, 20).map((id) => `job=${id}`).join(" ")}${ids.length > 20 ? ` … ${ids.length - 20} more` : ""}`);
     const finishedLate = `${ft.late_finished} finished late${idList(ft.late_jobs.slice(0, ft.late_finished))}`;

@@ -130,7 +130,7 @@ describe("late jobs and first-token percentiles count every job admitted in the 
     expect(ft.p50_ms).toBe(900);
     const text = renderReport(r, "text", new Chalk({ level: 0 }));
     expect(text).toContain("2 of 4 judged (0 finished late; 2 admitted and without a first token at their deadline: job=2 job=3)");
-    expect(text).toContain("over: 1 of 3 jobs passed their deadline without a first token (over 1 %); of the 2 with one: over by 4000 ms");
+    expect(text).toContain("over: 1 of 3 jobs are past their deadline still without a first token (over 1 %); of the 2 with one: over by 4000 ms");
   });
 
   it("drained jobs alone (nothing finished) give the first-token percentiles from <q>:first_token", () => {

@@ -206,14 +206,14 @@ describe("p99 against deadline counts the jobs still waiting past their deadline
       .find((l) => l.includes("p99 against deadline"))!;
   };
   it("over when they are more than 1 % of the jobs judged", () => {
-    expect(verdictOf(18, 3)).toContain("over: 3 of 21 jobs passed their deadline without a first token (over 1 %); of the 18 with one: within, 1272 ms to spare");
+    expect(verdictOf(18, 3)).toContain("over: 3 of 21 jobs are past their deadline still without a first token (over 1 %); of the 18 with one: within, 1272 ms to spare");
   });
   it("the finished ones' verdict, with the few waiting said, under 1 %", () => {
-    expect(verdictOf(200, 1)).toContain("within, 1272 ms to spare (of the 200 with a first token; 1 of 201 passed their deadline without one, under 1 %)");
+    expect(verdictOf(200, 1)).toContain("within, 1272 ms to spare (of the 200 with a first token; 1 of 201 are past their deadline still without one, under 1 %)");
   });
   // QA AE: a stopped worker, every admitted job past its deadline and none with a first token: the verdict was n/a.
   it("over when no job has a first token and some passed their deadline", () => {
-    expect(verdictOf(0, 3)).toMatch(/p99 against deadline\s+over: 3 of 3 jobs passed their deadline without a first token$/);
+    expect(verdictOf(0, 3)).toMatch(/p99 against deadline\s+over: 3 of 3 jobs are past their deadline still without a first token$/);
   });
   it("as before when none waits or the unfinished ones were not read", () => {
     expect(verdictOf(18, 0)).toMatch(/p99 against deadline\s+within, 1272 ms to spare$/);
