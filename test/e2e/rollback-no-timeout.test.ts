@@ -28,6 +28,7 @@ const roots = new HostRoots();
 const QUEUE = "ntjobs";
 const PUSHED = ["1", "2", "3"];
 const redisServer = findOnPath("redis-server");
+if (redisServer === null) console.warn("skipping rollback without `timeout`: no redis-server on PATH (apt-get install redis-server)");
 /** redis-servers running in `dir` (it rewrites its title: found by its cwd, as rollback finds it). */
 const serversIn = (dir: string): number[] => findByCwd(roots, dir).filter((p) => p.comm.startsWith("redis-server")).map((p) => p.pid);
 

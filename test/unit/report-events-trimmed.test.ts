@@ -8,6 +8,7 @@ import { buildReport, eventsTrimmed, STREAM_FIGURES } from "../../src/report/bui
 import { gatherReport } from "../../src/report/gather.js";
 import type { DecisionEvent, EventStreamExtent, ReportInputs } from "../../src/report/inputs.js";
 import { renderJson, renderText, type ReportDocument } from "../../src/report/render.js";
+import { reportInputs } from "../helpers/reportInputs.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 
 /**
@@ -26,23 +27,7 @@ const plain = new Chalk({ level: 0 });
 
 const event = (tsMs: number, reason: string, job: string): DecisionEvent => ({ id: `${tsMs}-0`, reason, job, figures: "route=retry", tsMs, gate: "g", attempt: 0 });
 
-function inputs(over: Partial<ReportInputs> = {}): ReportInputs {
-  return {
-    queue: "tq",
-    source: { kind: "live", url: "redis://127.0.0.1:6390" },
-    drill: null,
-    events: [],
-    done: [],
-    stats: {},
-    queueLen: 0,
-    queueHead: null,
-    drainLen: 0,
-    recording: null,
-    recordingLooked: null,
-    gatherNotes: [],
-    ...over,
-  };
-}
+const inputs = (over: Partial<ReportInputs> = {}): ReportInputs => reportInputs({ queue: "tq", ...over });
 
 describe("a trimmed decision stream (pure)", () => {
   // The stream kept the last 3 of 5 rejects: the window (10 min to T0 + 5 min) began before its first entry.

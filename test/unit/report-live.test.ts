@@ -15,6 +15,7 @@ import { parseExport } from "../../src/report/exportFile.js";
 import { queueKeys } from "../../src/queue/keys.js";
 import type { DecisionEvent, DoneEntry, JobTiming, ReportInputs } from "../../src/report/inputs.js";
 import { watchSample } from "../helpers/watchSample.js";
+import { reportInputs } from "../helpers/reportInputs.js";
 
 const NOW = Date.parse("2025-11-30T12:00:00.000Z");
 const MIN = 60_000;
@@ -22,21 +23,12 @@ const MIN = 60_000;
 const sample = watchSample;
 
 function inputs(over: Partial<ReportInputs> = {}): ReportInputs {
-  return {
-    queue: "jobs",
-    source: { kind: "live", url: "redis://127.0.0.1:6390" },
+  return reportInputs({
     drill: { name: "smoke", runId: "r1", drillFile: "drills/smoke.yaml", createdAt: new Date(NOW - 5 * MIN).toISOString(), phase: "stopped" },
-    events: [],
-    done: [],
-    stats: {},
-    queueLen: 0,
-    queueHead: null,
-    drainLen: 0,
     recording: { file: "/s/smoke/watch.out", samples: [], badLines: 0 },
     recordingLooked: "/s/smoke/watch.out",
-    gatherNotes: [],
     ...over,
-  };
+  });
 }
 
 // QA AD: a peak of zero was stamped with the first sample's time ("si (swap-in, pages/s) | 0.0 | <ts>").

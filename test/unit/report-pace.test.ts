@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { buildReport, PACE_MIN_SPAN_MS } from "../../src/report/build.js";
 import type { DecisionEvent, DoneEntry, ReportInputs } from "../../src/report/inputs.js";
 import { renderMarkdown, renderText } from "../../src/report/render.js";
+import { reportInputs } from "../helpers/reportInputs.js";
 
 /**
  * QA: "finished per hour at the window's pace" said 320.6/h in up's closing
@@ -47,21 +48,14 @@ const runDone = [finished("1", T0 + 2900, T0 + 8 * SEC), finished("2", T0 + 2900
 const rollbackEvents = [mode(T0 + 100 * SEC, "mode=reject_all previous=admit psi=0.10"), reject("6", T0 + 100_500, "mode=reject_all route=retry")];
 
 function inputs(over: Partial<ReportInputs> = {}): ReportInputs {
-  return {
+  return reportInputs({
     queue: "pjobs",
-    source: { kind: "live", url: "redis://127.0.0.1:6390" },
     drill: { name: "p", runId: "p-1", drillFile: "p.yaml", createdAt: new Date(T0).toISOString(), phase: "running" },
     events: runEvents,
     done: runDone,
-    stats: {},
-    queueLen: 0,
-    queueHead: null,
     drainLen: 6,
-    recording: null,
-    recordingLooked: null,
-    gatherNotes: [],
     ...over,
-  };
+  });
 }
 
 const paceNotes = (notes: string[]) => notes.filter((n) => n.includes("pace") || n.startsWith("finished per hour"));

@@ -12,6 +12,7 @@ import { parseExport } from "../../src/report/exportFile.js";
 import { gatherReport } from "../../src/report/gather.js";
 import { parseRecording, type DecisionEvent, type DoneEntry, type ReportInputs } from "../../src/report/inputs.js";
 import { humanDuration, renderJson, renderMarkdown, renderText } from "../../src/report/render.js";
+import { reportInputs } from "../helpers/reportInputs.js";
 
 /**
  * QA walkthrough 2026-11-30, findings 7, 8, 12, 13, 14 (report): where the
@@ -45,21 +46,12 @@ function exportAfterWorkerKill(queue = "qaAjobs"): string {
 }
 
 function baseInputs(over: Partial<ReportInputs> = {}): ReportInputs {
-  return {
+  return reportInputs({
     queue: "qaAjobs",
     source: { kind: "export", file: "/s/qaA/final-x.jsonl", atMs: NOW },
     drill: { name: "qaA", runId: "qaA-1", drillFile: "qaA.yaml", createdAt: new Date(NOW - 2 * MIN).toISOString(), phase: "complete" },
-    events: [],
-    done: [],
-    stats: {},
-    queueLen: 0,
-    queueHead: null,
-    drainLen: 0,
-    recording: null,
-    recordingLooked: null,
-    gatherNotes: [],
     ...over,
-  };
+  });
 }
 
 describe("QA 7: where the jobs are", () => {

@@ -10,6 +10,7 @@ import { resolveDrillName } from "../../src/report/gather.js";
 import { sameRedis } from "../../src/queue/redis.js";
 import type { DecisionEvent, DoneEntry, ReportInputs } from "../../src/report/inputs.js";
 import { renderJson, renderMarkdown, renderText } from "../../src/report/render.js";
+import { reportInputs } from "../helpers/reportInputs.js";
 
 /**
  * QA on `drill report --queue`: a queue that is not the drill's was clipped
@@ -28,20 +29,11 @@ const event = (reason: string, job: string, figures: string, tsMs: number): Deci
 /** Five decisions on qa2q4, 5 minutes ago; the drill's run (on qa2q9) was created after them. */
 function otherQueue(): ReportInputs {
   const at = NOW - 5 * MIN;
-  return {
+  return reportInputs({
     queue: "qa2q4",
-    source: { kind: "live", url: "redis://127.0.0.1:6390" },
     drill: { name: "qa2", runId: "qa2-3", drillFile: "qa2.yaml", createdAt: new Date(NOW - MIN).toISOString(), phase: "complete", queue: "qa2q9" },
     events: [0, 1, 2, 3, 4].map((i) => event(i === 4 ? "reject_packed_tokens" : "admit", String(i + 1), "packed=1 limit=2", at + i)),
-    done: [],
-    stats: {},
-    queueLen: 0,
-    queueHead: null,
-    drainLen: 0,
-    recording: null,
-    recordingLooked: null,
-    gatherNotes: [],
-  };
+  });
 }
 
 describe("report --queue that is not the drill's run's queue", () => {

@@ -6,14 +6,13 @@ import { buildReport, codeSpan, LAB_LABEL } from "../../src/report/build.js";
 import { exportTimeMs, parseExport } from "../../src/report/exportFile.js";
 import type { ReportInputs } from "../../src/report/inputs.js";
 import { COST_ROWS_SHOWN, mdText, renderJson, renderMarkdown, renderText, type ReportDocument } from "../../src/report/render.js";
+import { reportInputs } from "../helpers/reportInputs.js";
 
 const NOW = Date.parse("2025-11-30T12:00:00.000Z");
 const plain = new Chalk({ level: 0 });
 
 function inputs(over: Partial<ReportInputs> = {}): ReportInputs {
-  return {
-    queue: "jobs",
-    source: { kind: "live", url: "redis://127.0.0.1:6390" },
+  return reportInputs({
     drill: { name: "smoke", runId: "r1", drillFile: "drills/smoke.yaml", createdAt: null, phase: "running" },
     events: [
       { id: `${NOW - 5000}-0`, reason: "admit", job: "1", figures: "packed=24000 limit=32000", tsMs: NOW - 5000, gate: "g", attempt: 0 },
@@ -21,16 +20,11 @@ function inputs(over: Partial<ReportInputs> = {}): ReportInputs {
       { id: `${NOW - 3000}-0`, reason: "reject_host_pressure", job: "8", figures: "psi=12.40 route=retry", tsMs: NOW - 3000, gate: "g", attempt: 0 },
       { id: `${NOW - 2000}-0`, reason: "reject_deadline_slack", job: "9", figures: "slack_ms=420 route=retry", tsMs: NOW - 2000, gate: "g", attempt: 0 },
     ],
-    done: [],
     stats: { retry_count: "3" },
-    queueLen: 0,
-    queueHead: null,
     drainLen: 5,
-    recording: null,
     recordingLooked: "/s/smoke/watch.jsonl",
-    gatherNotes: [],
     ...over,
-  };
+  });
 }
 
 const report = (over: Partial<ReportInputs> = {}) => buildReport(inputs(over), NOW, 600_000);

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { buildReport } from "../../src/report/build.js";
 import type { DecisionEvent, DoneEntry, DrillInfo, JobTiming, ReportInputs, WatchSample } from "../../src/report/inputs.js";
 import { renderReport } from "../../src/report/render.js";
+import { reportInputs } from "../helpers/reportInputs.js";
 
 /**
  * QA (report after later rollbacks, late jobs, p99 against mixed deadlines,
@@ -34,21 +35,11 @@ const finished = (id: string, enqueueTs: number, firstTokenMs: number, deadlineM
 });
 
 function inputs(over: Partial<ReportInputs> = {}, drill: Partial<DrillInfo> = {}): ReportInputs {
-  return {
+  return reportInputs({
     queue: "rjobs",
-    source: { kind: "live", url: "redis://127.0.0.1:6390" },
     drill: { name: "r", runId: "r-1", drillFile: "r.yaml", createdAt: iso(T0), scheduleStartedAt: iso(T0 + SEC), phase: "complete", queue: "rjobs", ...drill },
-    events: [],
-    done: [],
-    stats: {},
-    queueLen: 0,
-    queueHead: null,
-    drainLen: 0,
-    recording: null,
-    recordingLooked: null,
-    gatherNotes: [],
     ...over,
-  };
+  });
 }
 
 describe("a later rollback does not move when the drill was rolled back", () => {

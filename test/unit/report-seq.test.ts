@@ -6,6 +6,7 @@ import { buildReport, NOT_FOUND_LISTED } from "../../src/report/build.js";
 import { parseExport } from "../../src/report/exportFile.js";
 import type { ReportInputs } from "../../src/report/inputs.js";
 import { renderText } from "../../src/report/render.js";
+import { reportInputs } from "../helpers/reportInputs.js";
 
 /**
  * report read `<q>:seq` with /^\d+$/, so "007" counted 7 issued ids (and
@@ -25,21 +26,12 @@ const exportWithSeq = (seq: string) =>
   ].join("\n");
 
 function inputs(over: Partial<ReportInputs>): ReportInputs {
-  return {
+  return reportInputs({
     queue: "sqjobs",
     source: { kind: "export", file: "/s/sq/final-x.jsonl", atMs: NOW },
-    drill: null,
-    events: [],
-    done: [],
-    stats: {},
     queueLen: 1,
-    queueHead: null,
-    drainLen: 0,
-    recording: null,
-    recordingLooked: null,
-    gatherNotes: [],
     ...over,
-  };
+  });
 }
 
 describe("parseSeq: <q>:seq as drill pack reads it", () => {

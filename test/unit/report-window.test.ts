@@ -10,6 +10,7 @@ import { buildReport } from "../../src/report/build.js";
 import { gatherReport } from "../../src/report/gather.js";
 import type { DecisionEvent, DoneEntry, ReportInputs, WatchSample } from "../../src/report/inputs.js";
 import { renderJson, renderMarkdown, renderText } from "../../src/report/render.js";
+import { reportInputs } from "../helpers/reportInputs.js";
 
 /**
  * QA: a queue that held an earlier run's data was reported under the current
@@ -46,9 +47,7 @@ const sampleAt = (tsMs: number, psi: number): WatchSample => watchSample(tsMs, {
 /** An earlier run on the same queue 6 minutes ago (5 decisions), then this run (3). */
 function queueOfTwoRuns(): ReportInputs {
   const earlier = NOW - 6 * MIN;
-  return {
-    queue: "jobs",
-    source: { kind: "live", url: "redis://127.0.0.1:6390" },
+  return reportInputs({
     drill: { name: "smoke", runId: "smoke-2", drillFile: "drills/smoke.yaml", createdAt: new Date(CREATED).toISOString(), phase: "stopped" },
     events: [
       event("admit", "1", "packed=24000 limit=32000", earlier),
@@ -63,13 +62,9 @@ function queueOfTwoRuns(): ReportInputs {
     ],
     done: [doneAt("1", earlier + 2000), doneAt("6", CREATED + 3000)],
     stats: { jobs_done: "2" },
-    queueLen: 0,
-    queueHead: null,
-    drainLen: 0,
     recording: { file: "/s/smoke/runs/smoke-2/watch.jsonl", samples: [sampleAt(earlier, 30), sampleAt(CREATED + 1000, 2)], badLines: 0 },
     recordingLooked: "/s/smoke/runs/smoke-2/watch.jsonl",
-    gatherNotes: [],
-  };
+  });
 }
 
 describe("report window: the drill's current run", () => {
@@ -127,9 +122,7 @@ describe("report window: the drill's current run", () => {
  */
 describe("report window: read long after the run ended", () => {
   const T0 = NOW - 30 * MIN;
-  const run = (drill: Partial<NonNullable<ReportInputs["drill"]>>): ReportInputs => ({
-    queue: "jobs",
-    source: { kind: "live", url: "redis://127.0.0.1:6390" },
+  const run = (drill: Partial<NonNullable<ReportInputs["drill"]>>): ReportInputs => (reportInputs({
     drill: { name: "smoke", runId: "smoke-1", drillFile: "drills/smoke.yaml", createdAt: new Date(T0 - 5000).toISOString(), phase: "stopped", queue: "jobs", ...drill },
     events: [
       event("admit", "1", "packed=24000 limit=32000", T0 + 1000),
@@ -137,14 +130,7 @@ describe("report window: read long after the run ended", () => {
       event("reject_host_pressure", "3", "psi=12.40 route=retry", T0 + 3000),
     ],
     done: [doneAt("1", T0 + 3500)],
-    stats: {},
-    queueLen: 0,
-    queueHead: null,
-    drainLen: 0,
-    recording: null,
-    recordingLooked: null,
-    gatherNotes: [],
-  });
+  }));
   const ended = { verdict: "ran" as const, at: new Date(T0 + 4000).toISOString(), reason: null, pushed: 3, notPacked: 0 };
 
   it.each([

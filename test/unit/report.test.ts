@@ -7,6 +7,7 @@ import { eventFromEntry, parseDoneEntry, parseRecording, parseSampleLine, type D
 import { decisionFigures, formatDecisionLine, type AdmissionDecision } from "../../src/gate/policy.js";
 import { encodeJob } from "../../src/queue/job.js";
 import { watchSample } from "../helpers/watchSample.js";
+import { reportInputs } from "../helpers/reportInputs.js";
 
 const NOW = Date.parse("2025-11-30T12:00:00.000Z");
 const MIN = 60_000;
@@ -37,21 +38,13 @@ function done(id: string, firstTokenMs: number | null, over: Partial<DoneEntry> 
 const sample = watchSample;
 
 function inputs(over: Partial<ReportInputs> = {}): ReportInputs {
-  return {
-    queue: "jobs",
+  return reportInputs({
     source: { kind: "live", url: "redis://:secret@127.0.0.1:6390" },
     drill: { name: "smoke", runId: "r1", drillFile: "drills/smoke.yaml", createdAt: new Date(NOW - 60 * MIN).toISOString(), phase: "running" },
-    events: [],
-    done: [],
-    stats: {},
-    queueLen: 0,
-    queueHead: null,
-    drainLen: 0,
     recording: { file: "/s/smoke/watch.jsonl", samples: [], badLines: 0 },
     recordingLooked: "/s/smoke/watch.jsonl",
-    gatherNotes: [],
     ...over,
-  };
+  });
 }
 
 const build = (over: Partial<ReportInputs> = {}, sinceMs = 10 * MIN): Report => buildReport(inputs(over), NOW, sinceMs);
