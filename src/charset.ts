@@ -43,19 +43,47 @@ const ASCII_FOR: Readonly<Record<string, string>> = {
 };
 
 /**
+ * Words of the commands drill prints for the operator to paste (shellWord's
+ * quoting) that hold non-ASCII, each with its ASCII spelling (asciiShellWord).
+ * Prose shows such a character as `?`; a command cannot: a pasted
+ * `--state-dir '/tmp/caf?'` names a dir that does not exist.
+ */
+const pasteableWords = new Map<string, string>();
+
+/** `quoted`, the shell's quoting of `word`, is part of a command to paste: the ASCII pass keeps its bytes. */
+export function markPasteable(quoted: string, word: string): void {
+  if (/[\u0080-\u{10ffff}]/u.test(word)) pasteableWords.set(quoted, asciiShellWord(word));
+}
+
+/**
+ * `word` in ASCII as bash, zsh, ksh and POSIX.1-2024 sh read back the same
+ * bytes: `$'/tmp/caf\303\251'`. Every byte outside printable ASCII, and `'`
+ * and `\`, as a three-digit octal escape (no digit after it can extend it).
+ */
+export function asciiShellWord(word: string): string {
+  const bytes = [...Buffer.from(word, "utf8")];
+  return `$'${bytes.map((b) => (b >= 0x20 && b < 0x7f && b !== 0x27 && b !== 0x5c ? String.fromCharCode(b) : `\\${b.toString(8).padStart(3, "0")}`)).join("")}'`;
+}
+
+/**
  * Text for a terminal that takes ASCII only: drill's symbols spelled in
- * ASCII, box drawing as - | +, and anything else not ASCII (a drill's
- * description, a path) as `?`, as C-locale tools show what they cannot.
+ * ASCII, box drawing as - | +, a word of a command to paste (markPasteable)
+ * as asciiShellWord, and anything else not ASCII (a drill's description, a
+ * path in prose) as `?`, as C-locale tools show what they cannot.
  */
 export function asciiText(text: string): string {
-  return text.replace(/[\u0080-\u{10ffff}]/gu, (char) => {
-    const known = ASCII_FOR[char];
-    if (known !== undefined) return known;
-    const code = char.codePointAt(0)!;
-    if (code >= 0x2500 && code <= 0x257f) return boxDrawingAscii(code); // U+2500 Box Drawing
-    if (code >= 0x2580 && code <= 0x259f) return "#"; // U+2580 Block Elements
-    return "?";
-  });
+  const words = [...pasteableWords.keys()].filter((word) => text.includes(word)).sort((a, b) => b.length - a.length);
+  const wordsFirst = words.map((word) => `${word.replace(/[\\^$.*+?()[\]{}|]/g, "\\$&")}|`).join("");
+  return text.replace(new RegExp(`${wordsFirst}[\\u0080-\\u{10ffff}]`, "gu"), (match) => pasteableWords.get(match) ?? asciiChar(match));
+}
+
+function asciiChar(char: string): string {
+  const known = ASCII_FOR[char];
+  if (known !== undefined) return known;
+  const code = char.codePointAt(0)!;
+  if (code >= 0x2500 && code <= 0x257f) return boxDrawingAscii(code); // U+2500 Box Drawing
+  if (code >= 0x2580 && code <= 0x259f) return "#"; // U+2580 Block Elements
+  return "?";
 }
 
 /** ─ ━ ═ as -, │ ┃ ║ as |, every corner and junction as +. */

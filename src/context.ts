@@ -1,5 +1,6 @@
 import { statSync } from "node:fs";
 import path from "node:path";
+import { markPasteable } from "./charset.js";
 import { writeErr } from "./closedStdout.js";
 import { UsageError } from "./errors.js";
 import { HostRoots } from "./host/kernelFile.js";
@@ -35,9 +36,16 @@ export function drillCommandAt(where: { stateDir: string; sysfs?: string; procfs
   return ["drill", ...flags.map(shellWord)].join(" ");
 }
 
-/** A word as a POSIX shell reads it back: quoted only when it has to be. */
+/**
+ * A word as a POSIX shell reads it back: quoted only when it has to be. It is
+ * marked as a command's: under an ASCII-only locale one holding non-ASCII
+ * prints as `$'…'` with its bytes escaped, not with `?` as prose (charset.ts).
+ */
 export function shellWord(word: string): string {
-  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
+  if (/^[\w@%+=:,./-]+$/.test(word)) return word;
+  const quoted = `'${word.replace(/'/g, `'\\''`)}'`;
+  markPasteable(quoted, word);
+  return quoted;
 }
 
 /** Where a Redis command goes with no --redis, no DRILL_REDIS_URL and no drill at all up in the state dir. */
@@ -79,6 +87,9 @@ export function resolveGlobalOptions(raw: {
     // The operator fixes what the message names: the variable when commander read it into the flag (QA: DRILL_SYSFS blamed on --sysfs).
     const source = given !== undefined && givenSource !== "env" ? flag : variable;
     if (value === "") throw new UsageError(`${source}: empty path`);
+    // Node reads argv and the environment as UTF-8, each invalid byte as U+FFFD: `/tmp/x\377` would be
+    // `/tmp/x\357\277\275`, another dir, the one every file op and every command drill prints would name.
+    if (value.includes("\ufffd")) throw new UsageError(`${source}: ${value} holds bytes that are not UTF-8; drill reads it as UTF-8 and would act on another dir: give a symlink to it with a UTF-8 name`);
     const resolved = path.resolve(value);
     // A file where a dir belongs fails later as ENOTDIR deep in whatever reads it (or as "nothing to roll back"):
     // said here, naming the flag. A dir not there yet is fine: the state dir is made on first use.

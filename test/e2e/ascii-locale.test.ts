@@ -1,9 +1,10 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { drillBin, runDrill } from "../helpers/cli.js";
+import { writeFakeDrill } from "../helpers/fakeState.js";
 import { freePort, startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 import { writeWatchTree } from "../helpers/watchTree.js";
 
@@ -130,5 +131,50 @@ describe("report", () => {
     expect(ascii.stdout + ascii.stderr).not.toMatch(NOT_ASCII);
     const utf8 = await runDrill(args, { env: { ...NO_LOCALE, LANG: "C.UTF-8" } });
     expect(utf8.stdout).toMatch(/^ {2}window: .*Z → \S+Z/m);
+  });
+});
+
+// QA: under LANG=C the rollback hint for a drill in another state dir printed
+// `--state-dir '/tmp/x-?'`, which pasted names a dir that does not exist.
+describe("a command to paste, naming a path that is not ASCII", () => {
+  it("LANG=C: the hint spells the path as $'...' with its bytes escaped, and bash reads back the path itself; prose keeps ?", async () => {
+    const stateDir = path.join(root, "state-é");
+    writeFakeDrill(stateDir, "elsw", "eq", "redis://127.0.0.1:1", { runId: "elsw-20260101000000-abcdef" });
+    const proc = path.join(root, "proc-paste", "4244");
+    mkdirSync(proc, { recursive: true });
+    writeFileSync(path.join(proc, "stat"), readFileSync("/proc/self/stat", "utf8").replace(/^\d+ /, "4244 "));
+    writeFileSync(path.join(proc, "environ"), `DRILL_RUN_ID=elsw-20260101000000-abcdef\0DRILL_STATE_DIR=${stateDir}\0`);
+    const args = ["--state-dir", path.join(root, "empty"), "--procfs", path.join(root, "proc-paste"), "rollback"];
+
+    const ascii = await runDrill(args, { env: { ...NO_LOCALE, LANG: "C" } });
+    expect(ascii.exitCode, ascii.stdout + ascii.stderr).toBe(4);
+    expect(ascii.stdout + ascii.stderr).not.toMatch(NOT_ASCII);
+    expect(ascii.stdout).toContain("(state dir " + path.join(root, "state-?") + ")");
+    const hint = /roll it back: (drill --state-dir (\S+) rollback --name elsw)$/m.exec(ascii.stdout);
+    expect(hint, ascii.stdout).not.toBeNull();
+    expect(hint![2]).toMatch(/^\$'.*\\303\\251'$/);
+    const pasted = await execa("bash", ["-c", `printf %s ${hint![2]}`], { encoding: "buffer" });
+    expect(Buffer.from(pasted.stdout).toString("utf8")).toBe(stateDir);
+
+    // UTF-8: the path as it is; --json under LANG=C too (a document, not terminal text).
+    const utf8 = await runDrill(args, { env: { ...NO_LOCALE, LANG: "C.UTF-8" } });
+    expect(utf8.stdout).toContain(`roll it back: drill --state-dir ${stateDir} rollback --name elsw`.replace(stateDir, `'${stateDir}'`));
+    const json = await runDrill(["--json", ...args], { env: { ...NO_LOCALE, LANG: "C" } });
+    expect((JSON.parse(json.stdout) as { running: Array<{ hint: string }> }).running[0]?.hint).toBe(`drill --state-dir '${stateDir}' rollback --name elsw`);
+  });
+
+  // Node reads argv and the environment as UTF-8: an invalid byte became U+FFFD, and drill acted on
+  // (and named, in every hint) /tmp/x\357\277\275, another dir than the one typed.
+  it.each([{ LANG: "C" }, { LANG: "C.UTF-8" }])("%j: a --state-dir (or DRILL_STATE_DIR) with bytes that are not UTF-8 is exit 2, nothing made", async (locale) => {
+    const typed = `$'${path.join(root, "bad-\\377")}'`;
+    const replaced = path.join(root, "bad-\ufffd");
+    for (const how of [`--state-dir ${typed} rollback`, `rollback`]) {
+      const env = { FORCE_COLOR: "0", ...NO_LOCALE, ...locale, ...(how === "rollback" ? {} : { DRILL_STATE_DIR: undefined }) };
+      const shell = how === "rollback" ? `DRILL_STATE_DIR=${typed} exec node ${quote(drillBin)} rollback` : `exec node ${quote(drillBin)} ${how}`;
+      const r = await execa("bash", ["-c", shell], { reject: false, timeout: 30_000, env });
+      expect(r.exitCode, r.stdout + r.stderr).toBe(2);
+      expect(r.stderr).toMatch(new RegExp(`^drill: (--state-dir|DRILL_STATE_DIR): .* holds bytes that are not UTF-8`));
+      expect(existsSync(replaced)).toBe(false);
+    }
   });
 });

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { asciiText, glyphsFor, unicodeLocale } from "../../src/charset.js";
+import { execFileSync } from "node:child_process";
+import { asciiShellWord, asciiText, glyphsFor, unicodeLocale } from "../../src/charset.js";
+import { shellWord } from "../../src/context.js";
 import { PIPED_WIDTH, tableWidth } from "../../src/output.js";
 
 const NON_ASCII = /[^\x20-\x7e]/u;
@@ -48,6 +50,30 @@ describe("asciiText", () => {
   it("leaves ASCII, control characters and escape codes alone", () => {
     const text = "\x1b[31mFAIL\x1b[39m\tpath /var/tmp\n";
     expect(asciiText(text)).toBe(text);
+  });
+});
+
+// QA: under LANG=C a pasteable `--state-dir '/tmp/x-é'` printed as '/tmp/x-?', a dir that does not exist.
+describe("a word of a command to paste (shellWord), under ASCII", () => {
+  it("asciiShellWord: $'...' with every byte outside printable ASCII, ' and \\ in octal, three digits each", () => {
+    expect(asciiShellWord("/tmp/fix-charset-é")).toBe("$'/tmp/fix-charset-\\303\\251'");
+    expect(asciiShellWord("a'b\\c\n7")).toBe("$'a\\047b\\134c\\0127'");
+    expect(asciiShellWord("🚀")).toBe("$'\\360\\237\\232\\200'");
+  });
+
+  it.each(["/tmp/fix-charset-é", "/tmp/my dir/ünïcode 'quoted' \\ $HOME `x` *", "naïve\n0"])("bash reads %j back from it, byte for byte", (word) => {
+    expect(execFileSync("bash", ["-c", `printf %s ${asciiShellWord(word)}`]).toString("utf8")).toBe(word);
+  });
+
+  it("asciiText: a word shellWord quoted keeps its bytes as $'...'; the same character in prose is ?", () => {
+    const command = `drill --state-dir ${shellWord("/tmp/fix-charset-ü")} rollback --name elsw`;
+    expect(command).toBe("drill --state-dir '/tmp/fix-charset-ü' rollback --name elsw");
+    expect(asciiText(`state dir /tmp/fix-charset-ü → roll it back: ${command}`)).toBe(
+      "state dir /tmp/fix-charset-? -> roll it back: drill --state-dir $'/tmp/fix-charset-\\303\\274' rollback --name elsw",
+    );
+    // a word holding a quote: shellWord's '\'' inside is part of the word
+    expect(asciiText(`drill ${shellWord("o'ü")}`)).toBe("drill $'o\\047\\303\\274'");
+    expect(asciiText("'über'")).toBe("'?ber'"); // never passed to shellWord: prose
   });
 });
 
