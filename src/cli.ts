@@ -3,6 +3,7 @@ import { resolveGlobalOptions, type GlobalsFn } from "./context.js";
 import { commandFactories } from "./commands/index.js";
 import { UsageError } from "./errors.js";
 import { writeErr, writeOut } from "./closedStdout.js";
+import { terminalWidth } from "./terminalWidth.js";
 
 export const VERSION = "0.1.0";
 
@@ -58,13 +59,17 @@ function inheritExitOverride(command: Command, path: string[] = []): void {
  * messages to a script that keeps the last line (QA). Help and usage errors
  * go through drill's own writers, as all it prints: ASCII under LANG=C (an
  * argument commander quotes back, `unknown command 'wätch'`, is the user's
- * text), and nothing written to a reader that has gone.
+ * text), and nothing written to a reader that has gone; help is as wide as
+ * doctor's table (terminalWidth).
  */
 function usageErrorsAsOneLine(command: Command, path: string[]): void {
   const hint = `(run drill ${[...path, ""].join(" ")}--help for usage)`;
   command.configureOutput({
     writeOut,
     writeErr,
+    // Commander's own: a terminal's width, else 80, COLUMNS unread. Laid out as doctor is (QA).
+    getOutHelpWidth: () => terminalWidth(process.stdout),
+    getErrHelpWidth: () => terminalWidth(process.stderr),
     outputError: (str, write) => write(`drill: ${str.trim().replace(/^error: /, "").replace(/\s*\n\s*/g, " ")} ${hint}\n`),
   });
 }

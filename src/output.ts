@@ -33,23 +33,6 @@ export function consoleOutput(useColor: boolean): Output {
   };
 }
 
-/** Columns a table is laid out for when stdout is no terminal (a pipe, a file): the classic terminal's. */
-export const PIPED_WIDTH = 80;
-
-/**
- * The width to lay a table out for: the terminal's; when there is none (or it
- * tells none), COLUMNS if it is a positive integer (`COLUMNS=120 drill doctor
- * | less`: the variable Python's shutil.get_terminal_size reads), else PIPED_WIDTH.
- * A terminal's own width wins over COLUMNS: an exported one goes stale when
- * the window is resized. Up to 4 digits: no terminal is wider, and doctor
- * fills the width it is given (COLUMNS=1000000 printed 69 MB).
- */
-export function tableWidth(stdout: { isTTY?: boolean; columns?: number }, env: Readonly<Record<string, string | undefined>> = process.env): number {
-  if (stdout.isTTY === true && stdout.columns !== undefined && stdout.columns > 0) return stdout.columns;
-  const asked = env.COLUMNS ?? "";
-  return /^[1-9][0-9]{0,3}$/.test(asked) ? Number(asked) : PIPED_WIDTH;
-}
-
 /** `cgroupPath` → `cgroup_path`: DESIGN.md spells every JSON field in snake_case. */
 type SnakeCase<S extends string, Done extends string = ""> = string extends S
   ? S

@@ -4,7 +4,8 @@ import { evaluateChecks, servingVerdict } from "../doctor/checks.js";
 import { gatherFacts } from "../doctor/gather.js";
 import { drillVerdict, renderDoctor } from "../doctor/render.js";
 import { RefusedError } from "../errors.js";
-import { consoleOutput, tableWidth } from "../output.js";
+import { consoleOutput } from "../output.js";
+import { terminalWidth } from "../terminalWidth.js";
 import { parseSize } from "../units.js";
 import type { DoctorOptions } from "./doctor.js";
 import { resolveFileDir } from "./up.js";
@@ -26,7 +27,7 @@ export async function doctorAction(g: GlobalOptions, options: DoctorOptions): Pr
   if (g.json) {
     output.json({ checks, verdict, serving });
   } else {
-    output.out(renderDoctor(checks, serving, output.color, tableWidth(process.stdout), output.unicode));
+    output.out(renderDoctor(checks, serving, output.color, terminalWidth(process.stdout), output.unicode));
   }
   if (verdict === "refused") {
     const fails = checks.filter((c) => c.status === "fail").map((c) => `${c.name}: ${c.detail}`);

@@ -1,7 +1,7 @@
 import Table from "cli-table3";
 import type { ChalkInstance } from "chalk";
 import { glyphsFor } from "../charset.js";
-import { PIPED_WIDTH } from "../output.js";
+import { PIPED_WIDTH } from "../terminalWidth.js";
 import type { Check, ServingVerdict } from "./checks.js";
 
 export type DrillVerdict = "ready" | "ready_with_warnings" | "refused";
@@ -91,7 +91,7 @@ function stackedCell(c: Check, colWidth: number): string {
 }
 
 /**
- * The checks as a table `width` columns wide (tableWidth: the terminal's;
+ * The checks as a table `width` columns wide (terminalWidth: the terminal's;
  * piped, COLUMNS or PIPED_WIDTH), then the verdicts wrapped to it: four
  * columns from MIN_WIDTH up, two (check, status) below it. `unicode`: the terminal takes UTF-8 (box
  * drawing), else the table and its text are ASCII.

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Command } from "commander";
-import { runDrill } from "../helpers/cli.js";
+import { execa } from "execa";
+import { drillBin, runDrill } from "../helpers/cli.js";
 import { buildProgram, VERSION } from "../../src/cli.js";
 import { writeErr, writeOut } from "../../src/closedStdout.js";
 
@@ -89,5 +90,36 @@ describe("help and usage errors under the terminal's charset", () => {
     expect(ascii.exitCode).toBe(utf8.exitCode);
     expect([ascii.stdout, ascii.stderr]).toEqual([utf8.stdout, utf8.stderr]);
     expect(ascii.stdout + ascii.stderr).not.toMatch(NOT_ASCII);
+  });
+});
+
+// QA: piped, help was 80 columns whatever COLUMNS said, while doctor's table
+// followed it: both are laid out by terminalWidth (a terminal's width, else
+// COLUMNS of 1-4 digits, else 80).
+describe("help as wide as doctor's table", () => {
+  const widest = (text: string): number => Math.max(...text.split("\n").map((l) => l.length));
+
+  it.each([["120", 120], ["100", 100]])("piped, COLUMNS=%s: up to %i columns, on stdout and (a missing subcommand) on stderr", async (columns, width) => {
+    const help = await runDrill(["--help"], { env: { COLUMNS: columns } });
+    expect(widest(help.stdout), help.stdout).toBeLessThanOrEqual(width);
+    expect(widest(help.stdout), help.stdout).toBeGreaterThan(80);
+    const missing = await runDrill(["cgroup"], { env: { COLUMNS: columns } });
+    expect(missing.exitCode).toBe(2);
+    expect(widest(missing.stderr), missing.stderr).toBeGreaterThan(80);
+    expect(widest(missing.stderr), missing.stderr).toBeLessThanOrEqual(width);
+  });
+
+  it.each(["", "0", "wide", "10000"])("piped, COLUMNS=%j: 80 columns, as with none", async (columns) => {
+    const help = await runDrill(["--help"], { env: { COLUMNS: columns } });
+    const none = await runDrill(["--help"], { env: { COLUMNS: undefined } });
+    expect(help.stdout).toBe(none.stdout);
+    expect(widest(help.stdout)).toBeLessThanOrEqual(80);
+  });
+
+  it("on a 100-column terminal: 100 wide, a stale COLUMNS=50 aside", async () => {
+    const r = await execa("script", ["-qfec", `stty cols 100 rows 50; node '${drillBin}' --help`, "/dev/null"], { reject: false, timeout: 30_000, env: { FORCE_COLOR: "0", COLUMNS: "50" } });
+    const out = String(r.stdout).replaceAll("\r\n", "\n");
+    expect(widest(out), out).toBeGreaterThan(80);
+    expect(widest(out), out).toBeLessThanOrEqual(100);
   });
 });

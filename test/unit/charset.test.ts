@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { execFileSync } from "node:child_process";
 import { asciiShellWord, asciiText, glyphsFor, unicodeLocale } from "../../src/charset.js";
 import { shellWord } from "../../src/context.js";
-import { PIPED_WIDTH, tableWidth } from "../../src/output.js";
+import { PIPED_WIDTH, terminalWidth } from "../../src/terminalWidth.js";
 
 const NON_ASCII = /[^\x20-\x7e]/u;
 
@@ -88,22 +88,22 @@ describe("glyphsFor", () => {
   });
 });
 
-describe("tableWidth", () => {
+describe("terminalWidth", () => {
   it("a terminal's width on a TTY; PIPED_WIDTH when piped or when the terminal tells none", () => {
-    expect(tableWidth({ isTTY: true, columns: 40 })).toBe(40);
-    expect(tableWidth({ isTTY: true, columns: 200 })).toBe(200);
-    expect(tableWidth({ isTTY: undefined, columns: undefined }, {})).toBe(PIPED_WIDTH);
-    expect(tableWidth({ isTTY: true, columns: 0 }, {})).toBe(PIPED_WIDTH);
+    expect(terminalWidth({ isTTY: true, columns: 40 })).toBe(40);
+    expect(terminalWidth({ isTTY: true, columns: 200 })).toBe(200);
+    expect(terminalWidth({ isTTY: undefined, columns: undefined }, {})).toBe(PIPED_WIDTH);
+    expect(terminalWidth({ isTTY: true, columns: 0 }, {})).toBe(PIPED_WIDTH);
     expect(PIPED_WIDTH).toBe(80);
   });
 
   it("piped, COLUMNS when it is a positive integer (of at most 4 digits); a terminal's own width wins over it", () => {
     const piped = { isTTY: undefined, columns: undefined };
-    expect(tableWidth(piped, { COLUMNS: "120" })).toBe(120);
-    expect(tableWidth(piped, { COLUMNS: "40" })).toBe(40);
-    expect(tableWidth(piped, { COLUMNS: "9999" })).toBe(9999);
-    expect(tableWidth({ isTTY: true, columns: 0 }, { COLUMNS: "100" })).toBe(100);
-    for (const bad of ["", "0", "-5", "abc", "120px", "12.5", " 120", "0120", "10000", "1000000"]) expect(tableWidth(piped, { COLUMNS: bad }), bad).toBe(PIPED_WIDTH);
-    expect(tableWidth({ isTTY: true, columns: 40 }, { COLUMNS: "200" })).toBe(40);
+    expect(terminalWidth(piped, { COLUMNS: "120" })).toBe(120);
+    expect(terminalWidth(piped, { COLUMNS: "40" })).toBe(40);
+    expect(terminalWidth(piped, { COLUMNS: "9999" })).toBe(9999);
+    expect(terminalWidth({ isTTY: true, columns: 0 }, { COLUMNS: "100" })).toBe(100);
+    for (const bad of ["", "0", "-5", "abc", "120px", "12.5", " 120", "0120", "10000", "1000000"]) expect(terminalWidth(piped, { COLUMNS: bad }), bad).toBe(PIPED_WIDTH);
+    expect(terminalWidth({ isTTY: true, columns: 40 }, { COLUMNS: "200" })).toBe(40);
   });
 });
