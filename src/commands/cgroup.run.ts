@@ -1,7 +1,7 @@
 import { DrillError, RefusedError, stopExitCode, UsageError } from "../errors.js";
 import { writeErr } from "../closedStdout.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
-import { drillCommandAt, drillCommandFor, type GlobalOptions } from "../context.js";
+import { drillCommandAt, drillCommandFor, shellWord, type GlobalOptions } from "../context.js";
 import { consoleOutput, snakeCaseKeys, type Output } from "../output.js";
 import { formatBytes, memoryMaxProblem, parseSize } from "../units.js";
 import type { Limit } from "../cgroup/memoryFiles.js";
@@ -95,6 +95,11 @@ function renderStatus(status: CgroupStatus, output: Output): void {
   for (const miss of status.missing) output.err(`missing: ${miss.file}: ${miss.reason}`);
 }
 
+/** The teardown as typed, to paste: `drill` with its global flags, then the cgroup's. */
+export function teardownCommand(drill: string, name: string, flags: Pick<TeardownFlags, "parent" | "force">): string {
+  return `${drill} cgroup teardown --name ${shellWord(name)}${flags.parent === undefined ? "" : ` --parent ${shellWord(flags.parent)}`}${flags.force ? " --force" : ""}`;
+}
+
 export async function cgroupTeardownAction(globals: GlobalOptions, flags: TeardownFlags, output: Output = consoleOutput(globals.color)): Promise<TeardownResult> {
   const { roots, cgroup } = resolveCgroupTarget(globals, flags);
   // Stopped half-way, a teardown leaves tasks half killed and the cgroup in
@@ -103,7 +108,7 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
   // froze and stops, naming where and the command that finishes it: on the
   // same tree (--sysfs, --procfs), state dir and cgroup, or it acts elsewhere.
   const drill = drillCommandFor(globals.stateDir, globals);
-  const command = `${drill} cgroup teardown --name ${cgroup.name}${flags.parent === undefined ? "" : ` --parent ${flags.parent}`}${flags.force ? " --force" : ""}`;
+  const command = teardownCommand(drill, cgroup.name, flags);
   let stage: { stage: TeardownStage; name: string } | null = null;
   const progress = newTeardownProgress();
   const interrupts = finishDespiteInterrupt(

@@ -1,7 +1,7 @@
 import path from "node:path";
 import { writeErr } from "../closedStdout.js";
 import { commandRedis, DEFAULT_REDIS_URL, drillCommandAt, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
-import { describeRunningDrill, drillsUpOnQueue, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, scanRunningDrills, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
+import { describeRunningDrill, drillsUpOnQueue, rollbackDrill, rollbackHint, rollbackIn, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, scanRunningDrills, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
 import { sameRedis } from "../queue/redis.js";
 import { validateDrillName } from "../drill/names.js";
 import { stopStartingUps, type StartingUp } from "../drill/startingUp.js";
@@ -129,7 +129,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
             const why = `queue ${queueName} is drill ${d.drill}'s (run ${d.runId}, state dir ${d.stateDir}, redis ${redactUrl(d.url)}), up from another state dir: its own rollback drains it`;
             return {
               detail: `not done on ${redactUrl(url)} (the default, no drill being up in ${g.stateDir}): ${why}`,
-              left: `${why}; run that: drill --state-dir ${d.stateDir} rollback --name ${d.drill} (or give --redis to roll back a queue of that name on another Redis)`,
+              left: `${why}; run that: ${rollbackIn(d.stateDir, d.drill)} (or give --redis to roll back a queue of that name on another Redis)`,
             };
           }),
         );

@@ -153,12 +153,20 @@ export function drillOfRunId(runId: string): string {
 export function rollbackHint(run: RunningDrill): string {
   const pids = run.processes.map((p) => p.pid).join(" ");
   if (run.stateDir === null) {
-    return `its state dir is not in its environment (started by an older drill up): read --state-dir in /proc/${run.processes[0]?.pid}/cmdline, then drill --state-dir <that dir> rollback --name ${run.drill}`;
+    return `its state dir is not in its environment (started by an older drill up): read --state-dir in /proc/${run.processes[0]?.pid}/cmdline, then drill --state-dir <that dir> rollback --name ${shellWord(run.drill)}`;
   }
   if (run.complete) return `its state in ${run.stateDir} says complete, so rollback there finds nothing: these processes outlived it; stop them with kill -KILL ${pids}`;
   if (run.stateMissing) return `no state of run ${run.runId} in ${run.stateDir} (moved or deleted?): put it back, or stop them with kill -KILL ${pids}`;
-  // Quoted as the shell reads it back (QA AE: a dir with a space and `*` was printed bare, the hint pointing nowhere).
-  return `drill --state-dir ${shellWord(run.stateDir)} rollback --name ${run.drill}`;
+  return rollbackIn(run.stateDir, run.drill);
+}
+
+/**
+ * The rollback of drill `drill` up from `stateDir`, to paste: --state-dir
+ * always (a DRILL_STATE_DIR exported may name another), quoted as the shell
+ * reads it back (QA AE: a dir with a space and `*` printed bare pointed nowhere).
+ */
+export function rollbackIn(stateDir: string, drill: string): string {
+  return `drill --state-dir ${shellWord(stateDir)} rollback --name ${shellWord(drill)}`;
 }
 
 /** A drill dir as the unknown-name message lists it: its state, or only rollback's export (report reads those too). */
@@ -438,7 +446,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
           const dir = state.redis.embedded.dir;
           result.otherQueuesKept = { dir, queues: others };
           const counted = others.map((o) => `${o.queue}: ${o.keys} key${o.keys === 1 ? "" : "s"}`).join(", ");
-          record("keys of other queues", true, `it also held keys of queues run there by hand (${counted}): not this drill's, not exported; they stay in its AOF in ${dir} (redis-server --dir ${dir} --appendonly yes --port <a free port> serves them)`);
+          record("keys of other queues", true, `it also held keys of queues run there by hand (${counted}): not this drill's, not exported; they stay in its AOF in ${dir} (redis-server --dir ${shellWord(dir)} --appendonly yes --port <a free port> serves them)`);
         }
         // A redis whose pid never reached the state file (killed between spawn and write).
         for (const stray of embeddedRedisProcesses(roots, state)) {
@@ -769,7 +777,7 @@ export async function rollbackQueue(url: string, queueName: string, roots: HostR
     const serving = await queueServingRun(redis, keys, roots).catch(() => null);
     if (serving !== null) {
       const drill = drillOfRunId(serving.runId);
-      const where = serving.stateDir === null ? `read --state-dir in /proc/${serving.pid}/cmdline, then drill --state-dir <that dir> rollback --name ${drill}` : `drill --state-dir ${serving.stateDir} rollback --name ${drill}`;
+      const where = serving.stateDir === null ? `read --state-dir in /proc/${serving.pid}/cmdline, then drill --state-dir <that dir> rollback --name ${shellWord(drill)}` : rollbackIn(serving.stateDir, drill);
       const why = `queue ${queueName} is drill ${drill}'s (its ${serving.role}, pid ${serving.pid}, run ${serving.runId}${serving.stateDir === null ? "" : `, state dir ${serving.stateDir}`}): its own rollback drains it and stops what serves it`;
       record("deny-all", false, `not done: ${why}`);
       result.left.push(`${why}; run that: ${where}`);

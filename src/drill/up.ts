@@ -32,7 +32,7 @@ import { embeddedRedisDrill, freePort, startEmbeddedRedis } from "./embeddedRedi
 import { acquireDrillLock } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { realDir } from "./strays.js";
-import { drillCommandFor, leverCommand } from "../context.js";
+import { drillCommandFor, leverCommand, shellWord } from "../context.js";
 import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, runsDir, statePath, writeState, writeUpEnded, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
@@ -1054,6 +1054,7 @@ export interface QueueKey {
  */
 export function queueInUseText(f: { queue: string; url: string; found: readonly QueueKey[]; upDrills: readonly string[]; earlierRuns?: readonly string[]; drillCmd: string }): string {
   const { queue, url } = f;
+  const urlWord = shellWord(url); // in a command: `?db=2` is a glob zsh refuses unquoted
   const shownKeys = f.found.map((k) => (k.length === null ? `${k.key} (${k.type})` : `${k.key} (${k.type}, ${k.length})`));
   const shown = shownKeys.length > 12 ? [...shownKeys.slice(0, 12), `and ${shownKeys.length - 12} more`] : shownKeys;
   const beats = (role: "gates" | "workers") =>
@@ -1080,8 +1081,8 @@ export function queueInUseText(f: { queue: string; url: string; found: readonly 
     `queue ${queue} on ${url} already holds keys (${(f.earlierRuns ?? []).length > 0 ? `those of ${f.earlierRuns!.join(", ")}: rollback exports them and leaves them` : "an earlier run's: rollback exports them to <state-dir>/<drill>/final-*.jsonl and leaves them; or another drill's"}): ${shown.join(", ")}. ` +
     `${keep} ` +
     `Run on a fresh queue (drill up --queue <name>), or keep what you need of them first (${queue}_drain and the retry and dead lists hold jobs; ` +
-    `drill report --redis ${url} --queue ${queue} --format md keeps their summary) and remove them yourself: ` +
-    `redis-cli -u ${url} DEL ${queue} ${queue}_drain, and each key redis-cli -u ${url} --scan --pattern '${queue}:*' lists`
+    `drill report --redis ${urlWord} --queue ${queue} --format md keeps their summary) and remove them yourself: ` +
+    `redis-cli -u ${urlWord} DEL ${queue} ${queue}_drain, and each key redis-cli -u ${urlWord} --scan --pattern '${queue}:*' lists`
   );
 }
 

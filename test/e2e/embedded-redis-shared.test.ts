@@ -4,6 +4,7 @@ import path from "node:path";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEmbeddedRedis, type EmbeddedRedis } from "../../src/drill/embeddedRedis.js";
+import { shellWord } from "../../src/context.js";
 import { runDir, writeState, type DrillState } from "../../src/drill/state.js";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { readProcessStat } from "../../src/host/process.js";
@@ -22,7 +23,8 @@ let embedded: EmbeddedRedis;
 let redis: Redis;
 let state: DrillState;
 beforeAll(async () => {
-  root = mkdtempSync(path.join(tmpdir(), "drill-shared-redis-"));
+  // A space in it: every command printed to paste names it quoted.
+  root = mkdtempSync(path.join(tmpdir(), "drill-shared redis-"));
   stateDir = path.join(root, "state");
   // Drill sharedA's embedded redis-server, in the run dir up gives it, and the state up writes.
   const dir = path.join(runDir(stateDir, "sharedA", RUN), "redis");
@@ -52,7 +54,7 @@ describe("another drill's embedded Redis (built binary)", () => {
     const other = path.join(root, "other-state");
     const r = await runDrill(["--state-dir", other, "--redis", embedded.url, "up", "--parent", "self", "--name", "sharedcgB", "--queue", "qb"], { timeout: 60_000 });
     expect(r.exitCode, r.stdout + r.stderr).toBe(3);
-    expect(r.stdout + r.stderr).toContain(`redis ${embedded.url} is the embedded redis-server of drill sharedA (run ${RUN}): that drill's rollback (drill --state-dir ${stateDir} rollback --name sharedA) stops it`);
+    expect(r.stdout + r.stderr).toContain(`redis ${embedded.url} is the embedded redis-server of drill sharedA (run ${RUN}): that drill's rollback (drill --state-dir ${shellWord(stateDir)} rollback --name sharedA) stops it`);
     expect(existsSync(path.join(other, "smoke", "state.json"))).toBe(false);
     expect(await redis.keys("qb*")).toEqual([]);
   });
@@ -79,7 +81,7 @@ describe("another drill's embedded Redis (built binary)", () => {
     const r = await runDrill(["--state-dir", stateDir, "rollback", "--name", "sharedA"], { timeout: 60_000 });
     expect(r.exitCode, r.stdout + r.stderr).toBe(0);
     expect(r.stdout).toMatch(/ok {3}stop embedded redis: redis \d+: stopped/);
-    expect(r.stdout).toContain(`ok   keys of other queues: it also held keys of queues run there by hand (hand: 2 keys): not this drill's, not exported; they stay in its AOF in ${state.redis.embedded!.dir}`);
+    expect(r.stdout).toContain(`ok   keys of other queues: it also held keys of queues run there by hand (hand: 2 keys): not this drill's, not exported; they stay in its AOF in ${state.redis.embedded!.dir} (redis-server --dir ${shellWord(state.redis.embedded!.dir)} --appendonly yes`);
     expect(r.stdout).toContain(`(queue qa's keys in ${path.join(stateDir, "sharedA")}`);
     expect(r.stdout).not.toContain("every key in");
   });

@@ -36,7 +36,7 @@ describe("rollback on a --procfs tree with a FIFO for an environ (built binary)"
   // QA S re-check 1: --queue with no --redis and no drill up in its state dir took 6379, flipped a lever there
   // and exited 0, while the queue was a drill's up from another state dir, still admitting on its own Redis.
   it("rollback --queue of a drill's queue, no --redis, from a state dir with no drill: names that drill and its rollback, exit 4, no Redis touched", async () => {
-    const other = path.join(root, "other");
+    const other = path.join(root, "other dir"); // a space: the command to paste names it quoted
     writeFakeDrill(other, "elsw", "eq", "redis://127.0.0.1:1", { runId: "elsw-20260101000000-abcdef" });
     mkdirSync(path.join(root, "proc", "4244"), { recursive: true });
     writeFileSync(path.join(root, "proc", "4244", "stat"), readFileSync("/proc/self/stat", "utf8").replace(/^\d+ /, "4244 "));
@@ -44,6 +44,6 @@ describe("rollback on a --procfs tree with a FIFO for an environ (built binary)"
     const r = await runDrill(["--state-dir", path.join(root, "empty"), "--procfs", path.join(root, "proc"), "rollback", "--queue", "eq"], { timeout: 15_000 });
     expect(r.exitCode, r.stdout + r.stderr).toBe(4);
     expect(r.stdout).toContain(`FAIL deny-all: not done on redis://127.0.0.1:6379 (the default, no drill being up in ${path.join(root, "empty")}): queue eq is drill elsw's (run elsw-20260101000000-abcdef, state dir ${other}, redis redis://127.0.0.1:1)`);
-    expect(r.stderr).toContain(`run that: drill --state-dir ${other} rollback --name elsw`);
+    expect(r.stderr).toContain(`run that: drill --state-dir '${other}' rollback --name elsw`);
   });
 });

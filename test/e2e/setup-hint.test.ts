@@ -61,6 +61,14 @@ describe("inject on a cgroup drill did not create: says setup would refuse it, n
   const inject = (host: FakeHost, name: string) =>
     runDrill(["--procfs", host.procfs, "--sysfs", host.sysfs, "--state-dir", host.stateDir, "inject", "--parent", "self", "--name", name, "--mode", "anon", "--size", "16M", "--hold", "1s"]);
 
+  it("a --name with a space, not set up: the setup hint names it quoted, as the shell reads it back", async () => {
+    const host = makeFakeHost("v2");
+    hosts.push(host);
+    const r = await inject(host, "my cg");
+    expect(r.exitCode, r.stdout + r.stderr).toBe(2);
+    expect(r.stderr).toContain(" cgroup setup --name 'my cg' --parent self first");
+  });
+
   it("hybrid: the memory dir is there, drill's twin is not", async () => {
     const host = makeFakeHost("hybrid");
     hosts.push(host);

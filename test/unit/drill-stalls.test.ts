@@ -33,6 +33,11 @@ describe("up's stalled parts (QA: a SIGSTOPped worker, a frozen cgroup, a stoppe
     ]);
   });
 
+  it("the command that thaws a frozen cgroup quotes its path for the shell (a --name is any name but a path)", () => {
+    const [part] = stalledParts([], ["/sys/fs/cgroup/my cg"]);
+    expect(part?.stalled).toContain("until `echo 0 > '/sys/fs/cgroup/my cg/cgroup.freeze'`");
+  });
+
   it("read from the host: up's children and the cgroup's tasks; each said once as it stalls and once as it resumes", () => {
     const roots = new HostRoots(path.join(root, "proc"), path.join(root, "sys"));
     const v1 = path.join(root, "memory", "w");

@@ -63,6 +63,9 @@ describe("chooseDrillRedis: which drill's Redis a command given no --redis means
       "drill qa-a is up in /var/lib/drill on queue qq and cgroup qa-a (redis redis://:***@127.0.0.1:41234), not on queue qq and cgroup infer: give --name qa-a for its Redis, or --redis <url> (or DRILL_REDIS_URL) to mean another Redis on purpose",
     );
     expect(() => chooseDrillRedis(entries(qa), { queue: "jobs", cgroupName: "infer" }, STATE_DIR)).toThrow("give --queue qq --name qa-a for its Redis");
+    // A cgroup --name is any name but a path or an interface file's: quoted as the shell reads it back.
+    const spaced = drill("qa-b", { queue: "qq", redis: { url: "redis://127.0.0.1:41235", embedded: null }, cgroup: { name: "my cg", parent: "self", dirs: [] } });
+    expect(() => chooseDrillRedis(entries(spaced), { queue: "qq", cgroupName: "infer" }, STATE_DIR)).toThrow("give --name 'my cg' for its Redis");
   });
 
   it("several drills up, none on the queue: each named with the flags that reach it", () => {
@@ -176,7 +179,9 @@ describe("commandRedisUrl: flag, env, the drill up in the state dir, default", (
 describe("leverCommand", () => {
   it("names the Redis (password hidden) and a queue other than jobs", () => {
     expect(leverCommand("redis://127.0.0.1:41234", "jobs", "reject_all")).toBe("drill --redis redis://127.0.0.1:41234 gate mode reject_all");
-    expect(leverCommand("redis://:pw@10.0.0.5:6379", "batch", "admit")).toBe("drill --redis redis://:***@10.0.0.5:6379 gate mode admit --queue batch");
+    expect(leverCommand("redis://:pw@10.0.0.5:6379", "batch", "admit")).toBe("drill --redis 'redis://:***@10.0.0.5:6379' gate mode admit --queue batch");
+    // Quoted for the shell, as drillCommandAt quotes it: a socket path with a space, a `?db=` zsh reads as a glob.
+    expect(leverCommand("/run/my redis/r.sock?db=2", "jobs", "reject_all")).toBe("drill --redis '/run/my redis/r.sock?db=2' gate mode reject_all");
     // Where the command was run with other trees: they go with it (admit reads host PSI there).
     expect(leverCommand("redis://127.0.0.1:41234", "jobs", "admit", { stateDir: "/tmp/st", procfs: "/tmp/fake/proc" })).toBe(
       "drill --state-dir /tmp/st --procfs /tmp/fake/proc --redis redis://127.0.0.1:41234 gate mode admit",

@@ -72,6 +72,8 @@ describe("findRunningDrills", () => {
     expect(rollbackHint(run)).toBe(`drill --state-dir ${elsewhere} rollback --name packing`);
     // QA AE: a dir with a space and `*`, quoted as the shell reads it back.
     expect(rollbackHint({ ...run, stateDir: "/tmp/sd_x*y z'q" })).toBe(`drill --state-dir '/tmp/sd_x*y z'\\''q' rollback --name packing`);
+    // A run id read from a process's environment names any drill: quoted too.
+    expect(rollbackHint({ ...run, drill: "a b" })).toBe(`drill --state-dir ${elsewhere} rollback --name 'a b'`);
     expect(findRunningDrills(h.roots, "packing")).toHaveLength(1);
     expect(findRunningDrills(h.roots, "smoke")).toEqual([]);
   });

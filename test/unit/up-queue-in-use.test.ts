@@ -20,6 +20,12 @@ describe("up refuses a queue that holds keys, saying whose they are", () => {
     expect(text).not.toContain("<url>");
   });
 
+  it("the URL in the commands quoted for the shell: a socket's `?db=` is a glob zsh refuses unquoted", () => {
+    const text = queueInUseText({ queue: "q7", url: "/run/r.sock?db=2", found: left, upDrills: [], drillCmd: "drill" });
+    expect(text).toContain("drill report --redis '/run/r.sock?db=2' --queue q7 --format md");
+    expect(text).toContain("redis-cli -u '/run/r.sock?db=2' DEL q7 q7_drain, and each key redis-cli -u '/run/r.sock?db=2' --scan");
+  });
+
   it("an earlier run this state dir knows: named as whose the keys are, with its export", () => {
     const text = queueInUseText({ queue: "q7", url: URL, found: left, upDrills: [], earlierRuns: ["drill smoke's run smoke-1 (exported to /s/smoke/final-1.jsonl)"], drillCmd: "drill" });
     expect(text).toMatch(/^queue q7 on \S+ already holds keys \(those of drill smoke's run smoke-1 \(exported to \/s\/smoke\/final-1\.jsonl\): rollback exports them and leaves them\): q7 \(list, 0\)/);
