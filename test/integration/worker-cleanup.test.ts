@@ -622,6 +622,22 @@ describe("runWorker against a Redis that refuses its writes (an ACL here; a full
   });
 });
 
+describe("runWorker refused its worker id's claim", () => {
+  it("stops with the refusal and no word of deregistering: its heartbeat was never written", async () => {
+    await client.call("ACL", "SETUSER", "noclaim", "on", ">pw", "~*", "&*", "+@all", "-evalsha", "-eval");
+    const stopped = new AbortController();
+    const weights: Weights = { pid: 1, file: path.join(weightsDir, "noclaim.weights"), fallback: false, pass: () => Promise.resolve(1), close: () => Promise.resolve() };
+    const err: string[] = [];
+    const run = runWorker(
+      { queue: "noclaim", workerId: "n1", config: { ...defaultWorkerConfig, weightsBytes: 8192 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false },
+      { redisUrl: `redis://noclaim:pw@127.0.0.1:${server.port}`, roots: new HostRoots(), where: "test", out: () => undefined, err: (line) => err.push(line), signal: stopped.signal, startWeights: () => Promise.resolve(weights) },
+    );
+    await expect(run).rejects.toThrow(/NOPERM|can't run this command/);
+    expect(err.join("\n")).not.toMatch(/deregister|give back/);
+    expect(await client.exists(workerKeys("noclaim").heartbeat("n1"))).toBe(0);
+  });
+});
+
 // Every try of the done record answered (refused): no try may still land, so the stop line waits for none.
 describe("runWorker stopped while its Redis refuses the done record", () => {
   it("says the job goes back with the give-back, not 'unless a try that timed out lands'", async () => {
