@@ -22,7 +22,7 @@ import { NO_REJECTS, rejectBatchLines } from "../sampler/rejects.js";
 import { LiveView, formatAlarmEvent, formatSampleLine, type ViewSize } from "../sampler/render.js";
 import { formatBytes, parseDuration, parsePositiveDuration, parsePsiLimit, parsePercent, parsePositiveInt } from "../units.js";
 import type { WatchOptions } from "./watch.js";
-import { refusalHint } from "../queue/refusal.js";
+import { passwordRefused, refusalHint } from "../queue/refusal.js";
 import { tlsHint } from "../queue/redis.js";
 
 /**
@@ -89,6 +89,18 @@ export function redisWatch(source: string, say: (line: string) => void, whyGone:
       downSince = null;
     }
   };
+}
+
+/**
+ * Why a `--once` watch fails although it printed its sample: its Redis
+ * refused the password (WRONGPASS, NOAUTH). A Redis down may come back and a
+ * live watch samples on; a wrong password never fixes itself, and a script
+ * reading the sample must not take its null queue fields for a quiet queue.
+ * Null for any other reading.
+ */
+export function onceRefusal(source: string, reading: Reading<unknown>): string | null {
+  if (reading.ok || !passwordRefused(reading.reason)) return null;
+  return `watch --once: Redis ${source} refused the password (said above): the sample's queue fields are null`;
 }
 
 /**
@@ -272,6 +284,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   // After Ctrl-Z and `fg` the shell has written below the frame: drawn again at once.
   const quit = new AbortController();
   const keyboard = live ? liveKeys(quit, repaint) : null;
+  let lastQueueReading: Reading<unknown> | null = null;
   try {
     await queueReader.connect();
     if (live) writeOut(live.waiting(size()));
@@ -279,6 +292,7 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
       read: async () => {
         const raw = await readSample({ roots, cgroup }, queueReader);
         redisState(raw.queue, raw.monoMs);
+        lastQueueReading = raw.queue;
         wrongKeys(raw.queue);
         cgroupState(raw.cgroup);
         return raw;
@@ -343,4 +357,6 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   const received = interrupt.received();
   if (received) throw new InterruptedError(received);
   if (recordFailed !== null) throw new DrillError(recordFailed);
+  const refused = options.once && lastQueueReading !== null ? onceRefusal(queueReader.source, lastQueueReading) : null;
+  if (refused !== null) throw new DrillError(refused);
 }

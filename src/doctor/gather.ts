@@ -2,7 +2,8 @@ import { findRunningDrills } from "../drill/rollback.js";
 import { existsSync, realpathSync, rmdirSync, rmSync, statfsSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { Redis } from "ioredis";
-import { databaseRefusal, notRedisReply, openRedis } from "../queue/redis.js";
+import { connectionRefusal, databaseRefusal, notRedisReply, openRedis } from "../queue/redis.js";
+import { refusalText } from "../queue/refusal.js";
 import { detectLayout, type CgroupLayout } from "../cgroup/layout.js";
 import type { ParentSpec } from "../cgroup/names.js";
 import { assembleWorkerCgroup, requireParentDirs, resolveWorkerCgroup, twinName, type WorkerCgroup } from "../cgroup/paths.js";
@@ -150,6 +151,9 @@ async function redisFact(url: string): Promise<DoctorFacts["redis"]> {
     return { given: true, url, reachable: true, maxmemoryPolicy: policy, appendonly: aof, maxmemory, writes };
   } catch (err) {
     const refused = databaseRefusal(redis);
+    // Dropped before it was ready (maxclients): what the server said as it accepted, with its fix.
+    const said = refused ? null : await connectionRefusal(redis);
+    if (said) return { given: true, url, reachable: false, error: refusalText(said) };
     const reason = refused ?? cause ?? (err as Error);
     return { given: true, url, reachable: false, error: notRedisReply(reason) ?? reason.message, ...(refused ? { databaseRefused: true } : {}) };
   } finally {

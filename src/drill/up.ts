@@ -22,7 +22,7 @@ import { findPackageRoot } from "../native/pagetoucher.js";
 import type { Job } from "../queue/job.js";
 import { DrillQueue, PUSH_FAILURE_TEXT, pushFailure, pushUntilTaken, unnumberedJob, type PushFailure } from "../queue/queue.js";
 import { queueKeys } from "../queue/keys.js";
-import { closeRedis, connectRedis, redactUrl, sameRedis } from "../queue/redis.js";
+import { closeRedis, connectRedis, redactUrl, redisErrorText, sameRedis } from "../queue/redis.js";
 import { formatStatusLine } from "../sampler/render.js";
 import type { Sample } from "../sampler/step.js";
 import { formatBytes, formatDuration, formatPlainDecimal } from "../units.js";
@@ -614,7 +614,7 @@ async function runSchedule(
       code: null,
       // A stopped server wrote nothing about it: its log would only mislead.
       log: seen?.state === "stopped" ? null : redisLog,
-      lastLine: `${errorText(err)}; ${seen ? seen.note : `at ${redactUrl(state.redis.url)}`}`,
+      lastLine: `${redisErrorText(err, queue.redis)}; ${seen ? seen.note : `at ${redactUrl(state.redis.url)}`}`,
       cause: failure,
     });
   };
@@ -878,7 +878,7 @@ async function pushRidingOutRedis(
       // Once the drill stops, its own line says so: a push of a phase cut short is no news.
       if (failed || run.signal.aborted) return;
       failed = true;
-      run.log(`phase ${index}: push failed: ${PUSH_FAILURE_TEXT[pushFailure(err)]} (${errorText(err)}); sending it again until Redis answers or the drill ends`);
+      run.log(`phase ${index}: push failed: ${PUSH_FAILURE_TEXT[pushFailure(err)]} (${redisErrorText(err, queue.redis)}); sending it again until Redis answers or the drill ends`);
     },
   });
   if (outcome.ok) {
@@ -909,10 +909,6 @@ export function embeddedRedisSeen(roots: HostRoots, record: ProcessRecord): { st
     return { state: "stopped", note: `redis-server pid ${record.pid} is stopped (state ${state}: SIGSTOP, a job-control stop or a debugger; SIGCONT resumes it)` };
   }
   return { state: "running", note: `redis-server pid ${record.pid} is running (state ${state}) but did not answer in time` };
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 function inject(

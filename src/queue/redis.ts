@@ -1,7 +1,9 @@
+import net from "node:net";
 import { Redis, type RedisOptions } from "ioredis";
 import { DrillError, ExitCode } from "../errors.js";
+import { formatDuration } from "../units.js";
 import type { LuaScript } from "./scripts.js";
-import { refusalText } from "./refusal.js";
+import { passwordRefused, refusalText } from "./refusal.js";
 // These live with the global --redis option (context.ts loads no client), so state-file code can use them.
 import { DEFAULT_REDIS_URL, redactUrl, redisDatabase } from "../context.js";
 
@@ -45,12 +47,14 @@ export function openRedis(url: string, options: RedisOptions): Redis {
   // closes on loopback in well under this.
   const redis = new Redis(url, { disconnectTimeout: 200, ...options });
   boundUntilReady(redis, options.connectTimeout ?? DEFAULT_CONNECT_TIMEOUT_MS);
+  hearRefusalAtConnect(redis);
+  quietReadyCheck(redis);
   let everReady = false;
   redis.once("ready", () => (everReady = true));
   redis.on("error", (err: Error & { command?: { name?: string } }) => {
     if (err.command?.name !== "select") return;
     // A SELECT refused for want of a (right) password is an auth failure, not a database the server lacks (QA).
-    if (passwordRefused(err)) return;
+    if (passwordRefused(err.message)) return;
     refusals.set(redis, new DatabaseRefused(url, db, err));
     redis.disconnect(everReady);
   });
@@ -91,6 +95,109 @@ function boundUntilReady(redis: Redis, ms: number): void {
     redis.once("ready", settled);
     redis.once("close", settled);
   });
+}
+
+/** Where a client connects, as redis-cli's -h/-p name it: `127.0.0.1:6379`, `[::1]:6379`, or its socket path. */
+export function redisAddress(redis: Redis): string {
+  const { path, host = "localhost", port = 6379 } = redis.options;
+  if (path) return path;
+  return `${host.includes(":") ? `[${host}]` : host}:${port}`;
+}
+
+/** Redis wrote an error as it accepted the connection, then closed it: `-ERR max number of clients reached`. */
+export class RefusedConnection extends Error {
+  constructor(address: string, said: string) {
+    // Its fix is refusalHint's, as for any refusal (refusalText).
+    super(`Redis at ${address} refused the connection: ${said.replace(/^ERR /, "")}`);
+    this.name = "RefusedConnection";
+  }
+}
+
+/** How long a look at what a server says on accept waits (loopback answers in well under 1 ms). */
+const GREETING_MS = 300;
+
+const refusedAtConnect = new WeakMap<Redis, Promise<RefusedConnection | null>>();
+
+/** Why the server dropped this client's last connection before it was ready, if it said (null: it said nothing). */
+export function connectionRefusal(redis: Redis): Promise<RefusedConnection | null> {
+  return refusedAtConnect.get(redis) ?? Promise.resolve(null);
+}
+
+/**
+ * Redis refuses a connection it cannot take (maxclients, protected mode) by
+ * writing its error as it accepts, then closing. ioredis has written CLIENT
+ * SETNAME or INFO by then, and either the closed socket fails that write
+ * (EPIPE, ECONNRESET) or the close comes before the error is read: all it
+ * says is "write EPIPE", or nothing ("Connection is closed."). So a
+ * connection that opened and closed before it was ready, with no other
+ * reason heard (a timeout, a refused password or database, not Redis), is
+ * looked at once more, only reading: what the server says first. Not
+ * through TLS, whose handshake comes first.
+ */
+function hearRefusalAtConnect(redis: Redis): void {
+  let opened = false;
+  let reasonHeard = false;
+  redis.on("connect", () => {
+    opened = true;
+    reasonHeard = false;
+  });
+  redis.on("ready", () => {
+    opened = false;
+    refusedAtConnect.delete(redis);
+  });
+  redis.on("error", (err: NodeJS.ErrnoException) => {
+    if (err.code !== "EPIPE" && err.code !== "ECONNRESET") reasonHeard = true;
+  });
+  redis.on("close", () => {
+    if (!opened || reasonHeard || redis.options.tls) return;
+    opened = false;
+    refusedAtConnect.set(redis, firstLine(redis, GREETING_MS).then((said) => (said?.startsWith("-") ? new RefusedConnection(redisAddress(redis), said.slice(1)) : null)));
+  });
+}
+
+/** The first line a server sends on a fresh connection, sending nothing; null when none within `ms`. */
+function firstLine(redis: Redis, ms: number): Promise<string | null> {
+  const { path, host = "localhost", port = 6379 } = redis.options;
+  return new Promise((resolve) => {
+    const socket = path ? net.connect(path) : net.connect(port, host);
+    let text = "";
+    const done = (line: string | null): void => {
+      socket.destroy();
+      resolve(line);
+    };
+    socket.setTimeout(ms, () => done(null));
+    socket.on("error", () => done(null));
+    socket.on("close", () => done(text === "" ? null : text));
+    socket.on("data", (chunk: Buffer) => {
+      text += chunk.toString("utf8");
+      const end = text.indexOf("\r\n");
+      if (end >= 0) done(text.slice(0, end));
+    });
+  });
+}
+
+/**
+ * ioredis's ready check sends INFO; a user the ACL denies INFO gets its
+ * console.warn on every connect ("Skipping the ready check because INFO
+ * command fails: …", with a link to its wiki) on the operator's stderr, and
+ * goes on. Drill goes on too, quietly: nothing is wrong for the operator (a
+ * Redis still loading then refuses the first commands with LOADING, said
+ * as such). ioredis's _readyCheck calls this.info at once, so an own
+ * `info` for that one call sees the refusal first.
+ */
+function quietReadyCheck(redis: Redis): void {
+  type Reply = (err: Error | null, info?: unknown) => void;
+  const internals = redis as unknown as { _readyCheck: (callback: Reply) => void; info: (callback: Reply) => unknown };
+  const readyCheck = internals._readyCheck;
+  internals._readyCheck = function (callback) {
+    const info = Redis.prototype.info as unknown as (this: Redis, callback: Reply) => unknown;
+    internals.info = (reply) => info.call(redis, (err, res) => (err !== null && /\bNOPERM\b/.test(err.message) ? reply(null, "") : reply(err, res)));
+    try {
+      readyCheck.call(redis, callback);
+    } finally {
+      delete (internals as { info?: unknown }).info;
+    }
+  };
 }
 
 export interface ConnectOptions {
@@ -233,7 +340,11 @@ export function hurryOnStop(redis: Redis, signal: AbortSignal, ms = STOP_REPLY_M
  */
 export function redisErrorText(err: unknown, redis?: Redis): string {
   if (!(err instanceof Error)) return String(err);
-  if (timedOut(err)) return redis !== undefined && redis.status !== "ready" ? "no reply in time: not connected to redis (down or restarting)" : "no reply in time: redis paused (SIGSTOP?) or overloaded";
+  if (timedOut(err)) {
+    if (redis === undefined) return "no reply in time: redis paused (SIGSTOP?) or overloaded";
+    const within = `Redis at ${redisAddress(redis)} did not answer within ${formatDuration(Number(redis.options.commandTimeout))}`;
+    return redis.status !== "ready" ? `${within}: not connected (down or restarting)` : `${within}: check whether it is paused (CLIENT PAUSE, SIGSTOP) or overloaded`;
+  }
   if (err.name === "MaxRetriesPerRequestError") return "the connection dropped and reconnecting failed";
   if (err.message === "Connection is closed.") return "the connection to redis is closed";
   return refusalText(err);
@@ -250,8 +361,6 @@ export function notRedisReply(err: Error): string | null {
   return got ? `not a Redis server: its reply began with ${got[1]}, not a Redis reply` : null;
 }
 
-/** The server refused the password given (or wants one): WRONGPASS, NOAUTH. */
-const passwordRefused = (err: Error): boolean => /^(WRONGPASS|NOAUTH)\b/.test(err.message);
 
 export async function connectRedis(url: string, options: ConnectOptions): Promise<Redis> {
   const redis = createRedis(url, options);
@@ -261,7 +370,7 @@ export async function connectRedis(url: string, options: ConnectOptions): Promis
   const onError = (err: Error) => {
     cause ??= err;
     // Not Redis at all (an HTTP server on that port), or a password it refuses: no reconnect will change that.
-    if (notRedisReply(err) !== null || passwordRefused(err)) redis.disconnect();
+    if (notRedisReply(err) !== null || passwordRefused(err.message)) redis.disconnect();
   };
   redis.on("error", onError);
   try {
@@ -280,6 +389,9 @@ export async function connectRedis(url: string, options: ConnectOptions): Promis
     redis.disconnect();
     const refused = databaseRefusal(redis) ?? (err instanceof DatabaseRefused ? err : undefined);
     if (refused) throw refused;
+    // Dropped before it was ready: maxclients says why only on a socket that reads before it writes.
+    const said = await connectionRefusal(redis);
+    if (said) throw new DrillError(refusalText(said), ExitCode.failed, { cause: said });
     const reason = cause ?? (err instanceof Error ? err : new Error(String(err)));
     // A server that answered its refusal (BUSY, LOADING: the ready check's INFO refused) says so, with the fix.
     const detail = notRedisReply(reason) ?? refusalText(reason);

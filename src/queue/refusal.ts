@@ -27,11 +27,16 @@ export function refusalHint(message: string): string | null {
   if (/\bUNBLOCKED\b.*master -> replica/.test(message)) return "this redis just became a replica: point --redis at its primary";
   if (/\bMASTERDOWN\b/.test(message)) return "this replica lost its link to its primary";
   if (/\bMISCONF\b/.test(message)) return "redis cannot save to disk and so refuses writes: fix its disk, or its stop-writes-on-bgsave-error";
-  if (/max number of clients reached/.test(message)) return "redis is at its maxclients: raise maxclients or close idle clients";
+  if (/max number of clients reached/.test(message)) return "redis is at its maxclients: raise it (CONFIG SET maxclients, from a connection already open) or close idle clients (CLIENT LIST shows them)";
   // It answers, and refuses who is asking (QA W 7: watch said "unreachable", as if it might come back by itself).
   if (/\bWRONGPASS\b/.test(message)) return "redis refuses this user or password: fix the one in --redis (redis://user:password@host:port) or DRILL_REDIS_URL";
   if (/\bNOAUTH\b/.test(message)) return "redis asks for a password: give it in --redis (redis://:password@host:port) or DRILL_REDIS_URL";
   return null;
+}
+
+/** The server refused the password given (or wants one): WRONGPASS, NOAUTH. No retry fixes that; a new --redis does. */
+export function passwordRefused(message: string): boolean {
+  return /\b(WRONGPASS|NOAUTH)\b/.test(message);
 }
 
 /** A server's answer as an operator reads it: Redis's words, then what they mean and the fix when it is a refusal. */

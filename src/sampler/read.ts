@@ -11,7 +11,7 @@ import { scanKeyedCounters } from "../host/keyedCounters.js";
 import { parsePsi, type Psi } from "../host/psi.js";
 import { parseVmstatCounters, SWAP_COUNTER_NAMES, type Vmstat } from "../host/vmstat.js";
 import type { QueueKeys } from "../queue/keys.js";
-import { databaseRefusal, notRedisReply, openRedis, redactUrl } from "../queue/redis.js";
+import { connectionRefusal, databaseRefusal, notRedisReply, openRedis, redactUrl } from "../queue/redis.js";
 import { script } from "../queue/scripts.js";
 import { workerKeys } from "../worker/scripts.js";
 import {
@@ -547,6 +547,12 @@ export class QueueReader {
       const refused = databaseRefusal(this.redis);
       this.lastError = notRedisReply(err) ?? (refused?.cause === err ? refused : err).message;
     });
+    // A connection closed before it was ready: what the server said as it accepted (maxclients), once heard, is why.
+    this.redis.on("close", () => {
+      void connectionRefusal(this.redis).then((refused) => {
+        if (refused !== null && this.redis.status !== "ready") this.lastError = refused.message;
+      });
+    });
     // EVALSHA keeps the script text off the wire each sample; (re)loaded on every connect.
     this.redis.on("ready", () => {
       this.lastError = null;
@@ -568,6 +574,7 @@ export class QueueReader {
     try {
       await this.redis.connect();
     } catch {
+      await connectionRefusal(this.redis); // its reason, for the first reading
       return; // reconnects in the background per retryStrategy
     }
     let timer: NodeJS.Timeout | undefined;

@@ -224,8 +224,15 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
   let outageSince: number | null = null;
   // Jobs that ended without a record taking them off our working list (stopped, or a record lost to the stop).
   let stoppedInList = 0;
+  // Whether its heartbeat may be in Redis: until the claim, nothing is registered, taken or to give back.
+  let claimed: "yes" | "maybe" | "no" = "no";
   try {
-    await claimWorkerId(redis, keys, workerId, token, ttlMs, deps.roots);
+    await claimWorkerId(redis, keys, workerId, token, ttlMs, deps.roots).catch((err: unknown) => {
+      // A claim sent without its reply may have run, or run when a paused Redis wakes.
+      if (mayHaveRun(err, redis)) claimed = "maybe";
+      throw err;
+    });
+    claimed = "yes";
     const start = await giveBack(redis, keys, workerId, token).catch((err: unknown) => {
       // Its working list or admitted of another type: no job could be given back nor taken.
       if (isKeyRefusal(err)) throw new DrillError(`${tag}: ${message(err)}: it could not give back nor take jobs; nothing taken. Fix or delete that key, then start it again`, ExitCode.usage);
@@ -527,16 +534,19 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
     // tokens_out count: with Redis paused the two wait out one reply time, not one each.
     const flushed = flushTokens();
     let answered = true;
-    try {
-      const back = await giveBack(redis, keys, workerId, token);
-      summary.givenBackAtStop = back.moved;
-      if (back.moved > 0) deps.err(`${tag}: gave ${back.moved} unfinished job(s) back to the head of ${q.admitted}${unrecordedNote(back)}`);
-      await runScript(redis, releaseHeartbeatScript, [keys.heartbeat(workerId), working, keys.workers], [token, workerId]);
-    } catch (err) {
-      answered = false;
-      const heartbeat = keys.heartbeat(workerId);
-      const stop = { tag, list: working, heartbeat, ttlMs, recovery: `another worker recovers it once ${heartbeat} expires, or rollback drains it` };
-      deps.err(unansweredGiveBackLine(stop, holding, redisErrorText(err, redis)));
+    // Never registered: no heartbeat to deregister, no job taken (QA: "could not deregister" a heartbeat never written).
+    if (claimed !== "no") {
+      try {
+        const back = await giveBack(redis, keys, workerId, token);
+        summary.givenBackAtStop = back.moved;
+        if (back.moved > 0) deps.err(`${tag}: gave ${back.moved} unfinished job(s) back to the head of ${q.admitted}${unrecordedNote(back)}`);
+        await runScript(redis, releaseHeartbeatScript, [keys.heartbeat(workerId), working, keys.workers], [token, workerId]);
+      } catch (err) {
+        answered = false;
+        const heartbeat = keys.heartbeat(workerId);
+        const stop = { tag, list: working, heartbeat, ttlMs, recovery: `another worker recovers it once ${heartbeat} expires, or rollback drains it` };
+        deps.err(unansweredGiveBackLine(stop, holding, redisErrorText(err, redis)));
+      }
     }
     await flushed;
     if (pendingTokens > 0) deps.err(`${tag}: ${pendingTokens} token(s) out not counted in ${q.stats} tokens_out (${flushError ?? "unknown"})`);

@@ -76,8 +76,12 @@ describe("a wrong password on a server that asks for one", () => {
   }, 60_000);
 
   // QA W 7: watch said a refused password "unreachable", as if the server might come back by itself.
-  it("watch says the password refused, with the fix, not unreachable", async () => {
+  // And --once exited 0: a script took the null queue fields for a quiet queue (a Redis down stays exit 0, above).
+  it("watch says the password refused, with the fix, not unreachable; --once prints its sample and exits 1", async () => {
     const r = await runDrill(["--redis", `redis://:${PASSWORD}@127.0.0.1:${port}`, "watch", "--once", "--json", "--queue", "pwwatch", "--name", "nosuch-cgroup"]);
+    expect(r.exitCode, r.stderr).toBe(1);
+    expect(JSON.parse(r.stdout)).toMatchObject({ queue_len: null, missing: expect.arrayContaining([expect.objectContaining({ field: "queue_len" })]) });
+    expect(r.stderr.trim().split("\n").at(-1)).toMatch(/^drill: watch --once: Redis redis:\/\/:\*\*\*@\S+ refused the password \(said above\): the sample's queue fields are null$/);
     expect(r.stderr).toMatch(/watch: Redis redis:\/\/:\*\*\*@\S+ refused: .*WRONGPASS.*\(redis refuses this user or password: fix the one in --redis/);
     expect(r.stderr).not.toContain("unreachable");
     expect(r.stderr).not.toContain(PASSWORD);

@@ -186,7 +186,7 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     const result = await up;
     const out = result.stdout + result.stderr;
     expect(result.exitCode, out).toBe(0);
-    expect(result.stderr).toMatch(/^phase 1: push failed: no reply from Redis \(Command timed out\); sending it again until Redis answers or the drill ends$/m);
+    expect(result.stderr).toMatch(/^phase 1: push failed: no reply from Redis \(Redis at 127\.0\.0\.1:\d+ did not answer within 5s: check whether it is paused \(CLIENT PAUSE, SIGSTOP\) or overloaded\); sending it again until Redis answers or the drill ends$/m);
     expect(result.stderr).toMatch(/^phase 1: Redis answers again; job=\d+ pushed \S+ after its first send$/m);
     expect(result.stderr).not.toMatch(/the drill stops here/);
     const summary = JSON.parse(result.stdout.trim().split("\n").pop()!) as Summary;
@@ -216,7 +216,7 @@ describe.skipIf(skip !== null)("drill up stops when the gate or its Redis dies (
     }
     const out = result.stdout + result.stderr;
     expect(result.exitCode, out).toBe(1);
-    const stop = /^redis: did not answer a push for (\S+) \d+s into the drill: Command timed out; redis-server pid (\d+) is stopped \(state T.*\); the drill stops here$/m.exec(result.stdout);
+    const stop = /^redis: did not answer a push for (\S+) \d+s into the drill: Redis at 127\.0\.0\.1:\d+ did not answer within 5s: check whether it is paused \(CLIENT PAUSE, SIGSTOP\) or overloaded; redis-server pid (\d+) is stopped \(state T.*\); the drill stops here$/m.exec(result.stdout);
     expect(stop, out).not.toBeNull();
     expect(Number(stop![2])).toBe(redis);
     // Timed from the push's first send, not from its timeout (QA: "for 1ms" after ~5 s of silence).

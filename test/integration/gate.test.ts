@@ -137,7 +137,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
     }
     expect(gate.errors.filter((e) => /retrying|watchdog|not retried/.test(e)), gate.errors.join("\n")).toEqual([]);
     expect(gate.errors).toContainEqual(
-      `gate: could not give back ${queue.keys.processing(gate.gateIdForTest)} (no reply in time: redis paused (SIGSTOP?) or overloaded); it holds a job only if the take the stop cut short moved one: another gate recovers it once the heartbeat expires, or rollback drains it`,
+      `gate: could not give back ${queue.keys.processing(gate.gateIdForTest)} (Redis at 127.0.0.1:${server.port} did not answer within 1s: check whether it is paused (CLIENT PAUSE, SIGSTOP) or overloaded); it holds a job only if the take the stop cut short moved one: another gate recovers it once the heartbeat expires, or rollback drains it`,
     );
     // Once it answers, nothing was taken: the stop closed the take's connection (the server drops it,
     // and its BLMOVE, as it wakes; under load a push could otherwise reach it first), and a job pushed now stays ready.
@@ -521,7 +521,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
       expect(gate.errors).toContainEqual(
         `gate: stopping with job=${ids[0]}'s decision unanswered (no reply within 1000 ms of the stop: redis paused (SIGSTOP?) or overloaded): if redis ran it or runs it when it answers, the decision stands (see ${queue.keys.decisions}); else the job goes back with the give-back`,
       );
-      expect(gate.errors).toContainEqual(expect.stringMatching(/^gate: could not give back \S+ \(no reply in time: .*\); another gate recovers it once the heartbeat expires, or rollback drains it$/));
+      expect(gate.errors).toContainEqual(expect.stringMatching(/^gate: could not give back \S+ \(Redis at 127\.0\.0\.1:\d+ did not answer within .*\); another gate recovers it once the heartbeat expires, or rollback drains it$/));
       // The script ran (Redis had it): admitted, recorded, nowhere else.
       const report = await assertNoJobLost(redis, queue.keys.queue, ids);
       expect(report.duplicates).toEqual([]);

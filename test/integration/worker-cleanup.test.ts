@@ -323,7 +323,7 @@ describe("runWorker's stop", () => {
     } finally {
       server.kill("SIGCONT");
     }
-    expect(err).toContainEqual(expect.stringMatching(/^worker d1w: job=d1 finished, but its done record did not reach redis before the stop \(no reply in time: redis paused \(SIGSTOP\?\) or overloaded\)/));
+    expect(err).toContainEqual(expect.stringMatching(/^worker d1w: job=d1 finished, but its done record did not reach redis before the stop \(Redis at 127\.0\.0\.1:\d+ did not answer within \d+m?s: check whether it is paused \(CLIENT PAUSE, SIGSTOP\) or overloaded\)/));
     // Once it answers, the tries that timed out run (a script it has not cached yet is NOSCRIPT, a
     // no-op): the job is on exactly one list, done, back in admitted, or still in the working list
     // that the next worker recovers once this one's heartbeat expires. Never two, never none.
@@ -377,7 +377,7 @@ describe("runWorker's stop", () => {
       server.kill("SIGCONT");
     }
     expect(worker.err).toContainEqual(
-      `worker s1w: could not give back ${wk.queue.working("s1w")} (no reply in time: redis paused (SIGSTOP?) or overloaded); another worker recovers it once ${wk.heartbeat("s1w")} expires, or rollback drains it`,
+      `worker s1w: could not give back ${wk.queue.working("s1w")} (Redis at 127.0.0.1:${server.port} did not answer within 1s: check whether it is paused (CLIENT PAUSE, SIGSTOP) or overloaded); another worker recovers it once ${wk.heartbeat("s1w")} expires, or rollback drains it`,
     );
     // Once it answers, the stopped jobs are where the line says, in the order taken.
     const ids = (await client.lrange(wk.queue.working("s1w"), 0, -1)).map((entry) => (JSON.parse(entry) as { id: string }).id);
@@ -619,6 +619,22 @@ describe("runWorker against a Redis that refuses its writes (an ACL here; a full
     expect(summary.done).toBe(1);
     expect(await client.llen(k.done)).toBe(1);
     expect(await client.exists(k.working("r1"))).toBe(0);
+  });
+});
+
+describe("runWorker refused its worker id's claim", () => {
+  it("stops with the refusal and no word of deregistering: its heartbeat was never written", async () => {
+    await client.call("ACL", "SETUSER", "noclaim", "on", ">pw", "~*", "&*", "+@all", "-evalsha", "-eval");
+    const stopped = new AbortController();
+    const weights: Weights = { pid: 1, file: path.join(weightsDir, "noclaim.weights"), fallback: false, pass: () => Promise.resolve(1), close: () => Promise.resolve() };
+    const err: string[] = [];
+    const run = runWorker(
+      { queue: "noclaim", workerId: "n1", config: { ...defaultWorkerConfig, weightsBytes: 8192 }, weightsDir, maxJobs: null, idleExitMs: null, durationMs: null, json: false },
+      { redisUrl: `redis://noclaim:pw@127.0.0.1:${server.port}`, roots: new HostRoots(), where: "test", out: () => undefined, err: (line) => err.push(line), signal: stopped.signal, startWeights: () => Promise.resolve(weights) },
+    );
+    await expect(run).rejects.toThrow(/NOPERM|can't run this command/);
+    expect(err.join("\n")).not.toMatch(/deregister|give back/);
+    expect(await client.exists(workerKeys("noclaim").heartbeat("n1"))).toBe(0);
   });
 });
 
