@@ -339,6 +339,8 @@ export interface Report {
     p99_deadline_ms: number | null;
     /** p99 over the jobs with a first token of (first token − the job's own deadline): positive = over. */
     p99_over_own_deadline_ms: number | null;
+    /** "p99 against deadline" in one word, as the text says it (p99DeadlineVerdict); null: nothing timed. */
+    p99_deadline_verdict: DeadlineVerdict | null;
     /** Finished late, plus admitted jobs that got no first token before their deadline (late_finished + late_unfinished). */
     late: number;
     late_jobs: string[];
@@ -858,6 +860,47 @@ function roundHours(hours: number): number {
   return hours >= 0.01 ? Math.round(hours * 100) / 100 : Number(hours.toPrecision(2));
 }
 
+export type DeadlineVerdict = "over" | "within";
+
+/** A time against a deadline (positive: past it): `over`, or `within` (on the dot is in time). */
+export const againstDeadline = (overMs: number): DeadlineVerdict => (overMs > 0 ? "over" : "within");
+
+/** "p99 against deadline": the verdict, and what decides it, for the text's words and --format json's p99_deadline_verdict alike. */
+export interface P99DeadlineJudgement {
+  /** null: nothing timed (no first token, none past its deadline waiting for one). */
+  verdict: DeadlineVerdict | null;
+  /** The p99 of the jobs with a first token against the deadline (the smallest, when they differ); null: no p99. */
+  p99: DeadlineVerdict | null;
+  /** Admitted jobs past their deadline still without a first token (not read: 0). */
+  waiting: number;
+  /** The jobs timed: those with a first token, plus the waiting ones (each later than its deadline, if it ever gets one). */
+  timed: number;
+  /**
+   * What decides: the p99 (none waiting); the waiting jobs alone (no job has a
+   * first token); the waiting jobs, more than 1 % of those timed (they put the
+   * p99 past the deadline whatever the others say); the p99, the waiting jobs under 1 %.
+   */
+  by: "p99" | "waiting_only" | "waiting_over_1pct" | "p99_waiting_under_1pct";
+}
+
+/**
+ * Jobs past their deadline still without a first token get it later than the
+ * deadline, if ever: past 1 % of the jobs timed they put the p99 over it
+ * whatever the ones with a token say (QA AD: "within, 1272 ms to spare" beside
+ * 3 of 21 late), and with no token at all the verdict is theirs alone (QA AE:
+ * n/a beside "3 of 3 judged" late). A job whose first token came late is timed
+ * once, among those with one (QA AE: "4 of 6" of 5 jobs).
+ */
+export function p99DeadlineVerdict(ft: { with_first_token: number; waiting_past_deadline: number | null; p99_over_deadline_ms: number | null }): P99DeadlineJudgement {
+  const p99 = ft.p99_over_deadline_ms === null ? null : againstDeadline(ft.p99_over_deadline_ms);
+  const waiting = ft.waiting_past_deadline ?? 0;
+  const timed = ft.with_first_token + waiting;
+  if (waiting === 0) return { verdict: p99, p99, waiting, timed, by: "p99" };
+  if (ft.with_first_token === 0) return { verdict: "over", p99, waiting, timed, by: "waiting_only" };
+  if (waiting * 100 > timed) return { verdict: "over", p99, waiting, timed, by: "waiting_over_1pct" };
+  return { verdict: p99, p99, waiting, timed, by: "p99_waiting_under_1pct" };
+}
+
 /** One job's time is a latency, not a rate (QA: 3308.8/h from the one job of an up stopped 7 s in). */
 export const PACE_MIN_JOBS = 2;
 /**
@@ -1146,26 +1189,31 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     const p99 = percentile(times, 99);
     const deadline = deadlines.length === 0 ? null : { min: Math.min(...deadlines), max: Math.max(...deadlines) };
     const admittedInWindow = events === null ? null : new Set(events.filter((e) => e.reason === "admit").map((e) => e.job));
+    const withFirstToken = times.length;
+    const p99OverDeadline = p99 !== null && deadline !== null ? p99 - deadline.min : null;
+    const waitingPastDeadline = unfinished.read ? unfinished.jobs.filter((u) => u.late && u.firstTokenMs === null).length : null;
     firstToken = {
       admitted: decisions ? (decisions.rows.find((r) => r.reason === "admit")?.count ?? 0) : null,
       finished: done.length,
       finished_admitted_earlier: admittedInWindow === null ? null : done.filter((d) => d.id === null || !admittedInWindow.has(d.id)).length,
       judged: done.length + unfinished.jobs.length,
-      with_first_token: times.length,
+      with_first_token: withFirstToken,
       p50_ms: percentile(times, 50),
       p99_ms: p99,
       max_ms: times.length === 0 ? null : Math.max(...times),
       deadline_ms: deadline,
       // The smallest deadline when they differ (QA: 3 s jobs and one 60 s job read "within, 49378 ms to spare" beside 3 late).
-      p99_over_deadline_ms: p99 !== null && deadline !== null ? p99 - deadline.min : null,
+      p99_over_deadline_ms: p99OverDeadline,
       p99_deadline_ms: deadline?.min ?? null,
       p99_over_own_deadline_ms: percentile(overOwn, 99),
+      // The text's verdict, so a script reads "over" where the text says it (QA: null beside 3 jobs waiting past their deadline).
+      p99_deadline_verdict: p99DeadlineVerdict({ with_first_token: withFirstToken, waiting_past_deadline: waitingPastDeadline, p99_over_deadline_ms: p99OverDeadline }).verdict,
       late: lateIds.length,
       late_jobs: lateIds,
       late_finished: lateFinished.length,
       late_unfinished: unfinished.read ? lateUnfinished.length : null,
       unfinished_with_first_token: unfinished.read ? unfinished.jobs.filter((u) => u.firstTokenMs !== null).length : null,
-      waiting_past_deadline: unfinished.read ? unfinished.jobs.filter((u) => u.late && u.firstTokenMs === null).length : null,
+      waiting_past_deadline: waitingPastDeadline,
       counted: FIRST_TOKEN_COUNTED,
     };
     const noFirstToken = done.filter((d) => d.firstTokenMs === null).length;

@@ -1,7 +1,7 @@
 import type { ChalkInstance } from "chalk";
 import { snakeCaseKeys, type SnakeCased } from "../output.js";
 import { formatBytes, formatDuration } from "../units.js";
-import { byJobId, codeSpan, COST_PROXY_FORMULA, type DrillEndedFacts, type JobCost, type ModeFlip, type Peak, type Report, type RollbackDenyAll, type WorstStall } from "./build.js";
+import { againstDeadline, byJobId, codeSpan, COST_PROXY_FORMULA, p99DeadlineVerdict, type DrillEndedFacts, type JobCost, type ModeFlip, type Peak, type Report, type RollbackDenyAll, type WorstStall } from "./build.js";
 
 /**
  * Three views of one Report: `md` pastes into an incident doc (GitHub tables,
@@ -113,25 +113,24 @@ function sections(r: Report): Section[] {
     out.push({ title: "First token of admitted jobs", before: [`${NA}: ${r.queue}:done could not be read`] });
   } else {
     const deadline = ft.deadline_ms === null ? NA : ft.deadline_ms.min === ft.deadline_ms.max ? ms(ft.deadline_ms.max) : `${ms(ft.deadline_ms.min)} – ${ms(ft.deadline_ms.max)}`;
-    const overBy = (v: number) => (v > 0 ? `over by ${ms(v)}` : `within, ${ms(-v)} to spare`);
+    const overBy = (v: number) => (againstDeadline(v) === "over" ? `over by ${ms(v)}` : `within, ${ms(-v)} to spare`);
     const mixed = ft.deadline_ms !== null && ft.deadline_ms.min !== ft.deadline_ms.max;
+    // The verdict and what decides it: one function for these words and --format json's p99_deadline_verdict.
+    const judged = p99DeadlineVerdict(ft);
     // Mixed deadlines: the smallest one, and each job against its own (a p99 under the longest says nothing of the short jobs).
     const over =
       ft.p99_over_deadline_ms === null ? NA
       : !mixed ? overBy(ft.p99_over_deadline_ms)
-      : `${ft.p99_over_deadline_ms > 0 ? `over the smallest deadline (${ms(ft.p99_deadline_ms)}) by ${ms(ft.p99_over_deadline_ms)}` : `within the smallest deadline (${ms(ft.p99_deadline_ms)}), ${ms(-ft.p99_over_deadline_ms)} to spare`}` +
+      : `${judged.p99 === "over" ? `over the smallest deadline (${ms(ft.p99_deadline_ms)}) by ${ms(ft.p99_over_deadline_ms)}` : `within the smallest deadline (${ms(ft.p99_deadline_ms)}), ${ms(-ft.p99_over_deadline_ms)} to spare`}` +
         `; each job's first token against its own deadline: p99 ${ft.p99_over_own_deadline_ms === null ? NA : overBy(ft.p99_over_own_deadline_ms)}`;
-    // Jobs past their deadline still without a first token get it later than the deadline, if ever: past 1 % of the
-    // jobs timed they put the p99 over it whatever the ones with a token say (QA AD: "within, 1272 ms to spare" beside
-    // 3 of 21 late), and with no token at all the verdict is theirs alone (QA AE: n/a beside "3 of 3 judged" late).
-    // A job whose first token came late is timed once, among those with one (QA AE: "4 of 6" of 5 jobs).
-    const waiting = ft.waiting_past_deadline ?? 0;
-    const timed = ft.with_first_token + waiting;
-    const verdict =
-      waiting === 0 ? over
-      : ft.with_first_token === 0 ? `over: ${waiting} of ${timed} jobs are past their deadline still without a first token`
-      : waiting * 100 > timed ? `over: ${waiting} of ${timed} jobs are past their deadline still without a first token (over 1 %); of the ${ft.with_first_token} with one: ${over}`
-      : `${over} (of the ${ft.with_first_token} with a first token; ${waiting} of ${timed} are past their deadline still without one, under 1 %)`;
+    const { waiting, timed } = judged;
+    const stillWithout = `${waiting} of ${timed} jobs are past their deadline still without a first token`;
+    const verdict = {
+      p99: over,
+      waiting_only: `over: ${stillWithout}`,
+      waiting_over_1pct: `over: ${stillWithout} (over 1 %); of the ${ft.with_first_token} with one: ${over}`,
+      p99_waiting_under_1pct: `${over} (of the ${ft.with_first_token} with a first token; ${waiting} of ${timed} are past their deadline still without one, under 1 %)`,
+    }[judged.by];
     // late_jobs holds the finished-late ids, then the never-got-a-first-token ones: each list goes beside its own count.
     const idList = (ids: string[]) => (ids.length === 0 ? "" : `: ${ids.slice(0, 20).map((id) => `job=${id}`).join(" ")}${ids.length > 20 ? ` … ${ids.length - 20} more` : ""}`);
     const finishedLate = `${ft.late_finished} finished late${idList(ft.late_jobs.slice(0, ft.late_finished))}`;

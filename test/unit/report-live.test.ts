@@ -143,6 +143,36 @@ describe("late jobs and first-token percentiles count every job admitted in the 
   });
 });
 
+// QA: a stopped worker, no admitted job with a first token, 3 past their deadline: the text said "over", the
+// JSON had p99_over_deadline_ms null beside waiting_past_deadline 3, and a script had to work "over" out itself.
+describe("p99_deadline_verdict in --format json says what the text's \"p99 against deadline\" says", () => {
+  const enq = NOW - 60_000;
+  const admit = (job: string): DecisionEvent => ({ id: `${enq}-${job}`, reason: "admit", job, figures: "", tsMs: enq + 100, gate: "g1", attempt: 0 });
+  const waiting = (id: string): JobTiming => ({ id, role: "admitted", enqueueTs: enq, deadlineMs: 8000, firstTokenTs: null });
+  const finished = (id: string, firstTokenMs: number): DoneEntry => ({
+    id, firstTokenMs, deadlineMs: 8000, late: firstTokenMs > 8000, tokensOut: 8, promptTokens: 100, completionTokens: 8, attempt: 0, enqueueTs: enq, firstTokenTs: enq + firstTokenMs, doneTs: enq + firstTokenMs + 100,
+  });
+  const cases: Array<[string, Partial<ReportInputs>, "over" | "within" | null, string]> = [
+    ["a stopped worker: none with a first token, 3 past their deadline", { events: ["1", "2", "3"].map(admit), done: [], unfinished: ["1", "2", "3"].map(waiting), firstTokens: {} }, "over", "over: 3 of 3 jobs are past their deadline"],
+    ["all in time", { events: [admit("1")], done: [finished("1", 900)], unfinished: [], firstTokens: {} }, "within", "within, 7100 ms to spare"],
+    ["late first tokens", { events: [admit("1")], done: [finished("1", 9000)], unfinished: [], firstTokens: {} }, "over", "over by 1000 ms"],
+    ["in time, but one of 2 timed still waits past its deadline", { events: [admit("1"), admit("2")], done: [finished("1", 900)], unfinished: [waiting("2")], firstTokens: {} }, "over", "over: 1 of 2 jobs are past their deadline"],
+    ["nothing timed", { events: [], done: [], unfinished: [], firstTokens: {} }, null, "n/a"],
+  ];
+  for (const [what, given, verdict, text] of cases) {
+    it(`${what}: ${verdict}`, () => {
+      const r = buildReport(inputs(given), NOW, 10 * MIN, { sinceGiven: true });
+      const doc = JSON.parse(renderReport(r, "json", new Chalk({ level: 0 }))) as { first_token: Record<string, unknown> };
+      expect(doc.first_token.p99_deadline_verdict).toBe(verdict);
+      const row = renderReport(r, "text", new Chalk({ level: 0 })).split("\n").find((l) => l.includes("p99 against deadline"))!;
+      expect(row).toMatch(new RegExp(`p99 against deadline\\s+${text.replace(/[()]/g, "\\$&")}`));
+      // Every existing field stays.
+      expect(doc.first_token).toHaveProperty("p99_over_deadline_ms");
+      expect(doc.first_token).toHaveProperty("waiting_past_deadline");
+    });
+  }
+});
+
 describe("rollback's export carries what the late count needs", () => {
   it("reads the drained payloads' times and <q>:first_token", () => {
     const payload = (id: string) => ({ utf8: JSON.stringify({ id, enqueue_ts: 1000, deadline_ms: 8000, prompt_tokens: 10 }) });
