@@ -205,9 +205,11 @@ function sections(r: Report): Section[] {
     title: "Retries and totals",
     header: ["figure", "value"],
     rows: [
-      ["retry_count (stats, whole drill)", int(r.retries.retry_count_total)],
-      ["nacked to a retry host class in window", int(r.retries.nacked_to_retry_in_window)],
-      ["finished after a retry (attempt > 0)", int(r.retries.finished_after_retry)],
+      // Two different counts side by side (QA: pasted into incident notes, they read as one figure disagreeing with itself):
+      // retried jobs this host's worker ran to the end, and jobs this host's gate turned away to run elsewhere.
+      ["retry_count (stats, whole drill: jobs the worker finished on a retry, attempt > 0)", int(r.retries.retry_count_total)],
+      [`nacked to a retry host class in window (the gate's rejects sent on to ${r.queue}:retry:<class>, to run elsewhere)`, int(r.retries.nacked_to_retry_in_window)],
+      ["finished after a retry in window (attempt > 0)", int(r.retries.finished_after_retry)],
       // Stats count every token decoded, runs given back included; the finished records only the runs that finished.
       ["tokens_out (stats: every token decoded, whole drill)", int(t?.tokens_out ?? null)],
       ["tokens_out over the finished records (whole drill)", int(r.tokens_out_split?.finished ?? null)],
