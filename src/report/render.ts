@@ -207,8 +207,8 @@ function sections(r: Report): Section[] {
     rows: [
       // Two different counts side by side (QA: pasted into incident notes, they read as one figure disagreeing with itself):
       // retried jobs this host's worker ran to the end, and jobs this host's gate turned away to run elsewhere.
-      ["retry_count (stats, whole drill: jobs the worker finished on a retry, attempt > 0)", int(r.retries.retry_count_total)],
-      [`nacked to a retry host class in window (the gate's rejects sent on to ${r.queue}:retry:<class>, to run elsewhere)`, int(r.retries.nacked_to_retry_in_window)],
+      ["retry_count (stats, whole drill: retried jobs the worker finished)", int(r.retries.retry_count_total)],
+      [`nacked to a retry host class in window (gate rejects sent to ${r.queue}:retry:<class>)`, int(r.retries.nacked_to_retry_in_window)],
       ["finished after a retry in window (attempt > 0)", int(r.retries.finished_after_retry)],
       // Stats count every token decoded, runs given back included; the finished records only the runs that finished.
       ["tokens_out (stats: every token decoded, whole drill)", int(t?.tokens_out ?? null)],
