@@ -5,7 +5,7 @@ import { parseSeq } from "../queue/seq.js";
 import { redactUrl } from "../queue/redis.js";
 import { formatRejectEvent } from "../sampler/rejects.js";
 import { counterRise, parseCount } from "../util/counters.js";
-import type { OomKillReading } from "../drill/state.js";
+import type { DrillEnded, OomKillReading } from "../drill/state.js";
 import { streamIdAtMost, streamIdMs, type CgroupNow, type DecisionEvent, type DoneEntry, type EventStreamExtent, type JobTiming, type ReportInputs, type WatchSample } from "./inputs.js";
 import { EVENTS_MAXLEN } from "../queue/scripts.js";
 
@@ -62,6 +62,10 @@ export interface DrillEndedFacts {
    */
   other_jobs: number | null;
   other_job_ids: string[];
+  /** Why pushed and not_packed are null, as the `ended:` line says it (n/a, never dropped); null: they are known. */
+  packed_unknown: string | null;
+  /** Why other_jobs is null, as the `ended:` line says it; null: known, or the report's queue is not the run's (nothing to tell apart). */
+  other_jobs_unknown: string | null;
   /** A rollback of the run, when one ran: the first one (it took the drill over), whatever ran after it. */
   rolled_back_at: string | null;
   /** When the run's first rollback started (it recorded at rolled_back_at, or has not finished); null: no rollback started. */
@@ -95,7 +99,10 @@ export function codeSpan(text: string): string {
   return longest === 0 ? `${fence}${text}${fence}` : `${fence} ${text} ${fence}`;
 }
 
-function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>, notUps: (pushedIds: readonly string[] | undefined) => string[] | null): DrillEndedFacts | null {
+/** Which jobs decided on the run's queue up did not push: their ids, or why that is not known; null: the report is not on the run's queue. */
+type NotUps = (pushedIds: readonly string[] | undefined) => { ids: string[] } | { unknown: string } | null;
+
+function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>, notUps: NotUps): DrillEndedFacts | null {
   // "N s into the drill" as up says it: from the schedule's clock start (gate and worker ready). A run
   // that stopped before it (or one recorded before up waited for readiness) says when, not how far in.
   const startedAt = drill.scheduleStartedAt ?? null;
@@ -112,38 +119,59 @@ function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>, notUps: (pus
     takeover !== null
       ? { unfinished: `a rollback started at ${takeover} has not finished (still running, or interrupted): ${codeSpan(drill.rollbackCommand ?? `drill rollback --name ${drill.name}`)} again finishes it` }
       : {};
-  const others = (pushedIds: readonly string[] | undefined) => {
-    const ids = notUps(pushedIds);
-    return { other_jobs: ids?.length ?? null, other_job_ids: ids ?? [] };
+  // up's counts of what it packed, and the jobs it did not: each known, or n/a with why (QA: an up-ended.json not
+  // taken dropped them from the ended: line without a word).
+  const packing = (counts: DrillEnded | null, whyNone = "up died without recording it") => {
+    const packedUnknown = counts === null ? whyNone : counts.pushed === null || counts.notPacked === null ? "up did not count them" : null;
+    const others = notUps(counts?.pushedIds);
+    const ids = others !== null && "ids" in others ? others.ids : null;
+    return {
+      pushed: counts?.pushed ?? null,
+      not_packed: counts?.notPacked ?? null,
+      unanswered_pushes: counts?.unansweredPushes ?? null,
+      skipped_jobs: counts?.skippedJobs ?? null,
+      other_jobs: ids?.length ?? null,
+      other_job_ids: ids ?? [],
+      packed_unknown: packedUnknown,
+      // Without up's record, its ids are not known for the same reason as its counts.
+      other_jobs_unknown: others === null || "ids" in others ? null : counts === null ? whyNone : others.unknown,
+    };
   };
-  const noOthers = { other_jobs: null, other_job_ids: [] };
   const ended = drill.ended ?? null;
   if (ended) {
-    return { verdict: ended.verdict, reason: ended.reason, at: ended.at, after_ms: after(ended.at), pushed: ended.pushed, not_packed: ended.notPacked, unanswered_pushes: ended.unansweredPushes ?? null, skipped_jobs: ended.skippedJobs ?? null, ...others(ended.pushedIds), ...rollbacks, ...unfinished };
+    return { verdict: ended.verdict, reason: ended.reason, at: ended.at, after_ms: after(ended.at), ...packing(ended), ...rollbacks, ...unfinished };
   }
   // No verdict from up, and a rollback: it stopped up mid-drill (or up had died).
   if (rollbackAt !== null) {
     // up wrote what it had packed beside its logs as the rollback stopped it.
-    const counts = drill.upEndedAtRollback ?? null;
+    const whyNone = drill.upEndedNotTaken
+      ? "its end record was not taken: see notes"
+      : "up wrote no end record as the rollback stopped it: gone by then, or an older drill";
     return {
       verdict: "rolled_back",
       reason: "a rollback took the drill over before up recorded an end",
       at: rollbackAt,
       after_ms: after(rollbackAt),
-      pushed: counts?.pushed ?? null,
-      not_packed: counts?.notPacked ?? null,
-      unanswered_pushes: counts?.unansweredPushes ?? null,
-      skipped_jobs: counts?.skippedJobs ?? null,
-      ...others(counts?.pushedIds),
+      ...packing(drill.upEndedAtRollback ?? null, whyNone),
       ...rollbacks,
     };
   }
   if (takeover !== null) {
-    return { verdict: "rolling_back", reason: "a rollback took the drill over before up recorded an end", at: takeover, after_ms: after(takeover), pushed: null, not_packed: null, unanswered_pushes: null, skipped_jobs: null, ...noOthers, ...rollbacks, ...unfinished };
+    return { verdict: "rolling_back", reason: "a rollback took the drill over before up recorded an end", at: takeover, after_ms: after(takeover), ...packing(null, "read once the rollback finishes"), ...rollbacks, ...unfinished };
   }
   // Still "running" on disk with its up gone: the packer died mid-drill (SIGKILL, a reboot); when is not known.
   if (drill.upGone) {
-    return { verdict: "up_gone", reason: `drill up (pid ${drill.upGone.pid}) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback`, at: null, after_ms: null, pushed: null, not_packed: null, unanswered_pushes: null, skipped_jobs: null, ...noOthers, rolled_back_at: null, rollback_started_at: null, last_rollback_at: null, redrains: [] };
+    return {
+      verdict: "up_gone",
+      reason: `drill up (pid ${drill.upGone.pid}) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback`,
+      at: null,
+      after_ms: null,
+      ...packing(null),
+      rolled_back_at: null,
+      rollback_started_at: null,
+      last_rollback_at: null,
+      redrains: [],
+    };
   }
   return null;
 }
@@ -831,14 +859,16 @@ function outsideWindowNote(inputs: ReportInputs, runStartMs: number, fromMs: num
  * not among up's pushes, by job id: what arrived besides up's packing (a
  * hand-run `drill pack`, another producer). null: the pushes or the stream unknown.
  */
-function jobsNotPushedBy(pushedIds: readonly string[] | undefined, events: readonly DecisionEvent[] | null, runStartMs: number, untilMs: number): string[] | null {
-  if (pushedIds === undefined || events === null || !Number.isFinite(runStartMs)) return null;
+function jobsNotPushedBy(pushedIds: readonly string[] | undefined, events: readonly DecisionEvent[] | null, runStartMs: number, untilMs: number): { ids: string[] } | { unknown: string } {
+  if (pushedIds === undefined) return { unknown: "up recorded no pushed ids: an older drill" };
+  if (events === null) return { unknown: "the decision stream was not read" };
+  if (!Number.isFinite(runStartMs)) return { unknown: "the run's start is not recorded" };
   const ups = new Set(pushedIds);
   const others = new Set<string>();
   for (const e of events) {
     if (isDecisionReason(e.reason) && e.job !== "" && e.tsMs !== null && e.tsMs >= runStartMs && e.tsMs <= untilMs && !ups.has(e.job)) others.add(e.job);
   }
-  return [...others].sort((a, b) => byJobId({ job: a }, { job: b }));
+  return { ids: [...others].sort((a, b) => byJobId({ job: a }, { job: b })) };
 }
 
 export function doneTime(d: DoneEntry): number | null {

@@ -380,16 +380,19 @@ export function endedText(e: DrillEndedFacts): string {
     unanswered === 0 ? ""
     : unanswered === 1 ? " (1 of them got no reply to its push: queued under the next id if Redis ran it)"
     : ` (${unanswered} of them got no reply to their pushes: each queued under the next id if Redis ran it)`;
-  // QA AD: "all 0 jobs packed" for a drill that packs none.
+  // QA AD: "all 0 jobs packed" for a drill that packs none. Counts not known are said so, with why (QA: dropped without a word).
   const packed =
-    total === null ? ""
+    total === null ? `; what up packed n/a (${e.packed_unknown ?? "not recorded"})`
     : e.not_packed! > 0 ? `; ${e.not_packed} of ${total} job${total === 1 ? "" : "s"} not packed${maybe}`
     : total === 0 ? "; no job packed"
     : total === 1 ? "; its one job packed"
     : `; all ${total} jobs packed`;
   // QA: "all 9 jobs packed" beside 11 decisions and 11 ids: jobs pushed by hand during the drill are said apart.
+  // Not known: n/a with why (with up's counts, "what up packed", when those are not known either); nothing to tell
+  // apart where the report's queue is not the run's.
   const others =
-    e.other_jobs === null || e.other_jobs === undefined || e.other_jobs === 0 ? ""
+    e.other_jobs_unknown ? (total === null ? "" : `; jobs decided during the run that up did not pack n/a (${e.other_jobs_unknown})`)
+    : e.other_jobs === null || e.other_jobs === undefined || e.other_jobs === 0 ? ""
     : `; ${e.other_jobs} more job(s) decided on the queue during the run that up did not pack (${jobList(e.other_job_ids)}: pushed by hand or by another producer; in the figures below)`;
   // QA: "all 12 jobs packed" beside phases the drill's --duration skipped, whose jobs it never counted.
   const skipped = e.skipped_jobs === null || e.skipped_jobs === undefined || e.skipped_jobs === 0 ? "" : `; ${e.skipped_jobs} more in phases past the drill's end, skipped`;

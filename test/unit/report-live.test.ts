@@ -265,7 +265,12 @@ describe("the header says how the drill ended (M3)", () => {
     const { skippedJobs: _older, ...older } = short;
     expect(endedText(buildReport(inputs({ drill: drillWith({ ended: older }) }), NOW, 10 * MIN).drill!.ended!)).toBe("ended: ran — ran to its end (120 s); all 2 jobs packed");
     const rolled = buildReport(inputs({ drill: drillWith({ phase: "complete", ended: null, rollbackAt: new Date(NOW - 4 * MIN).toISOString() }) }), NOW, 10 * MIN);
-    expect(endedText(rolled.drill!.ended!)).toBe("ended: rolled_back — a rollback took the drill over before up recorded an end 60 s into the drill");
+    // Without up's end record, what it packed is not known: said n/a, with why (QA: dropped without a word).
+    expect(endedText(rolled.drill!.ended!)).toBe("ended: rolled_back — a rollback took the drill over before up recorded an end 60 s into the drill; what up packed n/a (up wrote no end record as the rollback stopped it: gone by then, or an older drill)");
+    // QA: an up-ended.json not taken (a note says why) dropped what up packed, and the jobs it did not, without a word.
+    const notTaken = buildReport(inputs({ drill: drillWith({ phase: "complete", ended: null, rollbackAt: new Date(NOW - 4 * MIN).toISOString(), upEndedNotTaken: true }) }), NOW, 10 * MIN);
+    expect(notTaken.drill!.ended).toMatchObject({ pushed: null, not_packed: null, other_jobs: null, packed_unknown: "its end record was not taken: see notes", other_jobs_unknown: "its end record was not taken: see notes" });
+    expect(endedText(notTaken.drill!.ended!)).toBe("ended: rolled_back — a rollback took the drill over before up recorded an end 60 s into the drill; what up packed n/a (its end record was not taken: see notes)");
     expect(buildReport(inputs({ drill: drillWith({ phase: "running" }) }), NOW, 10 * MIN).drill!.ended).toBeNull();
   });
 
@@ -287,11 +292,15 @@ describe("the header says how the drill ended (M3)", () => {
     expect(renderReport(r, "text", new Chalk({ level: 0 }))).toContain(line);
     expect(renderReport(r, "md", new Chalk({ level: 0 }))).toContain(line);
     expect((JSON.parse(renderReport(r, "json", new Chalk({ level: 0 }))) as { drill: { ended: Record<string, unknown> } }).drill.ended).toMatchObject({ other_jobs: 2, other_job_ids: ["4", "5"] });
-    // A state written before up recorded its ids: not known, nothing said.
+    // A state written before up recorded its ids: not known, said n/a with why (not dropped).
     const { pushedIds: _ids, ...older } = ended;
     const old = buildReport(inputs({ events, drill: drillWith({ ended: older }) }), NOW, 10 * MIN);
-    expect(old.drill!.ended).toMatchObject({ other_jobs: null, other_job_ids: [] });
-    expect(endedText(old.drill!.ended!)).toBe("ended: ran — ran to its end (120 s); all 3 jobs packed");
+    expect(old.drill!.ended).toMatchObject({ other_jobs: null, other_job_ids: [], other_jobs_unknown: "up recorded no pushed ids: an older drill", packed_unknown: null });
+    expect(endedText(old.drill!.ended!)).toBe("ended: ran — ran to its end (120 s); all 3 jobs packed; jobs decided during the run that up did not pack n/a (up recorded no pushed ids: an older drill)");
+    // Another queue than the run's (report --queue): nothing of up's to tell apart, nothing said.
+    const otherQueue = buildReport(inputs({ events, queue: "other", drill: drillWith({ ended: older, queue: "jobs" }) }), NOW, 10 * MIN);
+    expect(otherQueue.drill!.ended).toMatchObject({ other_jobs: null, other_jobs_unknown: null });
+    expect(endedText(otherQueue.drill!.ended!)).toBe("ended: ran — ran to its end (120 s); all 3 jobs packed");
   });
 
   // QA: a push whose reply was lost ran once Redis woke: "22 of 33 jobs not packed" beside 12 ids issued (12 + 22 = 34).
@@ -318,7 +327,7 @@ describe("the header says how the drill ended (M3)", () => {
     const r = buildReport(inputs({ drill: drillWith({ phase: "rolling_back", ended: null, rollbackStartedAt: takeover }) }), NOW, 10 * MIN);
     expect(r.drill!.ended).toMatchObject({ verdict: "rolling_back", at: takeover, after_ms: 60_000 });
     expect(endedText(r.drill!.ended!)).toBe(
-      `ended: rolling_back — a rollback took the drill over before up recorded an end 60 s into the drill; a rollback started at ${takeover} has not finished (still running, or interrupted): \`drill rollback --name smoke\` again finishes it`,
+      `ended: rolling_back — a rollback took the drill over before up recorded an end 60 s into the drill; what up packed n/a (read once the rollback finishes); a rollback started at ${takeover} has not finished (still running, or interrupted): \`drill rollback --name smoke\` again finishes it`,
     );
     expect(r.window.anchored).toBe("run_end");
     // up had recorded its end: its verdict stands, and the unfinished rollback is said after it.
@@ -339,7 +348,7 @@ describe("the header says how the drill ended (M3)", () => {
   it("up gone without an end recorded: said, in place of nothing", () => {
     const gone = buildReport(inputs({ drill: drillWith({ phase: "running", upGone: { pid: 4242 } }) }), NOW, 10 * MIN).drill!.ended!;
     expect(endedText(gone)).toBe(
-      "ended: up_gone — drill up (pid 4242) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback",
+      "ended: up_gone — drill up (pid 4242) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback; what up packed n/a (up died without recording it)",
     );
   });
 });
