@@ -359,7 +359,10 @@ function probeTcp(url: string, timeoutMs: number): Promise<void> {
       else resolve();
     };
     socket.setTimeout(timeoutMs, () => done(new Error(`no answer on ${host}:${port} within ${timeoutMs} ms`)));
-    socket.once("error", (err) => done(new Error(`${host}:${port}: ${(err as NodeJS.ErrnoException).code ?? err.message}`)));
+    socket.once("error", (err) => {
+      const code = (err as NodeJS.ErrnoException).code;
+      done(Object.assign(new Error(`${host}:${port}: ${code ?? err.message}`), { code }));
+    });
     socket.once("connect", () => done(null));
   });
 }
@@ -476,7 +479,9 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
               options.onRevived?.("starting");
               let restarted;
               try {
-                restarted = await reviveEmbeddedRedis(options.roots ?? new HostRoots(), dir!, aofDir, "report");
+                // On its recorded port when nothing listens there (its own exited): see reviveEmbeddedRedis.
+                const freed = (err as NodeJS.ErrnoException).code === "ECONNREFUSED" ? state.redis.embedded.port : undefined;
+                restarted = await reviveEmbeddedRedis(options.roots ?? new HostRoots(), dir!, aofDir, "report", freed);
               } catch (startErr) {
                 options.onRevived?.(null);
                 throw startErr;
