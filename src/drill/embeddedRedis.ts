@@ -227,18 +227,24 @@ const REVIVED_LIFETIME_MS = 2 * 60_000;
  * A stopped embedded Redis started again on its AOF dir for one reader
  * (`drill report` after the server exited by itself at the drill's duration
  * plus 5 minutes). Holds the drill's rollback lock until `stop`: two servers
- * on one AOF dir would corrupt it.
+ * on one AOF dir would corrupt it. The reader stops it (`stop`, also when a
+ * signal stops the reader), as rollback does the one it restarts
+ * (callerStops): under `timeout` where coreutils is on PATH, else bare (QA:
+ * report failed without it). `port`: the one state.json records, when free:
+ * a server a SIGKILLed reader leaves is where the next report and rollback
+ * look for the drill's Redis, and rollback stops it.
  */
 export async function reviveEmbeddedRedis(
   roots: HostRoots,
   drillDir: string,
   redisDir: string,
   holder: string,
+  port?: number,
 ): Promise<{ server: EmbeddedRedis; stop: () => Promise<void> }> {
   requireRestartable(roots, redisDir);
   const lock = acquireDrillLock(drillDir, "rollback", holder);
   try {
-    const server = await startEmbeddedRedis({ dir: redisDir, lifetimeMs: REVIVED_LIFETIME_MS });
+    const server = await startEmbeddedRedis({ dir: redisDir, port, lifetimeMs: REVIVED_LIFETIME_MS, callerStops: true });
     const stat = readProcessStat(roots, server.pid);
     // Once, whoever asks first: the reader's end, or the signal that stops the reader (report).
     let stopping: Promise<void> | null = null;

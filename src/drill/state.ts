@@ -6,6 +6,7 @@ import { redactUrl, shellWord } from "../context.js";
 import type { HostRoots, Reading } from "../host/kernelFile.js";
 import { isSameProcess } from "../host/process.js";
 import { ForeignRecordError, readOwnRecord, recordReadError } from "../util/ownFiles.js";
+import { shownValue } from "../util/shownValue.js";
 
 /**
  * `<state-dir>/<name>/state.json`: what `drill up` intends and what exists.
@@ -209,7 +210,11 @@ export function readUpEnded(runDirPath: string): Reading<DrillEnded | null> {
   return typeof ended === "string" ? { ok: false, file, reason: `${file} is not up's end record (${ended}); move it aside` } : { ok: true, value: ended };
 }
 
-/** An end record as up writes it (writeUpEnded), or why the text is not one. */
+/**
+ * An end record as up writes it (writeUpEnded), or why the text is not one:
+ * each field it refuses, named with what was found there (QA: "no verdict
+ * and at" for a verdict up never writes, "is not a count" for a missing count).
+ */
 function parseUpEnded(text: string): DrillEnded | string {
   let ended: unknown;
   try {
@@ -219,14 +224,20 @@ function parseUpEnded(text: string): DrillEnded | string {
   }
   if (ended === null || typeof ended !== "object" || Array.isArray(ended)) return "not a JSON object";
   const record = ended as Record<keyof DrillEnded, unknown>;
-  if (!ENDED_VERDICTS.includes(record.verdict as DrillEnded["verdict"]) || typeof record.at !== "string" || !Number.isFinite(Date.parse(record.at))) return "no verdict and at";
+  const problems: string[] = [];
+  /** A field refused: missing (where it must be there), else what it holds and what it should. */
+  const refuse = (field: keyof DrillEnded, should: string) =>
+    problems.push(record[field] === undefined ? `\`${field}\` is missing` : `\`${field}\` is ${shownValue(record[field])}, ${should}`);
+  if (!ENDED_VERDICTS.includes(record.verdict as DrillEnded["verdict"])) refuse("verdict", `not one up writes (${ENDED_VERDICTS.join(", ")})`);
+  if (typeof record.at !== "string" || !Number.isFinite(Date.parse(record.at))) refuse("at", "not a time");
   // Its counts are printed as they stand (QA AE: "pushed":"lots","notPacked":-3 read "all lots-3 jobs packed").
   const count = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 0;
-  for (const field of ["pushed", "notPacked"] as const) if (record[field] !== null && !count(record[field])) return `${field} is not a count`;
-  for (const field of ["unansweredPushes", "skippedJobs"] as const) if (record[field] !== undefined && !count(record[field])) return `${field} is not a count`;
-  if (record.reason !== null && record.reason !== undefined && typeof record.reason !== "string") return "reason is not text";
-  if (record.pushedIds !== undefined && !(Array.isArray(record.pushedIds) && record.pushedIds.every((id) => typeof id === "string"))) return "pushedIds is not a list of ids";
-  return ended as DrillEnded;
+  // up writes null where it did not count; an older up wrote no unansweredPushes, skippedJobs or pushedIds.
+  for (const field of ["pushed", "notPacked"] as const) if (record[field] !== null && !count(record[field])) refuse(field, "not a count");
+  for (const field of ["unansweredPushes", "skippedJobs"] as const) if (record[field] !== undefined && !count(record[field])) refuse(field, "not a count");
+  if (record.reason !== null && record.reason !== undefined && typeof record.reason !== "string") refuse("reason", "not text");
+  if (record.pushedIds !== undefined && !(Array.isArray(record.pushedIds) && record.pushedIds.every((id) => typeof id === "string"))) refuse("pushedIds", "not a list of ids");
+  return problems.length > 0 ? problems.join("; ") : (ended as DrillEnded);
 }
 
 /** ForeignRecordError when drill cannot have written it: a rollback must not stop, remove or unlink on its word. */

@@ -6,7 +6,7 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { checkDecisionRecord, checkUnheardDecision } from "../queue/decisionRecord.js";
 import { decodeJob, type Job } from "../queue/job.js";
 import { gateModeOf, modeValueField, modeWarning, type StoredMode } from "../queue/mode.js";
-import { DrillQueue, rejectDeadReason, type DeadGatesRecovery, type RejectRoute, type StoredOutcome } from "../queue/queue.js";
+import { DrillQueue, rejectRoute, type DeadGatesRecovery, type RejectRoute, type StoredOutcome } from "../queue/queue.js";
 import { BlockingMover, closeRedis, connectRedis, emptyTakeAnsweredAt, hurryOnStop, redactUrl, redisErrorText, WatchdogTimeout } from "../queue/redis.js";
 import { unansweredGiveBackLine, type Holding } from "../queue/giveBack.js";
 import { decideAdmission, decisionFigures, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
@@ -427,8 +427,7 @@ async function dryRunPass(
     const modeNote = decision.kind === "reject_host_pressure" && decision.trigger === "reject_all" && modeField !== null ? ` ${modeField}` : "";
     records.set(job.id, { fingerprint, attempt: String(job.attempt), kind: decision.kind, figures: decisionFigures(decision) + modeNote });
     // Where the reject would send it, as queue.reject routes it.
-    const route: RejectRoute | null =
-      decision.kind === "admit" ? null : rejectDeadReason(job, decision.kind, { retryHostClass: options.retryHostClass, retryBudget: options.retryBudget }) === null ? "retry" : "dead";
+    const route: RejectRoute | null = decision.kind === "admit" ? null : rejectRoute(job, options);
     record(summary, decision.kind);
     emit(options, deps, { ...decisionJson(decision, job, options.gateId, route), ...modeJson(modeNote) }, decisionLine(decision, job, modeNote, route));
   }
@@ -495,6 +494,11 @@ function emitStored(options: GateOptions, deps: GateDeps, summary: GateSummary, 
  * A decision read back from the job's record, not made now: a redelivery
  * (the stored decision re-applied) or one whose reply was lost. Its line is
  * the record's, flagged; its JSON has a fresh decision's typed fields.
+ * A reject whose reply was lost went where this gate sent it (rejectRoute:
+ * this job, this attempt, this gate's retry options), said as a fresh
+ * reject's ` route=` is. A redelivered copy has none: it is dropped, and the
+ * route was its first delivery's, said on that one's line (the record keeps
+ * no route, and another gate, with other retry options, may have decided it).
  */
 function emitStoredDecision(
   options: GateOptions,
@@ -505,11 +509,12 @@ function emitStoredDecision(
   flag: "redelivery" | "reply_lost",
 ): void {
   record(summary, flag === "redelivery" ? "redelivery" : stored.storedKind);
+  const route = flag === "reply_lost" && stored.storedKind.startsWith("reject_") ? rejectRoute(job, options) : null;
   emit(
     options,
     deps,
-    { event: "decision", decision: stored.storedKind, job: job.id, attempt: job.attempt, gate: options.gateId, ...figuresJson(stored.storedFigures), [flag]: true },
-    `${stored.storedKind} job=${job.id} ${stored.storedFigures} ${flag}=1`,
+    { event: "decision", decision: stored.storedKind, job: job.id, attempt: job.attempt, gate: options.gateId, ...figuresJson(stored.storedFigures), ...(route === null ? {} : { route }), [flag]: true },
+    `${stored.storedKind} job=${job.id} ${stored.storedFigures}${route === null ? "" : ` route=${route}`} ${flag}=1`,
   );
 }
 

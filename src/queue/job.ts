@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { MAX_DURATION_MS } from "../units.js";
+import { shownValue } from "../util/shownValue.js";
 
 /** A payload over this is a bad payload, before it is parsed. */
 export const MAX_PAYLOAD_BYTES = 64 * 1024;
@@ -101,12 +102,6 @@ export function jobProblems(value: Record<string, unknown>): JobProblem[] {
     if (message !== null) problems.push({ field, message });
   }
   return problems;
-}
-
-function shownValue(value: unknown): string {
-  if (typeof value === "string") return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
-  if (typeof value === "number") return String(value);
-  return value === null ? "null" : Array.isArray(value) ? "a list" : typeof value === "object" ? "an object" : typeof value;
 }
 
 export type DecodedJob =

@@ -248,9 +248,24 @@ export interface DeadGatesRecovery {
  * past the retry budget, or already on the class it would be retried on (a
  * nack never goes back to where it was rejected).
  */
-export function rejectDeadReason(job: Job, kind: RejectKind, route: { retryHostClass: string; retryBudget: number }): string | null {
-  if (job.attempt + 1 > route.retryBudget) return `retry_budget_exceeded budget=${route.retryBudget} last=${kind}`;
-  if (job.host_class === route.retryHostClass) return `retry_same_host_class host_class=${job.host_class} last=${kind}`;
+function rejectDeadReason(job: Job, kind: RejectKind, route: RetryRouting): string | null {
+  const cause = deadCause(job, route);
+  return cause === null ? null : `${cause} last=${kind}`;
+}
+
+/** Where queue.reject sends a reject of this job (whatever its kind): what the gate's dry run and a decision whose reply was lost say. */
+export function rejectRoute(job: Job, route: RetryRouting): RejectRoute {
+  return deadCause(job, route) === null ? "retry" : "dead";
+}
+
+export interface RetryRouting {
+  retryHostClass: string;
+  retryBudget: number;
+}
+
+function deadCause(job: Job, route: RetryRouting): string | null {
+  if (job.attempt + 1 > route.retryBudget) return `retry_budget_exceeded budget=${route.retryBudget}`;
+  if (job.host_class === route.retryHostClass) return `retry_same_host_class host_class=${job.host_class}`;
   return null;
 }
 

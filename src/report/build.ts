@@ -5,7 +5,7 @@ import { parseSeq } from "../queue/seq.js";
 import { redactUrl } from "../queue/redis.js";
 import { formatRejectEvent } from "../sampler/rejects.js";
 import { counterRise, parseCount } from "../util/counters.js";
-import type { OomKillReading } from "../drill/state.js";
+import type { DrillEnded, OomKillReading } from "../drill/state.js";
 import { streamIdAtMost, streamIdMs, type CgroupNow, type DecisionEvent, type DoneEntry, type EventStreamExtent, type JobTiming, type ReportInputs, type WatchSample } from "./inputs.js";
 import { EVENTS_MAXLEN } from "../queue/scripts.js";
 
@@ -62,6 +62,10 @@ export interface DrillEndedFacts {
    */
   other_jobs: number | null;
   other_job_ids: string[];
+  /** Why pushed and not_packed are null, as the `ended:` line says it (n/a, never dropped); null: they are known. */
+  packed_unknown: string | null;
+  /** Why other_jobs is null, as the `ended:` line says it; null: known, or the report's queue is not the run's (nothing to tell apart). */
+  other_jobs_unknown: string | null;
   /** A rollback of the run, when one ran: the first one (it took the drill over), whatever ran after it. */
   rolled_back_at: string | null;
   /** When the run's first rollback started (it recorded at rolled_back_at, or has not finished); null: no rollback started. */
@@ -95,7 +99,10 @@ export function codeSpan(text: string): string {
   return longest === 0 ? `${fence}${text}${fence}` : `${fence} ${text} ${fence}`;
 }
 
-function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>, notUps: (pushedIds: readonly string[] | undefined) => string[] | null): DrillEndedFacts | null {
+/** Which jobs decided on the run's queue up did not push: their ids, or why that is not known; null: the report is not on the run's queue. */
+type NotUps = (pushedIds: readonly string[] | undefined) => { ids: string[] } | { unknown: string } | null;
+
+function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>, notUps: NotUps): DrillEndedFacts | null {
   // "N s into the drill" as up says it: from the schedule's clock start (gate and worker ready). A run
   // that stopped before it (or one recorded before up waited for readiness) says when, not how far in.
   const startedAt = drill.scheduleStartedAt ?? null;
@@ -112,38 +119,59 @@ function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>, notUps: (pus
     takeover !== null
       ? { unfinished: `a rollback started at ${takeover} has not finished (still running, or interrupted): ${codeSpan(drill.rollbackCommand ?? `drill rollback --name ${drill.name}`)} again finishes it` }
       : {};
-  const others = (pushedIds: readonly string[] | undefined) => {
-    const ids = notUps(pushedIds);
-    return { other_jobs: ids?.length ?? null, other_job_ids: ids ?? [] };
+  // up's counts of what it packed, and the jobs it did not: each known, or n/a with why (QA: an up-ended.json not
+  // taken dropped them from the ended: line without a word).
+  const packing = (counts: DrillEnded | null, whyNone = "up died without recording it") => {
+    const packedUnknown = counts === null ? whyNone : counts.pushed === null || counts.notPacked === null ? "up did not count them" : null;
+    const others = notUps(counts?.pushedIds);
+    const ids = others !== null && "ids" in others ? others.ids : null;
+    return {
+      pushed: counts?.pushed ?? null,
+      not_packed: counts?.notPacked ?? null,
+      unanswered_pushes: counts?.unansweredPushes ?? null,
+      skipped_jobs: counts?.skippedJobs ?? null,
+      other_jobs: ids?.length ?? null,
+      other_job_ids: ids ?? [],
+      packed_unknown: packedUnknown,
+      // Without up's record, its ids are not known for the same reason as its counts.
+      other_jobs_unknown: others === null || "ids" in others ? null : counts === null ? whyNone : others.unknown,
+    };
   };
-  const noOthers = { other_jobs: null, other_job_ids: [] };
   const ended = drill.ended ?? null;
   if (ended) {
-    return { verdict: ended.verdict, reason: ended.reason, at: ended.at, after_ms: after(ended.at), pushed: ended.pushed, not_packed: ended.notPacked, unanswered_pushes: ended.unansweredPushes ?? null, skipped_jobs: ended.skippedJobs ?? null, ...others(ended.pushedIds), ...rollbacks, ...unfinished };
+    return { verdict: ended.verdict, reason: ended.reason, at: ended.at, after_ms: after(ended.at), ...packing(ended), ...rollbacks, ...unfinished };
   }
   // No verdict from up, and a rollback: it stopped up mid-drill (or up had died).
   if (rollbackAt !== null) {
     // up wrote what it had packed beside its logs as the rollback stopped it.
-    const counts = drill.upEndedAtRollback ?? null;
+    const whyNone = drill.upEndedNotTaken
+      ? "its end record was not taken: see notes"
+      : "up wrote no end record as the rollback stopped it: gone by then, or an older drill";
     return {
       verdict: "rolled_back",
       reason: "a rollback took the drill over before up recorded an end",
       at: rollbackAt,
       after_ms: after(rollbackAt),
-      pushed: counts?.pushed ?? null,
-      not_packed: counts?.notPacked ?? null,
-      unanswered_pushes: counts?.unansweredPushes ?? null,
-      skipped_jobs: counts?.skippedJobs ?? null,
-      ...others(counts?.pushedIds),
+      ...packing(drill.upEndedAtRollback ?? null, whyNone),
       ...rollbacks,
     };
   }
   if (takeover !== null) {
-    return { verdict: "rolling_back", reason: "a rollback took the drill over before up recorded an end", at: takeover, after_ms: after(takeover), pushed: null, not_packed: null, unanswered_pushes: null, skipped_jobs: null, ...noOthers, ...rollbacks, ...unfinished };
+    return { verdict: "rolling_back", reason: "a rollback took the drill over before up recorded an end", at: takeover, after_ms: after(takeover), ...packing(null, "read once the rollback finishes"), ...rollbacks, ...unfinished };
   }
   // Still "running" on disk with its up gone: the packer died mid-drill (SIGKILL, a reboot); when is not known.
   if (drill.upGone) {
-    return { verdict: "up_gone", reason: `drill up (pid ${drill.upGone.pid}) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback`, at: null, after_ms: null, pushed: null, not_packed: null, unanswered_pushes: null, skipped_jobs: null, ...noOthers, rolled_back_at: null, rollback_started_at: null, last_rollback_at: null, redrains: [] };
+    return {
+      verdict: "up_gone",
+      reason: `drill up (pid ${drill.upGone.pid}) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback`,
+      at: null,
+      after_ms: null,
+      ...packing(null),
+      rolled_back_at: null,
+      rollback_started_at: null,
+      last_rollback_at: null,
+      redrains: [],
+    };
   }
   return null;
 }
@@ -339,6 +367,8 @@ export interface Report {
     p99_deadline_ms: number | null;
     /** p99 over the jobs with a first token of (first token − the job's own deadline): positive = over. */
     p99_over_own_deadline_ms: number | null;
+    /** "p99 against deadline" in one word, as the text says it (p99DeadlineVerdict); null: nothing timed. */
+    p99_deadline_verdict: DeadlineVerdict | null;
     /** Finished late, plus admitted jobs that got no first token before their deadline (late_finished + late_unfinished). */
     late: number;
     late_jobs: string[];
@@ -829,14 +859,16 @@ function outsideWindowNote(inputs: ReportInputs, runStartMs: number, fromMs: num
  * not among up's pushes, by job id: what arrived besides up's packing (a
  * hand-run `drill pack`, another producer). null: the pushes or the stream unknown.
  */
-function jobsNotPushedBy(pushedIds: readonly string[] | undefined, events: readonly DecisionEvent[] | null, runStartMs: number, untilMs: number): string[] | null {
-  if (pushedIds === undefined || events === null || !Number.isFinite(runStartMs)) return null;
+function jobsNotPushedBy(pushedIds: readonly string[] | undefined, events: readonly DecisionEvent[] | null, runStartMs: number, untilMs: number): { ids: string[] } | { unknown: string } {
+  if (pushedIds === undefined) return { unknown: "up recorded no pushed ids: an older drill" };
+  if (events === null) return { unknown: "the decision stream was not read" };
+  if (!Number.isFinite(runStartMs)) return { unknown: "the run's start is not recorded" };
   const ups = new Set(pushedIds);
   const others = new Set<string>();
   for (const e of events) {
     if (isDecisionReason(e.reason) && e.job !== "" && e.tsMs !== null && e.tsMs >= runStartMs && e.tsMs <= untilMs && !ups.has(e.job)) others.add(e.job);
   }
-  return [...others].sort((a, b) => byJobId({ job: a }, { job: b }));
+  return { ids: [...others].sort((a, b) => byJobId({ job: a }, { job: b })) };
 }
 
 export function doneTime(d: DoneEntry): number | null {
@@ -856,6 +888,47 @@ function slotStart(d: DoneEntry, admitAt: ReadonlyMap<string, number[]>): number
 /** Hours to 2 decimals, a smaller figure to 2 significant digits: jobs waiting never round to an empty queue's 0. */
 function roundHours(hours: number): number {
   return hours >= 0.01 ? Math.round(hours * 100) / 100 : Number(hours.toPrecision(2));
+}
+
+export type DeadlineVerdict = "over" | "within";
+
+/** A time against a deadline (positive: past it): `over`, or `within` (on the dot is in time). */
+export const againstDeadline = (overMs: number): DeadlineVerdict => (overMs > 0 ? "over" : "within");
+
+/** "p99 against deadline": the verdict, and what decides it, for the text's words and --format json's p99_deadline_verdict alike. */
+export interface P99DeadlineJudgement {
+  /** null: nothing timed (no first token, none past its deadline waiting for one). */
+  verdict: DeadlineVerdict | null;
+  /** The p99 of the jobs with a first token against the deadline (the smallest, when they differ); null: no p99. */
+  p99: DeadlineVerdict | null;
+  /** Admitted jobs past their deadline still without a first token (not read: 0). */
+  waiting: number;
+  /** The jobs timed: those with a first token, plus the waiting ones (each later than its deadline, if it ever gets one). */
+  timed: number;
+  /**
+   * What decides: the p99 (none waiting); the waiting jobs alone (no job has a
+   * first token); the waiting jobs, more than 1 % of those timed (they put the
+   * p99 past the deadline whatever the others say); the p99, the waiting jobs under 1 %.
+   */
+  by: "p99" | "waiting_only" | "waiting_over_1pct" | "p99_waiting_under_1pct";
+}
+
+/**
+ * Jobs past their deadline still without a first token get it later than the
+ * deadline, if ever: past 1 % of the jobs timed they put the p99 over it
+ * whatever the ones with a token say (QA AD: "within, 1272 ms to spare" beside
+ * 3 of 21 late), and with no token at all the verdict is theirs alone (QA AE:
+ * n/a beside "3 of 3 judged" late). A job whose first token came late is timed
+ * once, among those with one (QA AE: "4 of 6" of 5 jobs).
+ */
+export function p99DeadlineVerdict(ft: { with_first_token: number; waiting_past_deadline: number | null; p99_over_deadline_ms: number | null }): P99DeadlineJudgement {
+  const p99 = ft.p99_over_deadline_ms === null ? null : againstDeadline(ft.p99_over_deadline_ms);
+  const waiting = ft.waiting_past_deadline ?? 0;
+  const timed = ft.with_first_token + waiting;
+  if (waiting === 0) return { verdict: p99, p99, waiting, timed, by: "p99" };
+  if (ft.with_first_token === 0) return { verdict: "over", p99, waiting, timed, by: "waiting_only" };
+  if (waiting * 100 > timed) return { verdict: "over", p99, waiting, timed, by: "waiting_over_1pct" };
+  return { verdict: p99, p99, waiting, timed, by: "p99_waiting_under_1pct" };
 }
 
 /** One job's time is a latency, not a rate (QA: 3308.8/h from the one job of an up stopped 7 s in). */
@@ -1146,26 +1219,31 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     const p99 = percentile(times, 99);
     const deadline = deadlines.length === 0 ? null : { min: Math.min(...deadlines), max: Math.max(...deadlines) };
     const admittedInWindow = events === null ? null : new Set(events.filter((e) => e.reason === "admit").map((e) => e.job));
+    const withFirstToken = times.length;
+    const p99OverDeadline = p99 !== null && deadline !== null ? p99 - deadline.min : null;
+    const waitingPastDeadline = unfinished.read ? unfinished.jobs.filter((u) => u.late && u.firstTokenMs === null).length : null;
     firstToken = {
       admitted: decisions ? (decisions.rows.find((r) => r.reason === "admit")?.count ?? 0) : null,
       finished: done.length,
       finished_admitted_earlier: admittedInWindow === null ? null : done.filter((d) => d.id === null || !admittedInWindow.has(d.id)).length,
       judged: done.length + unfinished.jobs.length,
-      with_first_token: times.length,
+      with_first_token: withFirstToken,
       p50_ms: percentile(times, 50),
       p99_ms: p99,
       max_ms: times.length === 0 ? null : Math.max(...times),
       deadline_ms: deadline,
       // The smallest deadline when they differ (QA: 3 s jobs and one 60 s job read "within, 49378 ms to spare" beside 3 late).
-      p99_over_deadline_ms: p99 !== null && deadline !== null ? p99 - deadline.min : null,
+      p99_over_deadline_ms: p99OverDeadline,
       p99_deadline_ms: deadline?.min ?? null,
       p99_over_own_deadline_ms: percentile(overOwn, 99),
+      // The text's verdict, so a script reads "over" where the text says it (QA: null beside 3 jobs waiting past their deadline).
+      p99_deadline_verdict: p99DeadlineVerdict({ with_first_token: withFirstToken, waiting_past_deadline: waitingPastDeadline, p99_over_deadline_ms: p99OverDeadline }).verdict,
       late: lateIds.length,
       late_jobs: lateIds,
       late_finished: lateFinished.length,
       late_unfinished: unfinished.read ? lateUnfinished.length : null,
       unfinished_with_first_token: unfinished.read ? unfinished.jobs.filter((u) => u.firstTokenMs !== null).length : null,
-      waiting_past_deadline: unfinished.read ? unfinished.jobs.filter((u) => u.late && u.firstTokenMs === null).length : null,
+      waiting_past_deadline: waitingPastDeadline,
       counted: FIRST_TOKEN_COUNTED,
     };
     const noFirstToken = done.filter((d) => d.firstTokenMs === null).length;

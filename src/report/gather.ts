@@ -10,7 +10,7 @@ import { detectLayout } from "../cgroup/layout.js";
 import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import { workerCgroupFromDirs } from "../cgroup/paths.js";
 import { validateDrillName } from "../drill/names.js";
-import { drillDir, isDrillUp, keptRunStatePath, listDrills, listKeptRuns, readState, readStateEntries, readStateFile, readUpEnded, runDir, upDiedUnrecorded, type DrillEnded, type DrillState, type StateEntry } from "../drill/state.js";
+import { drillDir, isDrillUp, keptRunStatePath, listDrills, listKeptRuns, readState, readStateEntries, readStateFile, readUpEnded, runDir, upDiedUnrecorded, type DrillState, type StateEntry } from "../drill/state.js";
 import { DrillError, ExitCode, RefusedError, UsageError } from "../errors.js";
 import { RecordReadError, recordReadError } from "../util/ownFiles.js";
 import { queueKeys, type QueueKeys } from "../queue/keys.js";
@@ -250,15 +250,15 @@ export function runExportFiles(dir: string, state: DrillState | null): { own: st
  * end of up's own). One drill did not write, or that is no end record, is
  * named in a note and not taken on its word: its counts are n/a.
  */
-function upEndedAtRollback(state: DrillState | null, logDir: string | null, notes: string[]): DrillEnded | null {
-  if (state === null || state.ended || state.rollback === undefined || logDir === null) return null;
+function upEndedAtRollback(state: DrillState | null, logDir: string | null, notes: string[]): Pick<DrillInfo, "upEndedAtRollback" | "upEndedNotTaken"> {
+  if (state === null || state.ended || state.rollback === undefined || logDir === null) return { upEndedAtRollback: null };
   const read = readUpEnded(logDir);
-  if (read.ok) return read.value;
+  if (read.ok) return { upEndedAtRollback: read.value };
   notes.push(`pushed and not packed at the run's end are n/a: ${read.reason}`);
-  return null;
+  return { upEndedAtRollback: null, upEndedNotTaken: true };
 }
 
-function drillInfo(name: string, state: DrillState | null, roots: HostRoots, upEnded: DrillEnded | null, stateDir: string): DrillInfo {
+function drillInfo(name: string, state: DrillState | null, roots: HostRoots, upEnded: Pick<DrillInfo, "upEndedAtRollback" | "upEndedNotTaken">, stateDir: string): DrillInfo {
   return {
     name,
     runId: state?.runId ?? null,
@@ -273,7 +273,7 @@ function drillInfo(name: string, state: DrillState | null, roots: HostRoots, upE
     lastRollbackAt: state?.rollback?.lastAt ?? null,
     redrains: (state?.rollback?.redrains ?? []).map((r) => ({ at: r.at, drained: r.drained })),
     upGone: state !== null && upDiedUnrecorded(roots, state) ? { pid: state.owner.pid } : null,
-    upEndedAtRollback: upEnded,
+    ...upEnded,
     rollbackCommand: `${drillCommandFor(stateDir)} rollback --name ${name}`,
   };
 }
@@ -359,7 +359,10 @@ function probeTcp(url: string, timeoutMs: number): Promise<void> {
       else resolve();
     };
     socket.setTimeout(timeoutMs, () => done(new Error(`no answer on ${host}:${port} within ${timeoutMs} ms`)));
-    socket.once("error", (err) => done(new Error(`${host}:${port}: ${(err as NodeJS.ErrnoException).code ?? err.message}`)));
+    socket.once("error", (err) => {
+      const code = (err as NodeJS.ErrnoException).code;
+      done(Object.assign(new Error(`${host}:${port}: ${code ?? err.message}`), { code }));
+    });
     socket.once("connect", () => done(null));
   });
 }
@@ -476,7 +479,9 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
               options.onRevived?.("starting");
               let restarted;
               try {
-                restarted = await reviveEmbeddedRedis(options.roots ?? new HostRoots(), dir!, aofDir, "report");
+                // On its recorded port when nothing listens there (its own exited): see reviveEmbeddedRedis.
+                const freed = (err as NodeJS.ErrnoException).code === "ECONNREFUSED" ? state.redis.embedded.port : undefined;
+                restarted = await reviveEmbeddedRedis(options.roots ?? new HostRoots(), dir!, aofDir, "report", freed);
               } catch (startErr) {
                 options.onRevived?.(null);
                 throw startErr;

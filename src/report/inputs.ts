@@ -109,6 +109,8 @@ export interface DrillInfo {
   rollbackCommand?: string;
   /** up's own end record when a rollback stopped it (runs/<id>/up-ended.json): what it had packed. */
   upEndedAtRollback?: DrillEnded | null;
+  /** Its up-ended.json was there but not taken (not drill's, unreadable, or no end record; a note says why): its counts are n/a. */
+  upEndedNotTaken?: boolean;
   /** `report --run <id>` of a run a later up replaced: read from its own export, whatever its Redis holds now. */
   earlierRun?: boolean;
 }

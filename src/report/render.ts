@@ -1,7 +1,7 @@
 import type { ChalkInstance } from "chalk";
 import { snakeCaseKeys, type SnakeCased } from "../output.js";
 import { formatBytes, formatDuration } from "../units.js";
-import { byJobId, codeSpan, COST_PROXY_FORMULA, type DrillEndedFacts, type JobCost, type ModeFlip, type Peak, type Report, type RollbackDenyAll, type WorstStall } from "./build.js";
+import { againstDeadline, byJobId, codeSpan, COST_PROXY_FORMULA, p99DeadlineVerdict, type DrillEndedFacts, type JobCost, type ModeFlip, type Peak, type Report, type RollbackDenyAll, type WorstStall } from "./build.js";
 
 /**
  * Three views of one Report: `md` pastes into an incident doc (GitHub tables,
@@ -113,25 +113,24 @@ function sections(r: Report): Section[] {
     out.push({ title: "First token of admitted jobs", before: [`${NA}: ${r.queue}:done could not be read`] });
   } else {
     const deadline = ft.deadline_ms === null ? NA : ft.deadline_ms.min === ft.deadline_ms.max ? ms(ft.deadline_ms.max) : `${ms(ft.deadline_ms.min)} – ${ms(ft.deadline_ms.max)}`;
-    const overBy = (v: number) => (v > 0 ? `over by ${ms(v)}` : `within, ${ms(-v)} to spare`);
+    const overBy = (v: number) => (againstDeadline(v) === "over" ? `over by ${ms(v)}` : `within, ${ms(-v)} to spare`);
     const mixed = ft.deadline_ms !== null && ft.deadline_ms.min !== ft.deadline_ms.max;
+    // The verdict and what decides it: one function for these words and --format json's p99_deadline_verdict.
+    const judged = p99DeadlineVerdict(ft);
     // Mixed deadlines: the smallest one, and each job against its own (a p99 under the longest says nothing of the short jobs).
     const over =
       ft.p99_over_deadline_ms === null ? NA
       : !mixed ? overBy(ft.p99_over_deadline_ms)
-      : `${ft.p99_over_deadline_ms > 0 ? `over the smallest deadline (${ms(ft.p99_deadline_ms)}) by ${ms(ft.p99_over_deadline_ms)}` : `within the smallest deadline (${ms(ft.p99_deadline_ms)}), ${ms(-ft.p99_over_deadline_ms)} to spare`}` +
+      : `${judged.p99 === "over" ? `over the smallest deadline (${ms(ft.p99_deadline_ms)}) by ${ms(ft.p99_over_deadline_ms)}` : `within the smallest deadline (${ms(ft.p99_deadline_ms)}), ${ms(-ft.p99_over_deadline_ms)} to spare`}` +
         `; each job's first token against its own deadline: p99 ${ft.p99_over_own_deadline_ms === null ? NA : overBy(ft.p99_over_own_deadline_ms)}`;
-    // Jobs past their deadline still without a first token get it later than the deadline, if ever: past 1 % of the
-    // jobs timed they put the p99 over it whatever the ones with a token say (QA AD: "within, 1272 ms to spare" beside
-    // 3 of 21 late), and with no token at all the verdict is theirs alone (QA AE: n/a beside "3 of 3 judged" late).
-    // A job whose first token came late is timed once, among those with one (QA AE: "4 of 6" of 5 jobs).
-    const waiting = ft.waiting_past_deadline ?? 0;
-    const timed = ft.with_first_token + waiting;
-    const verdict =
-      waiting === 0 ? over
-      : ft.with_first_token === 0 ? `over: ${waiting} of ${timed} jobs are past their deadline still without a first token`
-      : waiting * 100 > timed ? `over: ${waiting} of ${timed} jobs are past their deadline still without a first token (over 1 %); of the ${ft.with_first_token} with one: ${over}`
-      : `${over} (of the ${ft.with_first_token} with a first token; ${waiting} of ${timed} are past their deadline still without one, under 1 %)`;
+    const { waiting, timed } = judged;
+    const stillWithout = `${waiting} of ${timed} jobs are past their deadline still without a first token`;
+    const verdict = {
+      p99: over,
+      waiting_only: `over: ${stillWithout}`,
+      waiting_over_1pct: `over: ${stillWithout} (over 1 %); of the ${ft.with_first_token} with one: ${over}`,
+      p99_waiting_under_1pct: `${over} (of the ${ft.with_first_token} with a first token; ${waiting} of ${timed} are past their deadline still without one, under 1 %)`,
+    }[judged.by];
     // late_jobs holds the finished-late ids, then the never-got-a-first-token ones: each list goes beside its own count.
     const idList = (ids: string[]) => (ids.length === 0 ? "" : `: ${ids.slice(0, 20).map((id) => `job=${id}`).join(" ")}${ids.length > 20 ? ` … ${ids.length - 20} more` : ""}`);
     const finishedLate = `${ft.late_finished} finished late${idList(ft.late_jobs.slice(0, ft.late_finished))}`;
@@ -206,9 +205,11 @@ function sections(r: Report): Section[] {
     title: "Retries and totals",
     header: ["figure", "value"],
     rows: [
-      ["retry_count (stats, whole drill)", int(r.retries.retry_count_total)],
-      ["nacked to a retry host class in window", int(r.retries.nacked_to_retry_in_window)],
-      ["finished after a retry (attempt > 0)", int(r.retries.finished_after_retry)],
+      // Two different counts side by side (QA: pasted into incident notes, they read as one figure disagreeing with itself):
+      // retried jobs this host's worker ran to the end, and jobs this host's gate turned away to run elsewhere.
+      ["retry_count (stats, whole drill: retried jobs the worker finished)", int(r.retries.retry_count_total)],
+      [`nacked to a retry host class in window (gate rejects sent to ${r.queue}:retry:<class>)`, int(r.retries.nacked_to_retry_in_window)],
+      ["finished after a retry in window (attempt > 0)", int(r.retries.finished_after_retry)],
       // Stats count every token decoded, runs given back included; the finished records only the runs that finished.
       ["tokens_out (stats: every token decoded, whole drill)", int(t?.tokens_out ?? null)],
       ["tokens_out over the finished records (whole drill)", int(r.tokens_out_split?.finished ?? null)],
@@ -379,16 +380,19 @@ export function endedText(e: DrillEndedFacts): string {
     unanswered === 0 ? ""
     : unanswered === 1 ? " (1 of them got no reply to its push: queued under the next id if Redis ran it)"
     : ` (${unanswered} of them got no reply to their pushes: each queued under the next id if Redis ran it)`;
-  // QA AD: "all 0 jobs packed" for a drill that packs none.
+  // QA AD: "all 0 jobs packed" for a drill that packs none. Counts not known are said so, with why (QA: dropped without a word).
   const packed =
-    total === null ? ""
+    total === null ? `; what up packed n/a (${e.packed_unknown ?? "not recorded"})`
     : e.not_packed! > 0 ? `; ${e.not_packed} of ${total} job${total === 1 ? "" : "s"} not packed${maybe}`
     : total === 0 ? "; no job packed"
     : total === 1 ? "; its one job packed"
     : `; all ${total} jobs packed`;
   // QA: "all 9 jobs packed" beside 11 decisions and 11 ids: jobs pushed by hand during the drill are said apart.
+  // Not known: n/a with why (with up's counts, "what up packed", when those are not known either); nothing to tell
+  // apart where the report's queue is not the run's.
   const others =
-    e.other_jobs === null || e.other_jobs === undefined || e.other_jobs === 0 ? ""
+    e.other_jobs_unknown ? (total === null ? "" : `; jobs decided during the run that up did not pack n/a (${e.other_jobs_unknown})`)
+    : e.other_jobs === null || e.other_jobs === undefined || e.other_jobs === 0 ? ""
     : `; ${e.other_jobs} more job(s) decided on the queue during the run that up did not pack (${jobList(e.other_job_ids)}: pushed by hand or by another producer; in the figures below)`;
   // QA: "all 12 jobs packed" beside phases the drill's --duration skipped, whose jobs it never counted.
   const skipped = e.skipped_jobs === null || e.skipped_jobs === undefined || e.skipped_jobs === 0 ? "" : `; ${e.skipped_jobs} more in phases past the drill's end, skipped`;

@@ -470,7 +470,8 @@ describe("gate against a real redis-server and a fake procfs", () => {
 
   it.each([
     ["admit", admitScript, CALM_PSI, /^admit job=1 packed=24000 limit=32000 reply_lost=1$/],
-    ["reject", rejectScript, HOT_PSI, /^reject_host_pressure job=1 psi=12\.40\b.* reply_lost=1$/],
+    // Its route too, as a fresh reject's line says it (QA: only fresh rejects said route=retry).
+    ["reject", rejectScript, HOT_PSI, /^reject_host_pressure job=1 psi=12\.40\b.* route=retry reply_lost=1$/],
   ] as const)("the connection lost between the %s script's write and its reply: the gate prints the decision the script applied (reply_lost=1), once, and decides the rest", async (_kind, script, psi, line) => {
     const queue = new DrillQueue(redis, `g${++n}`);
     // Loaded, so the cut EVALSHA is the run, not a NOSCRIPT.

@@ -143,6 +143,36 @@ describe("late jobs and first-token percentiles count every job admitted in the 
   });
 });
 
+// QA: a stopped worker, no admitted job with a first token, 3 past their deadline: the text said "over", the
+// JSON had p99_over_deadline_ms null beside waiting_past_deadline 3, and a script had to work "over" out itself.
+describe("p99_deadline_verdict in --format json says what the text's \"p99 against deadline\" says", () => {
+  const enq = NOW - 60_000;
+  const admit = (job: string): DecisionEvent => ({ id: `${enq}-${job}`, reason: "admit", job, figures: "", tsMs: enq + 100, gate: "g1", attempt: 0 });
+  const waiting = (id: string): JobTiming => ({ id, role: "admitted", enqueueTs: enq, deadlineMs: 8000, firstTokenTs: null });
+  const finished = (id: string, firstTokenMs: number): DoneEntry => ({
+    id, firstTokenMs, deadlineMs: 8000, late: firstTokenMs > 8000, tokensOut: 8, promptTokens: 100, completionTokens: 8, attempt: 0, enqueueTs: enq, firstTokenTs: enq + firstTokenMs, doneTs: enq + firstTokenMs + 100,
+  });
+  const cases: Array<[string, Partial<ReportInputs>, "over" | "within" | null, string]> = [
+    ["a stopped worker: none with a first token, 3 past their deadline", { events: ["1", "2", "3"].map(admit), done: [], unfinished: ["1", "2", "3"].map(waiting), firstTokens: {} }, "over", "over: 3 of 3 jobs are past their deadline"],
+    ["all in time", { events: [admit("1")], done: [finished("1", 900)], unfinished: [], firstTokens: {} }, "within", "within, 7100 ms to spare"],
+    ["late first tokens", { events: [admit("1")], done: [finished("1", 9000)], unfinished: [], firstTokens: {} }, "over", "over by 1000 ms"],
+    ["in time, but one of 2 timed still waits past its deadline", { events: [admit("1"), admit("2")], done: [finished("1", 900)], unfinished: [waiting("2")], firstTokens: {} }, "over", "over: 1 of 2 jobs are past their deadline"],
+    ["nothing timed", { events: [], done: [], unfinished: [], firstTokens: {} }, null, "n/a"],
+  ];
+  for (const [what, given, verdict, text] of cases) {
+    it(`${what}: ${verdict}`, () => {
+      const r = buildReport(inputs(given), NOW, 10 * MIN, { sinceGiven: true });
+      const doc = JSON.parse(renderReport(r, "json", new Chalk({ level: 0 }))) as { first_token: Record<string, unknown> };
+      expect(doc.first_token.p99_deadline_verdict).toBe(verdict);
+      const row = renderReport(r, "text", new Chalk({ level: 0 })).split("\n").find((l) => l.includes("p99 against deadline"))!;
+      expect(row).toMatch(new RegExp(`p99 against deadline\\s+${text.replace(/[()]/g, "\\$&")}`));
+      // Every existing field stays.
+      expect(doc.first_token).toHaveProperty("p99_over_deadline_ms");
+      expect(doc.first_token).toHaveProperty("waiting_past_deadline");
+    });
+  }
+});
+
 describe("rollback's export carries what the late count needs", () => {
   it("reads the drained payloads' times and <q>:first_token", () => {
     const payload = (id: string) => ({ utf8: JSON.stringify({ id, enqueue_ts: 1000, deadline_ms: 8000, prompt_tokens: 10 }) });
@@ -235,7 +265,12 @@ describe("the header says how the drill ended (M3)", () => {
     const { skippedJobs: _older, ...older } = short;
     expect(endedText(buildReport(inputs({ drill: drillWith({ ended: older }) }), NOW, 10 * MIN).drill!.ended!)).toBe("ended: ran — ran to its end (120 s); all 2 jobs packed");
     const rolled = buildReport(inputs({ drill: drillWith({ phase: "complete", ended: null, rollbackAt: new Date(NOW - 4 * MIN).toISOString() }) }), NOW, 10 * MIN);
-    expect(endedText(rolled.drill!.ended!)).toBe("ended: rolled_back — a rollback took the drill over before up recorded an end 60 s into the drill");
+    // Without up's end record, what it packed is not known: said n/a, with why (QA: dropped without a word).
+    expect(endedText(rolled.drill!.ended!)).toBe("ended: rolled_back — a rollback took the drill over before up recorded an end 60 s into the drill; what up packed n/a (up wrote no end record as the rollback stopped it: gone by then, or an older drill)");
+    // QA: an up-ended.json not taken (a note says why) dropped what up packed, and the jobs it did not, without a word.
+    const notTaken = buildReport(inputs({ drill: drillWith({ phase: "complete", ended: null, rollbackAt: new Date(NOW - 4 * MIN).toISOString(), upEndedNotTaken: true }) }), NOW, 10 * MIN);
+    expect(notTaken.drill!.ended).toMatchObject({ pushed: null, not_packed: null, other_jobs: null, packed_unknown: "its end record was not taken: see notes", other_jobs_unknown: "its end record was not taken: see notes" });
+    expect(endedText(notTaken.drill!.ended!)).toBe("ended: rolled_back — a rollback took the drill over before up recorded an end 60 s into the drill; what up packed n/a (its end record was not taken: see notes)");
     expect(buildReport(inputs({ drill: drillWith({ phase: "running" }) }), NOW, 10 * MIN).drill!.ended).toBeNull();
   });
 
@@ -257,11 +292,15 @@ describe("the header says how the drill ended (M3)", () => {
     expect(renderReport(r, "text", new Chalk({ level: 0 }))).toContain(line);
     expect(renderReport(r, "md", new Chalk({ level: 0 }))).toContain(line);
     expect((JSON.parse(renderReport(r, "json", new Chalk({ level: 0 }))) as { drill: { ended: Record<string, unknown> } }).drill.ended).toMatchObject({ other_jobs: 2, other_job_ids: ["4", "5"] });
-    // A state written before up recorded its ids: not known, nothing said.
+    // A state written before up recorded its ids: not known, said n/a with why (not dropped).
     const { pushedIds: _ids, ...older } = ended;
     const old = buildReport(inputs({ events, drill: drillWith({ ended: older }) }), NOW, 10 * MIN);
-    expect(old.drill!.ended).toMatchObject({ other_jobs: null, other_job_ids: [] });
-    expect(endedText(old.drill!.ended!)).toBe("ended: ran — ran to its end (120 s); all 3 jobs packed");
+    expect(old.drill!.ended).toMatchObject({ other_jobs: null, other_job_ids: [], other_jobs_unknown: "up recorded no pushed ids: an older drill", packed_unknown: null });
+    expect(endedText(old.drill!.ended!)).toBe("ended: ran — ran to its end (120 s); all 3 jobs packed; jobs decided during the run that up did not pack n/a (up recorded no pushed ids: an older drill)");
+    // Another queue than the run's (report --queue): nothing of up's to tell apart, nothing said.
+    const otherQueue = buildReport(inputs({ events, queue: "other", drill: drillWith({ ended: older, queue: "jobs" }) }), NOW, 10 * MIN);
+    expect(otherQueue.drill!.ended).toMatchObject({ other_jobs: null, other_jobs_unknown: null });
+    expect(endedText(otherQueue.drill!.ended!)).toBe("ended: ran — ran to its end (120 s); all 3 jobs packed");
   });
 
   // QA: a push whose reply was lost ran once Redis woke: "22 of 33 jobs not packed" beside 12 ids issued (12 + 22 = 34).
@@ -288,7 +327,7 @@ describe("the header says how the drill ended (M3)", () => {
     const r = buildReport(inputs({ drill: drillWith({ phase: "rolling_back", ended: null, rollbackStartedAt: takeover }) }), NOW, 10 * MIN);
     expect(r.drill!.ended).toMatchObject({ verdict: "rolling_back", at: takeover, after_ms: 60_000 });
     expect(endedText(r.drill!.ended!)).toBe(
-      `ended: rolling_back — a rollback took the drill over before up recorded an end 60 s into the drill; a rollback started at ${takeover} has not finished (still running, or interrupted): \`drill rollback --name smoke\` again finishes it`,
+      `ended: rolling_back — a rollback took the drill over before up recorded an end 60 s into the drill; what up packed n/a (read once the rollback finishes); a rollback started at ${takeover} has not finished (still running, or interrupted): \`drill rollback --name smoke\` again finishes it`,
     );
     expect(r.window.anchored).toBe("run_end");
     // up had recorded its end: its verdict stands, and the unfinished rollback is said after it.
@@ -309,7 +348,7 @@ describe("the header says how the drill ended (M3)", () => {
   it("up gone without an end recorded: said, in place of nothing", () => {
     const gone = buildReport(inputs({ drill: drillWith({ phase: "running", upGone: { pid: 4242 } }) }), NOW, 10 * MIN).drill!.ended!;
     expect(endedText(gone)).toBe(
-      "ended: up_gone — drill up (pid 4242) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback",
+      "ended: up_gone — drill up (pid 4242) is gone and recorded no end (killed, or the host rebooted): the packing stopped then; what it started may still run until a rollback; what up packed n/a (up died without recording it)",
     );
   });
 });

@@ -232,3 +232,16 @@ describe("tokens_out split in every format", () => {
     expect(text).toMatch(/or still running\)\s+n\/a: 0 of the 2 finished jobs/);
   });
 });
+
+// QA: "retry_count (stats, whole drill) 3" beside "nacked to a retry host class in window 3": two counts, no word on
+// the difference, pasted into incident notes as one figure. Each row says what it counts.
+describe("Retries and totals: each retry figure says what it counts", () => {
+  const r = report({ stats: { retry_count: "2" } });
+  for (const [format, out] of [["text", renderText(r, plain)], ["md", renderMarkdown(r)]] as const) {
+    it(format, () => {
+      expect(out).toMatch(/retry_count \(stats, whole drill: retried jobs the worker finished\)\D+2\b/);
+      expect(out).toMatch(/nacked to a retry host class in window \(gate rejects sent to jobs:retry:\\?<class>\)\D+3\b/);
+      expect(out).toMatch(/finished after a retry in window \(attempt > 0\)\D+0\b/);
+    });
+  }
+});
