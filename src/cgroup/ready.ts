@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { drillCommandFor } from "../context.js";
+import { drillCommandFor, shellWord } from "../context.js";
 import { drillRunsOf } from "../drill/strays.js";
 import { RefusedError, UsageError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
@@ -19,8 +19,8 @@ import { markedWorkerCgroup } from "./teardown.js";
 export function setupAdvice(roots: HostRoots, computed: WorkerCgroup, stateDir: string, parent: string | undefined, flags = ""): string {
   const ownership = decideOwnership(inspectForSetup(roots, computed, stateDir));
   if (ownership.kind === "refuse") return `drill cgroup setup would refuse it: ${ownership.reason}`;
-  const where = parent === undefined ? "" : ` --parent ${parent}`;
-  return `run ${drillCommandFor(stateDir, roots)} cgroup setup --name ${computed.name}${where}${flags} first`;
+  const where = parent === undefined ? "" : ` --parent ${shellWord(parent)}`;
+  return `run ${drillCommandFor(stateDir, roots)} cgroup setup --name ${shellWord(computed.name)}${where}${flags} first`;
 }
 
 /**

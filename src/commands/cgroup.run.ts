@@ -1,7 +1,7 @@
 import { DrillError, RefusedError, stopExitCode, UsageError } from "../errors.js";
 import { writeErr } from "../closedStdout.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
-import { drillCommandAt, drillCommandFor, type GlobalOptions } from "../context.js";
+import { drillCommandAt, drillCommandFor, shellWord, type GlobalOptions } from "../context.js";
 import { consoleOutput, snakeCaseKeys, type Output } from "../output.js";
 import { formatBytes, memoryMaxProblem, parseSize } from "../units.js";
 import type { Limit } from "../cgroup/memoryFiles.js";
@@ -103,7 +103,8 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
   // froze and stops, naming where and the command that finishes it: on the
   // same tree (--sysfs, --procfs), state dir and cgroup, or it acts elsewhere.
   const drill = drillCommandFor(globals.stateDir, globals);
-  const command = `${drill} cgroup teardown --name ${cgroup.name}${flags.parent === undefined ? "" : ` --parent ${flags.parent}`}${flags.force ? " --force" : ""}`;
+  // Each word as the shell reads it back (QA: `--name qaagc$Q` pasted tore down cgroup qaagc).
+  const command = `${drill} cgroup teardown --name ${shellWord(cgroup.name)}${flags.parent === undefined ? "" : ` --parent ${shellWord(flags.parent)}`}${flags.force ? " --force" : ""}`;
   let stage: { stage: TeardownStage; name: string } | null = null;
   const progress = newTeardownProgress();
   const interrupts = finishDespiteInterrupt(

@@ -4,6 +4,7 @@ import { readPids } from "../cgroup/memoryFiles.js";
 import { readKernelText, type HostRoots } from "../host/kernelFile.js";
 import { readComm } from "../cgroup/tasks.js";
 import { isSameProcess, readProcessStat } from "../host/process.js";
+import { shellWord } from "../context.js";
 
 /**
  * What of a running drill is stalled rather than gone: a process stopped
@@ -45,7 +46,7 @@ export function stalledParts(processes: Array<WatchedProcess & { state: string |
     parts.push({ key: `pid ${p.pid}`, pid: p.pid, startTime: p.startTime ?? null, dir: null, stalled: `${p.role} pid ${p.pid}${comm} is ${how}: it answers nothing until \`kill -CONT ${p.pid}\``, resumed: `${p.role} pid ${p.pid} runs again` });
   }
   for (const dir of frozenDirs) {
-    parts.push({ key: `frozen ${dir}`, pid: null, startTime: null, dir, stalled: `the worker cgroup ${dir} is frozen (cgroup.events: frozen 1): its worker and hog take nothing until \`echo 0 > ${path.join(dir, "cgroup.freeze")}\``, resumed: `the worker cgroup ${dir} is thawed` });
+    parts.push({ key: `frozen ${dir}`, pid: null, startTime: null, dir, stalled: `the worker cgroup ${dir} is frozen (cgroup.events: frozen 1): its worker and hog take nothing until \`echo 0 > ${shellWord(path.join(dir, "cgroup.freeze"))}\``, resumed: `the worker cgroup ${dir} is thawed` });
   }
   return parts;
 }

@@ -2,7 +2,7 @@ import { readdirSync, statSync } from "node:fs";
 import path from "node:path";
 import { stateDirError, writeJsonDurably } from "../cgroup/stateFiles.js";
 import { DrillError, UsageError } from "../errors.js";
-import { redactUrl } from "../context.js";
+import { redactUrl, shellWord } from "../context.js";
 import type { HostRoots, Reading } from "../host/kernelFile.js";
 import { isSameProcess } from "../host/process.js";
 import { ForeignRecordError, readOwnRecord, recordReadError } from "../util/ownFiles.js";
@@ -322,8 +322,8 @@ function noDrillOnWanted(up: readonly DrillState[], want: RedisWant, stateDir: s
   const reach = (s: DrillState) =>
     s.redis.url === "" ? ""
     : [
-        ...(s.queue !== want.queue ? [`--queue ${s.queue}`] : []),
-        ...(want.cgroupName !== undefined && s.cgroup !== null && s.cgroup.name !== want.cgroupName ? [`--name ${s.cgroup.name}`] : []),
+        ...(s.queue !== want.queue ? [`--queue ${shellWord(s.queue)}`] : []),
+        ...(want.cgroupName !== undefined && s.cgroup !== null && s.cgroup.name !== want.cgroupName ? [`--name ${shellWord(s.cgroup.name)}`] : []),
       ].join(" ");
   const onPurpose = "--redis <url> (or DRILL_REDIS_URL) to mean another Redis on purpose";
   if (up.length === 1) {
