@@ -224,8 +224,9 @@ export function redisDatabase(url: string, source = "--redis"): number {
 /** The deny-all lever as an operator types it elsewhere: the drill's Redis named, its queue when not the default. */
 export function leverCommand(url: string, queue: string, mode: "reject_all" | "admit", at?: { stateDir: string; sysfs?: string; procfs?: string }): string {
   // `at`: the flags of the command that names it; `admit` reads host PSI, so a --procfs given there matters (QA).
-  const drill = at === undefined ? `drill --redis ${shellWord(redactUrl(url))}` : drillCommandAt({ ...at, redisUrl: url });
-  return `${drill} gate mode ${mode}${queue === "jobs" ? "" : ` --queue ${queue}`}`;
+  // Every word quoted as the shell reads it back (QA: a socket path with a space, a queue `x$Q`).
+  const drill = drillCommandAt({ ...(at ?? { stateDir: DEFAULT_STATE_DIR }), redisUrl: url });
+  return `${drill} gate mode ${mode}${queue === "jobs" ? "" : ` --queue ${shellWord(queue)}`}`;
 }
 
 export function hostRoots(options: Pick<GlobalOptions, "procfs" | "sysfs">): HostRoots {

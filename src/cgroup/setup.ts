@@ -1,6 +1,6 @@
 import { chmodSync, mkdirSync, rmdirSync, statSync } from "node:fs";
 import path from "node:path";
-import { drillCommandFor } from "../context.js";
+import { drillCommandFor, shellWord } from "../context.js";
 import { isDrillUp, readState, statePath, type DrillState } from "../drill/state.js";
 import { DrillError, ExitCode, RefusedError, kernelWriteError } from "../errors.js";
 import { readKernelText, writeKernelFile, type HostRoots } from "../host/kernelFile.js";
@@ -456,13 +456,14 @@ const writeToKernel: KernelWriter = (file, value) => writeKernelFile(file, value
  * Why the marker on disk is no longer the one a plan was judged on (another
  * setup of the cgroup got there between the look and the act), or null.
  */
-export function markerChange(judged: CgroupMarker | null, current: CgroupMarker | null, where: string, file: string): string | null {
+export function markerChange(judged: CgroupMarker | null, current: CgroupMarker | null, where: string, file: string, stateDir: string): string | null {
   if (JSON.stringify(current) === JSON.stringify(judged)) return null;
   if (current === null) {
     return `drill's marker ${file} of ${where} was removed after this setup judged the cgroup (a teardown ran meanwhile); refusing to act on a stale look. Run it again`;
   }
   const holder = current.owner ? `drill ${current.owner.drill} (run ${current.owner.runId})` : "drill cgroup setup";
-  const way = current.owner ? `Run drill rollback --name ${current.owner.drill} first, or pick another --name` : "Pick another --name";
+  // Its state dir is this setup's: a rollback without it acts on the default one.
+  const way = current.owner ? `Run ${drillCommandFor(stateDir)} rollback --name ${shellWord(current.owner.drill)} first, or pick another --name` : "Pick another --name";
   return `${where} was just taken by ${holder}: its marker ${file} changed after this setup judged the cgroup (two setups of one cgroup at once); refusing to share it. ${way}`;
 }
 
@@ -477,7 +478,7 @@ export function applySetup(plan: SetupPlan, stateDir: string, writeKernel: Kerne
   const lock = lockMarker(stateDir, plan.cgroup);
   try {
     const current = readMarker(stateDir, plan.cgroup);
-    const change = markerChange(plan.judgedMarker, current, plan.cgroup.limits.dir, markerFile(stateDir, plan.cgroup));
+    const change = markerChange(plan.judgedMarker, current, plan.cgroup.limits.dir, markerFile(stateDir, plan.cgroup), stateDir);
     if (change !== null) throw new RefusedError(change);
     // The cgroup is ours to act on from here: the caller records it now, not
     // before a refusal (its rollback would then tear down what another made).

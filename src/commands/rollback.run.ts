@@ -1,7 +1,7 @@
 import path from "node:path";
 import { writeErr } from "../closedStdout.js";
-import { commandRedis, DEFAULT_REDIS_URL, drillCommandAt, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
-import { describeRunningDrill, drillsUpOnQueue, rollbackDrill, rollbackHint, rollbackIn, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, scanRunningDrills, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
+import { commandRedis, DEFAULT_REDIS_URL, drillCommandAt, hostRoots, leverCommand, redactUrl, shellWord, type GlobalOptions } from "../context.js";
+import { describeRunningDrill, drillRollbackCommand, drillsUpOnQueue, rollbackAgain, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, scanRunningDrills, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
 import { sameRedis } from "../queue/redis.js";
 import { validateDrillName } from "../drill/names.js";
 import { stopStartingUps, type StartingUp } from "../drill/startingUp.js";
@@ -23,9 +23,7 @@ import type { RollbackFlags } from "./rollback.js";
  * re-drain runs last.
  */
 export function interruptedRerun(rerunCmd: string, asked: { name: string | undefined; queue: string | undefined }, current: { name: string; before?: true; cgroups?: true }): string {
-  const queue = asked.queue === undefined ? "" : ` --queue ${asked.queue}`;
-  const name = current.cgroups || current.before ? asked.name : current.name;
-  return `${rerunCmd} rollback${name === undefined ? "" : ` --name ${name}`}${queue}`;
+  return rollbackAgain(rerunCmd, asked, current.cgroups || current.before ? undefined : current.name);
 }
 
 export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Promise<void> {
@@ -46,6 +44,8 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   // Ctrl-C only says so; a second one (or SIGTERM) stops, naming where and
   // the command that finishes it: on the same tree, state dir and Redis.
   const rerunCmd = drillCommandAt(g);
+  /** This rollback again, as asked (--queue kept), for `drill` when about one. */
+  const again = (drill?: string): string => rollbackAgain(rerunCmd, { name: named, queue: flags.queue }, drill);
   // A step taking seconds says how far it got, under its step's column; under --json on stderr, as up's log lines.
   const progress = (line: string): void => (g.json ? output.err(line) : output.out(`  ...  ${line}`));
   // A drill's report reads its own Redis or export: a --redis given here (an embedded one, stopped now) would fail it.
@@ -73,7 +73,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
           ...leftOf(drills),
           ...stillFrozen,
           `${what}: rollback interrupted by ${signal} ${where}; run ${command} again to finish it`,
-          ...notStarted.map((name) => `${name}: not rolled back (interrupted before it); run ${rerunCmd} rollback --name ${name}`),
+          ...notStarted.map((name) => `${name}: not rolled back (interrupted before it); run ${again(name)}`),
         ];
         output.json(rollbackDocument(drills, complete, cgroups, [], left, { signal, drill: current.name, after_step: afterStep, command }, startingUps, queues));
       }
@@ -129,19 +129,19 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
             const why = `queue ${queueName} is drill ${d.drill}'s (run ${d.runId}, state dir ${d.stateDir}, redis ${redactUrl(d.url)}), up from another state dir: its own rollback drains it`;
             return {
               detail: `not done on ${redactUrl(url)} (the default, no drill being up in ${g.stateDir}): ${why}`,
-              left: `${why}; run that: ${rollbackIn(d.stateDir, d.drill)} (or give --redis to roll back a queue of that name on another Redis)`,
+              left: `${why}; run that: ${drillRollbackCommand(d.stateDir, d.drill)} (or give --redis to roll back a queue of that name on another Redis)`,
             };
           }),
         );
       } else if (owner !== null && named !== undefined && named !== owner) {
         // QA re-check 7: "rolled back with it below" while --name picked another drill: the queue was rolled back by nothing.
         const why = `queue ${queueName} on ${redactUrl(url)} is drill ${owner}'s, which --name ${named} leaves out: its own rollback drains it`;
-        notHere([{ detail: `not done: ${why}`, left: `${why}; run that: ${rerunCmd} rollback --name ${owner}` }]);
+        notHere([{ detail: `not done: ${why}`, left: `${why}; run that: ${rollbackAgain(rerunCmd, {}, owner)}` }]);
       } else if (owner !== null) {
         if (!g.json) output.out(`queue ${queueName} on ${redactUrl(url)}: drill ${owner}'s queue, rolled back with it below`);
       } else {
         if (!g.json) output.out(`rollback queue ${queueName} on ${redactUrl(url)} (--queue; a gate or worker run by hand keeps running, unless in a cgroup setup cgroup, torn down below):`);
-        queues.push(await rollbackQueue(url, queueName, hostRoots(g), (step) => {
+        queues.push(await rollbackQueue(url, queueName, again(), hostRoots(g), (step) => {
           current.lastStep = step.step;
           if (!g.json) output.out(`  ${step.ok ? "ok  " : output.color.red("FAIL")} ${step.step}: ${step.detail}`);
         }, progress));
@@ -169,7 +169,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     // Workers stopped with those cgroups gave their jobs back to admitted: the queue's lists once more.
     for (const q of queues) {
       if (!g.json && q.left.length === 0) output.out(`rollback queue ${q.queue} (--queue), what nothing holds now:`);
-      await redrainQueue(q, queueUrl, `${rerunCmd} rollback --queue ${q.queue}`, hostRoots(g), (step) => {
+      await redrainQueue(q, queueUrl, again(), hostRoots(g), (step) => {
         if (!g.json) output.out(`  ${step.ok ? "ok  " : output.color.red("FAIL")} ${step.step}: ${step.detail}`);
       }, progress);
     }
@@ -183,6 +183,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       stateDir: g.stateDir,
       redisUrl: g.redisUrl,
       redisTyped: g.redisTyped,
+      again: again(name),
       crashAt: process.env.DRILL_CRASH_AT,
       progress,
       onStart: (result) => {
@@ -223,7 +224,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   const left = [
     ...queues.flatMap((q) => q.left),
     ...startingUps.flatMap((u) =>
-      u.outcome === "alive" ? [`${u.name}: drill up pid ${u.pid} was starting and survived SIGKILL; stop it, then run ${rerunCmd} rollback --name ${u.name}`]
+      u.outcome === "alive" ? [`${u.name}: drill up pid ${u.pid} was starting and survived SIGKILL; stop it, then run ${again(u.name)}`]
       : u.outcome === "refused" ? [`${u.name}: ${u.problem}`]
       : [],
     ),
@@ -250,7 +251,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   } else if (results.length === 0 && cgroups.length === 0 && startingUps.length === 0 && queues.length === 0) {
     output.out(nothingToRollBackLine(`${nothingHere} in ${g.stateDir}`, named, unseen));
   }
-  if (!g.json && running.length === 0) for (const q of queues) queueClosingLines(q, queueUrl, rerunCmd, g).forEach((line) => output.out(line));
+  if (!g.json && running.length === 0) for (const q of queues) queueClosingLines(q, queueUrl, rerunCmd, again(), g).forEach((line) => output.out(line));
   if (!g.json) for (const q of leftOpen) output.out(queueLeftOpenLine(q));
   if (!g.json && running.length === 0 && results.length > 0) {
     for (const r of results) {
@@ -264,7 +265,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     const unfinished = results.filter((r) => r.left.length > 0);
     if (unfinished.length > 0) {
       output.out("Not rolled back yet: admission stays as it is; run the rollback again once what is left above is fixed:");
-      for (const r of unfinished) output.out(`  ${rerunCmd} rollback --name ${r.name}`);
+      for (const r of unfinished) output.out(`  ${again(r.name)}`);
     }
     if (finished.length > 0) {
       const hints = finished.map((r) => readmitHint(r, g));
@@ -273,7 +274,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       for (const h of hints) output.out(`  ${h.line}`);
       // The runbook's last word: the reject summary for the incident notes (report reads the export once Redis is gone).
       output.out("For the incident notes:");
-      for (const r of finished) output.out(`  ${drillCmd} report --name ${r.name} --format md`);
+      for (const r of finished) output.out(`  ${drillCmd} report --name ${shellWord(r.name)} --format md`);
     }
   }
   if (left.length > 0) throw new RollbackIncompleteError(`rollback incomplete; left: ${left.join("; ")}`);
@@ -371,8 +372,7 @@ function drillOnQueue(stateDir: string, queue: string, url: string): string | nu
 const READMIT_HINT = "Re-enable admission only once PSI avg10 and avg60 both stay under 1.00 (gate mode admit refuses otherwise):";
 
 /** After a queue's rollback: its drain, then the rollback again or the re-admit and the report, as for a drill. `drillCmd` names the Redis when one was given. */
-function queueClosingLines(q: QueueRollback, url: string, drillCmd: string, at: GlobalOptions): string[] {
-  const again = `${drillCmd} rollback --queue ${q.queue}`;
+function queueClosingLines(q: QueueRollback, url: string, drillCmd: string, again: string, at: GlobalOptions): string[] {
   const lines = [`queue ${q.queue}: ${q.drainLength === null ? "drain pending" : `LLEN ${q.drainLength} in ${queueKeys(q.queue).drain}`}`];
   if (q.left.length > 0) {
     // A Redis that answered with a refusal (full, a replica, an ACL) refuses the next rollback too: its fix, not a wait.
@@ -386,7 +386,7 @@ function queueClosingLines(q: QueueRollback, url: string, drillCmd: string, at: 
     READMIT_HINT,
     `  ${leverCommand(url, q.queue, "admit", at)}`,
     "For the incident notes:",
-    `  ${drillCmd} report --queue ${q.queue} --format md`,
+    `  ${drillCmd} report --queue ${shellWord(q.queue)} --format md`,
   ];
 }
 

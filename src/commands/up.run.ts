@@ -7,6 +7,7 @@ import { stateDirError } from "../cgroup/stateFiles.js";
 import { drillCommandFor, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState, statePath, type DrillState } from "../drill/state.js";
+import { rollbackAgain } from "../drill/rollback.js";
 import { acquireDrillLock, drillLockFile } from "../drill/lock.js";
 import { embeddedRedisSeen, refuseWhileUp, runUp, stoppedByFailure, upVerdict } from "../drill/up.js";
 import { readyTimeoutMs } from "../drill/ready.js";
@@ -402,7 +403,8 @@ async function startInBackground(drill: DrillFile, stateDir: string, before: Dri
   let exitCode: number | null | undefined;
   child.once("exit", (code) => (exitCode = code ?? -1));
   // Running comes after gate and worker are ready: the weights' time on top of the start.
-  const waitMs = 120_000 + readyTimeoutMs(drill.worker.weights, drill.gate.interval);
+  // DRILL_TEST_DETACH_WAIT_MS (tests): a wait short enough to see it run out.
+  const waitMs = Number(process.env.DRILL_TEST_DETACH_WAIT_MS ?? 0) || 120_000 + readyTimeoutMs(drill.worker.weights, drill.gate.interval);
   const deadline = Date.now() + waitMs;
   while (Date.now() < deadline) {
     const state = readState(stateDir, drill.name);
@@ -427,5 +429,16 @@ async function startInBackground(drill: DrillFile, stateDir: string, before: Dri
     }
     await sleep(200);
   }
-  throw new DrillError(`drill up did not reach running within ${Math.round(waitMs / 1000)} s; see ${logFile}, then drill rollback --name ${drill.name}`);
+  // Left running, it could still bring the drill up after the operator was told to roll it back (QA: stopped
+  // before its lock, rollback found nothing, then it came up): killed first. SIGKILL, as a SIGSTOPped one takes no SIGTERM.
+  const killed = exitCode === undefined && child.pid !== undefined && child.kill("SIGKILL");
+  // Reaped here, so "killed" is so when said (not a zombie left for init).
+  if (killed) await Promise.race([new Promise((resolve) => child.once("exit", resolve)), sleep(2000)]);
+  throw new DrillError(detachTimeoutText(waitMs, child.pid, killed, logFile, rollbackAgain(drillCmd, {}, drill.name)));
+}
+
+/** Why `up --detach` gave up on its background up, what became of that up, and the rollback of what it started. */
+export function detachTimeoutText(waitMs: number, pid: number | undefined, killed: boolean, logFile: string, rollback: string): string {
+  const up = killed ? `its background up (pid ${pid}) is killed (SIGKILL): it starts nothing more` : `its background up (pid ${pid ?? "?"}) could not be killed: kill -KILL ${pid ?? "<its pid>"} first`;
+  return `drill up did not reach running within ${Math.round(waitMs / 1000)} s; ${up}; see ${logFile}, then run ${rollback} for what it started`;
 }

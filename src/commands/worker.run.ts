@@ -9,13 +9,14 @@ import { forcedJoinWarning, refuseForeignJoin, requireSetUpCgroup } from "../cgr
 import type { UpHolder } from "../cgroup/setup.js";
 import { recordServedQueue } from "../cgroup/stateFiles.js";
 import { writeDocument, writeErr, writeOut } from "../closedStdout.js";
-import { commandRedisUrl, drillCommandAt, hostRoots, type GlobalOptions } from "../context.js";
+import { commandRedisUrl, hostRoots, type GlobalOptions } from "../context.js";
 import { DrillError, ExitCode, InterruptedError, stopExitCode, type StopSignal } from "../errors.js";
 import { onInterrupt, onStopSignals } from "../interrupt.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readHostMemoryBytes } from "../host/meminfo.js";
 import { formatBytes } from "../units.js";
 import { defaultWorkerId } from "../worker/plan.js";
+import { alsoRollsBackText, queueRollbackCommand } from "../worker/served.js";
 import { checkWeightsDir } from "../worker/weightsFile.js";
 import { refuseLiveWorkerId, runWorker, type WorkerSummary } from "../worker/run.js";
 import { cgroupFromEnv, resolveWorkerFlags, weightsDirOf, WORKER_CGROUP_ENV, WORKER_LIFELINE_ENV, type RawWorkerFlags } from "./worker.js";
@@ -54,7 +55,7 @@ export function selfCommand(): SelfCommand {
  * working list (QA). The inner worker gets a lifeline pipe
  * so it stops when this process dies; its exit code becomes ours.
  */
-export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, err: (line: string) => void, recovery: string, extraEnv: NodeJS.ProcessEnv = {}): Promise<number> {
+export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, err: (line: string) => void, recovery: () => string, extraEnv: NodeJS.ProcessEnv = {}): Promise<number> {
   const oomBefore = readOomKillCount(cgroup.limits);
   const child: ChildProcess = spawnInCgroup(cgroup, self.command, self.args, {
     // Own process group: a terminal's Ctrl-C reaches us, and we forward it once.
@@ -96,7 +97,7 @@ export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, er
   if (stoppedBy !== null && (result.signal === stoppedBy || (killed && result.signal === "SIGKILL"))) {
     err(
       `drill: worker pid ${child.pid ?? "?"} stopped by the ${stoppedBy} passed on to it${killed ? " (then SIGKILL)" : ""} before it could stop by itself; ` +
-        `what it took, if anything, ${recovery}`,
+        `what it took, if anything, ${recovery()}`,
     );
     return stopExitCode(stoppedBy);
   }
@@ -106,7 +107,7 @@ export async function launchInCgroup(cgroup: WorkerCgroup, self: SelfCommand, er
   const rose = oomKillRose(oomBefore.ok ? oomBefore.value : null, oomAfter.ok ? oomAfter.value : null);
   const likely = result.signal !== "SIGKILL" ? "" : rose === true ? ": the OOM killer" : rose === false ? ": not the OOM killer (oom_kill unchanged): a teardown, rollback or kill -9" : ": likely the OOM killer, or someone's kill -9";
   err(
-    `drill: worker pid ${child.pid ?? "?"} was killed by ${result.signal}${likely}${oom}; its working list ${recovery}`,
+    `drill: worker pid ${child.pid ?? "?"} was killed by ${result.signal}${likely}${oom}; its working list ${recovery()}`,
   );
   return 1;
 }
@@ -126,8 +127,11 @@ function printSummary(s: WorkerSummary, err: (line: string) => void): void {
  * was pointed at "the drill up that started it").
  */
 export function workerRecovery(at: { stateDir: string; sysfs?: string; procfs?: string }, redisUrl: string, queue: string, workerId: string, env: NodeJS.ProcessEnv = process.env): string {
-  const drain = env.DRILL_RUN_ID ? "the rollback of the drill up that started it" : `\`${drillCommandAt({ ...at, redisUrl })} rollback --queue ${queue}\``;
-  return `is given back by the next worker with --worker-id ${workerId}, or drained by ${drain}`;
+  if (env.DRILL_RUN_ID) return `is given back by the next worker with --worker-id ${workerId}, or drained by the rollback of the drill up that started it`;
+  // Read when the worker is gone: the drills up in the state dir then, which that rollback would reach too.
+  const rollback = queueRollbackCommand(at, redisUrl, queue);
+  const quote = (command: string) => `\`${command}\``;
+  return `is given back by the next worker with --worker-id ${workerId}, or drained by ${quote(rollback.command)}${alsoRollsBackText(rollback, quote)}`;
 }
 
 /** Inside the cgroup: the loop itself. */
@@ -194,6 +198,6 @@ export async function workerAction(g: GlobalOptions, raw: RawWorkerFlags): Promi
   writeErr(`drill worker: joining ${cgroup.limits.dir} (weights ${formatBytes(options.config.weightsBytes)} in ${options.weightsDir})\n`);
   // The queue it serves, for the cgroup's teardown to name (its admission stays open when the worker is gone).
   recordServedQueue(g.stateDir, cgroup, options.queue, redisUrl);
-  const code = await launchInCgroup(cgroup, selfCommand(), (line) => writeErr(`${line}\n`), workerRecovery(g, redisUrl, options.queue, workerId), { DRILL_REDIS_URL: redisUrl });
+  const code = await launchInCgroup(cgroup, selfCommand(), (line) => writeErr(`${line}\n`), () => workerRecovery(g, redisUrl, options.queue, workerId), { DRILL_REDIS_URL: redisUrl });
   if (code !== 0) process.exitCode = code;
 }

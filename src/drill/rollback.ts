@@ -6,7 +6,7 @@ import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, workerCgroupFromDirs } from "../cgroup/paths.js";
 import { TERM_GRACE_MS, teardownWorkerCgroup, withDescendants, type TeardownResult } from "../cgroup/teardown.js";
 import { discardHogRecord, listHogRecords, listMarkers, unlistableRecordDirs, unreadableRecords } from "../cgroup/stateFiles.js";
-import { shellWord } from "../context.js";
+import { drillCommandAt, shellWord } from "../context.js";
 import { DrillError, RefusedError, RollbackIncompleteError } from "../errors.js";
 import { previousModeText } from "../gate/policy.js";
 import type { HostRoots } from "../host/kernelFile.js";
@@ -16,7 +16,7 @@ import { readHostPsi } from "../host/psi.js";
 import { DrillQueue } from "../queue/queue.js";
 import { queueKeys, queueNameRefusal } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl, sameRedis } from "../queue/redis.js";
-import { drainReady, drainUnheld, exportKeys, heldText, holdsQueueKeys, otherQueuesKeys, queueServingRun, type DrainProgressOptions, type DrainResult } from "./drain.js";
+import { drainReady, drainUnheld, exportKeys, heldText, holdsQueueKeys, otherQueuesKeys, queueServingRun, type DrainProgressOptions, type DrainResult, type ServingRun } from "./drain.js";
 import { embeddedRedisDrill, freePort, isEmbeddedRedis, releaseRestarted, requireRestartable, startEmbeddedRedis, stopIfInterrupted, waitForPing } from "./embeddedRedis.js";
 import { acquireRollbackLock, stateDirRefusal, stateDirRefusalText, type DrillLock } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
@@ -69,6 +69,35 @@ export interface RollbackOptions {
   /** The rollback as it goes (steps and left filled in place): what an interrupted one can still print. */
   onStart?: (result: DrillRollback) => void;
   crashAt?: string;
+  /**
+   * The command that runs this rollback again (rollbackAgain), for what is left: by default
+   * `rollback --name <drill>` on this state dir, tree and --redis.
+   */
+  again?: string;
+}
+
+/**
+ * The command that runs a rollback again, as pasted: on the same tree, state dir and Redis
+ * (`drillCmd`, drillCommandAt of the run), for `drill` when it is about one, else --name as
+ * asked (a plain rollback after `--name X` would reach every drill in the state dir), and
+ * --queue as asked (its re-drain runs last). A bare `drill rollback` runs on the default
+ * state dir (QA: "nothing to roll back", exit 0, while the drain was pending).
+ */
+export function rollbackAgain(drillCmd: string, asked: { name?: string; queue?: string }, drill?: string): string {
+  const name = drill ?? asked.name;
+  const flags = [...(name === undefined ? [] : ["--name", name]), ...(asked.queue === undefined ? [] : ["--queue", asked.queue])];
+  return [drillCmd, "rollback", ...flags.map(shellWord)].join(" ");
+}
+
+/** A drill's own rollback in the state dir it is up from (named even when the default: it is another than this command's), as pasted. */
+export function drillRollbackCommand(stateDir: string, drill: string): string {
+  return rollbackAgain(`drill --state-dir ${shellWord(stateDir)}`, {}, drill);
+}
+
+/** The rollback of the drill run serving a queue (queueServingRun), quoted (QA: `--state-dir /tmp/x$X` pasted rolled back /tmp/x's drill). */
+export function servingRunRollback(serving: Pick<ServingRun, "runId" | "stateDir" | "pid">): string {
+  const drill = drillOfRunId(serving.runId);
+  return serving.stateDir === null ? `read --state-dir in /proc/${serving.pid}/cmdline, then drill --state-dir <that dir> rollback --name ${shellWord(drill)}` : drillRollbackCommand(serving.stateDir, drill);
 }
 
 /** A drill run alive on this host that a rollback with nothing to do in its state dir did not touch. */
@@ -157,16 +186,8 @@ export function rollbackHint(run: RunningDrill): string {
   }
   if (run.complete) return `its state in ${run.stateDir} says complete, so rollback there finds nothing: these processes outlived it; stop them with kill -KILL ${pids}`;
   if (run.stateMissing) return `no state of run ${run.runId} in ${run.stateDir} (moved or deleted?): put it back, or stop them with kill -KILL ${pids}`;
-  return rollbackIn(run.stateDir, run.drill);
-}
-
-/**
- * The rollback of drill `drill` up from `stateDir`, to paste: --state-dir
- * always (a DRILL_STATE_DIR exported may name another), quoted as the shell
- * reads it back (QA AE: a dir with a space and `*` printed bare pointed nowhere).
- */
-export function rollbackIn(stateDir: string, drill: string): string {
-  return `drill --state-dir ${shellWord(stateDir)} rollback --name ${shellWord(drill)}`;
+  // Quoted as the shell reads it back (QA AE: a dir with a space and `*` was printed bare, the hint pointing nowhere).
+  return drillRollbackCommand(run.stateDir, run.drill);
 }
 
 /** A drill dir as the unknown-name message lists it: its state, or only rollback's export (report reads those too). */
@@ -195,7 +216,7 @@ export function unknownDrillProblem(
   const owners = entries.flatMap((e) => ("state" in e && e.state.cgroup?.name === name ? [e.name] : []));
   const next =
     owners.length > 0
-      ? owners.map((drill) => `${name} is the worker cgroup of drill ${drill}: ${drillCmd} ${command} --name ${drill}`).join("; ")
+      ? owners.map((drill) => `${name} is the worker cgroup of drill ${drill}: ${drillCmd} ${command} --name ${shellWord(drill)}`).join("; ")
       : `${command === "rollback" ? "roll back" : "report on"} one of them (${drillCmd} ${command} --name <drill>), or give the --state-dir that drill up had`;
   return `--name: no drill "${name}" in ${stateDir} (drills there: ${list}); ${next}`;
 }
@@ -248,6 +269,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
   if (!first) return { kind: "absent" };
   if (first.phase === "complete") return completeOutcome(first, options);
   const { roots } = options;
+  const again = rollbackCommandOf(options, name);
   const { lock, refused } = acquireRollbackLock(drillDir(options.stateDir, name));
   // Read again under the lock: a rollback that finished between the first
   // read and the lock leaves this one nothing to redo (it would restart the
@@ -306,12 +328,12 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     if (queueRefused !== null) {
       record("connect redis", false, `not connected: the state file names queue "${state.queue}": ${queueRefused}`);
       const redisKept = state.redis.embedded ? ", and its embedded Redis keeps running" : "";
-      result.left.push(`queue "${state.queue}" in ${statePath(options.stateDir, name)}: not flipped, drained or exported${redisKept}; put the drill's queue name back there and run drill rollback again`);
+      result.left.push(`queue "${state.queue}" in ${statePath(options.stateDir, name)}: not flipped, drained or exported${redisKept}; put the drill's queue name back there and run ${again}`);
     }
 
     // 1. deny-all
     if (queue) {
-      await guard(record, "deny-all", () => denyAll(queue, roots), (err) => result.left.push(denyAllFailed(queue, err)));
+      await guard(record, "deny-all", () => denyAll(queue, roots), (err) => result.left.push(denyAllFailed(queue, err, again)));
     } else if (!noRedis && queueRefused === null) {
       record("deny-all", false, "redis unreachable: admission not flipped");
     }
@@ -325,7 +347,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     // this copy: merged, so the rest of the rollback stops and removes it.
     adoptRecordedSince(state, readState(options.stateDir, name));
     // An up stopped while it started may have opened admission after step 1.
-    if (upWasAlive && upWasStarting && queue) await guard(record, "deny-all again", () => denyAll(queue, roots), (err) => result.left.push(denyAllFailed(queue, err)));
+    if (upWasAlive && upWasStarting && queue) await guard(record, "deny-all again", () => denyAll(queue, roots), (err) => result.left.push(denyAllFailed(queue, err, again)));
 
     // 3. drain what waits
     let drained: DrainResult | null = null;
@@ -397,7 +419,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         result.drainLength = unheld.drainLength;
         heldLive = unheld.held.length;
         for (const h of unheld.held) {
-          result.left.push(`${heldText(h, queue.keys.admitted)} (a gate or worker run by hand on queue ${state.queue}, not this drill's: rollback does not stop it); stop it, then run drill rollback again`);
+          result.left.push(`${heldText(h, queue.keys.admitted)} (a gate or worker run by hand on queue ${state.queue}, not this drill's: rollback does not stop it); stop it, then run ${again}`);
         }
         const held = unheld.held.length === 0 ? "" : `; left ${unheld.held.map((h) => `${h.jobs} in ${h.list}`).join(", ")} (held by a live gate or worker)`;
         return { ok: unheld.held.length === 0, detail: `${describeDrain(unheld, queue.keys.drain)}${held}` };
@@ -405,10 +427,10 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         // Not a complete rollback: what the worker and the gates held may still
         // sit in their lists, where nothing will take it once they are stopped.
         const held = [queue.keys.admitted, queue.keys.processingPattern, queue.keys.workingPattern].join(", ");
-        result.left.push(`re-drain failed (${err instanceof Error ? err.message : String(err)}): jobs in ${held} may not be in ${queue.keys.drain} (run drill rollback again)`);
+        result.left.push(`re-drain failed (${err instanceof Error ? err.message : String(err)}): jobs in ${held} may not be in ${queue.keys.drain} (run ${again})`);
       });
     } else if (!noRedis && queueRefused === null) {
-      result.left.push(`drain pending: redis at ${redactUrl(state.redis.url)} unreachable; ${state.queue} and its lists not moved to ${state.queue}_drain nor exported (run drill rollback again)`);
+      result.left.push(`drain pending: redis at ${redactUrl(state.redis.url)} unreachable; ${state.queue} and its lists not moved to ${state.queue}_drain nor exported (run ${again})`);
     }
     crash("re-drain");
 
@@ -429,7 +451,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         state.rollback = rollbackRecord(earlier, new Date().toISOString(), { exported: exported.file, drained: result.drainLength ?? undefined, left: [] }, takenOverAt);
         save();
         return `${exported.keys} keys to ${exported.file}`;
-      }, (err) => result.left.push(`export to ${file} failed (${err instanceof Error ? err.message : String(err)}); ${kept} (run drill rollback again)`));
+      }, (err) => result.left.push(`export to ${file} failed (${err instanceof Error ? err.message : String(err)}); ${kept} (run ${again})`));
     }
     // The export holds the drill's queue only: what else its embedded Redis held stays in the AOF, said (QA:
     // "every key in" the export, over another queue's jobs that then lived only in this drill's run dir).
@@ -439,7 +461,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
       if (heldLive > 0) {
         // QA: stopped under a live hand-run worker, whose next rollback then found no heartbeat in the Redis
         // started again from the AOF and drained the jobs it still decoded.
-        record("stop embedded redis", false, "kept running: a gate or worker run by hand on it still holds jobs (above); stop that one, then run drill rollback again");
+        record("stop embedded redis", false, `kept running: a gate or worker run by hand on it still holds jobs (above); stop that one, then run ${again}`);
       } else if (result.exported !== null) {
         await stopRoles(state, ["redis"], roots, record, "stop embedded redis");
         if (others.length > 0) {
@@ -487,13 +509,19 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     save();
     // Also when this last write is the one refused: a drill not marked complete is not rolled back (exit 4).
     const unrecorded = recorder.unrecorded();
-    if (unrecorded !== null) result.left.push(unrecordedLeft(options.stateDir, name, unrecorded));
+    if (unrecorded !== null) result.left.push(unrecordedLeft(options.stateDir, name, unrecorded, again));
     return { kind: "rolled_back", result };
   } finally {
     // Stopped in step 8, or kept running on purpose (said there): no longer the interrupt handler's to stop.
     if (state.redis.embedded) releaseRestarted(state.redis.embedded.dir);
     lock?.release();
   }
+}
+
+/** The command that runs this drill's rollback again: as the caller gave it, else on this state dir, tree and --redis. */
+function rollbackCommandOf(options: RollbackOptions, name: string): string {
+  const { stateDir, roots, redisUrl } = options;
+  return options.again ?? rollbackAgain(drillCommandAt({ stateDir, sysfs: roots.sysfs, procfs: roots.procfs, redisUrl }), {}, name);
 }
 
 /**
@@ -532,8 +560,8 @@ function stateRecorder(
 }
 
 /** What a rollback that could not write state.json leaves: the record of its run, and the rerun that finishes it. */
-function unrecordedLeft(stateDir: string, name: string, why: string): string {
-  return `${statePath(stateDir, name)} not written (${why.replace(/^cannot /, "could not ")}): the drill is not marked rolled back, nor what this rollback did; once the state dir has space (or is writable) again, run drill rollback again: it finishes what is left and records it`;
+function unrecordedLeft(stateDir: string, name: string, why: string, again: string): string {
+  return `${statePath(stateDir, name)} not written (${why.replace(/^cannot /, "could not ")}): the drill is not marked rolled back, nor what this rollback did; once the state dir has space (or is writable) again, run ${again}: it finishes what is left and records it`;
 }
 
 /** A cgroup teardown as a rollback step says it; `notOurs`: pids the drill did not start, said so. */
@@ -653,6 +681,7 @@ async function stopStrayHogs(roots: HostRoots, stateDir: string, name?: string):
  */
 async function redrainComplete(state: DrillState, options: RollbackOptions): Promise<DrillRollback | null> {
   if (state.redis.url === "") return null; // no Redis was ever set up; never default to somebody else's
+  const again = rollbackCommandOf(options, state.name);
   const reached = await givenRedis(state, options);
   // Nothing reachable to drain, and the host side is already clean.
   if (reached.redis === null) return null;
@@ -676,12 +705,12 @@ async function redrainComplete(state: DrillState, options: RollbackOptions): Pro
     };
     const recorder = stateRecorder(options.stateDir, state, taken.refused, record);
     if (reached.said !== null) record("connect redis", true, reached.said);
-    await guard(record, "deny-all", () => denyAll(queue, options.roots), (err) => result.left.push(denyAllFailed(queue, err)));
+    await guard(record, "deny-all", () => denyAll(queue, options.roots), (err) => result.left.push(denyAllFailed(queue, err, again)));
     await guard(record, "drain", async () => {
       const drained = await drainReady(redis, queue.keys, drainProgress("drain", options.progress));
       result.drainLength = drained.drainLength;
       return `${describeDrain(drained, queue.keys.drain)} (pushed after the last rollback)`;
-    }, (err) => result.left.push(`drain failed (${err instanceof Error ? err.message : String(err)}): jobs pushed after the last rollback are still in ${queue.keys.ready} (run drill rollback again)`));
+    }, (err) => result.left.push(`drain failed (${err instanceof Error ? err.message : String(err)}): jobs pushed after the last rollback are still in ${queue.keys.ready} (run ${again})`));
     if (result.drainLength !== null) {
       const file = finalExportFile(options.stateDir, state.name);
       await guard(record, "export", async () => {
@@ -692,10 +721,10 @@ async function redrainComplete(state: DrillState, options: RollbackOptions): Pro
         state.rollback = { ...rollbackRecord(state.rollback, at, { exported: exported.file, drained: result.drainLength ?? undefined, left: [] }), redrains };
         recorder.save();
         return `${exported.keys} keys to ${exported.file}`;
-      }, (err) => result.left.push(`export to ${file} failed (${err instanceof Error ? err.message : String(err)}); every key of queue ${state.queue} is still in the given Redis ${redactUrl(state.redis.url)}, nothing deleted (run drill rollback again)`));
+      }, (err) => result.left.push(`export to ${file} failed (${err instanceof Error ? err.message : String(err)}); every key of queue ${state.queue} is still in the given Redis ${redactUrl(state.redis.url)}, nothing deleted (run ${again})`));
     }
     const unrecorded = recorder.unrecorded();
-    if (unrecorded !== null) result.left.push(unrecordedLeft(options.stateDir, state.name, unrecorded));
+    if (unrecorded !== null) result.left.push(unrecordedLeft(options.stateDir, state.name, unrecorded, again));
     return result;
   } finally {
     lock?.release();
@@ -733,8 +762,8 @@ async function denyAll(queue: DrillQueue, roots: HostRoots, by: "rollback" | "ro
 }
 
 /** A deny-all that did not happen is a rollback not done: a gate still running may admit, and re-admitting is no next step. */
-function denyAllFailed(queue: DrillQueue, err: unknown): string {
-  return `deny-all failed (${failureText(err)}): ${queue.keys.mode} is not reject_all, a gate still running admits (run drill rollback again)`;
+function denyAllFailed(queue: DrillQueue, err: unknown, again: string): string {
+  return `deny-all failed (${failureText(err)}): ${queue.keys.mode} is not reject_all, a gate still running admits (run ${again})`;
 }
 
 /** A queue rolled back by name (`rollback --queue`), outside any drill of the state dir. */
@@ -755,7 +784,7 @@ export interface QueueRollback {
  * never by name); their cgroup's teardown stops the worker and the hog. The
  * keys stay on that Redis for `report`: nothing of it is stopped.
  */
-export async function rollbackQueue(url: string, queueName: string, roots: HostRoots, log: (step: RollbackStep) => void, progress?: (line: string) => void): Promise<QueueRollback> {
+export async function rollbackQueue(url: string, queueName: string, again: string, roots: HostRoots, log: (step: RollbackStep) => void, progress?: (line: string) => void): Promise<QueueRollback> {
   const keys = queueKeys(queueName);
   const result: QueueRollback = { queue: queueName, url: redactUrl(url), steps: [], drainLength: null, left: [] };
   const record = (step: string, ok: boolean, detail: string) => {
@@ -764,7 +793,7 @@ export async function rollbackQueue(url: string, queueName: string, roots: HostR
     log(entry);
   };
   const pending = (what: string) => (err: unknown) =>
-    result.left.push(`queue ${queueName} on ${result.url}: ${what} not done (${failureText(err)}); run this rollback again`);
+    result.left.push(`queue ${queueName} on ${result.url}: ${what} not done (${failureText(err)}); run ${again}`);
   let redis: Redis;
   try {
     redis = await reachRollbackRedis(url);
@@ -777,7 +806,7 @@ export async function rollbackQueue(url: string, queueName: string, roots: HostR
     const serving = await queueServingRun(redis, keys, roots).catch(() => null);
     if (serving !== null) {
       const drill = drillOfRunId(serving.runId);
-      const where = serving.stateDir === null ? `read --state-dir in /proc/${serving.pid}/cmdline, then drill --state-dir <that dir> rollback --name ${shellWord(drill)}` : rollbackIn(serving.stateDir, drill);
+      const where = servingRunRollback(serving);
       const why = `queue ${queueName} is drill ${drill}'s (its ${serving.role}, pid ${serving.pid}, run ${serving.runId}${serving.stateDir === null ? "" : `, state dir ${serving.stateDir}`}): its own rollback drains it and stops what serves it`;
       record("deny-all", false, `not done: ${why}`);
       result.left.push(`${why}; run that: ${where}`);

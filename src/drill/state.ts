@@ -333,7 +333,7 @@ function noDrillOnWanted(up: readonly DrillState[], want: RedisWant, stateDir: s
   const reach = (s: DrillState) =>
     s.redis.url === "" ? ""
     : [
-        ...(s.queue !== want.queue ? [`--queue ${s.queue}`] : []),
+        ...(s.queue !== want.queue ? [`--queue ${shellWord(s.queue)}`] : []),
         ...(want.cgroupName !== undefined && s.cgroup !== null && s.cgroup.name !== want.cgroupName ? [`--name ${shellWord(s.cgroup.name)}`] : []),
       ].join(" ");
   const onPurpose = "--redis <url> (or DRILL_REDIS_URL) to mean another Redis on purpose";

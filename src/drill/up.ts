@@ -27,7 +27,8 @@ import { formatStatusLine } from "../sampler/render.js";
 import type { Sample } from "../sampler/step.js";
 import { formatBytes, formatDuration, formatPlainDecimal } from "../units.js";
 import type { DrillFile, InjectStep, PackStep } from "./drillFile.js";
-import { scanKeys } from "./drain.js";
+import { queueServingRun, scanKeys, type ServingRun } from "./drain.js";
+import { drillOfRunId, servingRunRollback } from "./rollback.js";
 import { embeddedRedisDrill, freePort, startEmbeddedRedis } from "./embeddedRedis.js";
 import { acquireDrillLock } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
@@ -186,7 +187,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     const otherBox = vcpusMismatch(drill.host.vcpus, readOnlineCpus(roots), options.drillFile);
     if (otherBox !== null) log(`drill file: warning: ${otherBox}`);
     if (doctor.refusal !== null) throw new RefusedError(doctor.refusal);
-    if (options.redisUrl) await refuseQueueInUse(options.redisUrl, options.queue, stateDir, drillCommandFor(stateDir, roots));
+    if (options.redisUrl) await refuseQueueInUse(options.redisUrl, options.queue, stateDir, drillCommandFor(stateDir, roots), roots);
 
     const runId = `${name}-${new Date().toISOString().replace(/[-:T]/g, "").slice(0, 14)}-${randomBytes(3).toString("hex")}`;
     // This run's embedded Redis and its children's output (runDir says why).
@@ -983,13 +984,16 @@ function parseSample(line: string): Sample | null {
  * made, naming the keys; a fresh --queue needs no cleanup, and the keys are
  * the operator's to remove.
  */
-async function refuseQueueInUse(url: string, queue: string, stateDir: string, drillCmd: string): Promise<void> {
+async function refuseQueueInUse(url: string, queue: string, stateDir: string, drillCmd: string, roots: HostRoots): Promise<void> {
   const redis = await connectRedis(url, { name: "drill-up", commandTimeoutMs: 5000 });
   let found: QueueKey[];
   let owner: { state: DrillState; stateDir: string } | null;
+  let serving: ServingRun | null = null;
   try {
     owner = await embeddedRedisOwner(redis);
     found = await queueKeysPresent(redis, queue);
+    // The drill run (of any state dir) whose gate or worker serves it on this host: its rollback, named.
+    if (found.length > 0) serving = await queueServingRun(redis, queueKeys(queue), roots).catch(() => null);
   } finally {
     await closeRedis(redis);
   }
@@ -999,7 +1003,8 @@ async function refuseQueueInUse(url: string, queue: string, stateDir: string, dr
   const onQueue = readStateEntries(stateDir, listDrills(stateDir)).flatMap((e) => ("state" in e && e.state.queue === queue && sameRedis(e.state.redis.url, url) ? [e.state] : []));
   const upDrills = onQueue.filter(isDrillUp).map((s) => s.name);
   const earlierRuns = onQueue.filter((s) => !isDrillUp(s)).map((s) => `drill ${s.name}'s run ${s.runId}${s.rollback?.exported ? ` (exported to ${s.rollback.exported})` : ""}`);
-  throw new RefusedError(queueInUseText({ queue, url: redactUrl(url), found, upDrills, earlierRuns, drillCmd }));
+  const servedBy = serving === null ? undefined : { what: `drill ${drillOfRunId(serving.runId)}'s ${serving.role} (pid ${serving.pid}, run ${serving.runId})`, rollback: servingRunRollback(serving) };
+  throw new RefusedError(queueInUseText({ queue, url: redactUrl(url), found, upDrills, earlierRuns, drillCmd, servedBy }));
 }
 
 /**
@@ -1048,9 +1053,17 @@ export interface QueueKey {
  * from under a live drill (QA: the refusal advised DEL while drill smoke ran
  * on them), so it names what runs and how to stop it instead.
  */
-export function queueInUseText(f: { queue: string; url: string; found: readonly QueueKey[]; upDrills: readonly string[]; earlierRuns?: readonly string[]; drillCmd: string }): string {
+export function queueInUseText(f: {
+  queue: string;
+  url: string;
+  found: readonly QueueKey[];
+  upDrills: readonly string[];
+  earlierRuns?: readonly string[];
+  drillCmd: string;
+  /** The drill run of another state dir that serves it on this host (queueServingRun), with its rollback. */
+  servedBy?: { what: string; rollback: string };
+}): string {
   const { queue, url } = f;
-  const urlWord = shellWord(url); // in a command: `?db=2` is a glob zsh refuses unquoted
   const shownKeys = f.found.map((k) => (k.length === null ? `${k.key} (${k.type})` : `${k.key} (${k.type}, ${k.length})`));
   const shown = shownKeys.length > 12 ? [...shownKeys.slice(0, 12), `and ${shownKeys.length - 12} more`] : shownKeys;
   const beats = (role: "gates" | "workers") =>
@@ -1066,10 +1079,12 @@ export function queueInUseText(f: { queue: string; url: string; found: readonly 
     const running = live.length === 0 ? "" : ` (live heartbeats: ${live.join("; ")})`;
     const who =
       f.upDrills.length > 0 ? `drill ${f.upDrills.join(", ")} ${f.upDrills.length === 1 ? "is" : "are"} up on queue ${queue} on ${url}${running}`
+      : f.servedBy !== undefined ? `queue ${queue} on ${url} is in use now${running}, by ${f.servedBy.what}, up from another --state-dir`
       : `queue ${queue} on ${url} is in use now${running}, by a drill of another --state-dir or a gate or worker started by hand`;
     const stop =
       f.upDrills.length > 0 ? f.upDrills.map((n) => `${f.drillCmd} rollback --name ${n}`).join(", then ")
-      : `roll back the drill that runs them (drill rollback --state-dir <its dir>), or stop them`;
+      : f.servedBy !== undefined ? f.servedBy.rollback
+      : `roll back the drill that runs them (drill --state-dir <its dir> rollback --name <the drill>), or stop them`;
     return `${who}; the queue's keys: ${shown.join(", ")}. ${keep} Do not delete them while it runs. Run this drill on another queue (drill up --queue <name>), or first: ${stop}`;
   }
   return (
@@ -1077,8 +1092,9 @@ export function queueInUseText(f: { queue: string; url: string; found: readonly 
     `queue ${queue} on ${url} already holds keys (${(f.earlierRuns ?? []).length > 0 ? `those of ${f.earlierRuns!.join(", ")}: rollback exports them and leaves them` : "an earlier run's: rollback exports them to <state-dir>/<drill>/final-*.jsonl and leaves them; or another drill's"}): ${shown.join(", ")}. ` +
     `${keep} ` +
     `Run on a fresh queue (drill up --queue <name>), or keep what you need of them first (${queue}_drain and the retry and dead lists hold jobs; ` +
-    `drill report --redis ${urlWord} --queue ${queue} --format md keeps their summary) and remove them yourself: ` +
-    `redis-cli -u ${urlWord} DEL ${queue} ${queue}_drain, and each key redis-cli -u ${urlWord} --scan --pattern '${queue}:*' lists`
+    // On this state dir, as up was run (report finds drills there), every word quoted for the shell.
+    `${f.drillCmd} --redis ${shellWord(url)} report --queue ${shellWord(queue)} --format md keeps their summary) and remove them yourself: ` +
+    `redis-cli -u ${shellWord(url)} DEL ${shellWord(queue)} ${shellWord(`${queue}_drain`)}, and each key redis-cli -u ${shellWord(url)} --scan --pattern ${shellWord(`${queue}:*`)} lists`
   );
 }
 

@@ -1,6 +1,7 @@
-import { drillCommandAt, redactUrl } from "../context.js";
+import { DEFAULT_STATE_DIR, drillCommandAt, redactUrl, shellWord } from "../context.js";
+import { isDrillUp, listDrills, readStateEntries, type StateEntry } from "../drill/state.js";
 import { queueKeys } from "../queue/keys.js";
-import { closeRedis, connectRedis } from "../queue/redis.js";
+import { closeRedis, connectRedis, sameRedis } from "../queue/redis.js";
 
 /**
  * A queue a stopped worker served (recorded by `drill worker`'s launcher in
@@ -24,14 +25,58 @@ export function distinctQueues<Q extends ServedQueue>(queues: readonly Q[]): Q[]
   return [...seen.values()];
 }
 
+/**
+ * How to close and drain a hand-run queue: `rollback --queue` in the state dir
+ * the command was run with. Without --name a rollback is every drill there
+ * (README), so pasted as is it also rolls back the drills up there on other
+ * queues (QA: it killed a drill's worker, removed its cgroup and stopped its
+ * Redis): they are named, with the same rollback in an empty state dir, which
+ * reaches this queue alone.
+ */
+export interface QueueRollbackCommand {
+  command: string;
+  /** Drills up (not complete) in that state dir on another queue or Redis: `command` rolls them back too. */
+  alsoRollsBack: string[];
+  /** With `alsoRollsBack`: the rollback of this queue alone (a fresh empty --state-dir); null without. */
+  queueOnlyCommand: string | null;
+}
+
 /** A served queue whose admission a teardown left open: its lever as read (null: its Redis did not answer), and the command that closes it. */
-export interface QueueLeftOpen {
+export interface QueueLeftOpen extends QueueRollbackCommand {
   queue: string;
   /** Password masked. */
   url: string;
   /** `<q>:mode` as read: "admit" when unset (the gate admits); null when it could not be read. */
   lever: string | null;
-  command: string;
+}
+
+/** `rollback --queue` of `queue` on `url`, run from `at` (its --state-dir and trees), with what else it rolls back there. */
+export function queueRollbackCommand(at: { stateDir: string; sysfs?: string; procfs?: string }, url: string, queue: string): QueueRollbackCommand {
+  const rollback = (drill: string) => `${drill} rollback --queue ${shellWord(queue)}`;
+  const command = rollback(drillCommandAt({ ...at, redisUrl: url }));
+  let entries: StateEntry[];
+  try {
+    entries = readStateEntries(at.stateDir, listDrills(at.stateDir));
+  } catch {
+    entries = []; // not listable by this user: that rollback fails there too, saying so
+  }
+  const alsoRollsBack = drillsBesideQueue(entries, queue, url);
+  if (alsoRollsBack.length === 0) return { command, alsoRollsBack, queueOnlyCommand: null };
+  // drillCommandAt quotes every word; the substitution must stay one for the shell to run.
+  const withoutStateDir = drillCommandAt({ ...at, stateDir: DEFAULT_STATE_DIR, redisUrl: url }).slice("drill".length);
+  return { command, alsoRollsBack, queueOnlyCommand: rollback(`drill --state-dir "$(mktemp -d)"${withoutStateDir}`) };
+}
+
+/** Pure: the drills up in a state dir that its `rollback --queue <queue>` on `url` rolls back although they are not on that queue. */
+export function drillsBesideQueue(entries: readonly StateEntry[], queue: string, url: string): string[] {
+  return entries.flatMap((e) => ("state" in e && isDrillUp(e.state) && !(e.state.queue === queue && sameRedis(e.state.redis.url, url)) ? [e.name] : []));
+}
+
+/** What `command` does besides the queue, and the command for the queue alone; "" when nothing. `quote`: how the line quotes a command. */
+export function alsoRollsBackText(c: QueueRollbackCommand, quote: (command: string) => string = (command) => command): string {
+  if (c.queueOnlyCommand === null) return "";
+  const drills = `drill${c.alsoRollsBack.length === 1 ? "" : "s"} ${c.alsoRollsBack.join(", ")}`;
+  return ` (pasted as is, this also rolls back ${drills}, up in that state dir on another queue: without --name, rollback is every drill there; this queue alone: ${quote(c.queueOnlyCommand)})`;
 }
 
 /** Each command's timeout for the lever read: a Redis that does not answer (paused: its ready check times out) makes the hint say so within a few seconds, not hold up the rollback. */
@@ -65,21 +110,23 @@ export async function queuesLeftOpen(served: readonly ServedQueue[], at: { state
   for (const q of distinctQueues(served)) {
     const lever = await readLever(q);
     if (lever === "reject_all") continue;
-    open.push({ queue: q.queue, url: redactUrl(q.url), lever, command: `${drillCommandAt({ ...at, redisUrl: q.url })} rollback --queue ${q.queue}` });
+    open.push({ queue: q.queue, url: redactUrl(q.url), lever, ...queueRollbackCommand(at, q.url, q.queue) });
   }
   return open;
 }
 
 /**
  * What a teardown leaves of a hand-run worker's queue: the worker is gone and
- * its jobs wait in admitted, but the gate still admits and nothing runs them,
+ * its jobs wait in admitted (or in its working list, killed), but the gate still admits and nothing runs them,
  * their deadline slack running out. The rollback of the queue closes
  * admission (deny-all) and drains it.
  */
 export function queueLeftOpenLine(q: QueueLeftOpen): string {
   const admission = q.lever === null ? "and its admission may still be open (its Redis did not answer: the lever was not read)" : "but its admission is still open";
   return (
-    `queue ${q.queue} on ${q.url}: its worker is gone (what it held is back in ${queueKeys(q.queue).admitted}), ${admission}: ` +
-    `what the gate admits now waits for a worker, its deadline slack running out. To close and drain it: ${q.command}`
+    // SIGTERM gives the worker's jobs back to admitted; SIGKILL (the teardown's kill, an OOM) leaves them in its working list (QA: "back in admitted" beside 2 in working).
+    `queue ${q.queue} on ${q.url}: its worker is gone (what it held is back in ${queueKeys(q.queue).admitted} if it stopped on the SIGTERM; if it was killed, still in ` +
+    `${q.queue}:working:<its worker id>, which the queue's rollback re-drains), ${admission}: ` +
+    `what the gate admits now waits for a worker, its deadline slack running out. To close and drain it: ${q.command}${alsoRollsBackText(q)}`
   );
 }

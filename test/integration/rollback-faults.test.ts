@@ -457,7 +457,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
         const third = await rollback(stateDir);
         await client.config("SET", "maxmemory", "0");
         expect(third.exitCode, third.stdout + third.stderr).toBe(4);
-        expect(third.stderr).toMatch(/drain failed \(OOM[^)]*\): jobs pushed after the last rollback are still in jobs \(run drill rollback again\)/);
+        expect(third.stderr).toMatch(/drain failed \(OOM[^)]*\): jobs pushed after the last rollback are still in jobs \(run drill --state-dir \S+ rollback --name \S+\)/);
         const fourth = await rollback(stateDir);
         expect(fourth.exitCode, fourth.stdout + fourth.stderr).toBe(0);
         expect(await client.llen("jobs")).toBe(0);

@@ -77,7 +77,7 @@ describe.skipIf(skip !== null)("rollback on a state dir that refuses writes (ful
     expect(steps[0]!.detail).toMatch(/^cannot create the lock .*rollback\.lock: EPERM \(.*make it writable\): no rollback holds it, so this one goes on without it/);
     expect(steps[0]!.detail).not.toMatch(/--state-dir/);
     expect(steps.find((s) => s.step === "kill and remove cgroup")).toMatchObject({ ok: true, detail: expect.stringMatching(/killed 1: .*removed/) });
-    expect(doc.left).toEqual([expect.stringMatching(/state\.json not written \(could not create the lock .*EPERM.*\): the drill is not marked rolled back.*run drill rollback again: it finishes/)]);
+    expect(doc.left).toEqual([expect.stringMatching(/state\.json not written \(could not create the lock .*EPERM.*\): the drill is not marked rolled back.*run drill --state-dir \S+ rollback --name \S+: it finishes/)]);
     await exited(worker);
     expect(worker.signalCode).not.toBeNull();
     expect(cgroupDirsLeft(cgroup)).toEqual([]);

@@ -164,7 +164,8 @@ describe.skipIf(reason)("rollback --queue of the step-by-step path (real cgroup,
       expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
       const command = `drill --state-dir ${stateDir} --redis ${server.url} rollback --queue sbo`;
       expect(rollback.stdout).toContain(
-        `queue sbo on ${server.url}: its worker is gone (what it held is back in sbo:admitted), but its admission is still open: ` +
+        `queue sbo on ${server.url}: its worker is gone (what it held is back in sbo:admitted if it stopped on the SIGTERM; if it was killed, ` +
+          `still in sbo:working:<its worker id>, which the queue's rollback re-drains), but its admission is still open: ` +
           `what the gate admits now waits for a worker, its deadline slack running out. To close and drain it: ${command}`,
       );
       await worker;

@@ -16,7 +16,7 @@ describe("up refuses a queue that holds keys, saying whose they are", () => {
     expect(text).toMatch(/^queue q7 on redis:\/\/127\.0\.0\.1:7410 already holds keys \(an earlier run's: /);
     expect(text).toContain("q7 (list, 0), q7:seq (string), q7_drain (list, 3)");
     expect(text).toContain(`redis-cli -u ${URL} DEL q7 q7_drain, and each key redis-cli -u ${URL} --scan --pattern 'q7:*' lists`);
-    expect(text).toContain(`drill report --redis ${URL} --queue q7 --format md`);
+    expect(text).toContain(`drill --redis ${URL} report --queue q7 --format md`);
     expect(text).not.toContain("<url>");
   });
 

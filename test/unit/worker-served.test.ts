@@ -31,9 +31,10 @@ describe("the queues a rollback says are left open", () => {
   });
 
   it("names the command that closes and drains it; a lever it could not read is said as such", () => {
-    const open: QueueLeftOpen = { queue: "sbo", url: "redis://:***@127.0.0.1:7001", lever: "admit", command: "drill --state-dir /tmp/st --redis 'redis://:***@127.0.0.1:7001' rollback --queue sbo" };
+    const open: QueueLeftOpen = { queue: "sbo", url: "redis://:***@127.0.0.1:7001", lever: "admit", command: "drill --state-dir /tmp/st --redis 'redis://:***@127.0.0.1:7001' rollback --queue sbo", alsoRollsBack: [], queueOnlyCommand: null };
     expect(queueLeftOpenLine(open)).toBe(
-      "queue sbo on redis://:***@127.0.0.1:7001: its worker is gone (what it held is back in sbo:admitted), but its admission is still open: " +
+      "queue sbo on redis://:***@127.0.0.1:7001: its worker is gone (what it held is back in sbo:admitted if it stopped on the SIGTERM; if it was killed, still in " +
+        "sbo:working:<its worker id>, which the queue's rollback re-drains), but its admission is still open: " +
         "what the gate admits now waits for a worker, its deadline slack running out. To close and drain it: drill --state-dir /tmp/st --redis 'redis://:***@127.0.0.1:7001' rollback --queue sbo",
     );
     expect(queueLeftOpenLine({ ...open, lever: null })).toContain("and its admission may still be open (its Redis did not answer: the lever was not read): ");
