@@ -22,7 +22,7 @@ describe("up refuses a queue that holds keys, saying whose they are", () => {
 
   it("the URL in the commands quoted for the shell: a socket's `?db=` is a glob zsh refuses unquoted", () => {
     const text = queueInUseText({ queue: "q7", url: "/run/r.sock?db=2", found: left, upDrills: [], drillCmd: "drill" });
-    expect(text).toContain("drill report --redis '/run/r.sock?db=2' --queue q7 --format md");
+    expect(text).toContain("drill --redis '/run/r.sock?db=2' report --queue q7 --format md");
     expect(text).toContain("redis-cli -u '/run/r.sock?db=2' DEL q7 q7_drain, and each key redis-cli -u '/run/r.sock?db=2' --scan");
   });
 
