@@ -155,14 +155,17 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     current = { name: "", lastStep: "", result: null, cgroups: true };
     cgroups = await rollbackStandaloneCgroups(hostRoots(g), g.stateDir, named);
     if (!g.json) {
-      for (const c of cgroups) {
-        output.out(
-          c.step.step === "stop hog"
-            ? `rollback hog of cgroup ${c.name} (drill inject --detach recorded here, in no drill):`
-            : c.step.step === "read record"
-              ? `rollback record of cgroup ${c.name} (a drill cgroup setup or inject --detach record here):`
-              : `rollback cgroup ${c.name} (made by drill cgroup setup, in no drill):`,
-        );
+      for (const [i, c] of cgroups.entries()) {
+        // A record dir it cannot list names no cgroup: one header for them all, not "cgroup ?" per dir (QA).
+        const header =
+          c.step.step === "read records"
+            ? cgroups[i - 1]?.step.step === "read records" ? null : `rollback the records in ${g.stateDir} of drill cgroup setup and inject --detach (in no drill):`
+            : c.step.step === "stop hog"
+              ? `rollback hog of cgroup ${c.name} (drill inject --detach recorded here, in no drill):`
+              : c.step.step === "read record"
+                ? `rollback record of cgroup ${c.name} (a drill cgroup setup or inject --detach record here):`
+                : `rollback cgroup ${c.name} (made by drill cgroup setup, in no drill):`;
+        if (header !== null) output.out(header);
         output.out(`  ${c.step.ok ? "ok  " : output.color.red("FAIL")} ${c.step.step}: ${c.step.detail}`);
       }
     }
@@ -228,7 +231,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       : [],
     ),
     ...leftOf(results),
-    ...cgroups.filter((c) => !c.step.ok).map((c) => `cgroup ${c.name}: ${c.step.detail}`),
+    ...cgroups.filter((c) => !c.step.ok).map((c) => (c.step.step === "read records" ? c.step.detail : `cgroup ${c.name}: ${c.step.detail}`)),
     ...running.filter((r) => !otherStateDirs(r)).map((r) => `${describeRunningDrill(r)}; ${rollbackHint(r)}`),
   ];
   // Read once the cgroups are torn down and --queue's rollback is done: a lever it pulled is closed.
