@@ -1,4 +1,5 @@
 import { drillCommandAt, redactUrl } from "../context.js";
+import { embeddedRedisStoppedBy } from "../drill/state.js";
 import { queueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis } from "../queue/redis.js";
 
@@ -65,6 +66,8 @@ export async function queuesLeftOpen(served: readonly ServedQueue[], at: { state
   for (const q of distinctQueues(served)) {
     const lever = await readLever(q);
     if (lever === "reject_all") continue;
+    // A drill's embedded Redis its rollback stopped: nothing admits there, and no command reaches it.
+    if (lever === null && embeddedRedisStoppedBy(at.stateDir, q.url) !== null) continue;
     open.push({ queue: q.queue, url: redactUrl(q.url), lever, command: `${drillCommandAt({ ...at, redisUrl: q.url })} rollback --queue ${q.queue}` });
   }
   return open;
