@@ -8,7 +8,7 @@ import { HOG_OUTCOMES, type HogOutcome } from "../cgroup/hog.js";
 import { GATE_START_LINE } from "../gate/loop.js";
 import { requireLayout } from "../cgroup/layout.js";
 import { readOomKillCount } from "../cgroup/memoryFiles.js";
-import { validateParent } from "../cgroup/names.js";
+import { DEFAULT_CGROUP_NAME, validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup } from "../cgroup/paths.js";
 import { applySetup, inspectForSetup, planSetup } from "../cgroup/setup.js";
 import { writeJsonDurably } from "../cgroup/stateFiles.js";
@@ -32,7 +32,7 @@ import { embeddedRedisDrill, freePort, startEmbeddedRedis } from "./embeddedRedi
 import { acquireDrillLock } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { realDir } from "./strays.js";
-import { drillCommandFor, leverCommand } from "../context.js";
+import { drillCommandAt, drillCommandFor, leverCommand, shellWord } from "../context.js";
 import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, runsDir, statePath, writeState, writeUpEnded, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
@@ -186,7 +186,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     const otherBox = vcpusMismatch(drill.host.vcpus, readOnlineCpus(roots), options.drillFile);
     if (otherBox !== null) log(`drill file: warning: ${otherBox}`);
     if (doctor.refusal !== null) throw new RefusedError(doctor.refusal);
-    if (options.redisUrl) await refuseQueueInUse(options.redisUrl, options.queue, stateDir, drillCommandFor(stateDir, roots));
+    if (options.redisUrl) await refuseQueueInUse(options.redisUrl, options);
 
     const runId = `${name}-${new Date().toISOString().replace(/[-:T]/g, "").slice(0, 14)}-${randomBytes(3).toString("hex")}`;
     // This run's embedded Redis and its children's output (runDir says why).
@@ -987,7 +987,9 @@ function parseSample(line: string): Sample | null {
  * made, naming the keys; a fresh --queue needs no cleanup, and the keys are
  * the operator's to remove.
  */
-async function refuseQueueInUse(url: string, queue: string, stateDir: string, drillCmd: string): Promise<void> {
+async function refuseQueueInUse(url: string, options: UpOptions): Promise<void> {
+  const { queue, stateDir } = options;
+  const drillCmd = drillCommandFor(stateDir, options.roots);
   const redis = await connectRedis(url, { name: "drill-up", commandTimeoutMs: 5000 });
   let found: QueueKey[];
   let owner: { state: DrillState; stateDir: string } | null;
@@ -997,13 +999,25 @@ async function refuseQueueInUse(url: string, queue: string, stateDir: string, dr
   } finally {
     await closeRedis(redis);
   }
-  if (owner !== null) throw new RefusedError(anotherDrillsRedisText(redactUrl(url), owner.state, drillCommandFor(owner.stateDir)));
+  if (owner !== null) throw new RefusedError(anotherDrillsRedisText(redactUrl(url), owner.state, drillCommandFor(owner.stateDir), upCommand(options, undefined, queue)));
   if (found.length === 0) return;
   // Another drill of this state dir on this queue and Redis: up now (the keys are its live run's), or its run over.
   const onQueue = readStateEntries(stateDir, listDrills(stateDir)).flatMap((e) => ("state" in e && e.state.queue === queue && sameRedis(e.state.redis.url, url) ? [e.state] : []));
   const upDrills = onQueue.filter(isDrillUp).map((s) => s.name);
   const earlierRuns = onQueue.filter((s) => !isDrillUp(s)).map((s) => `drill ${s.name}'s run ${s.runId}${s.rollback?.exported ? ` (exported to ${s.rollback.exported})` : ""}`);
-  throw new RefusedError(queueInUseText({ queue, url: redactUrl(url), found, upDrills, earlierRuns, drillCmd }));
+  throw new RefusedError(queueInUseText({ queue, url: redactUrl(url), found, upDrills, earlierRuns, drillCmd, upOnAnotherQueue: upCommand(options, url, "<another name>") }));
+}
+
+/**
+ * `drill … up …` again, with every flag that selects what it acts on (the
+ * state dir and trees, the Redis, the drill file, the cgroup, the queue): a
+ * refusal's fix typed as printed acts on the same drill, not on the defaults
+ * (QA: "drill up --queue <name>" dropped --state-dir, --redis and --name).
+ * `redisUrl` undefined: left out (up starts its own). `queue` as printed.
+ */
+export function upCommand(o: Pick<UpOptions, "stateDir" | "sysfs" | "procfs" | "drillFile" | "cgroupName" | "parent">, redisUrl: string | undefined, queue: string): string {
+  const target = ["--drill", o.drillFile, ...(o.cgroupName === DEFAULT_CGROUP_NAME ? [] : ["--name", o.cgroupName]), ...(o.parent === undefined ? [] : ["--parent", o.parent])];
+  return `${drillCommandAt({ stateDir: o.stateDir, sysfs: o.sysfs, procfs: o.procfs, redisUrl })} up ${target.map(shellWord).join(" ")} --queue ${queue}`;
 }
 
 /**
@@ -1034,8 +1048,8 @@ async function embeddedRedisOwner(redis: Redis): Promise<{ state: DrillState; st
  * that drill's rollback, which stops it: its gate and worker stopped early, its
  * jobs left in the other drill's AOF, and its own rollback failed for good.
  */
-export function anotherDrillsRedisText(url: string, owner: Pick<DrillState, "name" | "runId">, ownerCmd: string): string {
-  return `redis ${url} is the embedded redis-server of drill ${owner.name} (run ${owner.runId}): that drill's rollback (${ownerCmd} rollback --name ${owner.name}) stops it, and this drill's queue with it; leave out --redis (this drill starts its own), or give a Redis no drill stops`;
+export function anotherDrillsRedisText(url: string, owner: Pick<DrillState, "name" | "runId">, ownerCmd: string, upWithoutRedis: string): string {
+  return `redis ${url} is the embedded redis-server of drill ${owner.name} (run ${owner.runId}): that drill's rollback (${ownerCmd} rollback --name ${owner.name}) stops it, and this drill's queue with it; leave out --redis (this drill starts its own: ${upWithoutRedis}), or give a Redis no drill stops`;
 }
 
 /** One key of a queue as found: its type, and its length when it has one. */
@@ -1052,7 +1066,16 @@ export interface QueueKey {
  * from under a live drill (QA: the refusal advised DEL while drill smoke ran
  * on them), so it names what runs and how to stop it instead.
  */
-export function queueInUseText(f: { queue: string; url: string; found: readonly QueueKey[]; upDrills: readonly string[]; earlierRuns?: readonly string[]; drillCmd: string }): string {
+export function queueInUseText(f: {
+  queue: string;
+  url: string;
+  found: readonly QueueKey[];
+  upDrills: readonly string[];
+  earlierRuns?: readonly string[];
+  drillCmd: string;
+  /** This up again on another queue (upCommand). */
+  upOnAnotherQueue: string;
+}): string {
   const { queue, url } = f;
   const shownKeys = f.found.map((k) => (k.length === null ? `${k.key} (${k.type})` : `${k.key} (${k.type}, ${k.length})`));
   const shown = shownKeys.length > 12 ? [...shownKeys.slice(0, 12), `and ${shownKeys.length - 12} more`] : shownKeys;
@@ -1073,14 +1096,14 @@ export function queueInUseText(f: { queue: string; url: string; found: readonly 
     const stop =
       f.upDrills.length > 0 ? f.upDrills.map((n) => `${f.drillCmd} rollback --name ${n}`).join(", then ")
       : `roll back the drill that runs them (drill rollback --state-dir <its dir>), or stop them`;
-    return `${who}; the queue's keys: ${shown.join(", ")}. ${keep} Do not delete them while it runs. Run this drill on another queue (drill up --queue <name>), or first: ${stop}`;
+    return `${who}; the queue's keys: ${shown.join(", ")}. ${keep} Do not delete them while it runs. Run this drill on another queue (${f.upOnAnotherQueue}), or first: ${stop}`;
   }
   return (
     // Whose they are when this state dir knows (QA: it hedged while its own rolled-back run had left them).
     `queue ${queue} on ${url} already holds keys (${(f.earlierRuns ?? []).length > 0 ? `those of ${f.earlierRuns!.join(", ")}: rollback exports them and leaves them` : "an earlier run's: rollback exports them to <state-dir>/<drill>/final-*.jsonl and leaves them; or another drill's"}): ${shown.join(", ")}. ` +
     `${keep} ` +
-    `Run on a fresh queue (drill up --queue <name>), or keep what you need of them first (${queue}_drain and the retry and dead lists hold jobs; ` +
-    `drill report --redis ${url} --queue ${queue} --format md keeps their summary) and remove them yourself: ` +
+    `Run on a fresh queue (${f.upOnAnotherQueue}), or keep what you need of them first (${queue}_drain and the retry and dead lists hold jobs; ` +
+    `${f.drillCmd} --redis ${shellWord(url)} report --queue ${queue} --format md keeps their summary) and remove them yourself: ` +
     `redis-cli -u ${url} DEL ${queue} ${queue}_drain, and each key redis-cli -u ${url} --scan --pattern '${queue}:*' lists`
   );
 }
