@@ -1,6 +1,6 @@
 import path from "node:path";
 import { writeErr } from "../closedStdout.js";
-import { commandRedis, DEFAULT_REDIS_URL, drillCommandAt, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
+import { commandRedis, DEFAULT_REDIS_URL, drillCommandAt, hiddenPasswordNote, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
 import { describeRunningDrill, drillsUpOnQueue, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, scanRunningDrills, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
 import { sameRedis } from "../queue/redis.js";
 import { validateDrillName } from "../drill/names.js";
@@ -265,19 +265,24 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     // again, not a re-admit on top of jobs still waiting to drain.
     const finished = results.filter((r) => r.left.length === 0);
     const unfinished = results.filter((r) => r.left.length > 0);
+    // The Redis URLs the commands below name (--redis, a drill's own): one with a password is printed masked.
+    const named: Array<string | undefined> = [];
     if (unfinished.length > 0) {
       output.out("Not rolled back yet: admission stays as it is; run the rollback again once what is left above is fixed:");
       for (const r of unfinished) output.out(`  ${rerunCmd} rollback --name ${r.name}`);
+      named.push(g.redisUrl);
     }
     if (finished.length > 0) {
       const hints = finished.map((r) => readmitHint(r, g));
       // QA: the PSI condition above "nothing to re-admit" (an embedded Redis, stopped) read as a step to take.
       if (hints.some((h) => h.readmit)) output.out(READMIT_HINT);
       for (const h of hints) output.out(`  ${h.line}`);
+      named.push(...hints.map((h) => h.url));
       // The runbook's last word: the reject summary for the incident notes (report reads the export once Redis is gone).
       output.out("For the incident notes:");
       for (const r of finished) output.out(`  ${drillCmd} report --name ${r.name} --format md`);
     }
+    passwordNoteLines(named).forEach((line) => output.out(line));
   }
   if (left.length > 0) throw new RollbackIncompleteError(`rollback incomplete; left: ${left.join("; ")}`);
 }
@@ -373,6 +378,12 @@ function drillOnQueue(stateDir: string, queue: string, url: string): string | nu
 // gate mode admit refuses unless both avg10 and avg60 are under 1.00: the hint names both.
 const READMIT_HINT = "Re-enable admission only once PSI avg10 and avg60 both stay under 1.00 (gate mode admit refuses otherwise):";
 
+/** hiddenPasswordNote as lines: none, or the one. */
+function passwordNoteLines(urls: ReadonlyArray<string | undefined>): string[] {
+  const note = hiddenPasswordNote(urls);
+  return note === null ? [] : [note];
+}
+
 /** After a queue's rollback: its drain, then the rollback again or the re-admit and the report, as for a drill. `drillCmd` names the Redis when one was given. */
 function queueClosingLines(q: QueueRollback, url: string, drillCmd: string, at: GlobalOptions): string[] {
   const again = `${drillCmd} rollback --queue ${q.queue}`;
@@ -382,7 +393,7 @@ function queueClosingLines(q: QueueRollback, url: string, drillCmd: string, at: 
     const refused = q.left.map(refusalHint).find((hint) => hint !== null);
     if (q.left.some((l) => l.includes("its own rollback drains it"))) return [...lines, "Not rolled back here: it is a drill's queue; run that drill's rollback, named above"];
     const once = q.left.some((l) => l.includes(" held by ")) ? "the gate or worker holding its jobs has stopped" : refused ? `its Redis takes these commands: ${refused}` : "its Redis answers";
-    return [...lines, `Not rolled back yet: run ${again} once ${once}`];
+    return [...lines, `Not rolled back yet: run ${again} once ${once}`, ...passwordNoteLines([at.redisUrl])];
   }
   return [
     ...lines,
@@ -390,6 +401,7 @@ function queueClosingLines(q: QueueRollback, url: string, drillCmd: string, at: 
     `  ${leverCommand(url, q.queue, "admit", at)}`,
     "For the incident notes:",
     `  ${drillCmd} report --queue ${q.queue} --format md`,
+    ...passwordNoteLines([url, at.redisUrl]),
   ];
 }
 
@@ -405,7 +417,7 @@ function leftOf(drills: DrillRollback[]): string[] {
 }
 
 /** Where to re-admit: the drill's own Redis, named (it is rolled back, so no command finds it in the state dir any more); `readmit` false when there is nothing to re-admit on. */
-function readmitHint(r: DrillRollback, g: GlobalOptions): { line: string; readmit: boolean } {
+function readmitHint(r: DrillRollback, g: GlobalOptions): { line: string; readmit: boolean; url?: string } {
   let state;
   try {
     state = readState(g.stateDir, r.name);
@@ -421,5 +433,5 @@ function readmitHint(r: DrillRollback, g: GlobalOptions): { line: string; readmi
     return { line: `${r.name}: nothing to re-admit, its embedded Redis stopped with the drill (${kept}); the next drill up admits from the start`, readmit: false };
   }
   if (url === "") return { line: `${r.name}: no Redis was set up, nothing to re-admit`, readmit: false };
-  return { line: `${r.name}: ${leverCommand(url, state?.queue ?? "jobs", "admit", g)}`, readmit: true };
+  return { line: `${r.name}: ${leverCommand(url, state?.queue ?? "jobs", "admit", g)}`, readmit: true, url };
 }

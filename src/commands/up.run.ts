@@ -4,7 +4,7 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { stateDirError } from "../cgroup/stateFiles.js";
-import { drillCommandFor, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
+import { drillCommandFor, hiddenPasswordNote, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState, statePath, type DrillState } from "../drill/state.js";
 import { acquireDrillLock, drillLockFile } from "../drill/lock.js";
@@ -273,7 +273,10 @@ export function closingLines(f: ClosingFacts): string[] {
     );
     return lines;
   }
-  if (f.redisUrl !== "") lines.push(`Deny-all by hand: \`${leverCommand(f.redisUrl, f.queue, "reject_all")}\`.`);
+  if (f.redisUrl !== "") {
+    const note = hiddenPasswordNote([f.redisUrl]);
+    lines.push(`Deny-all by hand: \`${leverCommand(f.redisUrl, f.queue, "reject_all")}\`${note === null ? "" : ` ${note}`}.`);
+  }
   const selfExit = keep === null ? (f.embeddedRedis ? "the embedded Redis exits by itself 5.5 minutes after the drill's end, with every job in its AOF" : null)
     : f.embeddedRedis ? "they exit by themselves 5 minutes after the drill's end, the embedded Redis 30 s later with every job in its AOF" : "they exit by themselves 5 minutes after the drill's end";
   lines.push(`Run ${rollback} before walking away: ${running}${selfExit === null ? "" : ` (${selfExit})`}.`);

@@ -176,7 +176,7 @@ describe("commandRedisUrl: flag, env, the drill up in the state dir, default", (
 describe("leverCommand", () => {
   it("names the Redis (password hidden) and a queue other than jobs", () => {
     expect(leverCommand("redis://127.0.0.1:41234", "jobs", "reject_all")).toBe("drill --redis redis://127.0.0.1:41234 gate mode reject_all");
-    expect(leverCommand("redis://:pw@10.0.0.5:6379", "batch", "admit")).toBe("drill --redis redis://:***@10.0.0.5:6379 gate mode admit --queue batch");
+    expect(leverCommand("redis://:pw@10.0.0.5:6379", "batch", "admit")).toBe("drill --redis 'redis://:***@10.0.0.5:6379' gate mode admit --queue batch");
     // Where the command was run with other trees: they go with it (admit reads host PSI there).
     expect(leverCommand("redis://127.0.0.1:41234", "jobs", "admit", { stateDir: "/tmp/st", procfs: "/tmp/fake/proc" })).toBe(
       "drill --state-dir /tmp/st --procfs /tmp/fake/proc --redis redis://127.0.0.1:41234 gate mode admit",
