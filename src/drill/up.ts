@@ -29,7 +29,7 @@ import { formatBytes, formatDuration, formatPlainDecimal } from "../units.js";
 import type { DrillFile, InjectStep, PackStep } from "./drillFile.js";
 import { scanKeys } from "./drain.js";
 import { embeddedRedisDrill, freePort, startEmbeddedRedis } from "./embeddedRedis.js";
-import { acquireDrillLock } from "./lock.js";
+import { acquireDrillLock, stateDirRefusal } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { realDir } from "./strays.js";
 import { drillCommandAt, drillCommandFor, leverCommand, shellWord } from "../context.js";
@@ -86,6 +86,8 @@ export interface UpResult {
   rollbackUnderWay: boolean;
   /** How long up waited for gate and worker before the schedule's clock started; null when it stopped first. */
   readyMs: number | null;
+  /** The state dir refused the write of the drill's end (full, read-only): why; state.json holds what was recorded before. */
+  endUnrecorded: string | null;
 }
 
 /** up's verdict: a signal to up first, then a child or the Redis gone, else the drill ran to its end. */
@@ -118,7 +120,7 @@ export interface EarlyExit {
   /** Its log; null when there is none worth reading (a given Redis, a stopped one). */
   log: string | null;
   /** A child exited; the embedded Redis is gone; a push Redis never took (why); or gate or worker never got ready. */
-  cause: "exited" | "gone" | PushFailure | "not_ready" | "oom_killed";
+  cause: "exited" | "gone" | PushFailure | "not_ready" | "oom_killed" | "state_unwritten";
   /** The last line it wrote to its log (the usual reason), or the error seen. */
   lastLine: string | null;
   /** lastLine is the last thing it did on stdout (a decision, a sample), not a word on why it stopped: said as such. */
@@ -369,13 +371,20 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       const ended = drillEnded(result, Date.now(), typeof options.signal.reason === "string" ? options.signal.reason : null);
       // The rollback owns state.json: what was packed goes beside the run's logs for the report (QA: pushed/not_packed null after a mid-run rollback).
       if (rollbackUnderWay) writeUpEnded(dir, ended);
+      let endUnrecorded: string | null = null;
       if (!rollbackUnderWay) {
         state.phase = "stopped";
         // onInterrupt aborts with the signal's name: the report says which (Ctrl-C, or a supervisor's SIGTERM).
         state.ended = ended;
-        writeState(stateDir, state);
+        try {
+          writeState(stateDir, state);
+        } catch (err) {
+          // A full or read-only state dir: what ran is said all the same, and what to roll back (QA: exit 1 and no summary).
+          if (stateDirRefusal(err) === null) throw err;
+          endUnrecorded = (err as Error).message;
+        }
       }
-      return { state, interrupted: result.interrupted, pushed: result.pushed, notPacked: result.notPacked, unansweredPushes: result.unansweredPushes, skippedJobs: result.skippedJobs, exitedEarly: result.exitedEarly, rollbackUnderWay, readyMs: result.readyMs };
+      return { state, interrupted: result.interrupted, pushed: result.pushed, notPacked: result.notPacked, unansweredPushes: result.unansweredPushes, skippedJobs: result.skippedJobs, exitedEarly: result.exitedEarly, rollbackUnderWay, readyMs: result.readyMs, endUnrecorded };
     } finally {
       await closeRedis(redis);
     }
@@ -618,10 +627,21 @@ async function runSchedule(
       cause: failure,
     });
   };
+  // A state write the state dir refused (full, read-only) mid-drill: nothing more is started unrecorded; the drill stops, says what it did.
+  const stateRefused = (what: string, err: unknown): void => {
+    if (stateDirRefusal(err) === null) throw err;
+    stopEarly({ key: "state", how: `not written (${what})`, code: null, log: null, lastLine: (err as Error).message, cause: "state_unwritten" });
+  };
   let readyMs: number | null;
   try {
     readyMs = await untilReady(ready, dir, log, signal, () => signal.aborted || exitedEarly.length > 0, stopEarly, checkRedis);
-    if (readyMs !== null) ready.onReady();
+    if (readyMs !== null) {
+      try {
+        ready.onReady();
+      } catch (err) {
+        stateRefused("that the drill runs", err);
+      }
+    }
   } catch (err) {
     // Taken over by a rollback: up says only that (a child it stops next is no news).
     scheduleOver = true;
@@ -634,12 +654,19 @@ async function runSchedule(
   }
   const packing: Promise<number>[] = [];
   // Not ready (stopped while waiting): no phase starts, each is said not started below.
-  while (readyMs !== null && !signal.aborted) {
+  // An early stop (said as it came) starts no phase after it.
+  while (readyMs !== null && !signal.aborted && exitedEarly.length === 0) {
     const now = elapsed();
-    while (next < phases.length && phases[next]!.at <= now) {
+    while (next < phases.length && phases[next]!.at <= now && exitedEarly.length === 0) {
       const phase = phases[next++]!;
       if (phase.pack) packing.push(pack(queue, phase.pack, phase.index, { log, pushed, signal: stopPacking.signal, elapsed, durationMs: drill.duration, runId: state.runId, pushFailed, pushUnanswered }));
-      if (phase.inject) inject({ ...phase, inject: phase.inject }, drill.duration, state, spawnChild, target, dir, log);
+      if (phase.inject) {
+        try {
+          inject({ ...phase, inject: phase.inject }, drill.duration, state, spawnChild, target, dir, log);
+        } catch (err) {
+          stateRefused(`phase ${phase.index}'s hog`, err);
+        }
+      }
     }
     checkRedis();
     if (now >= drill.duration || exitedEarly.length > 0) break;
