@@ -132,6 +132,16 @@ export function redactUrl(url: string): string {
 }
 
 /**
+ * Said under printed commands that name a Redis whose password redactUrl hid:
+ * `***` does not paste, and the password stays out of the output (QA). null
+ * when no URL among `urls` has one.
+ */
+export function hiddenPasswordNote(urls: ReadonlyArray<string | undefined>): string | null {
+  if (!urls.some((url) => url !== undefined && redactUrl(url) !== url)) return null;
+  return "(the Redis password is shown as ***: put yours in its place, or leave --redis out with DRILL_REDIS_URL set to the whole URL)";
+}
+
+/**
  * The Redis of a command that uses one (pack, gate, gate mode, watch,
  * worker): --redis / DRILL_REDIS_URL, silently; else the Redis of the one
  * drill up in the state dir on this queue (and cgroup), said once on stderr,

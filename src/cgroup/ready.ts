@@ -86,7 +86,7 @@ export function refuseForeignJoin(roots: HostRoots, computed: WorkerCgroup, cgro
   const what = joiner.command === "worker" ? "a worker" : "a hog";
   throw new RefusedError(
     upHolderRefusal(
-      cgroup.dirs.map((d) => d.dir).join(" and "),
+      cgroup.dirs.map((d) => d.dir),
       holder,
       drillCommandFor(stateDir, roots),
       `run ${what} started by hand in it (its rollback would kill it with the drill's own)`,

@@ -92,9 +92,13 @@ export function readUpHolder(stateDir: string, marker: CgroupMarker | null, dirs
   return state && isUpWith(state, owner, dirs) ? { drill: owner.drill, runId: state.runId, phase: state.phase, stateFile } : null;
 }
 
-/** `<where> is the worker cgroup of drill X (run R)`: how each refusal over a drill's cgroup begins (up, setup, teardown). */
-function workerCgroupOf(where: string, holder: CgroupOwner): string {
-  return `${where} is the worker cgroup of drill ${holder.drill} (run ${holder.runId})`;
+/**
+ * `<dir> is` / `<v1 memory dir> and <unified twin> are the worker cgroup of
+ * drill X (run R)`: how each refusal over a drill's cgroup begins (up, setup,
+ * teardown); the twin is one cgroup's second dir, so the verb is plural (QA).
+ */
+export function workerCgroupOf(dirs: readonly string[], holder: CgroupOwner): string {
+  return `${dirs.join(" and ")} ${dirs.length > 1 ? "are" : "is"} the worker cgroup of drill ${holder.drill} (run ${holder.runId})`;
 }
 
 /**
@@ -102,9 +106,9 @@ function workerCgroupOf(where: string, holder: CgroupOwner): string {
  * setup` (rewrite its limits) and `drill cgroup teardown` (kill its worker
  * and hog mid-drill). `drillCmd` is drill as the operator runs it on this --state-dir.
  */
-export function upHolderRefusal(where: string, holder: UpHolder, drillCmd: string, refusing: string, otherwise: string): string {
+export function upHolderRefusal(dirs: readonly string[], holder: UpHolder, drillCmd: string, refusing: string, otherwise: string): string {
   const up = holder.phase === null ? `whose state ${holder.stateFile} cannot be read (${holder.unreadable ?? "?"}), so it may be up` : `which is up (${holder.phase})`;
-  return `${workerCgroupOf(where, holder)}, ${up}; refusing to ${refusing}. Run ${drillCmd} rollback --name ${holder.drill}${otherwise}`;
+  return `${workerCgroupOf(dirs, holder)}, ${up}; refusing to ${refusing}. Run ${drillCmd} rollback --name ${holder.drill}${otherwise}`;
 }
 
 /** What is on the host before setup acts: gathered by inspectForSetup, decided on by planSetup. */
@@ -195,7 +199,7 @@ export function decideOwnership(inspection: SetupInspection, owner?: CgroupOwner
   // make them afresh and drop the drill from the marker.
   if (!owner && inspection.upHolder) {
     const dirs = inspection.existing.length > 0 ? inspection.existing.map((e) => e.dir.dir) : (marker?.dirs.map((d) => d.dir) ?? []);
-    const reason = upHolderRefusal(dirs.join(" and "), inspection.upHolder, inspection.drillCmd, "rewrite its limits under it", " first, or pick another --name");
+    const reason = upHolderRefusal(dirs, inspection.upHolder, inspection.drillCmd, "rewrite its limits under it", " first, or pick another --name");
     return { kind: "refuse", reason };
   }
   if (inspection.existing.length === 0) return { kind: "fresh" };
@@ -204,11 +208,12 @@ export function decideOwnership(inspection: SetupInspection, owner?: CgroupOwner
   const foreignTasks = inspection.existing.flatMap((e) => e.tasks ?? []);
   if (owner) {
     const holder = ownerOf(marker);
-    const where = inspection.existing.map((e) => e.dir.dir).join(" and ");
+    const dirs = inspection.existing.map((e) => e.dir.dir);
+    const where = dirs.join(" and ");
     if (holder && holder.drill !== owner.drill) {
       return {
         kind: "refuse",
-        reason: `${workerCgroupOf(where, holder)}; refusing to share it with drill ${owner.drill}. Run ${inspection.drillCmd} rollback --name ${holder.drill} first, or pick another --name`,
+        reason: `${workerCgroupOf(dirs, holder)}; refusing to share it with drill ${owner.drill}. Run ${inspection.drillCmd} rollback --name ${holder.drill} first, or pick another --name`,
       };
     }
     const unreadable = inspection.existing.filter((e) => e.tasks === null).map((e) => e.dir.dir);
@@ -219,7 +224,7 @@ export function decideOwnership(inspection: SetupInspection, owner?: CgroupOwner
       const by = holder ? `drill ${holder.drill}'s earlier run ${holder.runId}` : "drill cgroup setup";
       return {
         kind: "refuse",
-        reason: `${where} (set up by ${by}) still has tasks ${describeTasks(foreignTasks)}; refusing to adopt a cgroup something runs in. Roll back what runs there (or drill cgroup teardown), or pick another --name`,
+        reason: `${where} (set up by ${by}) still ${dirs.length > 1 ? "have" : "has"} tasks ${describeTasks(foreignTasks)}; refusing to adopt a cgroup something runs in. Roll back what runs there (or drill cgroup teardown), or pick another --name`,
       };
     }
   }

@@ -450,8 +450,10 @@ function listJson(dir: string): ListedRecord[] {
       } catch (err) {
         // Another user's record (or in a dir others write) is no record of drill's: said, never acted on.
         if (err instanceof ForeignRecordError) return [{ file, value: null, error: null, foreign: err.message }];
-        // EACCES (a non-root rollback of root's records), or a record cut short: kept apart, never taken for "none"
-        return [{ file, value: null, error: (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err)), foreign: null }];
+        // EACCES (a non-root rollback of root's records: whose, and to run as root), or a record cut short: kept apart, never taken for "none"
+        const code = (err as NodeJS.ErrnoException).code;
+        const error = code === "EACCES" || code === "EPERM" ? recordReadError(file, err).reason : (code ?? (err instanceof Error ? err.message : String(err)));
+        return [{ file, value: null, error, foreign: null }];
       }
     });
 }

@@ -8,7 +8,7 @@ import { drillRunsOf } from "../drill/strays.js";
 import { readPids } from "./memoryFiles.js";
 import { requireLayout } from "./layout.js";
 import { assembleWorkerCgroup, workerCgroupFromDirs, type CgroupDir, type WorkerCgroup } from "./paths.js";
-import { readUpHolder, upHolderRefusal, type UpHolder } from "./setup.js";
+import { readUpHolder, upHolderRefusal, workerCgroupOf, type UpHolder } from "./setup.js";
 import { discardHogRecord, listHogRecords, listMarkers, listServedQueues, markerFile, readMarker, removeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
 import { isInCgroup, readComm, signalError } from "./tasks.js";
 import { isSameProcess } from "../host/process.js";
@@ -221,15 +221,14 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   // The operator's own teardown (no owner) of a drill that is up: that drill's rollback is the way.
   const upHolder = options.owner ? null : readUpHolder(options.stateDir, marker, [...new Set([...cgroup.dirs, ...computed.dirs].map((d) => d.dir))]);
   if (upHolder && !options.force) {
-    const where = cgroup.dirs.map((d) => d.dir).join(" and ");
     throw new RefusedError(
-      upHolderRefusal(where, upHolder, drillCommandFor(options.stateDir, roots), "kill its worker and hog mid-drill", " (it stops the drill, drains its queue and removes the cgroup), or give --force to tear it down anyway"),
+      upHolderRefusal(cgroup.dirs.map((d) => d.dir), upHolder, drillCommandFor(options.stateDir, roots), "kill its worker and hog mid-drill", " (it stops the drill, drains its queue and removes the cgroup), or give --force to tear it down anyway"),
     );
   }
   const foreign = foreignOwner(marker, options.owner);
   if (foreign) {
     throw new RefusedError(
-      `${cgroup.dirs.map((d) => d.dir).join(" and ")} ${cgroup.dirs.length > 1 ? "are" : "is"} the worker cgroup of drill ${foreign.drill} (run ${foreign.runId}) now, ` +
+      `${workerCgroupOf(cgroup.dirs.map((d) => d.dir), foreign)} now, ` +
         `not of drill ${options.owner!.drill} (marker ${markerFile(options.stateDir, computed)}); leaving it and its tasks alone`,
     );
   }

@@ -1,6 +1,6 @@
 import path from "node:path";
 import { writeErr } from "../closedStdout.js";
-import { commandRedis, DEFAULT_REDIS_URL, drillCommandAt, hostRoots, leverCommand, redactUrl, shellWord, type GlobalOptions } from "../context.js";
+import { commandRedis, DEFAULT_REDIS_URL, drillCommandAt, hiddenPasswordNote, hostRoots, leverCommand, redactUrl, shellWord, type GlobalOptions } from "../context.js";
 import { describeRunningDrill, drillRollbackCommand, drillsUpOnQueue, rollbackAgain, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, scanRunningDrills, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
 import { sameRedis } from "../queue/redis.js";
 import { validateDrillName } from "../drill/names.js";
@@ -155,14 +155,17 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     current = { name: "", lastStep: "", result: null, cgroups: true };
     cgroups = await rollbackStandaloneCgroups(hostRoots(g), g.stateDir, named);
     if (!g.json) {
-      for (const c of cgroups) {
-        output.out(
-          c.step.step === "stop hog"
-            ? `rollback hog of cgroup ${c.name} (drill inject --detach recorded here, in no drill):`
-            : c.step.step === "read record"
-              ? `rollback record of cgroup ${c.name} (a drill cgroup setup or inject --detach record here):`
-              : `rollback cgroup ${c.name} (made by drill cgroup setup, in no drill):`,
-        );
+      for (const [i, c] of cgroups.entries()) {
+        // A record dir it cannot list names no cgroup: one header for them all, not "cgroup ?" per dir (QA).
+        const header =
+          c.step.step === "read records"
+            ? cgroups[i - 1]?.step.step === "read records" ? null : `rollback the records in ${g.stateDir} of drill cgroup setup and inject --detach (in no drill):`
+            : c.step.step === "stop hog"
+              ? `rollback hog of cgroup ${c.name} (drill inject --detach recorded here, in no drill):`
+              : c.step.step === "read record"
+                ? `rollback record of cgroup ${c.name} (a drill cgroup setup or inject --detach record here):`
+                : `rollback cgroup ${c.name} (made by drill cgroup setup, in no drill):`;
+        if (header !== null) output.out(header);
         output.out(`  ${c.step.ok ? "ok  " : output.color.red("FAIL")} ${c.step.step}: ${c.step.detail}`);
       }
     }
@@ -229,7 +232,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       : [],
     ),
     ...leftOf(results),
-    ...cgroups.filter((c) => !c.step.ok).map((c) => `cgroup ${c.name}: ${c.step.detail}`),
+    ...cgroups.filter((c) => !c.step.ok).map((c) => (c.step.step === "read records" ? c.step.detail : `cgroup ${c.name}: ${c.step.detail}`)),
     ...running.filter((r) => !otherStateDirs(r)).map((r) => `${describeRunningDrill(r)}; ${rollbackHint(r)}`),
   ];
   // Read once the cgroups are torn down and --queue's rollback is done: a lever it pulled is closed.
@@ -263,19 +266,24 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     // again, not a re-admit on top of jobs still waiting to drain.
     const finished = results.filter((r) => r.left.length === 0);
     const unfinished = results.filter((r) => r.left.length > 0);
+    // The Redis URLs the commands below name (--redis, a drill's own): one with a password is printed masked.
+    const named: Array<string | undefined> = [];
     if (unfinished.length > 0) {
       output.out("Not rolled back yet: admission stays as it is; run the rollback again once what is left above is fixed:");
       for (const r of unfinished) output.out(`  ${again(r.name)}`);
+      named.push(g.redisUrl);
     }
     if (finished.length > 0) {
       const hints = finished.map((r) => readmitHint(r, g));
       // QA: the PSI condition above "nothing to re-admit" (an embedded Redis, stopped) read as a step to take.
       if (hints.some((h) => h.readmit)) output.out(READMIT_HINT);
       for (const h of hints) output.out(`  ${h.line}`);
+      named.push(...hints.map((h) => h.url));
       // The runbook's last word: the reject summary for the incident notes (report reads the export once Redis is gone).
       output.out("For the incident notes:");
       for (const r of finished) output.out(`  ${drillCmd} report --name ${shellWord(r.name)} --format md`);
     }
+    passwordNoteLines(named).forEach((line) => output.out(line));
   }
   if (left.length > 0) throw new RollbackIncompleteError(`rollback incomplete; left: ${left.join("; ")}`);
 }
@@ -371,6 +379,12 @@ function drillOnQueue(stateDir: string, queue: string, url: string): string | nu
 // gate mode admit refuses unless both avg10 and avg60 are under 1.00: the hint names both.
 const READMIT_HINT = "Re-enable admission only once PSI avg10 and avg60 both stay under 1.00 (gate mode admit refuses otherwise):";
 
+/** hiddenPasswordNote as lines: none, or the one. */
+function passwordNoteLines(urls: ReadonlyArray<string | undefined>): string[] {
+  const note = hiddenPasswordNote(urls);
+  return note === null ? [] : [note];
+}
+
 /** After a queue's rollback: its drain, then the rollback again or the re-admit and the report, as for a drill. `drillCmd` names the Redis when one was given. */
 function queueClosingLines(q: QueueRollback, url: string, drillCmd: string, again: string, at: GlobalOptions): string[] {
   const lines = [`queue ${q.queue}: ${q.drainLength === null ? "drain pending" : `LLEN ${q.drainLength} in ${queueKeys(q.queue).drain}`}`];
@@ -379,7 +393,7 @@ function queueClosingLines(q: QueueRollback, url: string, drillCmd: string, agai
     const refused = q.left.map(refusalHint).find((hint) => hint !== null);
     if (q.left.some((l) => l.includes("its own rollback drains it"))) return [...lines, "Not rolled back here: it is a drill's queue; run that drill's rollback, named above"];
     const once = q.left.some((l) => l.includes(" held by ")) ? "the gate or worker holding its jobs has stopped" : refused ? `its Redis takes these commands: ${refused}` : "its Redis answers";
-    return [...lines, `Not rolled back yet: run ${again} once ${once}`];
+    return [...lines, `Not rolled back yet: run ${again} once ${once}`, ...passwordNoteLines([at.redisUrl])];
   }
   return [
     ...lines,
@@ -387,6 +401,7 @@ function queueClosingLines(q: QueueRollback, url: string, drillCmd: string, agai
     `  ${leverCommand(url, q.queue, "admit", at)}`,
     "For the incident notes:",
     `  ${drillCmd} report --queue ${shellWord(q.queue)} --format md`,
+    ...passwordNoteLines([url, at.redisUrl]),
   ];
 }
 
@@ -402,7 +417,7 @@ function leftOf(drills: DrillRollback[]): string[] {
 }
 
 /** Where to re-admit: the drill's own Redis, named (it is rolled back, so no command finds it in the state dir any more); `readmit` false when there is nothing to re-admit on. */
-function readmitHint(r: DrillRollback, g: GlobalOptions): { line: string; readmit: boolean } {
+function readmitHint(r: DrillRollback, g: GlobalOptions): { line: string; readmit: boolean; url?: string } {
   let state;
   try {
     state = readState(g.stateDir, r.name);
@@ -418,5 +433,5 @@ function readmitHint(r: DrillRollback, g: GlobalOptions): { line: string; readmi
     return { line: `${r.name}: nothing to re-admit, its embedded Redis stopped with the drill (${kept}); the next drill up admits from the start`, readmit: false };
   }
   if (url === "") return { line: `${r.name}: no Redis was set up, nothing to re-admit`, readmit: false };
-  return { line: `${r.name}: ${leverCommand(url, state?.queue ?? "jobs", "admit", g)}`, readmit: true };
+  return { line: `${r.name}: ${leverCommand(url, state?.queue ?? "jobs", "admit", g)}`, readmit: true, url };
 }

@@ -4,11 +4,11 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { stateDirError } from "../cgroup/stateFiles.js";
-import { drillCommandFor, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
+import { drillCommandFor, hiddenPasswordNote, hostRoots, leverCommand, redactUrl, type GlobalOptions } from "../context.js";
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState, statePath, type DrillState } from "../drill/state.js";
 import { rollbackAgain } from "../drill/rollback.js";
-import { acquireDrillLock, drillLockFile } from "../drill/lock.js";
+import { acquireDrillLock, drillLockFile, stateDirRefusal } from "../drill/lock.js";
 import { embeddedRedisSeen, refuseWhileUp, runUp, stoppedByFailure, upVerdict } from "../drill/up.js";
 import { readyTimeoutMs } from "../drill/ready.js";
 import { DrillError, InterruptedError, RefusedError, UsageError } from "../errors.js";
@@ -144,6 +144,8 @@ async function runInForeground(
       crashAt: process.env.DRILL_CRASH_AT,
       // The up --detach that started this one holds up.lock until this one takes it.
       lockFrom: process.env[BACKGROUND_ENV] === "1" ? process.ppid : undefined,
+    }).catch((err: unknown) => {
+      throw setupStateRefused(err, g.stateDir, drill.name, drillCmd) ?? err;
     });
     const redisTrouble = result.exitedEarly.find((e) => e.key === "redis")?.cause ?? null;
     const redisRecord = result.state.redis.embedded ? result.state.processes.find((p) => p.role === "redis") : undefined;
@@ -167,6 +169,8 @@ async function runInForeground(
       rollback_under_way: result.rollbackUnderWay,
       // How long gate and worker took to be ready before the schedule's clock started (null: stopped first).
       ready_ms: result.readyMs,
+      // Why the drill's end is not in state.json (a full or read-only state dir); null when it is.
+      end_unrecorded: result.endUnrecorded,
     };
     const reportCmd = `${drillCmd} report --name ${drill.name} --format md`;
     if (!g.json) {
@@ -210,6 +214,10 @@ async function runInForeground(
     }
     const signal = interrupt.received();
     if (signal) throw new InterruptedError(signal);
+    // Said after the summary and what to do next: state.json still holds all up started, so rollback finds it (exit 1, README Known limits).
+    if (result.endUnrecorded !== null) {
+      throw new DrillError(`${result.endUnrecorded}; the drill's end is not recorded there (what it did is above), everything it started is: run \`${drillCmd} rollback --name ${drill.name}\``);
+    }
     // The worker OOM-killed in its cgroup stopped the drill, but is its outcome (RELIABILITY 4, as inject's oom_killed): exit 0, said above.
     if (stoppedByFailure(result.exitedEarly)) {
       const gone = result.exitedEarly.map((e) => `${e.key} ${e.how}${e.log ? ` (log ${e.log})` : ""}`).join(", ");
@@ -218,6 +226,24 @@ async function runInForeground(
   } finally {
     interrupt.dispose();
   }
+}
+
+/**
+ * A state write refused (full, read-only) while up set up, after its run's
+ * first write: each act's intent is written before it, so what it started by
+ * then is recorded, and that drill's rollback is what to run. null for any
+ * other failure, or before this run wrote its state.
+ */
+function setupStateRefused(err: unknown, stateDir: string, name: string, drillCmd: string): DrillError | null {
+  if (stateDirRefusal(err) === null) return null;
+  let state: DrillState | null;
+  try {
+    state = readState(stateDir, name);
+  } catch {
+    return null;
+  }
+  if (state === null || state.owner.pid !== process.pid) return null;
+  return new DrillError(`${(err as Error).message}; up stopped while setting up run ${state.runId}: what it started by then is recorded there: run \`${drillCmd} rollback --name ${name}\``, undefined, { cause: err });
 }
 
 export interface ClosingFacts {
@@ -274,7 +300,10 @@ export function closingLines(f: ClosingFacts): string[] {
     );
     return lines;
   }
-  if (f.redisUrl !== "") lines.push(`Deny-all by hand: \`${leverCommand(f.redisUrl, f.queue, "reject_all")}\`.`);
+  if (f.redisUrl !== "") {
+    const note = hiddenPasswordNote([f.redisUrl]);
+    lines.push(`Deny-all by hand: \`${leverCommand(f.redisUrl, f.queue, "reject_all")}\`${note === null ? "" : ` ${note}`}.`);
+  }
   const selfExit = keep === null ? (f.embeddedRedis ? "the embedded Redis exits by itself 5.5 minutes after the drill's end, with every job in its AOF" : null)
     : f.embeddedRedis ? "they exit by themselves 5 minutes after the drill's end, the embedded Redis 30 s later with every job in its AOF" : "they exit by themselves 5 minutes after the drill's end";
   lines.push(`Run ${rollback} before walking away: ${running}${selfExit === null ? "" : ` (${selfExit})`}.`);

@@ -25,6 +25,7 @@ import { drillRunFromEnviron, findByCwd, readEnviron, findByRunId, listCwds, sca
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 import type { ServedQueue } from "../worker/served.js";
 import { refusalText } from "../queue/refusal.js";
+import type { RecordReadError } from "../util/ownFiles.js";
 
 /**
  * The runbook's rollback, in its order, and safe to run any number of times:
@@ -598,7 +599,9 @@ export interface CgroupRollback {
 export async function rollbackStandaloneCgroups(roots: HostRoots, stateDir: string, name?: string): Promise<CgroupRollback[]> {
   const unlistable = unlistableRecordDirs(stateDir);
   if (unlistable.length > 0) {
-    const detail = (err: Error) => `${err.message}; what is recorded there (cgroups, hogs), if anything, is left as it is`;
+    // Each dir says what it holds: cgroups/ the cgroups drill cgroup setup made, hogs/ the hogs inject --detach started.
+    const held = (err: RecordReadError) => (path.basename(err.file) === "cgroups" ? "the cgroups drill cgroup setup recorded there" : "the hogs drill inject --detach recorded there");
+    const detail = (err: RecordReadError) => `${err.message}; ${held(err)}, if any, are left as they are`;
     return unlistable.map((err) => ({ name: name ?? "?", dirs: [], step: { step: "read records", ok: false, detail: detail(err) }, queuesServed: [] }));
   }
   const markers = listMarkers(stateDir).filter(({ marker }) => marker.owner === undefined && (name === undefined || marker.name === name));

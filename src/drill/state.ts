@@ -3,6 +3,7 @@ import path from "node:path";
 import { stateDirError, writeJsonDurably } from "../cgroup/stateFiles.js";
 import { DrillError, UsageError } from "../errors.js";
 import { redactUrl, shellWord } from "../context.js";
+import { sameRedisServer } from "../queue/redis.js";
 import type { HostRoots, Reading } from "../host/kernelFile.js";
 import { isSameProcess } from "../host/process.js";
 import { ForeignRecordError, readOwnRecord, recordReadError } from "../util/ownFiles.js";
@@ -385,6 +386,27 @@ export function holdsState(stateDir: string, name: string): boolean {
     const code = (err as NodeJS.ErrnoException).code;
     return code !== "ENOENT" && code !== "ENOTDIR" && !RECORD_DIRS.has(name);
   }
+}
+
+/**
+ * The drill of this state dir whose embedded Redis ran on `url`'s server and
+ * was stopped by its rollback (which exports before it stops); null: none.
+ * Called for a server that does not answer: a hint must not send the
+ * operator there (QA: "to close and drain it: drill --redis <that> ...").
+ */
+export function embeddedRedisStoppedBy(stateDir: string, url: string): string | null {
+  let names: string[];
+  try {
+    names = listDrills(stateDir);
+  } catch {
+    return null;
+  }
+  for (const entry of readStateEntries(stateDir, names)) {
+    if (!("state" in entry)) continue;
+    const { redis, rollback } = entry.state;
+    if (redis.embedded !== null && rollback?.exported !== undefined && sameRedisServer(redis.url, url)) return entry.name;
+  }
+  return null;
 }
 
 /** The drills of a state dir: each dir with a state.json (holdsState). */

@@ -8,7 +8,7 @@ import { HOG_OUTCOMES, type HogOutcome } from "../cgroup/hog.js";
 import { GATE_START_LINE } from "../gate/loop.js";
 import { requireLayout } from "../cgroup/layout.js";
 import { readOomKillCount } from "../cgroup/memoryFiles.js";
-import { validateParent } from "../cgroup/names.js";
+import { DEFAULT_CGROUP_NAME, validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup } from "../cgroup/paths.js";
 import { applySetup, inspectForSetup, planSetup } from "../cgroup/setup.js";
 import { writeJsonDurably } from "../cgroup/stateFiles.js";
@@ -30,10 +30,10 @@ import type { DrillFile, InjectStep, PackStep } from "./drillFile.js";
 import { queueServingRun, scanKeys, type ServingRun } from "./drain.js";
 import { drillOfRunId, servingRunRollback } from "./rollback.js";
 import { embeddedRedisDrill, freePort, startEmbeddedRedis } from "./embeddedRedis.js";
-import { acquireDrillLock } from "./lock.js";
+import { acquireDrillLock, stateDirRefusal } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { realDir } from "./strays.js";
-import { drillCommandFor, leverCommand, shellWord } from "../context.js";
+import { drillCommandAt, drillCommandFor, leverCommand, shellWord } from "../context.js";
 import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, runsDir, statePath, writeState, writeUpEnded, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
@@ -87,6 +87,8 @@ export interface UpResult {
   rollbackUnderWay: boolean;
   /** How long up waited for gate and worker before the schedule's clock started; null when it stopped first. */
   readyMs: number | null;
+  /** The state dir refused the write of the drill's end (full, read-only): why; state.json holds what was recorded before. */
+  endUnrecorded: string | null;
 }
 
 /** up's verdict: a signal to up first, then a child or the Redis gone, else the drill ran to its end. */
@@ -119,7 +121,7 @@ export interface EarlyExit {
   /** Its log; null when there is none worth reading (a given Redis, a stopped one). */
   log: string | null;
   /** A child exited; the embedded Redis is gone; a push Redis never took (why); or gate or worker never got ready. */
-  cause: "exited" | "gone" | PushFailure | "not_ready" | "oom_killed";
+  cause: "exited" | "gone" | PushFailure | "not_ready" | "oom_killed" | "state_unwritten";
   /** The last line it wrote to its log (the usual reason), or the error seen. */
   lastLine: string | null;
   /** lastLine is the last thing it did on stdout (a decision, a sample), not a word on why it stopped: said as such. */
@@ -187,7 +189,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     const otherBox = vcpusMismatch(drill.host.vcpus, readOnlineCpus(roots), options.drillFile);
     if (otherBox !== null) log(`drill file: warning: ${otherBox}`);
     if (doctor.refusal !== null) throw new RefusedError(doctor.refusal);
-    if (options.redisUrl) await refuseQueueInUse(options.redisUrl, options.queue, stateDir, drillCommandFor(stateDir, roots), roots);
+    if (options.redisUrl) await refuseQueueInUse(options.redisUrl, options);
 
     const runId = `${name}-${new Date().toISOString().replace(/[-:T]/g, "").slice(0, 14)}-${randomBytes(3).toString("hex")}`;
     // This run's embedded Redis and its children's output (runDir says why).
@@ -370,13 +372,20 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       const ended = drillEnded(result, Date.now(), typeof options.signal.reason === "string" ? options.signal.reason : null);
       // The rollback owns state.json: what was packed goes beside the run's logs for the report (QA: pushed/not_packed null after a mid-run rollback).
       if (rollbackUnderWay) writeUpEnded(dir, ended);
+      let endUnrecorded: string | null = null;
       if (!rollbackUnderWay) {
         state.phase = "stopped";
         // onInterrupt aborts with the signal's name: the report says which (Ctrl-C, or a supervisor's SIGTERM).
         state.ended = ended;
-        writeState(stateDir, state);
+        try {
+          writeState(stateDir, state);
+        } catch (err) {
+          // A full or read-only state dir: what ran is said all the same, and what to roll back (QA: exit 1 and no summary).
+          if (stateDirRefusal(err) === null) throw err;
+          endUnrecorded = (err as Error).message;
+        }
       }
-      return { state, interrupted: result.interrupted, pushed: result.pushed, notPacked: result.notPacked, unansweredPushes: result.unansweredPushes, skippedJobs: result.skippedJobs, exitedEarly: result.exitedEarly, rollbackUnderWay, readyMs: result.readyMs };
+      return { state, interrupted: result.interrupted, pushed: result.pushed, notPacked: result.notPacked, unansweredPushes: result.unansweredPushes, skippedJobs: result.skippedJobs, exitedEarly: result.exitedEarly, rollbackUnderWay, readyMs: result.readyMs, endUnrecorded };
     } finally {
       await closeRedis(redis);
     }
@@ -619,10 +628,21 @@ async function runSchedule(
       cause: failure,
     });
   };
+  // A state write the state dir refused (full, read-only) mid-drill: nothing more is started unrecorded; the drill stops, says what it did.
+  const stateRefused = (what: string, err: unknown): void => {
+    if (stateDirRefusal(err) === null) throw err;
+    stopEarly({ key: "state", how: `not written (${what})`, code: null, log: null, lastLine: (err as Error).message, cause: "state_unwritten" });
+  };
   let readyMs: number | null;
   try {
     readyMs = await untilReady(ready, dir, log, signal, () => signal.aborted || exitedEarly.length > 0, stopEarly, checkRedis);
-    if (readyMs !== null) ready.onReady();
+    if (readyMs !== null) {
+      try {
+        ready.onReady();
+      } catch (err) {
+        stateRefused("that the drill runs", err);
+      }
+    }
   } catch (err) {
     // Taken over by a rollback: up says only that (a child it stops next is no news).
     scheduleOver = true;
@@ -635,12 +655,19 @@ async function runSchedule(
   }
   const packing: Promise<number>[] = [];
   // Not ready (stopped while waiting): no phase starts, each is said not started below.
-  while (readyMs !== null && !signal.aborted) {
+  // An early stop (said as it came) starts no phase after it.
+  while (readyMs !== null && !signal.aborted && exitedEarly.length === 0) {
     const now = elapsed();
-    while (next < phases.length && phases[next]!.at <= now) {
+    while (next < phases.length && phases[next]!.at <= now && exitedEarly.length === 0) {
       const phase = phases[next++]!;
       if (phase.pack) packing.push(pack(queue, phase.pack, phase.index, { log, pushed, signal: stopPacking.signal, elapsed, durationMs: drill.duration, runId: state.runId, pushFailed, pushUnanswered }));
-      if (phase.inject) inject({ ...phase, inject: phase.inject }, drill.duration, state, spawnChild, target, dir, log);
+      if (phase.inject) {
+        try {
+          inject({ ...phase, inject: phase.inject }, drill.duration, state, spawnChild, target, dir, log);
+        } catch (err) {
+          stateRefused(`phase ${phase.index}'s hog`, err);
+        }
+      }
     }
     checkRedis();
     if (now >= drill.duration || exitedEarly.length > 0) break;
@@ -984,7 +1011,9 @@ function parseSample(line: string): Sample | null {
  * made, naming the keys; a fresh --queue needs no cleanup, and the keys are
  * the operator's to remove.
  */
-async function refuseQueueInUse(url: string, queue: string, stateDir: string, drillCmd: string, roots: HostRoots): Promise<void> {
+async function refuseQueueInUse(url: string, options: UpOptions): Promise<void> {
+  const { queue, stateDir, roots } = options;
+  const drillCmd = drillCommandFor(stateDir, roots);
   const redis = await connectRedis(url, { name: "drill-up", commandTimeoutMs: 5000 });
   let found: QueueKey[];
   let owner: { state: DrillState; stateDir: string } | null;
@@ -997,14 +1026,26 @@ async function refuseQueueInUse(url: string, queue: string, stateDir: string, dr
   } finally {
     await closeRedis(redis);
   }
-  if (owner !== null) throw new RefusedError(anotherDrillsRedisText(redactUrl(url), owner.state, drillCommandFor(owner.stateDir)));
+  if (owner !== null) throw new RefusedError(anotherDrillsRedisText(redactUrl(url), owner.state, drillCommandFor(owner.stateDir), upCommand(options, undefined, queue)));
   if (found.length === 0) return;
   // Another drill of this state dir on this queue and Redis: up now (the keys are its live run's), or its run over.
   const onQueue = readStateEntries(stateDir, listDrills(stateDir)).flatMap((e) => ("state" in e && e.state.queue === queue && sameRedis(e.state.redis.url, url) ? [e.state] : []));
   const upDrills = onQueue.filter(isDrillUp).map((s) => s.name);
   const earlierRuns = onQueue.filter((s) => !isDrillUp(s)).map((s) => `drill ${s.name}'s run ${s.runId}${s.rollback?.exported ? ` (exported to ${s.rollback.exported})` : ""}`);
   const servedBy = serving === null ? undefined : { what: `drill ${drillOfRunId(serving.runId)}'s ${serving.role} (pid ${serving.pid}, run ${serving.runId})`, rollback: servingRunRollback(serving) };
-  throw new RefusedError(queueInUseText({ queue, url: redactUrl(url), found, upDrills, earlierRuns, drillCmd, servedBy }));
+  throw new RefusedError(queueInUseText({ queue, url: redactUrl(url), found, upDrills, earlierRuns, drillCmd, servedBy, upOnAnotherQueue: upCommand(options, url, "<another name>") }));
+}
+
+/**
+ * `drill … up …` again, with every flag that selects what it acts on (the
+ * state dir and trees, the Redis, the drill file, the cgroup, the queue): a
+ * refusal's fix typed as printed acts on the same drill, not on the defaults
+ * (QA: "drill up --queue <name>" dropped --state-dir, --redis and --name).
+ * `redisUrl` undefined: left out (up starts its own). `queue` as printed.
+ */
+export function upCommand(o: Pick<UpOptions, "stateDir" | "sysfs" | "procfs" | "drillFile" | "cgroupName" | "parent">, redisUrl: string | undefined, queue: string): string {
+  const target = ["--drill", o.drillFile, ...(o.cgroupName === DEFAULT_CGROUP_NAME ? [] : ["--name", o.cgroupName]), ...(o.parent === undefined ? [] : ["--parent", o.parent])];
+  return `${drillCommandAt({ stateDir: o.stateDir, sysfs: o.sysfs, procfs: o.procfs, redisUrl })} up ${target.map(shellWord).join(" ")} --queue ${queue}`;
 }
 
 /**
@@ -1035,8 +1076,8 @@ async function embeddedRedisOwner(redis: Redis): Promise<{ state: DrillState; st
  * that drill's rollback, which stops it: its gate and worker stopped early, its
  * jobs left in the other drill's AOF, and its own rollback failed for good.
  */
-export function anotherDrillsRedisText(url: string, owner: Pick<DrillState, "name" | "runId">, ownerCmd: string): string {
-  return `redis ${url} is the embedded redis-server of drill ${owner.name} (run ${owner.runId}): that drill's rollback (${ownerCmd} rollback --name ${owner.name}) stops it, and this drill's queue with it; leave out --redis (this drill starts its own), or give a Redis no drill stops`;
+export function anotherDrillsRedisText(url: string, owner: Pick<DrillState, "name" | "runId">, ownerCmd: string, upWithoutRedis: string): string {
+  return `redis ${url} is the embedded redis-server of drill ${owner.name} (run ${owner.runId}): that drill's rollback (${ownerCmd} rollback --name ${owner.name}) stops it, and this drill's queue with it; leave out --redis (this drill starts its own: ${upWithoutRedis}), or give a Redis no drill stops`;
 }
 
 /** One key of a queue as found: its type, and its length when it has one. */
@@ -1062,6 +1103,8 @@ export function queueInUseText(f: {
   drillCmd: string;
   /** The drill run of another state dir that serves it on this host (queueServingRun), with its rollback. */
   servedBy?: { what: string; rollback: string };
+  /** This up again on another queue (upCommand). */
+  upOnAnotherQueue: string;
 }): string {
   const { queue, url } = f;
   const shownKeys = f.found.map((k) => (k.length === null ? `${k.key} (${k.type})` : `${k.key} (${k.type}, ${k.length})`));
@@ -1085,13 +1128,13 @@ export function queueInUseText(f: {
       f.upDrills.length > 0 ? f.upDrills.map((n) => `${f.drillCmd} rollback --name ${n}`).join(", then ")
       : f.servedBy !== undefined ? f.servedBy.rollback
       : `roll back the drill that runs them (drill --state-dir <its dir> rollback --name <the drill>), or stop them`;
-    return `${who}; the queue's keys: ${shown.join(", ")}. ${keep} Do not delete them while it runs. Run this drill on another queue (drill up --queue <name>), or first: ${stop}`;
+    return `${who}; the queue's keys: ${shown.join(", ")}. ${keep} Do not delete them while it runs. Run this drill on another queue (${f.upOnAnotherQueue}), or first: ${stop}`;
   }
   return (
     // Whose they are when this state dir knows (QA: it hedged while its own rolled-back run had left them).
     `queue ${queue} on ${url} already holds keys (${(f.earlierRuns ?? []).length > 0 ? `those of ${f.earlierRuns!.join(", ")}: rollback exports them and leaves them` : "an earlier run's: rollback exports them to <state-dir>/<drill>/final-*.jsonl and leaves them; or another drill's"}): ${shown.join(", ")}. ` +
     `${keep} ` +
-    `Run on a fresh queue (drill up --queue <name>), or keep what you need of them first (${queue}_drain and the retry and dead lists hold jobs; ` +
+    `Run on a fresh queue (${f.upOnAnotherQueue}), or keep what you need of them first (${queue}_drain and the retry and dead lists hold jobs; ` +
     // On this state dir, as up was run (report finds drills there), every word quoted for the shell.
     `${f.drillCmd} --redis ${shellWord(url)} report --queue ${shellWord(queue)} --format md keeps their summary) and remove them yourself: ` +
     `redis-cli -u ${shellWord(url)} DEL ${shellWord(queue)} ${shellWord(`${queue}_drain`)}, and each key redis-cli -u ${shellWord(url)} --scan --pattern ${shellWord(`${queue}:*`)} lists`

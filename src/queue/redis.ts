@@ -626,19 +626,25 @@ export function tlsHint(url: string): string {
  * default port, the password). Unparsable ones compare as text.
  */
 export function sameRedis(a: string, b: string): boolean {
-  const key = (url: string): string => {
-    try {
-      // The database as ioredis selects it: the path, else `?db=`, as a number (`/03` is db 3; QA: `?db=3` read as db 0).
-      const db = redisDatabase(url);
-      // A socket path: the path is the server.
-      if (url.startsWith("/")) return `unix:${url.split("?")[0]}/${db}`;
-      const u = new URL(url);
-      if (u.protocol !== "redis:" && u.protocol !== "rediss:") return url;
-      const host = u.hostname.replace(/^\[|\]$/g, "");
-      return `${u.protocol}//${host === "localhost" || host === "" ? "127.0.0.1" : host}:${u.port || "6379"}/${db}`;
-    } catch {
-      return url;
-    }
-  };
-  return key(a) === key(b);
+  return redisKey(a, true) === redisKey(b, true);
+}
+
+/** Whether two Redis URLs name the same server, in any database (a server stopped is gone for all of them). */
+export function sameRedisServer(a: string, b: string): boolean {
+  return redisKey(a, false) === redisKey(b, false);
+}
+
+function redisKey(url: string, withDatabase: boolean): string {
+  try {
+    // The database as ioredis selects it: the path, else `?db=`, as a number (`/03` is db 3; QA: `?db=3` read as db 0).
+    const db = withDatabase ? `/${redisDatabase(url)}` : "";
+    // A socket path: the path is the server.
+    if (url.startsWith("/")) return `unix:${url.split("?")[0]}${db}`;
+    const u = new URL(url);
+    if (u.protocol !== "redis:" && u.protocol !== "rediss:") return url;
+    const host = u.hostname.replace(/^\[|\]$/g, "");
+    return `${u.protocol}//${host === "localhost" || host === "" ? "127.0.0.1" : host}:${u.port || "6379"}${db}`;
+  } catch {
+    return url;
+  }
 }

@@ -1,5 +1,5 @@
 import { DEFAULT_STATE_DIR, drillCommandAt, redactUrl, shellWord } from "../context.js";
-import { isDrillUp, listDrills, readStateEntries, type StateEntry } from "../drill/state.js";
+import { embeddedRedisStoppedBy, isDrillUp, listDrills, readStateEntries, type StateEntry } from "../drill/state.js";
 import { queueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, sameRedis } from "../queue/redis.js";
 
@@ -110,6 +110,8 @@ export async function queuesLeftOpen(served: readonly ServedQueue[], at: { state
   for (const q of distinctQueues(served)) {
     const lever = await readLever(q);
     if (lever === "reject_all") continue;
+    // A drill's embedded Redis its rollback stopped: nothing admits there, and no command reaches it.
+    if (lever === null && embeddedRedisStoppedBy(at.stateDir, q.url) !== null) continue;
     open.push({ queue: q.queue, url: redactUrl(q.url), lever, ...queueRollbackCommand(at, q.url, q.queue) });
   }
   return open;

@@ -62,7 +62,7 @@ describe.skipIf(skip !== null)("drill cgroup teardown and setup of a drill that 
 
     const teardown = await drill(["cgroup", "teardown", "--parent", "self", "--name", CGROUP]);
     expect(teardown.exitCode, teardown.stdout + teardown.stderr).toBe(3);
-    expect(teardown.stderr).toMatch(new RegExp(`is the worker cgroup of drill qaup \\(run ${state.runId}\\), which is up \\((starting|running)\\); refusing to kill its worker and hog mid-drill`));
+    expect(teardown.stderr).toMatch(new RegExp(`(is|are) the worker cgroup of drill qaup \\(run ${state.runId}\\), which is up \\((starting|running)\\); refusing to kill its worker and hog mid-drill`));
     expect(teardown.stderr).toContain(`Run drill --state-dir ${stateDir} rollback --name qaup`);
     expect(teardown.stderr).toMatch(/--force/);
     expect(teardown.stdout).not.toMatch(/killed/);
@@ -71,7 +71,7 @@ describe.skipIf(skip !== null)("drill cgroup teardown and setup of a drill that 
 
     const setup = await drill(["cgroup", "setup", "--parent", "self", "--name", CGROUP, "--memory-max", "256M"]);
     expect(setup.exitCode, setup.stdout + setup.stderr).toBe(3);
-    expect(setup.stderr).toMatch(/is the worker cgroup of drill qaup .*which is up .*refusing to rewrite its limits/);
+    expect(setup.stderr).toMatch(/(is|are) the worker cgroup of drill qaup .*which is up .*refusing to rewrite its limits/);
     expect(setup.stderr).toContain(`rollback --name qaup first`);
     expect(recordedLimit(state)).toBe(limit);
     expect(limit).not.toBe(256 * M);

@@ -55,6 +55,9 @@ describe("another drill's embedded Redis (built binary)", () => {
     const r = await runDrill(["--state-dir", other, "--redis", embedded.url, "up", "--parent", "self", "--name", "sharedcgB", "--queue", "qb"], { timeout: 60_000 });
     expect(r.exitCode, r.stdout + r.stderr).toBe(3);
     expect(r.stdout + r.stderr).toContain(`redis ${embedded.url} is the embedded redis-server of drill sharedA (run ${RUN}): that drill's rollback (drill --state-dir ${shellWord(stateDir)} rollback --name sharedA) stops it`);
+    // The fix names what this up acts on, as typed (QA: "leave out --redis" alone).
+    const otherWord = shellWord(other).replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    expect(r.stdout + r.stderr).toMatch(new RegExp(`leave out --redis \\(this drill starts its own: drill --state-dir ${otherWord} up --drill /\\S+/smoke\\.yaml --name sharedcgB --parent self --queue qb\\)`));
     expect(existsSync(path.join(other, "smoke", "state.json"))).toBe(false);
     expect(await redis.keys("qb*")).toEqual([]);
   });

@@ -105,6 +105,19 @@ describe("non-root runs (RELIABILITY 18)", () => {
     }
   });
 
+  it("rollback of a root record it may list but not read says whose it is and to run as root, not a bare EACCES (QA)", async (ctx) => {
+    if (reason) return ctx.skip();
+    const stateDir = path.join(tmp, "listable");
+    mkdirSync(path.join(stateDir, "cgroups"), { recursive: true });
+    chmodSync(stateDir, 0o755);
+    chmodSync(path.join(stateDir, "cgroups"), 0o755);
+    const record = path.join(stateDir, "cgroups", "nrrec-0123456789.json");
+    writeFileSync(record, "{}", { mode: 0o600 });
+    const r = await asNobody(["--state-dir", stateDir, "rollback"]);
+    expect(r.exitCode, r.stdout + r.stderr).toBe(4);
+    expect(r.stdout).toContain(`FAIL read record: cannot read ${record}: EACCES (permission denied: ${record} is root's, mode 0600: run as root); what it records`);
+  });
+
   it("rollback with nothing to do does not claim no drill runs on the host: it could not look at root's processes (QA AB 5)", async (ctx) => {
     if (reason) return ctx.skip();
     const r = await asNobody(["--state-dir", path.join(tmp, "empty"), "rollback"]);
@@ -189,13 +202,22 @@ describe("a state dir root made (its cgroups/ and hogs/ 0700), used by nobody", 
     expect(doc.left).toEqual([expect.stringMatching(new RegExp(`^cgroup nrc: cannot read ${marker("nrc")}: ${denied()}\\)$`))]);
   });
 
-  it("rollback cannot list the records: exit 4 naming the dir, --json still JSON", async (ctx) => {
+  it("rollback cannot list the records: exit 4 naming each dir once, whose it is and to run as root, no 'cgroup ?'; --json still JSON (QA)", async (ctx) => {
     if (reason) return ctx.skip();
+    const hogs = path.join(rootState, "hogs");
+    const left = (dir: string, held: string) => `cannot read ${dir}: ${denied(dir)}\\); ${held} recorded there, if any, are left as they are`;
+    const cgroupsLeft = left(records, "the cgroups drill cgroup setup");
+    const hogsLeft = left(hogs, "the hogs drill inject --detach");
     const r = await asNobody(["--json", "--state-dir", rootState, "rollback"]);
     expect(r.exitCode, r.stdout + r.stderr).toBe(4);
     const doc = JSON.parse(r.stdout) as { nothing_to_roll_back: boolean; left: string[] };
     expect(doc.nothing_to_roll_back).toBe(false);
-    const left = (dir: string) => expect.stringMatching(new RegExp(`^cgroup \\?: cannot read ${dir}: ${denied(dir)}\\); what is recorded there \\(cgroups, hogs\\), if anything, is left as it is$`));
-    expect(doc.left).toEqual([left(records), left(path.join(rootState, "hogs"))]);
+    expect(doc.left).toEqual([expect.stringMatching(new RegExp(`^${cgroupsLeft}$`)), expect.stringMatching(new RegExp(`^${hogsLeft}$`))]);
+    const text = await asNobody(["--state-dir", rootState, "rollback"]);
+    expect(text.exitCode, text.stdout + text.stderr).toBe(4);
+    expect(text.stdout).not.toContain("cgroup ?");
+    expect(text.stdout).toMatch(
+      new RegExp(`^rollback the records in ${rootState} of drill cgroup setup and inject --detach \\(in no drill\\):\n  FAIL read records: ${cgroupsLeft}\n  FAIL read records: ${hogsLeft}$`),
+    );
   });
 });

@@ -86,4 +86,20 @@ describe("a wrong password on a server that asks for one", () => {
     expect(r.stderr).not.toContain("unreachable");
     expect(r.stderr).not.toContain(PASSWORD);
   }, 60_000);
+
+  // QA: the re-admit hint showed `--redis 'redis://:***@…'`, which does not paste; the password stays out all the same.
+  it("rollback --queue's re-admit and report commands say how to run them with the password masked", async () => {
+    const stateDir = mkdtempSync(path.join(os.tmpdir(), "drill-redis-password-readmit-"));
+    try {
+      for (const url of [`redis://:right-pw@127.0.0.1:${port}`, `redis://127.0.0.1:${port}?password=right-pw`]) {
+        const r = await runDrill(["--state-dir", stateDir, "--redis", url, "rollback", "--queue", "pwreadmit"]);
+        expect(r.exitCode, r.stderr).toBe(0);
+        expect(r.stdout).toContain(`--redis '${url.replace("right-pw", "***")}' gate mode admit --queue pwreadmit`);
+        expect(r.stdout.trimEnd().split("\n").at(-1)).toBe("(the Redis password is shown as ***: put yours in its place, or leave --redis out with DRILL_REDIS_URL set to the whole URL)");
+        expect(`${r.stdout}\n${r.stderr}`).not.toContain("right-pw");
+      }
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

@@ -48,6 +48,9 @@ describe.skipIf(skip !== null)("drill up refused before it starts anything (real
     );
     expect(up.exitCode, up.stdout + up.stderr).toBe(3);
     expect(up.stderr).toContain("queue refq on");
+    // Each fix names what this up acts on, as typed (QA: "drill up --queue <name>" and "drill report --redis" dropped --state-dir, --name, --parent, --redis).
+    expect(up.stderr).toContain(`Run on a fresh queue (drill --state-dir ${stateDir} --redis ${server!.url} up --drill ${drillFile} --name refused${process.pid} --parent self --queue <another name>)`);
+    expect(up.stderr).toContain(`drill --state-dir ${stateDir} --redis ${server!.url} report --queue refq --format md keeps their summary`);
     expect(existsSync(path.join(stateDir, "refused2")), `left: ${existsSync(stateDir) ? readdirSync(stateDir).join(", ") : "no state dir"}`).toBe(false);
     expect(await redis!.get("refq:seq")).toBe("7");
 

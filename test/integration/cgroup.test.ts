@@ -317,7 +317,7 @@ describe.skipIf(skipReason)("real cgroups under the test's own cgroup (--parent 
       const worker = await inUp(["--redis", "redis://127.0.0.1:1", "worker", "--name", name, "--parent", "self", "--weights", "16M", "--idle-exit", "1s"]);
       for (const [r, what] of [[byHand, "a hog"], [worker, "a worker"]] as const) {
         expect(r.exitCode, r.stderr).toBe(3);
-        expect(r.stderr).toContain(`is the worker cgroup of drill s5drill (run ${runId}), which is up (running); refusing to run ${what} started by hand in it`);
+        expect(r.stderr).toContain(`${cg.dirs.map((d) => d.dir).join(" and ")} ${cg.dirs.length > 1 ? "are" : "is"} the worker cgroup of drill s5drill (run ${runId}), which is up (running); refusing to run ${what} started by hand in it`);
         expect(r.stderr).toContain(`Run drill --state-dir ${upDir} rollback --name s5drill first, or pick another --name; --force joins it anyway`);
         expect(r.stderr.trim().split("\n")).toHaveLength(1);
       }

@@ -86,7 +86,7 @@ describe.each(["hybrid", "v2"] as const)("%s: the worker cgroup of a drill that 
     const message = refusal(() => judge(h, cg));
     const where = cg.dirs.map((d) => d.dir).join(" and ");
     expect(message).toBe(
-      `${where} is the worker cgroup of drill smoke (run smoke-1), which is up (running); refusing to run a worker started by hand in it ` +
+      `${where} ${cg.dirs.length > 1 ? "are" : "is"} the worker cgroup of drill smoke (run smoke-1), which is up (running); refusing to run a worker started by hand in it ` +
         `(its rollback would kill it with the drill's own). Run drill --state-dir ${h.stateDir} --sysfs ${h.sysfs} --procfs ${h.procfs} rollback --name smoke first, or pick another --name; --force joins it anyway`,
     );
     expect(refusal(() => judge(h, cg, { command: "inject", force: false, runId: "smoke-0" }))).toContain("refusing to run a hog started by hand in it");

@@ -72,7 +72,8 @@ describe("drill cgroup teardown of the worker cgroup of a drill that is up", () 
     const markerBefore = readFileSync(markerFile(host.stateDir, cg), "utf8");
     const err = await refused(teardownWorkerCgroup(host.roots, cg, { stateDir: host.stateDir, timeoutMs: 500 }));
     expect(err.exitCode).toBe(3);
-    expect(err.message).toContain(`${cg.memory!.dir} and ${cg.unified!.dir} is the worker cgroup of drill smoke (run smoke-1), which is up (${phase})`);
+    // The v1 memory dir and its unified twin are one cgroup's two dirs: plural (QA: "<dir> and <twin> is the worker cgroup").
+    expect(err.message).toContain(`${cg.memory!.dir} and ${cg.unified!.dir} are the worker cgroup of drill smoke (run smoke-1), which is up (${phase})`);
     expect(err.message).toContain(`Run drill --state-dir ${host.stateDir} --sysfs ${host.sysfs} --procfs ${host.procfs} rollback --name smoke`);
     expect(err.message).toMatch(/--force/);
     expect(cg.dirs.every((d) => existsSync(d.dir))).toBe(true);
@@ -143,7 +144,7 @@ describe("drill cgroup setup of the worker cgroup of a drill that is up", () => 
       err = e;
     }
     expect(err).toBeInstanceOf(RefusedError);
-    expect((err as RefusedError).message).toMatch(/is the worker cgroup of drill smoke \(run smoke-1\), which is up \(running\); refusing to rewrite its limits/);
+    expect((err as RefusedError).message).toMatch(/ are the worker cgroup of drill smoke \(run smoke-1\), which is up \(running\); refusing to rewrite its limits/);
     expect((err as RefusedError).message).toContain(`rollback --name smoke first, or pick another --name`);
     expect(limit(cg)).toBe(String(256 * M));
 

@@ -148,7 +148,7 @@ describe("4. every operator-typed word of a printed command is quoted", () => {
 describe("6. up's refusals of a queue that holds keys", () => {
   const found = [{ key: "xq", type: "list", length: 0 }, { key: "xq_drain", type: "list", length: 3 }];
   it("keys left: the report command on up's state dir, its words whole", () => {
-    const text = queueInUseText({ queue: "xq", url: URL, found, upDrills: [], drillCmd: `drill --state-dir '${stateDir}'` });
+    const text = queueInUseText({ queue: "xq", url: URL, found, upDrills: [], drillCmd: `drill --state-dir '${stateDir}'`, upOnAnotherQueue: "drill up --queue <another name>" });
     const report = /keep what you need of them first \(.*; (drill .*) keeps their summary\)/.exec(text)?.[1];
     expect(report, text).toBeDefined();
     expect(pastedArgv(report!)).toEqual(["drill", "--state-dir", stateDir, "--redis", URL, "report", "--queue", "xq", "--format", "md"]);
@@ -157,7 +157,7 @@ describe("6. up's refusals of a queue that holds keys", () => {
 
   it("in use by a drill of another state dir that serves it: that drill's rollback, named", () => {
     const live = [...found, { key: "xq:gates:g1", type: "string", length: null }];
-    const text = queueInUseText({ queue: "xq", url: URL, found: live, upDrills: [], drillCmd: "drill", servedBy: { what: "drill smoke's gate (pid 7, run smoke-1)", rollback: servingRunRollback({ runId: "smoke-20260101000000-abcdef", stateDir, pid: 7 }) } });
+    const text = queueInUseText({ queue: "xq", url: URL, found: live, upDrills: [], drillCmd: "drill", servedBy: { what: "drill smoke's gate (pid 7, run smoke-1)", rollback: servingRunRollback({ runId: "smoke-20260101000000-abcdef", stateDir, pid: 7 }) }, upOnAnotherQueue: "drill up --queue <another name>" });
     expect(text).toContain("by drill smoke's gate (pid 7, run smoke-1), up from another --state-dir");
     expect(pastedArgv(/or first: (.*)$/.exec(text)![1]!)).toEqual(["drill", "--state-dir", stateDir, "rollback", "--name", "smoke"]);
   });

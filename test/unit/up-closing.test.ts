@@ -33,6 +33,13 @@ describe("up's closing lines say what to do next, as things stand", () => {
     ]);
   });
 
+  it("a given Redis with a password: the lever masked, and how to run it so (QA: `***` does not paste)", () => {
+    const lines = closingLines({ ...facts, redisUrl: "redis://:s3cret@127.0.0.1:34455", embeddedRedis: false });
+    expect(lines[1]).toBe(
+      "Deny-all by hand: `drill --redis 'redis://:***@127.0.0.1:34455' gate mode reject_all` (the Redis password is shown as ***: put yours in its place, or leave --redis out with DRILL_REDIS_URL set to the whole URL).",
+    );
+  });
+
   it("the embedded Redis died: no lever on its dead URL, and rollback starts it again on its AOF", () => {
     const lines = closingLines({ ...facts, redisGone: true, stoppedEarly: true, notPacked: 3 });
     expect(lines[0]).toContain("(3 not packed: the drill stopped first)");

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { queueInUseText, type QueueKey } from "../../src/drill/up.js";
 
 const URL = "redis://127.0.0.1:7410";
+const UP = `drill --redis ${URL} up --drill /d/smoke.yaml --queue <another name>`;
 const left: QueueKey[] = [
   { key: "q7", type: "list", length: 0 },
   { key: "q7:seq", type: "string", length: null },
@@ -12,28 +13,29 @@ const live: QueueKey[] = [...left, { key: "q7:gates:vm-20423", type: "string", l
 // QA: with drill smoke's gate and worker running on the queue, up listed their heartbeats and advised DEL of the queue's keys.
 describe("up refuses a queue that holds keys, saying whose they are", () => {
   it("an earlier run's keys: the DEL advice names the URL it knows, not <url>", () => {
-    const text = queueInUseText({ queue: "q7", url: URL, found: left, upDrills: [], drillCmd: "drill" });
+    const text = queueInUseText({ queue: "q7", url: URL, found: left, upDrills: [], drillCmd: "drill", upOnAnotherQueue: UP });
     expect(text).toMatch(/^queue q7 on redis:\/\/127\.0\.0\.1:7410 already holds keys \(an earlier run's: /);
     expect(text).toContain("q7 (list, 0), q7:seq (string), q7_drain (list, 3)");
     expect(text).toContain(`redis-cli -u ${URL} DEL q7 q7_drain, and each key redis-cli -u ${URL} --scan --pattern 'q7:*' lists`);
     expect(text).toContain(`drill --redis ${URL} report --queue q7 --format md`);
+    expect(text).toContain(`Run on a fresh queue (${UP})`);
     expect(text).not.toContain("<url>");
   });
 
   it("the URL in the commands quoted for the shell: a socket's `?db=` is a glob zsh refuses unquoted", () => {
-    const text = queueInUseText({ queue: "q7", url: "/run/r.sock?db=2", found: left, upDrills: [], drillCmd: "drill" });
+    const text = queueInUseText({ queue: "q7", url: "/run/r.sock?db=2", found: left, upDrills: [], drillCmd: "drill", upOnAnotherQueue: UP });
     expect(text).toContain("drill --redis '/run/r.sock?db=2' report --queue q7 --format md");
     expect(text).toContain("redis-cli -u '/run/r.sock?db=2' DEL q7 q7_drain, and each key redis-cli -u '/run/r.sock?db=2' --scan");
   });
 
   it("an earlier run this state dir knows: named as whose the keys are, with its export", () => {
-    const text = queueInUseText({ queue: "q7", url: URL, found: left, upDrills: [], earlierRuns: ["drill smoke's run smoke-1 (exported to /s/smoke/final-1.jsonl)"], drillCmd: "drill" });
+    const text = queueInUseText({ queue: "q7", url: URL, found: left, upDrills: [], earlierRuns: ["drill smoke's run smoke-1 (exported to /s/smoke/final-1.jsonl)"], drillCmd: "drill", upOnAnotherQueue: UP });
     expect(text).toMatch(/^queue q7 on \S+ already holds keys \(those of drill smoke's run smoke-1 \(exported to \/s\/smoke\/final-1\.jsonl\): rollback exports them and leaves them\): q7 \(list, 0\)/);
     expect(text).toContain(`redis-cli -u ${URL} DEL q7 q7_drain`);
   });
 
   it("a drill of this state dir up on it: named, with its rollback, and no DEL advice", () => {
-    const text = queueInUseText({ queue: "q7", url: URL, found: live, upDrills: ["smoke"], drillCmd: "drill --state-dir /tmp/s" });
+    const text = queueInUseText({ queue: "q7", url: URL, found: live, upDrills: ["smoke"], drillCmd: "drill --state-dir /tmp/s", upOnAnotherQueue: UP });
     expect(text).toMatch(/^drill smoke is up on queue q7 on redis:\/\/127\.0\.0\.1:7410 \(live heartbeats: gate vm-20423; worker smokew\); the queue's keys: /);
     expect(text).toContain("Do not delete them while it runs.");
     expect(text).toMatch(/or first: drill --state-dir \/tmp\/s rollback --name smoke$/);
@@ -41,13 +43,13 @@ describe("up refuses a queue that holds keys, saying whose they are", () => {
   });
 
   it("live heartbeats with no drill of this state dir on it: in use now, by whom it may be, and no DEL advice", () => {
-    const text = queueInUseText({ queue: "q7", url: URL, found: live, upDrills: [], drillCmd: "drill" });
+    const text = queueInUseText({ queue: "q7", url: URL, found: live, upDrills: [], drillCmd: "drill", upOnAnotherQueue: UP });
     expect(text).toMatch(/^queue q7 on redis:\/\/127\.0\.0\.1:7410 is in use now \(live heartbeats: gate vm-20423; worker smokew\), by a drill of another --state-dir or a gate or worker started by hand; /);
     expect(text).not.toMatch(/DEL|redis-cli/);
   });
 
   it("two drills up on it: both rollbacks", () => {
-    const text = queueInUseText({ queue: "q7", url: URL, found: left, upDrills: ["a", "b"], drillCmd: "drill" });
+    const text = queueInUseText({ queue: "q7", url: URL, found: left, upDrills: ["a", "b"], drillCmd: "drill", upOnAnotherQueue: UP });
     expect(text).toMatch(/^drill a, b are up on queue q7 on \S+; the queue's keys: /);
     expect(text).toMatch(/drill rollback --name a, then drill rollback --name b$/);
   });

@@ -1,9 +1,13 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { servedNotClosed } from "../../src/commands/rollback.run.js";
 import { workerRecovery } from "../../src/commands/worker.run.js";
 import type { CgroupRollback, QueueRollback } from "../../src/drill/rollback.js";
 import { environValues } from "../../src/host/process.js";
-import { distinctQueues, maskedQueues, queueLeftOpenLine, readLever, type QueueLeftOpen, type ServedQueue } from "../../src/worker/served.js";
+import { distinctQueues, maskedQueues, queueLeftOpenLine, queuesLeftOpen, readLever, type QueueLeftOpen, type ServedQueue } from "../../src/worker/served.js";
+import { writeFakeDrill } from "../helpers/fakeState.js";
 
 describe("environValues", () => {
   it("takes whole entries: a value may hold '=', a name set twice is the last, a longer name is another", () => {
@@ -38,6 +42,18 @@ describe("the queues a rollback says are left open", () => {
         "what the gate admits now waits for a worker, its deadline slack running out. To close and drain it: drill --state-dir /tmp/st --redis 'redis://:***@127.0.0.1:7001' rollback --queue sbo",
     );
     expect(queueLeftOpenLine({ ...open, lever: null })).toContain("and its admission may still be open (its Redis did not answer: the lever was not read): ");
+  });
+
+  it("not a queue on the embedded Redis a drill's rollback stopped (any db of it): no hint sends the operator there (QA); another silent Redis still is", async () => {
+    const stateDir = mkdtempSync(path.join(os.tmpdir(), "drill-served-"));
+    try {
+      const rollback = { at: new Date().toISOString(), exported: path.join(stateDir, "smoke", "final.jsonl"), left: [] };
+      writeFakeDrill(stateDir, "smoke", "jobs", "redis://127.0.0.1:1", { phase: "complete", redis: { url: "redis://127.0.0.1:1", embedded: { dir: stateDir, port: 1 } }, rollback });
+      const open = await queuesLeftOpen([q("jobs", "redis://localhost:1/2"), q("jobs", "redis://127.0.0.1:2")], { stateDir });
+      expect(open.map((o) => o.url)).toEqual(["redis://127.0.0.1:2"]);
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true });
+    }
   });
 
   it("a Redis that answers nothing (a closed port) is read as an unknown lever within the bound, not a hang", async () => {
