@@ -389,24 +389,27 @@ export function holdsState(stateDir: string, name: string): boolean {
 }
 
 /**
- * The drill of this state dir whose embedded Redis ran on `url`'s server and
- * was stopped by its rollback (which exports before it stops); null: none.
- * Called for a server that does not answer: a hint must not send the
- * operator there (QA: "to close and drain it: drill --redis <that> ...").
+ * Pure: the drill among `entries` whose embedded Redis ran on `url`'s server
+ * and was stopped by its rollback (which exports before it stops); null: none.
+ * Asked for a server that does not answer: a hint must not send the operator
+ * there (QA: "to close and drain it: drill --redis <that> ...").
  */
-export function embeddedRedisStoppedBy(stateDir: string, url: string): string | null {
-  let names: string[];
-  try {
-    names = listDrills(stateDir);
-  } catch {
-    return null;
-  }
-  for (const entry of readStateEntries(stateDir, names)) {
+export function embeddedRedisStoppedBy(entries: readonly StateEntry[], url: string): string | null {
+  for (const entry of entries) {
     if (!("state" in entry)) continue;
     const { redis, rollback } = entry.state;
     if (redis.embedded !== null && rollback?.exported !== undefined && sameRedisServer(redis.url, url)) return entry.name;
   }
   return null;
+}
+
+/** The state of each drill of a state dir, or none when this user cannot list it (what acts there says so itself). */
+export function stateEntriesOrNone(stateDir: string): StateEntry[] {
+  try {
+    return readStateEntries(stateDir, listDrills(stateDir));
+  } catch {
+    return [];
+  }
 }
 
 /** The drills of a state dir: each dir with a state.json (holdsState). */

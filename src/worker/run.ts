@@ -225,14 +225,14 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
   // Jobs that ended without a record taking them off our working list (stopped, or a record lost to the stop).
   let stoppedInList = 0;
   // Whether its heartbeat may be in Redis: until the claim, nothing is registered, taken or to give back.
-  let claimed: "yes" | "maybe" | "no" = "no";
+  let mayBeRegistered = false;
   try {
     await claimWorkerId(redis, keys, workerId, token, ttlMs, deps.roots).catch((err: unknown) => {
       // A claim sent without its reply may have run, or run when a paused Redis wakes.
-      if (mayHaveRun(err, redis)) claimed = "maybe";
+      if (mayHaveRun(err, redis)) mayBeRegistered = true;
       throw err;
     });
-    claimed = "yes";
+    mayBeRegistered = true;
     const start = await giveBack(redis, keys, workerId, token).catch((err: unknown) => {
       // Its working list or admitted of another type: no job could be given back nor taken.
       if (isKeyRefusal(err)) throw new DrillError(`${tag}: ${message(err)}: it could not give back nor take jobs; nothing taken. Fix or delete that key, then start it again`, ExitCode.usage);
@@ -535,7 +535,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
     const flushed = flushTokens();
     let answered = true;
     // Never registered: no heartbeat to deregister, no job taken (QA: "could not deregister" a heartbeat never written).
-    if (claimed !== "no") {
+    if (mayBeRegistered) {
       try {
         const back = await giveBack(redis, keys, workerId, token);
         summary.givenBackAtStop = back.moved;

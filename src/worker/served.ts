@@ -1,5 +1,5 @@
 import { DEFAULT_STATE_DIR, drillCommandAt, redactUrl, shellWord } from "../context.js";
-import { embeddedRedisStoppedBy, isDrillUp, listDrills, readStateEntries, type StateEntry } from "../drill/state.js";
+import { embeddedRedisStoppedBy, isDrillUp, stateEntriesOrNone, type StateEntry } from "../drill/state.js";
 import { queueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, sameRedis } from "../queue/redis.js";
 
@@ -51,15 +51,15 @@ export interface QueueLeftOpen extends QueueRollbackCommand {
 }
 
 /** `rollback --queue` of `queue` on `url`, run from `at` (its --state-dir and trees), with what else it rolls back there. */
-export function queueRollbackCommand(at: { stateDir: string; sysfs?: string; procfs?: string }, url: string, queue: string): QueueRollbackCommand {
+export function queueRollbackCommand(
+  at: { stateDir: string; sysfs?: string; procfs?: string },
+  url: string,
+  queue: string,
+  // Not listable by this user: none; that rollback fails there too, saying so.
+  entries: readonly StateEntry[] = stateEntriesOrNone(at.stateDir),
+): QueueRollbackCommand {
   const rollback = (drill: string) => `${drill} rollback --queue ${shellWord(queue)}`;
   const command = rollback(drillCommandAt({ ...at, redisUrl: url }));
-  let entries: StateEntry[];
-  try {
-    entries = readStateEntries(at.stateDir, listDrills(at.stateDir));
-  } catch {
-    entries = []; // not listable by this user: that rollback fails there too, saying so
-  }
   const alsoRollsBack = drillsBesideQueue(entries, queue, url);
   if (alsoRollsBack.length === 0) return { command, alsoRollsBack, queueOnlyCommand: null };
   // drillCommandAt quotes every word; the substitution must stay one for the shell to run.
@@ -107,12 +107,15 @@ export async function readLever(q: ServedQueue): Promise<string | null> {
  */
 export async function queuesLeftOpen(served: readonly ServedQueue[], at: { stateDir: string; sysfs?: string; procfs?: string }): Promise<QueueLeftOpen[]> {
   const open: QueueLeftOpen[] = [];
+  // The state dir's drills, read once for every queue left open (and only when one is).
+  let entries: StateEntry[] | null = null;
   for (const q of distinctQueues(served)) {
     const lever = await readLever(q);
     if (lever === "reject_all") continue;
+    entries ??= stateEntriesOrNone(at.stateDir);
     // A drill's embedded Redis its rollback stopped: nothing admits there, and no command reaches it.
-    if (lever === null && embeddedRedisStoppedBy(at.stateDir, q.url) !== null) continue;
-    open.push({ queue: q.queue, url: redactUrl(q.url), lever, ...queueRollbackCommand(at, q.url, q.queue) });
+    if (lever === null && embeddedRedisStoppedBy(entries, q.url) !== null) continue;
+    open.push({ queue: q.queue, url: redactUrl(q.url), lever, ...queueRollbackCommand(at, q.url, q.queue, entries) });
   }
   return open;
 }
