@@ -15,7 +15,7 @@ export function arg(name, fallback) {
 }
 
 export function requireBuilt() {
-  if (!existsSync(path.join(repo, "dist", "main.js"))) throw new Error("bench: dist/main.js missing: run npm run build (or npm run bench)");
+  if (!existsSync(path.join(repo, "dist", "bundle", "main.js"))) throw new Error("bench: dist/bundle/main.js missing: run npm run build (or npm run bench)");
 }
 
 export function freePort() {

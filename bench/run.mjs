@@ -18,7 +18,7 @@ function newestMtimeMs(dir) {
   return newest;
 }
 
-const built = path.join(repo, "dist", "main.js");
+const built = path.join(repo, "dist", "bundle", "main.js");
 if (!existsSync(built) || statSync(built).mtimeMs < newestMtimeMs(path.join(repo, "src"))) {
   console.log("bench: building drill (npm run build)");
   const build = spawnSync("npm", ["run", "build"], { cwd: repo, stdio: "inherit" });

@@ -1,6 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { runDrill } from "../helpers/cli.js";
 
@@ -27,9 +28,13 @@ describe("start-up", () => {
     const r = await runDrill(["--help"], { env: { NODE_OPTIONS: `--import ${path.join(dir, "register.mjs")}`, DRILL_TEST_LOADS: loadsFile } });
     expect(r.exitCode).toBe(0);
     expect(r.stdout).toContain("Usage: drill");
-    const loaded = readFileSync(loadsFile, "utf8").split("\n");
-    expect(loaded.some((url) => url.endsWith("/dist/commands/watch.js"))).toBe(true);
-    const heavy = loaded.filter((url) => /\/node_modules\/(ioredis|zod|yaml|cli-table3|chalk|execa)\/|\/dist\/commands\/[a-z]+\.run\.js$/.test(url));
+    // bin/drill.js runs dist/bundle/ (scripts/bundle.mjs), whose files say which module each part came from (`// dist/commands/watch.js`).
+    const loaded = readFileSync(loadsFile, "utf8").split("\n").filter((url) => url.startsWith("file:"));
+    expect(loaded.some((url) => url.includes("/node_modules/")), "the bundle holds the dependencies").toBe(false);
+    const modules = loaded.filter((url) => url.includes("/dist/bundle/")).flatMap((url) => [...readFileSync(fileURLToPath(url), "utf8").matchAll(/^\/\/ (\S+\.[cm]?js)$/gm)].map((m) => m[1]!));
+    expect(modules).toContain("dist/commands/watch.js");
+    expect(modules).toContain("node_modules/commander/lib/command.js");
+    const heavy = modules.filter((m) => /^node_modules\/(ioredis|zod|yaml|cli-table3|chalk|execa)\/|^dist\/commands\/[a-z]+\.run\.js$/.test(m));
     expect(heavy).toEqual([]);
   });
 });
