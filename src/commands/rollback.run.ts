@@ -219,11 +219,17 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   // naming it, breaking "rollback again exits 0"). With nothing here at all, it may be the drill
   // the operator means under a wrong --state-dir: that stays exit 4.
   const otherStateDirs = (r: RunningDrill): boolean => complete.length > 0 && r.stateDir !== null && path.resolve(r.stateDir) !== path.resolve(g.stateDir);
+  /** --name that matched nothing beside a --queue this rollback did act on: said, not a usage error. */
+  let unmatchedName: string | null = null;
   if (named !== undefined && names.length === 0 && running.length === 0 && cgroups.length === 0) {
     // A name that is no drill here, beside drills that are: a wrong name (often
     // up's --name, the worker cgroup), not "nothing to roll back" (exit 2, like report).
     const others = readStateEntries(g.stateDir, listDrills(g.stateDir));
-    if (others.length > 0) throw new UsageError(unknownDrillProblem(named, g.stateDir, others, rerunCmd));
+    const problem = others.length > 0 ? unknownDrillProblem(named, g.stateDir, others, rerunCmd) : null;
+    // With --queue the queue was acted on already, and a cgroup setup cgroup of that name an earlier run tore down
+    // leaves no trace: exit 2 there said "nothing touched" after the deny-all, and the rerun drill prints would exit 2 for ever (RELIABILITY 8).
+    if (problem !== null && queues.length === 0) throw new UsageError(problem);
+    if (problem !== null) unmatchedName = `only --queue ${flags.queue} acted on (no cgroup setup cgroup ${named} in ${g.stateDir} either: torn down by an earlier rollback, or another name); ${problem}`;
   }
   const nothingHere =
     named !== undefined && names.length === 0 ? `no drill ${named}` : complete.length > 0 ? `${complete.map((c) => c.name).join(", ")} already rolled back (complete)` : "no drill";
@@ -257,6 +263,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   } else if (results.length === 0 && cgroups.length === 0 && startingUps.length === 0 && queues.length === 0) {
     output.out(nothingToRollBackLine(`${nothingHere} in ${g.stateDir}`, named, unseen));
   }
+  if (unmatchedName !== null) (g.json ? output.err : output.out)(unmatchedName);
   if (!g.json && running.length === 0) for (const q of queues) queueClosingLines(q, queueUrl, rerunCmd, again(), g).forEach((line) => output.out(line));
   if (!g.json) for (const q of leftOpen) output.out(queueLeftOpenLine(q));
   if (!g.json && running.length === 0 && results.length > 0) {
