@@ -239,6 +239,20 @@ export function leverCommand(url: string, queue: string, mode: "reject_all" | "a
   return `${drill} gate mode ${mode}${queue === "jobs" ? "" : ` --queue ${shellWord(queue)}`}`;
 }
 
+/**
+ * The command that runs a rollback again, as pasted: on the same tree, state dir and Redis
+ * (`drillCmd`, drillCommandAt of the run), for `drill` when it is about one, else --name as
+ * asked (a plain rollback after `--name X` would reach every drill in the state dir), and
+ * --queue as asked (its re-drain runs last), with --queue-only when asked (without it, every
+ * drill there). A bare `drill rollback` runs on the default
+ * state dir (QA: "nothing to roll back", exit 0, while the drain was pending).
+ */
+export function rollbackAgain(drillCmd: string, asked: { name?: string; queue?: string; queueOnly?: boolean }, drill?: string): string {
+  const name = drill ?? asked.name;
+  const flags = [...(name === undefined ? [] : ["--name", name]), ...(asked.queue === undefined ? [] : ["--queue", asked.queue]), ...(asked.queueOnly ? ["--queue-only"] : [])];
+  return [drillCmd, "rollback", ...flags.map(shellWord)].join(" ");
+}
+
 export function hostRoots(options: Pick<GlobalOptions, "procfs" | "sysfs">): HostRoots {
   return new HostRoots(options.procfs, options.sysfs);
 }

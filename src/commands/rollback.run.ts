@@ -1,7 +1,7 @@
 import path from "node:path";
 import { writeErr } from "../closedStdout.js";
-import { commandRedis, DEFAULT_REDIS_URL, drillCommandAt, hiddenPasswordNote, hostRoots, leverCommand, redactUrl, shellWord, type GlobalOptions } from "../context.js";
-import { describeRunningDrill, drillRollbackCommand, drillsUpOnQueue, rollbackAgain, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, scanRunningDrills, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
+import { commandRedis, DEFAULT_REDIS_URL, drillCommandAt, hiddenPasswordNote, hostRoots, leverCommand, redactUrl, rollbackAgain, shellWord, type GlobalOptions } from "../context.js";
+import { describeRunningDrill, drillRollbackCommand, drillsUpOnQueue, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, scanRunningDrills, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
 import { sameRedis } from "../queue/redis.js";
 import { validateDrillName } from "../drill/names.js";
 import { stopStartingUps, type StartingUp } from "../drill/startingUp.js";
@@ -22,12 +22,13 @@ import type { RollbackFlags } from "./rollback.js";
  * would reach every drill in the state dir). `--queue` is kept either way: its
  * re-drain runs last.
  */
-export function interruptedRerun(rerunCmd: string, asked: { name: string | undefined; queue: string | undefined }, current: { name: string; before?: true; cgroups?: true }): string {
+export function interruptedRerun(rerunCmd: string, asked: { name: string | undefined; queue: string | undefined; queueOnly?: boolean }, current: { name: string; before?: true; cgroups?: true }): string {
   return rollbackAgain(rerunCmd, asked, current.cgroups || current.before ? undefined : current.name);
 }
 
 export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Promise<void> {
   const output = consoleOutput(g.color);
+  const queueOnly = queueOnlyAsked(flags);
   // `--name ""` is not "every drill", and `../other/smoke` is not under --state-dir.
   const named = flags.name === undefined ? undefined : validateDrillName(flags.name);
   let startingUps: StartingUp[] = [];
@@ -45,7 +46,8 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   // the command that finishes it: on the same tree, state dir and Redis.
   const rerunCmd = drillCommandAt(g);
   /** This rollback again, as asked (--queue kept), for `drill` when about one. */
-  const again = (drill?: string): string => rollbackAgain(rerunCmd, { name: named, queue: flags.queue }, drill);
+  const asked = { name: named, queue: flags.queue, queueOnly };
+  const again = (drill?: string): string => rollbackAgain(rerunCmd, asked, drill);
   // A step taking seconds says how far it got, under its step's column; under --json on stderr, as up's log lines.
   const progress = (line: string): void => (g.json ? output.err(line) : output.out(`  ...  ${line}`));
   // A drill's report reads its own Redis or export: a --redis given here (an embedded one, stopped now) would fail it.
@@ -63,7 +65,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       const stopNotes = [...thawNotes, ...stopRestartedBeforeExit(hostRoots(g))];
       const afterStep = current.lastStep === "" ? null : current.lastStep;
       const where = afterStep === null ? "before its first step" : `after step "${afterStep}"`;
-      const command = interruptedRerun(rerunCmd, { name: named, queue: flags.queue }, current);
+      const command = interruptedRerun(rerunCmd, asked, current);
       const what = current.cgroups ? "the cgroups drill cgroup setup made" : current.before ? (flags.queue !== undefined ? `queue ${flags.queue} (--queue)` : "the ups still starting") : current.name;
       // A script needs the steps done and what is left most when the rollback did not finish.
       if (g.json) {
@@ -100,7 +102,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       throw new RollbackIncompleteError(`rollback incomplete; left: ${left.join("; ")}`);
     }
     // An up still starting (no state of its run yet) first: then what it recorded is rolled back below.
-    startingUps = await stopStartingUps(hostRoots(g), g.stateDir, named);
+    if (!queueOnly) startingUps = await stopStartingUps(hostRoots(g), g.stateDir, named);
     if (!g.json) for (const up of startingUps) output.out(describeStartingUp(up));
     // --queue: the step-by-step path's queue, deny-all first as in every rollback (a drill's own is its rollback's).
     if (flags.queue !== undefined) {
@@ -133,27 +135,28 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
             };
           }),
         );
-      } else if (owner !== null && named !== undefined && named !== owner) {
+      } else if (owner !== null && (queueOnly || (named !== undefined && named !== owner))) {
         // QA re-check 7: "rolled back with it below" while --name picked another drill: the queue was rolled back by nothing.
-        const why = `queue ${queueName} on ${redactUrl(url)} is drill ${owner}'s, which --name ${named} leaves out: its own rollback drains it`;
+        const why = `queue ${queueName} on ${redactUrl(url)} is drill ${owner}'s, which ${queueOnly ? "--queue-only" : `--name ${named}`} leaves out: its own rollback drains it`;
         notHere([{ detail: `not done: ${why}`, left: `${why}; run that: ${rollbackAgain(rerunCmd, {}, owner)}` }]);
       } else if (owner !== null) {
         if (!g.json) output.out(`queue ${queueName} on ${redactUrl(url)}: drill ${owner}'s queue, rolled back with it below`);
       } else {
-        if (!g.json) output.out(`rollback queue ${queueName} on ${redactUrl(url)} (--queue; a gate or worker run by hand keeps running, unless in a cgroup setup cgroup, torn down below):`);
+        const alone = `--queue-only: no drill or cgroup setup cgroup of ${g.stateDir} touched; a gate or worker run by hand keeps running`;
+        if (!g.json) output.out(`rollback queue ${queueName} on ${redactUrl(url)} (${queueOnly ? alone : "--queue; a gate or worker run by hand keeps running, unless in a cgroup setup cgroup, torn down below"}):`);
         queues.push(await rollbackQueue(url, queueName, again(), hostRoots(g), (step) => {
           current.lastStep = step.step;
           if (!g.json) output.out(`  ${step.ok ? "ok  " : output.color.red("FAIL")} ${step.step}: ${step.detail}`);
         }, progress));
       }
     }
-    names = named === undefined ? listDrills(g.stateDir) : holdsState(g.stateDir, named) ? [named] : [];
+    names = queueOnly ? [] : named === undefined ? listDrills(g.stateDir) : holdsState(g.stateDir, named) ? [named] : [];
     for (const name of names) {
       current = { name, lastStep: "", result: null };
       await rollbackOne(name);
     }
     current = { name: "", lastStep: "", result: null, cgroups: true };
-    cgroups = await rollbackStandaloneCgroups(hostRoots(g), g.stateDir, named);
+    if (!queueOnly) cgroups = await rollbackStandaloneCgroups(hostRoots(g), g.stateDir, named);
     if (!g.json) {
       for (const [i, c] of cgroups.entries()) {
         // A record dir it cannot list names no cgroup: one header for them all, not "cgroup ?" per dir (QA).
@@ -216,11 +219,17 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   // naming it, breaking "rollback again exits 0"). With nothing here at all, it may be the drill
   // the operator means under a wrong --state-dir: that stays exit 4.
   const otherStateDirs = (r: RunningDrill): boolean => complete.length > 0 && r.stateDir !== null && path.resolve(r.stateDir) !== path.resolve(g.stateDir);
+  /** --name that matched nothing beside a --queue this rollback did act on: said, not a usage error. */
+  let unmatchedName: string | null = null;
   if (named !== undefined && names.length === 0 && running.length === 0 && cgroups.length === 0) {
     // A name that is no drill here, beside drills that are: a wrong name (often
     // up's --name, the worker cgroup), not "nothing to roll back" (exit 2, like report).
     const others = readStateEntries(g.stateDir, listDrills(g.stateDir));
-    if (others.length > 0) throw new UsageError(unknownDrillProblem(named, g.stateDir, others, rerunCmd));
+    const problem = others.length > 0 ? unknownDrillProblem(named, g.stateDir, others, rerunCmd) : null;
+    // With --queue the queue was acted on already, and a cgroup setup cgroup of that name an earlier run tore down
+    // leaves no trace: exit 2 there said "nothing touched" after the deny-all, and the rerun drill prints would exit 2 for ever (RELIABILITY 8).
+    if (problem !== null && queues.length === 0) throw new UsageError(problem);
+    if (problem !== null) unmatchedName = `only --queue ${flags.queue} acted on (no cgroup setup cgroup ${named} in ${g.stateDir} either: torn down by an earlier rollback, or another name); ${problem}`;
   }
   const nothingHere =
     named !== undefined && names.length === 0 ? `no drill ${named}` : complete.length > 0 ? `${complete.map((c) => c.name).join(", ")} already rolled back (complete)` : "no drill";
@@ -254,6 +263,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   } else if (results.length === 0 && cgroups.length === 0 && startingUps.length === 0 && queues.length === 0) {
     output.out(nothingToRollBackLine(`${nothingHere} in ${g.stateDir}`, named, unseen));
   }
+  if (unmatchedName !== null) (g.json ? output.err : output.out)(unmatchedName);
   if (!g.json && running.length === 0) for (const q of queues) queueClosingLines(q, queueUrl, rerunCmd, again(), g).forEach((line) => output.out(line));
   if (!g.json) for (const q of leftOpen) output.out(queueLeftOpenLine(q));
   if (!g.json && running.length === 0 && results.length > 0) {
@@ -286,6 +296,22 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     passwordNoteLines(named).forEach((line) => output.out(line));
   }
   if (left.length > 0) throw new RollbackIncompleteError(`rollback incomplete; left: ${left.join("; ")}`);
+}
+
+/**
+ * --queue-only, checked before anything is touched: it needs the queue, and
+ * rolls back no drill, so a --name (a drill, or a cgroup setup cgroup) is one
+ * or the other, not both.
+ */
+export function queueOnlyAsked(flags: RollbackFlags): boolean {
+  if (!flags.queueOnly) return false;
+  if (flags.queue === undefined) throw new UsageError("--queue-only: no --queue given; it rolls back the queue given with --queue <name> alone (add --queue <name>, or drop --queue-only)");
+  if (flags.name !== undefined) {
+    throw new UsageError(
+      `--queue-only with --name ${shellWord(flags.name)}: --queue-only touches no drill or cgroup of the state dir, --name rolls one back; for the queue alone drop --name, for ${shellWord(flags.name)} and the queue drop --queue-only`,
+    );
+  }
+  return true;
 }
 
 /** Why the state dir cannot be listed (EACCES, EPERM: another user's), or null: listed, or absent (nothing there). */

@@ -6,7 +6,7 @@ import { validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup, workerCgroupFromDirs } from "../cgroup/paths.js";
 import { TERM_GRACE_MS, teardownWorkerCgroup, withDescendants, type TeardownResult } from "../cgroup/teardown.js";
 import { discardHogRecord, listHogRecords, listMarkers, unlistableRecordDirs, unreadableRecords } from "../cgroup/stateFiles.js";
-import { drillCommandAt, shellWord } from "../context.js";
+import { drillCommandAt, rollbackAgain, shellWord } from "../context.js";
 import { DrillError, RefusedError, RollbackIncompleteError } from "../errors.js";
 import { previousModeText } from "../gate/policy.js";
 import type { HostRoots } from "../host/kernelFile.js";
@@ -75,19 +75,6 @@ export interface RollbackOptions {
    * `rollback --name <drill>` on this state dir, tree and --redis.
    */
   again?: string;
-}
-
-/**
- * The command that runs a rollback again, as pasted: on the same tree, state dir and Redis
- * (`drillCmd`, drillCommandAt of the run), for `drill` when it is about one, else --name as
- * asked (a plain rollback after `--name X` would reach every drill in the state dir), and
- * --queue as asked (its re-drain runs last). A bare `drill rollback` runs on the default
- * state dir (QA: "nothing to roll back", exit 0, while the drain was pending).
- */
-export function rollbackAgain(drillCmd: string, asked: { name?: string; queue?: string }, drill?: string): string {
-  const name = drill ?? asked.name;
-  const flags = [...(name === undefined ? [] : ["--name", name]), ...(asked.queue === undefined ? [] : ["--queue", asked.queue])];
-  return [drillCmd, "rollback", ...flags.map(shellWord)].join(" ");
 }
 
 /** A drill's own rollback in the state dir it is up from (named even when the default: it is another than this command's), as pasted. */

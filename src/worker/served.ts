@@ -1,4 +1,4 @@
-import { DEFAULT_STATE_DIR, drillCommandAt, redactUrl, shellWord } from "../context.js";
+import { drillCommandAt, redactUrl, rollbackAgain } from "../context.js";
 import { embeddedRedisStoppedBy, isDrillUp, stateEntriesOrNone, type StateEntry } from "../drill/state.js";
 import { queueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, sameRedis } from "../queue/redis.js";
@@ -30,14 +30,14 @@ export function distinctQueues<Q extends ServedQueue>(queues: readonly Q[]): Q[]
  * the command was run with. Without --name a rollback is every drill there
  * (README), so pasted as is it also rolls back the drills up there on other
  * queues (QA: it killed a drill's worker, removed its cgroup and stopped its
- * Redis): they are named, with the same rollback in an empty state dir, which
- * reaches this queue alone.
+ * Redis): they are named, with the same rollback --queue-only, which reaches
+ * this queue alone (in the same state dir: its rerun and report commands name it).
  */
 export interface QueueRollbackCommand {
   command: string;
   /** Drills up (not complete) in that state dir on another queue or Redis: `command` rolls them back too. */
   alsoRollsBack: string[];
-  /** With `alsoRollsBack`: the rollback of this queue alone (a fresh empty --state-dir); null without. */
+  /** With `alsoRollsBack`: the rollback of this queue alone (`command` with --queue-only); null without. */
   queueOnlyCommand: string | null;
 }
 
@@ -58,13 +58,10 @@ export function queueRollbackCommand(
   // Not listable by this user: none; that rollback fails there too, saying so.
   entries: readonly StateEntry[] = stateEntriesOrNone(at.stateDir),
 ): QueueRollbackCommand {
-  const rollback = (drill: string) => `${drill} rollback --queue ${shellWord(queue)}`;
-  const command = rollback(drillCommandAt({ ...at, redisUrl: url }));
+  const drillCmd = drillCommandAt({ ...at, redisUrl: url });
+  const command = rollbackAgain(drillCmd, { queue });
   const alsoRollsBack = drillsBesideQueue(entries, queue, url);
-  if (alsoRollsBack.length === 0) return { command, alsoRollsBack, queueOnlyCommand: null };
-  // drillCommandAt quotes every word; the substitution must stay one for the shell to run.
-  const withoutStateDir = drillCommandAt({ ...at, stateDir: DEFAULT_STATE_DIR, redisUrl: url }).slice("drill".length);
-  return { command, alsoRollsBack, queueOnlyCommand: rollback(`drill --state-dir "$(mktemp -d)"${withoutStateDir}`) };
+  return { command, alsoRollsBack, queueOnlyCommand: alsoRollsBack.length === 0 ? null : rollbackAgain(drillCmd, { queue, queueOnly: true }) };
 }
 
 /** Pure: the drills up in a state dir that its `rollback --queue <queue>` on `url` rolls back although they are not on that queue. */

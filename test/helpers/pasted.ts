@@ -4,11 +4,10 @@ import { drillBin } from "./cli.js";
 
 /**
  * The argv bash splits a printed command into, pasted as is: its words after
- * quoting, expansion and globbing (`drill` first). `mktemp` is stubbed, so a
- * `"$(mktemp -d)"` in it is one word and makes nothing.
+ * quoting, expansion and globbing (`drill` first).
  */
 export function pastedArgv(command: string): string[] {
-  const run = spawnSync("bash", ["-c", `mktemp() { echo /tmp/pasted-mktemp-dir; }; printf '%s\\0' ${command}`], { encoding: "utf8" });
+  const run = spawnSync("bash", ["-c", `printf '%s\\0' ${command}`], { encoding: "utf8" });
   if (run.status !== 0) throw new Error(`bash could not read ${command}: ${run.stderr}`);
   return run.stdout.split("\0").slice(0, -1);
 }

@@ -1,8 +1,9 @@
 // QA "paste every command drill prints": the way a teardown (and a killed worker's launcher, and rollback) says
 // to close and drain a hand-run queue, `drill --state-dir S --redis U rollback --queue Q`, also rolled back a
 // drill up in S on another queue (no --name: every drill there). Pasted here as printed, into bash: the
-// line names that drill, that command does roll it back, and the queue-only command leaves it alone.
-import { mkdtempSync, rmSync } from "node:fs";
+// line names that drill, that command does roll it back, and the queue-only command leaves it alone
+// (once in `--state-dir "$(mktemp -d)"`: a temp dir left behind, named by the commands it printed next).
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { Redis } from "ioredis";
@@ -53,8 +54,12 @@ describe("the queue left open, its close-and-drain command pasted as printed", (
 
     // The queue alone: closed, its working and admitted lists drained, and drill qaagb still up.
     const env = { TMPDIR: root };
+    expect(open!.queueOnlyCommand).toBe(`${open!.command} --queue-only`);
     const alone = await runPasted(open!.queueOnlyCommand!, env);
     expect(alone.exitCode, alone.stdout + alone.stderr).toBe(0);
+    // In the state dir given: its next commands name it, and no temp dir is left behind.
+    expect(alone.stdout).toContain(`drill --state-dir ${stateDir} --redis ${server.url} report --queue handq --format md`);
+    expect(readdirSync(root)).toEqual(["s"]);
     const k = queueKeys("handq");
     expect(await redis.get(k.mode)).toBe("reject_all");
     expect(await redis.llen(k.drain)).toBe(3);

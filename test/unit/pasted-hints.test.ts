@@ -9,8 +9,8 @@ import { absentCgroupNext } from "../../src/cgroup/ready.js";
 import { markerChange } from "../../src/cgroup/setup.js";
 import { workerRecovery } from "../../src/commands/worker.run.js";
 import { detachTimeoutText } from "../../src/commands/up.run.js";
-import { leverCommand } from "../../src/context.js";
-import { rollbackAgain, rollbackDrill, rollbackHint, servingRunRollback, type RollbackStep } from "../../src/drill/rollback.js";
+import { leverCommand, rollbackAgain } from "../../src/context.js";
+import { rollbackDrill, rollbackHint, servingRunRollback, type RollbackStep } from "../../src/drill/rollback.js";
 import { chooseDrillRedis, listDrills, readStateEntries } from "../../src/drill/state.js";
 import { stalledParts } from "../../src/drill/stalls.js";
 import { queueInUseText } from "../../src/drill/up.js";
@@ -39,8 +39,8 @@ describe("1. rollback --queue as the way to close and drain a hand-run queue", (
     // Its own queue's drill is that queue's rollback; a complete one is not rolled back again.
     expect(c.alsoRollsBack).toEqual(["qaagb"]);
     expect(pastedArgv(c.command)).toEqual(["drill", "--state-dir", stateDir, "--redis", URL, "rollback", "--queue", "hq"]);
-    // The same rollback in an empty state dir: no drill there to reach.
-    expect(pastedArgv(c.queueOnlyCommand!)).toEqual(["drill", "--state-dir", "/tmp/pasted-mktemp-dir", "--redis", URL, "rollback", "--queue", "hq"]);
+    // The same rollback with --queue-only: no drill there reached, and the state dir the same (not a temp dir left behind).
+    expect(pastedArgv(c.queueOnlyCommand!)).toEqual(["drill", "--state-dir", stateDir, "--redis", URL, "rollback", "--queue", "hq", "--queue-only"]);
     const open: QueueLeftOpen = { queue: "hq", url: URL, lever: "admit", ...c };
     const line = queueLeftOpenLine(open);
     expect(line).toContain(`To close and drain it: ${c.command} (pasted as is, this also rolls back drill qaagb, up in that state dir on another queue`);

@@ -14,6 +14,8 @@ describe("interruptedRerun", () => {
     ["past the drills, plain rollback", { name: undefined, queue: undefined }, { name: "", cgroups: true as const }, `${drill} rollback`],
     ["past the drills, --name kept", { name: "smoke", queue: undefined }, { name: "", cgroups: true as const }, `${drill} rollback --name smoke`],
     ["past the drills, --name and --queue kept", { name: "smoke", queue: "q1" }, { name: "", cgroups: true as const }, `${drill} rollback --name smoke --queue q1`],
+    // Without --queue-only the rerun is every drill in the state dir too.
+    ["the queue alone, --queue-only kept", { name: undefined, queue: "q1", queueOnly: true }, { name: "", before: true as const }, `${drill} rollback --queue q1 --queue-only`],
   ])("%s", (_case, asked, current, expected) => {
     expect(interruptedRerun(drill, asked, current)).toBe(expected);
   });
