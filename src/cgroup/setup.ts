@@ -153,6 +153,8 @@ export interface SetupPlan {
   notes: string[];
   /** What asked for the memory limit (--memory-max, cgroup.memory_max); null: cgroup setup's default. */
   memoryMaxFrom: string | null;
+  /** drill as the operator runs it on this --state-dir and tree (inspection's): for the refusal applySetup may give. */
+  drillCmd: string;
 }
 
 export interface WriteResult {
@@ -359,7 +361,7 @@ export function planSetup(cgroup: WorkerCgroup, inspection: SetupInspection, opt
   }
   const owner = options.owner ?? (ownership.kind === "ours" ? ownerOf(inspection.marker) : null);
   const memoryMaxFrom = options.owner ? "cgroup.memory_max" : options.memoryMaxGiven === true ? "--memory-max" : null;
-  return { cgroup, ownership: ownership.kind, owner, judgedMarker: inspection.marker, steps, warnings, notes, memoryMaxFrom };
+  return { cgroup, ownership: ownership.kind, owner, judgedMarker: inspection.marker, steps, warnings, notes, memoryMaxFrom, drillCmd: inspection.drillCmd };
 }
 
 function inodeOf(dir: string): number | null {
@@ -461,14 +463,14 @@ const writeToKernel: KernelWriter = (file, value) => writeKernelFile(file, value
  * Why the marker on disk is no longer the one a plan was judged on (another
  * setup of the cgroup got there between the look and the act), or null.
  */
-export function markerChange(judged: CgroupMarker | null, current: CgroupMarker | null, where: string, file: string, stateDir: string): string | null {
+export function markerChange(judged: CgroupMarker | null, current: CgroupMarker | null, where: string, file: string, drillCmd: string): string | null {
   if (JSON.stringify(current) === JSON.stringify(judged)) return null;
   if (current === null) {
     return `drill's marker ${file} of ${where} was removed after this setup judged the cgroup (a teardown ran meanwhile); refusing to act on a stale look. Run it again`;
   }
   const holder = current.owner ? `drill ${current.owner.drill} (run ${current.owner.runId})` : "drill cgroup setup";
-  // Its state dir is this setup's: a rollback without it acts on the default one.
-  const way = current.owner ? `Run ${drillCommandFor(stateDir)} rollback --name ${shellWord(current.owner.drill)} first, or pick another --name` : "Pick another --name";
+  // On this setup's state dir and tree: a rollback without them acts on the default state dir, or on the real /sys.
+  const way = current.owner ? `Run ${drillCmd} rollback --name ${shellWord(current.owner.drill)} first, or pick another --name` : "Pick another --name";
   return `${where} was just taken by ${holder}: its marker ${file} changed after this setup judged the cgroup (two setups of one cgroup at once); refusing to share it. ${way}`;
 }
 
@@ -483,7 +485,7 @@ export function applySetup(plan: SetupPlan, stateDir: string, writeKernel: Kerne
   const lock = lockMarker(stateDir, plan.cgroup);
   try {
     const current = readMarker(stateDir, plan.cgroup);
-    const change = markerChange(plan.judgedMarker, current, plan.cgroup.limits.dir, markerFile(stateDir, plan.cgroup), stateDir);
+    const change = markerChange(plan.judgedMarker, current, plan.cgroup.limits.dir, markerFile(stateDir, plan.cgroup), plan.drillCmd);
     if (change !== null) throw new RefusedError(change);
     // The cgroup is ours to act on from here: the caller records it now, not
     // before a refusal (its rollback would then tear down what another made).
