@@ -141,6 +141,12 @@ export function hiddenPasswordNote(urls: ReadonlyArray<string | undefined>): str
   return "(the Redis password is shown as ***: put yours in its place, or leave --redis out with DRILL_REDIS_URL set to the whole URL)";
 }
 
+/** hiddenPasswordNote at the end of the line that names the command: "", or a space and the note. */
+export function hiddenPasswordNoteAfter(urls: ReadonlyArray<string | undefined>): string {
+  const note = hiddenPasswordNote(urls);
+  return note === null ? "" : ` ${note}`;
+}
+
 /**
  * The Redis of a command that uses one (pack, gate, gate mode, watch,
  * worker): --redis / DRILL_REDIS_URL, silently; else the Redis of the one

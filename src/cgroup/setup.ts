@@ -1,6 +1,6 @@
 import { chmodSync, mkdirSync, rmdirSync, statSync } from "node:fs";
 import path from "node:path";
-import { drillCommandFor, shellWord } from "../context.js";
+import { drillCommandFor, rollbackAgain } from "../context.js";
 import { isDrillUp, readState, statePath, type DrillState } from "../drill/state.js";
 import { DrillError, ExitCode, RefusedError, kernelWriteError } from "../errors.js";
 import { readKernelText, writeKernelFile, type HostRoots } from "../host/kernelFile.js";
@@ -108,7 +108,7 @@ export function workerCgroupOf(dirs: readonly string[], holder: CgroupOwner): st
  */
 export function upHolderRefusal(dirs: readonly string[], holder: UpHolder, drillCmd: string, refusing: string, otherwise: string): string {
   const up = holder.phase === null ? `whose state ${holder.stateFile} cannot be read (${holder.unreadable ?? "?"}), so it may be up` : `which is up (${holder.phase})`;
-  return `${workerCgroupOf(dirs, holder)}, ${up}; refusing to ${refusing}. Run ${drillCmd} rollback --name ${holder.drill}${otherwise}`;
+  return `${workerCgroupOf(dirs, holder)}, ${up}; refusing to ${refusing}. Run ${rollbackAgain(drillCmd, {}, holder.drill)}${otherwise}`;
 }
 
 /** What is on the host before setup acts: gathered by inspectForSetup, decided on by planSetup. */
@@ -153,6 +153,8 @@ export interface SetupPlan {
   notes: string[];
   /** What asked for the memory limit (--memory-max, cgroup.memory_max); null: cgroup setup's default. */
   memoryMaxFrom: string | null;
+  /** drill as the operator runs it on this --state-dir and tree (inspection's): for the refusal applySetup may give. */
+  drillCmd: string;
 }
 
 export interface WriteResult {
@@ -213,7 +215,7 @@ export function decideOwnership(inspection: SetupInspection, owner?: CgroupOwner
     if (holder && holder.drill !== owner.drill) {
       return {
         kind: "refuse",
-        reason: `${workerCgroupOf(dirs, holder)}; refusing to share it with drill ${owner.drill}. Run ${inspection.drillCmd} rollback --name ${holder.drill} first, or pick another --name`,
+        reason: `${workerCgroupOf(dirs, holder)}; refusing to share it with drill ${owner.drill}. Run ${rollbackAgain(inspection.drillCmd, {}, holder.drill)} first, or pick another --name`,
       };
     }
     const unreadable = inspection.existing.filter((e) => e.tasks === null).map((e) => e.dir.dir);
@@ -359,7 +361,7 @@ export function planSetup(cgroup: WorkerCgroup, inspection: SetupInspection, opt
   }
   const owner = options.owner ?? (ownership.kind === "ours" ? ownerOf(inspection.marker) : null);
   const memoryMaxFrom = options.owner ? "cgroup.memory_max" : options.memoryMaxGiven === true ? "--memory-max" : null;
-  return { cgroup, ownership: ownership.kind, owner, judgedMarker: inspection.marker, steps, warnings, notes, memoryMaxFrom };
+  return { cgroup, ownership: ownership.kind, owner, judgedMarker: inspection.marker, steps, warnings, notes, memoryMaxFrom, drillCmd: inspection.drillCmd };
 }
 
 function inodeOf(dir: string): number | null {
@@ -461,14 +463,14 @@ const writeToKernel: KernelWriter = (file, value) => writeKernelFile(file, value
  * Why the marker on disk is no longer the one a plan was judged on (another
  * setup of the cgroup got there between the look and the act), or null.
  */
-export function markerChange(judged: CgroupMarker | null, current: CgroupMarker | null, where: string, file: string, stateDir: string): string | null {
+export function markerChange(judged: CgroupMarker | null, current: CgroupMarker | null, where: string, file: string, drillCmd: string): string | null {
   if (JSON.stringify(current) === JSON.stringify(judged)) return null;
   if (current === null) {
     return `drill's marker ${file} of ${where} was removed after this setup judged the cgroup (a teardown ran meanwhile); refusing to act on a stale look. Run it again`;
   }
   const holder = current.owner ? `drill ${current.owner.drill} (run ${current.owner.runId})` : "drill cgroup setup";
-  // Its state dir is this setup's: a rollback without it acts on the default one.
-  const way = current.owner ? `Run ${drillCommandFor(stateDir)} rollback --name ${shellWord(current.owner.drill)} first, or pick another --name` : "Pick another --name";
+  // On this setup's state dir and tree: a rollback without them acts on the default state dir, or on the real /sys.
+  const way = current.owner ? `Run ${rollbackAgain(drillCmd, {}, current.owner.drill)} first, or pick another --name` : "Pick another --name";
   return `${where} was just taken by ${holder}: its marker ${file} changed after this setup judged the cgroup (two setups of one cgroup at once); refusing to share it. ${way}`;
 }
 
@@ -483,7 +485,7 @@ export function applySetup(plan: SetupPlan, stateDir: string, writeKernel: Kerne
   const lock = lockMarker(stateDir, plan.cgroup);
   try {
     const current = readMarker(stateDir, plan.cgroup);
-    const change = markerChange(plan.judgedMarker, current, plan.cgroup.limits.dir, markerFile(stateDir, plan.cgroup), stateDir);
+    const change = markerChange(plan.judgedMarker, current, plan.cgroup.limits.dir, markerFile(stateDir, plan.cgroup), plan.drillCmd);
     if (change !== null) throw new RefusedError(change);
     // The cgroup is ours to act on from here: the caller records it now, not
     // before a refusal (its rollback would then tear down what another made).

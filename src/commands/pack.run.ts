@@ -189,7 +189,7 @@ async function pushWithRetry(queue: DrillQueue, options: PackOptions, token: str
     onFailure: (err) => {
       if (failed || run.signal.aborted || isKeyRefusal(err)) return;
       failed = true;
-      writeErr(`pack: push of ${jobOf} failed: ${PUSH_FAILURE_TEXT[pushFailure(err)]} (${redisErrorText(err)}); sending it again, up to ${PACK_SENDS} sends\n`);
+      writeErr(`pack: push of ${jobOf} failed: ${PUSH_FAILURE_TEXT[pushFailure(err)]} (${redisErrorText(err, queue.redis)}); sending it again, up to ${PACK_SENDS} sends\n`);
     },
   });
   if (outcome.ok) {
@@ -200,11 +200,11 @@ async function pushWithRetry(queue: DrillQueue, options: PackOptions, token: str
     // The send may run when Redis answers: the summary, written before that, cannot count it.
     if (pushFailure(outcome.error) === "no_reply") {
       run.unanswered = true;
-      writeErr(`pack: interrupted with the push of ${jobOf} unanswered (${redisErrorText(outcome.error)}): if Redis runs it when it answers, that job is queued under the next id, though not counted below\n`);
+      writeErr(`pack: interrupted with the push of ${jobOf} unanswered (${redisErrorText(outcome.error, queue.redis)}): if Redis runs it when it answers, that job is queued under the next id, though not counted below\n`);
     }
     return null;
   }
-  const why = redisErrorText(outcome.error);
+  const why = redisErrorText(outcome.error, queue.redis);
   // A key holding what drill never writes, or a seq with no id left: the operator's to fix, not Redis's to recover from.
   if (isKeyRefusal(outcome.error)) return new DrillError(`pack: could not push ${jobOf}: ${why}`, ExitCode.usage);
   const pending = pushFailure(outcome.error) === "no_reply" ? "; Redis may still run the last send when it answers: that job is then queued under the next id" : "";

@@ -280,7 +280,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     const named: Array<string | undefined> = [];
     if (unfinished.length > 0) {
       output.out("Not rolled back yet: admission stays as it is; run the rollback again once what is left above is fixed:");
-      for (const r of unfinished) output.out(`  ${again(r.name)}`);
+      for (const r of unfinished) output.out(`  ${refusedThisUser(r) ? "as root: " : ""}${again(r.name)}`);
       named.push(g.redisUrl);
     }
     if (finished.length > 0) {
@@ -312,6 +312,14 @@ export function queueOnlyAsked(flags: RollbackFlags): boolean {
     );
   }
   return true;
+}
+
+/**
+ * A step the kernel refused this user (EACCES, EPERM: its FAIL line says to run as root): run again
+ * as the same user, it is refused again. Root refused is a mount or policy, said in its line.
+ */
+function refusedThisUser(r: DrillRollback): boolean {
+  return process.geteuid?.() !== 0 && r.steps.some((s) => !s.ok && /\b(EACCES|EPERM)\b/.test(s.detail));
 }
 
 /** Why the state dir cannot be listed (EACCES, EPERM: another user's), or null: listed, or absent (nothing there). */

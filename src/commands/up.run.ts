@@ -4,7 +4,7 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { stateDirError } from "../cgroup/stateFiles.js";
-import { drillCommandFor, hiddenPasswordNote, hostRoots, leverCommand, redactUrl, rollbackAgain, type GlobalOptions } from "../context.js";
+import { drillCommandFor, hiddenPasswordNoteAfter, hostRoots, leverCommand, redactUrl, rollbackAgain, type GlobalOptions } from "../context.js";
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState, statePath, type DrillState } from "../drill/state.js";
 import { acquireDrillLock, drillLockFile, stateDirRefusal } from "../drill/lock.js";
@@ -300,8 +300,7 @@ export function closingLines(f: ClosingFacts): string[] {
     return lines;
   }
   if (f.redisUrl !== "") {
-    const note = hiddenPasswordNote([f.redisUrl]);
-    lines.push(`Deny-all by hand: \`${leverCommand(f.redisUrl, f.queue, "reject_all")}\`${note === null ? "" : ` ${note}`}.`);
+    lines.push(`Deny-all by hand: \`${leverCommand(f.redisUrl, f.queue, "reject_all")}\`${hiddenPasswordNoteAfter([f.redisUrl])}.`);
   }
   const selfExit = keep === null ? (f.embeddedRedis ? "the embedded Redis exits by itself 5.5 minutes after the drill's end, with every job in its AOF" : null)
     : f.embeddedRedis ? "they exit by themselves 5 minutes after the drill's end, the embedded Redis 30 s later with every job in its AOF" : "they exit by themselves 5 minutes after the drill's end";
@@ -441,7 +440,7 @@ async function startInBackground(drill: DrillFile, stateDir: string, before: Dri
       for (const line of said.filter(isRepeated)) log(line);
       const warnings = said.filter(isWarning);
       log(`drill ${drill.name} is up in the background (pid ${child.pid}, run ${state.runId}); log ${logFile}, state ${dir}`);
-      log(`redis: ${state.redis.embedded ? "embedded redis-server" : "given"} at ${redactUrl(state.redis.url)}, queue ${state.queue}; deny-all by hand: \`${leverCommand(state.redis.url, state.queue, "reject_all")}\``);
+      log(`redis: ${state.redis.embedded ? "embedded redis-server" : "given"} at ${redactUrl(state.redis.url)}, queue ${state.queue}; deny-all by hand: \`${leverCommand(state.redis.url, state.queue, "reject_all")}\`${hiddenPasswordNoteAfter([state.redis.url])}`);
       log(`run \`${drillCmd} rollback --name ${drill.name}\` before walking away`);
       return { name: drill.name, label: LAB_LABEL, verdict: "detached" as const, run_id: state.runId, pid: child.pid ?? null, log: logFile, state: path.join(dir, "state.json"), redis: redactUrl(state.redis.url), queue: state.queue, warnings };
     }

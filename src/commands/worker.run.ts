@@ -9,7 +9,7 @@ import { forcedJoinWarning, refuseForeignJoin, requireSetUpCgroup } from "../cgr
 import type { UpHolder } from "../cgroup/setup.js";
 import { recordServedQueue } from "../cgroup/stateFiles.js";
 import { writeDocument, writeErr, writeOut } from "../closedStdout.js";
-import { commandRedisUrl, hostRoots, type GlobalOptions } from "../context.js";
+import { commandRedisUrl, hiddenPasswordNoteAfter, hostRoots, type GlobalOptions } from "../context.js";
 import { DrillError, ExitCode, InterruptedError, stopExitCode, type StopSignal } from "../errors.js";
 import { onInterrupt, onStopSignals } from "../interrupt.js";
 import type { HostRoots } from "../host/kernelFile.js";
@@ -131,7 +131,7 @@ export function workerRecovery(at: { stateDir: string; sysfs?: string; procfs?: 
   // Read when the worker is gone: the drills up in the state dir then, which that rollback would reach too.
   const rollback = queueRollbackCommand(at, redisUrl, queue);
   const quote = (command: string) => `\`${command}\``;
-  return `is given back by the next worker with --worker-id ${workerId}, or drained by ${quote(rollback.command)}${alsoRollsBackText(rollback, quote)}`;
+  return `is given back by the next worker with --worker-id ${workerId}, or drained by ${quote(rollback.command)}${alsoRollsBackText(rollback, quote)}${hiddenPasswordNoteAfter([redisUrl])}`;
 }
 
 /** Inside the cgroup: the loop itself. */

@@ -33,7 +33,7 @@ import { embeddedRedisDrill, freePort, startEmbeddedRedis } from "./embeddedRedi
 import { acquireDrillLock, stateDirRefusal } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { realDir } from "./strays.js";
-import { drillCommandAt, drillCommandFor, leverCommand, shellWord } from "../context.js";
+import { drillCommandAt, drillCommandFor, hiddenPasswordNoteAfter, leverCommand, shellWord } from "../context.js";
 import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, runsDir, statePath, writeState, writeUpEnded, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
@@ -256,7 +256,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     } else {
       log(`redis: ${redactUrl(options.redisUrl)}`);
     }
-    log(`redis: deny-all by hand: ${leverCommand(state.redis.url, options.queue, "reject_all")} (pack, gate, watch and worker find this Redis in ${statePath(stateDir, name)} while the drill is up)`);
+    log(`redis: deny-all by hand: ${leverCommand(state.redis.url, options.queue, "reject_all")} (pack, gate, watch and worker find this Redis in ${statePath(stateDir, name)} while the drill is up)${hiddenPasswordNoteAfter([state.redis.url])}`);
 
     const redis = await connectRedis(state.redis.url, { name: "drill-up", commandTimeoutMs: 5000 });
     try {

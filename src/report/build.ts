@@ -117,7 +117,7 @@ function drillEndedFacts(drill: NonNullable<ReportInputs["drill"]>, notUps: NotU
   const takeover = unfinishedRollbackStart(drill);
   const unfinished =
     takeover !== null
-      ? { unfinished: `a rollback started at ${takeover} has not finished (still running, or interrupted): ${codeSpan(drill.rollbackCommand ?? `drill rollback --name ${drill.name}`)} again finishes it` }
+      ? { unfinished: `a rollback started at ${takeover} has not finished (still running, or interrupted): ${codeSpan(drill.rollbackCommand)} again finishes it` }
       : {};
   // up's counts of what it packed, and the jobs it did not: each known, or n/a with why (QA: an up-ended.json not
   // taken dropped them from the ended: line without a word).

@@ -3,7 +3,7 @@ import net from "node:net";
 import path from "node:path";
 import type { Redis } from "ioredis";
 import { isEmbeddedRedis, reviveEmbeddedRedis } from "../drill/embeddedRedis.js";
-import { drillCommandFor } from "../context.js";
+import { drillCommandFor, rollbackAgain } from "../context.js";
 import { unknownDrillProblem, type KnownDrill } from "../drill/rollback.js";
 import { HostRoots } from "../host/kernelFile.js";
 import { detectLayout } from "../cgroup/layout.js";
@@ -274,7 +274,7 @@ function drillInfo(name: string, state: DrillState | null, roots: HostRoots, upE
     redrains: (state?.rollback?.redrains ?? []).map((r) => ({ at: r.at, drained: r.drained })),
     upGone: state !== null && upDiedUnrecorded(roots, state) ? { pid: state.owner.pid } : null,
     ...upEnded,
-    rollbackCommand: `${drillCommandFor(stateDir)} rollback --name ${name}`,
+    rollbackCommand: rollbackAgain(drillCommandFor(stateDir, roots), {}, name),
   };
 }
 

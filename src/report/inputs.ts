@@ -105,8 +105,12 @@ export interface DrillInfo {
   redrains?: Array<{ at: string; drained: number | null }>;
   /** The run's up is gone (pid and start time no longer match) with the run still starting or running and no end recorded. */
   upGone?: { pid: number } | null;
-  /** The rollback as the operator runs it on this state dir (`drill --state-dir S rollback --name X`): what finishes an unfinished one. */
-  rollbackCommand?: string;
+  /**
+   * The rollback as the operator runs it on the state dir and tree the report read (`drill --state-dir S
+   * rollback --name X`, rollbackAgain): what finishes an unfinished one. Always given: a bare
+   * `drill rollback` pasted runs on the default state dir.
+   */
+  rollbackCommand: string;
   /** up's own end record when a rollback stopped it (runs/<id>/up-ended.json): what it had packed. */
   upEndedAtRollback?: DrillEnded | null;
   /** Its up-ended.json was there but not taken (not drill's, unreadable, or no end record; a note says why): its counts are n/a. */

@@ -115,6 +115,16 @@ describe("a drill dir of root's, read by another user (QA AB 4)", () => {
     expect(r.stderr).toMatch(/^drill: rollback incomplete; left: fxdu: not rolled back: cannot read /m);
   });
 
+  // Its FAIL line says root: the rollback to run again says so too, as the same user it is refused again.
+  it("rollback's rerun line says to run it as root, its command as pasted", async (ctx) => {
+    if (reason) return ctx.skip();
+    const r = await asNobody(["rollback", "--name", "fxdu"]);
+    expect(r.exitCode, r.stderr).toBe(4);
+    expect(r.stdout).toContain(`FAIL read state: ${unreadable()}`);
+    const rerun = r.stdout.split("\n").findIndex((l) => l.startsWith("Not rolled back yet:"));
+    expect(r.stdout.split("\n")[rerun + 1]).toBe(`  as root: drill --state-dir ${stateDir} rollback --name fxdu`);
+  });
+
   // QA AE: drill makes the state dir itself 0700: there rollback exited 1 with no --json document.
   it("rollback of a state dir it cannot list: exit 4, the dir named, --json a document", async (ctx) => {
     if (reason) return ctx.skip();

@@ -395,7 +395,8 @@ describe("drill pack + drill gate (built binary)", () => {
     await assertNoJobLost(redis, queue, ["1", "2", "3"]);
     // QA: the pushes stalled without a word. Said once when it failed and once when Redis took it.
     expect(lines(result.stderr)).toEqual([
-      "pack: push of the 2nd of 3 jobs failed: no reply from Redis (no reply in time: redis paused (SIGSTOP?) or overloaded); sending it again, up to 10 sends",
+      // The Redis it waited on, and what to check there, as every command timeout says it.
+      `pack: push of the 2nd of 3 jobs failed: no reply from Redis (Redis at 127.0.0.1:${server.port} did not answer within 5s: check whether it is paused (CLIENT PAUSE, SIGSTOP) or overloaded); sending it again, up to 10 sends`,
       expect.stringMatching(/^pack: Redis answers again; job=2 pushed \d+\.\d s after its first send$/),
       `pack: no gate decides ${queue} now (no live gate heartbeat ${queue}:gates:<id>): its jobs wait, their deadline slack running out, until \`drill --redis ${server.url} gate --queue ${queue}\` runs (with the --name and --parent of its worker's cgroup)`,
     ]);

@@ -9,6 +9,7 @@ import { markerFile, markerLockFile, readMarker } from "../../src/cgroup/stateFi
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { readProcessStat } from "../../src/host/process.js";
 import { makeFakeHost, v1MemoryFiles, type FakeHost } from "../helpers/cgroupFixtures.js";
+import { pastedArgv } from "../helpers/pasted.js";
 
 let host: FakeHost | undefined;
 afterEach(() => host?.cleanup());
@@ -331,6 +332,17 @@ describe("two setups of one cgroup at once: the second never overwrites the firs
     expect(readMarker(host.stateDir, cg)!.owner).toEqual({ drill: "first", runId: "first-1" });
     expect(existsSync(cg.memory!.dir) && existsSync(cg.unified!.dir)).toBe(true);
     expect(readFileSync(path.join(cg.memory!.dir, "memory.limit_in_bytes"), "utf8")).toBe(String(256 * M));
+  });
+
+  // On a --sysfs/--procfs tree, the rollback it names is on that tree, as every hint of setup's is (not the real /sys).
+  it("the second's refusal names the first's rollback with setup's --state-dir, --sysfs and --procfs", () => {
+    host = makeFakeHost("v2", { selfPath: "/drills" });
+    const cg = hybridTarget(host);
+    const first = plan(host, cg, opts("first", "first-1"));
+    const second = plan(host, cg, opts("second", "second-1"));
+    applySetup(first, host.stateDir);
+    const way = /Run (.*) first, or pick another --name$/.exec(refusal(() => applySetup(second, host!.stateDir)).message);
+    expect(pastedArgv(way![1]!)).toEqual(["drill", "--state-dir", host.stateDir, "--sysfs", host.sysfs, "--procfs", host.procfs, "rollback", "--name", "first"]);
   });
 
   it("the second acting while the first is between its marker and its mkdir is refused, and the first completes", () => {

@@ -9,7 +9,7 @@ import { absentCgroupNext } from "../../src/cgroup/ready.js";
 import { markerChange } from "../../src/cgroup/setup.js";
 import { workerRecovery } from "../../src/commands/worker.run.js";
 import { detachTimeoutText } from "../../src/commands/up.run.js";
-import { leverCommand, rollbackAgain } from "../../src/context.js";
+import { drillCommandFor, leverCommand, rollbackAgain } from "../../src/context.js";
 import { rollbackDrill, rollbackHint, servingRunRollback, type RollbackStep } from "../../src/drill/rollback.js";
 import { chooseDrillRedis, listDrills, readStateEntries } from "../../src/drill/state.js";
 import { stalledParts } from "../../src/drill/stalls.js";
@@ -93,7 +93,7 @@ describe("3. up --detach that gave up waiting", () => {
 
   it("setup's marker-changed refusal: the rollback on setup's state dir", () => {
     const marker = (owner?: { drill: string; runId: string }) => ({ version: 1, name: "c", dirs: [], ...(owner ? { owner } : {}) }) as never;
-    const text = markerChange(null, marker({ drill: "smoke", runId: "r" }), "/sys/fs/cgroup/c", "/m", stateDir)!;
+    const text = markerChange(null, marker({ drill: "smoke", runId: "r" }), "/sys/fs/cgroup/c", "/m", drillCommandFor(stateDir))!;
     expect(pastedArgv(/Run (.*) first, or pick/.exec(text)![1]!)).toEqual(["drill", "--state-dir", stateDir, "rollback", "--name", "smoke"]);
   });
 });

@@ -7,6 +7,8 @@ import { watchSample } from "../helpers/watchSample.js";
 import { writeState, type DrillState } from "../../src/drill/state.js";
 import { buildReport } from "../../src/report/build.js";
 import { gatherReport } from "../../src/report/gather.js";
+import { HostRoots } from "../../src/host/kernelFile.js";
+import { pastedArgv } from "../helpers/pasted.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 
 /**
@@ -80,6 +82,13 @@ describe("report's live read of the decision stream", () => {
     );
     const own = await gatherReport({ stateDir, name: "w", queue: "wjobs", redisUrl: undefined, sinceMs: 10 * MIN, now: () => T0 + 2 * MIN });
     expect(own.inputs.gatherNotes.join("\n")).not.toContain("is not drill w's own");
+  });
+
+  // The rollback that finishes an unfinished one acts on cgroups: on the tree the report was given, not the real /sys.
+  it("the drill's rollback command is on the state dir and tree the report read", async () => {
+    const sysfs = path.join(stateDir, "fake sys");
+    const { inputs } = await gatherReport({ stateDir, name: "w", queue: undefined, redisUrl: undefined, sinceMs: 10 * MIN, now: () => T0 + 2 * MIN, roots: new HostRoots("/proc", sysfs) });
+    expect(pastedArgv(inputs.drill!.rollbackCommand)).toEqual(["drill", "--state-dir", stateDir, "--sysfs", sysfs, "rollback", "--name", "w"]);
   });
 
   it("a job admitted before the window and finished in it: its slot from its admit, as from an export", async () => {

@@ -24,7 +24,7 @@ const sample = watchSample;
 
 function inputs(over: Partial<ReportInputs> = {}): ReportInputs {
   return reportInputs({
-    drill: { name: "smoke", runId: "r1", drillFile: "drills/smoke.yaml", createdAt: new Date(NOW - 5 * MIN).toISOString(), phase: "stopped" },
+    drill: { name: "smoke", rollbackCommand: "drill rollback --name smoke", runId: "r1", drillFile: "drills/smoke.yaml", createdAt: new Date(NOW - 5 * MIN).toISOString(), phase: "stopped" },
     recording: { file: "/s/smoke/watch.out", samples: [], badLines: 0 },
     recordingLooked: "/s/smoke/watch.out",
     ...over,
@@ -193,7 +193,7 @@ describe("rollback's export carries what the late count needs", () => {
 
 describe("the header says how the drill ended (M3)", () => {
   const created = new Date(NOW - 5 * MIN).toISOString();
-  const drillWith = (over: Partial<NonNullable<ReportInputs["drill"]>>): ReportInputs["drill"] => ({ name: "smoke", runId: "r1", drillFile: "d.yaml", createdAt: created, scheduleStartedAt: created, phase: "stopped", ...over });
+  const drillWith = (over: Partial<NonNullable<ReportInputs["drill"]>>): ReportInputs["drill"] => ({ name: "smoke", rollbackCommand: "drill rollback --name smoke", runId: "r1", drillFile: "d.yaml", createdAt: created, scheduleStartedAt: created, phase: "stopped", ...over });
 
   it("up's stopped_early verdict with its reason, how far in, and what was not packed: text, md and json", () => {
     const ended = drillEnded(

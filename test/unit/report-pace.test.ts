@@ -50,7 +50,7 @@ const rollbackEvents = [mode(T0 + 100 * SEC, "mode=reject_all previous=admit psi
 function inputs(over: Partial<ReportInputs> = {}): ReportInputs {
   return reportInputs({
     queue: "pjobs",
-    drill: { name: "p", runId: "p-1", drillFile: "p.yaml", createdAt: new Date(T0).toISOString(), phase: "running" },
+    drill: { name: "p", rollbackCommand: "drill rollback --name p", runId: "p-1", drillFile: "p.yaml", createdAt: new Date(T0).toISOString(), phase: "running" },
     events: runEvents,
     done: runDone,
     drainLen: 6,

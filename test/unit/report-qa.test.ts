@@ -49,7 +49,7 @@ function baseInputs(over: Partial<ReportInputs> = {}): ReportInputs {
   return reportInputs({
     queue: "qaAjobs",
     source: { kind: "export", file: "/s/qaA/final-x.jsonl", atMs: NOW },
-    drill: { name: "qaA", runId: "qaA-1", drillFile: "qaA.yaml", createdAt: new Date(NOW - 2 * MIN).toISOString(), phase: "complete" },
+    drill: { name: "qaA", rollbackCommand: "drill rollback --name qaA", runId: "qaA-1", drillFile: "qaA.yaml", createdAt: new Date(NOW - 2 * MIN).toISOString(), phase: "complete" },
     ...over,
   });
 }
@@ -184,7 +184,7 @@ describe("QA 13: the pace of a finished run does not move with the clock", () =>
   const finishedRun = (phase: string): ReportInputs =>
     baseInputs({
       source: { kind: "live", url: "redis://127.0.0.1:6390" },
-      drill: { name: "qaA", runId: "qaA-1", drillFile: "qaA.yaml", createdAt: new Date(created).toISOString(), phase },
+      drill: { name: "qaA", rollbackCommand: "drill rollback --name qaA", runId: "qaA-1", drillFile: "qaA.yaml", createdAt: new Date(created).toISOString(), phase },
       events: Array.from({ length: 10 }, (_, i) => ev(String(i + 1), created + 5000 + i * 1000)),
       done: Array.from({ length: 10 }, (_, i) => doneAt(String(i + 1), created + 6000 * (i + 1))),
       queueLen: 2,

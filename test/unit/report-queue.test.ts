@@ -31,7 +31,7 @@ function otherQueue(): ReportInputs {
   const at = NOW - 5 * MIN;
   return reportInputs({
     queue: "qa2q4",
-    drill: { name: "qa2", runId: "qa2-3", drillFile: "qa2.yaml", createdAt: new Date(NOW - MIN).toISOString(), phase: "complete", queue: "qa2q9" },
+    drill: { name: "qa2", rollbackCommand: "drill rollback --name qa2", runId: "qa2-3", drillFile: "qa2.yaml", createdAt: new Date(NOW - MIN).toISOString(), phase: "complete", queue: "qa2q9" },
     events: [0, 1, 2, 3, 4].map((i) => event(i === 4 ? "reject_packed_tokens" : "admit", String(i + 1), "packed=1 limit=2", at + i)),
   });
 }

@@ -13,7 +13,7 @@ const plain = new Chalk({ level: 0 });
 
 function inputs(over: Partial<ReportInputs> = {}): ReportInputs {
   return reportInputs({
-    drill: { name: "smoke", runId: "r1", drillFile: "drills/smoke.yaml", createdAt: null, phase: "running" },
+    drill: { name: "smoke", rollbackCommand: "drill rollback --name smoke", runId: "r1", drillFile: "drills/smoke.yaml", createdAt: null, phase: "running" },
     events: [
       { id: `${NOW - 5000}-0`, reason: "admit", job: "1", figures: "packed=24000 limit=32000", tsMs: NOW - 5000, gate: "g", attempt: 0 },
       { id: `${NOW - 4000}-0`, reason: "reject_packed_tokens", job: "7", figures: "packed=36012 limit=32000 route=retry", tsMs: NOW - 4000, gate: "g", attempt: 0 },

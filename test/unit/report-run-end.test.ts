@@ -37,7 +37,7 @@ const finished = (id: string, enqueueTs: number, firstTokenMs: number, deadlineM
 function inputs(over: Partial<ReportInputs> = {}, drill: Partial<DrillInfo> = {}): ReportInputs {
   return reportInputs({
     queue: "rjobs",
-    drill: { name: "r", runId: "r-1", drillFile: "r.yaml", createdAt: iso(T0), scheduleStartedAt: iso(T0 + SEC), phase: "complete", queue: "rjobs", ...drill },
+    drill: { name: "r", rollbackCommand: "drill rollback --name r", runId: "r-1", drillFile: "r.yaml", createdAt: iso(T0), scheduleStartedAt: iso(T0 + SEC), phase: "complete", queue: "rjobs", ...drill },
     ...over,
   });
 }

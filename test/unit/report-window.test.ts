@@ -48,7 +48,7 @@ const sampleAt = (tsMs: number, psi: number): WatchSample => watchSample(tsMs, {
 function queueOfTwoRuns(): ReportInputs {
   const earlier = NOW - 6 * MIN;
   return reportInputs({
-    drill: { name: "smoke", runId: "smoke-2", drillFile: "drills/smoke.yaml", createdAt: new Date(CREATED).toISOString(), phase: "stopped" },
+    drill: { name: "smoke", rollbackCommand: "drill rollback --name smoke", runId: "smoke-2", drillFile: "drills/smoke.yaml", createdAt: new Date(CREATED).toISOString(), phase: "stopped" },
     events: [
       event("admit", "1", "packed=24000 limit=32000", earlier),
       event("reject_packed_tokens", "2", "packed=48000 limit=32000 route=retry", earlier + 10),
@@ -123,7 +123,7 @@ describe("report window: the drill's current run", () => {
 describe("report window: read long after the run ended", () => {
   const T0 = NOW - 30 * MIN;
   const run = (drill: Partial<NonNullable<ReportInputs["drill"]>>): ReportInputs => (reportInputs({
-    drill: { name: "smoke", runId: "smoke-1", drillFile: "drills/smoke.yaml", createdAt: new Date(T0 - 5000).toISOString(), phase: "stopped", queue: "jobs", ...drill },
+    drill: { name: "smoke", rollbackCommand: "drill rollback --name smoke", runId: "smoke-1", drillFile: "drills/smoke.yaml", createdAt: new Date(T0 - 5000).toISOString(), phase: "stopped", queue: "jobs", ...drill },
     events: [
       event("admit", "1", "packed=24000 limit=32000", T0 + 1000),
       event("reject_host_pressure", "2", "psi=12.40 route=retry", T0 + 2000),

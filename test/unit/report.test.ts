@@ -40,7 +40,7 @@ const sample = watchSample;
 function inputs(over: Partial<ReportInputs> = {}): ReportInputs {
   return reportInputs({
     source: { kind: "live", url: "redis://:secret@127.0.0.1:6390" },
-    drill: { name: "smoke", runId: "r1", drillFile: "drills/smoke.yaml", createdAt: new Date(NOW - 60 * MIN).toISOString(), phase: "running" },
+    drill: { name: "smoke", rollbackCommand: "drill rollback --name smoke", runId: "r1", drillFile: "drills/smoke.yaml", createdAt: new Date(NOW - 60 * MIN).toISOString(), phase: "running" },
     recording: { file: "/s/smoke/watch.jsonl", samples: [], badLines: 0 },
     recordingLooked: "/s/smoke/watch.jsonl",
     ...over,
@@ -435,7 +435,7 @@ describe("drain math check", () => {
   it("the pace counts only the time the drill existed", () => {
     // Both jobs were enqueued 5 min ago (done()), before the run was created 3 min ago: the span starts at its creation.
     const created = new Date(NOW - 3 * MIN).toISOString();
-    const r = build({ drill: { name: "d", runId: null, drillFile: null, createdAt: created, phase: null }, done: [done("1", 1, { doneTs: NOW - 2 * MIN }), done("2", 1, { doneTs: NOW - MIN })] });
+    const r = build({ drill: { name: "d", rollbackCommand: "drill rollback --name d", runId: null, drillFile: null, createdAt: created, phase: null }, done: [done("1", 1, { doneTs: NOW - 2 * MIN }), done("2", 1, { doneTs: NOW - MIN })] });
     expect(r.drain.pace_from).toBe(created);
     expect(r.drain.done_per_hour).toBe(60); // 2 jobs in 2 min
   });

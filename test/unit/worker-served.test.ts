@@ -70,9 +70,10 @@ describe("what becomes of a killed worker's jobs, as its launcher says", () => {
     );
   });
 
-  it("a worker run by hand: the queue's rollback, on its Redis and state dir, the password masked", () => {
+  it("a worker run by hand: the queue's rollback, on its Redis and state dir, the password masked and how to run it so", () => {
     expect(workerRecovery({ stateDir: "/tmp/st" }, "redis://:pw@127.0.0.1:7001", "q", "w1", {})).toBe(
-      "is given back by the next worker with --worker-id w1, or drained by `drill --state-dir /tmp/st --redis 'redis://:***@127.0.0.1:7001' rollback --queue q`",
+      "is given back by the next worker with --worker-id w1, or drained by `drill --state-dir /tmp/st --redis 'redis://:***@127.0.0.1:7001' rollback --queue q`" +
+        " (the Redis password is shown as ***: put yours in its place, or leave --redis out with DRILL_REDIS_URL set to the whole URL)",
     );
   });
 });
