@@ -1,5 +1,5 @@
 import { readKernelText, type HostRoots } from "../host/kernelFile.js";
-import { readProcessStat, type ProcessStat } from "../host/process.js";
+import { readProcessStat, readProcessUid, type ProcessStat } from "../host/process.js";
 import { parseProcCgroup, processCgroups } from "./layout.js";
 import type { CgroupDir } from "./paths.js";
 import { RollbackIncompleteError, type DrillError } from "../errors.js";
@@ -29,15 +29,38 @@ export function signalVerified(roots: HostRoots, id: { pid: number; startTime: n
     return "signalled";
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ESRCH") return "gone";
-    throw signalError(id.pid, err, signal);
+    throw signalError(roots, id.pid, err, signal);
   }
 }
 
-/** A signal the kernel refused (EPERM: another user's process, and drill not root): one line naming the pid, not a stack trace (QA). */
-export function signalError(pid: number, err: unknown, signal = "a signal"): DrillError {
+/**
+ * A signal the kernel refused this user (EPERM: another user's process, and
+ * drill not root). Thrown by signalVerified and cgroup teardown; a rollback
+ * step that stops recorded processes takes it as that process's outcome and
+ * goes on (stopRecordedProcess: "refused").
+ */
+export class SignalRefusedError extends RollbackIncompleteError {
+  /** The refusal without the pid and signal, for a line that names them itself. */
+  readonly why: string;
+  constructor(pid: number, signal: string, why: string) {
+    super(`cannot send ${signal} to pid ${pid}: ${why}`);
+    this.name = "SignalRefusedError";
+    this.why = why;
+  }
+}
+
+/** A signal the kernel refused: one line naming the pid and, for EPERM, whose the process is and who can stop it, not a stack trace (QA). */
+export function signalError(roots: HostRoots, pid: number, err: unknown, signal = "a signal"): DrillError {
   const code = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
-  const why = code === "EPERM" ? " (not permitted: the process is another user's; run as root)" : "";
-  return new RollbackIncompleteError(`cannot send ${signal} to pid ${pid}: ${code}${why}`);
+  if (code === "EPERM") return new SignalRefusedError(pid, signal, `EPERM (${notPermittedText(roots, pid)})`);
+  return new RollbackIncompleteError(`cannot send ${signal} to pid ${pid}: ${code}`);
+}
+
+/** Why kill(2) said EPERM, for the operator: whose the process is, and who may stop it. */
+export function notPermittedText(roots: HostRoots, pid: number): string {
+  const uid = readProcessUid(roots, pid); // null: gone meanwhile, or unreadable
+  const whose = uid === null ? "another user's" : `uid ${uid}'s${uid === 0 ? " (root)" : ""}`;
+  return `not permitted: the process is ${whose}: only its owner or root can stop it; run as root`;
 }
 
 /** Whether /proc/<pid>/cgroup puts the process in `cgroup` (in its hierarchy). */

@@ -530,7 +530,7 @@ function signalEach(roots: HostRoots, dirs: CgroupDir[], tasks: KilledTask[], se
       send(task.pid);
       sent = true;
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw signalError(task.pid, err);
+      if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw signalError(roots, task.pid, err);
     }
   }
   return sent;

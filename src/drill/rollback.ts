@@ -12,6 +12,7 @@ import { previousModeText } from "../gate/policy.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessStat } from "../host/process.js";
 import { readOomKillCount, readPids } from "../cgroup/memoryFiles.js";
+import { notPermittedText } from "../cgroup/tasks.js";
 import { readHostPsi } from "../host/psi.js";
 import { DrillQueue } from "../queue/queue.js";
 import { queueKeys, queueNameRefusal } from "../queue/keys.js";
@@ -280,6 +281,8 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     if (options.crashAt === step) process.kill(process.pid, "SIGKILL");
   };
   const recorder = stateRecorder(options.stateDir, state, refused, record);
+  // The recorded processes this user may not signal (EPERM): their steps fail, the rest go on.
+  const notSignalled = new Set<number>();
   const save = recorder.save;
   // A foreground `drill up` whose owner is still alive keeps running its
   // schedule otherwise: it is the packer, stopped in step 2.
@@ -328,7 +331,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     crash("deny-all");
 
     // 2. stop the packer (and a foreground up that runs the schedule)
-    const upWasAlive = await stopRoles(state, ["packer"], roots, record, "stop packer");
+    const upWasAlive = await stopRoles(state, ["packer"], roots, record, "stop packer", notSignalled);
     crash("stop-packer");
     // What up recorded before it saw the takeover (a child spawned, or, while
     // it started, its cgroup or file dir) is in its own last write, not in
@@ -386,12 +389,13 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     crash("cgroup");
 
     // 6. stop gate and watch; then anything else that carries this run's id
-    await stopRoles(state, ["gate", "watch", "worker", "hog"], roots, record, "stop gate and watch");
+    await stopRoles(state, ["gate", "watch", "worker", "hog"], roots, record, "stop gate and watch", notSignalled);
     // The embedded redis-server holds the drain and stops last.
     const strays = findByRunId(roots, state.runId, new Set([process.pid, ...redisPids(state), ...embeddedRedisPids(roots, state)]));
     for (const stray of strays) {
       const outcome = await stopRecordedProcess(roots, stray, 2000);
       if (outcome === "alive") result.left.push(`process ${stray.pid} (${stray.comm}) with DRILL_RUN_ID=${state.runId} survived SIGKILL`);
+      if (outcome === "refused") result.left.push(`process ${stray.pid} (${stray.comm}) with DRILL_RUN_ID=${state.runId} still running: ${notPermittedText(roots, stray.pid)}`);
     }
     record("stop strays by DRILL_RUN_ID", true, strays.length === 0 ? "none" : strays.map((s) => `${s.pid} (${s.comm})`).join(", "));
     crash("stop");
@@ -451,7 +455,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         // started again from the AOF and drained the jobs it still decoded.
         record("stop embedded redis", false, `kept running: a gate or worker run by hand on it still holds jobs (above); stop that one, then run ${again}`);
       } else if (result.exported !== null) {
-        await stopRoles(state, ["redis"], roots, record, "stop embedded redis");
+        await stopRoles(state, ["redis"], roots, record, "stop embedded redis", notSignalled);
         if (others.length > 0) {
           const dir = state.redis.embedded.dir;
           result.otherQueuesKept = { dir, queues: others };
@@ -460,7 +464,9 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         }
         // A redis whose pid never reached the state file (killed between spawn and write).
         for (const stray of embeddedRedisProcesses(roots, state)) {
-          if ((await stopRecordedProcess(roots, stray)) === "alive") result.left.push(`redis-server ${stray.pid} survived SIGKILL`);
+          const outcome = await stopRecordedProcess(roots, stray);
+          if (outcome === "alive") result.left.push(`redis-server ${stray.pid} survived SIGKILL`);
+          if (outcome === "refused") result.left.push(`redis-server ${stray.pid} still running: ${notPermittedText(roots, stray.pid)}`);
         }
       } else {
         // Down and not restarted (above): "kept running" would send the operator looking for a process.
@@ -487,7 +493,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
     record("unlink files", true, unlinked.length === 0 ? "none left" : unlinked.join(", "));
 
     const alive = state.processes.filter((p) => p.pid !== null && p.startTime !== null && p.role !== "redis" && stillAlive(roots, p));
-    for (const p of alive) result.left.push(`process ${p.pid} (${p.role}) still running`);
+    for (const p of alive) result.left.push(`process ${p.pid} (${p.role}) still running${p.pid !== null && notSignalled.has(p.pid) ? `: ${notPermittedText(roots, p.pid)}` : ""}`);
 
     if (result.left.length === 0) {
       state.phase = "complete";
@@ -651,8 +657,9 @@ async function stopStrayHogs(roots: HostRoots, stateDir: string, name?: string):
       said(record.name, false, `${err instanceof Error ? err.message : String(err)}; its record ${file} kept`);
       continue;
     }
-    if (outcome === "alive") {
-      said(record.name, false, `hog pid ${record.pid} survived SIGKILL; its record ${file} kept`);
+    if (outcome === "alive" || outcome === "refused") {
+      const why = outcome === "alive" ? "survived SIGKILL" : stopOutcomeText(roots, record.pid, outcome);
+      said(record.name, false, `hog pid ${record.pid}: ${why}; its record ${file} kept`);
       continue;
     }
     const unlinked = discardHogRecord(file, record);
@@ -923,7 +930,7 @@ function drainProgress(step: string, say: ((line: string) => void) | undefined):
 }
 
 /** How a recorded process was found: "gone" says it was not running when rollback came (an earlier rollback, or it exited). */
-const STOP_OUTCOME_TEXT: Record<Exclude<StopOutcome, "not_started">, string> = {
+const STOP_OUTCOME_TEXT: Record<Exclude<StopOutcome, "not_started" | "refused">, string> = {
   gone: "already gone",
   reused: "already gone (its pid is another process's now: left alone)",
   stopped: "stopped",
@@ -931,12 +938,21 @@ const STOP_OUTCOME_TEXT: Record<Exclude<StopOutcome, "not_started">, string> = {
   alive: "still alive",
 };
 
+/** How a stop ended, as a rollback line says it: one this user may not signal names whose it is (stopRecordedProcess). */
+function stopOutcomeText(roots: HostRoots, pid: number | null, outcome: Exclude<StopOutcome, "not_started">): string {
+  if (outcome !== "refused") return STOP_OUTCOME_TEXT[outcome];
+  // Refused is a signal tried: there was a pid.
+  return `cannot signal it: EPERM (${pid === null ? "not permitted" : notPermittedText(roots, pid)})`;
+}
+
+/** `refused`: the pids this user may not signal, added to (the rollback's left line says whose they are). */
 async function stopRoles(
   state: DrillState,
   roles: ProcessRole[],
   roots: HostRoots,
   record: (step: string, ok: boolean, detail: string) => void,
   step: string,
+  refused: Set<number>,
 ): Promise<boolean> {
   const targets = state.processes.filter((p) => roles.includes(p.role));
   if (roles.includes("packer") && state.owner.pid !== process.pid) {
@@ -947,9 +963,11 @@ async function stopRoles(
   let wasAlive = false;
   for (const target of targets) {
     const outcome = await stopRecordedProcess(roots, target);
-    if (outcome === "alive") ok = false;
-    if (outcome === "stopped" || outcome === "killed" || outcome === "alive") wasAlive = true;
-    if (outcome !== "not_started") done.push(`${target.key} ${target.pid ?? "-"}: ${STOP_OUTCOME_TEXT[outcome]}`);
+    if (outcome === "alive" || outcome === "refused") ok = false;
+    if (outcome === "refused" && target.pid !== null) refused.add(target.pid);
+    if (outcome === "stopped" || outcome === "killed" || outcome === "alive" || outcome === "refused") wasAlive = true;
+    const role = target.key === target.role ? "" : ` (${target.role})`;
+    if (outcome !== "not_started") done.push(`${target.key}${role} ${target.pid ?? "-"}: ${stopOutcomeText(roots, target.pid, outcome)}`);
   }
   record(step, ok, done.length === 0 ? "nothing running" : done.join(", "));
   return wasAlive;

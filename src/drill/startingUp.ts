@@ -2,14 +2,18 @@ import { existsSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { liveLockHolder, type LockHolder } from "../cgroup/stateFiles.js";
-import { signalVerified } from "../cgroup/tasks.js";
+import { notPermittedText } from "../cgroup/tasks.js";
 import type { HostRoots } from "../host/kernelFile.js";
-import { waitGone, type StopOutcome } from "./processes.js";
+import { stopRecordedProcess, type StopOutcome } from "./processes.js";
 import { drillDir, readState } from "./state.js";
 import { ForeignRecordError } from "../util/ownFiles.js";
 
-/** An `up` a rollback stopped before it had recorded its run; `refused`: its up.lock is none drill wrote (`problem`), nothing stopped. */
-export type StartingUp = { name: string; pid: number; outcome: StopOutcome } | { name: string; pid: null; outcome: "refused"; problem: string };
+/**
+ * An `up` a rollback stopped before it had recorded its run; `refused`: its
+ * up.lock is none drill wrote, or its up is a process this user may not
+ * signal (`problem`), nothing stopped.
+ */
+export type StartingUp = { name: string; pid: number; outcome: Exclude<StopOutcome, "refused"> } | { name: string; pid: number | null; outcome: "refused"; problem: string };
 
 /**
  * `up` holds `<state-dir>/<name>/up.lock` from its first step but records its
@@ -52,16 +56,13 @@ async function stopRound(roots: HostRoots, stateDir: string, named: string | und
       continue;
     }
     if (holder === null || holder.startTime === null || holdsRecordedRun(stateDir, name, holder)) continue;
-    const id = { pid: holder.pid, startTime: holder.startTime };
-    let outcome: StopOutcome = signalVerified(roots, id, "SIGTERM") === "signalled" ? "stopped" : "gone";
-    if (outcome === "stopped") {
-      signalVerified(roots, id, "SIGCONT");
-      if (!(await waitGone(roots, id, graceMs))) {
-        signalVerified(roots, id, "SIGKILL");
-        outcome = (await waitGone(roots, id, 2000)) ? "killed" : "alive";
-      }
+    const outcome = await stopRecordedProcess(roots, { pid: holder.pid, startTime: holder.startTime }, graceMs);
+    if (outcome === "refused") {
+      refused.add(name);
+      stopped.push({ name, pid: holder.pid, outcome, problem: `its up (pid ${holder.pid}) cannot be signalled: EPERM (${notPermittedText(roots, holder.pid)})` });
+      continue;
     }
-    stopped.push({ name, pid: holder.pid, outcome });
+    stopped.push({ name, pid: holder.pid, outcome: outcome === "reused" ? "gone" : outcome });
   }
   return stopped;
 }

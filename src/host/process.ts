@@ -59,6 +59,21 @@ export function isSameProcess(roots: HostRoots, pid: number, startTime: number):
 }
 
 /**
+ * The real uid, the process's owner, from /proc/<pid>/status:
+ *   Uid:	0	0	0	0
+ * (real, effective, saved, filesystem). Null when gone or unparsable.
+ */
+export function parseProcessUid(status: string): number | null {
+  const uid = /^Uid:\s+(\d+)/m.exec(status)?.[1];
+  return uid === undefined ? null : Number(uid);
+}
+
+export function readProcessUid(roots: HostRoots, pid: number): number | null {
+  const text = readKernelText(roots.proc(String(pid), "status"));
+  return text.ok ? parseProcessUid(text.value) : null;
+}
+
+/**
  * The named variables of a NUL-separated environ (/proc/<pid>/environ: the
  * environment the process started with). A name set twice: the last, as getenv.
  */

@@ -4,7 +4,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { signalVerified } from "../../src/cgroup/tasks.js";
-import { isSameProcess, readProcessStat } from "../../src/host/process.js";
+import { isSameProcess, parseProcessUid, readProcessStat } from "../../src/host/process.js";
 import { fakeProcStat, makeFakeHost, type FakeHost } from "../helpers/cgroupFixtures.js";
 
 let host: FakeHost | undefined;
@@ -38,5 +38,16 @@ describe("signalVerified (RELIABILITY 6: PID reuse)", () => {
     writeFileSync(path.join(host.procfs, "77", "stat"), fakeProcStat(77, "hog", 5555, "Z"));
     expect(readProcessStat(host.roots, 77)).toMatchObject({ ok: true, value: { startTime: 5555, state: "Z" } });
     expect(signalVerified(host.roots, { pid: 77, startTime: 5555 }, "SIGKILL")).toBe("gone");
+  });
+});
+
+describe("parseProcessUid (whose a process is, for an EPERM)", () => {
+  it("takes the real uid of the Uid: line", () => {
+    expect(parseProcessUid("Name:\tsleep\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t0\t65534\t0\t0\nGid:\t0\t0\t0\t0\n")).toBe(0);
+    expect(parseProcessUid("Uid:\t1000\t1000\t1000\t1000\n")).toBe(1000);
+  });
+  it("no Uid: line is null", () => {
+    expect(parseProcessUid("Name:\tsleep\n")).toBeNull();
+    expect(parseProcessUid("")).toBeNull();
   });
 });
