@@ -84,7 +84,7 @@ describe.skipIf(skip !== null)("rollback stopped from outside: Ctrl-C, a closed 
     expect(r.exitCode, r.stdout + r.stderr).toBe(0);
     expect(r.stderr).toContain("drill: SIGINT: finishing the rollback (stopping now would leave it half done); Ctrl-C again to stop anyway");
     // up had ended by itself: the packer was not running when rollback came, and it says so.
-    expect(r.stdout).toMatch(/stop packer: \S+ \d+: already gone$/m);
+    expect(r.stdout).toMatch(/stop packer: up \(packer\) \d+: already gone$/m);
     assertHostClean(stateDir, "rbint", before);
     exportedJobs(stateDir, pushed);
   }, 180_000);

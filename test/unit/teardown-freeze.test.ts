@@ -115,7 +115,7 @@ describe("teardown without cgroup.kill: freeze → kill → thaw (DESIGN: cgroup
         freezeAtKill = read(path.join(dir.dir, "cgroup.freeze")).trim();
         throw refused;
       }),
-    ).rejects.toThrow(/^cannot send a signal to pid 31337: EPERM \(not permitted: the process is another user's; run as root\)$/);
+    ).rejects.toThrow(/^cannot send a signal to pid 31337: EPERM \(not permitted: the process is another user's: only its owner or root can stop it; run as root\)$/);
     expect(freezeAtKill).toBe("1");
     expect(read(path.join(dir.dir, "cgroup.freeze")).trim()).toBe("0");
   });
