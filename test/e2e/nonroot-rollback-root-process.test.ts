@@ -45,14 +45,14 @@ async function rollback(asNobody: boolean): Promise<{ exitCode: number; stderr: 
 beforeAll(async () => {
   if (process.getuid?.() !== 0) reason = "not root: cannot drop to nobody, nor start a process nobody may not signal";
   else {
-    const probe = await execa("setpriv", [...NOBODY, process.execPath, "-e", `require("fs").accessSync(${JSON.stringify(path.join(repoRoot, "dist", "main.js"))})`], { reject: false });
+    const probe = await execa("setpriv", [...NOBODY, process.execPath, "-e", `require("fs").accessSync(${JSON.stringify(path.join(repoRoot, "dist", "bundle", "main.js"))})`], { reject: false });
     if (probe.exitCode !== 0) reason = `nobody cannot run the built binary under ${repoRoot} (${String(probe.stderr).split("\n")[0]})`;
   }
   if (reason) {
     console.warn(`skipping: ${reason}`);
     return;
   }
-  tmp = mkdtempSync(path.join(os.tmpdir(), "fix-eperm-"));
+  tmp = mkdtempSync(path.join(os.tmpdir(), "drill-nonroot-rootproc-"));
   chmodSync(tmp, 0o755);
   stateDir = path.join(tmp, "state");
   server = await startRedisServer(7400 + Math.floor(Math.random() * 100));

@@ -41,7 +41,7 @@ async function asNobody(args: string[], loopback = false): Promise<{ exitCode: n
 beforeAll(async () => {
   if (process.getuid?.() !== 0) reason = "not root: cannot drop to nobody";
   else {
-    const probe = await execa("unshare", ["-n", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, "-e", `require("fs").accessSync(${JSON.stringify(path.join(repoRoot, "dist", "main.js"))})`], { reject: false });
+    const probe = await execa("unshare", ["-n", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, "-e", `require("fs").accessSync(${JSON.stringify(path.join(repoRoot, "dist", "bundle", "main.js"))})`], { reject: false });
     if (probe.exitCode !== 0) reason = `unshare -n with setpriv to nobody cannot run the built binary (${String(probe.stderr).split("\n")[0]})`;
   }
   if (reason) console.warn(`skipping the unreadable-drill cases: ${reason}`);

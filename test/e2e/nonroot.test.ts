@@ -27,7 +27,7 @@ async function asNobody(args: string[]): Promise<{ exitCode: number; stderr: str
 
 async function skipReason(): Promise<string | null> {
   if (process.getuid?.() !== 0) return "not root: cannot drop to nobody (a non-root run of the suite is itself the case)";
-  const probe = await execa("setpriv", [...NOBODY, process.execPath, "-e", `require("fs").accessSync(${JSON.stringify(path.join(repoRoot, "dist", "main.js"))})`], { reject: false });
+  const probe = await execa("setpriv", [...NOBODY, process.execPath, "-e", `require("fs").accessSync(${JSON.stringify(path.join(repoRoot, "dist", "bundle", "main.js"))})`], { reject: false });
   if (probe.exitCode !== 0) return `nobody cannot run the built binary under ${repoRoot} (setpriv or read access missing: ${String(probe.stderr).split("\n")[0]})`;
   return null;
 }

@@ -17,7 +17,8 @@ import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 // without the queue's next commands. A rollback run again exits 0 (RELIABILITY 8): the name is said, not refused.
 
 const skip = realCgroupSkipReason();
-const CGROUP = `fix-queueonly-nq${process.pid}`;
+if (skip) console.warn(`skipping rollback --name <cgroup> --queue, twice: ${skip}`);
+const CGROUP = `rbnamequeue${process.pid}`;
 let server: RedisServer;
 let redis: Redis;
 let root = "";
