@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readlinkSync, rmdirSync, rmSync, statSync } from "node:fs";
+import { accessSync, constants, existsSync, readdirSync, readlinkSync, rmdirSync, rmSync, statSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { drillCommandFor } from "../context.js";
@@ -10,7 +10,7 @@ import { requireLayout } from "./layout.js";
 import { assembleWorkerCgroup, workerCgroupFromDirs, type CgroupDir, type WorkerCgroup } from "./paths.js";
 import { readUpHolder, upHolderRefusal, workerCgroupOf, type UpHolder } from "./setup.js";
 import { discardHogRecord, listHogRecords, listMarkers, listServedQueues, markerFile, readMarker, removeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
-import { isInCgroup, readComm, signalError } from "./tasks.js";
+import { isInCgroup, readComm, SignalRefusedError, signalError } from "./tasks.js";
 import { isSameProcess } from "../host/process.js";
 import { distinctQueues, type ServedQueue } from "../worker/served.js";
 import { parseWeightsFileName } from "../worker/weightsFile.js";
@@ -251,10 +251,12 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   const { served, unread } = listServedQueues(options.stateDir, computed);
   done.queuesServed = distinctQueues([...done.queuesServed, ...served.map(({ record }) => ({ queue: record.queue, url: record.url }))]);
   done.queuesServedUnread ??= unread;
+  // The tasks this user may not signal (another user's, drill not root): the others are still stopped, these named at the end.
+  const refused = new Map<number, string>();
   options.onStage?.("sigterm", cgroup.name);
-  await stopGracefully(roots, present, Math.min(deadline, Date.now() + (options.termGraceMs ?? TERM_GRACE_MS)), killed, method);
+  await stopGracefully(roots, present, Math.min(deadline, Date.now() + (options.termGraceMs ?? TERM_GRACE_MS)), killed, method, sendSigterm, refused);
   options.onStage?.("kill", cgroup.name);
-  const leftovers = await killUntilEmpty(roots, present, deadline, killed, method);
+  const leftovers = await killUntilEmpty(roots, present, deadline, killed, method, sendSigkill, refused);
   if (leftovers.length > 0) {
     throw new RollbackIncompleteError(
       `cgroup not empty after ${Math.round(timeoutMs / 1000)} s; still inside: ` +
@@ -347,6 +349,7 @@ export async function killUntilEmpty(
   killed: KilledTask[],
   method: Set<TeardownMethod>,
   send: SendSignal = sendSigkill,
+  refused = new Map<number, string>(),
 ): Promise<KilledTask[]> {
   // Tasks reported already (a SIGTERM before) are not listed twice.
   const seen = new Set<number>(killed.map((t) => t.pid));
@@ -362,26 +365,33 @@ export async function killUntilEmpty(
     }
     if (Date.now() >= deadline) return inside;
 
+    // A cgroup file this user may not write (root's cgroup, drill not root): its tasks are signalled by pid, each as the kernel lets this user.
+    const usable = (dir: CgroupDir, file: string): boolean => dir.version === 2 && existsSync(path.join(dir.dir, file)) && mayWrite(path.join(dir.dir, file));
+    let killedAll = false;
     for (const dir of dirs) {
       const killFile = path.join(dir.dir, "cgroup.kill");
-      if (dir.version !== 2 || !existsSync(killFile)) continue;
+      if (!usable(dir, "cgroup.kill")) continue;
       try {
         writeKernelFile(killFile, "1");
         method.add("cgroup.kill");
+        killedAll = true;
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw kernelWriteError(killFile, err);
       }
     }
-    const freezable = dirs.filter((d) => d.version === 2 && !existsSync(path.join(d.dir, "cgroup.kill")) && existsSync(path.join(d.dir, "cgroup.freeze")));
+    const freezable = dirs.filter((d) => !usable(d, "cgroup.kill") && usable(d, "cgroup.freeze"));
     if (freezable.length > 0) {
       await whileFrozen(freezable, Math.min(deadline, Date.now() + FREEZE_WAIT_MS), () => {
         // Read again once frozen: now the list is every task, none can fork.
         const frozenTree = withDescendants(dirs);
-        if (signalEach(roots, frozenTree, listInside(roots, frozenTree), send, seen, killed)) method.add("freeze-kill-thaw");
+        if (signalEach(roots, frozenTree, listInside(roots, frozenTree), send, seen, killed, refused)) method.add("freeze-kill-thaw");
       });
-    } else if (signalEach(roots, subtree, inside, send, seen, killed)) {
+    } else if (signalEach(roots, subtree, inside, send, seen, killed, refused)) {
       method.add("sigkill-by-pid");
     }
+    // Only tasks this user may not signal are left: waiting longer changes nothing.
+    const still = killedAll ? [] : listInside(roots, withDescendants(dirs));
+    if (still.length > 0 && still.every((t) => refused.has(t.pid))) throw refusedTasksError(dirs, still, refused);
     await sleep(wait);
     wait = Math.min(wait * 2, 200);
   }
@@ -400,14 +410,16 @@ export async function stopGracefully(
   stopped: KilledTask[],
   method: Set<TeardownMethod>,
   send: SendSignal = sendSigterm,
+  refused = new Map<number, string>(),
 ): Promise<void> {
   const subtree = withDescendants(dirs);
   const inside = listInside(roots, subtree);
   // drill inside its own cgroup: killUntilEmpty refuses it, before any signal.
   if (inside.length === 0 || inside.some((t) => t.pid === process.pid)) return;
-  if (signalEach(roots, subtree, inside, send, new Set(stopped.map((t) => t.pid)), stopped)) method.add("sigterm");
+  if (signalEach(roots, subtree, inside, send, new Set(stopped.map((t) => t.pid)), stopped, refused)) method.add("sigterm");
   let wait = 20;
-  while (Date.now() < until && listInside(roots, withDescendants(dirs)).length > 0) {
+  // The tasks it may not signal are not waited for: only the others can leave.
+  while (Date.now() < until && listInside(roots, withDescendants(dirs)).some((t) => !refused.has(t.pid))) {
     await sleep(Math.min(wait, Math.max(until - Date.now(), 1)));
     wait = Math.min(wait * 2, 200);
   }
@@ -515,10 +527,16 @@ function listInside(roots: HostRoots, dirs: CgroupDir[]): KilledTask[] {
   return inside;
 }
 
-/** Sends `send`'s signal (SIGTERM first, then SIGKILL) to each task still in its cgroup, noting each once in `killed`; true when at least one signal was sent. */
-function signalEach(roots: HostRoots, dirs: CgroupDir[], tasks: KilledTask[], send: SendSignal, seen: Set<number>, killed: KilledTask[]): boolean {
+/**
+ * Sends `send`'s signal (SIGTERM first, then SIGKILL) to each task still in
+ * its cgroup, noting each once in `killed`; true when at least one signal was
+ * sent. A task this user may not signal (EPERM) goes to `refused` with whose
+ * it is, out of `killed`, and is not signalled again; the others still are.
+ */
+function signalEach(roots: HostRoots, dirs: CgroupDir[], tasks: KilledTask[], send: SendSignal, seen: Set<number>, killed: KilledTask[], refused: Map<number, string>): boolean {
   let sent = false;
   for (const task of tasks) {
+    if (refused.has(task.pid)) continue;
     // Reported whether cgroup.kill or the SIGKILL below ends it.
     if (!seen.has(task.pid)) {
       seen.add(task.pid);
@@ -530,10 +548,43 @@ function signalEach(roots: HostRoots, dirs: CgroupDir[], tasks: KilledTask[], se
       send(task.pid);
       sent = true;
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw signalError(roots, task.pid, err);
+      if ((err as NodeJS.ErrnoException).code === "ESRCH") continue;
+      const error = signalError(roots, task.pid, err);
+      if (!(error instanceof SignalRefusedError)) throw error;
+      refused.set(task.pid, error.why);
+      const listed = killed.findIndex((t) => t.pid === task.pid);
+      if (listed >= 0) killed.splice(listed, 1);
     }
   }
   return sent;
+}
+
+/**
+ * Tasks left that this user may not signal (QA: teardown stopped at the
+ * first, the others unsignalled): each named with whose it is; the cgroup
+ * stays, as a cgroup with tasks inside cannot be removed.
+ */
+function refusedTasksError(dirs: CgroupDir[], tasks: KilledTask[], refused: Map<number, string>): RollbackIncompleteError {
+  // Each task once: on a hybrid host it is in the memory cgroup and in its twin.
+  const byPid = new Map<number, KilledTask[]>();
+  for (const t of tasks) byPid.set(t.pid, [...(byPid.get(t.pid) ?? []), t]);
+  const named = [...byPid.values()].map((ts) => `pid ${ts[0]!.pid} (${ts[0]!.comm ?? "?"}) in ${ts.map((t) => t.dir).join(" and ")}: ${refused.get(ts[0]!.pid)}`);
+  const where = dirs.map((d) => d.dir).join(" and ");
+  return new RollbackIncompleteError(
+    `${byPid.size === 1 ? "a task" : `${byPid.size} tasks`} left inside that this user may not signal: ${named.join("; ")}; ` +
+      `every other task is stopped; ${where} left in place (a cgroup cannot be removed with tasks inside): run this again as root to finish it`,
+  );
+}
+
+/** Whether this user may write a cgroup file (its mode and owner: root's cgroup, drill not root); root as before, its errors thrown where it writes. */
+function mayWrite(file: string): boolean {
+  if (process.geteuid?.() === 0) return true;
+  try {
+    accessSync(file, constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -221,7 +221,8 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   const otherStateDirs = (r: RunningDrill): boolean => complete.length > 0 && r.stateDir !== null && path.resolve(r.stateDir) !== path.resolve(g.stateDir);
   /** --name that matched nothing beside a --queue this rollback did act on: said, not a usage error. */
   let unmatchedName: string | null = null;
-  if (named !== undefined && names.length === 0 && running.length === 0 && cgroups.length === 0) {
+  // An up of that name still starting (stopped, or refused) is the drill asked for, not a wrong name.
+  if (named !== undefined && names.length === 0 && running.length === 0 && cgroups.length === 0 && startingUps.length === 0) {
     // A name that is no drill here, beside drills that are: a wrong name (often
     // up's --name, the worker cgroup), not "nothing to roll back" (exit 2, like report).
     const others = readStateEntries(g.stateDir, listDrills(g.stateDir));
@@ -266,7 +267,9 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   if (unmatchedName !== null) (g.json ? output.err : output.out)(unmatchedName);
   if (!g.json && running.length === 0) for (const q of queues) queueClosingLines(q, queueUrl, rerunCmd, again(), g).forEach((line) => output.out(line));
   if (!g.json) for (const q of leftOpen) output.out(queueLeftOpenLine(q));
-  if (!g.json && running.length === 0 && results.length > 0) {
+  // A starting up this user may not signal (root's): its drill is not rolled back, and only root can finish it.
+  const upsRefused = new Set(startingUps.filter((u) => u.outcome === "refused" && u.pid !== null).map((u) => u.name));
+  if (!g.json && running.length === 0 && (results.length > 0 || upsRefused.size > 0)) {
     for (const r of results) {
       const drain = r.runId === null ? "state unreadable, nothing rolled back" : r.drainLength !== null ? `LLEN ${r.drainLength} in the drain` : r.left.some((l) => l.startsWith("drain pending")) ? "drain pending" : "no queue to drain";
       output.out(`${r.name}: ${drain}${r.exported ? `; keys exported to ${r.exported}` : ""}`);
@@ -274,13 +277,16 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     // Re-admitting is the rollback's last step (the runbook's serving path): a
     // drill whose deny-all or drain did not happen gets the rollback to run
     // again, not a re-admit on top of jobs still waiting to drain.
-    const finished = results.filter((r) => r.left.length === 0);
-    const unfinished = results.filter((r) => r.left.length > 0);
+    const finished = results.filter((r) => r.left.length === 0 && !upsRefused.has(r.name));
+    const unfinished = [
+      ...results.filter((r) => !finished.includes(r)).map((r) => ({ name: r.name, asRoot: refusedThisUser(r) || upsRefused.has(r.name) })),
+      ...[...upsRefused].filter((name) => !results.some((r) => r.name === name)).map((name) => ({ name, asRoot: true })),
+    ];
     // The Redis URLs the commands below name (--redis, a drill's own): one with a password is printed masked.
     const named: Array<string | undefined> = [];
     if (unfinished.length > 0) {
       output.out("Not rolled back yet: admission stays as it is; run the rollback again once what is left above is fixed:");
-      for (const r of unfinished) output.out(`  ${refusedThisUser(r) ? "as root: " : ""}${again(r.name)}`);
+      for (const r of unfinished) output.out(`  ${r.asRoot ? "as root: " : ""}${again(r.name)}`);
       named.push(g.redisUrl);
     }
     if (finished.length > 0) {

@@ -3,6 +3,7 @@ import path from "node:path";
 import { holdLockFile, liveLockHolder, stateDirError, type LockHolder, type LockSeams } from "../cgroup/stateFiles.js";
 import { DrillError, RefusedError } from "../errors.js";
 import { makeDirs } from "../util/makeDirs.js";
+import { notWritableByThisUser } from "../util/ownFiles.js";
 
 /**
  * `<state-dir>/<name>/<what>.lock` (holdLockFile): two `drill up` with one
@@ -81,7 +82,8 @@ export function stateDirRefusal(err: unknown): StateDirRefusal | null {
 
 /** `<what> <file>: <errno> (<how to free it>)`, as a rollback says a state dir that refused it. */
 export function stateDirRefusalText(what: string, file: string, code: StateDirRefusal): string {
-  return `cannot ${what} ${file}: ${code} (${REFUSAL_FIX[code]})`;
+  // Another user's drill dir (root's, a rollback run as a user): whose, and who finishes it.
+  return `cannot ${what} ${file}: ${notWritableByThisUser(path.dirname(file), code) ?? `${code} (${REFUSAL_FIX[code]})`}`;
 }
 
 /**

@@ -26,7 +26,7 @@ import { drillRunFromEnviron, findByCwd, readEnviron, findByRunId, listCwds, sca
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 import type { ServedQueue } from "../worker/served.js";
 import { refusalText } from "../queue/refusal.js";
-import type { RecordReadError } from "../util/ownFiles.js";
+import { FileWriteError, notWritableByThisUser, type RecordReadError } from "../util/ownFiles.js";
 
 /**
  * The runbook's rollback, in its order, and safe to run any number of times:
@@ -438,12 +438,16 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         ? "the embedded Redis keeps running with the drain"
         : `every key of queue ${state.queue} is still in the given Redis ${redactUrl(url)}, nothing deleted`;
       await guard(record, "export", async () => {
-        const exported = await exportKeys(queue.redis, queue.keys, file);
+        const exported = await exportKeys(queue.redis, queue.keys, file).catch((err: unknown) => {
+          // Root's drill dir, rolled back by a user (QA: Node's bare "EACCES: permission denied, open ...partial").
+          const reason = notWritableByThisUser(path.dirname(file), (err as NodeJS.ErrnoException).code);
+          throw reason === null ? err : new FileWriteError(file, reason, err, `the drain stays done: ${kept}`);
+        });
         result.exported = exported.file;
         state.rollback = rollbackRecord(earlier, new Date().toISOString(), { exported: exported.file, drained: result.drainLength ?? undefined, left: [] }, takenOverAt);
         save();
         return `${exported.keys} keys to ${exported.file}`;
-      }, (err) => result.left.push(`export to ${file} failed (${err instanceof Error ? err.message : String(err)}); ${kept} (run ${again})`));
+      }, (err) => result.left.push(`export to ${file} ${err instanceof FileWriteError ? `not written: ${err.reason}` : `failed (${err instanceof Error ? err.message : String(err)})`}; ${kept} (run ${again})`));
     }
     // The export holds the drill's queue only: what else its embedded Redis held stays in the AOF, said (QA:
     // "every key in" the export, over another queue's jobs that then lived only in this drill's run dir).

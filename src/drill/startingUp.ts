@@ -10,8 +10,8 @@ import { ForeignRecordError } from "../util/ownFiles.js";
 
 /**
  * An `up` a rollback stopped before it had recorded its run; `refused`: its
- * up.lock is none drill wrote, or its up is a process this user may not
- * signal (`problem`), nothing stopped.
+ * up.lock is none drill wrote (`pid` null), or its up is a process this user
+ * may not signal (its `pid`: root finishes it), nothing stopped; `problem` says which.
  */
 export type StartingUp = { name: string; pid: number; outcome: Exclude<StopOutcome, "refused"> } | { name: string; pid: number | null; outcome: "refused"; problem: string };
 

@@ -123,16 +123,49 @@ export function recordReadError(file: string, err: unknown, orElse: string | nul
   const meaning = code === "EACCES" || code === "EPERM" ? refusalMeaning(code) : null;
   if (meaning === null) return new RecordReadError(file, err instanceof Error ? err.message : String(err), err);
   // The file's owner, else (its dir refused even a stat) the dir's.
-  const seen = [file, path.dirname(file)].flatMap((at) => {
-    try {
-      const st = statSync(at);
-      return [{ at, uid: st.uid, mode: st.mode & 0o777 }];
-    } catch {
-      return []; // its own dir refused the stat too
-    }
-  })[0];
-  const whose = seen === undefined ? "" : `${seen.at} is ${seen.uid === 0 ? "root" : `uid ${seen.uid}`}'s, mode ${seen.mode.toString(8).padStart(4, "0")}: `;
+  const seen = [file, path.dirname(file)].map(ownerOf).find((o) => o !== null);
+  const whose = seen === undefined ? "" : `${whoseText(seen)}: `;
   const runAs = seen === undefined || seen.uid === 0 ? "run as root" : `run as uid ${seen.uid} or root`;
   const fix = isRoot ? "refused to root too: a restricted mount or a security policy" : orElse === null ? runAs : `${runAs}, or ${orElse}`;
   return new RecordReadError(file, `${code} (${meaning}: ${whose}${fix})`, err);
+}
+
+/** Who owns a path, and its mode; null when it cannot be stat'ed (gone, or its dir refused even that). */
+function ownerOf(at: string): { at: string; uid: number; mode: number } | null {
+  try {
+    const st = statSync(at);
+    return { at, uid: st.uid, mode: st.mode & 0o777 };
+  } catch {
+    return null;
+  }
+}
+
+/** `<path> is root's, mode 0700`, as a refusal names whose a file or dir is. */
+function whoseText(seen: { at: string; uid: number; mode: number }): string {
+  return `${seen.at} is ${seen.uid === 0 ? "root" : `uid ${seen.uid}`}'s, mode ${seen.mode.toString(8).padStart(4, "0")}`;
+}
+
+/**
+ * Why a file could not be written in `dir` when the kernel refused it
+ * (EACCES, EPERM) because the dir is another user's and drill is not root:
+ * `EACCES (permission denied: <dir> is root's, mode 0755: not writable by this
+ * user (uid N); run as root to finish it)`. Null when that is not why (root,
+ * or the dir this user's own: a mount or a policy, said by the caller).
+ */
+export function notWritableByThisUser(dir: string, code: string | undefined, euid = process.geteuid?.() ?? 0): string | null {
+  const meaning = code === "EACCES" || code === "EPERM" ? refusalMeaning(code) : null;
+  const seen = meaning === null || euid === 0 ? null : ownerOf(dir);
+  if (seen === null || seen.uid === euid) return null;
+  const runAs = seen.uid === 0 ? "run as root" : `run as uid ${seen.uid} or root`;
+  return `${code} (${meaning}: ${whoseText(seen)}: not writable by this user (uid ${euid}); ${runAs} to finish it)`;
+}
+
+/** A file drill could not write, said as notWritableByThisUser says why, then what stays as it is (`kept`); `reason` apart, for a line that names the file itself. */
+export class FileWriteError extends DrillError {
+  readonly reason: string;
+  constructor(file: string, reason: string, cause: unknown, kept: string) {
+    super(`cannot write ${file}: ${reason}; ${kept}`, ExitCode.failed, { cause });
+    this.name = "FileWriteError";
+    this.reason = reason;
+  }
 }

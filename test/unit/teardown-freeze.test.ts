@@ -115,9 +115,37 @@ describe("teardown without cgroup.kill: freeze → kill → thaw (DESIGN: cgroup
         freezeAtKill = read(path.join(dir.dir, "cgroup.freeze")).trim();
         throw refused;
       }),
-    ).rejects.toThrow(/^cannot send a signal to pid 31337: EPERM \(not permitted: the process is another user's: only its owner or root can stop it; run as root\)$/);
+    ).rejects.toThrow(
+      `a task left inside that this user may not signal: pid 31337 (sleep) in ${dir.dir}: EPERM (not permitted: the process is another user's: only its owner or root can stop it; run as root); ` +
+        `every other task is stopped; ${dir.dir} left in place (a cgroup cannot be removed with tasks inside): run this again as root to finish it`,
+    );
     expect(freezeAtKill).toBe("1");
     expect(read(path.join(dir.dir, "cgroup.freeze")).trim()).toBe("0");
+  });
+
+  // QA: teardown as a user stopped at the first task it might not signal (root's), the tasks after it never signalled.
+  it("signals every task it may, then names each it may not; they are not killed twice over nor listed as killed", async () => {
+    host = makeFakeHost("v2");
+    const cgPath = "/process_api/abc/drill-t5";
+    const dir = fakeCgroup(host, "", cgPath, 2, {}, [31340, 31341, 31342]);
+    for (const pid of [31340, 31341, 31342]) placeInProcfs(host, pid, `0::${cgPath}\n`);
+    const procs = path.join(dir.dir, "cgroup.procs");
+    const sent: number[] = [];
+    const killed: KilledTask[] = [];
+    const error = await killUntilEmpty(host.roots, [dir], Date.now() + 20_000, killed, new Set(), (pid) => {
+      sent.push(pid);
+      if (pid !== 31341) throw Object.assign(new Error("kill EPERM"), { code: "EPERM" });
+      writeFileSync(procs, "31340\n31342\n"); // 31341 dies
+    }).catch((err: unknown) => err);
+    expect(error).toBeInstanceOf(RollbackIncompleteError);
+    const refused = "EPERM (not permitted: the process is another user's: only its owner or root can stop it; run as root)";
+    expect((error as Error).message).toBe(
+      `2 tasks left inside that this user may not signal: pid 31340 (sleep) in ${dir.dir}: ${refused}; pid 31342 (sleep) in ${dir.dir}: ${refused}; ` +
+        `every other task is stopped; ${dir.dir} left in place (a cgroup cannot be removed with tasks inside): run this again as root to finish it`,
+    );
+    expect(sent).toEqual([31340, 31341, 31342]);
+    expect(killed.map((t) => t.pid)).toEqual([31341]);
+    expect(existsSync(dir.dir)).toBe(true);
   });
 
   it("a freeze that never completes (a task in D state) still ends in SIGKILL and a thaw", async () => {
