@@ -33,7 +33,7 @@ import { embeddedRedisDrill, freePort, startEmbeddedRedis } from "./embeddedRedi
 import { acquireDrillLock, stateDirRefusal } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { realDir } from "./strays.js";
-import { drillCommandAt, drillCommandFor, hiddenPasswordNoteAfter, leverCommand, shellWord } from "../context.js";
+import { drillCommandAt, drillCommandFor, hiddenPasswordNoteAfter, leverCommand, rollbackAgain, shellWord } from "../context.js";
 import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, runsDir, statePath, writeState, writeUpEnded, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
@@ -146,6 +146,13 @@ export function stoppedByFailure(exitedEarly: ReadonlyArray<Pick<EarlyExit, "cau
   return exitedEarly.some((e) => e.cause !== "oom_killed");
 }
 
+/** DRILL_CRASH_AT (fault tests): `<step>` SIGKILLs up there, `<step>:stop` stops it (a wedged up), `<step>:throw` throws there (a bug in up). */
+function crashAt(options: Pick<UpOptions, "crashAt">, step: string): void {
+  if (options.crashAt === step) process.kill(process.pid, "SIGKILL");
+  else if (options.crashAt === `${step}:stop`) process.kill(process.pid, "SIGSTOP");
+  else if (options.crashAt === `${step}:throw`) throw new Error(`DRILL_CRASH_AT=${step}:throw`);
+}
+
 /**
  * `drill up`: the runbook's lab topology from a drill file. Every mkdir and
  * spawn is preceded by its intent in state.json (fsynced) and followed by the
@@ -160,11 +167,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
   const parent = options.parent ?? drill.cgroup.parent;
   const parentSpec = validateParent(parent, options.parent !== undefined ? "--parent" : `${options.drillFile}: cgroup.parent`);
   const lock = acquireDrillLock(drillDir(stateDir, name), "up", "up", undefined, options.lockFrom ?? null);
-  // DRILL_CRASH_AT (fault tests): `<step>` SIGKILLs up there, `<step>:stop` stops it (a wedged up).
-  const crash = (step: string) => {
-    if (options.crashAt === step) process.kill(process.pid, "SIGKILL");
-    else if (options.crashAt === `${step}:stop`) process.kill(process.pid, "SIGSTOP");
-  };
+  const crash = (step: string) => crashAt(options, step);
   crash("lock");
   const children: Array<{ record: ProcessRecord; exited: Promise<number | null> }> = [];
   try {
@@ -262,11 +265,18 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     try {
       const queue = new DrillQueue(redis, options.queue);
 
+      // A state write the state dir refused while setting up (full, read-only): the drill stops there, as at a
+      // Ctrl-C: nothing is started after it (its intent could not be recorded), and the schedule says what it made.
+      let setupRefused: EarlyExit | null = null;
+      const refusedWhileSettingUp = (what: string, err: unknown): void => {
+        setupRefused = stateUnwritten(what, err);
+        if (setupRefused === null) throw err;
+      };
       // The worker cgroup, judged again (the host moved on while Redis started).
       // A refusal (judged here, or by applySetup under the cgroup's lock) records
       // no cgroup: this drill's rollback must never tear down the one it was
       // refused. Once claimed, intent first; setup writes its own marker before mkdir.
-      let setup;
+      let setup = null;
       try {
         const plan = planSetup(cgroup, inspectForSetup(roots, cgroup, stateDir), setupOptions);
         setup = applySetup(plan, stateDir, undefined, () => {
@@ -278,34 +288,49 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
         // of this run may stay behind, or its refusal would leave a Redis
         // running and a "starting" state in place of the drill's last run.
         if (err instanceof RefusedError && state.cgroup === null) await undoRefusedStart(roots, stateDir, state, previous, dir);
-        throw err;
+        // Its record or its marker refused: setup made no cgroup dir (it undoes its mkdirs).
+        refusedWhileSettingUp("the worker cgroup's record", err);
       }
       crash("cgroup");
       // The counter before anything runs in it: an OOM kill at the drill's first seconds
       // (a worker whose KV overfills the cgroup) can come before watch's first sample.
       const oomKillAtSetup = readOomKillCount(cgroup.limits);
-      if (oomKillAtSetup.ok && state.cgroup !== null) {
+      if (setup !== null && oomKillAtSetup.ok && state.cgroup !== null) {
         state.cgroup.oomKillAtSetup = { tsMs: Date.now(), count: oomKillAtSetup.value };
-        save();
+        try {
+          save();
+        } catch (err) {
+          refusedWhileSettingUp("the cgroup's oom_kill count", err);
+        }
       }
       // After the cgroup is claimed: a refused start wrote nothing into a given Redis.
       // Never over a rollback's deny-all (it pulls the lever again once it has stopped this up).
       stopIfTakenOver();
       // Stopped while it set up (Ctrl-C, SIGTERM): nothing is opened or started after the stop (QA: the lever
       // opened and three children started after it); the schedule then ends at once and says what to roll back.
-      const stopped = (): boolean => options.signal.aborted;
+      const stopped = (): boolean => options.signal.aborted || setupRefused !== null;
       let admissionOpened = false;
       if (!stopped()) {
         await queue.setMode("admit", { forced: false, psi: facts.hostPsi.avg10?.toFixed(2) ?? "missing", by: "up" });
         admissionOpened = true;
       }
-      log(`cgroup: ${cgroup.limits.dir} memory.max ${formatBytes(drill.cgroup.memory_max)}, swap ${formatBytes(drill.cgroup.swap_max)} (lab expectation)`);
-      for (const warning of setup.warnings) log(`cgroup: warning: ${warning}`);
+      if (setup !== null) {
+        log(`cgroup: ${cgroup.limits.dir} memory.max ${formatBytes(drill.cgroup.memory_max)}, swap ${formatBytes(drill.cgroup.swap_max)} (lab expectation)`);
+        for (const warning of setup.warnings) log(`cgroup: warning: ${warning}`);
+      }
 
       // Files of the hog and the worker: one directory per run, removed by rollback.
-      state.fileDir = path.join(options.fileDir, `drill-${runId}`);
-      save();
-      makeDirs(state.fileDir);
+      const fileDir = path.join(options.fileDir, `drill-${runId}`);
+      if (setupRefused === null) {
+        state.fileDir = fileDir;
+        try {
+          save();
+          makeDirs(fileDir);
+        } catch (err) {
+          state.fileDir = null;
+          refusedWhileSettingUp("the file dir's record", err);
+        }
+      }
 
       const selfExitMs = drill.duration + SELF_EXIT_GRACE_MS;
       const globalArgs = ["--procfs", options.procfs, "--sysfs", options.sysfs, "--state-dir", stateDir];
@@ -323,13 +348,21 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
         crash(`${key}-spawn`);
         const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
         if (child.pid !== undefined) fillPid(roots, record, child.pid);
-        writeState(stateDir, state);
+        // Watched for an early exit even when its pid's write is refused next.
         children.push({ record, exited });
+        writeState(stateDir, state);
         return { record, exited };
+      };
+      const startChild = (role: ProcessRole, args: string[]): void => {
+        try {
+          spawnChild(role, role, args);
+        } catch (err) {
+          refusedWhileSettingUp(`${role}'s record`, err);
+        }
       };
 
       const g = drill.gate;
-      spawnChild("gate", "gate", [
+      startChild("gate", [
         "gate", "--queue", options.queue, ...target,
         "--psi-limit", formatPlainDecimal(g.psi_limit), "--psi-rate-limit", formatPlainDecimal(g.psi_rate_limit),
         "--slack-limit", `${g.slack_limit}ms`, "--packed-token-limit", String(g.packed_token_limit),
@@ -337,54 +370,54 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
         "--duration", `${selfExitMs}ms`,
       ]);
       const w = drill.worker;
-      spawnChild("worker", "worker", [
+      startChild("worker", [
         "worker", "--queue", options.queue, ...target,
-        "--weights", String(w.weights), "--file-dir", state.fileDir,
+        "--weights", String(w.weights), "--file-dir", fileDir,
         "--kv-bytes-per-token", String(w.kv_bytes_per_token), "--decode-tokens-per-s", formatPlainDecimal(w.decode_tokens_per_s),
         "--prefill-tokens-per-pass", String(w.prefill_tokens_per_pass), "--duration", `${selfExitMs}ms`,
       ]);
-      spawnChild("watch", "watch", [
+      startChild("watch", [
         "--json", "watch", "--queue", options.queue, ...target, "--interval", `${g.interval}ms`,
         "--psi-limit", formatPlainDecimal(g.psi_limit), "--psi-rate-limit", formatPlainDecimal(g.psi_rate_limit), "--duration", `${selfExitMs}ms`,
       ]);
       // A stop that came while the lever was being written finds it open (QA): said so; the rollback pulls it.
       const admission = admissionOpened ? "admission opened as the stop came (the rollback pulls the lever)" : "admission not opened";
-      if (stopped()) log(`stopped by ${typeof options.signal.reason === "string" ? options.signal.reason : "a signal"} while setting up: ${admission}, gate, worker and watch not started`);
+      const notStarted = (["gate", "worker", "watch"] as const).filter((key) => !children.some((c) => c.record.key === key));
+      const left = notStarted.length === 0 ? "gate, worker and watch started" : `${notStarted.length === 3 ? "gate, worker and watch" : notStarted.join(" and ")} not started`;
+      const stop = setupRefused === null ? `stopped by ${typeof options.signal.reason === "string" ? options.signal.reason : "a signal"} while setting up:` : `stopped while setting up: ${(setupRefused as EarlyExit).lastLine};`;
+      if (stopped()) log(`${stop} ${admission}, ${left}`);
       else log(`started gate, worker (in the cgroup) and watch; logs in ${dir}`);
       stopIfTakenOver();
 
       const gatePid = children.find((c) => c.record.role === "gate")?.record.pid ?? null;
-      const result = await runSchedule(options, state, queue, spawnChild, target, dir, [...children], {
-        timeoutMs: readyTimeoutMs(drill.worker.weights, drill.gate.interval),
-        read: () => readReadiness(redis, options.queue, gatePid, options.cgroupName),
-        stopIfTakenOver,
-        onReady: () => {
-          stopIfTakenOver();
-          state.phase = "running";
-          state.scheduleStartedAt = new Date().toISOString();
-          writeState(stateDir, state);
-          options.onRunning?.(state);
-        },
-      });
+      let result;
+      try {
+        result = await runSchedule(options, state, queue, spawnChild, target, dir, [...children], setupRefused, {
+          timeoutMs: readyTimeoutMs(drill.worker.weights, drill.gate.interval),
+          read: () => readReadiness(redis, options.queue, gatePid, options.cgroupName),
+          stopIfTakenOver,
+          onReady: () => {
+            stopIfTakenOver();
+            state.phase = "running";
+            state.scheduleStartedAt = new Date().toISOString();
+            writeState(stateDir, state);
+            options.onRunning?.(state);
+          },
+        });
+      } catch (err) {
+        // Taken over by a rollback (it stops this up next): it owns state.json, and up says only that.
+        if (rollbackOwnsState(readStateQuietly(stateDir, name), runId)) throw err instanceof ScheduleFailed ? err.error : err;
+        // A bug: recorded as the run's end, or state.json would say running with nothing running it (QA).
+        throw scheduleFailure(stateDir, state, err, drillCommandFor(stateDir, roots));
+      }
       // A rollback that stopped this up (its step 2) owns the state file now:
       // "stopped" written over its "rolling_back" would hide that it runs.
       const rollbackUnderWay = rollbackOwnsState(readStateQuietly(stateDir, name), runId);
       const ended = drillEnded(result, Date.now(), typeof options.signal.reason === "string" ? options.signal.reason : null);
       // The rollback owns state.json: what was packed goes beside the run's logs for the report (QA: pushed/not_packed null after a mid-run rollback).
       if (rollbackUnderWay) writeUpEnded(dir, ended);
-      let endUnrecorded: string | null = null;
-      if (!rollbackUnderWay) {
-        state.phase = "stopped";
-        // onInterrupt aborts with the signal's name: the report says which (Ctrl-C, or a supervisor's SIGTERM).
-        state.ended = ended;
-        try {
-          writeState(stateDir, state);
-        } catch (err) {
-          // A full or read-only state dir: what ran is said all the same, and what to roll back (QA: exit 1 and no summary).
-          if (stateDirRefusal(err) === null) throw err;
-          endUnrecorded = (err as Error).message;
-        }
-      }
+      // onInterrupt aborts with the signal's name: the report says which (Ctrl-C, or a supervisor's SIGTERM).
+      const endUnrecorded = rollbackUnderWay ? null : recordEnd(stateDir, state, ended);
       return { state, interrupted: result.interrupted, pushed: result.pushed, notPacked: result.notPacked, unansweredPushes: result.unansweredPushes, skippedJobs: result.skippedJobs, exitedEarly: result.exitedEarly, rollbackUnderWay, readyMs: result.readyMs, endUnrecorded };
     } finally {
       await closeRedis(redis);
@@ -392,6 +425,42 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
   } finally {
     lock.release();
   }
+}
+
+/**
+ * The run's end in state.json: stopped, its processes and cgroup staying
+ * until rollback. Null, or why the state dir refused it (full, read-only):
+ * what ran is said all the same, and what to roll back (QA: exit 1 and no summary).
+ */
+function recordEnd(stateDir: string, state: DrillState, ended: DrillEnded): string | null {
+  state.phase = "stopped";
+  state.ended = ended;
+  try {
+    writeState(stateDir, state);
+    return null;
+  } catch (err) {
+    if (stateDirRefusal(err) === null) throw err;
+    return (err as Error).message;
+  }
+}
+
+/**
+ * An unexpected error in up's schedule (packing stopped by then): recorded as
+ * the run's end, stopped early, as after any stop (its processes and cgroup
+ * stay for the rollback); the error says it with the rollback to run.
+ */
+function scheduleFailure(stateDir: string, state: DrillState, err: unknown, drillCmd: string): DrillError {
+  const what = err instanceof Error ? err.message : String(err);
+  // ScheduleFailed counts what was packed; anything else came before packing could start.
+  const counted = err instanceof ScheduleFailed ? drillEnded({ ...err.counts, interrupted: false, exitedEarly: [] }, Date.now()) : { at: new Date().toISOString(), pushed: null, notPacked: null };
+  let unrecorded: string | null;
+  try {
+    unrecorded = recordEnd(stateDir, state, { ...counted, verdict: "stopped_early", reason: `drill up failed: ${what}` });
+  } catch (writeErr) {
+    unrecorded = (writeErr as Error).message;
+  }
+  const recorded = unrecorded === null ? `${statePath(stateDir, state.name)} records it stopped` : `its end is not recorded (${unrecorded})`;
+  return new DrillError(`up failed in run ${state.runId}'s schedule: ${what}; it stopped packing and exits, ${recorded}; its processes and cgroup stay until rollback: run \`${rollbackAgain(drillCmd, {}, state.name)}\``);
 }
 
 /**
@@ -482,6 +551,21 @@ export function refuseWhileUp(existing: DrillState | null, name: string, drillCm
   }
 }
 
+/** A state write the state dir refused (full, read-only), as what stops the drill; null for any other error. */
+function stateUnwritten(what: string, err: unknown): EarlyExit | null {
+  return stateDirRefusal(err) === null ? null : { key: "state", how: `not written (${what})`, code: null, log: null, lastLine: (err as Error).message, cause: "state_unwritten" };
+}
+
+/** What up's schedule threw (`error`), once its packing stopped: what it packed by then, for the run's end record. */
+class ScheduleFailed extends Error {
+  constructor(
+    readonly error: unknown,
+    readonly counts: Pick<UpResult, "pushed" | "notPacked" | "unansweredPushes" | "skippedJobs">,
+  ) {
+    super(error instanceof Error ? error.message : String(error));
+  }
+}
+
 /** What the schedule waits for before its clock starts (ready.ts). */
 interface ReadyWait {
   timeoutMs: number;
@@ -500,6 +584,8 @@ async function runSchedule(
   target: string[],
   dir: string,
   core: ReadonlyArray<{ record: ProcessRecord; exited: Promise<number | null> }>,
+  /** A state write refused while setting up: the drill stopped before its schedule. */
+  setupRefused: EarlyExit | null,
   ready: ReadyWait,
 ): Promise<{ interrupted: boolean; pushed: string[]; notPacked: number; unansweredPushes: number; skippedJobs: number; exitedEarly: EarlyExit[]; readyMs: number | null }> {
   const { drill, log, signal, roots } = options;
@@ -561,7 +647,7 @@ async function runSchedule(
   // the rehearsal with it (no decisions, no work, no sidecar). Said at once,
   // and the drill stops packing into a queue nobody serves.
   // The same for the Redis it packs into: the embedded server gone, or a push it never took.
-  const exitedEarly: EarlyExit[] = [];
+  const exitedEarly: EarlyExit[] = setupRefused === null ? [] : [{ ...setupRefused, atMs: Date.now() }];
   let scheduleOver = false;
   // Packing stops at an interrupt or at such an exit.
   const stopPacking = new AbortController();
@@ -630,12 +716,16 @@ async function runSchedule(
   };
   // A state write the state dir refused (full, read-only) mid-drill: nothing more is started unrecorded; the drill stops, says what it did.
   const stateRefused = (what: string, err: unknown): void => {
-    if (stateDirRefusal(err) === null) throw err;
-    stopEarly({ key: "state", how: `not written (${what})`, code: null, log: null, lastLine: (err as Error).message, cause: "state_unwritten" });
+    const early = stateUnwritten(what, err);
+    if (early === null) throw err;
+    stopEarly(early);
   };
-  let readyMs: number | null;
+  const packing: Promise<number>[] = [];
+  // Each pack stops by the drill's end (or at stopPacking): this waits for at most one push in flight.
+  const packsNotPacked = async () => (await Promise.allSettled(packing)).reduce((sum, r) => sum + (r.status === "fulfilled" ? r.value : 0), 0);
+  const skippedJobs = skipped.reduce((sum, phase) => sum + (phase.pack?.jobs ?? 0), 0);
   try {
-    readyMs = await untilReady(ready, dir, log, signal, () => signal.aborted || exitedEarly.length > 0, stopEarly, checkRedis);
+    const readyMs = await untilReady(ready, dir, log, signal, () => signal.aborted || exitedEarly.length > 0, stopEarly, checkRedis);
     if (readyMs !== null) {
       try {
         ready.onReady();
@@ -643,84 +733,85 @@ async function runSchedule(
         stateRefused("that the drill runs", err);
       }
     }
+    if (readyMs !== null) {
+      start = Date.now();
+      clockStarted = true;
+    }
+    // Not ready (stopped while waiting): no phase starts, each is said not started below.
+    // An early stop (said as it came) starts no phase after it.
+    while (readyMs !== null && !signal.aborted && exitedEarly.length === 0) {
+      const now = elapsed();
+      while (next < phases.length && phases[next]!.at <= now && exitedEarly.length === 0) {
+        const phase = phases[next++]!;
+        if (phase.pack) packing.push(pack(queue, phase.pack, phase.index, { log, pushed, signal: stopPacking.signal, elapsed, durationMs: drill.duration, runId: state.runId, pushFailed, pushUnanswered }));
+        if (phase.inject) {
+          try {
+            inject({ ...phase, inject: phase.inject }, drill.duration, state, spawnChild, target, dir, log);
+          } catch (err) {
+            stateRefused(`phase ${phase.index}'s hog`, err);
+          }
+        }
+        crashAt(options, `phase-${phase.index}`);
+      }
+      checkRedis();
+      if (now >= drill.duration || exitedEarly.length > 0) break;
+      follow();
+      await sleep(Math.min(250, drill.duration - now), undefined, { signal }).catch(() => {});
+    }
+    let notPacked = await packsNotPacked();
+    // The loop above stops without following: decisions made until now print
+    // before the phases that never ran (QA: after them, and after the summary's
+    // first lines, once up stopped early).
+    follow();
+    // The phases that never ran, after those that did, in the file's order:
+    // cut by an early stop (an interrupt, or something it needs gone; their jobs
+    // are not packed either), or starting past the drill's end.
+    for (const phase of [...phases.slice(next), ...skipped].sort((a, b) => a.index - b.index)) {
+      const what = phase.pack ? `${phase.pack.jobs} jobs not packed` : phase.inject ? `inject ${phase.inject.mode} ${formatBytes(phase.inject.size)} not run` : "nothing run";
+      if (skipped.includes(phase)) {
+        log(`phase ${phase.index}: skipped: starts at ${formatDuration(phase.at)}, not before the drill's end at ${formatDuration(drill.duration)}`);
+        continue;
+      }
+      log(`phase ${phase.index}: not started: the drill stopped before ${formatDuration(phase.at)}; ${what}`);
+      if (phase.pack) notPacked += phase.pack.jobs;
+    }
+    // The jobs pushed last are decided after the end: follow the gate until it
+    // has decided them all, bounded so a stopped gate cannot hold `up`.
+    const until = Date.now() + DECISIONS_WAIT_MS;
+    for (;;) {
+      checkRedis();
+      // Stopped: what the gate decided is printed (just above, or as the stop was said); what it decides now is the report's.
+      if (signal.aborted || exitedEarly.length > 0) break;
+      follow();
+      // Its output file gone (said as it went): its decisions cannot be followed, and jobs it did decide must not read as undecided (QA).
+      if (gateTail.lost) {
+        log(`gate: decisions not followed to the end: ${gateTail.file} is gone (said above); \`drill report\` counts them from the queue's events`);
+        break;
+      }
+      const action = nextFollowAction(pushed, decided, Date.now(), until);
+      if (action.kind === "all_decided") {
+        if (pushed.length > 0) log(`gate: decided every packed job (${pushed.length})`);
+        break;
+      }
+      if (action.kind === "gave_up") {
+        const shown = action.undecided.slice(0, 10).map((id) => `job=${id}`).join(" ");
+        log(`gate: ${action.undecided.length} of ${pushed.length} packed jobs not decided ${DECISIONS_WAIT_MS / 1000} s after the drill's end (${shown}${action.undecided.length > 10 ? " …" : ""}); stopped following, see ${path.join(dir, "gate.out")}`);
+        break;
+      }
+      await sleep(250, undefined, { signal }).catch(() => {});
+    }
+    return { interrupted: signal.aborted, pushed, notPacked, unansweredPushes, skippedJobs, exitedEarly, readyMs };
   } catch (err) {
-    // Taken over by a rollback: up says only that (a child it stops next is no news).
+    // A bug, or a rollback that took the drill over (runUp tells which): packing stops before up goes, and what it packed is counted.
+    // A child stopped meanwhile (by that rollback) is no news.
+    scheduleOver = true;
+    stopPacking.abort();
+    const notStarted = phases.slice(next).reduce((sum, phase) => sum + (phase.pack?.jobs ?? 0), 0);
+    throw new ScheduleFailed(err, { pushed, notPacked: (await packsNotPacked()) + notStarted, unansweredPushes, skippedJobs });
+  } finally {
     scheduleOver = true;
     signal.removeEventListener("abort", onInterrupt);
-    throw err;
   }
-  if (readyMs !== null) {
-    start = Date.now();
-    clockStarted = true;
-  }
-  const packing: Promise<number>[] = [];
-  // Not ready (stopped while waiting): no phase starts, each is said not started below.
-  // An early stop (said as it came) starts no phase after it.
-  while (readyMs !== null && !signal.aborted && exitedEarly.length === 0) {
-    const now = elapsed();
-    while (next < phases.length && phases[next]!.at <= now && exitedEarly.length === 0) {
-      const phase = phases[next++]!;
-      if (phase.pack) packing.push(pack(queue, phase.pack, phase.index, { log, pushed, signal: stopPacking.signal, elapsed, durationMs: drill.duration, runId: state.runId, pushFailed, pushUnanswered }));
-      if (phase.inject) {
-        try {
-          inject({ ...phase, inject: phase.inject }, drill.duration, state, spawnChild, target, dir, log);
-        } catch (err) {
-          stateRefused(`phase ${phase.index}'s hog`, err);
-        }
-      }
-    }
-    checkRedis();
-    if (now >= drill.duration || exitedEarly.length > 0) break;
-    follow();
-    await sleep(Math.min(250, drill.duration - now), undefined, { signal }).catch(() => {});
-  }
-  // Each pack stops by the drill's end: this waits for at most one push in flight.
-  let notPacked = (await Promise.allSettled(packing)).reduce((sum, r) => sum + (r.status === "fulfilled" ? r.value : 0), 0);
-  // The loop above stops without following: decisions made until now print
-  // before the phases that never ran (QA: after them, and after the summary's
-  // first lines, once up stopped early).
-  follow();
-  // The phases that never ran, after those that did, in the file's order:
-  // cut by an early stop (an interrupt, or something it needs gone; their jobs
-  // are not packed either), or starting past the drill's end.
-  for (const phase of [...phases.slice(next), ...skipped].sort((a, b) => a.index - b.index)) {
-    const what = phase.pack ? `${phase.pack.jobs} jobs not packed` : phase.inject ? `inject ${phase.inject.mode} ${formatBytes(phase.inject.size)} not run` : "nothing run";
-    if (skipped.includes(phase)) {
-      log(`phase ${phase.index}: skipped: starts at ${formatDuration(phase.at)}, not before the drill's end at ${formatDuration(drill.duration)}`);
-      continue;
-    }
-    log(`phase ${phase.index}: not started: the drill stopped before ${formatDuration(phase.at)}; ${what}`);
-    if (phase.pack) notPacked += phase.pack.jobs;
-  }
-  // The jobs pushed last are decided after the end: follow the gate until it
-  // has decided them all, bounded so a stopped gate cannot hold `up`.
-  const until = Date.now() + DECISIONS_WAIT_MS;
-  for (;;) {
-    checkRedis();
-    // Stopped: what the gate decided is printed (just above, or as the stop was said); what it decides now is the report's.
-    if (signal.aborted || exitedEarly.length > 0) break;
-    follow();
-    // Its output file gone (said as it went): its decisions cannot be followed, and jobs it did decide must not read as undecided (QA).
-    if (gateTail.lost) {
-      log(`gate: decisions not followed to the end: ${gateTail.file} is gone (said above); \`drill report\` counts them from the queue's events`);
-      break;
-    }
-    const action = nextFollowAction(pushed, decided, Date.now(), until);
-    if (action.kind === "all_decided") {
-      if (pushed.length > 0) log(`gate: decided every packed job (${pushed.length})`);
-      break;
-    }
-    if (action.kind === "gave_up") {
-      const shown = action.undecided.slice(0, 10).map((id) => `job=${id}`).join(" ");
-      log(`gate: ${action.undecided.length} of ${pushed.length} packed jobs not decided ${DECISIONS_WAIT_MS / 1000} s after the drill's end (${shown}${action.undecided.length > 10 ? " …" : ""}); stopped following, see ${path.join(dir, "gate.out")}`);
-      break;
-    }
-    await sleep(250, undefined, { signal }).catch(() => {});
-  }
-  scheduleOver = true;
-  signal.removeEventListener("abort", onInterrupt);
-  const skippedJobs = skipped.reduce((sum, phase) => sum + (phase.pack?.jobs ?? 0), 0);
-  return { interrupted: signal.aborted, pushed, notPacked, unansweredPushes, skippedJobs, exitedEarly, readyMs };
 }
 
 /**
@@ -786,7 +877,7 @@ async function untilReady(
 ): Promise<number | null> {
   const waitStart = Date.now();
   // Stopped already (while it set up): no wait to announce (QA: said, then up exited 0.2 s later).
-  if (!signal.aborted) log(`waiting for gate and worker to be ready (the gate's first pressure samples, the worker's weights written; up to ${formatDuration(ready.timeoutMs)}): the schedule's clock starts then`);
+  if (!stopped()) log(`waiting for gate and worker to be ready (the gate's first pressure samples, the worker's weights written; up to ${formatDuration(ready.timeoutMs)}): the schedule's clock starts then`);
   let readiness: Readiness = { gate: false, worker: false };
   let saidAt = waitStart;
   for (;;) {

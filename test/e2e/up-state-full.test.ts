@@ -4,13 +4,15 @@
 // filled once its first phase starts; the Redis is given (an embedded
 // one's AOF would fill the same disk and stop the drill first).
 import { spawn, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readState } from "../../src/drill/state.js";
 import { realDrillSkipReason } from "../helpers/cgroupFixtures.js";
 import { drillBin, runDrill } from "../helpers/cli.js";
 import { pack, tinyDrill } from "../helpers/drills.js";
+import { assertHostClean } from "../helpers/hostClean.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 
 const skip = process.getuid?.() !== 0 ? "not root: cannot mount a tmpfs to fill" : realDrillSkipReason();
@@ -46,7 +48,7 @@ describe.skipIf(skip !== null)("drill up whose state dir fills mid-drill (real c
   afterAll(async () => {
     if (mount) {
       unfill(mount);
-      await runDrill(["--state-dir", path.join(mount, "state"), "rollback"], { timeout: 90_000 });
+      for (const state of ["state", "state-setup"]) await runDrill(["--state-dir", path.join(mount, state), "rollback"], { timeout: 90_000 });
       spawnSync("umount", [mount]);
     }
     await server?.stop();
@@ -86,5 +88,48 @@ describe.skipIf(skip !== null)("drill up whose state dir fills mid-drill (real c
     const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "statefull"], { timeout: 90_000 });
     expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
     expect(rollback.stdout).toMatch(/ok {3}kill and remove cgroup: killed \d+/);
+  }, 180_000);
+
+  // QA: refused while it set up, up exited 1 with the refused write and no word on what it had made.
+  it("refused while setting up: stops there as at a Ctrl-C, prints its summary and what to roll back, then exit 1 naming the write; rollback then leaves the host clean", async () => {
+    const stateDir = path.join(mount, "state-setup");
+    const drillFile = path.join(root, "statesetup.yaml");
+    const cgroupName = `statesetup${process.pid}`;
+    writeFileSync(drillFile, tinyDrill("statesetup", { duration: "3s", phases: [["0s", pack(2)]] }));
+    const args = ["--state-dir", stateDir, "--redis", server!.url, "up", "--drill", drillFile, "--queue", "ssq", "--parent", "self", "--name", cgroupName, "--file-dir", root];
+    // Stopped (SIGSTOP) right after it claimed its cgroup; the disk is filled, then it goes on to its next state write.
+    const child = spawn("node", [drillBin, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, NO_COLOR: "1", FORCE_COLOR: "0", DRILL_CRASH_AT: "cgroup:stop" } });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)));
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const stat = readFileSync(`/proc/${child.pid}/stat`, "utf8");
+      if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("T")) break;
+      if (Date.now() > deadline) throw new Error(`up did not stop after claiming its cgroup: ${stdout}${stderr}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    fill(mount);
+    child.kill("SIGCONT");
+    const code = await exited;
+    expect(code, stdout + stderr).toBe(1);
+    const file = `${stateDir}/statesetup/state.json`;
+    const refused = `cannot write state file ${file}: ENOSPC (no space left there: free some, or give --state-dir a directory on another disk)`;
+    expect(stdout).toContain(`stopped while setting up: ${refused}; admission not opened, gate, worker and watch not started`);
+    // What it did and what to do next, as after any stop.
+    expect(stdout).toMatch(/^drill statesetup: packer stopped after 0 jobs \(2 not packed: the drill stopped first\)/m);
+    expect(stdout).toContain(`Run \`drill --state-dir ${stateDir} rollback --name statesetup\` before walking away: none of its processes runs any more, its cgroup and files stay until then.`);
+    expect(stderr.trim()).toBe(
+      `drill: ${refused}; the drill's end is not recorded there (what it did is above), everything it started is: run \`drill --state-dir ${stateDir} rollback --name statesetup\``,
+    );
+    // Recorded up to its cgroup: the rollback removes it (the disk freed).
+    unfill(mount);
+    const before = readState(stateDir, "statesetup")!;
+    expect(before.cgroup?.name).toBe(cgroupName);
+    const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "statesetup"], { timeout: 90_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    assertHostClean(stateDir, "statesetup", before, { cgroupName });
   }, 180_000);
 });

@@ -1,0 +1,72 @@
+// QA: an unexpected error in up's schedule (a bug) left state.json saying
+// "running" with the up that runs it gone: an operator saw a drill up that
+// nothing ran, and up kept packing until its Redis connection closed. The
+// error is injected where the schedule has started its first pack
+// (DRILL_CRASH_AT=phase-0:throw), with a given Redis for the job count.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readState } from "../../src/drill/state.js";
+import { closeRedis, connectRedis } from "../../src/queue/redis.js";
+import { realDrillSkipReason } from "../helpers/cgroupFixtures.js";
+import { runDrill } from "../helpers/cli.js";
+import { pack, tinyDrill } from "../helpers/drills.js";
+import { assertHostClean } from "../helpers/hostClean.js";
+import { assertNoJobLost, idsGivenByQueue } from "../helpers/invariants.js";
+import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+
+const skip = realDrillSkipReason();
+if (skip) console.warn(`skipping up whose schedule throws: ${skip}`);
+
+describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --parent self)", () => {
+  let root = "";
+  let server: RedisServer | null = null;
+  let redis: Redis | null = null;
+  beforeAll(async () => {
+    root = mkdtempSync(path.join(os.tmpdir(), "drill-up-schedule-error-"));
+    server = await startRedisServer();
+    redis = await connectRedis(server.url, { name: "test-up-schedule-error" });
+  });
+  afterAll(async () => {
+    if (root) await runDrill(["--state-dir", path.join(root, "state"), "rollback"], { timeout: 90_000 });
+    await closeRedis(redis);
+    await server?.stop();
+    if (root) rmSync(root, { recursive: true, force: true });
+  }, 120_000);
+
+  it("records the run stopped (not running), exits 1 naming the error and the rollback; rollback then reaches both invariants", async () => {
+    const stateDir = path.join(root, "state");
+    const drillFile = path.join(root, "schedthrow.yaml");
+    const cgroupName = `schedthrow${process.pid}`;
+    writeFileSync(drillFile, tinyDrill("schedthrow", { duration: "6s", phases: [["0s", pack(3)]] }));
+    const up = await runDrill(
+      ["--state-dir", stateDir, "--redis", server!.url, "up", "--drill", drillFile, "--queue", "stq", "--parent", "self", "--name", cgroupName, "--file-dir", root],
+      { timeout: 120_000, env: { DRILL_CRASH_AT: "phase-0:throw" } },
+    );
+    const said = up.stdout + up.stderr;
+    expect(up.exitCode, said).toBe(1);
+    const before = readState(stateDir, "schedthrow")!;
+    // One line: the error, that the run is recorded stopped, and the rollback as typed.
+    expect(up.stderr.trim(), said).toBe(
+      `drill: up failed in run ${before.runId}'s schedule: DRILL_CRASH_AT=phase-0:throw; it stopped packing and exits, ${stateDir}/schedthrow/state.json records it stopped; ` +
+        `its processes and cgroup stay until rollback: run \`drill --state-dir ${stateDir} rollback --name schedthrow\``,
+    );
+    // Ended, not running: the up that ran it is gone.
+    expect(before.phase, said).toBe("stopped");
+    expect(before.ended?.verdict).toBe("stopped_early");
+    expect(before.ended?.reason).toBe("drill up failed: DRILL_CRASH_AT=phase-0:throw");
+    const given = await idsGivenByQueue(server!.url, "stq");
+    expect(before.ended?.pushedIds).toEqual(given);
+    expect((before.ended?.pushed ?? 0) + (before.ended?.notPacked ?? 0)).toBe(3);
+    // Its processes stay for the rollback, as after any stop.
+    const report = await runDrill(["--state-dir", stateDir, "report", "--name", "schedthrow"]);
+    expect(report.stdout, report.stderr).toContain("ended: stopped_early — drill up failed: DRILL_CRASH_AT=phase-0:throw");
+
+    const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "schedthrow"], { timeout: 90_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    assertHostClean(stateDir, "schedthrow", before, { cgroupName });
+    await assertNoJobLost(redis!, "stq", given);
+  }, 180_000);
+});
