@@ -259,6 +259,12 @@ export function rollbackAgain(drillCmd: string, asked: { name?: string; queue?: 
   return [drillCmd, "rollback", ...flags.map(shellWord)].join(" ");
 }
 
+/** `drill report` of a drill as pasted: on the state dir and tree the command read (`drillCmd`), by --name, an earlier run by --run. */
+export function reportAgain(drillCmd: string, drill: string, runId?: string): string {
+  const flags = ["--name", drill, ...(runId === undefined ? [] : ["--run", runId])];
+  return [drillCmd, "report", ...flags.map(shellWord)].join(" ");
+}
+
 export function hostRoots(options: Pick<GlobalOptions, "procfs" | "sysfs">): HostRoots {
   return new HostRoots(options.procfs, options.sysfs);
 }

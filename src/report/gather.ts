@@ -3,7 +3,7 @@ import net from "node:net";
 import path from "node:path";
 import type { Redis } from "ioredis";
 import { isEmbeddedRedis, reviveEmbeddedRedis } from "../drill/embeddedRedis.js";
-import { drillCommandFor, rollbackAgain } from "../context.js";
+import { drillCommandFor, reportAgain, rollbackAgain } from "../context.js";
 import { unknownDrillProblem, type KnownDrill } from "../drill/rollback.js";
 import { HostRoots } from "../host/kernelFile.js";
 import { detectLayout } from "../cgroup/layout.js";
@@ -12,14 +12,14 @@ import { workerCgroupFromDirs } from "../cgroup/paths.js";
 import { validateDrillName } from "../drill/names.js";
 import { drillDir, isDrillUp, keptRunStatePath, listDrills, listKeptRuns, readState, readStateEntries, readStateFile, readUpEnded, runDir, upDiedUnrecorded, type DrillState, type StateEntry } from "../drill/state.js";
 import { DrillError, ExitCode, RefusedError, UsageError } from "../errors.js";
-import { RecordReadError, recordReadError } from "../util/ownFiles.js";
+import { ForeignRecordError, RecordReadError, recordReadError } from "../util/ownFiles.js";
 import { queueKeys, type QueueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl, sameRedis } from "../queue/redis.js";
 import { scanKeys } from "../drill/drain.js";
 import { holderExited, parseWorkerToken } from "../worker/heartbeatToken.js";
 import { workerKeys } from "../worker/scripts.js";
 import { parseExport, exportTimeMs, queueOfKey } from "./exportFile.js";
-import { doneTime, streamDecisionsCounted } from "./build.js";
+import { codeSpan, doneTime, streamDecisionsCounted } from "./build.js";
 import {
   eventFromEntry,
   eventStreamFromXinfo,
@@ -190,13 +190,13 @@ export function resolveDrillName(stateDir: string, name: string | undefined, red
  * 0700 drill dir, read by another user): it may be the drill that ran on that
  * Redis, and its run would frame the figures (header, window, recording), so
  * the report stops as it does without --redis, with that error's exit code (1
- * for EACCES), rather than say the drill did not run there (QA: "(no drill
- * state)" and "smoke did not", from a state never read). A user who is not
- * root is told how to report the queue alone.
+ * for EACCES, 2 for a record drill did not write), rather than say the drill
+ * did not run there (QA: "(no drill state)" and "smoke did not", from a state
+ * never read). A user who is not root is told how to report the queue alone.
  */
 function drillUnreadableFor(name: string, error: unknown, redisUrl: string): DrillError {
   const alone = "give --state-dir an empty directory of your own to report that Redis's queue alone, without the drill";
-  const said = error instanceof RecordReadError ? recordReadError(error.file, error.cause, alone) : error;
+  const said = error instanceof RecordReadError ? recordReadError(error.file, error.cause, alone) : unusableRecord(error);
   const reason = said instanceof Error ? said.message : String(said);
   return new DrillError(`cannot tell whether drill ${name} ran on ${redactUrl(redisUrl)}: ${reason}`, said instanceof DrillError ? said.exitCode : ExitCode.failed, { cause: error });
 }
@@ -395,6 +395,24 @@ function keptRunExports(dir: string, state: DrillState): string[] {
 }
 
 export async function gatherReport(options: GatherOptions): Promise<Gathered> {
+  try {
+    return await gatherSources(options);
+  } catch (err) {
+    throw unusableRecord(err);
+  }
+}
+
+/**
+ * A record in the state dir drill did not write (readOwnRecord: another
+ * user's, a link) is input the report cannot take: exit 2, bad input
+ * (DESIGN.md), not rollback's 4, "rollback incomplete", which a report,
+ * reading only, has nothing to do with.
+ */
+function unusableRecord(err: unknown): unknown {
+  return err instanceof ForeignRecordError ? new DrillError(err.message, ExitCode.usage, { cause: err }) : err;
+}
+
+async function gatherSources(options: GatherOptions): Promise<Gathered> {
   const now = options.now ?? Date.now;
   const chosen = resolveDrillName(options.stateDir, options.name, options.redisUrl, options.queue);
   const name = chosen.name;
@@ -411,6 +429,9 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   if (state !== null && queueAsked) {
     notes.push(`queue ${keys.queue} is not drill ${name}'s own (${state.queue}): the run's lines (when it ran, how it ended, what up packed) and its pressure figures (its recording) are that drill's; the decisions, first token and totals are queue ${keys.queue}'s`);
   }
+  // After a rollback its figures are in its export (or the AOF): a --queue the source does not hold points there.
+  const drillQueue: DrillQueue | null =
+    state !== null && name !== null && queueAsked ? { name, queue: state.queue, report: reportAgain(drillCommandFor(options.stateDir, options.roots), name, archived?.runId) } : null;
   const dir = name === null ? null : drillDir(options.stateDir, name);
 
   const logDir = name === null ? null : runLogDir(options.stateDir, name, state);
@@ -511,7 +532,7 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
           // queue's keys after rollback exported them; the export holds the figures.
           tried.push(`${redactUrl(url)} holds no key of queue ${keys.queue} any more`);
         } else {
-          await checkQueueLive(redis, keys, url, notes, queueAsked);
+          await checkQueueLive(redis, keys, url, notes, queueAsked, drillQueue);
           const nowMs = now();
           const roots = options.roots ?? new HostRoots();
           const runStartMs = queueAsked ? null : Date.parse(state!.createdAt);
@@ -557,7 +578,7 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
     base.queue = keys.queue;
     exported = parseExport(text, keys);
   }
-  if (exported.queueKeyCount === 0) noQueueKey(keys.queue, `rollback's export ${file}`, exported.queues, notes, queueAsked);
+  if (exported.queueKeyCount === 0) noQueueKey(keys.queue, `rollback's export ${file}`, exported.queues, notes, queueAsked, drillQueue);
   if (exported.badLines > 0) notes.push(`${exported.badLines} line(s) of ${file} were not exported keys: skipped`);
   if (exported.badDone > 0) notes.push(`${exported.badDone} ${keys.done} record(s) were not JSON objects: skipped`);
   const atMs = exportTimeMs(path.basename(file));
@@ -586,28 +607,40 @@ export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   };
 }
 
+/** The drill a report with another --queue is about: the queue it ran on, and the report of it as pasted (reportAgain). */
+interface DrillQueue {
+  name: string;
+  queue: string;
+  report: string;
+}
+
 /**
  * A source that holds no key of the queue asked for: with other queues in it,
  * the queue name (or the source) is wrong: bad input, exit 2, naming the
  * queues it does hold. When the queue is the drill state's own (no --queue),
  * or the source holds no queue at all (nothing packed yet, an empty
  * export) the report goes on, saying so first, so all-zero figures are not
- * read as a clean run.
+ * read as a clean run. A drill named beside another queue (`drill`) is
+ * pointed to: the queue it ran on and the command that reports it (after a
+ * rollback, "give --queue" named another queue of a shared Redis, never the
+ * drill's, whose figures were in its export).
  */
-function noQueueKey(queue: string, where: string, others: string[], notes: string[], asked: boolean): void {
+function noQueueKey(queue: string, where: string, others: string[], notes: string[], asked: boolean, drill: DrillQueue | null): void {
   const elsewhere = others.filter((q) => q !== queue);
+  const ranOn = drill === null ? "" : `; drill ${drill.name} ran on queue ${drill.queue}: ${codeSpan(drill.report)} reports it`;
   if (elsewhere.length > 0 && asked) {
-    throw new UsageError(`--queue: ${where} holds no key of queue "${queue}"; it holds queue${elsewhere.length === 1 ? "" : "s"} ${elsewhere.join(", ")} (give --queue ${elsewhere[0]})`);
+    const give = drill === null ? elsewhere[0] : elsewhere.includes(drill.queue) ? drill.queue : null;
+    throw new UsageError(`--queue: ${where} holds no key of queue "${queue}"; it holds queue${elsewhere.length === 1 ? "" : "s"} ${elsewhere.join(", ")}${give === null ? "" : ` (give --queue ${give})`}${ranOn}`);
   }
   const other = elsewhere.length === 0 ? "nor of any other queue" : `it holds ${elsewhere.join(", ")}`;
-  notes.unshift(`${where} holds no key of queue ${queue} (${other}): nothing was ever packed on it there; every figure in this report is empty, not a clean run`);
+  notes.unshift(`${where} holds no key of queue ${queue} (${other}): nothing was ever packed on it there; every figure in this report is empty, not a clean run${ranOn}`);
 }
 
 /** Keys examined when naming the queues a Redis holds (a shared Redis may be large). */
 const QUEUE_SCAN_LIMIT = 100_000;
 
 /** As noQueueKey, for a Redis: SCAN for the queue's keys, else name the queues there from their `:seq`/`:events`/`_drain` keys. */
-async function checkQueueLive(redis: Redis, keys: QueueKeys, url: string, notes: string[], asked: boolean): Promise<void> {
+async function checkQueueLive(redis: Redis, keys: QueueKeys, url: string, notes: string[], asked: boolean, drill: DrillQueue | null): Promise<void> {
   if (await holdsQueue(redis, keys)) return;
   const queues = new Set<string>();
   let examined = 0;
@@ -623,7 +656,7 @@ async function checkQueueLive(redis: Redis, keys: QueueKeys, url: string, notes:
     }
     cursor = next;
   } while (cursor !== "0" && examined < QUEUE_SCAN_LIMIT);
-  noQueueKey(keys.queue, `Redis ${redactUrl(url)}`, [...queues].sort(), notes, asked);
+  noQueueKey(keys.queue, `Redis ${redactUrl(url)}`, [...queues].sort(), notes, asked, drill);
 }
 
 /** Whether the Redis holds any key of the queue (`<q>`, `<q>_drain`, `<q>:*`). */

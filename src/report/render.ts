@@ -529,6 +529,8 @@ export function renderText(r: Report, color: ChalkInstance): string {
 
 /** Where text output wraps prose and tables stop padding to their longest cell. */
 const TEXT_WIDTH = 100;
+/** What a table's last column counts for in its width: a time (`2025-11-30T11:59:56.000Z`), a figure. */
+const LAST_COLUMN_ROOM = 24;
 
 /**
  * Column widths for text: the widest cell, unless the table would be wider
@@ -537,12 +539,15 @@ const TEXT_WIDTH = 100;
  * shorter cell, and the longer ones run on, unpadded, in their own row only:
  * freely where nothing follows them in the row, in at most one row in five
  * otherwise (their row's later cells shift right). The last column is never
- * padded.
+ * padded: a cell there longer than LAST_COLUMN_ROOM runs on in its own row,
+ * and does not narrow the columns before it, which would not bring that row
+ * in, only move other rows' cells out of line ("p99 against deadline" beside
+ * a long verdict ran past the other labels, its figure out of the column).
  */
 export function textColumnWidths(table: string[][]): number[] {
   const columns = table[0]?.length ?? 0;
   const widths = Array.from({ length: columns }, (_, i) => Math.max(0, ...table.map((row) => (row[i] ?? "").length)));
-  const total = () => widths.reduce((a, b) => a + b + 2, 0);
+  const total = () => widths.reduce((a, b, i) => a + (i === columns - 1 ? Math.min(b, LAST_COLUMN_ROOM) : b) + 2, 0);
   const allowed = Math.max(1, Math.floor((table.length - 1) / 5));
   // Cells of column i longer than `width` with something after them in their row (the header always fits).
   const shifted = (i: number, width: number) => table.slice(1).filter((row) => (row[i] ?? "").length > width && row.slice(i + 1).some((c) => c !== "")).length;

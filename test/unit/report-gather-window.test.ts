@@ -4,7 +4,9 @@ import path from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { watchSample } from "../helpers/watchSample.js";
+import { exportKeys } from "../../src/drill/drain.js";
 import { writeState, type DrillState } from "../../src/drill/state.js";
+import { queueKeys } from "../../src/queue/keys.js";
 import { buildReport } from "../../src/report/build.js";
 import { gatherReport } from "../../src/report/gather.js";
 import { HostRoots } from "../../src/host/kernelFile.js";
@@ -82,6 +84,25 @@ describe("report's live read of the decision stream", () => {
     );
     const own = await gatherReport({ stateDir, name: "w", queue: "wjobs", redisUrl: undefined, sinceMs: 10 * MIN, now: () => T0 + 2 * MIN });
     expect(own.inputs.gatherNotes.join("\n")).not.toContain("is not drill w's own");
+  });
+
+  // A drill on a shared Redis, rolled back and exported, its keys then removed: "give --queue" named another queue there.
+  it("--name with a --queue its Redis does not hold: the drill's queue and the command that reports it from its export", async () => {
+    await redis.set("aaq:seq", "3");
+    await redis.xadd("xq:events", `${T0 + 1 * SEC}-0`, "reason", "admit", "job", "1", "figures", "packed=1000 limit=32000", "ts", String(T0 + 1 * SEC));
+    const gone: DrillState = { version: 1, name: "x", runId: "x-1", drillFile: "d.yaml", createdAt: new Date(T0 - 5 * SEC).toISOString(), phase: "complete", queue: "xq", redis: { url: server.url, embedded: null }, cgroup: null, processes: [], fileDir: null, owner: { pid: process.pid, startTime: null } };
+    writeState(stateDir, gone);
+    await exportKeys(redis, queueKeys("xq"), path.join(stateDir, "x", `final-${new Date(T0 + 10 * SEC).toISOString().replace(/[:.]/g, "-")}.jsonl`));
+    await redis.del("xq:events");
+    const err = (await gatherReport({ stateDir, name: "x", queue: "nosuchq", redisUrl: undefined, sinceMs: 10 * MIN, now: () => T0 + 2 * MIN }).catch((e: unknown) => e)) as Error;
+    expect(err.message).toMatch(/^--queue: Redis \S+ holds no key of queue "nosuchq"; it holds queues .*aaq.*; drill x ran on queue xq: `(.+)` reports it$/);
+    expect(err.message).not.toContain("give --queue");
+    const pasted = pastedArgv(/`(.+)`/.exec(err.message)![1]!);
+    expect(pasted).toEqual(["drill", "--state-dir", stateDir, "report", "--name", "x"]);
+    // That command reads the drill's export.
+    const { inputs } = await gatherReport({ stateDir, name: "x", queue: undefined, redisUrl: undefined, sinceMs: 10 * MIN, now: () => T0 + 2 * MIN });
+    expect(inputs.source.kind).toBe("export");
+    expect(inputs.events?.map((e) => e.job)).toEqual(["1"]);
   });
 
   // The rollback that finishes an unfinished one acts on cgroups: on the tree the report was given, not the real /sys.

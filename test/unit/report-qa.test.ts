@@ -144,6 +144,17 @@ describe("QA 8: a --queue the source holds no key of", () => {
     expect(inputs.jobPlaces?.seq).toBe(12);
   });
 
+  // After a rollback the drill's figures are its export's: a --queue it does not hold names the drill's queue and its report.
+  it("--name with another --queue: the queue the drill ran on, and the command that reports it", async () => {
+    const file = await writeDrill(exportAfterWorkerKill());
+    const err = (await gatherReport({ stateDir, name: "qaA", queue: "other", redisUrl: undefined, sinceMs: 10 * MIN }).catch((e: unknown) => e)) as Error;
+    expect(err).toBeInstanceOf(UsageError);
+    const command = `drill --state-dir ${stateDir} report --name qaA`;
+    expect(err.message).toBe(`--queue: rollback's export ${file} holds no key of queue "other"; it holds queue qaAjobs (give --queue qaAjobs); drill qaA ran on queue qaAjobs: \`${command}\` reports it`);
+    const { inputs } = await gatherReport({ stateDir, name: "qaA", queue: undefined, redisUrl: undefined, sinceMs: 10 * MIN });
+    expect(inputs.jobPlaces?.seq).toBe(12);
+  });
+
   it("an export holding no queue at all: the report goes on, its first note says every figure is empty", async () => {
     const file = await writeDrill("");
     const { inputs } = await gatherReport({ stateDir, name: "qaA", queue: undefined, redisUrl: undefined, sinceMs: 10 * MIN });

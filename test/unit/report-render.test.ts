@@ -5,7 +5,7 @@ import { queueKeys } from "../../src/queue/keys.js";
 import { buildReport, codeSpan, LAB_LABEL } from "../../src/report/build.js";
 import { exportTimeMs, parseExport } from "../../src/report/exportFile.js";
 import type { ReportInputs } from "../../src/report/inputs.js";
-import { COST_ROWS_SHOWN, mdText, renderJson, renderMarkdown, renderText, type ReportDocument } from "../../src/report/render.js";
+import { COST_ROWS_SHOWN, mdText, renderJson, renderMarkdown, renderText, textColumnWidths, type ReportDocument } from "../../src/report/render.js";
 import { reportInputs } from "../helpers/reportInputs.js";
 
 const NOW = Date.parse("2025-11-30T12:00:00.000Z");
@@ -244,4 +244,38 @@ describe("Retries and totals: each retry figure says what it counts", () => {
       expect(out).toMatch(/finished after a retry in window \(attempt > 0\)\D+0\b/);
     });
   }
+});
+
+// A wide value (mixed deadlines, a large p99, negative slack) narrowed the label column to its next shorter label:
+// "p99 against deadline" ran past it and its figure started 2 columns right of every other row's (pasted, it read broken).
+describe("the figure/value tables: every row's figure starts in one column", () => {
+  const section = (text: string, title: string) => text.slice(text.indexOf(`\n${title}\n`) + 1).split("\n\n")[0]!.split("\n");
+  /** Where each row's figure starts: the first character after its label and the spaces that follow. */
+  const figureColumns = (lines: string[], labels: string[]) =>
+    labels.map((label) => {
+      const line = lines.find((l) => l.startsWith(`  ${label}  `))!;
+      return line.length - line.slice(2 + label.length).trimStart().length;
+    });
+  const LABELS = ["admitted in window", "finished in window", "with a first token", "first token p50", "first token p99", "first token max", "deadline", "p99 against deadline", "late jobs"];
+
+  it.each([
+    ["mixed deadlines, a large p99", { p99_ms: 98_765_432, max_ms: 99_999_999, deadline_ms: { min: 2000, max: 8000 }, p99_over_deadline_ms: 98_763_432, p99_deadline_ms: 2000, p99_over_own_deadline_ms: 98_757_432 }],
+    ["mixed deadlines, negative slack", { p99_ms: 700, deadline_ms: { min: 2000, max: 8000 }, p99_over_deadline_ms: -1300, p99_deadline_ms: 2000, p99_over_own_deadline_ms: -7300 }],
+    ["one deadline, 20 late ids", { p99_over_deadline_ms: -1272, late: 20, late_finished: 20, late_unfinished: 0, late_jobs: Array.from({ length: 20 }, (_, i) => String(1000 + i)) }],
+  ])("%s: the p99 against deadline row's too, the table's columns within 80", (_what, over) => {
+    const r = report();
+    const lines = section(renderText({ ...r, first_token: { ...r.first_token!, ...over } }, plain), "First token of admitted jobs");
+    const columns = figureColumns(lines, LABELS);
+    expect(new Set(columns)).toEqual(new Set([columns[0]]));
+    const header = lines.find((l) => l.trimStart().startsWith("figure"))!;
+    expect(header.indexOf("value")).toBe(columns[0]);
+    // The labels and where the figures start fit 80 columns; a figure too long for the room left runs on in its own row.
+    expect(columns[0]).toBeLessThan(80);
+    for (const line of lines.filter((l) => l.length > 80)) expect(line.slice(columns[0]!).length).toBeGreaterThan(80 - columns[0]!);
+  });
+
+  it("textColumnWidths: a two-column table's labels keep their width, however wide a figure", () => {
+    const table = [["figure", "value"], ["admitted in window", "3"], ["p99 against deadline", "x".repeat(120)], ["first token p50", "812 ms"]];
+    expect(textColumnWidths(table)).toEqual([20, 120]);
+  });
 });
