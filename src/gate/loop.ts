@@ -9,7 +9,7 @@ import { gateModeOf, modeValueField, modeWarning, type StoredMode } from "../que
 import { DrillQueue, rejectRoute, type DeadGatesRecovery, type RejectRoute, type StoredOutcome } from "../queue/queue.js";
 import { BlockingMover, closeRedis, connectRedis, emptyTakeAnsweredAt, hurryOnStop, redactUrl, redisErrorText, WatchdogTimeout } from "../queue/redis.js";
 import { unansweredGiveBackLine, type Holding } from "../queue/giveBack.js";
-import { decideAdmission, decisionFigures, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
+import { attemptField, decideAdmission, decisionFigures, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
 import { GateSampler, type CgroupSignals, type WorkerCgroupProbe } from "./signals.js";
 import { answeredWithRefusal } from "../queue/refusal.js";
 
@@ -493,7 +493,8 @@ function emitStored(options: GateOptions, deps: GateDeps, summary: GateSummary, 
 /**
  * A decision read back from the job's record, not made now: a redelivery
  * (the stored decision re-applied) or one whose reply was lost. Its line is
- * the record's, flagged; its JSON has a fresh decision's typed fields.
+ * the record's, with this copy's attempt= as a fresh line has it, flagged; its
+ * JSON has a fresh decision's typed fields.
  * A reject whose reply was lost went where this gate sent it (rejectRoute:
  * this job, this attempt, this gate's retry options), said as a fresh
  * reject's ` route=` is. A redelivered copy has none: it is dropped, and the
@@ -514,7 +515,7 @@ function emitStoredDecision(
     options,
     deps,
     { event: "decision", decision: stored.storedKind, job: job.id, attempt: job.attempt, gate: options.gateId, ...figuresJson(stored.storedFigures), ...(route === null ? {} : { route }), [flag]: true },
-    `${stored.storedKind} job=${job.id} ${stored.storedFigures}${route === null ? "" : ` route=${route}`} ${flag}=1`,
+    `${stored.storedKind} job=${job.id} ${stored.storedFigures}${attemptField(job.attempt)}${route === null ? "" : ` route=${route}`} ${flag}=1`,
   );
 }
 

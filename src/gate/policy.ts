@@ -263,6 +263,10 @@ export function formatPsi(psi: number | "missing"): string {
 
 /** The log line of one decision, e.g. `reject_packed_tokens job=7 packed=36012 limit=32000`. */
 export function formatDecisionLine(decision: AdmissionDecision, job: Pick<Job, "id"> & { attempt?: number }): string {
-  const attempt = job.attempt !== undefined && job.attempt > 0 ? ` attempt=${job.attempt}` : "";
-  return `${decision.kind} job=${job.id} ${decisionFigures(decision)}${attempt}`;
+  return `${decision.kind} job=${job.id} ${decisionFigures(decision)}${attemptField(job.attempt)}`;
+}
+
+/** ` attempt=2` on a decision line of a retried job (fresh or read back from its record); nothing on a first delivery. */
+export function attemptField(attempt: number | undefined): string {
+  return attempt !== undefined && attempt > 0 ? ` attempt=${attempt}` : "";
 }

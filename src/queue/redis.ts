@@ -45,7 +45,9 @@ export function openRedis(url: string, options: RedisOptions): Redis {
   // ioredis's 2 s disconnectTimeout kept a command alive 2 s after a refused
   // connection (a timer for a socket that never opened); a socket that did open
   // closes on loopback in well under this.
-  const redis = new Redis(url, { disconnectTimeout: 200, ...options });
+  // ioredis polls a loading server again after its own loading_eta_seconds (10 s at most): past our ready bound,
+  // and its timer held the process that long after the command gave up. A short poll sees the load end.
+  const redis = new Redis(url, { disconnectTimeout: 200, maxLoadingRetryTime: LOADING_POLL_MS, ...options });
   boundUntilReady(redis, options.connectTimeout ?? DEFAULT_CONNECT_TIMEOUT_MS);
   hearRefusalAtConnect(redis);
   quietReadyCheck(redis);
@@ -64,9 +66,61 @@ export function openRedis(url: string, options: RedisOptions): Redis {
 /** ioredis's own default connectTimeout. */
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
+/** How often a client connected to a Redis still loading its data set asks it again (INFO). */
+const LOADING_POLL_MS = 250;
+
+/**
+ * A server loading its data set (an AOF or RDB read at start) answers INFO
+ * with loading:1 and refuses most commands with LOADING; these are its own
+ * figures, null when INFO lacked them.
+ */
+interface LoadingProgress {
+  /** loading_loaded_perc, e.g. 37.2. */
+  percent: number | null;
+  /** loading_eta_seconds: the server's own estimate. */
+  etaSeconds: number | null;
+}
+
+/**
+ * Whether an INFO reply says the server is loading, and how far: parses
+ * `loading:1`, `loading_loaded_perc:37.20`, `loading_eta_seconds:12`; null
+ * for a server not loading (loading:0) or a reply without the field.
+ */
+function loadingProgress(info: string): LoadingProgress | null {
+  const field = (name: string): string | undefined => new RegExp(`^${name}:(.*?)\\r?$`, "m").exec(info)?.[1];
+  if (field("loading") !== "1") return null;
+  const number = (name: string): number | null => {
+    const value = Number(field(name) ?? Number.NaN);
+    return Number.isFinite(value) ? value : null;
+  };
+  return { percent: number("loading_loaded_perc"), etaSeconds: number("loading_eta_seconds") };
+}
+
+/** "is loading its data set from disk (37.2% loaded, about 12 s left by its estimate): …". */
+function loadingText(progress: LoadingProgress): string {
+  const figures = [
+    ...(progress.percent === null ? [] : [`${progress.percent}% loaded`]),
+    ...(progress.etaSeconds === null ? [] : [`about ${progress.etaSeconds} s left by its estimate`]),
+  ];
+  return `is loading its data set from disk${figures.length === 0 ? "" : ` (${figures.join(", ")})`}: it answers commands once done (not paused, not gone)`;
+}
+
+/** What the ready check last read of a server still loading; cleared once ready or once the server is seen gone. */
+const loadingSeen = new WeakMap<Redis, LoadingProgress>();
+
+/**
+ * `Redis at 127.0.0.1:6379 is loading its data set from disk (…)` when this
+ * client's connection last read that its server was loading and it has not
+ * been ready since; null otherwise.
+ */
+export function serverLoading(redis: Redis): string | null {
+  const loading = loadingSeen.get(redis);
+  return loading === undefined ? null : `Redis at ${redisAddress(redis)} ${loadingText(loading)}`;
+}
+
 class NoReplyOnConnect extends Error {
-  constructor(ms: number) {
-    super(`connected, but no reply within ${ms} ms (server paused, e.g. SIGSTOP, or not Redis)`);
+  constructor(ms: number, loading: string | null) {
+    super(loading === null ? `connected, but no reply within ${ms} ms (server paused, e.g. SIGSTOP, or not Redis)` : `${loading}; not ready within ${ms} ms`);
     this.name = "NoReplyOnConnect";
   }
 }
@@ -84,7 +138,7 @@ function boundUntilReady(redis: Redis, ms: number): void {
   redis.on("connect", () => {
     const stream = redis.stream;
     const timer = setTimeout(() => {
-      redis.emit("error", new NoReplyOnConnect(ms));
+      redis.emit("error", new NoReplyOnConnect(ms, serverLoading(redis)));
       stream.destroy();
     }, ms);
     const settled = () => {
@@ -183,15 +237,31 @@ function firstLine(redis: Redis, ms: number): Promise<string | null> {
  * goes on. Drill goes on too, quietly: nothing is wrong for the operator (a
  * Redis still loading then refuses the first commands with LOADING, said
  * as such). ioredis's _readyCheck calls this.info at once, so an own
- * `info` for that one call sees the refusal first.
+ * `info` for that one call sees the refusal first, and a reply saying the
+ * server is loading (ioredis then asks again later), kept so that the bound
+ * on the connection says so rather than "no reply". A later ask whose
+ * connection has closed since is dropped: that wait ended with it.
  */
 function quietReadyCheck(redis: Redis): void {
   type Reply = (err: Error | null, info?: unknown) => void;
   const internals = redis as unknown as { _readyCheck: (callback: Reply) => void; info: (callback: Reply) => unknown };
   const readyCheck = internals._readyCheck;
+  const checkedOn = new WeakMap<Reply, unknown>();
+  redis.on("ready", () => loadingSeen.delete(redis));
+  redis.on("error", (err: Error) => {
+    if (!(err instanceof NoReplyOnConnect)) loadingSeen.delete(redis);
+  });
   internals._readyCheck = function (callback) {
+    if (!checkedOn.has(callback)) checkedOn.set(callback, redis.stream);
+    else if (checkedOn.get(callback) !== redis.stream || redis.status !== "connect") return;
     const info = Redis.prototype.info as unknown as (this: Redis, callback: Reply) => unknown;
-    internals.info = (reply) => info.call(redis, (err, res) => (err !== null && /\bNOPERM\b/.test(err.message) ? reply(null, "") : reply(err, res)));
+    internals.info = (reply) =>
+      info.call(redis, (err, res) => {
+        if (err !== null && /\bNOPERM\b/.test(err.message)) return reply(null, "");
+        const loading = typeof res === "string" ? loadingProgress(res) : null;
+        if (loading !== null) loadingSeen.set(redis, loading);
+        reply(err, res);
+      });
     try {
       readyCheck.call(redis, callback);
     } finally {
@@ -343,7 +413,9 @@ export function redisErrorText(err: unknown, redis?: Redis): string {
   if (timedOut(err)) {
     if (redis === undefined) return "no reply in time: redis paused (SIGSTOP?) or overloaded";
     const within = `Redis at ${redisAddress(redis)} did not answer within ${formatDuration(Number(redis.options.commandTimeout))}`;
-    return redis.status !== "ready" ? `${within}: not connected (down or restarting)` : `${within}: check whether it is paused (CLIENT PAUSE, SIGSTOP) or overloaded`;
+    if (redis.status === "ready") return `${within}: check whether it is paused (CLIENT PAUSE, SIGSTOP) or overloaded`;
+    const loading = loadingSeen.get(redis);
+    return loading === undefined ? `${within}: not connected (down or restarting)` : `${within}: it ${loadingText(loading)}`;
   }
   if (err.name === "MaxRetriesPerRequestError") return "the connection dropped and reconnecting failed";
   if (err.message === "Connection is closed.") return "the connection to redis is closed";

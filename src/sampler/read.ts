@@ -11,7 +11,7 @@ import { scanKeyedCounters } from "../host/keyedCounters.js";
 import { parsePsi, type Psi } from "../host/psi.js";
 import { parseVmstatCounters, SWAP_COUNTER_NAMES, type Vmstat } from "../host/vmstat.js";
 import type { QueueKeys } from "../queue/keys.js";
-import { connectionRefusal, databaseRefusal, notRedisReply, openRedis, redactUrl } from "../queue/redis.js";
+import { connectionRefusal, databaseRefusal, notRedisReply, openRedis, redactUrl, serverLoading } from "../queue/redis.js";
 import { script } from "../queue/scripts.js";
 import { workerKeys } from "../worker/scripts.js";
 import {
@@ -609,7 +609,11 @@ export class QueueReader {
   }
 
   async read(): Promise<Reading<QueueRaw>> {
-    if (this.redis.status !== "ready") return fail(this.source, `not connected (${this.redis.status})${this.lastError === null ? "" : `: ${this.lastError}`}`);
+    if (this.redis.status !== "ready") {
+      // Loading its data set, the server answers the ready check's INFO and nothing else: that, not ioredis's last words.
+      const why = serverLoading(this.redis) ?? this.lastError;
+      return fail(this.source, `not connected (${this.redis.status})${why === null ? "" : `: ${why}`}`);
+    }
     const k = this.keys;
     void this.findWorkingLists();
     let timer: NodeJS.Timeout | undefined;

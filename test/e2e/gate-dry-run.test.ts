@@ -118,7 +118,8 @@ describe("gate --dry-run predicts the gate's decisions (built binary)", () => {
     const { dry, real } = await dryRunThenGate(queue);
     expect(real).toEqual([
       "admit job=70 packed=100 limit=32000 redelivery=1",
-      "admit job=70 packed=100 limit=32000 redelivery=1",
+      // The recovered copy's attempt, as a fresh line of it has it (the two lines were the same without it).
+      "admit job=70 packed=100 limit=32000 attempt=1 redelivery=1",
       'dead job=70 reason=id_reused_with_different_payload detail="first=admit"',
       "reject_packed_tokens job=71 packed=40100 limit=32000 redelivery=1",
       "reject_packed_tokens job=71 packed=40100 limit=32000 attempt=1 route=retry",
