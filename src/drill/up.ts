@@ -460,7 +460,10 @@ function scheduleFailure(stateDir: string, state: DrillState, err: unknown, dril
     unrecorded = (writeErr as Error).message;
   }
   const recorded = unrecorded === null ? `${statePath(stateDir, state.name)} records it stopped` : `its end is not recorded (${unrecorded})`;
-  return new DrillError(`up failed in run ${state.runId}'s schedule: ${what}; it stopped packing and exits, ${recorded}; its processes and cgroup stay until rollback: run \`${rollbackAgain(drillCmd, {}, state.name)}\``);
+  // A bug (not drill's own error): its stack below the line, for the bug report, as main prints an unexpected error's.
+  const cause = err instanceof ScheduleFailed ? err.error : err;
+  const trace = !(cause instanceof DrillError) && cause instanceof Error && cause.stack !== undefined ? `\n${cause.stack}` : "";
+  return new DrillError(`up failed in run ${state.runId}'s schedule: ${what}; it stopped packing and exits, ${recorded}; its processes and cgroup stay until rollback: run \`${rollbackAgain(drillCmd, {}, state.name)}\`${trace}`);
 }
 
 /**

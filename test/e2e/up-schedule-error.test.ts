@@ -48,8 +48,11 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
     const said = up.stdout + up.stderr;
     expect(up.exitCode, said).toBe(1);
     const before = readState(stateDir, "schedthrow")!;
-    // One line: the error, that the run is recorded stopped, and the rollback as typed.
-    expect(up.stderr.trim(), said).toBe(
+    // One line: the error, that the run is recorded stopped, and the rollback as typed; then the bug's stack.
+    const [line, ...trace] = up.stderr.trim().split("\n");
+    expect(trace[0], said).toBe("Error: DRILL_CRASH_AT=phase-0:throw");
+    expect(trace[1], said).toMatch(/^ {4}at /);
+    expect(line, said).toBe(
       `drill: up failed in run ${before.runId}'s schedule: DRILL_CRASH_AT=phase-0:throw; it stopped packing and exits, ${stateDir}/schedthrow/state.json records it stopped; ` +
         `its processes and cgroup stay until rollback: run \`drill --state-dir ${stateDir} rollback --name schedthrow\``,
     );
