@@ -9,7 +9,7 @@ import { gateModeOf, modeValueField, modeWarning, type StoredMode } from "../que
 import { DrillQueue, rejectRoute, type DeadGatesRecovery, type RejectRoute, type StoredOutcome } from "../queue/queue.js";
 import { BlockingMover, closeRedis, connectRedis, emptyTakeAnsweredAt, hurryOnStop, redactUrl, redisErrorText, WatchdogTimeout } from "../queue/redis.js";
 import { unansweredGiveBackLine, type Holding } from "../queue/giveBack.js";
-import { attemptField, decideAdmission, decisionFigures, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
+import { decideAdmission, decisionFigures, decisionLineOf, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
 import { GateSampler, type CgroupSignals, type WorkerCgroupProbe } from "./signals.js";
 import { answeredWithRefusal } from "../queue/refusal.js";
 
@@ -327,7 +327,7 @@ async function decideOne(
     route = outcome.route;
   }
   record(summary, decision.kind);
-  emit(options, deps, { ...decisionJson(decision, job, gateId, route), ...modeJson(modeNote) }, decisionLine(decision, job, modeNote, route));
+  emit(options, deps, { ...decisionJson(decision, job, gateId, route), ...modeJson(modeNote) }, formatDecisionLine(decision, job, modeNote, route));
 }
 
 /**
@@ -429,7 +429,7 @@ async function dryRunPass(
     // Where the reject would send it, as queue.reject routes it.
     const route: RejectRoute | null = decision.kind === "admit" ? null : rejectRoute(job, options);
     record(summary, decision.kind);
-    emit(options, deps, { ...decisionJson(decision, job, options.gateId, route), ...modeJson(modeNote) }, decisionLine(decision, job, modeNote, route));
+    emit(options, deps, { ...decisionJson(decision, job, options.gateId, route), ...modeJson(modeNote) }, formatDecisionLine(decision, job, modeNote, route));
   }
 }
 
@@ -493,7 +493,8 @@ function emitStored(options: GateOptions, deps: GateDeps, summary: GateSummary, 
 /**
  * A decision read back from the job's record, not made now: a redelivery
  * (the stored decision re-applied) or one whose reply was lost. Its line is
- * the record's, with this copy's attempt= as a fresh line has it, flagged; its
+ * the record's, with this copy's attempt= where a fresh line has it (before the
+ * lever's note the record's figures end with: decisionLineOf), flagged; its
  * JSON has a fresh decision's typed fields.
  * A reject whose reply was lost went where this gate sent it (rejectRoute:
  * this job, this attempt, this gate's retry options), said as a fresh
@@ -515,7 +516,7 @@ function emitStoredDecision(
     options,
     deps,
     { event: "decision", decision: stored.storedKind, job: job.id, attempt: job.attempt, gate: options.gateId, ...figuresJson(stored.storedFigures), ...(route === null ? {} : { route }), [flag]: true },
-    `${stored.storedKind} job=${job.id} ${stored.storedFigures}${attemptField(job.attempt)}${route === null ? "" : ` route=${route}`} ${flag}=1`,
+    `${decisionLineOf(stored.storedKind, job.id, stored.storedFigures, job.attempt, route)} ${flag}=1`,
   );
 }
 
@@ -544,15 +545,6 @@ function decisionJson(decision: AdmissionDecision, job: Job, gate: string, route
   }
   if (route !== null) base.route = route;
   return base;
-}
-
-/**
- * A fresh decision's text: the policy's words, what the lever held when it is
- * not a mode, where a reject went: ` route=retry` (`<q>:retry:<class>`) or
- * ` route=dead`, both said (QA: only dead was, so a retried reject read as unrouted).
- */
-function decisionLine(decision: AdmissionDecision, job: Job, modeNote: string, route: RejectRoute | null): string {
-  return `${formatDecisionLine(decision, job)}${modeNote}${route === null ? "" : ` route=${route}`}`;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { deadlineSlackMs, type Job } from "../queue/job.js";
+import { splitModeNote } from "../queue/mode.js";
 
 /**
  * The admission policy of the runbook, pure: same inputs, same decision.
@@ -261,12 +262,31 @@ export function formatPsi(psi: number | "missing"): string {
   return psi === "missing" ? "missing" : psi.toFixed(2);
 }
 
-/** The log line of one decision, e.g. `reject_packed_tokens job=7 packed=36012 limit=32000`. */
-export function formatDecisionLine(decision: AdmissionDecision, job: Pick<Job, "id"> & { attempt?: number }): string {
-  return `${decision.kind} job=${job.id} ${decisionFigures(decision)}${attemptField(job.attempt)}`;
+/**
+ * A fresh decision's line, e.g. `reject_packed_tokens job=7 packed=36012 limit=32000`:
+ * the policy's words, what the lever held when it is not a mode (` mode_value=banana`),
+ * where a reject went: ` route=retry` (`<q>:retry:<class>`) or ` route=dead`, both
+ * said (QA: only dead was, so a retried reject read as unrouted).
+ */
+export function formatDecisionLine(decision: AdmissionDecision, job: Pick<Job, "id"> & { attempt?: number }, modeNote = "", route: string | null = null): string {
+  return decisionLineOf(decision.kind, job.id, decisionFigures(decision) + modeNote, job.attempt, route);
+}
+
+/**
+ * A decision line from what the gate records of it: `figures` as stored in
+ * `<q>:decisions` and `<q>:events` (decisionFigures(), then the lever's note
+ * when it is not a mode), the copy's attempt, the route a reject took. One
+ * order for every line of a decision: the gate's fresh one, one read back from
+ * its record (redelivery=1, reply_lost=1 follow), and drill watch's and drill
+ * report's rebuild from its event: `psi=0.40 mode=reject_all attempt=2
+ * mode_value=banana route=retry`.
+ */
+export function decisionLineOf(kind: string, job: string, figures: string, attempt: number | undefined, route: string | null = null): string {
+  const split = splitModeNote(figures);
+  return `${kind} job=${job}${split.figures === "" ? "" : ` ${split.figures}`}${attemptField(attempt)}${split.modeNote}${route === null ? "" : ` route=${route}`}`;
 }
 
 /** ` attempt=2` on a decision line of a retried job (fresh or read back from its record); nothing on a first delivery. */
-export function attemptField(attempt: number | undefined): string {
+function attemptField(attempt: number | undefined): string {
   return attempt !== undefined && attempt > 0 ? ` attempt=${attempt}` : "";
 }

@@ -34,6 +34,19 @@ export function modeValueField(stored: StoredMode): string | null {
   return `mode_value=${/^[^\s"]+$/.test(value) ? value : JSON.stringify(value)}`;
 }
 
+/**
+ * A decision's recorded figures (decisionFigures(), then ` ${modeValueField()}`
+ * when the lever was not a mode: what `<q>:decisions` and `<q>:events` hold)
+ * split where that note begins: the decision's own figures, and the note with
+ * its leading space, or "". The note's value may be quoted with spaces in it;
+ * the decision's figures never hold `mode_value=`/`mode_type=`, so the first
+ * one is the note's.
+ */
+export function splitModeNote(figures: string): { figures: string; modeNote: string } {
+  const at = figures.search(/ mode_(?:value|type)=/);
+  return at < 0 ? { figures, modeNote: "" } : { figures: figures.slice(0, at), modeNote: figures.slice(at) };
+}
+
 /** The stderr line for a lever that is not a mode (gate, dry run, `gate mode`), or null. */
 export function modeWarning(key: string, stored: StoredMode, what: string): string | null {
   const mistake = modeMistake(stored);

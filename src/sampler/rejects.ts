@@ -7,6 +7,7 @@
  * the sample. Pure: the script's reply in, lines out.
  */
 
+import { decisionLineOf } from "../gate/policy.js";
 import { parseCount } from "../util/counters.js";
 
 /** At most this many reject lines a sample: a storm is one `(N more)` line, not a flooded terminal. */
@@ -76,17 +77,16 @@ export function parseRejectEvents(tip: unknown, entries: unknown, beyond: unknow
 }
 
 /**
- * The line the gate printed for this entry (src/gate/loop.ts: formatDecisionLine,
- * then the route the reject took), e.g.
+ * The line the gate printed for this entry, built as the gate builds it
+ * (src/gate/policy.ts: decisionLineOf), e.g.
  * `reject_packed_tokens job=7 packed=36012 limit=32000 route=retry`. The
- * entry's figures end with that route, ` route=retry` or ` route=dead`; the
- * line has it after the attempt, as the gate's does.
+ * entry's figures end with the route the reject took, ` route=retry` or
+ * ` route=dead`; the line has it last, as the gate's does.
  */
 export function formatRejectEvent(fields: Record<string, string | undefined>): string {
   const route = / route=(retry|dead)$/.exec(fields.figures ?? "");
   const figures = route ? fields.figures!.slice(0, route.index) : (fields.figures ?? "");
-  const attempt = /^[1-9]\d*$/.test(fields.attempt ?? "") ? ` attempt=${fields.attempt}` : "";
-  return `${fields.reason ?? "-"} job=${fields.job || "-"}${figures === "" ? "" : ` ${figures}`}${attempt}${route ? ` route=${route[1]}` : ""}`;
+  return decisionLineOf(fields.reason ?? "-", fields.job || "-", figures, parseCount(fields.attempt ?? "") ?? undefined, route ? route[1]! : null);
 }
 
 /** Sum of the reject_* counters (as src/sampler/step.ts reads them: a value that is not a count is left out). */

@@ -16,6 +16,7 @@ import { fuzzPayloads } from "../fuzzPayloads.js";
 import { startRedisServer, untilBlockedInBlmove, untilClientGone, type RedisServer } from "../helpers/redisServer.js";
 import { startReplyCutProxy } from "../helpers/replyCutProxy.js";
 import { admitScript, rejectScript } from "../../src/queue/scripts.js";
+import { formatRejectEvent } from "../../src/sampler/rejects.js";
 import { CALM_PSI, HOT_PSI } from "../helpers/psiText.js";
 
 let server: RedisServer;
@@ -750,6 +751,38 @@ describe("gate against a real redis-server and a fake procfs", () => {
     expect(await redis.llen(queue.keys.admitted)).toBe(0);
     expect(await redis.llen(queue.keys.retry("dedicated"))).toBe(2);
     await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
+  // A stored line had attempt= after mode_value= (the record's figures end with the lever's note), a fresh one before it:
+  // a reader diffing the two saw the fields move, not only redelivery=1 added.
+  it("a redelivered reject under a lever that is not a mode: its line is the fresh line's fields in the fresh line's order, flagged; watch and report rebuild the gate's line", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const payload = encodeJob({ ...unnumberedJob(spec), id: "5", attempt: 1 });
+    await queue.pushRaw(payload);
+    await queue.pushRaw(payload); // the same copy again: a redelivery of the stored reject
+    await redis.set(queue.keys.mode, "banana");
+    const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { maxJobs: 2 });
+    await gate.done;
+    const fresh = "reject_host_pressure job=5 psi=0.00 mode=reject_all attempt=1 mode_value=banana route=retry";
+    expect(gate.lines).toEqual([fresh, "reject_host_pressure job=5 psi=0.00 mode=reject_all attempt=1 mode_value=banana redelivery=1"]);
+    // What drill watch and drill report print of the gate's <q>:events entry is the gate's own line.
+    const entries = await redis.xrange(queue.keys.events, "-", "+");
+    const rejects = entries.map(([, kv]) => Object.fromEntries(kv.flatMap((v, i) => (i % 2 === 0 ? [[v, kv[i + 1]]] : [])))).filter((f) => f.reason === "reject_host_pressure");
+    expect(rejects.map((f) => formatRejectEvent(f))).toEqual([fresh]);
+  });
+
+  it("a decision record a previous drill stored (figures ending with the lever's note) still reads: its line has this copy's attempt before the note", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const payload = encodeJob({ ...unnumberedJob(spec), id: "6", attempt: 2 });
+    const decoded = decodeJob(payload);
+    if (!decoded.ok) throw new Error(decoded.reason);
+    // As drill before this change wrote it: fingerprint, attempt, kind, figures (decisionFigures + the mode note), tab-separated.
+    await redis.hset(queue.keys.decisions, "6", `${decoded.fingerprint}\t2\treject_host_pressure\tpsi=0.00 mode=reject_all mode_value="reject all"`);
+    await queue.pushRaw(payload);
+    const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { maxJobs: 1 });
+    await gate.done;
+    expect(gate.lines).toEqual(['reject_host_pressure job=6 psi=0.00 mode=reject_all attempt=2 mode_value="reject all" redelivery=1']);
+    expect(gate.errors).toEqual([]);
   });
 
   it("exactly admit, or no key, admits", async () => {

@@ -118,6 +118,8 @@ describe("reject lines in the seed format", () => {
     expect(rejectLine(entries[0]!)).toBe("reject_host_pressure job=- psi=12.40 route=retry");
     // A route the gate never writes is no route: the figures as stored.
     expect(rejectLine(entries[1]!)).toBe("reject_host_pressure job=7 psi=12.40 route=other attempt=1");
+    // A lever that is not a mode: its note after the attempt, as the gate's line (and watch's) has it.
+    expect(rejectLine(event("reject_host_pressure", "7", "psi=0.40 mode=reject_all mode_value=banana route=retry", NOW, 2))).toBe("reject_host_pressure job=7 psi=0.40 mode=reject_all attempt=2 mode_value=banana route=retry");
   });
 
   it("first and last reject of the window, admits and mode flips skipped", () => {

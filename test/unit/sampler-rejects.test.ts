@@ -46,6 +46,16 @@ describe("formatRejectEvent: the gate's own line from its <q>:events entry", () 
     expect(formatRejectEvent({ reason: "reject_deadline_slack", job: "9", figures: "slack_ms=420 route=dead", attempt: "0" })).toBe("reject_deadline_slack job=9 slack_ms=420 route=dead");
   });
 
+  // The entry's figures end with the lever's note (mode_value=/mode_type=, what the gate stored); the gate's line has the attempt before it.
+  it.each([
+    ["psi=0.40 mode=reject_all mode_value=banana", "2", "reject_host_pressure job=7 psi=0.40 mode=reject_all attempt=2 mode_value=banana route=dead"],
+    ['psi=0.40 mode=reject_all mode_value="reject all"', "1", 'reject_host_pressure job=7 psi=0.40 mode=reject_all attempt=1 mode_value="reject all" route=dead'],
+    ["psi=0.40 mode=reject_all mode_type=hash", "3", "reject_host_pressure job=7 psi=0.40 mode=reject_all attempt=3 mode_type=hash route=dead"],
+    ["psi=0.40 mode=reject_all mode_type=hash", "0", "reject_host_pressure job=7 psi=0.40 mode=reject_all mode_type=hash route=dead"],
+  ])("a lever that is not a mode (%s, attempt %s): the attempt before its note, as the gate's line", (figures, attempt, line) => {
+    expect(formatRejectEvent({ reason: "reject_host_pressure", job: "7", figures: `${figures} route=dead`, attempt })).toBe(line);
+  });
+
   it("an entry missing fields says so with '-' rather than inventing them", () => {
     expect(formatRejectEvent({ reason: "reject_host_pressure" })).toBe("reject_host_pressure job=-");
     expect(formatRejectEvent({ reason: "reject_host_pressure", job: "", figures: "psi=12.40", attempt: "x" })).toBe("reject_host_pressure job=- psi=12.40");
