@@ -229,9 +229,11 @@ async function runInForeground(
 
 /**
  * A state write refused (full, read-only) while up set up, after its run's
- * first write: each act's intent is written before it, so what it started by
- * then is recorded, and that drill's rollback is what to run. null for any
- * other failure, or before this run wrote its state.
+ * first write and before a Redis answered (one refused later stops the drill
+ * with its summary): the run dir, the embedded Redis's intent or dir. Nothing
+ * was started then (no summary to read), but state.json says the run is
+ * starting: that drill's rollback closes it. null for any other failure, or
+ * before this run wrote its state.
  */
 function setupStateRefused(err: unknown, stateDir: string, name: string, drillCmd: string): DrillError | null {
   if (stateDirRefusal(err) === null) return null;
@@ -242,7 +244,12 @@ function setupStateRefused(err: unknown, stateDir: string, name: string, drillCm
     return null;
   }
   if (state === null || state.owner.pid !== process.pid) return null;
-  return new DrillError(`${(err as Error).message}; up stopped while setting up run ${state.runId}: what it started by then is recorded there: run \`${drillCmd} rollback --name ${name}\``, undefined, { cause: err });
+  // Each act's intent is written before it: one with a pid (or a cgroup) was started, and is recorded.
+  const started = state.cgroup !== null || state.processes.some((p) => p.pid !== null);
+  const left = started
+    ? "what it started by then is recorded there"
+    : `it had started nothing (no Redis, cgroup or process; no summary: nothing ran), but ${statePath(stateDir, name)} says the run is starting`;
+  return new DrillError(`${(err as Error).message}; up stopped while setting up run ${state.runId}: ${left}: run \`${drillCmd} rollback --name ${name}\``, undefined, { cause: err });
 }
 
 export interface ClosingFacts {

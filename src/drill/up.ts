@@ -11,7 +11,7 @@ import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import { DEFAULT_CGROUP_NAME, validateParent } from "../cgroup/names.js";
 import { resolveWorkerCgroup } from "../cgroup/paths.js";
 import { applySetup, inspectForSetup, planSetup } from "../cgroup/setup.js";
-import { writeJsonDurably } from "../cgroup/stateFiles.js";
+import { stateDirError, writeJsonDurably } from "../cgroup/stateFiles.js";
 import { evaluateChecks, type Check } from "../doctor/checks.js";
 import { gatherFacts } from "../doctor/gather.js";
 import { DrillError, RefusedError, UsageError } from "../errors.js";
@@ -234,12 +234,24 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       stopIfTakenOver();
       writeState(stateDir, state);
     };
-    // Never an existing dir (EEXIST): a run dir is nobody else's.
-    makeDirs(path.dirname(dir));
-    mkdirSync(dir, { mode: OWN_DIR_MODE });
+    // Never an existing dir (EEXIST): a run dir is nobody else's. Refused (full, read-only): said as a state write (up.run.ts).
+    try {
+      makeDirs(path.dirname(dir));
+      mkdirSync(dir, { mode: OWN_DIR_MODE });
+    } catch (err) {
+      throw stateDirError("create the run dir", dir, err);
+    }
     // The state dir too, absolute: a rollback pointed at another one finds them and says where to look.
     const env = { ...process.env, DRILL_RUN_ID: runId, DRILL_STATE_DIR: path.resolve(stateDir) };
 
+    // A state write the state dir refused while setting up (full, read-only), once a Redis answers: the drill stops there, as at a
+    // Ctrl-C: nothing is started after it (its intent could not be recorded), and the schedule says what it made.
+    // One refused before (no Redis to read a summary from) fails up with what it left (up.run.ts).
+    let setupRefused: EarlyExit | null = null;
+    const refusedWhileSettingUp = (what: string, err: unknown): void => {
+      setupRefused = stateUnwritten(what, err);
+      if (setupRefused === null) throw err;
+    };
     // Redis: the one given, or an embedded server with AOF in this run's dir.
     if (!options.redisUrl) {
       const redisDir = path.join(dir, "redis");
@@ -250,11 +262,19 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       save();
       // It holds the drain and stops last, as in rollback: the children, gone at
       // duration + 5 min, never find it gone (or somebody else's on its port).
-      const embedded = await startEmbeddedRedis({ dir: redisDir, port, detached: true, env, lifetimeMs: drill.duration + SELF_EXIT_GRACE_MS + REDIS_STOPS_LAST_MS });
+      const embedded = await startEmbeddedRedis({ dir: redisDir, port, detached: true, env, lifetimeMs: drill.duration + SELF_EXIT_GRACE_MS + REDIS_STOPS_LAST_MS }).catch((err: unknown) => {
+        // Its dir or its stderr file refused (a plain fs error; its own failures are DrillErrors): a state dir refusal.
+        throw err instanceof DrillError ? err : stateDirError("start the embedded Redis in", redisDir, err);
+      });
       crash("redis-spawn");
       fillPid(roots, record, embedded.pid);
       state.redis = { url: embedded.url, embedded: { dir: redisDir, port: embedded.port } };
-      save();
+      try {
+        save();
+      } catch (err) {
+        // Its intent (port, dir) is recorded: rollback finds it by its dir; it answers, so the drill stops with a summary.
+        refusedWhileSettingUp("the embedded Redis's record", err);
+      }
       log(`redis: embedded redis-server pid ${embedded.pid} at ${embedded.url} (appendonly, appendfsync always) in ${redisDir}`);
     } else {
       log(`redis: ${redactUrl(options.redisUrl)}`);
@@ -265,31 +285,27 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     try {
       const queue = new DrillQueue(redis, options.queue);
 
-      // A state write the state dir refused while setting up (full, read-only): the drill stops there, as at a
-      // Ctrl-C: nothing is started after it (its intent could not be recorded), and the schedule says what it made.
-      let setupRefused: EarlyExit | null = null;
-      const refusedWhileSettingUp = (what: string, err: unknown): void => {
-        setupRefused = stateUnwritten(what, err);
-        if (setupRefused === null) throw err;
-      };
       // The worker cgroup, judged again (the host moved on while Redis started).
       // A refusal (judged here, or by applySetup under the cgroup's lock) records
       // no cgroup: this drill's rollback must never tear down the one it was
       // refused. Once claimed, intent first; setup writes its own marker before mkdir.
       let setup = null;
-      try {
-        const plan = planSetup(cgroup, inspectForSetup(roots, cgroup, stateDir), setupOptions);
-        setup = applySetup(plan, stateDir, undefined, () => {
-          state.cgroup = { name: options.cgroupName, parent: parent ?? "/", dirs: cgroup.dirs.map((d) => d.dir) };
-          save();
-        });
-      } catch (err) {
-        // Refused (another drill took the cgroup while Redis started): nothing
-        // of this run may stay behind, or its refusal would leave a Redis
-        // running and a "starting" state in place of the drill's last run.
-        if (err instanceof RefusedError && state.cgroup === null) await undoRefusedStart(roots, stateDir, state, previous, dir);
-        // Its record or its marker refused: setup made no cgroup dir (it undoes its mkdirs).
-        refusedWhileSettingUp("the worker cgroup's record", err);
+      // Not after a refused write (the Redis's record): nothing is claimed unrecorded.
+      if (setupRefused === null) {
+        try {
+          const plan = planSetup(cgroup, inspectForSetup(roots, cgroup, stateDir), setupOptions);
+          setup = applySetup(plan, stateDir, undefined, () => {
+            state.cgroup = { name: options.cgroupName, parent: parent ?? "/", dirs: cgroup.dirs.map((d) => d.dir) };
+            save();
+          });
+        } catch (err) {
+          // Refused (another drill took the cgroup while Redis started): nothing
+          // of this run may stay behind, or its refusal would leave a Redis
+          // running and a "starting" state in place of the drill's last run.
+          if (err instanceof RefusedError && state.cgroup === null) await undoRefusedStart(roots, stateDir, state, previous, dir);
+          // Its record or its marker refused: setup made no cgroup dir (it undoes its mkdirs).
+          refusedWhileSettingUp("the worker cgroup's record", err);
+        }
       }
       crash("cgroup");
       // The counter before anything runs in it: an OOM kill at the drill's first seconds
@@ -344,6 +360,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
         if (takenOver() || stopped()) return null;
         const record = intendProcess(state, role, key, files);
         writeState(stateDir, state);
+        crash(`${key}-intent`);
         const child = spawnDrill([...globalArgs, ...args], path.join(dir, outputName(key)), path.join(dir, `${key}.log`), childEnv);
         crash(`${key}-spawn`);
         const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
@@ -357,41 +374,44 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
         try {
           spawnChild(role, role, args);
         } catch (err) {
-          refusedWhileSettingUp(`${role}'s record`, err);
+          refusedWhileSettingUp(`${role}'s record or log`, err);
         }
       };
 
-      const g = drill.gate;
-      startChild("gate", [
-        "gate", "--queue", options.queue, ...target,
-        "--psi-limit", formatPlainDecimal(g.psi_limit), "--psi-rate-limit", formatPlainDecimal(g.psi_rate_limit),
-        "--slack-limit", `${g.slack_limit}ms`, "--packed-token-limit", String(g.packed_token_limit),
-        "--interval", `${g.interval}ms`, "--retry-host-class", g.retry_host_class,
-        "--duration", `${selfExitMs}ms`,
-      ]);
-      const w = drill.worker;
-      startChild("worker", [
-        "worker", "--queue", options.queue, ...target,
-        "--weights", String(w.weights), "--file-dir", fileDir,
-        "--kv-bytes-per-token", String(w.kv_bytes_per_token), "--decode-tokens-per-s", formatPlainDecimal(w.decode_tokens_per_s),
-        "--prefill-tokens-per-pass", String(w.prefill_tokens_per_pass), "--duration", `${selfExitMs}ms`,
-      ]);
-      startChild("watch", [
-        "--json", "watch", "--queue", options.queue, ...target, "--interval", `${g.interval}ms`,
-        "--psi-limit", formatPlainDecimal(g.psi_limit), "--psi-rate-limit", formatPlainDecimal(g.psi_rate_limit), "--duration", `${selfExitMs}ms`,
-      ]);
-      // A stop that came while the lever was being written finds it open (QA): said so; the rollback pulls it.
-      const admission = admissionOpened ? "admission opened as the stop came (the rollback pulls the lever)" : "admission not opened";
-      const notStarted = (["gate", "worker", "watch"] as const).filter((key) => !children.some((c) => c.record.key === key));
-      const left = notStarted.length === 0 ? "gate, worker and watch started" : `${notStarted.length === 3 ? "gate, worker and watch" : notStarted.join(" and ")} not started`;
-      const stop = setupRefused === null ? `stopped by ${typeof options.signal.reason === "string" ? options.signal.reason : "a signal"} while setting up:` : `stopped while setting up: ${(setupRefused as EarlyExit).lastLine};`;
-      if (stopped()) log(`${stop} ${admission}, ${left}`);
-      else log(`started gate, worker (in the cgroup) and watch; logs in ${dir}`);
-      stopIfTakenOver();
-
-      const gatePid = children.find((c) => c.record.role === "gate")?.record.pid ?? null;
       let result;
+      // From the first child on, an unexpected error (a bug) is recorded as the run's end, as in the schedule:
+      // state.json saying starting (or running) with its up gone read as a drill that something still set up (QA).
       try {
+        const g = drill.gate;
+        startChild("gate", [
+          "gate", "--queue", options.queue, ...target,
+          "--psi-limit", formatPlainDecimal(g.psi_limit), "--psi-rate-limit", formatPlainDecimal(g.psi_rate_limit),
+          "--slack-limit", `${g.slack_limit}ms`, "--packed-token-limit", String(g.packed_token_limit),
+          "--interval", `${g.interval}ms`, "--retry-host-class", g.retry_host_class,
+          "--duration", `${selfExitMs}ms`,
+        ]);
+        const w = drill.worker;
+        startChild("worker", [
+          "worker", "--queue", options.queue, ...target,
+          "--weights", String(w.weights), "--file-dir", fileDir,
+          "--kv-bytes-per-token", String(w.kv_bytes_per_token), "--decode-tokens-per-s", formatPlainDecimal(w.decode_tokens_per_s),
+          "--prefill-tokens-per-pass", String(w.prefill_tokens_per_pass), "--duration", `${selfExitMs}ms`,
+        ]);
+        startChild("watch", [
+          "--json", "watch", "--queue", options.queue, ...target, "--interval", `${g.interval}ms`,
+          "--psi-limit", formatPlainDecimal(g.psi_limit), "--psi-rate-limit", formatPlainDecimal(g.psi_rate_limit), "--duration", `${selfExitMs}ms`,
+        ]);
+        // A stop that came while the lever was being written finds it open (QA): said so; the rollback pulls it.
+        const admission = admissionOpened ? "admission opened as the stop came (the rollback pulls the lever)" : "admission not opened";
+        const notStarted = (["gate", "worker", "watch"] as const).filter((key) => !children.some((c) => c.record.key === key));
+        const left = notStarted.length === 0 ? "gate, worker and watch started" : `${notStarted.length === 3 ? "gate, worker and watch" : notStarted.join(" and ")} not started`;
+        const stop = setupRefused === null ? `stopped by ${typeof options.signal.reason === "string" ? options.signal.reason : "a signal"} while setting up:` : `stopped while setting up: ${(setupRefused as EarlyExit).lastLine};`;
+        if (stopped()) log(`${stop} ${admission}, ${left}`);
+        else log(`started gate, worker (in the cgroup) and watch; logs in ${dir}`);
+        crash("children");
+        stopIfTakenOver();
+
+        const gatePid = children.find((c) => c.record.role === "gate")?.record.pid ?? null;
         result = await runSchedule(options, state, queue, spawnChild, target, dir, [...children], setupRefused, {
           timeoutMs: readyTimeoutMs(drill.worker.weights, drill.gate.interval),
           read: () => readReadiness(redis, options.queue, gatePid, options.cgroupName),
@@ -407,7 +427,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       } catch (err) {
         // Taken over by a rollback (it stops this up next): it owns state.json, and up says only that.
         if (rollbackOwnsState(readStateQuietly(stateDir, name), runId)) throw err instanceof ScheduleFailed ? err.error : err;
-        // A bug: recorded as the run's end, or state.json would say running with nothing running it (QA).
+        // A bug: recorded as the run's end, or state.json would say starting or running with nothing running it (QA).
         throw scheduleFailure(stateDir, state, err, drillCommandFor(stateDir, roots));
       }
       // A rollback that stopped this up (its step 2) owns the state file now:
@@ -445,9 +465,10 @@ function recordEnd(stateDir: string, state: DrillState, ended: DrillEnded): stri
 }
 
 /**
- * An unexpected error in up's schedule (packing stopped by then): recorded as
- * the run's end, stopped early, as after any stop (its processes and cgroup
- * stay for the rollback); the error says it with the rollback to run.
+ * An unexpected error in up's schedule (packing stopped by then), or once it
+ * started its children, before the schedule: recorded as the run's end,
+ * stopped early, as after any stop (its processes and cgroup stay for the
+ * rollback); the error says it with the rollback to run.
  */
 function scheduleFailure(stateDir: string, state: DrillState, err: unknown, drillCmd: string): DrillError {
   const what = err instanceof Error ? err.message : String(err);
@@ -463,7 +484,8 @@ function scheduleFailure(stateDir: string, state: DrillState, err: unknown, dril
   // A bug (not drill's own error): its stack below the line, for the bug report, as main prints an unexpected error's.
   const cause = err instanceof ScheduleFailed ? err.error : err;
   const trace = !(cause instanceof DrillError) && cause instanceof Error && cause.stack !== undefined ? `\n${cause.stack}` : "";
-  return new DrillError(`up failed in run ${state.runId}'s schedule: ${what}; it stopped packing and exits, ${recorded}; its processes and cgroup stay until rollback: run \`${rollbackAgain(drillCmd, {}, state.name)}\`${trace}`);
+  const where = err instanceof ScheduleFailed ? `in run ${state.runId}'s schedule: ${what}; it stopped packing and exits` : `setting up run ${state.runId}, before its schedule started: ${what}; it exits`;
+  return new DrillError(`up failed ${where}, ${recorded}; its processes and cgroup stay until rollback: run \`${rollbackAgain(drillCmd, {}, state.name)}\`${trace}`);
 }
 
 /**
@@ -1269,8 +1291,22 @@ function fillPid(roots: HostRoots, record: ProcessRecord, pid: number): void {
 /** A drill child: its own session (Ctrl-C on `up` must not kill it), output to files in the run's dir. */
 function spawnDrill(args: string[], outFile: string, errFile: string, env: NodeJS.ProcessEnv) {
   const bin = path.join(findPackageRoot(), "bin", "drill.js");
-  const out = openOwnFile(outFile, "a");
-  const err = openOwnFile(errFile, "a");
+  // Refused (full, read-only): a state dir refusal (stateDirRefusal), the file named, not a bare errno.
+  const open = (file: string) => {
+    try {
+      return openOwnFile(file, "a");
+    } catch (e) {
+      throw stateDirError("open the log", file, e);
+    }
+  };
+  const out = open(outFile);
+  let err: number;
+  try {
+    err = open(errFile);
+  } catch (e) {
+    closeSync(out);
+    throw e;
+  }
   try {
     const child = spawn(process.execPath, [bin, ...args], { detached: true, stdio: ["ignore", out, err], env });
     child.unref();

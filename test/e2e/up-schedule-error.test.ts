@@ -72,4 +72,35 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
     assertHostClean(stateDir, "schedthrow", before, { cgroupName });
     await assertNoJobLost(redis!, "stq", given);
   }, 180_000);
+
+  // QA: the same error after gate, worker and watch started, before the schedule, left state.json "starting" with up gone.
+  it("an error once its children started, before the schedule: recorded stopped, exit 1 with one line and the rollback; rollback then reaches both invariants", async () => {
+    const stateDir = path.join(root, "state");
+    const drillFile = path.join(root, "setupthrow.yaml");
+    const cgroupName = `setupthrow${process.pid}`;
+    writeFileSync(drillFile, tinyDrill("setupthrow", { duration: "6s", phases: [["0s", pack(3)]] }));
+    const up = await runDrill(
+      ["--state-dir", stateDir, "--redis", server!.url, "up", "--drill", drillFile, "--queue", "sut", "--parent", "self", "--name", cgroupName, "--file-dir", root],
+      { timeout: 120_000, env: { DRILL_CRASH_AT: "children:throw" } },
+    );
+    const said = up.stdout + up.stderr;
+    expect(up.exitCode, said).toBe(1);
+    expect(up.stdout).toContain("started gate, worker (in the cgroup) and watch");
+    const before = readState(stateDir, "setupthrow")!;
+    const [line, ...trace] = up.stderr.trim().split("\n");
+    expect(trace[0], said).toBe("Error: DRILL_CRASH_AT=children:throw");
+    expect(line, said).toBe(
+      `drill: up failed setting up run ${before.runId}, before its schedule started: DRILL_CRASH_AT=children:throw; it exits, ${stateDir}/setupthrow/state.json records it stopped; ` +
+        `its processes and cgroup stay until rollback: run \`drill --state-dir ${stateDir} rollback --name setupthrow\``,
+    );
+    expect(before.phase, said).toBe("stopped");
+    expect(before.ended?.verdict).toBe("stopped_early");
+    expect(before.ended?.reason).toBe("drill up failed: DRILL_CRASH_AT=children:throw");
+    expect(before.processes.filter((p) => p.pid !== null).map((p) => p.role).sort()).toEqual(["gate", "watch", "worker"]);
+
+    const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "setupthrow"], { timeout: 90_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    assertHostClean(stateDir, "setupthrow", before, { cgroupName });
+    await assertNoJobLost(redis!, "sut", []);
+  }, 180_000);
 });

@@ -4,7 +4,7 @@
 // filled once its first phase starts; the Redis is given (an embedded
 // one's AOF would fill the same disk and stop the drill first).
 import { spawn, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -14,24 +14,10 @@ import { drillBin, runDrill } from "../helpers/cli.js";
 import { pack, tinyDrill } from "../helpers/drills.js";
 import { assertHostClean } from "../helpers/hostClean.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+import { fill, mountTmpfs, spawnDrill, unfill, untilStopped } from "../helpers/stateFill.js";
 
 const skip = process.getuid?.() !== 0 ? "not root: cannot mount a tmpfs to fill" : realDrillSkipReason();
 if (skip) console.warn(`skipping up on a state dir that fills: ${skip}`);
-
-/** Fills the filesystem at `dir` until it refuses (ENOSPC). */
-function fill(dir: string): void {
-  for (let i = 0; ; i++) {
-    try {
-      writeFileSync(path.join(dir, `filler-${i}`), Buffer.alloc(4096));
-    } catch {
-      return;
-    }
-  }
-}
-
-function unfill(dir: string): void {
-  for (const name of readdirSync(dir)) if (name.startsWith("filler-")) rmSync(path.join(dir, name), { force: true });
-}
 
 describe.skipIf(skip !== null)("drill up whose state dir fills mid-drill (real cgroups, --parent self)", () => {
   let root = "";
@@ -41,8 +27,7 @@ describe.skipIf(skip !== null)("drill up whose state dir fills mid-drill (real c
     root = mkdtempSync(path.join(os.tmpdir(), "drill-up-state-full-"));
     mount = path.join(root, "tmpfs");
     mkdirSync(mount);
-    const mounted = spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", mount], { encoding: "utf8" });
-    if (mounted.status !== 0) throw new Error(`mount tmpfs: ${mounted.stderr}`);
+    mountTmpfs(mount, "64k");
     server = await startRedisServer();
   });
   afterAll(async () => {
@@ -98,22 +83,12 @@ describe.skipIf(skip !== null)("drill up whose state dir fills mid-drill (real c
     writeFileSync(drillFile, tinyDrill("statesetup", { duration: "3s", phases: [["0s", pack(2)]] }));
     const args = ["--state-dir", stateDir, "--redis", server!.url, "up", "--drill", drillFile, "--queue", "ssq", "--parent", "self", "--name", cgroupName, "--file-dir", root];
     // Stopped (SIGSTOP) right after it claimed its cgroup; the disk is filled, then it goes on to its next state write.
-    const child = spawn("node", [drillBin, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, NO_COLOR: "1", FORCE_COLOR: "0", DRILL_CRASH_AT: "cgroup:stop" } });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)));
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      const stat = readFileSync(`/proc/${child.pid}/stat`, "utf8");
-      if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("T")) break;
-      if (Date.now() > deadline) throw new Error(`up did not stop after claiming its cgroup: ${stdout}${stderr}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    const { child, said, exited } = spawnDrill(args, "cgroup:stop");
+    await untilStopped(child.pid!, () => JSON.stringify(said()));
     fill(mount);
     child.kill("SIGCONT");
     const code = await exited;
+    const { stdout, stderr } = said();
     expect(code, stdout + stderr).toBe(1);
     const file = `${stateDir}/statesetup/state.json`;
     const refused = `cannot write state file ${file}: ENOSPC (no space left there: free some, or give --state-dir a directory on another disk)`;

@@ -1,0 +1,130 @@
+// QA: state dir writes of `drill up`'s setup that are not state.json (its run
+// dir, its children's log files) ended in "drill: unexpected error" and a
+// stack on a full state dir, and the embedded Redis's own record refused left
+// up with no summary. The state dir is a small tmpfs with few inodes (a full
+// tmpfs still makes empty files and dirs), filled while up is stopped at a
+// DRILL_CRASH_AT=<step>:stop, then let go on (SIGCONT).
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readState } from "../../src/drill/state.js";
+import { closeRedis, connectRedis } from "../../src/queue/redis.js";
+import { realDrillSkipReason } from "../helpers/cgroupFixtures.js";
+import { runDrill } from "../helpers/cli.js";
+import { pack, tinyDrill } from "../helpers/drills.js";
+import { assertHostClean } from "../helpers/hostClean.js";
+import { assertNoJobLost } from "../helpers/invariants.js";
+import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+import { fill, mountTmpfs, spawnDrill, unfill, untilStopped } from "../helpers/stateFill.js";
+
+const skip = process.getuid?.() !== 0 ? "not root: cannot mount a tmpfs to fill" : realDrillSkipReason();
+if (skip) console.warn(`skipping up whose setup writes are refused: ${skip}`);
+
+const ADVICE = "ENOSPC (no space left there: free some, or give --state-dir a directory on another disk)";
+
+describe.skipIf(skip !== null)("drill up whose state dir refuses a setup write (real cgroups, --parent self)", () => {
+  let root = "";
+  let mount = "";
+  let server: RedisServer | null = null;
+  let redis: Redis | null = null;
+  const stateDirs: string[] = [];
+  beforeAll(async () => {
+    root = mkdtempSync(path.join(os.tmpdir(), "drill-up-setup-refused-"));
+    mount = path.join(root, "tmpfs");
+    mkdirSync(mount);
+    mountTmpfs(mount, "512k", 400);
+    server = await startRedisServer();
+    redis = await connectRedis(server.url, { name: "test-up-setup-refused" });
+  });
+  afterAll(async () => {
+    if (mount) {
+      unfill(mount);
+      for (const stateDir of stateDirs) await runDrill(["--state-dir", stateDir, "rollback"], { timeout: 90_000 });
+      spawnSync("umount", [mount]);
+    }
+    await closeRedis(redis);
+    await server?.stop();
+    if (root) rmSync(root, { recursive: true, force: true });
+  }, 120_000);
+
+  /** `drill up` stopped at `crashAt`, the state dir filled (`inodes` too), then let go on. */
+  async function upFilledAt(name: string, crashAt: string, { given = true, inodes = false } = {}) {
+    const stateDir = path.join(mount, name);
+    stateDirs.push(stateDir);
+    const drillFile = path.join(root, `${name}.yaml`);
+    const cgroupName = `${name}${process.pid}`;
+    writeFileSync(drillFile, tinyDrill(name, { duration: "3s", phases: [["0s", pack(2)]] }));
+    const args = ["--state-dir", stateDir, ...(given ? ["--redis", server!.url] : []), "up", "--drill", drillFile, "--queue", `${name}q`, "--parent", "self", "--name", cgroupName, "--file-dir", root];
+    const { child, said, exited } = spawnDrill(args, crashAt);
+    await untilStopped(child.pid!, () => JSON.stringify(said()));
+    fill(mount, { inodes });
+    child.kill("SIGCONT");
+    const code = await exited;
+    const { stdout, stderr } = said();
+    unfill(mount);
+    return { stateDir, cgroupName, pid: child.pid!, code, stdout, stderr, rollbackCmd: `drill --state-dir ${stateDir} rollback --name ${name}` };
+  }
+
+  it("its run dir refused (before its Redis): one line naming the dir, that nothing started, and the rollback; rollback then leaves the host clean", async () => {
+    const up = await upFilledAt("setuprundir", "state:stop", { inodes: true });
+    const said = up.stdout + up.stderr;
+    expect(up.code, said).toBe(1);
+    const before = readState(up.stateDir, "setuprundir")!;
+    const runDir = `${up.stateDir}/setuprundir/runs/${before.runId}`;
+    expect(up.stderr.trim(), said).toBe(
+      `drill: cannot create the run dir ${runDir}: ENOSPC at ${up.stateDir}/setuprundir/runs (no space left there: free some, or give --state-dir a directory on another disk); ` +
+        `up stopped while setting up run ${before.runId}: it had started nothing (no Redis, cgroup or process; no summary: nothing ran), but ${up.stateDir}/setuprundir/state.json says the run is starting: run \`${up.rollbackCmd}\``,
+    );
+    expect(before.phase).toBe("starting");
+    const rollback = await runDrill(["--state-dir", up.stateDir, "rollback", "--name", "setuprundir"], { timeout: 90_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    assertHostClean(up.stateDir, "setuprundir", before, { cgroupName: up.cgroupName });
+  }, 180_000);
+
+  it("the gate's log refused: stops there as at a Ctrl-C, with its summary, the log named and the rollback; rollback then reaches both invariants", async () => {
+    const up = await upFilledAt("setuplog", "gate-intent:stop", { inodes: true });
+    const said = up.stdout + up.stderr;
+    expect(up.code, said).toBe(1);
+    const before = readState(up.stateDir, "setuplog")!;
+    expect(up.stdout).toContain(
+      `stopped while setting up: cannot open the log ${up.stateDir}/setuplog/runs/${before.runId}/gate.out: ${ADVICE}; admission opened as the stop came (the rollback pulls the lever), gate, worker and watch not started`,
+    );
+    expect(up.stdout).toMatch(/^drill setuplog: packer stopped after 0 jobs \(2 not packed: the drill stopped first\)/m);
+    expect(up.stdout).toContain(`Run \`${up.rollbackCmd}\` before walking away`);
+    // Its end not recorded either (no inode for state.json's temp file, named), said last.
+    const file = `${up.stateDir}/setuplog/state.json`;
+    expect(up.stderr.trim(), said).toBe(
+      `drill: cannot write state file ${file}: ENOSPC at ${file}.${up.pid}.tmp (no space left there: free some, or give --state-dir a directory on another disk); ` +
+        `the drill's end is not recorded there (what it did is above), everything it started is: run \`${up.rollbackCmd}\``,
+    );
+    expect(before.cgroup?.name).toBe(up.cgroupName);
+    const rollback = await runDrill(["--state-dir", up.stateDir, "rollback", "--name", "setuplog"], { timeout: 90_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    assertHostClean(up.stateDir, "setuplog", before, { cgroupName: up.cgroupName });
+    await assertNoJobLost(redis!, "setuplogq", []);
+  }, 180_000);
+
+  it("the embedded Redis's record refused: stops there with its summary and the rollback (it answers); rollback then stops that Redis", async () => {
+    const up = await upFilledAt("setupredis", "redis-spawn:stop", { given: false });
+    const said = up.stdout + up.stderr;
+    expect(up.code, said).toBe(1);
+    const file = `${up.stateDir}/setupredis/state.json`;
+    expect(up.stdout).toContain(`stopped while setting up: cannot write state file ${file}: ${ADVICE}; admission not opened, gate, worker and watch not started`);
+    expect(up.stdout).not.toContain("summary unavailable");
+    expect(up.stdout).toMatch(/^drill setupredis: packer stopped after 0 jobs \(2 not packed: the drill stopped first\)/m);
+    expect(up.stdout).toContain(`Run \`${up.rollbackCmd}\` before walking away`);
+    expect(up.stderr.trim(), said).toBe(
+      `drill: cannot write state file ${file}: ${ADVICE}; the drill's end is not recorded there (what it did is above), everything it started is: run \`${up.rollbackCmd}\``,
+    );
+    const before = readState(up.stateDir, "setupredis")!;
+    // Its intent (port and dir) is recorded, its pid not: rollback finds it by its dir.
+    expect(before.redis.embedded).not.toBeNull();
+    expect(before.cgroup).toBeNull();
+    const rollback = await runDrill(["--state-dir", up.stateDir, "rollback", "--name", "setupredis"], { timeout: 90_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    assertHostClean(up.stateDir, "setupredis", before, { cgroupName: up.cgroupName });
+  }, 180_000);
+});
