@@ -361,19 +361,18 @@ async function sayUnheard(queue: DrillQueue, payload: Buffer, options: GateOptio
  */
 function figuresJson(figures: string): Record<string, number | string | null> {
   const fields: Record<string, number | string | null> = {};
-  for (const pair of figures.split(" ")) {
-    const at = pair.indexOf("=");
-    if (at <= 0) continue;
-    const value = pair.slice(at + 1);
-    fields[pair.slice(0, at)] = value === "missing" ? null : /^-?\d+(\.\d+)?$/.test(value) ? Number(value) : value;
+  // A value is a bare word, or a JSON string (modeValueField quotes a lever's value with spaces or quotes in it).
+  for (const [, key, quoted, bare] of figures.matchAll(/(?:^| )([^\s=]+)=(?:("(?:[^"\\]|\\.)*")|(\S*))/g)) {
+    // The lever's value is text, whatever it looks like: "123" is not a figure.
+    const text = key === "mode_value" || key === "mode_type";
+    fields[key!] = quoted !== undefined ? (JSON.parse(quoted) as string) : bare === "missing" && !text ? null : !text && /^-?\d+(\.\d+)?$/.test(bare!) ? Number(bare) : bare!;
   }
   return fields;
 }
 
-/** ` mode_value=banana` → {mode_value: "banana"} for --json. */
+/** ` mode_value=banana` → {mode_value: "banana"} for --json, as a stored decision's figures are read (` mode_value="reject all"` → "reject all"). */
 function modeJson(modeNote: string): Record<string, string> {
-  const [k, ...v] = modeNote.trim().split("=");
-  return k === undefined || k === "" ? {} : { [k]: v.join("=") };
+  return figuresJson(modeNote.trim()) as Record<string, string>;
 }
 
 /** Says once on stderr when the lever is not a mode (and so rejects everything), and once when it is one again. */

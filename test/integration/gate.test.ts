@@ -785,6 +785,20 @@ describe("gate against a real redis-server and a fake procfs", () => {
     expect(gate.errors).toEqual([]);
   });
 
+  // figuresJson split a stored record's figures on spaces: a quoted lever value came out as `"reject` (QA).
+  it("--json: a lever value with a space reads the same in a fresh decision and in its redelivered copy", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const payload = encodeJob({ ...unnumberedJob(spec), id: "7", attempt: 1 });
+    await queue.pushRaw(payload);
+    await queue.pushRaw(payload);
+    await redis.set(queue.keys.mode, "reject all");
+    const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { json: true, maxJobs: 2 });
+    await gate.done;
+    const [fresh, stored] = gate.lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(fresh).toMatchObject({ decision: "reject_host_pressure", job: "7", psi: 0, mode_value: "reject all" });
+    expect(stored).toMatchObject({ decision: "reject_host_pressure", job: "7", psi: 0, mode_value: "reject all", redelivery: true });
+  });
+
   it("exactly admit, or no key, admits", async () => {
     const queue = new DrillQueue(redis, `g${++n}`);
     await pushJobs(queue, 2);
