@@ -11,7 +11,7 @@ import { assembleWorkerCgroup, workerCgroupFromDirs, type CgroupDir, type Worker
 import { readUpHolder, upHolderRefusal, workerCgroupOf, type UpHolder } from "./setup.js";
 import { discardHogRecord, listHogRecords, listMarkers, listServedQueues, markerFile, readMarker, removeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
 import { isInCgroup, readComm, SignalRefusedError, signalError } from "./tasks.js";
-import { isSameProcess } from "../host/process.js";
+import { isSameProcess, readProcessStat } from "../host/process.js";
 import { distinctQueues, type ServedQueue } from "../worker/served.js";
 import { parseWeightsFileName } from "../worker/weightsFile.js";
 
@@ -56,10 +56,12 @@ export interface TeardownProgress {
   queuesServed: ServedQueue[];
   /** Why those records could not be read (the served dir unreadable): the queues go unnamed, the teardown goes on. */
   queuesServedUnread: string | null;
+  /** The tasks this user may not signal (EPERM: another user's, drill not root), by pid: never in `killed`. */
+  refused: Map<number, RefusedTask>;
 }
 
 export function newTeardownProgress(): TeardownProgress {
-  return { removed: [], alreadyGone: [], killed: [], unlinked: [], method: new Set(), forced: null, queuesServed: [], queuesServedUnread: null };
+  return { removed: [], alreadyGone: [], killed: [], unlinked: [], method: new Set(), forced: null, queuesServed: [], queuesServedUnread: null, refused: new Map() };
 }
 
 /** Where a teardown is: giving its tasks SIGTERM's grace, killing what is left, removing the dirs. */
@@ -94,6 +96,11 @@ export interface KilledTask {
   pid: number;
   comm: string | null;
   dir: string;
+}
+
+/** A task the kernel would not let this user signal, and why (whose it is, run as root). */
+export interface RefusedTask extends KilledTask {
+  why: string;
 }
 
 export type TeardownResult =
@@ -252,18 +259,12 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   done.queuesServed = distinctQueues([...done.queuesServed, ...served.map(({ record }) => ({ queue: record.queue, url: record.url }))]);
   done.queuesServedUnread ??= unread;
   // The tasks this user may not signal (another user's, drill not root): the others are still stopped, these named at the end.
-  const refused = new Map<number, string>();
+  const refused = done.refused;
   options.onStage?.("sigterm", cgroup.name);
   await stopGracefully(roots, present, Math.min(deadline, Date.now() + (options.termGraceMs ?? TERM_GRACE_MS)), killed, method, sendSigterm, refused);
   options.onStage?.("kill", cgroup.name);
   const leftovers = await killUntilEmpty(roots, present, deadline, killed, method, sendSigkill, refused);
-  if (leftovers.length > 0) {
-    throw new RollbackIncompleteError(
-      `cgroup not empty after ${Math.round(timeoutMs / 1000)} s; still inside: ` +
-        leftovers.map((t) => `pid ${t.pid} (${t.comm ?? "?"}) in ${t.dir}`).join(", ") +
-        ". Not moved to the parent (that would lift its limit); kill it and run teardown again",
-    );
-  }
+  if (leftovers.length > 0) throw notEmptyError(roots, leftovers, refused, timeoutMs);
 
   options.onStage?.("remove", cgroup.name);
   // A task that joined after the kill found it empty (a launcher outside that was
@@ -349,7 +350,7 @@ export async function killUntilEmpty(
   killed: KilledTask[],
   method: Set<TeardownMethod>,
   send: SendSignal = sendSigkill,
-  refused = new Map<number, string>(),
+  refused = new Map<number, RefusedTask>(),
 ): Promise<KilledTask[]> {
   // Tasks reported already (a SIGTERM before) are not listed twice.
   const seen = new Set<number>(killed.map((t) => t.pid));
@@ -410,7 +411,7 @@ export async function stopGracefully(
   stopped: KilledTask[],
   method: Set<TeardownMethod>,
   send: SendSignal = sendSigterm,
-  refused = new Map<number, string>(),
+  refused = new Map<number, RefusedTask>(),
 ): Promise<void> {
   const subtree = withDescendants(dirs);
   const inside = listInside(roots, subtree);
@@ -533,7 +534,7 @@ function listInside(roots: HostRoots, dirs: CgroupDir[]): KilledTask[] {
  * sent. A task this user may not signal (EPERM) goes to `refused` with whose
  * it is, out of `killed`, and is not signalled again; the others still are.
  */
-function signalEach(roots: HostRoots, dirs: CgroupDir[], tasks: KilledTask[], send: SendSignal, seen: Set<number>, killed: KilledTask[], refused: Map<number, string>): boolean {
+function signalEach(roots: HostRoots, dirs: CgroupDir[], tasks: KilledTask[], send: SendSignal, seen: Set<number>, killed: KilledTask[], refused: Map<number, RefusedTask>): boolean {
   let sent = false;
   for (const task of tasks) {
     if (refused.has(task.pid)) continue;
@@ -551,7 +552,7 @@ function signalEach(roots: HostRoots, dirs: CgroupDir[], tasks: KilledTask[], se
       if ((err as NodeJS.ErrnoException).code === "ESRCH") continue;
       const error = signalError(roots, task.pid, err);
       if (!(error instanceof SignalRefusedError)) throw error;
-      refused.set(task.pid, error.why);
+      refused.set(task.pid, { ...task, why: error.why });
       const listed = killed.findIndex((t) => t.pid === task.pid);
       if (listed >= 0) killed.splice(listed, 1);
     }
@@ -559,21 +560,73 @@ function signalEach(roots: HostRoots, dirs: CgroupDir[], tasks: KilledTask[], se
   return sent;
 }
 
+/** Each task once, with every dir it is listed in (on a hybrid host a task is in the memory cgroup and in its twin): `pid N (comm) in A and B`. */
+function namedOnce(tasks: KilledTask[]): Array<{ pid: number; named: string }> {
+  const byPid = new Map<number, KilledTask[]>();
+  for (const t of tasks) byPid.set(t.pid, [...(byPid.get(t.pid) ?? []), t]);
+  return [...byPid.values()].map((ts) => ({ pid: ts[0]!.pid, named: `pid ${ts[0]!.pid} (${ts[0]!.comm ?? "?"}) in ${ts.map((t) => t.dir).join(" and ")}` }));
+}
+
 /**
  * Tasks left that this user may not signal (QA: teardown stopped at the
  * first, the others unsignalled): each named with whose it is; the cgroup
  * stays, as a cgroup with tasks inside cannot be removed.
  */
-function refusedTasksError(dirs: CgroupDir[], tasks: KilledTask[], refused: Map<number, string>): RollbackIncompleteError {
-  // Each task once: on a hybrid host it is in the memory cgroup and in its twin.
-  const byPid = new Map<number, KilledTask[]>();
-  for (const t of tasks) byPid.set(t.pid, [...(byPid.get(t.pid) ?? []), t]);
-  const named = [...byPid.values()].map((ts) => `pid ${ts[0]!.pid} (${ts[0]!.comm ?? "?"}) in ${ts.map((t) => t.dir).join(" and ")}: ${refused.get(ts[0]!.pid)}`);
+function refusedTasksError(dirs: CgroupDir[], tasks: KilledTask[], refused: Map<number, RefusedTask>): RollbackIncompleteError {
+  const named = namedOnce(tasks).map((t) => `${t.named}: ${refused.get(t.pid)!.why}`);
   const where = dirs.map((d) => d.dir).join(" and ");
   return new RollbackIncompleteError(
-    `${byPid.size === 1 ? "a task" : `${byPid.size} tasks`} left inside that this user may not signal: ${named.join("; ")}; ` +
+    `${named.length === 1 ? "a task" : `${named.length} tasks`} left inside that this user may not signal: ${named.join("; ")}; ` +
       `every other task is stopped; ${where} left in place (a cgroup cannot be removed with tasks inside): run this again as root to finish it`,
   );
+}
+
+/** What /proc/<pid>/stat's state letter means, for a task that would not leave. */
+const STATE_WORDS: Record<string, string> = {
+  R: "running",
+  S: "sleeping",
+  D: "uninterruptible: in the kernel, where no signal acts until it leaves",
+  T: "stopped",
+  t: "traced",
+  Z: "a zombie, exiting",
+  X: "dead",
+  I: "idle",
+};
+
+/** Why a task signalled like the others is still inside: its state now, or no /proc entry to signal. */
+function stuckText(roots: HostRoots, pid: number): string {
+  const stat = readProcessStat(roots, pid);
+  if (!stat.ok) return "stuck (no /proc entry to signal: exiting, or of another pid namespace)";
+  const { state } = stat.value;
+  return `stuck in state ${state}${STATE_WORDS[state] ? ` (${STATE_WORDS[state]})` : ""}: signalled, not gone`;
+}
+
+/**
+ * The cgroup still not empty at the deadline: each task marked as stuck (its
+ * state: a D-state task ignores even SIGKILL until it leaves the kernel) or
+ * as one this user may not signal (whose, run as root). QA: a refused task
+ * beside stuck ones was listed as plainly "still inside", with "kill it".
+ */
+export function notEmptyError(roots: HostRoots, leftovers: KilledTask[], refused: Map<number, RefusedTask>, timeoutMs: number): RollbackIncompleteError {
+  const tasks = namedOnce(leftovers);
+  const stuck = tasks.filter((t) => !refused.has(t.pid)).length;
+  const marked = tasks.map((t) => `${t.named}: ${refused.has(t.pid) ? `not signalled: ${refused.get(t.pid)!.why}` : stuckText(roots, t.pid)}`);
+  const when = stuck === 0 ? "" : ` once ${stuck === 1 ? "the stuck task has" : "the stuck tasks have"} exited`;
+  return new RollbackIncompleteError(
+    `cgroup not empty after ${Math.round(timeoutMs / 1000)} s; still inside: ${marked.join("; ")}. ` +
+      `Not moved to the parent (that would lift its limit); ${stuck < tasks.length ? "as root, " : ""}run teardown again${when}`,
+  );
+}
+
+/**
+ * Where a task a teardown signalled (or may not signal) is now, for the lines
+ * of one that did not finish: "inside" (listed in its dir's cgroup.procs),
+ * "gone" (not listed, or its dir removed), null when that cannot be read.
+ */
+export function taskNow(task: KilledTask): "inside" | "gone" | null {
+  const pids = readPids(path.join(task.dir, "cgroup.procs"));
+  if (!pids.ok) return pids.reason === "missing" ? "gone" : null;
+  return pids.value.includes(task.pid) ? "inside" : "gone";
 }
 
 /** Whether this user may write a cgroup file (its mode and owner: root's cgroup, drill not root); root as before, its errors thrown where it writes. */

@@ -11,7 +11,7 @@ import { validateParent } from "../cgroup/names.js";
 import { requireParentDirs } from "../cgroup/paths.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { absentCgroupNext } from "../cgroup/ready.js";
-import { newTeardownProgress, teardownWorkerCgroup, thawBeforeExit, type TeardownMethod, type TeardownProgress, type TeardownResult, type TeardownStage } from "../cgroup/teardown.js";
+import { newTeardownProgress, taskNow, teardownWorkerCgroup, thawBeforeExit, type KilledTask, type TeardownMethod, type TeardownProgress, type TeardownResult, type TeardownStage } from "../cgroup/teardown.js";
 import type { SetupFlags, TargetFlags, TeardownFlags } from "./cgroup.js";
 import { maskedQueues, queueLeftOpenLine, queuesLeftOpen } from "../worker/served.js";
 
@@ -179,13 +179,24 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
 /**
  * What a teardown did, one line each: all of it when it finished, as far as
  * it got when it did not. Unfinished, a task it signalled may still run (QA:
- * "killed" said of a stopped hog still there after the SIGTERM).
+ * "killed" said of a stopped hog still there after the SIGTERM), or may have
+ * exited (QA: "not seen to exit" said of every task): `now` says which
+ * (taskNow), and the tasks this user may not signal are named with whose.
  */
-export function teardownDoneLines(done: Pick<TeardownProgress, "killed" | "removed" | "alreadyGone" | "unlinked"> & { method: Iterable<TeardownMethod> }, finished = true): string[] {
+export function teardownDoneLines(
+  done: Pick<TeardownProgress, "killed" | "removed" | "alreadyGone" | "unlinked"> & { method: Iterable<TeardownMethod>; refused?: TeardownProgress["refused"] },
+  finished = true,
+  now: (task: KilledTask) => "inside" | "gone" | null = taskNow,
+): string[] {
   const method = [...done.method];
+  const fate = (task: KilledTask): string => {
+    const where = now(task);
+    return where === "inside" ? "still inside" : where === "gone" ? "exited (no longer in the cgroup)" : "not seen to exit (its cgroup.procs unreadable)";
+  };
   const lines = done.killed.map((task) =>
-    finished ? `killed ${task.pid} (${task.comm ?? "?"}) in ${task.dir}` : `signalled ${task.pid} (${task.comm ?? "?"}) in ${task.dir}${method.length > 0 ? ` (${method.join(", then ")})` : ""}; not seen to exit`,
+    finished ? `killed ${task.pid} (${task.comm ?? "?"}) in ${task.dir}` : `signalled ${task.pid} (${task.comm ?? "?"}) in ${task.dir}${method.length > 0 ? ` (${method.join(", then ")})` : ""}; ${fate(task)}`,
   );
+  if (!finished) for (const task of done.refused?.values() ?? []) lines.push(`not signalled ${task.pid} (${task.comm ?? "?"}) in ${task.dir}: ${task.why}; ${fate(task)}`);
   // SIGTERM first: what ended with it gave its jobs back and unlinked its files; the kill got the rest.
   if (finished && done.killed.length > 0 && method.length > 0) lines.push(`how: ${method.join(", then ")}`);
   for (const dir of done.removed) lines.push(`removed ${dir}`);

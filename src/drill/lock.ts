@@ -3,7 +3,7 @@ import path from "node:path";
 import { holdLockFile, liveLockHolder, stateDirError, type LockHolder, type LockSeams } from "../cgroup/stateFiles.js";
 import { DrillError, RefusedError } from "../errors.js";
 import { makeDirs } from "../util/makeDirs.js";
-import { notWritableByThisUser } from "../util/ownFiles.js";
+import { otherUsersDir } from "../util/ownFiles.js";
 
 /**
  * `<state-dir>/<name>/<what>.lock` (holdLockFile): two `drill up` with one
@@ -80,10 +80,20 @@ export function stateDirRefusal(err: unknown): StateDirRefusal | null {
   return code !== undefined && Object.hasOwn(REFUSAL_FIX, code) ? (code as StateDirRefusal) : null;
 }
 
-/** `<what> <file>: <errno> (<how to free it>)`, as a rollback says a state dir that refused it. */
-export function stateDirRefusalText(what: string, file: string, code: StateDirRefusal): string {
-  // Another user's drill dir (root's, a rollback run as a user): whose, and who finishes it.
-  return `cannot ${what} ${file}: ${notWritableByThisUser(path.dirname(file), code) ?? `${code} (${REFUSAL_FIX[code]})`}`;
+/**
+ * A state dir that refused a rollback: `text`, `<what> <file>: <errno> (<how
+ * to free it>)`; `as`, who may write there when it is another user's drill
+ * dir (root's, a rollback run as a user: "root", "uid N or root"), else null
+ * (space, a mount or a policy: the same user runs it again once freed).
+ */
+export interface StateDirRefused {
+  text: string;
+  as: string | null;
+}
+
+export function stateDirRefused(what: string, file: string, code: StateDirRefusal): StateDirRefused {
+  const other = otherUsersDir(path.dirname(file), code);
+  return { text: `cannot ${what} ${file}: ${other?.text ?? `${code} (${REFUSAL_FIX[code]})`}`, as: other?.as ?? null };
 }
 
 /**
@@ -93,7 +103,7 @@ export function stateDirRefusalText(what: string, file: string, code: StateDirRe
  * then: "before walking away" is when a disk is full. Two such rollbacks at
  * once are not kept apart, which every step tolerates (each is safe to run twice).
  */
-export function acquireRollbackLock(dir: string): { lock: DrillLock; refused: null } | { lock: null; refused: string } {
+export function acquireRollbackLock(dir: string): { lock: DrillLock; refused: null } | { lock: null; refused: StateDirRefused } {
   try {
     return { lock: acquireDrillLock(dir, "rollback"), refused: null };
   } catch (err) {
@@ -103,7 +113,7 @@ export function acquireRollbackLock(dir: string): { lock: DrillLock; refused: nu
     // The lock's tmp file failed before the lock was looked at: a live holder still refuses.
     const holder = liveLockHolder(file);
     if (holder !== null) throw lockRefusal(file, "rollback", holder);
-    return { lock: null, refused: stateDirRefusalText("create the lock", file, code) };
+    return { lock: null, refused: stateDirRefused("create the lock", file, code) };
   }
 }
 

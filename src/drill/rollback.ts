@@ -19,7 +19,7 @@ import { queueKeys, queueNameRefusal } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl, sameRedis } from "../queue/redis.js";
 import { drainReady, drainUnheld, exportKeys, heldText, holdsQueueKeys, otherQueuesKeys, queueServingRun, type DrainProgressOptions, type DrainResult, type ServingRun } from "./drain.js";
 import { embeddedRedisDrill, freePort, isEmbeddedRedis, releaseRestarted, requireRestartable, startEmbeddedRedis, stopIfInterrupted, waitForPing } from "./embeddedRedis.js";
-import { acquireRollbackLock, stateDirRefusal, stateDirRefusalText, type DrillLock } from "./lock.js";
+import { acquireRollbackLock, stateDirRefusal, stateDirRefused, type DrillLock, type StateDirRefused } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
 import { drillDir, listDrills, readState, statePath, upDiedUnrecorded, writeState, type DrillState, type ProcessRecord, type ProcessRole, type RollbackRecord, type StateEntry } from "./state.js";
 import { drillRunFromEnviron, findByCwd, readEnviron, findByRunId, listCwds, scanDrillRunProcesses, type StrayProcess } from "./strays.js";
@@ -531,13 +531,13 @@ function rollbackCommandOf(options: RollbackOptions, name: string): string {
 function stateRecorder(
   stateDir: string,
   state: DrillState,
-  refused: string | null,
+  refused: StateDirRefused | null,
   record: (step: string, ok: boolean, detail: string) => void,
-): { save: () => boolean; unrecorded: () => string | null } {
-  let why: string | null = null;
-  const stopRecording = (text: string, how: string) => {
-    why = text;
-    record("record progress", false, `${text}: ${how}, with every step that needs no disk; none of it is recorded in ${statePath(stateDir, state.name)}`);
+): { save: () => boolean; unrecorded: () => StateDirRefused | null } {
+  let why: StateDirRefused | null = null;
+  const stopRecording = (refusal: StateDirRefused, how: string) => {
+    why = refusal;
+    record("record progress", false, `${refusal.text}: ${how}, with every step that needs no disk; none of it is recorded in ${statePath(stateDir, state.name)}`);
   };
   if (refused !== null) stopRecording(refused, "no rollback holds it, so this one goes on without it");
   return {
@@ -549,7 +549,7 @@ function stateRecorder(
       } catch (err) {
         const code = stateDirRefusal(err);
         if (code === null) throw err;
-        stopRecording(stateDirRefusalText("write state file", statePath(stateDir, state.name), code), "this rollback goes on");
+        stopRecording(stateDirRefused("write state file", statePath(stateDir, state.name), code), "this rollback goes on");
         return false;
       }
     },
@@ -557,9 +557,15 @@ function stateRecorder(
   };
 }
 
-/** What a rollback that could not write state.json leaves: the record of its run, and the rerun that finishes it. */
-function unrecordedLeft(stateDir: string, name: string, why: string, again: string): string {
-  return `${statePath(stateDir, name)} not written (${why.replace(/^cannot /, "could not ")}): the drill is not marked rolled back, nor what this rollback did; once the state dir has space (or is writable) again, run ${again}: it finishes what is left and records it`;
+/**
+ * What a rollback that could not write state.json leaves: the record of its
+ * run, and the rerun that finishes it: once the state dir is freed, or, when
+ * it is another user's drill dir (QA: "once … writable again" said to a user
+ * in root's dir), run by who may write there.
+ */
+export function unrecordedLeft(stateDir: string, name: string, why: StateDirRefused, again: string): string {
+  const rerun = why.as === null ? `once the state dir has space (or is writable) again, run ${again}` : `as ${why.as}, run ${again}`;
+  return `${statePath(stateDir, name)} not written (${why.text.replace(/^cannot /, "could not ")}): the drill is not marked rolled back, nor what this rollback did; ${rerun}: it finishes what is left and records it`;
 }
 
 /** A cgroup teardown as a rollback step says it; `notOurs`: pids the drill did not start, said so. */

@@ -153,11 +153,16 @@ function whoseText(seen: { at: string; uid: number; mode: number }): string {
  * or the dir this user's own: a mount or a policy, said by the caller).
  */
 export function notWritableByThisUser(dir: string, code: string | undefined, euid = process.geteuid?.() ?? 0): string | null {
+  return otherUsersDir(dir, code, euid)?.text ?? null;
+}
+
+/** notWritableByThisUser's `text`, and who may write there (`as`: "root", "uid N or root") for a line that says who reruns it. */
+export function otherUsersDir(dir: string, code: string | undefined, euid = process.geteuid?.() ?? 0): { text: string; as: string } | null {
   const meaning = code === "EACCES" || code === "EPERM" ? refusalMeaning(code) : null;
   const seen = meaning === null || euid === 0 ? null : ownerOf(dir);
   if (seen === null || seen.uid === euid) return null;
-  const runAs = seen.uid === 0 ? "run as root" : `run as uid ${seen.uid} or root`;
-  return `${code} (${meaning}: ${whoseText(seen)}: not writable by this user (uid ${euid}); ${runAs} to finish it)`;
+  const as = seen.uid === 0 ? "root" : `uid ${seen.uid} or root`;
+  return { text: `${code} (${meaning}: ${whoseText(seen)}: not writable by this user (uid ${euid}); run as ${as} to finish it)`, as };
 }
 
 /** A file drill could not write, said as notWritableByThisUser says why, then what stays as it is (`kept`); `reason` apart, for a line that names the file itself. */

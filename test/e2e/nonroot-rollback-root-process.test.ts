@@ -99,6 +99,11 @@ describe("rollback as nobody of a drill whose gate is root's", () => {
     expect(exportLine, r.stdout).toBe(`  FAIL export: cannot write ${path.join(dir, exportLine?.match(/final-\S+\.jsonl/)?.[0] ?? "final-?.jsonl")}: ${notWritable}; the drain stays done: ${kept}`);
     expect(r.stdout).toContain(`FAIL record progress: cannot create the lock ${path.join(dir, "rollback.lock")}: ${notWritable}: `);
     expect(r.stderr).toMatch(new RegExp(`(left: |; )${NAME}: export to \\S+final-\\S+\\.jsonl not written: ${escape(notWritable)}; ${escape(kept)} \\(run `));
+    // Its state.json unwritten in root's dir: root reruns it, not this user "once the state dir has space (or is writable) again" (QA).
+    expect(r.stderr).toContain(
+      `${path.join(dir, "state.json")} not written (could not create the lock ${path.join(dir, "rollback.lock")}: ${notWritable}): the drill is not marked rolled back, nor what this rollback did; ` +
+        `as root, run drill --state-dir ${stateDir} rollback --name ${NAME}: it finishes what is left and records it`,
+    );
     expect(r.stdout).not.toContain("EACCES: permission denied");
     expect(r.stdout).toMatch(/ok {3}unlink files: none left/);
     const lines = r.stdout.split("\n");

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { rollbackRecord } from "../../src/drill/rollback.js";
+import { rollbackRecord, unrecordedLeft } from "../../src/drill/rollback.js";
+import { otherUsersDir } from "../../src/util/ownFiles.js";
 
 /**
  * QA: a second rollback (after an exit 4, or a re-drain of jobs pushed after a
@@ -30,5 +31,27 @@ describe("the rollback record across rollbacks", () => {
   it("the first record after an interrupted rollback: at is the interrupted one's start (it took the drill over), lastAt this one's", () => {
     const takeover = "2025-11-30T12:00:09.000Z";
     expect(rollbackRecord(undefined, later, { exported: "/s/final-1.jsonl", drained: 4, left: [] }, takeover)).toEqual({ at: takeover, lastAt: later, exported: "/s/final-1.jsonl", drained: 4, left: [] });
+  });
+});
+
+// QA: a user's rollback in root's drill dir was told to run again "once the state dir has space (or is writable) again": it never is, to that user.
+describe("the left line of a state.json a rollback could not write", () => {
+  const again = "drill --state-dir /s rollback --name smoke";
+
+  it("another user's drill dir (root's, the rollback not root): run it as root, not once the dir has space", () => {
+    const other = otherUsersDir("/", "EACCES", 65534);
+    expect(other).toEqual({ text: expect.stringMatching(/^EACCES \(permission denied: \/ is root's, mode \d{4}: not writable by this user \(uid 65534\); run as root to finish it\)$/) as string, as: "root" });
+    const line = unrecordedLeft("/s", "smoke", { text: `cannot create the lock /s/smoke/rollback.lock: ${other!.text}`, as: other!.as }, again);
+    expect(line).toBe(
+      `/s/smoke/state.json not written (could not create the lock /s/smoke/rollback.lock: ${other!.text}): the drill is not marked rolled back, nor what this rollback did; ` +
+        `as root, run ${again}: it finishes what is left and records it`,
+    );
+    expect(line).not.toContain("has space");
+  });
+
+  it("a full or refusing state dir of this user's: once it has space (or is writable) again", () => {
+    expect(otherUsersDir("/", "EACCES", 0)).toBeNull();
+    const line = unrecordedLeft("/s", "smoke", { text: "cannot write state file /s/smoke/state.json: ENOSPC (no space left on its disk: free some there)", as: null }, again);
+    expect(line).toContain(`; once the state dir has space (or is writable) again, run ${again}: it finishes what is left and records it`);
   });
 });

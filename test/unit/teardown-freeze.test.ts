@@ -5,9 +5,10 @@ import { afterEach, describe, expect, it } from "vitest";
 import { requireLayout } from "../../src/cgroup/layout.js";
 import { resolveWorkerCgroup, type CgroupDir, type WorkerCgroup } from "../../src/cgroup/paths.js";
 import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
-import { killUntilEmpty, teardownWorkerCgroup, thawBeforeExit, thawWhatTeardownFroze, type KilledTask, type TeardownMethod, type TeardownStage } from "../../src/cgroup/teardown.js";
+import { killUntilEmpty, newTeardownProgress, notEmptyError, teardownWorkerCgroup, thawBeforeExit, thawWhatTeardownFroze, type KilledTask, type RefusedTask, type TeardownMethod, type TeardownStage } from "../../src/cgroup/teardown.js";
+import { teardownDoneLines } from "../../src/commands/cgroup.run.js";
 import { RollbackIncompleteError } from "../../src/errors.js";
-import { makeFakeHost, type FakeHost } from "../helpers/cgroupFixtures.js";
+import { fakeProcStat, makeFakeHost, type FakeHost } from "../helpers/cgroupFixtures.js";
 
 /**
  * killUntilEmpty on fake trees. The fake cgroup files are plain files, so the
@@ -362,5 +363,88 @@ describe("teardownWorkerCgroup with child cgroups (fake v2 tree)", () => {
     await expect(torn).rejects.toThrow(`could not remove ${sub}, ${cg.limits.dir}`);
     await expect(torn).rejects.toThrow(`child cgroups ${sub}`);
     expect(existsSync(cg.limits.dir)).toBe(true);
+  });
+});
+
+describe("what a teardown that did not finish says of each task", () => {
+  const M = 1024 * 1024;
+  const EPERM = () => Object.assign(new Error("kill EPERM"), { code: "EPERM" });
+  const refusedWhy = "EPERM (not permitted: the process is another user's: only its owner or root can stop it; run as root)";
+  // Above pid_max (32768, at most 4194304): no real process is ever signalled.
+  const STUCK = 4194306;
+
+  // QA: after a failed teardown every task's line said "signalled …; not seen to exit", the one that had exited too.
+  it("its done-so-far lines: a task that exited is said exited, one still listed is said inside", async () => {
+    host = makeFakeHost("v2");
+    const h = host;
+    const cg = resolveWorkerCgroup(h.roots, requireLayout(h.roots), "m1", { kind: "self" });
+    setupWorkerCgroup(h.roots, cg, h.stateDir, { memoryMax: 256 * M, swapMax: 0 });
+    const dir = cg.limits.dir;
+    for (const file of readdirSync(dir)) rmSync(path.join(dir, file));
+    const procs = path.join(dir, "cgroup.procs");
+    const child = spawnSleeper([procs]);
+    writeFileSync(procs, `${child.pid}\n${STUCK}\n`);
+    placeInProcfs(h, child.pid!, `0::${cg.limits.cgroupPath}\n`);
+    placeInProcfs(h, STUCK, `0::${cg.limits.cgroupPath}\n`);
+    const progress = newTeardownProgress();
+    await expect(teardownWorkerCgroup(h.roots, cg, { stateDir: h.stateDir, timeoutMs: 600, termGraceMs: 100, progress })).rejects.toBeInstanceOf(RollbackIncompleteError);
+    expect(await exited(child)).toBe("SIGTERM");
+    expect(teardownDoneLines(progress, false)).toEqual([
+      `signalled ${child.pid} (sleep) in ${dir} (sigterm); exited (no longer in the cgroup)`,
+      `signalled ${STUCK} (sleep) in ${dir} (sigterm); still inside`,
+    ]);
+  });
+
+  it("its done-so-far lines name each task it may not signal, with whose it is", async () => {
+    host = makeFakeHost("v2");
+    const cgPath = "/process_api/abc/drill-m2";
+    const dir = fakeCgroup(host, "", cgPath, 2, {}, [31343, 31344]);
+    for (const pid of [31343, 31344]) placeInProcfs(host, pid, `0::${cgPath}\n`);
+    const procs = path.join(dir.dir, "cgroup.procs");
+    const progress = newTeardownProgress();
+    await killUntilEmpty(host.roots, [dir], Date.now() + 20_000, progress.killed, progress.method, (pid) => {
+      if (pid === 31343) throw EPERM();
+      writeFileSync(procs, "31343\n"); // 31344 dies
+    }, progress.refused).catch(() => undefined);
+    expect(teardownDoneLines(progress, false)).toEqual([
+      `signalled 31344 (sleep) in ${dir.dir} (sigkill-by-pid); exited (no longer in the cgroup)`,
+      `not signalled 31343 (sleep) in ${dir.dir}: ${refusedWhy}; still inside`,
+    ]);
+  });
+
+  // QA: a task it may not signal, left beside stuck ones at the deadline, was listed as plainly "still inside", with "kill it".
+  it("past the deadline: each task left is marked, stuck (its state: D) or not signalled (whose, run as root)", async () => {
+    host = makeFakeHost("v2");
+    const cgPath = "/process_api/abc/drill-m3";
+    const dir = fakeCgroup(host, "", cgPath, 2, {}, [31345, 31346, 31347]);
+    for (const pid of [31345, 31346, 31347]) placeInProcfs(host, pid, `0::${cgPath}\n`);
+    writeFileSync(path.join(host.procfs, "31345", "stat"), fakeProcStat(31345, "hog", 100, "D"));
+    writeFileSync(path.join(host.procfs, "31347", "stat"), fakeProcStat(31347, "sleep", 100, "S"));
+    const refused = new Map<number, RefusedTask>();
+    const left = await killUntilEmpty(host.roots, [dir], Date.now() + 300, [], new Set(), (pid) => {
+      if (pid === 31346) throw EPERM(); // the others: signalled, never leaving
+    }, refused);
+    expect(left.map((t) => t.pid)).toEqual([31345, 31346, 31347]);
+    expect(notEmptyError(host.roots, left, refused, 10_000).message).toBe(
+      `cgroup not empty after 10 s; still inside: ` +
+        `pid 31345 (sleep) in ${dir.dir}: stuck in state D (uninterruptible: in the kernel, where no signal acts until it leaves): signalled, not gone; ` +
+        `pid 31346 (sleep) in ${dir.dir}: not signalled: ${refusedWhy}; ` +
+        `pid 31347 (sleep) in ${dir.dir}: stuck in state S (sleeping): signalled, not gone. ` +
+        `Not moved to the parent (that would lift its limit); as root, run teardown again once the stuck tasks have exited`,
+    );
+  });
+
+  it("past the deadline, stuck alone: no 'as root'; a task listed twice (hybrid: memory cgroup and twin) named once", async () => {
+    host = makeFakeHost("hybrid");
+    const memory = fakeCgroup(host, "memory", "/process_api/abc/drill-m4", 1, {}, []);
+    const twin = fakeCgroup(host, "unified", "/drill-m4-0123456789", 2, {}, []);
+    const left: KilledTask[] = [
+      { pid: STUCK, comm: "hog", dir: memory.dir },
+      { pid: STUCK, comm: "hog", dir: twin.dir },
+    ];
+    expect(notEmptyError(host.roots, left, new Map(), 2_000).message).toBe(
+      `cgroup not empty after 2 s; still inside: pid ${STUCK} (hog) in ${memory.dir} and ${twin.dir}: stuck (no /proc entry to signal: exiting, or of another pid namespace). ` +
+        `Not moved to the parent (that would lift its limit); run teardown again once the stuck task has exited`,
+    );
   });
 });
