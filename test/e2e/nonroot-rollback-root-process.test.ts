@@ -52,7 +52,7 @@ beforeAll(async () => {
   tmp = mkdtempSync(path.join(os.tmpdir(), "drill-nonroot-rootproc-"));
   chmodSync(tmp, 0o755);
   stateDir = path.join(tmp, "state");
-  server = await startRedisServer(7400 + Math.floor(Math.random() * 100));
+  server = await startRedisServer();
   gate = spawn("sleep", ["600"], { stdio: "ignore" });
   await new Promise((resolve) => gate!.once("spawn", resolve));
   const stat = readProcessStat(new HostRoots(), gate.pid!);

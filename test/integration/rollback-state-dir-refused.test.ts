@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, rmSync 
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { runDrill } from "../helpers/cli.js";
+import { freePort } from "../helpers/redisServer.js";
 import { cgroupDirsLeft, forceCleanup, immutableSkipReason, realCgroupSkipReason, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
 import { readProcessStat } from "../../src/host/process.js";
 import { HostRoots } from "../../src/host/kernelFile.js";
@@ -97,13 +98,14 @@ describe.skipIf(skip !== null)("rollback on a state dir that refuses writes (ful
 
   it("its embedded Redis down: not restarted where its port cannot be recorded (the jobs stay in its AOF), the host cleaned, the drain named as left", async () => {
     const name = `fxarbr${process.pid}`;
-    // 7431: this helper's port range, where no server listens (the drill's Redis is down).
+    // A free port: no server listens there (the drill's Redis is down).
+    const port = await freePort();
     const { stateDir, cgroup, worker } = await drillWithWorker(name, { url: "", embedded: null });
     // Its data dir where up makes it, in the drill's dir.
     const redisDir = path.join(stateDir, name, "runs", `${name}-test`, "redis");
     mkdirSync(redisDir, { recursive: true });
     const state = readState(stateDir, name)!;
-    state.redis = { url: "redis://127.0.0.1:7431", embedded: { dir: redisDir, port: 7431 } };
+    state.redis = { url: `redis://127.0.0.1:${port}`, embedded: { dir: redisDir, port } };
     writeState(stateDir, state);
     expect(spawnSync("chattr", ["+i", path.join(stateDir, name)]).status).toBe(0);
 
@@ -112,7 +114,7 @@ describe.skipIf(skip !== null)("rollback on a state dir that refuses writes (ful
     expect(r.stdout).toMatch(/FAIL connect redis: embedded redis is down; not restarted on its AOF in .*: its port could not be recorded in state\.json first/);
     expect(r.stdout).toMatch(/FAIL stop embedded redis: not running: the jobs stay in its AOF in /);
     expect(r.stdout).toMatch(/ok {3}kill and remove cgroup: killed 1: /);
-    expect(r.stderr).toMatch(/left: .*drain pending: redis at redis:\/\/127\.0\.0\.1:7431 unreachable.*; .*state\.json not written/);
+    expect(r.stderr).toMatch(new RegExp(`left: .*drain pending: redis at redis://127\\.0\\.0\\.1:${port} unreachable.*; .*state\\.json not written`));
     await exited(worker);
     expect(cgroupDirsLeft(cgroup)).toEqual([]);
     // No redis-server was started on the drill's AOF.
