@@ -318,8 +318,7 @@ async function decideOne(
       decision = { kind: "reject_host_pressure", psi: sampler.state.readings.psiSomeAvg10 ?? "missing", trigger: "reject_all", figure: null };
     } else return emitStored(options, deps, summary, job, outcome);
   }
-  // A lever that is not a mode rejects (fail closed); its line says what the key held.
-  const modeNote = decision.kind === "reject_host_pressure" && decision.trigger === "reject_all" && modeField !== null ? ` ${modeField}` : "";
+  const modeNote = modeNoteOf(decision, modeField);
   let route: RejectRoute | null = null;
   if (decision.kind !== "admit") {
     const outcome = await queue.reject(ctx, decision.kind, decisionFigures(decision) + modeNote, { retryHostClass: options.retryHostClass, retryBudget: options.retryBudget });
@@ -327,6 +326,16 @@ async function decideOne(
     route = outcome.route;
   }
   record(summary, decision.kind);
+  emitDecision(options, deps, decision, job, gateId, modeNote, route);
+}
+
+/** A lever that is not a mode rejects (fail closed): the reject's figures end with what the key held (modeValueField), else "". */
+function modeNoteOf(decision: AdmissionDecision, modeField: string | null): string {
+  return decision.kind === "reject_host_pressure" && decision.trigger === "reject_all" && modeField !== null ? ` ${modeField}` : "";
+}
+
+/** A fresh decision's line, or its JSON (the typed fields, the lever's note, the text line). */
+function emitDecision(options: GateOptions, deps: GateDeps, decision: AdmissionDecision, job: Job, gateId: string, modeNote: string, route: RejectRoute | null): void {
   emit(options, deps, { ...decisionJson(decision, job, gateId, route), ...modeJson(modeNote) }, formatDecisionLine(decision, job, modeNote, route));
 }
 
@@ -423,12 +432,12 @@ async function dryRunPass(
     }
     const decision = decideAdmission(job, sampler.signals(mode, inflight), options.config, nowMs);
     if (decision.kind === "admit") inflight += job.prompt_tokens; // as if admitted, for the next job's packed figure
-    const modeNote = decision.kind === "reject_host_pressure" && decision.trigger === "reject_all" && modeField !== null ? ` ${modeField}` : "";
+    const modeNote = modeNoteOf(decision, modeField);
     records.set(job.id, { fingerprint, attempt: String(job.attempt), kind: decision.kind, figures: decisionFigures(decision) + modeNote });
     // Where the reject would send it, as queue.reject routes it.
     const route: RejectRoute | null = decision.kind === "admit" ? null : rejectRoute(job, options);
     record(summary, decision.kind);
-    emit(options, deps, { ...decisionJson(decision, job, options.gateId, route), ...modeJson(modeNote) }, formatDecisionLine(decision, job, modeNote, route));
+    emitDecision(options, deps, decision, job, options.gateId, modeNote, route);
   }
 }
 
