@@ -24,16 +24,26 @@ export function drillCommandFor(stateDir: string, roots?: { sysfs: string; procf
  * on, when not the default: --state-dir, --sysfs and --procfs (a fake tree, a
  * host mounted in a container), and --redis for a command that uses it. A
  * rerun hint without them, copied by the operator, acts on another place:
- * the real /sys instead of the tree the run was given.
+ * the real /sys instead of the tree the run was given. A Redis that came
+ * from DRILL_REDIS_URL (`redisTyped` false) is left to it: pasted in that
+ * shell the command reads it again, as that variable, never as a typed
+ * --redis, which means more (a rollback takes it as where the drill's Redis
+ * moved; a report reads it over the drill's own).
  */
-export function drillCommandAt(where: { stateDir: string; sysfs?: string; procfs?: string; redisUrl?: string }): string {
+export function drillCommandAt(where: { stateDir: string; sysfs?: string; procfs?: string; redisUrl?: string; redisTyped?: boolean }): string {
+  const redis = printedRedis(where);
   const flags = [
     where.stateDir === DEFAULT_STATE_DIR ? [] : ["--state-dir", where.stateDir],
     where.sysfs === undefined || where.sysfs === DEFAULT_SYSFS ? [] : ["--sysfs", where.sysfs],
     where.procfs === undefined || where.procfs === DEFAULT_PROCFS ? [] : ["--procfs", where.procfs],
-    where.redisUrl === undefined ? [] : ["--redis", redactUrl(where.redisUrl)],
+    redis === undefined ? [] : ["--redis", redactUrl(redis)],
   ].flat();
   return ["drill", ...flags.map(shellWord)].join(" ");
+}
+
+/** The Redis a printed command names as --redis (drillCommandAt): none when it came from DRILL_REDIS_URL. */
+export function printedRedis(where: { redisUrl?: string; redisTyped?: boolean }): string | undefined {
+  return where.redisTyped === false ? undefined : where.redisUrl;
 }
 
 /**
@@ -259,9 +269,9 @@ export function rollbackAgain(drillCmd: string, asked: { name?: string; queue?: 
   return [drillCmd, "rollback", ...flags.map(shellWord)].join(" ");
 }
 
-/** `drill report` of a drill as pasted: on the state dir and tree the command read (`drillCmd`), by --name, an earlier run by --run. */
-export function reportAgain(drillCmd: string, drill: string, runId?: string): string {
-  const flags = ["--name", drill, ...(runId === undefined ? [] : ["--run", runId])];
+/** `drill report` of a drill as pasted: on the state dir and tree the command read (`drillCmd`), by --name, an earlier run by --run, as --format (md: the incident note). */
+export function reportAgain(drillCmd: string, drill: string, more: { runId?: string; format?: "md" } = {}): string {
+  const flags = ["--name", drill, ...(more.runId === undefined ? [] : ["--run", more.runId]), ...(more.format === undefined ? [] : ["--format", more.format])];
   return [drillCmd, "report", ...flags.map(shellWord)].join(" ");
 }
 

@@ -2,7 +2,8 @@ import { CommanderError, type Command } from "commander";
 import { buildProgram } from "./cli.js";
 import { DrillError, ExitCode } from "./errors.js";
 import { writeSync } from "node:fs";
-import { closedStdoutSurvived, outputRefused, survivesClosedOutputOf, surviveClosedStdout, terminalText, writeErr } from "./closedStdout.js";
+import { closedStdoutSurvived, outputRefused, READ_ONLY_COMMANDS, survivesClosedOutputOf, surviveClosedStdout, terminalText, writeErr } from "./closedStdout.js";
+import { readOnlyRefusal } from "./util/ownFiles.js";
 import { answeredWithRefusal, refusalText } from "./queue/refusal.js";
 import { began, exitOnLateSignal, interruptWhileStarting } from "./interrupt.js";
 
@@ -41,8 +42,10 @@ async function runCommand(argv: string[]): Promise<number> {
     });
   }
   const program = buildProgram(json);
+  let readOnly = false;
   program.hook("preAction", (_program, action) => {
     if (survivesClosedOutputOf(commandPath(action))) surviveClosedStdout();
+    readOnly = READ_ONLY_COMMANDS.has(commandPath(action));
   });
   try {
     await program.parseAsync(argv);
@@ -55,9 +58,11 @@ async function runCommand(argv: string[]): Promise<number> {
       if (err.code === "commander.help" && err.exitCode === 0) return ExitCode.ok;
       return ExitCode.usage;
     }
-    if (err instanceof DrillError) {
-      writeErr(`drill: ${err.message}\n`);
-      return err.exitCode;
+    // A record drill did not write is bad input to a command that only reads, not rollback's 4 (readOnlyRefusal).
+    const said = readOnly ? readOnlyRefusal(err) : err;
+    if (said instanceof DrillError) {
+      writeErr(`drill: ${said.message}\n`);
+      return said.exitCode;
     }
     // Redis answered with a refusal no command turned into its own words (OOM, READONLY, an ACL): said, not a stack trace.
     if (answeredWithRefusal(err)) {

@@ -1,7 +1,7 @@
 import { DrillError, RefusedError, stopExitCode, UsageError } from "../errors.js";
 import { writeErr } from "../closedStdout.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
-import { drillCommandAt, drillCommandFor, shellWord, type GlobalOptions } from "../context.js";
+import { drillCommandAt, drillCommandFor, rollbackAgain, shellWord, type GlobalOptions } from "../context.js";
 import { consoleOutput, snakeCaseKeys, type Output } from "../output.js";
 import { formatBytes, memoryMaxProblem, parseSize } from "../units.js";
 import type { Limit } from "../cgroup/memoryFiles.js";
@@ -157,7 +157,7 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
     const { drill, runId, phase } = result.forced;
     output.err(
       `warning: --force: tore down cgroup ${cgroup.name}, the worker cgroup of drill ${drill} (run ${runId}), which was ${phase === null ? "maybe up (state unreadable)" : `up (${phase})`}: ` +
-        `killed ${result.killed.length} of its tasks mid-drill. Run ${drillCommandAt(globals)} rollback --name ${drill} to stop the rest and drain its queue`,
+        `killed ${result.killed.length} of its tasks mid-drill. Run ${rollbackAgain(drillCommandAt(globals), {}, drill)} to stop the rest and drain its queue`,
     );
   }
   // A drill's worker (--force): its rollback, named above, closes and drains the queue.

@@ -48,7 +48,7 @@ export async function reportAction(g: GlobalOptions, raw: RawReportOptions): Pro
   };
   let gathered;
   try {
-    gathered = await gatherReport({ stateDir: g.stateDir, name: raw.name, queue, redisUrl: g.redisUrl, sinceMs, roots: hostRoots(g), recordingFile: raw.recording, runId, onRevived });
+    gathered = await gatherReport({ stateDir: g.stateDir, name: raw.name, queue, redisUrl: g.redisUrl, redisTyped: g.redisTyped, sinceMs, roots: hostRoots(g), recordingFile: raw.recording, runId, onRevived });
   } finally {
     interrupt.dispose();
   }

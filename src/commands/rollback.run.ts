@@ -1,6 +1,6 @@
 import path from "node:path";
 import { writeErr } from "../closedStdout.js";
-import { commandRedis, DEFAULT_REDIS_URL, drillCommandAt, hiddenPasswordNote, hostRoots, leverCommand, redactUrl, rollbackAgain, shellWord, type GlobalOptions } from "../context.js";
+import { commandRedis, DEFAULT_REDIS_URL, drillCommandAt, hiddenPasswordNote, hostRoots, leverCommand, printedRedis, redactUrl, reportAgain, rollbackAgain, shellWord, type GlobalOptions } from "../context.js";
 import { describeRunningDrill, drillRollbackCommand, drillsUpOnQueue, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, scanRunningDrills, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
 import { sameRedis } from "../queue/redis.js";
 import { validateDrillName } from "../drill/names.js";
@@ -287,7 +287,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     if (unfinished.length > 0) {
       output.out("Not rolled back yet: admission stays as it is; run the rollback again once what is left above is fixed:");
       for (const r of unfinished) output.out(`  ${r.asRoot ? "as root: " : ""}${again(r.name)}`);
-      named.push(g.redisUrl);
+      named.push(printedRedis(g));
     }
     if (finished.length > 0) {
       const hints = finished.map((r) => readmitHint(r, g));
@@ -297,7 +297,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
       named.push(...hints.map((h) => h.url));
       // The runbook's last word: the reject summary for the incident notes (report reads the export once Redis is gone).
       output.out("For the incident notes:");
-      for (const r of finished) output.out(`  ${drillCmd} report --name ${shellWord(r.name)} --format md`);
+      for (const r of finished) output.out(`  ${reportAgain(drillCmd, r.name, { format: "md" })}`);
     }
     passwordNoteLines(named).forEach((line) => output.out(line));
   }
@@ -433,7 +433,7 @@ function queueClosingLines(q: QueueRollback, url: string, drillCmd: string, agai
     const refused = q.left.map(refusalHint).find((hint) => hint !== null);
     if (q.left.some((l) => l.includes("its own rollback drains it"))) return [...lines, "Not rolled back here: it is a drill's queue; run that drill's rollback, named above"];
     const once = q.left.some((l) => l.includes(" held by ")) ? "the gate or worker holding its jobs has stopped" : refused ? `its Redis takes these commands: ${refused}` : "its Redis answers";
-    return [...lines, `Not rolled back yet: run ${again} once ${once}`, ...passwordNoteLines([at.redisUrl])];
+    return [...lines, `Not rolled back yet: run ${again} once ${once}`, ...passwordNoteLines([printedRedis(at)])];
   }
   return [
     ...lines,
@@ -441,7 +441,7 @@ function queueClosingLines(q: QueueRollback, url: string, drillCmd: string, agai
     `  ${leverCommand(url, q.queue, "admit", at)}`,
     "For the incident notes:",
     `  ${drillCmd} report --queue ${shellWord(q.queue)} --format md`,
-    ...passwordNoteLines([url, at.redisUrl]),
+    ...passwordNoteLines([url, printedRedis(at)]),
   ];
 }
 

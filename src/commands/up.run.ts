@@ -4,7 +4,7 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { stateDirError } from "../cgroup/stateFiles.js";
-import { drillCommandFor, hiddenPasswordNoteAfter, hostRoots, leverCommand, redactUrl, rollbackAgain, type GlobalOptions } from "../context.js";
+import { drillCommandFor, hiddenPasswordNoteAfter, hostRoots, leverCommand, redactUrl, reportAgain, rollbackAgain, type GlobalOptions } from "../context.js";
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState, statePath, type DrillState } from "../drill/state.js";
 import { acquireDrillLock, drillLockFile, stateDirRefusal } from "../drill/lock.js";
@@ -171,7 +171,7 @@ async function runInForeground(
       // Why the drill's end is not in state.json (a full or read-only state dir); null when it is.
       end_unrecorded: result.endUnrecorded,
     };
-    const reportCmd = `${drillCmd} report --name ${drill.name} --format md`;
+    const reportCmd = reportAgain(drillCmd, drill.name, { format: "md" });
     if (!g.json) {
       // The summary an operator pastes: the same report `drill report` prints, over this run.
       if (result.rollbackUnderWay) {
@@ -289,8 +289,8 @@ function runningRoles(roots: HostRoots, state: DrillState): string[] {
 export function closingLines(f: ClosingFacts): string[] {
   const maybe = f.unansweredPushes === 0 ? "" : `; ${f.unansweredPushes} of them got no reply: queued under the next id if Redis ran ${f.unansweredPushes === 1 ? "it" : "them"}`;
   const cut = f.notPacked > 0 ? ` (${f.notPacked} not packed: the drill ${f.stoppedEarly ? "stopped" : "ended"} first${maybe})` : "";
-  const lines = [`drill ${f.name}: packer stopped after ${f.pushed} jobs${cut}; \`${f.drillCmd} report --name ${f.name} --format md\` for the incident note.`];
-  const rollback = `\`${f.drillCmd} rollback --name ${f.name}\``;
+  const lines = [`drill ${f.name}: packer stopped after ${f.pushed} jobs${cut}; \`${reportAgain(f.drillCmd, f.name, { format: "md" })}\` for the incident note.`];
+  const rollback = `\`${rollbackAgain(f.drillCmd, {}, f.name)}\``;
   if (f.rollbackUnderWay) {
     // It flipped deny-all as its first step and stops the rest: nothing is left for the operator to do here.
     lines.push(`A rollback of this drill is under way (it stopped this up): it stops gate, worker, watch and hog, drains and exports the queue; its own output says what it found.`);

@@ -518,8 +518,8 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
 
 /** The command that runs this drill's rollback again: as the caller gave it, else on this state dir, tree and --redis. */
 function rollbackCommandOf(options: RollbackOptions, name: string): string {
-  const { stateDir, roots, redisUrl } = options;
-  return options.again ?? rollbackAgain(drillCommandAt({ stateDir, sysfs: roots.sysfs, procfs: roots.procfs, redisUrl }), {}, name);
+  const { stateDir, roots, redisUrl, redisTyped } = options;
+  return options.again ?? rollbackAgain(drillCommandAt({ stateDir, sysfs: roots.sysfs, procfs: roots.procfs, redisUrl, redisTyped }), {}, name);
 }
 
 /**

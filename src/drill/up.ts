@@ -33,7 +33,7 @@ import { embeddedRedisDrill, freePort, startEmbeddedRedis } from "./embeddedRedi
 import { acquireDrillLock, stateDirRefusal } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { realDir } from "./strays.js";
-import { drillCommandAt, drillCommandFor, hiddenPasswordNoteAfter, leverCommand, rollbackAgain, shellWord } from "../context.js";
+import { drillCommandAt, drillCommandFor, hiddenPasswordNoteAfter, leverCommand, reportAgain, rollbackAgain, shellWord } from "../context.js";
 import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, runsDir, statePath, writeState, writeUpEnded, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
@@ -877,7 +877,7 @@ function keepPreviousRun(stateDir: string, previous: DrillState | null, runId: s
     return;
   }
   const ended = previous.rollback?.at ? `rolled back at ${previous.rollback.at}` : `phase ${previous.phase}`;
-  log(`up: drill ${previous.name}'s previous run ${previous.runId} (${ended}) is kept; \`${drillCmd} report --name ${previous.name}\` reads the new run ${runId} from now on, \`${drillCmd} report --name ${previous.name} --run ${previous.runId}\` the previous one`);
+  log(`up: drill ${previous.name}'s previous run ${previous.runId} (${ended}) is kept; \`${reportAgain(drillCmd, previous.name)}\` reads the new run ${runId} from now on, \`${reportAgain(drillCmd, previous.name, { runId: previous.runId })}\` the previous one`);
 }
 
 /** How often up polls gate and worker for readiness: a job pushed later waits at most this long for no reason. */

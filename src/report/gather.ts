@@ -12,7 +12,7 @@ import { workerCgroupFromDirs } from "../cgroup/paths.js";
 import { validateDrillName } from "../drill/names.js";
 import { drillDir, isDrillUp, keptRunStatePath, listDrills, listKeptRuns, readState, readStateEntries, readStateFile, readUpEnded, runDir, upDiedUnrecorded, type DrillState, type StateEntry } from "../drill/state.js";
 import { DrillError, ExitCode, RefusedError, UsageError } from "../errors.js";
-import { ForeignRecordError, RecordReadError, recordReadError } from "../util/ownFiles.js";
+import { readOnlyRefusal, RecordReadError, recordReadError } from "../util/ownFiles.js";
 import { queueKeys, type QueueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl, sameRedis } from "../queue/redis.js";
 import { scanKeys } from "../drill/drain.js";
@@ -49,7 +49,8 @@ import {
 
 /**
  * The I/O of `drill report`: which drill, which source, and reading it.
- * Source: the given --redis, else the drill state's Redis if it answers, else
+ * Source: the given --redis, else the drill state's Redis if it answers
+ * (DRILL_REDIS_URL only where the state records none: givenRedis), else
  * the newest `final-*.jsonl` rollback exported (so a report still works after
  * rollback stopped the embedded Redis, or after the operator removed the
  * queue's keys from a given one); else an error naming what was tried.
@@ -66,6 +67,8 @@ export interface GatherOptions {
   queue: string | undefined;
   /** --redis / DRILL_REDIS_URL. */
   redisUrl: string | undefined;
+  /** false: redisUrl is DRILL_REDIS_URL's, not typed as --redis (givenRedis); undefined: typed. */
+  redisTyped?: boolean;
   sinceMs: number;
   now?: () => number;
   /** Where /proc is: the drill lock and a restarted embedded Redis are checked there. */
@@ -146,9 +149,12 @@ function likeliestDrill(stateDir: string, drills: readonly string[]): string {
  * --redis and --queue without --name (the command up's "queue in use"
  * refusal prints): the drill in the state dir that ran on that queue of that
  * Redis, else the queue alone, with no run to clip to and no export; however
- * many other drills the state dir holds. Else the only drill there.
+ * many other drills the state dir holds. Else the only drill there. A
+ * DRILL_REDIS_URL (`at.redisTyped` false) no drill there ran on leaves the
+ * only drill there its report, on its own Redis (givenRedis). `at`: the
+ * tree the suggested report runs on.
  */
-export function resolveDrillName(stateDir: string, name: string | undefined, redisUrl: string | undefined, queue?: string): DrillChoice {
+export function resolveDrillName(stateDir: string, name: string | undefined, redisUrl: string | undefined, queue?: string, at: { redisTyped?: boolean; roots?: HostRoots } = {}): DrillChoice {
   if (name !== undefined) {
     validateDrillName(name);
     if (!existsSync(drillDir(stateDir, name))) throw new UsageError(unknownReportDrill(name, stateDir));
@@ -170,12 +176,12 @@ export function resolveDrillName(stateDir: string, name: string | undefined, red
     // drill there, run on another, put its header and recording over this Redis's figures (QA).
     const on = entries.flatMap((e) => ("state" in e && sameRedis(e.state.redis.url, redisUrl) ? [e.name] : []));
     if (on.length === 1) return { name: on[0]!, notes: [] };
-    if (on.length === 0) return { name: null, notes: [`no drill of ${stateDir} ran on ${redactUrl(redisUrl)} (${drills.join(", ")} did not): reported as its queue alone; give --name to report a drill`] };
+    if (on.length === 0 && (at.redisTyped !== false || drills.length > 1)) return { name: null, notes: [`no drill of ${stateDir} ran on ${redactUrl(redisUrl)} (${drills.join(", ")} did not): reported as its queue alone; give --name to report a drill`] };
   }
   if (drills.length === 1) return { name: drills[0]!, notes: [] };
   if (drills.length > 1) {
     throw new UsageError(
-      `several drills in ${stateDir}: ${drills.join(", ")}; pick one with --name (${drillCommandFor(stateDir)} report --name ${likeliestDrill(stateDir, drills)})${redisUrl === undefined || queue !== undefined ? "" : ", or give --queue to report on a queue of that Redis directly"}`,
+      `several drills in ${stateDir}: ${drills.join(", ")}; pick one with --name (${reportAgain(drillCommandFor(stateDir, at.roots), likeliestDrill(stateDir, drills))})${redisUrl === undefined || queue !== undefined ? "" : ", or give --queue to report on a queue of that Redis directly"}`,
     );
   }
   if (redisUrl !== undefined) return { name: null, notes: [] };
@@ -196,7 +202,7 @@ export function resolveDrillName(stateDir: string, name: string | undefined, red
  */
 function drillUnreadableFor(name: string, error: unknown, redisUrl: string): DrillError {
   const alone = "give --state-dir an empty directory of your own to report that Redis's queue alone, without the drill";
-  const said = error instanceof RecordReadError ? recordReadError(error.file, error.cause, alone) : unusableRecord(error);
+  const said = error instanceof RecordReadError ? recordReadError(error.file, error.cause, alone) : readOnlyRefusal(error);
   const reason = said instanceof Error ? said.message : String(said);
   return new DrillError(`cannot tell whether drill ${name} ran on ${redactUrl(redisUrl)}: ${reason}`, said instanceof DrillError ? said.exitCode : ExitCode.failed, { cause: error });
 }
@@ -394,27 +400,18 @@ function keptRunExports(dir: string, state: DrillState): string[] {
   return names.map((n) => path.join(dir, n)).filter((f) => existsSync(f)).sort((a, b) => (exportTimeMs(path.basename(a)) ?? 0) - (exportTimeMs(path.basename(b)) ?? 0));
 }
 
+/** gatherSources; a record drill did not write is bad input to a report, which only reads (readOnlyRefusal). */
 export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   try {
     return await gatherSources(options);
   } catch (err) {
-    throw unusableRecord(err);
+    throw readOnlyRefusal(err);
   }
-}
-
-/**
- * A record in the state dir drill did not write (readOwnRecord: another
- * user's, a link) is input the report cannot take: exit 2, bad input
- * (DESIGN.md), not rollback's 4, "rollback incomplete", which a report,
- * reading only, has nothing to do with.
- */
-function unusableRecord(err: unknown): unknown {
-  return err instanceof ForeignRecordError ? new DrillError(err.message, ExitCode.usage, { cause: err }) : err;
 }
 
 async function gatherSources(options: GatherOptions): Promise<Gathered> {
   const now = options.now ?? Date.now;
-  const chosen = resolveDrillName(options.stateDir, options.name, options.redisUrl, options.queue);
+  const chosen = resolveDrillName(options.stateDir, options.name, options.redisUrl, options.queue, { redisTyped: options.redisTyped, roots: options.roots });
   const name = chosen.name;
   if (name === null && options.runId !== undefined) throw new UsageError(`--run: needs a drill (--name, or the only one in ${options.stateDir}) whose run it is`);
   const current = name === null ? null : readState(options.stateDir, name);
@@ -431,8 +428,9 @@ async function gatherSources(options: GatherOptions): Promise<Gathered> {
   }
   // After a rollback its figures are in its export (or the AOF): a --queue the source does not hold points there.
   const drillQueue: DrillQueue | null =
-    state !== null && name !== null && queueAsked ? { name, queue: state.queue, report: reportAgain(drillCommandFor(options.stateDir, options.roots), name, archived?.runId) } : null;
+    state !== null && name !== null && queueAsked ? { name, queue: state.queue, report: reportAgain(drillCommandFor(options.stateDir, options.roots), name, { runId: archived?.runId }) } : null;
   const dir = name === null ? null : drillDir(options.stateDir, name);
+  const given = givenRedis(options, state, name, notes);
 
   const logDir = name === null ? null : runLogDir(options.stateDir, name, state);
   const candidates = logDir === null ? [] : RECORDING_FILES.map((f) => path.join(logDir, f));
@@ -462,10 +460,10 @@ async function gatherSources(options: GatherOptions): Promise<Gathered> {
   let revived: { stop: () => Promise<void> } | null = null;
   try {
     if (archived) {
-      const given = options.redisUrl === undefined ? "" : ` (--redis ${redactUrl(options.redisUrl)} is not read for it)`;
-      tried.push(`run ${archived.runId} is an earlier run of drill ${name}: read from its own export, not a Redis that now holds a later run${given}`);
-    } else if (options.redisUrl !== undefined) {
-      url = options.redisUrl;
+      const notRead = given === undefined ? "" : ` (--redis ${redactUrl(given)} is not read for it)`;
+      tried.push(`run ${archived.runId} is an earlier run of drill ${name}: read from its own export, not a Redis that now holds a later run${notRead}`);
+    } else if (given !== undefined) {
+      url = given;
       // QA W 4: another database given, the drill's run read as empty without a word.
       if (state !== null && state.redis.url !== "" && !sameRedis(state.redis.url, url)) {
         notes.push(`--redis ${redactUrl(url)} is not drill ${name}'s Redis (${redactUrl(state.redis.url)}, in its state.json): read as asked, every figure here is that Redis's; without --redis the report reads the drill's own`);
@@ -605,6 +603,24 @@ async function gatherSources(options: GatherOptions): Promise<Gathered> {
     },
     nowMs: Math.round(nowMs),
   };
+}
+
+/**
+ * The Redis a report reads before the drill's own: --redis, the operator's
+ * override, as typed; DRILL_REDIS_URL, exported for the commands run by hand
+ * (or by up for its children), only where the drill's state records no Redis
+ * (no drill, or an up stopped before it had one): it never takes a drill's
+ * report off that drill's own Redis (QA: `drill report --name X`, as reportAgain
+ * prints it, read the exported Redis, every figure another queue's), as it
+ * never moves a rollback (rollback.ts givenRedis). Said when it is passed over.
+ */
+function givenRedis(options: GatherOptions, state: DrillState | null, name: string | null, notes: string[]): string | undefined {
+  const url = options.redisUrl;
+  if (url === undefined || options.redisTyped !== false || state === null || state.redis.url === "") return url;
+  if (!sameRedis(state.redis.url, url)) {
+    notes.push(`DRILL_REDIS_URL ${redactUrl(url)} is not drill ${name}'s Redis: read the drill's own (${redactUrl(state.redis.url)}, in its state.json); give --redis to read another`);
+  }
+  return undefined;
 }
 
 /** The drill a report with another --queue is about: the queue it ran on, and the report of it as pasted (reportAgain). */

@@ -68,6 +68,18 @@ export class ForeignRecordError extends DrillError {
 }
 
 /**
+ * A record drill did not write, met by a command that only reads
+ * (READ_ONLY_COMMANDS: report, cgroup status, watch, doctor; main() and
+ * gatherReport ask): input it cannot take, exit 2, bad input
+ * (DESIGN.md), not ForeignRecordError's 4, "rollback incomplete", which a
+ * command that changes nothing leaves nothing unfinished for. Any other error
+ * as it is.
+ */
+export function readOnlyRefusal(err: unknown): unknown {
+  return err instanceof ForeignRecordError ? new DrillError(err.message, ExitCode.usage, { cause: err }) : err;
+}
+
+/**
  * The text of one of drill's records (state.json, a cgroup marker, a hog or
  * served-queue record, a lock), or null when there is none. One place for
  * every record drill acts on: ForeignRecordError when drill cannot have
