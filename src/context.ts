@@ -251,7 +251,8 @@ export function redisDatabase(url: string, source = "--redis"): number {
 export function leverCommand(url: string, queue: string, mode: "reject_all" | "admit", at?: { stateDir: string; sysfs?: string; procfs?: string }): string {
   // `at`: the flags of the command that names it; `admit` reads host PSI, so a --procfs given there matters (QA).
   // Every word quoted as the shell reads it back (QA: a socket path with a space, a queue `x$Q`).
-  const drill = drillCommandAt({ ...(at ?? { stateDir: DEFAULT_STATE_DIR }), redisUrl: url });
+  // The lever's Redis (a drill's own, no longer up): named as --redis wherever the naming command's came from.
+  const drill = drillCommandAt({ ...(at ?? { stateDir: DEFAULT_STATE_DIR }), redisUrl: url, redisTyped: undefined });
   return `${drill} gate mode ${mode}${queue === "jobs" ? "" : ` --queue ${shellWord(queue)}`}`;
 }
 

@@ -58,7 +58,8 @@ export function queueRollbackCommand(
   // Not listable by this user: none; that rollback fails there too, saying so.
   entries: readonly StateEntry[] = stateEntriesOrNone(at.stateDir),
 ): QueueRollbackCommand {
-  const drillCmd = drillCommandAt({ ...at, redisUrl: url });
+  // The queue's Redis, as the worker recorded it: named as --redis wherever the naming command's came from.
+  const drillCmd = drillCommandAt({ ...at, redisUrl: url, redisTyped: undefined });
   const command = rollbackAgain(drillCmd, { queue });
   const alsoRollsBack = drillsBesideQueue(entries, queue, url);
   return { command, alsoRollsBack, queueOnlyCommand: alsoRollsBack.length === 0 ? null : rollbackAgain(drillCmd, { queue, queueOnly: true }) };
