@@ -215,12 +215,12 @@ async function runInForeground(
     if (signal) throw new InterruptedError(signal);
     // Said after the summary and what to do next: state.json still holds all up started, so rollback finds it (exit 1, README Known limits).
     if (result.endUnrecorded !== null) {
-      throw new DrillError(`${result.endUnrecorded}; the drill's end is not recorded there (what it did is above), everything it started is: run \`${drillCmd} rollback --name ${drill.name}\``);
+      throw new DrillError(`${result.endUnrecorded}; the drill's end is not recorded there (what it did is above), everything it started is: run \`${rollbackAgain(drillCmd, {}, drill.name)}\``);
     }
     // The worker OOM-killed in its cgroup stopped the drill, but is its outcome (RELIABILITY 4, as inject's oom_killed): exit 0, said above.
     if (stoppedByFailure(result.exitedEarly)) {
       const gone = result.exitedEarly.map((e) => `${e.key} ${e.how}${e.log ? ` (log ${e.log})` : ""}`).join(", ");
-      throw new DrillError(`drill ${drill.name} stopped before its end: ${gone}; run \`${drillCmd} rollback --name ${drill.name}\``);
+      throw new DrillError(`drill ${drill.name} stopped before its end: ${gone}; run \`${rollbackAgain(drillCmd, {}, drill.name)}\``);
     }
   } finally {
     interrupt.dispose();
@@ -249,7 +249,7 @@ function setupStateRefused(err: unknown, stateDir: string, name: string, drillCm
   const left = started
     ? "what it started by then is recorded there"
     : `it had started nothing (no Redis, cgroup or process; no summary: nothing ran), but ${statePath(stateDir, name)} says the run is starting`;
-  return new DrillError(`${(err as Error).message}; up stopped while setting up run ${state.runId}: ${left}: run \`${drillCmd} rollback --name ${name}\``, undefined, { cause: err });
+  return new DrillError(`${(err as Error).message}; up stopped while setting up run ${state.runId}: ${left}: run \`${rollbackAgain(drillCmd, {}, name)}\``, undefined, { cause: err });
 }
 
 export interface ClosingFacts {
@@ -448,7 +448,7 @@ async function startInBackground(drill: DrillFile, stateDir: string, before: Dri
       const warnings = said.filter(isWarning);
       log(`drill ${drill.name} is up in the background (pid ${child.pid}, run ${state.runId}); log ${logFile}, state ${dir}`);
       log(`redis: ${state.redis.embedded ? "embedded redis-server" : "given"} at ${redactUrl(state.redis.url)}, queue ${state.queue}; deny-all by hand: \`${leverCommand(state.redis.url, state.queue, "reject_all")}\`${hiddenPasswordNoteAfter([state.redis.url])}`);
-      log(`run \`${drillCmd} rollback --name ${drill.name}\` before walking away`);
+      log(`run \`${rollbackAgain(drillCmd, {}, drill.name)}\` before walking away`);
       return { name: drill.name, label: LAB_LABEL, verdict: "detached" as const, run_id: state.runId, pid: child.pid ?? null, log: logFile, state: path.join(dir, "state.json"), redis: redactUrl(state.redis.url), queue: state.queue, warnings };
     }
     if (exitCode !== undefined) {

@@ -572,7 +572,7 @@ const UP_PHASE_WORDS: Record<DrillState["phase"], string> = {
 /** A drill whose state is not complete is up: one run at a time per name. `where` adds to what is named (e.g. its log). */
 export function refuseWhileUp(existing: DrillState | null, name: string, drillCmd: string, where = ""): void {
   if (existing && isDrillUp(existing)) {
-    throw new RefusedError(`drill ${name} is already up (run ${existing.runId}, ${UP_PHASE_WORDS[existing.phase]}${where}); run ${drillCmd} rollback --name ${name} first`);
+    throw new RefusedError(`drill ${name} is already up (run ${existing.runId}, ${UP_PHASE_WORDS[existing.phase]}${where}); run ${rollbackAgain(drillCmd, {}, name)} first`);
   }
 }
 
@@ -1193,7 +1193,7 @@ async function embeddedRedisOwner(redis: Redis): Promise<{ state: DrillState; st
  * jobs left in the other drill's AOF, and its own rollback failed for good.
  */
 export function anotherDrillsRedisText(url: string, owner: Pick<DrillState, "name" | "runId">, ownerCmd: string, upWithoutRedis: string): string {
-  return `redis ${url} is the embedded redis-server of drill ${owner.name} (run ${owner.runId}): that drill's rollback (${ownerCmd} rollback --name ${owner.name}) stops it, and this drill's queue with it; leave out --redis (this drill starts its own: ${upWithoutRedis}), or give a Redis no drill stops`;
+  return `redis ${url} is the embedded redis-server of drill ${owner.name} (run ${owner.runId}): that drill's rollback (${rollbackAgain(ownerCmd, {}, owner.name)}) stops it, and this drill's queue with it; leave out --redis (this drill starts its own: ${upWithoutRedis}), or give a Redis no drill stops`;
 }
 
 /** One key of a queue as found: its type, and its length when it has one. */
@@ -1241,7 +1241,7 @@ export function queueInUseText(f: {
       : f.servedBy !== undefined ? `queue ${queue} on ${url} is in use now${running}, by ${f.servedBy.what}, up from another --state-dir`
       : `queue ${queue} on ${url} is in use now${running}, by a drill of another --state-dir or a gate or worker started by hand`;
     const stop =
-      f.upDrills.length > 0 ? f.upDrills.map((n) => `${f.drillCmd} rollback --name ${n}`).join(", then ")
+      f.upDrills.length > 0 ? f.upDrills.map((n) => rollbackAgain(f.drillCmd, {}, n)).join(", then ")
       : f.servedBy !== undefined ? f.servedBy.rollback
       : `roll back the drill that runs them (drill --state-dir <its dir> rollback --name <the drill>), or stop them`;
     return `${who}; the queue's keys: ${shown.join(", ")}. ${keep} Do not delete them while it runs. Run this drill on another queue (${f.upOnAnotherQueue}), or first: ${stop}`;
