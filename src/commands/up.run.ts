@@ -208,6 +208,8 @@ async function runInForeground(
       redisGone: redisTrouble === "gone",
       rollbackUnderWay: result.rollbackUnderWay,
       running: runningRoles(hostRoots(g), result.state),
+      cgroup: result.state.cgroup !== null,
+      fileDir: result.state.fileDir !== null,
     })) {
       log(line);
     }
@@ -270,6 +272,10 @@ export interface ClosingFacts {
   rollbackUnderWay: boolean;
   /** The drill's processes still alive as up ends, by role (gate, worker, watch, hog), in that order. */
   running: string[];
+  /** The drill made its cgroup (a stop while setting up can come first). */
+  cgroup: boolean;
+  /** The drill made its file dir (the worker's weights, the hog's files). */
+  fileDir: boolean;
 }
 
 /** "gate, worker and watch keep" / "the worker keeps"; null when none runs any more. */
@@ -298,7 +304,10 @@ export function closingLines(f: ClosingFacts): string[] {
   }
   const keep = stillRunning(f.running);
   // Said from what is alive now: a gate that just died does not "keep running".
-  const running = keep === null ? "none of its processes runs any more, its cgroup and files stay until then" : `${keep} running until then`;
+  // What stays is what it made: a stop while setting up can come before the cgroup or the files.
+  const made = [f.cgroup ? "cgroup" : null, f.fileDir ? "files" : null].filter((m) => m !== null);
+  const stays = made.length === 0 ? "" : `, its ${made.join(" and ")} ${made.length === 1 ? "stays" : "stay"} until then`;
+  const running = keep === null ? `none of its processes runs any more${stays}` : `${keep} running until then`;
   if (f.redisGone) {
     lines.push(
       `Run ${rollback} before walking away: the embedded Redis is gone, so nothing is admitted meanwhile; rollback starts it again on its AOF (every job it took is there) to drain and export it. ` +

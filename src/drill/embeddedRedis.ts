@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { closeSync, existsSync } from "node:fs";
+import { appendFileSync, closeSync, existsSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
 import type { Redis } from "ioredis";
@@ -13,6 +13,7 @@ import { acquireDrillLock } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { findByCwd, realDir } from "./strays.js";
 import { makeDirs } from "../util/makeDirs.js";
+import { stateDirError } from "../cgroup/stateFiles.js";
 import { openOwnFile } from "../util/ownFiles.js";
 
 /**
@@ -106,13 +107,7 @@ export async function startEmbeddedRedis(spec: EmbeddedRedisSpec): Promise<Embed
   );
   const exited = new Promise<never>((_, reject) =>
     child.once("exit", (code, signal) =>
-      reject(
-        new DrillError(
-          wrapped && code === 127
-            ? `cannot start redis-server: ${notOnPath}`
-            : `redis-server exited at start (${signal ?? `code ${code}`}); see ${path.join(spec.dir, "redis.log")}`,
-        ),
-      ),
+      reject(wrapped && code === 127 ? new DrillError(`cannot start redis-server: ${notOnPath}`) : exitedAtStart(spec.dir, signal ?? `code ${code}`)),
     ),
   );
   if (spec.detached) child.unref();
@@ -120,6 +115,54 @@ export async function startEmbeddedRedis(spec: EmbeddedRedisSpec): Promise<Embed
   const pid = await Promise.race([waitForPing(url, spec.startTimeoutMs ?? 10_000).then(() => serverPid(url)), spawnError, exited]);
   child.removeAllListeners("exit");
   return { pid, port, url, dir: spec.dir, selfExits: wrapped };
+}
+
+/** errno names of the messages redis-server logs (strerror) for a dir that refuses its files: a state dir refusal. */
+const REFUSED_BY_MESSAGE: ReadonlyArray<[RegExp, string]> = [
+  [/No space left on device/, "ENOSPC"],
+  [/Disk quota exceeded/, "EDQUOT"],
+  [/Read-only file system/, "EROFS"],
+];
+
+/** The last line redis-server wrote to `file`, without its log prefix ("123:M 05 Dec 2026 02:58:07.312 # "); null when none (or unreadable). */
+export function lastRedisLine(text: string): string | null {
+  const line = text.split("\n").map((l) => l.trim()).filter((l) => l !== "").at(-1);
+  return line === undefined ? null : line.replace(/^\d+:[A-Z] \d+ \w+ \d+ [\d:.]+ [.\-*#] /, "");
+}
+
+function readQuietly(file: string): string {
+  try {
+    return readFileSync(file, "utf8");
+  } catch {
+    return "";
+  }
+}
+
+/**
+ * redis-server gone before it answered: why, in its own words (the last line
+ * of its log, else of its stderr: a config error). A dir that refuses its files
+ * (full, read-only) is a state dir refusal (stateDirRefusal, its errno as the
+ * cause): said by it, or, when it could write neither (a full disk takes its log
+ * too), by the note that says so refused in its stderr file.
+ */
+function exitedAtStart(dir: string, how: string): DrillError {
+  const logFile = path.join(dir, "redis.log");
+  const stderrFile = path.join(dir, "redis.stderr");
+  const said = lastRedisLine(readQuietly(logFile)) ?? lastRedisLine(readQuietly(stderrFile));
+  const exited = `redis-server exited at start (${how})`;
+  let refused: NodeJS.ErrnoException | null = null;
+  const code = said === null ? undefined : REFUSED_BY_MESSAGE.find(([re]) => re.test(said))?.[1];
+  if (code !== undefined) refused = Object.assign(new Error(said!), { code, path: dir });
+  else if (said === null) {
+    try {
+      appendFileSync(stderrFile, `drill: ${exited} and wrote nothing to ${logFile} or here\n`);
+    } catch (err) {
+      refused = err as NodeJS.ErrnoException;
+    }
+  }
+  const words = said === null ? `${exited}, saying nothing (${logFile} and ${stderrFile} are empty)` : `${exited}: ${said}`;
+  if (refused === null) return new DrillError(`${words}; see ${said === null ? `${logFile} and ${stderrFile}` : logFile}`);
+  return new DrillError(`${stateDirError("start the embedded Redis in", dir, refused).message}; ${words}`, undefined, { cause: refused });
 }
 
 /** Servers this process restarted that do not exit by themselves (no `timeout` on PATH), by data dir, until their caller is done with them. */

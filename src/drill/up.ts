@@ -260,6 +260,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       state.redis = { url: `redis://127.0.0.1:${port}`, embedded: { dir: redisDir, port } };
       const record = intendProcess(state, "redis", "redis");
       save();
+      crash("redis-intent");
       // It holds the drain and stops last, as in rollback: the children, gone at
       // duration + 5 min, never find it gone (or somebody else's on its port).
       const embedded = await startEmbeddedRedis({ dir: redisDir, port, detached: true, env, lifetimeMs: drill.duration + SELF_EXIT_GRACE_MS + REDIS_STOPS_LAST_MS }).catch((err: unknown) => {
@@ -284,104 +285,111 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     const redis = await connectRedis(state.redis.url, { name: "drill-up", commandTimeoutMs: 5000 });
     try {
       const queue = new DrillQueue(redis, options.queue);
-
-      // The worker cgroup, judged again (the host moved on while Redis started).
-      // A refusal (judged here, or by applySetup under the cgroup's lock) records
-      // no cgroup: this drill's rollback must never tear down the one it was
-      // refused. Once claimed, intent first; setup writes its own marker before mkdir.
-      let setup = null;
-      // Not after a refused write (the Redis's record): nothing is claimed unrecorded.
-      if (setupRefused === null) {
-        try {
-          const plan = planSetup(cgroup, inspectForSetup(roots, cgroup, stateDir), setupOptions);
-          setup = applySetup(plan, stateDir, undefined, () => {
-            state.cgroup = { name: options.cgroupName, parent: parent ?? "/", dirs: cgroup.dirs.map((d) => d.dir) };
-            save();
-          });
-        } catch (err) {
-          // Refused (another drill took the cgroup while Redis started): nothing
-          // of this run may stay behind, or its refusal would leave a Redis
-          // running and a "starting" state in place of the drill's last run.
-          if (err instanceof RefusedError && state.cgroup === null) await undoRefusedStart(roots, stateDir, state, previous, dir);
-          // Its record or its marker refused: setup made no cgroup dir (it undoes its mkdirs).
-          refusedWhileSettingUp("the worker cgroup's record", err);
-        }
-      }
-      crash("cgroup");
-      // The counter before anything runs in it: an OOM kill at the drill's first seconds
-      // (a worker whose KV overfills the cgroup) can come before watch's first sample.
-      const oomKillAtSetup = readOomKillCount(cgroup.limits);
-      if (setup !== null && oomKillAtSetup.ok && state.cgroup !== null) {
-        state.cgroup.oomKillAtSetup = { tsMs: Date.now(), count: oomKillAtSetup.value };
-        try {
-          save();
-        } catch (err) {
-          refusedWhileSettingUp("the cgroup's oom_kill count", err);
-        }
-      }
-      // After the cgroup is claimed: a refused start wrote nothing into a given Redis.
-      // Never over a rollback's deny-all (it pulls the lever again once it has stopped this up).
-      stopIfTakenOver();
-      // Stopped while it set up (Ctrl-C, SIGTERM): nothing is opened or started after the stop (QA: the lever
-      // opened and three children started after it); the schedule then ends at once and says what to roll back.
-      const stopped = (): boolean => options.signal.aborted || setupRefused !== null;
-      let admissionOpened = false;
-      if (!stopped()) {
-        await queue.setMode("admit", { forced: false, psi: facts.hostPsi.avg10?.toFixed(2) ?? "missing", by: "up" });
-        admissionOpened = true;
-      }
-      if (setup !== null) {
-        log(`cgroup: ${cgroup.limits.dir} memory.max ${formatBytes(drill.cgroup.memory_max)}, swap ${formatBytes(drill.cgroup.swap_max)} (lab expectation)`);
-        for (const warning of setup.warnings) log(`cgroup: warning: ${warning}`);
-      }
-
-      // Files of the hog and the worker: one directory per run, removed by rollback.
-      const fileDir = path.join(options.fileDir, `drill-${runId}`);
-      if (setupRefused === null) {
-        state.fileDir = fileDir;
-        try {
-          save();
-          makeDirs(fileDir);
-        } catch (err) {
-          state.fileDir = null;
-          refusedWhileSettingUp("the file dir's record", err);
-        }
-      }
-
-      const selfExitMs = drill.duration + SELF_EXIT_GRACE_MS;
-      const globalArgs = ["--procfs", options.procfs, "--sysfs", options.sysfs, "--state-dir", stateDir];
-      // The Redis URL in the environment, not argv: /proc/<pid>/cmdline is readable by every user, environ only by the owner (QA: a password there).
-      const childEnv = { ...env, DRILL_REDIS_URL: state.redis.url };
-      const target = ["--name", options.cgroupName, ...(parent ? ["--parent", parent] : [])];
-      const spawnChild = (role: ProcessRole, key: string, args: string[], files: string[] = []): SpawnedChild | null => {
-        // A rollback that took the drill over (before its step 2 stops this up)
-        // owns state.json: a hog spawned now would write "running" over its
-        // "rolling_back", and its record would be lost to the rollback's own copy.
-        if (takenOver() || stopped()) return null;
-        const record = intendProcess(state, role, key, files);
-        writeState(stateDir, state);
-        crash(`${key}-intent`);
-        const child = spawnDrill([...globalArgs, ...args], path.join(dir, outputName(key)), path.join(dir, `${key}.log`), childEnv);
-        crash(`${key}-spawn`);
-        const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-        if (child.pid !== undefined) fillPid(roots, record, child.pid);
-        // Watched for an early exit even when its pid's write is refused next.
-        children.push({ record, exited });
-        writeState(stateDir, state);
-        return { record, exited };
-      };
-      const startChild = (role: ProcessRole, args: string[]): void => {
-        try {
-          spawnChild(role, role, args);
-        } catch (err) {
-          refusedWhileSettingUp(`${role}'s record or log`, err);
-        }
-      };
-
       let result;
-      // From the first child on, an unexpected error (a bug) is recorded as the run's end, as in the schedule:
-      // state.json saying starting (or running) with its up gone read as a drill that something still set up (QA).
+      // Once Redis answers, an unexpected error (a bug, a Redis error or refusal, as of the admission lever's write) is
+      // recorded as the run's end, as in the schedule: state.json saying starting (or running) with its up gone read as
+      // a drill that something still set up (QA).
+      let startUndone = false;
       try {
+        // The worker cgroup, judged again (the host moved on while Redis started).
+        // A refusal (judged here, or by applySetup under the cgroup's lock) records
+        // no cgroup: this drill's rollback must never tear down the one it was
+        // refused. Once claimed, intent first; setup writes its own marker before mkdir.
+        let setup = null;
+        // Not after a refused write (the Redis's record): nothing is claimed unrecorded.
+        if (setupRefused === null) {
+          try {
+            const plan = planSetup(cgroup, inspectForSetup(roots, cgroup, stateDir), setupOptions);
+            setup = applySetup(plan, stateDir, undefined, () => {
+              state.cgroup = { name: options.cgroupName, parent: parent ?? "/", dirs: cgroup.dirs.map((d) => d.dir) };
+              save();
+            });
+          } catch (err) {
+            // Refused (another drill took the cgroup while Redis started): nothing
+            // of this run may stay behind, or its refusal would leave a Redis
+            // running and a "starting" state in place of the drill's last run.
+            if (err instanceof RefusedError && state.cgroup === null) {
+              await undoRefusedStart(roots, stateDir, state, previous, dir);
+              startUndone = true;
+            }
+            // Its record or its marker refused: setup made no cgroup dir (it undoes its mkdirs).
+            refusedWhileSettingUp("the worker cgroup's record", err);
+          }
+        }
+        crash("cgroup");
+        // The counter before anything runs in it: an OOM kill at the drill's first seconds
+        // (a worker whose KV overfills the cgroup) can come before watch's first sample.
+        const oomKillAtSetup = readOomKillCount(cgroup.limits);
+        if (setup !== null && oomKillAtSetup.ok && state.cgroup !== null) {
+          state.cgroup.oomKillAtSetup = { tsMs: Date.now(), count: oomKillAtSetup.value };
+          try {
+            save();
+          } catch (err) {
+            refusedWhileSettingUp("the cgroup's oom_kill count", err);
+          }
+        }
+        // After the cgroup is claimed: a refused start wrote nothing into a given Redis.
+        // Never over a rollback's deny-all (it pulls the lever again once it has stopped this up).
+        stopIfTakenOver();
+        // Stopped while it set up (Ctrl-C, SIGTERM): nothing is opened or started after the stop (QA: the lever
+        // opened and three children started after it); the schedule then ends at once and says what to roll back.
+        const stopped = (): boolean => options.signal.aborted || setupRefused !== null;
+        let admissionOpened = false;
+        if (!stopped()) {
+          // Refused or failed (a Redis error: read-only, NOREPLICAS, OOM, NOPERM): said as such, one line (not a bug's stack).
+          await queue.setMode("admit", { forced: false, psi: facts.hostPsi.avg10?.toFixed(2) ?? "missing", by: "up" }).catch((err: unknown) => {
+            throw new DrillError(`cannot open admission (${queue.keys.mode} admit) on redis ${redactUrl(state.redis.url)}: ${redisErrorText(err, redis)}`, undefined, { cause: err });
+          });
+          admissionOpened = true;
+        }
+        if (setup !== null) {
+          log(`cgroup: ${cgroup.limits.dir} memory.max ${formatBytes(drill.cgroup.memory_max)}, swap ${formatBytes(drill.cgroup.swap_max)} (lab expectation)`);
+          for (const warning of setup.warnings) log(`cgroup: warning: ${warning}`);
+        }
+
+        // Files of the hog and the worker: one directory per run, removed by rollback.
+        const fileDir = path.join(options.fileDir, `drill-${runId}`);
+        if (setupRefused === null) {
+          state.fileDir = fileDir;
+          try {
+            save();
+            makeDirs(fileDir);
+          } catch (err) {
+            state.fileDir = null;
+            refusedWhileSettingUp("the file dir's record", err);
+          }
+        }
+
+        const selfExitMs = drill.duration + SELF_EXIT_GRACE_MS;
+        const globalArgs = ["--procfs", options.procfs, "--sysfs", options.sysfs, "--state-dir", stateDir];
+        // The Redis URL in the environment, not argv: /proc/<pid>/cmdline is readable by every user, environ only by the owner (QA: a password there).
+        const childEnv = { ...env, DRILL_REDIS_URL: state.redis.url };
+        const target = ["--name", options.cgroupName, ...(parent ? ["--parent", parent] : [])];
+        const spawnChild = (role: ProcessRole, key: string, args: string[], files: string[] = []): SpawnedChild | null => {
+          // A rollback that took the drill over (before its step 2 stops this up)
+          // owns state.json: a hog spawned now would write "running" over its
+          // "rolling_back", and its record would be lost to the rollback's own copy.
+          if (takenOver() || stopped()) return null;
+          const record = intendProcess(state, role, key, files);
+          writeState(stateDir, state);
+          crash(`${key}-intent`);
+          const child = spawnDrill([...globalArgs, ...args], path.join(dir, outputName(key)), path.join(dir, `${key}.log`), childEnv);
+          crash(`${key}-spawn`);
+          const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+          if (child.pid !== undefined) fillPid(roots, record, child.pid);
+          // Watched for an early exit even when its pid's write is refused next.
+          children.push({ record, exited });
+          writeState(stateDir, state);
+          return { record, exited };
+        };
+        const startChild = (role: ProcessRole, args: string[]): void => {
+          try {
+            spawnChild(role, role, args);
+          } catch (err) {
+            refusedWhileSettingUp(`${role}'s record or log`, err);
+          }
+        };
+
         const g = drill.gate;
         startChild("gate", [
           "gate", "--queue", options.queue, ...target,
@@ -401,8 +409,8 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
           "--json", "watch", "--queue", options.queue, ...target, "--interval", `${g.interval}ms`,
           "--psi-limit", formatPlainDecimal(g.psi_limit), "--psi-rate-limit", formatPlainDecimal(g.psi_rate_limit), "--duration", `${selfExitMs}ms`,
         ]);
-        // A stop that came while the lever was being written finds it open (QA): said so; the rollback pulls it.
-        const admission = admissionOpened ? "admission opened as the stop came (the rollback pulls the lever)" : "admission not opened";
+        // Opened before the stop, or as it came (while the lever was being written): said so, the rollback pulls it (QA).
+        const admission = admissionOpened ? "admission opened (the rollback pulls the lever)" : "admission not opened";
         const notStarted = (["gate", "worker", "watch"] as const).filter((key) => !children.some((c) => c.record.key === key));
         const left = notStarted.length === 0 ? "gate, worker and watch started" : `${notStarted.length === 3 ? "gate, worker and watch" : notStarted.join(" and ")} not started`;
         const stop = setupRefused === null ? `stopped by ${typeof options.signal.reason === "string" ? options.signal.reason : "a signal"} while setting up:` : `stopped while setting up: ${(setupRefused as EarlyExit).lastLine};`;
@@ -425,6 +433,8 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
           },
         });
       } catch (err) {
+        // A refused start undone (undoRefusedStart): nothing of this run is left to record.
+        if (startUndone) throw err;
         // Taken over by a rollback (it stops this up next): it owns state.json, and up says only that.
         if (rollbackOwnsState(readStateQuietly(stateDir, name), runId)) throw err instanceof ScheduleFailed ? err.error : err;
         // A bug: recorded as the run's end, or state.json would say starting or running with nothing running it (QA).
@@ -485,7 +495,16 @@ function scheduleFailure(stateDir: string, state: DrillState, err: unknown, dril
   const cause = err instanceof ScheduleFailed ? err.error : err;
   const trace = !(cause instanceof DrillError) && cause instanceof Error && cause.stack !== undefined ? `\n${cause.stack}` : "";
   const where = err instanceof ScheduleFailed ? `in run ${state.runId}'s schedule: ${what}; it stopped packing and exits` : `setting up run ${state.runId}, before its schedule started: ${what}; it exits`;
-  return new DrillError(`up failed ${where}, ${recorded}; its processes and cgroup stay until rollback: run \`${rollbackAgain(drillCmd, {}, state.name)}\`${trace}`);
+  return new DrillError(`up failed ${where}, ${recorded}; ${staysUntilRollback(state)}: run \`${rollbackAgain(drillCmd, {}, state.name)}\`${trace}`);
+}
+
+/** What of a run stays for its rollback, as recorded: its processes (or only its embedded Redis) and cgroup, those it has. */
+function staysUntilRollback(state: Pick<DrillState, "processes" | "cgroup">): string {
+  const started = state.processes.filter((p) => p.pid !== null);
+  const processes = started.some((p) => p.role !== "redis") ? "processes" : started.length > 0 ? "embedded Redis" : null;
+  const parts = [processes, state.cgroup !== null ? "cgroup" : null].filter((p) => p !== null);
+  if (parts.length === 0) return "nothing of it runs (no process or cgroup); the rollback closes the run";
+  return `its ${parts.join(" and ")} ${parts.length === 1 ? "stays" : "stay"} until rollback`;
 }
 
 /**

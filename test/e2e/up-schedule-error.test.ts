@@ -103,4 +103,45 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
     assertHostClean(stateDir, "setupthrow", before, { cgroupName });
     await assertNoJobLost(redis!, "sut", []);
   }, 180_000);
+  // QA: the admission lever's write refused by Redis (here NOREPLICAS: min-replicas-to-write with none), after it answered and the
+  // cgroup was made, before the children: state.json stayed "starting" with up gone, and the error came with a stack.
+  it("the admission lever's write refused by Redis: recorded stopped, exit 1 with one line and the rollback; rollback then leaves the host clean", async () => {
+    const refusing = await startRedisServer();
+    const stateDir = path.join(root, "state");
+    const drillFile = path.join(root, "setmodefail.yaml");
+    const cgroupName = `setmodefail${process.pid}`;
+    writeFileSync(drillFile, tinyDrill("setmodefail", { duration: "6s", phases: [["0s", pack(3)]] }));
+    const admin = await connectRedis(refusing.url, { name: "test-setmode-refused" });
+    try {
+      await admin.config("SET", "min-replicas-to-write", "1");
+      const up = await runDrill(
+        ["--state-dir", stateDir, "--redis", refusing.url, "up", "--drill", drillFile, "--queue", "smf", "--parent", "self", "--name", cgroupName, "--file-dir", root],
+        { timeout: 120_000 },
+      );
+      const said = up.stdout + up.stderr;
+      expect(up.exitCode, said).toBe(1);
+      const before = readState(stateDir, "setmodefail")!;
+      const lines = up.stderr.trim().split("\n");
+      expect(lines, said).toHaveLength(1);
+      expect(lines[0], said).toMatch(
+        new RegExp(
+          `^drill: up failed setting up run ${before.runId}, before its schedule started: cannot open admission \\(smf:mode admit\\) on redis ${refusing.url}: NOREPLICAS .*; ` +
+            `it exits, ${stateDir}/setmodefail/state.json records it stopped; its cgroup stays until rollback: run \`drill --state-dir ${stateDir} rollback --name setmodefail\`$`,
+        ),
+      );
+      expect(before.phase, said).toBe("stopped");
+      expect(before.ended?.verdict).toBe("stopped_early");
+      expect(before.ended?.reason).toMatch(/^drill up failed: cannot open admission \(smf:mode admit\) on redis \S+: NOREPLICAS /);
+      expect(before.cgroup?.name).toBe(cgroupName);
+      expect(before.processes.filter((p) => p.pid !== null)).toEqual([]);
+      await admin.config("SET", "min-replicas-to-write", "0");
+      const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "setmodefail"], { timeout: 90_000 });
+      expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+      assertHostClean(stateDir, "setmodefail", before, { cgroupName });
+      await assertNoJobLost(admin, "smf", []);
+    } finally {
+      await closeRedis(admin);
+      await refusing.stop();
+    }
+  }, 180_000);
 });

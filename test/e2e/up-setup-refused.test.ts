@@ -90,7 +90,7 @@ describe.skipIf(skip !== null)("drill up whose state dir refuses a setup write (
     expect(up.code, said).toBe(1);
     const before = readState(up.stateDir, "setuplog")!;
     expect(up.stdout).toContain(
-      `stopped while setting up: cannot open the log ${up.stateDir}/setuplog/runs/${before.runId}/gate.out: ${ADVICE}; admission opened as the stop came (the rollback pulls the lever), gate, worker and watch not started`,
+      `stopped while setting up: cannot open the log ${up.stateDir}/setuplog/runs/${before.runId}/gate.out: ${ADVICE}; admission opened (the rollback pulls the lever), gate, worker and watch not started`,
     );
     expect(up.stdout).toMatch(/^drill setuplog: packer stopped after 0 jobs \(2 not packed: the drill stopped first\)/m);
     expect(up.stdout).toContain(`Run \`${up.rollbackCmd}\` before walking away`);
@@ -115,7 +115,9 @@ describe.skipIf(skip !== null)("drill up whose state dir refuses a setup write (
     expect(up.stdout).toContain(`stopped while setting up: cannot write state file ${file}: ${ADVICE}; admission not opened, gate, worker and watch not started`);
     expect(up.stdout).not.toContain("summary unavailable");
     expect(up.stdout).toMatch(/^drill setupredis: packer stopped after 0 jobs \(2 not packed: the drill stopped first\)/m);
-    expect(up.stdout).toContain(`Run \`${up.rollbackCmd}\` before walking away`);
+    // Stopped before its cgroup and files were made: none said to stay.
+    expect(up.stdout).toContain(`Run \`${up.rollbackCmd}\` before walking away: none of its processes runs any more (the embedded Redis exits by itself`);
+    expect(up.stdout).not.toMatch(/cgroup and files stay|its cgroup stays/);
     expect(up.stderr.trim(), said).toBe(
       `drill: cannot write state file ${file}: ${ADVICE}; the drill's end is not recorded there (what it did is above), everything it started is: run \`${up.rollbackCmd}\``,
     );
@@ -126,5 +128,25 @@ describe.skipIf(skip !== null)("drill up whose state dir refuses a setup write (
     const rollback = await runDrill(["--state-dir", up.stateDir, "rollback", "--name", "setupredis"], { timeout: 90_000 });
     expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
     assertHostClean(up.stateDir, "setupredis", before, { cgroupName: up.cgroupName });
+  }, 180_000);
+  // QA: a full state dir as the embedded Redis starts: "redis-server exited at start (code 1)", state.json "starting", no why (its log was refused too).
+  it("the embedded Redis refused its files (full): says why, as a refused write, with the rollback; rollback then leaves the host clean", async () => {
+    const up = await upFilledAt("setupaof", "redis-intent:stop", { given: false });
+    const said = up.stdout + up.stderr;
+    expect(up.code, said).toBe(1);
+    const before = readState(up.stateDir, "setupaof")!;
+    const redisDir = `${up.stateDir}/setupaof/runs/${before.runId}/redis`;
+    const [line, ...rest] = up.stderr.trim().split("\n");
+    expect(rest, said).toEqual([]);
+    expect(line, said).toMatch(
+      new RegExp(`^drill: cannot start the embedded Redis in ${redisDir}: ENOSPC( at ${redisDir}/redis\\.stderr)? \\(no space left there: free some, or give --state-dir a directory on another disk\\); redis-server exited at start \\(code 1\\)`),
+    );
+    expect(line, said).toContain(
+      `; up stopped while setting up run ${before.runId}: it had started nothing (no Redis, cgroup or process; no summary: nothing ran), but ${up.stateDir}/setupaof/state.json says the run is starting: run \`${up.rollbackCmd}\``,
+    );
+    expect(before.phase).toBe("starting");
+    const rollback = await runDrill(["--state-dir", up.stateDir, "rollback", "--name", "setupaof"], { timeout: 90_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    assertHostClean(up.stateDir, "setupaof", before, { cgroupName: up.cgroupName });
   }, 180_000);
 });

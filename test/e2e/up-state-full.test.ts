@@ -95,7 +95,9 @@ describe.skipIf(skip !== null)("drill up whose state dir fills mid-drill (real c
     expect(stdout).toContain(`stopped while setting up: ${refused}; admission not opened, gate, worker and watch not started`);
     // What it did and what to do next, as after any stop.
     expect(stdout).toMatch(/^drill statesetup: packer stopped after 0 jobs \(2 not packed: the drill stopped first\)/m);
-    expect(stdout).toContain(`Run \`drill --state-dir ${stateDir} rollback --name statesetup\` before walking away: none of its processes runs any more, its cgroup and files stay until then.`);
+    expect(stdout).toContain(`Run \`drill --state-dir ${stateDir} rollback --name statesetup\` before walking away: none of its processes runs any more, its cgroup stays until then.`);
+    // Refused before its file dir: no files of it to stay.
+    expect(stdout).not.toContain("files stay");
     expect(stderr.trim()).toBe(
       `drill: ${refused}; the drill's end is not recorded there (what it did is above), everything it started is: run \`drill --state-dir ${stateDir} rollback --name statesetup\``,
     );

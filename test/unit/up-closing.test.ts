@@ -20,6 +20,8 @@ const facts: ClosingFacts = {
   redisGone: false,
   rollbackUnderWay: false,
   running: ["gate", "worker", "watch", "hog"],
+  cgroup: true,
+  fileDir: true,
 };
 
 // QA: after an early stop up named a dead Redis URL for deny-all, and told
@@ -73,6 +75,16 @@ describe("up's closing lines say what to do next, as things stand", () => {
       "Run `drill rollback --name smoke` before walking away: none of its processes runs any more, its cgroup and files stay until then.",
     );
     expect(closingLines({ ...facts, running: [], redisGone: true }).at(-1)).toMatch(/AOF \(every job it took is there\) to drain and export it\. None of its processes runs any more, its cgroup and files stay until then\.$/);
+  });
+
+  // QA: after a stop while setting up, before the cgroup was made, it still said "its cgroup and files stay until then".
+  it("names only what the drill made: no cgroup or files after a stop before them", () => {
+    expect(closingLines({ ...facts, running: [], embeddedRedis: false, cgroup: false, fileDir: false }).at(-1)).toBe(
+      "Run `drill rollback --name smoke` before walking away: none of its processes runs any more.",
+    );
+    expect(closingLines({ ...facts, running: [], cgroup: true, fileDir: false }).at(-1)).toBe(
+      "Run `drill rollback --name smoke` before walking away: none of its processes runs any more, its cgroup stays until then (the embedded Redis exits by itself 5.5 minutes after the drill's end, with every job in its AOF).",
+    );
   });
 
   it("a given Redis: no embedded Redis to exit by itself", () => {
