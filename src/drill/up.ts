@@ -495,7 +495,9 @@ function scheduleFailure(stateDir: string, state: DrillState, err: unknown, dril
   const cause = err instanceof ScheduleFailed ? err.error : err;
   const trace = !(cause instanceof DrillError) && cause instanceof Error && cause.stack !== undefined ? `\n${cause.stack}` : "";
   const where = err instanceof ScheduleFailed ? `in run ${state.runId}'s schedule: ${what}; it stopped packing and exits` : `setting up run ${state.runId}, before its schedule started: ${what}; it exits`;
-  return new DrillError(`up failed ${where}, ${recorded}; ${staysUntilRollback(state)}: run \`${rollbackAgain(drillCmd, {}, state.name)}\`${trace}`);
+  // drill's own error keeps its exit code (a refusal its 3), recorded all the same.
+  const exitCode = cause instanceof DrillError ? cause.exitCode : undefined;
+  return new DrillError(`up failed ${where}, ${recorded}; ${staysUntilRollback(state)}: run \`${rollbackAgain(drillCmd, {}, state.name)}\`${trace}`, exitCode);
 }
 
 /** What of a run stays for its rollback, as recorded: its processes (or only its embedded Redis) and cgroup, those it has. */
