@@ -507,85 +507,107 @@ export function renderText(r: Report, color: ChalkInstance): string {
   const head = heading(r);
   // Facts and notes stay one line each (a line per fact is what a grep or a script finds); explanations wrap.
   lines.push(color.bold(head.title), color.yellow(r.label), ...head.facts.map((f) => `  ${f}`));
+  const prose = (text: string) => wrapWords(text, TEXT_WIDTH - 2).map((l) => `  ${l}`);
   for (const s of sections(r)) {
     lines.push("", color.bold(s.title));
-    // A formula (code) stays one line, as it is to be copied; prose wraps.
-    for (const b of s.before ?? []) lines.push(...(typeof b === "string" ? wrapText(b, "  ", "  ") : [`  ${plain(b)}`]));
+    // Prose wraps; a formula (code) too, its later lines indented further, to read as one.
+    for (const b of s.before ?? []) lines.push(...(typeof b === "string" ? prose(b) : wrapWords(b.code, TEXT_WIDTH - 4).map((l, i) => `${i === 0 ? "  " : "    "}${l}`)));
     if (s.header && s.rows) {
+      // A reject line (code) wraps too, at a space: between its key=value pairs (md keeps it one code span).
       const table = [s.header, ...s.rows.map((row) => row.map(plain))];
-      const widths = textColumnWidths(table);
-      const fmt = (row: string[]) =>
-        `  ${row
-          .map((cell, i) => (s.right?.includes(i) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!)))
-          .join("  ")
-          .trimEnd()}`;
-      lines.push(color.dim(fmt(s.header)));
-      for (const row of table.slice(1)) lines.push(fmt(row));
+      const columns = textColumns(table);
+      lines.push(...textRow(s.header, columns, s.right).map((l) => color.dim(l)));
+      for (const row of table.slice(1)) lines.push(...textRow(row, columns, s.right));
     }
-    for (const a of s.after ?? []) lines.push(`  ${s.title === "Notes" ? "- " : ""}${a}`);
+    for (const a of s.after ?? []) lines.push(...(s.title === "Notes" ? [`  - ${a}`] : prose(a)));
   }
   return lines.join("\n");
 }
 
-/** Where text output wraps prose and tables stop padding to their longest cell. */
-const TEXT_WIDTH = 100;
-/** What a table's last column counts for in its width: a time (`2025-11-30T11:59:56.000Z`), a figure. */
+/** Where text output wraps: prose, and every table's cells (80 columns: a terminal, an incident note). */
+const TEXT_WIDTH = 80;
+/** What a table's last column keeps at least when the columns before it narrow: a time (`2025-11-30T11:59:56.000Z`), a figure. */
 const LAST_COLUMN_ROOM = 24;
 
-/**
- * Column widths for text: the widest cell, unless the table would be wider
- * than TEXT_WIDTH (QA: one 79-character cell padded every row of Pressure to
- * 175 columns). Then the widest column narrows, step by step, to its next
- * shorter cell, and the longer ones run on, unpadded, in their own row only:
- * freely where nothing follows them in the row, in at most one row in five
- * otherwise (their row's later cells shift right). The last column is never
- * padded: a cell there longer than LAST_COLUMN_ROOM runs on in its own row,
- * and does not narrow the columns before it, which would not bring that row
- * in, only move other rows' cells out of line ("p99 against deadline" beside
- * a long verdict ran past the other labels, its figure out of the column).
- */
-export function textColumnWidths(table: string[][]): number[] {
-  const columns = table[0]?.length ?? 0;
-  const widths = Array.from({ length: columns }, (_, i) => Math.max(0, ...table.map((row) => (row[i] ?? "").length)));
-  const total = () => widths.reduce((a, b, i) => a + (i === columns - 1 ? Math.min(b, LAST_COLUMN_ROOM) : b) + 2, 0);
-  const allowed = Math.max(1, Math.floor((table.length - 1) / 5));
-  // Cells of column i longer than `width` with something after them in their row (the header always fits).
-  const shifted = (i: number, width: number) => table.slice(1).filter((row) => (row[i] ?? "").length > width && row.slice(i + 1).some((c) => c !== "")).length;
-  const narrowed = new Set<number>();
-  while (total() > TEXT_WIDTH) {
-    const candidates = widths.map((w, i) => ({ w, i })).filter(({ i }) => i < columns - 1 && !narrowed.has(i)).sort((a, b) => b.w - a.w);
-    let moved = false;
-    for (const { i } of candidates) {
-      const floor = (table[0]?.[i] ?? "").length;
-      const next = Math.max(floor, ...table.slice(1).map((row) => (row[i] ?? "").length).filter((n) => n < widths[i]!));
-      if (next >= widths[i]! || shifted(i, next) > allowed) {
-        narrowed.add(i); // as narrow as it goes
-        continue;
-      }
-      widths[i] = next;
-      moved = true;
-      break;
-    }
-    if (!moved) break;
-  }
-  return widths;
+/** A text table's layout: each column's width, and the spaces between columns. */
+export interface TextColumns {
+  widths: number[];
+  gap: number;
 }
 
-/** Prose for text output, word-wrapped at TEXT_WIDTH: `first` before the first line, `rest` before each later one. A word longer than a line (a path) is kept whole. */
-export function wrapText(text: string, first: string, rest: string): string[] {
-  const lines: string[] = [];
-  let line = first;
-  let fresh = true;
-  for (const word of text.split(" ")) {
-    if (!fresh && line.length + 1 + word.length > TEXT_WIDTH) {
-      lines.push(line);
-      line = rest + word;
-    } else {
-      line += (fresh ? "" : " ") + word;
-    }
-    fresh = false;
+/** Where column `i` starts in a text table's line (after the two-space indent). */
+const columnStart = ({ widths, gap }: TextColumns, i: number): number => widths.slice(0, i).reduce((a, w) => a + w + gap, 2);
+
+/** Cell `i` of `row` with nothing after it in its row: it may run on (wrapped) to the line's end. */
+const lastInRow = (row: string[], i: number): boolean => row.slice(i + 1).every((c) => c === "");
+
+/**
+ * Column widths for text, the table within TEXT_WIDTH: each column as wide as
+ * its widest cell, the last column wrapping at the line's end. When that
+ * leaves the last column under LAST_COLUMN_ROOM, the widest column before it
+ * narrows, a character at a time, down to its header and its longest word; its
+ * longer cells wrap within it (QA: one 79-character cell padded every row of
+ * Pressure to 175 columns; a cell run on past its column moved its row's later
+ * cells, and "p99 against deadline" beside a long verdict, out of line). Every
+ * row's cells start in their column, however long: its figure too. A table
+ * whose headers alone pass TEXT_WIDTH (cost_proxy's eight) keeps one space
+ * between columns, not two.
+ */
+export function textColumns(table: string[][]): TextColumns {
+  const columns = table[0]?.length ?? 0;
+  if (columns === 0) return { widths: [], gap: 2 };
+  const last = columns - 1;
+  const cells = (i: number) => table.map((row) => row[i] ?? "");
+  const widths = Array.from({ length: columns }, (_, i) => Math.max(0, ...cells(i).map((c) => c.length)));
+  // A cell with nothing after it runs on to the line's end: only the others hold their column's words.
+  const floors = widths.map((_, i) =>
+    Math.max((table[0]![i] ?? "").length, ...table.slice(1).filter((row) => !lastInRow(row, i)).flatMap((row) => (row[i] ?? "").split(" ").map((w) => w.length))),
+  );
+  const lastWanted = Math.min(widths[last]!, Math.max(LAST_COLUMN_ROOM, floors[last]!));
+  const layout = { widths, gap: columnStart({ widths: floors, gap: 2 }, last) + floors[last]! > TEXT_WIDTH ? 1 : 2 };
+  while (columnStart(layout, last) + lastWanted > TEXT_WIDTH) {
+    const widest = widths.map((w, i) => ({ w, i })).filter(({ w, i }) => i < last && w > floors[i]!).sort((a, b) => b.w - a.w)[0];
+    if (widest === undefined) break; // as narrow as they go
+    widths[widest.i]! -= 1;
   }
-  lines.push(line);
+  widths[last] = Math.max(floors[last]!, Math.min(widths[last]!, TEXT_WIDTH - columnStart(layout, last)));
+  return layout;
+}
+
+/**
+ * One table row as text lines: each cell wrapped within its column (to the
+ * line's end when nothing follows it in the row), its later lines starting
+ * in the same column; right-aligned columns padded to the left.
+ */
+function textRow(row: string[], layout: TextColumns, right: number[] = []): string[] {
+  const { widths, gap } = layout;
+  const wrapped = row.map((cell, i) => (cell === "" ? [] : wrapWords(cell, lastInRow(row, i) ? Math.max(widths[i]!, TEXT_WIDTH - columnStart(layout, i)) : widths[i]!)));
+  const height = Math.max(1, ...wrapped.map((c) => c.length));
+  return Array.from({ length: height }, (_, k) =>
+    `  ${wrapped
+      .map((c, i) => (right.includes(i) ? (c[k] ?? "").padStart(widths[i]!) : (c[k] ?? "").padEnd(widths[i]!)))
+      .join(" ".repeat(gap))
+      .trimEnd()}`,
+  );
+}
+
+/**
+ * Text word-wrapped at `width`: breaks at spaces only, so a job id list
+ * (`job=1 job=2`, `a, b`) breaks between ids, after a comma, never inside one.
+ * A word longer than a line (a path) is kept whole, on a line of its own.
+ */
+export function wrapWords(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let line: string | null = null;
+  for (const word of text.split(" ")) {
+    if (line !== null && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else {
+      line = line === null ? word : `${line} ${word}`;
+    }
+  }
+  lines.push(line ?? "");
   return lines;
 }
 

@@ -14,6 +14,7 @@ import { doneRecord, emptyPassStats } from "../../src/worker/plan.js";
 import { runDrill } from "../helpers/cli.js";
 import { freePort, startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 import { CALM_PSI, HOT_PSI } from "../helpers/psiText.js";
+import { flat } from "../helpers/reportText.js";
 
 /**
  * `drill report` on the built binary: decisions written by the real packer
@@ -197,7 +198,7 @@ describe("drill report (built binary)", () => {
   it("text by default; --redis with no drill dir reports the queue without a recording", async () => {
     const text = await drill(["--state-dir", stateDir, "report"]);
     expect(text.exitCode).toBe(0);
-    expect(text.stdout).toContain("reject_packed_tokens job=2 packed=48000 limit=32000 route=retry");
+    expect(flat(text.stdout)).toContain("reject_packed_tokens job=2 packed=48000 limit=32000 route=retry");
     const empty = path.join(tmp, "state-empty");
     const bare = await drill(["--state-dir", empty, "--redis", server.url, "report", "--queue", queue, "--format", "json"]);
     expect(bare.exitCode, bare.stderr).toBe(0);
@@ -299,7 +300,7 @@ describe("drill report (built binary)", () => {
     ]);
     expect(report.jobs_where).toMatchObject({ total: 6, held_by_dead: 4, ids_issued: 6, not_found: [] });
     const text = await drill(["--state-dir", path.join(tmp, "state-where"), "--redis", server.url, "report", "--queue", q]);
-    expect(text.stdout).toMatch(new RegExp(`${q}:working:wdead\\s+3\\s+held by worker wdead: DEAD, heartbeat ${q}:workers:wdead gone;`));
+    expect(flat(text.stdout)).toContain(`${q}:working:wdead 3 held by worker wdead: DEAD, heartbeat ${q}:workers:wdead gone;`);
   });
 
   it("a --queue the source holds no key of: exit 2 naming the queues it holds (QA 8); generated_at is now on an export (QA 12)", async () => {
