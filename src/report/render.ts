@@ -513,11 +513,11 @@ export function renderText(r: Report, color: ChalkInstance): string {
     // Prose wraps; a formula (code) too, its later lines indented further, to read as one.
     for (const b of s.before ?? []) lines.push(...(typeof b === "string" ? prose(b) : wrapWords(b.code, TEXT_WIDTH - 4).map((l, i) => `${i === 0 ? "  " : "    "}${l}`)));
     if (s.header && s.rows) {
-      // A reject line (code) wraps too, at a space: between its key=value pairs (md keeps it one code span).
       const table = [s.header, ...s.rows.map((row) => row.map(plain))];
       const columns = textColumns(table);
       lines.push(...textRow(s.header, columns, s.right).map((l) => color.dim(l)));
-      for (const row of table.slice(1)) lines.push(...textRow(row, columns, s.right));
+      // A reject line (code) stays whole, as the gate printed it: what a grep of the gate's log finds, pasted.
+      s.rows.forEach((row, r) => lines.push(...textRow(table[r + 1]!, columns, s.right, row.map((c) => typeof c !== "string"))));
     }
     for (const a of s.after ?? []) lines.push(...(s.title === "Notes" ? [`  - ${a}`] : prose(a)));
   }
@@ -577,11 +577,14 @@ export function textColumns(table: string[][]): TextColumns {
 /**
  * One table row as text lines: each cell wrapped within its column (to the
  * line's end when nothing follows it in the row), its later lines starting
- * in the same column; right-aligned columns padded to the left.
+ * in the same column; right-aligned columns padded to the left. A `whole`
+ * cell (a reject line) is not wrapped: it runs on past the line's end.
  */
-function textRow(row: string[], layout: TextColumns, right: number[] = []): string[] {
+function textRow(row: string[], layout: TextColumns, right: number[] = [], whole: boolean[] = []): string[] {
   const { widths, gap } = layout;
-  const wrapped = row.map((cell, i) => (cell === "" ? [] : wrapWords(cell, lastInRow(row, i) ? Math.max(widths[i]!, TEXT_WIDTH - columnStart(layout, i)) : widths[i]!)));
+  const wrapped = row.map((cell, i) =>
+    cell === "" ? [] : whole[i] === true ? [cell] : wrapWords(cell, lastInRow(row, i) ? Math.max(widths[i]!, TEXT_WIDTH - columnStart(layout, i)) : widths[i]!),
+  );
   const height = Math.max(1, ...wrapped.map((c) => c.length));
   return Array.from({ length: height }, (_, k) =>
     `  ${wrapped
