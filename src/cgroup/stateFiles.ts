@@ -105,8 +105,19 @@ export function stateDirError(action: string, file: string, err: unknown, isRoot
   const code = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
   // makeDirs names the directory that refused: /s/ro in "cannot create the lock /s/ro/cgroups/x.lock".
   const refused = (err as NodeJS.ErrnoException).path;
-  const at = refused !== undefined && path.resolve(refused) !== path.resolve(file) ? ` at ${refused}` : "";
+  const at = refused !== undefined && path.resolve(refused) !== path.resolve(file) && !isTempOf(refused, file) ? ` at ${refused}` : "";
   return new DrillError(`cannot ${action} ${file}: ${code}${at} (${stateDirAdvice(code, isRoot)})`, undefined, { cause: err });
+}
+
+/**
+ * The temp file of an atomic write of `file` (`<file>.<pid>[.<hex>].tmp`,
+ * renamed or linked onto it): to an operator that is `file` itself (QA: a
+ * refused end record named "state.json.4242.tmp"), so it is not named apart.
+ */
+function isTempOf(refused: string, file: string): boolean {
+  const prefix = `${path.resolve(file)}.`;
+  const resolved = path.resolve(refused);
+  return resolved.startsWith(prefix) && /^\d+(\.[0-9a-f]+)?\.tmp$/.test(resolved.slice(prefix.length));
 }
 
 /** What to do about a state dir that refused a write: "run as root" only to a process that is not. */

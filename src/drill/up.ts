@@ -22,7 +22,7 @@ import { findPackageRoot } from "../native/pagetoucher.js";
 import type { Job } from "../queue/job.js";
 import { DrillQueue, PUSH_FAILURE_TEXT, pushFailure, pushUntilTaken, unnumberedJob, type PushFailure } from "../queue/queue.js";
 import { queueKeys } from "../queue/keys.js";
-import { closeRedis, connectRedis, redactUrl, redisErrorText, sameRedis } from "../queue/redis.js";
+import { closeRedis, connectRedis, mayHaveRun, redactUrl, redisErrorText, sameRedis } from "../queue/redis.js";
 import { formatStatusLine } from "../sampler/render.js";
 import type { Sample } from "../sampler/step.js";
 import { formatBytes, formatDuration, formatPlainDecimal } from "../units.js";
@@ -282,14 +282,25 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
     }
     log(`redis: deny-all by hand: ${leverCommand(state.redis.url, options.queue, "reject_all")} (pack, gate, watch and worker find this Redis in ${statePath(stateDir, name)} while the drill is up)${hiddenPasswordNoteAfter([state.redis.url])}`);
 
-    const redis = await connectRedis(state.redis.url, { name: "drill-up", commandTimeoutMs: 5000 });
+    // Once Redis answers, an unexpected error (a bug, a Redis error or refusal, as of the admission lever's write or of
+    // the connection to it) is recorded as the run's end, as in the schedule: state.json saying starting (or running)
+    // with its up gone read as a drill that something still set up (QA).
+    let startUndone = false;
+    const failed = (err: unknown): unknown => {
+      // A refused start undone (undoRefusedStart): nothing of this run is left to record.
+      if (startUndone) return err;
+      // Taken over by a rollback (it stops this up next): it owns state.json, and up says only that.
+      if (rollbackOwnsState(readStateQuietly(stateDir, name), runId)) return err instanceof ScheduleFailed ? err.error : err;
+      // A bug: recorded as the run's end, or state.json would say starting or running with nothing running it (QA).
+      return scheduleFailure(stateDir, state, err, drillCommandFor(stateDir, roots));
+    };
+    // QA: connecting failed after the embedded Redis answered its PING (its ready check): state.json stayed "starting".
+    const redis = await connectRedis(state.redis.url, { name: "drill-up", commandTimeoutMs: 5000 }).catch((err: unknown) => {
+      throw failed(err);
+    });
     try {
       const queue = new DrillQueue(redis, options.queue);
       let result;
-      // Once Redis answers, an unexpected error (a bug, a Redis error or refusal, as of the admission lever's write) is
-      // recorded as the run's end, as in the schedule: state.json saying starting (or running) with its up gone read as
-      // a drill that something still set up (QA).
-      let startUndone = false;
       try {
         // The worker cgroup, judged again (the host moved on while Redis started).
         // A refusal (judged here, or by applySetup under the cgroup's lock) records
@@ -338,7 +349,14 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
         if (!stopped()) {
           // Refused or failed (a Redis error: read-only, NOREPLICAS, OOM, NOPERM): said as such, one line (not a bug's stack).
           await queue.setMode("admit", { forced: false, psi: facts.hostPsi.avg10?.toFixed(2) ?? "missing", by: "up" }).catch((err: unknown) => {
-            throw new DrillError(`cannot open admission (${queue.keys.mode} admit) on redis ${redactUrl(state.redis.url)}: ${redisErrorText(err, redis)}`, undefined, { cause: err });
+            const lever = `(${queue.keys.mode} admit) on redis ${redactUrl(state.redis.url)}`;
+            // Sent and never answered (a timeout, the connection lost): Redis may have run it, so admission may be open.
+            throw new DrillError(
+              mayHaveRun(err, redis) ? `the admission lever's write ${lever} got no reply (${redisErrorText(err, redis)}): it may have been applied, so admission may be open; the rollback pulls the lever either way`
+              : `cannot open admission ${lever}: ${redisErrorText(err, redis)}`,
+              undefined,
+              { cause: err },
+            );
           });
           admissionOpened = true;
         }
@@ -433,12 +451,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
           },
         });
       } catch (err) {
-        // A refused start undone (undoRefusedStart): nothing of this run is left to record.
-        if (startUndone) throw err;
-        // Taken over by a rollback (it stops this up next): it owns state.json, and up says only that.
-        if (rollbackOwnsState(readStateQuietly(stateDir, name), runId)) throw err instanceof ScheduleFailed ? err.error : err;
-        // A bug: recorded as the run's end, or state.json would say starting or running with nothing running it (QA).
-        throw scheduleFailure(stateDir, state, err, drillCommandFor(stateDir, roots));
+        throw failed(err);
       }
       // A rollback that stopped this up (its step 2) owns the state file now:
       // "stopped" written over its "rolling_back" would hide that it runs.

@@ -14,8 +14,9 @@ import { realDrillSkipReason } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
 import { pack, tinyDrill } from "../helpers/drills.js";
 import { assertHostClean } from "../helpers/hostClean.js";
-import { assertNoJobLost, idsGivenByQueue } from "../helpers/invariants.js";
+import { assertNoJobLost, assertNoJobLostInExport, idsGivenByQueue } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
+import { spawnDrill, untilStopped } from "../helpers/stateFill.js";
 
 const skip = realDrillSkipReason();
 if (skip) console.warn(`skipping up whose schedule throws: ${skip}`);
@@ -143,5 +144,100 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
       await closeRedis(admin);
       await refusing.stop();
     }
+  }, 180_000);
+
+  // QA: the lever's write sent and never answered (here the Redis paused for writes, so up's 5 s command timeout fires) may have been
+  // applied all the same: "cannot open admission" said it was not.
+  it("the admission lever's write unanswered: says it may have been applied and that the rollback pulls the lever; recorded stopped; rollback then reaches both invariants", async () => {
+    const paused = await startRedisServer();
+    const stateDir = path.join(root, "state");
+    const drillFile = path.join(root, "setmodenoreply.yaml");
+    const cgroupName = `setmodenoreply${process.pid}`;
+    writeFileSync(drillFile, tinyDrill("setmodenoreply", { duration: "6s", phases: [["0s", pack(3)]] }));
+    const admin = await connectRedis(paused.url, { name: "test-setmode-noreply" });
+    try {
+      // Stopped once its cgroup is claimed (its next Redis command is the lever's write); Redis paused for writes, then up goes on.
+      const args = ["--state-dir", stateDir, "--redis", paused.url, "up", "--drill", drillFile, "--queue", "smn", "--parent", "self", "--name", cgroupName, "--file-dir", root];
+      const { child, said: output, exited } = spawnDrill(args, "cgroup:stop");
+      await untilStopped(child.pid!, () => JSON.stringify(output()));
+      await admin.call("CLIENT", "PAUSE", "60000", "WRITE");
+      child.kill("SIGCONT");
+      const code = await exited;
+      await admin.call("CLIENT", "UNPAUSE");
+      const { stdout, stderr } = output();
+      const said = stdout + stderr;
+      expect(code, said).toBe(1);
+      const before = readState(stateDir, "setmodenoreply")!;
+      const lines = stderr.trim().split("\n");
+      expect(lines, said).toHaveLength(1);
+      const lever = `the admission lever's write \\(smn:mode admit\\) on redis ${paused.url} got no reply \\(Redis at 127\\.0\\.0\\.1:${paused.port} did not answer within 5s: check whether it is paused \\(CLIENT PAUSE, SIGSTOP\\) or overloaded\\): it may have been applied, so admission may be open; the rollback pulls the lever either way`;
+      expect(lines[0], said).toMatch(
+        new RegExp(
+          `^drill: up failed setting up run ${before.runId}, before its schedule started: ${lever}; ` +
+            `it exits, ${stateDir}/setmodenoreply/state.json records it stopped; its cgroup stays until rollback: run \`drill --state-dir ${stateDir} rollback --name setmodenoreply\`$`,
+        ),
+      );
+      expect(said).not.toContain("cannot open admission");
+      expect(before.phase, said).toBe("stopped");
+      expect(before.ended?.verdict).toBe("stopped_early");
+      expect(before.ended?.reason).toMatch(new RegExp(`^drill up failed: ${lever}$`));
+      const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "setmodenoreply"], { timeout: 90_000 });
+      expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+      expect(await admin.get("smn:mode")).toBe("reject_all");
+      assertHostClean(stateDir, "setmodenoreply", before, { cgroupName });
+      await assertNoJobLost(admin, "smn", []);
+    } finally {
+      await admin.call("CLIENT", "UNPAUSE").catch(() => {});
+      await closeRedis(admin);
+      await paused.stop();
+    }
+  }, 180_000);
+
+  // QA: connecting to the embedded Redis failed after it answered its PING (here refused: maxclients reached), and state.json stayed "starting".
+  it("connecting to its embedded Redis refused once it answered: recorded stopped, exit 1 with one line and the rollback; rollback then leaves the host clean", async () => {
+    const stateDir = path.join(root, "state");
+    const drillFile = path.join(root, "connectfail.yaml");
+    const cgroupName = `connectfail${process.pid}`;
+    writeFileSync(drillFile, tinyDrill("connectfail", { duration: "6s", phases: [["0s", pack(3)]] }));
+    const args = ["--state-dir", stateDir, "up", "--drill", drillFile, "--queue", "cfq", "--parent", "self", "--name", cgroupName, "--file-dir", root];
+    // Stopped once its embedded Redis answered; that Redis then takes no more clients (this one holds its last), then up goes on.
+    const { child, said: output, exited } = spawnDrill(args, "redis-spawn:stop");
+    await untilStopped(child.pid!, () => JSON.stringify(output()));
+    const starting = readState(stateDir, "connectfail")!;
+    const url = `redis://127.0.0.1:${starting.redis.embedded!.port}`;
+    const admin = await connectRedis(url, { name: "test-connect-refused" });
+    let code: number | null;
+    try {
+      const [, maxclients] = (await admin.config("GET", "maxclients")) as string[];
+      await admin.config("SET", "maxclients", "1");
+      child.kill("SIGCONT");
+      code = await exited;
+      await admin.config("SET", "maxclients", maxclients!);
+    } finally {
+      await closeRedis(admin);
+    }
+    const { stdout, stderr } = output();
+    const said = stdout + stderr;
+    expect(code, said).toBe(1);
+    const before = readState(stateDir, "connectfail")!;
+    const lines = stderr.trim().split("\n");
+    expect(lines, said).toHaveLength(1);
+    const refused = `Redis at 127\\.0\\.0\\.1:${starting.redis.embedded!.port} refused the connection: max number of clients reached`;
+    expect(lines[0], said).toMatch(
+      new RegExp(
+        `^drill: up failed setting up run ${before.runId}, before its schedule started: ${refused}.*; ` +
+          `it exits, ${stateDir}/connectfail/state.json records it stopped; its embedded Redis stays until rollback: run \`drill --state-dir ${stateDir} rollback --name connectfail\`$`,
+      ),
+    );
+    expect(before.phase, said).toBe("stopped");
+    expect(before.ended?.verdict).toBe("stopped_early");
+    expect(before.ended?.reason).toMatch(new RegExp(`^drill up failed: ${refused}`));
+    expect(before.cgroup).toBeNull();
+    const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "connectfail"], { timeout: 90_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    assertHostClean(stateDir, "connectfail", before, { cgroupName });
+    // The embedded Redis is gone with the rollback: its export holds the queue (no job was pushed).
+    const recorded = readState(stateDir, "connectfail")!;
+    assertNoJobLostInExport(recorded.rollback!.exported!, "cfq", []);
   }, 180_000);
 });

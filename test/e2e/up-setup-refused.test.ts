@@ -94,10 +94,10 @@ describe.skipIf(skip !== null)("drill up whose state dir refuses a setup write (
     );
     expect(up.stdout).toMatch(/^drill setuplog: packer stopped after 0 jobs \(2 not packed: the drill stopped first\)/m);
     expect(up.stdout).toContain(`Run \`${up.rollbackCmd}\` before walking away`);
-    // Its end not recorded either (no inode for state.json's temp file, named), said last.
+    // Its end not recorded either (no inode for state.json's temp file), said last, naming state.json (not its temp file).
     const file = `${up.stateDir}/setuplog/state.json`;
     expect(up.stderr.trim(), said).toBe(
-      `drill: cannot write state file ${file}: ENOSPC at ${file}.${up.pid}.tmp (no space left there: free some, or give --state-dir a directory on another disk); ` +
+      `drill: cannot write state file ${file}: ENOSPC (no space left there: free some, or give --state-dir a directory on another disk); ` +
         `the drill's end is not recorded there (what it did is above), everything it started is: run \`${up.rollbackCmd}\``,
     );
     expect(before.cgroup?.name).toBe(up.cgroupName);

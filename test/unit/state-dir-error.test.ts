@@ -20,7 +20,34 @@ describe("stateDirError: the advice fits the error and who runs drill", () => {
   });
 });
 
+// QA: a full state dir's refused end record was named "state.json.<pid>.tmp", a name that means nothing to an operator.
+describe("stateDirError: an atomic write's temp file is named as the file it replaces", () => {
+  const at = (refused: string) => Object.assign(errno("ENOSPC"), { path: refused });
+  it.each([
+    ["/s/x/state.json.4242.tmp", ""],
+    ["/s/x/up.lock.4242.1a2b3c4d.tmp", ""],
+    ["/s/x", " at /s/x"],
+    ["/s/x/state.json.old", " at /s/x/state.json.old"],
+  ])("refused at %s", (refused, said) => {
+    const file = refused.includes("up.lock") ? "/s/x/up.lock" : "/s/x/state.json";
+    expect(stateDirError("write state file", file, at(refused), true).message).toBe(
+      `cannot write state file ${file}: ENOSPC${said} (no space left there: free some, or give --state-dir a directory on another disk)`,
+    );
+  });
+});
+
 describe("writeJsonDurably", () => {
+  it("its temp file refused: names the file it writes, not the temp file", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "drill-durable-"));
+    try {
+      const file = path.join(dir, "state.json");
+      mkdirSync(`${file}.${process.pid}.tmp`); // open(2) of a directory for writing: EISDIR
+      expect(() => writeJsonDurably(file, { a: 1 })).toThrow(new RegExp(`^cannot write state file ${file}: EISDIR \\(`));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("a write refused half-way (the rename onto a directory) says so and leaves no temp file beside the state", () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), "drill-durable-"));
     try {
