@@ -271,7 +271,8 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   // still starting spawns its worker in; CI: rmdir then failed busy for 7 s) is
   // killed too, whenever a rmdir finds the cgroup busy with tasks.
   const killLateJoiners = async (): Promise<void> => {
-    await killUntilEmpty(roots, present, deadline, killed, method); // returns at once when nothing is inside
+    // The tasks it may not signal stay in `refused`, as in the kill before: named so, never as killed.
+    await killUntilEmpty(roots, present, deadline, killed, method, sendSigkill, refused); // returns at once when nothing is inside
   };
   const notRemoved: string[] = [];
   for (const dir of present) {
@@ -287,7 +288,7 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   if (notRemoved.length > 0) {
     throw new RollbackIncompleteError(
       `could not remove ${notRemoved.join(", ")} (still busy after ${Math.round(timeoutMs / 1000)} s); ` +
-        `${describeBusy(roots, present)}; run teardown again, or check cgroup.procs and child directories`,
+        `${describeBusy(roots, present, refused)}; run teardown again, or check cgroup.procs and child directories`,
     );
   }
 
@@ -451,8 +452,8 @@ export function withDescendants(dirs: CgroupDir[]): CgroupDir[] {
   return dirs.flatMap((d) => [d, ...descendants(d)]);
 }
 
-/** What keeps the dirs busy: their child cgroups and the tasks anywhere below. */
-function describeBusy(roots: HostRoots, dirs: CgroupDir[]): string {
+/** What keeps the dirs busy: their child cgroups and the tasks anywhere below, each marked as notEmptyError marks it (stuck, or not signalled). */
+function describeBusy(roots: HostRoots, dirs: CgroupDir[], refused: ReadonlyMap<number, RefusedTask>): string {
   const children = dirs.flatMap((d) => descendants(d)).filter((d) => existsSync(d.dir));
   let tasks: KilledTask[];
   try {
@@ -462,7 +463,7 @@ function describeBusy(roots: HostRoots, dirs: CgroupDir[]): string {
   }
   const parts = [
     children.length > 0 ? `child cgroups ${children.map((d) => d.dir).join(", ")}` : "no child cgroup left",
-    tasks.length > 0 ? `tasks ${tasks.map((t) => `pid ${t.pid} (${t.comm ?? "?"}) in ${t.dir}`).join(", ")}` : "no task listed (tasks still exiting)",
+    tasks.length > 0 ? `tasks ${markedTasks(roots, tasks, refused).join("; ")}` : "no task listed (tasks still exiting)",
   ];
   return parts.join("; ");
 }
@@ -593,12 +594,33 @@ const STATE_WORDS: Record<string, string> = {
   I: "idle",
 };
 
-/** Why a task signalled like the others is still inside: its state now, or no /proc entry to signal. */
-function stuckText(roots: HostRoots, pid: number): string {
+/**
+ * Why a task is still inside: `signalled` like the others and stuck (`why`
+ * says its state, or that it has no /proc entry to signal), or not signalled,
+ * `why` saying whose it is (RefusedTask). `state`: its /proc state letter, null without one.
+ */
+export interface TaskLeft {
+  signalled: boolean;
+  state: string | null;
+  why: string;
+}
+
+/** How a task still inside is marked, in every message and document that names one (notEmptyError, describeBusy, teardown --json). */
+export function taskLeft(roots: HostRoots, pid: number, refused: ReadonlyMap<number, RefusedTask>): TaskLeft {
   const stat = readProcessStat(roots, pid);
-  if (!stat.ok) return "stuck (no /proc entry to signal: exiting, or of another pid namespace)";
-  const { state } = stat.value;
-  return `stuck in state ${state}${STATE_WORDS[state] ? ` (${STATE_WORDS[state]})` : ""}: signalled, not gone`;
+  const state = stat.ok ? stat.value.state : null;
+  const notSignalled = refused.get(pid);
+  if (notSignalled) return { signalled: false, state, why: notSignalled.why };
+  if (state === null) return { signalled: true, state, why: "stuck (no /proc entry to signal: exiting, or of another pid namespace)" };
+  return { signalled: true, state, why: `stuck in state ${state}${STATE_WORDS[state] ? ` (${STATE_WORDS[state]})` : ""}: signalled, not gone` };
+}
+
+/** Each task once (namedOnce), marked as taskLeft says: `pid N (comm) in A: stuck in state D (…)…` or `…: not signalled: <whose>`. */
+function markedTasks(roots: HostRoots, tasks: KilledTask[], refused: ReadonlyMap<number, RefusedTask>): string[] {
+  return namedOnce(tasks).map((t) => {
+    const left = taskLeft(roots, t.pid, refused);
+    return `${t.named}: ${left.signalled ? left.why : `not signalled: ${left.why}`}`;
+  });
 }
 
 /**
@@ -610,7 +632,7 @@ function stuckText(roots: HostRoots, pid: number): string {
 export function notEmptyError(roots: HostRoots, leftovers: KilledTask[], refused: Map<number, RefusedTask>, timeoutMs: number): RollbackIncompleteError {
   const tasks = namedOnce(leftovers);
   const stuck = tasks.filter((t) => !refused.has(t.pid)).length;
-  const marked = tasks.map((t) => `${t.named}: ${refused.has(t.pid) ? `not signalled: ${refused.get(t.pid)!.why}` : stuckText(roots, t.pid)}`);
+  const marked = markedTasks(roots, leftovers, refused);
   const when = stuck === 0 ? "" : ` once ${stuck === 1 ? "the stuck task has" : "the stuck tasks have"} exited`;
   return new RollbackIncompleteError(
     `cgroup not empty after ${Math.round(timeoutMs / 1000)} s; still inside: ${marked.join("; ")}. ` +

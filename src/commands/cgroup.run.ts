@@ -11,7 +11,8 @@ import { validateParent } from "../cgroup/names.js";
 import { requireParentDirs } from "../cgroup/paths.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { absentCgroupNext } from "../cgroup/ready.js";
-import { newTeardownProgress, taskNow, teardownWorkerCgroup, thawBeforeExit, type KilledTask, type TeardownMethod, type TeardownProgress, type TeardownResult, type TeardownStage } from "../cgroup/teardown.js";
+import { newTeardownProgress, taskLeft, taskNow, teardownWorkerCgroup, thawBeforeExit, type KilledTask, type RefusedTask, type TeardownMethod, type TeardownProgress, type TeardownResult, type TeardownStage } from "../cgroup/teardown.js";
+import type { HostRoots } from "../host/kernelFile.js";
 import type { SetupFlags, TargetFlags, TeardownFlags } from "./cgroup.js";
 import { maskedQueues, queueLeftOpenLine, queuesLeftOpen } from "../worker/served.js";
 
@@ -120,7 +121,7 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
       // A script needs what was done and what is left most when the teardown did not finish (as rollback --json).
       if (globals.json) {
         const left = [...stillFrozen, `cgroup ${cgroup.name}: teardown interrupted by ${signal} ${where}; run ${command} again to finish it`];
-        output.json(teardownDocument("interrupted", progress, left, { signal, cgroup: cgroup.name, stage: stage?.stage ?? null, stageCgroup: stage?.name ?? null, command }));
+        output.json(teardownDocument(roots, "interrupted", progress, left, { signal, cgroup: cgroup.name, stage: stage?.stage ?? null, stageCgroup: stage?.name ?? null, command }));
       } else {
         // What it already killed, removed and unlinked: the next run does not do it again, nor say it.
         for (const line of teardownDoneLines(progress, false)) output.out(line);
@@ -144,7 +145,7 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
     // Refused, or not finished (tasks that would not leave, a dir busy): with --json a
     // script still gets what was done and what is left, as from rollback --json.
     if (globals.json && err instanceof DrillError) {
-      output.json(teardownDocument(err instanceof RefusedError ? "refused" : "failed", progress, [`cgroup ${cgroup.name}: ${err.message}`], null));
+      output.json(teardownDocument(roots, err instanceof RefusedError ? "refused" : "failed", progress, [`cgroup ${cgroup.name}: ${err.message}`], null));
     } else if (!globals.json) {
       for (const line of teardownDoneLines(progress, false)) output.out(line);
     }
@@ -163,7 +164,8 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
   // A drill's worker (--force): its rollback, named above, closes and drains the queue.
   const leftOpen = result.kind === "removed" && !result.forced ? await queuesLeftOpen(result.queuesServed, globals) : [];
   if (globals.json) {
-    const served = result.kind === "removed" ? { queuesServed: maskedQueues(result.queuesServed), queuesLeftOpen: leftOpen } : {};
+    // Removed: every task it signalled, or could not, is out of the cgroup (gone with it).
+    const served = result.kind === "removed" ? { ...teardownTasks(roots, progress, () => "gone"), queuesServed: maskedQueues(result.queuesServed), queuesLeftOpen: leftOpen } : {};
     output.json(snakeCaseKeys({ ...result, ...served, left: [], interrupted: null }));
   } else if (result.kind === "nothing") {
     output.out(`cgroup ${cgroup.name}: nothing to tear down (no ${result.looked.join(", no ")})`);
@@ -205,6 +207,35 @@ export function teardownDoneLines(
   return lines;
 }
 
+/** Where a task a teardown signalled, or may not signal, is now, as `--json` says it (taskNow; null: its cgroup.procs unreadable). */
+export type TaskOutcome = "exited" | "still_inside" | "unknown";
+
+const outcomeOf = (now: "inside" | "gone" | null): TaskOutcome => (now === "inside" ? "still_inside" : now === "gone" ? "exited" : "unknown");
+
+/**
+ * The tasks of `drill --json cgroup teardown`'s document, as its done-so-far
+ * lines say them (QA: an unfinished teardown's `killed` listed a task still
+ * inside, and no field named the tasks it may not signal): `signalled`, each
+ * task it signalled with its `outcome`; `killed`, those of them that left;
+ * `refused`, each it may not signal, with whose it is (`why`) and its
+ * `outcome`; `still_inside`, each of both still listed, marked as the error
+ * marks it (taskLeft: stuck with its state, or not signalled).
+ */
+export function teardownTasks(
+  roots: HostRoots,
+  done: Pick<TeardownProgress, "killed" | "refused">,
+  now: (task: KilledTask) => "inside" | "gone" | null = taskNow,
+): { killed: KilledTask[]; signalled: Array<KilledTask & { outcome: TaskOutcome }>; refused: Array<RefusedTask & { outcome: TaskOutcome }>; stillInside: Array<KilledTask & ReturnType<typeof taskLeft>> } {
+  const signalled = done.killed.map((task) => ({ ...task, outcome: outcomeOf(now(task)) }));
+  const refused = [...done.refused.values()].map((task) => ({ ...task, outcome: outcomeOf(now(task)) }));
+  return {
+    killed: signalled.filter((t) => t.outcome === "exited").map(({ pid, comm, dir }) => ({ pid, comm, dir })),
+    signalled,
+    refused,
+    stillInside: [...signalled, ...refused].filter((t) => t.outcome === "still_inside").map(({ pid, comm, dir }) => ({ pid, comm, dir, ...taskLeft(roots, pid, done.refused) })),
+  };
+}
+
 /** Where a teardown stopped by a second Ctrl-C or SIGTERM was, and the command that finishes it. */
 interface TeardownInterruption {
   signal: "SIGINT" | "SIGTERM";
@@ -218,16 +249,21 @@ interface TeardownInterruption {
 
 /**
  * `drill --json cgroup teardown`'s document when it did not finish: the fields
- * of a finished one, as far as it got, `kind` "interrupted" (a second Ctrl-C
+ * of a finished one, as far as it got (its tasks as teardownTasks says them:
+ * `killed` only those that left), `kind` "interrupted" (a second Ctrl-C
  * or SIGTERM), "refused" or "failed", and, as rollback's, `left` and
  * `interrupted` (null but when interrupted).
  */
-function teardownDocument(kind: "interrupted" | "refused" | "failed", progress: TeardownProgress, left: string[], interrupted: TeardownInterruption | null) {
+export function teardownDocument(roots: HostRoots, kind: "interrupted" | "refused" | "failed", progress: TeardownProgress, left: string[], interrupted: TeardownInterruption | null) {
+  const { killed, signalled, refused, stillInside } = teardownTasks(roots, progress);
   return snakeCaseKeys({
     kind,
     removed: progress.removed,
     alreadyGone: progress.alreadyGone,
-    killed: progress.killed,
+    killed,
+    signalled,
+    refused,
+    stillInside,
     unlinked: progress.unlinked,
     method: [...progress.method],
     forced: progress.forced,

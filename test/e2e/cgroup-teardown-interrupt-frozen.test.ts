@@ -143,8 +143,11 @@ describe("drill cgroup teardown stopped while the cgroup is frozen (fake v2 tree
       kind: "interrupted",
       removed: [],
       already_gone: [],
-      // Listed (and sent SIGTERM, then SIGKILL) though it never left: the fake pid is no process.
-      killed: [{ pid: STUCK_PID, comm: "hog", dir }],
+      // Sent SIGTERM, then SIGKILL, though it never left (the fake pid is no process): signalled, still inside, not killed.
+      killed: [],
+      signalled: [{ pid: STUCK_PID, comm: "hog", dir, outcome: "still_inside" }],
+      refused: [],
+      still_inside: [{ pid: STUCK_PID, comm: "hog", dir, signalled: true, state: null, why: "stuck (no /proc entry to signal: exiting, or of another pid namespace)" }],
       unlinked: [],
       method: [],
       forced: null,

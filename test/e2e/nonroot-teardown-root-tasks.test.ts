@@ -52,18 +52,22 @@ afterAll(async () => {
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
+/** `drill cgroup teardown` of the cgroup, run as nobody (setpriv), with `globals` first. */
+const teardownAsNobody = (...globals: string[]) =>
+  execa("setpriv", [...NOBODY, process.execPath, drillBin, ...globals, "--state-dir", stateDir, "cgroup", "teardown", "--parent", "self", "--name", NAME], {
+    cwd: os.tmpdir(),
+    reject: false,
+    timeout: 30_000,
+    stdin: "ignore",
+    env: { FORCE_COLOR: "0", NO_COLOR: "1", HOME: os.tmpdir(), PATH: process.env.PATH ?? "/usr/bin:/bin" },
+    extendEnv: false,
+  });
+
 describe("cgroup teardown as nobody of a cgroup with root's tasks", () => {
   it("stops every task it may, names each of root's (pid, owner, run as root), exit 4, the cgroup left and said so", async (ctx) => {
     if (reason) return ctx.skip();
     const [root1, mine, root2] = sleeps.map((c) => c.pid!);
-    const r = await execa("setpriv", [...NOBODY, process.execPath, drillBin, "--state-dir", stateDir, "cgroup", "teardown", "--parent", "self", "--name", NAME], {
-      cwd: os.tmpdir(),
-      reject: false,
-      timeout: 30_000,
-      stdin: "ignore",
-      env: { FORCE_COLOR: "0", NO_COLOR: "1", HOME: os.tmpdir(), PATH: process.env.PATH ?? "/usr/bin:/bin" },
-      extendEnv: false,
-    });
+    const r = await teardownAsNobody();
     const stderr = String(r.stderr);
     expect(r.exitCode, String(r.stdout) + stderr).toBe(4);
     expect(stderr).not.toMatch(/^\s+at /m);
@@ -79,5 +83,19 @@ describe("cgroup teardown as nobody of a cgroup with root's tasks", () => {
     expect(exited.signalCode).toBe("SIGTERM");
     for (const child of [sleeps[0]!, sleeps[2]!]) expect(child.exitCode === null && child.signalCode === null, `root's ${child.pid} signalled`).toBe(true);
     for (const dir of dirs) expect(existsSync(dir)).toBe(true);
+  }, 60_000);
+
+  // QA: its --json document had no field for the tasks it may not signal (the text names each, with whose).
+  it("--json: the document names root's tasks in `refused` (why: whose) and `still_inside`, none in `killed`", async (ctx) => {
+    if (reason) return ctx.skip();
+    const [root1, , root2] = sleeps.map((c) => c.pid!);
+    const r = await teardownAsNobody("--json");
+    expect(r.exitCode, String(r.stdout) + String(r.stderr)).toBe(4);
+    const doc = JSON.parse(String(r.stdout)) as { kind: string; killed: unknown[]; refused?: Array<{ pid: number; why: string; outcome: string }>; still_inside?: Array<{ pid: number; signalled: boolean }> };
+    expect(doc.kind).toBe("failed");
+    expect(doc.killed).toEqual([]);
+    const refused = "EPERM (not permitted: the process is uid 0's (root): only its owner or root can stop it; run as root)";
+    expect(doc.refused?.map((t) => [t.pid, t.why, t.outcome]).sort()).toEqual([[root1, refused, "still_inside"], [root2, refused, "still_inside"]].sort());
+    expect(doc.still_inside?.map((t) => [t.pid, t.signalled]).sort()).toEqual([[root1, false], [root2, false]].sort());
   }, 60_000);
 });

@@ -6,7 +6,7 @@ import { requireLayout } from "../../src/cgroup/layout.js";
 import { resolveWorkerCgroup, type CgroupDir, type WorkerCgroup } from "../../src/cgroup/paths.js";
 import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
 import { killUntilEmpty, newTeardownProgress, notEmptyError, teardownWorkerCgroup, thawBeforeExit, thawWhatTeardownFroze, type KilledTask, type RefusedTask, type TeardownMethod, type TeardownStage } from "../../src/cgroup/teardown.js";
-import { teardownDoneLines } from "../../src/commands/cgroup.run.js";
+import { teardownDocument, teardownDoneLines, teardownTasks } from "../../src/commands/cgroup.run.js";
 import { RollbackIncompleteError } from "../../src/errors.js";
 import { fakeProcStat, makeFakeHost, type FakeHost } from "../helpers/cgroupFixtures.js";
 
@@ -351,6 +351,28 @@ describe("teardownWorkerCgroup with child cgroups (fake v2 tree)", () => {
     expect(existsSync(sub)).toBe(true);
   });
 
+  // QA: "could not remove … still busy" listed its tasks unmarked, where the other messages say stuck (state) or not signalled (whose).
+  it("a task that joined after the kill and would not leave: the busy message marks it stuck, with its state", async () => {
+    host = makeFakeHost("v2");
+    const h = host;
+    const cg = setUp(h);
+    const STUCK = 4194307;
+    placeInProcfs(h, STUCK, `0::${cg.limits.cgroupPath}\n`);
+    writeFileSync(path.join(h.procfs, String(STUCK), "stat"), fakeProcStat(STUCK, "hog", 100, "D"));
+    const torn = teardownWorkerCgroup(h.roots, cg, {
+      stateDir: h.stateDir,
+      timeoutMs: 200,
+      // Joins once the kill found it empty: the rmdir finds it busy.
+      onStage: (stage) => {
+        if (stage === "remove") writeFileSync(path.join(cg.limits.dir, "cgroup.procs"), `${STUCK}\n`);
+      },
+    });
+    await expect(torn).rejects.toThrow(
+      `(still busy after 0 s); no child cgroup left; tasks pid ${STUCK} (sleep) in ${cg.limits.dir}: ` +
+        `stuck in state D (uninterruptible: in the kernel, where no signal acts until it leaves): signalled, not gone; run teardown again`,
+    );
+  });
+
   it("a child cgroup that cannot be removed is named, and the cgroup above it is left for the next teardown", async () => {
     host = makeFakeHost("v2");
     const cg = setUp(host);
@@ -432,6 +454,36 @@ describe("what a teardown that did not finish says of each task", () => {
         `pid 31347 (sleep) in ${dir.dir}: stuck in state S (sleeping): signalled, not gone. ` +
         `Not moved to the parent (that would lift its limit); as root, run teardown again once the stuck tasks have exited`,
     );
+  });
+
+  // QA: `drill --json cgroup teardown` of an unfinished teardown listed a stuck task in `killed`, and had no field for those it may not signal.
+  it("its --json document says each task as its lines do: killed only what left, refused with whose, still_inside marked", async () => {
+    host = makeFakeHost("v2");
+    const cgPath = "/process_api/abc/drill-m5";
+    const dir = fakeCgroup(host, "", cgPath, 2, {}, [31343, 31344, 31345]);
+    for (const pid of [31343, 31344, 31345]) placeInProcfs(host, pid, `0::${cgPath}\n`);
+    writeFileSync(path.join(host.procfs, "31345", "stat"), fakeProcStat(31345, "hog", 100, "D"));
+    const procs = path.join(dir.dir, "cgroup.procs");
+    const progress = newTeardownProgress();
+    const left = await killUntilEmpty(host.roots, [dir], Date.now() + 300, progress.killed, progress.method, (pid) => {
+      if (pid === 31343) throw EPERM();
+      if (pid === 31344) writeFileSync(procs, "31343\n31345\n"); // 31344 dies, 31345 never leaves
+    }, progress.refused);
+    expect(left.map((t) => t.pid)).toEqual([31343, 31345]);
+    const doc = teardownDocument(host.roots, "failed", progress, ["cgroup m5: not empty"], null);
+    const at = dir.dir;
+    expect(doc.killed).toEqual([{ pid: 31344, comm: "sleep", dir: at }]);
+    expect(doc.signalled).toEqual([
+      { pid: 31344, comm: "sleep", dir: at, outcome: "exited" },
+      { pid: 31345, comm: "sleep", dir: at, outcome: "still_inside" },
+    ]);
+    expect(doc.refused).toEqual([{ pid: 31343, comm: "sleep", dir: at, why: refusedWhy, outcome: "still_inside" }]);
+    expect(doc.still_inside).toEqual([
+      { pid: 31345, comm: "sleep", dir: at, signalled: true, state: "D", why: "stuck in state D (uninterruptible: in the kernel, where no signal acts until it leaves): signalled, not gone" },
+      { pid: 31343, comm: "sleep", dir: at, signalled: false, state: null, why: refusedWhy },
+    ]);
+    // Removed after all (the refused task left by itself): every task is out, none still inside.
+    expect(teardownTasks(host.roots, progress, () => "gone")).toMatchObject({ killed: [{ pid: 31344 }, { pid: 31345 }], stillInside: [], refused: [{ pid: 31343, outcome: "exited" }] });
   });
 
   it("past the deadline, stuck alone: no 'as root'; a task listed twice (hybrid: memory cgroup and twin) named once", async () => {
