@@ -43,9 +43,15 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const child of sleeps) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  // Each sleep gone before the teardown (it removes an empty cgroup): its exit seen, not a wait.
+  await Promise.all(
+    sleeps.filter((child) => child.exitCode === null && child.signalCode === null).map((child) => {
+      const gone = new Promise((resolve) => child.once("exit", resolve));
+      child.kill("SIGKILL");
+      return gone;
+    }),
+  );
   if (reason === null && stateDir) {
-    await new Promise((resolve) => setTimeout(resolve, 200));
     await runDrill(["--state-dir", stateDir, "cgroup", "teardown", "--parent", "self", "--name", NAME]);
     expect(cgroupDirsLeft(realWorkerCgroup(NAME))).toEqual([]);
   }
