@@ -269,7 +269,7 @@ export function formatPsi(psi: number | "missing"): string {
  * said (QA: only dead was, so a retried reject read as unrouted).
  */
 export function formatDecisionLine(decision: AdmissionDecision, job: Pick<Job, "id"> & { attempt?: number }, modeNote = "", route: string | null = null): string {
-  return decisionLineOf(decision.kind, job.id, decisionFigures(decision) + modeNote, job.attempt, route);
+  return lineOf(decision.kind, job.id, decisionFigures(decision), modeNote, job.attempt, route);
 }
 
 /**
@@ -283,7 +283,12 @@ export function formatDecisionLine(decision: AdmissionDecision, job: Pick<Job, "
  */
 export function decisionLineOf(kind: string, job: string, figures: string, attempt: number | undefined, route: string | null = null): string {
   const split = splitModeNote(figures);
-  return `${kind} job=${job}${split.figures === "" ? "" : ` ${split.figures}`}${attemptField(attempt)}${split.modeNote}${route === null ? "" : ` route=${route}`}`;
+  return lineOf(kind, job, split.figures, split.modeNote, attempt, route);
+}
+
+/** The line from its parts: a fresh decision has its figures and the lever's note apart (no split on the gate's path). */
+function lineOf(kind: string, job: string, figures: string, modeNote: string, attempt: number | undefined, route: string | null): string {
+  return `${kind} job=${job}${figures === "" ? "" : ` ${figures}`}${attemptField(attempt)}${modeNote}${route === null ? "" : ` route=${route}`}`;
 }
 
 /** ` attempt=2` on a decision line of a retried job (fresh or read back from its record); nothing on a first delivery. */
