@@ -17,7 +17,7 @@ import { queueKeys } from "../../src/queue/keys.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
 import type { Sample } from "../../src/sampler/step.js";
 import { workerKeys } from "../../src/worker/scripts.js";
-import { cgroupDirsLeft, forceCleanup, realDrillSkipReason, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
+import { cgroupDirsLeft, forceCleanup, realDrillSkipReason, realWorkerCgroup, tempStateDir, waitForQuietHostPsi } from "../helpers/cgroupFixtures.js";
 import { drillBin, runDrill } from "../helpers/cli.js";
 import { assertNoJobLost } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
@@ -128,6 +128,10 @@ describe.skipIf(reason)("drill watch on a real cgroup and a real redis-server", 
   it("thrash: psi_mem_some_rate is above 5 within 2 samples of the hog filling the limit, while psi_mem_some_avg10 is still climbing", async () => {
     const name = `wr1x${process.pid}`;
     try {
+      // "avg10 still climbing" needs a host whose avg10 starts low: not the previous file's hog still decaying out
+      // of it (CI: worker.test's thrash right before left avg10 at 22 while this thrash's rate was 17).
+      const waited = await waitForQuietHostPsi(2);
+      if (waited > 0) console.log(`watch-real: waited ${waited} ms for host memory PSI avg10 < 2 before the hog`);
       await setupCgroup(name, "128M");
       // 500 ms samples for ~20 s: before the hog, its fill, 12 s of thrash, after.
       const watch = spawnDrill(watchArgs("wr1", name, 40));
