@@ -276,6 +276,26 @@ export function reportAgain(drillCmd: string, drill: string, more: { runId?: str
   return [drillCmd, "report", ...flags.map(shellWord)].join(" ");
 }
 
+/**
+ * `drill report` of a queue as md (the incident note), as pasted: on the state dir and tree of
+ * `drillCmd` (drillCommandAt with no Redis), its Redis as `redisUrl` (queueReportRedis; none:
+ * left to DRILL_REDIS_URL). Every word quoted as the shell reads it back.
+ */
+export function reportQueueAgain(drillCmd: string, queue: string, redisUrl?: string): string {
+  const flags = [...(redisUrl === undefined ? [] : ["--redis", redactUrl(redisUrl)]), "report", "--queue", queue, "--format", "md"];
+  return [drillCmd, ...flags.map(shellWord)].join(" ");
+}
+
+/**
+ * The --redis of a queue's report (reportQueueAgain) after a command that acted on `url`: as
+ * printedRedis names the command's own (typed: named; DRILL_REDIS_URL: left to it), and named
+ * when it was the default: report has none (without --redis or the variable it reads only a
+ * drill's state, "no drill to report on", or another drill's Redis).
+ */
+export function queueReportRedis(where: { redisUrl?: string; redisTyped?: boolean }, url: string): string | undefined {
+  return where.redisUrl === undefined ? url : printedRedis(where);
+}
+
 export function hostRoots(options: Pick<GlobalOptions, "procfs" | "sysfs">): HostRoots {
   return new HostRoots(options.procfs, options.sysfs);
 }

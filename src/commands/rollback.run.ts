@@ -1,6 +1,6 @@
 import path from "node:path";
 import { writeErr } from "../closedStdout.js";
-import { commandRedis, DEFAULT_REDIS_URL, drillCommandAt, hiddenPasswordNote, hostRoots, leverCommand, printedRedis, redactUrl, reportAgain, rollbackAgain, shellWord, type GlobalOptions } from "../context.js";
+import { commandRedis, DEFAULT_REDIS_URL, drillCommandAt, hiddenPasswordNote, hostRoots, leverCommand, printedRedis, queueReportRedis, redactUrl, reportAgain, reportQueueAgain, rollbackAgain, shellWord, type GlobalOptions } from "../context.js";
 import { describeRunningDrill, drillRollbackCommand, drillsUpOnQueue, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, scanRunningDrills, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
 import { sameRedis } from "../queue/redis.js";
 import { validateDrillName } from "../drill/names.js";
@@ -265,7 +265,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     output.out(nothingToRollBackLine(`${nothingHere} in ${g.stateDir}`, named, unseen));
   }
   if (unmatchedName !== null) (g.json ? output.err : output.out)(unmatchedName);
-  if (!g.json && running.length === 0) for (const q of queues) queueClosingLines(q, queueUrl, rerunCmd, again(), g).forEach((line) => output.out(line));
+  if (!g.json && running.length === 0) for (const q of queues) queueClosingLines(q, queueUrl, again(), g).forEach((line) => output.out(line));
   if (!g.json) for (const q of leftOpen) output.out(queueLeftOpenLine(q));
   // A starting up this user may not signal (root's): its drill is not rolled back, and only root can finish it.
   const upsRefused = new Set(startingUps.filter((u) => u.outcome === "refused" && u.pid !== null).map((u) => u.name));
@@ -425,8 +425,8 @@ function passwordNoteLines(urls: ReadonlyArray<string | undefined>): string[] {
   return note === null ? [] : [note];
 }
 
-/** After a queue's rollback: its drain, then the rollback again or the re-admit and the report, as for a drill. `drillCmd` names the Redis when one was given. */
-function queueClosingLines(q: QueueRollback, url: string, drillCmd: string, again: string, at: GlobalOptions): string[] {
+/** After a queue's rollback on `url`: its drain, then the rollback again (`again`) or the re-admit and the report, as for a drill, on the state dir and tree of `at`. */
+export function queueClosingLines(q: QueueRollback, url: string, again: string, at: GlobalOptions): string[] {
   const lines = [`queue ${q.queue}: ${q.drainLength === null ? "drain pending" : `LLEN ${q.drainLength} in ${queueKeys(q.queue).drain}`}`];
   if (q.left.length > 0) {
     // A Redis that answered with a refusal (full, a replica, an ACL) refuses the next rollback too: its fix, not a wait.
@@ -440,7 +440,7 @@ function queueClosingLines(q: QueueRollback, url: string, drillCmd: string, agai
     READMIT_HINT,
     `  ${leverCommand(url, q.queue, "admit", at)}`,
     "For the incident notes:",
-    `  ${drillCmd} report --queue ${shellWord(q.queue)} --format md`,
+    `  ${reportQueueAgain(drillCommandAt({ ...at, redisUrl: undefined }), q.queue, queueReportRedis(at, url))}`,
     ...passwordNoteLines([url, printedRedis(at)]),
   ];
 }

@@ -33,7 +33,7 @@ import { embeddedRedisDrill, freePort, startEmbeddedRedis } from "./embeddedRedi
 import { acquireDrillLock, stateDirRefusal } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { realDir } from "./strays.js";
-import { drillCommandAt, drillCommandFor, hiddenPasswordNoteAfter, leverCommand, reportAgain, rollbackAgain, shellWord } from "../context.js";
+import { drillCommandAt, drillCommandFor, hiddenPasswordNoteAfter, leverCommand, reportAgain, reportQueueAgain, rollbackAgain, shellWord } from "../context.js";
 import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, runsDir, statePath, writeState, writeUpEnded, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
@@ -1285,8 +1285,8 @@ export function queueInUseText(f: {
     `queue ${queue} on ${url} already holds keys (${(f.earlierRuns ?? []).length > 0 ? `those of ${f.earlierRuns!.join(", ")}: rollback exports them and leaves them` : "an earlier run's: rollback exports them to <state-dir>/<drill>/final-*.jsonl and leaves them; or another drill's"}): ${shown.join(", ")}. ` +
     `${keep} ` +
     `Run on a fresh queue (${f.upOnAnotherQueue}), or keep what you need of them first (${queue}_drain and the retry and dead lists hold jobs; ` +
-    // On this state dir, as up was run (report finds drills there), every word quoted for the shell.
-    `${f.drillCmd} --redis ${shellWord(url)} report --queue ${shellWord(queue)} --format md keeps their summary) and remove them yourself: ` +
+    // On this state dir, as up was run (report finds drills there), on the Redis up was given (the drill's, named however it came).
+    `${reportQueueAgain(f.drillCmd, queue, url)} keeps their summary) and remove them yourself: ` +
     `redis-cli -u ${shellWord(url)} DEL ${shellWord(queue)} ${shellWord(`${queue}_drain`)}, and each key redis-cli -u ${shellWord(url)} --scan --pattern ${shellWord(`${queue}:*`)} lists`
   );
 }

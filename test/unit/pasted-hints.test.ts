@@ -9,7 +9,8 @@ import { absentCgroupNext } from "../../src/cgroup/ready.js";
 import { markerChange } from "../../src/cgroup/setup.js";
 import { workerRecovery } from "../../src/commands/worker.run.js";
 import { detachTimeoutText } from "../../src/commands/up.run.js";
-import { drillCommandFor, leverCommand, rollbackAgain } from "../../src/context.js";
+import { DEFAULT_REDIS_URL, drillCommandFor, leverCommand, reportQueueAgain, rollbackAgain, type GlobalOptions } from "../../src/context.js";
+import { queueClosingLines } from "../../src/commands/rollback.run.js";
 import { rollbackDrill, rollbackHint, servingRunRollback, type RollbackStep } from "../../src/drill/rollback.js";
 import { chooseDrillRedis, listDrills, readStateEntries } from "../../src/drill/state.js";
 import { stalledParts } from "../../src/drill/stalls.js";
@@ -160,5 +161,29 @@ describe("6. up's refusals of a queue that holds keys", () => {
     const text = queueInUseText({ queue: "xq", url: URL, found: live, upDrills: [], drillCmd: "drill", servedBy: { what: "drill smoke's gate (pid 7, run smoke-1)", rollback: servingRunRollback({ runId: "smoke-20260101000000-abcdef", stateDir, pid: 7 }) }, upOnAnotherQueue: "drill up --queue <another name>" });
     expect(text).toContain("by drill smoke's gate (pid 7, run smoke-1), up from another --state-dir");
     expect(pastedArgv(/or first: (.*)$/.exec(text)![1]!)).toEqual(["drill", "--state-dir", stateDir, "rollback", "--name", "smoke"]);
+  });
+});
+
+describe("7. a queue's report after its rollback (report --queue): on the Redis the rollback acted on", () => {
+  const at = (redis: Pick<GlobalOptions, "redisUrl" | "redisTyped">): GlobalOptions => ({ ...redis, stateDir, procfs: "/proc", sysfs: "/sys", json: false, color: false });
+  const reportOf = (lines: string[]) => {
+    const i = lines.indexOf("For the incident notes:");
+    expect(i, lines.join("\n")).toBeGreaterThan(0);
+    return pastedArgv(lines[i + 1]!.trim());
+  };
+  const closed = (url: string) => ({ queue: "hq", url, steps: [], drainLength: 2, left: [] });
+
+  it("--redis typed: named again; from DRILL_REDIS_URL: left to it, as every printed command", () => {
+    expect(reportOf(queueClosingLines(closed(URL), URL, "unused", at({ redisUrl: URL, redisTyped: true })))).toEqual(["drill", "--state-dir", stateDir, "--redis", URL, "report", "--queue", "hq", "--format", "md"]);
+    expect(reportOf(queueClosingLines(closed(URL), URL, "unused", at({ redisUrl: URL, redisTyped: false })))).toEqual(["drill", "--state-dir", stateDir, "report", "--queue", "hq", "--format", "md"]);
+  });
+
+  it("neither: the default the rollback used, named (report has no default Redis: 'no drill to report on', or another drill's)", () => {
+    expect(reportOf(queueClosingLines(closed(DEFAULT_REDIS_URL), DEFAULT_REDIS_URL, "unused", at({ redisUrl: undefined })))).toEqual(["drill", "--state-dir", stateDir, "--redis", DEFAULT_REDIS_URL, "report", "--queue", "hq", "--format", "md"]);
+  });
+
+  it("reportQueueAgain: every word whole, the password masked", () => {
+    expect(pastedArgv(reportQueueAgain(drillCommandFor(stateDir), "x$Q y", SOCKET))).toEqual(["drill", "--state-dir", stateDir, "--redis", SOCKET, "report", "--queue", "x$Q y", "--format", "md"]);
+    expect(pastedArgv(reportQueueAgain("drill", "q", "redis://:pw@127.0.0.1:7461"))).toEqual(["drill", "--redis", "redis://:***@127.0.0.1:7461", "report", "--queue", "q", "--format", "md"]);
   });
 });
