@@ -2,6 +2,7 @@ import { Command, Option } from "commander";
 import { resolveGlobalOptions, type GlobalsFn } from "./context.js";
 import { commandFactories } from "./commands/index.js";
 import { UsageError } from "./errors.js";
+import { refuseNotUtf8 } from "./util/notUtf8.js";
 import { writeErr, writeOut } from "./closedStdout.js";
 import { terminalWidth } from "./terminalWidth.js";
 
@@ -33,10 +34,32 @@ export function buildProgram(json = false): Command {
       stateDirSource: program.getOptionValueSource("stateDir"),
     });
 
+  // Before any command acts: a value that is not UTF-8 would name another file or cgroup (refuseNotUtf8).
+  // `drill help` acts on no flag: it shows help whatever DRILL_STATE_DIR holds.
+  program.hook("preAction", (_program, action) => {
+    if (action.name() !== "help") refuseFlagsNotUtf8(action);
+  });
   for (const factory of commandFactories) program.addCommand(factory(globals));
   addHelpCommand(program);
   inheritExitOverride(program);
   return program;
+}
+
+/**
+ * Every flag's value of the command run and of those above it (`drill
+ * --state-dir <dir> cgroup setup --name <cgroup>`), each checked by
+ * refuseNotUtf8 and named as the operator gave it: the flag, or the variable
+ * commander read into it (DRILL_STATE_DIR).
+ */
+function refuseFlagsNotUtf8(action: Command): void {
+  for (let command: Command | null = action; command !== null; command = command.parent) {
+    for (const option of command.options) {
+      const key = option.attributeName();
+      const source = command.getOptionValueSource(key) === "env" && option.envVar !== undefined ? option.envVar : (option.long ?? option.flags);
+      const value: unknown = command.getOptionValue(key);
+      for (const given of Array.isArray(value) ? (value as unknown[]) : [value]) if (typeof given === "string") refuseNotUtf8(source, given);
+    }
+  }
 }
 
 /**

@@ -11,7 +11,7 @@ let survivesClosedOutput = false;
 const closed = new Set<NodeJS.WriteStream>();
 
 /** Commands (by path, `cgroup status`) that change nothing: a closed pipe ends them. Any other command survives it. */
-export const READ_ONLY_COMMANDS: ReadonlySet<string> = new Set(["doctor", "cgroup status", "watch", "report", "help"]);
+const READ_ONLY_COMMANDS: ReadonlySet<string> = new Set(["doctor", "cgroup status", "watch", "report", "help"]);
 
 /** Does `drill <commandPath>` keep running when the reader of its output goes away? */
 export function survivesClosedOutputOf(commandPath: string): boolean {

@@ -3,6 +3,7 @@ import path from "node:path";
 import { markPasteable } from "./charset.js";
 import { writeErr } from "./closedStdout.js";
 import { UsageError } from "./errors.js";
+import { refuseNotUtf8 } from "./util/notUtf8.js";
 import { HostRoots } from "./host/kernelFile.js";
 import type { RedisWant } from "./drill/state.js";
 
@@ -97,9 +98,8 @@ export function resolveGlobalOptions(raw: {
     // The operator fixes what the message names: the variable when commander read it into the flag (QA: DRILL_SYSFS blamed on --sysfs).
     const source = given !== undefined && givenSource !== "env" ? flag : variable;
     if (value === "") throw new UsageError(`${source}: empty path`);
-    // Node reads argv and the environment as UTF-8, each invalid byte as U+FFFD: `/tmp/x\377` would be
-    // `/tmp/x\357\277\275`, another dir, the one every file op and every command drill prints would name.
-    if (value.includes("\ufffd")) throw new UsageError(`${source}: ${value} holds bytes that are not UTF-8; drill reads it as UTF-8 and would act on another dir: give a symlink to it with a UTF-8 name`);
+    // The variable too when read here, not by commander (its flags are checked before any action: cli.ts).
+    refuseNotUtf8(source, value);
     const resolved = path.resolve(value);
     // A file where a dir belongs fails later as ENOTDIR deep in whatever reads it (or as "nothing to roll back"):
     // said here, naming the flag. A dir not there yet is fine: the state dir is made on first use.

@@ -2,8 +2,8 @@ import { CommanderError, type Command } from "commander";
 import { buildProgram } from "./cli.js";
 import { DrillError, ExitCode } from "./errors.js";
 import { writeSync } from "node:fs";
-import { closedStdoutSurvived, outputRefused, READ_ONLY_COMMANDS, survivesClosedOutputOf, surviveClosedStdout, terminalText, writeErr } from "./closedStdout.js";
-import { readOnlyRefusal } from "./util/ownFiles.js";
+import { closedStdoutSurvived, outputRefused, survivesClosedOutputOf, surviveClosedStdout, terminalText, writeErr } from "./closedStdout.js";
+import { foreignRecordRefusal } from "./util/ownFiles.js";
 import { answeredWithRefusal, refusalText } from "./queue/refusal.js";
 import { began, exitOnLateSignal, interruptWhileStarting } from "./interrupt.js";
 
@@ -42,10 +42,10 @@ async function runCommand(argv: string[]): Promise<number> {
     });
   }
   const program = buildProgram(json);
-  let readOnly = false;
+  let ran = "";
   program.hook("preAction", (_program, action) => {
-    if (survivesClosedOutputOf(commandPath(action))) surviveClosedStdout();
-    readOnly = READ_ONLY_COMMANDS.has(commandPath(action));
+    ran = commandPath(action);
+    if (survivesClosedOutputOf(ran)) surviveClosedStdout();
   });
   try {
     await program.parseAsync(argv);
@@ -58,8 +58,8 @@ async function runCommand(argv: string[]): Promise<number> {
       if (err.code === "commander.help" && err.exitCode === 0) return ExitCode.ok;
       return ExitCode.usage;
     }
-    // A record drill did not write is bad input to a command that only reads, not rollback's 4 (readOnlyRefusal).
-    const said = readOnly ? readOnlyRefusal(err) : err;
+    // A record drill did not write: bad input to a command that does not undo, not rollback's 4 (foreignRecordRefusal).
+    const said = foreignRecordRefusal(err, ran);
     if (said instanceof DrillError) {
       writeErr(`drill: ${said.message}\n`);
       return said.exitCode;

@@ -12,7 +12,7 @@ import { workerCgroupFromDirs } from "../cgroup/paths.js";
 import { validateDrillName } from "../drill/names.js";
 import { drillDir, isDrillUp, keptRunStatePath, listDrills, listKeptRuns, readState, readStateEntries, readStateFile, readUpEnded, runDir, upDiedUnrecorded, type DrillState, type StateEntry } from "../drill/state.js";
 import { DrillError, ExitCode, RefusedError, UsageError } from "../errors.js";
-import { readOnlyRefusal, RecordReadError, recordReadError } from "../util/ownFiles.js";
+import { foreignRecordRefusal, RecordReadError, recordReadError } from "../util/ownFiles.js";
 import { queueKeys, type QueueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, redactUrl, sameRedis } from "../queue/redis.js";
 import { scanKeys } from "../drill/drain.js";
@@ -202,7 +202,7 @@ export function resolveDrillName(stateDir: string, name: string | undefined, red
  */
 function drillUnreadableFor(name: string, error: unknown, redisUrl: string): DrillError {
   const alone = "give --state-dir an empty directory of your own to report that Redis's queue alone, without the drill";
-  const said = error instanceof RecordReadError ? recordReadError(error.file, error.cause, alone) : readOnlyRefusal(error);
+  const said = error instanceof RecordReadError ? recordReadError(error.file, error.cause, alone) : foreignRecordRefusal(error, "report");
   const reason = said instanceof Error ? said.message : String(said);
   return new DrillError(`cannot tell whether drill ${name} ran on ${redactUrl(redisUrl)}: ${reason}`, said instanceof DrillError ? said.exitCode : ExitCode.failed, { cause: error });
 }
@@ -400,12 +400,12 @@ function keptRunExports(dir: string, state: DrillState): string[] {
   return names.map((n) => path.join(dir, n)).filter((f) => existsSync(f)).sort((a, b) => (exportTimeMs(path.basename(a)) ?? 0) - (exportTimeMs(path.basename(b)) ?? 0));
 }
 
-/** gatherSources; a record drill did not write is bad input to a report, which only reads (readOnlyRefusal). */
+/** gatherSources; a record drill did not write is bad input to a report, which only reads (foreignRecordRefusal). */
 export async function gatherReport(options: GatherOptions): Promise<Gathered> {
   try {
     return await gatherSources(options);
   } catch (err) {
-    throw readOnlyRefusal(err);
+    throw foreignRecordRefusal(err, "report");
   }
 }
 

@@ -52,7 +52,7 @@ export function recordDistrust(file: string, written: WrittenBy, dir: WrittenBy,
   return distrust;
 }
 
-/** A record drill did not write (recordDistrust): exit 4, as any record a rollback cannot act on. */
+/** A record drill did not write (recordDistrust): exit 4, as any record a rollback cannot act on; 2 to a command that does not undo (foreignRecordRefusal). */
 export class ForeignRecordError extends DrillError {
   readonly file: string;
   constructor(file: string, distrust: RecordDistrust) {
@@ -68,15 +68,24 @@ export class ForeignRecordError extends DrillError {
 }
 
 /**
- * A record drill did not write, met by a command that only reads
- * (READ_ONLY_COMMANDS: report, cgroup status, watch, doctor; main() and
- * gatherReport ask): input it cannot take, exit 2, bad input
- * (DESIGN.md), not ForeignRecordError's 4, "rollback incomplete", which a
- * command that changes nothing leaves nothing unfinished for. Any other error
+ * Commands (by path, `cgroup teardown`) that undo what a drill made: a record
+ * drill did not write leaves what it stands for in place (a cgroup, a
+ * drill's processes), ForeignRecordError's 4, "rollback incomplete".
+ */
+const UNDOING_COMMANDS: ReadonlySet<string> = new Set(["rollback", "cgroup teardown"]);
+
+/**
+ * A record drill did not write, as the command that met it (`commandPath`)
+ * exits on it: 4 for one that undoes (UNDOING_COMMANDS); for every other it
+ * is input it cannot take, exit 2, bad input (DESIGN.md): `cgroup setup`,
+ * `inject`, `worker`, `gate`, `pack` and `up` refuse before acting on its
+ * word, and report, `cgroup status`, watch and doctor only read, so none
+ * leaves anything unfinished. main() asks, and gatherReport. Any other error
  * as it is.
  */
-export function readOnlyRefusal(err: unknown): unknown {
-  return err instanceof ForeignRecordError ? new DrillError(err.message, ExitCode.usage, { cause: err }) : err;
+export function foreignRecordRefusal(err: unknown, commandPath: string): unknown {
+  if (!(err instanceof ForeignRecordError) || UNDOING_COMMANDS.has(commandPath)) return err;
+  return new DrillError(err.message, ExitCode.usage, { cause: err });
 }
 
 /**

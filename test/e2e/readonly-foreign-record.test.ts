@@ -1,10 +1,5 @@
-import { chmodSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { requireLayout } from "../../src/cgroup/layout.js";
-import { resolveWorkerCgroup } from "../../src/cgroup/paths.js";
-import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
-import { markerFile } from "../../src/cgroup/stateFiles.js";
-import { makeFakeHost, type FakeHost } from "../helpers/cgroupFixtures.js";
+import { forgedMarkerCgroup, makeFakeHost, type FakeHost } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
 
 /**
@@ -18,10 +13,7 @@ describe("read-only commands on a state dir record drill did not write", () => {
   let marker: string;
   beforeAll(() => {
     host = makeFakeHost("hybrid");
-    const cg = resolveWorkerCgroup(host.roots, requireLayout(host.roots), "forged", { kind: "self" });
-    setupWorkerCgroup(host.roots, cg, host.stateDir, { memoryMax: 64 * 1024 * 1024, swapMax: 0 });
-    marker = markerFile(host.stateDir, cg);
-    chmodSync(marker, 0o666);
+    marker = forgedMarkerCgroup(host, "forged");
   });
   afterAll(() => host.cleanup());
 

@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { HostRoots } from "../../src/host/kernelFile.js";
@@ -7,6 +7,7 @@ import { detectLayout, readProcessCgroups, requireLayout } from "../../src/cgrou
 import { resolveWorkerCgroup, type WorkerCgroup } from "../../src/cgroup/paths.js";
 import { readPids } from "../../src/cgroup/memoryFiles.js";
 import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
+import { markerFile } from "../../src/cgroup/stateFiles.js";
 import { teardownWorkerCgroup } from "../../src/cgroup/teardown.js";
 import { locatePageToucher } from "../../src/native/pagetoucher.js";
 import { readHostPsi } from "../../src/host/psi.js";
@@ -141,6 +142,19 @@ export function stuckFakeCgroup(h: FakeHost, name: string): string {
   writeFileSync(path.join(h.procfs, String(STUCK_PID), "cgroup"), `0::${cg.limits.cgroupPath}\n`);
   writeFileSync(path.join(h.procfs, String(STUCK_PID), "comm"), "hog\n");
   return dir;
+}
+
+/**
+ * A drill cgroup `name` (--parent self) set up on a fake tree, its marker then
+ * made writable by other users (0666): a record drill did not write, as an
+ * older drill left them under `umask 000`. → the marker's path.
+ */
+export function forgedMarkerCgroup(h: FakeHost, name: string): string {
+  const cg = resolveWorkerCgroup(h.roots, requireLayout(h.roots), name, { kind: "self" });
+  setupWorkerCgroup(h.roots, cg, h.stateDir, { memoryMax: 64 * 1024 * 1024, swapMax: 0 });
+  const marker = markerFile(h.stateDir, cg);
+  chmodSync(marker, 0o666);
+  return marker;
 }
 
 /** A fake /proc/<pid>/stat line with the given comm and start time. */
