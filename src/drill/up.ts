@@ -34,7 +34,7 @@ import { acquireDrillLock, stateDirRefusal } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { realDir } from "./strays.js";
 import { drillCommandAt, drillCommandFor, hiddenPasswordNoteAfter, leverCommand, reportAgain, rollbackAgain, shellWord } from "../context.js";
-import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, runsDir, statePath, writeState, writeUpEnded, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
+import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, runsDir, statePath, withdrawIntent, writeState, writeUpEnded, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
 import { readStalls, StallWatch, stillThere } from "./stalls.js";
@@ -146,11 +146,15 @@ export function stoppedByFailure(exitedEarly: ReadonlyArray<Pick<EarlyExit, "cau
   return exitedEarly.some((e) => e.cause !== "oom_killed");
 }
 
-/** DRILL_CRASH_AT (fault tests): `<step>` SIGKILLs up there, `<step>:stop` stops it (a wedged up), `<step>:throw` throws there (a bug in up). */
+/**
+ * DRILL_CRASH_AT (fault tests): `<step>` SIGKILLs up there, `<step>:stop` stops it (a wedged up), `<step>:throw` throws there (a bug in up).
+ * Several, comma-separated: a test stops up at one step to refuse its writes, and at a later one to let them through again.
+ */
 function crashAt(options: Pick<UpOptions, "crashAt">, step: string): void {
-  if (options.crashAt === step) process.kill(process.pid, "SIGKILL");
-  else if (options.crashAt === `${step}:stop`) process.kill(process.pid, "SIGSTOP");
-  else if (options.crashAt === `${step}:throw`) throw new Error(`DRILL_CRASH_AT=${step}:throw`);
+  const at = options.crashAt?.split(",") ?? [];
+  if (at.includes(step)) process.kill(process.pid, "SIGKILL");
+  else if (at.includes(`${step}:stop`)) process.kill(process.pid, "SIGSTOP");
+  else if (at.includes(`${step}:throw`)) throw new Error(`DRILL_CRASH_AT=${step}:throw`);
 }
 
 /**
@@ -385,6 +389,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
             refusedWhileSettingUp("the file dir's record", err);
           }
         }
+        crash("files");
 
         const selfExitMs = drill.duration + SELF_EXIT_GRACE_MS;
         const globalArgs = ["--procfs", options.procfs, "--sysfs", options.sysfs, "--state-dir", stateDir];
@@ -397,9 +402,16 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
           // "rolling_back", and its record would be lost to the rollback's own copy.
           if (takenOver() || stopped()) return null;
           const record = intendProcess(state, role, key, files);
-          writeState(stateDir, state);
-          crash(`${key}-intent`);
-          const child = spawnDrill([...globalArgs, ...args], path.join(dir, outputName(key)), path.join(dir, `${key}.log`), childEnv);
+          let child;
+          try {
+            writeState(stateDir, state);
+            crash(`${key}-intent`);
+            child = spawnDrill([...globalArgs, ...args], path.join(dir, outputName(key)), path.join(dir, `${key}.log`), childEnv);
+          } catch (err) {
+            // Never spawned (its intent or its log refused): a pid-less record in the run's end would read as a child to stop.
+            withdrawIntent(state, record);
+            throw err;
+          }
           crash(`${key}-spawn`);
           const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
           if (child.pid !== undefined) fillPid(roots, record, child.pid);
