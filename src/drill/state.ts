@@ -269,6 +269,11 @@ export function intendProcess(state: DrillState, role: ProcessRole, key: string,
   return record;
 }
 
+/** An intent whose process was never spawned (its write or its log refused), taken back: state.json then records only what was started. */
+export function withdrawIntent(state: DrillState, record: ProcessRecord): void {
+  state.processes = state.processes.filter((p) => p !== record);
+}
+
 /** What a Redis command was asked for: its --queue, and its --name when it takes one. */
 export interface RedisWant {
   queue: string;

@@ -29,12 +29,12 @@ import { formatBytes, formatDuration, formatPlainDecimal } from "../units.js";
 import type { DrillFile, InjectStep, PackStep } from "./drillFile.js";
 import { queueServingRun, scanKeys, type ServingRun } from "./drain.js";
 import { drillOfRunId, servingRunRollback } from "./rollback.js";
-import { embeddedRedisDrill, freePort, startEmbeddedRedis } from "./embeddedRedis.js";
+import { embeddedRedisDrill, freePort, startEmbeddedRedis, type EmbeddedRedis } from "./embeddedRedis.js";
 import { acquireDrillLock, stateDirRefusal } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { realDir } from "./strays.js";
 import { drillCommandAt, drillCommandFor, hiddenPasswordNoteAfter, leverCommand, reportAgain, reportQueueAgain, rollbackAgain, shellWord } from "../context.js";
-import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, runsDir, statePath, writeState, writeUpEnded, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
+import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, runsDir, statePath, withdrawIntent, writeState, writeUpEnded, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
 import { readStalls, StallWatch, stillThere } from "./stalls.js";
@@ -146,11 +146,15 @@ export function stoppedByFailure(exitedEarly: ReadonlyArray<Pick<EarlyExit, "cau
   return exitedEarly.some((e) => e.cause !== "oom_killed");
 }
 
-/** DRILL_CRASH_AT (fault tests): `<step>` SIGKILLs up there, `<step>:stop` stops it (a wedged up), `<step>:throw` throws there (a bug in up). */
+/**
+ * DRILL_CRASH_AT (fault tests): `<step>` SIGKILLs up there, `<step>:stop` stops it (a wedged up), `<step>:throw` throws there (a bug in up).
+ * Several, comma-separated: a test stops up at one step to refuse its writes, and at a later one to let them through again.
+ */
 function crashAt(options: Pick<UpOptions, "crashAt">, step: string): void {
-  if (options.crashAt === step) process.kill(process.pid, "SIGKILL");
-  else if (options.crashAt === `${step}:stop`) process.kill(process.pid, "SIGSTOP");
-  else if (options.crashAt === `${step}:throw`) throw new Error(`DRILL_CRASH_AT=${step}:throw`);
+  const at = options.crashAt?.split(",") ?? [];
+  if (at.includes(step)) process.kill(process.pid, "SIGKILL");
+  else if (at.includes(`${step}:stop`)) process.kill(process.pid, "SIGSTOP");
+  else if (at.includes(`${step}:throw`)) throw new Error(`DRILL_CRASH_AT=${step}:throw`);
 }
 
 /**
@@ -252,7 +256,21 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       setupRefused = stateUnwritten(what, err);
       if (setupRefused === null) throw err;
     };
+    // Once this run's embedded Redis is started (or the given one is in use), an unexpected error (a bug, a Redis error or
+    // refusal, as of the admission lever's write or of the connection to it) is recorded as the run's end, as in the
+    // schedule: state.json saying starting (or running) with its up gone read as a drill that something still set up (QA).
+    // One before (nothing runs yet) is said as such (up.run.ts).
+    let startUndone = false;
+    const failed = (err: unknown): unknown => {
+      // A refused start undone (undoRefusedStart): nothing of this run is left to record.
+      if (startUndone) return err;
+      // Taken over by a rollback (it stops this up next): it owns state.json, and up says only that.
+      if (rollbackOwnsState(readStateQuietly(stateDir, name), runId)) return err instanceof ScheduleFailed ? err.error : err;
+      // A bug: recorded as the run's end, or state.json would say starting or running with nothing running it (QA).
+      return scheduleFailure(stateDir, state, err, drillCommandFor(stateDir, roots));
+    };
     // Redis: the one given, or an embedded server with AOF in this run's dir.
+    let embedded: EmbeddedRedis | null = null;
     if (!options.redisUrl) {
       const redisDir = path.join(dir, "redis");
       // Port and dir are known before the spawn, so rollback can reach and find it after a crash.
@@ -263,41 +281,35 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       crash("redis-intent");
       // It holds the drain and stops last, as in rollback: the children, gone at
       // duration + 5 min, never find it gone (or somebody else's on its port).
-      const embedded = await startEmbeddedRedis({ dir: redisDir, port, detached: true, env, lifetimeMs: drill.duration + SELF_EXIT_GRACE_MS + REDIS_STOPS_LAST_MS }).catch((err: unknown) => {
+      embedded = await startEmbeddedRedis({ dir: redisDir, port, detached: true, env, lifetimeMs: drill.duration + SELF_EXIT_GRACE_MS + REDIS_STOPS_LAST_MS }).catch((err: unknown) => {
         // Its dir or its stderr file refused (a plain fs error; its own failures are DrillErrors): a state dir refusal.
         throw err instanceof DrillError ? err : stateDirError("start the embedded Redis in", redisDir, err);
       });
-      crash("redis-spawn");
+      // Its pid in the record at once (written next): the recorded end of a failure from here names it, and its rollback stops it
+      // (QA: an error before the connection left state.json "starting" and the Redis unnamed).
       fillPid(roots, record, embedded.pid);
       state.redis = { url: embedded.url, embedded: { dir: redisDir, port: embedded.port } };
-      try {
-        save();
-      } catch (err) {
-        // Its intent (port, dir) is recorded: rollback finds it by its dir; it answers, so the drill stops with a summary.
-        refusedWhileSettingUp("the embedded Redis's record", err);
-      }
-      log(`redis: embedded redis-server pid ${embedded.pid} at ${embedded.url} (appendonly, appendfsync always) in ${redisDir}`);
-    } else {
-      log(`redis: ${redactUrl(options.redisUrl)}`);
     }
-    log(`redis: deny-all by hand: ${leverCommand(state.redis.url, options.queue, "reject_all")} (pack, gate, watch and worker find this Redis in ${statePath(stateDir, name)} while the drill is up)${hiddenPasswordNoteAfter([state.redis.url])}`);
-
-    // Once Redis answers, an unexpected error (a bug, a Redis error or refusal, as of the admission lever's write or of
-    // the connection to it) is recorded as the run's end, as in the schedule: state.json saying starting (or running)
-    // with its up gone read as a drill that something still set up (QA).
-    let startUndone = false;
-    const failed = (err: unknown): unknown => {
-      // A refused start undone (undoRefusedStart): nothing of this run is left to record.
-      if (startUndone) return err;
-      // Taken over by a rollback (it stops this up next): it owns state.json, and up says only that.
-      if (rollbackOwnsState(readStateQuietly(stateDir, name), runId)) return err instanceof ScheduleFailed ? err.error : err;
-      // A bug: recorded as the run's end, or state.json would say starting or running with nothing running it (QA).
-      return scheduleFailure(stateDir, state, err, drillCommandFor(stateDir, roots));
-    };
-    // QA: connecting failed after the embedded Redis answered its PING (its ready check): state.json stayed "starting".
-    const redis = await connectRedis(state.redis.url, { name: "drill-up", commandTimeoutMs: 5000 }).catch((err: unknown) => {
+    let redis: Redis;
+    try {
+      if (embedded !== null) {
+        crash("redis-spawn");
+        try {
+          save();
+        } catch (err) {
+          // Its intent (port, dir) is recorded: rollback finds it by its dir; it answers, so the drill stops with a summary.
+          refusedWhileSettingUp("the embedded Redis's record", err);
+        }
+        log(`redis: embedded redis-server pid ${embedded.pid} at ${embedded.url} (appendonly, appendfsync always) in ${embedded.dir}`);
+      } else {
+        log(`redis: ${redactUrl(state.redis.url)}`);
+      }
+      log(`redis: deny-all by hand: ${leverCommand(state.redis.url, options.queue, "reject_all")} (pack, gate, watch and worker find this Redis in ${statePath(stateDir, name)} while the drill is up)${hiddenPasswordNoteAfter([state.redis.url])}`);
+      // QA: connecting failed after the embedded Redis answered its PING (its ready check): state.json stayed "starting".
+      redis = await connectRedis(state.redis.url, { name: "drill-up", commandTimeoutMs: 5000 });
+    } catch (err) {
       throw failed(err);
-    });
+    }
     try {
       const queue = new DrillQueue(redis, options.queue);
       let result;
@@ -377,6 +389,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
             refusedWhileSettingUp("the file dir's record", err);
           }
         }
+        crash("files");
 
         const selfExitMs = drill.duration + SELF_EXIT_GRACE_MS;
         const globalArgs = ["--procfs", options.procfs, "--sysfs", options.sysfs, "--state-dir", stateDir];
@@ -389,9 +402,16 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
           // "rolling_back", and its record would be lost to the rollback's own copy.
           if (takenOver() || stopped()) return null;
           const record = intendProcess(state, role, key, files);
-          writeState(stateDir, state);
-          crash(`${key}-intent`);
-          const child = spawnDrill([...globalArgs, ...args], path.join(dir, outputName(key)), path.join(dir, `${key}.log`), childEnv);
+          let child;
+          try {
+            writeState(stateDir, state);
+            crash(`${key}-intent`);
+            child = spawnDrill([...globalArgs, ...args], path.join(dir, outputName(key)), path.join(dir, `${key}.log`), childEnv);
+          } catch (err) {
+            // Never spawned (its intent or its log refused): a pid-less record in the run's end would read as a child to stop.
+            withdrawIntent(state, record);
+            throw err;
+          }
           crash(`${key}-spawn`);
           const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
           if (child.pid !== undefined) fillPid(roots, record, child.pid);

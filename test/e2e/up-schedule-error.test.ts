@@ -9,6 +9,8 @@ import path from "node:path";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readState } from "../../src/drill/state.js";
+import { HostRoots } from "../../src/host/kernelFile.js";
+import { isSameProcess } from "../../src/host/process.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
 import { realDrillSkipReason } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
@@ -239,5 +241,41 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
     // The embedded Redis is gone with the rollback: its export holds the queue (no job was pushed).
     const recorded = readState(stateDir, "connectfail")!;
     assertNoJobLostInExport(recorded.rollback!.exported!, "cfq", []);
+  }, 180_000);
+
+  // QA: an error between its embedded Redis's start and the connection to it (DRILL_CRASH_AT=redis-spawn:throw) took the older path:
+  // "drill: unexpected error", state.json "starting" with the Redis's pid unrecorded, and that redis-server left running.
+  it("an error once its embedded Redis started, before the connection: recorded stopped naming that Redis, exit 1 with one line and the rollback; rollback then stops it", async () => {
+    const stateDir = path.join(root, "state");
+    const drillFile = path.join(root, "redisthrow.yaml");
+    const cgroupName = `ur${process.pid}redisthrow`;
+    writeFileSync(drillFile, tinyDrill("redisthrow", { duration: "6s", phases: [["0s", pack(3)]] }));
+    const up = await runDrill(
+      ["--state-dir", stateDir, "up", "--drill", drillFile, "--queue", "rtq", "--parent", "self", "--name", cgroupName, "--file-dir", root],
+      { timeout: 120_000, env: { DRILL_CRASH_AT: "redis-spawn:throw" } },
+    );
+    const said = up.stdout + up.stderr;
+    expect(up.exitCode, said).toBe(1);
+    const before = readState(stateDir, "redisthrow")!;
+    const [line, ...trace] = up.stderr.trim().split("\n");
+    expect(trace[0], said).toBe("Error: DRILL_CRASH_AT=redis-spawn:throw");
+    expect(line, said).toBe(
+      `drill: up failed setting up run ${before.runId}, before its schedule started: DRILL_CRASH_AT=redis-spawn:throw; it exits, ${stateDir}/redisthrow/state.json records it stopped; ` +
+        `its embedded Redis stays until rollback: run \`drill --state-dir ${stateDir} rollback --name redisthrow\``,
+    );
+    expect(before.phase, said).toBe("stopped");
+    expect(before.ended?.verdict).toBe("stopped_early");
+    expect(before.ended?.reason).toBe("drill up failed: DRILL_CRASH_AT=redis-spawn:throw");
+    expect(before.cgroup).toBeNull();
+    // The Redis it started is recorded with its pid, and runs until the rollback.
+    const recorded = before.processes.find((p) => p.role === "redis");
+    expect(recorded?.pid, JSON.stringify(before.processes)).not.toBeNull();
+    expect(isSameProcess(new HostRoots(), recorded!.pid!, recorded!.startTime!), "embedded redis-server running").toBe(true);
+    const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "redisthrow"], { timeout: 90_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    assertHostClean(stateDir, "redisthrow", before, { cgroupName });
+    const after = readState(stateDir, "redisthrow")!;
+    expect(after.rollback?.at).toBeDefined();
+    assertNoJobLostInExport(after.rollback!.exported!, "rtq", []);
   }, 180_000);
 });

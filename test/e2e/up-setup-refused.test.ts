@@ -18,7 +18,7 @@ import { pack, tinyDrill } from "../helpers/drills.js";
 import { assertHostClean } from "../helpers/hostClean.js";
 import { assertNoJobLost } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
-import { fill, mountTmpfs, spawnDrill, unfill, untilStopped } from "../helpers/stateFill.js";
+import { fill, mountTmpfs, spawnDrill, unfill, until, untilStopped } from "../helpers/stateFill.js";
 
 const skip = process.getuid?.() !== 0 ? "not root: cannot mount a tmpfs to fill" : realDrillSkipReason();
 if (skip) console.warn(`skipping up whose setup writes are refused: ${skip}`);
@@ -50,23 +50,71 @@ describe.skipIf(skip !== null)("drill up whose state dir refuses a setup write (
     if (root) rmSync(root, { recursive: true, force: true });
   }, 120_000);
 
-  /** `drill up` stopped at `crashAt`, the state dir filled (`inodes` too), then let go on. */
-  async function upFilledAt(name: string, crashAt: string, { given = true, inodes = false } = {}) {
+  /**
+   * `drill up` stopped at `crashAt`, the state dir filled (`inodes` too), then let go on. With `freedAfterSetup`, stopped again
+   * once it said it stopped while setting up (DRILL_CRASH_AT=children:stop) and the state dir freed: the run's end is written.
+   */
+  async function upFilledAt(name: string, crashAt: string, { given = true, inodes = false, freedAfterSetup = false, cgroupName = `${name}${process.pid}` } = {}) {
     const stateDir = path.join(mount, name);
     stateDirs.push(stateDir);
     const drillFile = path.join(root, `${name}.yaml`);
-    const cgroupName = `${name}${process.pid}`;
     writeFileSync(drillFile, tinyDrill(name, { duration: "3s", phases: [["0s", pack(2)]] }));
     const args = ["--state-dir", stateDir, ...(given ? ["--redis", server!.url] : []), "up", "--drill", drillFile, "--queue", `${name}q`, "--parent", "self", "--name", cgroupName, "--file-dir", root];
-    const { child, said, exited } = spawnDrill(args, crashAt);
-    await untilStopped(child.pid!, () => JSON.stringify(said()));
-    fill(mount, { inodes });
-    child.kill("SIGCONT");
-    const code = await exited;
+    const { child, said, exited } = spawnDrill(args, freedAfterSetup ? `${crashAt},children:stop` : crashAt);
+    let code: number | null;
+    try {
+      await untilStopped(child.pid!, () => JSON.stringify(said()));
+      fill(mount, { inodes });
+      child.kill("SIGCONT");
+      if (freedAfterSetup) {
+        // Said just before that stop: the next stop seen is that one.
+        await until(() => said().stdout.includes("stopped while setting up"), () => JSON.stringify(said()));
+        await untilStopped(child.pid!, () => JSON.stringify(said()));
+        unfill(mount);
+        child.kill("SIGCONT");
+      }
+      code = await exited;
+    } finally {
+      // A failure above leaves no full state dir to the tests after it.
+      unfill(mount);
+    }
     const { stdout, stderr } = said();
-    unfill(mount);
     return { stateDir, cgroupName, pid: child.pid!, code, stdout, stderr, rollbackCmd: `drill --state-dir ${stateDir} rollback --name ${name}` };
   }
+
+  // QA: a child's intent whose write was refused stayed in up's state and was written with the run's end, pid null: a child to stop that never ran.
+  it("a child's intent refused: the run's end records no such child; rollback then leaves the host clean", async () => {
+    const up = await upFilledAt("setupintent", "files:stop", { freedAfterSetup: true, cgroupName: `ur${process.pid}setupintent` });
+    const said = up.stdout + up.stderr;
+    expect(up.code, said).toBe(1);
+    const file = `${up.stateDir}/setupintent/state.json`;
+    expect(up.stdout).toContain(`stopped while setting up: cannot write state file ${file}: ${ADVICE}; admission opened (the rollback pulls the lever), gate, worker and watch not started`);
+    const before = readState(up.stateDir, "setupintent")!;
+    expect(before.phase, said).toBe("stopped");
+    expect(before.ended?.verdict).toBe("stopped_early");
+    // Only what was started: no process (the Redis is given), its cgroup.
+    expect(before.processes, said).toEqual([]);
+    expect(before.cgroup?.name).toBe(up.cgroupName);
+    const rollback = await runDrill(["--state-dir", up.stateDir, "rollback", "--name", "setupintent"], { timeout: 90_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    assertHostClean(up.stateDir, "setupintent", before, { cgroupName: up.cgroupName });
+    await assertNoJobLost(redis!, "setupintentq", []);
+  }, 180_000);
+
+  it("a child spawned whose pid's write is refused: the run's end records it with its pid; rollback then stops it", async () => {
+    const up = await upFilledAt("setuppid", "gate-spawn:stop", { freedAfterSetup: true, cgroupName: `ur${process.pid}setuppid` });
+    const said = up.stdout + up.stderr;
+    expect(up.code, said).toBe(1);
+    expect(up.stdout).toContain(`admission opened (the rollback pulls the lever), worker and watch not started`);
+    const before = readState(up.stateDir, "setuppid")!;
+    expect(before.phase, said).toBe("stopped");
+    expect(before.processes.map((p) => p.role), said).toEqual(["gate"]);
+    expect(before.processes[0]!.pid, said).not.toBeNull();
+    const rollback = await runDrill(["--state-dir", up.stateDir, "rollback", "--name", "setuppid"], { timeout: 90_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    assertHostClean(up.stateDir, "setuppid", before, { cgroupName: up.cgroupName });
+    await assertNoJobLost(redis!, "setuppidq", []);
+  }, 180_000);
 
   it("its run dir refused (before its Redis): one line naming the dir, that nothing started, and the rollback; rollback then leaves the host clean", async () => {
     const up = await upFilledAt("setuprundir", "state:stop", { inodes: true });

@@ -51,11 +51,17 @@ export function spawnDrill(args: string[], crashAt: string): { child: ChildProce
 
 /** Waits (bounded) until `pid` is stopped (state T: DRILL_CRASH_AT=<step>:stop reached). */
 export async function untilStopped(pid: number, what: () => string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
+  await until(() => {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("T")) return;
-    if (Date.now() > deadline) throw new Error(`pid ${pid} did not stop: ${what()}`);
+    return stat.slice(stat.lastIndexOf(")") + 2).startsWith("T");
+  }, () => `pid ${pid} did not stop: ${what()}`, timeoutMs);
+}
+
+/** Waits (bounded) until `done()`; `what()` says what was awaited when it does not come. */
+export async function until(done: () => boolean, what: () => string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(what());
     await new Promise((r) => setTimeout(r, 50));
   }
 }
