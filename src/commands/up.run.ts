@@ -8,7 +8,7 @@ import { drillCommandFor, hiddenPasswordNoteAfter, hostRoots, leverCommand, reda
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
 import { drillDir, readState, statePath, type DrillState } from "../drill/state.js";
 import { acquireDrillLock, drillLockFile, stateDirRefusal } from "../drill/lock.js";
-import { embeddedRedisSeen, refuseWhileUp, runUp, stoppedByFailure, upVerdict } from "../drill/up.js";
+import { embeddedRedisSeen, refuseWhileUp, runUp, startedParts, stoppedByFailure, upVerdict } from "../drill/up.js";
 import { readyTimeoutMs } from "../drill/ready.js";
 import { DrillError, InterruptedError, RefusedError, UsageError } from "../errors.js";
 import { onInterrupt } from "../interrupt.js";
@@ -246,9 +246,7 @@ function setupStateRefused(err: unknown, stateDir: string, name: string, drillCm
     return null;
   }
   if (state === null || state.owner.pid !== process.pid) return null;
-  // Each act's intent is written before it: one with a pid (or a cgroup) was started, and is recorded.
-  const started = state.cgroup !== null || state.processes.some((p) => p.pid !== null);
-  const left = started
+  const left = startedParts(state).length > 0
     ? "what it started by then is recorded there"
     : `it had started nothing (no Redis, cgroup or process; no summary: nothing ran), but ${statePath(stateDir, name)} says the run is starting`;
   return new DrillError(`${(err as Error).message}; up stopped while setting up run ${state.runId}: ${left}: run \`${rollbackAgain(drillCmd, {}, name)}\``, undefined, { cause: err });

@@ -533,11 +533,20 @@ function scheduleFailure(stateDir: string, state: DrillState, err: unknown, dril
   return new DrillError(`up failed ${where}, ${recorded}; ${staysUntilRollback(state)}: run \`${rollbackAgain(drillCmd, {}, state.name)}\`${trace}`, exitCode);
 }
 
-/** What of a run stays for its rollback, as recorded: its processes (or only its embedded Redis) and cgroup, those it has. */
-function staysUntilRollback(state: Pick<DrillState, "processes" | "cgroup">): string {
+/**
+ * What a run had started, as its record says: its processes (or only its
+ * embedded Redis) and its cgroup. Each act's intent is written before it, so
+ * one with a pid (or a cgroup) was started; empty when nothing was.
+ */
+export function startedParts(state: Pick<DrillState, "processes" | "cgroup">): string[] {
   const started = state.processes.filter((p) => p.pid !== null);
   const processes = started.some((p) => p.role !== "redis") ? "processes" : started.length > 0 ? "embedded Redis" : null;
-  const parts = [processes, state.cgroup !== null ? "cgroup" : null].filter((p) => p !== null);
+  return [processes, state.cgroup !== null ? "cgroup" : null].filter((p): p is string => p !== null);
+}
+
+/** What of a run stays for its rollback, as recorded: its processes (or only its embedded Redis) and cgroup, those it has. */
+function staysUntilRollback(state: Pick<DrillState, "processes" | "cgroup">): string {
+  const parts = startedParts(state);
   if (parts.length === 0) return "nothing of it runs (no process or cgroup); the rollback closes the run";
   return `its ${parts.join(" and ")} ${parts.length === 1 ? "stays" : "stay"} until rollback`;
 }
