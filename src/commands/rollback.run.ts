@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import path from "node:path";
 import { writeErr } from "../closedStdout.js";
 import { commandRedis, DEFAULT_REDIS_URL, drillCommandAt, hiddenPasswordNote, hostRoots, leverCommand, printedRedis, queueReportRedis, redactUrl, reportAgain, reportQueueAgain, rollbackAgain, shellWord, type GlobalOptions } from "../context.js";
@@ -218,7 +219,10 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   // another operator's drill, said but not this rollback's failure (QA: a second rollback exited 4
   // naming it, breaking "rollback again exits 0"). With nothing here at all, it may be the drill
   // the operator means under a wrong --state-dir: that stays exit 4.
-  const otherStateDirs = (r: RunningDrill): boolean => complete.length > 0 && r.stateDir !== null && path.resolve(r.stateDir) !== path.resolve(g.stateDir);
+  // So does a state dir whose cgroup setup cgroups are torn down (its cgroups/ record dir, which setup and up
+  // make, is left): the step-by-step path's rollback run again (QA: exit 4). --name asks for one drill: not here, a wrong --state-dir.
+  const rolledBackHere = complete.length > 0 || (named === undefined && existsSync(path.join(g.stateDir, "cgroups")));
+  const otherStateDirs = (r: RunningDrill): boolean => rolledBackHere && r.stateDir !== null && path.resolve(r.stateDir) !== path.resolve(g.stateDir);
   /** --name that matched nothing beside a --queue this rollback did act on: said, not a usage error. */
   let unmatchedName: string | null = null;
   // An up of that name still starting (stopped, or refused) is the drill asked for, not a wrong name.

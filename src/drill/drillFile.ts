@@ -141,11 +141,21 @@ const phase = (hostMemoryBytes: number | null) =>
     })
     .refine((p) => (p.pack ? 1 : 0) + (p.inject ? 1 : 0) === 1, { message: "a phase has exactly one of pack or inject" });
 
+/**
+ * The name, with the value and what is wrong with it: "tasks" and "memory.max"
+ * are in the alphabet, and the alphabet alone read as a contradiction (QA).
+ * The alphabet first: a cgroup name's "use --parent for nesting" is no advice for a drill.
+ */
+const drillName = z.string().superRefine((name, ctx) => {
+  const problem = !/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/.test(name)
+    ? "is not letters, digits, '_', '.', '-' (at most 64, starting with a letter or digit)"
+    : cgroupNameProblem(name);
+  if (problem !== null) ctx.addIssue({ code: "custom", message: `${shown(name)} ${problem} (a drill's name must be usable as a cgroup and queue name)` });
+});
+
 /** hostMemoryBytes: RAM + swap, the most an inject size or the weights may be (null: not checked). */
 export const buildDrillFileSchema = (hostMemoryBytes: number | null) => z.strictObject({
-  name: z.string().refine((n) => cgroupNameProblem(n) === null && /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/.test(n), {
-    message: "letters, digits, '_', '.', '-' (at most 64), usable as a cgroup and queue name",
-  }),
+  name: drillName,
   description: z.string().default(""),
   host: z
     .strictObject({ vcpus: count.optional(), note: z.string().optional() })

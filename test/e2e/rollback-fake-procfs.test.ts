@@ -33,6 +33,22 @@ describe("rollback on a --procfs tree with a FIFO for an environ (built binary)"
     expect(r.stdout + r.stderr).toContain("/elsewhere");
   });
 
+  // QA (qa35): the step-by-step path rolled back (cgroup setup, inject, rollback: 0), the same rollback run
+  // again exited 4 naming another operator's drill up from its own state dir (RELIABILITY 8: again exits 0).
+  // Its cgroups/ record dir says the state dir is drill's, used and rolled back, as a complete drill does.
+  it("rollback again in a state dir whose cgroup setup cgroups are torn down: a drill up elsewhere is named, exit 0", async () => {
+    const used = path.join(root, "used");
+    mkdirSync(path.join(used, "cgroups"), { recursive: true, mode: 0o700 });
+    const r = await runDrill(["--state-dir", used, "--procfs", path.join(root, "proc"), "rollback"], { timeout: 15_000 });
+    expect(r.exitCode, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toContain(`nothing to do in ${used} (no drill); up from another state dir, not this rollback's to undo:`);
+    expect(r.stdout).toContain("fifo-r1");
+    expect(r.stderr).not.toMatch(/rollback incomplete/);
+    // --name asks for one drill: not here, up elsewhere, is a wrong --state-dir (exit 4), as from a dir drill never used.
+    const named = await runDrill(["--state-dir", used, "--procfs", path.join(root, "proc"), "rollback", "--name", "fifo-r1"], { timeout: 15_000 });
+    expect(named.exitCode, named.stdout + named.stderr).toBe(4);
+  });
+
   // QA S re-check 1: --queue with no --redis and no drill up in its state dir took 6379, flipped a lever there
   // and exited 0, while the queue was a drill's up from another state dir, still admitting on its own Redis.
   it("rollback --queue of a drill's queue, no --redis, from a state dir with no drill: names that drill and its rollback, exit 4, no Redis touched", async () => {

@@ -132,7 +132,11 @@ describe("drill files", () => {
     // The hog refused it with "exited 2: bad arguments" once the drill was up.
     ["inject size past what the hog can map", smoke.replace("size: 256M", "size: 100T"), /^x\.yaml: phases\.2\.inject\.size: is more than the page toucher can map/],
     ["weights past what the worker can map", smoke.replace("weights: 64M", "weights: 100T"), /^x\.yaml: worker\.weights: is more than the page toucher can map/],
-    ["bad name", smoke.replace("name: smoke", "name: ../etc"), /^x\.yaml: name: /],
+    ["bad name", smoke.replace("name: smoke", "name: ../etc"), /^x\.yaml: name: "\.\.\/etc" is not letters, digits, '_', '\.', '-'/],
+    // QA: "tasks" and "memory.max" are letters and '.', yet got "name: letters, digits, '_', '.', '-' (at most 64)...":
+    // the message names the value and what is wrong with it.
+    ["a name that is a cgroup file", smoke.replace("name: smoke", "name: tasks"), /^x\.yaml: name: "tasks" is a cgroup interface file name \(a drill's name must be usable as a cgroup and queue name\)$/],
+    ["a name like a controller file", smoke.replace("name: smoke", "name: memory.max"), /^x\.yaml: name: "memory\.max" looks like a memory interface file/],
     ["phase with both", smoke.replace("  - at: 9s\n    inject:", "  - at: 9s\n    pack: { jobs: 1, prompt_tokens: 1 }\n    inject:"), /^x\.yaml: phases\.2: a phase has exactly one/],
     ["negative tokens", smoke.replace("prompt_tokens: 24000", "prompt_tokens: -5"), /^x\.yaml: phases\.0\.pack\.prompt_tokens: /],
     ["phase after the end", smoke.replace("- at: 24s", "- at: 50s"), /^x\.yaml: phases: a phase starts at 50000ms/],
