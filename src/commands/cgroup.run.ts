@@ -14,7 +14,7 @@ import { absentCgroupNext } from "../cgroup/ready.js";
 import { newTeardownProgress, taskLeft, taskNow, teardownWorkerCgroup, thawBeforeExit, type KilledTask, type RefusedTask, type TeardownMethod, type TeardownProgress, type TeardownResult, type TeardownStage } from "../cgroup/teardown.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import type { SetupFlags, TargetFlags, TeardownFlags } from "./cgroup.js";
-import { maskedQueues, queueLeftOpenLine, queuesLeftOpen } from "../worker/served.js";
+import { maskedQueues, queuesLeftOpen, queuesLeftOpenLines } from "../worker/served.js";
 
 export async function cgroupSetupAction(globals: GlobalOptions, flags: SetupFlags, output: Output = consoleOutput(globals.color)): Promise<SetupResult> {
   const memoryMax = parseSize(flags.memoryMax, "--memory-max");
@@ -172,7 +172,7 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
   } else {
     for (const line of teardownDoneLines(result)) output.out(line);
     output.out(`cgroup ${cgroup.name} torn down${result.removed.length === 0 ? " (nothing was left)" : ""}`);
-    for (const q of leftOpen) output.out(queueLeftOpenLine(q));
+    for (const line of queuesLeftOpenLines(leftOpen, result.queuesServed)) output.out(line);
     if (result.queuesServedUnread !== null) output.out(`the queues its workers served go unnamed: ${result.queuesServedUnread}`);
   }
   return result;

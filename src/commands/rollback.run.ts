@@ -14,7 +14,7 @@ import { thawBeforeExit } from "../cgroup/teardown.js";
 import { stopRestartedBeforeExit } from "../drill/embeddedRedis.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
 import { consoleOutput, snakeCaseKeys } from "../output.js";
-import { distinctQueues, maskedQueues, queueLeftOpenLine, queuesLeftOpen, type QueueLeftOpen, type ServedQueue } from "../worker/served.js";
+import { distinctQueues, maskedQueues, queuesLeftOpen, queuesLeftOpenLines, type QueueLeftOpen, type ServedQueue } from "../worker/served.js";
 import type { RollbackFlags } from "./rollback.js";
 
 /**
@@ -250,7 +250,8 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     ...running.filter((r) => !otherStateDirs(r)).map((r) => `${describeRunningDrill(r)}; ${rollbackHint(r)}`),
   ];
   // Read once the cgroups are torn down and --queue's rollback is done: a lever it pulled is closed.
-  const leftOpen = await queuesLeftOpen(servedNotClosed(cgroups, queues), g);
+  const served = servedNotClosed(cgroups, queues);
+  const leftOpen = await queuesLeftOpen(served, g);
   if (g.json) {
     output.json(rollbackDocument(results, complete, cgroups, running, left, null, startingUps, queues, leftOpen, unseen));
   } else if (running.length > 0) {
@@ -270,7 +271,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   }
   if (unmatchedName !== null) (g.json ? output.err : output.out)(unmatchedName);
   if (!g.json && running.length === 0) for (const q of queues) queueClosingLines(q, queueUrl, again(), g).forEach((line) => output.out(line));
-  if (!g.json) for (const q of leftOpen) output.out(queueLeftOpenLine(q));
+  if (!g.json) for (const line of queuesLeftOpenLines(leftOpen, served)) output.out(line);
   // A starting up this user may not signal (root's): its drill is not rolled back, and only root can finish it.
   const upsRefused = new Set(startingUps.filter((u) => u.outcome === "refused" && u.pid !== null).map((u) => u.name));
   if (!g.json && running.length === 0 && (results.length > 0 || upsRefused.size > 0)) {

@@ -1,4 +1,4 @@
-import { drillCommandAt, redactUrl, rollbackAgain } from "../context.js";
+import { drillCommandAt, hiddenPasswordNote, redactUrl, rollbackAgain } from "../context.js";
 import { embeddedRedisStoppedBy, isDrillUp, stateEntriesOrNone, type StateEntry } from "../drill/state.js";
 import { queueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, sameRedis } from "../queue/redis.js";
@@ -132,4 +132,17 @@ export function queueLeftOpenLine(q: QueueLeftOpen): string {
     `${q.queue}:working:<its worker id>, which the queue's rollback re-drains), ${admission}: ` +
     `what the gate admits now waits for a worker, its deadline slack running out. To close and drain it: ${q.command}${alsoRollsBackText(q)}`
   );
+}
+
+/**
+ * queueLeftOpenLine for each queue left open, then, once, the note that a
+ * masked password (`***`) does not paste, when a Redis among them had one.
+ * `served`: the queues as recorded, password and all (QueueLeftOpen.url is
+ * masked): the knowledge stays out of the --json documents, whose URLs and
+ * commands show `***` themselves.
+ */
+export function queuesLeftOpenLines(leftOpen: readonly QueueLeftOpen[], served: readonly ServedQueue[]): string[] {
+  const urls = served.filter((s) => leftOpen.some((q) => q.queue === s.queue && q.url === redactUrl(s.url))).map((s) => s.url);
+  const note = hiddenPasswordNote(urls);
+  return [...leftOpen.map(queueLeftOpenLine), ...(note === null ? [] : [note])];
 }

@@ -6,7 +6,7 @@ import { servedNotClosed } from "../../src/commands/rollback.run.js";
 import { workerRecovery } from "../../src/commands/worker.run.js";
 import type { CgroupRollback, QueueRollback } from "../../src/drill/rollback.js";
 import { environValues } from "../../src/host/process.js";
-import { distinctQueues, maskedQueues, queueLeftOpenLine, queuesLeftOpen, readLever, type QueueLeftOpen, type ServedQueue } from "../../src/worker/served.js";
+import { distinctQueues, maskedQueues, queueLeftOpenLine, queuesLeftOpen, queuesLeftOpenLines, readLever, type QueueLeftOpen, type ServedQueue } from "../../src/worker/served.js";
 import { writeFakeDrill } from "../helpers/fakeState.js";
 
 describe("environValues", () => {
@@ -42,6 +42,19 @@ describe("the queues a rollback says are left open", () => {
         "what the gate admits now waits for a worker, its deadline slack running out. To close and drain it: drill --state-dir /tmp/st --redis 'redis://:***@127.0.0.1:7001' rollback --queue sbo",
     );
     expect(queueLeftOpenLine({ ...open, lever: null })).toContain("and its admission may still be open (its Redis did not answer: the lever was not read): ");
+  });
+
+  // QA "paste every command drill prints": the command names --redis 'redis://:***@…', which does not paste.
+  it("the note that *** does not paste follows the lines once, only when a queue left open had a password", () => {
+    const open = (queue: string, url: string): QueueLeftOpen => ({ queue, url, lever: "admit", command: `drill --redis '${url}' rollback --queue ${queue}`, alsoRollsBack: [], queueOnlyCommand: null });
+    const note = "(the Redis password is shown as ***: put yours in its place, or leave --redis out with DRILL_REDIS_URL set to the whole URL)";
+    const served = [q("a", "redis://:pw@127.0.0.1:7001"), q("b", "redis://:pw@127.0.0.1:7001"), q("c", "redis://127.0.0.1:7002")];
+    const both = [open("a", "redis://:***@127.0.0.1:7001"), open("b", "redis://:***@127.0.0.1:7001")];
+    expect(queuesLeftOpenLines(both, served)).toEqual([...both.map(queueLeftOpenLine), note]);
+    // Only the queues left open count: a and b (their levers closed) are not among them here.
+    const plain = [open("c", "redis://127.0.0.1:7002")];
+    expect(queuesLeftOpenLines(plain, served)).toEqual([queueLeftOpenLine(plain[0]!)]);
+    expect(queuesLeftOpenLines([], served)).toEqual([]);
   });
 
   it("not a queue on the embedded Redis a drill's rollback stopped (any db of it): no hint sends the operator there (QA); another silent Redis still is", async () => {
