@@ -89,8 +89,7 @@ describe.skipIf(skipReason)("the queue left open on a Redis with a password (rea
   let url = "";
   let port = 0;
   beforeAll(async () => {
-    // DRILL_TEST_REDIS_PORT: a port given to this run, for checkouts tested side by side on one host.
-    port = Number(process.env.DRILL_TEST_REDIS_PORT) || (await freePort());
+    port = await freePort();
     server = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--requirepass", PASSWORD], { stdio: "ignore" });
     for (let tries = 0; ; tries++) {
       const ping = spawnSync("redis-cli", ["-p", String(port), "--no-auth-warning", "-a", PASSWORD, "PING"], { encoding: "utf8" });
