@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { appendFileSync, closeSync, existsSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
@@ -112,9 +112,26 @@ export async function startEmbeddedRedis(spec: EmbeddedRedisSpec): Promise<Embed
   );
   if (spec.detached) child.unref();
   const url = `redis://127.0.0.1:${port}`;
-  const pid = await Promise.race([waitForPing(url, spec.startTimeoutMs ?? 10_000).then(() => serverPid(url)), spawnError, exited]);
+  const pid = await Promise.race([waitForPing(url, spec.startTimeoutMs ?? 10_000).then(() => serverPid(url)), spawnError, exited]).catch((err: unknown) => {
+    stopFailedStart(child);
+    throw err;
+  });
   child.removeAllListeners("exit");
   return { pid, port, url, dir: spec.dir, selfExits: wrapped };
+}
+
+/**
+ * A start that failed with the server still there (no answer in time, a refusal, something else on its port): killed,
+ * with its `timeout` wrapper (their process group: both are in the one the wrapper leads, or that `detached` made), so
+ * a failed start leaves nothing running that its caller never learnt the pid of.
+ */
+function stopFailedStart(child: ChildProcess): void {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
+  try {
+    process.kill(-child.pid, "SIGKILL");
+  } catch {
+    child.kill("SIGKILL"); // not a group leader (bare redis-server, not detached)
+  }
 }
 
 /** errno names of the messages redis-server logs (strerror) for a dir that refuses its files: a state dir refusal. */
@@ -148,7 +165,8 @@ function readQuietly(file: string): string {
 function exitedAtStart(dir: string, how: string): DrillError {
   const logFile = path.join(dir, "redis.log");
   const stderrFile = path.join(dir, "redis.stderr");
-  const said = lastRedisLine(readQuietly(logFile)) ?? lastRedisLine(readQuietly(stderrFile));
+  const logged = lastRedisLine(readQuietly(logFile));
+  const said = logged ?? lastRedisLine(readQuietly(stderrFile));
   const exited = `redis-server exited at start (${how})`;
   let refused: NodeJS.ErrnoException | null = null;
   const code = said === null ? undefined : REFUSED_BY_MESSAGE.find(([re]) => re.test(said))?.[1];
@@ -161,7 +179,8 @@ function exitedAtStart(dir: string, how: string): DrillError {
     }
   }
   const words = said === null ? `${exited}, saying nothing (${logFile} and ${stderrFile} are empty)` : `${exited}: ${said}`;
-  if (refused === null) return new DrillError(`${words}; see ${said === null ? `${logFile} and ${stderrFile}` : logFile}`);
+  // The file it said it in (a config error goes to stderr, not the log).
+  if (refused === null) return new DrillError(`${words}; see ${said === null ? `${logFile} and ${stderrFile}` : logged !== null ? logFile : stderrFile}`);
   return new DrillError(`${stateDirError("start the embedded Redis in", dir, refused).message}; ${words}`, undefined, { cause: refused });
 }
 

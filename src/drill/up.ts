@@ -267,7 +267,7 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       // Taken over by a rollback (it stops this up next): it owns state.json, and up says only that.
       if (rollbackOwnsState(readStateQuietly(stateDir, name), runId)) return err instanceof ScheduleFailed ? err.error : err;
       // A bug: recorded as the run's end, or state.json would say starting or running with nothing running it (QA).
-      return scheduleFailure(stateDir, state, err, drillCommandFor(stateDir, roots));
+      return scheduleFailure(stateDir, state, err, drillCommandFor(stateDir, roots), upCommand(options, options.redisUrl, options.queue));
     };
     // Redis: the one given, or an embedded server with AOF in this run's dir.
     let embedded: EmbeddedRedis | null = null;
@@ -282,8 +282,16 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
       // It holds the drain and stops last, as in rollback: the children, gone at
       // duration + 5 min, never find it gone (or somebody else's on its port).
       embedded = await startEmbeddedRedis({ dir: redisDir, port, detached: true, env, lifetimeMs: drill.duration + SELF_EXIT_GRACE_MS + REDIS_STOPS_LAST_MS }).catch((err: unknown) => {
-        // Its dir or its stderr file refused (a plain fs error; its own failures are DrillErrors): a state dir refusal.
-        throw err instanceof DrillError ? err : stateDirError("start the embedded Redis in", redisDir, err);
+        // Its dir or its stderr file refused (a plain fs error, or its own exit for a dir that refuses its files):
+        // a state dir refusal, said by up.run.ts (the end may not be writable either).
+        const refusal = err instanceof DrillError ? err : stateDirError("start the embedded Redis in", redisDir, err);
+        if (stateDirRefusal(refusal) !== null) throw refusal;
+        // Its own failure (it exited at start, or never answered: stopped then) leaves no Redis: its intent taken back, the
+        // run's end is recorded as any from here, closed, as nothing of it is left to roll back (QA: state.json stayed
+        // "starting" with up gone, and the next up was refused as "already up").
+        withdrawIntent(state, record);
+        state.redis = { url: "", embedded: null };
+        throw failed(err);
       });
       // Its pid in the record at once (written next): the recorded end of a failure from here names it, and its rollback stops it
       // (QA: an error before the connection left state.json "starting" and the Redis unnamed).
@@ -495,9 +503,10 @@ export async function runUp(options: UpOptions): Promise<UpResult> {
  * until rollback. Null, or why the state dir refused it (full, read-only):
  * what ran is said all the same, and what to roll back (QA: exit 1 and no summary).
  */
-function recordEnd(stateDir: string, state: DrillState, ended: DrillEnded): string | null {
-  state.phase = "stopped";
+function recordEnd(stateDir: string, state: DrillState, ended: DrillEnded, phase: "stopped" | "complete" = "stopped"): string | null {
+  state.phase = phase;
   state.ended = ended;
+  if (phase === "complete") state.completedAt = ended.at;
   try {
     writeState(stateDir, state);
     return null;
@@ -511,26 +520,33 @@ function recordEnd(stateDir: string, state: DrillState, ended: DrillEnded): stri
  * An unexpected error in up's schedule (packing stopped by then), or once it
  * started its children, before the schedule: recorded as the run's end,
  * stopped early, as after any stop (its processes and cgroup stay for the
- * rollback); the error says it with the rollback to run.
+ * rollback); the error says it with the rollback to run. A run that started
+ * nothing and has no Redis (its embedded one failed to start) is recorded
+ * closed (complete): a rollback would have nothing to stop, drain or export,
+ * and the next `up` (`upAgain`) needs none first.
  */
-function scheduleFailure(stateDir: string, state: DrillState, err: unknown, drillCmd: string): DrillError {
+function scheduleFailure(stateDir: string, state: DrillState, err: unknown, drillCmd: string, upAgain: string): DrillError {
   const what = err instanceof Error ? err.message : String(err);
   // ScheduleFailed counts what was packed; anything else came before packing could start.
   const counted = err instanceof ScheduleFailed ? drillEnded({ ...err.counts, interrupted: false, exitedEarly: [] }, Date.now()) : { at: new Date().toISOString(), pushed: null, notPacked: null };
+  const closed = startedParts(state).length === 0 && state.redis.url === "";
   let unrecorded: string | null;
   try {
-    unrecorded = recordEnd(stateDir, state, { ...counted, verdict: "stopped_early", reason: `drill up failed: ${what}` });
+    unrecorded = recordEnd(stateDir, state, { ...counted, verdict: "stopped_early", reason: `drill up failed: ${what}` }, closed ? "complete" : "stopped");
   } catch (writeErr) {
     unrecorded = (writeErr as Error).message;
   }
-  const recorded = unrecorded === null ? `${statePath(stateDir, state.name)} records it stopped` : `its end is not recorded (${unrecorded})`;
+  const recorded = unrecorded === null ? `${statePath(stateDir, state.name)} records it ${closed ? "ended" : "stopped"}` : `its end is not recorded (${unrecorded})`;
   // A bug (not drill's own error): its stack below the line, for the bug report, as main prints an unexpected error's.
   const cause = err instanceof ScheduleFailed ? err.error : err;
   const trace = !(cause instanceof DrillError) && cause instanceof Error && cause.stack !== undefined ? `\n${cause.stack}` : "";
   const where = err instanceof ScheduleFailed ? `in run ${state.runId}'s schedule: ${what}; it stopped packing and exits` : `setting up run ${state.runId}, before its schedule started: ${what}; it exits`;
   // drill's own error keeps its exit code (a refusal its 3), recorded all the same.
   const exitCode = cause instanceof DrillError ? cause.exitCode : undefined;
-  return new DrillError(`up failed ${where}, ${recorded}; ${staysUntilRollback(state)}: run \`${rollbackAgain(drillCmd, {}, state.name)}\`${trace}`, exitCode);
+  const next = closed && unrecorded === null
+    ? `it started nothing (no Redis, process or cgroup): nothing to roll back; run \`${upAgain}\` again once that is fixed`
+    : `${staysUntilRollback(state)}: run \`${rollbackAgain(drillCmd, {}, state.name)}\``;
+  return new DrillError(`up failed ${where}, ${recorded}; ${next}${trace}`, exitCode);
 }
 
 /**

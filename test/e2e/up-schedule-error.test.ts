@@ -3,7 +3,7 @@
 // nothing ran, and up kept packing until its Redis connection closed. The
 // error is injected where the schedule has started its first pack
 // (DRILL_CRASH_AT=phase-0:throw), with a given Redis for the job count.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { Redis } from "ioredis";
@@ -278,4 +278,49 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
     expect(after.rollback?.at).toBeDefined();
     assertNoJobLostInExport(after.rollback!.exported!, "rtq", []);
   }, 180_000);
+
+  // QA: an embedded redis-server that exits at start (a bad config, its port taken between the free-port check and its bind, a broken
+  // binary; here a redis-server on PATH that exits 1 with a config error) left state.json "starting" with up gone: report read it as
+  // an up that died, and the next up was refused as "already up" until a rollback, which restarted a Redis that had never run.
+  it("its embedded Redis exits at start: one line with its reason, the run recorded ended with nothing started; up again works at once", async () => {
+    const stateDir = path.join(root, "state");
+    const drillFile = path.join(root, "redisexits.yaml");
+    const cgroupName = `rs${process.pid}redisexits`;
+    writeFileSync(drillFile, tinyDrill("redisexits", { duration: "3s", phases: [["0s", pack(1)]] }));
+    const fakeBin = path.join(root, "fake-redis-bin");
+    mkdirSync(fakeBin, { recursive: true });
+    const fatal = "*** FATAL CONFIG FILE ERROR (Redis 7.2.4) *** Bad directive or wrong number of arguments";
+    writeFileSync(path.join(fakeBin, "redis-server"), `#!/bin/sh\necho '${fatal}' >&2\nexit 1\n`);
+    chmodSync(path.join(fakeBin, "redis-server"), 0o755);
+    const args = ["--state-dir", stateDir, "up", "--drill", drillFile, "--queue", "rxq", "--parent", "self", "--name", cgroupName, "--file-dir", root];
+    const up = await runDrill(args, { timeout: 120_000, env: { PATH: `${fakeBin}:${process.env.PATH ?? ""}` } });
+    const said = up.stdout + up.stderr;
+    expect(up.exitCode, said).toBe(1);
+    const failedRun = readState(stateDir, "redisexits")!;
+    const redisDir = path.join(stateDir, "redisexits", "runs", failedRun.runId, "redis");
+    const lines = up.stderr.trim().split("\n");
+    expect(lines, said).toHaveLength(1);
+    expect(lines[0], said).toBe(
+      `drill: up failed setting up run ${failedRun.runId}, before its schedule started: redis-server exited at start (code 1): ${fatal}; see ${redisDir}/redis.stderr; ` +
+        `it exits, ${stateDir}/redisexits/state.json records it ended; it started nothing (no Redis, process or cgroup): nothing to roll back; ` +
+        `run \`drill --state-dir ${stateDir} up --drill ${drillFile} --name ${cgroupName} --parent self --queue rxq\` again once that is fixed`,
+    );
+    // Ended and closed: no Redis, process or cgroup recorded, nothing for a rollback.
+    expect(failedRun.phase, said).toBe("complete");
+    expect(failedRun.ended?.verdict).toBe("stopped_early");
+    expect(failedRun.ended?.reason).toBe(`drill up failed: redis-server exited at start (code 1): ${fatal}; see ${redisDir}/redis.stderr`);
+    expect(failedRun.redis).toEqual({ url: "", embedded: null });
+    expect(failedRun.processes).toEqual([]);
+    expect(failedRun.cgroup).toBeNull();
+
+    // The same drill again, with the real redis-server: it starts without a rollback first, runs, and its rollback leaves the host clean.
+    const again = await runDrill(args, { timeout: 120_000 });
+    expect(again.exitCode, again.stdout + again.stderr).toBe(0);
+    expect(again.stdout).toContain(`drill redisexits's previous run ${failedRun.runId} (phase complete) is kept`);
+    const ran = readState(stateDir, "redisexits")!;
+    expect(ran.runId).not.toBe(failedRun.runId);
+    const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "redisexits"], { timeout: 90_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    assertHostClean(stateDir, "redisexits", ran, { cgroupName });
+  }, 240_000);
 });
