@@ -472,8 +472,10 @@ async function gatherSources(options: GatherOptions): Promise<Gathered> {
     } else if (state) {
       const exported = state.rollback?.exported;
       if (state.redis.url === "") {
-        // `up` stopped before it had a Redis; never fall back to a default URL (somebody else's).
-        tried.push(`no Redis recorded in ${path.join(dir!, "state.json")}`);
+        // `up` stopped before it had a Redis; never fall back to a default URL (somebody else's). A recorded end says why
+        // (its embedded Redis failed to start): no job was packed (QA: "Redis no Redis recorded in ...").
+        const why = state.ended?.reason ? `run ${state.runId} ended before it had one, no job packed: ${state.ended.reason}` : "up stopped before it had one";
+        tried.push(`none recorded in ${path.join(dir!, "state.json")} (${why})`);
       } else if (state.redis.embedded && exported && existsSync(exported)) {
         // Rollback stopped this Redis after exporting: whatever answers on its port now is not the drill's.
         tried.push(`${redactUrl(state.redis.url)} (embedded, stopped by rollback)`);

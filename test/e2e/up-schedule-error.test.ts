@@ -312,6 +312,12 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
     expect(failedRun.redis).toEqual({ url: "", embedded: null });
     expect(failedRun.processes).toEqual([]);
     expect(failedRun.cgroup).toBeNull();
+    // Its report says why there is nothing to report (QA: "no source to report on: Redis no Redis recorded in ...").
+    const report = await runDrill(["--state-dir", stateDir, "report", "--name", "redisexits"], { timeout: 60_000 });
+    expect(report.exitCode, report.stdout + report.stderr).toBe(1);
+    expect(report.stderr).toContain(
+      `no source to report on: Redis none recorded in ${stateDir}/redisexits/state.json (run ${failedRun.runId} ended before it had one, no job packed: drill up failed: redis-server exited at start (code 1): ${fatal}`,
+    );
 
     // The same drill again, with the real redis-server: it starts without a rollback first, runs, and its rollback leaves the host clean.
     const again = await runDrill(args, { timeout: 120_000 });
