@@ -118,6 +118,19 @@ export function serverLoading(redis: Redis): string | null {
   return loading === undefined ? null : `Redis at ${redisAddress(redis)} ${loadingText(loading)}`;
 }
 
+/**
+ * An error that says only that a command did not go out or was dropped with
+ * its connection (ioredis: "Stream isn't writeable" with no offline queue; a
+ * MaxRetriesPerRequestError as it flushes what it had sent when the
+ * connection closes): nothing of why the connection is not there. The reason
+ * heard before it (refused, loading, no reply) stays the reason (CI: a
+ * loading server's watch sample said "Reached the max retries per request
+ * limit" when its ready-check bound dropped the connection).
+ */
+export function saysNothingOfWhy(err: Error): boolean {
+  return err.name === "MaxRetriesPerRequestError" || err.message.startsWith("Stream isn't writeable");
+}
+
 class NoReplyOnConnect extends Error {
   constructor(ms: number, loading: string | null) {
     super(loading === null ? `connected, but no reply within ${ms} ms (server paused, e.g. SIGSTOP, or not Redis)` : `${loading}; not ready within ${ms} ms`);
@@ -249,7 +262,8 @@ function quietReadyCheck(redis: Redis): void {
   const checkedOn = new WeakMap<Reply, unknown>();
   redis.on("ready", () => loadingSeen.delete(redis));
   redis.on("error", (err: Error) => {
-    if (!(err instanceof NoReplyOnConnect)) loadingSeen.delete(redis);
+    // The bound's own error keeps it, and so does a command dropped with that connection (it says nothing of the server).
+    if (!(err instanceof NoReplyOnConnect) && !saysNothingOfWhy(err)) loadingSeen.delete(redis);
   });
   internals._readyCheck = function (callback) {
     if (!checkedOn.has(callback)) checkedOn.set(callback, redis.stream);

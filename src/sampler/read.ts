@@ -11,7 +11,7 @@ import { scanKeyedCounters } from "../host/keyedCounters.js";
 import { parsePsi, type Psi } from "../host/psi.js";
 import { parseVmstatCounters, SWAP_COUNTER_NAMES, type Vmstat } from "../host/vmstat.js";
 import type { QueueKeys } from "../queue/keys.js";
-import { connectionRefusal, databaseRefusal, notRedisReply, openRedis, redactUrl, serverLoading } from "../queue/redis.js";
+import { connectionRefusal, databaseRefusal, notRedisReply, openRedis, redactUrl, saysNothingOfWhy, serverLoading } from "../queue/redis.js";
 import { script } from "../queue/scripts.js";
 import { workerKeys } from "../worker/scripts.js";
 import {
@@ -542,8 +542,8 @@ export class QueueReader {
     });
     // Surfaced through the failed reading: `not connected` alone would not say why.
     this.redis.on("error", (err: Error) => {
-      // A command refused while not connected says nothing of why: the reason seen before it stays.
-      if (this.lastError !== null && err.message.startsWith("Stream isn't writeable")) return;
+      // A command refused while not connected, or dropped with the connection, says nothing of why: the reason seen before it stays.
+      if (this.lastError !== null && saysNothingOfWhy(err)) return;
       const refused = databaseRefusal(this.redis);
       this.lastError = notRedisReply(err) ?? (refused?.cause === err ? refused : err).message;
     });

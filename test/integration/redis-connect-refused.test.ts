@@ -79,3 +79,21 @@ describe("a paused Redis (CLIENT PAUSE)", () => {
     }
   });
 });
+
+describe("a Redis that does not answer the connection's ready check in time", () => {
+  it("watch's reader keeps the bound's reason (no reply within its timeout), not ioredis's 'max retries' for the commands dropped with the connection", async () => {
+    // CI: a loading server's watch sample said "Reached the max retries per request limit (which is 0)" instead.
+    const reader = new QueueReader(server.url, queueKeys("pausedq"), "dedicated", 300);
+    try {
+      await admin.client("PAUSE", "1500", "ALL");
+      await reader.connect();
+      const reading = await reader.read();
+      const reason = reading.ok ? null : reading.reason;
+      expect(reason).toMatch(/connected, but no reply within 300 ms \(server paused, e\.g\. SIGSTOP, or not Redis\)$/);
+      expect(reason).not.toMatch(/max retries/);
+    } finally {
+      reader.close();
+      await admin.client("UNPAUSE");
+    }
+  });
+});
