@@ -134,7 +134,8 @@ export async function gateModeAction(g: GlobalOptions, modeText: string, flags: 
       }
     }
     const forced = mode === "admit" && !calm;
-    const flip = await queue.flipMode(mode, { forced, psi: psi.ok ? formatPsi(psi.value.some.avg10) : "missing", by: "gate_mode" });
+    const psiAvg60 = forced && psi.ok ? formatPsi(psi.value.some.avg60) : undefined;
+    const flip = await queue.flipMode(mode, { forced, psi: psi.ok ? formatPsi(psi.value.some.avg10) : "missing", psiAvg60, by: "gate_mode" });
     const previous = flip.previous.type === "none" ? null : gateModeOf(flip.previous);
     if (forced) writeErr(`drill: forced re-admit while host memory PSI is ${psiText} (over 1.00)\n`);
     // The lever moved whatever the key held; say what that was when it was no mode (the gate read it as reject_all).

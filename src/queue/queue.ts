@@ -15,6 +15,8 @@ import { answeredWithRefusal } from "./refusal.js";
 export interface ModeMeta {
   forced: boolean;
   psi: string;
+  /** Host PSI avg60 of a forced re-admit: the refusal reads avg10 and avg60, and either may be what was forced over. */
+  psiAvg60?: string;
   /** Who moved the lever: `gate mode` by hand, up opening admission, or rollback's deny-all. */
   by: "gate_mode" | "up" | "rollback" | "rollback_queue";
   nowMs?: number;
@@ -329,7 +331,7 @@ export class DrillQueue {
   /** The flip with what the key held before, and whether <q>:events recorded it (not when it is of the wrong type). */
   async flipMode(mode: GateMode, meta: ModeMeta): Promise<{ previous: StoredMode; recorded: boolean }> {
     const ts = String(meta.nowMs ?? Date.now());
-    const reply = await runScript(this.redis, setModeScript, [this.keys.mode, this.keys.events], [mode, meta.psi, meta.forced ? "1" : "0", ts, meta.by]);
+    const reply = await runScript(this.redis, setModeScript, [this.keys.mode, this.keys.events], [mode, meta.psi, meta.forced ? "1" : "0", ts, meta.by, meta.psiAvg60 ?? ""]);
     const recorded = Array.isArray(reply) && Number(reply[2]) === 1;
     return { previous: storedMode(reply), recorded };
   }

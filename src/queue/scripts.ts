@@ -433,6 +433,7 @@ local shown = previous
 if previous_type == 'none' then shown = 'unset' end
 local figures = 'mode=' .. ARGV[1] .. ' previous=' .. shown .. ' psi=' .. ARGV[2]
 if ARGV[3] == '1' then figures = figures .. ' forced=1' end
+if ARGV[6] and ARGV[6] ~= '' then figures = figures .. ' psi_avg60=' .. ARGV[6] end
 if previous_type ~= 'none' and previous_type ~= 'string' then figures = figures .. ' previous_type=' .. previous_type end
 if previous_value and previous_value ~= 'admit' and previous_value ~= 'reject_all' then
   figures = figures .. ' previous_value=' .. string.gsub(string.sub(previous_value, 1, 40), '%s', '_')

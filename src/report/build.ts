@@ -257,6 +257,8 @@ export interface ModeFlip {
   forced: boolean;
   /** Host memory PSI some avg10 when it was set; null when it was missing or not read. */
   psi: number | null;
+  /** Of a forced re-admit, avg60 too (what the refusal may have been over: QA, "forced over PSI" beside avg10 0.99); null otherwise. */
+  psi_avg60: number | null;
   /** Who set it (`gate_mode`, `up`, `rollback`); null for an entry that does not say (written before drill recorded it). */
   by: string | null;
 }
@@ -266,9 +268,20 @@ export function modeFlip(event: Pick<DecisionEvent, "tsMs" | "figures">): ModeFl
   const field = (k: string): string | null => new RegExp(`(?:^|\\s)${k}=(\\S+)`).exec(event.figures)?.[1] ?? null;
   const mode = field("mode");
   const previous = field("previous");
-  const psiText = field("psi");
-  const psi = psiText !== null && /^\d+(\.\d+)?$/.test(psiText) ? Number(psiText) : null;
-  return { ts: iso(event.tsMs), mode, previous, unchanged: mode === null || previous === null ? null : mode === previous, forced: field("forced") === "1", psi, by: field("by") };
+  const figure = (k: string): number | null => {
+    const text = field(k);
+    return text !== null && /^\d+(\.\d+)?$/.test(text) ? Number(text) : null;
+  };
+  return {
+    ts: iso(event.tsMs),
+    mode,
+    previous,
+    unchanged: mode === null || previous === null ? null : mode === previous,
+    forced: field("forced") === "1",
+    psi: figure("psi"),
+    psi_avg60: figure("psi_avg60"),
+    by: field("by"),
+  };
 }
 
 /**

@@ -89,7 +89,7 @@ function sections(r: Report): Section[] {
       m.mode ?? NA,
       m.previous ?? NA,
       m.psi === null ? NA : m.psi.toFixed(2),
-      [m.unchanged === true ? "(unchanged)" : "", m.forced ? "forced over PSI" : "", ...note].filter(Boolean).join(", "),
+      [m.unchanged === true ? "(unchanged)" : "", m.forced ? `forced over PSI${m.psi_avg60 === null ? "" : ` (avg60 ${m.psi_avg60.toFixed(2)})`}` : "", ...note].filter(Boolean).join(", "),
     ];
     const denyAll = r.rollback_deny_all;
     // The rollback's deny-all is marked in the window too (QA: only outside it, so a pasted table read as a hand on the lever mid-drill).

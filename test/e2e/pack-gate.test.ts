@@ -240,6 +240,9 @@ describe("drill pack + drill gate (built binary)", () => {
     expect(forced.stderr).toMatch(/forced re-admit/);
     expect(lines(forced.stdout)[0]).toMatch(new RegExp(`^mode admit queue=${queue} previous=reject_all psi avg10=12.40 avg60=3.10 forced=1$`));
     expect(await redis.get(`${queue}:mode`)).toBe("admit");
+    // The event keeps avg60 too: the refusal reads both, and a report of the flip says which was over.
+    const forcedEvent = (await redis.xrevrange(`${queue}:events`, "+", "-", "COUNT", 1))[0]![1];
+    expect(forcedEvent[forcedEvent.indexOf("figures") + 1]).toBe("mode=admit previous=reject_all psi=12.40 forced=1 psi_avg60=3.10 by=gate_mode");
     const calm = await drill(["--procfs", fakeProc(CALM_PSI), "gate", "mode", "admit", "--queue", queue]);
     expect(calm.exitCode).toBe(0);
     expect(lines(calm.stdout)[0]).toMatch(new RegExp(`^mode admit queue=${queue} previous=admit psi `));

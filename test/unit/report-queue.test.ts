@@ -169,15 +169,22 @@ describe("mode events: the lever's history, repeats marked", () => {
     ],
   });
 
+  it("a forced re-admit's avg60 is said beside avg10 (the refusal reads both: QA, 'forced over PSI' beside avg10 0.99)", () => {
+    const forced = event("mode", "", "mode=admit previous=reject_all psi=0.99 forced=1 psi_avg60=3.39 by=gate_mode", NOW - MIN);
+    expect(modeFlip(forced)).toMatchObject({ forced: true, psi: 0.99, psi_avg60: 3.39, by: "gate_mode" });
+    const md = renderMarkdown(buildReport({ ...inputs(), events: [forced] }, NOW, 10 * MIN));
+    expect(md).toContain("| admit | reject_all | 0.99 | forced over PSI (avg60 3.39), by hand (gate mode) |");
+  });
+
   it("structured fields in json (snake_case), repeats unchanged", () => {
     const r = buildReport(inputs(), NOW, 10 * MIN);
     expect(r.mode_flips).toEqual([
-      { ts: new Date(NOW - 3 * MIN).toISOString(), mode: "reject_all", previous: "unset", unchanged: false, forced: false, psi: 0.4, by: null },
-      { ts: new Date(NOW - 2 * MIN).toISOString(), mode: "reject_all", previous: "reject_all", unchanged: true, forced: false, psi: null, by: null },
-      { ts: new Date(NOW - MIN).toISOString(), mode: "admit", previous: "reject_all", unchanged: false, forced: true, psi: 3.1, by: null },
+      { ts: new Date(NOW - 3 * MIN).toISOString(), mode: "reject_all", previous: "unset", unchanged: false, forced: false, psi: 0.4, psi_avg60: null, by: null },
+      { ts: new Date(NOW - 2 * MIN).toISOString(), mode: "reject_all", previous: "reject_all", unchanged: true, forced: false, psi: null, psi_avg60: null, by: null },
+      { ts: new Date(NOW - MIN).toISOString(), mode: "admit", previous: "reject_all", unchanged: false, forced: true, psi: 3.1, psi_avg60: null, by: null },
     ]);
     const doc = JSON.parse(renderJson(r)) as { mode_flips: Array<Record<string, unknown>> };
-    expect(Object.keys(doc.mode_flips[0]!).sort()).toEqual(["by", "forced", "mode", "previous", "psi", "ts", "unchanged"]);
+    expect(Object.keys(doc.mode_flips[0]!).sort()).toEqual(["by", "forced", "mode", "previous", "psi", "psi_avg60", "ts", "unchanged"]);
   });
 
   // QA: after a hand-run `rollback --queue` (no drill record) its deny-all row read like a hand on the lever.
@@ -227,6 +234,6 @@ describe("mode events: the lever's history, repeats marked", () => {
   });
 
   it("an entry without previous: unchanged is null, not false", () => {
-    expect(modeFlip({ tsMs: NOW, figures: "mode=admit psi=0.00" })).toEqual({ ts: new Date(NOW).toISOString(), mode: "admit", previous: null, unchanged: null, forced: false, psi: 0, by: null });
+    expect(modeFlip({ tsMs: NOW, figures: "mode=admit psi=0.00" })).toEqual({ ts: new Date(NOW).toISOString(), mode: "admit", previous: null, unchanged: null, forced: false, psi: 0, psi_avg60: null, by: null });
   });
 });

@@ -193,7 +193,7 @@ describe("report window: read long after the run ended", () => {
     const r = buildReport(rolledBack, T0 + 26 * MIN, 10 * MIN);
     expect(r.window.anchored).toBe("run_end");
     expect(r.mode_flips?.map((m) => m.mode)).toEqual(["admit"]); // the window's own, as before
-    expect(r.rollback_deny_all).toEqual({ ts: new Date(cutAt).toISOString(), mode: "reject_all", previous: "admit", unchanged: false, forced: false, psi: 5.3, by: null, window: "after" });
+    expect(r.rollback_deny_all).toEqual({ ts: new Date(cutAt).toISOString(), mode: "reject_all", previous: "admit", unchanged: false, forced: false, psi: 5.3, psi_avg60: null, by: null, window: "after" });
     const line = `rollback: deny-all at ${new Date(cutAt).toISOString()} (reject_all, was admit, psi avg10 5.30), after the window`;
     const text = renderText(r, plain);
     expect(text).toContain(line);

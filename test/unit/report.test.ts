@@ -136,7 +136,7 @@ describe("reject lines in the seed format", () => {
     });
     expect(r.first_reject).toEqual({ ts: new Date(NOW - 8 * MIN).toISOString(), line: "reject_packed_tokens job=3 packed=48000 limit=32000 route=retry" });
     expect(r.last_reject?.line).toBe("reject_host_pressure job=5 psi=0.40 mode=reject_all route=retry");
-    expect(r.mode_flips).toEqual([{ ts: new Date(NOW - 2 * MIN).toISOString(), mode: "reject_all", previous: "admit", unchanged: false, forced: false, psi: 0.4, by: null }]);
+    expect(r.mode_flips).toEqual([{ ts: new Date(NOW - 2 * MIN).toISOString(), mode: "reject_all", previous: "admit", unchanged: false, forced: false, psi: 0.4, psi_avg60: null, by: null }]);
   });
 
   it("no reject in the window → null lines", () => {
