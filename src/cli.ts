@@ -1,5 +1,5 @@
 import { Command, Option } from "commander";
-import { resolveGlobalOptions, type GlobalsFn } from "./context.js";
+import { redactUrl, resolveGlobalOptions, type GlobalsFn } from "./context.js";
 import { commandFactories } from "./commands/index.js";
 import { UsageError } from "./errors.js";
 import { refuseNotUtf8 } from "./util/notUtf8.js";
@@ -57,7 +57,9 @@ function refuseFlagsNotUtf8(action: Command): void {
       const key = option.attributeName();
       const source = command.getOptionValueSource(key) === "env" && option.envVar !== undefined ? option.envVar : (option.long ?? option.flags);
       const value: unknown = command.getOptionValue(key);
-      for (const given of Array.isArray(value) ? (value as unknown[]) : [value]) if (typeof given === "string") refuseNotUtf8(source, given);
+      // A Redis URL is shown as everywhere else, its password masked.
+      const shown = option.long === "--redis" ? redactUrl : undefined;
+      for (const given of Array.isArray(value) ? (value as unknown[]) : [value]) if (typeof given === "string") refuseNotUtf8(source, given, shown);
     }
   }
 }

@@ -56,4 +56,18 @@ describe("a flag holding bytes that are not UTF-8: exit 2 naming the flag, nothi
     expect(existsSync(path.join(host.root, "rec-\ufffd.jsonl"))).toBe(false);
     expect(readdirSync(replacedDir)).toEqual([]);
   });
+
+  it("--redis (and DRILL_REDIS_URL) with a password: named with the password masked, as everywhere drill shows a URL", async () => {
+    const typed = await run(`--redis $'redis://:s3cret@127.0.0.1:1/0\\xff' pack --jobs 1`);
+    expect(typed.exitCode, typed.stderr).toBe(2);
+    expect(typed.stderr).toMatch(/^drill: --redis: redis:\/\/:\*\*\*@127\.0\.0\.1:1\/0.* is not valid UTF-8/);
+    const fromEnv = await execa("bash", ["-c", `DRILL_REDIS_URL=$'redis://:s3cret@127.0.0.1:1/0\\xff' exec node ${quote(drillBin)} --state-dir ${quote(host.stateDir)} pack --jobs 1`], {
+      reject: false,
+      timeout: 30_000,
+      env: { FORCE_COLOR: "0", NO_COLOR: "1", LANG: "C.UTF-8" },
+    });
+    expect(fromEnv.exitCode, fromEnv.stderr).toBe(2);
+    expect(fromEnv.stderr).toMatch(/^drill: DRILL_REDIS_URL: redis:\/\/:\*\*\*@127\.0\.0\.1:1\/0.* is not valid UTF-8/);
+    for (const r of [typed, fromEnv]) expect(r.stderr).not.toContain("s3cret");
+  });
 });
