@@ -15,7 +15,7 @@ import { closeRedis, connectRedis } from "../../src/queue/redis.js";
 import { realDrillSkipReason } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
 import { pack, tinyDrill } from "../helpers/drills.js";
-import { assertHostClean } from "../helpers/hostClean.js";
+import { rollsBackClean } from "../helpers/hostClean.js";
 import { assertNoJobLost, assertNoJobLostInExport, idsGivenByQueue } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 import { spawnDrill, untilStopped } from "../helpers/stateFill.js";
@@ -39,11 +39,17 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
     if (root) rmSync(root, { recursive: true, force: true });
   }, 120_000);
 
+  /** A drill of a few seconds (`jobs` small jobs, no hog) written under root, as each case's up runs it. */
+  const tinyDrillFile = (name: string, duration = "6s", jobs = 3): string => {
+    const file = path.join(root, `${name}.yaml`);
+    writeFileSync(file, tinyDrill(name, { duration, phases: [["0s", pack(jobs)]] }));
+    return file;
+  };
+
   it("records the run stopped (not running), exits 1 naming the error and the rollback; rollback then reaches both invariants", async () => {
     const stateDir = path.join(root, "state");
-    const drillFile = path.join(root, "schedthrow.yaml");
     const cgroupName = `schedthrow${process.pid}`;
-    writeFileSync(drillFile, tinyDrill("schedthrow", { duration: "6s", phases: [["0s", pack(3)]] }));
+    const drillFile = tinyDrillFile("schedthrow");
     const up = await runDrill(
       ["--state-dir", stateDir, "--redis", server!.url, "up", "--drill", drillFile, "--queue", "stq", "--parent", "self", "--name", cgroupName, "--file-dir", root],
       { timeout: 120_000, env: { DRILL_CRASH_AT: "phase-0:throw" } },
@@ -70,18 +76,15 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
     const report = await runDrill(["--state-dir", stateDir, "report", "--name", "schedthrow"]);
     expect(report.stdout, report.stderr).toContain("ended: stopped_early — drill up failed: DRILL_CRASH_AT=phase-0:throw");
 
-    const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "schedthrow"], { timeout: 90_000 });
-    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
-    assertHostClean(stateDir, "schedthrow", before, { cgroupName });
+    await rollsBackClean(stateDir, "schedthrow", before, { cgroupName });
     await assertNoJobLost(redis!, "stq", given);
   }, 180_000);
 
   // QA: the same error after gate, worker and watch started, before the schedule, left state.json "starting" with up gone.
   it("an error once its children started, before the schedule: recorded stopped, exit 1 with one line and the rollback; rollback then reaches both invariants", async () => {
     const stateDir = path.join(root, "state");
-    const drillFile = path.join(root, "setupthrow.yaml");
     const cgroupName = `setupthrow${process.pid}`;
-    writeFileSync(drillFile, tinyDrill("setupthrow", { duration: "6s", phases: [["0s", pack(3)]] }));
+    const drillFile = tinyDrillFile("setupthrow");
     const up = await runDrill(
       ["--state-dir", stateDir, "--redis", server!.url, "up", "--drill", drillFile, "--queue", "sut", "--parent", "self", "--name", cgroupName, "--file-dir", root],
       { timeout: 120_000, env: { DRILL_CRASH_AT: "children:throw" } },
@@ -101,9 +104,7 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
     expect(before.ended?.reason).toBe("drill up failed: DRILL_CRASH_AT=children:throw");
     expect(before.processes.filter((p) => p.pid !== null).map((p) => p.role).sort()).toEqual(["gate", "watch", "worker"]);
 
-    const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "setupthrow"], { timeout: 90_000 });
-    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
-    assertHostClean(stateDir, "setupthrow", before, { cgroupName });
+    await rollsBackClean(stateDir, "setupthrow", before, { cgroupName });
     await assertNoJobLost(redis!, "sut", []);
   }, 180_000);
   // QA: the admission lever's write refused by Redis (here NOREPLICAS: min-replicas-to-write with none), after it answered and the
@@ -111,9 +112,8 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
   it("the admission lever's write refused by Redis: recorded stopped, exit 1 with one line and the rollback; rollback then leaves the host clean", async () => {
     const refusing = await startRedisServer();
     const stateDir = path.join(root, "state");
-    const drillFile = path.join(root, "setmodefail.yaml");
     const cgroupName = `setmodefail${process.pid}`;
-    writeFileSync(drillFile, tinyDrill("setmodefail", { duration: "6s", phases: [["0s", pack(3)]] }));
+    const drillFile = tinyDrillFile("setmodefail");
     const admin = await connectRedis(refusing.url, { name: "test-setmode-refused" });
     try {
       await admin.config("SET", "min-replicas-to-write", "1");
@@ -138,9 +138,7 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
       expect(before.cgroup?.name).toBe(cgroupName);
       expect(before.processes.filter((p) => p.pid !== null)).toEqual([]);
       await admin.config("SET", "min-replicas-to-write", "0");
-      const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "setmodefail"], { timeout: 90_000 });
-      expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
-      assertHostClean(stateDir, "setmodefail", before, { cgroupName });
+      await rollsBackClean(stateDir, "setmodefail", before, { cgroupName });
       await assertNoJobLost(admin, "smf", []);
     } finally {
       await closeRedis(admin);
@@ -153,9 +151,8 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
   it("the admission lever's write unanswered: says it may have been applied and that the rollback pulls the lever; recorded stopped; rollback then reaches both invariants", async () => {
     const paused = await startRedisServer();
     const stateDir = path.join(root, "state");
-    const drillFile = path.join(root, "setmodenoreply.yaml");
     const cgroupName = `setmodenoreply${process.pid}`;
-    writeFileSync(drillFile, tinyDrill("setmodenoreply", { duration: "6s", phases: [["0s", pack(3)]] }));
+    const drillFile = tinyDrillFile("setmodenoreply");
     const admin = await connectRedis(paused.url, { name: "test-setmode-noreply" });
     try {
       // Stopped once its cgroup is claimed (its next Redis command is the lever's write); Redis paused for writes, then up goes on.
@@ -183,10 +180,8 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
       expect(before.phase, said).toBe("stopped");
       expect(before.ended?.verdict).toBe("stopped_early");
       expect(before.ended?.reason).toMatch(new RegExp(`^drill up failed: ${lever}$`));
-      const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "setmodenoreply"], { timeout: 90_000 });
-      expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+      await rollsBackClean(stateDir, "setmodenoreply", before, { cgroupName });
       expect(await admin.get("smn:mode")).toBe("reject_all");
-      assertHostClean(stateDir, "setmodenoreply", before, { cgroupName });
       await assertNoJobLost(admin, "smn", []);
     } finally {
       await admin.call("CLIENT", "UNPAUSE").catch(() => {});
@@ -198,9 +193,8 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
   // QA: connecting to the embedded Redis failed after it answered its PING (here refused: maxclients reached), and state.json stayed "starting".
   it("connecting to its embedded Redis refused once it answered: recorded stopped, exit 1 with one line and the rollback; rollback then leaves the host clean", async () => {
     const stateDir = path.join(root, "state");
-    const drillFile = path.join(root, "connectfail.yaml");
     const cgroupName = `connectfail${process.pid}`;
-    writeFileSync(drillFile, tinyDrill("connectfail", { duration: "6s", phases: [["0s", pack(3)]] }));
+    const drillFile = tinyDrillFile("connectfail");
     const args = ["--state-dir", stateDir, "up", "--drill", drillFile, "--queue", "cfq", "--parent", "self", "--name", cgroupName, "--file-dir", root];
     // Stopped once its embedded Redis answered; that Redis then takes no more clients (this one holds its last), then up goes on.
     const { child, said: output, exited } = spawnDrill(args, "redis-spawn:stop");
@@ -235,9 +229,7 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
     expect(before.ended?.verdict).toBe("stopped_early");
     expect(before.ended?.reason).toMatch(new RegExp(`^drill up failed: ${refused}`));
     expect(before.cgroup).toBeNull();
-    const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "connectfail"], { timeout: 90_000 });
-    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
-    assertHostClean(stateDir, "connectfail", before, { cgroupName });
+    await rollsBackClean(stateDir, "connectfail", before, { cgroupName });
     // The embedded Redis is gone with the rollback: its export holds the queue (no job was pushed).
     const recorded = readState(stateDir, "connectfail")!;
     assertNoJobLostInExport(recorded.rollback!.exported!, "cfq", []);
@@ -247,9 +239,8 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
   // "drill: unexpected error", state.json "starting" with the Redis's pid unrecorded, and that redis-server left running.
   it("an error once its embedded Redis started, before the connection: recorded stopped naming that Redis, exit 1 with one line and the rollback; rollback then stops it", async () => {
     const stateDir = path.join(root, "state");
-    const drillFile = path.join(root, "redisthrow.yaml");
     const cgroupName = `ur${process.pid}redisthrow`;
-    writeFileSync(drillFile, tinyDrill("redisthrow", { duration: "6s", phases: [["0s", pack(3)]] }));
+    const drillFile = tinyDrillFile("redisthrow");
     const up = await runDrill(
       ["--state-dir", stateDir, "up", "--drill", drillFile, "--queue", "rtq", "--parent", "self", "--name", cgroupName, "--file-dir", root],
       { timeout: 120_000, env: { DRILL_CRASH_AT: "redis-spawn:throw" } },
@@ -271,9 +262,7 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
     const recorded = before.processes.find((p) => p.role === "redis");
     expect(recorded?.pid, JSON.stringify(before.processes)).not.toBeNull();
     expect(isSameProcess(new HostRoots(), recorded!.pid!, recorded!.startTime!), "embedded redis-server running").toBe(true);
-    const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "redisthrow"], { timeout: 90_000 });
-    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
-    assertHostClean(stateDir, "redisthrow", before, { cgroupName });
+    await rollsBackClean(stateDir, "redisthrow", before, { cgroupName });
     const after = readState(stateDir, "redisthrow")!;
     expect(after.rollback?.at).toBeDefined();
     assertNoJobLostInExport(after.rollback!.exported!, "rtq", []);
@@ -284,9 +273,8 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
   // an up that died, and the next up was refused as "already up" until a rollback, which restarted a Redis that had never run.
   it("its embedded Redis exits at start: one line with its reason, the run recorded ended with nothing started; up again works at once", async () => {
     const stateDir = path.join(root, "state");
-    const drillFile = path.join(root, "redisexits.yaml");
     const cgroupName = `rs${process.pid}redisexits`;
-    writeFileSync(drillFile, tinyDrill("redisexits", { duration: "3s", phases: [["0s", pack(1)]] }));
+    const drillFile = tinyDrillFile("redisexits", "3s", 1);
     const fakeBin = path.join(root, "fake-redis-bin");
     mkdirSync(fakeBin, { recursive: true });
     const fatal = "*** FATAL CONFIG FILE ERROR (Redis 7.2.4) *** Bad directive or wrong number of arguments";
@@ -325,8 +313,6 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
     expect(again.stdout).toContain(`drill redisexits's previous run ${failedRun.runId} (phase complete) is kept`);
     const ran = readState(stateDir, "redisexits")!;
     expect(ran.runId).not.toBe(failedRun.runId);
-    const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "redisexits"], { timeout: 90_000 });
-    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
-    assertHostClean(stateDir, "redisexits", ran, { cgroupName });
+    await rollsBackClean(stateDir, "redisexits", ran, { cgroupName });
   }, 240_000);
 });

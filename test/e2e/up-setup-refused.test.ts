@@ -15,7 +15,7 @@ import { closeRedis, connectRedis } from "../../src/queue/redis.js";
 import { realDrillSkipReason } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
 import { pack, tinyDrill } from "../helpers/drills.js";
-import { assertHostClean } from "../helpers/hostClean.js";
+import { rollsBackClean } from "../helpers/hostClean.js";
 import { assertNoJobLost } from "../helpers/invariants.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 import { fill, mountTmpfs, spawnDrill, unfill, until, untilStopped } from "../helpers/stateFill.js";
@@ -95,9 +95,7 @@ describe.skipIf(skip !== null)("drill up whose state dir refuses a setup write (
     // Only what was started: no process (the Redis is given), its cgroup.
     expect(before.processes, said).toEqual([]);
     expect(before.cgroup?.name).toBe(up.cgroupName);
-    const rollback = await runDrill(["--state-dir", up.stateDir, "rollback", "--name", "setupintent"], { timeout: 90_000 });
-    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
-    assertHostClean(up.stateDir, "setupintent", before, { cgroupName: up.cgroupName });
+    await rollsBackClean(up.stateDir, "setupintent", before, { cgroupName: up.cgroupName });
     await assertNoJobLost(redis!, "setupintentq", []);
   }, 180_000);
 
@@ -110,9 +108,7 @@ describe.skipIf(skip !== null)("drill up whose state dir refuses a setup write (
     expect(before.phase, said).toBe("stopped");
     expect(before.processes.map((p) => p.role), said).toEqual(["gate"]);
     expect(before.processes[0]!.pid, said).not.toBeNull();
-    const rollback = await runDrill(["--state-dir", up.stateDir, "rollback", "--name", "setuppid"], { timeout: 90_000 });
-    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
-    assertHostClean(up.stateDir, "setuppid", before, { cgroupName: up.cgroupName });
+    await rollsBackClean(up.stateDir, "setuppid", before, { cgroupName: up.cgroupName });
     await assertNoJobLost(redis!, "setuppidq", []);
   }, 180_000);
 
@@ -127,9 +123,7 @@ describe.skipIf(skip !== null)("drill up whose state dir refuses a setup write (
         `up stopped while setting up run ${before.runId}: it had started nothing (no Redis, cgroup or process; no summary: nothing ran), but ${up.stateDir}/setuprundir/state.json says the run is starting: run \`${up.rollbackCmd}\``,
     );
     expect(before.phase).toBe("starting");
-    const rollback = await runDrill(["--state-dir", up.stateDir, "rollback", "--name", "setuprundir"], { timeout: 90_000 });
-    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
-    assertHostClean(up.stateDir, "setuprundir", before, { cgroupName: up.cgroupName });
+    await rollsBackClean(up.stateDir, "setuprundir", before, { cgroupName: up.cgroupName });
   }, 180_000);
 
   it("the gate's log refused: stops there as at a Ctrl-C, with its summary, the log named and the rollback; rollback then reaches both invariants", async () => {
@@ -149,9 +143,7 @@ describe.skipIf(skip !== null)("drill up whose state dir refuses a setup write (
         `the drill's end is not recorded there (what it did is above), everything it started is: run \`${up.rollbackCmd}\``,
     );
     expect(before.cgroup?.name).toBe(up.cgroupName);
-    const rollback = await runDrill(["--state-dir", up.stateDir, "rollback", "--name", "setuplog"], { timeout: 90_000 });
-    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
-    assertHostClean(up.stateDir, "setuplog", before, { cgroupName: up.cgroupName });
+    await rollsBackClean(up.stateDir, "setuplog", before, { cgroupName: up.cgroupName });
     await assertNoJobLost(redis!, "setuplogq", []);
   }, 180_000);
 
@@ -173,9 +165,7 @@ describe.skipIf(skip !== null)("drill up whose state dir refuses a setup write (
     // Its intent (port and dir) is recorded, its pid not: rollback finds it by its dir.
     expect(before.redis.embedded).not.toBeNull();
     expect(before.cgroup).toBeNull();
-    const rollback = await runDrill(["--state-dir", up.stateDir, "rollback", "--name", "setupredis"], { timeout: 90_000 });
-    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
-    assertHostClean(up.stateDir, "setupredis", before, { cgroupName: up.cgroupName });
+    await rollsBackClean(up.stateDir, "setupredis", before, { cgroupName: up.cgroupName });
   }, 180_000);
   // QA: a full state dir as the embedded Redis starts: "redis-server exited at start (code 1)", state.json "starting", no why (its log was refused too).
   it("the embedded Redis refused its files (full): says why, as a refused write, with the rollback; rollback then leaves the host clean", async () => {
@@ -193,8 +183,6 @@ describe.skipIf(skip !== null)("drill up whose state dir refuses a setup write (
       `; up stopped while setting up run ${before.runId}: it had started nothing (no Redis, cgroup or process; no summary: nothing ran), but ${up.stateDir}/setupaof/state.json says the run is starting: run \`${up.rollbackCmd}\``,
     );
     expect(before.phase).toBe("starting");
-    const rollback = await runDrill(["--state-dir", up.stateDir, "rollback", "--name", "setupaof"], { timeout: 90_000 });
-    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
-    assertHostClean(up.stateDir, "setupaof", before, { cgroupName: up.cgroupName });
+    await rollsBackClean(up.stateDir, "setupaof", before, { cgroupName: up.cgroupName });
   }, 180_000);
 });

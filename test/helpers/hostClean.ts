@@ -8,12 +8,20 @@ import { HostRoots } from "../../src/host/kernelFile.js";
 import { readState, type DrillState } from "../../src/drill/state.js";
 import { findByCwd, findByRunId } from "../../src/drill/strays.js";
 import { isSameProcess, readProcessStat } from "../../src/host/process.js";
+import { runDrill } from "./cli.js";
 
 export interface HostCleanOptions {
   /** The drill's cgroup name (--name), looked for in every hierarchy even when up died before recording it. */
   cgroupName?: string;
   /** Unrelated processes that must survive rollback. */
   bystanders?: Bystander[];
+}
+
+/** `drill rollback --name <name>` of a drill that stopped (or failed) with what `before` recorded: exit 0, then assertHostClean. */
+export async function rollsBackClean(stateDir: string, name: string, before: DrillState, options: HostCleanOptions = {}): Promise<void> {
+  const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", name], { timeout: 90_000 });
+  expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+  assertHostClean(stateDir, name, before, options);
 }
 
 /**
