@@ -20,7 +20,7 @@ import { gatherReport } from "../report/gather.js";
 import { renderReport } from "../report/render.js";
 import { consoleOutput } from "../output.js";
 import { validateQueueName } from "../queue/keys.js";
-import { applyOverrides, resolveFileDir, weightsReclaimNote, type UpFlags } from "./up.js";
+import { applyOverrides, overrideWords, resolveFileDir, weightsReclaimNote, type UpFlags } from "./up.js";
 import { makeDirs } from "../util/makeDirs.js";
 import { openOwnFile } from "../util/ownFiles.js";
 import { DEFAULT_REPORT_SINCE, parseDuration } from "../units.js";
@@ -138,6 +138,7 @@ async function runInForeground(
       cgroupName: flags.name,
       parent: flags.parent,
       fileDir,
+      overrides: overrideWords(flags),
       signal: interrupt.signal,
       log,
       crashAt: process.env.DRILL_CRASH_AT,

@@ -3,7 +3,7 @@ import { Command } from "commander";
 import type { DrillFile } from "../drill/drillFile.js";
 import { drillDurationProblem, formatBytes, formatDuration, memoryMaxProblem, parseDuration, parsePsiLimit, parsePercent, parsePositiveInt, parseSize } from "../units.js";
 import { UsageError } from "../errors.js";
-import { requireDirectory } from "../host/filesystem.js";
+import { DEFAULT_FILE_DIR, requireDirectory } from "../host/filesystem.js";
 import type { CommandFactory } from "./index.js";
 import { began } from "../interrupt.js";
 
@@ -65,6 +65,22 @@ export function applyOverrides(drill: DrillFile, flags: UpFlags): DrillFile {
 }
 
 /**
+ * The overrides as typed, for the `drill up` that up prints to run again:
+ * pasted, it runs the drill this one was asked for, not the file's numbers.
+ */
+export function overrideWords(flags: UpFlags): string[] {
+  const typed: [string, string | undefined][] = [
+    ["--duration", flags.duration],
+    ["--memory-max", flags.memoryMax],
+    ["--psi-limit", flags.psiLimit],
+    ["--psi-rate-limit", flags.psiRateLimit],
+    ["--slack-limit", flags.slackLimit],
+    ["--packed-token-limit", flags.packedTokenLimit],
+  ];
+  return typed.flatMap(([flag, value]) => (value === undefined ? [] : [flag, value]));
+}
+
+/**
  * A memory_max below the worker's weights is allowed on purpose (a thrash
  * rehearsal: the worker's own weights are evicted and refaulted), but said
  * once before the drill starts, so it is not mistaken for a typo. Null when
@@ -97,7 +113,7 @@ export const upCommand: CommandFactory = (globals) =>
     .option("--name <cgroup>", "worker cgroup name", "infer")
     .option("--parent <path|self>", "parent of the worker cgroup (default: the drill file's, else the hierarchy's root)")
     .option("--queue <name>", "Redis queue name", "jobs")
-    .option("--file-dir <dir>", "where the hog's and worker's files go (a disk filesystem)", "/var/tmp")
+    .option("--file-dir <dir>", "where the hog's and worker's files go (a disk filesystem)", DEFAULT_FILE_DIR)
     .option("--duration <duration>", "override the drill's duration")
     .option("--memory-max <size>", "override cgroup.memory_max")
     .option("--psi-limit <n>", "override gate.psi_limit")

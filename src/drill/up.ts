@@ -9,6 +9,7 @@ import { GATE_START_LINE } from "../gate/loop.js";
 import { requireLayout } from "../cgroup/layout.js";
 import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import { DEFAULT_CGROUP_NAME, validateParent } from "../cgroup/names.js";
+import { DEFAULT_FILE_DIR } from "../host/filesystem.js";
 import { resolveWorkerCgroup } from "../cgroup/paths.js";
 import { applySetup, inspectForSetup, planSetup } from "../cgroup/setup.js";
 import { stateDirError, writeJsonDurably } from "../cgroup/stateFiles.js";
@@ -62,6 +63,8 @@ export interface UpOptions {
   cgroupName: string;
   parent: string | undefined;
   fileDir: string;
+  /** The drill file's overrides as typed (`--duration 12s`, …): a command up prints to run it again runs the same drill (QA). */
+  overrides?: string[];
   signal: AbortSignal;
   log: (line: string) => void;
   /** A stage once everything runs (`--detach` waits for it). */
@@ -1238,8 +1241,15 @@ async function refuseQueueInUse(url: string, options: UpOptions): Promise<void> 
  * (QA: "drill up --queue <name>" dropped --state-dir, --redis and --name).
  * `redisUrl` undefined: left out (up starts its own). `queue` as printed.
  */
-export function upCommand(o: Pick<UpOptions, "stateDir" | "sysfs" | "procfs" | "drillFile" | "cgroupName" | "parent">, redisUrl: string | undefined, queue: string): string {
-  const target = ["--drill", o.drillFile, ...(o.cgroupName === DEFAULT_CGROUP_NAME ? [] : ["--name", o.cgroupName]), ...(o.parent === undefined ? [] : ["--parent", o.parent])];
+export function upCommand(o: Pick<UpOptions, "stateDir" | "sysfs" | "procfs" | "drillFile" | "cgroupName" | "parent" | "fileDir" | "overrides">, redisUrl: string | undefined, queue: string): string {
+  // The same drill as typed: without its --file-dir or --duration, a pasted rerun wrote elsewhere and ran the file's 40 s (QA).
+  const target = [
+    "--drill", o.drillFile,
+    ...(o.cgroupName === DEFAULT_CGROUP_NAME ? [] : ["--name", o.cgroupName]),
+    ...(o.parent === undefined ? [] : ["--parent", o.parent]),
+    ...(o.fileDir === DEFAULT_FILE_DIR ? [] : ["--file-dir", o.fileDir]),
+    ...(o.overrides ?? []),
+  ];
   return `${drillCommandAt({ stateDir: o.stateDir, sysfs: o.sysfs, procfs: o.procfs, redisUrl })} up ${target.map(shellWord).join(" ")} --queue ${queue}`;
 }
 

@@ -43,6 +43,9 @@ export function isMemoryFilesystem(name: string): boolean {
 }
 
 /** Room kept free beyond the file itself. */
+/** Where the hog's and worker's files go unless --file-dir says otherwise: a disk filesystem on stock hosts, unlike /tmp on some. */
+export const DEFAULT_FILE_DIR = "/var/tmp";
+
 export const FREE_MARGIN_BYTES = 64 * 1024 * 1024;
 
 export interface FileDirCheck {

@@ -43,13 +43,14 @@ describe.skipIf(skip !== null)("drill up refused before it starts anything (real
     writeFileSync(drillFile, tinyDrill("refused2", { phases: [["0s", pack(1)]] }));
     await redis!.set("refq:seq", "7");
     const up = await runDrill(
-      ["--state-dir", stateDir, "--redis", server!.url, "up", "--drill", drillFile, "--queue", "refq", "--parent", "self", "--name", `refused${process.pid}`, "--file-dir", root],
+      ["--state-dir", stateDir, "--redis", server!.url, "up", "--drill", drillFile, "--queue", "refq", "--parent", "self", "--name", `refused${process.pid}`, "--file-dir", root, "--duration", "5s"],
       { timeout: 120_000 },
     );
     expect(up.exitCode, up.stdout + up.stderr).toBe(3);
     expect(up.stderr).toContain("queue refq on");
     // Each fix names what this up acts on, as typed (QA: "drill up --queue <name>" and "drill report --redis" dropped --state-dir, --name, --parent, --redis).
-    expect(up.stderr).toContain(`Run on a fresh queue (drill --state-dir ${stateDir} --redis ${server!.url} up --drill ${drillFile} --name refused${process.pid} --parent self --queue <another name>)`);
+    // And the drill as typed (QA: pasted without --file-dir and --duration, it wrote to /var/tmp and ran the file's duration).
+    expect(up.stderr).toContain(`Run on a fresh queue (drill --state-dir ${stateDir} --redis ${server!.url} up --drill ${drillFile} --name refused${process.pid} --parent self --file-dir ${root} --duration 5s --queue <another name>)`);
     expect(up.stderr).toContain(`drill --state-dir ${stateDir} --redis ${server!.url} report --queue refq --format md keeps their summary`);
     expect(existsSync(path.join(stateDir, "refused2")), `left: ${existsSync(stateDir) ? readdirSync(stateDir).join(", ") : "no state dir"}`).toBe(false);
     expect(await redis!.get("refq:seq")).toBe("7");

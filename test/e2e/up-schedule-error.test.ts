@@ -291,7 +291,7 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
     expect(lines[0], said).toBe(
       `drill: up failed setting up run ${failedRun.runId}, before its schedule started: redis-server exited at start (code 1): ${fatal}; see ${redisDir}/redis.stderr; ` +
         `it exits, ${stateDir}/redisexits/state.json records it ended; it started nothing (no Redis, process or cgroup): nothing to roll back; ` +
-        `run \`drill --state-dir ${stateDir} up --drill ${drillFile} --name ${cgroupName} --parent self --queue rxq\` again once that is fixed`,
+        `run \`drill --state-dir ${stateDir} up --drill ${drillFile} --name ${cgroupName} --parent self --file-dir ${root} --queue rxq\` again once that is fixed`,
     );
     // Ended and closed: no Redis, process or cgroup recorded, nothing for a rollback.
     expect(failedRun.phase, said).toBe("complete");

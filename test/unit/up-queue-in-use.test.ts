@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { queueInUseText, type QueueKey } from "../../src/drill/up.js";
+import { overrideWords } from "../../src/commands/up.js";
+import { queueInUseText, upCommand, type QueueKey } from "../../src/drill/up.js";
 
 const URL = "redis://127.0.0.1:7410";
 const UP = `drill --redis ${URL} up --drill /d/smoke.yaml --queue <another name>`;
@@ -52,5 +53,27 @@ describe("up refuses a queue that holds keys, saying whose they are", () => {
     const text = queueInUseText({ queue: "q7", url: URL, found: left, upDrills: ["a", "b"], drillCmd: "drill", upOnAnotherQueue: UP });
     expect(text).toMatch(/^drill a, b are up on queue q7 on \S+; the queue's keys: /);
     expect(text).toMatch(/drill rollback --name a, then drill rollback --name b$/);
+  });
+});
+
+// QA: `up --duration 12s --file-dir /srv/scratch` refused on a queue in use suggested a rerun without either:
+// pasted, it ran the file's 40 s and wrote its files to /var/tmp.
+describe("the drill up that up prints to run again is the drill typed", () => {
+  const typed = { stateDir: "/tmp/s", sysfs: "/sys", procfs: "/proc", drillFile: "/d/smoke.yaml", cgroupName: "w1", parent: "self" };
+
+  it("carries --file-dir and every override given, in the order of up's flags", () => {
+    const flags = { detach: true, name: "w1", queue: "jobs", fileDir: "/srv/scratch", duration: "12s", memoryMax: "96M", psiLimit: "5", psiRateLimit: "2.5", slackLimit: "2s", packedTokenLimit: "16000" };
+    expect(upCommand({ ...typed, fileDir: "/srv/scratch", overrides: overrideWords(flags) }, URL, "<another name>")).toBe(
+      `drill --state-dir /tmp/s --redis ${URL} up --drill /d/smoke.yaml --name w1 --parent self --file-dir /srv/scratch --duration 12s --memory-max 96M --psi-limit 5 --psi-rate-limit 2.5 --slack-limit 2s --packed-token-limit 16000 --queue <another name>`,
+    );
+  });
+
+  it("leaves out the default --file-dir and the overrides not given", () => {
+    const flags = { detach: false, name: "w1", queue: "jobs", fileDir: "/var/tmp" };
+    expect(upCommand({ ...typed, fileDir: "/var/tmp", overrides: overrideWords(flags) }, undefined, "q2")).toBe("drill --state-dir /tmp/s up --drill /d/smoke.yaml --name w1 --parent self --queue q2");
+  });
+
+  it("quotes a value the shell would split", () => {
+    expect(upCommand({ ...typed, fileDir: "/srv/my scratch", overrides: [] }, undefined, "q2")).toContain("--file-dir '/srv/my scratch' --queue q2");
   });
 });
