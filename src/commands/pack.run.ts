@@ -114,6 +114,9 @@ export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise
         break;
       }
       ids.push(job.id);
+      // Said once the first job waits, not after the last: a paced pack (--rate) filled an ungated queue for minutes
+      // without a word, and one interrupted never said it (QA). Before its line, so the push lines stay one step behind.
+      if (ids.length === 1) await sayIfUngated(queue, `${drillCommandAt(g)} gate --queue ${options.queue}`);
       const line = `push job=${job.id} prompt_tokens=${job.prompt_tokens} completion_tokens=${job.completion_tokens} files=${job.files} deadline_ms=${job.deadline_ms} enqueue_ts=${job.enqueue_ts} host_class=${job.host_class}`;
       if (g.json) writeDocument(`${JSON.stringify({ event: "push", queue: options.queue, ...job })}\n`);
       else writeOut(`${line}\n`);
@@ -121,8 +124,6 @@ export async function packAction(g: GlobalOptions, raw: RawPackOptions): Promise
     const total = ids.length * options.promptTokens;
     // Interrupted or given up: how many of those asked for were not pushed (QA: the summary read as if all were).
     const notPacked = options.jobs - ids.length;
-    // A Redis that refused the push would only hold the error back with a read of its gates.
-    if (!interrupt.signal.aborted && !gaveUp) await sayIfUngated(queue, `${drillCommandAt(g)} gate --queue ${options.queue}`);
     const summary = packedSummary(options.queue, ids, total, notPacked);
     if (g.json) writeDocument(`${JSON.stringify({ event: "packed", queue: options.queue, jobs: ids, prompt_tokens_total: total, not_packed: notPacked })}\n`);
     else writeOut(`${summary}\n`);

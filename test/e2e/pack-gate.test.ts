@@ -398,10 +398,11 @@ describe("drill pack + drill gate (built binary)", () => {
     await assertNoJobLost(redis, queue, ["1", "2", "3"]);
     // QA: the pushes stalled without a word. Said once when it failed and once when Redis took it.
     expect(lines(result.stderr)).toEqual([
+      // Said once job=1 waits, before the pause.
+      `pack: no gate decides ${queue} now (no live gate heartbeat ${queue}:gates:<id>): its jobs wait, their deadline slack running out, until \`drill gate --queue ${queue}\` runs (with the --name and --parent of its worker's cgroup)`,
       // The Redis it waited on, and what to check there, as every command timeout says it.
       `pack: push of the 2nd of 3 jobs failed: no reply from Redis (Redis at 127.0.0.1:${server.port} did not answer within 5s: check whether it is paused (CLIENT PAUSE, SIGSTOP) or overloaded); sending it again, up to 10 sends`,
       expect.stringMatching(/^pack: Redis answers again; job=2 pushed \d+\.\d s after its first send$/),
-      `pack: no gate decides ${queue} now (no live gate heartbeat ${queue}:gates:<id>): its jobs wait, their deadline slack running out, until \`drill gate --queue ${queue}\` runs (with the --name and --parent of its worker's cgroup)`,
     ]);
   }, 40_000);
 
@@ -451,6 +452,22 @@ describe("drill pack + drill gate (built binary)", () => {
       await gate;
     }
     await assertNoJobLost(redis, queue, ["1", "2"]);
+  });
+
+  // QA: said only after the last push, a paced pack (--rate) filled an ungated queue for minutes without a word, and one
+  // interrupted (Ctrl-C) never said it at all.
+  it("a paced pack onto a queue with no live gate says so once its first job waits, also when interrupted before its last", async () => {
+    const queue = `e${++n}`;
+    const pack = drill(["pack", "--jobs", "5", "--rate", "1/s", "--prompt-tokens", "1000", "--queue", queue]);
+    await new Promise<void>((resolve) => pack.stdout!.on("data", (chunk: Buffer) => String(chunk).includes("push job=1 ") && resolve()));
+    pack.kill("SIGINT");
+    const result = await pack;
+    expect(result.exitCode, String(result.stderr)).toBe(130);
+    expect(lines(result.stdout).at(-1)).toBe(`packed 1 job(s) onto ${queue} (job=1), 1000 prompt tokens; 4 of 5 not packed`);
+    expect(lines(result.stderr)).toEqual([
+      `pack: no gate decides ${queue} now (no live gate heartbeat ${queue}:gates:<id>): its jobs wait, their deadline slack running out, until \`drill gate --queue ${queue}\` runs (with the --name and --parent of its worker's cgroup)`,
+      "drill: interrupted by SIGINT",
+    ]);
   });
 
   // SIGHUP: the gate's terminal closed; QA: node's default killed it holding a job, still registered.
