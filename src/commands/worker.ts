@@ -9,6 +9,7 @@ import { defaultWorkerConfig, type WorkerConfig } from "../worker/plan.js";
 import type { WorkerOptions } from "../worker/run.js";
 import type { CommandFactory } from "./index.js";
 import { began } from "../interrupt.js";
+import { DEFAULT_FILE_DIR } from "../host/filesystem.js";
 
 /**
  * `drill worker`: the simulated inference worker, inside the cgroup. Started
@@ -42,8 +43,6 @@ export interface RawWorkerFlags {
   force?: boolean;
 }
 
-export const DEFAULT_WEIGHTS_DIR = "/var/tmp";
-
 /** --file-dir, or its older name --weights-dir: both, naming two directories, is a usage error. */
 export function weightsDirOf(raw: Pick<RawWorkerFlags, "fileDir" | "weightsDir">): { dir: string; flag: "--file-dir" | "--weights-dir" } {
   const { fileDir, weightsDir } = raw;
@@ -52,7 +51,7 @@ export function weightsDirOf(raw: Pick<RawWorkerFlags, "fileDir" | "weightsDir">
     throw new UsageError(`--file-dir "${fileDir}" and --weights-dir "${weightsDir}" are the same option (--weights-dir is its older name): give one`);
   }
   if (fileDir === undefined && weightsDir !== undefined) return { dir: weightsDir, flag: "--weights-dir" };
-  return { dir: fileDir ?? DEFAULT_WEIGHTS_DIR, flag: "--file-dir" };
+  return { dir: fileDir ?? DEFAULT_FILE_DIR, flag: "--file-dir" };
 }
 
 /**
@@ -118,7 +117,7 @@ export const workerCommand: CommandFactory = (globals) =>
       .option("--queue <name>", "Redis queue name", "jobs")
       .option("--weights <size>", "weights file, mapped and faulted once per pass", "1G")
       // No commander defaults: one of them given must be told from both given.
-      .option("--file-dir <dir>", `directory for the weights file (a disk filesystem, not tmpfs) (default: "${DEFAULT_WEIGHTS_DIR}")`)
+      .option("--file-dir <dir>", `directory for the weights file (a disk filesystem, not tmpfs) (default: "${DEFAULT_FILE_DIR}")`)
       .option("--weights-dir <dir>", "the older name of --file-dir")
       .option("--kv-bytes-per-token <size>", "anonymous KV memory held per admitted prompt token", String(defaultWorkerConfig.kvBytesPerToken))
       .option("--decode-tokens-per-s <n>", "cap on each job's decode rate (GPU compute time; 0: none)", String(defaultWorkerConfig.decodeTokensPerS))

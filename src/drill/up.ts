@@ -1152,7 +1152,7 @@ function inject(
   log(`phase ${index}: inject ${step.mode} ${formatBytes(step.size)} for ${formatDuration(holdMs)}${until}${step.label ? ` (${step.label})` : ""}`);
   const key = `hog-${index}`;
   const spawned = spawnChild("hog", key, [
-    "--json", "inject", ...target, "--size", String(step.size), "--mode", step.mode, "--hold", `${holdMs}ms`, "--file-dir", state.fileDir ?? "/var/tmp",
+    "--json", "inject", ...target, "--size", String(step.size), "--mode", step.mode, "--hold", `${holdMs}ms`, "--file-dir", state.fileDir ?? DEFAULT_FILE_DIR,
   ]);
   if (spawned === null) {
     log(`phase ${index}: inject not started: drill rollback has taken this drill over and stops this up next`);

@@ -42,10 +42,10 @@ export function isMemoryFilesystem(name: string): boolean {
   return MEMORY_FILESYSTEMS.has(name);
 }
 
-/** Room kept free beyond the file itself. */
 /** Where the hog's and worker's files go unless --file-dir says otherwise: a disk filesystem on stock hosts, unlike /tmp on some. */
 export const DEFAULT_FILE_DIR = "/var/tmp";
 
+/** Room kept free beyond the file itself. */
 export const FREE_MARGIN_BYTES = 64 * 1024 * 1024;
 
 export interface FileDirCheck {
