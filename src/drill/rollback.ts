@@ -16,7 +16,7 @@ import { notPermittedText } from "../cgroup/tasks.js";
 import { readHostPsi } from "../host/psi.js";
 import { DrillQueue } from "../queue/queue.js";
 import { queueKeys, queueNameRefusal } from "../queue/keys.js";
-import { closeRedis, connectRedis, redactUrl, sameRedis } from "../queue/redis.js";
+import { closeRedis, connectRedis, gotNoReply, mayHaveRun, redactUrl, redisErrorText, sameRedis } from "../queue/redis.js";
 import { drainReady, drainUnheld, exportKeys, heldText, holdsQueueKeys, otherQueuesKeys, queueServingRun, type DrainProgressOptions, type DrainResult, type ServingRun } from "./drain.js";
 import { embeddedRedisDrill, freePort, isEmbeddedRedis, releaseRestarted, requireRestartable, startEmbeddedRedis, stopIfInterrupted, waitForPing } from "./embeddedRedis.js";
 import { acquireRollbackLock, stateDirRefusal, stateDirRefused, type DrillLock, type StateDirRefused } from "./lock.js";
@@ -779,6 +779,10 @@ async function denyAll(queue: DrillQueue, roots: HostRoots, by: "rollback" | "ro
 
 /** A deny-all that did not happen is a rollback not done: a gate still running may admit, and re-admitting is no next step. */
 function denyAllFailed(queue: DrillQueue, err: unknown, again: string): string {
+  // Sent and unanswered: a Redis paused for writes (CLIENT PAUSE) runs it once it resumes; "is not" was then untrue.
+  if (mayHaveRun(err, queue.redis)) {
+    return `deny-all unconfirmed (${redisErrorText(err, queue.redis)}): ${queue.keys.mode} may not be reject_all yet (a paused Redis sets it when it resumes); until then a gate still running admits (run ${again})`;
+  }
   return `deny-all failed (${failureText(err)}): ${queue.keys.mode} is not reject_all, a gate still running admits (run ${again})`;
 }
 
@@ -918,7 +922,8 @@ export function adoptRecordedSince(state: DrillState, onDisk: DrillState | null)
 }
 
 /** A step's failure as said: a Redis refusal with its fix and without the script's sha (refusal.ts), anything else as is. */
-const failureText = (err: unknown): string => (err instanceof Error ? refusalText(err) : String(err));
+// ioredis's bare "Command timed out" named neither the Redis nor why (QA: CLIENT PAUSE WRITE during a rollback).
+const failureText = (err: unknown): string => (err instanceof Error ? (gotNoReply(err) ? redisErrorText(err) : refusalText(err)) : String(err));
 
 async function guard(
   record: (step: string, ok: boolean, detail: string) => void,
