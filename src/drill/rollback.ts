@@ -16,7 +16,7 @@ import { notPermittedText } from "../cgroup/tasks.js";
 import { readHostPsi } from "../host/psi.js";
 import { DrillQueue } from "../queue/queue.js";
 import { queueKeys, queueNameRefusal } from "../queue/keys.js";
-import { closeRedis, connectRedis, redactUrl, sameRedis } from "../queue/redis.js";
+import { closeRedis, connectRedis, gotNoReply, mayHaveRun, redactUrl, redisErrorText, sameRedis } from "../queue/redis.js";
 import { drainReady, drainUnheld, exportKeys, heldText, holdsQueueKeys, otherQueuesKeys, queueServingRun, type DrainProgressOptions, type DrainResult, type ServingRun } from "./drain.js";
 import { embeddedRedisDrill, freePort, isEmbeddedRedis, releaseRestarted, requireRestartable, startEmbeddedRedis, stopIfInterrupted, waitForPing } from "./embeddedRedis.js";
 import { acquireRollbackLock, stateDirRefusal, stateDirRefused, type DrillLock, type StateDirRefused } from "./lock.js";
@@ -279,6 +279,7 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
   };
   const crash = (step: string) => {
     if (options.crashAt === step) process.kill(process.pid, "SIGKILL");
+    else if (options.crashAt === `${step}:stop`) process.kill(process.pid, "SIGSTOP");
   };
   const recorder = stateRecorder(options.stateDir, state, refused, record);
   // The recorded processes this user may not signal (EPERM): their steps fail, the rest go on.
@@ -437,6 +438,12 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
       const kept = state.redis.embedded
         ? "the embedded Redis keeps running with the drain"
         : `every key of queue ${state.queue} is still in the given Redis ${redactUrl(url)}, nothing deleted`;
+      // An embedded Redis stops right after the export: a producer still pushing (pack run by hand) must
+      // not have a push acknowledged after the export read the keys, or that job lives only in the AOF of
+      // a drill marked complete (QA: pack --rate through a rollback, ids 258-263 acked yet not exported).
+      // Paused, such a push waits and is refused when the server stops; the pause is bounded, and lifted
+      // if the export fails and the Redis keeps running.
+      const paused = state.redis.embedded !== null && heldLive === 0 ? await pauseWrites(queue.redis) : false;
       await guard(record, "export", async () => {
         const exported = await exportKeys(queue.redis, queue.keys, file).catch((err: unknown) => {
           // Root's drill dir, rolled back by a user (QA: Node's bare "EACCES: permission denied, open ...partial").
@@ -448,6 +455,8 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
         save();
         return `${exported.keys} keys to ${exported.file}`;
       }, (err) => result.left.push(`export to ${file} ${err instanceof FileWriteError ? `not written: ${err.reason}` : `failed (${err instanceof Error ? err.message : String(err)})`}; ${kept} (run ${again})`));
+      if (paused && result.exported === null) await queue.redis.call("CLIENT", "UNPAUSE").catch(() => undefined);
+      crash("exported");
     }
     // The export holds the drill's queue only: what else its embedded Redis held stays in the AOF, said (QA:
     // "every key in" the export, over another queue's jobs that then lived only in this drill's run dir).
@@ -770,6 +779,10 @@ async function denyAll(queue: DrillQueue, roots: HostRoots, by: "rollback" | "ro
 
 /** A deny-all that did not happen is a rollback not done: a gate still running may admit, and re-admitting is no next step. */
 function denyAllFailed(queue: DrillQueue, err: unknown, again: string): string {
+  // Sent and unanswered: a Redis paused for writes (CLIENT PAUSE) runs it once it resumes; "is not" was then untrue.
+  if (mayHaveRun(err, queue.redis)) {
+    return `deny-all unconfirmed (${redisErrorText(err, queue.redis)}): ${queue.keys.mode} may not be reject_all yet (a paused Redis sets it when it resumes); until then a gate still running admits (run ${again})`;
+  }
   return `deny-all failed (${failureText(err)}): ${queue.keys.mode} is not reject_all, a gate still running admits (run ${again})`;
 }
 
@@ -909,7 +922,8 @@ export function adoptRecordedSince(state: DrillState, onDisk: DrillState | null)
 }
 
 /** A step's failure as said: a Redis refusal with its fix and without the script's sha (refusal.ts), anything else as is. */
-const failureText = (err: unknown): string => (err instanceof Error ? refusalText(err) : String(err));
+// ioredis's bare "Command timed out" named neither the Redis nor why (QA: CLIENT PAUSE WRITE during a rollback).
+const failureText = (err: unknown): string => (err instanceof Error ? (gotNoReply(err) ? redisErrorText(err) : refusalText(err)) : String(err));
 
 async function guard(
   record: (step: string, ok: boolean, detail: string) => void,
@@ -1090,6 +1104,8 @@ async function connectDrillRedis(
   try {
     const redis = await reachRollbackRedis(url);
     if (await isEmbeddedRedis(redis, state.redis.embedded.dir)) {
+      // A rollback killed between its export and its stop left writes paused (pauseWrites): lifted, or this one's wait for it.
+      await redis.call("CLIENT", "UNPAUSE").catch(() => undefined);
       if (other !== null) record("connect redis", true, `its embedded Redis at ${redactUrl(url)}${leftOut}`);
       return redis;
     }
@@ -1187,4 +1203,15 @@ async function givenRedis(state: DrillState, options: RollbackOptions, save: () 
   } catch (err) {
     return { redis: null, why: `${why}; --redis ${redactUrl(other)}: ${(err as Error).message}` };
   }
+}
+
+/** Time a paused embedded Redis has for the export and its stop; past it, writes go on by themselves (a rollback killed there). */
+const EXPORT_PAUSE_MS = 60_000;
+
+/** CLIENT PAUSE WRITE on the drill's embedded Redis before its export; false when refused (Redis < 6.2), and the export goes on. */
+async function pauseWrites(redis: Redis): Promise<boolean> {
+  return redis.call("CLIENT", "PAUSE", String(EXPORT_PAUSE_MS), "WRITE").then(
+    () => true,
+    () => false,
+  );
 }
