@@ -112,7 +112,10 @@ export async function startEmbeddedRedis(spec: EmbeddedRedisSpec): Promise<Embed
   );
   if (spec.detached) child.unref();
   const url = `redis://127.0.0.1:${port}`;
-  const pid = await Promise.race([waitForPing(url, spec.startTimeoutMs ?? 10_000).then(() => serverPid(url)), spawnError, exited]).catch((err: unknown) => {
+  // A server gone at start settles the race at once: its pings stop with it, or they held the caller's exit for the whole bound (10 s).
+  const pinging = new AbortController();
+  const pid = await Promise.race([waitForPing(url, spec.startTimeoutMs ?? 10_000, pinging.signal).then(() => serverPid(url)), spawnError, exited]).catch((err: unknown) => {
+    pinging.abort();
     stopFailedStart(child);
     throw err;
   });
@@ -254,10 +257,11 @@ function probeClient(url: string, timeoutMs: number): Redis {
   return redis;
 }
 
-export async function waitForPing(url: string, timeoutMs: number): Promise<void> {
+/** `stop`: its caller no longer waits (the server exited): no further try. */
+export async function waitForPing(url: string, timeoutMs: number, stop?: AbortSignal): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let lastError = "no answer";
-  while (Date.now() < deadline) {
+  while (Date.now() < deadline && !stop?.aborted) {
     // Each try ends by the deadline: a paused server makes every try last its whole bound.
     const redis = probeClient(url, Math.max(50, Math.min(500, deadline - Date.now())));
     // connect() rejects with "Connection is closed."; why (refused, no reply) came as an error event first.

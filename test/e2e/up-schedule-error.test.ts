@@ -274,7 +274,8 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
   it("its embedded Redis exits at start: one line with its reason, the run recorded ended with nothing started; up again works at once", async () => {
     const stateDir = path.join(root, "state");
     const cgroupName = `rs${process.pid}redisexits`;
-    const drillFile = tinyDrillFile("redisexits", "3s", 1);
+    // 1s, the shortest drill: only the second up runs it, to its end before its rollback.
+    const drillFile = tinyDrillFile("redisexits", "1s", 1);
     const fakeBin = path.join(root, "fake-redis-bin");
     mkdirSync(fakeBin, { recursive: true });
     const fatal = "*** FATAL CONFIG FILE ERROR (Redis 7.2.4) *** Bad directive or wrong number of arguments";

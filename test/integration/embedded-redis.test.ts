@@ -1,12 +1,14 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { execa } from "execa";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isEmbeddedRedis, requireRestartable, reviveEmbeddedRedis, startEmbeddedRedis } from "../../src/drill/embeddedRedis.js";
 import { stopRecordedProcess } from "../../src/drill/processes.js";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { isSameProcess, readProcessStat } from "../../src/host/process.js";
+import { repoRoot } from "../helpers/cli.js";
 import { processesNaming } from "../helpers/hostClean.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
 
@@ -96,6 +98,19 @@ describe("the embedded redis-server's lifetime (DESIGN: detached children exit b
     expect(() => requireRestartable(roots, dir)).not.toThrow();
     expect(() => requireRestartable(roots, path.join(root, "never-made"))).toThrow(/no Redis data dir/);
   });
+
+  // CI: `drill up` whose redis-server exited at start said so at once, then stayed 10 s: its pings went on to their bound.
+  it("a redis-server gone at start: said at once, and nothing keeps the caller from exiting (its pings stop with it)", async () => {
+    const bin = mkdtempSync(path.join(root, "bin-"));
+    writeFileSync(path.join(bin, "redis-server"), "#!/bin/sh\necho 'fatal at start' >&2\nexit 1\n");
+    chmodSync(path.join(bin, "redis-server"), 0o755);
+    // A start bound longer than the child's own bound: a ping left running holds it past execa's timeout (exit code not 0).
+    const script = `import { startEmbeddedRedis } from ${JSON.stringify(path.join(repoRoot, "dist/drill/embeddedRedis.js"))};
+      await startEmbeddedRedis({ dir: ${JSON.stringify(path.join(root, "gone-at-start"))}, startTimeoutMs: 600000 }).catch((err) => console.log(err.message));`;
+    const child = await execa(process.execPath, ["--input-type=module", "-e", script], { reject: false, timeout: 60_000, env: { PATH: `${bin}:${process.env.PATH ?? ""}` } });
+    expect(child.exitCode, `${String(child.stdout)}${String(child.stderr)}`).toBe(0);
+    expect(String(child.stdout)).toMatch(/^redis-server exited at start \(code 1\): fatal at start; see \S+redis\.stderr$/);
+  }, 90_000);
 
   it("says redis-server is not on PATH when its wrapper cannot find it (timeout exits 127)", async () => {
     const bin = mkdtempSync(path.join(root, "bin-"));
