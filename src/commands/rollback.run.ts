@@ -40,8 +40,10 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   const results: DrillRollback[] = [];
   /** Cgroups `drill cgroup setup` made outside any drill, and what ran in them. */
   let cgroups: CgroupRollback[] = [];
-  /** Drills an earlier rollback completed: nothing to do (RELIABILITY 8). */
+  /** Drills an earlier rollback completed, or their up closed: nothing to do (RELIABILITY 8). */
   const complete: Array<{ name: string; completed_at: string | null }> = [];
+  /** Of those, the ones whose up closed them having started nothing: never rolled back, never needed it. */
+  const closedByUp = new Set<string>();
   // Stopped half-way, a rollback leaves the host half rolled back: the first
   // Ctrl-C only says so; a second one (or SIGTERM) stops, naming where and
   // the command that finishes it: on the same tree, state dir and Redis.
@@ -204,7 +206,16 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     if (outcome.kind === "rolled_back" || outcome.kind === "unreadable") results.push(outcome.result);
     else if (outcome.kind === "complete") {
       complete.push({ name, completed_at: outcome.completedAt });
-      if (!g.json) output.out(`  already rolled back (complete${outcome.completedAt ? ` since ${outcome.completedAt}` : ""}): nothing to do`);
+      if (outcome.closedByUp) closedByUp.add(name);
+      if (!g.json) {
+        const at = outcome.completedAt ? ` at ${outcome.completedAt}` : "";
+        // QA: "already rolled back" of a run no rollback ever touched: its up failed before starting anything.
+        output.out(
+          outcome.closedByUp
+            ? `  nothing to roll back: its drill up ended${at} before it started anything (no Redis, process or cgroup)`
+            : `  already rolled back (complete${outcome.completedAt ? ` since ${outcome.completedAt}` : ""}): nothing to do`,
+        );
+      }
     } else if (!g.json) output.out(`  no state of drill ${name} in ${g.stateDir} any more: nothing to do`);
   }
   // Nothing here is not nothing on the host: a wrong --state-dir (or sudo
@@ -236,8 +247,13 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
     if (problem !== null && queues.length === 0) throw new UsageError(problem);
     if (problem !== null) unmatchedName = `only --queue ${flags.queue} acted on (no cgroup setup cgroup ${named} in ${g.stateDir} either: torn down by an earlier rollback, or another name); ${problem}`;
   }
-  const nothingHere =
-    named !== undefined && names.length === 0 ? `no drill ${named}` : complete.length > 0 ? `${complete.map((c) => c.name).join(", ")} already rolled back (complete)` : "no drill";
+  const rolledBackBefore = complete.filter((c) => !closedByUp.has(c.name)).map((c) => c.name);
+  const neverStarted = complete.filter((c) => closedByUp.has(c.name)).map((c) => c.name);
+  const completeHere = [
+    rolledBackBefore.length > 0 ? `${rolledBackBefore.join(", ")} already rolled back (complete)` : null,
+    ...neverStarted.map((n) => `${n}'s drill up started nothing`),
+  ].filter((c) => c !== null);
+  const nothingHere = named !== undefined && names.length === 0 ? `no drill ${named}` : completeHere.length > 0 ? completeHere.join("; ") : "no drill";
   const left = [
     ...queues.flatMap((q) => q.left),
     ...startingUps.flatMap((u) =>

@@ -21,7 +21,7 @@ import { drainReady, drainUnheld, exportKeys, heldText, holdsQueueKeys, otherQue
 import { embeddedRedisDrill, freePort, isEmbeddedRedis, releaseRestarted, requireRestartable, startEmbeddedRedis, stopIfInterrupted, waitForPing } from "./embeddedRedis.js";
 import { acquireRollbackLock, stateDirRefusal, stateDirRefused, type DrillLock, type StateDirRefused } from "./lock.js";
 import { stopRecordedProcess, type StopOutcome } from "./processes.js";
-import { drillDir, listDrills, readState, statePath, upDiedUnrecorded, writeState, type DrillState, type ProcessRecord, type ProcessRole, type RollbackRecord, type StateEntry } from "./state.js";
+import { closedByUp, drillDir, listDrills, readState, statePath, upDiedUnrecorded, writeState, type DrillState, type ProcessRecord, type ProcessRole, type RollbackRecord, type StateEntry } from "./state.js";
 import { drillRunFromEnviron, findByCwd, readEnviron, findByRunId, listCwds, scanDrillRunProcesses, type StrayProcess } from "./strays.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 import type { ServedQueue } from "../worker/served.js";
@@ -234,13 +234,14 @@ function findStateOfRun(stateDir: string, runId: string): DrillState | null {
 
 /**
  * What a rollback of one drill found: no state of it in the state dir, a
- * drill an earlier rollback completed (nothing to do, unless producers
- * pushed onto its Redis since: then `rolled_back` with that drain), the
+ * drill an earlier rollback completed, or its up closed having started
+ * nothing (`closedByUp`) (nothing to do, unless producers pushed onto its
+ * Redis since: then `rolled_back` with that drain), the
  * rollback it ran, or a state.json it could not read (its one failed step).
  */
 export type RollbackOutcome =
   | { kind: "absent" }
-  | { kind: "complete"; completedAt: string | null }
+  | { kind: "complete"; completedAt: string | null; closedByUp: boolean }
   | { kind: "rolled_back"; result: DrillRollback }
   | { kind: "unreadable"; result: DrillRollback };
 
@@ -904,7 +905,7 @@ export async function redrainQueue(result: QueueRollback, url: string, again: st
 /** A complete drill: nothing to do, unless producers pushed onto its given Redis since (then that drain). */
 async function completeOutcome(state: DrillState, options: RollbackOptions): Promise<RollbackOutcome> {
   const redrained = state.redis.embedded ? null : await redrainComplete(state, options);
-  return redrained ? { kind: "rolled_back", result: redrained } : { kind: "complete", completedAt: state.completedAt ?? null };
+  return redrained ? { kind: "rolled_back", result: redrained } : { kind: "complete", completedAt: state.completedAt ?? null, closedByUp: closedByUp(state) };
 }
 
 /**

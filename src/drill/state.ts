@@ -294,6 +294,34 @@ export function isDrillUp(state: Pick<DrillState, "phase">): boolean {
   return state.phase !== "complete";
 }
 
+/** What of a run can be started: its processes (or only its embedded Redis), its cgroup. */
+export type StartedPart = "processes" | "embedded Redis" | "cgroup";
+
+/**
+ * What a run had started, as its record says: its processes (or only its
+ * embedded Redis) and its cgroup. Each act's intent is written before it, so
+ * one with a pid (or a cgroup) was started; empty when nothing was.
+ */
+export function startedParts(state: Pick<DrillState, "processes" | "cgroup">): StartedPart[] {
+  const started = state.processes.filter((p) => p.pid !== null);
+  const processes = started.some((p) => p.role !== "redis") ? "processes" : started.length > 0 ? "embedded Redis" : null;
+  return [processes, state.cgroup !== null ? "cgroup" : null].filter((p): p is StartedPart => p !== null);
+}
+
+/** A run that started nothing and had no Redis (its embedded one failed to start): up closes it itself, with nothing to roll back. */
+export function startedNothing(state: Pick<DrillState, "processes" | "cgroup" | "redis">): boolean {
+  return startedParts(state).length === 0 && state.redis.url === "";
+}
+
+/**
+ * A run closed (complete) by its own up, not by a rollback: up recorded its end
+ * and no rollback ever recorded anything, and it started nothing, so it never
+ * needed one ("already rolled back" would be false).
+ */
+export function closedByUp(state: Pick<DrillState, "phase" | "processes" | "cgroup" | "redis" | "ended" | "rollback">): boolean {
+  return state.phase === "complete" && state.ended !== undefined && state.rollback === undefined && startedNothing(state);
+}
+
 /**
  * Which drill's Redis a command given no --redis means: among the drills that
  * are up on its queue (and cgroup, when it names one), the one Redis they

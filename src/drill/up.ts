@@ -35,7 +35,7 @@ import { acquireDrillLock, stateDirRefusal } from "./lock.js";
 import { stopRecordedProcess } from "./processes.js";
 import { realDir } from "./strays.js";
 import { drillCommandAt, drillCommandFor, hiddenPasswordNoteAfter, leverCommand, reportAgain, reportQueueAgain, rollbackAgain, shellWord } from "../context.js";
-import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, runsDir, statePath, withdrawIntent, writeState, writeUpEnded, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
+import { drillDir, intendProcess, isDrillUp, keptRunStatePath, listDrills, readState, readStateEntries, runDir, runsDir, startedNothing, startedParts, statePath, withdrawIntent, writeState, writeUpEnded, type DrillEnded, type DrillState, type ProcessRecord, type ProcessRole } from "./state.js";
 import { decidedJob, injectHold, nextFollowAction, nextPackAction, pushRetryDelayMs, splitPhases, type ScheduledPhase } from "./schedule.js";
 import { LineTail } from "./tail.js";
 import { readStalls, StallWatch, stillThere } from "./stalls.js";
@@ -532,7 +532,7 @@ function scheduleFailure(stateDir: string, state: DrillState, err: unknown, dril
   const what = err instanceof Error ? err.message : String(err);
   // ScheduleFailed counts what was packed; anything else came before packing could start.
   const counted = err instanceof ScheduleFailed ? drillEnded({ ...err.counts, interrupted: false, exitedEarly: [] }, Date.now()) : { at: new Date().toISOString(), pushed: null, notPacked: null };
-  const closed = startedParts(state).length === 0 && state.redis.url === "";
+  const closed = startedNothing(state);
   let unrecorded: string | null;
   try {
     unrecorded = recordEnd(stateDir, state, { ...counted, verdict: "stopped_early", reason: `drill up failed: ${what}` }, closed ? "complete" : "stopped");
@@ -550,17 +550,6 @@ function scheduleFailure(stateDir: string, state: DrillState, err: unknown, dril
     ? `it started nothing (no Redis, process or cgroup): nothing to roll back; run \`${upAgain}\` again once that is fixed`
     : `${staysUntilRollback(state)}: run \`${rollbackAgain(drillCmd, {}, state.name)}\``;
   return new DrillError(`up failed ${where}, ${recorded}; ${next}${trace}`, exitCode);
-}
-
-/**
- * What a run had started, as its record says: its processes (or only its
- * embedded Redis) and its cgroup. Each act's intent is written before it, so
- * one with a pid (or a cgroup) was started; empty when nothing was.
- */
-export function startedParts(state: Pick<DrillState, "processes" | "cgroup">): string[] {
-  const started = state.processes.filter((p) => p.pid !== null);
-  const processes = started.some((p) => p.role !== "redis") ? "processes" : started.length > 0 ? "embedded Redis" : null;
-  return [processes, state.cgroup !== null ? "cgroup" : null].filter((p): p is string => p !== null);
 }
 
 /** What of a run stays for its rollback, as recorded: its processes (or only its embedded Redis) and cgroup, those it has. */

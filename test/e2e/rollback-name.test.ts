@@ -119,6 +119,33 @@ describe("rollback --name of no drill in the state dir, and of a drill already r
     expect(JSON.parse(json.stdout)).toMatchObject({ drills: [], complete: [{ name: "rbndone", completed_at: "2026-01-01T00:00:00.000Z" }], nothing_to_roll_back: true, left: [] });
   });
 
+  // QA: a run whose up failed at its embedded Redis's start is closed by up itself (complete, nothing started):
+  // its rollback said "already rolled back", of a run no rollback ever touched.
+  it("a run its up closed having started nothing: says it never needed a rollback, exit 0; the --json document as for any complete drill", async () => {
+    const stateDir = mkdtempSync(path.join(root, "closed-by-up-"));
+    const at = "2026-01-01T00:00:00.000Z";
+    fakeDrill(stateDir, "rbnnostart", {
+      phase: "complete",
+      completedAt: at,
+      ended: { verdict: "stopped_early", at, reason: "drill up failed: redis-server exited at start (code 1): bad config", pushed: null, notPacked: null },
+    });
+    const r = await runDrill(["--state-dir", stateDir, "rollback", "--name", "rbnnostart"]);
+    expect(r.exitCode, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toBe(
+      "rollback rbnnostart:\n" +
+        `  nothing to roll back: its drill up ended at ${at} before it started anything (no Redis, process or cgroup)\n` +
+        `nothing to roll back: rbnnostart's drill up started nothing in ${stateDir}, and no process of drill rbnnostart on this host`,
+    );
+    const json = await runDrill(["--state-dir", stateDir, "--json", "rollback", "--name", "rbnnostart"]);
+    expect(json.exitCode).toBe(0);
+    expect(JSON.parse(json.stdout)).toMatchObject({ drills: [], complete: [{ name: "rbnnostart", completed_at: at }], nothing_to_roll_back: true, left: [] });
+    // A run a rollback closed keeps its words, beside it.
+    fakeDrill(stateDir, "rbnrolled", { phase: "complete", completedAt: at, ended: { verdict: "ran", at, reason: null, pushed: 3, notPacked: 0 }, rollback: { at, left: [] } });
+    const both = await runDrill(["--state-dir", stateDir, "rollback", "--name", "rbnrolled"]);
+    expect(both.exitCode, both.stdout + both.stderr).toBe(0);
+    expect(both.stdout).toContain(`  already rolled back (complete since ${at}): nothing to do\n`);
+  });
+
   it("no drill at all: exit 0, nothing to roll back", async () => {
     const stateDir = mkdtempSync(path.join(root, "empty-"));
     const named = await runDrill(["--state-dir", stateDir, "rollback", "--name", "rbnabsent"]);

@@ -307,6 +307,11 @@ describe.skipIf(skip !== null)("drill up whose schedule throws (real cgroups, --
     expect(report.stderr).toContain(
       `no source to report on: Redis none recorded in ${stateDir}/redisexits/state.json (run ${failedRun.runId} ended before it had one, no job packed: drill up failed: redis-server exited at start (code 1): ${fatal}`,
     );
+    // Its rollback has nothing to do and says why (QA: "already rolled back" of a run no rollback ever touched).
+    const rollback = await runDrill(["--state-dir", stateDir, "rollback", "--name", "redisexits"], { timeout: 60_000 });
+    expect(rollback.exitCode, rollback.stdout + rollback.stderr).toBe(0);
+    expect(rollback.stdout).toContain(`rollback redisexits:\n  nothing to roll back: its drill up ended at ${failedRun.completedAt} before it started anything (no Redis, process or cgroup)\n`);
+    expect(rollback.stdout).not.toContain("already rolled back");
 
     // The same drill again, with the real redis-server: it starts without a rollback first, runs, and its rollback leaves the host clean.
     const again = await runDrill(args, { timeout: 120_000 });
