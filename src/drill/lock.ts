@@ -26,16 +26,19 @@ export function drillLockFile(dir: string, what: "up" | "rollback"): string {
  * `holder`: who takes the lock, when not the command it is named after (report reviving the embedded Redis takes rollback's).
  * A drill dir this lock made is removed again at release when nothing else
  * went into it: an `up` refused before its first state write (doctor, a
- * cgroup another drill owns, a queue in use) leaves no empty `<state-dir>/<name>/`
- * behind, which `report` and rollback would take for a drill.
+ * cgroup another drill owns, a queue in use, a --parent with no such cgroup)
+ * leaves no empty `<state-dir>/<name>/` behind, which `report` and rollback
+ * would take for a drill; nor the state dir (and its parents) it made for it.
  * `takeFrom`: the pid of a live holder handing its lock over (holdLockFile).
  */
 export function acquireDrillLock(dir: string, what: "up" | "rollback", holder: string = what, seams?: LockSeams, takeFrom: number | null = null): DrillLock {
   for (let attempt = 0; ; attempt++) {
-    let made: boolean;
+    let made: string | undefined;
     try {
-      made = makeDirs(dir) !== undefined;
+      made = makeDirs(dir);
     } catch (err) {
+      // A refused up of another drill removed the state dir it made between our look and our mkdir: make it again.
+      if (attempt < 2 && (err as NodeJS.ErrnoException).code === "ENOENT") continue;
       throw stateDirError("create the state directory", dir, err);
     }
     const file = drillLockFile(dir, what);
@@ -45,11 +48,11 @@ export function acquireDrillLock(dir: string, what: "up" | "rollback", holder: s
         file,
         release: () => {
           lock.release();
-          if (made) removeIfEmpty(dir);
+          removeMadeIfEmpty(dir, made);
         },
       };
     } catch (err) {
-      if (made) removeIfEmpty(dir);
+      removeMadeIfEmpty(dir, made);
       // Another refused up removed the dir it made between our mkdir and our lock file: make it again.
       if (attempt < 2 && !existsSync(dir)) continue;
       throw err;
@@ -117,11 +120,20 @@ export function acquireRollbackLock(dir: string): { lock: DrillLock; refused: nu
   }
 }
 
-/** rmdir, which leaves a dir that holds anything (state.json, another's lock) alone. */
-function removeIfEmpty(dir: string): void {
-  try {
-    rmdirSync(dir);
-  } catch {
-    // not empty, or already gone: either way nothing of ours is left
+/**
+ * rmdir `dir`, then each parent up to `made` (the first dir makeDirs made;
+ * undefined: none), while empty: a dir that holds anything (state.json,
+ * another drill's dir or lock) is left alone, and so are its parents.
+ */
+function removeMadeIfEmpty(dir: string, made: string | undefined): void {
+  if (made === undefined) return;
+  for (let at = path.resolve(dir); ; at = path.dirname(at)) {
+    try {
+      rmdirSync(at);
+    } catch (err) {
+      // Already gone: go on up. Not empty (another up's drill dir, a state file): it and its parents are kept.
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") return;
+    }
+    if (at === made || at === path.dirname(at)) return;
   }
 }

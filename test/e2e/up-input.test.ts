@@ -66,6 +66,16 @@ describe("drill up: bad input is caught before anything starts", () => {
     expect(existsSync(path.join(stateDir, "smoke"))).toBe(false);
   });
 
+  // QA: found once the lock was taken (the cgroup is resolved after doctor), it left the state dir up made, empty.
+  it.skipIf(realDrillSkipReason() !== null)("a --parent with no such cgroup: exit 2 naming the flag, and not even the state dir left", async () => {
+    const stateDir = path.join(root, "no-such-parent", "state");
+    const missing = `upinput${process.pid}nosuch`;
+    const r = await runDrill(["--state-dir", stateDir, "up", "--drill", path.join(repoRoot, "drills", "smoke.yaml"), "--parent", `/${missing}`, "--name", "upinputcg", "--file-dir", root], { timeout: 60_000 });
+    expect(r.exitCode, r.stdout + r.stderr).toBe(2);
+    expect(r.stderr).toMatch(new RegExp(`^drill: --parent /${missing}: no such cgroup: `));
+    expect(existsSync(path.join(root, "no-such-parent")), "state dir left by an up that made nothing").toBe(false);
+  });
+
   it("a relative --file-dir that does not exist: exit 2 naming the flag and the resolved path", async () => {
     const stateDir = path.join(root, "missing");
     const r = await runDrill(["--state-dir", stateDir, "up", "--drill", path.join(repoRoot, "drills", "smoke.yaml"), "--parent", "self", "--name", "upinputcg", "--file-dir", "nope"], { cwd: root, timeout: 60_000 });

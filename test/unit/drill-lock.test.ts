@@ -119,8 +119,22 @@ describe("acquireDrillLock", () => {
     const drillDir = path.join(dir, "state", "smoke2");
     acquireDrillLock(drillDir, "up").release();
     expect(existsSync(drillDir)).toBe(false);
-    // the state dir it also made stays: it is not the drill's
-    expect(readdirSync(path.join(dir, "state"))).toEqual([]);
+    // QA: the state dir it also made (and its parents) stayed, empty, after `up --parent /nonexistent` (exit 2).
+    expect(readdirSync(dir)).toEqual([]);
+    const deeper = path.join(dir, "a", "b", "state", "smoke2");
+    acquireDrillLock(deeper, "up").release();
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("a state dir the lock made that holds another drill's dir at release stays, and that drill's dir with it", () => {
+    const stateDir = path.join(dir, "state");
+    const mine = acquireDrillLock(path.join(stateDir, "mine"), "up");
+    const theirs = acquireDrillLock(path.join(stateDir, "theirs"), "up");
+    mine.release();
+    expect(readdirSync(stateDir)).toEqual(["theirs"]);
+    writeFileSync(path.join(stateDir, "theirs", "state.json"), "{}");
+    theirs.release();
+    expect(readdirSync(path.join(stateDir, "theirs"))).toEqual(["state.json"]);
   });
 
   it("a drill dir the lock made that holds anything at release (state.json) stays; one that was there before stays even empty", () => {
