@@ -6,7 +6,7 @@ import { validateCgroupName, validateParent } from "../cgroup/names.js";
 import { stateDirError } from "../cgroup/stateFiles.js";
 import { drillCommandFor, hiddenPasswordNoteAfter, hostRoots, leverCommand, redactUrl, reportAgain, rollbackAgain, type GlobalOptions } from "../context.js";
 import { loadDrillFile, type DrillFile } from "../drill/drillFile.js";
-import { drillDir, readState, startedParts, statePath, type DrillState } from "../drill/state.js";
+import { drillDir, readState, startedParts, statePath, type DrillState, type StartedPart } from "../drill/state.js";
 import { acquireDrillLock, drillLockFile, stateDirRefusal } from "../drill/lock.js";
 import { embeddedRedisSeen, refuseWhileUp, runUp, stoppedByFailure, upVerdict } from "../drill/up.js";
 import { readyTimeoutMs } from "../drill/ready.js";
@@ -211,6 +211,7 @@ async function runInForeground(
       running: runningRoles(hostRoots(g), result.state),
       cgroup: result.state.cgroup !== null,
       fileDir: result.state.fileDir !== null,
+      started: startedParts(result.state),
     })) {
       log(line);
     }
@@ -275,6 +276,19 @@ export interface ClosingFacts {
   cgroup: boolean;
   /** The drill made its file dir (the worker's weights, the hog's files). */
   fileDir: boolean;
+  /** What the run started, as its record says (startedParts): what a rollback under way stops. */
+  started: StartedPart[];
+}
+
+/** What a rollback does to each part a run started. */
+const ROLLBACK_OF: Record<StartedPart, string> = { processes: "stops its processes", "embedded Redis": "stops its embedded Redis", cgroup: "removes its cgroup" };
+
+/** "it stops its processes, removes its cgroup, drains and exports the queue": only what this run started (QA: it named a hog that never ran). */
+function rollbackUnderWayText(started: StartedPart[], redisUrl: string): string {
+  const acts = [...started.filter((p) => p !== "embedded Redis").map((p) => ROLLBACK_OF[p]), ...(redisUrl === "" ? [] : ["drains and exports the queue"])];
+  // Its embedded Redis (and nothing else) is stopped once the queue is exported.
+  if (started.includes("embedded Redis")) acts.push(`then ${ROLLBACK_OF["embedded Redis"]}`);
+  return acts.length === 0 ? "it closes the run, which started nothing" : `it ${acts.join(", ")}`;
 }
 
 /** "gate, worker and watch keep" / "the worker keeps"; null when none runs any more. */
@@ -298,7 +312,7 @@ export function closingLines(f: ClosingFacts): string[] {
   const rollback = `\`${rollbackAgain(f.drillCmd, {}, f.name)}\``;
   if (f.rollbackUnderWay) {
     // It flipped deny-all as its first step and stops the rest: nothing is left for the operator to do here.
-    lines.push(`A rollback of this drill is under way (it stopped this up): it stops gate, worker, watch and hog, drains and exports the queue; its own output says what it found.`);
+    lines.push(`A rollback of this drill is under way (it stopped this up): ${rollbackUnderWayText(f.started, f.redisUrl)}; its own output says what it found.`);
     return lines;
   }
   const keep = stillRunning(f.running);

@@ -22,6 +22,7 @@ const facts: ClosingFacts = {
   running: ["gate", "worker", "watch", "hog"],
   cgroup: true,
   fileDir: true,
+  started: ["processes", "cgroup"],
 };
 
 // QA: after an early stop up named a dead Redis URL for deny-all, and told
@@ -60,7 +61,20 @@ describe("up's closing lines say what to do next, as things stand", () => {
   it("a rollback stopped up: it is not told to run one, nor to pull the lever the rollback pulled", () => {
     const lines = closingLines({ ...facts, rollbackUnderWay: true, stoppedEarly: true });
     expect(lines.join("\n")).not.toMatch(/Run `|Deny-all|keep running until then/);
-    expect(lines[1]).toMatch(/^A rollback of this drill is under way \(it stopped this up\)/);
+    expect(lines[1]).toBe("A rollback of this drill is under way (it stopped this up): it stops its processes, removes its cgroup, drains and exports the queue; its own output says what it found.");
+  });
+
+  // QA: it said "it stops gate, worker, watch and hog" of a run whose rollback came before any child (or a hog) started.
+  it("a rollback stopped up: it names only what this run started", () => {
+    const under = (started: ClosingFacts["started"], redisUrl = facts.redisUrl) =>
+      closingLines({ ...facts, rollbackUnderWay: true, stoppedEarly: true, running: [], started, redisUrl })[1];
+    expect(under(["embedded Redis"])).toBe("A rollback of this drill is under way (it stopped this up): it drains and exports the queue, then stops its embedded Redis; its own output says what it found.");
+    expect(under(["embedded Redis", "cgroup"])).toBe(
+      "A rollback of this drill is under way (it stopped this up): it removes its cgroup, drains and exports the queue, then stops its embedded Redis; its own output says what it found.",
+    );
+    expect(under([])).toBe("A rollback of this drill is under way (it stopped this up): it drains and exports the queue; its own output says what it found.");
+    expect(under([], "")).toBe("A rollback of this drill is under way (it stopped this up): it closes the run, which started nothing; its own output says what it found.");
+    for (const started of [[], ["embedded Redis"], ["processes"]] as ClosingFacts["started"][]) expect(under(started)).not.toMatch(/gate|worker|watch|hog/);
   });
 
   // QA: after the gate was SIGKILLed (and the hog had exited), up still said "gate, worker, watch and hog keep running".
