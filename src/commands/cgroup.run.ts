@@ -14,7 +14,7 @@ import { absentCgroupNext } from "../cgroup/ready.js";
 import { newTeardownProgress, taskLeft, taskNow, teardownWorkerCgroup, thawBeforeExit, type KilledTask, type RefusedTask, type TeardownMethod, type TeardownProgress, type TeardownResult, type TeardownStage } from "../cgroup/teardown.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import type { SetupFlags, TargetFlags, TeardownFlags } from "./cgroup.js";
-import { maskedQueues, queuesLeftOpen, queuesLeftOpenLines } from "../worker/served.js";
+import { maskedQueues, queuesLeftOpenLines, readServedQueues } from "../worker/served.js";
 
 export async function cgroupSetupAction(globals: GlobalOptions, flags: SetupFlags, output: Output = consoleOutput(globals.color)): Promise<SetupResult> {
   const memoryMax = parseSize(flags.memoryMax, "--memory-max");
@@ -162,7 +162,7 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
     );
   }
   // A drill's worker (--force): its rollback, named above, closes and drains the queue.
-  const leftOpen = result.kind === "removed" && !result.forced ? await queuesLeftOpen(result.queuesServed, globals) : [];
+  const { open: leftOpen, keyless } = result.kind === "removed" && !result.forced ? await readServedQueues(result.queuesServed, globals) : { open: [], keyless: [] };
   if (globals.json) {
     // Removed: every task it signalled, or could not, is out of the cgroup (gone with it).
     const served = result.kind === "removed" ? { ...teardownTasks(roots, progress, () => "gone"), queuesServed: maskedQueues(result.queuesServed), queuesLeftOpen: leftOpen } : {};
@@ -172,7 +172,7 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
   } else {
     for (const line of teardownDoneLines(result)) output.out(line);
     output.out(`cgroup ${cgroup.name} torn down${result.removed.length === 0 ? " (nothing was left)" : ""}`);
-    for (const line of queuesLeftOpenLines(leftOpen, result.queuesServed)) output.out(line);
+    for (const line of queuesLeftOpenLines(leftOpen, result.queuesServed, keyless)) output.out(line);
     if (result.queuesServedUnread !== null) output.out(`the queues its workers served go unnamed: ${result.queuesServedUnread}`);
   }
   return result;

@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { writeErr } from "../closedStdout.js";
 import { commandRedis, DEFAULT_REDIS_URL, drillCommandAt, hiddenPasswordNote, hostRoots, leverCommand, printedRedis, queueReportRedis, redactUrl, reportAgain, reportQueueAgain, rollbackAgain, shellWord, type GlobalOptions } from "../context.js";
-import { describeRunningDrill, drillRollbackCommand, drillsUpOnQueue, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, scanRunningDrills, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
+import { describeRunningDrill, drillRollbackCommand, drillsUpOnQueue, foundNoKeys, rollbackDrill, rollbackHint, redrainQueue, rollbackQueue, rollbackStandaloneCgroups, scanRunningDrills, unknownDrillProblem, type CgroupRollback, type DrillRollback, type QueueRollback, type RunningDrill } from "../drill/rollback.js";
 import { sameRedis } from "../queue/redis.js";
 import { validateDrillName } from "../drill/names.js";
 import { stopStartingUps, type StartingUp } from "../drill/startingUp.js";
@@ -14,7 +14,7 @@ import { thawBeforeExit } from "../cgroup/teardown.js";
 import { stopRestartedBeforeExit } from "../drill/embeddedRedis.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
 import { consoleOutput, snakeCaseKeys } from "../output.js";
-import { distinctQueues, maskedQueues, queuesLeftOpen, queuesLeftOpenLines, type QueueLeftOpen, type ServedQueue } from "../worker/served.js";
+import { distinctQueues, maskedQueues, queuesLeftOpenLines, readServedQueues, type QueueLeftOpen, type ServedQueue } from "../worker/served.js";
 import type { RollbackFlags } from "./rollback.js";
 
 /**
@@ -267,7 +267,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   ];
   // Read once the cgroups are torn down and --queue's rollback is done: a lever it pulled is closed.
   const served = servedNotClosed(cgroups, queues);
-  const leftOpen = await queuesLeftOpen(served, g);
+  const { open: leftOpen, keyless } = await readServedQueues(served, g);
   if (g.json) {
     output.json(rollbackDocument(results, complete, cgroups, running, left, null, startingUps, queues, leftOpen, unseen));
   } else if (running.length > 0) {
@@ -287,7 +287,7 @@ export async function rollbackAction(g: GlobalOptions, flags: RollbackFlags): Pr
   }
   if (unmatchedName !== null) (g.json ? output.err : output.out)(unmatchedName);
   if (!g.json && running.length === 0) for (const q of queues) queueClosingLines(q, queueUrl, again(), g).forEach((line) => output.out(line));
-  if (!g.json) for (const line of queuesLeftOpenLines(leftOpen, served)) output.out(line);
+  if (!g.json) for (const line of queuesLeftOpenLines(leftOpen, served, keyless)) output.out(line);
   // A starting up this user may not signal (root's): its drill is not rolled back, and only root can finish it.
   const upsRefused = new Set(startingUps.filter((u) => u.outcome === "refused" && u.pid !== null).map((u) => u.name));
   if (!g.json && running.length === 0 && (results.length > 0 || upsRefused.size > 0)) {
@@ -456,6 +456,8 @@ export function queueClosingLines(q: QueueRollback, url: string, again: string, 
     const once = q.left.some((l) => l.includes(" held by ")) ? "the gate or worker holding its jobs has stopped" : refused ? `its Redis takes these commands: ${refused}` : "its Redis answers";
     return [...lines, `Not rolled back yet: run ${again} once ${once}`, ...passwordNoteLines([printedRedis(at)])];
   }
+  // QA: "Re-enable admission" for a queue whose Redis held no key of it: this rollback closed nothing there.
+  if (foundNoKeys(q)) return [...lines, `Nothing to re-admit: ${q.url} held no key of queue ${q.queue} when this rollback looked, so it set no lever there`];
   return [
     ...lines,
     READMIT_HINT,

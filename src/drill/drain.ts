@@ -204,7 +204,9 @@ async function heldBatch(redis: Redis, source: string): Promise<Array<string | B
 
 /** Whether this Redis (its database) holds any key of the queue: its list, its drain, or one under `<q>:`. */
 export async function holdsQueueKeys(redis: Redis, keys: QueueKeys): Promise<boolean> {
-  return (await redis.exists(keys.ready, keys.drain)) > 0 || (await scanKeys(redis, `${keys.queue}:*`)).length > 0;
+  // The fixed keys first, one round trip: a queue that ever held a job has some; the SCAN (the whole keyspace) only when none is there.
+  const fixed = [keys.ready, keys.drain, keys.mode, keys.seq, keys.admitted, keys.gates, keys.done, keys.dead, keys.inflight, keys.events, keys.stats, keys.decisions, keys.pushes];
+  return (await redis.exists(...fixed)) > 0 || (await scanKeys(redis, `${keys.queue}:*`)).length > 0;
 }
 
 export async function scanKeys(redis: Redis, pattern: string): Promise<string[]> {

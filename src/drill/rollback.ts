@@ -787,6 +787,14 @@ function denyAllFailed(queue: DrillQueue, err: unknown, again: string): string {
   return `deny-all failed (${failureText(err)}): ${queue.keys.mode} is not reject_all, a gate still running admits (run ${again})`;
 }
 
+/** The deny-all step's word when the queue's Redis held no key of it: no lever written. */
+const NO_KEY_DETAIL = "nothing to do: no key of queue";
+
+/** Whether this queue's rollback found no key of it on its Redis, so closed nothing there (wrote no lever): nothing for it to re-admit. */
+export function foundNoKeys(q: Pick<QueueRollback, "steps">): boolean {
+  return q.steps.some((s) => s.step === "deny-all" && s.ok && s.detail.startsWith(NO_KEY_DETAIL));
+}
+
 /** A queue rolled back by name (`rollback --queue`), outside any drill of the state dir. */
 export interface QueueRollback {
   queue: string;
@@ -836,7 +844,7 @@ export async function rollbackQueue(url: string, queueName: string, again: strin
     // A queue this Redis never held: nothing to flip or drain, and a lever written here would be a key of
     // a queue that is elsewhere (QA S re-check 1: 6379 got qaUq3:mode while the queue lived on another Redis).
     if (!(await holdsQueueKeys(redis, keys))) {
-      record("deny-all", true, `nothing to do: no key of queue ${queueName} on ${result.url} (a queue on another Redis? give --redis)`);
+      record("deny-all", true, `${NO_KEY_DETAIL} ${queueName} on ${result.url} (a queue on another Redis? give --redis)`);
       result.drainLength = 0;
       return result;
     }

@@ -348,7 +348,9 @@ function windowSpan(r: Report): string {
   const run = `run ${r.drill?.run_id ?? NA}`;
   if (r.drill?.queue != null && r.drill.queue !== r.queue) return `${since} (not clipped to ${run}: its queue is ${r.drill.queue})`;
   const toEnd = r.window.anchored === "run_end";
-  if (r.window.clipped_to_run) return `${run} from its creation${toEnd ? " to its end" : ""} (within the ${since})`;
+  // Ending at the run's end or the export, "within the last 10 min" read as the 10 min before now (QA: a report read 17 min after its run).
+  const within = toEnd ? `the run's ${since}` : r.window.anchored === "export" ? `the ${since} before the export` : `the ${since}`;
+  if (r.window.clipped_to_run) return `${run} from its creation${toEnd ? " to its end" : ""} (within ${within})`;
   if (toEnd) return `${since} of ${run}, to its end`;
   if (r.window.run_start !== null && r.window.from < r.window.run_start) return `${since}, from before ${run} was created`;
   return since;

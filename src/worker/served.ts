@@ -1,4 +1,5 @@
 import { drillCommandAt, hiddenPasswordNote, redactUrl, rollbackAgain } from "../context.js";
+import { holdsQueueKeys } from "../drill/drain.js";
 import { embeddedRedisStoppedBy, isDrillUp, stateEntriesOrNone, type StateEntry } from "../drill/state.js";
 import { queueKeys } from "../queue/keys.js";
 import { closeRedis, connectRedis, sameRedis } from "../queue/redis.js";
@@ -82,40 +83,77 @@ const LEVER_READ_MS = 2_000;
 
 /** `<q>:mode` on the queue's Redis: "admit" when unset; null when that Redis does not answer or refuses the read. */
 export async function readLever(q: ServedQueue): Promise<string | null> {
+  return (await readQueueLever(q)).lever;
+}
+
+/**
+ * The lever as readLever reads it, and whether that Redis holds any key of
+ * the queue (holdsQueueKeys, as its `rollback --queue` asks first): null for
+ * both when it does not answer.
+ */
+export async function readQueueLever(q: ServedQueue): Promise<{ lever: string | null; holdsKeys: boolean | null }> {
   let redis;
   try {
     redis = await connectRedis(q.url, { name: "drill-lever-check", commandTimeoutMs: LEVER_READ_MS });
   } catch {
-    return null;
+    return { lever: null, holdsKeys: null };
   }
+  const keys = queueKeys(q.queue);
   try {
-    return (await redis.get(queueKeys(q.queue).mode)) ?? "admit";
+    const lever = (await redis.get(keys.mode)) ?? "admit";
+    // Only when the lever is not closed: that is when the note names the queue.
+    const holdsKeys = lever === "reject_all" ? true : await holdsQueueKeys(redis, keys).catch(() => null);
+    return { lever, holdsKeys };
   } catch {
-    return null;
+    return { lever: null, holdsKeys: null };
   } finally {
     await closeRedis(redis, 0);
   }
 }
 
+/** What a teardown's note says of the queues its workers served: those left open, and those whose Redis holds no key of them. */
+export interface ServedQueuesRead {
+  open: QueueLeftOpen[];
+  /** No key of the queue on its Redis (nothing queued, admitted or closed there): nothing for its rollback to close or drain. Password masked. */
+  keyless: ServedQueue[];
+}
+
+/** queuesLeftOpen's list alone. */
+export async function queuesLeftOpen(served: readonly ServedQueue[], at: { stateDir: string; sysfs?: string; procfs?: string }): Promise<QueueLeftOpen[]> {
+  return (await readServedQueues(served, at)).open;
+}
+
 /**
  * The served queues whose admission is still open (a lever not reject_all,
  * or one that could not be read), each with the command that closes and
- * drains it. `at`: the global flags of the command that was run (--state-dir
- * and the trees), for a command that acts there too.
+ * drains it; apart, those whose Redis holds no key of them (QA: "admission is
+ * still open" said of a queue that never held a job, whose rollback then had
+ * nothing to do). `at`: the global flags of the command that was run
+ * (--state-dir and the trees), for a command that acts there too.
  */
-export async function queuesLeftOpen(served: readonly ServedQueue[], at: { stateDir: string; sysfs?: string; procfs?: string }): Promise<QueueLeftOpen[]> {
+export async function readServedQueues(served: readonly ServedQueue[], at: { stateDir: string; sysfs?: string; procfs?: string }): Promise<ServedQueuesRead> {
   const open: QueueLeftOpen[] = [];
+  const keyless: ServedQueue[] = [];
   // The state dir's drills, read once for every queue left open (and only when one is).
   let entries: StateEntry[] | null = null;
   for (const q of distinctQueues(served)) {
-    const lever = await readLever(q);
+    const { lever, holdsKeys } = await readQueueLever(q);
     if (lever === "reject_all") continue;
+    if (holdsKeys === false) {
+      keyless.push({ queue: q.queue, url: redactUrl(q.url) });
+      continue;
+    }
     entries ??= stateEntriesOrNone(at.stateDir);
     // A drill's embedded Redis its rollback stopped: nothing admits there, and no command reaches it.
     if (lever === null && embeddedRedisStoppedBy(entries, q.url) !== null) continue;
     open.push({ queue: q.queue, url: redactUrl(q.url), lever, ...queueRollbackCommand(at, q.url, q.queue, entries) });
   }
-  return open;
+  return { open, keyless };
+}
+
+/** A served queue whose Redis holds no key of it: its worker is gone, and there was nothing to admit or close. */
+export function queueKeylessLine(q: ServedQueue): string {
+  return `queue ${q.queue} on ${q.url}: its worker is gone; that Redis holds no key of queue ${q.queue} (nothing was queued or admitted there, no lever set): nothing to close or drain`;
 }
 
 /**
@@ -136,13 +174,14 @@ export function queueLeftOpenLine(q: QueueLeftOpen): string {
 
 /**
  * queueLeftOpenLine for each queue left open, then, once, the note that a
- * masked password (`***`) does not paste, when a Redis among them had one.
+ * masked password (`***`) does not paste, when a Redis among them had one;
+ * last, queueKeylessLine for each queue whose Redis holds no key of it.
  * `served`: the queues as recorded, password and all (QueueLeftOpen.url is
  * masked): the knowledge stays out of the --json documents, whose URLs and
  * commands show `***` themselves.
  */
-export function queuesLeftOpenLines(leftOpen: readonly QueueLeftOpen[], served: readonly ServedQueue[]): string[] {
+export function queuesLeftOpenLines(leftOpen: readonly QueueLeftOpen[], served: readonly ServedQueue[], keyless: readonly ServedQueue[] = []): string[] {
   const urls = served.filter((s) => leftOpen.some((q) => q.queue === s.queue && q.url === redactUrl(s.url))).map((s) => s.url);
   const note = hiddenPasswordNote(urls);
-  return [...leftOpen.map(queueLeftOpenLine), ...(note === null ? [] : [note])];
+  return [...leftOpen.map(queueLeftOpenLine), ...(note === null ? [] : [note]), ...keyless.map(queueKeylessLine)];
 }

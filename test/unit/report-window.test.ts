@@ -84,7 +84,7 @@ describe("report window: the drill's current run", () => {
     expect(r.notes.join("\n")).toContain("jobs:stats are not windowed");
     const text = renderText(r, plain);
     // phase stopped: the window ends at the run's last decision or finish, not now.
-    expect(text).toContain(`window: run smoke-2 from its creation to its end (within the last 10 min), ${new Date(CREATED).toISOString()} → ${new Date(CREATED + 3000).toISOString()} (ends at the run's end)`);
+    expect(text).toContain(`window: run smoke-2 from its creation to its end (within the run's last 10 min), ${new Date(CREATED).toISOString()} → ${new Date(CREATED + 3000).toISOString()} (ends at the run's end)`);
   });
 
   it("--since given and reaching before the run: what it asks for, and the header says it reaches before the run", () => {
@@ -152,7 +152,7 @@ describe("report window: read long after the run ended", () => {
     expect(late.window.anchored).toBe("run_end");
     expect(Date.parse(late.window.to)).toBeGreaterThanOrEqual(T0 + 3500);
     expect(Date.parse(late.window.to)).toBeLessThan(T0 + 6 * MIN);
-    expect(renderText(late, plain)).toMatch(/window: run smoke-1 from its creation to its end \(within the last 10 min\), \S+ → \S+ \(ends at the run's end\)/);
+    expect(renderText(late, plain)).toMatch(/window: run smoke-1 from its creation to its end \(within the run's last 10 min\), \S+ → \S+ \(ends at the run's end\)/);
   });
 
   // QA: 90 s of gate decisions after up's end put the window's end 91 s past the `ended:` line, both said as the run's end.
