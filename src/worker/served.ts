@@ -81,15 +81,10 @@ export function alsoRollsBackText(c: QueueRollbackCommand, quote: (command: stri
 /** Each command's timeout for the lever read: a Redis that does not answer (paused: its ready check times out) makes the hint say so within a few seconds, not hold up the rollback. */
 const LEVER_READ_MS = 2_000;
 
-/** `<q>:mode` on the queue's Redis: "admit" when unset; null when that Redis does not answer or refuses the read. */
-export async function readLever(q: ServedQueue): Promise<string | null> {
-  return (await readQueueLever(q)).lever;
-}
-
 /**
- * The lever as readLever reads it, and whether that Redis holds any key of
- * the queue (holdsQueueKeys, as its `rollback --queue` asks first): null for
- * both when it does not answer.
+ * `<q>:mode` on the queue's Redis ("admit" when unset), and whether that
+ * Redis holds any key of the queue (holdsQueueKeys, as its `rollback --queue`
+ * asks first): null for both when that Redis does not answer or refuses the read.
  */
 export async function readQueueLever(q: ServedQueue): Promise<{ lever: string | null; holdsKeys: boolean | null }> {
   let redis;
@@ -116,11 +111,6 @@ export interface ServedQueuesRead {
   open: QueueLeftOpen[];
   /** No key of the queue on its Redis (nothing queued, admitted or closed there): nothing for its rollback to close or drain. Password masked. */
   keyless: ServedQueue[];
-}
-
-/** queuesLeftOpen's list alone. */
-export async function queuesLeftOpen(served: readonly ServedQueue[], at: { stateDir: string; sysfs?: string; procfs?: string }): Promise<QueueLeftOpen[]> {
-  return (await readServedQueues(served, at)).open;
 }
 
 /**

@@ -12,7 +12,7 @@ import { readState } from "../../src/drill/state.js";
 import { encodeJob, type Job } from "../../src/queue/job.js";
 import { queueKeys } from "../../src/queue/keys.js";
 import { closeRedis, connectRedis } from "../../src/queue/redis.js";
-import { queueLeftOpenLine, queuesLeftOpen } from "../../src/worker/served.js";
+import { queueLeftOpenLine, readServedQueues } from "../../src/worker/served.js";
 import { writeFakeDrill } from "../helpers/fakeState.js";
 import { runPasted } from "../helpers/pasted.js";
 import { startRedisServer, type RedisServer } from "../helpers/redisServer.js";
@@ -47,7 +47,7 @@ describe("the queue left open, its close-and-drain command pasted as printed", (
     const stateDir = path.join(root, "s");
     writeFakeDrill(stateDir, "qaagb", "busy", server.url, { phase: "running" });
     await handQueueLeft("handq");
-    const [open] = await queuesLeftOpen([{ queue: "handq", url: server.url }], { stateDir });
+    const [open] = (await readServedQueues([{ queue: "handq", url: server.url }], { stateDir })).open;
     expect(open).toBeDefined();
     expect(open!.alsoRollsBack).toEqual(["qaagb"]);
     expect(queueLeftOpenLine(open!)).toContain("this also rolls back drill qaagb");
@@ -68,7 +68,7 @@ describe("the queue left open, its close-and-drain command pasted as printed", (
 
     // As printed first: it does what the line says, qaagb rolled back with it.
     await handQueueLeft("handq2");
-    const [again] = await queuesLeftOpen([{ queue: "handq2", url: server.url }], { stateDir });
+    const [again] = (await readServedQueues([{ queue: "handq2", url: server.url }], { stateDir })).open;
     const all = await runPasted(again!.command, env);
     expect(all.stdout + all.stderr).toContain("rollback qaagb:");
     expect(readState(stateDir, "qaagb")?.phase).not.toBe("running");

@@ -6,7 +6,7 @@ import { servedNotClosed } from "../../src/commands/rollback.run.js";
 import { workerRecovery } from "../../src/commands/worker.run.js";
 import type { CgroupRollback, QueueRollback } from "../../src/drill/rollback.js";
 import { environValues } from "../../src/host/process.js";
-import { distinctQueues, maskedQueues, queueLeftOpenLine, queuesLeftOpen, queuesLeftOpenLines, readLever, type QueueLeftOpen, type ServedQueue } from "../../src/worker/served.js";
+import { distinctQueues, maskedQueues, queueLeftOpenLine, queuesLeftOpenLines, readQueueLever, readServedQueues, type QueueLeftOpen, type ServedQueue } from "../../src/worker/served.js";
 import { writeFakeDrill } from "../helpers/fakeState.js";
 
 describe("environValues", () => {
@@ -62,7 +62,7 @@ describe("the queues a rollback says are left open", () => {
     try {
       const rollback = { at: new Date().toISOString(), exported: path.join(stateDir, "smoke", "final.jsonl"), left: [] };
       writeFakeDrill(stateDir, "smoke", "jobs", "redis://127.0.0.1:1", { phase: "complete", redis: { url: "redis://127.0.0.1:1", embedded: { dir: stateDir, port: 1 } }, rollback });
-      const open = await queuesLeftOpen([q("jobs", "redis://localhost:1/2"), q("jobs", "redis://127.0.0.1:2")], { stateDir });
+      const open = (await readServedQueues([q("jobs", "redis://localhost:1/2"), q("jobs", "redis://127.0.0.1:2")], { stateDir })).open;
       expect(open.map((o) => o.url)).toEqual(["redis://127.0.0.1:2"]);
     } finally {
       rmSync(stateDir, { recursive: true, force: true });
@@ -71,7 +71,7 @@ describe("the queues a rollback says are left open", () => {
 
   it("a Redis that answers nothing (a closed port) is read as an unknown lever within the bound, not a hang", async () => {
     const started = Date.now();
-    expect(await readLever(q("a", "redis://127.0.0.1:1"))).toBeNull();
+    expect((await readQueueLever(q("a", "redis://127.0.0.1:1"))).lever).toBeNull();
     expect(Date.now() - started).toBeLessThan(10_000);
   });
 });
