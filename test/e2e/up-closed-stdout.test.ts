@@ -13,6 +13,9 @@ import { assertNoJobLostInExport } from "../helpers/invariants.js";
 // Two packs, the second after the first lines are printed: a reader that
 // went away after them (`drill up | head -3`) must not stop the drill half-way.
 const DRILL = tinyDrill("upclosed", { duration: "4s", phases: [["0s", pack(2)], ["2s", pack(2)]] });
+// The same drill in 1 s, one pack: for the case that closes the pipes during
+// setup, whose question is only whether up runs to its end at all.
+const SHORT = tinyDrill("upclosed", { duration: "1s", phases: [["0s", pack(2)]] });
 const CGROUP = "upclosedcg";
 
 const skip = realDrillSkipReason();
@@ -32,6 +35,7 @@ describe.skipIf(skip !== null)("drill up and its output: a closed pipe, a second
     jsonStateDir = path.join(root, "state-json");
     mkdirSync(path.join(root, "files"));
     writeFileSync(path.join(root, "upclosed.yaml"), DRILL);
+    writeFileSync(path.join(root, "upclosed-short.yaml"), SHORT);
   });
   afterAll(async () => {
     for (const dir of [stateDir, twiceStateDir, leverStateDir, jsonStateDir]) await runDrill(["--state-dir", dir, "rollback"], { timeout: 90_000 });
@@ -58,7 +62,7 @@ describe.skipIf(skip !== null)("drill up and its output: a closed pipe, a second
   // Under --json up's lines go to stderr: `drill up --json 2>&1 | head` closed
   // stderr, and up exited 0 mid-setup with its embedded Redis left running.
   it("--json, the reader of both stdout and stderr goes away: up still runs the drill to its end", async () => {
-    const args = ["--state-dir", jsonStateDir, "--json", "up", "--drill", path.join(root, "upclosed.yaml"), "--parent", "self", "--name", CGROUP, "--file-dir", path.join(root, "files")];
+    const args = ["--state-dir", jsonStateDir, "--json", "up", "--drill", path.join(root, "upclosed-short.yaml"), "--parent", "self", "--name", CGROUP, "--file-dir", path.join(root, "files")];
     const child = execa("node", [drillBin, ...args], { reject: false, timeout: 120_000, env: { FORCE_COLOR: "0", NO_COLOR: "1" } });
     await new Promise<void>((resolve) => child.stderr!.once("data", () => resolve()));
     child.stderr!.destroy();

@@ -9,7 +9,7 @@ import { assertHostClean } from "../helpers/hostClean.js";
 import { assertNoJobLostInExport } from "../helpers/invariants.js";
 import { pack, tinyDrill } from "../helpers/drills.js";
 
-// Declared for 30 s and run with --duration 4s: the 2/s trickle from 1 s is
+// Declared for 30 s and run with --duration 3s: the 2/s trickle from 1 s is
 // cut by the end (its 20 jobs need ~10 s) and the phase at 20 s never starts.
 const DRILL = tinyDrill("updur", {
   duration: "30s",
@@ -52,14 +52,14 @@ describe.skipIf(skip !== null)("drill up --duration (real cgroup, embedded Redis
   });
 
   it("packing stops at the end, later phases are logged as skipped, and the gate's decision of every packed job is in up's output", async () => {
-    const up = await runDrill(["--state-dir", stateDir, "--json", "up", "--drill", drillFile, "--parent", "self", "--name", CGROUP, "--file-dir", files, "--duration", "4s"], { timeout: 120_000 });
+    const up = await runDrill(["--state-dir", stateDir, "--json", "up", "--drill", drillFile, "--parent", "self", "--name", CGROUP, "--file-dir", files, "--duration", "3s"], { timeout: 120_000 });
     expect(up.exitCode, up.stdout + up.stderr).toBe(0);
     const summary = JSON.parse(up.stdout.trim().split("\n").pop()!) as { pushed_ids: string[]; not_packed: number; skipped_jobs: number };
     const log = up.stderr;
 
-    expect(log).toContain("phase 2: skipped: starts at 20s, not before the drill's end at 4s");
+    expect(log).toContain("phase 2: skipped: starts at 20s, not before the drill's end at 3s");
     expect(log).not.toMatch(/phase 2: pack/);
-    const cut = /phase 1: packed (\d+) of 20 jobs; (\d+) not packed: the drill ended at 4s/.exec(log);
+    const cut = /phase 1: packed (\d+) of 20 jobs; (\d+) not packed: the drill ended at 3s/.exec(log);
     expect(cut, log).not.toBeNull();
     const [trickled, notPacked] = [Number(cut![1]), Number(cut![2])];
     expect(trickled + notPacked).toBe(20);
