@@ -23,25 +23,21 @@ if (skip) console.warn(`skipping rollback fault tests: ${skip}`);
 // A tiny drill: every phase early, small sizes, a few seconds long.
 // A full run pushes 3 + 2 jobs.
 const TINY_JOBS = 5;
-const TINY = tinyDrill("tiny", {
-  duration: "3s",
-  phases: [
-    ["0s", pack(3, 20000)],
-    ["500ms", "inject: { mode: thrash, size: 128M, hold: 2s }"],
-    ["1s", pack(2)],
-  ],
-});
+// `at` the hog phase (thrash 128M for `hold`) and the second pack phase.
+const tinyIn = (duration: string, at: [hog: string, hold: string, second: string]) =>
+  tinyDrill("tiny", {
+    duration,
+    phases: [
+      ["0s", pack(3, 20000)],
+      [at[0], `inject: { mode: thrash, size: 128M, hold: ${at[1]} }`],
+      [at[2], pack(2)],
+    ],
+  });
+const TINY = tinyIn("3s", ["500ms", "2s", "1s"]);
 // The same drill in 1 s, for the cases that wait for up's end before their fault (a rollback's): its
 // 3 + 2 jobs and its hog all come before that end, and 2 s more of an up tested nothing (~2 s a case).
 // TINY stays for the cases whose fault lands while up runs (a signal, a crash at a step, a second up).
-const SHORT = tinyDrill("tiny", {
-  duration: "1s",
-  phases: [
-    ["0s", pack(3, 20000)],
-    ["200ms", "inject: { mode: thrash, size: 128M, hold: 500ms }"],
-    ["400ms", pack(2)],
-  ],
-});
+const SHORT = tinyIn("1s", ["200ms", "500ms", "400ms"]);
 
 describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14, 15, 17)", () => {
   let root: string;
