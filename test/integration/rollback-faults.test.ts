@@ -23,24 +23,34 @@ if (skip) console.warn(`skipping rollback fault tests: ${skip}`);
 // A tiny drill: every phase early, small sizes, a few seconds long.
 // A full run pushes 3 + 2 jobs.
 const TINY_JOBS = 5;
-const TINY = tinyDrill("tiny", {
-  duration: "3s",
-  phases: [
-    ["0s", pack(3, 20000)],
-    ["500ms", "inject: { mode: thrash, size: 128M, hold: 2s }"],
-    ["1s", pack(2)],
-  ],
-});
+// `at` the hog phase (thrash 128M for `hold`) and the second pack phase.
+const tinyIn = (duration: string, at: [hog: string, hold: string, second: string]) =>
+  tinyDrill("tiny", {
+    duration,
+    phases: [
+      ["0s", pack(3, 20000)],
+      [at[0], `inject: { mode: thrash, size: 128M, hold: ${at[1]} }`],
+      [at[2], pack(2)],
+    ],
+  });
+const TINY = tinyIn("3s", ["500ms", "2s", "1s"]);
+// The same drill in 1 s, for the cases that wait for up's end before their fault (a rollback's): its
+// 3 + 2 jobs and its hog all come before that end, and 2 s more of an up tested nothing (~2 s a case).
+// TINY stays for the cases whose fault lands while up runs (a signal, a crash at a step, a second up).
+const SHORT = tinyIn("1s", ["200ms", "500ms", "400ms"]);
 
 describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14, 15, 17)", () => {
   let root: string;
   let drillFile: string;
+  let shortFile: string;
   // Unrelated, yet `pgrep -f packed` (or a match on the drill's names) would pick it: every rollback must leave it alive.
   let bystander: Bystander;
   beforeAll(async () => {
     root = mkdtempSync(path.join(tmpdir(), "drill-faults-"));
     drillFile = path.join(root, "tiny.yaml");
     writeFileSync(drillFile, TINY);
+    shortFile = path.join(root, "tiny-short.yaml");
+    writeFileSync(shortFile, SHORT);
     bystander = await startBystander("tiny", "tinycg");
   });
   afterAll(() => {
@@ -64,8 +74,9 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
       if (state && state.phase !== "complete") await runDrill(["--state-dir", dir, "rollback"], { timeout: 60_000 });
     }
   }, 120_000);
-  const up = (stateDir: string, extra: string[] = [], env: Record<string, string> = {}) =>
-    runDrill(["--state-dir", stateDir, ...extra, "up", "--drill", drillFile, "--parent", "self", "--name", "tinycg"], { env, timeout: 60_000 });
+  // `file`: TINY (3 s) unless the case only needs up to have ended (shortFile).
+  const up = (stateDir: string, extra: string[] = [], file = drillFile) =>
+    runDrill(["--state-dir", stateDir, ...extra, "up", "--drill", file, "--parent", "self", "--name", "tinycg"], { timeout: 60_000 });
   const rollback = (stateDir: string, extra: string[] = []) => runDrill(["--state-dir", stateDir, ...extra, "rollback"], { timeout: 60_000 });
   // runDrill maps a signal to exit -1: a crash test must see the SIGKILL itself, not any failure before the step.
   const crashed = async (args: string[], step: string) => {
@@ -124,7 +135,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
     "rollback SIGKILLed at %s: the next rollback reaches both invariants",
     async (step) => {
       const stateDir = stateDirFor(`rb-${step}`);
-      const started = await up(stateDir, ["--json"]);
+      const started = await up(stateDir, ["--json"], shortFile);
       expect(started.exitCode, started.stderr).toBe(0);
       const pushed = pushedIds(started.stdout);
       expect(pushed).toHaveLength(TINY_JOBS);
@@ -145,7 +156,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
   // before the spawn), drain and export from it, and stop it: not refuse a second server on its AOF.
   it("rollback SIGKILLed at redis-restart (the embedded Redis it restarted): the next rollback reaches both invariants", async () => {
     const stateDir = stateDirFor("rb-redis-restart");
-    const started = await up(stateDir, ["--json"]);
+    const started = await up(stateDir, ["--json"], shortFile);
     expect(started.exitCode, started.stderr).toBe(0);
     const pushed = (JSON.parse(started.stdout.trim().split("\n").pop()!) as { pushed_ids: string[] }).pushed_ids;
     const before = readState(stateDir, "tiny") as DrillState;
@@ -245,7 +256,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
 
   it("the embedded Redis exits by itself at duration + 5 min and another Redis takes its port: report and rollback use the AOF and leave the other alone", async () => {
     const stateDir = stateDirFor("redis-lifetime");
-    const started = await up(stateDir, ["--json"]);
+    const started = await up(stateDir, ["--json"], shortFile);
     expect(started.exitCode, started.stderr).toBe(0);
     const pushed = pushedIds(started.stdout);
     expect(pushed).toHaveLength(TINY_JOBS);
@@ -255,22 +266,22 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
     const roots = new HostRoots();
     const stat = readProcessStat(roots, server.pid!);
     expect(stat.ok && stat.value.comm).toMatch(/^redis-server/);
-    // Its parent is the timeout that ends it: the drill's 3 s, the 5 min grace, and 30 s more (it stops last).
+    // Its parent is the timeout that ends it: the drill's 1 s, the 5 min grace, and 30 s more (it stops last).
     const wrapper = stat.ok ? stat.value.ppid : 0;
-    expect(readFileSync(`/proc/${wrapper}/cmdline`, "utf8").split("\0").slice(0, 4)).toEqual(["timeout", "--signal=TERM", "--kill-after=30s", "333s"]);
+    expect(readFileSync(`/proc/${wrapper}/cmdline`, "utf8").split("\0").slice(0, 4)).toEqual(["timeout", "--signal=TERM", "--kill-after=30s", "331s"]);
     const reportJson = async () => {
       const r = await runDrill(["--state-dir", stateDir, "--json", "report", "--name", "tiny"], { timeout: 30_000 });
       expect(r.exitCode, r.stderr).toBe(0);
       return JSON.parse(r.stdout) as { notes: string[]; decisions: { total: number } | null; first_reject: unknown };
     };
     const live = await reportJson();
-    // At 303 s gate, worker and watch end their --duration; now instead.
+    // At 301 s gate, worker and watch end their --duration; now instead.
     for (const child of before.processes.filter((p) => ["gate", "worker", "watch"].includes(p.role))) {
       if (child.pid === null || child.startTime === null || !isSameProcess(roots, child.pid, child.startTime)) continue;
       process.kill(child.pid, "SIGTERM");
       await waitFor(() => !isSameProcess(roots, child.pid!, child.startTime!), 10_000);
     }
-    // What the wrapper does at 336 s, now: timeout passes SIGTERM on to redis-server.
+    // What the wrapper does at 331 s, now: timeout passes SIGTERM on to redis-server.
     process.kill(wrapper, "SIGTERM");
     await waitFor(() => !isSameProcess(roots, server.pid!, server.startTime!), 10_000);
 
@@ -334,7 +345,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
 
     it("Redis down during rollback: host still cleaned, exit 4 says the drain is pending; the next rollback finishes it (14)", async () => {
       const stateDir = stateDirFor("redis-down");
-      const started = await up(stateDir, ["--redis", redis.url, "--json"]);
+      const started = await up(stateDir, ["--redis", redis.url, "--json"], shortFile);
       expect(started.exitCode, started.stderr).toBe(0);
       const pushed = (JSON.parse(started.stdout.trim().split("\n").pop()!) as { pushed_ids: string[] }).pushed_ids;
       const before = readState(stateDir, "tiny") as DrillState;
@@ -379,7 +390,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
 
     it("producers keep pushing during a rollback and after it: the second rollback drains the rest, no job lost, none twice (15)", async () => {
       const stateDir = stateDirFor("producer");
-      const started = await up(stateDir, ["--redis", redis.url, "--json"]);
+      const started = await up(stateDir, ["--redis", redis.url, "--json"], shortFile);
       expect(started.exitCode, started.stderr).toBe(0);
       const pushed = (JSON.parse(started.stdout.trim().split("\n").pop()!) as { pushed_ids: string[] }).pushed_ids;
       const before = readState(stateDir, "tiny") as DrillState;
@@ -424,7 +435,7 @@ describe.skipIf(skip !== null)("rollback under faults (RELIABILITY 8, 9, 10, 14,
 
     it("a re-drain (or a later drain of late pushes) that fails is not a complete rollback: exit 4 naming it, and the next rollback drains what is left", async () => {
       const stateDir = stateDirFor("redrain-fails");
-      const started = await up(stateDir, ["--redis", redis.url, "--json"]);
+      const started = await up(stateDir, ["--redis", redis.url, "--json"], shortFile);
       expect(started.exitCode, started.stderr).toBe(0);
       const pushed = (JSON.parse(started.stdout.trim().split("\n").pop()!) as { pushed_ids: string[] }).pushed_ids;
       const before = readState(stateDir, "tiny") as DrillState;
