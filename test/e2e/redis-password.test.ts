@@ -92,6 +92,9 @@ describe("a wrong password on a server that asks for one", () => {
     const stateDir = mkdtempSync(path.join(os.tmpdir(), "drill-redis-password-readmit-"));
     try {
       for (const url of [`redis://:right-pw@127.0.0.1:${port}`, `redis://127.0.0.1:${port}?password=right-pw`]) {
+        // A queue that holds a job: its rollback closes it, so re-admitting is its next step (one with no key has nothing to re-admit).
+        const job = JSON.stringify({ id: "1", prompt_tokens: 100, completion_tokens: 1, files: 1, enqueue_ts: Date.now(), deadline_ms: 8000, attempt: 0, host_class: "shared-free" });
+        expect(spawnSync("redis-cli", ["-p", String(port), "--no-auth-warning", "-a", "right-pw", "RPUSH", "pwreadmit", job], { encoding: "utf8" }).stdout.trim()).toMatch(/^\d+$/);
         const r = await runDrill(["--state-dir", stateDir, "--redis", url, "rollback", "--queue", "pwreadmit"]);
         expect(r.exitCode, r.stderr).toBe(0);
         expect(r.stdout).toContain(`--redis '${url.replace("right-pw", "***")}' gate mode admit --queue pwreadmit`);
