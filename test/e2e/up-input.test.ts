@@ -14,6 +14,9 @@ const smoke = readFileSync(path.join(repoRoot, "drills", "smoke.yaml"), "utf8");
 // A tiny drill: a few seconds, small sizes (the up is killed early anyway).
 const TINY = tinyDrill("tinyin", { phases: [["0s", pack(1)]] });
 
+const skip = realDrillSkipReason();
+if (skip) console.warn(`skipping the --parent with no such cgroup case and relative --file-dir up/rollback: ${skip}`);
+
 /**
  * `drill up` input that is bad (or only relative) is caught before anything
  * starts: exit 2 naming where it came from, no state, no Redis, nothing for
@@ -67,7 +70,7 @@ describe("drill up: bad input is caught before anything starts", () => {
   });
 
   // QA: found once the lock was taken (the cgroup is resolved after doctor), it left the state dir up made, empty.
-  it.skipIf(realDrillSkipReason() !== null)("a --parent with no such cgroup: exit 2 naming the flag, and not even the state dir left", async () => {
+  it.skipIf(skip !== null)("a --parent with no such cgroup: exit 2 naming the flag, and not even the state dir left", async () => {
     const stateDir = path.join(root, "no-such-parent", "state");
     const missing = `upinput${process.pid}nosuch`;
     const r = await runDrill(["--state-dir", stateDir, "up", "--drill", path.join(repoRoot, "drills", "smoke.yaml"), "--parent", `/${missing}`, "--name", "upinputcg", "--file-dir", root], { timeout: 60_000 });
@@ -95,9 +98,6 @@ describe("drill up: bad input is caught before anything starts", () => {
     expect(existsSync(path.join(stateDir, "smoke"))).toBe(false);
   });
 });
-
-const skip = realDrillSkipReason();
-if (skip) console.warn(`skipping relative --file-dir up/rollback: ${skip}`);
 
 describe.skipIf(skip !== null)("drill up --file-dir relative (real cgroup, embedded Redis)", () => {
   let root: string;
