@@ -205,7 +205,8 @@ async function heldBatch(redis: Redis, source: string): Promise<Array<string | B
 /** Whether this Redis (its database) holds any key of the queue: its list, its drain, or one under `<q>:`. */
 export async function holdsQueueKeys(redis: Redis, keys: QueueKeys): Promise<boolean> {
   // The fixed keys first, one round trip: a queue that ever held a job has some; the SCAN (the whole keyspace) only when none is there.
-  const fixed = [keys.ready, keys.drain, keys.mode, keys.seq, keys.admitted, keys.gates, keys.done, keys.dead, keys.inflight, keys.events, keys.stats, keys.decisions, keys.pushes];
+  // Read off queueKeys (its string names, not the patterns), so a key added there is asked here too.
+  const fixed = Object.values(keys).filter((k): k is string => typeof k === "string" && !k.endsWith("*"));
   return (await redis.exists(...fixed)) > 0 || (await scanKeys(redis, `${keys.queue}:*`)).length > 0;
 }
 
