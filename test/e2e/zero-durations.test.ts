@@ -39,7 +39,7 @@ describe("a watch --duration shorter than its --interval is exit 2", () => {
     expect(r.stderr).toContain(`drill: --duration: ${duration} is shorter than --interval (${interval}): the first sample comes one interval after the start`);
   });
   it("a duration of exactly one interval takes its one sample", async () => {
-    const r = await runDrill(["--redis", "redis://127.0.0.1:1", "--state-dir", stateDir, "--json", "watch", "--duration", "300ms", "--interval", "300ms"]);
+    const r = await runDrill(["--redis", "redis://127.0.0.1:1", "--state-dir", stateDir, "--json", "watch", "--duration", "1s", "--interval", "1s"]);
     expect(r.exitCode).toBe(0);
     expect(r.stdout.trim().split("\n")).toHaveLength(1);
   });
