@@ -234,6 +234,12 @@ export async function watchAction(g: GlobalOptions, options: WatchOptions): Prom
   if (options.once && (count !== undefined || durationMs !== undefined)) {
     throw new UsageError("--once: takes one sample; drop --count/--duration");
   }
+  // Else it ends before its first sample, exit 0 with nothing printed (as --duration 0s did).
+  if (durationMs !== undefined && durationMs < intervalMs) {
+    throw new UsageError(
+      `--duration: ${options.duration} is shorter than --interval (${options.interval}): the first sample comes one interval after the start (the first reading only seeds the rates)`,
+    );
+  }
   const alarmConfig: AlarmConfig = {
     ...defaultAlarmConfig,
     psiLimit: parsePsiLimit(options.psiLimit, "--psi-limit"),

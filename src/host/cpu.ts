@@ -27,6 +27,8 @@ export function parseProcStatCpu(text: string, file: string): Reading<CpuTimes> 
   if (fields.length < 4) return fail(file, `cpu line has ${fields.length} fields, need at least 4`);
   if (!fields.every((f) => /^\d+$/.test(f))) return fail(file, `non-numeric field in cpu line "${line.slice(0, 60)}"`);
   const n = fields.map(Number);
+  // Digits past what a double holds are Infinity, and idle % from it NaN.
+  if (!n.every(Number.isFinite)) return fail(file, `a field out of range (too many digits) in cpu line "${line.slice(0, 60)}"`);
   const at = (i: number): number => n[i] ?? 0;
   const times = {
     user: at(0),

@@ -1,4 +1,4 @@
-import { ok, type Reading } from "./kernelFile.js";
+import { fail, ok, type Reading } from "./kernelFile.js";
 
 /** A strict parser of a whole `name value` file: the scan's reference, and its answer to anything unusual. */
 export type StrictKeyedParser = (text: string, file: string) => Reading<ReadonlyMap<string, number>>;
@@ -42,24 +42,36 @@ export function scanKeyedCounters(text: string, file: string, names: readonly st
       while (i < last && isBlank(text.charCodeAt(i))) i++;
       const valueStart = i;
       while (i < last && isDigit(text.charCodeAt(i))) i++;
-      if (nameLength === 0 || valueStart === nameStart + nameLength || i === valueStart || i !== last) return keep(strict(text, file), names);
+      if (nameLength === 0 || valueStart === nameStart + nameLength || i === valueStart || i !== last) return keep(strict(text, file), file, names);
       lines++;
       for (let n = 0; n < names.length; n++) {
         const name = names[n]!;
         if (name.length !== nameLength || !text.startsWith(name, nameStart)) continue;
-        if (kept.has(name)) return keep(strict(text, file), names);
+        if (kept.has(name)) return keep(strict(text, file), file, names);
         kept.set(name, Number(text.slice(valueStart, last)));
         break;
       }
     }
     at = eol + 1;
   }
-  return lines === 0 ? keep(strict(text, file), names) : ok(kept);
+  return lines === 0 ? keep(strict(text, file), file, names) : inRange(kept, file);
 }
 
-function keep(parsed: Reading<ReadonlyMap<string, number>>, names: readonly string[]): Reading<Map<string, number>> {
+function keep(parsed: Reading<ReadonlyMap<string, number>>, file: string, names: readonly string[]): Reading<Map<string, number>> {
   if (!parsed.ok) return parsed;
   const kept = new Map<string, number>();
   for (const [name, value] of parsed.value) if (names.includes(name)) kept.set(name, value);
+  return inRange(kept, file);
+}
+
+/**
+ * A kept count below 0 (the strict flat-keyed parser allows a sign) or past
+ * what a double holds (Infinity, whose rates are NaN) is no count the kernel
+ * prints: unreadable, not a number to take as read.
+ */
+function inRange(kept: Map<string, number>, file: string): Reading<Map<string, number>> {
+  for (const [name, value] of kept) {
+    if (value < 0 || !Number.isFinite(value)) return fail(file, `${name} out of range: ${value < 0 ? "negative" : "too many digits"}`);
+  }
   return ok(kept);
 }

@@ -53,6 +53,8 @@ export function parsePsiStrictly(text: string, file: string): Reading<Psi> {
       const [name, value] = parts as [string, string];
       if (fields.has(name)) return fail(file, `duplicated field ${name} in ${kind} line`);
       if (!/^\d+(\.\d+)?$/.test(value)) return fail(file, `bad number ${name}=${truncate(value)} in ${kind} line`);
+      // Digits past what a double holds are Infinity: every rate from it would be NaN.
+      if (!Number.isFinite(Number(value))) return fail(file, `${name} out of range (too many digits) in ${kind} line`);
       fields.set(name, Number(value));
     }
     const parsed: Partial<PsiLine> = {};
@@ -110,7 +112,7 @@ export function scanUsualPsi(text: string): Psi | null {
         if (i === fraction) return null;
       }
       values[f] = Number(text.slice(start, i));
-      if (f < 3 && values[f]! > MAX_AVG_PCT) return null;
+      if ((f < 3 && values[f]! > MAX_AVG_PCT) || values[f] === Infinity) return null;
     }
     if (i !== eol) return null;
     const line: PsiLine = { avg10: values[0]!, avg60: values[1]!, avg300: values[2]!, total: values[3]! };

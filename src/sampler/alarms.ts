@@ -180,8 +180,10 @@ function reclaimNotUnderload(s: Sample, facts: SampleFacts, config: AlarmConfig)
   if (s.cpu_idle_pct === null || s.queue_age_ms === null) return { firing: null, line };
   const cpuBusy = s.cpu_idle_pct <= config.idlePctAbove;
   const queueSlow = s.queue_age_ms >= config.queueAgeBelowMs;
-  // With no waiting job (slack null on a readable queue) nothing misses its deadline.
-  const trouble = pressure.over === true || slackNegative ? true : pressure.over;
+  // With no waiting job (slack null on a readable queue) nothing misses its deadline;
+  // a slack that could not be read (null with a `missing` entry) may be negative: not calm.
+  const slackUnknown = s.deadline_slack_ms === null && s.missing.some((m) => m.field === "deadline_slack_ms");
+  const trouble = pressure.over === true || slackNegative ? true : slackUnknown ? null : pressure.over;
   const firing = cpuBusy || queueSlow ? false : trouble;
   if (firing !== false) return { firing, line };
 
@@ -206,6 +208,7 @@ function reclaimNotUnderload(s: Sample, facts: SampleFacts, config: AlarmConfig)
     if (pressure.worst) still.push(`pressure still over its limit (${pressure.worst.field}=${pressure.worst.value.toFixed(2)})`);
     else if (pressure.over === null) still.push("pressure unknown (PSI unreadable)");
     if (slackNegative) still.push(`a job still past its deadline (deadline_slack_ms=${s.deadline_slack_ms})`);
+    else if (slackUnknown) still.push("deadline slack unknown (unreadable)");
     why.push(...still);
   }
   return { firing, line, calm: why.join("; ") };

@@ -4,9 +4,15 @@
  * the report, so both read a count the same way.
  */
 
-/** A `<q>:stats` value as a count: digits only (HINCRBY from 0 never goes negative); null when it is not one. */
+/**
+ * A `<q>:stats` value as a count: digits only (HINCRBY from 0 never goes
+ * negative) and within what a number holds exactly (HINCRBY stops at 2^63;
+ * 400 digits set by hand read as Infinity); null when it is not one.
+ */
 export function parseCount(text: string): number | null {
-  return /^\d+$/.test(text) ? Number(text) : null;
+  if (!/^\d+$/.test(text)) return null;
+  const count = Number(text);
+  return Number.isSafeInteger(count) ? count : null;
 }
 
 /** What a cumulative counter rose by between two readings: a drop means a recreated cgroup, its whole count is new. */

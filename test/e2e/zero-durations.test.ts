@@ -24,3 +24,23 @@ describe("zero durations are exit 2 naming the flag", () => {
     expect(r.stderr).toContain(`drill: ${flag}: "${args[2]}" must be more than 0`);
   });
 });
+
+// QA: `watch --duration 500ms` (at the default 1s interval) ended at its
+// duration before its first sample, which comes one interval after the start:
+// exit 0 and nothing printed, as `--duration 0s` did.
+describe("a watch --duration shorter than its --interval is exit 2", () => {
+  it.each([
+    [["--duration", "500ms"], "500ms", "1s"],
+    [["--duration", "1s", "--interval", "2s"], "1s", "2s"],
+  ])("drill watch %j", async (args, duration, interval) => {
+    const r = await runDrill(["--redis", "redis://127.0.0.1:1", "--state-dir", stateDir, "watch", ...args]);
+    expect(r.exitCode).toBe(2);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toContain(`drill: --duration: ${duration} is shorter than --interval (${interval}): the first sample comes one interval after the start`);
+  });
+  it("a duration of exactly one interval takes its one sample", async () => {
+    const r = await runDrill(["--redis", "redis://127.0.0.1:1", "--state-dir", stateDir, "--json", "watch", "--duration", "1s", "--interval", "1s"]);
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout.trim().split("\n")).toHaveLength(1);
+  });
+});

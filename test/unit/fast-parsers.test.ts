@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { OOM_KILL_KEYS, parseFlatKeyed, V1_SWAP_STAT_KEYS } from "../../src/cgroup/memoryFiles.js";
+import { parseProcStatCpu } from "../../src/host/cpu.js";
 import { scanKeyedCounters } from "../../src/host/keyedCounters.js";
 import { parsePsi, parsePsiStrictly, scanUsualPsi } from "../../src/host/psi.js";
 import { parseVmstat, SWAP_COUNTER_NAMES } from "../../src/host/vmstat.js";
@@ -89,5 +90,29 @@ describe("parsePsi's in-place scan", () => {
   it.each(unusual)("leaves anything else to parsePsiStrictly: %j", (text) => {
     expect(scanUsualPsi(text)).toBeNull();
     expect(parsePsi(text, "f")).toEqual(parsePsiStrictly(text, "f"));
+  });
+});
+
+// QA: a count past what a double holds (Infinity) made every rate from it NaN,
+// printed as `NaN%` and written as a JSON null with no `missing` entry; a
+// negative oom_kill or swap count was taken as read. Either is unreadable.
+describe("a kernel count out of range is an error value, never a number", () => {
+  const huge = "9".repeat(400);
+  it("PSI total", () => {
+    const text = `some avg10=0.00 avg60=0.00 avg300=0.00 total=${huge}\n`;
+    expect(scanUsualPsi(text)).toBeNull();
+    expect(parsePsi(text, "f")).toMatchObject({ ok: false, file: "f", reason: expect.stringContaining("total out of range") });
+  });
+  it("/proc/stat's cpu line", () => {
+    expect(parseProcStatCpu(`cpu  ${huge} 0 1 100 0 0 0 0 0 0\n`, "f")).toMatchObject({ ok: false, reason: expect.stringContaining("out of range") });
+  });
+  it("a kept vmstat counter, and not one that is not kept", () => {
+    expect(scanKeyedCounters(`pswpin ${huge}\npswpout 0\n`, "f", SWAP_COUNTER_NAMES, parseVmstat)).toMatchObject({ ok: false, reason: expect.stringContaining("pswpin out of range") });
+    expect(scanKeyedCounters(`nr_free_pages ${huge}\npswpin 3\n`, "f", SWAP_COUNTER_NAMES, parseVmstat)).toEqual({ ok: true, value: new Map([["pswpin", 3]]) });
+  });
+  it("a negative or huge oom_kill or swap count", () => {
+    expect(scanKeyedCounters("oom_kill -3\n", "f", OOM_KILL_KEYS, parseFlatKeyed)).toMatchObject({ ok: false, reason: expect.stringContaining("oom_kill out of range") });
+    expect(scanKeyedCounters(`oom_kill ${huge}\n`, "f", OOM_KILL_KEYS, parseFlatKeyed)).toMatchObject({ ok: false, reason: expect.stringContaining("oom_kill out of range") });
+    expect(scanKeyedCounters("cache 1\ntotal_swap -4096\n", "f", V1_SWAP_STAT_KEYS, parseFlatKeyed)).toMatchObject({ ok: false, reason: expect.stringContaining("total_swap out of range") });
   });
 });

@@ -173,6 +173,30 @@ describe("reclaim_not_underload: CPU idle > 30 %, pressure over the limit or sla
   });
 });
 
+// QA: paged on a negative slack, it cleared with "no admitted job past its
+// deadline" the sample the slack could not be read (the admitted list longer
+// than a sample reads, a working list of the wrong type): unknown is not calm.
+describe("reclaim_not_underload while deadline_slack_ms is unreadable: unknown, not calm", () => {
+  const late = { deadline_slack_ms: -230 };
+  const unread = (reason: string) => ({ deadline_slack_ms: null, missing: [{ field: "deadline_slack_ms", file: "redis://127.0.0.1:6379 jobs:admitted", reason }] });
+  it.each([
+    ["admitted list read only in part", "read the oldest 2000 of 9893 admitted jobs (a sample reads at most 2000): a smaller slack further back is not seen"],
+    ["a working list of the wrong type", "redis key jobs:working:w1 is a string, not a list"],
+  ] as const)("%s: the page holds, and clears only once slack reads again", (_name, reason) => {
+    const { events, active } = run([[late], ...Array.from({ length: 8 }, (): [Partial<Sample>] => [unread(reason)]), [{}], [{}], [{}], [{}], [{}], [{}]]);
+    expect(active.slice(0, 9).every((a) => a.includes("reclaim_not_underload"))).toBe(true);
+    expect(events.map((e) => e.kind)).toEqual(["raised", "cleared"]);
+  });
+  it("no job waiting (null, not missing) is calm", () => {
+    const { events } = run([[late], ...Array.from({ length: 6 }, (): [Partial<Sample>] => [{ deadline_slack_ms: null }])]);
+    expect(events.map((e) => e.kind)).toEqual(["raised", "cleared"]);
+  });
+  it("pressure over its limit pages even while slack is unreadable", () => {
+    const { events } = run([[{ psi_mem_some_avg10: 15, ...unread("redis key jobs:admitted is a string, not a list") }]]);
+    expect(events.map((e) => e.kind)).toEqual(["raised"]);
+  });
+});
+
 describe("reclaim_not_underload while PSI is unreadable: unknown, not calm", () => {
   const hot = { psi_mem_some_avg10: 15 };
   const noPsi = { psi_mem_some_avg10: null, psi_mem_some_rate: null, cg_psi_mem_some_avg10: null, cg_psi_mem_some_rate: null };

@@ -264,6 +264,16 @@ describe("nextSample: queue fields", () => {
     expect(sample).toMatchObject({ tokens_out: 1234, retry_count: 0, admitted: 5, rejected: { reject_deadline_slack: 1, reject_host_pressure: 3 } });
   });
 
+  // QA: a stats value of 400 digits (HSET by hand) read as Infinity: `tokens_out=Infinity` piped, a JSON null with no missing entry.
+  it("a stats counter past what a count can be is null + missing, never Infinity", () => {
+    const huge = "9".repeat(400);
+    const q = queue({ stats: { tokens_out: huge, reject_host_pressure: huge, reject_deadline_slack: "1" } });
+    const sample = nextSample(null, raw(0, { queue: ok(q) }), NOW).sample;
+    expect(sample.tokens_out).toBeNull();
+    expect(reasonOf(sample, "tokens_out")).toMatch(/tokens_out is not a count/);
+    expect(sample.rejected).toEqual({ reject_deadline_slack: 1 });
+  });
+
   it("an undecodable head: age null + missing, the rest still read", () => {
     const q = queue({ queueLen: 1, head: Buffer.from([0xff, 0xfe]) });
     const sample = nextSample(null, raw(0, { queue: ok(q) }), NOW).sample;
