@@ -4,6 +4,15 @@ import { shownValue } from "../util/shownValue.js";
 
 /** A payload over this is a bad payload, before it is parsed. */
 export const MAX_PAYLOAD_BYTES = 64 * 1024;
+/**
+ * What an admitted payload may carry over MAX_PAYLOAD_BYTES: the worker's own
+ * marks (worker/plan.ts), `,"first_token_ts":<ms>` and, given back,
+ * `,"given_back_first_token_ts":<ms>`, 16 digits at most each. Readers of the
+ * admitted and working lists allow them (QA: a 64 KiB job the gate admitted
+ * went dead as too_large at the next worker once given back, its packed
+ * tokens held for good); the gate, taking from the ready list, does not.
+ */
+export const MAX_MARKED_PAYLOAD_BYTES = MAX_PAYLOAD_BYTES + 96;
 export const MAX_JSON_DEPTH = 8;
 /** A producer clock ahead of ours by more than this is a bad payload, not a long deadline. */
 export const MAX_FUTURE_SKEW_MS = 60_000;
@@ -116,16 +125,16 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
  * Bytes from Redis → a validated job, or the reason it goes to the dead list.
  * Never throws: a poison payload must not take the gate down.
  */
-export function decodeJob(payload: Buffer, nowMs: number = Date.now()): DecodedJob {
+export function decodeJob(payload: Buffer, nowMs: number = Date.now(), maxBytes: number = MAX_PAYLOAD_BYTES): DecodedJob {
   try {
-    return decodeUnsafe(payload, nowMs);
+    return decodeUnsafe(payload, nowMs, maxBytes);
   } catch (err) {
     return { ok: false, reason: `undecodable: ${err instanceof Error ? err.name : "error"}`, id: null };
   }
 }
 
-function decodeUnsafe(payload: Buffer, nowMs: number): DecodedJob {
-  if (payload.length > MAX_PAYLOAD_BYTES) return bad(`too_large bytes=${payload.length} max=${MAX_PAYLOAD_BYTES}`, leadingIdHint(payload));
+function decodeUnsafe(payload: Buffer, nowMs: number, maxBytes: number): DecodedJob {
+  if (payload.length > maxBytes) return bad(`too_large bytes=${payload.length} max=${maxBytes}`, leadingIdHint(payload));
   let text: string;
   try {
     text = utf8.decode(payload);
