@@ -6,7 +6,7 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { checkDecisionRecord, checkUnheardDecision } from "../queue/decisionRecord.js";
 import { decodeJob, type Job } from "../queue/job.js";
 import { gateModeOf, modeValueField, modeWarning, type StoredMode } from "../queue/mode.js";
-import { DrillQueue, rejectRoute, type DeadGatesRecovery, type RejectRoute, type StoredOutcome } from "../queue/queue.js";
+import { DrillQueue, namingWrongType, rejectRoute, type DeadGatesRecovery, type RejectRoute, type StoredOutcome } from "../queue/queue.js";
 import { BlockingMover, closeRedis, connectRedis, emptyTakeAnsweredAt, hurryOnStop, redactUrl, redisErrorText, WatchdogTimeout } from "../queue/redis.js";
 import { unansweredGiveBackLine, type Holding } from "../queue/giveBack.js";
 import { decideAdmission, decisionFigures, decisionLineOf, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
@@ -234,7 +234,8 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
         const idleLeftMs = options.idleExitMs === null ? blockMs : options.idleExitMs - (monoNow() - lastJobAt);
         const waitMs = Math.min(blockMs, Math.max(MIN_BLOCK_MS, idleLeftMs));
         const takeSentAt = monoNow();
-        const payload = undecided ?? (await mover.move(queue.keys.ready, queue.keys.processing(gateId), waitMs));
+        // A list of another type is named (QA: a bare WRONGTYPE said neither which list nor its type).
+        const payload = undecided ?? (await namingWrongType(redis, [queue.keys.ready, queue.keys.processing(gateId)], "list", () => mover.move(queue.keys.ready, queue.keys.processing(gateId), waitMs)));
         outage.replied();
         // A job taken is not yet progress: a decision that keeps failing on it is one outage, said once.
         if (payload === null) outage.recovered(emptyTakeAnsweredAt(takeSentAt, monoNow(), waitMs));
@@ -409,7 +410,7 @@ async function dryRunPass(
   nowMs: number,
   modeSeen: (stored: StoredMode) => void,
 ): Promise<void> {
-  const payloads = await queue.redis.lrangeBuffer(queue.keys.ready, 0, (options.maxJobs ?? 1000) - 1);
+  const payloads = await namingWrongType(queue.redis, queue.keys.ready, "list", () => queue.redis.lrangeBuffer(queue.keys.ready, 0, (options.maxJobs ?? 1000) - 1));
   const decodedJobs = payloads.map((payload) => decodeJob(payload, nowMs));
   const stored = await queue.readMode();
   modeSeen(stored);

@@ -838,4 +838,32 @@ describe("gate against a real redis-server and a fake procfs", () => {
     }
     await assertNoJobLost(redis, queue.keys.queue, ids);
   });
+
+  // QA: a take refused by the ready list (or the gate's processing list) of another type was said as a
+  // bare "WRONGTYPE Operation against a key holding the wrong kind of value": which of the two, not said.
+  for (const which of ["ready", "processing"] as const) {
+    it(`the ${which} list a hash: the take's refusal names the key and its type, once, and the gate takes jobs once it is fixed`, async () => {
+      const queue = new DrillQueue(redis, `g${++n}`);
+      const gateId = `gate-wt-${which}-${n}`;
+      const key = which === "ready" ? queue.keys.queue : queue.keys.processing(gateId);
+      await redis.hset(key, "x", "1");
+      if (which === "ready") {
+        const dry = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { dryRun: true });
+        await expect(dry.done).rejects.toThrow(`gate --dry-run: redis answered ${key} is a hash, not a list`);
+      }
+      const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { gateId });
+      try {
+        await gate.waitForError(new RegExp(`^gate: could not take a job: redis answered ${literal(`${key} is a hash, not a list`)}`));
+        await new Promise((resolve) => setTimeout(resolve, 600)); // a few retries
+        expect(gate.errors.filter((e) => e.startsWith("gate: could not take a job"))).toHaveLength(1);
+        expect(gate.errors.filter((e) => e.includes("WRONGTYPE"))).toEqual([]);
+        await redis.del(key);
+        const ids = await pushJobs(queue, 1);
+        await gate.waitFor(/^admit job=/);
+        await assertNoJobLost(redis, queue.keys.queue, ids);
+      } finally {
+        await gate.stop();
+      }
+    });
+  }
 });
