@@ -299,6 +299,7 @@ async function decideOne(
     return;
   }
   const { job, fingerprint } = decoded;
+  if (!(await rateBeforeDeciding(sampler, config.intervalMs, deps.signal))) return; // stopping: the give-back returns it
   const [stored, inflight] = await Promise.all([queue.readMode(), queue.inflightTokens()]);
   modeSeen(stored);
   let modeField = modeValueField(stored);
@@ -328,6 +329,25 @@ async function decideOne(
   }
   record(summary, decision.kind);
   emitDecision(options, deps, decision, job, gateId, modeNote, route);
+}
+
+/**
+ * The stall rate before a decision, as at start (runGate's second sample).
+ * Its window starts over when host PSI comes back after missing, and after a
+ * gap (this gate stopped, SIGSTOP or a debugger, or its loop stalled): the
+ * next interval's jobs were decided on avg10 alone, which lags (QA: a gate
+ * resumed mid-reclaim admitted its backlog at a 47 % stall rate). PSI older
+ * than two intervals is this gate's own gap, not the host's: sampled now
+ * rather than rejected as stale. False when stopped meanwhile.
+ */
+async function rateBeforeDeciding(sampler: GateSampler, intervalMs: number, signal: AbortSignal): Promise<boolean> {
+  const age = sampler.psiAgeMs();
+  if (age !== null && age > 2 * intervalMs) sampler.sample();
+  if (!sampler.awaitingRate) return true;
+  await sleep(intervalMs, signal);
+  if (signal.aborted) return false;
+  sampler.sample();
+  return true;
 }
 
 /** A lever that is not a mode rejects (fail closed): the reject's figures end with what the key held (modeValueField), else "". */

@@ -187,6 +187,18 @@ export class GateSampler {
   get state(): SignalState {
     return this.current;
   }
+  /**
+   * Host PSI read, but no stall rate: its fast window started over (PSI back
+   * after missing, or a gap of more than two intervals) and holds one sample.
+   * avg10 alone lags (DESIGN): the gate waits for the next sample first.
+   */
+  get awaitingRate(): boolean {
+    return this.current.readings.psiSomeAvg10 !== null && this.current.readings.stallRatePct === null;
+  }
+  /** How long ago host PSI was last read (null: never). */
+  psiAgeMs(): number | null {
+    return this.current.psiReadMonoMs === null ? null : this.monoNow() - this.current.psiReadMonoMs;
+  }
   /** The signals a decision made now sees. */
   signals(mode: GateMode, inflightTokens: number | null): AdmissionSignals {
     return admissionSignals(this.current, mode, inflightTokens, this.monoNow());

@@ -5,7 +5,7 @@ import path from "node:path";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HostRoots } from "../../src/host/kernelFile.js";
-import { runGate, type GateOptions, type GateSummary } from "../../src/gate/loop.js";
+import { runGate, type GateDeps, type GateOptions, type GateSummary } from "../../src/gate/loop.js";
 import { defaultAdmissionConfig } from "../../src/gate/policy.js";
 import { pressureFileProbe } from "../../src/gate/signals.js";
 import { decodeJob, encodeJob } from "../../src/queue/job.js";
@@ -67,7 +67,14 @@ interface RunningGate {
   waitForError: (pattern: RegExp, count?: number, timeoutMs?: number) => Promise<string[]>;
 }
 
-function startGate(queue: string, roots: HostRoots, overrides: Partial<GateOptions> = {}, probe: ReturnType<typeof pressureFileProbe> | null = null, redisUrl = server.url): RunningGate {
+function startGate(
+  queue: string,
+  roots: HostRoots,
+  overrides: Partial<GateOptions> = {},
+  probe: ReturnType<typeof pressureFileProbe> | null = null,
+  redisUrl = server.url,
+  deps: Pick<GateDeps, "monoNow"> = {},
+): RunningGate {
   const lines: string[] = [];
   const errors: string[] = [];
   const controller = new AbortController();
@@ -85,7 +92,7 @@ function startGate(queue: string, roots: HostRoots, overrides: Partial<GateOptio
     watchdogMarginMs: 400,
     ...overrides,
   };
-  const done = runGate(options, { redisUrl, roots, workerCgroup: probe, out: (l) => lines.push(l), err: (l) => errors.push(l), signal: controller.signal });
+  const done = runGate(options, { redisUrl, roots, workerCgroup: probe, out: (l) => lines.push(l), err: (l) => errors.push(l), signal: controller.signal, ...deps });
   const waitIn = (seen: string[]) => async (pattern: RegExp, count = 1, timeoutMs = 10_000) => {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
@@ -866,4 +873,68 @@ describe("gate against a real redis-server and a fake procfs", () => {
       }
     });
   }
+});
+
+// QA: the fast stall rate needs two samples of `total`. At start the gate waits
+// for the second; but when its window started over mid-run (host PSI back after
+// it was missing, or a gap: the gate stopped or its loop stalled past two
+// intervals) it decided the next interval's jobs on avg10 alone, which lags: a
+// gate resumed after SIGSTOP admitted its whole backlog at a 47 % stall rate.
+describe("gate whose fast stall window started over", () => {
+  /** One more small job, rejected on the stall rate of about 50 % the fake PSI shows, not admitted on its avg10 of 1.00. */
+  async function expectRejectedOnRate(gate: RunningGate, queue: DrillQueue, ids: string[]): Promise<void> {
+    const { id } = await queue.push({ ...spec, promptTokens: 1000 });
+    ids.push(id);
+    const [line] = await gate.waitFor(new RegExp(`^(admit|reject_\\w+) job=${id} `));
+    expect(line).toMatch(new RegExp(`^reject_host_pressure job=${id} psi=1\\.00 stall_rate=[45]\\d\\.\\d\\d route=retry$`));
+  }
+
+  it("host PSI back after missing, stalling 50 % with avg10 still low: the next job is rejected on the stall rate, not admitted on avg10", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const { roots, write } = fakeProc(CALM_PSI);
+    const ids: string[] = [];
+    // A second interval: the job below is decided well before the sample after the return.
+    const gate = startGate(queue.keys.queue, roots, { config: { ...defaultAdmissionConfig, intervalMs: 1000 } });
+    let stalling: NodeJS.Timeout | undefined;
+    try {
+      ids.push((await queue.push({ ...spec, promptTokens: 1000 })).id);
+      await gate.waitFor(/^admit job=1 /);
+      write(null);
+      await gate.waitForError(/^gate: host memory PSI unreadable/);
+      // Back, with `total` growing 500 ms a second while avg10 has not caught up.
+      const started = Date.now();
+      const hot = () => `some avg10=1.00 avg60=0.50 avg300=0.10 total=${(Date.now() - started) * 500}\n`;
+      write(hot());
+      stalling = setInterval(() => write(hot()), 20);
+      await gate.waitForError(/^gate: host memory PSI readable again$/);
+      await expectRejectedOnRate(gate, queue, ids);
+    } finally {
+      clearInterval(stalling);
+      await gate.stop();
+    }
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
+  it("a gap of 10 s on its clock (the gate stopped, SIGSTOP): the job it takes next is decided on a fresh stall rate, not avg10 alone nor rejected as stale", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const { roots, write } = fakeProc(CALM_PSI);
+    let stalledAt: number | null = null;
+    // Calm (`total` still) until the gap, then 500 ms of stall a second.
+    const psi = () => `some avg10=1.00 avg60=0.50 avg300=0.10 total=${stalledAt === null ? 0 : (Date.now() - stalledAt) * 500}\n`;
+    const writing = setInterval(() => write(psi()), 20);
+    let skippedMs = 0;
+    const gate = startGate(queue.keys.queue, roots, { config: { ...defaultAdmissionConfig, intervalMs: 1000 } }, null, server.url, { monoNow: () => performance.now() + skippedMs });
+    const ids: string[] = [];
+    try {
+      ids.push((await queue.push({ ...spec, promptTokens: 1000 })).id);
+      await gate.waitFor(/^admit job=1 /);
+      stalledAt = Date.now();
+      skippedMs = 10_000;
+      await expectRejectedOnRate(gate, queue, ids);
+    } finally {
+      clearInterval(writing);
+      await gate.stop();
+    }
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
 });
