@@ -139,10 +139,10 @@ function decodeUnsafe(payload: Buffer, nowMs: number, maxBytes: number): Decoded
   try {
     text = utf8.decode(payload);
   } catch {
-    return bad("invalid_utf8");
+    return bad("invalid_utf8", leadingIdHint(payload));
   }
   const shape = scanJson(text);
-  if (shape.depth > MAX_JSON_DEPTH) return bad(`too_deep depth>${MAX_JSON_DEPTH}`);
+  if (shape.depth > MAX_JSON_DEPTH) return bad(`too_deep depth>${MAX_JSON_DEPTH}`, leadingIdHint(payload));
 
   let forbidden: string | null = null;
   let parsed: unknown;
@@ -152,7 +152,7 @@ function decodeUnsafe(payload: Buffer, nowMs: number, maxBytes: number): Decoded
       return value;
     });
   } catch {
-    return bad("not_json");
+    return bad("not_json", leadingIdHint(payload));
   }
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return bad("not_an_object");
   // JSON.parse keeps the last of a repeated key, a prefix read (leadingIdHint) the first: which job it is depends on who reads it.
@@ -175,10 +175,10 @@ function bad(reason: string, id: string | null = null): DecodedJob {
 }
 
 /**
- * The id of a payload too large to parse, when it comes first (as pack and
- * encodeJob write it): read from its first bytes only, so a 10 MB blob is
- * not parsed. QA: a job over 64 KiB went dead with id null, out of reach of
- * the no-job-lost count.
+ * The id of a payload that is not parsed (too large, not UTF-8, too deep, not
+ * JSON), when it comes first (as pack and encodeJob write it): read from its
+ * first bytes only, so a 10 MB blob is not parsed. QA: such a job went dead
+ * with id null, out of reach of the no-job-lost count.
  */
 function leadingIdHint(payload: Buffer): string | null {
   const match = /^\s*\{\s*"id"\s*:\s*"([^"\\]*)"/.exec(payload.subarray(0, 512).toString("latin1"));

@@ -327,16 +327,17 @@ describe("gate against a real redis-server and a fake procfs", () => {
     const job = (fields: Record<string, unknown>) => JSON.stringify({ ...base, ...fields });
     // Not JSON at all: the bare text takes the place of a count.
     const withText = (id: string, field: string, text: string) => job({ id }).replace(`"${field}":1`, `"${field}":${text}`);
-    // Each payload, the start of the dead entry's reason (naming the field), and the id it carries.
+    // Each payload, the start of the dead entry's reason (naming the field), and the id it carries
+    // (one that does not parse: read from its start when it comes first).
     const bad: [Buffer, string, string | null][] = [
       [Buffer.from("not json"), "not_json", null],
       [Buffer.alloc(10 * 1024 * 1024, 0x5b), "too_large", null],
       [Buffer.from(`${"[".repeat(100)}${"]".repeat(100)}`), "too_deep", null],
       [Buffer.from(`{"__proto__":{"x":1},"id":"x2"}`), "forbidden_key __proto__", "x2"],
-      [Buffer.from(withText("x3", "prompt_tokens", "NaN")), "not_json", null],
+      [Buffer.from(withText("x3", "prompt_tokens", "NaN")), "not_json", "x3"],
       [Buffer.from(job({ id: "x4", prompt_tokens: -1 })), "invalid_field prompt_tokens:", "x4"],
       [Buffer.from(withText("x5", "prompt_tokens", "1e309")), "invalid_field prompt_tokens:", "x5"],
-      [Buffer.from(withText("x9", "completion_tokens", "NaN")), "not_json", null],
+      [Buffer.from(withText("x9", "completion_tokens", "NaN")), "not_json", "x9"],
       [Buffer.from(job({ id: "x10", completion_tokens: -1 })), "invalid_field completion_tokens:", "x10"],
       [Buffer.from(withText("x11", "completion_tokens", "1e309")), "invalid_field completion_tokens:", "x11"],
       [Buffer.from(job({ id: "x6", deadline_ms: 0 })), "invalid_field deadline_ms:", "x6"],
@@ -344,7 +345,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
       [Buffer.from(job({ id: "x7", enqueue_ts: now + 3_600_000 })), "enqueue_ts_in_future", "x7"],
       [Buffer.from(job({ id: undefined })), "invalid_field id:", null],
       [Buffer.from(job({ id: good[0], prompt_tokens: 5 })), "id_reused_with_different_payload", good[0] ?? ""], // same id, different payload
-      [Buffer.concat([Buffer.from('{"id":"x8","p":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]), "invalid_utf8", null],
+      [Buffer.concat([Buffer.from('{"id":"x8","p":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]), "invalid_utf8", "x8"],
     ];
     for (const [payload] of bad) await queue.pushRaw(payload);
     const later = await pushJobs(queue, 1);
