@@ -1,7 +1,7 @@
 import type { Redis } from "ioredis";
 import { closeSync, fsyncSync, linkSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { decodeJob } from "../queue/job.js";
+import { decodeJob, MAX_MARKED_PAYLOAD_BYTES } from "../queue/job.js";
 import { fsyncDir } from "../util/fsyncDir.js";
 import { openOwnFile } from "../util/ownFiles.js";
 import { jsonObjectOf } from "../util/jsonObject.js";
@@ -196,7 +196,8 @@ async function heldBatch(redis: Redis, source: string): Promise<Array<string | B
   for (const payload of head) {
     if (pairs.length > 0 && bytes + payload.length > DRAIN_BATCH_BYTES) break;
     bytes += payload.length;
-    const decoded = decodeJob(payload);
+    // Admitted and working payloads may carry the worker's marks: their id still releases their tokens.
+    const decoded = decodeJob(payload, Date.now(), MAX_MARKED_PAYLOAD_BYTES);
     pairs.push(payload, decoded.ok ? decoded.job.id : "");
   }
   return [String(pairs.length / 2), ...pairs];

@@ -6,7 +6,7 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { checkDecisionRecord, checkUnheardDecision } from "../queue/decisionRecord.js";
 import { decodeJob, type Job } from "../queue/job.js";
 import { gateModeOf, modeValueField, modeWarning, type StoredMode } from "../queue/mode.js";
-import { DrillQueue, rejectRoute, type DeadGatesRecovery, type RejectRoute, type StoredOutcome } from "../queue/queue.js";
+import { DrillQueue, namingWrongType, rejectRoute, type DeadGatesRecovery, type RejectRoute, type StoredOutcome } from "../queue/queue.js";
 import { BlockingMover, closeRedis, connectRedis, emptyTakeAnsweredAt, hurryOnStop, redactUrl, redisErrorText, WatchdogTimeout } from "../queue/redis.js";
 import { unansweredGiveBackLine, type Holding } from "../queue/giveBack.js";
 import { decideAdmission, decisionFigures, decisionLineOf, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
@@ -234,7 +234,8 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
         const idleLeftMs = options.idleExitMs === null ? blockMs : options.idleExitMs - (monoNow() - lastJobAt);
         const waitMs = Math.min(blockMs, Math.max(MIN_BLOCK_MS, idleLeftMs));
         const takeSentAt = monoNow();
-        const payload = undecided ?? (await mover.move(queue.keys.ready, queue.keys.processing(gateId), waitMs));
+        // A list of another type is named (QA: a bare WRONGTYPE said neither which list nor its type).
+        const payload = undecided ?? (await namingWrongType(redis, [queue.keys.ready, queue.keys.processing(gateId)], "list", () => mover.move(queue.keys.ready, queue.keys.processing(gateId), waitMs)));
         outage.replied();
         // A job taken is not yet progress: a decision that keeps failing on it is one outage, said once.
         if (payload === null) outage.recovered(emptyTakeAnsweredAt(takeSentAt, monoNow(), waitMs));
@@ -298,6 +299,7 @@ async function decideOne(
     return;
   }
   const { job, fingerprint } = decoded;
+  if (!(await rateBeforeDeciding(sampler, config.intervalMs, deps.signal))) return; // stopping: the give-back returns it
   const [stored, inflight] = await Promise.all([queue.readMode(), queue.inflightTokens()]);
   modeSeen(stored);
   let modeField = modeValueField(stored);
@@ -327,6 +329,25 @@ async function decideOne(
   }
   record(summary, decision.kind);
   emitDecision(options, deps, decision, job, gateId, modeNote, route);
+}
+
+/**
+ * The stall rate before a decision, as at start (runGate's second sample).
+ * Its window starts over when host PSI comes back after missing, and after a
+ * gap (this gate stopped, SIGSTOP or a debugger, or its loop stalled): the
+ * next interval's jobs were decided on avg10 alone, which lags (QA: a gate
+ * resumed mid-reclaim admitted its backlog at a 47 % stall rate). PSI older
+ * than two intervals is this gate's own gap, not the host's: sampled now
+ * rather than rejected as stale. False when stopped meanwhile.
+ */
+async function rateBeforeDeciding(sampler: GateSampler, intervalMs: number, signal: AbortSignal): Promise<boolean> {
+  const age = sampler.psiAgeMs();
+  if (age !== null && age > 2 * intervalMs) sampler.sample();
+  if (!sampler.awaitingRate) return true;
+  await sleep(intervalMs, signal);
+  if (signal.aborted) return false;
+  sampler.sample();
+  return true;
 }
 
 /** A lever that is not a mode rejects (fail closed): the reject's figures end with what the key held (modeValueField), else "". */
@@ -409,7 +430,7 @@ async function dryRunPass(
   nowMs: number,
   modeSeen: (stored: StoredMode) => void,
 ): Promise<void> {
-  const payloads = await queue.redis.lrangeBuffer(queue.keys.ready, 0, (options.maxJobs ?? 1000) - 1);
+  const payloads = await namingWrongType(queue.redis, queue.keys.ready, "list", () => queue.redis.lrangeBuffer(queue.keys.ready, 0, (options.maxJobs ?? 1000) - 1));
   const decodedJobs = payloads.map((payload) => decodeJob(payload, nowMs));
   const stored = await queue.readMode();
   modeSeen(stored);

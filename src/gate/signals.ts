@@ -123,7 +123,11 @@ function advanceWindow(window: TotalSample[], monoMs: number, totalUs: number, i
   const kept = last !== undefined && totalUs < last.totalUs ? [] : window;
   // Keep one sample at the window's far edge (+ half an interval of jitter).
   const horizon = FAST_WINDOW_MS + intervalMs / 2;
-  return [...kept.filter((s) => monoMs - s.monoMs <= horizon), { monoMs, totalUs }];
+  const inWindow = kept.filter((s) => monoMs - s.monoMs <= horizon);
+  // An interval longer than the window: the rate over the last interval (QA: with --interval
+  // over about 6 s no earlier sample was kept, and the gate never had a rate).
+  const previous = kept[kept.length - 1];
+  return [...(inWindow.length === 0 && previous !== undefined ? [previous] : inWindow), { monoMs, totalUs }];
 }
 
 function windowRate(window: TotalSample[]): number | null {
@@ -186,6 +190,18 @@ export class GateSampler {
   }
   get state(): SignalState {
     return this.current;
+  }
+  /**
+   * Host PSI read, but no stall rate: its fast window started over (PSI back
+   * after missing, or a gap of more than two intervals) and holds one sample.
+   * avg10 alone lags (DESIGN): the gate waits for the next sample first.
+   */
+  get awaitingRate(): boolean {
+    return this.current.readings.psiSomeAvg10 !== null && this.current.readings.stallRatePct === null;
+  }
+  /** How long ago host PSI was last read (null: never). */
+  psiAgeMs(): number | null {
+    return this.current.psiReadMonoMs === null ? null : this.monoNow() - this.current.psiReadMonoMs;
   }
   /** The signals a decision made now sees. */
   signals(mode: GateMode, inflightTokens: number | null): AdmissionSignals {

@@ -4,6 +4,15 @@ import { shownValue } from "../util/shownValue.js";
 
 /** A payload over this is a bad payload, before it is parsed. */
 export const MAX_PAYLOAD_BYTES = 64 * 1024;
+/**
+ * What an admitted payload may carry over MAX_PAYLOAD_BYTES: the worker's own
+ * marks (worker/plan.ts), `,"first_token_ts":<ms>` and, given back,
+ * `,"given_back_first_token_ts":<ms>`, 16 digits at most each. Readers of the
+ * admitted and working lists allow them (QA: a 64 KiB job the gate admitted
+ * went dead as too_large at the next worker once given back, its packed
+ * tokens held for good); the gate, taking from the ready list, does not.
+ */
+export const MAX_MARKED_PAYLOAD_BYTES = MAX_PAYLOAD_BYTES + 96;
 export const MAX_JSON_DEPTH = 8;
 /** A producer clock ahead of ours by more than this is a bad payload, not a long deadline. */
 export const MAX_FUTURE_SKEW_MS = 60_000;
@@ -116,24 +125,24 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
  * Bytes from Redis → a validated job, or the reason it goes to the dead list.
  * Never throws: a poison payload must not take the gate down.
  */
-export function decodeJob(payload: Buffer, nowMs: number = Date.now()): DecodedJob {
+export function decodeJob(payload: Buffer, nowMs: number = Date.now(), maxBytes: number = MAX_PAYLOAD_BYTES): DecodedJob {
   try {
-    return decodeUnsafe(payload, nowMs);
+    return decodeUnsafe(payload, nowMs, maxBytes);
   } catch (err) {
     return { ok: false, reason: `undecodable: ${err instanceof Error ? err.name : "error"}`, id: null };
   }
 }
 
-function decodeUnsafe(payload: Buffer, nowMs: number): DecodedJob {
-  if (payload.length > MAX_PAYLOAD_BYTES) return bad(`too_large bytes=${payload.length} max=${MAX_PAYLOAD_BYTES}`, leadingIdHint(payload));
+function decodeUnsafe(payload: Buffer, nowMs: number, maxBytes: number): DecodedJob {
+  if (payload.length > maxBytes) return bad(`too_large bytes=${payload.length} max=${maxBytes}`, leadingIdHint(payload));
   let text: string;
   try {
     text = utf8.decode(payload);
   } catch {
-    return bad("invalid_utf8");
+    return bad("invalid_utf8", leadingIdHint(payload));
   }
   const shape = scanJson(text);
-  if (shape.depth > MAX_JSON_DEPTH) return bad(`too_deep depth>${MAX_JSON_DEPTH}`);
+  if (shape.depth > MAX_JSON_DEPTH) return bad(`too_deep depth>${MAX_JSON_DEPTH}`, leadingIdHint(payload));
 
   let forbidden: string | null = null;
   let parsed: unknown;
@@ -143,7 +152,7 @@ function decodeUnsafe(payload: Buffer, nowMs: number): DecodedJob {
       return value;
     });
   } catch {
-    return bad("not_json");
+    return bad("not_json", leadingIdHint(payload));
   }
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return bad("not_an_object");
   // JSON.parse keeps the last of a repeated key, a prefix read (leadingIdHint) the first: which job it is depends on who reads it.
@@ -166,10 +175,10 @@ function bad(reason: string, id: string | null = null): DecodedJob {
 }
 
 /**
- * The id of a payload too large to parse, when it comes first (as pack and
- * encodeJob write it): read from its first bytes only, so a 10 MB blob is
- * not parsed. QA: a job over 64 KiB went dead with id null, out of reach of
- * the no-job-lost count.
+ * The id of a payload that is not parsed (too large, not UTF-8, too deep, not
+ * JSON), when it comes first (as pack and encodeJob write it): read from its
+ * first bytes only, so a 10 MB blob is not parsed. QA: such a job went dead
+ * with id null, out of reach of the no-job-lost count.
  */
 function leadingIdHint(payload: Buffer): string | null {
   const match = /^\s*\{\s*"id"\s*:\s*"([^"\\]*)"/.exec(payload.subarray(0, 512).toString("latin1"));

@@ -402,7 +402,8 @@ export class DrillQueue {
 
   /** The head of a gate's own processing list: a job it took but did not decide. */
   async processingHead(gate: string): Promise<Buffer | null> {
-    return await this.redis.lindexBuffer(this.keys.processing(gate), 0);
+    const processing = this.keys.processing(gate);
+    return await namingWrongType(this.redis, processing, "list", () => this.redis.lindexBuffer(processing, 0));
   }
 
   /**

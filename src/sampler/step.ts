@@ -3,7 +3,7 @@ import { cpuUsageBetween, type CpuTimes } from "../host/cpu.js";
 import type { Reading } from "../host/kernelFile.js";
 import { stallRatePct, type Psi } from "../host/psi.js";
 import { swapCounters, type Vmstat } from "../host/vmstat.js";
-import { decodeJob, deadlineSlackMs, type Job } from "../queue/job.js";
+import { decodeJob, deadlineSlackMs, MAX_MARKED_PAYLOAD_BYTES, type Job } from "../queue/job.js";
 import { emptyStallWindow, nextStallWindow, stallMsP99, stallReading, type StallWindow } from "../host/stallWindow.js";
 import { gateModeOf, modeValueField, UNSET_MODE, type StoredMode } from "../queue/mode.js";
 import { parseCount } from "../util/counters.js";
@@ -321,7 +321,8 @@ export function nextSample(prev: SamplerState | null, raw: RawReadings, nowMs: n
       decodedJobs.set(key, cached);
       return cached;
     }
-    const decoded = decodeJob(payload, nowMs);
+    // Admitted and working payloads may carry the worker's marks (MAX_MARKED_PAYLOAD_BYTES).
+    const decoded = decodeJob(payload, nowMs, MAX_MARKED_PAYLOAD_BYTES);
     if (!decoded.ok) return decoded.reason;
     decodedJobs.set(key, decoded.job);
     return decoded.job;

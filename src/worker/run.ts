@@ -7,7 +7,7 @@ import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessStat } from "../host/process.js";
 import { holderExited, parseWorkerToken, workerToken } from "./heartbeatToken.js";
 import { WeightsToucher, type PageToucherLine } from "../native/pagetoucher.js";
-import { decodeJob, type Job } from "../queue/job.js";
+import { decodeJob, MAX_MARKED_PAYLOAD_BYTES, type Job } from "../queue/job.js";
 import { unansweredGiveBackLine, type Holding } from "../queue/giveBack.js";
 import { deadEntry, isKeyRefusal, namingWrongType } from "../queue/queue.js";
 import { BlockingMover, closeRedis, connectRedis, emptyTakeAnsweredAt, gotNoReply, hurryOnStop, mayHaveRun, redactUrl, redisErrorText, runScript, WatchdogTimeout } from "../queue/redis.js";
@@ -306,7 +306,8 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
 
     const runJob = async (payload: Buffer): Promise<void> => {
       const takenAt = now();
-      const decoded = decodeJob(payload, takenAt);
+      // A job given back after its first token carries our mark: the gate took it without.
+      const decoded = decodeJob(payload, takenAt, MAX_MARKED_PAYLOAD_BYTES);
       if (!decoded.ok) {
         const entry = deadEntry(decoded.reason, payload, { id: decoded.id, gate: `worker:${workerId}`, ts: takenAt });
         await retrying(() => runScript(redis, workerDeadScript, [working, q.dead, q.stats], [payload, entry]), stopJobs.signal, true);
@@ -686,7 +687,7 @@ async function giveBack(redis: Redis, keys: WorkerKeys, workerId: string, token:
   const payloads = await namingWrongType(redis, working, "list", () => redis.lrangeBuffer(working, 0, -1));
   const args: (string | Buffer)[] = [token, workerId];
   for (const payload of payloads) {
-    const decoded = decodeJob(payload);
+    const decoded = decodeJob(payload, Date.now(), MAX_MARKED_PAYLOAD_BYTES);
     args.push(payload, givenBackPayload(payload), decoded.ok ? decoded.job.id : (decoded.id ?? ""));
   }
   const reply = await runScript(redis, recoverWorkingScript, [keys.heartbeat(workerId), working, keys.queue.admitted, keys.firstToken, keys.queue.stats, keys.workers], args);

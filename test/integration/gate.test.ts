@@ -5,7 +5,7 @@ import path from "node:path";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HostRoots } from "../../src/host/kernelFile.js";
-import { runGate, type GateOptions, type GateSummary } from "../../src/gate/loop.js";
+import { runGate, type GateDeps, type GateOptions, type GateSummary } from "../../src/gate/loop.js";
 import { defaultAdmissionConfig } from "../../src/gate/policy.js";
 import { pressureFileProbe } from "../../src/gate/signals.js";
 import { decodeJob, encodeJob } from "../../src/queue/job.js";
@@ -67,7 +67,14 @@ interface RunningGate {
   waitForError: (pattern: RegExp, count?: number, timeoutMs?: number) => Promise<string[]>;
 }
 
-function startGate(queue: string, roots: HostRoots, overrides: Partial<GateOptions> = {}, probe: ReturnType<typeof pressureFileProbe> | null = null, redisUrl = server.url): RunningGate {
+function startGate(
+  queue: string,
+  roots: HostRoots,
+  overrides: Partial<GateOptions> = {},
+  probe: ReturnType<typeof pressureFileProbe> | null = null,
+  redisUrl = server.url,
+  deps: Pick<GateDeps, "monoNow"> = {},
+): RunningGate {
   const lines: string[] = [];
   const errors: string[] = [];
   const controller = new AbortController();
@@ -85,7 +92,7 @@ function startGate(queue: string, roots: HostRoots, overrides: Partial<GateOptio
     watchdogMarginMs: 400,
     ...overrides,
   };
-  const done = runGate(options, { redisUrl, roots, workerCgroup: probe, out: (l) => lines.push(l), err: (l) => errors.push(l), signal: controller.signal });
+  const done = runGate(options, { redisUrl, roots, workerCgroup: probe, out: (l) => lines.push(l), err: (l) => errors.push(l), signal: controller.signal, ...deps });
   const waitIn = (seen: string[]) => async (pattern: RegExp, count = 1, timeoutMs = 10_000) => {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
@@ -320,16 +327,17 @@ describe("gate against a real redis-server and a fake procfs", () => {
     const job = (fields: Record<string, unknown>) => JSON.stringify({ ...base, ...fields });
     // Not JSON at all: the bare text takes the place of a count.
     const withText = (id: string, field: string, text: string) => job({ id }).replace(`"${field}":1`, `"${field}":${text}`);
-    // Each payload, the start of the dead entry's reason (naming the field), and the id it carries.
+    // Each payload, the start of the dead entry's reason (naming the field), and the id it carries
+    // (one that does not parse: read from its start when it comes first).
     const bad: [Buffer, string, string | null][] = [
       [Buffer.from("not json"), "not_json", null],
       [Buffer.alloc(10 * 1024 * 1024, 0x5b), "too_large", null],
       [Buffer.from(`${"[".repeat(100)}${"]".repeat(100)}`), "too_deep", null],
       [Buffer.from(`{"__proto__":{"x":1},"id":"x2"}`), "forbidden_key __proto__", "x2"],
-      [Buffer.from(withText("x3", "prompt_tokens", "NaN")), "not_json", null],
+      [Buffer.from(withText("x3", "prompt_tokens", "NaN")), "not_json", "x3"],
       [Buffer.from(job({ id: "x4", prompt_tokens: -1 })), "invalid_field prompt_tokens:", "x4"],
       [Buffer.from(withText("x5", "prompt_tokens", "1e309")), "invalid_field prompt_tokens:", "x5"],
-      [Buffer.from(withText("x9", "completion_tokens", "NaN")), "not_json", null],
+      [Buffer.from(withText("x9", "completion_tokens", "NaN")), "not_json", "x9"],
       [Buffer.from(job({ id: "x10", completion_tokens: -1 })), "invalid_field completion_tokens:", "x10"],
       [Buffer.from(withText("x11", "completion_tokens", "1e309")), "invalid_field completion_tokens:", "x11"],
       [Buffer.from(job({ id: "x6", deadline_ms: 0 })), "invalid_field deadline_ms:", "x6"],
@@ -337,7 +345,7 @@ describe("gate against a real redis-server and a fake procfs", () => {
       [Buffer.from(job({ id: "x7", enqueue_ts: now + 3_600_000 })), "enqueue_ts_in_future", "x7"],
       [Buffer.from(job({ id: undefined })), "invalid_field id:", null],
       [Buffer.from(job({ id: good[0], prompt_tokens: 5 })), "id_reused_with_different_payload", good[0] ?? ""], // same id, different payload
-      [Buffer.concat([Buffer.from('{"id":"x8","p":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]), "invalid_utf8", null],
+      [Buffer.concat([Buffer.from('{"id":"x8","p":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]), "invalid_utf8", "x8"],
     ];
     for (const [payload] of bad) await queue.pushRaw(payload);
     const later = await pushJobs(queue, 1);
@@ -834,6 +842,98 @@ describe("gate against a real redis-server and a fake procfs", () => {
       await gate.waitForError(new RegExp(`^gate: decision failed: redis answered ${literal(said)}`));
       expect(gate.lines).toEqual([]);
     } finally {
+      await gate.stop();
+    }
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
+  // QA: a take refused by the ready list (or the gate's processing list) of another type was said as a
+  // bare "WRONGTYPE Operation against a key holding the wrong kind of value": which of the two, not said.
+  for (const which of ["ready", "processing"] as const) {
+    it(`the ${which} list a hash: the take's refusal names the key and its type, once, and the gate takes jobs once it is fixed`, async () => {
+      const queue = new DrillQueue(redis, `g${++n}`);
+      const gateId = `gate-wt-${which}-${n}`;
+      const key = which === "ready" ? queue.keys.queue : queue.keys.processing(gateId);
+      await redis.hset(key, "x", "1");
+      if (which === "ready") {
+        const dry = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { dryRun: true });
+        await expect(dry.done).rejects.toThrow(`gate --dry-run: redis answered ${key} is a hash, not a list`);
+      }
+      const gate = startGate(queue.keys.queue, fakeProc(CALM_PSI).roots, { gateId });
+      try {
+        await gate.waitForError(new RegExp(`^gate: could not take a job: redis answered ${literal(`${key} is a hash, not a list`)}`));
+        await new Promise((resolve) => setTimeout(resolve, 600)); // a few retries
+        expect(gate.errors.filter((e) => e.startsWith("gate: could not take a job"))).toHaveLength(1);
+        expect(gate.errors.filter((e) => e.includes("WRONGTYPE"))).toEqual([]);
+        await redis.del(key);
+        const ids = await pushJobs(queue, 1);
+        await gate.waitFor(/^admit job=/);
+        await assertNoJobLost(redis, queue.keys.queue, ids);
+      } finally {
+        await gate.stop();
+      }
+    });
+  }
+});
+
+// QA: the fast stall rate needs two samples of `total`. At start the gate waits
+// for the second; but when its window started over mid-run (host PSI back after
+// it was missing, or a gap: the gate stopped or its loop stalled past two
+// intervals) it decided the next interval's jobs on avg10 alone, which lags: a
+// gate resumed after SIGSTOP admitted its whole backlog at a 47 % stall rate.
+describe("gate whose fast stall window started over", () => {
+  /** One more small job, rejected on the stall rate of about 50 % the fake PSI shows, not admitted on its avg10 of 1.00. */
+  async function expectRejectedOnRate(gate: RunningGate, queue: DrillQueue, ids: string[]): Promise<void> {
+    const { id } = await queue.push({ ...spec, promptTokens: 1000 });
+    ids.push(id);
+    const [line] = await gate.waitFor(new RegExp(`^(admit|reject_\\w+) job=${id} `));
+    expect(line).toMatch(new RegExp(`^reject_host_pressure job=${id} psi=1\\.00 stall_rate=[45]\\d\\.\\d\\d route=retry$`));
+  }
+
+  it("host PSI back after missing, stalling 50 % with avg10 still low: the next job is rejected on the stall rate, not admitted on avg10", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const { roots, write } = fakeProc(CALM_PSI);
+    const ids: string[] = [];
+    // A second interval: the job below is decided well before the sample after the return.
+    const gate = startGate(queue.keys.queue, roots, { config: { ...defaultAdmissionConfig, intervalMs: 1000 } });
+    let stalling: NodeJS.Timeout | undefined;
+    try {
+      ids.push((await queue.push({ ...spec, promptTokens: 1000 })).id);
+      await gate.waitFor(/^admit job=1 /);
+      write(null);
+      await gate.waitForError(/^gate: host memory PSI unreadable/);
+      // Back, with `total` growing 500 ms a second while avg10 has not caught up.
+      const started = Date.now();
+      const hot = () => `some avg10=1.00 avg60=0.50 avg300=0.10 total=${(Date.now() - started) * 500}\n`;
+      write(hot());
+      stalling = setInterval(() => write(hot()), 20);
+      await gate.waitForError(/^gate: host memory PSI readable again$/);
+      await expectRejectedOnRate(gate, queue, ids);
+    } finally {
+      clearInterval(stalling);
+      await gate.stop();
+    }
+    await assertNoJobLost(redis, queue.keys.queue, ids);
+  });
+
+  it("a gap of 10 s on its clock (the gate stopped, SIGSTOP): the job it takes next is decided on a fresh stall rate, not avg10 alone nor rejected as stale", async () => {
+    const queue = new DrillQueue(redis, `g${++n}`);
+    const { roots, write } = fakeProc(CALM_PSI);
+    let stalledAt: number | null = null;
+    // Calm (`total` still) until the gap, then 500 ms of stall a second.
+    const psi = () => `some avg10=1.00 avg60=0.50 avg300=0.10 total=${stalledAt === null ? 0 : (Date.now() - stalledAt) * 500}\n`;
+    const writing = setInterval(() => write(psi()), 20);
+    let skippedMs = 0;
+    const gate = startGate(queue.keys.queue, roots, { config: { ...defaultAdmissionConfig, intervalMs: 1000 } }, null, server.url, { monoNow: () => performance.now() + skippedMs });
+    const ids: string[] = [];
+    try {
+      ids.push((await queue.push({ ...spec, promptTokens: 1000 })).id);
+      await gate.waitFor(/^admit job=1 /);
+      stalledAt = Date.now();
+      skippedMs = 10_000;
+      await expectRejectedOnRate(gate, queue, ids);
+    } finally {
+      clearInterval(writing);
       await gate.stop();
     }
     await assertNoJobLost(redis, queue.keys.queue, ids);

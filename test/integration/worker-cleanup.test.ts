@@ -6,8 +6,8 @@ import path from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { HostRoots } from "../../src/host/kernelFile.js";
-import { encodeJob } from "../../src/queue/job.js";
-import { defaultWorkerConfig } from "../../src/worker/plan.js";
+import { decodeJob, encodeJob, MAX_PAYLOAD_BYTES } from "../../src/queue/job.js";
+import { defaultWorkerConfig, givenBackPayload, markFirstToken } from "../../src/worker/plan.js";
 import { runWorker, type Weights, type WorkerOptions } from "../../src/worker/run.js";
 import { doneScript, workerKeys } from "../../src/worker/scripts.js";
 import { startReplyCutProxy } from "../helpers/replyCutProxy.js";
@@ -731,5 +731,37 @@ describe("runWorker's wait for a free slot", () => {
       process.off("warning", onWarning);
     }
     expect(warnings).toEqual([]);
+  });
+});
+
+// QA: a job of 64 KiB (the gate's largest) was admitted, had its first token
+// marked, and was given back (a SIGTERM, a rollback, a restart): the marks a
+// give-back keeps made it 42 bytes over, and the next worker sent the admitted
+// job to dead as too_large, its packed tokens held in <q>:inflight for good.
+describe("runWorker on a job the gate's largest payload", () => {
+  it("runs a given-back job of 64 KiB, its first token kept, and releases its packed tokens", async () => {
+    const queue = "largest";
+    const wk = workerKeys(queue);
+    const now = Date.now();
+    const job = { id: "big1", prompt_tokens: 100, completion_tokens: 1, files: 0, enqueue_ts: now - 1000, deadline_ms: 600_000, attempt: 0, host_class: "shared-free", pad: "" };
+    job.pad = "p".repeat(MAX_PAYLOAD_BYTES - encodeJob(job).length);
+    const pushed = encodeJob(job);
+    expect(pushed.length).toBe(MAX_PAYLOAD_BYTES);
+    expect(decodeJob(pushed, now).ok).toBe(true);
+    const givenBack = givenBackPayload(markFirstToken(pushed, now - 500)!);
+    await client.rpush(wk.queue.admitted, givenBack);
+    await client.hset(wk.queue.inflight, "big1", "100");
+    const weights: Weights = { pid: 1, file: path.join(weightsDir, "largest1.weights"), fallback: false, pass: () => Promise.resolve(1), close: () => Promise.resolve() };
+    const out: string[] = [];
+    const summary = await runWorker(
+      { queue, workerId: "largest1", config: { ...defaultWorkerConfig, weightsBytes: 8192, kvBytesPerToken: 16, decodeTokensPerS: 0 }, weightsDir, maxJobs: 1, idleExitMs: null, durationMs: null, json: false, blockMs: 100 },
+      { redisUrl: server.url, roots: new HostRoots(), where: "test", out: (line) => out.push(line), err: () => undefined, signal: new AbortController().signal, startWeights: () => Promise.resolve(weights) },
+    );
+    expect(out.join("\n")).not.toContain("dead job=big1");
+    expect({ done: summary.done, dead: summary.dead }).toEqual({ done: 1, dead: 0 });
+    expect(await client.llen(wk.queue.dead)).toBe(0);
+    expect(await client.hlen(wk.queue.inflight)).toBe(0);
+    const [record] = await client.lrange(wk.queue.done, 0, -1);
+    expect(JSON.parse(record!)).toMatchObject({ id: "big1", first_token_ts: now - 500 });
   });
 });

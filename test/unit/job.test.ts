@@ -39,6 +39,18 @@ describe("decodeJob", () => {
     expect(decodeJob(big('{"id":"7*","pad":"'), NOW)).toMatchObject({ ok: false, id: null });
   });
 
+  // QA: a job with one bad byte (a host_class of 0xff), cut short, or nested too deep went dead with
+  // id null too, though its id comes first as pack writes it: not counted by the no-job-lost check.
+  it("a payload that does not parse keeps its id when the id comes first: invalid UTF-8, cut short, nested too deep", () => {
+    const head = JSON.stringify(good).slice(0, -1);
+    expect(decodeJob(Buffer.concat([Buffer.from(`${head},"x":"`), Buffer.from([0xff]), Buffer.from('"}')]), NOW)).toEqual({ ok: false, reason: "invalid_utf8", id: good.id });
+    expect(decodeJob(Buffer.from(head.slice(0, 40)), NOW)).toEqual({ ok: false, reason: "not_json", id: good.id });
+    expect(decodeJob(Buffer.from(`${head},"x":${"[".repeat(20)}${"]".repeat(20)}}`), NOW)).toMatchObject({ ok: false, reason: expect.stringMatching(/^too_deep/), id: good.id });
+    // No id first, or no JSON at all: none.
+    expect(decodeJob(Buffer.concat([Buffer.from('{"x":"'), Buffer.from([0xff]), Buffer.from(`",${head.slice(1)}}`)]), NOW)).toMatchObject({ ok: false, id: null });
+    expect(decodeJob(Buffer.from("id=7 prompt_tokens=24000"), NOW)).toMatchObject({ ok: false, id: null });
+  });
+
   // JSON.parse keeps a repeated key's last value, a prefix read its first: the payload names two jobs.
   it("a payload with a top-level key twice is dead with duplicate_key, its id only when id is not the key repeated", () => {
     const body = JSON.stringify(good).slice(1);

@@ -22,6 +22,19 @@ describe("nextSignals", () => {
     expect(state.stallMsP99).toBeCloseTo(150, 5);
   });
 
+  // QA: with an --interval over about 6 s every earlier sample was past the window's edge, so the
+  // gate never had a stall rate, not even after the second sample it waits for at start, and
+  // decided on avg10 alone (which lags). A sample interval longer than the window takes the rate
+  // over that one interval.
+  it("an interval longer than the 3 s window: the rate is taken over the last interval, not null", () => {
+    const slow = { ...config, intervalMs: 10_000 };
+    let state = initialSignalState();
+    for (let s = 0; s <= 2; s++) state = nextSignals(state, host(s * 10_000, 2, s * 3_000_000), slow);
+    expect(state.readings.stallRatePct).toBeCloseTo(30, 5);
+    expect(state.pressure.tripped).toBe(true);
+    expect(state.hostWindow).toHaveLength(2);
+  });
+
   it("a missing host PSI file is missing now, and the window starts over when it returns", () => {
     let state = nextSignals(initialSignalState(), host(0, 0, 0), config);
     state = nextSignals(state, host(1000, 0, 1000), config);
