@@ -21,7 +21,7 @@ import { onStopSignals } from "../interrupt.js";
 import { TERM_GRACE_MS } from "../cgroup/teardown.js";
 import { readHostMemoryBytes } from "../host/meminfo.js";
 import { readProcessStat } from "../host/process.js";
-import { forcedJoinWarning, refuseForeignJoin, requireSetUpCgroup, setupAdvice } from "../cgroup/ready.js";
+import { forcedJoinWarning, refuseForeignJoin, refuseFrozen, requireSetUpCgroup, setupAdvice } from "../cgroup/ready.js";
 import type { UpHolder } from "../cgroup/setup.js";
 import { anonCommand, describePageToucherExit, locatePageToucher, parsePageToucherLine, thrashCommand, type PageToucherLine } from "../native/pagetoucher.js";
 import { followLines } from "../drill/tail.js";
@@ -105,6 +105,7 @@ function requireReadyCgroup(roots: HostRoots, computed: WorkerCgroup, stateDir: 
     throw new RefusedError(`${cgroup.limits.dir} has no memory limit (nor has any ancestor): the hog would pressure the whole host; ${setupAdvice(roots, computed, stateDir, parent, " --memory-max <size>")}`);
   }
   const forced = refuseForeignJoin(roots, computed, cgroup, stateDir, { command: "inject", force: flags.force === true, runId: env.DRILL_RUN_ID });
+  refuseFrozen(cgroup, "inject");
   return { cgroup, forced };
 }
 
