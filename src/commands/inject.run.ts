@@ -105,7 +105,8 @@ function requireReadyCgroup(roots: HostRoots, computed: WorkerCgroup, stateDir: 
     throw new RefusedError(`${cgroup.limits.dir} has no memory limit (nor has any ancestor): the hog would pressure the whole host; ${setupAdvice(roots, computed, stateDir, parent, " --memory-max <size>")}`);
   }
   const forced = refuseForeignJoin(roots, computed, cgroup, stateDir, { command: "inject", force: flags.force === true, runId: env.DRILL_RUN_ID });
-  refuseFrozen(cgroup, "inject");
+  // Run by hand, a frozen cgroup is refused; up's own hog waits for the thaw, as up says the freeze as a stall with its resume.
+  if (env.DRILL_RUN_ID === undefined) refuseFrozen(cgroup, "inject");
   return { cgroup, forced };
 }
 

@@ -45,4 +45,15 @@ describe.skipIf(skip !== null)("inject into a frozen cgroup (real cgroup under -
     expect(existsSync(hogsDir(stateDir)) ? readdirSync(hogsDir(stateDir)) : []).toEqual([]);
     for (const d of cg.dirs) expect(readFileSync(path.join(d.dir, "cgroup.procs"), "utf8")).toBe("");
   });
+
+  it("up's own hog (DRILL_RUN_ID) is not refused: it waits for the thaw (up says the freeze as a stall), then packs", async (ctx) => {
+    if (!freezeFile || !existsSync(freezeFile)) ctx.skip();
+    writeFileSync(freezeFile!, "1");
+    const run = runDrill(["--state-dir", stateDir, "--json", "inject", "--parent", "self", "--name", name, "--size", "8M", "--hold", "1s"], { timeout: 30_000, env: { DRILL_RUN_ID: `qa-frozen-${process.pid}` } });
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    writeFileSync(freezeFile!, "0");
+    const r = await run;
+    expect(r.exitCode, r.stdout + r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ outcome: "packed", joined: true });
+  });
 });
