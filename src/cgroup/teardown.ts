@@ -293,8 +293,12 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   }
 
   // The hog unlinks its thrash file on every exit but SIGKILL: finish its job.
-  done.unlinked.push(...listHogRecords(options.stateDir, computed).flatMap(({ file, record }) => discardHogRecord(file, record) ?? []));
+  const discarded = listHogRecords(options.stateDir, computed).map(({ file, record }) => discardHogRecord(file, record));
+  done.unlinked.push(...discarded.flatMap((d) => d.unlinked ?? []));
   done.unlinked.push(...removeOrphanedWeightsFiles(roots, weightsFiles));
+  // The marker stays with it: the teardown run again finds the record and unlinks the file.
+  const filesLeft = discarded.flatMap((d) => d.left ?? []);
+  if (filesLeft.length > 0) throw new RollbackIncompleteError(`${filesLeft.join("; ")}: run teardown again once it can be removed, or remove it yourself`);
   removeMarker(options.stateDir, computed);
   // Said by this teardown's caller now; a record left would name the queue again at the next setup's teardown.
   for (const { file } of served) rmSync(file, { force: true });

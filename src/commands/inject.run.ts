@@ -1,4 +1,4 @@
-import { closeSync, openSync, readSync, rmSync, writeSync } from "node:fs";
+import { closeSync, openSync, readSync, writeSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { createInterface } from "node:readline";
@@ -14,7 +14,7 @@ import { joinedUnlessGone, spawnInCgroup, HOG_OOM_SCORE_ADJ, JOIN_FAILED_EXIT } 
 import { parseCounter, readCgroupMemory, readOomKillCount } from "../cgroup/memoryFiles.js";
 import type { CgroupDir, WorkerCgroup } from "../cgroup/paths.js";
 import type { HostRoots } from "../host/kernelFile.js";
-import { cgroupKey, newHogRecordFile, removeHogRecord, writeHogRecord, type HogRecord } from "../cgroup/stateFiles.js";
+import { cgroupKey, newHogRecordFile, removeHogRecord, unlinkLeftover, writeHogRecord, type HogRecord } from "../cgroup/stateFiles.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { signalVerified } from "../cgroup/tasks.js";
 import { onStopSignals } from "../interrupt.js";
@@ -67,6 +67,8 @@ export interface InjectReport {
   stall: StallSummary;
   pressure_file: string | null;
   file: string | null;
+  /** Why the hog's file could not be unlinked after it exited (its record then kept, in state_file); null when it is gone. */
+  file_left: string | null;
   state_file: string | null;
   exit: { code: number | null; signal: NodeJS.Signals | null; description: string } | null;
   message: string;
@@ -376,6 +378,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
   // A detached hog is still holding: what it reached so far is what it packed.
   const peak = runPeak({ resetPeak: readResetPeak(resetPeakFd, cgroup.limits), lifetimeBefore: memoryBefore.peak, lifetimeAfter: memory.peak, sampledMax: state.usageMax });
   let outcome: HogOutcome;
+  let fileLeft: string | null = null;
   if (exit === null) {
     // Detached and packed: the hog holds on by itself and exits after --hold.
     outcome = "packed";
@@ -390,9 +393,10 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
       oomKillAfter: oomAfter.ok ? oomAfter.value : null,
     });
     // The hog unlinks its file on every exit but SIGKILL: finish its job.
-    if (file) rmSync(file, { force: true });
-    if (logFile) rmSync(logFile, { force: true });
-    removeHogRecord(stateFile);
+    fileLeft = file === null ? null : unlinkLeftover(file);
+    if (logFile) unlinkLeftover(logFile);
+    // A file left keeps its record: teardown or rollback unlinks it once it can.
+    if (fileLeft === null) removeHogRecord(stateFile);
   }
 
   const stall = summarizeStall(samples);
@@ -428,13 +432,15 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     stall,
     pressure_file: cgroup.pressureFile,
     file,
-    state_file: exit === null ? stateFile : null,
+    file_left: fileLeft,
+    state_file: exit === null || fileLeft !== null ? stateFile : null,
     exit: exitInfo,
     message: "",
   };
   report.message = describeOutcome(report, stderrTail);
   if (globals.json) output.json(snakeCaseKeys(report));
   else output.out(report.message);
+  if (fileLeft !== null) output.err(`drill inject: could not unlink the hog's file ${file}: ${fileLeft}; its record ${stateFile} is kept: drill cgroup teardown unlinks it once it can be removed, or remove it yourself`);
 
   if (outcome === "interrupted") throw new InterruptedError(interruptedBy ?? "SIGINT");
   if (outcome === "failed") throw new DrillError(`hog failed: ${exitInfo?.description ?? "unknown"}`);
