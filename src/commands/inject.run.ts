@@ -23,7 +23,7 @@ import { readHostMemoryBytes } from "../host/meminfo.js";
 import { readProcessStat } from "../host/process.js";
 import { forcedJoinWarning, refuseForeignJoin, refuseFrozen, requireSetUpCgroup, setupAdvice } from "../cgroup/ready.js";
 import type { UpHolder } from "../cgroup/setup.js";
-import { anonCommand, describePageToucherExit, locatePageToucher, parsePageToucherLine, thrashCommand, type PageToucherLine } from "../native/pagetoucher.js";
+import { anonCommand, describePageToucherExit, locatePageToucher, parsePageToucherLine, thrashCommand, type PageToucherImpl, type PageToucherLine } from "../native/pagetoucher.js";
 import { followLines } from "../drill/tail.js";
 import { openOwnFile } from "../util/ownFiles.js";
 import type { InjectFlags } from "./inject.js";
@@ -33,6 +33,8 @@ export interface InjectReport {
   outcome: HogOutcome;
   name: string;
   mode: HogMode;
+  /** What faults the pages: the C helper, or the python fallback (slower per page) when it is not built. */
+  page_toucher: "c" | "python-fallback";
   size_bytes: number;
   hold_ms: number;
   /** ms from the packed line to the hog's exit: the hold it had, which a SIGSTOP or a stalled host stretches; null if it never packed or still holds. */
@@ -198,6 +200,8 @@ export async function exitsWithin(exited: Promise<unknown>, graceMs: number): Pr
 export interface InjectDeps {
   /** Registers the stop signals' handling; returns the unregister function. Injectable for tests. */
   onSignal?: (handler: (signal: StopSignal) => void) => () => void;
+  /** Finds the page toucher (default locatePageToucher); tests pick the python fallback. */
+  locate?: () => PageToucherImpl;
 }
 
 export async function injectAction(globals: GlobalOptions, flags: InjectFlags, output: Output = consoleOutput(globals.color), deps: InjectDeps = {}): Promise<InjectReport> {
@@ -207,7 +211,9 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
   const { roots, cgroup: computed } = resolveCgroupTarget(globals, flags);
   const { cgroup, forced } = requireReadyCgroup(roots, computed, globals.stateDir, flags, process.env);
   if (forced) output.err(`drill inject: ${forcedJoinWarning(forced, cgroup, "inject")}`);
-  const impl = locatePageToucher();
+  const impl = (deps.locate ?? locatePageToucher)();
+  // DESIGN: a marked weak fallback (the worker says it too).
+  if (impl.kind === "python") output.err(`drill inject: pages faulted by the python fallback (${impl.script}; the C helper native/build/pagetoucher is not built: \`npm run build\` on a host with a C compiler): slower per page than the C helper, so the fill takes longer`);
 
   let file: string | null = null;
   if (settings.mode === "thrash") {
@@ -407,6 +413,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     outcome,
     name: cgroup.name,
     mode: settings.mode,
+    page_toucher: impl.kind === "native" ? "c" : "python-fallback",
     size_bytes: settings.sizeBytes,
     hold_ms: settings.holdMs,
     held_ms: exit !== null && state.packedAtMs !== null && exitedAtMs !== null ? Math.max(0, exitedAtMs - state.packedAtMs) : null,
