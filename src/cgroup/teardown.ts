@@ -9,7 +9,7 @@ import { readPids } from "./memoryFiles.js";
 import { requireLayout } from "./layout.js";
 import { assembleWorkerCgroup, workerCgroupFromDirs, type CgroupDir, type WorkerCgroup } from "./paths.js";
 import { readUpHolder, upHolderRefusal, workerCgroupOf, type UpHolder } from "./setup.js";
-import { discardHogRecord, listHogRecords, listMarkers, listServedQueues, markerFile, readMarker, removeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
+import { discardHogRecord, listHogRecords, listMarkers, listServedQueues, markerFile, readMarker, removeMarker, unlinkLeftover, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
 import { isInCgroup, readComm, SignalRefusedError, signalError } from "./tasks.js";
 import { isSameProcess, readProcessStat } from "../host/process.js";
 import { distinctQueues, type ServedQueue } from "../worker/served.js";
@@ -295,9 +295,10 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   // The hog unlinks its thrash file on every exit but SIGKILL: finish its job.
   const discarded = listHogRecords(options.stateDir, computed).map(({ file, record }) => discardHogRecord(file, record));
   done.unlinked.push(...discarded.flatMap((d) => d.unlinked ?? []));
-  done.unlinked.push(...removeOrphanedWeightsFiles(roots, weightsFiles));
-  // The marker stays with it: the teardown run again finds the record and unlinks the file.
-  const filesLeft = discarded.flatMap((d) => d.left ?? []);
+  const weights = removeOrphanedWeightsFiles(roots, weightsFiles);
+  done.unlinked.push(...weights.removed);
+  // The marker stays with it: the teardown run again finds a hog's record and unlinks the file.
+  const filesLeft = [...discarded.flatMap((d) => d.left ?? []), ...weights.left];
   if (filesLeft.length > 0) throw new RollbackIncompleteError(`${filesLeft.join("; ")}: run teardown again once it can be removed, or remove it yourself`);
   removeMarker(options.stateDir, computed);
   // Said by this teardown's caller now; a record left would name the queue again at the next setup's teardown.
@@ -507,16 +508,18 @@ function heldWeightsFiles(roots: HostRoots, dirs: CgroupDir[]): string[] {
   return [...files];
 }
 
-/** Each file whose owner (named in it) is gone now, unlinked; a live owner's file (a worker outside the cgroup) stays. */
-function removeOrphanedWeightsFiles(roots: HostRoots, files: string[]): string[] {
+/** Each file whose owner (named in it) is gone now, unlinked; a live owner's file (a worker outside the cgroup) stays. `left`: those that could not be unlinked, with why. */
+function removeOrphanedWeightsFiles(roots: HostRoots, files: string[]): { removed: string[]; left: string[] } {
   const removed: string[] = [];
+  const left: string[] = [];
   for (const file of files) {
     const owner = parseWeightsFileName(path.basename(file));
     if (owner === null || isSameProcess(roots, owner.pid, owner.startTime) || !existsSync(file)) continue;
-    rmSync(file, { force: true });
-    removed.push(file);
+    const refused = unlinkLeftover(file);
+    if (refused === null) removed.push(file);
+    else left.push(`could not unlink the weights file ${file}: ${refused}`);
   }
-  return removed;
+  return { removed, left };
 }
 
 /** Every task listed in the dirs' cgroup.procs; a dir removed under us (cgdelete) has none. */

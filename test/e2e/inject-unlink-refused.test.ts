@@ -2,6 +2,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spawnInCgroup } from "../../src/cgroup/join.js";
 import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
 import { hogsDir, newHogRecordFile, writeHogRecord } from "../../src/cgroup/stateFiles.js";
 import { cgroupKey } from "../../src/cgroup/stateFiles.js";
@@ -93,5 +94,27 @@ describe.skipIf(skip !== null)("a hog's file that cannot be unlinked (real cgrou
     expect(again.stdout).toContain(`unlinked ${file}`);
     expect(existsSync(file)).toBe(false);
     expect(existsSync(record)).toBe(false);
+  });
+
+  it("cgroup teardown: a dead worker's weights file it cannot unlink is named (exit 4, no stack trace)", async () => {
+    setupWorkerCgroup(realRoots(), cg, stateDir, { memoryMax: 64 * 1024 * 1024, swapMax: 0 });
+    // Named for an owner that is gone (pid above pid_max): teardown unlinks what a SIGKILLed worker left.
+    const file = path.join(fileDir, "drill-weights-w1-4194305-1.bin");
+    writeFileSync(file, "x");
+    const holder = spawnInCgroup(cg, "/bin/sh", ["-c", 'exec 3<"$0"; exec sleep 60', file], { stdio: "ignore" });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    chattr("+i", fileDir);
+    let td;
+    try {
+      td = await runDrill(["--state-dir", stateDir, "cgroup", "teardown", "--parent", "self", "--name", name]);
+    } finally {
+      chattr("-i", fileDir);
+      holder.kill("SIGKILL");
+    }
+    expect(td.stderr).not.toContain("unexpected error");
+    expect(td.exitCode, td.stdout + td.stderr).toBe(4);
+    expect(td.stderr).toContain(`could not unlink the weights file ${file}: EPERM`);
+    expect(existsSync(file)).toBe(true);
+    rmSync(file);
   });
 });
