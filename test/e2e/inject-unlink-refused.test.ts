@@ -38,6 +38,18 @@ describe.skipIf(skip !== null)("a hog's file that cannot be unlinked (real cgrou
     cg = realWorkerCgroup(name);
     setupWorkerCgroup(realRoots(), cg, stateDir, { memoryMax: 64 * 1024 * 1024, swapMax: 0 });
   });
+  /** `cgroup teardown` with the file dir immutable (chattr +i) meanwhile: it exits 4 naming what it could not unlink, without a stack trace. */
+  const teardownWhileImmutable = async (): Promise<{ exitCode: number; stdout: string; stderr: string }> => {
+    chattr("+i", fileDir);
+    try {
+      const td = await runDrill(["--state-dir", stateDir, "cgroup", "teardown", "--parent", "self", "--name", name]);
+      expect(td.stderr).not.toContain("unexpected error");
+      expect(td.exitCode, td.stdout + td.stderr).toBe(4);
+      return td;
+    } finally {
+      chattr("-i", fileDir);
+    }
+  };
   afterAll(async () => {
     spawnSync("chattr", ["-i", fileDir]);
     await forceCleanup(cg, stateDir);
@@ -78,15 +90,7 @@ describe.skipIf(skip !== null)("a hog's file that cannot be unlinked (real cgrou
     writeFileSync(file, "x");
     const record = newHogRecordFile(stateDir, cg);
     writeHogRecord(record, { kind: "drill-hog", cgroupKey: cgroupKey(cg), name, mode: "thrash", pid: null, startTime: null, file, logFile: null, sizeBytes: 4096, holdMs: 1000, detached: true, startedAt: new Date().toISOString() });
-    chattr("+i", fileDir);
-    let td;
-    try {
-      td = await runDrill(["--state-dir", stateDir, "cgroup", "teardown", "--parent", "self", "--name", name]);
-    } finally {
-      chattr("-i", fileDir);
-    }
-    expect(td.stderr).not.toContain("unexpected error");
-    expect(td.exitCode, td.stdout + td.stderr).toBe(4);
+    const td = await teardownWhileImmutable();
     expect(td.stderr).toContain(`could not unlink the hog's file ${file}: EPERM`);
     expect(existsSync(record)).toBe(true);
     const again = await runDrill(["--state-dir", stateDir, "cgroup", "teardown", "--parent", "self", "--name", name]);
@@ -103,16 +107,7 @@ describe.skipIf(skip !== null)("a hog's file that cannot be unlinked (real cgrou
     writeFileSync(file, "x");
     const holder = spawnInCgroup(cg, "/bin/sh", ["-c", 'exec 3<"$0"; exec sleep 60', file], { stdio: "ignore" });
     await new Promise((resolve) => setTimeout(resolve, 300));
-    chattr("+i", fileDir);
-    let td;
-    try {
-      td = await runDrill(["--state-dir", stateDir, "cgroup", "teardown", "--parent", "self", "--name", name]);
-    } finally {
-      chattr("-i", fileDir);
-      holder.kill("SIGKILL");
-    }
-    expect(td.stderr).not.toContain("unexpected error");
-    expect(td.exitCode, td.stdout + td.stderr).toBe(4);
+    const td = await teardownWhileImmutable().finally(() => holder.kill("SIGKILL"));
     expect(td.stderr).toContain(`could not unlink the weights file ${file}: EPERM`);
     expect(existsSync(file)).toBe(true);
     rmSync(file);
