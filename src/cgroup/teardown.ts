@@ -10,7 +10,7 @@ import { requireLayout } from "./layout.js";
 import { assembleWorkerCgroup, workerCgroupFromDirs, type CgroupDir, type WorkerCgroup } from "./paths.js";
 import { readUpHolder, upHolderRefusal, workerCgroupOf, type UpHolder } from "./setup.js";
 import { discardHogRecord, listHogRecords, listMarkers, listServedQueues, markerFile, readMarker, removeMarker, unlinkLeftover, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
-import { isInCgroup, readComm, SignalRefusedError, signalError } from "./tasks.js";
+import { isInCgroup, isInCgroupTree, readComm, SignalRefusedError, signalError } from "./tasks.js";
 import { isSameProcess, readProcessStat } from "../host/process.js";
 import { distinctQueues, type ServedQueue } from "../worker/served.js";
 import { parseWeightsFileName } from "../worker/weightsFile.js";
@@ -375,6 +375,7 @@ export async function killUntilEmpty(
     // A cgroup file this user may not write (root's cgroup, drill not root): its tasks are signalled by pid, each as the kernel lets this user.
     const usable = (dir: CgroupDir, file: string): boolean => dir.version === 2 && existsSync(path.join(dir.dir, file)) && mayWrite(path.join(dir.dir, file));
     let killedAll = false;
+    const killedDirs: CgroupDir[] = [];
     for (const dir of dirs) {
       const killFile = path.join(dir.dir, "cgroup.kill");
       if (!usable(dir, "cgroup.kill")) continue;
@@ -382,6 +383,7 @@ export async function killUntilEmpty(
         writeKernelFile(killFile, "1");
         method.add("cgroup.kill");
         killedAll = true;
+        killedDirs.push(dir);
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw kernelWriteError(killFile, err);
       }
@@ -393,8 +395,12 @@ export async function killUntilEmpty(
         const frozenTree = withDescendants(dirs);
         if (signalEach(roots, frozenTree, listInside(roots, frozenTree), send, seen, killed, refused)) method.add("freeze-kill-thaw");
       });
-    } else if (signalEach(roots, subtree, inside, send, seen, killed, refused)) {
-      method.add("sigkill-by-pid");
+    } else {
+      // SIGKILL by pid as well, but said only for a task cgroup.kill did not reach (a v1-only one): QA, every
+      // hybrid teardown said "then sigkill-by-pid" for the tasks cgroup.kill had just killed, still listed in the v1 dir.
+      const reached = (task: KilledTask): boolean => killedDirs.some((d) => isInCgroupTree(roots, task.pid, d));
+      signalEach(roots, subtree, inside.filter(reached), send, seen, killed, refused);
+      if (signalEach(roots, subtree, inside.filter((t) => !reached(t)), send, seen, killed, refused)) method.add("sigkill-by-pid");
     }
     // Only tasks this user may not signal are left: waiting longer changes nothing.
     const still = killedAll ? [] : listInside(roots, withDescendants(dirs));

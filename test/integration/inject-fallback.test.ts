@@ -1,13 +1,10 @@
-import { rmSync } from "node:fs";
 import { Chalk } from "chalk";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
-import type { WorkerCgroup } from "../../src/cgroup/paths.js";
+import { describe, expect, it } from "vitest";
 import { injectAction } from "../../src/commands/inject.run.js";
 import { locatePageToucher } from "../../src/native/pagetoucher.js";
 import type { Output } from "../../src/output.js";
 import { findOnPath } from "../../src/util/findOnPath.js";
-import { forceCleanup, realCgroupSkipReason, realRoots, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
+import { realCgroupForFile, realCgroupSkipReason } from "../helpers/cgroupFixtures.js";
 
 const skip = realCgroupSkipReason() ?? (findOnPath("python3", process.env.PATH ?? "") ? null : "python3 is not on PATH");
 if (skip) console.warn(`skipping inject with the python fallback: ${skip}`);
@@ -19,23 +16,13 @@ if (skip) console.warn(`skipping inject with the python fallback: ${skip}`);
  */
 describe.skipIf(skip !== null)("inject with the python fallback page toucher (real cgroup under --parent self)", () => {
   const name = `ifb${process.pid}`;
-  let stateDir: string;
-  let cg: WorkerCgroup;
-  beforeAll(() => {
-    stateDir = tempStateDir();
-    cg = realWorkerCgroup(name);
-    setupWorkerCgroup(realRoots(), cg, stateDir, { memoryMax: 64 * 1024 * 1024, swapMax: 0 });
-  });
-  afterAll(async () => {
-    await forceCleanup(cg, stateDir);
-    rmSync(stateDir, { recursive: true, force: true });
-  });
+  const made = realCgroupForFile(name);
 
   it("says so on stderr before the fill and in --json (page_toucher)", async () => {
     const err: string[] = [];
     const docs: unknown[] = [];
     const output = { out: () => undefined, err: (l: string) => err.push(l), json: (v: unknown) => docs.push(v), document: () => undefined, color: new Chalk({ level: 0 }), isTTY: false } as unknown as Output;
-    const globals = { redisUrl: undefined, procfs: "/proc", sysfs: "/sys", stateDir, json: true, color: false };
+    const globals = { redisUrl: undefined, procfs: "/proc", sysfs: "/sys", stateDir: made.stateDir, json: true, color: false };
     const flags = { name, parent: "self", size: "8M", mode: "anon", hold: "0s", fileDir: "/var/tmp" };
     const report = await injectAction(globals, flags, output, { onSignal: () => () => undefined, locate: () => locatePageToucher({ prefer: "python" }) });
     expect(report.outcome).toBe("packed");
