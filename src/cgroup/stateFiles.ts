@@ -407,8 +407,9 @@ export function writeHogRecord(file: string, record: HogRecord): void {
   writeJsonDurably(file, record);
 }
 
-export function removeHogRecord(file: string): void {
-  rmSync(file, { force: true });
+/** Removes a hog's record; why it stays when it cannot be (its dir immutable, read-only), else null. */
+export function removeHogRecord(file: string): string | null {
+  return unlinkLeftover(file);
 }
 
 const UNLINK_REFUSALS: Record<string, string> = {
@@ -444,8 +445,8 @@ export function discardHogRecord(file: string, record: HogRecord): { unlinked: s
   const refused = present === null ? null : unlinkLeftover(present);
   if (refused !== null) return { unlinked: null, left: `could not unlink the hog's file ${present}: ${refused}; its record ${file} is kept` };
   if (record.logFile) unlinkLeftover(record.logFile);
-  removeHogRecord(file);
-  return { unlinked: present, left: null };
+  const recordLeft = removeHogRecord(file);
+  return { unlinked: present, left: recordLeft === null ? null : `could not remove the hog's record ${file}: ${recordLeft}` };
 }
 
 /** Hog records, all or those of one cgroup. */

@@ -405,6 +405,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
   const peak = runPeak({ resetPeak: readResetPeak(resetPeakFd, cgroup.limits), lifetimeBefore: memoryBefore.peak, lifetimeAfter: memory.peak, sampledMax: state.usageMax });
   let outcome: HogOutcome;
   let fileLeft: string | null = null;
+  let recordLeft: string | null = null;
   if (exit === null) {
     // Detached and packed: the hog holds on by itself and exits after --hold.
     outcome = "packed";
@@ -422,7 +423,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     fileLeft = file === null ? null : unlinkLeftover(file);
     if (logFile) unlinkLeftover(logFile);
     // A file left keeps its record: teardown or rollback unlinks it once it can.
-    if (fileLeft === null) removeHogRecord(stateFile);
+    if (fileLeft === null) recordLeft = removeHogRecord(stateFile);
   }
 
   const stall = summarizeStall(samples);
@@ -468,6 +469,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
   if (globals.json) output.json(snakeCaseKeys(report));
   else output.out(report.message);
   if (fileLeft !== null) output.err(`drill inject: could not unlink the hog's file ${file}: ${fileLeft}; its record ${stateFile} is kept: drill cgroup teardown unlinks it once it can be removed, or remove it yourself`);
+  if (recordLeft !== null) output.err(`drill inject: the hog is done, but could not remove its record ${stateFile}: ${recordLeft}; drill cgroup teardown removes it once it can, or remove it yourself`);
 
   if (outcome === "interrupted") throw new InterruptedError(interruptedBy ?? "SIGINT");
   if (outcome === "failed") throw new DrillError(`hog failed: ${exitInfo?.description ?? "unknown"}`);

@@ -112,4 +112,22 @@ describe.skipIf(skip !== null)("a hog's file that cannot be unlinked (real cgrou
     expect(existsSync(file)).toBe(true);
     rmSync(file);
   });
+
+  it("inject: a hog record it cannot remove at the end (its dir immutable) is named; the outcome printed, no stack trace", async () => {
+    setupWorkerCgroup(realRoots(), cg, stateDir, { memoryMax: 64 * 1024 * 1024, swapMax: 0 });
+    const run = runDrill(["--state-dir", stateDir, "--json", "inject", "--parent", "self", "--name", name, "--size", "8M", "--hold", "2s"], { timeout: 30_000 });
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    chattr("+i", hogsDir(stateDir));
+    let r;
+    try {
+      r = await run;
+    } finally {
+      chattr("-i", hogsDir(stateDir));
+    }
+    expect(r.stderr).not.toContain("unexpected error");
+    expect(r.exitCode, r.stdout + r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ outcome: "packed" });
+    const [record] = readdirSync(hogsDir(stateDir));
+    expect(r.stderr).toContain(`could not remove its record ${path.join(hogsDir(stateDir), record!)}: EPERM`);
+  });
 });
