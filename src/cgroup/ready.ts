@@ -1,8 +1,9 @@
 import { existsSync } from "node:fs";
+import path from "node:path";
 import { drillCommandFor, shellWord } from "../context.js";
 import { drillRunsOf } from "../drill/strays.js";
 import { RefusedError, UsageError } from "../errors.js";
-import type { HostRoots } from "../host/kernelFile.js";
+import { readKernelText, type HostRoots } from "../host/kernelFile.js";
 import { sameNameUnderSelf } from "./elsewhere.js";
 import type { WorkerCgroup } from "./paths.js";
 import { decideOwnership, existingDirs, inspectForSetup, notCreatedByDrill, readUpHolder, upHolderRefusal, type UpHolder } from "./setup.js";
@@ -101,3 +102,23 @@ export function forcedJoinWarning(holder: UpHolder, cgroup: WorkerCgroup, comman
   return `warning: --force: ${command} joins cgroup ${cgroup.name}, the worker cgroup of drill ${holder.drill} (run ${holder.runId}), which is ${up}: its rollback kills this ${command === "worker" ? "worker" : "hog"} with the drill's own`;
 }
 
+
+/**
+ * Refuses a worker cgroup that reads frozen (cgroup.events `frozen 1`: its
+ * own cgroup.freeze, or an ancestor's): what joins it stops at its first
+ * instruction and never runs (QA: inject printed `fill touched n/a` every
+ * second until Ctrl-C, nothing said of the freeze).
+ */
+export function refuseFrozen(cgroup: WorkerCgroup, command: Joiner["command"]): void {
+  for (const dir of cgroup.dirs) {
+    if (dir.version !== 2) continue;
+    const eventsFile = path.join(dir.dir, "cgroup.events");
+    const events = readKernelText(eventsFile);
+    if (!events.ok || !/^frozen 1$/m.test(events.value)) continue;
+    const freezeFile = path.join(dir.dir, "cgroup.freeze");
+    const own = readKernelText(freezeFile);
+    const thaw = own.ok && own.value.trim() === "1" ? `thaw it first: echo 0 > ${shellWord(freezeFile)}` : `an ancestor of it is frozen (its own cgroup.freeze is not 1): thaw that one first`;
+    const what = command === "worker" ? "a worker" : "the hog";
+    throw new RefusedError(`cgroup ${cgroup.name} is frozen (${eventsFile}: frozen 1): ${what} would stop at its first instruction and never run; ${thaw}`);
+  }
+}

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import { closeSync, existsSync, fsyncSync, linkSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, linkSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fsyncDir } from "../util/fsyncDir.js";
 import { DrillError, RefusedError, refusalMeaning } from "../errors.js";
@@ -407,21 +407,46 @@ export function writeHogRecord(file: string, record: HogRecord): void {
   writeJsonDurably(file, record);
 }
 
-export function removeHogRecord(file: string): void {
-  rmSync(file, { force: true });
+/** Removes a hog's record; why it stays when it cannot be (its dir immutable, read-only), else null. */
+export function removeHogRecord(file: string): string | null {
+  return unlinkLeftover(file);
+}
+
+const UNLINK_REFUSALS: Record<string, string> = {
+  EPERM: "EPERM (operation not permitted: an immutable file or dir, chattr -i; or a security policy)",
+  EROFS: "EROFS (its filesystem is read-only now)",
+  EACCES: "EACCES (permission denied)",
+};
+
+/**
+ * Unlinks `file` (gone already is fine); why it stays otherwise. Not rmSync:
+ * its force falls back to rmdir on EPERM and throws ENOTDIR (QA: a stack
+ * trace from inject and every teardown after it).
+ */
+export function unlinkLeftover(file: string): string | null {
+  try {
+    unlinkSync(file);
+    return null;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return null;
+    return (code && UNLINK_REFUSALS[code]) ?? code ?? (err as Error).message;
+  }
 }
 
 /**
  * A hog done with: its file unlinked if it is still there (the hog unlinks it
  * on every exit but SIGKILL), its log and its record removed. Returns the file
- * it unlinked, or null.
+ * it unlinked; or, when that file cannot be unlinked, why (`left`), its
+ * record kept so that a teardown or rollback run again unlinks it.
  */
-export function discardHogRecord(file: string, record: HogRecord): string | null {
-  const unlinked = record.file !== null && existsSync(record.file) ? record.file : null;
-  if (unlinked !== null) rmSync(unlinked, { force: true });
-  if (record.logFile) rmSync(record.logFile, { force: true });
-  removeHogRecord(file);
-  return unlinked;
+export function discardHogRecord(file: string, record: HogRecord): { unlinked: string | null; left: string | null } {
+  const present = record.file !== null && existsSync(record.file) ? record.file : null;
+  const refused = present === null ? null : unlinkLeftover(present);
+  if (refused !== null) return { unlinked: null, left: `could not unlink the hog's file ${present}: ${refused}; its record ${file} is kept` };
+  if (record.logFile) unlinkLeftover(record.logFile);
+  const recordLeft = removeHogRecord(file);
+  return { unlinked: present, left: recordLeft === null ? null : `could not remove the hog's record ${file}: ${recordLeft}` };
 }
 
 /** Hog records, all or those of one cgroup. */

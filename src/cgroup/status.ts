@@ -20,8 +20,8 @@ export interface CgroupStatus {
   /** The cgroup's own memory.pressure (v2 dir or hybrid twin). */
   pressure: Psi | null;
   pressureFile: string | null;
-  /** Every task in any of the dirs, with /proc/<pid>/comm. */
-  tasks: Array<{ pid: number; comm: string | null; dirs: string[] }>;
+  /** Every task in any of the dirs, with /proc/<pid>/comm; null when a cgroup.procs could not be read (in `missing`). */
+  tasks: Array<{ pid: number; comm: string | null; dirs: string[] }> | null;
   missing: MissingFile[];
 }
 
@@ -48,17 +48,20 @@ export function readCgroupStatus(roots: HostRoots, computed: WorkerCgroup, state
   }
 
   const byPid = new Map<number, string[]>();
+  let tasksUnread = false;
   // Child cgroups' tasks too (a task moved below the drill's cgroup): teardown kills them as well.
   const present = cgroup.dirs.filter((d) => existsSync(d.dir));
   for (const d of withDescendants(present)) {
     const pids = readPids(path.join(d.dir, "cgroup.procs"));
     if (!pids.ok) {
-      missing.push({ file: pids.file, reason: pids.reason });
+      // QA: said "tasks none" beside it; the limits dir's is in memory.missing already.
+      tasksUnread = true;
+      if (!missing.some((m) => m.file === pids.file)) missing.push({ file: pids.file, reason: pids.reason });
       continue;
     }
     for (const pid of pids.value) byPid.set(pid, [...(byPid.get(pid) ?? []), d.dir]);
   }
-  const tasks = [...byPid.entries()].sort(([a], [b]) => a - b).map(([pid, inDirs]) => ({ pid, comm: readComm(roots, pid), dirs: inDirs }));
+  const tasks = tasksUnread ? null : [...byPid.entries()].sort(([a], [b]) => a - b).map(([pid, inDirs]) => ({ pid, comm: readComm(roots, pid), dirs: inDirs }));
 
   return {
     name: cgroup.name,

@@ -65,13 +65,23 @@ export function notPermittedText(roots: HostRoots, pid: number): string {
 
 /** Whether /proc/<pid>/cgroup puts the process in `cgroup` (in its hierarchy). */
 export function isInCgroup(roots: HostRoots, pid: number, cgroup: CgroupDir): boolean {
+  return cgroupOf(roots, pid, cgroup) === cgroup.cgroupPath;
+}
+
+/** Whether the process is in `cgroup` or a cgroup below it (what a write to its cgroup.kill reaches). */
+export function isInCgroupTree(roots: HostRoots, pid: number, cgroup: CgroupDir): boolean {
+  const actual = cgroupOf(roots, pid, cgroup);
+  return actual !== null && (actual === cgroup.cgroupPath || actual.startsWith(`${cgroup.cgroupPath.replace(/\/$/, "")}/`));
+}
+
+/** The process's cgroup in `cgroup`'s hierarchy, from /proc/<pid>/cgroup; null when unreadable. */
+function cgroupOf(roots: HostRoots, pid: number, cgroup: CgroupDir): string | null {
   const file = roots.proc(String(pid), "cgroup");
   const text = readKernelText(file);
-  if (!text.ok) return false;
+  if (!text.ok) return null;
   const lines = parseProcCgroup(text.value, file);
-  if (!lines.ok) return false;
+  if (!lines.ok) return null;
   const where = processCgroups(lines.value);
   // A v1 dir is matched by the memory line, a cgroup2 dir (v2 or the hybrid twin) by `0::`.
-  const actual = cgroup.version === 1 ? where.memory : where.unified;
-  return actual === cgroup.cgroupPath;
+  return (cgroup.version === 1 ? where.memory : where.unified) ?? null;
 }

@@ -9,8 +9,8 @@ import { readPids } from "./memoryFiles.js";
 import { requireLayout } from "./layout.js";
 import { assembleWorkerCgroup, workerCgroupFromDirs, type CgroupDir, type WorkerCgroup } from "./paths.js";
 import { readUpHolder, upHolderRefusal, workerCgroupOf, type UpHolder } from "./setup.js";
-import { discardHogRecord, listHogRecords, listMarkers, listServedQueues, markerFile, readMarker, removeMarker, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
-import { isInCgroup, readComm, SignalRefusedError, signalError } from "./tasks.js";
+import { discardHogRecord, listHogRecords, listMarkers, listServedQueues, markerFile, readMarker, removeMarker, unlinkLeftover, type CgroupMarker, type CgroupOwner } from "./stateFiles.js";
+import { isInCgroup, isInCgroupTree, readComm, SignalRefusedError, signalError } from "./tasks.js";
 import { isSameProcess, readProcessStat } from "../host/process.js";
 import { distinctQueues, type ServedQueue } from "../worker/served.js";
 import { parseWeightsFileName } from "../worker/weightsFile.js";
@@ -293,8 +293,13 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   }
 
   // The hog unlinks its thrash file on every exit but SIGKILL: finish its job.
-  done.unlinked.push(...listHogRecords(options.stateDir, computed).flatMap(({ file, record }) => discardHogRecord(file, record) ?? []));
-  done.unlinked.push(...removeOrphanedWeightsFiles(roots, weightsFiles));
+  const discarded = listHogRecords(options.stateDir, computed).map(({ file, record }) => discardHogRecord(file, record));
+  done.unlinked.push(...discarded.flatMap((d) => d.unlinked ?? []));
+  const weights = removeOrphanedWeightsFiles(roots, weightsFiles);
+  done.unlinked.push(...weights.removed);
+  // The marker stays with it: the teardown run again finds a hog's record and unlinks the file.
+  const filesLeft = [...discarded.flatMap((d) => d.left ?? []), ...weights.left];
+  if (filesLeft.length > 0) throw new RollbackIncompleteError(`${filesLeft.join("; ")}: run teardown again once it can be removed, or remove it yourself`);
   removeMarker(options.stateDir, computed);
   // Said by this teardown's caller now; a record left would name the queue again at the next setup's teardown.
   for (const { file } of served) rmSync(file, { force: true });
@@ -370,6 +375,7 @@ export async function killUntilEmpty(
     // A cgroup file this user may not write (root's cgroup, drill not root): its tasks are signalled by pid, each as the kernel lets this user.
     const usable = (dir: CgroupDir, file: string): boolean => dir.version === 2 && existsSync(path.join(dir.dir, file)) && mayWrite(path.join(dir.dir, file));
     let killedAll = false;
+    const killedDirs: CgroupDir[] = [];
     for (const dir of dirs) {
       const killFile = path.join(dir.dir, "cgroup.kill");
       if (!usable(dir, "cgroup.kill")) continue;
@@ -377,6 +383,7 @@ export async function killUntilEmpty(
         writeKernelFile(killFile, "1");
         method.add("cgroup.kill");
         killedAll = true;
+        killedDirs.push(dir);
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw kernelWriteError(killFile, err);
       }
@@ -388,8 +395,12 @@ export async function killUntilEmpty(
         const frozenTree = withDescendants(dirs);
         if (signalEach(roots, frozenTree, listInside(roots, frozenTree), send, seen, killed, refused)) method.add("freeze-kill-thaw");
       });
-    } else if (signalEach(roots, subtree, inside, send, seen, killed, refused)) {
-      method.add("sigkill-by-pid");
+    } else {
+      // SIGKILL by pid as well, but said only for a task cgroup.kill did not reach (a v1-only one): QA, every
+      // hybrid teardown said "then sigkill-by-pid" for the tasks cgroup.kill had just killed, still listed in the v1 dir.
+      const reached = (task: KilledTask): boolean => killedDirs.some((d) => isInCgroupTree(roots, task.pid, d));
+      signalEach(roots, subtree, inside.filter(reached), send, seen, killed, refused);
+      if (signalEach(roots, subtree, inside.filter((t) => !reached(t)), send, seen, killed, refused)) method.add("sigkill-by-pid");
     }
     // Only tasks this user may not signal are left: waiting longer changes nothing.
     const still = killedAll ? [] : listInside(roots, withDescendants(dirs));
@@ -503,16 +514,18 @@ function heldWeightsFiles(roots: HostRoots, dirs: CgroupDir[]): string[] {
   return [...files];
 }
 
-/** Each file whose owner (named in it) is gone now, unlinked; a live owner's file (a worker outside the cgroup) stays. */
-function removeOrphanedWeightsFiles(roots: HostRoots, files: string[]): string[] {
+/** Each file whose owner (named in it) is gone now, unlinked; a live owner's file (a worker outside the cgroup) stays. `left`: those that could not be unlinked, with why. */
+function removeOrphanedWeightsFiles(roots: HostRoots, files: string[]): { removed: string[]; left: string[] } {
   const removed: string[] = [];
+  const left: string[] = [];
   for (const file of files) {
     const owner = parseWeightsFileName(path.basename(file));
     if (owner === null || isSameProcess(roots, owner.pid, owner.startTime) || !existsSync(file)) continue;
-    rmSync(file, { force: true });
-    removed.push(file);
+    const refused = unlinkLeftover(file);
+    if (refused === null) removed.push(file);
+    else left.push(`could not unlink the weights file ${file}: ${refused}`);
   }
-  return removed;
+  return { removed, left };
 }
 
 /** Every task listed in the dirs' cgroup.procs; a dir removed under us (cgdelete) has none. */

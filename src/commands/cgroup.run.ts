@@ -92,7 +92,8 @@ function renderStatus(status: CgroupStatus, output: Output): void {
   // A task in a child cgroup says where: teardown kills it with the rest.
   const own = new Set(status.dirs.map((d) => d.dir));
   const where = (dirs: string[]): string => (dirs.every((d) => own.has(d)) ? "" : ` (in ${dirs.filter((d) => !own.has(d)).join(", ")})`);
-  output.out(`  tasks    ${status.tasks.length === 0 ? "none" : status.tasks.map((t) => `${t.pid} ${t.comm ?? "?"}${where(t.dirs)}`).join(", ")}`);
+  const tasks = status.tasks === null ? "n/a" : status.tasks.length === 0 ? "none" : status.tasks.map((t) => `${t.pid} ${t.comm ?? "?"}${where(t.dirs)}`).join(", ");
+  output.out(`  tasks    ${tasks}`);
   for (const miss of status.missing) output.err(`missing: ${miss.file}: ${miss.reason}`);
 }
 

@@ -1,10 +1,10 @@
-import { closeSync, openSync, readSync, rmSync, writeSync } from "node:fs";
+import { closeSync, openSync, readSync, writeSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import type { ChildProcess } from "node:child_process";
 import { DrillError, InterruptedError, RefusedError, UsageError, type StopSignal } from "../errors.js";
-import { hostRoots, type GlobalOptions } from "../context.js";
+import { hostRoots, shellWord, type GlobalOptions } from "../context.js";
 import { readKernelText } from "../host/kernelFile.js";
 import { parsePsi, stallRatePct } from "../host/psi.js";
 import { consoleOutput, snakeCaseKeys, type Output } from "../output.js";
@@ -14,16 +14,16 @@ import { joinedUnlessGone, spawnInCgroup, HOG_OOM_SCORE_ADJ, JOIN_FAILED_EXIT } 
 import { parseCounter, readCgroupMemory, readOomKillCount } from "../cgroup/memoryFiles.js";
 import type { CgroupDir, WorkerCgroup } from "../cgroup/paths.js";
 import type { HostRoots } from "../host/kernelFile.js";
-import { cgroupKey, newHogRecordFile, removeHogRecord, writeHogRecord, type HogRecord } from "../cgroup/stateFiles.js";
+import { cgroupKey, newHogRecordFile, removeHogRecord, unlinkLeftover, writeHogRecord, type HogRecord } from "../cgroup/stateFiles.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { signalVerified } from "../cgroup/tasks.js";
 import { onStopSignals } from "../interrupt.js";
 import { TERM_GRACE_MS } from "../cgroup/teardown.js";
 import { readHostMemoryBytes } from "../host/meminfo.js";
 import { readProcessStat } from "../host/process.js";
-import { forcedJoinWarning, refuseForeignJoin, requireSetUpCgroup, setupAdvice } from "../cgroup/ready.js";
+import { forcedJoinWarning, refuseForeignJoin, refuseFrozen, requireSetUpCgroup, setupAdvice } from "../cgroup/ready.js";
 import type { UpHolder } from "../cgroup/setup.js";
-import { anonCommand, describePageToucherExit, locatePageToucher, parsePageToucherLine, thrashCommand, type PageToucherLine } from "../native/pagetoucher.js";
+import { anonCommand, describePageToucherExit, locatePageToucher, parsePageToucherLine, thrashCommand, type PageToucherImpl, type PageToucherLine } from "../native/pagetoucher.js";
 import { followLines } from "../drill/tail.js";
 import { openOwnFile } from "../util/ownFiles.js";
 import type { InjectFlags } from "./inject.js";
@@ -33,6 +33,8 @@ export interface InjectReport {
   outcome: HogOutcome;
   name: string;
   mode: HogMode;
+  /** What faults the pages: the C helper, or the python fallback (slower per page) when it is not built. */
+  page_toucher: "c" | "python-fallback";
   size_bytes: number;
   hold_ms: number;
   /** ms from the packed line to the hog's exit: the hold it had, which a SIGSTOP or a stalled host stretches; null if it never packed or still holds. */
@@ -67,6 +69,8 @@ export interface InjectReport {
   stall: StallSummary;
   pressure_file: string | null;
   file: string | null;
+  /** Why the hog's file could not be unlinked after it exited (its record then kept, in state_file); null when it is gone. */
+  file_left: string | null;
   state_file: string | null;
   exit: { code: number | null; signal: NodeJS.Signals | null; description: string } | null;
   message: string;
@@ -105,7 +109,28 @@ function requireReadyCgroup(roots: HostRoots, computed: WorkerCgroup, stateDir: 
     throw new RefusedError(`${cgroup.limits.dir} has no memory limit (nor has any ancestor): the hog would pressure the whole host; ${setupAdvice(roots, computed, stateDir, parent, " --memory-max <size>")}`);
   }
   const forced = refuseForeignJoin(roots, computed, cgroup, stateDir, { command: "inject", force: flags.force === true, runId: env.DRILL_RUN_ID });
+  // Run by hand, a frozen cgroup is refused; up's own hog waits for the thaw, as up says the freeze as a stall with its resume.
+  if (env.DRILL_RUN_ID === undefined) refuseFrozen(cgroup, "inject");
   return { cgroup, forced };
+}
+
+/**
+ * v1 with the OOM killer disabled in the cgroup (memory.oom_control
+ * oom_kill_disable 1, which a new v1 cgroup inherits from its parent, as
+ * under `docker run --oom-kill-disable`): an anonymous hog over the limit
+ * waits at it for ever, never OOM-killed (QA: `fill touched 77.0MiB/200MiB …
+ * stall 0.0%` every second until Ctrl-C, nothing said). Refused for anon;
+ * a thrash file's pages are reclaimed instead.
+ */
+function refuseOomKillDisabled(cgroup: WorkerCgroup): void {
+  if (cgroup.limits.version !== 1) return;
+  const file = path.join(cgroup.limits.dir, "memory.oom_control");
+  const text = readKernelText(file);
+  if (!text.ok || !/^oom_kill_disable 1$/m.test(text.value)) return;
+  throw new RefusedError(
+    `the OOM killer is disabled in ${cgroup.limits.dir} (${file}: oom_kill_disable 1; a v1 cgroup inherits it from its parent): ` +
+      `an anon hog over the limit would wait at it for ever, never OOM-killed; enable it (echo 0 > ${shellWord(file)}), or use --mode thrash`,
+  );
 }
 
 /** How this run's peak is known: memory.peak reset for our fd (exact), the lifetime peak rising during the run (exact), or the highest usage sampled (a lower bound). */
@@ -194,6 +219,8 @@ export async function exitsWithin(exited: Promise<unknown>, graceMs: number): Pr
 export interface InjectDeps {
   /** Registers the stop signals' handling; returns the unregister function. Injectable for tests. */
   onSignal?: (handler: (signal: StopSignal) => void) => () => void;
+  /** Finds the page toucher (default locatePageToucher); tests pick the python fallback. */
+  locate?: () => PageToucherImpl;
 }
 
 export async function injectAction(globals: GlobalOptions, flags: InjectFlags, output: Output = consoleOutput(globals.color), deps: InjectDeps = {}): Promise<InjectReport> {
@@ -202,8 +229,11 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
   if (settings.mode === "thrash") checkThrashDir(settings.fileDir, settings.sizeBytes);
   const { roots, cgroup: computed } = resolveCgroupTarget(globals, flags);
   const { cgroup, forced } = requireReadyCgroup(roots, computed, globals.stateDir, flags, process.env);
+  if (settings.mode === "anon") refuseOomKillDisabled(cgroup);
   if (forced) output.err(`drill inject: ${forcedJoinWarning(forced, cgroup, "inject")}`);
-  const impl = locatePageToucher();
+  const impl = (deps.locate ?? locatePageToucher)();
+  // DESIGN: a marked weak fallback (the worker says it too).
+  if (impl.kind === "python") output.err(`drill inject: pages faulted by the python fallback (${impl.script}; the C helper native/build/pagetoucher is not built: \`npm run build\` on a host with a C compiler): slower per page than the C helper, so the fill takes longer`);
 
   let file: string | null = null;
   if (settings.mode === "thrash") {
@@ -374,6 +404,8 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
   // A detached hog is still holding: what it reached so far is what it packed.
   const peak = runPeak({ resetPeak: readResetPeak(resetPeakFd, cgroup.limits), lifetimeBefore: memoryBefore.peak, lifetimeAfter: memory.peak, sampledMax: state.usageMax });
   let outcome: HogOutcome;
+  let fileLeft: string | null = null;
+  let recordLeft: string | null = null;
   if (exit === null) {
     // Detached and packed: the hog holds on by itself and exits after --hold.
     outcome = "packed";
@@ -388,9 +420,10 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
       oomKillAfter: oomAfter.ok ? oomAfter.value : null,
     });
     // The hog unlinks its file on every exit but SIGKILL: finish its job.
-    if (file) rmSync(file, { force: true });
-    if (logFile) rmSync(logFile, { force: true });
-    removeHogRecord(stateFile);
+    fileLeft = file === null ? null : unlinkLeftover(file);
+    if (logFile) unlinkLeftover(logFile);
+    // A file left keeps its record: teardown or rollback unlinks it once it can.
+    if (fileLeft === null) recordLeft = removeHogRecord(stateFile);
   }
 
   const stall = summarizeStall(samples);
@@ -401,6 +434,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     outcome,
     name: cgroup.name,
     mode: settings.mode,
+    page_toucher: impl.kind === "native" ? "c" : "python-fallback",
     size_bytes: settings.sizeBytes,
     hold_ms: settings.holdMs,
     held_ms: exit !== null && state.packedAtMs !== null && exitedAtMs !== null ? Math.max(0, exitedAtMs - state.packedAtMs) : null,
@@ -426,13 +460,16 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
     stall,
     pressure_file: cgroup.pressureFile,
     file,
-    state_file: exit === null ? stateFile : null,
+    file_left: fileLeft,
+    state_file: exit === null || fileLeft !== null ? stateFile : null,
     exit: exitInfo,
     message: "",
   };
   report.message = describeOutcome(report, stderrTail);
   if (globals.json) output.json(snakeCaseKeys(report));
   else output.out(report.message);
+  if (fileLeft !== null) output.err(`drill inject: could not unlink the hog's file ${file}: ${fileLeft}; its record ${stateFile} is kept: drill cgroup teardown unlinks it once it can be removed, or remove it yourself`);
+  if (recordLeft !== null) output.err(`drill inject: the hog is done, but could not remove its record ${stateFile}: ${recordLeft}; drill cgroup teardown removes it once it can, or remove it yourself`);
 
   if (outcome === "interrupted") throw new InterruptedError(interruptedBy ?? "SIGINT");
   if (outcome === "failed") throw new DrillError(`hog failed: ${exitInfo?.description ?? "unknown"}`);

@@ -682,9 +682,9 @@ async function stopStrayHogs(roots: HostRoots, stateDir: string, name?: string):
       said(record.name, false, `hog pid ${record.pid}: ${why}; its record ${file} kept`);
       continue;
     }
-    const unlinked = discardHogRecord(file, record);
+    const { unlinked, left } = discardHogRecord(file, record);
     const what = outcome === "stopped" ? `stopped hog pid ${record.pid} (SIGTERM)` : outcome === "killed" ? `killed hog pid ${record.pid} (SIGKILL after ${TERM_GRACE_MS / 1000} s)` : `hog pid ${record.pid ?? "?"} already gone`;
-    said(record.name, true, `${what} (detached inject recorded in ${file}, its cgroup set up elsewhere)${unlinked ? `; unlinked ${unlinked}` : ""}`);
+    said(record.name, left === null, `${what} (detached inject recorded in ${file}, its cgroup set up elsewhere)${unlinked ? `; unlinked ${unlinked}` : ""}${left ? `; ${left}` : ""}`);
   }
   return done;
 }

@@ -1,4 +1,4 @@
-import { statfsSync, statSync } from "node:fs";
+import { accessSync, constants, statfsSync, statSync } from "node:fs";
 import path from "node:path";
 import { RefusedError, UsageError } from "../errors.js";
 import { formatBytes } from "../units.js";
@@ -56,16 +56,24 @@ export interface FileDirCheck {
 
 /**
  * Why `dir` cannot hold drill's files, or null when it is an existing
- * directory. statfs alone answers for a regular file too (its filesystem), so
+ * directory this user may make files in. statfs alone answers for a regular file too (its filesystem), so
  * without this a file given as the dir fails only once the hog or worker runs.
  */
 export function directoryProblem(dir: string): string | null {
   try {
-    return statSync(dir).isDirectory() ? null : `${dir} is not a directory`;
+    if (!statSync(dir).isDirectory()) return `${dir} is not a directory`;
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     // ENOTDIR: a file on the way (`/etc/passwd/x`); there is no such dir either.
     return `${dir} ${code === "ENOENT" || code === "ENOTDIR" ? "does not exist" : `cannot be read (${code ?? (err as Error).message})`}`;
+  }
+  // QA: a read-only mount passed doctor and inject; the hog then failed at its file's create, mid-drill.
+  try {
+    accessSync(dir, constants.W_OK | constants.X_OK);
+    return null;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === "EROFS" ? `${dir} is on a read-only filesystem (EROFS): no file can be made there` : `${dir} is not writable (${code ?? (err as Error).message})`;
   }
 }
 

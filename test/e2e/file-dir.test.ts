@@ -1,4 +1,5 @@
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -55,6 +56,29 @@ describe.skipIf(skip !== null)("a --file-dir / --weights-dir that is not a direc
     const r = await runDrill(["--state-dir", stateDir, "inject", "--parent", "self", "--name", name, "--mode", "thrash", "--size", "32M", "--hold", "1s", "--file-dir", missing]);
     expect(r.exitCode, r.stdout + r.stderr).toBe(2);
     oneLine(r.stderr, `--file-dir: ${missing} does not exist; give an existing directory on a disk filesystem`);
+  });
+
+  // QA: a read-only mount passed every check (doctor's row said "pass"); the hog then
+  // failed at its file's create (exit 1), and up's worker the same, mid-drill.
+  it("inject --mode thrash --file-dir <read-only mount>: exit 2 naming --file-dir, no hog started; doctor and up say the same", async () => {
+    const ro = path.join(root, "ro");
+    mkdirSync(ro);
+    const bind = spawnSync("mount", ["--bind", ro, ro], { encoding: "utf8" });
+    expect(bind.status, bind.stderr).toBe(0);
+    try {
+      const remount = spawnSync("mount", ["-o", "remount,bind,ro", ro], { encoding: "utf8" });
+      expect(remount.status, remount.stderr).toBe(0);
+      const r = await runDrill(["--state-dir", stateDir, "inject", "--parent", "self", "--name", name, "--mode", "thrash", "--size", "32M", "--hold", "1s", "--file-dir", ro]);
+      expect(r.exitCode, r.stdout + r.stderr).toBe(2);
+      oneLine(r.stderr, `--file-dir: ${ro} is on a read-only filesystem (EROFS): no file can be made there; give an existing directory on a disk filesystem`);
+      expect(r.stdout).toBe("");
+      expect(existsSync(hogsDir(stateDir)) ? readdirSync(hogsDir(stateDir)) : []).toEqual([]);
+      const doctor = await runDrill(["--state-dir", stateDir, "doctor", "--parent", "self", "--file-dir", ro]);
+      expect(doctor.exitCode, doctor.stdout + doctor.stderr).toBe(2);
+      expect(doctor.stderr).toBe(r.stderr);
+    } finally {
+      spawnSync("umount", [ro]);
+    }
   });
 
   it("worker --weights-dir <a file>: exit 2 naming --weights-dir before it joins the cgroup", async () => {

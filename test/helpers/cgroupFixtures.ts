@@ -2,6 +2,7 @@ import { spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { afterAll, beforeAll } from "vitest";
 import { HostRoots } from "../../src/host/kernelFile.js";
 import { detectLayout, readProcessCgroups, requireLayout } from "../../src/cgroup/layout.js";
 import { resolveWorkerCgroup, type WorkerCgroup } from "../../src/cgroup/paths.js";
@@ -292,4 +293,23 @@ export function realDrillSkipReason(): string | null {
     return (err as Error).message;
   }
   return null;
+}
+
+/**
+ * A drill cgroup `name` set up for real (--parent self, a temp state dir)
+ * before a file's tests, torn down with its state dir after them: read `cg`
+ * and `stateDir` inside the tests.
+ */
+export function realCgroupForFile(name: string, memoryMax = 64 * 1024 * 1024): { cg: WorkerCgroup; stateDir: string } {
+  const made = { cg: undefined as unknown as WorkerCgroup, stateDir: "" };
+  beforeAll(() => {
+    made.stateDir = tempStateDir();
+    made.cg = realWorkerCgroup(name);
+    setupWorkerCgroup(realRoots(), made.cg, made.stateDir, { memoryMax, swapMax: 0 });
+  });
+  afterAll(async () => {
+    await forceCleanup(made.cg, made.stateDir);
+    rmSync(made.stateDir, { recursive: true, force: true });
+  });
+  return made;
 }

@@ -16,11 +16,11 @@ describe("runPeak: this run's cgroup peak, never the lifetime one passed off as 
 
 function report(overrides: Partial<InjectReport>): InjectReport {
   return {
-    outcome: "packed", name: "qa-inj", mode: "anon", size_bytes: 32 * M, hold_ms: 1000, held_ms: 1010, detached: false, pid: 4242, start_time: 1, joined: true, oom_score_adj: 1000,
+    outcome: "packed", name: "qa-inj", mode: "anon", page_toucher: "c", size_bytes: 32 * M, hold_ms: 1000, held_ms: 1010, detached: false, pid: 4242, start_time: 1, joined: true, oom_score_adj: 1000,
     touched_bytes: 32 * M, packed_bytes: 32 * M, fill_ms: null, passes: 0, cgroup: "/sys/fs/cgroup/qa-inj", cg_mem_max: 64 * M, cg_mem_max_effective: 64 * M,
     cg_mem_peak: 64 * M, run_peak_bytes: 32.4 * M, run_peak_basis: "sampled", cg_oom_kill_before: 1, cg_oom_kill_after: 1, stall_rates_pct: [], samples: [],
     stall: { holdSeconds: 0, holdMedianPct: null, holdMaxPct: null, holdSecondsOver: 0, thresholdPct: 5 },
-    pressure_file: null, file: null, state_file: null, exit: { code: 0, signal: null, description: "exited 0" }, message: "",
+    pressure_file: null, file: null, file_left: null, state_file: null, exit: { code: 0, signal: null, description: "exited 0" }, message: "",
     ...overrides,
   };
 }

@@ -1,0 +1,33 @@
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { spawnInCgroup } from "../../src/cgroup/join.js";
+import { realCgroupForFile, realCgroupSkipReason } from "../helpers/cgroupFixtures.js";
+import { runDrill } from "../helpers/cli.js";
+
+const skip = realCgroupSkipReason();
+if (skip) console.warn(`skipping teardown's how line on a real cgroup: ${skip}`);
+
+/**
+ * README: `how: sigterm, then cgroup.kill`, `sigkill-by-pid` only where there
+ * is no cgroup.kill. QA: on a hybrid host every teardown that needed a kill
+ * said "sigterm, then cgroup.kill, then sigkill-by-pid": the tasks cgroup.kill
+ * had just killed, still listed in the v1 dir, were SIGKILLed by pid as well.
+ */
+describe.skipIf(skip !== null)("cgroup teardown's how line (real cgroup under --parent self)", () => {
+  const name = `thow${process.pid}`;
+  const made = realCgroupForFile(name);
+
+  it("a task that ignores SIGTERM, in every dir: sigterm, then cgroup.kill, nothing by pid", async (ctx) => {
+    if (!made.cg.dirs.some((d) => d.version === 2 && existsSync(path.join(d.dir, "cgroup.kill")))) ctx.skip();
+    // An ignored SIGTERM stays ignored across exec.
+    const task = spawnInCgroup(made.cg, "/bin/sh", ["-c", "trap '' TERM; exec sleep 60"], { stdio: "ignore" });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const td = await runDrill(["--state-dir", made.stateDir, "--json", "cgroup", "teardown", "--parent", "self", "--name", name]);
+    task.kill("SIGKILL");
+    expect(td.exitCode, td.stdout + td.stderr).toBe(0);
+    const doc = JSON.parse(td.stdout) as { method: string[]; killed: Array<{ pid: number }> };
+    expect(doc.method).toEqual(["sigterm", "cgroup.kill"]);
+    expect(doc.killed.map((k) => k.pid)).toEqual([task.pid]);
+  });
+});
