@@ -1,4 +1,4 @@
-import { percentile, sharesOfHundred } from "../util/stats.js";
+import { extentOf, percentile, sharesOfHundred } from "../util/stats.js";
 import { DEFAULT_REPORT_SINCE } from "../units.js";
 import { decodeJob } from "../queue/job.js";
 import { parseSeq } from "../queue/seq.js";
@@ -982,13 +982,14 @@ function paceOf(jobs: ReadonlyArray<{ start: number | null; end: number }>, wind
   if (jobs.length === 0) return { fromMs: null, toMs: null, perHour: null, naReason: "no job finished in the window" };
   const starts = jobs.map((j) => j.start).filter((t): t is number => t !== null);
   // Without any job's start (no admit, no enqueue_ts) the window's start is the best bound.
-  const fromMs = Math.max(windowFromMs, starts.length > 0 ? Math.min(...starts) : windowFromMs);
-  const toMs = Math.max(...jobs.map((j) => j.end));
+  const firstStart = extentOf(starts)?.min ?? null;
+  const fromMs = Math.max(windowFromMs, firstStart ?? windowFromMs);
+  const toMs = extentOf(jobs.map((j) => j.end))!.max;
   const spanMs = toMs - fromMs;
   const span = `${(Math.max(spanMs, 0) / 1000).toFixed(1)} s`;
   if (jobs.length < PACE_MIN_JOBS) {
     // Its start clipped to the window is said so (QA AE: 1.3 s "from its start" for a job that ran 9.5 s, begun before the window).
-    const clipped = starts.length === 0 || Math.min(...starts) < windowFromMs;
+    const clipped = firstStart === null || firstStart < windowFromMs;
     const from = clipped ? "from the window's start" : "from its start";
     return { fromMs, toMs, perHour: null, naReason: `only ${jobs.length} job finished in the window (${span} ${from} to its finish): one job's time is a latency, not a rate (a pace needs at least ${PACE_MIN_JOBS})` };
   }
@@ -1093,10 +1094,9 @@ export function recordingCoverage(
   samples: readonly Pick<WatchSample, "tsMs">[],
   events: readonly Pick<DecisionEvent, "reason" | "tsMs">[] | null,
 ): Pick<Report["pressure"], "first_sample" | "last_sample" | "decisions_outside_recording"> {
-  const times = samples.map((s) => s.tsMs).filter((t): t is number => t !== null);
-  if (times.length === 0) return { first_sample: null, last_sample: null, decisions_outside_recording: null };
-  const first = Math.min(...times);
-  const last = Math.max(...times);
+  const span = extentOf(samples.map((s) => s.tsMs).filter((t): t is number => t !== null));
+  if (span === null) return { first_sample: null, last_sample: null, decisions_outside_recording: null };
+  const { min: first, max: last } = span;
   const decided = events?.filter((e) => isDecisionReason(e.reason)) ?? null;
   const outside = decided === null || decided.length === 0 ? null : decided.filter((e) => e.tsMs !== null && (e.tsMs < first - COVERAGE_SLACK_MS || e.tsMs > last + COVERAGE_SLACK_MS)).length;
   return { first_sample: iso(first), last_sample: iso(last), decisions_outside_recording: outside };
@@ -1230,7 +1230,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     const lateUnfinished = unfinished.jobs.filter((u) => u.late).map((u) => u.id);
     const lateIds = [...lateFinished.map((d) => d.id ?? "?"), ...lateUnfinished];
     const p99 = percentile(times, 99);
-    const deadline = deadlines.length === 0 ? null : { min: Math.min(...deadlines), max: Math.max(...deadlines) };
+    const deadline = extentOf(deadlines);
     const admittedInWindow = events === null ? null : new Set(events.filter((e) => e.reason === "admit").map((e) => e.job));
     const withFirstToken = times.length;
     const p99OverDeadline = p99 !== null && deadline !== null ? p99 - deadline.min : null;
@@ -1243,7 +1243,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
       with_first_token: withFirstToken,
       p50_ms: percentile(times, 50),
       p99_ms: p99,
-      max_ms: times.length === 0 ? null : Math.max(...times),
+      max_ms: extentOf(times)?.max ?? null,
       deadline_ms: deadline,
       // The smallest deadline when they differ (QA: 3 s jobs and one 60 s job read "within, 49378 ms to spare" beside 3 late).
       p99_over_deadline_ms: p99OverDeadline,
