@@ -1,4 +1,5 @@
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { constants, existsSync, openSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { readFile, stat } from "node:fs/promises";
 import net from "node:net";
 import path from "node:path";
 import type { Redis } from "ioredis";
@@ -286,13 +287,32 @@ function drillInfo(name: string, state: DrillState | null, roots: HostRoots, upE
 
 
 /**
+ * A recording's text. A FIFO (`mkfifo`, or `--recording <(zcat watch.jsonl.gz)`)
+ * is read on the event loop, not in a read that blocks: one nobody writes yet
+ * waits for its writer, and Ctrl-C or SIGTERM still stops the report (QA: a
+ * synchronous read heard neither, and a thread-pool read kept process.exit
+ * waiting for it).
+ */
+async function readRecordingText(file: string): Promise<string> {
+  if (!(await stat(file)).isFIFO()) return readFile(file, "utf8");
+  const fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
+  return new Promise((resolve, reject) => {
+    const pipe = new net.Socket({ fd, readable: true, writable: false });
+    const chunks: Buffer[] = [];
+    pipe.on("data", (chunk: Buffer) => chunks.push(chunk));
+    pipe.once("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    pipe.once("error", reject);
+  });
+}
+
+/**
  * --recording: the operator named it, so a file that cannot be read or holds
  * no sample is bad input (exit 2 naming the flag), never a silent "n/a".
  */
-function givenRecording(file: string): Recording {
+async function givenRecording(file: string): Promise<Recording> {
   let text: string;
   try {
-    text = readFileSync(file, "utf8");
+    text = await readRecordingText(file);
   } catch (err) {
     throw new UsageError(`--recording: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? message(err)}`);
   }
@@ -304,10 +324,10 @@ function givenRecording(file: string): Recording {
   return recording;
 }
 
-function readRecording(file: string, notes: string[]): Recording | null {
+async function readRecording(file: string, notes: string[]): Promise<Recording | null> {
   let text: string;
   try {
-    text = readFileSync(file, "utf8");
+    text = await readRecordingText(file);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code !== "ENOENT") notes.push(`cannot read ${file}: ${code ?? (err as Error).message}`);
@@ -437,10 +457,10 @@ async function gatherSources(options: GatherOptions): Promise<Gathered> {
   const exports = dir === null ? { own: [], earlier: [] } : archived ? { own: keptRunExports(dir, archived), earlier: [] } : runExportFiles(dir, state);
   let recording: Recording | null = null;
   if (options.recordingFile !== undefined) {
-    recording = givenRecording(options.recordingFile);
+    recording = await givenRecording(options.recordingFile);
   } else {
     for (const file of candidates) {
-      recording = readRecording(file, notes);
+      recording = await readRecording(file, notes);
       if (recording !== null) break;
     }
   }
