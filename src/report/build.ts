@@ -427,7 +427,8 @@ export interface Report {
     /** memory.events oom_kill at the last sample, and how much it rose in the window. */
     cg_oom_kill_end: number | null;
     oom_kills_in_window: number | null;
-    alarms: Array<{ alarm: string; samples: number }>;
+    /** null: no sample in the window (unknown, as the text's n/a), never [] (none raised). */
+    alarms: Array<{ alarm: string; samples: number }> | null;
     /** The first and last sample in the window (ISO); null without one. */
     first_sample: string | null;
     last_sample: string | null;
@@ -1312,7 +1313,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     cg_mem_max: lastMax,
     cg_oom_kill_end: oom.end,
     oom_kills_in_window: oom.inWindow,
-    alarms: [...alarmCounts.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([alarm, n]) => ({ alarm, samples: n })),
+    alarms: samples.length === 0 ? null : [...alarmCounts.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([alarm, n]) => ({ alarm, samples: n })),
     ...recordingCoverage(samples, events),
   };
   const slackPartial = samples.filter((s) => s.slack_partial).length;

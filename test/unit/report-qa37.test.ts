@@ -44,3 +44,26 @@ describe("a report over more samples or finished jobs than a call takes argument
     expect(report.first_token?.deadline_ms).toEqual({ min: 4000, max: 8000 });
   });
 });
+
+describe("pressure.alarms in --json: unknown is null, not none", () => {
+  const recording = (samples: ReturnType<typeof watchSample>[]) => ({ file: "watch.jsonl", samples, badLines: 0 });
+
+  it("no recording: null (the text says n/a), not [] (no alarm raised)", () => {
+    const report = buildReport(reportInputs(), NOW, 10 * 60_000);
+    expect(report.pressure.samples).toBe(0);
+    expect(report.pressure.alarms).toBeNull();
+  });
+
+  it("a recording with no sample in the window: null", () => {
+    const report = buildReport(reportInputs({ recording: recording([watchSample(NOW - 3 * H, { alarm: ["reclaim_not_underload"] })]) }), NOW, 10 * 60_000);
+    expect(report.pressure.samples).toBe(0);
+    expect(report.pressure.alarms).toBeNull();
+  });
+
+  it("samples in the window and none raised: [] (none); raised: counted", () => {
+    const calm = buildReport(reportInputs({ recording: recording([watchSample(NOW - 60_000), watchSample(NOW - 30_000)]) }), NOW, 10 * 60_000);
+    expect(calm.pressure.alarms).toEqual([]);
+    const paged = buildReport(reportInputs({ recording: recording([watchSample(NOW - 60_000, { alarm: ["reclaim_not_underload"] }), watchSample(NOW - 30_000)]) }), NOW, 10 * 60_000);
+    expect(paged.pressure.alarms).toEqual([{ alarm: "reclaim_not_underload", samples: 1 }]);
+  });
+});
