@@ -599,7 +599,12 @@ async function gatherSources(options: GatherOptions): Promise<Gathered> {
     exported = parseExport(text, keys);
   }
   if (exported.queueKeyCount === 0) noQueueKey(keys.queue, `rollback's export ${file}`, exported.queues, notes, queueAsked, drillQueue);
-  if (exported.badLines > 0) notes.push(`${exported.badLines} line(s) of ${file} were not exported keys: skipped`);
+  if (exported.badLines > 0) {
+    notes.push(
+      `${exported.badLines} line(s) of ${file} were not exported keys (the file is cut short or damaged; rollback writes it whole): skipped; ` +
+        `a key not in it may have been on them, so its figures are n/a, not 0 (where the jobs are, ids issued, and each of ${keys.events}, ${keys.stats}, ${keys.done}, ${keys.ready}, ${keys.drain} not found)`,
+    );
+  }
   if (exported.badDone > 0) notes.push(`${exported.badDone} ${keys.done} record(s) were not JSON objects: skipped`);
   const atMs = exportTimeMs(path.basename(file));
   const nowMs = atMs ?? statSync(file).mtimeMs;
@@ -610,9 +615,9 @@ async function gatherSources(options: GatherOptions): Promise<Gathered> {
       events: exported.events,
       // The whole stream, and the stats beside it: no entries-added in an export.
       eventStream:
-        exported.events.length === 0
+        exported.events === null || exported.events.length === 0
           ? null
-          : { firstId: exported.events[0]!.id, lastId: exported.events.at(-1)!.id, length: exported.events.length, entriesAdded: null, decisionsAdded: streamDecisionsCounted(exported.stats) },
+          : { firstId: exported.events[0]!.id, lastId: exported.events.at(-1)!.id, length: exported.events.length, entriesAdded: null, decisionsAdded: exported.stats === null ? null : streamDecisionsCounted(exported.stats) },
       done: exported.done,
       stats: exported.stats,
       queueLen: exported.queueLen,

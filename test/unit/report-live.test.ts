@@ -184,7 +184,7 @@ describe("rollback's export carries what the late count needs", () => {
       .map((l) => JSON.stringify(l))
       .join("\n");
     const exported = parseExport(text, queueKeys("jobs"));
-    expect(exported.unfinished.map((t) => [t.id, t.role, t.enqueueTs, t.deadlineMs])).toEqual([
+    expect(exported.unfinished!.map((t) => [t.id, t.role, t.enqueueTs, t.deadlineMs])).toEqual([
       ["2", "drain", 1000, 8000],
       ["3", "drain", 1000, 8000],
     ]);

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { queueKeys } from "../../src/queue/keys.js";
 import { buildReport } from "../../src/report/build.js";
+import { parseExport } from "../../src/report/exportFile.js";
 import type { DoneEntry } from "../../src/report/inputs.js";
 import { reportInputs } from "../helpers/reportInputs.js";
 import { watchSample } from "../helpers/watchSample.js";
@@ -65,5 +67,49 @@ describe("pressure.alarms in --json: unknown is null, not none", () => {
     expect(calm.pressure.alarms).toEqual([]);
     const paged = buildReport(reportInputs({ recording: recording([watchSample(NOW - 60_000, { alarm: ["reclaim_not_underload"] }), watchSample(NOW - 30_000)]) }), NOW, 10 * 60_000);
     expect(paged.pressure.alarms).toEqual([{ alarm: "reclaim_not_underload", samples: 1 }]);
+  });
+});
+
+describe("an export cut short: what it lost is n/a, not 0", () => {
+  const keys = queueKeys("jobs");
+  const payload = (id: string) => JSON.stringify({ id, prompt_tokens: 100, completion_tokens: 8, files: 1, enqueue_ts: NOW - 60_000, deadline_ms: 8000, attempt: 0, host_class: "shared-free" });
+  // As rollback writes it: one key a line, sorted by key.
+  const whole = [
+    { key: "jobs:done", type: "list", ttl_ms: null, value: [{ utf8: JSON.stringify({ id: "1", first_token_ms: 15, deadline_ms: 8000, late: false, tokens_out: 8, done_ts: NOW - 50_000 }) }] },
+    { key: "jobs:events", type: "stream", ttl_ms: null, value: [[`${NOW - 59_000}-0`, ["reason", "admit", "job", "1", "figures", "packed=100 limit=32000", "ts", String(NOW - 59_000)]], [`${NOW - 58_000}-0`, ["reason", "reject_packed_tokens", "job", "2", "figures", "packed=40000 limit=32000 route=retry", "ts", String(NOW - 58_000)]]] },
+    { key: "jobs:retry:dedicated", type: "list", ttl_ms: null, value: [{ utf8: payload("2") }] },
+    { key: "jobs:seq", type: "string", ttl_ms: null, value: { utf8: "2" } },
+    { key: "jobs:stats", type: "hash", ttl_ms: null, value: { admitted: { utf8: "1" }, reject_packed_tokens: { utf8: "1" }, jobs_done: { utf8: "1" }, tokens_out: { utf8: "8" } } },
+  ]
+    .map((l) => JSON.stringify(l))
+    .join("\n");
+
+  it("whole: the keys not in it are empty (0), as Redis had none", () => {
+    const exported = parseExport(`${whole}\n`, keys);
+    expect(exported).toMatchObject({ badLines: 0, queueLen: 0, drainLen: 0, stats: { jobs_done: "1" } });
+    expect(exported.events).toHaveLength(2);
+    expect(exported.jobPlaces?.seq).toBe(2);
+  });
+
+  it("cut inside jobs:events: the keys from there on are n/a (null), not an empty stream, no stats and ids issued 0", () => {
+    const cut = whole.slice(0, whole.indexOf('"reject_packed_tokens"'));
+    const exported = parseExport(cut, keys);
+    expect(exported.badLines).toBe(1);
+    // Before the cut: whole.
+    expect(exported.done).toHaveLength(1);
+    // On and after it: unknown.
+    expect(exported.events).toBeNull();
+    expect(exported.stats).toBeNull();
+    expect(exported.queueLen).toBeNull();
+    expect(exported.drainLen).toBeNull();
+    expect(exported.jobPlaces).toBeNull();
+    const report = buildReport(
+      reportInputs({ source: { kind: "export", file: "final.jsonl", atMs: NOW }, events: exported.events, done: exported.done, stats: exported.stats, queueLen: exported.queueLen, drainLen: exported.drainLen, jobPlaces: exported.jobPlaces, unfinished: exported.unfinished }),
+      NOW,
+      10 * 60_000,
+    );
+    expect(report.decisions).toBeNull();
+    expect(report.totals).toBeNull();
+    expect(report.jobs_where).toBeNull();
   });
 });
