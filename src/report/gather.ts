@@ -1,5 +1,5 @@
-import { constants, existsSync, openSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { readFile, stat } from "node:fs/promises";
+import { constants, createReadStream, existsSync, openSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { stat } from "node:fs/promises";
 import net from "node:net";
 import path from "node:path";
 import type { Redis } from "ioredis";
@@ -33,7 +33,7 @@ import {
   jobTimingOf,
   parseDoneEntry,
   seqOfText,
-  parseRecording,
+  readRecordingStream,
   sortJobLists,
   UNFINISHED_ROLES,
   type CgroupNow,
@@ -287,22 +287,16 @@ function drillInfo(name: string, state: DrillState | null, roots: HostRoots, upE
 
 
 /**
- * A recording's text. A FIFO (`mkfifo`, or `--recording <(zcat watch.jsonl.gz)`)
- * is read on the event loop, not in a read that blocks: one nobody writes yet
- * waits for its writer, and Ctrl-C or SIGTERM still stops the report (QA: a
- * synchronous read heard neither, and a thread-pool read kept process.exit
- * waiting for it).
+ * A recording, read a line at a time (readRecordingStream). A FIFO (`mkfifo`,
+ * or `--recording <(zcat watch.jsonl.gz)`) is read on the event loop, not in a
+ * read that blocks: one nobody writes yet waits for its writer, and Ctrl-C or
+ * SIGTERM still stops the report (QA: a synchronous read heard neither, and a
+ * thread-pool read kept process.exit waiting for it).
  */
-async function readRecordingText(file: string): Promise<string> {
-  if (!(await stat(file)).isFIFO()) return readFile(file, "utf8");
+async function readRecordingFile(file: string): Promise<Recording> {
+  if (!(await stat(file)).isFIFO()) return readRecordingStream(file, createReadStream(file));
   const fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
-  return new Promise((resolve, reject) => {
-    const pipe = new net.Socket({ fd, readable: true, writable: false });
-    const chunks: Buffer[] = [];
-    pipe.on("data", (chunk: Buffer) => chunks.push(chunk));
-    pipe.once("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
-    pipe.once("error", reject);
-  });
+  return readRecordingStream(file, new net.Socket({ fd, readable: true, writable: false }));
 }
 
 /**
@@ -310,13 +304,12 @@ async function readRecordingText(file: string): Promise<string> {
  * no sample is bad input (exit 2 naming the flag), never a silent "n/a".
  */
 async function givenRecording(file: string): Promise<Recording> {
-  let text: string;
+  let recording: Recording;
   try {
-    text = await readRecordingText(file);
+    recording = await readRecordingFile(file);
   } catch (err) {
     throw new UsageError(`--recording: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? message(err)}`);
   }
-  const recording = parseRecording(file, text);
   if (recording.samples.length === 0) {
     const skipped = recording.badLines > 0 ? ` (${recording.badLines} line(s), none a sample)` : " (it is empty)";
     throw new UsageError(`--recording: ${file} holds no watch sample${skipped}; give the file \`drill watch --record\` wrote`);
@@ -325,15 +318,13 @@ async function givenRecording(file: string): Promise<Recording> {
 }
 
 async function readRecording(file: string, notes: string[]): Promise<Recording | null> {
-  let text: string;
   try {
-    text = await readRecordingText(file);
+    return await readRecordingFile(file);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code !== "ENOENT") notes.push(`cannot read ${file}: ${code ?? (err as Error).message}`);
     return null;
   }
-  return parseRecording(file, text);
 }
 
 /**

@@ -1,12 +1,12 @@
 import { execSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { drillBin } from "../helpers/cli.js";
-import { freePort } from "../helpers/redisServer.js";
+import { drillBin, runDrill } from "../helpers/cli.js";
+import { freePort, startRedisServer } from "../helpers/redisServer.js";
 
 /**
  * QA 37: `report --recording` on a file that is no regular file. A FIFO with
@@ -60,4 +60,33 @@ describe("report --recording on a FIFO nobody writes", () => {
     expect(r.timedOut).toBe(false);
     expect(String(r.stderr)).not.toContain("--recording");
   });
+});
+
+describe("report --recording of a file past the longest string (~512 MiB: a sidecar recorded for weeks)", () => {
+  it("is read line by line: its samples are reported, not 'cannot read …: Invalid string length' (exit 2)", async () => {
+    const server = await startRedisServer();
+    try {
+      const stateDir = path.join(tmp, "state-huge");
+      mkdirSync(stateDir);
+      const file = path.join(tmp, "huge.jsonl");
+      const fd = openSync(file, "w");
+      const at = (k: number) => new Date(Date.now() - (10 - k) * 1000).toISOString();
+      const sample = (k: number) => `${JSON.stringify({ ts: at(k), psi_mem_some_avg10: k === 2 ? 17.5 : 1, alarm: [], missing: [] })}\n`;
+      writeSync(fd, sample(1));
+      // Blank lines of 1 MiB of spaces each (skipped, as a reader skips them) carry the size: 576 MiB.
+      const blank = Buffer.alloc(64 * 1024 * 1024, " ");
+      for (let end = 1024 * 1024 - 1; end < blank.length; end += 1024 * 1024) blank[end] = 0x0a;
+      for (let k = 0; k < 9; k++) writeSync(fd, blank);
+      writeSync(fd, sample(2));
+      closeSync(fd);
+      const r = await runDrill(["--state-dir", stateDir, "--redis", server.url, "--json", "report", "--recording", file], { timeout: 120_000 });
+      expect(r.exitCode, r.stderr).toBe(0);
+      const doc = JSON.parse(r.stdout) as { pressure: { samples: number; peak_psi_mem_some_avg10: { value: number | null } } };
+      expect(doc.pressure.samples).toBe(2);
+      expect(doc.pressure.peak_psi_mem_some_avg10.value).toBe(17.5);
+    } finally {
+      await server.stop();
+      rmSync(path.join(tmp, "huge.jsonl"), { force: true });
+    }
+  }, 180_000);
 });
