@@ -424,7 +424,7 @@ export interface Report {
     /** The sample with the highest stall rate (worker cgroup's or host's), with what sat beside it: the runbook's "idle CPU plus shrinking slack". */
     at_worst_stall: WorstStall | null;
     cg_mem_max: number | "max" | null;
-    /** memory.events oom_kill at the last sample, and how much it rose in the window. */
+    /** cg_oom_kill (memory.events, v1 memory.oom_control, oom_kill) at the last sample, and how much it rose in the window. */
     cg_oom_kill_end: number | null;
     oom_kills_in_window: number | null;
     /** null: no sample in the window (unknown, as the text's n/a), never [] (none raised). */

@@ -1,7 +1,9 @@
+import { Chalk } from "chalk";
 import { describe, expect, it } from "vitest";
 import { queueKeys } from "../../src/queue/keys.js";
 import { buildReport } from "../../src/report/build.js";
 import { parseExport } from "../../src/report/exportFile.js";
+import { renderText } from "../../src/report/render.js";
 import type { DoneEntry } from "../../src/report/inputs.js";
 import { reportInputs } from "../helpers/reportInputs.js";
 import { watchSample } from "../helpers/watchSample.js";
@@ -111,5 +113,17 @@ describe("an export cut short: what it lost is n/a, not 0", () => {
     expect(report.decisions).toBeNull();
     expect(report.totals).toBeNull();
     expect(report.jobs_where).toBeNull();
+  });
+});
+
+describe("the OOM kills row names the counter as watch records it, not v2's file", () => {
+  it("a legacy-v1 or hybrid host (memory.oom_control): cg_oom_kill=1, not 'memory.events oom_kill=1', a file its cgroup has not", () => {
+    const samples = [watchSample(NOW - 60_000, { cg_oom_kill: 0 }), watchSample(NOW - 30_000, { cg_oom_kill: 1 })];
+    const cgroupNow = { tsMs: NOW, file: "/sys/fs/cgroup/memory/infer/memory.oom_control", oomKill: 1, reason: null };
+    const report = buildReport(reportInputs({ recording: { file: "watch.jsonl", samples, badLines: 0 }, cgroupNow }), NOW, 10 * 60_000);
+    const text = renderText(report, new Chalk({ level: 0 }));
+    const row = text.split("\n").find((l) => l.trimStart().startsWith("OOM kills"))!;
+    expect(row).toMatch(/1 in window \(cg_oom_kill=1\)$/);
+    expect(text).not.toContain("memory.events");
   });
 });
