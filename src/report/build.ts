@@ -681,14 +681,26 @@ function eventsTrimmedNote(t: EventsTrimmed, queue: string, fromMs: number): str
  * Stall time (ms) over (startMs, endMs]: each sample's rate (% of its interval
  * stalled) covers the interval since the previous sample, so the integral is
  * exact for what the sidecar measured. Returns null when no recorded interval
- * overlaps the job.
+ * overlaps the job. `samples` oldest first (parseRecording sorts them): only
+ * the intervals of the job's slot are visited, found by bisection, not the
+ * whole recording per job (QA: a day's recording and 20 000 jobs took 16 s).
  */
 export function stallMsBetween(samples: readonly WatchSample[], startMs: number, endMs: number): { stallMs: number; coverage: number } | null {
   if (endMs <= startMs) return null;
   let stallMs = 0;
   let coveredMs = 0;
-  for (let i = 1; i < samples.length; i++) {
+  // The first sample after startMs: the intervals ending at or before it overlap nothing.
+  let lo = 0;
+  let hi = samples.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (samples[mid]!.tsMs <= startMs) lo = mid + 1;
+    else hi = mid;
+  }
+  for (let i = Math.max(1, lo); i < samples.length; i++) {
     const prev = samples[i - 1]!;
+    // From here on every interval starts at or after endMs.
+    if (prev.tsMs >= endMs) break;
     const cur = samples[i]!;
     const rate = cur.cg_psi_mem_some_rate ?? cur.psi_mem_some_rate;
     if (rate === null) continue;
@@ -1337,7 +1349,8 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
   // cost_proxy per finished job
   let costProxy: Report["cost_proxy"] = null;
   if (done !== null) {
-    const recorded = inputs.recording?.samples ?? [];
+    // Oldest first, as stallMsBetween bisects them (parseRecording sorts; a caller's own samples may not be).
+    const recorded = [...(inputs.recording?.samples ?? [])].sort((a, b) => a.tsMs - b.tsMs);
     // Jobs with both ends known that no sample covers: their n/a is the recording's, said in a note (QA).
     let outsideRecording = 0;
     const jobs = done.map((d): JobCost => {

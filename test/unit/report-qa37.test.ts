@@ -127,3 +127,16 @@ describe("the OOM kills row names the counter as watch records it, not v2's file
     expect(text).not.toContain("memory.events");
   });
 });
+
+describe("cost_proxy over a long recording and many finished jobs", () => {
+  it("each job's stall is integrated over the samples of its own slot, not the whole recording per job (50 000 x 50 000 took about a minute)", () => {
+    const samples = Array.from({ length: MANY / 4 }, (_, k) => watchSample(NOW - 6 * H + k * 100, { cg_psi_mem_some_rate: 10 }));
+    const done: DoneEntry[] = Array.from({ length: MANY / 4 }, (_, k) => {
+      const enqueueTs = NOW - 6 * H + 1000 + k * 100;
+      return { id: String(k + 1), firstTokenMs: 100, deadlineMs: 8000, late: false, tokensOut: 8, promptTokens: 100, completionTokens: 8, attempt: 0, enqueueTs, firstTokenTs: enqueueTs + 100, doneTs: enqueueTs + 1000 };
+    });
+    const report = buildReport(reportInputs({ done, recording: { file: "big.jsonl", samples, badLines: 0 } }), NOW, 7 * H, { sinceGiven: true });
+    // 1000 ms of slot at a 10 % stall, every sample covering it.
+    expect(report.cost_proxy?.jobs.find((j) => j.job === "1")).toMatchObject({ stall_ms: 100, stall_coverage: 1 });
+  }, 10_000);
+});
