@@ -24,6 +24,7 @@ const QUIET_FILES = [
   "test/e2e/pack-refused.test.ts",
   "test/e2e/readonly-foreign-record.test.ts",
   "test/e2e/redis-loading.test.ts",
+  "test/e2e/report-recording.test.ts",
   "test/e2e/report-seq-refused.test.ts",
   "test/e2e/report-up-ended.test.ts",
   "test/e2e/report-worker-exited.test.ts",

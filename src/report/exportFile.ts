@@ -28,21 +28,27 @@ import { workerKeys } from "../worker/scripts.js";
  * A key that is not in the file did not exist: an empty list, an empty hash.
  */
 export interface ExportedQueue {
-  events: DecisionEvent[];
-  done: DoneEntry[];
+  /**
+   * A key absent from a whole file did not exist (empty); from a damaged one
+   * (badLines > 0: cut short, edited) it may be on a line that was lost, so
+   * what it holds is unknown: null, never an empty stream or a 0 (QA: a cut
+   * export read "0 decisions", "ids issued 0, every one on a list").
+   */
+  events: DecisionEvent[] | null;
+  done: DoneEntry[] | null;
   /** `<q>:done` elements that were not a JSON object. */
   badDone: number;
-  stats: Record<string, string>;
-  queueLen: number;
+  stats: Record<string, string> | null;
+  queueLen: number | null;
   queueHead: Buffer | null;
-  drainLen: number;
+  drainLen: number | null;
   /** Lines that were not `{key, type, value}` JSON (a torn write). */
   badLines: number;
-  /** Every job list of the queue in the file, and `<q>:seq`. */
-  jobPlaces: JobPlaces;
-  /** Payloads of the unfinished jobs' lists, and `<q>:first_token` (empty when absent). */
-  unfinished: JobTiming[];
-  firstTokens: Record<string, number>;
+  /** Every job list of the queue in the file, and `<q>:seq`; null from a damaged file (a list may be on a lost line). */
+  jobPlaces: JobPlaces | null;
+  /** Payloads of the unfinished jobs' lists (null from a damaged file), and `<q>:first_token` (empty when absent). */
+  unfinished: JobTiming[] | null;
+  firstTokens: Record<string, number> | null;
   /** Keys of this queue in the file (`<q>`, `<q>:*`, `<q>_drain`): 0 means the file holds none of it. */
   queueKeyCount: number;
   /** The queues the file holds keys of, by name (what a wrong --queue should have been). */
@@ -168,18 +174,20 @@ export function parseExport(text: string, keys: QueueKeys): ExportedQueue {
   }
 
   const ready = listValues(byKey.get(keys.ready));
+  const damaged = badLines > 0;
+  const known = (key: string) => !damaged || byKey.has(key);
   return {
-    events,
-    done,
+    events: known(keys.events) ? events : null,
+    done: known(keys.done) ? done : null,
     badDone,
-    stats,
-    queueLen: ready.length,
+    stats: known(keys.stats) ? stats : null,
+    queueLen: known(keys.ready) ? ready.length : null,
     queueHead: ready[0] ?? null,
-    drainLen: listValues(byKey.get(keys.drain)).length,
+    drainLen: known(keys.drain) ? listValues(byKey.get(keys.drain)).length : null,
     badLines,
-    jobPlaces: { lists: sortJobLists(lists), ...seq },
-    unfinished,
-    firstTokens,
+    jobPlaces: damaged ? null : { lists: sortJobLists(lists), ...seq },
+    unfinished: damaged ? null : unfinished,
+    firstTokens: known(workerKeys(keys.queue).firstToken) ? firstTokens : null,
     queueKeyCount,
     queues: [...queues].sort(),
   };

@@ -1,4 +1,5 @@
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { constants, createReadStream, existsSync, openSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { stat } from "node:fs/promises";
 import net from "node:net";
 import path from "node:path";
 import type { Redis } from "ioredis";
@@ -32,7 +33,7 @@ import {
   jobTimingOf,
   parseDoneEntry,
   seqOfText,
-  parseRecording,
+  readRecordingStream,
   sortJobLists,
   UNFINISHED_ROLES,
   type CgroupNow,
@@ -286,17 +287,29 @@ function drillInfo(name: string, state: DrillState | null, roots: HostRoots, upE
 
 
 /**
+ * A recording, read a line at a time (readRecordingStream). A FIFO (`mkfifo`,
+ * or `--recording <(zcat watch.jsonl.gz)`) is read on the event loop, not in a
+ * read that blocks: one nobody writes yet waits for its writer, and Ctrl-C or
+ * SIGTERM still stops the report (QA: a synchronous read heard neither, and a
+ * thread-pool read kept process.exit waiting for it).
+ */
+async function readRecordingFile(file: string): Promise<Recording> {
+  if (!(await stat(file)).isFIFO()) return readRecordingStream(file, createReadStream(file));
+  const fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
+  return readRecordingStream(file, new net.Socket({ fd, readable: true, writable: false }));
+}
+
+/**
  * --recording: the operator named it, so a file that cannot be read or holds
  * no sample is bad input (exit 2 naming the flag), never a silent "n/a".
  */
-function givenRecording(file: string): Recording {
-  let text: string;
+async function givenRecording(file: string): Promise<Recording> {
+  let recording: Recording;
   try {
-    text = readFileSync(file, "utf8");
+    recording = await readRecordingFile(file);
   } catch (err) {
     throw new UsageError(`--recording: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? message(err)}`);
   }
-  const recording = parseRecording(file, text);
   if (recording.samples.length === 0) {
     const skipped = recording.badLines > 0 ? ` (${recording.badLines} line(s), none a sample)` : " (it is empty)";
     throw new UsageError(`--recording: ${file} holds no watch sample${skipped}; give the file \`drill watch --record\` wrote`);
@@ -304,16 +317,14 @@ function givenRecording(file: string): Recording {
   return recording;
 }
 
-function readRecording(file: string, notes: string[]): Recording | null {
-  let text: string;
+async function readRecording(file: string, notes: string[]): Promise<Recording | null> {
   try {
-    text = readFileSync(file, "utf8");
+    return await readRecordingFile(file);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code !== "ENOENT") notes.push(`cannot read ${file}: ${code ?? (err as Error).message}`);
     return null;
   }
-  return parseRecording(file, text);
 }
 
 /**
@@ -437,10 +448,10 @@ async function gatherSources(options: GatherOptions): Promise<Gathered> {
   const exports = dir === null ? { own: [], earlier: [] } : archived ? { own: keptRunExports(dir, archived), earlier: [] } : runExportFiles(dir, state);
   let recording: Recording | null = null;
   if (options.recordingFile !== undefined) {
-    recording = givenRecording(options.recordingFile);
+    recording = await givenRecording(options.recordingFile);
   } else {
     for (const file of candidates) {
-      recording = readRecording(file, notes);
+      recording = await readRecording(file, notes);
       if (recording !== null) break;
     }
   }
@@ -579,7 +590,12 @@ async function gatherSources(options: GatherOptions): Promise<Gathered> {
     exported = parseExport(text, keys);
   }
   if (exported.queueKeyCount === 0) noQueueKey(keys.queue, `rollback's export ${file}`, exported.queues, notes, queueAsked, drillQueue);
-  if (exported.badLines > 0) notes.push(`${exported.badLines} line(s) of ${file} were not exported keys: skipped`);
+  if (exported.badLines > 0) {
+    notes.push(
+      `${exported.badLines} line(s) of ${file} were not exported keys (the file is cut short or damaged; rollback writes it whole): skipped; ` +
+        `a key not in it may have been on them, so its figures are n/a, not 0 (where the jobs are, ids issued, and each of ${keys.events}, ${keys.stats}, ${keys.done}, ${keys.ready}, ${keys.drain} not found)`,
+    );
+  }
   if (exported.badDone > 0) notes.push(`${exported.badDone} ${keys.done} record(s) were not JSON objects: skipped`);
   const atMs = exportTimeMs(path.basename(file));
   const nowMs = atMs ?? statSync(file).mtimeMs;
@@ -590,9 +606,9 @@ async function gatherSources(options: GatherOptions): Promise<Gathered> {
       events: exported.events,
       // The whole stream, and the stats beside it: no entries-added in an export.
       eventStream:
-        exported.events.length === 0
+        exported.events === null || exported.events.length === 0
           ? null
-          : { firstId: exported.events[0]!.id, lastId: exported.events.at(-1)!.id, length: exported.events.length, entriesAdded: null, decisionsAdded: streamDecisionsCounted(exported.stats) },
+          : { firstId: exported.events[0]!.id, lastId: exported.events.at(-1)!.id, length: exported.events.length, entriesAdded: null, decisionsAdded: exported.stats === null ? null : streamDecisionsCounted(exported.stats) },
       done: exported.done,
       stats: exported.stats,
       queueLen: exported.queueLen,

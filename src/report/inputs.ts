@@ -1,3 +1,4 @@
+import { StringDecoder } from "node:string_decoder";
 import { jsonObjectOf } from "../util/jsonObject.js";
 import type { DrillEnded, OomKillReading } from "../drill/state.js";
 import { CGROUP_ABSENT_REASON, PARTIAL_ADMITTED_SCAN } from "../sampler/step.js";
@@ -504,24 +505,66 @@ function isMissing(entry: unknown, field: string, why: (reason: string) => boole
 }
 
 export function parseRecording(file: string, text: string): Recording {
+  const reader = recordingReader(file);
+  for (const line of text.split("\n")) reader.line(line);
+  return reader.end();
+}
+
+/**
+ * A recording read line by line as it arrives: a long-lived sidecar's file
+ * can pass the longest string V8 makes (about 512 MiB), which a read of the
+ * whole text could not hold ("Invalid string length").
+ */
+export function recordingReader(file: string): { line: (line: string) => void; end: () => Recording } {
   const samples: WatchSample[] = [];
   let badLines = 0;
   let implausibleLines = 0;
   const implausibleExamples: string[] = [];
-  for (const line of text.split("\n")) {
-    if (line.trim() === "") continue;
-    const sample = parseSampleLine(line);
-    const odd = sample === null ? null : implausibleField(sample);
-    if (sample && odd === null) {
-      samples.push(sample);
-      continue;
-    }
-    badLines++;
-    if (odd !== null) {
-      implausibleLines++;
-      if (implausibleExamples.length < 3) implausibleExamples.push(odd);
-    }
-  }
-  samples.sort((a, b) => a.tsMs - b.tsMs);
-  return { file, samples, badLines, implausibleLines, implausibleExamples };
+  return {
+    line(line: string): void {
+      if (line.trim() === "") return;
+      const sample = parseSampleLine(line);
+      const odd = sample === null ? null : implausibleField(sample);
+      if (sample && odd === null) {
+        samples.push(sample);
+        return;
+      }
+      badLines++;
+      if (odd !== null) {
+        implausibleLines++;
+        if (implausibleExamples.length < 3) implausibleExamples.push(odd);
+      }
+    },
+    end(): Recording {
+      samples.sort((a, b) => a.tsMs - b.tsMs);
+      return { file, samples, badLines, implausibleLines, implausibleExamples };
+    },
+  };
+}
+
+/**
+ * Reads a recording from `input` (a file's or a pipe's stream) a line at a
+ * time, never the whole text as one string; rejects on the stream's error.
+ */
+export function readRecordingStream(file: string, input: NodeJS.ReadableStream & { destroy: (err?: Error) => void }): Promise<Recording> {
+  const reader = recordingReader(file);
+  const decoder = new StringDecoder("utf8");
+  let carry = "";
+  return new Promise((resolve, reject) => {
+    input.on("data", (chunk: Buffer) => {
+      try {
+        const lines = (carry + decoder.write(chunk)).split("\n");
+        carry = lines.pop() ?? "";
+        for (const line of lines) reader.line(line);
+      } catch (err) {
+        // A line longer than a string can be: no sample, and no way to read on.
+        input.destroy(err as Error);
+      }
+    });
+    input.once("end", () => {
+      reader.line(carry + decoder.end());
+      resolve(reader.end());
+    });
+    input.once("error", reject);
+  });
 }

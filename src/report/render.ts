@@ -172,11 +172,11 @@ function sections(r: Report): Section[] {
   ];
   // A live read of the worker cgroup gives the counter even without a recording.
   const oom =
-    p.oom_kills_in_window !== null ? `${p.oom_kills_in_window} in window (memory.events oom_kill=${int(p.cg_oom_kill_end)})`
-    : p.cg_oom_kill_end !== null ? `n/a in window (memory.events oom_kill=${int(p.cg_oom_kill_end)} now)`
+    p.oom_kills_in_window !== null ? `${p.oom_kills_in_window} in window (cg_oom_kill=${int(p.cg_oom_kill_end)})`
+    : p.cg_oom_kill_end !== null ? `n/a in window (cg_oom_kill=${int(p.cg_oom_kill_end)} now)`
     : (noRecording ?? NA);
   // No sample in the window is no reading, not "none" (QA).
-  const alarms = noRecording ?? (p.samples === 0 ? `${NA} (no sample in the window)` : p.alarms.length === 0 ? "none" : p.alarms.map((a) => `${a.alarm} (raised in ${a.samples} of ${p.samples} samples)`).join(", "));
+  const alarms = noRecording ?? (p.alarms === null ? `${NA} (no sample in the window)` : p.alarms.length === 0 ? "none" : p.alarms.map((a) => `${a.alarm} (raised in ${a.samples} of ${p.samples} samples)`).join(", "));
   out.push({
     title: "Pressure (sidecar recording)",
     before: [p.recording === null ? "no recording" : `${p.samples} sample(s) from ${p.recording}${p.first_sample === null ? "" : `, ${p.first_sample} to ${p.last_sample}`}`],

@@ -1,3 +1,20 @@
+/**
+ * The smallest and largest of `values`; null for none. A loop, not
+ * Math.min(...values): a recording or `<q>:done` may hold more entries than a
+ * call takes arguments (about 120 000: "Maximum call stack size exceeded").
+ */
+export function extentOf(values: Iterable<number>): { min: number; max: number } | null {
+  let min = Infinity;
+  let max = -Infinity;
+  let any = false;
+  for (const v of values) {
+    any = true;
+    if (v < min) min = v;
+    if (v > max) max = v;
+  }
+  return any ? { min, max } : null;
+}
+
 /** Nearest-rank percentile (q in 0..100); null for no values, never a made-up 0. */
 export function percentile(values: readonly number[], q: number): number | null {
   return percentileOf(values, (v) => v, q);

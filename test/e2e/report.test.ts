@@ -154,7 +154,7 @@ describe("drill report (built binary)", () => {
     expect(md).toContain("| p99 against deadline | over by 1120 ms |");
     expect(md).toContain("| late jobs | 1 of 1 judged (1 finished late: job=1; 0 admitted and without a first token at their deadline) |");
     expect(md).toMatch(/\| psi_mem_some_avg10 \(host\) \| 12\.40 \| \S+ \|/);
-    expect(md).toMatch(/\| OOM kills \| 1 in window \(memory.events oom_kill=1\) \|/);
+    expect(md).toMatch(/\| OOM kills \| 1 in window \(cg_oom_kill=1\) \|/);
     expect(md).toContain("| `LLEN " + queue + "` | 1 |"); // job 7 still waits
     expect(md).toContain("| rejects in window | 5 |");
     expect(md).toContain("`cost_proxy = prompt_tokens + completion_tokens + retry_count * prompt_tokens + stall_ms * workers_held / 1000`");

@@ -53,7 +53,7 @@ describe("OOM kills with the worker cgroup read now (up stops before watch's nex
     expect(r.pressure.oom_kills_in_window).toBe(2);
     expect(r.pressure.cg_oom_kill_end).toBe(2);
     expect(r.notes.join("\n")).toContain(`OOM kills counted to ${new Date(NOW).toISOString()} from ${file}`);
-    expect(renderReport(r, "text", new Chalk({ level: 0 }))).toContain("2 in window (memory.events oom_kill=2)");
+    expect(renderReport(r, "text", new Chalk({ level: 0 }))).toContain("2 in window (cg_oom_kill=2)");
   });
 
   it("a read that agrees with the recording adds no note; an unreadable one keeps the recording's figure", () => {
@@ -184,7 +184,7 @@ describe("rollback's export carries what the late count needs", () => {
       .map((l) => JSON.stringify(l))
       .join("\n");
     const exported = parseExport(text, queueKeys("jobs"));
-    expect(exported.unfinished.map((t) => [t.id, t.role, t.enqueueTs, t.deadlineMs])).toEqual([
+    expect(exported.unfinished!.map((t) => [t.id, t.role, t.enqueueTs, t.deadlineMs])).toEqual([
       ["2", "drain", 1000, 8000],
       ["3", "drain", 1000, 8000],
     ]);

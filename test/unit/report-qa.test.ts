@@ -60,7 +60,7 @@ describe("QA 7: where the jobs are", () => {
   const exported = parseExport(exportAfterWorkerKill(), keys);
 
   it("the export's job lists, one row per key in the order a job travels, fixed keys even when empty", () => {
-    const rows = exported.jobPlaces.lists.map((l) => [l.key, l.count, l.holderAlive]);
+    const rows = exported.jobPlaces!.lists.map((l) => [l.key, l.count, l.holderAlive]);
     expect(rows).toEqual([
       ["qaAjobs", 1, null],
       ["qaAjobs:processing:g0", 1, false],
@@ -72,7 +72,7 @@ describe("QA 7: where the jobs are", () => {
       ["qaAjobs:dead", 1, null],
       ["qaAjobs_drain", 0, null],
     ]);
-    expect(exported.jobPlaces.seq).toBe(12);
+    expect(exported.jobPlaces!.seq).toBe(12);
   });
 
   it("report: counts, jobs held by a dead gate or worker named, ids against <q>:seq", () => {

@@ -159,7 +159,7 @@ describe("rollback export file", () => {
     expect(parsed.done).toHaveLength(1);
     expect(parsed.badDone).toBe(1);
     expect(parsed.badLines).toBe(1);
-    expect(parsed.events[0]).toMatchObject({ reason: "reject_packed_tokens", job: "7", tsMs: 1764480000123 });
+    expect(parsed.events![0]).toMatchObject({ reason: "reject_packed_tokens", job: "7", tsMs: 1764480000123 });
     expect(parseExport("", keys)).toMatchObject({ queueLen: 0, drainLen: 0, events: [], done: [], stats: {} });
   });
   it.each([

@@ -50,7 +50,7 @@ describe("parseSeq: <q>:seq as drill pack reads it", () => {
 describe("report: a <q>:seq drill pack would refuse", () => {
   it.each(["007", "+3", "9007199254740992"])("export with seq %j: ids issued null and said, no id called lost", (seq) => {
     const exported = parseExport(exportWithSeq(seq), keys);
-    expect(exported.jobPlaces.seq).toBeNull();
+    expect(exported.jobPlaces!.seq).toBeNull();
     const r = buildReport(inputs({ jobPlaces: exported.jobPlaces }), NOW, 600_000);
     expect(r.jobs_where).toMatchObject({ ids_issued: null, not_found: [] });
     expect(r.notes.join("\n")).toContain(`sqjobs:seq is "${seq}", not a job id (0, or digits with no leading zero, under 2^53: what drill pack pushes on): ids issued are n/a, lost ids not checked`);
@@ -59,7 +59,7 @@ describe("report: a <q>:seq drill pack would refuse", () => {
 
   it("export with seq \"1\": read as before", () => {
     const exported = parseExport(exportWithSeq("1"), keys);
-    expect(exported.jobPlaces.seq).toBe(1);
+    expect(exported.jobPlaces!.seq).toBe(1);
     const r = buildReport(inputs({ jobPlaces: exported.jobPlaces }), NOW, 600_000);
     expect(r.jobs_where).toMatchObject({ ids_issued: 1, not_found: [] });
     expect(r.notes.join("\n")).not.toContain("sqjobs:seq is");
@@ -90,7 +90,7 @@ describe("report: a <q>:seq drill pack would refuse", () => {
   it("export whose seq is no string: null and said", () => {
     const text = JSON.stringify({ key: keys.seq, type: "list", ttl_ms: null, value: [{ utf8: "7" }] });
     const exported = parseExport(text, keys);
-    expect(exported.jobPlaces.seq).toBeNull();
+    expect(exported.jobPlaces!.seq).toBeNull();
     const r = buildReport(inputs({ jobPlaces: exported.jobPlaces }), NOW, 600_000);
     expect(r.notes.join("\n")).toContain("sqjobs:seq is a list, not a string: ids issued are n/a, lost ids not checked");
   });
