@@ -549,20 +549,30 @@ export function recordingReader(file: string): { line: (line: string) => void; e
 export function readRecordingStream(file: string, input: NodeJS.ReadableStream & { destroy: (err?: Error) => void }): Promise<Recording> {
   const reader = recordingReader(file);
   const decoder = new StringDecoder("utf8");
-  let carry = "";
+  // The unfinished line's pieces, joined once its newline comes: a line
+  // spanning many chunks is not re-copied and re-split on every chunk.
+  let carry: string[] = [];
   return new Promise((resolve, reject) => {
     input.on("data", (chunk: Buffer) => {
       try {
-        const lines = (carry + decoder.write(chunk)).split("\n");
-        carry = lines.pop() ?? "";
+        const text = decoder.write(chunk);
+        const lines = text.split("\n");
+        const tail = lines.pop() ?? "";
+        if (lines.length > 0) {
+          carry.push(lines[0]!);
+          lines[0] = carry.join("");
+          carry = [];
+        }
         for (const line of lines) reader.line(line);
+        if (tail !== "") carry.push(tail);
       } catch (err) {
         // A line longer than a string can be: no sample, and no way to read on.
         input.destroy(err as Error);
       }
     });
     input.once("end", () => {
-      reader.line(carry + decoder.end());
+      carry.push(decoder.end());
+      reader.line(carry.join(""));
       resolve(reader.end());
     });
     input.once("error", reject);
