@@ -20,6 +20,7 @@ import { signalVerified } from "../cgroup/tasks.js";
 import { onStopSignals } from "../interrupt.js";
 import { TERM_GRACE_MS } from "../cgroup/teardown.js";
 import { readHostMemoryBytes } from "../host/meminfo.js";
+import { absoluteDir } from "../host/filesystem.js";
 import { readProcessStat } from "../host/process.js";
 import { forcedJoinWarning, refuseForeignJoin, refuseFrozen, requireSetUpCgroup, setupAdvice } from "../cgroup/ready.js";
 import type { UpHolder } from "../cgroup/setup.js";
@@ -90,7 +91,7 @@ export function parseInjectFlags(flags: InjectFlags, hostMemoryBytes: number | n
   const sizeBytes = parseSize(flags.size, "--size");
   const problem = mapSizeProblem(sizeBytes, hostMemoryBytes);
   if (problem) throw new UsageError(`--size: "${flags.size}" ${problem}`);
-  return { mode: flags.mode, sizeBytes, holdMs: parseDuration(flags.hold, "--hold"), detach: flags.detach === true, fileDir: flags.fileDir };
+  return { mode: flags.mode, sizeBytes, holdMs: parseDuration(flags.hold, "--hold"), detach: flags.detach === true, fileDir: absoluteDir(flags.fileDir, "--file-dir") };
 }
 
 /**

@@ -1,9 +1,8 @@
-import path from "node:path";
 import { Command } from "commander";
 import type { DrillFile } from "../drill/drillFile.js";
 import { drillDurationProblem, formatBytes, formatDuration, memoryMaxProblem, parseDuration, parsePsiLimit, parsePercent, parsePositiveInt, parseSize } from "../units.js";
 import { UsageError } from "../errors.js";
-import { DEFAULT_FILE_DIR, requireDirectory } from "../host/filesystem.js";
+import { absoluteDir, DEFAULT_FILE_DIR, requireDirectory } from "../host/filesystem.js";
 import type { CommandFactory } from "./index.js";
 import { began } from "../interrupt.js";
 
@@ -99,8 +98,7 @@ export function weightsReclaimNote(drill: Pick<DrillFile, "cgroup" | "worker">, 
  * only its per-run directory inside it, which rollback removes.
  */
 export function resolveFileDir(raw: string, cwd: string = process.cwd()): string {
-  if (raw === "") throw new UsageError("--file-dir: is empty");
-  const dir = path.resolve(cwd, raw);
+  const dir = absoluteDir(raw, "--file-dir", cwd);
   requireDirectory(dir, "--file-dir");
   return dir;
 }

@@ -9,7 +9,7 @@ import { defaultWorkerConfig, type WorkerConfig } from "../worker/plan.js";
 import type { WorkerOptions } from "../worker/run.js";
 import type { CommandFactory } from "./index.js";
 import { began } from "../interrupt.js";
-import { DEFAULT_FILE_DIR } from "../host/filesystem.js";
+import { absoluteDir, DEFAULT_FILE_DIR } from "../host/filesystem.js";
 
 /**
  * `drill worker`: the simulated inference worker, inside the cgroup. Started
@@ -50,8 +50,8 @@ export function weightsDirOf(raw: Pick<RawWorkerFlags, "fileDir" | "weightsDir">
   if (fileDir !== undefined && weightsDir !== undefined && path.resolve(fileDir) !== path.resolve(weightsDir)) {
     throw new UsageError(`--file-dir "${fileDir}" and --weights-dir "${weightsDir}" are the same option (--weights-dir is its older name): give one`);
   }
-  if (fileDir === undefined && weightsDir !== undefined) return { dir: weightsDir, flag: "--weights-dir" };
-  return { dir: fileDir ?? DEFAULT_FILE_DIR, flag: "--file-dir" };
+  if (fileDir === undefined && weightsDir !== undefined) return { dir: absoluteDir(weightsDir, "--weights-dir"), flag: "--weights-dir" };
+  return { dir: absoluteDir(fileDir ?? DEFAULT_FILE_DIR, "--file-dir"), flag: "--file-dir" };
 }
 
 /**

@@ -77,6 +77,17 @@ export function directoryProblem(dir: string): string | null {
   }
 }
 
+/**
+ * A directory flag as typed, made absolute against the caller's cwd: every
+ * command takes `--file-dir files` as the operator's shell would (up and
+ * doctor did, inject and worker refused it). Empty is refused: it would
+ * resolve to the cwd, a directory nobody named.
+ */
+export function absoluteDir(raw: string, flag: string, cwd: string = process.cwd()): string {
+  if (raw === "") throw new UsageError(`${flag}: is empty`);
+  return path.resolve(cwd, raw);
+}
+
 /** `dir` is an existing directory, else exit 2 naming `flag`. */
 export function requireDirectory(dir: string, flag: string): void {
   const problem = directoryProblem(dir);
