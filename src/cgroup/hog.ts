@@ -1,4 +1,5 @@
 import { checkFileDir, type FileDirCheck } from "../host/filesystem.js";
+import { formatBytes } from "../units.js";
 
 export type { FileDirCheck };
 
@@ -103,3 +104,18 @@ export function summarizeStall(samples: StallSample[], thresholdPct = 5): StallS
 export function checkThrashDir(dir: string, sizeBytes: number): FileDirCheck {
   return checkFileDir(dir, sizeBytes, "--file-dir", "the thrash file");
 }
+
+/**
+ * A thrash file that fits beside what the cgroup already holds stays
+ * resident: nothing is evicted, nothing refaults, and the stall stays near
+ * 0 with nothing said (QA). The note that says so, or null (it does not fit,
+ * or the limit or usage is unreadable).
+ */
+export function thrashFitsNote(sizeBytes: number, usageBytes: number | null, limit: number | "max" | null): string | null {
+  if (limit === null || usageBytes === null) return null;
+  if (limit !== "max" && usageBytes + sizeBytes <= limit) {
+    return `the thrash file (${formatBytes(sizeBytes)}) fits under the cgroup's limit (${formatBytes(limit)}, ${formatBytes(usageBytes)} in use): its pages stay resident, nothing refaults and the stall stays near 0; a --size above ${formatBytes(limit - usageBytes)} thrashes`;
+  }
+  return null;
+}
+

@@ -9,7 +9,7 @@ import { readKernelText } from "../host/kernelFile.js";
 import { parsePsi, stallRatePct } from "../host/psi.js";
 import { consoleOutput, snakeCaseKeys, type Output } from "../output.js";
 import { formatBytes, formatDuration, mapSizeProblem, parseDuration, parseSize } from "../units.js";
-import { checkThrashDir, classifyHogExit, oomKillRose, samplePhase, summarizeStall, type HogMode, type HogOutcome, type StallSample, type StallSummary } from "../cgroup/hog.js";
+import { checkThrashDir, classifyHogExit, thrashFitsNote, oomKillRose, samplePhase, summarizeStall, type HogMode, type HogOutcome, type StallSample, type StallSummary } from "../cgroup/hog.js";
 import { joinedUnlessGone, spawnInCgroup, HOG_OOM_SCORE_ADJ, JOIN_FAILED_EXIT } from "../cgroup/join.js";
 import { parseCounter, readCgroupMemory, readOomKillCount } from "../cgroup/memoryFiles.js";
 import type { CgroupDir, WorkerCgroup } from "../cgroup/paths.js";
@@ -266,6 +266,8 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
   const oomBefore = readOomKillCount(cgroup.limits);
   const memoryBefore = readCgroupMemory(cgroup.limits);
   const limit = memoryBefore.effectiveLimit;
+  const fits = settings.mode === "thrash" ? thrashFitsNote(settings.sizeBytes, memoryBefore.usage, limit) : null;
+  if (fits !== null) output.err(`drill inject: ${fits}`);
   const resetPeakFd = openResetPeak(cgroup.limits);
   let logFd: number | null = null;
   let child: ChildProcess;
