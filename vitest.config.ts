@@ -5,16 +5,27 @@ import { defineConfig } from "vitest/config";
  * no-op rollback elsewhere counts as another drill on the host), no rollback,
  * no hog (memory pressure moves host PSI, which other files' gates read), and
  * every gate decision from a fake procfs. Each starts its own redis-server on
- * a free port and names its cgroups after its pid, and makes no real cgroup:
- * cgroup.test checks that a refused name creates nothing under the test's own
- * cgroup, which a real `cgroup setup --parent self` beside it would break (CI:
- * nonroot-teardown-root-tasks' cgroup seen there). (Left in `drills` though
- * they qualify: redis-connect-refused, whose CLIENT PAUSE of 1 s must outlast
- * a 200 ms command timeout, which a busier lane could stretch.)
+ * a free port; a real cgroup it makes is under --parent self, named after its
+ * pid, with no hog in it (sleeps at most), and gone before the file ends: a
+ * file beside it looks only at its own cgroups (cgroup.test's refused names
+ * check the paths they would make, not the whole listing of the test's own
+ * cgroup, where nonroot-teardown-root-tasks' cgroup once showed up in CI).
+ * An `up` or `inject` refused at its flags (exit 2, doctor and file-dir) starts
+ * nothing. (Left in `drills` though they qualify: redis-connect-refused, whose
+ * CLIENT PAUSE of 1 s must outlast a 200 ms command timeout, which a busier
+ * lane could stretch.)
  */
 const QUIET_FILES = [
   "test/unit/**/*.test.ts",
   "test/e2e/ascii-locale.test.ts",
+  "test/e2e/cgroup-teardown-interrupt-frozen.test.ts",
+  "test/e2e/doctor.test.ts",
+  "test/e2e/file-dir.test.ts",
+  "test/e2e/nonroot-teardown-root-tasks.test.ts",
+  "test/e2e/teardown-how.test.ts",
+  "test/integration/cgroup-dir-mode.test.ts",
+  "test/integration/sampler-held-files.test.ts",
+  "test/integration/teardown-descendants.test.ts",
   "test/e2e/gate-cold-start.test.ts",
   "test/e2e/embedded-redis-shared.test.ts",
   "test/e2e/gate-dry-run.test.ts",

@@ -1,9 +1,10 @@
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { spawnInCgroup } from "../../src/cgroup/join.js";
 import { realCgroupForFile, realCgroupSkipReason } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
+import { until } from "../helpers/stateFill.js";
 
 const skip = realCgroupSkipReason();
 if (skip) console.warn(`skipping teardown's how line on a real cgroup: ${skip}`);
@@ -25,7 +26,8 @@ describe.skipIf(skip !== null)("cgroup teardown's how line (real cgroup under --
     }
     // An ignored SIGTERM stays ignored across exec.
     const task = spawnInCgroup(made.cg, "/bin/sh", ["-c", "trap '' TERM; exec sleep 60"], { stdio: "ignore" });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Past the exec (the trap is set before it): a fixed wait was too short on a busy host.
+    await until(() => readFileSync(`/proc/${task.pid}/comm`, "utf8").trim() === "sleep", () => `pid ${task.pid} never exec'd sleep`, 10_000);
     const td = await runDrill(["--state-dir", made.stateDir, "--json", "cgroup", "teardown", "--parent", "self", "--name", name]);
     task.kill("SIGKILL");
     expect(td.exitCode, td.stdout + td.stderr).toBe(0);

@@ -71,18 +71,36 @@ function track(name: string): WorkerCgroup {
 }
 
 describe.skipIf(skipReason)("real cgroups under the test's own cgroup (--parent self)", () => {
+  // Checks the paths the refused names would make, not the whole listing of the
+  // test's own cgroup: files running beside this one (the quiet lane) make
+  // their own cgroups there, pid-named, which are no concern of this test.
   it("RELIABILITY 1: bad names exit 2 and create nothing", async () => {
-    const cg = realWorkerCgroup("probe");
-    const parents = cg.dirs.map((d) => path.dirname(d.dir));
-    const before = parents.map((p) => readdirSync(p).sort());
-    for (const bad of ["..", "../x", "a/b", ".x", "", "tasks", "cgroup.procs", "memory.max", "x".repeat(300), "in\nfer"]) {
+    const bads = ["..", "../x", "a/b", ".x", "", "tasks", "cgroup.procs", "memory.max", "x".repeat(300), "in\nfer"];
+    // Every dir a bad name would make if let through (realWorkerCgroup does not validate): its own dir in
+    // each hierarchy (the hybrid twin too) and the dirs between it and what exists (`a` for `a/b`), that is
+    // `x` in the grandparent for `../x`, `.x`, the 300-char name, `in\nfer`.
+    const wouldMake = new Set<string>();
+    for (const bad of bads) {
+      for (const d of realWorkerCgroup(bad).dirs) {
+        for (let dir = d.dir; !existsSync(dir); dir = path.dirname(dir)) wouldMake.add(dir);
+      }
+    }
+    expect([...wouldMake].map((dir) => path.basename(dir))).toEqual(expect.arrayContaining(["a", "x", ".x", "x".repeat(300), "in\nfer"]));
+    // Where they would land (each hierarchy's parent and grandparent), listed before.
+    const probe = realWorkerCgroup("probe");
+    const parents = [...new Set(probe.dirs.flatMap((d) => [path.dirname(d.dir), path.dirname(path.dirname(d.dir))]))];
+    const before = parents.map((p) => new Set(readdirSync(p)));
+    const candidates = new Set([...wouldMake].map((dir) => path.basename(dir)));
+    for (const bad of bads) {
       const result = await drill(["cgroup", "setup", "--name", bad, "--parent", "self", "--memory-max", "64M"]);
       expect(result.exitCode, `name ${JSON.stringify(bad)}`).toBe(2);
       expect(result.stderr).toMatch(/--name/);
     }
     // NUL cannot travel in argv: checked through the same validation the command uses.
     expect(() => resolveCgroupTarget({ procfs: "/proc", sysfs: "/sys" }, { name: "in\u0000fer", parent: "self" })).toThrow(UsageError);
-    expect(parents.map((p) => readdirSync(p).sort())).toEqual(before);
+    expect([...wouldMake].filter((dir) => existsSync(dir))).toEqual([]);
+    const newEntries = parents.flatMap((p, i) => readdirSync(p).filter((entry) => !before[i]!.has(entry)).map((entry) => path.join(p, entry)));
+    expect(newEntries.filter((entry) => candidates.has(path.basename(entry)) || bads.some((bad) => bad !== "" && path.basename(entry).startsWith(`drill-${bad}-`)))).toEqual([]);
     expect(existsSync(path.join(stateDir, "cgroups")) ? readdirSync(path.join(stateDir, "cgroups")) : []).toEqual([]);
   });
 

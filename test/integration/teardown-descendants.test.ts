@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { readPids } from "../../src/cgroup/memoryFiles.js";
@@ -9,6 +9,7 @@ import { setupWorkerCgroup } from "../../src/cgroup/setup.js";
 import { teardownWorkerCgroup } from "../../src/cgroup/teardown.js";
 import { cgroupDirsLeft, forceCleanup, realCgroupSkipReason, realRoots, realWorkerCgroup, tempStateDir } from "../helpers/cgroupFixtures.js";
 import { runDrill } from "../helpers/cli.js";
+import { until } from "../helpers/stateFill.js";
 
 /**
  * Teardown of a drill-made cgroup with child cgroups inside it (someone's
@@ -140,7 +141,8 @@ describe.skipIf(skipReason)("teardown of a drill-made cgroup with child cgroups 
     mkdirSync(sub);
     // Deaf to SIGTERM: the kill after the grace ends it.
     const sleeper = await sleeperIn(path.join(sub, "cgroup.procs"), true);
-    await new Promise((r) => setTimeout(r, 100)); // past the exec, so comm is sleep
+    // Past the exec (so comm is sleep): a fixed wait was too short on a busy host.
+    await until(() => readFileSync(`/proc/${sleeper.pid}/comm`, "utf8").trim() === "sleep", () => `pid ${sleeper.pid} never exec'd sleep`, 10_000);
 
     const torn = await teardownWorkerCgroup(realRoots(), cg, { stateDir, timeoutMs: 10_000, termGraceMs: 300 });
     expect(torn.kind).toBe("removed");
