@@ -310,7 +310,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
       const decoded = decodeJob(payload, takenAt, MAX_MARKED_PAYLOAD_BYTES);
       if (!decoded.ok) {
         const entry = deadEntry(decoded.reason, payload, { id: decoded.id, gate: `worker:${workerId}`, ts: takenAt });
-        await retrying(() => runScript(redis, workerDeadScript, [working, q.dead, q.stats], [payload, entry]), stopJobs.signal, true);
+        await retrying(() => runScript(redis, workerDeadScript, [working, q.dead, q.stats, q.inflight], [payload, entry, decoded.id ?? ""]), stopJobs.signal, true);
         summary.dead++;
         const [cause, ...rest] = decoded.reason.split(" ");
         emit({ event: "dead", job: decoded.id, reason: decoded.reason, worker: workerId }, `dead job=${decoded.id ?? "-"} reason=${cause ?? decoded.reason}${rest.length > 0 ? ` detail=${JSON.stringify(rest.join(" "))}` : ""}`);
