@@ -107,9 +107,12 @@ export function forcedJoinWarning(holder: UpHolder, cgroup: WorkerCgroup, comman
  * Refuses a worker cgroup that reads frozen (cgroup.events `frozen 1`: its
  * own cgroup.freeze, or an ancestor's): what joins it stops at its first
  * instruction and never runs (QA: inject printed `fill touched n/a` every
- * second until Ctrl-C, nothing said of the freeze).
+ * second until Ctrl-C, nothing said of the freeze; the worker hung the same).
+ * Only run by hand: what `drill up` started (DRILL_RUN_ID) waits for the
+ * thaw, as up says the freeze as a stall with its resume command.
  */
-export function refuseFrozen(cgroup: WorkerCgroup, command: Joiner["command"]): void {
+export function refuseFrozen(cgroup: WorkerCgroup, joiner: Pick<Joiner, "command" | "runId">): void {
+  if (joiner.runId !== undefined) return;
   for (const dir of cgroup.dirs) {
     if (dir.version !== 2) continue;
     const eventsFile = path.join(dir.dir, "cgroup.events");
@@ -118,7 +121,30 @@ export function refuseFrozen(cgroup: WorkerCgroup, command: Joiner["command"]): 
     const freezeFile = path.join(dir.dir, "cgroup.freeze");
     const own = readKernelText(freezeFile);
     const thaw = own.ok && own.value.trim() === "1" ? `thaw it first: echo 0 > ${shellWord(freezeFile)}` : `an ancestor of it is frozen (its own cgroup.freeze is not 1): thaw that one first`;
-    const what = command === "worker" ? "a worker" : "the hog";
+    const what = joiner.command === "worker" ? "a worker" : "the hog";
     throw new RefusedError(`cgroup ${cgroup.name} is frozen (${eventsFile}: frozen 1): ${what} would stop at its first instruction and never run; ${thaw}`);
   }
+}
+
+/**
+ * v1 with the OOM killer disabled in the cgroup (memory.oom_control
+ * oom_kill_disable 1, which a new v1 cgroup inherits from its parent, as
+ * under `docker run --oom-kill-disable`): anonymous memory over the limit
+ * waits at it for ever, never OOM-killed (QA: `fill touched 77.0MiB/200MiB …
+ * stall 0.0%` every second until Ctrl-C, nothing said; a worker's KV memory
+ * hung the same). Refused whoever started it: up says no such wait (it is
+ * no freeze nor a stopped process), so its own worker or hog would hang too.
+ * Inject calls it for anon only: a thrash file's pages are reclaimed instead.
+ */
+export function refuseOomKillDisabled(cgroup: WorkerCgroup, command: Joiner["command"]): void {
+  if (cgroup.limits.version !== 1) return;
+  const file = path.join(cgroup.limits.dir, "memory.oom_control");
+  const text = readKernelText(file);
+  if (!text.ok || !/^oom_kill_disable 1$/m.test(text.value)) return;
+  const what = command === "worker" ? "a worker whose KV memory goes over the limit" : "an anon hog over the limit";
+  const or = command === "worker" ? "" : ", or use --mode thrash";
+  throw new RefusedError(
+    `the OOM killer is disabled in ${cgroup.limits.dir} (${file}: oom_kill_disable 1; a v1 cgroup inherits it from its parent): ` +
+      `${what} would wait at it for ever, never OOM-killed; enable it (echo 0 > ${shellWord(file)})${or}`,
+  );
 }

@@ -9,12 +9,26 @@ import { onInterrupt } from "../interrupt.js";
 import { defaultAdmissionConfig, formatPsi, MIN_GATE_INTERVAL_MS, previousModeText, leverAction, type AdmissionConfig, type GateMode } from "../gate/policy.js";
 import type { WorkerCgroupProbe } from "../gate/signals.js";
 import { gateSignalsHint, resolveWorkerProbe } from "../gate/workerCgroup.js";
+import { MAX_JOB_ATTEMPT } from "../queue/job.js";
 import { validateKeyPart, validateQueueName } from "../queue/keys.js";
 import { gateModeOf, modeValueField, modeWarning } from "../queue/mode.js";
 import { DrillQueue } from "../queue/queue.js";
 import { closeRedis, connectRedis } from "../queue/redis.js";
 import { parseDuration, parsePositiveDuration, parsePsiLimit, parsePercent, parsePositiveInt, parseWholeNumber } from "../units.js";
 import type { GateModeFlags, RawGateOptions } from "./gate.js";
+
+/**
+ * A nack carries attempt + 1, and a job's attempt is at most MAX_JOB_ATTEMPT:
+ * a larger budget would nack attempt 1001, a job any later gate sends to dead
+ * as invalid (QA). At most that, a job past it goes to dead as past the budget.
+ */
+function parseRetryBudget(text: string): number {
+  const budget = parseWholeNumber(text, "--retry-budget");
+  if (budget > MAX_JOB_ATTEMPT) {
+    throw new UsageError(`--retry-budget: "${text}" must be at most ${MAX_JOB_ATTEMPT} (a job's attempt is at most ${MAX_JOB_ATTEMPT}, and each retry adds one to it)`);
+  }
+  return budget;
+}
 
 /** Which worker cgroup the gate should watch, as the user named it. */
 export interface WorkerCgroupTarget {
@@ -57,7 +71,7 @@ export function resolveGateOptions(raw: RawGateOptions, json: boolean): { option
     gateId: validateKeyPart(raw.gateId ?? defaultGateId(), "--gate-id"),
     config,
     retryHostClass: validateKeyPart(raw.retryHostClass, "--retry-host-class"),
-    retryBudget: parseWholeNumber(raw.retryBudget, "--retry-budget"),
+    retryBudget: parseRetryBudget(raw.retryBudget),
     dryRun: raw.dryRun,
     maxJobs: raw.maxJobs === undefined ? null : parsePositiveInt(raw.maxJobs, "--max-jobs"),
     idleExitMs: raw.idleExit === undefined ? null : parsePositiveDuration(raw.idleExit, "--idle-exit"),

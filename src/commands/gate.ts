@@ -2,6 +2,7 @@ import { Command } from "commander";
 import { addCgroupTargetOptions } from "../cgroup/target.js";
 import type { CommandFactory } from "./index.js";
 import { began } from "../interrupt.js";
+import { MAX_JOB_ATTEMPT } from "../queue/job.js";
 
 export interface RawGateOptions {
   queue: string;
@@ -42,7 +43,7 @@ export const gateCommand: CommandFactory = (globals) => {
     .option("--interval <duration>", "the gate's own sampling interval", "1s")
     .option("--pressure-clear <duration>", "host pressure clears only after this long below half the limits", "5s")
     .option("--retry-host-class <class>", "where nacked jobs go (never back to the queue)", "dedicated")
-    .option("--retry-budget <n>", "retries a rejected job gets (each adds one to its attempt); a reject of a job whose attempt is already N sends it to the dead list", "3")
+    .option("--retry-budget <n>", `retries a rejected job gets (each adds one to its attempt); a reject of a job whose attempt is already N sends it to the dead list; at most ${MAX_JOB_ATTEMPT}, a job's largest attempt`, "3")
     .option("--gate-id <id>", "this gate's id (default: <hostname>-<pid>)")
     .option("--dry-run", "decide and log the queue as it stands, move nothing", false)
     .option("--max-jobs <n>", "stop after deciding this many jobs")

@@ -4,7 +4,7 @@ import path from "node:path";
 import { createInterface } from "node:readline";
 import type { ChildProcess } from "node:child_process";
 import { DrillError, InterruptedError, RefusedError, UsageError, type StopSignal } from "../errors.js";
-import { hostRoots, shellWord, type GlobalOptions } from "../context.js";
+import { hostRoots, type GlobalOptions } from "../context.js";
 import { readKernelText } from "../host/kernelFile.js";
 import { parsePsi, stallRatePct } from "../host/psi.js";
 import { consoleOutput, snakeCaseKeys, type Output } from "../output.js";
@@ -22,7 +22,7 @@ import { TERM_GRACE_MS } from "../cgroup/teardown.js";
 import { readHostMemoryBytes } from "../host/meminfo.js";
 import { absoluteDir } from "../host/filesystem.js";
 import { readProcessStat } from "../host/process.js";
-import { forcedJoinWarning, refuseForeignJoin, refuseFrozen, requireSetUpCgroup, setupAdvice } from "../cgroup/ready.js";
+import { forcedJoinWarning, refuseForeignJoin, refuseFrozen, refuseOomKillDisabled, requireSetUpCgroup, setupAdvice } from "../cgroup/ready.js";
 import type { UpHolder } from "../cgroup/setup.js";
 import { anonCommand, describePageToucherExit, locatePageToucher, parsePageToucherLine, thrashCommand, type PageToucherImpl, type PageToucherLine } from "../native/pagetoucher.js";
 import { followLines } from "../drill/tail.js";
@@ -110,28 +110,8 @@ function requireReadyCgroup(roots: HostRoots, computed: WorkerCgroup, stateDir: 
     throw new RefusedError(`${cgroup.limits.dir} has no memory limit (nor has any ancestor): the hog would pressure the whole host; ${setupAdvice(roots, computed, stateDir, parent, " --memory-max <size>")}`);
   }
   const forced = refuseForeignJoin(roots, computed, cgroup, stateDir, { command: "inject", force: flags.force === true, runId: env.DRILL_RUN_ID });
-  // Run by hand, a frozen cgroup is refused; up's own hog waits for the thaw, as up says the freeze as a stall with its resume.
-  if (env.DRILL_RUN_ID === undefined) refuseFrozen(cgroup, "inject");
+  refuseFrozen(cgroup, { command: "inject", runId: env.DRILL_RUN_ID });
   return { cgroup, forced };
-}
-
-/**
- * v1 with the OOM killer disabled in the cgroup (memory.oom_control
- * oom_kill_disable 1, which a new v1 cgroup inherits from its parent, as
- * under `docker run --oom-kill-disable`): an anonymous hog over the limit
- * waits at it for ever, never OOM-killed (QA: `fill touched 77.0MiB/200MiB …
- * stall 0.0%` every second until Ctrl-C, nothing said). Refused for anon;
- * a thrash file's pages are reclaimed instead.
- */
-function refuseOomKillDisabled(cgroup: WorkerCgroup): void {
-  if (cgroup.limits.version !== 1) return;
-  const file = path.join(cgroup.limits.dir, "memory.oom_control");
-  const text = readKernelText(file);
-  if (!text.ok || !/^oom_kill_disable 1$/m.test(text.value)) return;
-  throw new RefusedError(
-    `the OOM killer is disabled in ${cgroup.limits.dir} (${file}: oom_kill_disable 1; a v1 cgroup inherits it from its parent): ` +
-      `an anon hog over the limit would wait at it for ever, never OOM-killed; enable it (echo 0 > ${shellWord(file)}), or use --mode thrash`,
-  );
 }
 
 /** How this run's peak is known: memory.peak reset for our fd (exact), the lifetime peak rising during the run (exact), or the highest usage sampled (a lower bound). */
@@ -230,7 +210,7 @@ export async function injectAction(globals: GlobalOptions, flags: InjectFlags, o
   if (settings.mode === "thrash") checkThrashDir(settings.fileDir, settings.sizeBytes);
   const { roots, cgroup: computed } = resolveCgroupTarget(globals, flags);
   const { cgroup, forced } = requireReadyCgroup(roots, computed, globals.stateDir, flags, process.env);
-  if (settings.mode === "anon") refuseOomKillDisabled(cgroup);
+  if (settings.mode === "anon") refuseOomKillDisabled(cgroup, "inject");
   if (forced) output.err(`drill inject: ${forcedJoinWarning(forced, cgroup, "inject")}`);
   const impl = (deps.locate ?? locatePageToucher)();
   // DESIGN: a marked weak fallback (the worker says it too).

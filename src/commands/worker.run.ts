@@ -5,7 +5,7 @@ import { oomKillRose } from "../cgroup/hog.js";
 import { readOomKillCount } from "../cgroup/memoryFiles.js";
 import type { WorkerCgroup } from "../cgroup/paths.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
-import { forcedJoinWarning, refuseForeignJoin, requireSetUpCgroup } from "../cgroup/ready.js";
+import { forcedJoinWarning, refuseForeignJoin, refuseFrozen, refuseOomKillDisabled, requireSetUpCgroup } from "../cgroup/ready.js";
 import type { UpHolder } from "../cgroup/setup.js";
 import { recordServedQueue } from "../cgroup/stateFiles.js";
 import { writeDocument, writeErr, writeOut } from "../closedStdout.js";
@@ -22,8 +22,9 @@ import { refuseLiveWorkerId, runWorker, type WorkerSummary } from "../worker/run
 import { cgroupFromEnv, resolveWorkerFlags, weightsDirOf, WORKER_CGROUP_ENV, WORKER_LIFELINE_ENV, type RawWorkerFlags } from "./worker.js";
 
 /**
- * The cgroup as drill set it up (marker first), every dir present, and this
- * worker's to join (refuseForeignJoin), or an error saying what to do.
+ * The cgroup as drill set it up (marker first), every dir present, this
+ * worker's to join (refuseForeignJoin), not frozen and not with its OOM
+ * killer disabled (a worker there would hang), or an error saying what to do.
  * `forced`: the drill that is up with it, joined anyway (--force).
  */
 export function requireWorkerCgroup(
@@ -34,6 +35,8 @@ export function requireWorkerCgroup(
   const { roots, cgroup: computed } = resolveCgroupTarget(globals, raw);
   const cgroup = requireSetUpCgroup(roots, computed, globals.stateDir, raw.parent);
   const forced = refuseForeignJoin(roots, computed, cgroup, globals.stateDir, { command: "worker", force: raw.force === true, runId: env.DRILL_RUN_ID });
+  refuseFrozen(cgroup, { command: "worker", runId: env.DRILL_RUN_ID });
+  refuseOomKillDisabled(cgroup, "worker");
   return { roots, cgroup, forced };
 }
 

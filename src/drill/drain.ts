@@ -4,12 +4,11 @@ import path from "node:path";
 import { decodeJob, MAX_MARKED_PAYLOAD_BYTES } from "../queue/job.js";
 import { fsyncDir } from "../util/fsyncDir.js";
 import { openOwnFile } from "../util/ownFiles.js";
-import { jsonObjectOf } from "../util/jsonObject.js";
 import { isValidKeyPart, type QueueKeys } from "../queue/keys.js";
 import { workerKeys } from "../worker/scripts.js";
 import { drainScript } from "../queue/scripts.js";
 import { runScript } from "../queue/redis.js";
-import { holderExited, parseWorkerToken, type TokenHolder } from "../worker/heartbeatToken.js";
+import { gateHolder, holderExited, parseWorkerToken } from "../worker/heartbeatToken.js";
 import { isSameProcess } from "../host/process.js";
 import { drillRunFromEnviron, readEnviron } from "./strays.js";
 import os from "node:os";
@@ -96,16 +95,6 @@ export async function drainUnheld(redis: Redis, keys: QueueKeys, roots: HostRoot
     }
   }
   return { ...(await drainLists(redis, keys, sources, progress)), held };
-}
-
-/**
- * The process a gate's heartbeat names (host, pid, start time, as a worker's
- * token does); null for one that names none (an older gate's, its pid alone).
- */
-function gateHolder(heartbeat: string): TokenHolder | null {
-  const info = jsonObjectOf(heartbeat);
-  const { host, pid, start_time: startTime } = info ?? {};
-  return typeof host === "string" && typeof pid === "number" && typeof startTime === "number" ? { host, pid, startTime } : null;
 }
 
 /** A drill run serving a queue from this host: its gate or worker, found by its heartbeat, carries the run's DRILL_RUN_ID. */

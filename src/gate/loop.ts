@@ -12,6 +12,7 @@ import { unansweredGiveBackLine, type Holding } from "../queue/giveBack.js";
 import { decideAdmission, decisionFigures, decisionLineOf, formatDecisionLine, type AdmissionConfig, type AdmissionDecision } from "./policy.js";
 import { GateSampler, type CgroupSignals, type WorkerCgroupProbe } from "./signals.js";
 import { answeredWithRefusal } from "../queue/refusal.js";
+import { claimHeartbeat, gateHolder } from "../worker/heartbeatToken.js";
 
 /**
  * The admission loop (admitd): heartbeat, recover dead gates' lists, take one
@@ -146,15 +147,24 @@ export async function runGate(options: GateOptions, deps: GateDeps): Promise<Gat
     }
   }
 
-  const blockMs = options.blockMs ?? 1000;
-  // A stop ends the take at once (CLIENT UNBLOCK): a rollback does not wait out the block.
-  const mover = new BlockingMover(deps.redisUrl, { name: `drill-gate-take:${gateId}`, watchdogMarginMs: options.watchdogMarginMs ?? 2000, stop: { signal: deps.signal, via: redis } });
   const ttlMs = options.heartbeatTtlMs ?? Math.max(3 * config.intervalMs, 1000);
   // host, pid and start time name this process, as a worker's token does: a rollback tells a heartbeat still
   // counting down after this gate was killed from a live gate's, whose processing list it must not drain.
   // Unread (a --procfs tree without it), no start time: a rollback then waits for the heartbeat to expire, never drains a live gate's list.
   const self = readProcessStat(deps.roots, "self");
   const info = { pid: process.pid, ...(self.ok ? { start_time: self.value.startTime, host: os.hostname() } : {}), started: now(), interval_ms: config.intervalMs };
+  // Claimed before anything is taken: a second gate with a live one's --gate-id is refused (exit 3), as a
+  // worker's id is (QA: both shared one processing list, and either, stopping, gave back the other's job).
+  // A gate of this id whose process is gone (SIGKILLed) is taken over at once.
+  try {
+    await claimHeartbeat(redis, deps.roots, { role: "gate", id: gateId, holder: gateHolder }, queue.keys.gateHeartbeat(gateId), JSON.stringify(info), ttlMs);
+  } catch (err) {
+    await closeRedis(redis);
+    throw err;
+  }
+  const blockMs = options.blockMs ?? 1000;
+  // A stop ends the take at once (CLIENT UNBLOCK): a rollback does not wait out the block.
+  const mover = new BlockingMover(deps.redisUrl, { name: `drill-gate-take:${gateId}`, watchdogMarginMs: options.watchdogMarginMs ?? 2000, stop: { signal: deps.signal, via: redis } });
   const outage = new OutageLog(deps.err, monoNow, redactUrl(deps.redisUrl), message);
 
   // Say once when host PSI goes missing (the gate now fails closed) and once when it is back.

@@ -5,7 +5,7 @@ import type { Redis } from "ioredis";
 import { DrillError, ExitCode, RefusedError } from "../errors.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { readProcessStat } from "../host/process.js";
-import { holderExited, parseWorkerToken, workerToken } from "./heartbeatToken.js";
+import { claimHeartbeat, liveHolderRefusal, parseWorkerToken, workerToken, type HeartbeatClaimant } from "./heartbeatToken.js";
 import { WeightsToucher, type PageToucherLine } from "../native/pagetoucher.js";
 import { decodeJob, MAX_MARKED_PAYLOAD_BYTES, type Job } from "../queue/job.js";
 import { unansweredGiveBackLine, type Holding } from "../queue/giveBack.js";
@@ -31,7 +31,6 @@ import {
   type WorkerConfig,
 } from "./plan.js";
 import {
-  claimHeartbeatScript,
   doneScript,
   firstTokenScript,
   recoverWorkingScript,
@@ -227,7 +226,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
   // Whether its heartbeat may be in Redis: until the claim, nothing is registered, taken or to give back.
   let mayBeRegistered = false;
   try {
-    await claimWorkerId(redis, keys, workerId, token, ttlMs, deps.roots).catch((err: unknown) => {
+    await claimHeartbeat(redis, deps.roots, workerClaimant(workerId), keys.heartbeat(workerId), token, ttlMs).catch((err: unknown) => {
       // A claim sent without its reply may have run, or run when a paused Redis wakes.
       if (mayHaveRun(err, redis)) mayBeRegistered = true;
       throw err;
@@ -310,7 +309,7 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
       const decoded = decodeJob(payload, takenAt, MAX_MARKED_PAYLOAD_BYTES);
       if (!decoded.ok) {
         const entry = deadEntry(decoded.reason, payload, { id: decoded.id, gate: `worker:${workerId}`, ts: takenAt });
-        await retrying(() => runScript(redis, workerDeadScript, [working, q.dead, q.stats], [payload, entry]), stopJobs.signal, true);
+        await retrying(() => runScript(redis, workerDeadScript, [working, q.dead, q.stats, q.inflight], [payload, entry, decoded.id ?? ""]), stopJobs.signal, true);
         summary.dead++;
         const [cause, ...rest] = decoded.reason.split(" ");
         emit({ event: "dead", job: decoded.id, reason: decoded.reason, worker: workerId }, `dead job=${decoded.id ?? "-"} reason=${cause ?? decoded.reason}${rest.length > 0 ? ` detail=${JSON.stringify(rest.join(" "))}` : ""}`);
@@ -598,34 +597,9 @@ async function markReady(redis: Redis, keys: WorkerKeys, workerId: string, entry
   }
 }
 
-/**
- * Takes the heartbeat for this worker id. A holder that is this host's dead
- * process (pid gone or reused) is taken over at once: a restarted worker
- * after an OOM kill should not wait out the TTL. A live one is refused.
- */
-async function claimWorkerId(redis: Redis, keys: WorkerKeys, workerId: string, token: string, ttlMs: number, roots: HostRoots): Promise<void> {
-  const heartbeat = keys.heartbeat(workerId);
-  let stale = "";
-  for (let attempt = 0; attempt < 2; attempt++) {
-    const reply = await runScript(redis, claimHeartbeatScript, [heartbeat], [token, String(ttlMs), stale]);
-    const [kind, holder] = Array.isArray(reply) ? reply.map((v) => String(v)) : [String(reply)];
-    if (kind === "ok") return;
-    const refusal = liveHolderRefusal(roots, workerId, heartbeat, holder ?? "", ttlMs);
-    if (refusal) throw refusal;
-    stale = holder ?? "";
-  }
-  throw new DrillError(`could not claim ${heartbeat}: it changed hands while claiming`);
-}
-
-/** Why a worker id is not ours to take: its heartbeat's holder is alive (or on another host); null when it is this host's exited process. */
-function liveHolderRefusal(roots: HostRoots, workerId: string, heartbeat: string, holder: string, ttlMs: number): RefusedError | null {
-  const parsed = parseWorkerToken(holder);
-  if (holderExited(roots, parsed)) return null;
-  return new RefusedError(
-    parsed?.host === os.hostname()
-      ? `worker id ${workerId} is already running (pid ${parsed.pid}, heartbeat ${heartbeat}); stop it or give another --worker-id`
-      : `worker id ${workerId} is held by ${holder} on another host (heartbeat ${heartbeat}, TTL ${ttlMs} ms); give another --worker-id or wait for it to expire`,
-  );
+/** This worker as the claimant of its heartbeat (claimHeartbeat, liveHolderRefusal). */
+function workerClaimant(workerId: string): HeartbeatClaimant {
+  return { role: "worker", id: workerId, holder: parseWorkerToken };
 }
 
 /**
@@ -645,7 +619,7 @@ export async function refuseLiveWorkerId(redisUrl: string, queue: string, worker
   try {
     const heartbeat = workerKeys(queue).heartbeat(workerId);
     const [holder, ttlMs] = await Promise.all([redis.get(heartbeat), redis.pttl(heartbeat)]);
-    const refusal = holder === null ? null : liveHolderRefusal(roots, workerId, heartbeat, holder, ttlMs);
+    const refusal = holder === null ? null : liveHolderRefusal(roots, workerClaimant(workerId), heartbeat, holder, ttlMs);
     if (refusal) throw refusal;
   } catch (err) {
     if (err instanceof RefusedError) throw err; // anything else (a key of another type): the worker inside says it

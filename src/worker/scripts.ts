@@ -78,18 +78,23 @@ return 1
 );
 
 /**
- * A payload in the working list that is not a job: to the dead list with its reason.
- * KEYS: working dead stats · ARGV: payload entry
+ * A payload in the working list that is not a job: to the dead list with its
+ * reason, and its packed tokens released (HDEL inflight by the id it carries,
+ * when it has one) in the same step, as done does: it left the worker, and
+ * tokens left counted would lower the gate's cap until a rollback (QA).
+ * KEYS: working dead stats inflight · ARGV: payload entry id ('' = none read)
  */
 export const workerDeadScript = script(
   "worker-dead",
-  3,
+  4,
   `
-local bad = wrong_type(KEYS[1], 'list', KEYS[2], 'list', KEYS[3], 'hash') or acl_refusal('LREM', KEYS[1], 'RPUSH', KEYS[2], 'HINCRBY', KEYS[3])
+local bad = wrong_type(KEYS[1], 'list', KEYS[2], 'list', KEYS[3], 'hash', KEYS[4], 'hash')
+  or acl_refusal('LREM', KEYS[1], 'RPUSH', KEYS[2], 'HINCRBY', KEYS[3], 'HDEL', KEYS[4])
 if bad then return bad end
 if redis.call('LREM', KEYS[1], 1, ARGV[1]) == 0 then return 0 end
 redis.call('RPUSH', KEYS[2], ARGV[2])
 redis.call('HINCRBY', KEYS[3], 'dead', 1)
+if ARGV[3] ~= '' then redis.call('HDEL', KEYS[4], ARGV[3]) end
 return 1
 `,
 );

@@ -685,7 +685,7 @@ describe("DrillQueue against a real redis-server", () => {
     await redis.set(k.stats, "hello");
     const before = await dump(k.queue);
     await expect(runScript(redis, doneScript, [k.working("w1"), k.done, k.stats, k.inflight, w.firstToken], [payload, "{}", "1", "0", "0"])).rejects.toThrow(`${k.stats} is a string, not a hash`);
-    await expect(runScript(redis, workerDeadScript, [k.working("w1"), k.dead, k.stats], [payload, "{}"])).rejects.toThrow(`${k.stats} is a string, not a hash`);
+    await expect(runScript(redis, workerDeadScript, [k.working("w1"), k.dead, k.stats, k.inflight], [payload, "{}", "1"])).rejects.toThrow(`${k.stats} is a string, not a hash`);
     await redis.del(k.stats);
     await redis.set(w.firstToken, "x");
     const again = await dump(k.queue);

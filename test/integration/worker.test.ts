@@ -240,6 +240,21 @@ describe.skipIf(reason)("drill worker (real cgroup, real redis)", () => {
     expect(readdirSync(weightsDir)).toEqual([]);
   });
 
+  // QA: the dead-letter path left the job's packed tokens in <q>:inflight, lowering the gate's cap until a rollback.
+  it("a payload it dead-letters releases that job's packed tokens from inflight with the move, and only those", async () => {
+    const queue = "w-dead-inflight";
+    const k = queueKeys(queue);
+    const bad = { ...job(), prompt_tokens: -1 };
+    await redis.hset(k.inflight, bad.id, 24000, "other", 4000);
+    await redis.rpush(k.admitted, JSON.stringify(bad));
+    const result = await startWorker(queue, "t-dead", ["--weights", "16M", "--max-jobs", "1"]);
+    expect(result.exitCode, result.stderr).toBe(0);
+    expect(result.stdout).toContain(`"event":"dead","job":"${bad.id}"`);
+    expect(await redis.hgetall(k.inflight)).toEqual({ other: "4000" });
+    expect(await redis.llen(k.dead)).toBe(1);
+    expect(await redis.exists(k.working("t-dead"))).toBe(0);
+  });
+
   it("slows through real reclaim: mean pass time with a thrash hog in the cgroup ≥ 3× without, and the cgroup's PSI total grows", async () => {
     const queue = "w2";
     // 112M of weights fit in 160M beside the worker's own ~30M. Hot weights sit on

@@ -34,3 +34,15 @@ describe("gate --psi-limit (a PSI avg10: a share of time, 0-100)", () => {
     expect(() => resolveGateOptions({ ...raw, psiLimit: text }, false)).toThrow(/^--psi-limit: /);
   });
 });
+
+// QA: a nack carries attempt + 1 and a job's attempt is at most 1000 (job.ts): a budget over it nacked attempt 1001, which any later gate sends to dead as invalid.
+describe("gate --retry-budget (at most a job's largest attempt, 1000)", () => {
+  it.each([["0", 0], ["3", 3], ["1000", 1000]])("%j is accepted", (text, budget) => {
+    expect(resolveGateOptions({ ...raw, retryBudget: text }, false).options.retryBudget).toBe(budget);
+  });
+
+  it.each(["1001", "5000", "9007199254740991"])("%j is exit 2 naming the flag and the limit", (text) => {
+    expect(() => resolveGateOptions({ ...raw, retryBudget: text }, false)).toThrow(UsageError);
+    expect(() => resolveGateOptions({ ...raw, retryBudget: text }, false)).toThrow(`--retry-budget: "${text}" must be at most 1000`);
+  });
+});
