@@ -528,14 +528,21 @@ function removeOrphanedWeightsFiles(roots: HostRoots, files: string[]): { remove
   return { removed, left };
 }
 
-/** Every task listed in the dirs' cgroup.procs; a dir removed under us (cgdelete) has none. */
+/**
+ * Every task listed in the dirs' cgroup.procs; a dir removed under us
+ * (cgdelete) has none. One that cannot be read stops the teardown unfinished
+ * (exit 4, QA: it was 1): without its task list the cgroup can be neither
+ * emptied nor found empty, so it and its marker stay for the next run.
+ */
 function listInside(roots: HostRoots, dirs: CgroupDir[]): KilledTask[] {
   const inside: KilledTask[] = [];
   for (const dir of dirs) {
     const pids = readPids(path.join(dir.dir, "cgroup.procs"));
     if (!pids.ok) {
       if (pids.reason === "missing") continue;
-      throw kernelWriteError(pids.file, new Error(pids.reason), "read");
+      throw new RollbackIncompleteError(
+        `cannot read ${pids.file}: ${pids.reason}; without its task list ${dir.dir} can be neither emptied nor found empty, so it is left in place: run teardown again once that file reads`,
+      );
     }
     for (const pid of pids.value) inside.push({ pid, comm: readComm(roots, pid), dir: dir.dir });
   }
