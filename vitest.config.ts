@@ -44,6 +44,8 @@ const QUIET_FILES = [
   "test/e2e/rollback-held.test.ts",
   "test/e2e/rollback-other-redis.test.ts",
   "test/e2e/setup-hint.test.ts",
+  "test/e2e/teardown-procs-unreadable.test.ts",
+  "test/e2e/teardown-record-unlink-refused.test.ts",
   "test/e2e/startup.test.ts",
   "test/e2e/watch-hints.test.ts",
   "test/e2e/watch-rejects.test.ts",

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import { closeSync, existsSync, fsyncSync, linkSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, linkSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fsyncDir } from "../util/fsyncDir.js";
 import { DrillError, RefusedError, refusalMeaning } from "../errors.js";
@@ -9,6 +9,9 @@ import type { CgroupLayoutKind } from "./layout.js";
 import type { CgroupDir, WorkerCgroup } from "./paths.js";
 import { makeDirs } from "../util/makeDirs.js";
 import { ForeignRecordError, openOwnFile, readOwnRecord, RecordReadError, recordReadError } from "../util/ownFiles.js";
+import { unlinkLeftover } from "../util/unlinkLeftover.js";
+
+export { unlinkLeftover };
 
 /**
  * Drill's own records of what it created, under --state-dir:
@@ -170,8 +173,9 @@ export function writeMarker(stateDir: string, cgroup: WorkerCgroup, marker: Cgro
   writeJsonDurably(markerFile(stateDir, cgroup), marker);
 }
 
-export function removeMarker(stateDir: string, cgroup: WorkerCgroup): void {
-  rmSync(markerFile(stateDir, cgroup), { force: true });
+/** Removes a cgroup's marker; why it stays when it cannot be (its dir immutable, read-only), else null. */
+export function removeMarker(stateDir: string, cgroup: WorkerCgroup): string | null {
+  return unlinkLeftover(markerFile(stateDir, cgroup));
 }
 
 export function markerLockFile(stateDir: string, cgroup: WorkerCgroup): string {
@@ -410,28 +414,6 @@ export function writeHogRecord(file: string, record: HogRecord): void {
 /** Removes a hog's record; why it stays when it cannot be (its dir immutable, read-only), else null. */
 export function removeHogRecord(file: string): string | null {
   return unlinkLeftover(file);
-}
-
-const UNLINK_REFUSALS: Record<string, string> = {
-  EPERM: "EPERM (operation not permitted: an immutable file or dir, chattr -i; or a security policy)",
-  EROFS: "EROFS (its filesystem is read-only now)",
-  EACCES: "EACCES (permission denied)",
-};
-
-/**
- * Unlinks `file` (gone already is fine); why it stays otherwise. Not rmSync:
- * its force falls back to rmdir on EPERM and throws ENOTDIR (QA: a stack
- * trace from inject and every teardown after it).
- */
-export function unlinkLeftover(file: string): string | null {
-  try {
-    unlinkSync(file);
-    return null;
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === "ENOENT") return null;
-    return (code && UNLINK_REFUSALS[code]) ?? code ?? (err as Error).message;
-  }
 }
 
 /**

@@ -1,4 +1,4 @@
-import { accessSync, constants, existsSync, readdirSync, readlinkSync, rmdirSync, rmSync, statSync } from "node:fs";
+import { accessSync, constants, existsSync, readdirSync, readlinkSync, rmdirSync, statSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { drillCommandFor } from "../context.js";
@@ -121,6 +121,12 @@ export type TeardownResult =
       queuesServed: ServedQueue[];
       /** Why the records of those queues could not be read; null when they were. */
       queuesServedUnread: string | null;
+      /**
+       * Its records in the state dir it could not remove (the marker, a served
+       * queue's record: their dir immutable, read-only), each with why: the
+       * cgroup is gone, the teardown run again removes them (exit 4 till then).
+       */
+      left: string[];
     };
 
 function inode(dir: string): number | null {
@@ -207,7 +213,8 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   if (!marker) {
     if (present.length === 0) {
       // Nothing of it left: nor of the queues recorded as served there (a later cgroup of that name is another).
-      for (const { file } of listServedQueues(options.stateDir, computed).served) rmSync(file, { force: true });
+      const left = removeServedRecords(listServedQueues(options.stateDir, computed).served);
+      if (left.length > 0) throw new RollbackIncompleteError(`${left.join("; ")}: ${RECORD_LEFT_ADVICE}`);
       return { kind: "nothing", looked: cgroup.dirs.map((d) => d.dir) };
     }
     // Each task once: on a hybrid host it is in the memory cgroup and in its twin.
@@ -300,9 +307,10 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
   // The marker stays with it: the teardown run again finds a hog's record and unlinks the file.
   const filesLeft = [...discarded.flatMap((d) => d.left ?? []), ...weights.left];
   if (filesLeft.length > 0) throw new RollbackIncompleteError(`${filesLeft.join("; ")}: run teardown again once it can be removed, or remove it yourself`);
-  removeMarker(options.stateDir, computed);
+  // Not rmSync: on a file it may not unlink (its dir immutable) it throws ENOTDIR (QA: a stack trace).
+  const markerLeft = removeMarker(options.stateDir, computed);
   // Said by this teardown's caller now; a record left would name the queue again at the next setup's teardown.
-  for (const { file } of served) rmSync(file, { force: true });
+  const left = [...(markerLeft === null ? [] : [`could not remove the cgroup's marker ${markerFile(options.stateDir, computed)}: ${markerLeft}`]), ...removeServedRecords(served)];
   return {
     kind: "removed",
     removed: [...done.removed],
@@ -314,7 +322,19 @@ async function teardownInto(roots: HostRoots, computed: WorkerCgroup, options: T
     forced: done.forced,
     queuesServed: [...done.queuesServed],
     queuesServedUnread: done.queuesServedUnread,
+    left,
   };
+}
+
+/** What to do about a record a teardown could not remove. */
+export const RECORD_LEFT_ADVICE = "run teardown again once it can be removed, or remove it yourself";
+
+/** Unlinks the records of the queues served in a cgroup that is gone; each it could not, named with why. */
+function removeServedRecords(served: ReadonlyArray<{ file: string }>): string[] {
+  return served.flatMap(({ file }) => {
+    const why = unlinkLeftover(file);
+    return why === null ? [] : [`could not remove the record of a queue its workers served ${file}: ${why}`];
+  });
 }
 
 /**
@@ -528,14 +548,21 @@ function removeOrphanedWeightsFiles(roots: HostRoots, files: string[]): { remove
   return { removed, left };
 }
 
-/** Every task listed in the dirs' cgroup.procs; a dir removed under us (cgdelete) has none. */
+/**
+ * Every task listed in the dirs' cgroup.procs; a dir removed under us
+ * (cgdelete) has none. One that cannot be read stops the teardown unfinished
+ * (exit 4, QA: it was 1): without its task list the cgroup can be neither
+ * emptied nor found empty, so it and its marker stay for the next run.
+ */
 function listInside(roots: HostRoots, dirs: CgroupDir[]): KilledTask[] {
   const inside: KilledTask[] = [];
   for (const dir of dirs) {
     const pids = readPids(path.join(dir.dir, "cgroup.procs"));
     if (!pids.ok) {
       if (pids.reason === "missing") continue;
-      throw kernelWriteError(pids.file, new Error(pids.reason), "read");
+      throw new RollbackIncompleteError(
+        `cannot read ${pids.file}: ${pids.reason}; without its task list ${dir.dir} can be neither emptied nor found empty, so it is left in place: run teardown again once that file reads`,
+      );
     }
     for (const pid of pids.value) inside.push({ pid, comm: readComm(roots, pid), dir: dir.dir });
   }

@@ -1,4 +1,4 @@
-import { DrillError, RefusedError, stopExitCode, UsageError } from "../errors.js";
+import { DrillError, RefusedError, RollbackIncompleteError, stopExitCode, UsageError } from "../errors.js";
 import { writeErr } from "../closedStdout.js";
 import { finishDespiteInterrupt } from "../interrupt.js";
 import { drillCommandAt, drillCommandFor, rollbackAgain, shellWord, type GlobalOptions } from "../context.js";
@@ -11,7 +11,7 @@ import { validateParent } from "../cgroup/names.js";
 import { requireParentDirs } from "../cgroup/paths.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { absentCgroupNext } from "../cgroup/ready.js";
-import { newTeardownProgress, taskLeft, taskNow, teardownWorkerCgroup, thawBeforeExit, type KilledTask, type RefusedTask, type TeardownMethod, type TeardownProgress, type TeardownResult, type TeardownStage } from "../cgroup/teardown.js";
+import { newTeardownProgress, RECORD_LEFT_ADVICE, taskLeft, taskNow, teardownWorkerCgroup, thawBeforeExit, type KilledTask, type RefusedTask, type TeardownMethod, type TeardownProgress, type TeardownResult, type TeardownStage } from "../cgroup/teardown.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import type { SetupFlags, TargetFlags, TeardownFlags } from "./cgroup.js";
 import { maskedQueues, queuesLeftOpenLines, readServedQueues } from "../worker/served.js";
@@ -167,15 +167,18 @@ export async function cgroupTeardownAction(globals: GlobalOptions, flags: Teardo
   if (globals.json) {
     // Removed: every task it signalled, or could not, is out of the cgroup (gone with it).
     const served = result.kind === "removed" ? { ...teardownTasks(roots, progress, () => "gone"), queuesServed: maskedQueues(result.queuesServed), queuesLeftOpen: leftOpen } : {};
-    output.json(snakeCaseKeys({ ...result, ...served, left: [], interrupted: null }));
+    output.json(snakeCaseKeys({ ...result, ...served, left: result.kind === "removed" ? result.left : [], interrupted: null }));
   } else if (result.kind === "nothing") {
     output.out(`cgroup ${cgroup.name}: nothing to tear down (no ${result.looked.join(", no ")})`);
   } else {
     for (const line of teardownDoneLines(result)) output.out(line);
-    output.out(`cgroup ${cgroup.name} torn down${result.removed.length === 0 ? " (nothing was left)" : ""}`);
+    const recordsLeft = result.left.length > 0 ? `, but ${result.left.length === 1 ? "a record of it is" : "records of it are"} left (below)` : "";
+    output.out(`cgroup ${cgroup.name} torn down${result.removed.length === 0 ? " (nothing was left)" : ""}${recordsLeft}`);
     for (const line of queuesLeftOpenLines(leftOpen, result.queuesServed, keyless)) output.out(line);
     if (result.queuesServedUnread !== null) output.out(`the queues its workers served go unnamed: ${result.queuesServedUnread}`);
   }
+  // The cgroup is gone, a record of it is not: exit 4 naming it, after all the above (the queues left open above all).
+  if (result.kind === "removed" && result.left.length > 0) throw new RollbackIncompleteError(`cgroup ${cgroup.name}: ${result.left.join("; ")}: ${RECORD_LEFT_ADVICE}`);
   return result;
 }
 

@@ -1,9 +1,10 @@
 import type { Redis } from "ioredis";
-import { closeSync, fsyncSync, linkSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
+import { closeSync, fsyncSync, linkSync, unlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { decodeJob, MAX_MARKED_PAYLOAD_BYTES } from "../queue/job.js";
 import { fsyncDir } from "../util/fsyncDir.js";
 import { openOwnFile } from "../util/ownFiles.js";
+import { unlinkLeftover } from "../util/unlinkLeftover.js";
 import { isValidKeyPart, type QueueKeys } from "../queue/keys.js";
 import { workerKeys } from "../worker/scripts.js";
 import { drainScript } from "../queue/scripts.js";
@@ -260,7 +261,9 @@ export async function exportKeys(redis: Redis, keys: QueueKeys, file: string): P
     fsyncDir(path.dirname(file));
     return { keys: count, file };
   } catch (err) {
-    rmSync(partial, { force: true });
+    // Not rmSync: on a file it may not unlink it throws ENOTDIR in place of what failed.
+    const left = unlinkLeftover(partial);
+    if (left !== null && err instanceof Error) err.message += `; its partial file ${partial} is left: ${left}`;
     throw err;
   }
 }

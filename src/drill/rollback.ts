@@ -383,6 +383,8 @@ export async function rollbackDrill(name: string, options: RollbackOptions): Pro
             `cgroup ${computed.dirs.map((d) => d.dir).join(" and ")} not removed, yet it holds this drill's own tasks ${own.map((t) => `${t.pid} (${t.comm})`).join(", ")} (run ${state.runId}; stopped by pid below): ${err.message}`,
           );
         }
+        // Removed, but a record of it left (its dir immutable): the step is not done until a rollback run again removes it.
+        if (torn.kind === "removed" && torn.left.length > 0) throw new RollbackIncompleteError(`${describeTeardown(torn, others)}; ${torn.left.join("; ")}`);
         return describeTeardown(torn, others);
       }, (err) => result.left.push(err instanceof Error ? err.message : String(err)));
     } else {
@@ -640,7 +642,8 @@ export async function rollbackStandaloneCgroups(roots: HostRoots, stateDir: stri
         continue;
       }
       const torn = await teardownWorkerCgroup(roots, computed, { stateDir, timeoutMs: 10_000 });
-      record(true, describeTeardown(torn), torn.kind === "removed" ? torn.queuesServed : []);
+      const left = torn.kind === "removed" ? torn.left : [];
+      record(left.length === 0, [describeTeardown(torn), ...left].join("; "), torn.kind === "removed" ? torn.queuesServed : []);
     } catch (err) {
       record(false, err instanceof Error ? err.message : String(err));
     }

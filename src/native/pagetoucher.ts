@@ -4,13 +4,14 @@
 // built, by native/pagetoucher.py: same command line, same stdout lines
 // (the protocol is documented at the top of native/pagetoucher.c).
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { accessSync, constants, existsSync, readFileSync, rmSync } from "node:fs";
+import { accessSync, constants, existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { joinArgv } from "../cgroup/join.js";
 import { DrillError, UsageError } from "../errors.js";
 import { findOnPath } from "../util/findOnPath.js";
+import { unlinkLeftover } from "../util/unlinkLeftover.js";
 import { SELF_EXIT_GRACE_MS } from "../lifetime.js";
 import { MAX_DURATION_MS } from "../units.js";
 
@@ -476,7 +477,8 @@ export class WeightsToucher {
     const exit = await this.exitPromise;
     // SIGKILL (ours or the OOM killer's) leaves the file: unlink it here. Not
     // after a refusal: the path it refused may be another program's file.
-    if (exit.code !== EXIT_REFUSED) rmSync(this.file, { force: true });
+    const left = exit.code === EXIT_REFUSED ? null : unlinkLeftover(this.file);
+    if (left !== null) throw new DrillError(`${this.file}: ${left}`);
     return exit;
   }
 }

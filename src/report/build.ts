@@ -1169,7 +1169,14 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     modeFlips = [];
     const rejects: DecisionEvent[] = [];
     retriedInWindow = 0;
+    // An entry with no reason (written by hand, or by something else than drill) is no decision of any kind:
+    // counted apart and said, as a record that is not JSON is (QA: it showed as a blank row).
+    let noReason = 0;
     for (const e of events) {
+      if (e.reason === "") {
+        noReason++;
+        continue;
+      }
       if (e.reason === "mode") {
         modeFlips.push(modeFlip(e));
         continue;
@@ -1209,6 +1216,7 @@ export function buildReport(inputs: ReportInputs, nowMs: number, sinceMs: number
     });
     rejectsInWindow = rejects.length;
     decisions = { rows, total, rejects: rejects.length };
+    if (noReason > 0) notes.push(`${noReason} ${inputs.queue}:events ${noReason === 1 ? "entry carries" : "entries carry"} no reason: not counted under Decisions`);
     const first = rejects[0];
     const last = rejects.at(-1);
     if (first) firstReject = { ts: iso(first.tsMs), line: rejectLine(first) };

@@ -464,7 +464,43 @@ export function implausibleField(sample: WatchSample): string | null {
   return null;
 }
 
-/** One line of `watch --record` → a WatchSample; null when it is not a sample with an ISO `ts`. */
+/**
+ * An ISO-8601 date and time with its zone, as watch writes `ts`
+ * (`2026-12-05T11:00:00.000Z`; an offset too) → ms; NaN for anything else.
+ * Not Date.parse alone: it takes `"12"` or `"hello 1"` (years 2001-2012) and
+ * rolls `2026-02-31` over into March (QA).
+ */
+export function isoTimestampMs(text: string): number {
+  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/.exec(text);
+  if (m === null) return NaN;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const date = new Date(Date.UTC(year, month - 1, day));
+  if (date.getUTCMonth() !== month - 1 || date.getUTCDate() !== day || hour > 23 || minute > 59 || second > 59) return NaN;
+  return Date.parse(text);
+}
+
+/** The fields a watch sample carries, null when unread; a line with none of them (a gate's `--json` line) is no sample. */
+const SAMPLE_FIELDS = [
+  "psi_mem_some_avg10",
+  "psi_mem_some_rate",
+  "cg_psi_mem_some_avg10",
+  "cg_psi_mem_some_rate",
+  "cg_mem_current",
+  "cg_mem_peak",
+  "cg_mem_max",
+  "cg_oom_kill",
+  "stall_ms_p99",
+  "cpu_idle_pct",
+  "queue_age_ms",
+  "deadline_slack_ms",
+  "si",
+] as const;
+
+/**
+ * One line of `watch --record` → a WatchSample; null when it is not a sample:
+ * no ISO-8601 `ts`, or none of a sample's fields (every line of `drill --json
+ * gate` has a `ts`: QA, each counted as a sample of nulls).
+ */
 export function parseSampleLine(line: string): WatchSample | null {
   let parsed: unknown;
   try {
@@ -474,8 +510,8 @@ export function parseSampleLine(line: string): WatchSample | null {
   }
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return null;
   const r = parsed as Record<string, unknown>;
-  const tsMs = typeof r.ts === "string" ? Date.parse(r.ts) : NaN;
-  if (!Number.isFinite(tsMs)) return null;
+  const tsMs = typeof r.ts === "string" ? isoTimestampMs(r.ts) : NaN;
+  if (!Number.isFinite(tsMs) || !SAMPLE_FIELDS.some((field) => Object.hasOwn(r, field))) return null;
   return {
     tsMs,
     psi_mem_some_avg10: finiteOrNull(r.psi_mem_some_avg10),

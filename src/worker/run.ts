@@ -245,7 +245,9 @@ export async function runWorker(options: WorkerOptions, deps: WorkerDeps): Promi
       throw new DrillError(`${tag}: ${start.unrecorded}: it could not record the jobs it runs; nothing taken. Fix or delete that key, then start it again`, ExitCode.usage);
     }
     await redis.hset(keys.workers, workerId, JSON.stringify(info));
-    for (const file of removeStaleWeightsFiles(deps.roots, options.weightsDir, workerId)) deps.err(`${tag}: removed ${file}, left by a worker that is gone`);
+    const stale = removeStaleWeightsFiles(deps.roots, options.weightsDir, workerId);
+    for (const file of stale.removed) deps.err(`${tag}: removed ${file}, left by a worker that is gone`);
+    for (const { file, why } of stale.left) deps.err(`${tag}: could not remove ${file}, left by a worker that is gone: ${why}; remove it yourself once it can be`);
 
     // Renewals that fail are said once, and what they cost when they work again: with every
     // slot busy the take loop, which says an outage, is not running (QA R 2).

@@ -1,8 +1,9 @@
-import { readdirSync, rmSync } from "node:fs";
+import { readdirSync } from "node:fs";
 import path from "node:path";
 import { checkFileDir } from "../host/filesystem.js";
 import type { HostRoots } from "../host/kernelFile.js";
 import { isSameProcess } from "../host/process.js";
+import { unlinkLeftover } from "../util/unlinkLeftover.js";
 
 
 /**
@@ -24,24 +25,30 @@ export function parseWeightsFileName(name: string): { workerId: string; pid: num
   return { workerId: match[1]!, pid: Number(match[2]), startTime: Number(match[3]) };
 }
 
-/** Unlinks this worker id's files whose owner process is gone; returns what it removed. */
-export function removeStaleWeightsFiles(roots: HostRoots, dir: string, workerId: string): string[] {
+/**
+ * Unlinks this worker id's files whose owner process is gone: what it
+ * removed, and what it could not, with why (`left`: its dir immutable or
+ * read-only; QA: rmSync's ENOTDIR stack trace stopped the worker at start).
+ */
+export function removeStaleWeightsFiles(roots: HostRoots, dir: string, workerId: string): { removed: string[]; left: Array<{ file: string; why: string }> } {
   let names: string[];
   try {
     names = readdirSync(dir);
   } catch {
-    return [];
+    return { removed: [], left: [] };
   }
   const removed: string[] = [];
+  const left: Array<{ file: string; why: string }> = [];
   for (const name of names) {
     const parsed = parseWeightsFileName(name);
     if (!parsed || parsed.workerId !== workerId) continue;
     if (isSameProcess(roots, parsed.pid, parsed.startTime)) continue;
     const file = path.join(dir, name);
-    rmSync(file, { force: true });
-    removed.push(file);
+    const why = unlinkLeftover(file);
+    if (why === null) removed.push(file);
+    else left.push({ file, why });
   }
-  return removed;
+  return { removed, left };
 }
 
 /** --file-dir (or --weights-dir, `flag`): absolute, on a disk filesystem (page cache, reclaimable), with room for the file. */

@@ -19,7 +19,7 @@ const killed = [
 
 describe("the README's teardown quotes, each as its command prints it", () => {
   it("the rollback step: `killed 2: ... via sigterm+cgroup.kill`", () => {
-    const line = describeTeardown({ kind: "removed", removed: [dir], alreadyGone: [], killed, unlinked: [], method: ["sigterm", "cgroup.kill"], forced: null, queuesServed: [], queuesServedUnread: null });
+    const line = describeTeardown({ kind: "removed", removed: [dir], alreadyGone: [], killed, unlinked: [], method: ["sigterm", "cgroup.kill"], forced: null, queuesServed: [], queuesServedUnread: null, left: [] });
     expect(line).toMatch(/^killed 2: .* via sigterm\+cgroup\.kill;/);
     expect(readme).toContain("the rollback's step says `killed 2: ... via sigterm+cgroup.kill`");
   });

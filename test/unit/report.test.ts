@@ -485,7 +485,7 @@ describe("tolerant parsers", () => {
   it("recording: bad lines counted, samples sorted, cg_mem_max keeps max", () => {
     const rec = parseRecording(
       "w.jsonl",
-      ['{"ts":"2025-11-30T12:00:02.000Z","psi_mem_some_avg10":1.5,"cg_mem_max":"max","alarm":["oom_kill"]}', "", "{torn", '{"ts":"2025-11-30T12:00:01.000Z"}', '{"no_ts":1}'].join("\n"),
+      ['{"ts":"2025-11-30T12:00:02.000Z","psi_mem_some_avg10":1.5,"cg_mem_max":"max","alarm":["oom_kill"]}', "", "{torn", '{"ts":"2025-11-30T12:00:01.000Z","cpu_idle_pct":null}', '{"no_ts":1}'].join("\n"),
     );
     expect(rec.badLines).toBe(2);
     expect(rec.samples.map((s) => s.tsMs)).toEqual([Date.parse("2025-11-30T12:00:01.000Z"), Date.parse("2025-11-30T12:00:02.000Z")]);

@@ -144,14 +144,14 @@ describe("unknownDrillProblem: rollback --name of no drill, beside drills that a
 // QA: a twin someone had removed by hand was reported "removed" by rollback.
 describe("rollback's cgroup step line", () => {
   it("says which dirs it removed and which were already gone", () => {
-    const line = describeTeardown({ kind: "removed", removed: ["/sys/fs/cgroup/memory/a"], alreadyGone: ["/sys/fs/cgroup/unified/drill-a-1"], killed: [], unlinked: [], method: ["empty"], forced: null, queuesServed: [], queuesServedUnread: null });
+    const line = describeTeardown({ kind: "removed", removed: ["/sys/fs/cgroup/memory/a"], alreadyGone: ["/sys/fs/cgroup/unified/drill-a-1"], killed: [], unlinked: [], method: ["empty"], forced: null, queuesServed: [], queuesServedUnread: null, left: [] });
     expect(line).toBe("nothing inside to stop; removed /sys/fs/cgroup/memory/a; already gone /sys/fs/cgroup/unified/drill-a-1");
   });
 
   // QA AB 6: a file named `served` in the state dir; the cgroup is removed all the same, and the line says what went unread.
   it("says the served records it could not read, after what it removed", () => {
     const unread = "cannot read /s/served: ENOTDIR (a file stands where drill keeps a directory: move it aside, or give --state-dir another directory)";
-    const line = describeTeardown({ kind: "removed", removed: ["/sys/fs/cgroup/memory/a"], alreadyGone: [], killed: [], unlinked: [], method: ["empty"], forced: null, queuesServed: [], queuesServedUnread: unread });
+    const line = describeTeardown({ kind: "removed", removed: ["/sys/fs/cgroup/memory/a"], alreadyGone: [], killed: [], unlinked: [], method: ["empty"], forced: null, queuesServed: [], queuesServedUnread: unread, left: [] });
     expect(line).toBe(`nothing inside to stop; removed /sys/fs/cgroup/memory/a; the queues its workers served go unnamed: ${unread}`);
   });
 });
