@@ -102,7 +102,6 @@ export function forcedJoinWarning(holder: UpHolder, cgroup: WorkerCgroup, comman
   return `warning: --force: ${command} joins cgroup ${cgroup.name}, the worker cgroup of drill ${holder.drill} (run ${holder.runId}), which is ${up}: its rollback kills this ${command === "worker" ? "worker" : "hog"} with the drill's own`;
 }
 
-
 /**
  * Refuses a worker cgroup that reads frozen (cgroup.events `frozen 1`: its
  * own cgroup.freeze, or an ancestor's): what joins it stops at its first

@@ -11,8 +11,6 @@ import { makeDirs } from "../util/makeDirs.js";
 import { ForeignRecordError, openOwnFile, readOwnRecord, RecordReadError, recordReadError } from "../util/ownFiles.js";
 import { unlinkLeftover } from "../util/unlinkLeftover.js";
 
-export { unlinkLeftover };
-
 /**
  * Drill's own records of what it created, under --state-dir:
  * - cgroups/<name>-<hash>.json: a cgroup drill made (dirs + inodes). Setup

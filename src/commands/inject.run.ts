@@ -14,13 +14,14 @@ import { joinedUnlessGone, spawnInCgroup, HOG_OOM_SCORE_ADJ, JOIN_FAILED_EXIT } 
 import { parseCounter, readCgroupMemory, readOomKillCount } from "../cgroup/memoryFiles.js";
 import type { CgroupDir, WorkerCgroup } from "../cgroup/paths.js";
 import type { HostRoots } from "../host/kernelFile.js";
-import { cgroupKey, newHogRecordFile, removeHogRecord, unlinkLeftover, writeHogRecord, type HogRecord } from "../cgroup/stateFiles.js";
+import { cgroupKey, newHogRecordFile, removeHogRecord, writeHogRecord, type HogRecord } from "../cgroup/stateFiles.js";
 import { resolveCgroupTarget } from "../cgroup/target.js";
 import { signalVerified } from "../cgroup/tasks.js";
 import { onStopSignals } from "../interrupt.js";
 import { TERM_GRACE_MS } from "../cgroup/teardown.js";
 import { readHostMemoryBytes } from "../host/meminfo.js";
 import { absoluteDir } from "../host/filesystem.js";
+import { unlinkLeftover } from "../util/unlinkLeftover.js";
 import { readProcessStat } from "../host/process.js";
 import { forcedJoinWarning, refuseForeignJoin, refuseFrozen, refuseOomKillDisabled, requireSetUpCgroup, setupAdvice } from "../cgroup/ready.js";
 import type { UpHolder } from "../cgroup/setup.js";
